@@ -1,0 +1,21 @@
+/* tbanalyze verbs: one file per verb, dispatched by main.c. */
+#ifndef TBANALYZE_CMD_H
+#define TBANALYZE_CMD_H
+
+/* Exit statuses, pinned (scripts and CI depend on them). */
+enum tba_exit {
+	TBA_EXIT_OK = 0,
+	TBA_EXIT_REGRESSION = 1, /* diff: a regression beyond the threshold */
+	TBA_EXIT_BAD_INPUT = 2,  /* unreadable, not a trace, corrupt, too new */
+	TBA_EXIT_USAGE = 3,      /* bad command line */
+	TBA_EXIT_INTERNAL = 4,   /* out of memory, write error on output */
+};
+
+/* Each verb gets argv with argv[0] = the verb name. */
+int cmd_info(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_report(int argc, char **argv);  /* default verb: tbanalyze trace.zst */
+int cmd_diff(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+
+#endif

@@ -1,0 +1,51 @@
+/* tbanalyze: offline analysis of tbprof traces.  Verb dispatch only. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "tbp_config.h"
+
+struct verb {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static const struct verb verbs[] = {
+	{"report", cmd_report, "time breakdown and findings (default verb)"},
+	{"info", cmd_info, "header, processes, threads, record counts, losses, clock alignment"},
+	{"dump", cmd_dump, "one line per record (--json: JSON lines)"},
+	{"diff", cmd_diff, "compare two traces; exit 1 on a regression"},
+	{"export", cmd_export, "convert to Chrome trace / Kineto JSON"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tbanalyze [VERB] TRACE.zst [options]\n\nverbs:\n");
+	for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+		fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
+	fprintf(f, "\n`tbanalyze VERB --help` describes a verb's options.\n"
+		   "exit status: 0 ok, 1 regression (diff), 2 bad input, 3 usage, 4 internal error\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return TBA_EXIT_USAGE;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return TBA_EXIT_OK;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		printf("tbanalyze %s\n", TBPROF_VERSION);
+		return TBA_EXIT_OK;
+	}
+	for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+		if (!strcmp(argv[1], verbs[i].name))
+			return verbs[i].run(argc - 1, argv + 1);
+	/* No verb: `tbanalyze trace.zst [options]` is a report. */
+	argv[0] = "report";
+	return cmd_report(argc, argv);
+}

@@ -1,0 +1,104 @@
+/*
+ * libtbprof internal API: what hooks (interpose/), the CUPTI consumer
+ * (libtbprof/cupti.c) and the Python call-path module (libtbprof/python.c)
+ * use to record events.  Nothing here may block indefinitely, call malloc
+ * on the per-event path, or acquire the GIL.
+ */
+#ifndef TBPROF_CORE_H
+#define TBPROF_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "tbprof/trace.h"
+
+#define TBP_EXPORT __attribute__((visibility("default")))
+#define TBP_HIDDEN __attribute__((visibility("hidden")))
+#define TBP_LIKELY(x) __builtin_expect(!!(x), 1)
+#define TBP_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Configuration, read once by the constructor from TBPROF_* variables. */
+struct tbp_config {
+	bool enabled;            /* TBPROF_ENABLE (default 1) */
+	char out[4096];          /* TBPROF_OUT (default "trace.zst") */
+	size_t buffer_bytes;     /* TBPROF_BUFFER_SIZE: per-thread buffer (default 8 MiB) */
+	bool python;             /* TBPROF_PYTHON: Python call paths (default 1) */
+	uint64_t py_span_ns;     /* TBPROF_PY_SPAN_US * 1000 (default 100 us) */
+	unsigned py_depth;       /* TBPROF_PY_DEPTH (default 32) */
+	bool native;             /* TBPROF_NATIVE: native stacks (default 0) */
+	unsigned native_depth;   /* TBPROF_NATIVE_DEPTH (default 16) */
+	bool cupti;              /* TBPROF_CUPTI (default 1) */
+	int fork_mode;           /* TBPROF_FORK: 0 inert child, 1 child traces (default 1) */
+	bool trace_all;          /* TBPROF_TRACE_ALL: write a trace even without CUDA use */
+	int verbose;             /* TBPROF_VERBOSE */
+};
+extern struct tbp_config tbp_cfg TBP_HIDDEN;
+
+/* Current process state: 0 off/inert, 1 running.  Hooks check this first. */
+extern volatile int tbp_active TBP_HIDDEN;
+
+static inline uint64_t tbp_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Per-thread recursion guard: returns false if this thread is already
+ * inside tbprof (the hook must then only forward to the real function). */
+bool tbp_guard_enter(void) TBP_HIDDEN;
+void tbp_guard_leave(void) TBP_HIDDEN;
+
+/* Lazy start: first hook call starts the writer thread, opens the file. */
+void tbp_ensure_started(void) TBP_HIDDEN;
+
+/* Hot path.  Reserve a slot in this thread's buffer; NULL when disabled or
+ * the buffer is full (the loss is counted and recorded as TBP_K_LOST).
+ * The slot is zeroed except kind/stream_kind/tid; fill it, then commit. */
+struct tbp_record *tbp_slot_acquire(unsigned kind) TBP_HIDDEN;
+void tbp_slot_commit(struct tbp_record *rec) TBP_HIDDEN;
+/* Same, for records of another stream (GPU activity from the CUPTI thread):
+ * stream_kind/stream id are set by the caller in rec->stream_kind/rec->tid. */
+void tbp_emit(const struct tbp_record *rec) TBP_HIDDEN;
+
+/* Definitions (rare: interning misses).  Copied; ordered before any record
+ * committed after this call returns. */
+void tbp_emit_def(const struct tbp_record *rec) TBP_HIDDEN;
+/* Interned strings: returns a stable id > 0 (0 on failure).  Thread-safe. */
+uint64_t tbp_intern_string(const char *s, size_t len) TBP_HIDDEN;
+/* Monotonic process-wide correlation ids for API records (> 0). */
+uint64_t tbp_corr_next(void) TBP_HIDDEN;
+
+/* Around every real GPU API call, for joining GPU activity (cupti.c).
+ * No-ops when CUPTI is not in use. */
+void tbp_gpu_call_enter(uint64_t corr) TBP_HIDDEN;
+void tbp_gpu_call_exit(uint64_t corr) TBP_HIDDEN;
+/* Called by hooks when CUDA is first seen in use (starts CUPTI), on
+ * cudaDeviceReset (flush), and at exit before the writer stops. */
+void tbp_cupti_start(void) TBP_HIDDEN;
+void tbp_cupti_flush(void) TBP_HIDDEN;
+void tbp_cupti_stop(void) TBP_HIDDEN;
+
+/* Python call path of the calling thread: interned TBP_K_CALLPATH id, or 0
+ * (no Python, disabled, unsupported).  Safe with or without the GIL held. */
+uint64_t tbp_py_callpath(void) TBP_HIDDEN;
+void tbp_py_init(void) TBP_HIDDEN;       /* lazy, idempotent */
+void tbp_py_shutdown(void) TBP_HIDDEN;
+/* Hooks that wait for the GPU call these so kernels from threads without
+ * Python frames can be attributed to the waiting thread (python.c). */
+void tbp_py_note_wait(uint64_t callpath) TBP_HIDDEN;
+
+/* Native stack of the caller: interned TBP_K_NATIVE id, or 0. */
+uint64_t tbp_native_stack(unsigned skip) TBP_HIDDEN;
+
+/* Signal-safe diagnostics to stderr (prefix "tbprof: "). */
+void tbp_log(const char *fmt, ...) TBP_HIDDEN __attribute__((format(printf, 1, 2)));
+void tbp_warn_once(int *flag, const char *fmt, ...) TBP_HIDDEN
+	__attribute__((format(printf, 2, 3)));
+
+/* Records a NOTICE (one line the analyzer shows). */
+void tbp_notice(unsigned level, unsigned code, const char *message) TBP_HIDDEN;
+
+#endif
