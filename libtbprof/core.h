@@ -98,6 +98,15 @@ void tbp_log(const char *fmt, ...) TBP_HIDDEN __attribute__((format(printf, 1, 2
 void tbp_warn_once(int *flag, const char *fmt, ...) TBP_HIDDEN
 	__attribute__((format(printf, 2, 3)));
 
+/* Exported (default visibility), resolved by the runner through
+ * ctypes.CDLL(None): marks iteration boundaries (kind: enum tbp_marker_kind)
+ * so tbanalyze can window its analysis to steady state.  A marker call also
+ * starts tracing lazily, so CPU-only runs get a trace with Python spans.
+ * Returns 0, or -1 when tbprof is disabled.
+ *   int tbprof_marker(int kind, long long value, const char *label);
+ */
+TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label);
+
 /* Records a NOTICE (one line the analyzer shows). */
 void tbp_notice(unsigned level, unsigned code, const char *message) TBP_HIDDEN;
 
