@@ -1,1 +1,464 @@
-/* placeholder: being written */
+/*
+ * Streaming trace reader.  Holds one compressed frame and its decompressed
+ * content at a time, so memory is bounded by the largest frame, not the
+ * file.  Every length, count and varint from the file is bounds-checked:
+ * hostile input ends in TBP_ERR_CORRUPT / TBP_ERR_CHECKSUM /
+ * TBP_ERR_TRUNCATED, never a crash or a loop.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+#include <zstd_errors.h>
+
+#include "internal.h"
+
+#define READ_AHEAD (256u << 10)
+
+struct tbp_reader {
+	char *name;
+	int fd;            /* -1: reading from memory */
+
+	/* Input window: buf[0] is file offset buf_off; the cursor is buf[pos]. */
+	uint8_t *buf;      /* owned in file mode; the caller's data in memory mode */
+	size_t buf_cap, buf_len, pos;
+	uint64_t buf_off;
+	int eof;
+
+	struct tbp_header hdr;
+	struct tbp_schema schema;
+	ZSTD_DCtx *dctx;
+
+	/* Current frame's decompressed content. */
+	uint8_t *content;
+	size_t content_cap, content_len, cpos;
+	uint64_t frame_off;
+	uint64_t frame_index;
+
+	/* Current chunk. */
+	uint64_t chunk_left, chunk_index, record_index;
+	unsigned stream_kind;
+	uint64_t stream_id;
+
+	uint32_t gen;
+	uint32_t kind_gen[TBP_SCHEMA_MAX_KIND + 1];
+	uint64_t prev[TBP_SCHEMA_MAX_KIND + 1][1 + TBP_SCHEMA_MAX_FIELDS];
+
+	int status;        /* sticky: TBP_END or an error once reached */
+	uint64_t err_off;
+	int truncated;
+	char detail[256];
+};
+
+static int fail(struct tbp_reader *r, int status, uint64_t off, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static int fail(struct tbp_reader *r, int status, uint64_t off, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(r->detail, sizeof r->detail, fmt, ap);
+	va_end(ap);
+	r->status = status;
+	r->err_off = off;
+	if (status == TBP_ERR_TRUNCATED)
+		r->truncated = 1;
+	return status;
+}
+
+static uint64_t cur_off(const struct tbp_reader *r)
+{
+	return r->buf_off + r->pos;
+}
+
+/* Make at least `need` bytes available at the cursor if the input has them.
+ * Returns the number available (may be less at end of input), or -1 on a
+ * read error (r->status set). */
+static long long window(struct tbp_reader *r, size_t need)
+{
+	size_t have = r->buf_len - r->pos;
+	if (have >= need || r->eof)
+		return (long long)have;
+	if (r->pos > 0) {
+		memmove(r->buf, r->buf + r->pos, have);
+		r->buf_off += r->pos;
+		r->buf_len = have;
+		r->pos = 0;
+	}
+	size_t want = need < READ_AHEAD ? READ_AHEAD : need;
+	if (r->buf_cap < want) {
+		uint8_t *p = realloc(r->buf, want);
+		if (!p) {
+			fail(r, TBP_ERR_NOMEM, cur_off(r), "out of memory for a %zu-byte window", want);
+			return -1;
+		}
+		r->buf = p;
+		r->buf_cap = want;
+	}
+	while (r->buf_len < need && !r->eof) {
+		ssize_t n = read(r->fd, r->buf + r->buf_len, r->buf_cap - r->buf_len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			fail(r, TBP_ERR_IO, r->buf_off + r->buf_len, "read: %s", strerror(errno));
+			return -1;
+		}
+		if (n == 0)
+			r->eof = 1;
+		r->buf_len += (size_t)n;
+	}
+	return (long long)(r->buf_len - r->pos);
+}
+
+/* Advance the cursor by n bytes; returns 0, or -1 if the input ends first. */
+static int skip_bytes(struct tbp_reader *r, uint64_t n)
+{
+	while (n > 0) {
+		long long have = window(r, n < READ_AHEAD ? (size_t)n : READ_AHEAD);
+		if (have < 0)
+			return -1;
+		if (have == 0)
+			return 1;
+		size_t step = (uint64_t)have < n ? (size_t)have : (size_t)n;
+		r->pos += step;
+		n -= step;
+	}
+	return 0;
+}
+
+static struct tbp_reader *reader_new(const char *name)
+{
+	struct tbp_reader *r = calloc(1, sizeof *r);
+	if (!r)
+		return NULL;
+	r->name = strdup(name ? name : "(memory)");
+	r->fd = -1;
+	r->gen = 1;
+	if (!r->name) {
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+static int read_header(struct tbp_reader *r)
+{
+	long long have = window(r, 8);
+	if (have < 0)
+		return r->status;
+	if (have == 0)
+		return fail(r, TBP_ERR_EMPTY, 0, "file is empty");
+	if (have < 4 || tbp_get_le32(r->buf + r->pos) != TBP_MAGIC_HEADER_FRAME)
+		return fail(r, TBP_ERR_NOT_TRACE, 0, "no tbprof header frame (magic 0x%08x)", TBP_MAGIC_HEADER_FRAME);
+	if (have < 8)
+		return fail(r, TBP_ERR_TRUNCATED, 0, "trace truncated inside the header");
+	uint32_t size = tbp_get_le32(r->buf + r->pos + 4);
+	if (size > TBP_MAX_HEADER_FRAME)
+		return fail(r, TBP_ERR_CORRUPT, 4, "header frame size %u too large", size);
+	have = window(r, 8 + (size_t)size);
+	if (have < 0)
+		return r->status;
+	if ((size_t)have < 8 + (size_t)size)
+		return fail(r, TBP_ERR_TRUNCATED, 0, "trace truncated inside the header");
+	const char *why = "";
+	int rc = tbp_header_parse(r->buf + r->pos + 8, size, &r->hdr, &r->schema, &why);
+	if (rc == TBP_ERR_VERSION)
+		return fail(r, rc, 10, "trace format %u needs reader version %u, this reader is %u",
+			r->hdr.version, r->hdr.min_reader_version, TBP_FORMAT_VERSION);
+	if (rc != TBP_OK)
+		return fail(r, rc, 8, "%s", why);
+	r->pos += 8 + (size_t)size;
+	r->dctx = ZSTD_createDCtx();
+	if (!r->dctx)
+		return fail(r, TBP_ERR_NOMEM, 0, "out of memory");
+	r->frame_off = cur_off(r);
+	return TBP_OK;
+}
+
+int tbp_reader_open_mem(struct tbp_reader **out, const void *data, size_t size, const char *name)
+{
+	*out = NULL;
+	if (!data && size)
+		return TBP_ERR_ARG;
+	struct tbp_reader *r = reader_new(name);
+	if (!r)
+		return TBP_ERR_NOMEM;
+	*out = r;
+	r->buf = (uint8_t *)data;
+	r->buf_len = r->buf_cap = size;
+	r->eof = 1;
+	return read_header(r);
+}
+
+int tbp_reader_open(struct tbp_reader **out, const char *path)
+{
+	*out = NULL;
+	if (!path)
+		return TBP_ERR_ARG;
+	struct tbp_reader *r = reader_new(path);
+	if (!r)
+		return TBP_ERR_NOMEM;
+	*out = r;
+	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (r->fd < 0) {
+		int e = errno;
+		int st = e == ENOENT || e == ENOTDIR ? TBP_ERR_NOT_FOUND
+			: e == EACCES || e == EPERM ? TBP_ERR_PERMISSION
+			: e == EISDIR ? TBP_ERR_IS_DIR : TBP_ERR_IO;
+		return fail(r, st, 0, "%s", strerror(e));
+	}
+	struct stat sb;
+	if (fstat(r->fd, &sb) == 0 && S_ISDIR(sb.st_mode))
+		return fail(r, TBP_ERR_IS_DIR, 0, "is a directory");
+	return read_header(r);
+}
+
+/* Move to the next data frame: skip skippable frames, decompress one zstd
+ * frame into r->content.  Returns TBP_OK, TBP_END or an error. */
+static int next_frame(struct tbp_reader *r)
+{
+	for (;;) {
+		long long have = window(r, 8);
+		if (have < 0)
+			return r->status;
+		uint64_t off = cur_off(r);
+		if (have == 0)
+			return TBP_END;
+		if (have < 4)
+			return fail(r, TBP_ERR_TRUNCATED, off, "%lld stray bytes at end of file", have);
+		uint32_t magic = tbp_get_le32(r->buf + r->pos);
+		if ((magic & TBP_MAGIC_SKIPPABLE_MASK) == TBP_MAGIC_SKIPPABLE_BASE) {
+			if (have < 8)
+				return fail(r, TBP_ERR_TRUNCATED, off, "skippable frame header incomplete");
+			uint32_t size = tbp_get_le32(r->buf + r->pos + 4);
+			r->pos += 8;
+			int rc = skip_bytes(r, size);
+			if (rc < 0)
+				return r->status;
+			if (rc > 0)
+				return fail(r, TBP_ERR_TRUNCATED, off, "skippable frame of %u bytes incomplete", size);
+			continue;
+		}
+		if (magic != TBP_MAGIC_ZSTD)
+			return fail(r, TBP_ERR_CORRUPT, off, "no zstd frame here (magic 0x%08x)", magic);
+
+		/* Grow the window until the whole compressed frame is in it. */
+		size_t fsize;
+		size_t need = (size_t)have;
+		for (;;) {
+			fsize = ZSTD_findFrameCompressedSize(r->buf + r->pos, (size_t)have);
+			if (!ZSTD_isError(fsize))
+				break;
+			if (ZSTD_getErrorCode(fsize) != ZSTD_error_srcSize_wrong)
+				return fail(r, TBP_ERR_CORRUPT, off, "bad zstd frame: %s", ZSTD_getErrorName(fsize));
+			if (r->eof && (size_t)have == r->buf_len - r->pos)
+				return fail(r, TBP_ERR_TRUNCATED, off, "last frame incomplete");
+			if (need >= TBP_MAX_FRAME_COMPRESSED)
+				return fail(r, TBP_ERR_CORRUPT, off, "frame larger than %u bytes", TBP_MAX_FRAME_COMPRESSED);
+			need = need < READ_AHEAD ? READ_AHEAD : 2 * need;
+			have = window(r, need);
+			if (have < 0)
+				return r->status;
+		}
+		const uint8_t *src = r->buf + r->pos;
+		unsigned long long csize = ZSTD_getFrameContentSize(src, fsize);
+		if (csize == ZSTD_CONTENTSIZE_ERROR)
+			return fail(r, TBP_ERR_CORRUPT, off, "bad zstd frame header");
+		if (csize != ZSTD_CONTENTSIZE_UNKNOWN && csize > TBP_MAX_FRAME_CONTENT)
+			return fail(r, TBP_ERR_CORRUPT, off, "frame content of %llu bytes exceeds the %u limit",
+				csize, TBP_MAX_FRAME_CONTENT);
+		size_t cap = csize == ZSTD_CONTENTSIZE_UNKNOWN ? READ_AHEAD : (size_t)csize;
+		if (cap == 0)
+			cap = 1;
+		if (r->content_cap < cap) {
+			uint8_t *p = realloc(r->content, cap);
+			if (!p)
+				return fail(r, TBP_ERR_NOMEM, off, "out of memory for a %zu-byte frame", cap);
+			r->content = p;
+			r->content_cap = cap;
+		}
+		ZSTD_DCtx_reset(r->dctx, ZSTD_reset_session_only);
+		ZSTD_inBuffer in = {src, fsize, 0};
+		ZSTD_outBuffer zo = {r->content, r->content_cap, 0};
+		for (;;) {
+			size_t ret = ZSTD_decompressStream(r->dctx, &zo, &in);
+			if (ZSTD_isError(ret)) {
+				if (ZSTD_getErrorCode(ret) == ZSTD_error_checksum_wrong)
+					return fail(r, TBP_ERR_CHECKSUM, off, "frame %llu: checksum mismatch",
+						(unsigned long long)r->frame_index);
+				return fail(r, TBP_ERR_CORRUPT, off, "frame %llu: %s", (unsigned long long)r->frame_index,
+					ZSTD_getErrorName(ret));
+			}
+			if (ret == 0)
+				break;
+			if (zo.pos == zo.size) {
+				if (r->content_cap >= TBP_MAX_FRAME_CONTENT)
+					return fail(r, TBP_ERR_CORRUPT, off, "frame content exceeds %u bytes",
+						TBP_MAX_FRAME_CONTENT);
+				size_t ncap = 2 * r->content_cap;
+				uint8_t *p = realloc(r->content, ncap);
+				if (!p)
+					return fail(r, TBP_ERR_NOMEM, off, "out of memory");
+				r->content = p;
+				r->content_cap = ncap;
+				zo.dst = p;
+				zo.size = ncap;
+			} else if (in.pos == in.size) {
+				return fail(r, TBP_ERR_CORRUPT, off, "frame %llu ends early",
+					(unsigned long long)r->frame_index);
+			}
+		}
+		r->content_len = zo.pos;
+		r->cpos = 0;
+		r->frame_off = off;
+		r->frame_index++;
+		r->chunk_index = 0;
+		r->chunk_left = 0;
+		r->pos += fsize;
+		return TBP_OK;
+	}
+}
+
+static int bad_record(struct tbp_reader *r, const char *what)
+{
+	return fail(r, TBP_ERR_CORRUPT, r->frame_off, "frame %llu chunk %llu record %llu: %s",
+		(unsigned long long)r->frame_index - 1, (unsigned long long)r->chunk_index - 1,
+		(unsigned long long)r->record_index, what);
+}
+
+/* Decode one record; returns TBP_OK (known kind, *rec filled), TBP_END
+ * meaning "skipped a kind this reader does not know", or an error. */
+static int decode_record(struct tbp_reader *r, struct tbp_record *rec)
+{
+	const uint8_t *p = r->content + r->cpos, *end = r->content + r->content_len;
+	uint64_t kind;
+	if (tbp_get_varint(&p, end, &kind))
+		return bad_record(r, "kind runs past the frame");
+	if (kind > TBP_SCHEMA_MAX_KIND || !r->schema.kind[kind].present)
+		return bad_record(r, "kind not in the header's schema");
+	const struct tbp_schema_entry *se = &r->schema.kind[kind];
+	uint64_t *prev = r->prev[kind];
+	if (r->kind_gen[kind] != r->gen) {
+		memset(prev, 0, sizeof r->prev[kind]);
+		r->kind_gen[kind] = r->gen;
+	}
+	for (unsigned i = 0; i <= se->nfields; i++) {
+		uint64_t z;
+		if (tbp_get_varint(&p, end, &z))
+			return bad_record(r, "field runs past the frame");
+		prev[i] += tbp_unzigzag(z);
+	}
+	const uint8_t *blob = NULL;
+	uint64_t blob_len = 0;
+	if (se->has_blob) {
+		if (tbp_get_varint(&p, end, &blob_len) || blob_len > (uint64_t)(end - p))
+			return bad_record(r, "blob runs past the frame");
+		blob = p;
+		p += blob_len;
+	}
+	r->cpos = (size_t)(p - r->content);
+	r->record_index++;
+
+	const struct tbp_kind_info *ki = tbp_kind_lookup((unsigned)kind);
+	if (!ki)
+		return TBP_END; /* a newer writer's kind: skipped */
+	unsigned n = se->nfields < ki->nfields ? se->nfields : ki->nfields;
+	memset(rec, 0, sizeof *rec);
+	rec->kind = (uint8_t)kind;
+	rec->stream_kind = (uint8_t)r->stream_kind;
+	rec->nfields = (uint16_t)n;
+	rec->tid = (uint32_t)r->stream_id;
+	rec->ts = prev[0];
+	memcpy(rec->u.v, prev + 1, n * sizeof(uint64_t));
+	rec->blob = blob;
+	rec->blob_len = (uint32_t)blob_len;
+	return TBP_OK;
+}
+
+int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
+{
+	if (!r || !rec)
+		return TBP_ERR_ARG;
+	for (;;) {
+		if (r->status)
+			return r->status;
+		if (r->chunk_left > 0) {
+			r->chunk_left--;
+			int rc = decode_record(r, rec);
+			if (rc == TBP_OK || tbp_is_error(rc))
+				return rc;
+			continue;
+		}
+		if (r->cpos < r->content_len) {
+			const uint8_t *p = r->content + r->cpos, *end = r->content + r->content_len;
+			uint64_t sk, sid, count;
+			r->chunk_index++;
+			r->record_index = 0;
+			if (tbp_get_varint(&p, end, &sk) || tbp_get_varint(&p, end, &sid) ||
+			    tbp_get_varint(&p, end, &count))
+				return bad_record(r, "chunk header runs past the frame");
+			/* Every record takes at least two bytes (kind, ts). */
+			if (sk > 255 || count > (uint64_t)(end - p) / 2)
+				return bad_record(r, "impossible chunk header");
+			r->stream_kind = (unsigned)sk;
+			r->stream_id = sid;
+			r->chunk_left = count;
+			r->cpos = (size_t)(p - r->content);
+			if (++r->gen == 0) {
+				memset(r->kind_gen, 0, sizeof r->kind_gen);
+				r->gen = 1;
+			}
+			continue;
+		}
+		int rc = next_frame(r);
+		if (rc == TBP_END) {
+			r->status = TBP_END;
+			r->err_off = cur_off(r);
+			snprintf(r->detail, sizeof r->detail, "end of trace");
+		}
+		if (rc != TBP_OK)
+			return rc;
+	}
+}
+
+const struct tbp_header *tbp_reader_header(const struct tbp_reader *r)
+{
+	return &r->hdr;
+}
+
+uint64_t tbp_reader_offset(const struct tbp_reader *r)
+{
+	if (!r)
+		return 0;
+	return r->status ? r->err_off : r->frame_off;
+}
+
+const char *tbp_reader_detail(const struct tbp_reader *r)
+{
+	if (!r)
+		return "";
+	return r->detail;
+}
+
+int tbp_reader_truncated(const struct tbp_reader *r)
+{
+	return r ? r->truncated : 0;
+}
+
+void tbp_reader_close(struct tbp_reader *r)
+{
+	if (!r)
+		return;
+	if (r->fd >= 0) {
+		close(r->fd);
+		free(r->buf);
+	}
+	ZSTD_freeDCtx(r->dctx);
+	free(r->content);
+	free(r->name);
+	free(r);
+}

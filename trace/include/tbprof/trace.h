@@ -260,6 +260,7 @@ struct tbp_kind_info {
 	uint8_t has_blob;
 	const char *name;              /* "launch" */
 	const char *const *field_names;/* nfields names, "end", "api", ... */
+	uint32_t string_fields;        /* appended: bit i set = field i is a string id */
 };
 /* NULL for unknown kinds. */
 const struct tbp_kind_info *tbp_kind_lookup(unsigned kind);
@@ -301,6 +302,9 @@ struct tbp_header {
 	uint16_t min_reader_version;
 	uint32_t features;
 };
+/* On failure *out is still a reader in the error state (NULL only on
+ * TBP_ERR_NOMEM/TBP_ERR_ARG): tbp_reader_offset()/tbp_reader_detail()
+ * describe the error; close it with tbp_reader_close(). */
 int tbp_reader_open(struct tbp_reader **out, const char *path);
 /* Read from memory (fuzzers, tests).  The buffer must outlive the reader. */
 int tbp_reader_open_mem(struct tbp_reader **out, const void *data, size_t size, const char *name);

@@ -1,0 +1,114 @@
+/*
+ * Round trip: random records of every kind, spread over several streams,
+ * chunks and frames, written and read back field for field.  Many seeds;
+ * a failing seed is printed so it can be replayed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "tbprof/trace.h"
+#include "tt_util.h"
+
+static int check_equal(const struct tbp_record *want, const struct tbp_record *got, unsigned sk, uint64_t sid,
+	size_t index)
+{
+	const struct tbp_kind_info *ki = tbp_kind_lookup(want->kind);
+	if (got->kind != want->kind || got->ts != want->ts || got->nfields != ki->nfields ||
+	    got->stream_kind != sk || got->tid != (uint32_t)sid) {
+		fprintf(stderr, "record %zu: header differs: kind %u/%u ts %llu/%llu nfields %u stream %u/%u tid %u\n",
+			index, want->kind, got->kind, (unsigned long long)want->ts, (unsigned long long)got->ts,
+			got->nfields, sk, got->stream_kind, got->tid);
+		return -1;
+	}
+	for (unsigned i = 0; i < ki->nfields; i++)
+		if (got->u.v[i] != want->u.v[i]) {
+			fprintf(stderr, "record %zu (%s): field %s: want %llu got %llu\n", index, ki->name,
+				ki->field_names[i], (unsigned long long)want->u.v[i], (unsigned long long)got->u.v[i]);
+			return -1;
+		}
+	for (unsigned i = ki->nfields; i < TBP_MAX_FIELDS; i++)
+		if (got->u.v[i] != 0) {
+			fprintf(stderr, "record %zu: field %u beyond schema not zero\n", index, i);
+			return -1;
+		}
+	uint32_t want_len = ki->has_blob ? want->blob_len : 0;
+	if (got->blob_len != want_len || (want_len && memcmp(got->blob, want->blob, want_len))) {
+		fprintf(stderr, "record %zu: blob differs (len %u/%u)\n", index, want_len, got->blob_len);
+		return -1;
+	}
+	return 0;
+}
+
+static int run_seed(uint64_t seed, int via_file)
+{
+	struct tt_trace t;
+	tt_random_trace(&t, seed, 1500);
+	char path[] = "/tmp/tbp-rt-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0) {
+		perror("mkstemp");
+		return -1;
+	}
+	if (tt_write_trace(&t, fd) != 0) {
+		unlink(path);
+		return -1;
+	}
+	struct tbp_reader *r;
+	size_t size = 0;
+	uint8_t *data = NULL;
+	int rc;
+	if (via_file) {
+		rc = tbp_reader_open(&r, path);
+	} else {
+		data = tt_read_file(path, &size);
+		rc = tbp_reader_open_mem(&r, data, size, path);
+	}
+	unlink(path);
+	if (rc != TBP_OK) {
+		fprintf(stderr, "seed %llu: open: %s: %s\n", (unsigned long long)seed, tbp_error_name(rc),
+			tbp_reader_detail(r));
+		return -1;
+	}
+	struct tbp_record got;
+	size_t i = 0;
+	int status = 0;
+	while ((rc = tbp_reader_next(r, &got)) == TBP_OK) {
+		if (i >= t.n) {
+			fprintf(stderr, "seed %llu: more records than written\n", (unsigned long long)seed);
+			status = -1;
+			break;
+		}
+		if (check_equal(&t.recs[i], &got, t.stream_kind[i], t.stream_id[i], i)) {
+			fprintf(stderr, "seed %llu mismatch\n", (unsigned long long)seed);
+			status = -1;
+			break;
+		}
+		i++;
+	}
+	if (!status && (rc != TBP_END || i != t.n)) {
+		fprintf(stderr, "seed %llu: ended with %s after %zu of %zu records: %s\n", (unsigned long long)seed,
+			tbp_error_name(rc), i, t.n, tbp_reader_detail(r));
+		status = -1;
+	}
+	if (!status && tbp_reader_header(r)->version != TBP_FORMAT_VERSION) {
+		fprintf(stderr, "header version wrong\n");
+		status = -1;
+	}
+	tbp_reader_close(r);
+	free(data);
+	tt_free_trace(&t);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	int seeds = argc > 1 ? atoi(argv[1]) : 40;
+	int failed = 0;
+	for (int s = 1; s <= seeds; s++)
+		if (run_seed((uint64_t)s, s & 1))
+			failed++;
+	printf("%d seeds, %d failed\n", seeds, failed);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,134 @@
+/*
+ * Private to the trace library: byte-level helpers shared by the writer and
+ * the reader, and the header codec (also a fuzz entry point).  Nothing here
+ * is part of the public contract in tbprof/trace.h.
+ */
+#ifndef TBPROF_TRACE_INTERNAL_H
+#define TBPROF_TRACE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "tbprof/trace.h"
+
+#define TBP_HIDDEN_FN __attribute__((visibility("hidden")))
+
+/* zstd skippable frame magics (0x184D2A50..5F are all skippable). */
+#define TBP_MAGIC_HEADER_FRAME 0x184D2A5Bu
+#define TBP_MAGIC_SEEK_FRAME 0x184D2A5Cu
+#define TBP_MAGIC_SKIPPABLE_MASK 0xFFFFFFF0u
+#define TBP_MAGIC_SKIPPABLE_BASE 0x184D2A50u
+#define TBP_MAGIC_ZSTD 0xFD2FB528u
+
+/* "TBPROF\0\n": the NUL and newline catch text-mode mangling. */
+#define TBP_FILE_MAGIC "TBPROF\0\n"
+#define TBP_FILE_MAGIC_LEN 8
+
+/* Limits a reader enforces so hostile input cannot make it allocate or loop
+ * without bound.  Kinds are stored in a u8; fields beyond TBP_MAX_FIELDS are
+ * decoded (to keep delta state) but dropped. */
+#define TBP_SCHEMA_MAX_KIND 255u
+#define TBP_SCHEMA_MAX_FIELDS 64u
+#define TBP_MAX_FRAME_CONTENT (256u << 20)   /* decompressed bytes per frame */
+#define TBP_MAX_FRAME_COMPRESSED (512u << 20)
+#define TBP_MAX_HEADER_FRAME (1u << 20)
+
+/* Writer's fixed-width record-count slot in a chunk header: a varint padded
+ * with continuation bytes to 4 bytes (so the count can be patched in place). */
+#define TBP_COUNT_SLOT 4
+#define TBP_MAX_CHUNK_RECORDS ((1u << 28) - 1)
+
+struct tbp_schema_entry {
+	uint8_t present;
+	uint8_t nfields;
+	uint8_t has_blob;
+};
+struct tbp_schema {
+	struct tbp_schema_entry kind[TBP_SCHEMA_MAX_KIND + 1];
+};
+
+/* Parse the content of the header skippable frame (after the 8-byte
+ * skippable-frame prefix).  Returns TBP_OK, TBP_ERR_NOT_TRACE (bad magic),
+ * TBP_ERR_VERSION, or TBP_ERR_CORRUPT with *why set. */
+int tbp_header_parse(const uint8_t *p, size_t n, struct tbp_header *hdr, struct tbp_schema *schema,
+	const char **why) TBP_HIDDEN_FN;
+/* Encode the header content for this library's schema; returns bytes
+ * written (buffer must hold tbp_header_encoded_max()). */
+size_t tbp_header_encode(uint8_t *out, uint32_t features) TBP_HIDDEN_FN;
+size_t tbp_header_encoded_max(void) TBP_HIDDEN_FN;
+
+static inline void tbp_put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+static inline void tbp_put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+static inline void tbp_put_le64(uint8_t *p, uint64_t v)
+{
+	tbp_put_le32(p, (uint32_t)v);
+	tbp_put_le32(p + 4, (uint32_t)(v >> 32));
+}
+static inline uint32_t tbp_get_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint16_t tbp_get_le16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+static inline uint64_t tbp_get_le64(const uint8_t *p)
+{
+	return (uint64_t)tbp_get_le32(p) | (uint64_t)tbp_get_le32(p + 4) << 32;
+}
+
+/* LEB128 unsigned varint: at most 10 bytes for a u64. */
+#define TBP_VARINT_MAX 10
+static inline size_t tbp_put_varint(uint8_t *p, uint64_t v)
+{
+	size_t n = 0;
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+/* Decode from [*pp, end).  Returns 0 on success, -1 on a varint that runs
+ * past end or does not fit in 64 bits.  Padded (non-minimal) encodings are
+ * accepted: the writer uses them for patchable counts. */
+static inline int tbp_get_varint(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+{
+	const uint8_t *p = *pp;
+	uint64_t v = 0;
+	for (unsigned shift = 0; shift < 64; shift += 7) {
+		if (p >= end)
+			return -1;
+		uint8_t b = *p++;
+		if (shift == 63 && b > 1)
+			return -1;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*pp = p;
+			*out = v;
+			return 0;
+		}
+	}
+	return -1;
+}
+static inline uint64_t tbp_zigzag(uint64_t delta)
+{
+	return (delta << 1) ^ (uint64_t)((int64_t)delta >> 63);
+}
+static inline uint64_t tbp_unzigzag(uint64_t z)
+{
+	return (z >> 1) ^ (uint64_t)-(int64_t)(z & 1);
+}
+
+#endif
