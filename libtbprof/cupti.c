@@ -1,1 +1,881 @@
-/* placeholder: being written */
+/*
+ * GPU timeline from CUPTI's activity API, joined to our API records.
+ *
+ * libcupti is never linked: it is found and dlopen()ed when CUDA is first
+ * seen in use (tbp_cupti_start), and every entry point is fetched with dlsym.
+ * The CUPTI headers are used for record layouts and constants only.
+ *
+ * Joining: around every real GPU API call the hooks call
+ * tbp_gpu_call_enter/exit(corr); we push our corr as a CUPTI external
+ * correlation id (kind CUSTOM0) for the calling thread.  CUPTI then writes an
+ * EXTERNAL_CORRELATION record (CUPTI correlation id -> our corr) ahead of the
+ * API's own activity, and every kernel/copy/memset/sync record carries the
+ * CUPTI correlation id of the call that caused it.  We keep the recent pairs
+ * in a bounded direct-mapped table and rewrite each GPU record's corr to ours.
+ * Records whose pair has not been seen yet wait (bounded) for later buffers.
+ *
+ * Clock: we register a timestamp callback returning CLOCK_MONOTONIC ns, so
+ * GPU times arrive in our domain.  If CUPTI refuses it, we calibrate an offset
+ * by bracketing cuptiGetTimestamp between two CLOCK_MONOTONIC reads and
+ * convert every GPU timestamp; the CLOCK record says which, and how exact.
+ *
+ * Threads: buffer callbacks run on CUPTI's thread (or on the thread calling
+ * cuptiActivityFlushAll); one mutex serialises record processing.  Start,
+ * flush and stop are serialised by another.  The per-call hot path touches
+ * only a flag, a thread-local and the CUPTI push/pop.
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "tbp_config.h"
+
+#if TBP_HAVE_CUPTI
+#include <cupti.h>
+#endif
+
+/* Our CLOCK.domain for GPU activity timestamps delivered by CUPTI. */
+#define TBP_CLOCK_DOMAIN_CUPTI 1
+
+static int cupti_note_flag; /* tbp_warn_once flags */
+static int cupti_busy_flag;
+
+/* Fallback: no GPU clock; tbanalyze uses host hook times. */
+static void record_clock(uint64_t method, int64_t offset, uint64_t uncertainty)
+{
+	struct tbp_record rec;
+	memset(&rec, 0, sizeof rec);
+	rec.kind = TBP_K_CLOCK;
+	rec.stream_kind = TBP_STREAM_DEFS;
+	rec.ts = tbp_now();
+	rec.u.clock.domain = TBP_CLOCK_DOMAIN_CUPTI;
+	rec.u.clock.device = 0;
+	rec.u.clock.offset_ns = (uint64_t)offset;
+	rec.u.clock.uncertainty_ns = uncertainty;
+	rec.u.clock.method = method;
+	tbp_emit_def(&rec);
+}
+
+#if !TBP_HAVE_CUPTI
+
+/* Built without CUPTI headers: always an API-only trace. */
+void tbp_cupti_start(void)
+{
+	static int started;
+	if (__atomic_exchange_n(&started, 1, __ATOMIC_ACQ_REL))
+		return;
+	tbp_notice(TBP_NOTE_INFO, TBP_NOTICE_NO_CUPTI,
+		   "API-only trace: libcupti not found (built without CUPTI headers)");
+	record_clock(TBP_CLOCK_HOOK_SIDE, 0, 0);
+	if (tbp_cfg.verbose)
+		tbp_warn_once(&cupti_note_flag, "API-only trace: built without CUPTI support");
+}
+void tbp_cupti_flush(void) {}
+void tbp_cupti_stop(void) {}
+void tbp_gpu_call_enter(uint64_t corr) { (void)corr; }
+void tbp_gpu_call_exit(uint64_t corr) { (void)corr; }
+
+#else /* TBP_HAVE_CUPTI */
+
+#define CUPTI_SONAME "libcupti.so.13"
+#define BUFFER_BYTES (4u << 20)     /* CUPTI activity buffer: 4 MiB */
+#define BUFFER_POOL_MAX 8           /* buffers kept for reuse */
+#define CORR_MAP_BITS 17            /* last 128 Ki CUPTI correlation ids */
+#define PENDING_MAX 4096            /* GPU records waiting for their pair */
+#define PENDING_MAX_AGE 2           /* buffers a record may wait */
+#define NAME_CACHE_SIZE 4096        /* kernel name -> interned id */
+#define CONTEXT_MAP_SIZE 64
+#define CALIBRATION_ROUNDS 50
+#define EXTERNAL_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0
+
+/* ------------------------------------------------------------ entry points */
+static struct {
+	CUptiResult (*activity_enable)(CUpti_ActivityKind);
+	CUptiResult (*activity_disable)(CUpti_ActivityKind);
+	CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc,
+					  CUpti_BuffersCallbackCompleteFunc);
+	CUptiResult (*get_next_record)(uint8_t *, size_t, CUpti_Activity **);
+	CUptiResult (*flush_all)(uint32_t);
+	CUptiResult (*get_num_dropped)(CUcontext, uint32_t, size_t *);
+	CUptiResult (*push_external)(CUpti_ExternalCorrelationKind, uint64_t);
+	CUptiResult (*pop_external)(CUpti_ExternalCorrelationKind, uint64_t *);
+	/* optional */
+	CUptiResult (*register_timestamp_callback)(CUpti_TimestampCallbackFunc);
+	CUptiResult (*get_timestamp)(uint64_t *);
+	CUptiResult (*get_result_string)(CUptiResult, const char **);
+	CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
+	CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
+} api;
+
+enum cupti_state {
+	CS_IDLE = 0,     /* not started */
+	CS_ACTIVE,       /* collecting */
+	CS_FALLBACK,     /* no CUPTI, disabled, in use or failed: API-only */
+	CS_STOPPED,      /* stopped: buffers are dropped */
+};
+static int state = CS_IDLE;        /* written under ctl_lock, read atomically */
+static int pushing;                /* hot path: push/pop external ids */
+static pthread_mutex_t ctl_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t proc_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *cupti_handle;
+static char cupti_path[4096];
+
+/* GPU time -> CLOCK_MONOTONIC: added to every timestamp (0 with callback). */
+static int64_t clock_offset_ns;
+
+/* Activity kinds we enabled (so stop disables exactly those). */
+static CUpti_ActivityKind enabled_kinds[8];
+static unsigned n_enabled_kinds;
+
+/* ------------------------------------------------------------ loading */
+
+static void *try_open(const char *path)
+{
+	void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	if (h && snprintf(cupti_path, sizeof cupti_path, "%s", path) >= (int)sizeof cupti_path)
+		cupti_path[sizeof cupti_path - 1] = 0; /* only shown in messages */
+	return h;
+}
+
+struct cudart_dir { char dir[4096]; };
+
+/* dl_iterate_phdr callback: directory of the loaded libcudart.so.* */
+static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct cudart_dir *out = arg;
+	const char *name = info->dlpi_name;
+	if (!name || !*name)
+		return 0;
+	const char *base = strrchr(name, '/');
+	if (!base || strncmp(base + 1, "libcudart.so", 12) != 0)
+		return 0;
+	size_t len = (size_t)(base - name);
+	if (len >= sizeof out->dir)
+		return 0;
+	memcpy(out->dir, name, len);
+	out->dir[len] = 0;
+	return 1;
+}
+
+/* Search order: explicit TBPROF_CUPTI_PATH (only that), an already-loaded
+ * copy, the one shipped next to the loaded libcudart (PyTorch's nvidia
+ * wheels), the dynamic linker's search path, the toolkit. */
+static void *load_cupti(void)
+{
+	const char *forced = getenv("TBPROF_CUPTI_PATH");
+	if (forced && *forced)
+		return try_open(forced);
+
+	void *h = dlopen(CUPTI_SONAME, RTLD_NOW | RTLD_NOLOAD);
+	if (h) {
+		snprintf(cupti_path, sizeof cupti_path, "%s (already loaded)", CUPTI_SONAME);
+		return h;
+	}
+
+	struct cudart_dir cd = { { 0 } };
+	if (dl_iterate_phdr(find_cudart, &cd)) {
+		static const char *const rel[] = {
+			"/" CUPTI_SONAME,                        /* nvidia/cu13/lib */
+			"/../../cuda_cupti/lib/" CUPTI_SONAME,   /* nvidia/cuda_runtime/lib */
+			"/../extras/CUPTI/lib64/" CUPTI_SONAME,  /* toolkit lib64 */
+		};
+		char path[4096];
+		for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+			if (snprintf(path, sizeof path, "%s%s", cd.dir, rel[i]) >= (int)sizeof path)
+				continue;
+			if ((h = try_open(path)))
+				return h;
+		}
+	}
+
+	if ((h = try_open(CUPTI_SONAME)))
+		return h;
+
+	const char *roots[] = { getenv("CUDA_HOME"), getenv("CUDA_PATH"), "/usr/local/cuda" };
+	for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+		if (!roots[i] || !*roots[i])
+			continue;
+		char path[4096];
+		if (snprintf(path, sizeof path, "%s/lib64/" CUPTI_SONAME, roots[i]) < (int)sizeof path &&
+		    (h = try_open(path)))
+			return h;
+		if (snprintf(path, sizeof path, "%s/extras/CUPTI/lib64/" CUPTI_SONAME, roots[i]) <
+			    (int)sizeof path &&
+		    (h = try_open(path)))
+			return h;
+	}
+	return NULL;
+}
+
+static const char *result_string(CUptiResult r)
+{
+	const char *s = NULL;
+	if (api.get_result_string && api.get_result_string(r, &s) == CUPTI_SUCCESS && s)
+		return s;
+	return "unknown CUPTI error";
+}
+
+/* ------------------------------------------------------------ correlation map
+ * Direct-mapped by CUPTI correlation id: ids grow monotonically, so an entry
+ * is only overwritten by a call 2^CORR_MAP_BITS ids later.  Only touched
+ * under proc_lock. */
+struct corr_slot { uint32_t cupti; uint32_t used; uint64_t ours; };
+static struct corr_slot *corr_map;
+
+static void corr_put(uint32_t cupti_corr, uint64_t ours)
+{
+	struct corr_slot *s = &corr_map[cupti_corr & ((1u << CORR_MAP_BITS) - 1)];
+	s->cupti = cupti_corr;
+	s->ours = ours;
+	s->used = 1;
+}
+
+static uint64_t corr_get(uint32_t cupti_corr)
+{
+	const struct corr_slot *s = &corr_map[cupti_corr & ((1u << CORR_MAP_BITS) - 1)];
+	return (s->used && s->cupti == cupti_corr) ? s->ours : 0;
+}
+
+/* GPU records whose EXTERNAL_CORRELATION pair is not known yet. */
+struct pending { struct tbp_record rec; uint32_t cupti_corr; uint32_t age; };
+static struct pending *pending;
+static unsigned n_pending;
+
+/* ------------------------------------------------------------ context -> device
+ * Synchronization records carry a context but no device. */
+static struct { uint32_t context, device, used; } context_map[CONTEXT_MAP_SIZE];
+
+static void context_learn(uint32_t context, uint32_t device)
+{
+	unsigned i = context % CONTEXT_MAP_SIZE;
+	context_map[i].context = context;
+	context_map[i].device = device;
+	context_map[i].used = 1;
+}
+
+static uint32_t context_device(uint32_t context)
+{
+	unsigned i = context % CONTEXT_MAP_SIZE;
+	return (context_map[i].used && context_map[i].context == context) ? context_map[i].device : 0;
+}
+
+/* ------------------------------------------------------------ kernel names
+ * CUPTI gives mangled names; we intern the demangled form (the same string
+ * the launch hooks intern, so both records share one id).  __cxa_demangle
+ * comes from the C++ runtime the CUDA process has loaded, if any. */
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+static demangle_fn cxa_demangle;
+static int cxa_demangle_looked_up;
+
+struct name_slot { char *mangled; uint64_t hash; uint64_t id; };
+static struct name_slot name_cache[NAME_CACHE_SIZE];
+
+static uint64_t fnv1a(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static uint64_t kernel_name_id(const char *mangled)
+{
+	if (!mangled || !*mangled)
+		return 0;
+	uint64_t h = fnv1a(mangled);
+	struct name_slot *slot = &name_cache[h % NAME_CACHE_SIZE];
+	if (slot->mangled && slot->hash == h && strcmp(slot->mangled, mangled) == 0)
+		return slot->id;
+
+	if (!cxa_demangle_looked_up) {
+		cxa_demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		cxa_demangle_looked_up = 1;
+	}
+	char *demangled = NULL;
+	if (cxa_demangle && mangled[0] == '_' && mangled[1] == 'Z') {
+		int status = -1;
+		demangled = cxa_demangle(mangled, NULL, NULL, &status);
+		if (status != 0) {
+			free(demangled);
+			demangled = NULL;
+		}
+	}
+	const char *use = demangled ? demangled : mangled;
+	uint64_t id = tbp_intern_string(use, strlen(use));
+	free(demangled);
+
+	char *copy = strdup(mangled);
+	if (copy) {
+		free(slot->mangled);
+		slot->mangled = copy;
+		slot->hash = h;
+		slot->id = id;
+	}
+	return id;
+}
+
+/* ------------------------------------------------------------ conversion */
+
+static inline uint64_t to_monotonic(uint64_t gpu_ts)
+{
+	/* 0 means CUPTI could not take the timestamp: keep it 0. */
+	return gpu_ts ? (uint64_t)((int64_t)gpu_ts + clock_offset_ns) : 0;
+}
+
+static uint64_t map_copy_kind(unsigned k)
+{
+	switch (k) {
+	case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+	case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA:
+		return TBP_COPY_H2D;
+	case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+	case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH:
+		return TBP_COPY_D2H;
+	case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+	case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+	case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+	case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA:
+		return TBP_COPY_D2D;
+	case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+		return TBP_COPY_H2H;
+	case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+		return TBP_COPY_PEER;
+	default:
+		return TBP_COPY_UNKNOWN;
+	}
+}
+
+static uint64_t map_mem_kind(unsigned k)
+{
+	switch (k) {
+	case CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE: return TBP_MEM_PAGEABLE;
+	case CUPTI_ACTIVITY_MEMORY_KIND_PINNED: return TBP_MEM_PINNED;
+	case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE:
+	case CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC: return TBP_MEM_DEVICE;
+	case CUPTI_ACTIVITY_MEMORY_KIND_ARRAY: return TBP_MEM_ARRAY;
+	case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED:
+	case CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC: return TBP_MEM_MANAGED;
+	default: return TBP_MEM_UNKNOWN;
+	}
+}
+
+static uint64_t map_sync_kind(unsigned t)
+{
+	switch (t) {
+	case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: return TBP_SYNC_EVENT;
+	case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT: return TBP_SYNC_STREAM_WAIT_EVENT;
+	case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: return TBP_SYNC_STREAM;
+	case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: return TBP_SYNC_CONTEXT;
+	default: return TBP_SYNC_UNKNOWN;
+	}
+}
+
+static inline uint64_t s64(int64_t v) { return (uint64_t)v; }
+
+/* Fills *rec from one CUPTI activity record.  Returns 1 and the CUPTI
+ * correlation id for GPU records we keep, 0 for everything else. */
+static int convert(const CUpti_Activity *a, struct tbp_record *rec, uint32_t *cupti_corr)
+{
+	memset(rec, 0, sizeof *rec);
+	rec->stream_kind = TBP_STREAM_GPU;
+	switch (a->kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+		const CUpti_ActivityKernel10 *k = (const void *)a;
+		struct tbp_gpu_kernel *g = &rec->u.gpu_kernel;
+		rec->kind = TBP_K_GPU_KERNEL;
+		rec->tid = k->deviceId;
+		rec->ts = to_monotonic(k->start);
+		g->end = to_monotonic(k->end);
+		g->device = k->deviceId;
+		g->context = k->contextId;
+		g->stream = k->streamId;
+		g->name = kernel_name_id(k->name);
+		g->grid_x = s64(k->gridX);
+		g->grid_y = s64(k->gridY);
+		g->grid_z = s64(k->gridZ);
+		g->block_x = s64(k->blockX);
+		g->block_y = s64(k->blockY);
+		g->block_z = s64(k->blockZ);
+		g->registers = k->registersPerThread;
+		g->static_shmem = s64(k->staticSharedMemory);
+		g->dynamic_shmem = s64(k->dynamicSharedMemory);
+		*cupti_corr = k->correlationId;
+		context_learn(k->contextId, k->deviceId);
+		return 1;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMCPY: {
+		const CUpti_ActivityMemcpy6 *m = (const void *)a;
+		struct tbp_gpu_memcpy *g = &rec->u.gpu_memcpy;
+		rec->kind = TBP_K_GPU_MEMCPY;
+		rec->tid = m->deviceId;
+		rec->ts = to_monotonic(m->start);
+		g->end = to_monotonic(m->end);
+		g->device = m->deviceId;
+		g->context = m->contextId;
+		g->stream = m->streamId;
+		g->bytes = m->bytes;
+		g->copy_kind = map_copy_kind(m->copyKind);
+		g->src_kind = map_mem_kind(m->srcKind);
+		g->dst_kind = map_mem_kind(m->dstKind);
+		*cupti_corr = m->correlationId;
+		context_learn(m->contextId, m->deviceId);
+		return 1;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMSET: {
+		const CUpti_ActivityMemset4 *m = (const void *)a;
+		struct tbp_gpu_memset *g = &rec->u.gpu_memset;
+		rec->kind = TBP_K_GPU_MEMSET;
+		rec->tid = m->deviceId;
+		rec->ts = to_monotonic(m->start);
+		g->end = to_monotonic(m->end);
+		g->device = m->deviceId;
+		g->context = m->contextId;
+		g->stream = m->streamId;
+		g->bytes = m->bytes;
+		g->value = m->value;
+		g->mem_kind = map_mem_kind(m->memoryKind);
+		*cupti_corr = m->correlationId;
+		context_learn(m->contextId, m->deviceId);
+		return 1;
+	}
+	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
+		const CUpti_ActivitySynchronization2 *s = (const void *)a;
+		struct tbp_gpu_sync *g = &rec->u.gpu_sync;
+		uint32_t device = context_device(s->contextId);
+		rec->kind = TBP_K_GPU_SYNC;
+		rec->tid = device;
+		rec->ts = to_monotonic(s->start);
+		g->end = to_monotonic(s->end);
+		g->device = device;
+		g->context = s->contextId;
+		/* CUPTI_SYNCHRONIZATION_INVALID_VALUE (0xffffffff) where n/a. */
+		g->stream = s->streamId;
+		g->sync_kind = map_sync_kind(s->type);
+		g->event = s->cudaEventId;
+		*cupti_corr = s->correlationId;
+		return 1;
+	}
+	default:
+		return 0;
+	}
+}
+
+/* ------------------------------------------------------------ buffers */
+static uint8_t *buffer_pool[BUFFER_POOL_MAX];
+static unsigned n_buffer_pool;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+	uint8_t *b = NULL;
+	pthread_mutex_lock(&pool_lock);
+	if (n_buffer_pool)
+		b = buffer_pool[--n_buffer_pool];
+	pthread_mutex_unlock(&pool_lock);
+	if (!b)
+		b = aligned_alloc(8, BUFFER_BYTES);
+	*buffer = b;
+	*size = b ? BUFFER_BYTES : 0;
+	*max_records = 0;
+}
+
+static void buffer_release(uint8_t *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&pool_lock);
+	if (n_buffer_pool < BUFFER_POOL_MAX) {
+		buffer_pool[n_buffer_pool++] = b;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&pool_lock);
+	free(b);
+}
+
+static uint64_t lost_since_ts;
+
+/* Dropped activity records -> a LOST record.  Under proc_lock. */
+static void check_dropped(void)
+{
+	size_t dropped = 0;
+	if (api.get_num_dropped(NULL, 0, &dropped) != CUPTI_SUCCESS || dropped == 0)
+		return;
+	struct tbp_record rec;
+	memset(&rec, 0, sizeof rec);
+	rec.kind = TBP_K_LOST;
+	rec.stream_kind = TBP_STREAM_GPU;
+	rec.tid = 0;
+	rec.ts = tbp_now();
+	rec.u.lost.count = dropped;
+	rec.u.lost.source = TBP_LOST_CUPTI;
+	rec.u.lost.since_ts = lost_since_ts;
+	lost_since_ts = rec.ts;
+	tbp_emit(&rec);
+}
+
+/* Retry waiting records; emit the matched ones, and (final, or too old, or
+ * over the bound) the unmatched ones with corr 0.  Under proc_lock. */
+static void drain_pending(int final)
+{
+	unsigned keep = 0;
+	for (unsigned i = 0; i < n_pending; i++) {
+		struct pending *p = &pending[i];
+		uint64_t ours = corr_get(p->cupti_corr);
+		if (ours || final || ++p->age > PENDING_MAX_AGE) {
+			p->rec.u.gpu_kernel.corr = ours; /* corr is at the same place in every GPU kind */
+			tbp_emit(&p->rec);
+		} else {
+			pending[keep++] = *p;
+		}
+	}
+	n_pending = keep;
+}
+
+/* One completed buffer: in CUPTI's order, learn correlation pairs and emit
+ * GPU records; records seen before their pair wait in `pending`. */
+static void process_buffer(uint8_t *buffer, size_t valid)
+{
+	CUpti_Activity *a = NULL;
+	struct tbp_record rec;
+	uint32_t cupti_corr;
+
+	while (api.get_next_record(buffer, valid, &a) == CUPTI_SUCCESS) {
+		if (a->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+			const CUpti_ActivityExternalCorrelation *e = (const void *)a;
+			if (e->externalKind == EXTERNAL_KIND && e->externalId)
+				corr_put(e->correlationId, e->externalId);
+			continue;
+		}
+		if (!convert(a, &rec, &cupti_corr))
+			continue;
+		uint64_t ours = corr_get(cupti_corr);
+		if (ours) {
+			rec.u.gpu_kernel.corr = ours;
+			tbp_emit(&rec);
+			continue;
+		}
+		if (n_pending == PENDING_MAX)
+			drain_pending(1);
+		pending[n_pending].rec = rec;
+		pending[n_pending].cupti_corr = cupti_corr;
+		pending[n_pending].age = 0;
+		n_pending++;
+	}
+	drain_pending(0);
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
+				      size_t size, size_t valid)
+{
+	(void)ctx; (void)stream_id; (void)size;
+	pthread_mutex_lock(&proc_lock);
+	/* After stop (or when another tool's records reach us) drop silently. */
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE && buffer) {
+		process_buffer(buffer, valid);
+		check_dropped();
+	}
+	pthread_mutex_unlock(&proc_lock);
+	buffer_release(buffer);
+}
+
+/* ------------------------------------------------------------ clock */
+
+static uint64_t CUPTIAPI monotonic_timestamp(void)
+{
+	return tbp_now();
+}
+
+/* Best (narrowest) of CALIBRATION_ROUNDS brackets m0 <= gpu <= m1. */
+static int calibrate(int64_t *offset, uint64_t *uncertainty)
+{
+	uint64_t best = UINT64_MAX;
+	for (int i = 0; i < CALIBRATION_ROUNDS; i++) {
+		uint64_t g = 0;
+		uint64_t m0 = tbp_now();
+		CUptiResult r = api.get_timestamp(&g);
+		uint64_t m1 = tbp_now();
+		if (r != CUPTI_SUCCESS)
+			return -1;
+		uint64_t width = m1 - m0;
+		if (width < best) {
+			best = width;
+			*offset = (int64_t)(m0 + width / 2) - (int64_t)g;
+			*uncertainty = (width + 1) / 2;
+		}
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+#define LOOKUP(field, name, required)                                                  \
+	do {                                                                           \
+		*(void **)&api.field = dlsym(cupti_handle, name);                      \
+		if (!api.field && (required)) {                                        \
+			missing = name;                                                \
+			goto missing_symbol;                                           \
+		}                                                                      \
+	} while (0)
+
+static void fall_back(void)
+{
+	__atomic_store_n(&state, CS_FALLBACK, __ATOMIC_RELEASE);
+	record_clock(TBP_CLOCK_HOOK_SIDE, 0, 0);
+}
+
+static void cupti_error(const char *what, CUptiResult r)
+{
+	char msg[512];
+	snprintf(msg, sizeof msg, "API-only trace: CUPTI %s failed: %s (%d) [%.200s]", what,
+		 result_string(r), (int)r, cupti_path);
+	tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_CUPTI_ERROR, msg);
+	tbp_warn_once(&cupti_note_flag, "%s", msg);
+	fall_back();
+}
+
+static void cupti_in_use(const char *what)
+{
+	char msg[512];
+	snprintf(msg, sizeof msg,
+		 "CUPTI is in use by another tool (%s: multiple subscribers not supported); "
+		 "GPU times come from host hooks only", what);
+	tbp_warn_once(&cupti_busy_flag, "%s", msg);
+	tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_CUPTI_IN_USE, msg);
+	fall_back();
+}
+
+static void CUPTIAPI probe_callback(void *userdata, CUpti_CallbackDomain domain,
+				    CUpti_CallbackId cbid, const void *data)
+{
+	(void)userdata; (void)domain; (void)cbid; (void)data;
+}
+
+static void start_locked(void)
+{
+	const char *missing = NULL;
+	CUptiResult r;
+
+	if (!tbp_cfg.cupti) {
+		tbp_notice(TBP_NOTE_INFO, TBP_NOTICE_NO_CUPTI,
+			   "API-only trace: CUPTI disabled by TBPROF_CUPTI=0");
+		fall_back();
+		return;
+	}
+
+	cupti_handle = load_cupti();
+	if (!cupti_handle) {
+		tbp_notice(TBP_NOTE_INFO, TBP_NOTICE_NO_CUPTI, "API-only trace: libcupti not found");
+		if (tbp_cfg.verbose)
+			tbp_warn_once(&cupti_note_flag, "API-only trace: libcupti not found");
+		fall_back();
+		return;
+	}
+
+	LOOKUP(activity_enable, "cuptiActivityEnable", 1);
+	LOOKUP(activity_disable, "cuptiActivityDisable", 1);
+	LOOKUP(register_callbacks, "cuptiActivityRegisterCallbacks", 1);
+	LOOKUP(get_next_record, "cuptiActivityGetNextRecord", 1);
+	LOOKUP(flush_all, "cuptiActivityFlushAll", 1);
+	LOOKUP(get_num_dropped, "cuptiActivityGetNumDroppedRecords", 1);
+	LOOKUP(push_external, "cuptiActivityPushExternalCorrelationId", 1);
+	LOOKUP(pop_external, "cuptiActivityPopExternalCorrelationId", 1);
+	LOOKUP(register_timestamp_callback, "cuptiActivityRegisterTimestampCallback", 0);
+	LOOKUP(get_timestamp, "cuptiGetTimestamp", 0);
+	LOOKUP(get_result_string, "cuptiGetResultString", 0);
+	LOOKUP(subscribe, "cuptiSubscribe", 0);
+	LOOKUP(unsubscribe, "cuptiUnsubscribe", 0);
+
+	corr_map = calloc((size_t)1 << CORR_MAP_BITS, sizeof *corr_map);
+	pending = calloc(PENDING_MAX, sizeof *pending);
+	if (!corr_map || !pending) {
+		free(corr_map);
+		free(pending);
+		corr_map = NULL;
+		pending = NULL;
+		tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_CUPTI_ERROR, "API-only trace: out of memory for CUPTI");
+		fall_back();
+		return;
+	}
+
+	/* Is another tool the CUPTI subscriber already?  Probe before touching
+	 * anything that would change its state (timestamp source, buffer
+	 * callbacks); release at once so a tool starting later can subscribe. */
+	if (api.subscribe) {
+		CUpti_SubscriberHandle sub = NULL;
+		r = api.subscribe(&sub, probe_callback, NULL);
+		if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+			cupti_in_use("cuptiSubscribe");
+			return;
+		}
+		if (r != CUPTI_SUCCESS) {
+			cupti_error("cuptiSubscribe", r);
+			return;
+		}
+		if (api.unsubscribe)
+			api.unsubscribe(sub);
+	}
+
+	/* Clock, before any kind is enabled. */
+	uint64_t method = TBP_CLOCK_CUPTI_CALLBACK;
+	int64_t offset = 0;
+	uint64_t uncertainty = 0;
+	r = api.register_timestamp_callback
+		? api.register_timestamp_callback(monotonic_timestamp)
+		: CUPTI_ERROR_NOT_SUPPORTED;
+	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+		cupti_in_use("cuptiActivityRegisterTimestampCallback");
+		return;
+	}
+	if (r != CUPTI_SUCCESS) {
+		if (!api.get_timestamp || calibrate(&offset, &uncertainty) != 0) {
+			cupti_error("clock calibration (no timestamp callback, no cuptiGetTimestamp)",
+				    r);
+			return;
+		}
+		method = TBP_CLOCK_BRACKETED;
+	}
+	clock_offset_ns = offset;
+
+	r = api.register_callbacks(buffer_requested, buffer_completed);
+	if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+		cupti_in_use("cuptiActivityRegisterCallbacks");
+		return;
+	}
+	if (r != CUPTI_SUCCESS) {
+		cupti_error("cuptiActivityRegisterCallbacks", r);
+		return;
+	}
+
+	/* Correlation pairs first so no GPU record precedes its pair's kind.
+	 * EXTERNAL_CORRELATION records accompany API activity records, so the
+	 * runtime and driver API kinds are on too (their records are skipped). */
+	static const struct { CUpti_ActivityKind kind; int required; } kinds[] = {
+		{ CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, 1 },
+		{ CUPTI_ACTIVITY_KIND_RUNTIME, 0 },
+		{ CUPTI_ACTIVITY_KIND_DRIVER, 0 },
+		{ CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 1 },
+		{ CUPTI_ACTIVITY_KIND_MEMCPY, 1 },
+		{ CUPTI_ACTIVITY_KIND_MEMSET, 1 },
+		{ CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, 0 },
+	};
+	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+		r = api.activity_enable(kinds[i].kind);
+		if (r == CUPTI_SUCCESS) {
+			enabled_kinds[n_enabled_kinds++] = kinds[i].kind;
+			continue;
+		}
+		if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+			/* Leave what we enabled: disabling a kind could switch it
+			 * off for the other tool too. */
+			cupti_in_use("cuptiActivityEnable");
+			return;
+		}
+		if (kinds[i].required) {
+			cupti_error("cuptiActivityEnable", r);
+			return;
+		}
+		if (tbp_cfg.verbose)
+			tbp_log("CUPTI activity kind %d not enabled: %s", (int)kinds[i].kind,
+				result_string(r));
+	}
+
+	record_clock(method, offset, uncertainty);
+	lost_since_ts = tbp_now();
+	__atomic_store_n(&state, CS_ACTIVE, __ATOMIC_RELEASE);
+	__atomic_store_n(&pushing, 1, __ATOMIC_RELEASE);
+	if (tbp_cfg.verbose)
+		tbp_log("CUPTI active (%s), clock %s offset %lld ns +- %llu ns", cupti_path,
+			method == TBP_CLOCK_CUPTI_CALLBACK ? "callback" : "bracketed",
+			(long long)offset, (unsigned long long)uncertainty);
+	return;
+
+missing_symbol: {
+		char msg[512];
+		snprintf(msg, sizeof msg, "API-only trace: %.300s lacks %s", cupti_path,
+			 missing);
+		tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_CUPTI_ERROR, msg);
+		tbp_warn_once(&cupti_note_flag, "%s", msg);
+		fall_back();
+	}
+}
+
+void tbp_cupti_start(void)
+{
+	if (TBP_LIKELY(__atomic_load_n(&state, __ATOMIC_ACQUIRE) != CS_IDLE))
+		return;
+	pthread_mutex_lock(&ctl_lock);
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_IDLE)
+		start_locked();
+	pthread_mutex_unlock(&ctl_lock);
+}
+
+void tbp_cupti_flush(void)
+{
+	pthread_mutex_lock(&ctl_lock);
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE) {
+		/* Delivers every completed buffer through buffer_completed on
+		 * this thread; FORCED includes partly filled ones. */
+		api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		pthread_mutex_lock(&proc_lock);
+		check_dropped();
+		pthread_mutex_unlock(&proc_lock);
+	}
+	pthread_mutex_unlock(&ctl_lock);
+}
+
+void tbp_cupti_stop(void)
+{
+	pthread_mutex_lock(&ctl_lock);
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE) {
+		__atomic_store_n(&pushing, 0, __ATOMIC_RELEASE);
+		api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+		pthread_mutex_lock(&proc_lock);
+		check_dropped();
+		drain_pending(1);
+		__atomic_store_n(&state, CS_STOPPED, __ATOMIC_RELEASE);
+		pthread_mutex_unlock(&proc_lock);
+		/* Stop collecting what nobody will read; libcupti stays loaded
+		 * (its exit handlers may still run) and is not finalized. */
+		for (unsigned i = n_enabled_kinds; i-- > 0;)
+			api.activity_disable(enabled_kinds[i]);
+		n_enabled_kinds = 0;
+	} else if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_IDLE) {
+		__atomic_store_n(&state, CS_STOPPED, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&ctl_lock);
+}
+
+/* ------------------------------------------------------------ hot path
+ * A bit per nesting level says whether this level pushed, so a call that
+ * began before CUPTI started (or after it stopped) never pops. */
+static __thread uint32_t push_depth __attribute__((tls_model("initial-exec")));
+static __thread uint32_t push_bits __attribute__((tls_model("initial-exec")));
+
+void tbp_gpu_call_enter(uint64_t corr)
+{
+	uint32_t depth = push_depth++;
+	if (!__atomic_load_n(&pushing, __ATOMIC_RELAXED) || depth >= 32)
+		return;
+	if (api.push_external(EXTERNAL_KIND, corr) == CUPTI_SUCCESS)
+		push_bits |= 1u << depth;
+}
+
+void tbp_gpu_call_exit(uint64_t corr)
+{
+	(void)corr;
+	if (TBP_UNLIKELY(push_depth == 0))
+		return;
+	uint32_t depth = --push_depth;
+	if (depth < 32 && (push_bits & (1u << depth))) {
+		push_bits &= ~(1u << depth);
+		uint64_t last;
+		api.pop_external(EXTERNAL_KIND, &last);
+	}
+}
+
+#endif /* TBP_HAVE_CUPTI */

@@ -1,0 +1,359 @@
+/*
+ * Unit tests of libtbprof/cupti.c against a scriptable libcupti
+ * (fake_cupti.c) and an in-memory core (fake_core.c).  One scenario per
+ * process (CUPTI state is once per process): test_cupti_unit SCENARIO.
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cupti.h>
+
+#include "core.h"
+#include "fake_core.h"
+#include "fake_cupti.h"
+
+static int failures;
+#define CHECK(cond, ...)                                                                 \
+	do {                                                                             \
+		if (!(cond)) {                                                           \
+			failures++;                                                      \
+			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);  \
+			fprintf(stderr, __VA_ARGS__);                                    \
+			fputc('\n', stderr);                                             \
+		}                                                                        \
+	} while (0)
+
+static size_t count_kind(unsigned kind)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < fake_nrecords; i++)
+		n += fake_records[i].kind == kind;
+	return n;
+}
+
+static const struct tbp_record *nth_kind(unsigned kind, size_t nth)
+{
+	for (size_t i = 0; i < fake_nrecords; i++)
+		if (fake_records[i].kind == kind && nth-- == 0)
+			return &fake_records[i];
+	return NULL;
+}
+
+static size_t count_gpu(void)
+{
+	return count_kind(TBP_K_GPU_KERNEL) + count_kind(TBP_K_GPU_MEMCPY) +
+	       count_kind(TBP_K_GPU_MEMSET) + count_kind(TBP_K_GPU_SYNC);
+}
+
+/* The GPU record (any GPU kind) whose corr is `corr`, or NULL. */
+static const struct tbp_record *gpu_by_corr(uint64_t corr)
+{
+	for (size_t i = 0; i < fake_nrecords; i++) {
+		const struct tbp_record *r = &fake_records[i];
+		if (r->kind >= TBP_K_GPU_KERNEL && r->kind <= TBP_K_GPU_SYNC &&
+		    r->u.gpu_kernel.corr == corr)
+			return r;
+	}
+	return NULL;
+}
+
+/* A plan of API calls, each with one GPU op (or none), run through the
+ * hooks' protocol: corr = next, enter, op, exit. */
+struct call { uint64_t corr; struct fakecupti_op op; int has_op; };
+static struct call calls[64];
+static size_t ncalls;
+static uint64_t next_corr = 1000;
+
+static void api_call(const struct fakecupti_op *op)
+{
+	struct call *c = &calls[ncalls++];
+	c->corr = next_corr += 7;
+	tbp_gpu_call_enter(c->corr);
+	if (op) {
+		c->op = *op;
+		c->has_op = 1;
+		fakecupti_op(op);
+	} else {
+		fakecupti_api_call();
+	}
+	tbp_gpu_call_exit(c->corr);
+}
+
+/* Five GPU ops of every kind, device 1, on two streams. */
+static void run_workload(void)
+{
+	uint64_t t = tbp_now() + 1000000;
+	struct fakecupti_op k = { .kind = FAKE_KERNEL, .name = "_Z6vecAddPfS_S_i", .device = 1,
+				  .context = 5, .stream = 7, .start = t, .end = t + 5000,
+				  .grid = { 4, 2, 1 }, .block = { 256, 1, 1 } };
+	struct fakecupti_op h2d = { .kind = FAKE_MEMCPY, .device = 1, .context = 5, .stream = 7,
+				    .start = t + 6000, .end = t + 9000, .bytes = 4096,
+				    .copy_kind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD,
+				    .src_kind = CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE,
+				    .dst_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE };
+	struct fakecupti_op ms = { .kind = FAKE_MEMSET, .device = 1, .context = 5, .stream = 13,
+				   .start = t + 9500, .end = t + 9900, .bytes = 512 };
+	struct fakecupti_op d2h = { .kind = FAKE_MEMCPY, .device = 1, .context = 5, .stream = 13,
+				    .start = t + 10000, .end = t + 12000, .bytes = 4,
+				    .copy_kind = CUPTI_ACTIVITY_MEMCPY_KIND_DTOH,
+				    .src_kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+				    .dst_kind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED };
+	struct fakecupti_op sy = { .kind = FAKE_SYNC, .device = 1, .context = 5, .stream = 0xffffffffu,
+				   .start = t + 12000, .end = t + 12100,
+				   .sync_type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE };
+	api_call(&k);
+	api_call(NULL); /* an API call without GPU work */
+	api_call(&h2d);
+	api_call(&ms);
+	api_call(&d2h);
+	api_call(&sy);
+}
+
+/* Every planned op is in the trace once, joined to its call, with the
+ * expected times (within `tolerance`) and fields. */
+static void check_workload_plus(uint64_t tolerance, size_t others)
+{
+	size_t expected = others;
+	for (size_t i = 0; i < ncalls; i++) {
+		const struct call *c = &calls[i];
+		if (!c->has_op) {
+			CHECK(gpu_by_corr(c->corr) == NULL, "call %zu has no GPU work", i);
+			continue;
+		}
+		expected++;
+		const struct tbp_record *r = gpu_by_corr(c->corr);
+		CHECK(r != NULL, "GPU record of call %zu (corr %llu) missing", i,
+		      (unsigned long long)c->corr);
+		if (!r)
+			continue;
+		long long dts = (long long)(r->ts - c->op.start);
+		long long dte = (long long)(r->u.gpu_kernel.end - c->op.end);
+		CHECK(llabs(dts) <= (long long)tolerance && llabs(dte) <= (long long)tolerance,
+		      "call %zu: start off by %lld ns, end by %lld ns (tolerance %llu)", i, dts, dte,
+		      (unsigned long long)tolerance);
+		CHECK(r->stream_kind == TBP_STREAM_GPU, "stream kind %u", r->stream_kind);
+		CHECK(r->tid == 1 && r->u.gpu_kernel.device == 1, "device %u/%llu", r->tid,
+		      (unsigned long long)r->u.gpu_kernel.device);
+		CHECK(r->u.gpu_kernel.stream == c->op.stream, "stream %llu",
+		      (unsigned long long)r->u.gpu_kernel.stream);
+		CHECK(r->u.gpu_kernel.context == 5, "context");
+		switch (c->op.kind) {
+		case FAKE_KERNEL:
+			CHECK(r->kind == TBP_K_GPU_KERNEL, "kind %u", r->kind);
+			CHECK(strcmp(fake_string(r->u.gpu_kernel.name),
+				     "vecAdd(float*, float*, float*, int)") == 0,
+			      "kernel name '%s'", fake_string(r->u.gpu_kernel.name));
+			CHECK(r->u.gpu_kernel.grid_x == 4 && r->u.gpu_kernel.grid_y == 2 &&
+			      r->u.gpu_kernel.block_x == 256 && r->u.gpu_kernel.registers == 32 &&
+			      r->u.gpu_kernel.static_shmem == 1024 && r->u.gpu_kernel.dynamic_shmem == 2048,
+			      "kernel geometry");
+			break;
+		case FAKE_MEMCPY:
+			CHECK(r->kind == TBP_K_GPU_MEMCPY, "kind %u", r->kind);
+			CHECK(r->u.gpu_memcpy.bytes == c->op.bytes, "bytes");
+			if (c->op.copy_kind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD)
+				CHECK(r->u.gpu_memcpy.copy_kind == TBP_COPY_H2D &&
+				      r->u.gpu_memcpy.src_kind == TBP_MEM_PAGEABLE &&
+				      r->u.gpu_memcpy.dst_kind == TBP_MEM_DEVICE, "H2D kinds");
+			else
+				CHECK(r->u.gpu_memcpy.copy_kind == TBP_COPY_D2H &&
+				      r->u.gpu_memcpy.src_kind == TBP_MEM_DEVICE &&
+				      r->u.gpu_memcpy.dst_kind == TBP_MEM_PINNED, "D2H kinds");
+			break;
+		case FAKE_MEMSET:
+			CHECK(r->kind == TBP_K_GPU_MEMSET && r->u.gpu_memset.bytes == 512 &&
+			      r->u.gpu_memset.mem_kind == TBP_MEM_DEVICE, "memset fields");
+			break;
+		case FAKE_SYNC:
+			CHECK(r->kind == TBP_K_GPU_SYNC &&
+			      r->u.gpu_sync.sync_kind == TBP_SYNC_CONTEXT && r->u.gpu_sync.event == 7,
+			      "sync fields");
+			break;
+		}
+	}
+	CHECK(count_gpu() == expected, "%zu GPU records, expected %zu", count_gpu(), expected);
+	CHECK(fakecupti_push_balance() == 0, "push/pop balance %ld", fakecupti_push_balance());
+}
+
+static void check_workload(uint64_t tolerance) { check_workload_plus(tolerance, 0); }
+
+static const struct tbp_record *only_clock(void)
+{
+	CHECK(count_kind(TBP_K_CLOCK) == 1, "%zu CLOCK records", count_kind(TBP_K_CLOCK));
+	return nth_kind(TBP_K_CLOCK, 0);
+}
+
+static size_t notices(unsigned code)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < fake_nrecords; i++)
+		n += fake_records[i].kind == TBP_K_NOTICE && fake_records[i].u.notice.code == code;
+	return n;
+}
+
+static void configure(struct fakecupti_config c) { fakecupti_configure(&c); }
+
+/* ---------------------------------------------------------------- scenarios */
+
+static void joined(int ext_after, size_t per_buffer)
+{
+	configure((struct fakecupti_config){ .ext_after = ext_after, .records_per_buffer = per_buffer });
+	tbp_cupti_start();
+	run_workload();
+	tbp_cupti_flush();
+	run_workload();   /* and once more after a flush */
+	tbp_cupti_stop();
+	check_workload(0);
+	const struct tbp_record *c = only_clock();
+	CHECK(c && c->u.clock.method == TBP_CLOCK_CUPTI_CALLBACK && c->u.clock.offset_ns == 0 &&
+	      c->u.clock.uncertainty_ns == 0, "clock");
+	CHECK(fakecupti_ts_callback_registered(), "timestamp callback registered");
+	CHECK(fakecupti_pushes() == (long)ncalls, "%ld pushes for %zu calls", fakecupti_pushes(), ncalls);
+	CHECK(count_kind(TBP_K_NOTICE) == 0, "no notice");
+}
+
+static void scenario_bracketed(void)
+{
+	configure((struct fakecupti_config){ .refuse_ts_callback = 1, .gpu_offset_ns = 3000000000ll });
+	tbp_cupti_start();
+	run_workload();
+	tbp_cupti_stop();
+	const struct tbp_record *c = only_clock();
+	CHECK(c && c->u.clock.method == TBP_CLOCK_BRACKETED, "method");
+	if (!c)
+		return;
+	int64_t offset = (int64_t)c->u.clock.offset_ns;
+	CHECK(llabs(offset + 3000000000ll) <= (long long)c->u.clock.uncertainty_ns,
+	      "offset %lld, uncertainty %llu", (long long)offset,
+	      (unsigned long long)c->u.clock.uncertainty_ns);
+	check_workload(c->u.clock.uncertainty_ns);
+}
+
+static void scenario_orphan(void)
+{
+	configure((struct fakecupti_config){ 0 });
+	tbp_cupti_start();
+	uint64_t t = tbp_now();
+	struct fakecupti_op k = { .kind = FAKE_KERNEL, .name = "plain_c_kernel", .device = 0,
+				  .context = 1, .stream = 3, .start = t, .end = t + 10 };
+	fakecupti_op(&k); /* GPU work from an API call we did not hook */
+	run_workload();
+	tbp_cupti_flush();
+	tbp_cupti_flush();
+	tbp_cupti_stop();
+	check_workload_plus(0, 1);
+	CHECK(count_gpu() == 6, "orphan emitted exactly once (%zu GPU records)", count_gpu());
+	CHECK(gpu_by_corr(0) && strcmp(fake_string(gpu_by_corr(0)->u.gpu_kernel.name),
+				       "plain_c_kernel") == 0, "orphan kept with corr 0");
+}
+
+static void in_use(int at_subscribe)
+{
+	configure((struct fakecupti_config){ .busy_subscribe = at_subscribe, .busy_enable = !at_subscribe });
+	tbp_cupti_start();
+	tbp_cupti_start();
+	run_workload();
+	tbp_cupti_flush();
+	tbp_cupti_stop();
+	CHECK(notices(TBP_NOTICE_CUPTI_IN_USE) == 1, "%zu in-use notices", notices(TBP_NOTICE_CUPTI_IN_USE));
+	const struct tbp_record *c = only_clock();
+	CHECK(c && c->u.clock.method == TBP_CLOCK_HOOK_SIDE, "hook-side clock");
+	CHECK(count_gpu() == 0, "no GPU records");
+	CHECK(fakecupti_pushes() == 0, "no pushes while another tool owns CUPTI");
+	CHECK(fake_warnings == 1, "%d warnings", fake_warnings);
+	if (at_subscribe)
+		CHECK(!fakecupti_callbacks_registered() && !fakecupti_ts_callback_registered(),
+		      "the other tool's callbacks left alone");
+}
+
+static void api_only(const char *why)
+{
+	configure((struct fakecupti_config){ 0 });
+	tbp_cupti_start();
+	run_workload();
+	tbp_cupti_flush();
+	tbp_cupti_stop();
+	CHECK(notices(TBP_NOTICE_NO_CUPTI) == 1, "%s: %zu no-CUPTI notices", why,
+	      notices(TBP_NOTICE_NO_CUPTI));
+	CHECK(count_kind(TBP_K_NOTICE) == 1, "one notice only");
+	const struct tbp_record *c = only_clock();
+	CHECK(c && c->u.clock.method == TBP_CLOCK_HOOK_SIDE, "hook-side clock");
+	CHECK(count_gpu() == 0 && fakecupti_pushes() == 0, "nothing collected");
+	CHECK(!fakecupti_callbacks_registered(), "libcupti untouched");
+	CHECK(fake_warnings == 0, "silent unless TBPROF_VERBOSE");
+}
+
+static void scenario_dropped(void)
+{
+	configure((struct fakecupti_config){ .dropped = 17 });
+	tbp_cupti_start();
+	run_workload();
+	tbp_cupti_stop();
+	check_workload(0);
+	CHECK(count_kind(TBP_K_LOST) == 1, "%zu LOST records", count_kind(TBP_K_LOST));
+	const struct tbp_record *l = nth_kind(TBP_K_LOST, 0);
+	CHECK(l && l->u.lost.count == 17 && l->u.lost.source == TBP_LOST_CUPTI, "lost fields");
+}
+
+static void scenario_nesting(void)
+{
+	configure((struct fakecupti_config){ 0 });
+	tbp_gpu_call_enter(1);   /* a call already running when CUPTI starts */
+	tbp_cupti_start();
+	run_workload();          /* nested inside it: these push */
+	tbp_gpu_call_exit(1);    /* must not pop what it never pushed */
+	CHECK(fakecupti_push_balance() == 0, "balance %ld", fakecupti_push_balance());
+	tbp_cupti_stop();
+	check_workload(0);
+	tbp_gpu_call_enter(2);   /* after stop: no push */
+	tbp_gpu_call_exit(2);
+	CHECK(fakecupti_pushes() == (long)ncalls, "%ld pushes", fakecupti_pushes());
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s SCENARIO\n", argv[0]);
+		return 2;
+	}
+	/* Kernel names are demangled with the C++ runtime a CUDA process has. */
+	dlopen("libstdc++.so.6", RTLD_NOW | RTLD_GLOBAL);
+	const char *s = argv[1];
+	if (!strcmp(s, "join"))
+		joined(0, 0);
+	else if (!strcmp(s, "reorder"))
+		joined(1, 0);
+	else if (!strcmp(s, "reorder-across-buffers"))
+		joined(1, 1);
+	else if (!strcmp(s, "small-buffers"))
+		joined(0, 3);
+	else if (!strcmp(s, "bracketed"))
+		scenario_bracketed();
+	else if (!strcmp(s, "orphan"))
+		scenario_orphan();
+	else if (!strcmp(s, "busy-subscribe"))
+		in_use(1);
+	else if (!strcmp(s, "busy-enable"))
+		in_use(0);
+	else if (!strcmp(s, "no-libcupti")) {
+		setenv("TBPROF_CUPTI_PATH", "/nonexistent/libcupti.so.13", 1);
+		api_only("not found");
+	} else if (!strcmp(s, "disabled")) {
+		tbp_cfg.cupti = false;
+		api_only("TBPROF_CUPTI=0");
+	} else if (!strcmp(s, "dropped"))
+		scenario_dropped();
+	else if (!strcmp(s, "nesting"))
+		scenario_nesting();
+	else {
+		fprintf(stderr, "unknown scenario %s\n", s);
+		return 2;
+	}
+	if (failures)
+		fprintf(stderr, "%s: %d failures\n", s, failures);
+	else
+		printf("%s: ok (%zu records)\n", s, fake_nrecords);
+	return failures ? 1 : 0;
+}
