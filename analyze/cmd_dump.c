@@ -1,1 +1,200 @@
-/* placeholder: being written */
+/*
+ * tbanalyze dump TRACE [--json] [--kind NAME[,NAME...]]
+ * One line per record in file order, fields by schema name; string ids are
+ * resolved (a first pass collects the string table, so a reference that
+ * comes before its definition still resolves).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "tr_common.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tbanalyze dump TRACE.zst [--json] [--kind NAME[,NAME...]]\n"
+		   "  one line per record; --json writes JSON lines; --kind keeps only the named kinds\n");
+}
+
+/* Fields holding signed quantities (stored two's complement). */
+static int field_is_signed(unsigned kind, unsigned field)
+{
+	return kind == TBP_K_CLOCK && field == 2;
+}
+
+static int field_is_api(const struct tbp_kind_info *ki, unsigned field)
+{
+	return field == 1 && ki->nfields > 1 && !strcmp(ki->field_names[1], "api");
+}
+
+static int parse_kinds(const char *list, unsigned char *keep)
+{
+	char *copy = strdup(list);
+	if (!copy)
+		return -1;
+	int rc = 0;
+	for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		int found = 0;
+		for (unsigned k = 0; k < TBP_K__MAX; k++) {
+			const struct tbp_kind_info *ki = tbp_kind_lookup(k);
+			if (ki && !strcmp(ki->name, tok)) {
+				keep[k] = 1;
+				found = 1;
+			}
+		}
+		if (!found) {
+			fprintf(stderr, "tbanalyze: dump: unknown record kind '%s'\n", tok);
+			rc = -1;
+		}
+	}
+	free(copy);
+	return rc;
+}
+
+static void print_text(FILE *out, const struct tbp_record *rec, const struct tr_strings *strs)
+{
+	const struct tbp_kind_info *ki = tbp_kind_lookup(rec->kind);
+	fprintf(out, "%" PRIu64 " %s:%" PRIu32 " %s", rec->ts, tr_stream_kind_name(rec->stream_kind), rec->tid,
+		ki->name);
+	for (unsigned i = 0; i < rec->nfields; i++) {
+		uint64_t v = rec->u.v[i];
+		fprintf(out, " %s=", ki->field_names[i]);
+		if (field_is_signed(rec->kind, i)) {
+			fprintf(out, "%" PRId64, (int64_t)v);
+		} else if (ki->string_fields & (1u << i) && v) {
+			size_t len;
+			const char *s = tr_strings_get(strs, v, &len);
+			if (s)
+				tr_json_string(out, s, len);
+			else
+				fprintf(out, "%" PRIu64, v);
+		} else if (field_is_api(ki, i) && v < TBP_API__MAX && tbp_api_lookup((unsigned)v)) {
+			fputs(tbp_api_lookup((unsigned)v)->name, out);
+		} else {
+			fprintf(out, "%" PRIu64, v);
+		}
+	}
+	if (ki->has_blob) {
+		fputc(' ', out);
+		tr_json_string(out, rec->blob, rec->blob_len);
+	}
+	fputc('\n', out);
+}
+
+static void print_json(FILE *out, const struct tbp_record *rec, const struct tr_strings *strs)
+{
+	const struct tbp_kind_info *ki = tbp_kind_lookup(rec->kind);
+	fprintf(out, "{\"kind\":\"%s\",\"stream\":\"%s\",\"sid\":%" PRIu32 ",\"ts\":%" PRIu64, ki->name,
+		tr_stream_kind_name(rec->stream_kind), rec->tid, rec->ts);
+	for (unsigned i = 0; i < rec->nfields; i++) {
+		uint64_t v = rec->u.v[i];
+		if (field_is_signed(rec->kind, i))
+			fprintf(out, ",\"%s\":%" PRId64, ki->field_names[i], (int64_t)v);
+		else
+			fprintf(out, ",\"%s\":%" PRIu64, ki->field_names[i], v);
+		if (ki->string_fields & (1u << i) && v) {
+			size_t len;
+			const char *s = tr_strings_get(strs, v, &len);
+			if (s) {
+				fprintf(out, ",\"%s_str\":", ki->field_names[i]);
+				tr_json_string(out, s, len);
+			}
+		} else if (field_is_api(ki, i) && v < TBP_API__MAX && tbp_api_lookup((unsigned)v)) {
+			fprintf(out, ",\"api_name\":\"%s\"", tbp_api_lookup((unsigned)v)->name);
+		}
+	}
+	if (ki->has_blob) {
+		fputs(",\"blob\":", out);
+		tr_json_string(out, rec->blob, rec->blob_len);
+	}
+	fputs("}\n", out);
+}
+
+/* First pass: the string table.  Errors are left for the second pass to
+ * report, at the same place, in the usual format. */
+static int collect_strings(const char *path, struct tr_strings *strs)
+{
+	struct tbp_reader *r = NULL;
+	if (tbp_reader_open(&r, path) != TBP_OK) {
+		tbp_reader_close(r);
+		return 0;
+	}
+	struct tbp_record rec;
+	int rc = 0;
+	while (tbp_reader_next(r, &rec) == TBP_OK)
+		if (tr_strings_note(strs, &rec) < 0) {
+			rc = -1;
+			break;
+		}
+	tbp_reader_close(r);
+	return rc;
+}
+
+int cmd_dump(int argc, char **argv)
+{
+	const char *path = NULL;
+	int json = 0;
+	unsigned char keep[TBP_K__MAX] = {0};
+	int filter = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = 1;
+		} else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
+			if (parse_kinds(argv[++i], keep))
+				return TBA_EXIT_USAGE;
+			filter = 1;
+		} else if (!strncmp(argv[i], "--kind=", 7)) {
+			if (parse_kinds(argv[i] + 7, keep))
+				return TBA_EXIT_USAGE;
+			filter = 1;
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return TBA_EXIT_OK;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "tbanalyze: dump: unknown option '%s'\n", argv[i]);
+			usage(stderr);
+			return TBA_EXIT_USAGE;
+		} else if (!path) {
+			path = argv[i];
+		} else {
+			fprintf(stderr, "tbanalyze: dump: more than one trace given\n");
+			return TBA_EXIT_USAGE;
+		}
+	}
+	if (!path) {
+		usage(stderr);
+		return TBA_EXIT_USAGE;
+	}
+	struct tbp_reader *r;
+	int status = tr_open(path, &r);
+	if (status != TBA_EXIT_OK)
+		return status;
+	struct tr_strings strs;
+	tr_strings_init(&strs);
+	if (collect_strings(path, &strs)) {
+		fprintf(stderr, "tbanalyze: dump: out of memory\n");
+		tbp_reader_close(r);
+		tr_strings_free(&strs);
+		return TBA_EXIT_INTERNAL;
+	}
+	struct tbp_record rec;
+	int rc;
+	while ((rc = tr_next(r, path, &rec)) > 0) {
+		if (filter && !keep[rec.kind])
+			continue;
+		if (json)
+			print_json(stdout, &rec, &strs);
+		else
+			print_text(stdout, &rec, &strs);
+	}
+	status = rc < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
+	tbp_reader_close(r);
+	tr_strings_free(&strs);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "tbanalyze: dump: write error on standard output\n");
+		return TBA_EXIT_INTERNAL;
+	}
+	return status;
+}
