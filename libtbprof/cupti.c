@@ -634,7 +634,9 @@ static void cupti_error(const char *what, CUptiResult r)
 	snprintf(msg, sizeof msg, "API-only trace: CUPTI %s failed: %s (%d) [%.200s]", what,
 		 result_string(r), (int)r, cupti_path);
 	tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_CUPTI_ERROR, msg);
-	tbp_warn_once(&cupti_note_flag, "%s", msg);
+	/* Expected without a driver: stderr stays the program's own. */
+	if (tbp_cfg.verbose)
+		tbp_warn_once(&cupti_note_flag, "%s", msg);
 	fall_back();
 }
 
