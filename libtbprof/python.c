@@ -1,1 +1,819 @@
-/* placeholder: being written */
+/*
+ * Python call paths for every recorded event, Python function spans, and
+ * attribution of frameless threads.  Design: doc/python.md.
+ *
+ * Everything here reads CPython's structures directly with per-version
+ * offsets, resolved at run time: libtbprof never links libpython, never
+ * takes the GIL from a hook and never calls into the interpreter on the
+ * per-event path.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "core.h"
+#include "python_internal.h"
+
+/* ------------------------------------------------------------ versions */
+
+static const struct py_layout layout_310 = {
+	.minor = 10, .ts_top = 24, .has_cframe = false,
+	.fr_code = 32, .fr_prev = 24, .fr_instr = 96, .fr_owner = 0, .instr_is_index = true,
+	.owner_cstack = -1,
+	.co_filename = 104, .co_name = 112, .co_shortname = 112, .co_firstlineno = 40, .co_linetable = 120,
+	.co_code = 48, .linetable_310 = true,
+	.ascii_size = 48, .compact_size = 72,
+};
+static const struct py_layout layout_311 = {
+	.minor = 11, .ts_top = 56, .cframe_current = 8, .has_cframe = true,
+	.fr_code = 32, .fr_prev = 48, .fr_instr = 56, .fr_owner = 69, .owner_cstack = -1,
+	.co_filename = 112, .co_name = 128 /* co_qualname */, .co_shortname = 120, .co_firstlineno = 72,
+	.co_linetable = 136, .co_code = 184,
+	.ascii_size = 48, .compact_size = 72,
+};
+static const struct py_layout layout_312 = {
+	.minor = 12, .ts_top = 56, .cframe_current = 0, .has_cframe = true,
+	.fr_code = 0, .fr_prev = 8, .fr_instr = 56, .fr_owner = 70, .owner_cstack = 3,
+	.co_filename = 112, .co_name = 128, .co_shortname = 120, .co_firstlineno = 68, .co_linetable = 136,
+	.co_code = 192,
+	.ascii_size = 40, .compact_size = 56,
+};
+/* 3.13: checked/derived from _Py_DebugOffsets at init (py_layout_313_from_debug). */
+static const struct py_layout layout_313 = {
+	.minor = 13, .ts_top = 72, .has_cframe = false,
+	.fr_code = 0, .fr_prev = 8, .fr_instr = 56, .fr_owner = 70, .owner_cstack = 3,
+	.co_filename = 112, .co_name = 128, .co_shortname = 120, .co_firstlineno = 68, .co_linetable = 136,
+	.co_code = 200,
+	.ascii_size = 40, .compact_size = 56,
+};
+
+/* Exposed for the offsets test (tests/python). */
+const struct py_layout *tbp_py_layout_for(unsigned minor)
+{
+	switch (minor) {
+	case 10: return &layout_310;
+	case 11: return &layout_311;
+	case 12: return &layout_312;
+	case 13: return &layout_313;
+	default: return NULL;
+	}
+}
+
+/* ------------------------------------------------------------ state */
+
+enum py_state { PY_UNINIT = 0, PY_WAITING = 1, PY_READY = 2, PY_INERT = 3 };
+static _Atomic int py_state;
+static pthread_mutex_t py_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct py_layout L;     /* the running interpreter's layout */
+static int notice_flag;
+
+/* CPython entry points, resolved with dlsym. */
+typedef void *(*eval_frame_fn)(void *tstate, void *frame, int throwflag);
+static struct {
+	int (*is_initialized)(void);
+	void *(*this_thread_state)(void);
+	int (*gil_check)(void);
+	int (*add_pending_call)(int (*)(void *), void *);
+	void *(*interp_main)(void);
+	eval_frame_fn (*get_eval)(void *interp);
+	void (*set_eval)(void *interp, eval_frame_fn fn);
+	void *(*intern_from_string)(const char *);
+	const void *code_type;
+} py;
+
+/* --------------------------------------------------------- safe reads */
+
+static inline bool ptr_ok(uintptr_t p)
+{
+	/* User-space, 8-byte aligned, not in the first page. */
+	return p >= 4096 && p < (1ull << 56) && (p & 7) == 0;
+}
+static inline uintptr_t rd_ptr(uintptr_t base, size_t off)
+{
+	return *(const uintptr_t *)(base + off);
+}
+static inline int rd_int(uintptr_t base, size_t off)
+{
+	return *(const int *)(base + off);
+}
+static inline bool is_code(uintptr_t obj)
+{
+	return ptr_ok(obj) && rd_ptr(obj, 8) == (uintptr_t)py.code_type;
+}
+
+/* UTF-8 bytes of a str object, without the GIL: compact strings only (all
+ * code object names are).  Writes to buf (cap bytes) when the text is not
+ * already UTF-8 in memory.  Returns length or -1. */
+static ssize_t str_utf8(uintptr_t s, char *buf, size_t cap, const char **out)
+{
+	if (!ptr_ok(s))
+		return -1;
+	ssize_t length = *(const ssize_t *)(s + 16);
+	uint32_t state = *(const uint32_t *)(s + 32);
+	unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+	if (!compact || length < 0 || length > (1 << 20))
+		return -1;
+	if (ascii) {
+		*out = (const char *)(s + L.ascii_size);
+		return length;
+	}
+	ssize_t utf8_len = *(const ssize_t *)(s + L.ascii_size);
+	const char *utf8 = *(const char *const *)(s + L.ascii_size + 8);
+	if (utf8 && utf8_len >= 0 && utf8_len <= 4 * length) {
+		*out = utf8;
+		return utf8_len;
+	}
+	const unsigned char *data = (const unsigned char *)(s + L.compact_size);
+	size_t n = 0;
+	for (ssize_t i = 0; i < length; i++) {
+		uint32_t c = kind == 1 ? data[i] : kind == 2 ? ((const uint16_t *)data)[i]
+			: ((const uint32_t *)data)[i];
+		if (n + 4 > cap)
+			break;
+		if (c < 0x80) {
+			buf[n++] = (char)c;
+		} else if (c < 0x800) {
+			buf[n++] = (char)(0xc0 | (c >> 6));
+			buf[n++] = (char)(0x80 | (c & 0x3f));
+		} else if (c < 0x10000) {
+			buf[n++] = (char)(0xe0 | (c >> 12));
+			buf[n++] = (char)(0x80 | ((c >> 6) & 0x3f));
+			buf[n++] = (char)(0x80 | (c & 0x3f));
+		} else {
+			buf[n++] = (char)(0xf0 | ((c >> 18) & 7));
+			buf[n++] = (char)(0x80 | ((c >> 12) & 0x3f));
+			buf[n++] = (char)(0x80 | ((c >> 6) & 0x3f));
+			buf[n++] = (char)(0x80 | (c & 0x3f));
+		}
+	}
+	*out = buf;
+	return (ssize_t)n;
+}
+
+static uint64_t intern_str_obj(uintptr_t s)
+{
+	char buf[1024];
+	const char *p;
+	ssize_t n = str_utf8(s, buf, sizeof buf, &p);
+	if (n < 0)
+		return tbp_intern_string("?", 1);
+	return tbp_intern_string(p, (size_t)n);
+}
+
+/* ----------------------------------------------------- line tables */
+
+/* 3.11+ location table varints: 6-bit groups, bit 6 = more. */
+static bool lt_varint(const uint8_t **p, const uint8_t *end, uint32_t *out)
+{
+	uint32_t v = 0;
+	unsigned shift = 0;
+	while (*p < end && shift < 32) {
+		uint8_t b = *(*p)++;
+		v |= (uint32_t)(b & 63) << shift;
+		shift += 6;
+		if (!(b & 64)) {
+			*out = v;
+			return true;
+		}
+	}
+	return false;
+}
+static bool lt_svarint(const uint8_t **p, const uint8_t *end, int32_t *out)
+{
+	uint32_t v;
+	if (!lt_varint(p, end, &v))
+		return false;
+	*out = (v & 1) ? -(int32_t)(v >> 1) : (int32_t)(v >> 1);
+	return true;
+}
+
+/* Line of code unit `index` (3.11+ table).  -1 when unknown. */
+int tbp_py_line_311(const uint8_t *table, size_t size, int firstlineno, uint32_t index)
+{
+	const uint8_t *p = table, *end = table + size;
+	uint32_t addr = 0;
+	int line = firstlineno, last_known = -1;
+	while (p < end) {
+		uint8_t head = *p++;
+		if (!(head & 0x80))
+			return -1; /* not at an entry start: corrupt */
+		unsigned code = (head >> 3) & 15, len = (head & 7) + 1;
+		int32_t delta = 0;
+		bool has_line = true;
+		uint32_t skip;
+		switch (code) {
+		case 15: /* no location */
+			has_line = false;
+			break;
+		case 14: /* long form */
+			if (!lt_svarint(&p, end, &delta) || !lt_varint(&p, end, &skip) ||
+			    !lt_varint(&p, end, &skip) || !lt_varint(&p, end, &skip))
+				return last_known;
+			break;
+		case 13: /* no column */
+			if (!lt_svarint(&p, end, &delta))
+				return last_known;
+			break;
+		case 10: case 11: case 12: /* one line: two column bytes */
+			delta = (int32_t)code - 10;
+			p += 2;
+			break;
+		default: /* short form: one column byte */
+			p += 1;
+			break;
+		}
+		if (has_line) {
+			line += delta;
+			last_known = line;
+		}
+		if (index >= addr && index < addr + len)
+			return has_line ? line : last_known;
+		addr += len;
+	}
+	return last_known;
+}
+
+/* Line of byte offset `addr` (3.10 table: (byte delta, line delta) pairs,
+ * line delta -128 = no line). */
+int tbp_py_line_310(const uint8_t *table, size_t size, int firstlineno, uint32_t addr)
+{
+	uint32_t start = 0, end_addr = 0;
+	int line = firstlineno, cur = -1, last_known = -1;
+	for (size_t i = 0; i + 1 < size; i += 2) {
+		start = end_addr;
+		end_addr += table[i];
+		int8_t ldelta = (int8_t)table[i + 1];
+		if (ldelta == -128) {
+			cur = -1;
+		} else {
+			line += ldelta;
+			cur = line;
+			last_known = line;
+		}
+		if (addr >= start && addr < end_addr)
+			return cur >= 0 ? cur : last_known;
+	}
+	return last_known;
+}
+
+static int code_line(uintptr_t code, uint32_t index)
+{
+	int first = rd_int(code, L.co_firstlineno);
+	uintptr_t lt = rd_ptr(code, L.co_linetable);
+	if (!ptr_ok(lt))
+		return first;
+	ssize_t size = *(const ssize_t *)(lt + 16);
+	if (size < 0 || size > (1 << 24))
+		return first;
+	const uint8_t *table = (const uint8_t *)(lt + 32); /* PyBytesObject.ob_sval */
+	int line = L.linetable_310 ? tbp_py_line_310(table, (size_t)size, first, index * 2)
+		: tbp_py_line_311(table, (size_t)size, first, index);
+	return line >= 0 ? line : first;
+}
+
+/* --------------------------------------------- lock-free intern tables */
+
+/* An insert-only open-addressing table: a slot is claimed by CAS of its
+ * tag (0 empty, 1 being written, 2 ready) and published by a release
+ * store.  A reader that meets a slot being written just misses, which at
+ * worst emits a duplicate def. */
+struct slot {
+	_Atomic uint64_t tag;
+	uint64_t k1, k2, val;
+};
+struct table {
+	struct slot *slots;
+	uint64_t mask;
+	_Atomic uint64_t full; /* inserts given up: probe sequence exhausted */
+};
+#define MAX_PROBES 64
+
+static struct table code_table, frame_table, path_table;
+
+static bool table_init(struct table *t, unsigned log2)
+{
+	size_t n = (size_t)1 << log2;
+	void *m = mmap(NULL, n * sizeof(struct slot), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return false;
+	t->slots = m;
+	t->mask = n - 1;
+	return true;
+}
+
+static inline uint64_t mix(uint64_t a, uint64_t b)
+{
+	uint64_t h = a * 0x9e3779b97f4a7c15ull ^ (b + 0x632be59bd9b4e019ull + (a << 6) + (a >> 2));
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	return h;
+}
+
+static inline bool table_get(struct table *t, uint64_t k1, uint64_t k2, uint64_t *val)
+{
+	uint64_t i = mix(k1, k2);
+	for (unsigned n = 0; n < MAX_PROBES; n++, i++) {
+		struct slot *s = &t->slots[i & t->mask];
+		uint64_t tag = atomic_load_explicit(&s->tag, memory_order_acquire);
+		if (tag == 0)
+			return false;
+		if (tag == 2 && s->k1 == k1 && s->k2 == k2) {
+			*val = s->val;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void table_put(struct table *t, uint64_t k1, uint64_t k2, uint64_t val)
+{
+	uint64_t i = mix(k1, k2);
+	for (unsigned n = 0; n < MAX_PROBES; n++, i++) {
+		struct slot *s = &t->slots[i & t->mask];
+		uint64_t expected = 0;
+		if (atomic_compare_exchange_strong_explicit(&s->tag, &expected, 1,
+				memory_order_acq_rel, memory_order_acquire)) {
+			s->k1 = k1;
+			s->k2 = k2;
+			s->val = val;
+			atomic_store_explicit(&s->tag, 2, memory_order_release);
+			return;
+		}
+		if (expected == 2 && s->k1 == k1 && s->k2 == k2)
+			return; /* another thread published the same key */
+	}
+	atomic_fetch_add_explicit(&t->full, 1, memory_order_relaxed);
+}
+
+static _Atomic uint64_t next_frame_id = 1, next_path_id = 1;
+
+/* Fingerprint of a code object's identity, so a freed code object whose
+ * address is reused by another one does not inherit its names. */
+static inline uint64_t code_fingerprint(uintptr_t code)
+{
+	return mix(rd_ptr(code, L.co_filename) ^ ((uint64_t)rd_int(code, L.co_firstlineno) << 48),
+		   rd_ptr(code, L.co_name));
+}
+
+/* (file id, name id) of a code object. */
+static void code_names(uintptr_t code, uint64_t fp, uint64_t *file, uint64_t *name)
+{
+	uint64_t packed;
+	if (table_get(&code_table, code, fp, &packed)) {
+		*file = packed >> 32;
+		*name = packed & 0xffffffffu;
+		return;
+	}
+	*file = intern_str_obj(rd_ptr(code, L.co_filename));
+	*name = intern_str_obj(rd_ptr(code, L.co_name));
+	if (*file <= 0xffffffffu && *name <= 0xffffffffu)
+		table_put(&code_table, code, fp, (*file << 32) | *name);
+}
+
+/* PYFRAME id for (code, line): `index` is the instruction index, or
+ * UINT32_MAX for "the def line" (spans). */
+static uint64_t frame_id(uintptr_t code, uint32_t index)
+{
+	uint64_t fp = code_fingerprint(code);
+	uint64_t id;
+	if (table_get(&frame_table, code, fp ^ index, &id))
+		return id;
+	uint64_t file, name;
+	code_names(code, fp, &file, &name);
+	int line = index == UINT32_MAX ? rd_int(code, L.co_firstlineno) : code_line(code, index);
+	id = atomic_fetch_add_explicit(&next_frame_id, 1, memory_order_relaxed);
+	struct tbp_record rec = { .kind = TBP_K_PYFRAME, .stream_kind = TBP_STREAM_DEFS,
+				  .ts = tbp_now() };
+	rec.u.pyframe.id = id;
+	rec.u.pyframe.file = file;
+	rec.u.pyframe.function = name;
+	rec.u.pyframe.line = line > 0 ? (uint64_t)line : 0;
+	tbp_emit_def(&rec);
+	table_put(&frame_table, code, fp ^ index, id);
+	return id;
+}
+
+static uint64_t path_node(uint64_t parent, uint64_t frame)
+{
+	uint64_t id;
+	if (table_get(&path_table, parent, frame, &id))
+		return id;
+	id = atomic_fetch_add_explicit(&next_path_id, 1, memory_order_relaxed);
+	struct tbp_record rec = { .kind = TBP_K_CALLPATH, .stream_kind = TBP_STREAM_DEFS,
+				  .ts = tbp_now() };
+	rec.u.callpath.id = id;
+	rec.u.callpath.frame = frame;
+	rec.u.callpath.parent = parent;
+	tbp_emit_def(&rec);
+	table_put(&path_table, parent, frame, id);
+	return id;
+}
+
+/* ------------------------------------------------------- the walker */
+
+struct raw_frame { uintptr_t code; uint32_t index; };
+#define WALK_LIMIT 4096 /* frames visited at most, skipped ones included */
+
+static uintptr_t top_frame(uintptr_t tstate)
+{
+	uintptr_t top = rd_ptr(tstate, L.ts_top);
+	if (L.has_cframe) {
+		if (!ptr_ok(top))
+			return 0;
+		top = rd_ptr(top, L.cframe_current);
+	}
+	return ptr_ok(top) ? top : 0;
+}
+
+/* Collect up to `max` frames, leaf first, starting at `frame`. */
+static unsigned walk(uintptr_t frame, struct raw_frame *out, unsigned max)
+{
+	unsigned n = 0;
+	for (unsigned visited = 0; frame && n < max && visited < WALK_LIMIT; visited++) {
+		if (!ptr_ok(frame))
+			break;
+		uintptr_t code = rd_ptr(frame, L.fr_code);
+		uintptr_t prev = rd_ptr(frame, L.fr_prev);
+		if (L.owner_cstack >= 0 && *(const char *)(frame + L.fr_owner) == L.owner_cstack) {
+			frame = prev;
+			continue;
+		}
+		if (!is_code(code))
+			break;
+		ssize_t ncode = *(const ssize_t *)(code + 16); /* ob_size: code units (3.11+) */
+		int64_t index;
+		if (L.instr_is_index) {
+			index = rd_int(frame, L.fr_instr);
+		} else {
+			uintptr_t instr = rd_ptr(frame, L.fr_instr);
+			index = ((int64_t)instr - (int64_t)(code + L.co_code)) / 2;
+			if (index >= ncode)
+				break; /* not this code's bytecode: torn or unknown */
+		}
+		if (index >= 0) { /* < 0: frame pushed but not started yet */
+			out[n].code = code;
+			out[n].index = (uint32_t)index;
+			n++;
+		}
+		frame = prev;
+	}
+	return n;
+}
+
+/* Per-thread memo of the last path built, root first: consecutive events
+ * from one thread usually share all but the innermost frames, so only the
+ * frames that differ are looked up.  `name` (the co_qualname pointer) is
+ * compared too so a code object freed and replaced at the same address by
+ * another is not taken for the old one. */
+struct memo_frame { uintptr_t code, name; uint32_t index; uint64_t path; };
+static __thread struct memo_frame memo[256];
+static __thread unsigned memo_n;
+
+static uint64_t intern_path(const struct raw_frame *frames, unsigned n, uint64_t parent)
+{
+	unsigned depth = 0; /* distance from the root */
+	bool same = true;   /* frames so far equal the memo's */
+	for (unsigned i = n; i-- > 0; depth++) {
+		uintptr_t name = rd_ptr(frames[i].code, L.co_name);
+		if (same && depth < memo_n && memo[depth].code == frames[i].code &&
+		    memo[depth].index == frames[i].index && memo[depth].name == name) {
+			parent = memo[depth].path;
+			continue;
+		}
+		same = false;
+		parent = path_node(parent, frame_id(frames[i].code, frames[i].index));
+		memo[depth] = (struct memo_frame){ frames[i].code, name, frames[i].index, parent };
+		memo_n = depth + 1;
+	}
+	return parent;
+}
+
+/* ----------------------------------------- frameless-thread attribution */
+
+static _Atomic uint64_t blocking_path;     /* caller of backward() now running, or 0 */
+static _Atomic uint64_t wait_path, wait_ts;
+#define WAIT_VALID_NS 1000000000ull
+
+static uint64_t borrowed_path(void)
+{
+	uint64_t p = atomic_load_explicit(&blocking_path, memory_order_acquire);
+	if (p)
+		return p;
+	p = atomic_load_explicit(&wait_path, memory_order_acquire);
+	if (p && tbp_now() - atomic_load_explicit(&wait_ts, memory_order_relaxed) < WAIT_VALID_NS)
+		return p;
+	return 0;
+}
+
+void tbp_py_note_wait(uint64_t callpath)
+{
+	if (!callpath)
+		return;
+	atomic_store_explicit(&wait_ts, tbp_now(), memory_order_relaxed);
+	atomic_store_explicit(&wait_path, callpath, memory_order_release);
+}
+
+/* ------------------------------------------------------------ init */
+
+static bool resolve(void)
+{
+	py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+	if (!py.is_initialized)
+		return false;
+	py.this_thread_state = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+	py.gil_check = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Check");
+	py.add_pending_call = (int (*)(int (*)(void *), void *))dlsym(RTLD_DEFAULT, "Py_AddPendingCall");
+	py.interp_main = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
+	py.get_eval = (eval_frame_fn (*)(void *))dlsym(RTLD_DEFAULT, "_PyInterpreterState_GetEvalFrameFunc");
+	py.set_eval = (void (*)(void *, eval_frame_fn))dlsym(RTLD_DEFAULT, "_PyInterpreterState_SetEvalFrameFunc");
+	py.intern_from_string = (void *(*)(const char *))dlsym(RTLD_DEFAULT, "PyUnicode_InternFromString");
+	py.code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+	return true;
+}
+
+/* Minor version of the running CPython 3.x, or 0 when it is not 3.x. */
+static unsigned running_minor(void)
+{
+	const unsigned long *hex = dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11+ */
+	if (hex)
+		return (*hex >> 24) == 3 ? (unsigned)((*hex >> 16) & 0xff) : 0;
+	const char *(*get_version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+	unsigned major, minor;
+	if (get_version && sscanf(get_version(), "%u.%u", &major, &minor) == 2 && major == 3)
+		return minor;
+	return 0;
+}
+
+/* 3.13: the runtime publishes its own offsets.  Find the thread-state
+ * block (size, prev=0, next=8, interp=16, current_frame, ...) and the
+ * interpreter-frame and code-object blocks that follow it, instead of
+ * trusting a fixed position of the blocks (they moved between 3.13
+ * releases).  False when they cannot be found or disagree. */
+static bool layout_313_from_debug(struct py_layout *out)
+{
+	const char *runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+	if (!runtime || memcmp(runtime, "xdebugpy", 8) != 0)
+		return false;
+	const uint64_t *w = (const uint64_t *)(runtime + 8);
+	for (unsigned i = 0; i + 22 < 128; i++) {
+		if (!(w[i] > 64 && w[i] < 65536 && w[i + 1] == 0 && w[i + 2] == 8 && w[i + 3] == 16))
+			continue;
+		out->ts_top = w[i + 4];
+		/* thread_state has 9 fields in 3.13.0; the frame block that
+		 * follows starts with its size, then previous=8, executable=0. */
+		for (unsigned j = i + 5; j + 16 < 128 && j < i + 16; j++) {
+			if (!(w[j] > 64 && w[j] < 4096 && w[j + 1] == 8 && w[j + 2] == 0))
+				continue;
+			out->fr_prev = w[j + 1];
+			out->fr_code = w[j + 2];
+			out->fr_instr = w[j + 3];
+			out->fr_owner = w[j + 5];
+			const uint64_t *co = &w[j + 6]; /* size, filename, name, qualname, linetable,
+							  * firstlineno, argcount, localsplusnames,
+							  * localspluskinds, co_code_adaptive */
+			if (!(co[0] > 64 && co[0] < 4096))
+				return false;
+			out->co_filename = co[1];
+			out->co_shortname = co[2];
+			out->co_name = co[3];
+			out->co_linetable = co[4];
+			out->co_firstlineno = co[5];
+			out->co_code = co[9];
+			return out->ts_top < 4096 && out->fr_instr < 4096 && out->co_code < 4096 &&
+			       out->co_filename < out->co_code && out->co_linetable < out->co_code;
+		}
+		return false;
+	}
+	return false;
+}
+
+static void *s_backward, *s_grad; /* interned names for the blocking-call check */
+static void install_eval_hook(void);
+
+static void give_up(const char *why)
+{
+	char msg[200];
+	snprintf(msg, sizeof msg, "no Python call paths: %s", why);
+	tbp_warn_once(&notice_flag, "%s", msg);
+	tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_NO_PYTHON_PATHS, msg);
+	atomic_store(&py_state, PY_INERT);
+}
+
+/* Returns with py_state READY, WAITING (Python not initialized yet: try
+ * again later) or INERT. */
+static void try_init(void)
+{
+	pthread_mutex_lock(&py_init_lock);
+	int st = atomic_load(&py_state);
+	if (st == PY_READY || st == PY_INERT)
+		goto out;
+	if (st == PY_UNINIT && !resolve()) {
+		atomic_store(&py_state, PY_INERT); /* not a Python process */
+		goto out;
+	}
+	if (!py.is_initialized()) {
+		atomic_store(&py_state, PY_WAITING);
+		goto out;
+	}
+	unsigned minor = running_minor();
+	const struct py_layout *base = tbp_py_layout_for(minor);
+	if (!base) {
+		char why[80];
+		snprintf(why, sizeof why, "unsupported CPython version 3.%u", minor);
+		give_up(why);
+		goto out;
+	}
+	if (!py.this_thread_state || !py.code_type) {
+		give_up("CPython symbols not found");
+		goto out;
+	}
+	L = *base;
+	if (minor == 13 && !layout_313_from_debug(&L)) {
+		give_up("CPython 3.13 _Py_DebugOffsets not understood");
+		goto out;
+	}
+	if (!code_table.slots && !(table_init(&code_table, 16) && table_init(&frame_table, 18) &&
+				   table_init(&path_table, 19))) {
+		give_up("out of memory");
+		goto out;
+	}
+	atomic_store(&py_state, PY_READY);
+	if (tbp_cfg.py_span_ns > 0)
+		install_eval_hook();
+out:
+	pthread_mutex_unlock(&py_init_lock);
+}
+
+static inline bool ready(void)
+{
+	int st = atomic_load_explicit(&py_state, memory_order_acquire);
+	if (TBP_LIKELY(st == PY_READY))
+		return true;
+	if (st == PY_INERT)
+		return false;
+	/* Not yet: cheap re-check until the interpreter is up. */
+	if (st == PY_WAITING && !py.is_initialized())
+		return false;
+	try_init();
+	return atomic_load(&py_state) == PY_READY;
+}
+
+void tbp_py_init(void)
+{
+	if (!tbp_cfg.python)
+		return;
+	(void)ready();
+}
+
+/* ------------------------------------------------------- call paths */
+
+static uint64_t callpath_from(uintptr_t top)
+{
+	struct raw_frame frames[256];
+	unsigned max = tbp_cfg.py_depth ? tbp_cfg.py_depth : 32;
+	if (max > 256)
+		max = 256;
+	unsigned n = top ? walk(top, frames, max) : 0;
+	return n ? intern_path(frames, n, 0) : 0;
+}
+
+uint64_t tbp_py_callpath(void)
+{
+	if (!tbp_cfg.python || !ready())
+		return 0;
+	uintptr_t tstate = (uintptr_t)py.this_thread_state();
+	uint64_t path = 0;
+	if (ptr_ok(tstate))
+		path = callpath_from(top_frame(tstate));
+	return path ? path : borrowed_path();
+}
+
+/* ------------------------------------------------------------ spans */
+
+static eval_frame_fn prev_eval;       /* evaluator installed before ours */
+static _Atomic int hook_installed;
+static __thread unsigned blocking_depth;
+
+static uintptr_t frame_code(void *frame)
+{
+	return rd_ptr((uintptr_t)frame, L.fr_code);
+}
+
+/* Is `code` torch's Tensor.backward / autograd.backward / autograd.grad? */
+static bool is_blocking_call(uintptr_t code)
+{
+	uintptr_t name = rd_ptr(code, L.co_shortname);
+	if (name != (uintptr_t)s_backward && name != (uintptr_t)s_grad)
+		return false;
+	char buf[512];
+	const char *p;
+	ssize_t n = str_utf8(rd_ptr(code, L.co_filename), buf, sizeof buf, &p);
+	if (n < 0)
+		return false;
+	static const char *const files[] = { "torch/_tensor.py", "torch/autograd/__init__.py" };
+	for (unsigned i = 0; i < 2; i++) {
+		size_t m = strlen(files[i]);
+		if ((size_t)n >= m && memcmp(p + n - m, files[i], m) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void *tbp_eval_frame(void *tstate, void *frame, int throwflag)
+{
+	eval_frame_fn next = prev_eval;
+	if (!tbp_active || atomic_load_explicit(&py_state, memory_order_relaxed) != PY_READY)
+		return next(tstate, frame, throwflag);
+	uintptr_t code = frame_code(frame);
+	bool blocking = false;
+	if (blocking_depth == 0 && is_code(code) && is_blocking_call(code) && tbp_guard_enter()) {
+		/* The caller of backward(): its line is what kernels run by
+		 * autograd threads are attributed to. */
+		uint64_t p = callpath_from(top_frame((uintptr_t)tstate));
+		if (p) {
+			atomic_store_explicit(&blocking_path, p, memory_order_release);
+			blocking = true;
+		}
+		tbp_guard_leave();
+	}
+	blocking_depth += blocking;
+	uint64_t t0 = tbp_now();
+	void *result = next(tstate, frame, throwflag);
+	uint64_t t1 = tbp_now();
+	if (blocking) {
+		blocking_depth--;
+		atomic_store_explicit(&blocking_path, 0, memory_order_release);
+	}
+	if (t1 - t0 >= tbp_cfg.py_span_ns && tbp_active && is_code(code) && tbp_guard_enter()) {
+		/* The callee's frame is gone; its code object is still held by
+		 * the caller (function object on the caller's stack). */
+		uint64_t parent = callpath_from(top_frame((uintptr_t)tstate));
+		uint64_t path = path_node(parent, frame_id(code, UINT32_MAX));
+		struct tbp_record *rec = tbp_slot_acquire(TBP_K_PY_SPAN);
+		if (rec) {
+			rec->ts = t0;
+			rec->u.py_span.end = t1;
+			rec->u.py_span.callpath = path;
+			tbp_slot_commit(rec);
+		}
+		tbp_guard_leave();
+	}
+	return result;
+}
+
+/* Runs with the GIL held. */
+static int install_with_gil(void *unused)
+{
+	(void)unused;
+	if (atomic_load(&hook_installed) || !py.interp_main || !py.get_eval || !py.set_eval)
+		return 0;
+	void *interp = py.interp_main();
+	if (!interp)
+		return 0;
+	if (py.intern_from_string) {
+		s_backward = py.intern_from_string("backward");
+		s_grad = py.intern_from_string("grad");
+	}
+	eval_frame_fn current = py.get_eval(interp);
+	if (current == (eval_frame_fn)tbp_eval_frame)
+		return 0;
+	prev_eval = current;
+	if (!prev_eval)
+		prev_eval = (eval_frame_fn)dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+	if (!prev_eval)
+		return 0;
+	py.set_eval(interp, (eval_frame_fn)tbp_eval_frame);
+	atomic_store(&hook_installed, 1);
+	return 0;
+}
+
+static void install_eval_hook(void)
+{
+	if (!py.set_eval || !py.get_eval || !py.gil_check)
+		return;
+	if (py.gil_check())
+		install_with_gil(NULL);
+	else if (py.add_pending_call)
+		py.add_pending_call(install_with_gil, NULL);
+}
+
+void tbp_py_shutdown(void)
+{
+	/* Leave the hook in place: it passes calls through once tbp_active is
+	 * 0, and removing it needs the GIL, which a hook must never take.
+	 * The library is never unloaded (-z nodelete). */
+	if (atomic_load(&py_state) != PY_READY)
+		return;
+	if (tbp_cfg.verbose) {
+		uint64_t full = code_table.full + frame_table.full + path_table.full;
+		tbp_log("python: %llu frames, %llu call-path nodes interned%s\n",
+			(unsigned long long)next_frame_id - 1, (unsigned long long)next_path_id - 1,
+			full ? " (tables full: some not cached)" : "");
+	}
+}

@@ -1,0 +1,126 @@
+"""Python function spans from the PEP 523 hook (installed from a thread that
+does not hold the GIL, through Py_AddPendingCall), coexistence with
+sys.setprofile, and attribution of native threads without Python frames to
+the Python thread blocked in backward() or in a GPU wait."""
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import tpyshim
+from tpyshim import cdll, pydll, describe, check, spans
+
+FILE = __file__
+SITE = tpyshim.site_lines(FILE)
+THRESHOLD_NS = 2_000_000
+
+# GIL released during setup: the hook must arrive through a pending call.
+cdll.tpy_setup(1, 32, THRESHOLD_NS)
+for _ in range(10000):  # give the eval loop a chance to run pending calls
+    pass
+
+
+def frames(path, n):
+    return [(line, func) if file == FILE else (file, line, func) for file, line, func in describe(path)[:n]]
+
+
+def slow():  # site:slow_def
+    time.sleep(0.005)
+
+
+def fast():  # site:fast_def
+    return 1
+
+
+def parent():  # site:parent_def
+    for _ in range(200):
+        fast()
+    slow()  # site:slow_call
+
+
+pydll.tpy_clear_spans()
+parent()  # site:parent_call
+found = [(ts, end, path) for ts, end, path, tid in spans()]
+by_leaf = {}
+for ts, end, path in found:
+    by_leaf.setdefault(frames(path, 1)[0], []).append((ts, end, path))
+slow_spans = by_leaf.get((SITE["slow_def"], "slow"), [])
+check("one span for slow()", len(slow_spans), 1)
+if slow_spans:
+    ts, end, path = slow_spans[0]
+    check("slow() span: def line, then caller line, then module", frames(path, 3),
+          [(SITE["slow_def"], "slow"), (SITE["slow_call"], "parent"), (SITE["parent_call"], "<module>")])
+    check("slow() span lasts at least the sleep", end - ts >= 5_000_000, True)
+check("parent() has a span too", any(frames(p, 1) == [(SITE["parent_def"], "parent")] for _, _, p in found),
+      True)
+check("no span for fast() (below the threshold)", (SITE["fast_def"], "fast") in by_leaf, False)
+
+# Other profilers keep working and spans keep coming.
+calls = []
+
+
+def profiler(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "slow":
+        calls.append(frame.f_lineno)
+
+
+pydll.tpy_clear_spans()
+sys.setprofile(profiler)
+slow()  # site:profiled
+sys.setprofile(None)
+check("sys.setprofile still sees the call", calls, [SITE["slow_def"]])
+check("span recorded under sys.setprofile",
+      [frames(p, 2) for _, _, p, _ in spans() if frames(p, 1) == [(SITE["slow_def"], "slow")]],
+      [[(SITE["slow_def"], "slow"), (SITE["profiled"], "<module>")]])
+
+# Spans from another Python thread carry that thread's path.
+pydll.tpy_clear_spans()
+
+
+def thread_body():
+    slow()  # site:thread_slow
+
+
+t = threading.Thread(target=thread_body)
+t.start()
+t.join()
+check("span in a thread", [frames(p, 2) for _, _, p, _ in spans() if frames(p, 1) == [(SITE["slow_def"], "slow")]],
+      [[(SITE["slow_def"], "slow"), (SITE["thread_slow"], "thread_body")]])
+
+# Inactive tracing: no spans.
+pydll.tpy_set_active(0)
+pydll.tpy_clear_spans()
+slow()
+check("no spans while inactive", len(spans()), 0)
+pydll.tpy_set_active(1)
+
+# Native threads: a fake torch.autograd.backward, like the real one, blocks
+# while other threads run the work.
+root = tempfile.mkdtemp()
+os.makedirs(os.path.join(root, "torch", "autograd"))
+open(os.path.join(root, "torch", "__init__.py"), "w").close()
+with open(os.path.join(root, "torch", "autograd", "__init__.py"), "w") as f:
+    f.write("def backward(work):\n    return work()\n\ndef grad(work):\n    return work()\n")
+sys.path.insert(0, root)
+import torch.autograd  # noqa: E402  (the fake one)
+
+check("native thread before any wait", cdll.tpy_callpath_in_thread(), 0)
+
+
+def train_step():
+    return torch.autograd.backward(cdll.tpy_callpath_in_thread)  # site:backward
+
+
+p = train_step()  # site:train_step
+check("native thread during backward(): the backward() line", frames(p, 2) if p else p,
+      [(SITE["backward"], "train_step"), (SITE["train_step"], "<module>")])
+p = torch.autograd.grad(cdll.tpy_callpath_in_thread)  # site:grad
+check("native thread during grad()", frames(p, 1) if p else p, [(SITE["grad"], "<module>")])
+check("native thread after backward() returned", cdll.tpy_callpath_in_thread(), 0)
+
+waiting = cdll.tpy_callpath()  # site:wait
+cdll.tpy_note_wait(waiting)
+p = cdll.tpy_callpath_in_thread()
+check("native thread while a thread waits on the GPU", frames(p, 1) if p else p, [(SITE["wait"], "<module>")])
+tpyshim.finish()
