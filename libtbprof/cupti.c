@@ -806,14 +806,33 @@ missing_symbol: {
 	}
 }
 
+/* A forked child cannot use CUDA: it neither pushes ids nor processes the
+ * parent's buffers, and must not inherit a lock held by another thread. */
+static void after_fork_child(void)
+{
+	__atomic_store_n(&pushing, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&state, CS_STOPPED, __ATOMIC_RELAXED);
+	pthread_mutex_init(&ctl_lock, NULL);
+	pthread_mutex_init(&proc_lock, NULL);
+	pthread_mutex_init(&pool_lock, NULL);
+}
+
+/* Set while this thread is inside start: CUPTI may call CUDA functions we
+ * hook, and their hooks may call tbp_cupti_start again. */
+static __thread int in_start __attribute__((tls_model("initial-exec")));
+
 void tbp_cupti_start(void)
 {
-	if (TBP_LIKELY(__atomic_load_n(&state, __ATOMIC_ACQUIRE) != CS_IDLE))
+	if (TBP_LIKELY(__atomic_load_n(&state, __ATOMIC_ACQUIRE) != CS_IDLE) || in_start)
 		return;
+	in_start = 1;
 	pthread_mutex_lock(&ctl_lock);
-	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_IDLE)
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_IDLE) {
+		pthread_atfork(NULL, NULL, after_fork_child);
 		start_locked();
+	}
 	pthread_mutex_unlock(&ctl_lock);
+	in_start = 0;
 }
 
 void tbp_cupti_flush(void)
@@ -861,7 +880,8 @@ static __thread uint32_t push_bits __attribute__((tls_model("initial-exec")));
 void tbp_gpu_call_enter(uint64_t corr)
 {
 	uint32_t depth = push_depth++;
-	if (!__atomic_load_n(&pushing, __ATOMIC_RELAXED) || depth >= 32)
+	/* acquire: pairs with the release in start_locked, so `api` is set */
+	if (!__atomic_load_n(&pushing, __ATOMIC_ACQUIRE) || depth >= 32)
 		return;
 	if (api.push_external(EXTERNAL_KIND, corr) == CUPTI_SUCCESS)
 		push_bits |= 1u << depth;

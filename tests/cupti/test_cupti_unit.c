@@ -4,9 +4,12 @@
  * process (CUPTI state is once per process): test_cupti_unit SCENARIO.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cupti.h>
 
@@ -312,6 +315,82 @@ static void scenario_nesting(void)
 	CHECK(fakecupti_pushes() == (long)ncalls, "%ld pushes", fakecupti_pushes());
 }
 
+static void scenario_fork(void)
+{
+	configure((struct fakecupti_config){ 0 });
+	tbp_cupti_start();
+	run_workload();
+	long pushes = fakecupti_pushes();
+	size_t records = fake_nrecords;
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* CUDA is unusable in a forked child: nothing pushed, nothing
+		 * flushed, no lock inherited. */
+		tbp_gpu_call_enter(1);
+		tbp_gpu_call_exit(1);
+		tbp_cupti_flush();
+		tbp_cupti_stop();
+		_exit(fakecupti_pushes() == pushes && fake_nrecords == records ? 0 : 1);
+	}
+	int status = 0;
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork/wait");
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+	tbp_cupti_stop();
+	check_workload(0);
+}
+
+#define THREADS 4
+#define CALLS_PER_THREAD 200
+static int flushing_done;
+
+static void *launcher(void *arg)
+{
+	uint64_t base = 1000000 * (1 + (uintptr_t)arg);
+	for (uint64_t i = 0; i < CALLS_PER_THREAD; i++) {
+		struct fakecupti_op k = { .kind = FAKE_KERNEL, .name = "_Z4stepv", .device = 0,
+					  .context = 1, .stream = (uint32_t)(uintptr_t)arg,
+					  .start = base + i * 10, .end = base + i * 10 + 5 };
+		tbp_gpu_call_enter(base + i);
+		fakecupti_op(&k);
+		tbp_gpu_call_exit(base + i);
+	}
+	return NULL;
+}
+
+static void *flusher(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&flushing_done, __ATOMIC_ACQUIRE))
+		tbp_cupti_flush();
+	return NULL;
+}
+
+/* Calls on several threads while another keeps flushing. */
+static void scenario_threads(void)
+{
+	configure((struct fakecupti_config){ .records_per_buffer = 7 });
+	tbp_cupti_start();
+	pthread_t t[THREADS], f;
+	pthread_create(&f, NULL, flusher, NULL);
+	for (uintptr_t i = 0; i < THREADS; i++)
+		pthread_create(&t[i], NULL, launcher, (void *)i);
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	__atomic_store_n(&flushing_done, 1, __ATOMIC_RELEASE);
+	pthread_join(f, NULL);
+	tbp_cupti_stop();
+	CHECK(count_gpu() == THREADS * CALLS_PER_THREAD, "%zu GPU records", count_gpu());
+	for (uint64_t th = 0; th < THREADS; th++)
+		for (uint64_t i = 0; i < CALLS_PER_THREAD; i++) {
+			uint64_t corr = 1000000 * (1 + th) + i;
+			const struct tbp_record *r = gpu_by_corr(corr);
+			CHECK(r && r->ts == 1000000 * (1 + th) + i * 10 &&
+			      r->u.gpu_kernel.stream == th, "thread %llu call %llu",
+			      (unsigned long long)th, (unsigned long long)i);
+		}
+	CHECK(fakecupti_push_balance() == 0, "balance");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -345,6 +424,10 @@ int main(int argc, char **argv)
 		api_only("TBPROF_CUPTI=0");
 	} else if (!strcmp(s, "dropped"))
 		scenario_dropped();
+	else if (!strcmp(s, "threads"))
+		scenario_threads();
+	else if (!strcmp(s, "fork"))
+		scenario_fork();
 	else if (!strcmp(s, "nesting"))
 		scenario_nesting();
 	else {
