@@ -99,6 +99,20 @@ def clocks(recs):
     return [f for kind, f, _ in recs if kind == "clock"]
 
 
+_demangled = {}
+
+
+def demangle(name):
+    """c++filt's spelling (what __cxa_demangle gives), None without c++filt."""
+    if name not in _demangled:
+        try:
+            out = subprocess.run(["c++filt", name], capture_output=True, text=True)
+            _demangled[name] = out.stdout.strip() if out.returncode == 0 else None
+        except OSError:
+            _demangled[name] = None
+    return _demangled[name]
+
+
 def compare_with_truth(recs, truth, tolerance):
     gpu_truth = [t for t in truth if t.get("gpu") == "1" and t.get("captured", "0") == "0"
                  and t["op"] in GPU_KIND]
@@ -144,8 +158,9 @@ def compare_with_truth(recs, truth, tolerance):
         if kind == "gpu_kernel" and t.get("name", "-") != "-":
             got = names.get(best["name"], "")
             # the trace holds the demangled name; the truth the mangled one
-            if not got:
-                fail("kernel %s: no name in the trace" % t["name"])
+            want = demangle(t["name"])
+            if not got or (want is not None and got != want):
+                fail("kernel %s: name %r in the trace, want %r" % (t["name"], got, want))
         if kind == "gpu_memcpy":
             if best["bytes"] != int(t["bytes"]):
                 fail("memcpy seq %s bytes %d, truth %s" % (t["seq"], best["bytes"], t["bytes"]))
