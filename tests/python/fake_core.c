@@ -146,6 +146,8 @@ API void tpy_setup(int python, unsigned depth, unsigned long long span_ns)
 API void tpy_set_depth(unsigned depth) { tbp_cfg.py_depth = depth; }
 API void tpy_set_active(int active) { tbp_active = active; }
 API unsigned long long tpy_callpath(void) { return tbp_py_callpath(); }
+/* Same call cost from Python, no work: the baseline for per-event costs. */
+API unsigned long long tpy_noop(void) { return 0; }
 API void tpy_note_wait(unsigned long long path) { tbp_py_note_wait(path); }
 API unsigned long long tpy_ndefs(void) { return ndefs; }
 API unsigned tpy_nnotices(void) { return nnotices; }

@@ -1,0 +1,152 @@
+"""bench/python: cost of Python call paths and spans.
+
+1. ns per tbp_py_callpath() with a 20-deep Python stack (repeated path, and
+   a path whose leaf alternates between two lines), from the standalone
+   module (tests/python's tbp_pytest library) — goal <= 300 ns per event.
+2. Whole-run overhead of the span hook on a CPU PyTorch training loop,
+   with vs without, in one run (child processes, interleaved, best of N):
+   the standalone module, and the real preload (LD_PRELOAD=libtbprof.so,
+   TBPROF_TRACE_ALL=1) when it is built — goal <= 3 %.
+3. With the real preload and the simulated libcudart (if both are built):
+   ns added per recorded cudaMemsetAsync at depth 20, TBPROF_PYTHON=1 vs
+   unpreloaded and vs TBPROF_PYTHON=0.
+Prints ratios; asserts nothing."""
+import ctypes
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BUILD = os.environ.get("TBP_BUILD_ROOT", "")
+SHIM = os.environ.get("TBP_PYTEST_SHIM") or os.path.join(BUILD, "tests/python/libtbp_pytest.so")
+LIB = os.environ.get("TBPROF_LIB") or os.path.join(BUILD, "libtbprof/libtbprof.so")
+SIMGPU = os.environ.get("SIMGPU_DIR") or os.path.join(BUILD, "tests/simgpu")
+REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
+
+
+def deep(n, fn):
+    return fn() if n == 0 else deep(n - 1, fn)
+
+
+def callpath_cost():
+    lib = ctypes.CDLL(SHIM)
+    lib.tpy_bench.restype = ctypes.c_double
+    lib.tpy_setup.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong]
+    lib.tpy_setup(1, 32, 0)
+    n = 200_000
+    base = deep(0, lambda: lib.tpy_bench(n))
+    at20 = min(deep(19, lambda: lib.tpy_bench(n)) for _ in range(3))
+
+    lib.tpy_callpath.restype = ctypes.c_ulonglong
+    lib.tpy_noop.restype = ctypes.c_ulonglong
+
+    def alternating(fn):
+        # From Python, the leaf line changing every event; fn is
+        # tpy_callpath or tpy_noop (same ctypes cost, no work).
+        def run():
+            t0 = time.perf_counter_ns()
+            for _ in range(20000):
+                fn()
+                fn()
+            return (time.perf_counter_ns() - t0) / 40000
+        return run
+    alt = min(deep(19, alternating(lib.tpy_callpath)) - deep(19, alternating(lib.tpy_noop))
+              for _ in range(5))
+    print("callpath: %.0f ns/event at depth 20 (repeated path), %.0f ns from Python with the leaf line alternating, "
+          "%.0f ns at depth 1; goal <= 300 ns" % (at20, alt, base))
+
+
+def run_child(args, env_extra):
+    env = dict(os.environ)
+    for key in ("LD_PRELOAD", "BENCH_SHIM", "TBPROF_TRACE_ALL"):
+        env.pop(key, None)
+    env.update(env_extra)
+    out = subprocess.run([sys.executable] + args, env=env, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError("child failed (%s): %s" % (env_extra, out.stderr[-500:]))
+    values = {}
+    for line in out.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        values[key] = value
+    return values
+
+
+def training_overhead():
+    tmp = tempfile.mkdtemp()
+    variants = [("without", {})]
+    if os.path.exists(SHIM):
+        variants.append(("span hook (standalone)", {"BENCH_SHIM": SHIM}))
+    if os.path.exists(LIB):
+        variants.append(("LD_PRELOAD libtbprof", {"LD_PRELOAD": LIB, "TBPROF_TRACE_ALL": "1",
+                                                  "TBPROF_OUT": os.path.join(tmp, "t.zst")}))
+    best = {}
+    losses = {}
+    for _ in range(REPEATS):
+        for name, extra in variants:
+            try:
+                v = run_child([os.path.join(HERE, "train_loop.py")], extra)
+            except RuntimeError as e:
+                print("training loop, %s: %s" % (name, e))
+                continue
+            best[name] = min(best.get(name, 1e9), float(v["seconds"]))
+            losses[name] = v["loss"]
+    base = best.get("without")
+    for name, _ in variants[1:]:
+        if name in best and base:
+            print("training loop: %s %.3f s vs %.3f s without: overhead %+.1f %% (goal <= 3 %%), "
+                  "loss %s vs %s" % (name, best[name], base, 100 * (best[name] / base - 1),
+                                     losses[name], losses["without"]))
+
+
+PRELOAD_CHILD = r'''
+import ctypes, os, sys, time
+rt = ctypes.CDLL(os.path.join(sys.argv[1], "libcudart.so.13"))
+ptr = ctypes.c_void_p()
+assert rt.cudaMalloc(ctypes.byref(ptr), 1024) == 0
+def deep(n, fn):
+    return fn() if n == 0 else deep(n - 1, fn)
+def loop():
+    t0 = time.perf_counter_ns()
+    for _ in range(20000):
+        rt.cudaMemsetAsync(ptr, 0, 4, None)
+    return (time.perf_counter_ns() - t0) / 20000
+rt.cudaDeviceSynchronize()
+print("ns", min(deep(18, loop) for _ in range(3)))
+'''
+
+
+def preload_cost():
+    cudart = os.path.join(SIMGPU, "libcudart.so.13")
+    if not (os.path.exists(LIB) and os.path.exists(cudart)):
+        print("per-event cost under the preload: skipped (libtbprof or simgpu libcudart not built)")
+        return
+    tmp = tempfile.mkdtemp()
+    child = os.path.join(tmp, "child.py")
+    with open(child, "w") as f:
+        f.write(PRELOAD_CHILD)
+    common = {"LD_LIBRARY_PATH": SIMGPU, "TBPROF_OUT": os.path.join(tmp, "t.zst")}
+    variants = [("without", {}), ("preload, python off", {"LD_PRELOAD": LIB, "TBPROF_PYTHON": "0"}),
+                ("preload, python on", {"LD_PRELOAD": LIB, "TBPROF_PYTHON": "1"})]
+    best = {}
+    for _ in range(REPEATS):
+        for name, extra in variants:
+            try:
+                v = run_child([child, SIMGPU], dict(common, **extra))
+                best[name] = min(best.get(name, 1e9), float(v["ns"]))
+            except RuntimeError as e:
+                print("per-event child %s failed: %s" % (name, e))
+    if len(best) == 3:
+        print("per event at depth 20 (cudaMemsetAsync on simgpu): %.0f ns without, %.0f ns preloaded "
+              "without Python paths, %.0f ns with: Python paths add %.0f ns/event (goal <= 300 ns)"
+              % (best["without"], best["preload, python off"], best["preload, python on"],
+                 best["preload, python on"] - best["preload, python off"]))
+
+
+if __name__ == "__main__":
+    if not os.path.exists(SHIM):
+        sys.exit("build tests/python's tbp_pytest library first (or set TBP_PYTEST_SHIM)")
+    callpath_cost()
+    training_overhead()
+    preload_cost()

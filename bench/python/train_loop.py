@@ -1,0 +1,52 @@
+"""A small, Python-heavy CPU training loop (many thin layers, so per-call
+Python overhead matters).  Prints the final loss and the loop's own time.
+BENCH_SHIM=<tbp_pytest library>: load the call-path module standalone and
+install its span hook (what the preload does), without the rest of tbprof."""
+import ctypes
+import os
+import sys
+import time
+
+import torch
+
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 150
+if os.environ.get("BENCH_SHIM"):
+    shim = ctypes.PyDLL(os.environ["BENCH_SHIM"])
+    shim.tpy_setup.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong]
+    shim.tpy_setup(1, 32, 100_000)
+torch.manual_seed(0)
+torch.set_num_threads(1)
+layers = []
+for _ in range(12):
+    layers += [torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.GELU()]
+model = torch.nn.Sequential(*layers, torch.nn.Linear(64, 1))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x = torch.randn(32, 64)
+y = torch.randn(32, 1)
+marker = None
+if os.environ.get("LD_PRELOAD"):
+    marker = ctypes.CDLL(None).tbprof_marker if hasattr(ctypes.CDLL(None), "tbprof_marker") else None
+
+
+def step():
+    opt.zero_grad()
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+for _ in range(10):  # warm-up
+    step()
+t0 = time.perf_counter()
+for i in range(steps):
+    if marker:
+        marker(1, i, None)
+    loss = step()
+    if marker:
+        marker(2, i, None)
+t1 = time.perf_counter()
+print("loss %.10g" % loss.item())
+print("seconds %.6f" % (t1 - t0))
+if os.environ.get("BENCH_SHIM"):
+    print("spans %d" % shim.tpy_nspans())
