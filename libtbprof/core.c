@@ -1,1 +1,1232 @@
-/* placeholder: being written */
+/*
+ * libtbprof core: configuration, per-thread lock-free record buffers, the
+ * one writer thread, definitions and interning, lifecycle (lazy start, exit,
+ * signals, fork).
+ *
+ * Threading model.  Every thread that records owns one ring of
+ * `struct tbp_record` slots (single producer: the thread; single consumer:
+ * the writer thread).  The producer publishes with a release store of its
+ * head; the writer reads heads with acquire, writes the records out and
+ * publishes its tail with release, which is what lets the producer reuse
+ * slots.  The hot path takes no lock, makes no system call (except one futex
+ * wake when a ring crosses half full) and never waits.
+ *
+ * Definitions (interned strings, call paths, ...) go through a mutex
+ * protected history that is never trimmed: a forked child replays it into its
+ * own file, so ids stay valid there.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "core_priv.h"
+#include "tbp_config.h"
+
+struct tbp_config tbp_cfg;
+volatile int tbp_active;
+volatile int tbp_gpu_used;
+__thread int tbp_tls_device __attribute__((tls_model("initial-exec")));
+
+/* ------------------------------------------------------------ diagnostics */
+
+void tbp_log(const char *fmt, ...)
+{
+	char line[512];
+	int saved_errno = errno;
+	memcpy(line, "tbprof: ", 8);
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line + 8, sizeof line - 9, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	size_t len = 8 + ((size_t)n < sizeof line - 9 ? (size_t)n : sizeof line - 9);
+	if (line[len - 1] != '\n')
+		line[len++] = '\n';
+	ssize_t w = write(STDERR_FILENO, line, len);
+	(void)w;
+	errno = saved_errno;
+}
+
+void tbp_warn_once(int *flag, const char *fmt, ...)
+{
+	if (__atomic_exchange_n(flag, 1, __ATOMIC_RELAXED))
+		return;
+	char msg[480];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	tbp_log("%s", msg);
+}
+
+/* ------------------------------------------------------------ configuration */
+
+static bool env_bool(const char *name, bool dflt)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return dflt;
+	if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
+		return false;
+	return true;
+}
+
+static unsigned long long env_size(const char *name, unsigned long long dflt)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return dflt;
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(v, &end, 10);
+	if (errno || end == v)
+		return dflt;
+	switch (*end) {
+	case 'k': case 'K': n <<= 10; break;
+	case 'm': case 'M': n <<= 20; break;
+	case 'g': case 'G': n <<= 30; break;
+	default: break;
+	}
+	return n;
+}
+
+/* The constructor only reads the environment: no allocation, no thread, no
+ * file, so a process that never touches the GPU is not disturbed at all. */
+static void tbp_start_trace_all(void);
+__attribute__((constructor)) static void tbp_read_config(void)
+{
+	tbp_cfg.enabled = env_bool("TBPROF_ENABLE", true);
+	const char *out = getenv("TBPROF_OUT");
+	snprintf(tbp_cfg.out, sizeof tbp_cfg.out, "%s", out && *out ? out : "trace.zst");
+	unsigned long long buf = env_size("TBPROF_BUFFER_SIZE", 8ull << 20);
+	if (buf < (64u << 10))
+		buf = 64u << 10;
+	if (buf > (1ull << 34))
+		buf = 1ull << 34;
+	tbp_cfg.buffer_bytes = (size_t)buf;
+	tbp_cfg.python = env_bool("TBPROF_PYTHON", true);
+	tbp_cfg.py_span_ns = env_size("TBPROF_PY_SPAN_US", 100) * 1000ull;
+	tbp_cfg.py_depth = (unsigned)env_size("TBPROF_PY_DEPTH", 32);
+	tbp_cfg.native = env_bool("TBPROF_NATIVE", false);
+	tbp_cfg.native_depth = (unsigned)env_size("TBPROF_NATIVE_DEPTH", 16);
+	if (tbp_cfg.native_depth > 128)
+		tbp_cfg.native_depth = 128;
+	tbp_cfg.cupti = env_bool("TBPROF_CUPTI", true);
+	tbp_cfg.fork_mode = env_bool("TBPROF_FORK", true) ? 1 : 0;
+	tbp_cfg.trace_all = env_bool("TBPROF_TRACE_ALL", false);
+	tbp_cfg.verbose = (int)env_size("TBPROF_VERBOSE", 0);
+	tbp_active = tbp_cfg.enabled;
+	if (tbp_cfg.enabled && tbp_cfg.trace_all)
+		tbp_start_trace_all();
+}
+
+/* ------------------------------------------------------------ small helpers */
+
+static long futex_wait(atomic_int *addr, int expected, unsigned timeout_ms)
+{
+	struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+	return syscall(SYS_futex, (int *)addr, FUTEX_WAIT_PRIVATE, expected, &ts, NULL, 0);
+}
+
+static void futex_wake_all(atomic_int *addr)
+{
+	syscall(SYS_futex, (int *)addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static pid_t tbp_gettid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+/* ------------------------------------------------------------ recursion guard */
+
+static __thread int tls_in_tbprof __attribute__((tls_model("initial-exec")));
+
+bool tbp_guard_enter(void)
+{
+	if (tls_in_tbprof)
+		return false;
+	tls_in_tbprof = 1;
+	return true;
+}
+
+void tbp_guard_leave(void)
+{
+	tls_in_tbprof = 0;
+}
+
+/* ------------------------------------------------------------ per-thread rings */
+
+struct tbp_tbuf {
+	struct tbp_record *slots;
+	size_t map_bytes;
+	uint64_t mask;              /* capacity - 1 (capacity is a power of two) */
+	_Atomic uint64_t head;      /* records committed (producer) */
+	_Atomic uint64_t tail;      /* records written out (writer) */
+	uint64_t reserved;          /* producer: head including the open slot */
+	uint64_t lost;              /* producer: records dropped since last LOST */
+	uint64_t lost_since;
+	_Atomic uint64_t lost_total;
+	atomic_int retired;         /* thread exited: writer drains then frees */
+	bool thread_announced;
+	uint32_t tid;
+	struct tbp_tbuf *next;      /* registry list (under registry_lock) */
+};
+
+static __thread struct tbp_tbuf *tls_buf __attribute__((tls_model("initial-exec")));
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tbp_tbuf *registry;
+static pthread_key_t tbuf_key;
+static atomic_int writer_wake;      /* futex word: 1 = work requested */
+static _Atomic uint64_t lost_total_all;
+
+static void tbp_tbuf_retire(void *arg)
+{
+	struct tbp_tbuf *b = arg;
+	if (tls_buf == b)
+		tls_buf = NULL;
+	atomic_store_explicit(&b->retired, 1, memory_order_release);
+}
+
+static struct tbp_tbuf *tbp_tbuf_create(void)
+{
+	size_t want = tbp_cfg.buffer_bytes / sizeof(struct tbp_record);
+	size_t cap = 64;
+	while (cap * 2 <= want)
+		cap *= 2;
+	size_t bytes = sizeof(struct tbp_tbuf) + 64 + cap * sizeof(struct tbp_record);
+	void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (mem == MAP_FAILED)
+		return NULL;
+	struct tbp_tbuf *b = mem;
+	b->slots = (struct tbp_record *)((char *)mem + ((sizeof(struct tbp_tbuf) + 63) & ~(size_t)63));
+	b->map_bytes = bytes;
+	b->mask = cap - 1;
+	b->tid = (uint32_t)tbp_gettid();
+	pthread_mutex_lock(&registry_lock);
+	b->next = registry;
+	registry = b;
+	pthread_mutex_unlock(&registry_lock);
+	tls_buf = b;
+	pthread_setspecific(tbuf_key, b);
+	return b;
+}
+
+static void tbp_wake_writer(void)
+{
+	if (atomic_load_explicit(&writer_wake, memory_order_relaxed) == 0 &&
+	    atomic_exchange_explicit(&writer_wake, 1, memory_order_acq_rel) == 0)
+		futex_wake_all(&writer_wake);
+}
+
+static atomic_int start_state;      /* 0 not started, 1 starting, 2 running, 3 failed/stopped */
+static void tbp_start_slow(void);
+static void tbp_announce_thread(struct tbp_tbuf *b);
+
+/* Reserve the next slot of this thread's ring, with stream_kind/tid set. */
+static struct tbp_record *tbp_reserve(struct tbp_tbuf *b, unsigned kind, uint64_t ts)
+{
+	uint64_t head = b->reserved;
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	uint64_t need = b->lost ? 2 : 1;
+	if (head - tail + need > b->mask + 1) {
+		if (b->lost++ == 0)
+			b->lost_since = ts ? ts : tbp_now();
+		atomic_fetch_add_explicit(&b->lost_total, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&lost_total_all, 1, memory_order_relaxed);
+		tbp_wake_writer();
+		return NULL;
+	}
+	if (b->lost) {
+		/* The loss is reported in order, before the next record. */
+		struct tbp_record *l = &b->slots[head & b->mask];
+		memset(l, 0, sizeof *l);
+		l->kind = TBP_K_LOST;
+		l->stream_kind = TBP_STREAM_THREAD;
+		l->tid = b->tid;
+		l->ts = tbp_now();
+		l->u.lost.count = b->lost;
+		l->u.lost.source = TBP_LOST_BUFFER_FULL;
+		l->u.lost.since_ts = b->lost_since;
+		b->lost = 0;
+		head++;
+		atomic_store_explicit(&b->head, head, memory_order_release);
+	}
+	struct tbp_record *rec = &b->slots[head & b->mask];
+	memset(rec, 0, sizeof *rec);
+	rec->kind = (uint8_t)kind;
+	rec->stream_kind = TBP_STREAM_THREAD;
+	rec->tid = b->tid;
+	b->reserved = head + 1;
+	return rec;
+}
+
+static struct tbp_tbuf *tbp_current_tbuf(void)
+{
+	struct tbp_tbuf *b = tls_buf;
+	if (TBP_LIKELY(b != NULL))
+		return b;
+	b = tbp_tbuf_create();
+	if (b && !b->thread_announced)
+		tbp_announce_thread(b);
+	return b;
+}
+
+struct tbp_record *tbp_slot_acquire(unsigned kind)
+{
+	if (TBP_UNLIKELY(!tbp_active))
+		return NULL;
+	if (TBP_UNLIKELY(atomic_load_explicit(&start_state, memory_order_acquire) != 2)) {
+		tbp_ensure_started();
+		if (atomic_load_explicit(&start_state, memory_order_acquire) != 2)
+			return NULL;
+	}
+	struct tbp_tbuf *b = tbp_current_tbuf();
+	if (TBP_UNLIKELY(!b))
+		return NULL;
+	if (TBP_UNLIKELY(b->reserved != atomic_load_explicit(&b->head, memory_order_relaxed)))
+		return NULL;  /* a slot is already open on this thread (signal handler reentry) */
+	return tbp_reserve(b, kind, 0);
+}
+
+void tbp_slot_commit(struct tbp_record *rec)
+{
+	struct tbp_tbuf *b = tls_buf;
+	if (TBP_UNLIKELY(!rec || !b))
+		return;
+	uint64_t head = b->reserved;
+	atomic_store_explicit(&b->head, head, memory_order_release);
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+	if (TBP_UNLIKELY(head - tail > (b->mask + 1) / 2))
+		tbp_wake_writer();
+}
+
+void tbp_emit(const struct tbp_record *src)
+{
+	if (!src || !tbp_active)
+		return;
+	uint8_t stream_kind = src->stream_kind;
+	uint32_t tid = src->tid;
+	struct tbp_record *rec = tbp_slot_acquire(src->kind);
+	if (!rec)
+		return;
+	*rec = *src;
+	rec->blob = NULL;
+	rec->blob_len = 0;
+	rec->stream_kind = stream_kind;
+	rec->tid = tid;
+	tbp_slot_commit(rec);
+}
+
+/* ------------------------------------------------------------ definitions */
+
+struct tbp_def {
+	struct tbp_record rec;   /* blob points into the same allocation */
+};
+static pthread_mutex_t def_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tbp_def **def_hist;
+static size_t def_count, def_cap;
+static size_t def_written;   /* writer: defs already in the file */
+
+void tbp_emit_def(const struct tbp_record *rec)
+{
+	if (!rec)
+		return;
+	size_t blob_len = rec->blob ? rec->blob_len : 0;
+	struct tbp_def *d = malloc(sizeof *d + blob_len);
+	if (!d)
+		return;
+	d->rec = *rec;
+	d->rec.stream_kind = TBP_STREAM_DEFS;
+	d->rec.tid = 0;
+	if (blob_len) {
+		memcpy(d + 1, rec->blob, blob_len);
+		d->rec.blob = d + 1;
+		d->rec.blob_len = (uint32_t)blob_len;
+	} else {
+		d->rec.blob = NULL;
+		d->rec.blob_len = 0;
+	}
+	pthread_mutex_lock(&def_lock);
+	if (def_count == def_cap) {
+		size_t ncap = def_cap ? def_cap * 2 : 256;
+		struct tbp_def **n = realloc(def_hist, ncap * sizeof *n);
+		if (!n) {
+			pthread_mutex_unlock(&def_lock);
+			free(d);
+			return;
+		}
+		def_hist = n;
+		def_cap = ncap;
+	}
+	def_hist[def_count++] = d;
+	pthread_mutex_unlock(&def_lock);
+}
+
+/* String interning: open addressing on (hash, bytes) with an arena for the
+ * bytes.  Misses emit a STRING definition; hits cost one hash and compare. */
+struct tbp_istr {
+	uint64_t hash;
+	uint64_t id;
+	const char *bytes;
+	size_t len;
+};
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tbp_istr *intern_tab;
+static size_t intern_cap, intern_used;
+static uint64_t intern_next_id = 1;
+static char *arena_cur;
+static size_t arena_left;
+
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+	const unsigned char *s = p;
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= s[i];
+		h *= 1099511628211ull;
+	}
+	return h ? h : 1;
+}
+
+static const char *arena_copy(const char *s, size_t len)
+{
+	if (len + 1 > arena_left) {
+		size_t chunk = len + 1 > 65536 ? len + 1 : 65536;
+		char *a = malloc(chunk);
+		if (!a)
+			return NULL;
+		arena_cur = a;
+		arena_left = chunk;
+	}
+	char *dst = arena_cur;
+	memcpy(dst, s, len);
+	dst[len] = 0;
+	arena_cur += len + 1;
+	arena_left -= len + 1;
+	return dst;
+}
+
+static bool intern_grow(void)
+{
+	size_t ncap = intern_cap ? intern_cap * 2 : 1024;
+	struct tbp_istr *n = calloc(ncap, sizeof *n);
+	if (!n)
+		return false;
+	for (size_t i = 0; i < intern_cap; i++) {
+		if (!intern_tab[i].id)
+			continue;
+		size_t j = intern_tab[i].hash & (ncap - 1);
+		while (n[j].id)
+			j = (j + 1) & (ncap - 1);
+		n[j] = intern_tab[i];
+	}
+	free(intern_tab);
+	intern_tab = n;
+	intern_cap = ncap;
+	return true;
+}
+
+uint64_t tbp_intern_string(const char *s, size_t len)
+{
+	if (!s)
+		return 0;
+	if (len > (1u << 20))
+		len = 1u << 20;
+	uint64_t h = hash_bytes(s, len);
+	uint64_t id = 0;
+	pthread_mutex_lock(&intern_lock);
+	if (intern_used * 2 >= intern_cap && !intern_grow())
+		goto out;
+	size_t i = h & (intern_cap - 1);
+	while (intern_tab[i].id) {
+		if (intern_tab[i].hash == h && intern_tab[i].len == len && !memcmp(intern_tab[i].bytes, s, len)) {
+			id = intern_tab[i].id;
+			goto out;
+		}
+		i = (i + 1) & (intern_cap - 1);
+	}
+	const char *copy = arena_copy(s, len);
+	if (!copy)
+		goto out;
+	id = intern_next_id++;
+	intern_tab[i] = (struct tbp_istr){ h, id, copy, len };
+	intern_used++;
+	struct tbp_record def = { .kind = TBP_K_STRING, .ts = 0 };
+	def.u.string.id = id;
+	def.blob = copy;
+	def.blob_len = (uint32_t)len;
+	/* Emitted under intern_lock so two threads interning the same string
+	 * cannot both return the id before its definition is queued. */
+	tbp_emit_def(&def);
+out:
+	pthread_mutex_unlock(&intern_lock);
+	return id;
+}
+
+static _Atomic uint64_t corr_counter;
+
+uint64_t tbp_corr_next(void)
+{
+	return atomic_fetch_add_explicit(&corr_counter, 1, memory_order_relaxed) + 1;
+}
+
+/* ------------------------------------------------------------ process facts */
+
+static struct tbp_record process_rec;
+
+static uint64_t intern_file(const char *path, bool nul_to_space)
+{
+	char buf[8192];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	while (n > 0 && buf[n - 1] == 0)
+		n--;
+	if (nul_to_space)
+		for (ssize_t i = 0; i < n; i++)
+			if (buf[i] == 0)
+				buf[i] = ' ';
+	return tbp_intern_string(buf, (size_t)n);
+}
+
+static uint64_t env_u64(const char *name)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return UINT64_MAX;   /* "not set" */
+	return strtoull(v, NULL, 10);
+}
+
+static void tbp_build_process_record(void)
+{
+	struct tbp_record *r = &process_rec;
+	memset(r, 0, sizeof *r);
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	r->kind = TBP_K_PROCESS;
+	r->stream_kind = TBP_STREAM_DEFS;
+	r->ts = tbp_now();
+	r->u.process.pid = (uint64_t)getpid();
+	r->u.process.ppid = (uint64_t)getppid();
+	char host[256] = "";
+	gethostname(host, sizeof host - 1);
+	r->u.process.host = tbp_intern_string(host, strlen(host));
+	r->u.process.cmdline = intern_file("/proc/self/cmdline", true);
+	char path[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+	if (n > 0)
+		r->u.process.exe = tbp_intern_string(path, (size_t)n);
+	if (getcwd(path, sizeof path))
+		r->u.process.cwd = tbp_intern_string(path, strlen(path));
+	r->u.process.realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+	r->u.process.monotonic_ns = r->ts;
+	r->u.process.rank = env_u64("RANK");
+	r->u.process.world_size = env_u64("WORLD_SIZE");
+	r->u.process.local_rank = env_u64("LOCAL_RANK");
+}
+
+static void tbp_announce_thread(struct tbp_tbuf *b)
+{
+	b->thread_announced = true;
+	char name[32] = "";
+	pthread_getname_np(pthread_self(), name, sizeof name);
+	uint64_t name_id = tbp_intern_string(name, strlen(name));
+	struct tbp_record *rec = tbp_reserve(b, TBP_K_THREAD, 0);
+	if (!rec)
+		return;
+	rec->ts = tbp_now();
+	rec->u.thread.tid = b->tid;
+	rec->u.thread.name = name_id;
+	atomic_store_explicit(&b->head, b->reserved, memory_order_release);
+}
+
+/* ------------------------------------------------------------ output file */
+
+static int out_fd = -1;
+static char out_path[PATH_MAX];
+
+/* Start time (CLOCK_REALTIME seconds) of process pid, or 0. */
+static time_t process_start_time(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* fields after ")": 3 state ... 22 starttime */
+	unsigned long long start_ticks = 0;
+	int field = 2;
+	for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
+		if (++field == 22) {
+			start_ticks = strtoull(tok, NULL, 10);
+			break;
+		}
+	fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char sbuf[8192];
+	n = read(fd, sbuf, sizeof sbuf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	sbuf[n] = 0;
+	char *bt = strstr(sbuf, "btime ");
+	if (!bt)
+		return 0;
+	long hz = sysconf(_SC_CLK_TCK);
+	return (time_t)(strtoull(bt + 6, NULL, 10) + start_ticks / (unsigned long long)(hz > 0 ? hz : 100));
+}
+
+static bool parent_is_traced(void)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)getppid());
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	bool found = false;
+	size_t keep = 0;
+	ssize_t n;
+	while (!found && (n = read(fd, buf + keep, sizeof buf - 1 - keep)) > 0) {
+		size_t len = keep + (size_t)n;
+		buf[len] = 0;
+		found = strstr(buf, "libtbprof") != NULL;
+		keep = len > 16 ? 16 : len;
+		memmove(buf, buf + len - keep, keep);
+	}
+	close(fd);
+	return found;
+}
+
+/* Expand %p to the pid. */
+static void expand_out(char *dst, size_t cap, const char *pattern, bool *had_pid)
+{
+	size_t o = 0;
+	*had_pid = false;
+	for (const char *p = pattern; *p && o + 1 < cap; p++) {
+		if (p[0] == '%' && p[1] == 'p') {
+			o += (size_t)snprintf(dst + o, cap - o, "%d", (int)getpid());
+			p++;
+			*had_pid = true;
+		} else {
+			dst[o++] = *p;
+		}
+		if (o >= cap)
+			o = cap - 1;
+	}
+	dst[o] = 0;
+}
+
+/* The per-pid name: "trace.zst" -> "trace.<pid>.zst". */
+static void unique_name(char *dst, size_t cap, const char *base)
+{
+	const char *slash = strrchr(base, '/');
+	const char *dot = strchr(slash ? slash + 1 : base, '.');
+	if (dot)
+		snprintf(dst, cap, "%.*s.%d%s", (int)(dot - base), base, (int)getpid(), dot);
+	else
+		snprintf(dst, cap, "%s.%d", base, (int)getpid());
+}
+
+/* Opens the output.  The first traced process of a session takes the plain
+ * name (overwriting a stale file from an earlier run); any other process
+ * (a live holder of the lock, or a file written by a traced ancestor's
+ * session) gets the per-pid name, created with O_EXCL. */
+static int tbp_open_output(void)
+{
+	bool had_pid;
+	char base[PATH_MAX];
+	expand_out(base, sizeof base, tbp_cfg.out, &had_pid);
+	if (had_pid) {
+		int fd = open(base, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd >= 0)
+			snprintf(out_path, sizeof out_path, "%s", base);
+		return fd;
+	}
+	int fd = open(base, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		bool mine = flock(fd, LOCK_EX | LOCK_NB) == 0;
+		if (mine && parent_is_traced()) {
+			struct stat st;
+			time_t parent_start = process_start_time(getppid());
+			if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_mtime >= parent_start)
+				mine = false;  /* a sibling of this session wrote it */
+		}
+		if (mine && ftruncate(fd, 0) == 0) {
+			snprintf(out_path, sizeof out_path, "%s", base);
+			return fd;
+		}
+		close(fd);
+	}
+	char uniq[PATH_MAX];
+	unique_name(uniq, sizeof uniq, base);
+	fd = open(uniq, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0 && errno == EEXIST) {
+		/* A previous process with our pid (pid reuse): ours now. */
+		fd = open(uniq, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	}
+	if (fd >= 0) {
+		flock(fd, LOCK_EX | LOCK_NB);
+		snprintf(out_path, sizeof out_path, "%s", uniq);
+	}
+	return fd;
+}
+
+/* ------------------------------------------------------------ writer thread */
+
+static struct tbp_writer *writer;
+static pthread_t writer_thread;
+static atomic_int writer_stop;        /* 1: final drain and exit */
+static atomic_int writer_exited;      /* futex word: 1 when finished */
+static atomic_int signal_pending;     /* signal number whose handler waits */
+static atomic_int drain_seq;          /* futex word: bumped after each drain */
+static uint64_t records_written;
+static bool process_written;
+static int write_error_warned;
+
+struct snap {
+	struct tbp_tbuf *b;
+	uint64_t head;
+	int retired;
+};
+static struct snap *snaps;
+static size_t snaps_cap;
+
+static void writer_fail(int rc)
+{
+	tbp_warn_once(&write_error_warned, "writing %s failed (%s); tracing stops", out_path,
+		tbp_error_name(rc));
+	tbp_active = 0;
+}
+
+static int write_defs(void)
+{
+	int rc = TBP_OK;
+	pthread_mutex_lock(&def_lock);
+	size_t upto = def_count;
+	pthread_mutex_unlock(&def_lock);
+	/* def_hist entries below def_count are immutable; the array may be
+	 * reallocated, so index it under the lock each time. */
+	if (upto > def_written || !process_written) {
+		rc = tbp_writer_begin_chunk(writer, TBP_STREAM_DEFS, 0);
+		for (size_t i = def_written; rc == TBP_OK && i < upto; i++) {
+			pthread_mutex_lock(&def_lock);
+			struct tbp_def *d = def_hist[i];
+			pthread_mutex_unlock(&def_lock);
+			rc = tbp_writer_add(writer, &d->rec);
+			records_written++;
+		}
+		if (rc == TBP_OK && !process_written) {
+			rc = tbp_writer_add(writer, &process_rec);
+			records_written++;
+			process_written = true;
+		}
+		if (rc == TBP_OK)
+			rc = tbp_writer_end_chunk(writer);
+		def_written = upto;
+	}
+	return rc;
+}
+
+static int write_ring(struct tbp_tbuf *b, uint64_t head)
+{
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+	int rc = TBP_OK;
+	bool open_chunk = false;
+	uint8_t cur_kind = 0;
+	uint32_t cur_tid = 0;
+	for (; tail < head && rc == TBP_OK; tail++) {
+		const struct tbp_record *r = &b->slots[tail & b->mask];
+		if (!open_chunk || r->stream_kind != cur_kind || r->tid != cur_tid) {
+			if (open_chunk)
+				rc = tbp_writer_end_chunk(writer);
+			if (rc != TBP_OK)
+				break;
+			cur_kind = r->stream_kind;
+			cur_tid = r->tid;
+			rc = tbp_writer_begin_chunk(writer, cur_kind, cur_tid);
+			open_chunk = rc == TBP_OK;
+			if (!open_chunk)
+				break;
+		}
+		rc = tbp_writer_add(writer, r);
+		records_written++;
+	}
+	if (open_chunk && rc == TBP_OK)
+		rc = tbp_writer_end_chunk(writer);
+	/* Even on error the slots are released: the producer must never block. */
+	atomic_store_explicit(&b->tail, head, memory_order_release);
+	return rc;
+}
+
+static void drain_once(bool final)
+{
+	/* 1. Snapshot every ring's committed position. */
+	size_t n = 0;
+	pthread_mutex_lock(&registry_lock);
+	for (struct tbp_tbuf *b = registry; b; b = b->next) {
+		if (n == snaps_cap) {
+			size_t ncap = snaps_cap ? snaps_cap * 2 : 64;
+			struct snap *s = realloc(snaps, ncap * sizeof *s);
+			if (!s)
+				break;
+			snaps = s;
+			snaps_cap = ncap;
+		}
+		snaps[n].b = b;
+		snaps[n].retired = atomic_load_explicit(&b->retired, memory_order_acquire);
+		snaps[n].head = atomic_load_explicit(&b->head, memory_order_acquire);
+		n++;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	if (!writer)
+		return;
+	/* 2. Definitions queued before those commits. */
+	int rc = write_defs();
+	/* 3. Each thread's records. */
+	for (size_t i = 0; i < n && rc == TBP_OK; i++)
+		rc = write_ring(snaps[i].b, snaps[i].head);
+	if (rc == TBP_OK && final) {
+		if (tbp_writer_begin_chunk(writer, TBP_STREAM_DEFS, 0) == TBP_OK) {
+			struct tbp_record end = { .kind = TBP_K_END, .stream_kind = TBP_STREAM_DEFS };
+			end.ts = tbp_now();
+			end.u.end.records = records_written;
+			end.u.end.lost = atomic_load(&lost_total_all);
+			tbp_writer_add(writer, &end);
+			tbp_writer_end_chunk(writer);
+		}
+	}
+	if (rc == TBP_OK)
+		rc = tbp_writer_flush(writer);
+	if (rc != TBP_OK)
+		writer_fail(rc);
+	/* 4. Free the rings of exited threads once fully written. */
+	for (size_t i = 0; i < n; i++) {
+		struct tbp_tbuf *b = snaps[i].b;
+		if (!snaps[i].retired || atomic_load_explicit(&b->head, memory_order_acquire) != snaps[i].head)
+			continue;
+		pthread_mutex_lock(&registry_lock);
+		for (struct tbp_tbuf **pp = &registry; *pp; pp = &(*pp)->next)
+			if (*pp == b) {
+				*pp = b->next;
+				break;
+			}
+		pthread_mutex_unlock(&registry_lock);
+		munmap(b, b->map_bytes);
+	}
+}
+
+static void *tbp_writer_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "tbprof-writer");
+	tls_in_tbprof = 1;   /* nothing this thread does is traced */
+	for (;;) {
+		if (!atomic_load(&writer_stop) && !atomic_load(&signal_pending))
+			futex_wait(&writer_wake, 0, 100);
+		atomic_store(&writer_wake, 0);
+		bool stop = atomic_load(&writer_stop) || atomic_load(&signal_pending);
+		drain_once(stop);
+		atomic_fetch_add(&drain_seq, 1);
+		futex_wake_all(&drain_seq);
+		if (stop)
+			break;
+	}
+	if (writer)
+		tbp_writer_close(writer);
+	writer = NULL;
+	out_fd = -1;
+	atomic_store(&writer_exited, 1);
+	futex_wake_all(&writer_exited);
+	return NULL;
+}
+
+void tbp_drain_now(unsigned timeout_ms)
+{
+	if (atomic_load(&start_state) != 2 || atomic_load(&writer_exited))
+		return;
+	int seq = atomic_load(&drain_seq);
+	/* One drain may already be under way with an older snapshot: wait for
+	 * two completions so the one that follows our request is included. */
+	uint64_t deadline = tbp_now() + (uint64_t)timeout_ms * 1000000ull;
+	atomic_store(&writer_wake, 1);
+	futex_wake_all(&writer_wake);
+	for (;;) {
+		int cur = atomic_load(&drain_seq);
+		if (cur - seq >= 2 || atomic_load(&writer_exited))
+			return;
+		uint64_t now = tbp_now();
+		if (now >= deadline)
+			return;
+		if (cur - seq == 1) {
+			atomic_store(&writer_wake, 1);
+			futex_wake_all(&writer_wake);
+		}
+		futex_wait(&drain_seq, cur, (unsigned)((deadline - now) / 1000000ull) + 1);
+	}
+}
+
+/* ------------------------------------------------------------ signals */
+
+static const int handled_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+static struct sigaction prev_action[sizeof handled_signals / sizeof handled_signals[0]];
+
+/* Runs in whichever thread got the signal.  No I/O and no locks: it asks the
+ * writer for a final drain, waits for it at most 2 s, then dies of the same
+ * signal with the default disposition so the exit status is unchanged. */
+static void tbp_on_signal(int sig)
+{
+	int saved_errno = errno;
+	tbp_active = 0;
+	if (atomic_load(&start_state) == 2 && !atomic_load(&writer_exited)) {
+		atomic_store(&signal_pending, sig);
+		atomic_store(&writer_wake, 1);
+		futex_wake_all(&writer_wake);
+		uint64_t deadline = tbp_now() + 2000000000ull;
+		while (!atomic_load(&writer_exited)) {
+			uint64_t now = tbp_now();
+			if (now >= deadline)
+				break;
+			futex_wait(&writer_exited, 0, (unsigned)((deadline - now) / 1000000ull) + 1);
+		}
+	}
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof dfl);
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(sig, &dfl, NULL);
+	raise(sig);   /* delivered when this handler returns (sig is blocked now) */
+	errno = saved_errno;
+}
+
+static void tbp_install_signal_handlers(void)
+{
+	for (size_t i = 0; i < sizeof handled_signals / sizeof handled_signals[0]; i++) {
+		struct sigaction cur;
+		if (sigaction(handled_signals[i], NULL, &cur) != 0)
+			continue;
+		if ((cur.sa_flags & SA_SIGINFO) || cur.sa_handler != SIG_DFL)
+			continue;   /* the program's own handler, or SIG_IGN: leave it */
+		struct sigaction act;
+		memset(&act, 0, sizeof act);
+		act.sa_handler = tbp_on_signal;
+		sigfillset(&act.sa_mask);
+		act.sa_flags = SA_RESTART;
+		prev_action[i] = cur;
+		sigaction(handled_signals[i], &act, NULL);
+	}
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int shutdown_done;
+static atomic_int exit_hook_registered;
+static bool atfork_registered;
+static bool is_fork_child;
+static pid_t fork_parent_pid;
+static void tbp_shutdown(void);
+static void tbp_atfork_prepare(void);
+static void tbp_atfork_parent(void);
+static void tbp_atfork_child(void);
+
+static void tbp_start_slow(void)
+{
+	pthread_mutex_lock(&start_lock);
+	if (atomic_load(&start_state) != 0 || !tbp_active) {
+		pthread_mutex_unlock(&start_lock);
+		return;
+	}
+	atomic_store(&start_state, 1);
+	static bool key_made;
+	if (!key_made) {
+		pthread_key_create(&tbuf_key, tbp_tbuf_retire);
+		key_made = true;
+	}
+	out_fd = tbp_open_output();
+	if (out_fd < 0) {
+		tbp_log("cannot create trace file %s: %s; tracing disabled", tbp_cfg.out, strerror(errno));
+		atomic_store(&start_state, 3);
+		tbp_active = 0;
+		pthread_mutex_unlock(&start_lock);
+		return;
+	}
+	struct tbp_writer_opts opts = { .compression_level = 0, .features = 0 };
+	if (tbp_cfg.cupti)
+		opts.features |= TBP_FEAT_CUPTI;
+	if (tbp_cfg.python)
+		opts.features |= TBP_FEAT_PYTHON;
+	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
+		opts.features |= TBP_FEAT_NATIVE;
+	int dupfd = fcntl(out_fd, F_DUPFD_CLOEXEC, 3);
+	int rc = tbp_writer_open_fd(&writer, dupfd >= 0 ? dupfd : out_fd, &opts);
+	if (dupfd >= 0)
+		close(out_fd);   /* the lock stays with the shared open file */
+	out_fd = dupfd;
+	if (rc != TBP_OK) {
+		tbp_log("cannot write trace file %s: %s; tracing disabled", out_path, tbp_error_name(rc));
+		atomic_store(&start_state, 3);
+		tbp_active = 0;
+		pthread_mutex_unlock(&start_lock);
+		return;
+	}
+	if (tbp_cfg.verbose)
+		tbp_log("tracing pid %d to %s", (int)getpid(), out_path);
+	process_written = false;
+	records_written = 0;
+	tbp_build_process_record();
+	atomic_store(&writer_stop, 0);
+	atomic_store(&writer_exited, 0);
+	atomic_store(&signal_pending, 0);
+	/* The writer must not take the program's signals. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&writer_thread, NULL, tbp_writer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		tbp_log("cannot start writer thread: %s; tracing disabled", strerror(rc));
+		tbp_writer_close(writer);
+		writer = NULL;
+		atomic_store(&start_state, 3);
+		tbp_active = 0;
+		pthread_mutex_unlock(&start_lock);
+		return;
+	}
+	if (!atfork_registered) {
+		pthread_atfork(tbp_atfork_prepare, tbp_atfork_parent, tbp_atfork_child);
+		atfork_registered = true;
+	}
+	tbp_install_signal_handlers();
+	atomic_store(&start_state, 2);
+	pthread_mutex_unlock(&start_lock);
+	if (is_fork_child) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "forked child of pid %d", (int)fork_parent_pid);
+		tbp_notice(TBP_NOTE_INFO, TBP_NOTICE_FORK_CHILD, msg);
+	}
+	tbp_py_init();
+}
+
+void tbp_ensure_started(void)
+{
+	if (TBP_LIKELY(atomic_load_explicit(&start_state, memory_order_acquire) == 2))
+		return;
+	if (!tbp_active || atomic_load(&start_state) == 3)
+		return;
+	tbp_start_slow();
+	/* A marker-only process: no GPU runtime to order against. */
+}
+
+static void tbp_register_exit_hook(void)
+{
+	if (atomic_exchange(&exit_hook_registered, 1))
+		return;
+	atexit(tbp_shutdown);
+}
+
+void tbp_note_gpu_used(void)
+{
+	if (tbp_gpu_used)
+		return;
+	tbp_gpu_used = 1;
+	/* Registered now, after the GPU runtime's own exit handlers (it set them
+	 * up inside the call that just returned), so ours runs first.  A marker
+	 * may have registered one earlier; shutdown is idempotent. */
+	atomic_store(&exit_hook_registered, 1);
+	atexit(tbp_shutdown);
+}
+
+static void tbp_start_trace_all(void)
+{
+	/* Explicit opt-in (TBPROF_TRACE_ALL): a trace even without GPU use. */
+	tbp_start_slow();
+	tbp_register_exit_hook();
+}
+
+static void tbp_shutdown(void)
+{
+	if (atomic_exchange(&shutdown_done, 1))
+		return;
+	if (atomic_load(&start_state) != 2)
+		return;
+	int guard = tls_in_tbprof;
+	tls_in_tbprof = 1;
+	if (tbp_gpu_used) {
+		tbp_cupti_flush();
+		tbp_cupti_stop();
+	}
+	tbp_py_shutdown();
+	atomic_store(&writer_stop, 1);
+	atomic_store(&writer_wake, 1);
+	futex_wake_all(&writer_wake);
+	/* Bounded wait: never hang the program's exit. */
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 2;
+	if (pthread_timedjoin_np(writer_thread, NULL, &deadline) != 0)
+		tbp_log("writer did not finish within 2 s at exit; the trace may be truncated");
+	tbp_active = 0;
+	atomic_store(&start_state, 3);
+	tls_in_tbprof = guard;
+}
+
+__attribute__((destructor)) static void tbp_fini(void)
+{
+	tbp_shutdown();
+}
+
+/* ------------------------------------------------------------ fork */
+
+static sigset_t fork_saved_mask;
+
+static void tbp_atfork_prepare(void)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &fork_saved_mask);
+	pthread_mutex_lock(&start_lock);
+	pthread_mutex_lock(&intern_lock);
+	pthread_mutex_lock(&def_lock);
+	pthread_mutex_lock(&registry_lock);
+}
+
+static void tbp_atfork_parent(void)
+{
+	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&def_lock);
+	pthread_mutex_unlock(&intern_lock);
+	pthread_mutex_unlock(&start_lock);
+	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+}
+
+/* The child has one thread and no writer.  Rings of the parent's other
+ * threads are unmapped; this thread's ring is emptied (the parent writes
+ * those records).  Definitions are kept and replayed into the child's own
+ * file, so interned ids remain valid. */
+static void tbp_atfork_child(void)
+{
+	pthread_mutex_init(&registry_lock, NULL);
+	pthread_mutex_init(&def_lock, NULL);
+	pthread_mutex_init(&intern_lock, NULL);
+	pthread_mutex_init(&start_lock, NULL);
+	struct tbp_tbuf *mine = tls_buf;
+	struct tbp_tbuf *b = registry;
+	registry = NULL;
+	while (b) {
+		struct tbp_tbuf *next = b->next;
+		if (b != mine)
+			munmap(b, b->map_bytes);
+		b = next;
+	}
+	if (mine) {
+		atomic_store(&mine->head, 0);
+		atomic_store(&mine->tail, 0);
+		mine->reserved = 0;
+		mine->lost = 0;
+		atomic_store(&mine->retired, 0);
+		mine->thread_announced = false;
+		mine->tid = (uint32_t)tbp_gettid();
+		mine->next = NULL;
+		registry = mine;
+	}
+	if (out_fd >= 0)
+		close(out_fd);   /* the parent's file and lock stay the parent's */
+	out_fd = -1;
+	writer = NULL;       /* the parent's writer state: not ours to flush */
+	def_written = 0;
+	process_written = false;
+	atomic_store(&writer_wake, 0);
+	atomic_store(&writer_stop, 0);
+	atomic_store(&writer_exited, 0);
+	atomic_store(&signal_pending, 0);
+	atomic_store(&shutdown_done, 0);
+	atomic_store(&lost_total_all, 0);
+	int was_running = atomic_load(&start_state) == 2;
+	atomic_store(&start_state, 0);
+	is_fork_child = true;
+	fork_parent_pid = getppid();
+	tbp_native_reset_after_fork();
+	/* A child of a tracing parent traces only with TBPROF_FORK=1 (the
+	 * default); a child of a parent that never started behaves as the
+	 * parent would have. */
+	if (was_running)
+		tbp_active = tbp_cfg.enabled && tbp_cfg.fork_mode;
+	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+	if (mine && tbp_active)
+		mine->thread_announced = false;
+}
+
+/* ------------------------------------------------------------ notices, markers */
+
+void tbp_notice(unsigned level, unsigned code, const char *message)
+{
+	if (!tbp_active)
+		return;
+	bool entered = tbp_guard_enter();
+	uint64_t msg = message ? tbp_intern_string(message, strlen(message)) : 0;
+	struct tbp_record *rec = tbp_slot_acquire(TBP_K_NOTICE);
+	if (rec) {
+		rec->ts = tbp_now();
+		rec->u.notice.level = level;
+		rec->u.notice.code = code;
+		rec->u.notice.message = msg;
+		tbp_slot_commit(rec);
+	}
+	if (entered)
+		tbp_guard_leave();
+}
+
+TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label)
+{
+	if (!tbp_cfg.enabled || !tbp_active)
+		return -1;
+	int saved_errno = errno;
+	if (!tbp_guard_enter()) {
+		errno = saved_errno;
+		return 0;
+	}
+	tbp_ensure_started();
+	tbp_register_exit_hook();
+	uint64_t label_id = label ? tbp_intern_string(label, strlen(label)) : 0;
+	struct tbp_record *rec = tbp_slot_acquire(TBP_K_MARKER);
+	if (rec) {
+		rec->ts = tbp_now();
+		rec->u.marker.marker_kind = (uint64_t)kind;
+		rec->u.marker.value = (uint64_t)value;
+		rec->u.marker.label = label_id;
+		tbp_slot_commit(rec);
+	}
+	tbp_guard_leave();
+	errno = saved_errno;
+	return tbp_active ? 0 : -1;
+}

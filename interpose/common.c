@@ -1,0 +1,175 @@
+/*
+ * Hook table services: real-function resolution, the dlsym interposer that
+ * hands wrappers to code looking CUDA entry points up by handle (ctypes,
+ * Triton, NCCL), and the one-time start of CUPTI.
+ */
+#include <dlfcn.h>
+#include <link.h>
+#include <string.h>
+
+#include "hook.h"
+
+/* ------------------------------------------------------------ real dlsym */
+
+typedef void *(*dlsym_fn)(void *, const char *);
+void *tbp_real_dlsym_fn TBP_HIDDEN;   /* read by the assembly trampoline */
+
+static dlsym_fn real_dlsym_resolve(void)
+{
+	dlsym_fn f = (dlsym_fn)__atomic_load_n(&tbp_real_dlsym_fn, __ATOMIC_ACQUIRE);
+	if (f)
+		return f;
+	/* dlvsym is not interposed; glibc >= 2.34 has dlsym in libc. */
+	f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+	if (!f)
+		f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+	__atomic_store_n(&tbp_real_dlsym_fn, (void *)f, __ATOMIC_RELEASE);
+	return f;
+}
+
+/* Resolved before any program code runs, so RTLD_NEXT lookups by others
+ * always take the exact path below. */
+__attribute__((constructor(101))) static void tbp_dlsym_init(void)
+{
+	real_dlsym_resolve();
+}
+
+void *tbp_real_dlsym(void *handle, const char *name)
+{
+	dlsym_fn f = real_dlsym_resolve();
+	return f ? f(handle, name) : NULL;
+}
+
+const struct tbp_hook_entry *tbp_hook_find(const char *name)
+{
+	for (const struct tbp_hook_entry *e = __start_tbp_hooks; e < __stop_tbp_hooks; e++)
+		if (!strcmp(e->name, name))
+			return e;
+	return NULL;
+}
+
+static bool own_wrapper(void *p)
+{
+	for (const struct tbp_hook_entry *e = __start_tbp_hooks; e < __stop_tbp_hooks; e++)
+		if (e->wrapper == p)
+			return true;
+	return false;
+}
+
+void *tbp_resolve_real(const struct tbp_hook_entry *e)
+{
+	void *p = tbp_real_dlsym(RTLD_NEXT, e->name);
+	if (!p && e->lib == TBP_LIB_CUDART)
+		p = dlvsym(RTLD_NEXT, e->name, "libcudart.so.13");
+	if (!p) {
+		/* Loaded with RTLD_LOCAL (ctypes, torch): find it by soname. */
+		void *h = dlopen(e->lib == TBP_LIB_CUDART ? "libcudart.so.13" : "libcuda.so.1",
+			RTLD_LAZY | RTLD_NOLOAD);
+		if (h) {
+			p = tbp_real_dlsym(h, e->name);
+			dlclose(h);
+		}
+	}
+	if (p && own_wrapper(p))
+		p = NULL;
+	return p;
+}
+
+static uintptr_t cudart_base;
+
+bool tbp_addr_in_cudart(const void *addr)
+{
+	Dl_info info;
+	if (!dladdr(addr, &info) || !info.dli_fbase)
+		return false;
+	uintptr_t base = __atomic_load_n(&cudart_base, __ATOMIC_RELAXED);
+	if (base)
+		return (uintptr_t)info.dli_fbase == base;
+	if (info.dli_fname && strstr(info.dli_fname, "libcudart")) {
+		__atomic_store_n(&cudart_base, (uintptr_t)info.dli_fbase, __ATOMIC_RELAXED);
+		return true;
+	}
+	return false;
+}
+
+/* Hand out our wrapper for a real entry point found by handle, when it is
+ * the same function our hook forwards to. */
+static void *maybe_wrap(const struct tbp_hook_entry *e, void *real)
+{
+	void *have = __atomic_load_n(e->real, __ATOMIC_ACQUIRE);
+	if (!have) {
+		void *expected = NULL;
+		__atomic_compare_exchange_n(e->real, &expected, real, false, __ATOMIC_ACQ_REL,
+			__ATOMIC_ACQUIRE);
+		have = __atomic_load_n(e->real, __ATOMIC_ACQUIRE);
+	}
+	return have == real ? e->wrapper : real;
+}
+
+/* The C part of the dlsym interposer.  Reached by a jump from the
+ * trampoline, so __builtin_return_address(0) is the caller of dlsym. */
+TBP_HIDDEN void *tbp_dlsym_slow(void *handle, const char *name)
+{
+	void *caller = __builtin_return_address(0);
+	dlsym_fn f = real_dlsym_resolve();
+	if (!f)
+		return NULL;
+	void *p = f(handle, name);
+	if (!p || !name || handle == RTLD_NEXT || handle == RTLD_DEFAULT || !tbp_cfg.enabled)
+		return p;
+	if (name[0] != 'c' && name[0] != '_')
+		return p;
+	const struct tbp_hook_entry *e = tbp_hook_find(name);
+	if (!e || p == e->wrapper)
+		return p;
+	if (e->lib == TBP_LIB_CUDA && tbp_addr_in_cudart(caller))
+		return p;   /* the runtime's own driver calls: recorded by runtime hooks */
+	return maybe_wrap(e, p);
+}
+
+#if defined(__x86_64__)
+/* dlsym(RTLD_NEXT, ...) is relative to its caller, so that case jumps
+ * straight to the real dlsym with the caller's return address intact. */
+__asm__(".text\n"
+	".globl dlsym\n"
+	".type dlsym, @function\n"
+	"dlsym:\n"
+	"	endbr64\n"
+	"	cmpq $-1, %rdi\n"
+	"	jne tbp_dlsym_slow\n"
+	"	movq tbp_real_dlsym_fn(%rip), %rax\n"
+	"	testq %rax, %rax\n"
+	"	je tbp_dlsym_slow\n"
+	"	jmp *%rax\n"
+	".size dlsym, .-dlsym\n");
+#else
+TBP_EXPORT void *dlsym(void *handle, const char *name)
+{
+	return tbp_dlsym_slow(handle, name);
+}
+#endif
+
+/* Wrapper handout for cuGetProcAddress (cuda_driver.c). */
+void *tbp_wrap_proc(const char *symbol, void *real, int per_thread, const void *caller)
+{
+	if (!real || !symbol || !tbp_cfg.enabled || tbp_addr_in_cudart(caller))
+		return real;
+	for (const struct tbp_hook_entry *e = __start_tbp_hooks; e < __stop_tbp_hooks; e++) {
+		if (!e->proc_name || e->per_thread != per_thread || strcmp(e->proc_name, symbol))
+			continue;
+		if (real == e->wrapper)
+			return real;
+		return maybe_wrap(e, real);
+	}
+	return real;
+}
+
+static int first_use_done;
+
+void tbp_hook_first_use(void)
+{
+	if (__atomic_exchange_n(&first_use_done, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (tbp_cfg.cupti)
+		tbp_cupti_start();
+}
