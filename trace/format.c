@@ -163,10 +163,24 @@ const char *tbp_error_name(int status)
 
 /* ---------------------------------------------------------------- header */
 
+uint32_t tbp_crc32(const void *data, size_t len)
+{
+	/* Bitwise CRC-32 (IEEE 802.3, reflected, as in zlib): only the small
+	 * header is checked with it, so no table is needed. */
+	const uint8_t *p = data;
+	uint32_t crc = 0xffffffffu;
+	for (size_t i = 0; i < len; i++) {
+		crc ^= p[i];
+		for (int b = 0; b < 8; b++)
+			crc = (crc >> 1) ^ (0xedb88320u & -(crc & 1));
+	}
+	return ~crc;
+}
+
 size_t tbp_header_encoded_max(void)
 {
-	/* magic + version + min_reader + features + count + per kind 3 varints */
-	return TBP_FILE_MAGIC_LEN + 2 + 2 + 4 + TBP_VARINT_MAX + TBP_K__MAX * (2 * TBP_VARINT_MAX + 1);
+	/* magic + version + min_reader + features + count + per kind 3 varints + crc */
+	return TBP_FILE_MAGIC_LEN + 2 + 2 + 4 + TBP_VARINT_MAX + TBP_K__MAX * (2 * TBP_VARINT_MAX + 1) + 4;
 }
 
 size_t tbp_header_encode(uint8_t *out, uint32_t features)
@@ -189,20 +203,22 @@ size_t tbp_header_encode(uint8_t *out, uint32_t features)
 		p += tbp_put_varint(p, kind_table[k].nfields);
 		*p++ = kind_table[k].has_blob;
 	}
+	tbp_put_le32(p, tbp_crc32(out, (size_t)(p - out)));
+	p += 4;
 	return (size_t)(p - out);
 }
 
 int tbp_header_parse(const uint8_t *p, size_t n, struct tbp_header *hdr, struct tbp_schema *schema,
 	const char **why)
 {
-	const uint8_t *end = p + n;
+	const uint8_t *start = p, *end = p + n;
 	memset(schema, 0, sizeof *schema);
 	if (n < TBP_FILE_MAGIC_LEN || memcmp(p, TBP_FILE_MAGIC, TBP_FILE_MAGIC_LEN)) {
 		*why = "missing TBPROF magic";
 		return TBP_ERR_NOT_TRACE;
 	}
 	p += TBP_FILE_MAGIC_LEN;
-	if (end - p < 8) {
+	if (end - p < 8 + 4) {
 		*why = "header too short";
 		return TBP_ERR_CORRUPT;
 	}
@@ -214,6 +230,14 @@ int tbp_header_parse(const uint8_t *p, size_t n, struct tbp_header *hdr, struct 
 	if (hdr->min_reader_version > TBP_FORMAT_VERSION) {
 		*why = "written for a newer reader";
 		return TBP_ERR_VERSION;
+	}
+	/* The last 4 bytes are a CRC-32 of everything before them: the header
+	 * is not inside a checksummed zstd frame, and a damaged schema would
+	 * silently mis-decode every record. */
+	end -= 4;
+	if (tbp_get_le32(end) != tbp_crc32(start, (size_t)(end - start))) {
+		*why = "header";
+		return TBP_ERR_CHECKSUM;
 	}
 	uint64_t count;
 	if (tbp_get_varint(&p, end, &count) || count > TBP_SCHEMA_MAX_KIND + 1) {
@@ -239,6 +263,7 @@ int tbp_header_parse(const uint8_t *p, size_t n, struct tbp_header *hdr, struct 
 		schema->kind[kind].nfields = (uint8_t)nfields;
 		schema->kind[kind].has_blob = has_blob;
 	}
-	/* Bytes after the schema are reserved for later versions: ignored. */
+	/* Bytes between the schema and the CRC are reserved for later
+	 * versions: ignored. */
 	return TBP_OK;
 }

@@ -50,13 +50,15 @@ struct tbp_schema {
 
 /* Parse the content of the header skippable frame (after the 8-byte
  * skippable-frame prefix).  Returns TBP_OK, TBP_ERR_NOT_TRACE (bad magic),
- * TBP_ERR_VERSION, or TBP_ERR_CORRUPT with *why set. */
+ * TBP_ERR_CHECKSUM, TBP_ERR_VERSION, or TBP_ERR_CORRUPT with *why set. */
 int tbp_header_parse(const uint8_t *p, size_t n, struct tbp_header *hdr, struct tbp_schema *schema,
 	const char **why) TBP_HIDDEN_FN;
 /* Encode the header content for this library's schema; returns bytes
  * written (buffer must hold tbp_header_encoded_max()). */
 size_t tbp_header_encode(uint8_t *out, uint32_t features) TBP_HIDDEN_FN;
 size_t tbp_header_encoded_max(void) TBP_HIDDEN_FN;
+/* CRC-32 (IEEE) of the header content before its last 4 bytes. */
+uint32_t tbp_crc32(const void *data, size_t len) TBP_HIDDEN_FN;
 
 static inline void tbp_put_le32(uint8_t *p, uint32_t v)
 {

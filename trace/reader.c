@@ -151,9 +151,9 @@ static int read_header(struct tbp_reader *r)
 	if (have < 0)
 		return r->status;
 	if (have == 0)
-		return fail(r, TBP_ERR_EMPTY, 0, "file is empty");
+		return fail(r, TBP_ERR_EMPTY, 0, "%s", "");
 	if (have < 4 || tbp_get_le32(r->buf + r->pos) != TBP_MAGIC_HEADER_FRAME)
-		return fail(r, TBP_ERR_NOT_TRACE, 0, "no tbprof header frame (magic 0x%08x)", TBP_MAGIC_HEADER_FRAME);
+		return fail(r, TBP_ERR_NOT_TRACE, 0, "%s", "no tbprof header at the start of the file");
 	if (have < 8)
 		return fail(r, TBP_ERR_TRUNCATED, 0, "trace truncated inside the header");
 	uint32_t size = tbp_get_le32(r->buf + r->pos + 4);
@@ -167,7 +167,7 @@ static int read_header(struct tbp_reader *r)
 	const char *why = "";
 	int rc = tbp_header_parse(r->buf + r->pos + 8, size, &r->hdr, &r->schema, &why);
 	if (rc == TBP_ERR_VERSION)
-		return fail(r, rc, 10, "trace format %u needs reader version %u, this reader is %u",
+		return fail(r, rc, 10, "format version %u needs reader version %u or later, this is %u",
 			r->hdr.version, r->hdr.min_reader_version, TBP_FORMAT_VERSION);
 	if (rc != TBP_OK)
 		return fail(r, rc, 8, "%s", why);
@@ -209,11 +209,12 @@ int tbp_reader_open(struct tbp_reader **out, const char *path)
 		int st = e == ENOENT || e == ENOTDIR ? TBP_ERR_NOT_FOUND
 			: e == EACCES || e == EPERM ? TBP_ERR_PERMISSION
 			: e == EISDIR ? TBP_ERR_IS_DIR : TBP_ERR_IO;
-		return fail(r, st, 0, "%s", strerror(e));
+		/* The status name says it; keep strerror only for odd errnos. */
+		return fail(r, st, 0, "%s", st == TBP_ERR_IO ? strerror(e) : "");
 	}
 	struct stat sb;
 	if (fstat(r->fd, &sb) == 0 && S_ISDIR(sb.st_mode))
-		return fail(r, TBP_ERR_IS_DIR, 0, "is a directory");
+		return fail(r, TBP_ERR_IS_DIR, 0, "%s", "");
 	return read_header(r);
 }
 
@@ -288,7 +289,7 @@ static int next_frame(struct tbp_reader *r)
 			size_t ret = ZSTD_decompressStream(r->dctx, &zo, &in);
 			if (ZSTD_isError(ret)) {
 				if (ZSTD_getErrorCode(ret) == ZSTD_error_checksum_wrong)
-					return fail(r, TBP_ERR_CHECKSUM, off, "frame %llu: checksum mismatch",
+					return fail(r, TBP_ERR_CHECKSUM, off, "data frame %llu",
 						(unsigned long long)r->frame_index);
 				return fail(r, TBP_ERR_CORRUPT, off, "frame %llu: %s", (unsigned long long)r->frame_index,
 					ZSTD_getErrorName(ret));

@@ -41,10 +41,13 @@ static int check_equal(const struct tbp_record *want, const struct tbp_record *g
 	return 0;
 }
 
-static int run_seed(uint64_t seed, int via_file)
+static int run_seed(uint64_t seed, int via_file, size_t n, int no_flush)
 {
 	struct tt_trace t;
-	tt_random_trace(&t, seed, 1500);
+	tt_random_trace(&t, seed, n);
+	/* Without explicit flushes the writer must cut frames by itself. */
+	if (no_flush)
+		memset(t.flush_after, 0, t.n);
 	char path[] = "/tmp/tbp-rt-XXXXXX";
 	int fd = mkstemp(path);
 	if (fd < 0) {
@@ -59,6 +62,23 @@ static int run_seed(uint64_t seed, int via_file)
 	size_t size = 0;
 	uint8_t *data = NULL;
 	int rc;
+	if (no_flush) {
+		/* The writer's own frame-size limit must have cut several frames. */
+		uint8_t *whole = tt_read_file(path, &size);
+		struct tt_frame frames[64];
+		int nf = whole ? tt_frames(whole, size, frames, 64) : -1, ndata = 0;
+		for (int i = 0; i < nf && i < 64; i++)
+			ndata += frames[i].type == TT_FRAME_DATA;
+		free(whole);
+		if (ndata < 2) {
+			fprintf(stderr, "seed %llu: %zu bytes in %d data frames; expected the writer to split\n",
+				(unsigned long long)seed, size, ndata);
+			unlink(path);
+			tt_free_trace(&t);
+			return -1;
+		}
+		printf("large trace: %zu records, %zu bytes, %d data frames\n", t.n, size, ndata);
+	}
 	if (via_file) {
 		rc = tbp_reader_open(&r, path);
 	} else {
@@ -107,8 +127,12 @@ int main(int argc, char **argv)
 	int seeds = argc > 1 ? atoi(argv[1]) : 40;
 	int failed = 0;
 	for (int s = 1; s <= seeds; s++)
-		if (run_seed((uint64_t)s, s & 1))
+		if (run_seed((uint64_t)s, s & 1, 1500, 0))
 			failed++;
-	printf("%d seeds, %d failed\n", seeds, failed);
+	/* A file of several MB through the streaming file reader (window
+	 * refills), with frames cut by the writer's size limit. */
+	if (run_seed(1000, 1, 300000, 1))
+		failed++;
+	printf("%d seeds + 1 large, %d failed\n", seeds, failed);
 	return failed ? 1 : 0;
 }
