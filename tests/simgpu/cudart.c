@@ -1,0 +1,2262 @@
+/*
+ * simgpu: a stand-in for libcudart.so.13 with no GPU behind it.
+ *
+ * Device memory is plain host memory, so copies and memsets really move
+ * bytes and tests can check values; kernels never run their device code.
+ * Every operation is placed on a virtual device timeline kept in real
+ * CLOCK_MONOTONIC time (per-stream queues, legacy default stream semantics,
+ * durations from launch geometry and byte counts), synchronizing calls really
+ * wait until the virtual end, and each operation is written to the
+ * ground-truth log (truth.c).  Knobs and formats: README.md.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "sim_core.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+struct sim_config sim_cfg;
+pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* ------------------------------------------------------------------ time */
+
+uint64_t sim_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+EXPORT uint64_t simgpu_now_ns(void) { return sim_now(); }
+
+void sim_spin_until(uint64_t t)
+{
+	while (sim_now() < t)
+		;
+}
+
+/* Sleep most of a long wait (the machine is shared), spin the last stretch so
+ * the call returns close to the virtual end. */
+void sim_wait_until(uint64_t t)
+{
+	for (;;) {
+		uint64_t now = sim_now();
+		if (now >= t)
+			return;
+		if (t - now > 200000) {
+			uint64_t wake = t - 100000;
+			struct timespec ts = { .tv_sec = (time_t)(wake / 1000000000ull), .tv_nsec = (long)(wake % 1000000000ull) };
+			clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+		} else if (t - now > 20000) {
+			sched_yield();
+		}
+	}
+}
+
+/* ------------------------------------------------------------------ map */
+
+static size_t map_slot(uintptr_t key, size_t cap)
+{
+	uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
+	return (size_t)(h >> 20) & (cap - 1);
+}
+
+void *sim_map_get(const struct sim_map *m, uintptr_t key)
+{
+	if (!m->cap || !key)
+		return NULL;
+	for (size_t i = map_slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
+		if (m->keys[i] == key)
+			return m->vals[i];
+		if (m->keys[i] == 0)
+			return NULL;
+	}
+}
+
+static void map_grow(struct sim_map *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 64;
+	uintptr_t *nk = calloc(ncap, sizeof(*nk));
+	void **nv = calloc(ncap, sizeof(*nv));
+	if (!nk || !nv) {
+		free(nk);
+		free(nv);
+		abort(); /* test bed: out of memory here is not worth a recovery path */
+	}
+	for (size_t i = 0; i < m->cap; i++) {
+		if (m->keys[i] && m->keys[i] != (uintptr_t)-1) {
+			size_t j = map_slot(m->keys[i], ncap);
+			while (nk[j])
+				j = (j + 1) & (ncap - 1);
+			nk[j] = m->keys[i];
+			nv[j] = m->vals[i];
+		}
+	}
+	free(m->keys);
+	free(m->vals);
+	m->keys = nk;
+	m->vals = nv;
+	m->cap = ncap;
+}
+
+void sim_map_put(struct sim_map *m, uintptr_t key, void *val)
+{
+	if ((m->count + 1) * 2 > m->cap)
+		map_grow(m);
+	size_t i = map_slot(key, m->cap);
+	while (m->keys[i] && m->keys[i] != key)
+		i = (i + 1) & (m->cap - 1);
+	if (!m->keys[i])
+		m->count++;
+	m->keys[i] = key;
+	m->vals[i] = val;
+}
+
+/* Deletion re-inserts the rest of the cluster so lookups never need tombstones. */
+void sim_map_del(struct sim_map *m, uintptr_t key)
+{
+	if (!m->cap)
+		return;
+	size_t i = map_slot(key, m->cap);
+	while (m->keys[i] != key) {
+		if (!m->keys[i])
+			return;
+		i = (i + 1) & (m->cap - 1);
+	}
+	m->keys[i] = 0;
+	m->vals[i] = NULL;
+	m->count--;
+	for (size_t j = (i + 1) & (m->cap - 1); m->keys[j]; j = (j + 1) & (m->cap - 1)) {
+		uintptr_t k = m->keys[j];
+		void *v = m->vals[j];
+		m->keys[j] = 0;
+		m->vals[j] = NULL;
+		m->count--;
+		sim_map_put(m, k, v);
+	}
+}
+
+/* ------------------------------------------------------------------ config */
+
+static uint64_t env_u64(const char *name, uint64_t def)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return def;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end) {
+		fprintf(stderr, "simgpu: ignoring %s=%s (not an unsigned integer)\n", name, s);
+		return def;
+	}
+	return v;
+}
+
+static double env_gbps(const char *name, double def)
+{
+	const char *s = getenv(name);
+	if (!s || !*s)
+		return def;
+	char *end;
+	double v = strtod(s, &end);
+	if (*end || !(v > 0)) {
+		fprintf(stderr, "simgpu: ignoring %s=%s (not a positive number)\n", name, s);
+		return def;
+	}
+	return v;
+}
+
+static void parse_kernel_overrides(const char *spec)
+{
+	/* "pattern:ns,pattern:ns"; pattern is a substring of the mangled name or "*". */
+	while (spec && *spec && sim_cfg.n_overrides < SIM_MAX_KERNEL_OVERRIDES) {
+		const char *comma = strchr(spec, ',');
+		size_t len = comma ? (size_t)(comma - spec) : strlen(spec);
+		const char *colon = memchr(spec, ':', len);
+		if (colon && (size_t)(colon - spec) < sizeof(sim_cfg.overrides[0].pattern)) {
+			int k = sim_cfg.n_overrides;
+			memcpy(sim_cfg.overrides[k].pattern, spec, (size_t)(colon - spec));
+			sim_cfg.overrides[k].pattern[colon - spec] = 0;
+			char num[32] = {0};
+			size_t nlen = len - (size_t)(colon - spec) - 1;
+			if (nlen < sizeof(num)) {
+				memcpy(num, colon + 1, nlen);
+				char *end;
+				unsigned long long v = strtoull(num, &end, 10);
+				if (!*end && nlen) {
+					sim_cfg.overrides[k].ns = v;
+					sim_cfg.n_overrides++;
+				} else {
+					fprintf(stderr, "simgpu: ignoring SIMGPU_KERNEL_NS entry '%.*s'\n", (int)len, spec);
+				}
+			}
+		} else if (len) {
+			fprintf(stderr, "simgpu: ignoring SIMGPU_KERNEL_NS entry '%.*s'\n", (int)len, spec);
+		}
+		spec = comma ? comma + 1 : NULL;
+	}
+}
+
+static void read_config(void)
+{
+	/* Defaults resemble an H100 SXM on PCIe Gen5 (see README.md). */
+	sim_cfg.launch_ns = env_u64("SIMGPU_LAUNCH_NS", 2500);
+	sim_cfg.queue_ns = env_u64("SIMGPU_QUEUE_NS", 3000);
+	sim_cfg.kernel_base_ns = env_u64("SIMGPU_KERNEL_BASE_NS", 2000);
+	sim_cfg.kernel_ns_per_block = env_u64("SIMGPU_KERNEL_NS_PER_BLOCK", 4);
+	sim_cfg.h2d_gbps = env_gbps("SIMGPU_H2D_GBPS", 50.0);
+	sim_cfg.d2h_gbps = env_gbps("SIMGPU_D2H_GBPS", 50.0);
+	sim_cfg.pageable_gbps = env_gbps("SIMGPU_PAGEABLE_GBPS", 12.0);
+	sim_cfg.d2d_gbps = env_gbps("SIMGPU_D2D_GBPS", 1500.0);
+	sim_cfg.h2h_gbps = env_gbps("SIMGPU_H2H_GBPS", 10.0);
+	sim_cfg.p2p_gbps = env_gbps("SIMGPU_P2P_GBPS", 400.0);
+	sim_cfg.copy_latency_ns = env_u64("SIMGPU_COPY_LATENCY_NS", 1500);
+	sim_cfg.memset_gbps = env_gbps("SIMGPU_MEMSET_GBPS", 2500.0);
+	sim_cfg.memset_base_ns = env_u64("SIMGPU_MEMSET_BASE_NS", 1000);
+	sim_cfg.malloc_ns = env_u64("SIMGPU_MALLOC_NS", 10000);
+	sim_cfg.free_ns = env_u64("SIMGPU_FREE_NS", 5000);
+	sim_cfg.sync_ns = env_u64("SIMGPU_SYNC_NS", 1000);
+	sim_cfg.device_count = (int)env_u64("SIMGPU_DEVICE_COUNT", 1);
+	if (sim_cfg.device_count > SIM_MAX_DEVICES)
+		sim_cfg.device_count = SIM_MAX_DEVICES;
+	sim_cfg.mem_limit = env_u64("SIMGPU_MEM_LIMIT", 8ull << 30);
+	parse_kernel_overrides(getenv("SIMGPU_KERNEL_NS"));
+	const char *truth = getenv("SIMGPU_TRUTH");
+	if (truth && *truth && strlen(truth) < sizeof(sim_cfg.truth_path))
+		strcpy(sim_cfg.truth_path, truth);
+	sim_cfg.truth_unbuffered = env_u64("SIMGPU_TRUTH_UNBUFFERED", 0) != 0;
+}
+
+/* ------------------------------------------------------------------ state */
+
+#define STREAM_MAGIC 0x5354524du
+#define EVENT_MAGIC 0x45564e54u
+#define KERNEL_MAGIC 0x4b524e4cu
+#define GRAPH_MAGIC 0x47524148u
+#define EXEC_MAGIC 0x47455845u
+
+/* The legacy stream's id mirrors what CUPTI usually reports for it. */
+#define LEGACY_STREAM_ID 7
+#define FIRST_STREAM_ID 13
+
+struct sim_node; /* graph node */
+
+struct sim_stream {
+	uint32_t magic;
+	uint32_t id;
+	int device;
+	unsigned flags;
+	int priority;
+	bool legacy, per_thread;
+	uint64_t ready_ns;       /* virtual end of the last op enqueued */
+	struct sim_graph *capture;
+	struct sim_stream *next; /* all live streams */
+};
+
+struct sim_event {
+	uint32_t magic;
+	uint32_t id;
+	unsigned flags;
+	int device;
+	bool recorded;
+	uint64_t ts_ns;
+};
+
+struct sim_kernel {
+	uint32_t magic;
+	const void *host_fun;
+	char *name;
+};
+
+enum node_kind { NODE_KERNEL, NODE_MEMSET, NODE_MEMCPY };
+struct sim_node {
+	enum node_kind kind;
+	struct sim_kernel *kernel;
+	dim3 grid, block;
+	uint32_t shmem;
+	void *dst;
+	const void *src;
+	size_t bytes;
+	int value;
+	uint8_t copy_kind, src_mem, dst_mem;
+};
+
+struct sim_graph {
+	uint32_t magic;
+	struct sim_node *nodes;
+	size_t n, cap;
+};
+
+struct sim_exec {
+	uint32_t magic;
+	struct sim_node *nodes;
+	size_t n;
+};
+
+struct sim_alloc {
+	uintptr_t base;
+	size_t size;
+	uint8_t mem_kind;  /* device, pinned, managed */
+	uint8_t owned;     /* OWNED_* */
+	int device;
+};
+
+/* Who owns the memory of an allocation-table entry. */
+#define OWNED_REGISTERED 0 /* cudaHostRegister: the program's */
+#define OWNED_ALLOC 1      /* ours, from a malloc API */
+#define OWNED_SYMBOL 2     /* ours, a __device__ variable's storage */
+
+struct sim_symbol {
+	const void *host_var;
+	char *name;
+	void *storage;
+	size_t size;
+};
+
+static struct sim_stream *streams;                  /* live streams, linked */
+static struct sim_stream legacy[SIM_MAX_DEVICES];
+static struct sim_map stream_map, event_map, kernel_by_fun, kernel_by_handle, symbol_map, graph_map, exec_map;
+static struct sim_alloc *allocs;                     /* sorted by base */
+static size_t n_allocs, cap_allocs;
+static uint64_t bytes_allocated;
+static uint32_t next_stream_id = FIRST_STREAM_ID, next_event_id = 1;
+static atomic_uint next_correlation = 1;
+static bool initialized;
+
+static __thread int cur_device;
+static __thread cudaError_t last_error;
+static __thread struct sim_stream *per_thread_stream[SIM_MAX_DEVICES];
+static __thread struct { dim3 grid, block; size_t shmem; cudaStream_t stream; } call_cfg[16];
+static __thread int call_cfg_depth;
+
+static void at_fork_prepare(void) { pthread_mutex_lock(&sim_lock); }
+static void at_fork_parent(void) { pthread_mutex_unlock(&sim_lock); }
+static void at_fork_child(void)
+{
+	pthread_mutex_init(&sim_lock, NULL);
+	sim_truth_after_fork_child();
+}
+
+__attribute__((constructor)) static void simgpu_init(void)
+{
+	if (initialized)
+		return;
+	initialized = true;
+	read_config();
+	for (int d = 0; d < SIM_MAX_DEVICES; d++) {
+		legacy[d].magic = STREAM_MAGIC;
+		legacy[d].id = LEGACY_STREAM_ID;
+		legacy[d].device = d;
+		legacy[d].legacy = true;
+	}
+	pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
+}
+
+static inline cudaError_t set_error(cudaError_t e)
+{
+	if (e != cudaSuccess)
+		last_error = e;
+	return e;
+}
+
+static inline uint32_t new_correlation(void)
+{
+	return atomic_fetch_add_explicit(&next_correlation, 1, memory_order_relaxed);
+}
+
+static void op_init(struct simgpu_op *op, enum simgpu_op_kind kind, const char *api, uint64_t host_start)
+{
+	memset(op, 0, sizeof(*op));
+	op->kind = (uint16_t)kind;
+	op->api = api;
+	op->device = (uint32_t)cur_device;
+	op->host_start_ns = host_start;
+	op->correlation_id = new_correlation();
+	sim_ext_current(op);
+}
+
+/* Finishes a host-only op (its times are the call's) and logs it. */
+static cudaError_t finish_host_op(struct simgpu_op *op, cudaError_t result)
+{
+	op->host_end_ns = sim_now();
+	op->start_ns = op->host_start_ns;
+	op->end_ns = op->host_end_ns;
+	op->result = result;
+	op->gpu = 0;
+	sim_emit(op);
+	return set_error(result);
+}
+
+/* ------------------------------------------------------------------ allocations (sim_lock held) */
+
+static struct sim_alloc *alloc_find(const void *p)
+{
+	uintptr_t a = (uintptr_t)p;
+	size_t lo = 0, hi = n_allocs;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (allocs[mid].base <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	struct sim_alloc *e = &allocs[lo - 1];
+	if (a < e->base + (e->size ? e->size : 1))
+		return e;
+	return NULL;
+}
+
+static void alloc_insert(uintptr_t base, size_t size, uint8_t mem_kind, uint8_t owned, int device)
+{
+	if (n_allocs == cap_allocs) {
+		size_t ncap = cap_allocs ? cap_allocs * 2 : 256;
+		struct sim_alloc *n = realloc(allocs, ncap * sizeof(*n));
+		if (!n)
+			abort();
+		allocs = n;
+		cap_allocs = ncap;
+	}
+	size_t i = n_allocs;
+	while (i > 0 && allocs[i - 1].base > base) {
+		allocs[i] = allocs[i - 1];
+		i--;
+	}
+	allocs[i] = (struct sim_alloc){ .base = base, .size = size, .mem_kind = mem_kind, .owned = owned, .device = device };
+	n_allocs++;
+}
+
+static void alloc_remove(struct sim_alloc *e)
+{
+	size_t i = (size_t)(e - allocs);
+	memmove(&allocs[i], &allocs[i + 1], (n_allocs - i - 1) * sizeof(*allocs));
+	n_allocs--;
+}
+
+/* Memory kind of any pointer: ours, or pageable host memory. */
+static uint8_t mem_kind_of(const void *p)
+{
+	struct sim_alloc *e = alloc_find(p);
+	return e ? e->mem_kind : SIMGPU_MEM_PAGEABLE;
+}
+
+static bool is_device_side(uint8_t mk) { return mk == SIMGPU_MEM_DEVICE || mk == SIMGPU_MEM_MANAGED; }
+
+/* True when [p, p+n) lies inside one live device-side allocation. */
+static bool device_range_ok(const void *p, size_t n)
+{
+	struct sim_alloc *e = alloc_find(p);
+	if (!e || !is_device_side(e->mem_kind))
+		return false;
+	return (uintptr_t)p + n <= e->base + e->size;
+}
+
+/* ------------------------------------------------------------------ streams (sim_lock held) */
+
+static struct sim_stream *per_thread_default(int dev)
+{
+	struct sim_stream *s = per_thread_stream[dev];
+	if (s)
+		return s;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		abort();
+	s->magic = STREAM_MAGIC;
+	s->id = next_stream_id++;
+	s->device = dev;
+	s->per_thread = true;
+	s->next = streams;
+	streams = s;
+	per_thread_stream[dev] = s;
+	return s;
+}
+
+/* Resolves a cudaStream_t as the program passed it; NULL when invalid. */
+static struct sim_stream *resolve_stream(cudaStream_t h, bool ptsz)
+{
+	if (h == NULL)
+		return ptsz ? per_thread_default(cur_device) : &legacy[cur_device];
+	if (h == cudaStreamLegacy)
+		return &legacy[cur_device];
+	if (h == cudaStreamPerThread)
+		return per_thread_default(cur_device);
+	return sim_map_get(&stream_map, (uintptr_t)h);
+}
+
+/* Places an op of `dur` ns on stream s (enqueued at `enq`): start is the
+ * latest of the stream's previous end, the enqueue time plus queue latency,
+ * and the legacy default stream rules:
+ *  - an op on the legacy stream waits for all blocking streams of its device;
+ *  - an op on a blocking stream waits for the legacy stream. */
+static uint64_t schedule(struct sim_stream *s, uint64_t enq, uint64_t dur, uint64_t *end_out)
+{
+	uint64_t start = enq + sim_cfg.queue_ns;
+	if (s->ready_ns > start)
+		start = s->ready_ns;
+	if (s->legacy) {
+		for (struct sim_stream *t = streams; t; t = t->next)
+			if (t->device == s->device && !(t->flags & cudaStreamNonBlocking) && t->ready_ns > start)
+				start = t->ready_ns;
+	} else if (!(s->flags & cudaStreamNonBlocking)) {
+		if (legacy[s->device].ready_ns > start)
+			start = legacy[s->device].ready_ns;
+	}
+	s->ready_ns = start + dur;
+	*end_out = start + dur;
+	return start;
+}
+
+static uint64_t device_ready(int dev)
+{
+	uint64_t r = legacy[dev].ready_ns;
+	for (struct sim_stream *t = streams; t; t = t->next)
+		if (t->device == dev && t->ready_ns > r)
+			r = t->ready_ns;
+	return r;
+}
+
+/* ------------------------------------------------------------------ durations */
+
+static uint64_t kernel_duration(const struct sim_kernel *k, dim3 grid)
+{
+	for (int i = 0; i < sim_cfg.n_overrides; i++) {
+		const char *pat = sim_cfg.overrides[i].pattern;
+		if ((pat[0] == '*' && pat[1] == 0) || (k && k->name && strstr(k->name, pat)))
+			return sim_cfg.overrides[i].ns;
+	}
+	uint64_t blocks = (uint64_t)grid.x * grid.y * grid.z;
+	return sim_cfg.kernel_base_ns + blocks * sim_cfg.kernel_ns_per_block;
+}
+
+static uint64_t bytes_ns(size_t bytes, double gbps)
+{
+	/* GB/s == bytes per ns */
+	return (uint64_t)((double)bytes / gbps + 0.5);
+}
+
+static uint64_t copy_duration(uint8_t ck, uint8_t src_mem, uint8_t dst_mem, size_t bytes)
+{
+	double gbps;
+	switch (ck) {
+	case SIMGPU_COPY_H2D: gbps = src_mem == SIMGPU_MEM_PAGEABLE ? sim_cfg.pageable_gbps : sim_cfg.h2d_gbps; break;
+	case SIMGPU_COPY_D2H: gbps = dst_mem == SIMGPU_MEM_PAGEABLE ? sim_cfg.pageable_gbps : sim_cfg.d2h_gbps; break;
+	case SIMGPU_COPY_D2D: gbps = sim_cfg.d2d_gbps; break;
+	case SIMGPU_COPY_P2P: gbps = sim_cfg.p2p_gbps; break;
+	default: gbps = sim_cfg.h2h_gbps; break;
+	}
+	return sim_cfg.copy_latency_ns + bytes_ns(bytes, gbps);
+}
+
+static uint64_t memset_duration(size_t bytes)
+{
+	return sim_cfg.memset_base_ns + bytes_ns(bytes, sim_cfg.memset_gbps);
+}
+
+/* ------------------------------------------------------------------ registration */
+
+EXPORT void **__cudaRegisterFatBinary(void *fatCubin)
+{
+	simgpu_init();
+	/* The handle only needs to be unique and stable: a small heap cell. */
+	void **h = calloc(1, sizeof(void *));
+	if (h)
+		*h = fatCubin;
+	return h;
+}
+
+EXPORT void __cudaRegisterFatBinaryEnd(void **fatCubinHandle) { (void)fatCubinHandle; }
+
+EXPORT void __cudaUnregisterFatBinary(void **fatCubinHandle)
+{
+	/* Kernels stay registered: some programs launch from atexit handlers. */
+	(void)fatCubinHandle;
+}
+
+EXPORT char __cudaInitModule(void **fatCubinHandle) { (void)fatCubinHandle; return 1; }
+
+EXPORT void __cudaRegisterFunction(void **fatCubinHandle, const char *hostFun, char *deviceFun,
+	const char *deviceName, int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize)
+{
+	simgpu_init();
+	struct sim_kernel *k = calloc(1, sizeof(*k));
+	if (!k)
+		return;
+	k->magic = KERNEL_MAGIC;
+	k->host_fun = hostFun;
+	k->name = strdup(deviceFun ? deviceFun : (deviceName ? deviceName : "?"));
+	pthread_mutex_lock(&sim_lock);
+	sim_map_put(&kernel_by_fun, (uintptr_t)hostFun, k);
+	sim_map_put(&kernel_by_handle, (uintptr_t)k, k);
+	pthread_mutex_unlock(&sim_lock);
+}
+
+EXPORT void __cudaRegisterVar(void **fatCubinHandle, char *hostVar, char *deviceAddress, const char *deviceName,
+	int ext, size_t size, int constant, int global)
+{
+	simgpu_init();
+	struct sim_symbol *sym = calloc(1, sizeof(*sym));
+	if (!sym)
+		return;
+	size_t alloc_size = size ? size : 1;
+	void *storage = NULL;
+	if (posix_memalign(&storage, 256, (alloc_size + 255) & ~(size_t)255) != 0) {
+		free(sym);
+		return;
+	}
+	/* The host shadow carries the variable's static initializer. */
+	memcpy(storage, hostVar, size);
+	sym->host_var = hostVar;
+	sym->name = strdup(deviceName ? deviceName : "?");
+	sym->storage = storage;
+	sym->size = size;
+	pthread_mutex_lock(&sim_lock);
+	sim_map_put(&symbol_map, (uintptr_t)hostVar, sym);
+	alloc_insert((uintptr_t)storage, alloc_size, SIMGPU_MEM_DEVICE, OWNED_SYMBOL, 0);
+	pthread_mutex_unlock(&sim_lock);
+}
+
+EXPORT void __cudaRegisterManagedVar(void **fatCubinHandle, void **hostVarPtrAddress, char *deviceAddress,
+	const char *deviceName, int ext, size_t size, int constant, int global)
+{
+	(void)fatCubinHandle;
+}
+
+EXPORT void __cudaRegisterHostVar(void **fatCubinHandle, const char *deviceName, char *hostVar, size_t size)
+{
+	(void)fatCubinHandle;
+}
+
+EXPORT void __cudaRegisterUnifiedTable(void *table) { (void)table; }
+
+EXPORT unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st *stream)
+{
+	if (call_cfg_depth >= (int)(sizeof(call_cfg) / sizeof(call_cfg[0])))
+		return 1;
+	call_cfg[call_cfg_depth].grid = gridDim;
+	call_cfg[call_cfg_depth].block = blockDim;
+	call_cfg[call_cfg_depth].shmem = sharedMem;
+	call_cfg[call_cfg_depth].stream = stream;
+	call_cfg_depth++;
+	return 0;
+}
+
+EXPORT cudaError_t __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem, void *stream)
+{
+	if (call_cfg_depth == 0)
+		return set_error(cudaErrorMissingConfiguration);
+	call_cfg_depth--;
+	*gridDim = call_cfg[call_cfg_depth].grid;
+	*blockDim = call_cfg[call_cfg_depth].block;
+	*sharedMem = call_cfg[call_cfg_depth].shmem;
+	*(cudaStream_t *)stream = call_cfg[call_cfg_depth].stream;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
+{
+	if (!kernel)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_kernel *k = sim_map_get(&kernel_by_fun, (uintptr_t)hostFun);
+	pthread_mutex_unlock(&sim_lock);
+	if (!k)
+		return set_error(cudaErrorInvalidDeviceFunction);
+	*kernel = (cudaKernel_t)k;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGetKernel(cudaKernel_t *kernelPtr, const void *entryFuncAddr)
+{
+	return __cudaGetKernel(kernelPtr, entryFuncAddr);
+}
+
+EXPORT cudaError_t cudaGetFuncBySymbol(cudaFunction_t *functionPtr, const void *symbolPtr)
+{
+	cudaKernel_t k;
+	cudaError_t e = __cudaGetKernel(&k, symbolPtr);
+	if (e == cudaSuccess && functionPtr)
+		*functionPtr = (cudaFunction_t)k;
+	return e;
+}
+
+/* ------------------------------------------------------------------ launches */
+
+static cudaError_t check_geometry(dim3 g, dim3 b)
+{
+	if (!g.x || !g.y || !g.z || !b.x || !b.y || !b.z)
+		return cudaErrorInvalidConfiguration;
+	if (b.x > 1024 || b.y > 1024 || b.z > 64 || (uint64_t)b.x * b.y * b.z > 1024)
+		return cudaErrorInvalidConfiguration;
+	if (g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535)
+		return cudaErrorInvalidConfiguration;
+	return cudaSuccess;
+}
+
+/* The one launch path.  `k` may be NULL (unknown function): an error. */
+static cudaError_t launch(const char *api, struct sim_kernel *k, dim3 grid, dim3 block, size_t shmem,
+	cudaStream_t hs, bool ptsz)
+{
+	uint64_t t0 = sim_now();
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_KERNEL, api, t0);
+	op.grid[0] = grid.x; op.grid[1] = grid.y; op.grid[2] = grid.z;
+	op.block[0] = block.x; op.block[1] = block.y; op.block[2] = block.z;
+	op.shared_mem = (uint32_t)shmem;
+	op.stream_handle = (uint64_t)(uintptr_t)hs;
+	op.is_async = 1;
+	if (k)
+		op.name = k->name;
+	sim_spin_until(t0 + sim_cfg.launch_ns);
+	if (!k)
+		return finish_host_op(&op, cudaErrorInvalidDeviceFunction);
+	cudaError_t e = check_geometry(grid, block);
+	if (e != cudaSuccess)
+		return finish_host_op(&op, e);
+	if (shmem > 232448)
+		return finish_host_op(&op, cudaErrorInvalidValue);
+
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	if (!s) {
+		pthread_mutex_unlock(&sim_lock);
+		return finish_host_op(&op, cudaErrorInvalidResourceHandle);
+	}
+	op.stream_id = s->id;
+	op.device = (uint32_t)s->device;
+	if (s->capture) {
+		struct sim_graph *g = s->capture;
+		if (g->n == g->cap) {
+			size_t ncap = g->cap ? g->cap * 2 : 16;
+			struct sim_node *nn = realloc(g->nodes, ncap * sizeof(*nn));
+			if (!nn)
+				abort();
+			g->nodes = nn;
+			g->cap = ncap;
+		}
+		g->nodes[g->n++] = (struct sim_node){ .kind = NODE_KERNEL, .kernel = k, .grid = grid, .block = block,
+			.shmem = (uint32_t)shmem };
+		pthread_mutex_unlock(&sim_lock);
+		op.captured = 1;
+		return finish_host_op(&op, cudaSuccess);
+	}
+	uint64_t enq = sim_now();
+	op.start_ns = schedule(s, enq, kernel_duration(k, grid), &op.end_ns);
+	pthread_mutex_unlock(&sim_lock);
+	op.host_end_ns = sim_now();
+	op.gpu = 1;
+	op.result = cudaSuccess;
+	sim_emit(&op);
+	return cudaSuccess;
+}
+
+static struct sim_kernel *kernel_of_fun(const void *func)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_kernel *k = sim_map_get(&kernel_by_fun, (uintptr_t)func);
+	if (!k)
+		k = sim_map_get(&kernel_by_handle, (uintptr_t)func);
+	pthread_mutex_unlock(&sim_lock);
+	return k;
+}
+
+static struct sim_kernel *kernel_of_handle(cudaKernel_t h)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_kernel *k = sim_map_get(&kernel_by_handle, (uintptr_t)h);
+	pthread_mutex_unlock(&sim_lock);
+	return k;
+}
+
+EXPORT cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+	cudaStream_t stream)
+{
+	return launch("__cudaLaunchKernel", kernel_of_handle(kernel), gridDim, blockDim, sharedMem, stream, false);
+}
+
+EXPORT cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+	size_t sharedMem, cudaStream_t stream)
+{
+	return launch("__cudaLaunchKernel_ptsz", kernel_of_handle(kernel), gridDim, blockDim, sharedMem, stream, true);
+}
+
+EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+	cudaStream_t stream)
+{
+	return launch("cudaLaunchKernel", kernel_of_fun(func), gridDim, blockDim, sharedMem, stream, false);
+}
+
+EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+	size_t sharedMem, cudaStream_t stream)
+{
+	return launch("cudaLaunchKernel_ptsz", kernel_of_fun(func), gridDim, blockDim, sharedMem, stream, true);
+}
+
+EXPORT cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+	size_t sharedMem, cudaStream_t stream)
+{
+	return launch("cudaLaunchCooperativeKernel", kernel_of_fun(func), gridDim, blockDim, sharedMem, stream, false);
+}
+
+EXPORT cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+	size_t sharedMem, cudaStream_t stream)
+{
+	return launch("cudaLaunchCooperativeKernel_ptsz", kernel_of_fun(func), gridDim, blockDim, sharedMem, stream, true);
+}
+
+EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+	if (!config)
+		return set_error(cudaErrorInvalidValue);
+	return launch("cudaLaunchKernelExC", kernel_of_fun(func), config->gridDim, config->blockDim,
+		config->dynamicSmemBytes, config->stream, false);
+}
+
+EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+	if (!config)
+		return set_error(cudaErrorInvalidValue);
+	return launch("cudaLaunchKernelExC_ptsz", kernel_of_fun(func), config->gridDim, config->blockDim,
+		config->dynamicSmemBytes, config->stream, true);
+}
+
+/* ------------------------------------------------------------------ memory */
+
+static cudaError_t do_alloc(const char *api, void **ptr, size_t size, uint8_t mem_kind, cudaStream_t hs, bool async)
+{
+	uint64_t t0 = sim_now();
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_MALLOC, api, t0);
+	op.mem_kind = mem_kind;
+	op.bytes = size;
+	op.is_async = async;
+	op.stream_handle = (uint64_t)(uintptr_t)hs;
+	if (!ptr)
+		return finish_host_op(&op, cudaErrorInvalidValue);
+	sim_spin_until(t0 + sim_cfg.malloc_ns);
+	if (async) {
+		pthread_mutex_lock(&sim_lock);
+		struct sim_stream *s = resolve_stream(hs, false);
+		if (s)
+			op.stream_id = s->id;
+		pthread_mutex_unlock(&sim_lock);
+		if (!s)
+			return finish_host_op(&op, cudaErrorInvalidResourceHandle);
+	}
+	if (size == 0) {
+		*ptr = NULL;
+		return finish_host_op(&op, cudaSuccess);
+	}
+	pthread_mutex_lock(&sim_lock);
+	bool over = bytes_allocated + size > sim_cfg.mem_limit;
+	pthread_mutex_unlock(&sim_lock);
+	void *p = NULL;
+	size_t rounded = (size + 255) & ~(size_t)255;
+	if (over || rounded < size || posix_memalign(&p, 256, rounded) != 0) {
+		*ptr = NULL;
+		return finish_host_op(&op, cudaErrorMemoryAllocation);
+	}
+	/* Zeroed so programs print the same thing on every run. */
+	memset(p, 0, rounded);
+	pthread_mutex_lock(&sim_lock);
+	alloc_insert((uintptr_t)p, size, mem_kind, OWNED_ALLOC, cur_device);
+	bytes_allocated += size;
+	pthread_mutex_unlock(&sim_lock);
+	*ptr = p;
+	op.ptr = (uint64_t)(uintptr_t)p;
+	return finish_host_op(&op, cudaSuccess);
+}
+
+EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+	return do_alloc("cudaMalloc", devPtr, size, SIMGPU_MEM_DEVICE, NULL, false);
+}
+
+EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+	return do_alloc("cudaMallocManaged", devPtr, size, SIMGPU_MEM_MANAGED, NULL, false);
+}
+
+EXPORT cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+	return do_alloc("cudaMallocHost", ptr, size, SIMGPU_MEM_PINNED, NULL, false);
+}
+
+EXPORT cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+	return do_alloc("cudaHostAlloc", pHost, size, SIMGPU_MEM_PINNED, NULL, false);
+}
+
+EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	return do_alloc("cudaMallocAsync", devPtr, size, SIMGPU_MEM_DEVICE, hStream, true);
+}
+
+EXPORT cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	return do_alloc("cudaMallocAsync_ptsz", devPtr, size, SIMGPU_MEM_DEVICE, hStream, true);
+}
+
+EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	if (!pitch)
+		return set_error(cudaErrorInvalidValue);
+	size_t p = (width + 511) & ~(size_t)511;
+	*pitch = p;
+	return do_alloc("cudaMallocPitch", devPtr, p * height, SIMGPU_MEM_DEVICE, NULL, false);
+}
+
+/* Free paths.  `want` is the memory kind the API frees (device APIs also
+ * accept managed memory). */
+static cudaError_t do_free(const char *api, void *ptr, bool host_api, cudaStream_t hs, bool async)
+{
+	uint64_t t0 = sim_now();
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_FREE, api, t0);
+	op.ptr = (uint64_t)(uintptr_t)ptr;
+	op.is_async = async;
+	op.stream_handle = (uint64_t)(uintptr_t)hs;
+	op.mem_kind = host_api ? SIMGPU_MEM_PINNED : SIMGPU_MEM_DEVICE;
+	if (async) {
+		pthread_mutex_lock(&sim_lock);
+		struct sim_stream *s = resolve_stream(hs, false);
+		if (s)
+			op.stream_id = s->id;
+		pthread_mutex_unlock(&sim_lock);
+		if (!s)
+			return finish_host_op(&op, cudaErrorInvalidResourceHandle);
+	}
+	if (!ptr)
+		return finish_host_op(&op, cudaSuccess);
+	if (!async && !host_api) {
+		/* cudaFree implicitly synchronizes the device. */
+		pthread_mutex_lock(&sim_lock);
+		uint64_t until = device_ready(cur_device);
+		pthread_mutex_unlock(&sim_lock);
+		sim_wait_until(until);
+	}
+	sim_spin_until(sim_now() + sim_cfg.free_ns);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_alloc *e = alloc_find(ptr);
+	bool ok = e && e->base == (uintptr_t)ptr && e->owned == OWNED_ALLOC &&
+		(host_api ? e->mem_kind == SIMGPU_MEM_PINNED : is_device_side(e->mem_kind));
+	void *mem = NULL;
+	if (ok) {
+		op.bytes = e->size;
+		op.mem_kind = e->mem_kind;
+		bytes_allocated -= e->size;
+		mem = (void *)e->base;
+		alloc_remove(e);
+	}
+	pthread_mutex_unlock(&sim_lock);
+	if (!ok)
+		return finish_host_op(&op, cudaErrorInvalidValue);
+	free(mem);
+	return finish_host_op(&op, cudaSuccess);
+}
+
+EXPORT cudaError_t cudaFree(void *devPtr) { return do_free("cudaFree", devPtr, false, NULL, false); }
+EXPORT cudaError_t cudaFreeHost(void *ptr) { return do_free("cudaFreeHost", ptr, true, NULL, false); }
+EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+	return do_free("cudaFreeAsync", devPtr, false, hStream, true);
+}
+EXPORT cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+	return do_free("cudaFreeAsync_ptsz", devPtr, false, hStream, true);
+}
+
+EXPORT cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+	if (!ptr || !size)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	cudaError_t e = cudaSuccess;
+	if (alloc_find(ptr))
+		e = cudaErrorHostMemoryAlreadyRegistered;
+	else
+		alloc_insert((uintptr_t)ptr, size, SIMGPU_MEM_PINNED, OWNED_REGISTERED, cur_device);
+	pthread_mutex_unlock(&sim_lock);
+	return set_error(e);
+}
+
+EXPORT cudaError_t cudaHostUnregister(void *ptr)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_alloc *e = alloc_find(ptr);
+	cudaError_t r = cudaSuccess;
+	if (!e || e->owned != OWNED_REGISTERED || e->base != (uintptr_t)ptr)
+		r = cudaErrorHostMemoryNotRegistered;
+	else
+		alloc_remove(e);
+	pthread_mutex_unlock(&sim_lock);
+	return set_error(r);
+}
+
+EXPORT cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
+{
+	if (!pDevice)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	uint8_t mk = mem_kind_of(pHost);
+	pthread_mutex_unlock(&sim_lock);
+	if (mk != SIMGPU_MEM_PINNED)
+		return set_error(cudaErrorInvalidValue);
+	*pDevice = pHost;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
+{
+	pthread_mutex_lock(&sim_lock);
+	uint64_t used = bytes_allocated;
+	pthread_mutex_unlock(&sim_lock);
+	if (total)
+		*total = (size_t)sim_cfg.mem_limit;
+	if (free_bytes)
+		*free_bytes = (size_t)(sim_cfg.mem_limit - used);
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr)
+{
+	if (!attributes)
+		return set_error(cudaErrorInvalidValue);
+	memset(attributes, 0, sizeof(*attributes));
+	pthread_mutex_lock(&sim_lock);
+	struct sim_alloc *e = alloc_find(ptr);
+	struct sim_alloc copy = e ? *e : (struct sim_alloc){ 0 };
+	pthread_mutex_unlock(&sim_lock);
+	if (!e) {
+		attributes->type = cudaMemoryTypeUnregistered;
+		attributes->device = -2;
+		return cudaSuccess;
+	}
+	attributes->device = copy.device;
+	switch (copy.mem_kind) {
+	case SIMGPU_MEM_DEVICE:
+		attributes->type = cudaMemoryTypeDevice;
+		attributes->devicePointer = (void *)ptr;
+		break;
+	case SIMGPU_MEM_MANAGED:
+		attributes->type = cudaMemoryTypeManaged;
+		attributes->devicePointer = (void *)ptr;
+		attributes->hostPointer = (void *)ptr;
+		break;
+	default:
+		attributes->type = cudaMemoryTypeHost;
+		attributes->devicePointer = (void *)ptr;
+		attributes->hostPointer = (void *)ptr;
+		break;
+	}
+	return cudaSuccess;
+}
+
+/* ------------------------------------------------------------------ copies and memsets */
+
+/* Resolves the direction of a copy and validates the device side(s).
+ * Caller holds sim_lock. */
+static cudaError_t classify_copy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+	uint8_t *ck, uint8_t *src_mem, uint8_t *dst_mem)
+{
+	if ((unsigned)kind > cudaMemcpyDefault)
+		return cudaErrorInvalidMemcpyDirection;
+	uint8_t sm = mem_kind_of(src), dm = mem_kind_of(dst);
+	bool sdev = is_device_side(sm), ddev = is_device_side(dm);
+	switch (kind) {
+	case cudaMemcpyHostToHost: *ck = SIMGPU_COPY_H2H; break;
+	case cudaMemcpyHostToDevice: *ck = SIMGPU_COPY_H2D; break;
+	case cudaMemcpyDeviceToHost: *ck = SIMGPU_COPY_D2H; break;
+	case cudaMemcpyDeviceToDevice: *ck = SIMGPU_COPY_D2D; break;
+	default:
+		*ck = sdev ? (ddev ? SIMGPU_COPY_D2D : SIMGPU_COPY_D2H) : (ddev ? SIMGPU_COPY_H2D : SIMGPU_COPY_H2H);
+		break;
+	}
+	*src_mem = sm;
+	*dst_mem = dm;
+	if (count == 0)
+		return cudaSuccess;
+	if (!src || !dst)
+		return cudaErrorInvalidValue;
+	bool need_src_dev = *ck == SIMGPU_COPY_D2H || *ck == SIMGPU_COPY_D2D;
+	bool need_dst_dev = *ck == SIMGPU_COPY_H2D || *ck == SIMGPU_COPY_D2D;
+	if (need_src_dev && !device_range_ok(src, count))
+		return cudaErrorInvalidValue;
+	if (need_dst_dev && !device_range_ok(dst, count))
+		return cudaErrorInvalidValue;
+	return cudaSuccess;
+}
+
+static void capture_node(struct sim_graph *g, struct sim_node node)
+{
+	if (g->n == g->cap) {
+		size_t ncap = g->cap ? g->cap * 2 : 16;
+		struct sim_node *nn = realloc(g->nodes, ncap * sizeof(*nn));
+		if (!nn)
+			abort();
+		g->nodes = nn;
+		g->cap = ncap;
+	}
+	g->nodes[g->n++] = node;
+}
+
+/* The one copy path (1D).  `sync_api`: a non-Async API, which returns only
+ * when the copy is done (except device-to-device).  Async copies involving
+ * pageable host memory are synchronous too, as in CUDA. */
+static cudaError_t copy_common(const char *api, void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+	cudaStream_t hs, bool ptsz, bool sync_api, size_t rows, size_t dpitch, size_t spitch, uint8_t force_kind)
+{
+	uint64_t t0 = sim_now();
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_MEMCPY, api, t0);
+	size_t total = count * (rows ? rows : 1);
+	op.bytes = total;
+	op.ptr = (uint64_t)(uintptr_t)dst;
+	op.ptr2 = (uint64_t)(uintptr_t)src;
+	op.is_async = !sync_api;
+	op.stream_handle = (uint64_t)(uintptr_t)hs;
+	if (!sync_api)
+		sim_spin_until(t0 + sim_cfg.launch_ns);
+
+	pthread_mutex_lock(&sim_lock);
+	uint8_t ck = 0, sm = 0, dm = 0;
+	cudaError_t e;
+	if (rows) {
+		e = classify_copy(dst, src, dpitch * (rows - 1) + count, kind, &ck, &sm, &dm);
+		if (e == cudaSuccess) {
+			uint8_t ck2, sm2, dm2;
+			e = classify_copy(dst, src, 0, kind, &ck2, &sm2, &dm2);
+			/* Both pitched extents must fit. */
+			bool sdev = ck == SIMGPU_COPY_D2H || ck == SIMGPU_COPY_D2D;
+			if (e == cudaSuccess && total && sdev && !device_range_ok(src, spitch * (rows - 1) + count))
+				e = cudaErrorInvalidValue;
+		}
+		if (e == cudaSuccess && (count > dpitch || count > spitch))
+			e = cudaErrorInvalidPitchValue;
+	} else {
+		e = classify_copy(dst, src, count, kind, &ck, &sm, &dm);
+	}
+	if (force_kind && e == cudaSuccess)
+		ck = force_kind;
+	op.copy_kind = ck;
+	op.mem_kind = sm;
+	op.dst_mem_kind = dm;
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	if (e == cudaSuccess && !s)
+		e = cudaErrorInvalidResourceHandle;
+	if (s) {
+		op.stream_id = s->id;
+		op.device = (uint32_t)s->device;
+	}
+	if (e != cudaSuccess || total == 0) {
+		pthread_mutex_unlock(&sim_lock);
+		return finish_host_op(&op, e);
+	}
+	if (s->capture) {
+		if (rows) {
+			pthread_mutex_unlock(&sim_lock);
+			return finish_host_op(&op, cudaErrorStreamCaptureUnsupported);
+		}
+		capture_node(s->capture, (struct sim_node){ .kind = NODE_MEMCPY, .dst = dst, .src = src, .bytes = count,
+			.copy_kind = ck, .src_mem = sm, .dst_mem = dm });
+		pthread_mutex_unlock(&sim_lock);
+		op.captured = 1;
+		return finish_host_op(&op, cudaSuccess);
+	}
+	/* The bytes move now; the timeline says when the device did it. */
+	if (rows) {
+		for (size_t r = 0; r < rows; r++)
+			memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, count);
+	} else {
+		memmove(dst, src, count);
+	}
+	uint64_t enq = sim_now();
+	op.start_ns = schedule(s, enq, copy_duration(ck, sm, dm, total), &op.end_ns);
+	pthread_mutex_unlock(&sim_lock);
+
+	bool host_side_pageable = (ck == SIMGPU_COPY_H2D && sm == SIMGPU_MEM_PAGEABLE) ||
+		(ck == SIMGPU_COPY_D2H && dm == SIMGPU_MEM_PAGEABLE) || ck == SIMGPU_COPY_H2H;
+	bool waits = sync_api ? (ck != SIMGPU_COPY_D2D && ck != SIMGPU_COPY_P2P) : host_side_pageable;
+	if (waits)
+		sim_wait_until(op.end_ns);
+	op.host_end_ns = sim_now();
+	op.gpu = 1;
+	op.result = cudaSuccess;
+	sim_emit(&op);
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return copy_common("cudaMemcpy", dst, src, count, kind, NULL, false, true, 0, 0, 0, 0);
+}
+EXPORT cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return copy_common("cudaMemcpy_ptds", dst, src, count, kind, NULL, true, true, 0, 0, 0, 0);
+}
+EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+	cudaStream_t stream)
+{
+	return copy_common("cudaMemcpyAsync", dst, src, count, kind, stream, false, false, 0, 0, 0, 0);
+}
+EXPORT cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+	cudaStream_t stream)
+{
+	return copy_common("cudaMemcpyAsync_ptsz", dst, src, count, kind, stream, true, false, 0, 0, 0, 0);
+}
+EXPORT cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+	size_t height, enum cudaMemcpyKind kind)
+{
+	return copy_common("cudaMemcpy2D", dst, src, width, kind, NULL, false, true, height ? height : 0, dpitch,
+		spitch, 0);
+}
+EXPORT cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+	size_t height, enum cudaMemcpyKind kind)
+{
+	return copy_common("cudaMemcpy2D_ptds", dst, src, width, kind, NULL, true, true, height, dpitch, spitch, 0);
+}
+EXPORT cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+	size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return copy_common("cudaMemcpy2DAsync", dst, src, width, kind, stream, false, false, height, dpitch, spitch, 0);
+}
+EXPORT cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+	size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return copy_common("cudaMemcpy2DAsync_ptsz", dst, src, width, kind, stream, true, false, height, dpitch,
+		spitch, 0);
+}
+
+static cudaError_t peer_copy(const char *api, void *dst, int dstDevice, const void *src, int srcDevice,
+	size_t count, cudaStream_t stream, bool sync_api)
+{
+	if (dstDevice < 0 || dstDevice >= sim_cfg.device_count || srcDevice < 0 || srcDevice >= sim_cfg.device_count) {
+		uint64_t t0 = sim_now();
+		struct simgpu_op op;
+		op_init(&op, SIMGPU_OP_MEMCPY, api, t0);
+		op.bytes = count;
+		return finish_host_op(&op, cudaErrorInvalidDevice);
+	}
+	return copy_common(api, dst, src, count, cudaMemcpyDeviceToDevice, stream, false, sync_api, 0, 0, 0,
+		dstDevice != srcDevice ? SIMGPU_COPY_P2P : 0);
+}
+
+EXPORT cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
+{
+	return peer_copy("cudaMemcpyPeer", dst, dstDevice, src, srcDevice, count, NULL, true);
+}
+EXPORT cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice, size_t count,
+	cudaStream_t stream)
+{
+	return peer_copy("cudaMemcpyPeerAsync", dst, dstDevice, src, srcDevice, count, stream, false);
+}
+
+static cudaError_t symbol_copy(const char *api, const void *symbol, void *host, size_t count, size_t offset,
+	enum cudaMemcpyKind kind, cudaStream_t stream, bool ptsz, bool sync_api, bool to_symbol)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_symbol *sym = sim_map_get(&symbol_map, (uintptr_t)symbol);
+	struct sim_symbol copy = sym ? *sym : (struct sim_symbol){ 0 };
+	pthread_mutex_unlock(&sim_lock);
+	cudaError_t e = cudaSuccess;
+	if (!sym)
+		e = cudaErrorInvalidSymbol;
+	else if (offset > copy.size || count > copy.size - offset)
+		e = cudaErrorInvalidValue;
+	else if (to_symbol ? (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault)
+			   : (kind != cudaMemcpyDeviceToHost && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault))
+		e = cudaErrorInvalidMemcpyDirection;
+	if (e != cudaSuccess) {
+		struct simgpu_op op;
+		op_init(&op, SIMGPU_OP_MEMCPY, api, sim_now());
+		op.bytes = count;
+		op.is_async = !sync_api;
+		op.stream_handle = (uint64_t)(uintptr_t)stream;
+		return finish_host_op(&op, e);
+	}
+	char *dev = (char *)copy.storage + offset;
+	if (to_symbol)
+		return copy_common(api, dev, host, count, kind, stream, ptsz, sync_api, 0, 0, 0, 0);
+	return copy_common(api, host, dev, count, kind, stream, ptsz, sync_api, 0, 0, 0, 0);
+}
+
+EXPORT cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
+	enum cudaMemcpyKind kind)
+{
+	return symbol_copy("cudaMemcpyToSymbol", symbol, (void *)src, count, offset, kind, NULL, false, true, true);
+}
+EXPORT cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset,
+	enum cudaMemcpyKind kind)
+{
+	return symbol_copy("cudaMemcpyFromSymbol", symbol, dst, count, offset, kind, NULL, false, true, false);
+}
+EXPORT cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count, size_t offset,
+	enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return symbol_copy("cudaMemcpyToSymbolAsync", symbol, (void *)src, count, offset, kind, stream, false, false, true);
+}
+EXPORT cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset,
+	enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return symbol_copy("cudaMemcpyFromSymbolAsync", symbol, dst, count, offset, kind, stream, false, false, false);
+}
+EXPORT cudaError_t cudaMemcpyToSymbol_ptds(const void *symbol, const void *src, size_t count, size_t offset,
+	enum cudaMemcpyKind kind)
+{
+	return symbol_copy("cudaMemcpyToSymbol_ptds", symbol, (void *)src, count, offset, kind, NULL, true, true, true);
+}
+EXPORT cudaError_t cudaMemcpyFromSymbol_ptds(void *dst, const void *symbol, size_t count, size_t offset,
+	enum cudaMemcpyKind kind)
+{
+	return symbol_copy("cudaMemcpyFromSymbol_ptds", symbol, dst, count, offset, kind, NULL, true, true, false);
+}
+EXPORT cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *src, size_t count, size_t offset,
+	enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return symbol_copy("cudaMemcpyToSymbolAsync_ptsz", symbol, (void *)src, count, offset, kind, stream, true, false,
+		true);
+}
+EXPORT cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol, size_t count, size_t offset,
+	enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return symbol_copy("cudaMemcpyFromSymbolAsync_ptsz", symbol, dst, count, offset, kind, stream, true, false,
+		false);
+}
+
+EXPORT cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_symbol *sym = sim_map_get(&symbol_map, (uintptr_t)symbol);
+	void *p = sym ? sym->storage : NULL;
+	pthread_mutex_unlock(&sim_lock);
+	if (!sym || !devPtr)
+		return set_error(sym ? cudaErrorInvalidValue : cudaErrorInvalidSymbol);
+	*devPtr = p;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGetSymbolSize(size_t *size, const void *symbol)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_symbol *sym = sim_map_get(&symbol_map, (uintptr_t)symbol);
+	size_t n = sym ? sym->size : 0;
+	pthread_mutex_unlock(&sim_lock);
+	if (!sym || !size)
+		return set_error(sym ? cudaErrorInvalidValue : cudaErrorInvalidSymbol);
+	*size = n;
+	return cudaSuccess;
+}
+
+static cudaError_t memset_common(const char *api, void *dev, int value, size_t count, cudaStream_t hs, bool ptsz,
+	bool async)
+{
+	uint64_t t0 = sim_now();
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_MEMSET, api, t0);
+	op.bytes = count;
+	op.ptr = (uint64_t)(uintptr_t)dev;
+	op.is_async = async;
+	op.stream_handle = (uint64_t)(uintptr_t)hs;
+	sim_spin_until(t0 + sim_cfg.launch_ns);
+	pthread_mutex_lock(&sim_lock);
+	cudaError_t e = cudaSuccess;
+	if (count && !device_range_ok(dev, count))
+		e = cudaErrorInvalidValue;
+	op.mem_kind = mem_kind_of(dev);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	if (e == cudaSuccess && !s)
+		e = cudaErrorInvalidResourceHandle;
+	if (s) {
+		op.stream_id = s->id;
+		op.device = (uint32_t)s->device;
+	}
+	if (e != cudaSuccess || count == 0) {
+		pthread_mutex_unlock(&sim_lock);
+		return finish_host_op(&op, e);
+	}
+	if (s->capture) {
+		capture_node(s->capture, (struct sim_node){ .kind = NODE_MEMSET, .dst = dev, .bytes = count, .value = value });
+		pthread_mutex_unlock(&sim_lock);
+		op.captured = 1;
+		return finish_host_op(&op, cudaSuccess);
+	}
+	memset(dev, value, count);
+	op.start_ns = schedule(s, sim_now(), memset_duration(count), &op.end_ns);
+	pthread_mutex_unlock(&sim_lock);
+	op.host_end_ns = sim_now();
+	op.gpu = 1;
+	op.result = cudaSuccess;
+	sim_emit(&op);
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaMemset(void *devPtr, int value, size_t count)
+{
+	return memset_common("cudaMemset", devPtr, value, count, NULL, false, false);
+}
+EXPORT cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count)
+{
+	return memset_common("cudaMemset_ptds", devPtr, value, count, NULL, true, false);
+}
+EXPORT cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+	return memset_common("cudaMemsetAsync", devPtr, value, count, stream, false, true);
+}
+EXPORT cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+	return memset_common("cudaMemsetAsync_ptsz", devPtr, value, count, stream, true, true);
+}
+
+/* ------------------------------------------------------------------ streams */
+
+static cudaError_t stream_create(const char *api, cudaStream_t *ps, unsigned flags, int priority)
+{
+	simgpu_init();
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_STREAM, api, sim_now());
+	if (!ps || (flags & ~1u))
+		return finish_host_op(&op, cudaErrorInvalidValue);
+	struct sim_stream *s = calloc(1, sizeof(*s));
+	if (!s)
+		return finish_host_op(&op, cudaErrorMemoryAllocation);
+	s->magic = STREAM_MAGIC;
+	s->flags = flags;
+	s->priority = priority < -5 ? -5 : (priority > 0 ? 0 : priority);
+	s->device = cur_device;
+	pthread_mutex_lock(&sim_lock);
+	s->id = next_stream_id++;
+	s->next = streams;
+	streams = s;
+	sim_map_put(&stream_map, (uintptr_t)s, s);
+	pthread_mutex_unlock(&sim_lock);
+	*ps = (cudaStream_t)s;
+	op.stream_id = s->id;
+	op.stream_handle = (uint64_t)(uintptr_t)s;
+	return finish_host_op(&op, cudaSuccess);
+}
+
+EXPORT cudaError_t cudaStreamCreate(cudaStream_t *pStream)
+{
+	return stream_create("cudaStreamCreate", pStream, 0, 0);
+}
+EXPORT cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+	return stream_create("cudaStreamCreateWithFlags", pStream, flags, 0);
+}
+EXPORT cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+	return stream_create("cudaStreamCreateWithPriority", pStream, flags, priority);
+}
+
+EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_STREAM, "cudaStreamDestroy", sim_now());
+	op.stream_handle = (uint64_t)(uintptr_t)stream;
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = sim_map_get(&stream_map, (uintptr_t)stream);
+	if (s) {
+		op.stream_id = s->id;
+		sim_map_del(&stream_map, (uintptr_t)s);
+		for (struct sim_stream **pp = &streams; *pp; pp = &(*pp)->next) {
+			if (*pp == s) {
+				*pp = s->next;
+				break;
+			}
+		}
+		/* Work still queued on it keeps its place on the timeline through
+		 * the legacy stream, which must wait for it. */
+		if (s->ready_ns > legacy[s->device].ready_ns && !(s->flags & cudaStreamNonBlocking))
+			legacy[s->device].ready_ns = s->ready_ns;
+		s->magic = 0;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	if (!s)
+		return finish_host_op(&op, cudaErrorInvalidResourceHandle);
+	free(s);
+	return finish_host_op(&op, cudaSuccess);
+}
+
+/* Sync helpers: log an op with the call's times after really waiting. */
+static cudaError_t sync_finish(struct simgpu_op *op, uint64_t until, cudaError_t e)
+{
+	if (e == cudaSuccess) {
+		sim_wait_until(until);
+		sim_spin_until(sim_now() + sim_cfg.sync_ns);
+	}
+	op->host_end_ns = sim_now();
+	op->start_ns = op->host_start_ns;
+	op->end_ns = op->host_end_ns;
+	op->result = e;
+	op->gpu = e == cudaSuccess;
+	sim_emit(op);
+	return set_error(e);
+}
+
+static cudaError_t stream_sync(const char *api, cudaStream_t hs, bool ptsz)
+{
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_SYNC, api, sim_now());
+	op.sync_kind = SIMGPU_SYNC_STREAM;
+	op.stream_handle = (uint64_t)(uintptr_t)hs;
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	uint64_t until = 0;
+	cudaError_t e = cudaSuccess;
+	if (!s) {
+		e = cudaErrorInvalidResourceHandle;
+	} else {
+		op.stream_id = s->id;
+		op.device = (uint32_t)s->device;
+		until = s->ready_ns;
+		/* Synchronizing the legacy stream waits for what it would wait for. */
+		if (s->legacy)
+			until = device_ready(s->device) > until ? device_ready(s->device) : until;
+		if (s->capture)
+			e = cudaErrorStreamCaptureUnsupported;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return sync_finish(&op, until, e);
+}
+
+EXPORT cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+	return stream_sync("cudaStreamSynchronize", stream, false);
+}
+EXPORT cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+	return stream_sync("cudaStreamSynchronize_ptsz", stream, true);
+}
+
+EXPORT cudaError_t cudaDeviceSynchronize(void)
+{
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_SYNC, "cudaDeviceSynchronize", sim_now());
+	op.sync_kind = SIMGPU_SYNC_DEVICE;
+	pthread_mutex_lock(&sim_lock);
+	uint64_t until = device_ready(cur_device);
+	pthread_mutex_unlock(&sim_lock);
+	return sync_finish(&op, until, cudaSuccess);
+}
+
+EXPORT cudaError_t cudaThreadSynchronize(void) { return cudaDeviceSynchronize(); }
+
+static cudaError_t stream_query(cudaStream_t hs, bool ptsz)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	uint64_t ready = s ? (s->legacy ? device_ready(s->device) : s->ready_ns) : 0;
+	pthread_mutex_unlock(&sim_lock);
+	if (!s)
+		return set_error(cudaErrorInvalidResourceHandle);
+	/* Not ready is a status, not an error: it does not set the last error. */
+	return sim_now() >= ready ? cudaSuccess : cudaErrorNotReady;
+}
+EXPORT cudaError_t cudaStreamQuery(cudaStream_t stream) { return stream_query(stream, false); }
+EXPORT cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream) { return stream_query(stream, true); }
+
+static cudaError_t stream_get(cudaStream_t hs, bool ptsz, unsigned *flags, int *prio, unsigned long long *id)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	if (s) {
+		if (flags)
+			*flags = s->flags;
+		if (prio)
+			*prio = s->priority;
+		if (id)
+			*id = s->id;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return s ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
+}
+EXPORT cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int *flags)
+{
+	return flags ? stream_get(s, false, flags, NULL, NULL) : set_error(cudaErrorInvalidValue);
+}
+EXPORT cudaError_t cudaStreamGetPriority(cudaStream_t s, int *priority)
+{
+	return priority ? stream_get(s, false, NULL, priority, NULL) : set_error(cudaErrorInvalidValue);
+}
+EXPORT cudaError_t cudaStreamGetId(cudaStream_t s, unsigned long long *streamId)
+{
+	return streamId ? stream_get(s, false, NULL, NULL, streamId) : set_error(cudaErrorInvalidValue);
+}
+EXPORT cudaError_t cudaStreamGetId_ptsz(cudaStream_t s, unsigned long long *streamId)
+{
+	return streamId ? stream_get(s, true, NULL, NULL, streamId) : set_error(cudaErrorInvalidValue);
+}
+EXPORT cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
+{
+	if (leastPriority)
+		*leastPriority = 0;
+	if (greatestPriority)
+		*greatestPriority = -5;
+	return cudaSuccess;
+}
+
+/* ------------------------------------------------------------------ events */
+
+static cudaError_t event_create(cudaEvent_t *pe, unsigned flags)
+{
+	simgpu_init();
+	if (!pe)
+		return set_error(cudaErrorInvalidValue);
+	struct sim_event *ev = calloc(1, sizeof(*ev));
+	if (!ev)
+		return set_error(cudaErrorMemoryAllocation);
+	ev->magic = EVENT_MAGIC;
+	ev->flags = flags;
+	ev->device = cur_device;
+	pthread_mutex_lock(&sim_lock);
+	ev->id = next_event_id++;
+	sim_map_put(&event_map, (uintptr_t)ev, ev);
+	pthread_mutex_unlock(&sim_lock);
+	*pe = (cudaEvent_t)ev;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaEventCreate(cudaEvent_t *event) { return event_create(event, 0); }
+EXPORT cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) { return event_create(event, flags); }
+
+EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_event *ev = sim_map_get(&event_map, (uintptr_t)event);
+	if (ev)
+		sim_map_del(&event_map, (uintptr_t)ev);
+	pthread_mutex_unlock(&sim_lock);
+	if (!ev)
+		return set_error(cudaErrorInvalidResourceHandle);
+	ev->magic = 0;
+	free(ev);
+	return cudaSuccess;
+}
+
+static cudaError_t event_record(const char *api, cudaEvent_t event, cudaStream_t hs, bool ptsz)
+{
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_EVENT, api, sim_now());
+	op.stream_handle = (uint64_t)(uintptr_t)hs;
+	pthread_mutex_lock(&sim_lock);
+	struct sim_event *ev = sim_map_get(&event_map, (uintptr_t)event);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	cudaError_t e = cudaSuccess;
+	if (!ev || !s) {
+		e = cudaErrorInvalidResourceHandle;
+	} else {
+		op.event_id = ev->id;
+		op.stream_id = s->id;
+		op.device = (uint32_t)s->device;
+		uint64_t end;
+		/* An event completes when all work before it on the stream has. */
+		ev->ts_ns = schedule(s, sim_now(), 0, &end);
+		ev->recorded = true;
+		op.start_ns = op.end_ns = ev->ts_ns;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	op.host_end_ns = sim_now();
+	if (e != cudaSuccess)
+		return finish_host_op(&op, e);
+	op.result = cudaSuccess;
+	sim_emit(&op);
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+	return event_record("cudaEventRecord", event, stream, false);
+}
+EXPORT cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
+{
+	return event_record("cudaEventRecord_ptsz", event, stream, true);
+}
+EXPORT cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
+{
+	return event_record("cudaEventRecordWithFlags", event, stream, false);
+}
+EXPORT cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
+{
+	return event_record("cudaEventRecordWithFlags_ptsz", event, stream, true);
+}
+
+EXPORT cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_event *ev = sim_map_get(&event_map, (uintptr_t)event);
+	uint64_t ts = ev ? ev->ts_ns : 0;
+	pthread_mutex_unlock(&sim_lock);
+	if (!ev)
+		return set_error(cudaErrorInvalidResourceHandle);
+	return sim_now() >= ts ? cudaSuccess : cudaErrorNotReady;
+}
+
+EXPORT cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_SYNC, "cudaEventSynchronize", sim_now());
+	op.sync_kind = SIMGPU_SYNC_EVENT;
+	pthread_mutex_lock(&sim_lock);
+	struct sim_event *ev = sim_map_get(&event_map, (uintptr_t)event);
+	uint64_t until = ev ? ev->ts_ns : 0;
+	if (ev)
+		op.event_id = ev->id;
+	pthread_mutex_unlock(&sim_lock);
+	return sync_finish(&op, until, ev ? cudaSuccess : cudaErrorInvalidResourceHandle);
+}
+
+EXPORT cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	if (!ms)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_event *a = sim_map_get(&event_map, (uintptr_t)start);
+	struct sim_event *b = sim_map_get(&event_map, (uintptr_t)end);
+	cudaError_t e = cudaSuccess;
+	uint64_t ta = 0, tb = 0;
+	if (!a || !b || (a->flags & cudaEventDisableTiming) || (b->flags & cudaEventDisableTiming) || !a->recorded ||
+	    !b->recorded)
+		e = cudaErrorInvalidResourceHandle;
+	else {
+		ta = a->ts_ns;
+		tb = b->ts_ns;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	if (e != cudaSuccess)
+		return set_error(e);
+	uint64_t now = sim_now();
+	if (now < ta || now < tb)
+		return set_error(cudaErrorNotReady);
+	*ms = (float)((double)((int64_t)tb - (int64_t)ta) / 1e6);
+	return cudaSuccess;
+}
+
+static cudaError_t stream_wait_event(const char *api, cudaStream_t hs, cudaEvent_t event, bool ptsz)
+{
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_SYNC, api, sim_now());
+	op.sync_kind = SIMGPU_SYNC_STREAM_WAIT_EVENT;
+	op.stream_handle = (uint64_t)(uintptr_t)hs;
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	struct sim_event *ev = sim_map_get(&event_map, (uintptr_t)event);
+	cudaError_t e = cudaSuccess;
+	if (!s || !ev) {
+		e = cudaErrorInvalidResourceHandle;
+	} else {
+		op.stream_id = s->id;
+		op.device = (uint32_t)s->device;
+		op.event_id = ev->id;
+		/* The host does not wait: the stream's next op does. */
+		if (ev->recorded && ev->ts_ns > s->ready_ns)
+			s->ready_ns = ev->ts_ns;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return sync_finish(&op, 0, e);
+}
+
+EXPORT cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	return stream_wait_event("cudaStreamWaitEvent", stream, event, false);
+}
+EXPORT cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	return stream_wait_event("cudaStreamWaitEvent_ptsz", stream, event, true);
+}
+
+/* ------------------------------------------------------------------ graphs (stream capture) */
+
+static cudaError_t begin_capture(cudaStream_t hs, bool ptsz)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	cudaError_t e = cudaSuccess;
+	if (!s)
+		e = cudaErrorInvalidResourceHandle;
+	else if (s->legacy)
+		e = cudaErrorStreamCaptureUnsupported;
+	else if (s->capture)
+		e = cudaErrorIllegalState;
+	else {
+		struct sim_graph *g = calloc(1, sizeof(*g));
+		if (!g)
+			abort();
+		g->magic = GRAPH_MAGIC;
+		s->capture = g;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return set_error(e);
+}
+
+EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	return begin_capture(stream, false);
+}
+EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	return begin_capture(stream, true);
+}
+
+static cudaError_t end_capture(cudaStream_t hs, cudaGraph_t *pGraph, bool ptsz)
+{
+	if (!pGraph)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	cudaError_t e = cudaSuccess;
+	if (!s)
+		e = cudaErrorInvalidResourceHandle;
+	else if (!s->capture)
+		e = cudaErrorIllegalState;
+	else {
+		sim_map_put(&graph_map, (uintptr_t)s->capture, s->capture);
+		*pGraph = (cudaGraph_t)s->capture;
+		s->capture = NULL;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return set_error(e);
+}
+
+EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	return end_capture(stream, pGraph, false);
+}
+EXPORT cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	return end_capture(stream, pGraph, true);
+}
+
+static cudaError_t is_capturing(cudaStream_t hs, enum cudaStreamCaptureStatus *st, bool ptsz)
+{
+	if (!st)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	if (s)
+		*st = s->capture ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+	pthread_mutex_unlock(&sim_lock);
+	return s ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
+}
+EXPORT cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+	return is_capturing(stream, pCaptureStatus, false);
+}
+EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+	return is_capturing(stream, pCaptureStatus, true);
+}
+
+EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
+{
+	if (!pGraphExec)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_graph *g = sim_map_get(&graph_map, (uintptr_t)graph);
+	struct sim_exec *x = NULL;
+	if (g) {
+		x = calloc(1, sizeof(*x));
+		if (!x)
+			abort();
+		x->magic = EXEC_MAGIC;
+		x->n = g->n;
+		x->nodes = calloc(g->n ? g->n : 1, sizeof(*x->nodes));
+		if (!x->nodes)
+			abort();
+		memcpy(x->nodes, g->nodes, g->n * sizeof(*x->nodes));
+		sim_map_put(&exec_map, (uintptr_t)x, x);
+	}
+	pthread_mutex_unlock(&sim_lock);
+	if (!g)
+		return set_error(cudaErrorInvalidValue);
+	*pGraphExec = (cudaGraphExec_t)x;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_graph *g = sim_map_get(&graph_map, (uintptr_t)graph);
+	if (g)
+		sim_map_del(&graph_map, (uintptr_t)g);
+	pthread_mutex_unlock(&sim_lock);
+	if (!g)
+		return set_error(cudaErrorInvalidValue);
+	free(g->nodes);
+	free(g);
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_exec *x = sim_map_get(&exec_map, (uintptr_t)graphExec);
+	if (x)
+		sim_map_del(&exec_map, (uintptr_t)x);
+	pthread_mutex_unlock(&sim_lock);
+	if (!x)
+		return set_error(cudaErrorInvalidValue);
+	free(x->nodes);
+	free(x);
+	return cudaSuccess;
+}
+
+/* Replays every node in order on the stream; all ops share the launch's
+ * correlation id, as CUPTI reports graph kernels. */
+static cudaError_t graph_launch(const char *api, cudaGraphExec_t exec, cudaStream_t hs, bool ptsz)
+{
+	uint64_t t0 = sim_now();
+	struct simgpu_op base;
+	op_init(&base, SIMGPU_OP_KERNEL, api, t0);
+	base.stream_handle = (uint64_t)(uintptr_t)hs;
+	base.is_async = 1;
+	sim_spin_until(t0 + sim_cfg.launch_ns);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_exec *x = sim_map_get(&exec_map, (uintptr_t)exec);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	if (!x || !s) {
+		pthread_mutex_unlock(&sim_lock);
+		return finish_host_op(&base, !x ? cudaErrorInvalidValue : cudaErrorInvalidResourceHandle);
+	}
+	size_t n = x->n;
+	struct simgpu_op *ops = calloc(n ? n : 1, sizeof(*ops));
+	if (!ops)
+		abort();
+	uint64_t enq = sim_now();
+	for (size_t i = 0; i < n; i++) {
+		struct sim_node *nd = &x->nodes[i];
+		struct simgpu_op *op = &ops[i];
+		*op = base;
+		op->stream_id = s->id;
+		op->device = (uint32_t)s->device;
+		op->gpu = 1;
+		uint64_t dur;
+		if (nd->kind == NODE_KERNEL) {
+			op->kind = SIMGPU_OP_KERNEL;
+			op->name = nd->kernel->name;
+			op->grid[0] = nd->grid.x; op->grid[1] = nd->grid.y; op->grid[2] = nd->grid.z;
+			op->block[0] = nd->block.x; op->block[1] = nd->block.y; op->block[2] = nd->block.z;
+			op->shared_mem = nd->shmem;
+			dur = kernel_duration(nd->kernel, nd->grid);
+		} else if (nd->kind == NODE_MEMSET) {
+			op->kind = SIMGPU_OP_MEMSET;
+			op->bytes = nd->bytes;
+			op->ptr = (uint64_t)(uintptr_t)nd->dst;
+			op->mem_kind = mem_kind_of(nd->dst);
+			memset(nd->dst, nd->value, nd->bytes);
+			dur = memset_duration(nd->bytes);
+		} else {
+			op->kind = SIMGPU_OP_MEMCPY;
+			op->bytes = nd->bytes;
+			op->ptr = (uint64_t)(uintptr_t)nd->dst;
+			op->ptr2 = (uint64_t)(uintptr_t)nd->src;
+			op->copy_kind = nd->copy_kind;
+			op->mem_kind = nd->src_mem;
+			op->dst_mem_kind = nd->dst_mem;
+			memmove(nd->dst, nd->src, nd->bytes);
+			dur = copy_duration(nd->copy_kind, nd->src_mem, nd->dst_mem, nd->bytes);
+		}
+		op->start_ns = schedule(s, enq, dur, &op->end_ns);
+	}
+	pthread_mutex_unlock(&sim_lock);
+	uint64_t t1 = sim_now();
+	for (size_t i = 0; i < n; i++) {
+		ops[i].host_end_ns = t1;
+		ops[i].result = cudaSuccess;
+		sim_emit(&ops[i]);
+	}
+	free(ops);
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	return graph_launch("cudaGraphLaunch", graphExec, stream, false);
+}
+EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	return graph_launch("cudaGraphLaunch_ptsz", graphExec, stream, true);
+}
+
+/* ------------------------------------------------------------------ device */
+
+EXPORT cudaError_t cudaGetDeviceCount(int *count)
+{
+	simgpu_init();
+	if (!count)
+		return set_error(cudaErrorInvalidValue);
+	*count = sim_cfg.device_count;
+	return sim_cfg.device_count ? cudaSuccess : set_error(cudaErrorNoDevice);
+}
+
+EXPORT cudaError_t cudaSetDevice(int device)
+{
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_DEVICE, "cudaSetDevice", sim_now());
+	op.device = (uint32_t)device;
+	if (device < 0 || device >= sim_cfg.device_count)
+		return finish_host_op(&op, cudaErrorInvalidDevice);
+	cur_device = device;
+	return finish_host_op(&op, cudaSuccess);
+}
+
+EXPORT cudaError_t cudaGetDevice(int *device)
+{
+	if (!device)
+		return set_error(cudaErrorInvalidValue);
+	*device = cur_device;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaInitDevice(int device, unsigned int deviceFlags, unsigned int flags)
+{
+	if (device < 0 || device >= sim_cfg.device_count)
+		return set_error(cudaErrorInvalidDevice);
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaSetDeviceFlags(unsigned int flags) { return cudaSuccess; }
+EXPORT cudaError_t cudaGetDeviceFlags(unsigned int *flags)
+{
+	if (!flags)
+		return set_error(cudaErrorInvalidValue);
+	*flags = 0;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+	if (!prop)
+		return set_error(cudaErrorInvalidValue);
+	if (device < 0 || device >= sim_cfg.device_count)
+		return set_error(cudaErrorInvalidDevice);
+	memset(prop, 0, sizeof(*prop));
+	snprintf(prop->name, sizeof(prop->name), "simgpu H100 (simulated)");
+	prop->uuid.bytes[0] = (char)0x5e;
+	prop->uuid.bytes[15] = (char)device;
+	prop->totalGlobalMem = (size_t)sim_cfg.mem_limit;
+	prop->sharedMemPerBlock = 48 * 1024;
+	prop->regsPerBlock = 65536;
+	prop->warpSize = 32;
+	prop->memPitch = 2147483647;
+	prop->maxThreadsPerBlock = 1024;
+	prop->maxThreadsDim[0] = 1024;
+	prop->maxThreadsDim[1] = 1024;
+	prop->maxThreadsDim[2] = 64;
+	prop->maxGridSize[0] = 2147483647;
+	prop->maxGridSize[1] = 65535;
+	prop->maxGridSize[2] = 65535;
+	prop->totalConstMem = 65536;
+	prop->major = 9;
+	prop->minor = 0;
+	prop->textureAlignment = 512;
+	prop->texturePitchAlignment = 32;
+	prop->multiProcessorCount = 132;
+	prop->integrated = 0;
+	prop->canMapHostMemory = 1;
+	prop->concurrentKernels = 1;
+	prop->pciBusID = 0x18 + device;
+	prop->asyncEngineCount = 3;
+	prop->unifiedAddressing = 1;
+	prop->memoryBusWidth = 5120;
+	prop->l2CacheSize = 50 * 1024 * 1024;
+	prop->persistingL2CacheMaxSize = 32 * 1024 * 1024;
+	prop->maxThreadsPerMultiProcessor = 2048;
+	prop->streamPrioritiesSupported = 1;
+	prop->globalL1CacheSupported = 1;
+	prop->localL1CacheSupported = 1;
+	prop->sharedMemPerMultiprocessor = 233472;
+	prop->regsPerMultiprocessor = 65536;
+	prop->managedMemory = 1;
+	prop->isMultiGpuBoard = 0;
+	prop->concurrentManagedAccess = 1;
+	prop->sharedMemPerBlockOptin = 232448;
+	prop->maxBlocksPerMultiProcessor = 32;
+	prop->reservedSharedMemPerBlock = 1024;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+	if (!value)
+		return set_error(cudaErrorInvalidValue);
+	if (device < 0 || device >= sim_cfg.device_count)
+		return set_error(cudaErrorInvalidDevice);
+	struct cudaDeviceProp p;
+	cudaGetDeviceProperties(&p, device);
+	int v = 0;
+	switch (attr) {
+	case cudaDevAttrMaxThreadsPerBlock: v = p.maxThreadsPerBlock; break;
+	case cudaDevAttrMaxBlockDimX: v = p.maxThreadsDim[0]; break;
+	case cudaDevAttrMaxBlockDimY: v = p.maxThreadsDim[1]; break;
+	case cudaDevAttrMaxBlockDimZ: v = p.maxThreadsDim[2]; break;
+	case cudaDevAttrMaxGridDimX: v = p.maxGridSize[0]; break;
+	case cudaDevAttrMaxGridDimY: v = p.maxGridSize[1]; break;
+	case cudaDevAttrMaxGridDimZ: v = p.maxGridSize[2]; break;
+	case cudaDevAttrMaxSharedMemoryPerBlock: v = (int)p.sharedMemPerBlock; break;
+	case cudaDevAttrWarpSize: v = p.warpSize; break;
+	case cudaDevAttrMultiProcessorCount: v = p.multiProcessorCount; break;
+	case cudaDevAttrComputeCapabilityMajor: v = p.major; break;
+	case cudaDevAttrComputeCapabilityMinor: v = p.minor; break;
+	case cudaDevAttrMaxSharedMemoryPerBlockOptin: v = (int)p.sharedMemPerBlockOptin; break;
+	case cudaDevAttrMaxThreadsPerMultiProcessor: v = p.maxThreadsPerMultiProcessor; break;
+	case cudaDevAttrL2CacheSize: v = p.l2CacheSize; break;
+	case cudaDevAttrUnifiedAddressing: v = 1; break;
+	case cudaDevAttrConcurrentKernels: v = 1; break;
+	case cudaDevAttrAsyncEngineCount: v = p.asyncEngineCount; break;
+	case cudaDevAttrManagedMemory: v = 1; break;
+	case cudaDevAttrGlobalMemoryBusWidth: v = p.memoryBusWidth; break;
+	case cudaDevAttrMaxRegistersPerBlock: v = p.regsPerBlock; break;
+	case cudaDevAttrPciBusId: v = p.pciBusID; break;
+	default: v = 0; break;
+	}
+	*value = v;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceReset(void)
+{
+	struct simgpu_op op;
+	op_init(&op, SIMGPU_OP_DEVICE, "cudaDeviceReset", sim_now());
+	pthread_mutex_lock(&sim_lock);
+	uint64_t until = device_ready(cur_device);
+	pthread_mutex_unlock(&sim_lock);
+	sim_wait_until(until);
+	/* Device allocations of this device are gone; pinned memory too (it
+	 * belongs to the context).  Streams and events stay valid handles here:
+	 * a test bed gains nothing from making stale handles crash. */
+	pthread_mutex_lock(&sim_lock);
+	for (size_t i = 0; i < n_allocs;) {
+		struct sim_alloc *e = &allocs[i];
+		if (e->owned == OWNED_ALLOC && e->device == cur_device) {
+			bytes_allocated -= e->size;
+			free((void *)e->base);
+			alloc_remove(e);
+			continue;
+		}
+		i++;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	finish_host_op(&op, cudaSuccess);
+	simgpu_truth_flush();
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value) { return cudaSuccess; }
+EXPORT cudaError_t cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
+{
+	if (!pValue)
+		return set_error(cudaErrorInvalidValue);
+	*pValue = limit == cudaLimitStackSize ? 1024 : 0;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+	if (!attr)
+		return set_error(cudaErrorInvalidValue);
+	if (!kernel_of_fun(func))
+		return set_error(cudaErrorInvalidDeviceFunction);
+	memset(attr, 0, sizeof(*attr));
+	attr->maxThreadsPerBlock = 1024;
+	attr->numRegs = 32;
+	attr->ptxVersion = 90;
+	attr->binaryVersion = 90;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+	return kernel_of_fun(func) ? cudaSuccess : set_error(cudaErrorInvalidDeviceFunction);
+}
+
+EXPORT cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache cacheConfig)
+{
+	return kernel_of_fun(func) ? cudaSuccess : set_error(cudaErrorInvalidDeviceFunction);
+}
+
+EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func, int blockSize,
+	size_t dynamicSMemSize)
+{
+	if (!numBlocks || blockSize <= 0)
+		return set_error(cudaErrorInvalidValue);
+	*numBlocks = 2048 / blockSize > 32 ? 32 : 2048 / blockSize;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaRuntimeGetVersion(int *runtimeVersion)
+{
+	if (!runtimeVersion)
+		return set_error(cudaErrorInvalidValue);
+	*runtimeVersion = CUDART_VERSION;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDriverGetVersion(int *driverVersion)
+{
+	if (!driverVersion)
+		return set_error(cudaErrorInvalidValue);
+	*driverVersion = CUDART_VERSION;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
+EXPORT cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
+
+/* ------------------------------------------------------------------ errors */
+
+EXPORT cudaError_t cudaGetLastError(void)
+{
+	cudaError_t e = last_error;
+	last_error = cudaSuccess;
+	return e;
+}
+
+EXPORT cudaError_t cudaPeekAtLastError(void) { return last_error; }
+
+static const struct { int code; const char *name; } error_names[] = {
+#include "cuda_error_names.inc"
+};
+
+EXPORT const char *cudaGetErrorName(cudaError_t error)
+{
+	for (size_t i = 0; i < sizeof(error_names) / sizeof(error_names[0]); i++)
+		if (error_names[i].code == (int)error)
+			return error_names[i].name;
+	return "unrecognized error code";
+}
+
+EXPORT const char *cudaGetErrorString(cudaError_t error)
+{
+	switch ((int)error) {
+	case cudaSuccess: return "no error";
+	case cudaErrorInvalidValue: return "invalid argument";
+	case cudaErrorMemoryAllocation: return "out of memory";
+	case cudaErrorInitializationError: return "initialization error";
+	case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+	case cudaErrorInvalidPitchValue: return "invalid pitch argument";
+	case cudaErrorInvalidSymbol: return "invalid device symbol";
+	case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+	case cudaErrorMissingConfiguration: return "__global__ function call is not configured";
+	case cudaErrorInvalidDeviceFunction: return "invalid device function";
+	case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+	case cudaErrorInvalidDevice: return "invalid device ordinal";
+	case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+	case cudaErrorNotReady: return "device not ready";
+	case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
+	case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
+	case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+	case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+	default: return cudaGetErrorName(error);
+	}
+}

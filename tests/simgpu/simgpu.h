@@ -1,0 +1,104 @@
+/*
+ * simgpu private interface: what the libcudart.so.13 stand-in exports (besides
+ * the CUDA runtime API) for the libcupti.so.13 stand-in and for tests.
+ *
+ * Every operation the stand-in runtime performs is described by one
+ * `struct simgpu_op`; the same record is written to the ground-truth log
+ * (SIMGPU_TRUTH) and handed to the registered observer (the CUPTI stand-in),
+ * so the two can never disagree.
+ */
+#ifndef SIMGPU_H
+#define SIMGPU_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum simgpu_op_kind {
+	SIMGPU_OP_KERNEL = 1,
+	SIMGPU_OP_MEMCPY = 2,
+	SIMGPU_OP_MEMSET = 3,
+	SIMGPU_OP_MALLOC = 4,
+	SIMGPU_OP_FREE = 5,
+	SIMGPU_OP_SYNC = 6,
+	SIMGPU_OP_STREAM = 7,  /* stream create/destroy */
+	SIMGPU_OP_EVENT = 8,   /* event record */
+	SIMGPU_OP_DEVICE = 9,  /* cudaDeviceReset, cudaSetDevice */
+};
+
+enum simgpu_copy_kind {
+	SIMGPU_COPY_NONE = 0, SIMGPU_COPY_H2D = 1, SIMGPU_COPY_D2H = 2, SIMGPU_COPY_D2D = 3,
+	SIMGPU_COPY_H2H = 4, SIMGPU_COPY_P2P = 5,
+};
+
+/* Kind of the host-side memory of a copy, or of an allocation. */
+enum simgpu_mem_kind {
+	SIMGPU_MEM_NONE = 0, SIMGPU_MEM_PAGEABLE = 1, SIMGPU_MEM_PINNED = 2, SIMGPU_MEM_DEVICE = 3,
+	SIMGPU_MEM_MANAGED = 4,
+};
+
+enum simgpu_sync_kind {
+	SIMGPU_SYNC_NONE = 0, SIMGPU_SYNC_DEVICE = 1, SIMGPU_SYNC_STREAM = 2, SIMGPU_SYNC_EVENT = 3,
+	SIMGPU_SYNC_STREAM_WAIT_EVENT = 4,
+};
+
+struct simgpu_op {
+	uint64_t seq;          /* per-process order in which ops were logged */
+	uint32_t pid, tid;
+	uint16_t kind;         /* enum simgpu_op_kind */
+	uint8_t gpu;           /* 1: device-side activity (a CUPTI record is due) */
+	uint8_t copy_kind;     /* enum simgpu_copy_kind */
+	uint8_t mem_kind;      /* enum simgpu_mem_kind: host side of a copy, or the allocation */
+	uint8_t dst_mem_kind;  /* memcpy: destination side (source side is mem_kind) */
+	uint8_t sync_kind;     /* enum simgpu_sync_kind */
+	uint8_t is_async;      /* an *Async API (or a stream-ordered op) */
+	uint8_t captured;      /* enqueued while its stream was capturing a graph: no device work now */
+	const char *api;       /* API name as exported ("cudaMemcpyAsync") */
+	const char *name;      /* kernel: mangled device name; else NULL */
+	uint32_t device;
+	uint32_t stream_id;    /* simgpu stream id (what CUPTI reports as streamId) */
+	uint64_t stream_handle;/* cudaStream_t value as passed by the program */
+	uint64_t start_ns, end_ns;           /* CLOCK_MONOTONIC; device times for gpu ops */
+	uint64_t host_start_ns, host_end_ns; /* the API call itself */
+	uint64_t bytes;
+	uint64_t ptr;          /* malloc/free/memset: the device pointer; memcpy: dst */
+	uint64_t ptr2;         /* memcpy: src */
+	uint32_t grid[3], block[3];
+	uint32_t shared_mem;
+	uint32_t event_id;     /* sync on event / wait event / event record */
+	int32_t result;        /* cudaError_t returned */
+	uint32_t correlation_id; /* one per API call; all ops of a graph launch share it */
+	uint32_t ext_kind;     /* CUpti_ExternalCorrelationKind of the pushed id, 0 if none */
+	uint64_t ext_id;       /* external id pushed on this thread at the call, 0 if none */
+	uint8_t has_ext;
+};
+
+/* Observer called (outside simgpu's lock, on the calling thread) after each op
+ * is logged.  One observer at a time; NULL removes it. */
+typedef void (*simgpu_observer_fn)(const struct simgpu_op *op, void *arg);
+void simgpu_set_observer(simgpu_observer_fn fn, void *arg);
+
+/* Per-thread external correlation stack, owned by the runtime so that each op
+ * can carry the id pushed at its call.  Return 0 on success, -1 on empty pop. */
+int simgpu_ext_push(uint32_t kind, uint64_t id);
+int simgpu_ext_pop(uint32_t kind, uint64_t *id);
+
+/* CLOCK_MONOTONIC ns, as used by the timeline. */
+uint64_t simgpu_now_ns(void);
+
+/* Writes pending truth lines now (also done at exit and cudaDeviceReset). */
+void simgpu_truth_flush(void);
+
+/* Names for the enums above, as used in the truth log. */
+const char *simgpu_op_kind_name(unsigned kind);
+const char *simgpu_copy_kind_name(unsigned kind);
+const char *simgpu_mem_kind_name(unsigned kind);
+const char *simgpu_sync_kind_name(unsigned kind);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
