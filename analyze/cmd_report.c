@@ -1,1 +1,169 @@
-/* placeholder: being written */
+/* tbanalyze report (the default verb): breakdown and findings as text,
+ * JSON (--json) and/or a self-contained HTML page (--html FILE). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "an.h"
+#include "cmd.h"
+
+const char an_opts_help[] =
+	"  --gap-us N          idle gap threshold in microseconds (default 50)\n"
+	"  --burst-min N       short kernels in a row that make a burst (default 16)\n"
+	"  --burst-kernel-us N a kernel shorter than this is short (default 10)\n"
+	"  --scalar-bytes N    H2D copies up to N bytes are scalar copies (default 64)\n"
+	"  --pingpong-min N    round trips per call site to report ping-pong (default 3)\n"
+	"  --sync-min N        syncs per call site to report a sync hotspot (default 10)\n"
+	"  --churn-min N       allocations per call site to report churn (default 50)\n"
+	"  --top N             findings shown in the text report (default 20)\n"
+	"  --no-markers        ignore the runner's iteration/warm-up markers\n";
+
+static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = s ? strtoull(s, &end, 10) : 0;
+	if (!s || !*s || *end || errno || v > max || s[0] == '-') {
+		fprintf(stderr, "tbanalyze: %s: expected a number%s%s\n", opt, s ? ", got " : "", s ? s : "");
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
+{
+	static const struct {
+		const char *name;
+		int which;
+	} num_opts[] = {
+		{"--gap-us", 0}, {"--burst-min", 1}, {"--burst-kernel-us", 2}, {"--scalar-bytes", 3},
+		{"--pingpong-min", 4}, {"--sync-min", 5}, {"--churn-min", 6}, {"--top", 7},
+	};
+	const char *arg = argv[*i];
+	if (!strcmp(arg, "--no-markers")) {
+		o->no_markers = 1;
+		return 1;
+	}
+	for (size_t k = 0; k < sizeof num_opts / sizeof num_opts[0]; k++) {
+		size_t nl = strlen(num_opts[k].name);
+		const char *val = NULL;
+		if (!strcmp(arg, num_opts[k].name)) {
+			if (*i + 1 >= argc) {
+				fprintf(stderr, "tbanalyze: %s needs a value\n", arg);
+				return -1;
+			}
+			val = argv[++*i];
+		} else if (!strncmp(arg, num_opts[k].name, nl) && arg[nl] == '=') {
+			val = arg + nl + 1;
+		} else {
+			continue;
+		}
+		uint64_t v;
+		if (parse_u64(num_opts[k].name, val, UINT32_MAX, &v))
+			return -1;
+		switch (num_opts[k].which) {
+		case 0: o->gap_ns = v * 1000; break;
+		case 1: o->burst_min = (unsigned)(v ? v : 1); break;
+		case 2: o->burst_kernel_ns = v * 1000; break;
+		case 3: o->scalar_bytes = v; break;
+		case 4: o->pingpong_min = (unsigned)(v ? v : 1); break;
+		case 5: o->sync_min = (unsigned)(v ? v : 1); break;
+		case 6: o->churn_min = (unsigned)(v ? v : 1); break;
+		case 7: o->top = (unsigned)v; break;
+		}
+		return 1;
+	}
+	return 0;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tbanalyze [report] TRACE.zst [--json] [--html FILE] [options]\n"
+		   "  --json              print the report as JSON (doc/report-schema.md)\n"
+		   "  --html FILE         also write a self-contained HTML page\n"
+		   "%s",
+		an_opts_help);
+}
+
+int cmd_report(int argc, char **argv)
+{
+	struct an_opts opts;
+	an_opts_default(&opts);
+	const char *path = NULL, *html = NULL;
+	int json = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+			usage(stdout);
+			return TBA_EXIT_OK;
+		}
+		if (!strcmp(arg, "--json")) {
+			json = 1;
+			continue;
+		}
+		if (!strcmp(arg, "--html")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "tbanalyze: --html needs a file name\n");
+				return TBA_EXIT_USAGE;
+			}
+			html = argv[++i];
+			continue;
+		}
+		if (!strncmp(arg, "--html=", 7)) {
+			html = arg + 7;
+			continue;
+		}
+		int r = an_parse_opt(argc, argv, &i, &opts);
+		if (r < 0)
+			return TBA_EXIT_USAGE;
+		if (r)
+			continue;
+		if (arg[0] == '-' && arg[1]) {
+			fprintf(stderr, "tbanalyze: report: unknown option %s\n", arg);
+			usage(stderr);
+			return TBA_EXIT_USAGE;
+		}
+		if (path) {
+			fprintf(stderr, "tbanalyze: report: one trace at a time (got %s and %s)\n", path, arg);
+			return TBA_EXIT_USAGE;
+		}
+		path = arg;
+	}
+	if (!path) {
+		usage(stderr);
+		return TBA_EXIT_USAGE;
+	}
+
+	struct analysis a;
+	int rc = an_run(&a, path, &opts);
+	if (rc) {
+		an_free(&a);
+		return rc;
+	}
+	if (html) {
+		FILE *hf = fopen(html, "w");
+		if (!hf) {
+			fprintf(stderr, "tbanalyze: %s: %s\n", html, strerror(errno));
+			an_free(&a);
+			return TBA_EXIT_INTERNAL;
+		}
+		int bad = an_report_html(&a, hf);
+		if (fclose(hf) || bad) {
+			fprintf(stderr, "tbanalyze: %s: write failed\n", html);
+			an_free(&a);
+			return TBA_EXIT_INTERNAL;
+		}
+	}
+	if (json)
+		an_report_json(&a, stdout);
+	else
+		an_report_text(&a, stdout);
+	an_free(&a);
+	if (fflush(stdout) || ferror(stdout)) {
+		fprintf(stderr, "tbanalyze: write error on standard output\n");
+		return TBA_EXIT_INTERNAL;
+	}
+	return TBA_EXIT_OK;
+}

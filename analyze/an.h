@@ -1,0 +1,261 @@
+/*
+ * tbanalyze analysis engine: loading (defs, time-ordered merge of streams),
+ * passes (breakdown, gaps, bursts, scalar copies, ping-pong, syncs, memory,
+ * host time by Python path) and reporters (text, JSON, HTML).
+ *
+ * One analysis is one streaming pass over a trace.  Memory grows with the
+ * number of distinct strings/frames/call paths/streams/pointers, and with a
+ * bounded reorder window, never with the number of events.
+ */
+#ifndef TBANALYZE_AN_H
+#define TBANALYZE_AN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tbprof/trace.h"
+
+/* ------------------------------------------------------------ small maps */
+/* Open-addressing u64 -> u64 map (linear probing, backward-shift delete).
+ * Keys are stored +1 so that 0 marks an empty slot; UINT64_MAX is not a
+ * storable key (never used as an id, pointer or correlation id). */
+struct u64map {
+	uint64_t *keys;
+	uint64_t *vals;
+	size_t cap; /* power of two, or 0 */
+	size_t n;
+};
+int u64map_put(struct u64map *m, uint64_t key, uint64_t val); /* 0 ok, -1 nomem */
+uint64_t *u64map_get(const struct u64map *m, uint64_t key);   /* NULL when absent */
+int u64map_del(struct u64map *m, uint64_t key);               /* 1 removed */
+void u64map_free(struct u64map *m);
+
+/* Growable array of fixed-size items. */
+struct vec {
+	void *data;
+	size_t n, cap, item;
+};
+void *vec_push(struct vec *v); /* zeroed new slot or NULL */
+#define VEC_AT(v, T, i) (&((T *)(v)->data)[i])
+void vec_free(struct vec *v);
+
+/* ------------------------------------------------------------ options */
+struct an_opts {
+	uint64_t gap_ns;          /* idle gap threshold (--gap-us, 50) */
+	unsigned burst_min;       /* kernels in a burst (--burst-min, 16) */
+	uint64_t burst_kernel_ns; /* short kernel (--burst-kernel-us, 10) */
+	uint64_t scalar_bytes;    /* scalar copy size (--scalar-bytes, 64) */
+	unsigned pingpong_min;    /* round trips per site (--pingpong-min, 3) */
+	unsigned sync_min;        /* syncs per site (--sync-min, 10) */
+	unsigned churn_min;       /* allocations per site (--churn-min, 50) */
+	unsigned top;             /* findings shown in text (--top, 20) */
+	int no_markers;           /* ignore runner markers (--no-markers) */
+};
+void an_opts_default(struct an_opts *o);
+/* Parses one analysis option at argv[*i] (advancing *i past its value):
+ * 1 consumed, 0 not an analysis option, -1 bad value (message printed). */
+int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o);
+extern const char an_opts_help[];
+
+/* ------------------------------------------------------------ findings */
+enum an_finding_kind {
+	AN_F_IDLE_GAP = 1,
+	AN_F_KERNEL_BURST,
+	AN_F_SCALAR_COPY,
+	AN_F_PING_PONG,
+	AN_F_SYNC_HOTSPOT,
+	AN_F_ALLOC_CHURN,
+};
+enum an_gap_cause {
+	AN_CAUSE_NONE = 0,
+	AN_CAUSE_SYNC,         /* host waited in a sync: pipeline drained */
+	AN_CAUSE_PYTHON,       /* host busy in a Python function (a span) */
+	AN_CAUSE_LAUNCH_BOUND, /* next launch issued late from Python */
+	AN_CAUSE_HOST_OTHER,   /* host work outside Python */
+};
+const char *an_finding_name(int kind);
+const char *an_cause_name(int cause);
+
+/* Phases, so the report can keep to the runner's steady state. */
+enum an_phase {
+	AN_PH_OUTSIDE = 0, /* before/between marked iterations (or no markers) */
+	AN_PH_WARMUP = 1,  /* in an iteration before WARMUP_END */
+	AN_PH_STEADY = 2,  /* in an iteration after WARMUP_END (or none seen) */
+};
+
+struct an_finding {
+	uint8_t kind, cause, phase;
+	uint64_t callpath, native; /* call site */
+	uint64_t count;            /* occurrences (kernels for bursts) */
+	uint64_t total_ns;         /* time lost/spent */
+	uint64_t groups;           /* bursts / gaps / round trips */
+	uint64_t bytes;            /* copies: bytes moved */
+	uint64_t flagged;          /* scalar: followed by sync; sync: item-like */
+	uint64_t pageable;         /* scalar copies from pageable memory */
+	uint64_t max_ns;           /* largest single occurrence */
+	uint64_t other_callpath;   /* idle gap: launch that resumed the GPU */
+	uint64_t device;
+	uint64_t idle_ns;          /* burst: GPU idle between its kernels */
+};
+
+/* ------------------------------------------------------------ breakdown */
+/* Union of intervals fed in start order, with snapshots at two marks. */
+struct an_union {
+	uint64_t start, end, closed;
+	int open;
+	uint64_t snap_begin, snap_end;
+};
+uint64_t an_union_total(const struct an_union *u);
+
+enum { AN_CK_N = 6 }; /* copy kinds 0..5 (enum tbp_copy_kind) */
+
+struct an_burst_run {
+	uint64_t count, first_start, last_end, idle_ns, callpath, native;
+};
+
+#define AN_HIST_BINS 512
+#define AN_MAX_MARKS 256
+
+struct an_stream {
+	uint64_t device, stream;
+	uint64_t hist[AN_HIST_BINS]; /* busy ns per bin (HTML timeline) */
+	struct an_union busy, dm;
+	uint64_t kernels, copies, sets;
+	uint64_t first_ts, last_end;
+	struct an_burst_run run;
+};
+
+/* A gap or burst drawn on the HTML timeline (the longest ones are kept). */
+struct an_mark {
+	uint64_t device, stream, start, end;
+	int kind; /* AN_F_IDLE_GAP (stream unused) or AN_F_KERNEL_BURST */
+};
+
+struct an_device {
+	uint64_t id;
+	struct an_union busy, dm, kern, set, ck[AN_CK_N];
+	uint64_t kernels, copies, sets;
+	uint64_t first_ts, last_end;
+	uint64_t gaps, gap_ns; /* idle gaps >= threshold (all phases) */
+	/* memory */
+	int64_t mem_cur;
+	uint64_t mem_peak, allocs, frees, alloc_bytes;
+	uint64_t name; /* string id from DEVICE record */
+};
+
+struct an_breakdown {
+	uint64_t window_ns, busy_ns, active_ns, dm_ns, idle_ns;
+	uint64_t ck_ns[AN_CK_N];
+	uint64_t kernel_ns, memset_ns;
+};
+
+struct an_kernel_stat {
+	uint64_t name; /* string id */
+	uint64_t count, total_ns, max_ns;
+};
+
+struct an_span_stat {
+	uint64_t callpath, count, total_ns;
+};
+
+struct an_site_stat { /* GPU and host time per call site (for diff) */
+	uint64_t callpath, native;
+	uint64_t gpu_ns, api_ns, calls;
+};
+
+/* ------------------------------------------------------------ the analysis */
+struct an_defs;
+struct an_state;
+
+struct analysis {
+	const char *path;
+	struct an_opts opts;
+	struct an_defs *defs;
+	struct an_state *st; /* pass-internal state */
+
+	/* Trace facts. */
+	struct tbp_header header;
+	uint64_t events;     /* non-definition records */
+	uint64_t records;    /* all records */
+	uint64_t lost;       /* sum of LOST counts */
+	uint64_t end_lost;   /* END record's lost */
+	int truncated;
+	uint64_t truncated_at;
+	int has_end;
+	int no_cupti_notice;
+	uint64_t reorder_forced; /* records emitted because the reorder window was full */
+	uint64_t late_records;   /* records older than already-processed time */
+
+	/* Window. */
+	uint64_t first_ts, last_ts;
+	int markers_used;        /* breakdown window from ITER markers */
+	int warmup_seen;
+	uint64_t iterations;     /* ITER_END seen in the window */
+	uint64_t win_begin, win_end;
+
+	/* Counts from API records. */
+	uint64_t n_launch, n_memcpy, n_memset, n_malloc, n_free, n_sync, n_api;
+	/* GPU records. */
+	uint64_t n_gpu_kernel, n_gpu_memcpy, n_gpu_memset, n_gpu_sync;
+	uint64_t unmatched_gpu;  /* GPU records with no API record by corr */
+	uint64_t n_spans;
+
+	/* Results (filled by an_finish). */
+	struct vec devices;  /* struct an_device */
+	struct vec streams;  /* struct an_stream */
+	struct an_breakdown total;
+	struct vec findings; /* struct an_finding, sorted biggest first, filtered */
+	struct vec kernels;  /* struct an_kernel_stat, by total desc */
+	struct vec spans;    /* struct an_span_stat, by total desc */
+	struct vec sites;    /* struct an_site_stat */
+	uint64_t mem_leak_bytes, mem_leak_count;
+
+	/* HTML timeline: bins of hist_w ns from hist_origin, and marks. */
+	int hist_on;
+	uint64_t hist_origin, hist_w;
+	struct an_mark marks[AN_MAX_MARKS];
+	size_t n_marks;
+};
+
+/* Run the whole analysis.  Returns a TBA_EXIT_* status; on bad input prints
+ * the one-line error itself.  Warnings (truncation) go to stderr. */
+int an_run(struct analysis *a, const char *path, const struct an_opts *opts);
+void an_free(struct analysis *a);
+
+/* Per-device breakdown within the window (markers or first..last). */
+void an_device_breakdown(const struct analysis *a, const struct an_device *d, struct an_breakdown *b);
+void an_stream_breakdown(const struct analysis *a, const struct an_stream *s, uint64_t *busy, uint64_t *dm);
+int an_has_gpu(const struct analysis *a);
+
+/* ------------------------------------------------------------ definitions */
+const char *an_string(const struct analysis *a, uint64_t id, size_t *len); /* NULL if unknown */
+/* Python frames of a call path, leaf first; returns the count (<= max). */
+struct an_frame {
+	const char *file, *function;
+	size_t file_len, function_len;
+	uint64_t line;
+};
+size_t an_callpath_frames(const struct analysis *a, uint64_t callpath, struct an_frame *out, size_t max);
+struct an_native_frame {
+	uint64_t pc, offset;
+	const char *module;
+	size_t module_len;
+};
+size_t an_native_frames(const struct analysis *a, uint64_t native, struct an_native_frame *out, size_t max);
+/* "file:line function" of the leaf, or the native leaf, or "(unknown)". */
+void an_site_label(const struct analysis *a, uint64_t callpath, uint64_t native, char *buf, size_t len);
+/* Stable text key of a call site (whole path), for diff across traces. */
+void an_site_key(const struct analysis *a, uint64_t callpath, uint64_t native, char *buf, size_t len);
+const char *an_suggestion(const struct analysis *a, const struct an_finding *f);
+
+/* ------------------------------------------------------------ loading */
+/* Open a trace (tr_open: one-line error, exit status on failure). */
+int an_open(struct tbp_reader **r, const char *path);
+
+/* ------------------------------------------------------------ reporters */
+void an_report_text(const struct analysis *a, FILE *f);
+int an_report_json(const struct analysis *a, FILE *f);
+int an_report_html(const struct analysis *a, FILE *f);
+void json_str(FILE *f, const char *s, size_t len);
+
+#endif

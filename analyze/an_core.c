@@ -1,0 +1,629 @@
+/*
+ * tbanalyze engine, part 1: containers, definition tables (strings, Python
+ * frames, call-path and native tries, modules) and the streaming loader
+ * that merges per-stream records into one time order with bounded buffering.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "an.h"
+#include "an_internal.h"
+#include "cmd.h"
+#include "tr_common.h"
+
+/* ------------------------------------------------------------ u64map */
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static int u64map_grow(struct u64map *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 64;
+	uint64_t *nk = calloc(ncap, sizeof *nk), *nv = malloc(ncap * sizeof *nv);
+	if (!nk || !nv) {
+		free(nk);
+		free(nv);
+		return -1;
+	}
+	for (size_t i = 0; i < m->cap; i++) {
+		if (!m->keys[i])
+			continue;
+		size_t j = mix64(m->keys[i]) & (ncap - 1);
+		while (nk[j])
+			j = (j + 1) & (ncap - 1);
+		nk[j] = m->keys[i];
+		nv[j] = m->vals[i];
+	}
+	free(m->keys);
+	free(m->vals);
+	m->keys = nk;
+	m->vals = nv;
+	m->cap = ncap;
+	return 0;
+}
+
+int u64map_put(struct u64map *m, uint64_t key, uint64_t val)
+{
+	if (key == UINT64_MAX)
+		return -1;
+	if ((m->n + 1) * 4 > m->cap * 3 && u64map_grow(m))
+		return -1;
+	uint64_t k = key + 1;
+	size_t j = mix64(k) & (m->cap - 1);
+	while (m->keys[j] && m->keys[j] != k)
+		j = (j + 1) & (m->cap - 1);
+	if (!m->keys[j]) {
+		m->keys[j] = k;
+		m->n++;
+	}
+	m->vals[j] = val;
+	return 0;
+}
+
+uint64_t *u64map_get(const struct u64map *m, uint64_t key)
+{
+	if (!m->cap || key == UINT64_MAX)
+		return NULL;
+	uint64_t k = key + 1;
+	size_t j = mix64(k) & (m->cap - 1);
+	while (m->keys[j]) {
+		if (m->keys[j] == k)
+			return &m->vals[j];
+		j = (j + 1) & (m->cap - 1);
+	}
+	return NULL;
+}
+
+int u64map_del(struct u64map *m, uint64_t key)
+{
+	if (!m->cap || key == UINT64_MAX)
+		return 0;
+	uint64_t k = key + 1;
+	size_t mask = m->cap - 1, j = mix64(k) & mask;
+	while (m->keys[j] && m->keys[j] != k)
+		j = (j + 1) & mask;
+	if (!m->keys[j])
+		return 0;
+	/* Backward-shift deletion keeps probe chains intact without tombstones. */
+	size_t hole = j;
+	for (size_t i = (j + 1) & mask; m->keys[i]; i = (i + 1) & mask) {
+		size_t home = mix64(m->keys[i]) & mask;
+		/* Move i into the hole unless its home lies cyclically in (hole, i]. */
+		int in_range = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+		if (!in_range) {
+			m->keys[hole] = m->keys[i];
+			m->vals[hole] = m->vals[i];
+			hole = i;
+		}
+	}
+	m->keys[hole] = 0;
+	m->n--;
+	return 1;
+}
+
+void u64map_free(struct u64map *m)
+{
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof *m);
+}
+
+void *vec_push(struct vec *v)
+{
+	if (v->n == v->cap) {
+		size_t ncap = v->cap ? v->cap * 2 : 16;
+		void *nd = realloc(v->data, ncap * v->item);
+		if (!nd)
+			return NULL;
+		v->data = nd;
+		v->cap = ncap;
+	}
+	void *slot = (char *)v->data + v->n * v->item;
+	memset(slot, 0, v->item);
+	v->n++;
+	return slot;
+}
+
+void vec_free(struct vec *v)
+{
+	free(v->data);
+	v->data = NULL;
+	v->n = v->cap = 0;
+}
+
+/* ------------------------------------------------------------ definitions */
+struct def_str { size_t off, len; };
+struct def_frame { uint64_t file, function, line; };
+struct def_node { uint64_t a, parent; }; /* callpath: a = frame; native: a = pc */
+
+struct an_defs {
+	struct u64map str_idx, frame_idx, cp_idx, nat_idx;
+	struct vec strs, frames, cps, nats, modules;
+	char *arena;
+	size_t alen, acap;
+};
+
+static struct an_defs *defs_new(void)
+{
+	struct an_defs *d = calloc(1, sizeof *d);
+	if (!d)
+		return NULL;
+	d->strs.item = sizeof(struct def_str);
+	d->frames.item = sizeof(struct def_frame);
+	d->cps.item = sizeof(struct def_node);
+	d->nats.item = sizeof(struct def_node);
+	d->modules.item = sizeof(struct tbp_module);
+	return d;
+}
+
+static void defs_free(struct an_defs *d)
+{
+	if (!d)
+		return;
+	u64map_free(&d->str_idx);
+	u64map_free(&d->frame_idx);
+	u64map_free(&d->cp_idx);
+	u64map_free(&d->nat_idx);
+	vec_free(&d->strs);
+	vec_free(&d->frames);
+	vec_free(&d->cps);
+	vec_free(&d->nats);
+	vec_free(&d->modules);
+	free(d->arena);
+	free(d);
+}
+
+/* Returns 0, or -1 when out of memory. */
+static int defs_add(struct an_defs *d, const struct tbp_record *r)
+{
+	switch (r->kind) {
+	case TBP_K_STRING: {
+		if (d->alen + r->blob_len + 1 > d->acap) {
+			size_t ncap = d->acap ? d->acap : 4096;
+			while (ncap < d->alen + r->blob_len + 1)
+				ncap *= 2;
+			char *na = realloc(d->arena, ncap);
+			if (!na)
+				return -1;
+			d->arena = na;
+			d->acap = ncap;
+		}
+		struct def_str *s = vec_push(&d->strs);
+		if (!s)
+			return -1;
+		s->off = d->alen;
+		s->len = r->blob_len;
+		if (r->blob_len)
+			memcpy(d->arena + d->alen, r->blob, r->blob_len);
+		d->alen += r->blob_len;
+		d->arena[d->alen++] = 0;
+		return u64map_put(&d->str_idx, r->u.string.id, d->strs.n - 1);
+	}
+	case TBP_K_PYFRAME: {
+		struct def_frame *f = vec_push(&d->frames);
+		if (!f)
+			return -1;
+		f->file = r->u.pyframe.file;
+		f->function = r->u.pyframe.function;
+		f->line = r->u.pyframe.line;
+		return u64map_put(&d->frame_idx, r->u.pyframe.id, d->frames.n - 1);
+	}
+	case TBP_K_CALLPATH: {
+		struct def_node *n = vec_push(&d->cps);
+		if (!n)
+			return -1;
+		n->a = r->u.callpath.frame;
+		n->parent = r->u.callpath.parent;
+		return u64map_put(&d->cp_idx, r->u.callpath.id, d->cps.n - 1);
+	}
+	case TBP_K_NATIVE: {
+		struct def_node *n = vec_push(&d->nats);
+		if (!n)
+			return -1;
+		n->a = r->u.native.pc;
+		n->parent = r->u.native.parent;
+		return u64map_put(&d->nat_idx, r->u.native.id, d->nats.n - 1);
+	}
+	case TBP_K_MODULE: {
+		struct tbp_module *m = vec_push(&d->modules);
+		if (!m)
+			return -1;
+		*m = r->u.module;
+		return 0;
+	}
+	}
+	return 0;
+}
+
+const char *an_string(const struct analysis *a, uint64_t id, size_t *len)
+{
+	if (!id || !a->defs)
+		return NULL;
+	uint64_t *ix = u64map_get(&a->defs->str_idx, id);
+	if (!ix)
+		return NULL;
+	const struct def_str *s = VEC_AT(&a->defs->strs, struct def_str, *ix);
+	if (len)
+		*len = s->len;
+	return a->defs->arena + s->off;
+}
+
+/* Depth bound guards against a cyclic trie in a corrupt trace. */
+#define AN_MAX_DEPTH 256
+
+size_t an_callpath_frames(const struct analysis *a, uint64_t cp, struct an_frame *out, size_t max)
+{
+	size_t n = 0;
+	for (unsigned depth = 0; cp && n < max && depth < AN_MAX_DEPTH; depth++) {
+		uint64_t *ix = u64map_get(&a->defs->cp_idx, cp);
+		if (!ix)
+			break;
+		const struct def_node *node = VEC_AT(&a->defs->cps, struct def_node, *ix);
+		uint64_t *fx = u64map_get(&a->defs->frame_idx, node->a);
+		struct an_frame *o = &out[n++];
+		memset(o, 0, sizeof *o);
+		if (fx) {
+			const struct def_frame *f = VEC_AT(&a->defs->frames, struct def_frame, *fx);
+			o->file = an_string(a, f->file, &o->file_len);
+			o->function = an_string(a, f->function, &o->function_len);
+			o->line = f->line;
+		}
+		if (!o->file) {
+			o->file = "?";
+			o->file_len = 1;
+		}
+		if (!o->function) {
+			o->function = "?";
+			o->function_len = 1;
+		}
+		cp = node->parent;
+	}
+	return n;
+}
+
+size_t an_native_frames(const struct analysis *a, uint64_t nat, struct an_native_frame *out, size_t max)
+{
+	size_t n = 0;
+	for (unsigned depth = 0; nat && n < max && depth < AN_MAX_DEPTH; depth++) {
+		uint64_t *ix = u64map_get(&a->defs->nat_idx, nat);
+		if (!ix)
+			break;
+		const struct def_node *node = VEC_AT(&a->defs->nats, struct def_node, *ix);
+		struct an_native_frame *o = &out[n++];
+		memset(o, 0, sizeof *o);
+		o->pc = node->a;
+		for (size_t i = 0; i < a->defs->modules.n; i++) {
+			const struct tbp_module *m = VEC_AT(&a->defs->modules, struct tbp_module, i);
+			if (node->a >= m->start && node->a < m->end) {
+				o->module = an_string(a, m->path, &o->module_len);
+				o->offset = node->a - m->start + m->offset;
+				break;
+			}
+		}
+		nat = node->parent;
+	}
+	return n;
+}
+
+void an_site_label(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf, size_t len)
+{
+	struct an_frame f;
+	if (an_callpath_frames(a, cp, &f, 1)) {
+		snprintf(buf, len, "%.*s:%" PRIu64 " %.*s", (int)f.file_len, f.file, f.line,
+			 (int)f.function_len, f.function);
+		return;
+	}
+	struct an_native_frame nf;
+	if (an_native_frames(a, nat, &nf, 1)) {
+		if (nf.module)
+			snprintf(buf, len, "%.*s+0x%" PRIx64, (int)nf.module_len, nf.module, nf.offset);
+		else
+			snprintf(buf, len, "0x%" PRIx64, nf.pc);
+		return;
+	}
+	snprintf(buf, len, "(no call path)");
+}
+
+void an_site_key(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf, size_t len)
+{
+	struct an_frame fr[64];
+	size_t n = an_callpath_frames(a, cp, fr, 64), used = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < n && used + 1 < len; i++) {
+		int w = snprintf(buf + used, len - used, "%s%.*s:%" PRIu64 ":%.*s", i ? "<" : "",
+				 (int)fr[i].file_len, fr[i].file, fr[i].line, (int)fr[i].function_len,
+				 fr[i].function);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+	if (n)
+		return;
+	/* Native addresses differ between runs (ASLR): key by module+offset. */
+	struct an_native_frame nf[16];
+	size_t nn = an_native_frames(a, nat, nf, 16);
+	for (size_t i = 0; i < nn && used + 1 < len; i++) {
+		int w;
+		if (nf[i].module)
+			w = snprintf(buf + used, len - used, "%s%.*s+0x%" PRIx64, i ? "<" : "",
+				     (int)nf[i].module_len, nf[i].module, nf[i].offset);
+		else
+			w = snprintf(buf + used, len - used, "%s0x%" PRIx64, i ? "<" : "", nf[i].pc);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+	if (!nn)
+		snprintf(buf, len, "(no call path)");
+}
+
+/* ------------------------------------------------------------ opening */
+int an_open(struct tbp_reader **r, const char *path)
+{
+	return tr_open(path, r);
+}
+
+/* ------------------------------------------------------------ merge
+ * Records of one stream are in time order; streams interleave frame by frame,
+ * and GPU activity usually reaches the file later than the host calls that
+ * caused it.  Each stream gets a FIFO; the earliest head is processed once
+ * every stream that is still producing has something queued, so the passes
+ * see one global time order.  A stream that got nothing in the last
+ * AN_STALL_FRAMES frames does not hold the others back, and the whole buffer is capped: past
+ * the cap the earliest record goes out anyway (counted in reorder_forced).
+ */
+#define AN_REORDER_CAP (1u << 18)
+/* Frames of silence after which a stream stops holding the others back. */
+#define AN_STALL_FRAMES 16
+
+struct mqueue {
+	uint32_t key_kind, key_id;
+	struct tbp_record *ring;
+	size_t cap, head, n;
+	uint64_t last_frame;
+};
+
+struct merger {
+	struct vec qs; /* struct mqueue */
+	struct u64map idx;
+	size_t buffered;
+	uint64_t frame;
+	uint64_t last_emitted_ts;
+};
+
+static struct mqueue *mq_get(struct merger *m, unsigned kind, uint32_t id)
+{
+	uint64_t key = ((uint64_t)kind << 32) | id;
+	uint64_t *ix = u64map_get(&m->idx, key);
+	if (ix)
+		return VEC_AT(&m->qs, struct mqueue, *ix);
+	struct mqueue *q = vec_push(&m->qs);
+	if (!q || u64map_put(&m->idx, key, m->qs.n - 1))
+		return NULL;
+	q->key_kind = kind;
+	q->key_id = id;
+	return q;
+}
+
+static int mq_push(struct mqueue *q, const struct tbp_record *r)
+{
+	if (q->n == q->cap) {
+		size_t ncap = q->cap ? q->cap * 2 : 256;
+		struct tbp_record *nr = malloc(ncap * sizeof *nr);
+		if (!nr)
+			return -1;
+		for (size_t i = 0; i < q->n; i++)
+			nr[i] = q->ring[(q->head + i) & (q->cap - 1)];
+		free(q->ring);
+		q->ring = nr;
+		q->cap = ncap;
+		q->head = 0;
+	}
+	struct tbp_record *slot = &q->ring[(q->head + q->n) & (q->cap - 1)];
+	*slot = *r;
+	slot->blob = NULL;
+	slot->blob_len = 0;
+	q->n++;
+	return 0;
+}
+
+/* Emit records in time order while allowed (or everything when final). */
+static void merge_drain(struct analysis *a, struct merger *m, int final)
+{
+	/* Streams are only known once they show up: give the late starters
+	 * (GPU activity, other threads) a few frames to appear first. */
+	if (!final && m->frame < AN_STALL_FRAMES && m->buffered <= AN_REORDER_CAP)
+		return;
+	for (;;) {
+		struct mqueue *best = NULL;
+		int blocked = 0;
+		for (size_t i = 0; i < m->qs.n; i++) {
+			struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
+			if (!q->n) {
+				if (q->last_frame + AN_STALL_FRAMES > m->frame)
+					blocked = 1;
+				continue;
+			}
+			const struct tbp_record *h = &q->ring[q->head];
+			if (!best) {
+				best = q;
+				continue;
+			}
+			const struct tbp_record *b = &best->ring[best->head];
+			/* Ties: host records (markers, API calls) before GPU activity. */
+			if (h->ts < b->ts || (h->ts == b->ts && h->stream_kind < b->stream_kind))
+				best = q;
+		}
+		if (!best)
+			return;
+		if (blocked && !final) {
+			if (m->buffered <= AN_REORDER_CAP)
+				return;
+			a->reorder_forced++;
+		}
+		const struct tbp_record *r = &best->ring[best->head];
+		if (r->ts < m->last_emitted_ts)
+			a->late_records++;
+		else
+			m->last_emitted_ts = r->ts;
+		an_pass_record(a, r);
+		best->head = (best->head + 1) & (best->cap - 1);
+		best->n--;
+		m->buffered--;
+	}
+}
+
+static void merge_free(struct merger *m)
+{
+	for (size_t i = 0; i < m->qs.n; i++)
+		free(VEC_AT(&m->qs, struct mqueue, i)->ring);
+	vec_free(&m->qs);
+	u64map_free(&m->idx);
+}
+
+static int is_timed_stream_record(unsigned kind)
+{
+	return (kind >= TBP_K_API && kind <= TBP_K_SYNC) || (kind >= TBP_K_GPU_KERNEL && kind <= TBP_K_GPU_SYNC) ||
+	       kind == TBP_K_MARKER;
+}
+
+int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
+{
+	memset(a, 0, sizeof *a);
+	a->path = path;
+	if (opts)
+		a->opts = *opts;
+	else
+		an_opts_default(&a->opts);
+	a->devices.item = sizeof(struct an_device);
+	a->streams.item = sizeof(struct an_stream);
+	a->findings.item = sizeof(struct an_finding);
+	a->kernels.item = sizeof(struct an_kernel_stat);
+	a->spans.item = sizeof(struct an_span_stat);
+	a->sites.item = sizeof(struct an_site_stat);
+	a->first_ts = UINT64_MAX;
+	a->defs = defs_new();
+	if (!a->defs || an_pass_init(a)) {
+		fprintf(stderr, "tbanalyze: out of memory\n");
+		return TBA_EXIT_INTERNAL;
+	}
+
+	struct tbp_reader *r;
+	int rc = an_open(&r, path);
+	if (rc)
+		return rc;
+	a->header = *tbp_reader_header(r);
+
+	struct merger m = {.qs = {.item = sizeof(struct mqueue)}};
+	uint64_t last_off = tbp_reader_offset(r);
+	struct tbp_record rec;
+	int st;
+	while ((st = tr_next(r, path, &rec)) > 0) {
+		a->records++;
+		uint64_t off = tbp_reader_offset(r);
+		if (off != last_off) {
+			/* A new frame: let streams that kept up release records. */
+			m.frame++;
+			last_off = off;
+			merge_drain(a, &m, 0);
+		}
+		if (rec.kind == TBP_K_STRING || rec.kind == TBP_K_PYFRAME || rec.kind == TBP_K_CALLPATH ||
+		    rec.kind == TBP_K_NATIVE || rec.kind == TBP_K_MODULE) {
+			if (defs_add(a->defs, &rec))
+				goto nomem;
+			continue;
+		}
+		a->events++;
+		if (!is_timed_stream_record(rec.kind)) {
+			an_pass_record(a, &rec); /* facts and spans: order-free */
+			continue;
+		}
+		struct mqueue *q = mq_get(&m, rec.stream_kind, rec.tid);
+		if (!q || mq_push(q, &rec))
+			goto nomem;
+		q->last_frame = m.frame;
+		m.buffered++;
+		if (m.buffered > AN_REORDER_CAP)
+			merge_drain(a, &m, 0);
+	}
+	if (st < 0) {
+		rc = tr_exit_status(r);
+		merge_free(&m);
+		tbp_reader_close(r);
+		return rc;
+	}
+	if (tbp_reader_truncated(r)) {
+		a->truncated = 1;
+		a->truncated_at = tbp_reader_offset(r);
+	}
+	merge_drain(a, &m, 1);
+	merge_free(&m);
+	tbp_reader_close(r);
+	if (an_pass_finish(a))
+		goto nomem_closed;
+	return TBA_EXIT_OK;
+nomem:
+	merge_free(&m);
+	tbp_reader_close(r);
+nomem_closed:
+	fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
+	return TBA_EXIT_INTERNAL;
+}
+
+void an_free(struct analysis *a)
+{
+	an_pass_free(a);
+	defs_free(a->defs);
+	a->defs = NULL;
+	vec_free(&a->devices);
+	vec_free(&a->streams);
+	vec_free(&a->findings);
+	vec_free(&a->kernels);
+	vec_free(&a->spans);
+	vec_free(&a->sites);
+}
+
+void an_opts_default(struct an_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->gap_ns = 50000;
+	o->burst_min = 16;
+	o->burst_kernel_ns = 10000;
+	o->scalar_bytes = 64;
+	o->pingpong_min = 3;
+	o->sync_min = 10;
+	o->churn_min = 50;
+	o->top = 20;
+}
+
+const char *an_finding_name(int kind)
+{
+	switch (kind) {
+	case AN_F_IDLE_GAP: return "idle_gap";
+	case AN_F_KERNEL_BURST: return "kernel_burst";
+	case AN_F_SCALAR_COPY: return "scalar_copy";
+	case AN_F_PING_PONG: return "ping_pong";
+	case AN_F_SYNC_HOTSPOT: return "sync_hotspot";
+	case AN_F_ALLOC_CHURN: return "alloc_churn";
+	}
+	return "unknown";
+}
+
+const char *an_cause_name(int cause)
+{
+	switch (cause) {
+	case AN_CAUSE_SYNC: return "sync";
+	case AN_CAUSE_PYTHON: return "python";
+	case AN_CAUSE_LAUNCH_BOUND: return "launch_bound";
+	case AN_CAUSE_HOST_OTHER: return "host_other";
+	}
+	return "";
+}

@@ -1,0 +1,1056 @@
+/*
+ * tbanalyze engine, part 2: the passes.  Every record is seen once, in time
+ * order (see the merger in an_core.c); each pass keeps per-device, per-stream
+ * or per-call-site state only.
+ *
+ * - breakdown: unions of kernel/memcpy/memset intervals per device and
+ *   stream, with snapshots at the runner's iteration markers;
+ * - idle gaps: a pending list classified once host facts are in (spans may
+ *   reach the file after the GPU records they explain, and vice versa);
+ * - kernel bursts, scalar copies, ping-pong, sync hotspots, allocation churn;
+ * - host time by Python call path from spans, kernel statistics for diff.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "an.h"
+#include "an_internal.h"
+
+#define API_RING 1024
+#define SPAN_RING 4096
+#define PENDING_GAPS 1024
+
+struct api_ent {
+	uint32_t tid;
+	uint8_t kind;
+	uint64_t ts, end, callpath, native;
+};
+struct span_ent {
+	uint32_t tid;
+	uint64_t ts, end, callpath;
+};
+struct pgap {
+	uint64_t device, start, end;
+	uint8_t phase;
+	int has_sync, has_launch;
+	uint64_t sync_cp, sync_nat, sync_end;
+	uint64_t launch_cp, launch_nat, launch_ts;
+	uint32_t launch_tid;
+	uint64_t span_cp, span_overlap, span_dur;
+};
+struct corr_ent {
+	uint64_t callpath, native, ts, end;
+	uint32_t tid;
+	uint8_t kind;
+};
+struct thread_st {
+	uint32_t tid;
+	int scalar_pending;
+	size_t scalar_finding;
+};
+struct pp_ent {
+	uint64_t callpath, native, bytes, dur;
+	int armed;
+};
+struct alloc_ent {
+	uint64_t bytes, device;
+};
+
+struct an_state {
+	struct u64map corr; /* corr -> index in corr_pool */
+	struct vec corr_pool, corr_freelist;
+	int expect_gpu;
+
+	struct api_ent api[API_RING];
+	size_t api_n;
+	struct span_ent span[SPAN_RING];
+	size_t span_n;
+	struct pgap gaps[PENDING_GAPS];
+	size_t gap_head, gap_n;
+
+	struct u64map dev_idx, stream_idx, finding_idx, kernel_idx, span_idx, site_idx;
+	struct u64map pp, allocs;
+	struct vec pp_pool, alloc_pool, alloc_freelist;
+	struct vec threads;
+
+	struct vec all_findings; /* struct an_finding, every phase */
+
+	int in_iter, iter_markers, win_open;
+	uint64_t iter_begin_ts;
+};
+
+/* ------------------------------------------------------------ unions */
+static void un_add(struct an_union *u, uint64_t s, uint64_t e)
+{
+	if (e < s)
+		e = s;
+	if (!u->open) {
+		u->start = s;
+		u->end = e;
+		u->open = 1;
+		return;
+	}
+	if (s > u->end) {
+		u->closed += u->end - u->start;
+		u->start = s;
+		u->end = e;
+	} else if (e > u->end) {
+		u->end = e;
+	}
+}
+
+/* Measure of the union up to time t (every interval starting before t has
+ * been added, so closed ones end by t). */
+static uint64_t un_at(const struct an_union *u, uint64_t t)
+{
+	uint64_t v = u->closed;
+	if (u->open && u->start < t)
+		v += (u->end < t ? u->end : t) - u->start;
+	return v;
+}
+
+uint64_t an_union_total(const struct an_union *u)
+{
+	return u->closed + (u->open ? u->end - u->start : 0);
+}
+
+static void un_snap(struct an_union *u, uint64_t t, int end)
+{
+	if (end)
+		u->snap_end = un_at(u, t);
+	else
+		u->snap_begin = un_at(u, t);
+}
+
+static void snap_all(struct analysis *a, uint64_t t, int end)
+{
+	for (size_t i = 0; i < a->devices.n; i++) {
+		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		un_snap(&d->busy, t, end);
+		un_snap(&d->dm, t, end);
+		un_snap(&d->kern, t, end);
+		un_snap(&d->set, t, end);
+		for (int k = 0; k < AN_CK_N; k++)
+			un_snap(&d->ck[k], t, end);
+	}
+	for (size_t i = 0; i < a->streams.n; i++) {
+		struct an_stream *s = VEC_AT(&a->streams, struct an_stream, i);
+		un_snap(&s->busy, t, end);
+		un_snap(&s->dm, t, end);
+	}
+}
+
+static uint64_t un_window(const struct analysis *a, const struct an_union *u)
+{
+	if (a->markers_used)
+		return u->snap_end > u->snap_begin ? u->snap_end - u->snap_begin : 0;
+	return an_union_total(u);
+}
+
+void an_device_breakdown(const struct analysis *a, const struct an_device *d, struct an_breakdown *b)
+{
+	memset(b, 0, sizeof *b);
+	b->window_ns = a->markers_used ? a->win_end - a->win_begin
+			: (a->last_ts > a->first_ts ? a->last_ts - a->first_ts : 0);
+	b->busy_ns = un_window(a, &d->busy);
+	b->dm_ns = un_window(a, &d->dm);
+	b->active_ns = b->busy_ns - b->dm_ns;
+	b->idle_ns = b->window_ns > b->busy_ns ? b->window_ns - b->busy_ns : 0;
+	b->kernel_ns = un_window(a, &d->kern);
+	b->memset_ns = un_window(a, &d->set);
+	for (int k = 0; k < AN_CK_N; k++)
+		b->ck_ns[k] = un_window(a, &d->ck[k]);
+}
+
+void an_stream_breakdown(const struct analysis *a, const struct an_stream *s, uint64_t *busy, uint64_t *dm)
+{
+	*busy = un_window(a, &s->busy);
+	*dm = un_window(a, &s->dm);
+}
+
+int an_has_gpu(const struct analysis *a)
+{
+	return a->n_gpu_kernel + a->n_gpu_memcpy + a->n_gpu_memset > 0;
+}
+
+/* ------------------------------------------------------------ lookups */
+static struct an_device *get_device(struct analysis *a, uint64_t id)
+{
+	struct an_state *st = a->st;
+	uint64_t *ix = u64map_get(&st->dev_idx, id);
+	if (ix)
+		return VEC_AT(&a->devices, struct an_device, *ix);
+	struct an_device *d = vec_push(&a->devices);
+	if (!d || u64map_put(&st->dev_idx, id, a->devices.n - 1))
+		return NULL;
+	d->id = id;
+	d->first_ts = UINT64_MAX;
+	return d;
+}
+
+static struct an_stream *get_stream(struct analysis *a, uint64_t dev, uint64_t stream)
+{
+	struct an_state *st = a->st;
+	uint64_t key = (dev << 40) ^ stream;
+	uint64_t *ix = u64map_get(&st->stream_idx, key);
+	if (ix)
+		return VEC_AT(&a->streams, struct an_stream, *ix);
+	struct an_stream *s = vec_push(&a->streams);
+	if (!s || u64map_put(&st->stream_idx, key, a->streams.n - 1))
+		return NULL;
+	s->device = dev;
+	s->stream = stream;
+	s->first_ts = UINT64_MAX;
+	return s;
+}
+
+static struct thread_st *get_thread(struct an_state *st, uint32_t tid)
+{
+	for (size_t i = 0; i < st->threads.n; i++) {
+		struct thread_st *t = VEC_AT(&st->threads, struct thread_st, i);
+		if (t->tid == tid)
+			return t;
+	}
+	struct thread_st *t = vec_push(&st->threads);
+	if (t)
+		t->tid = tid;
+	return t;
+}
+
+static uint64_t hash_combine(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	h *= 0xff51afd7ed558ccdULL;
+	return h ^ (h >> 31);
+}
+
+/* The finding for (kind, cause, phase, site); created on first use. */
+static struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, uint64_t cp, uint64_t nat)
+{
+	struct an_state *st = a->st;
+	uint64_t h = hash_combine(hash_combine(hash_combine(kind, cause), phase), hash_combine(cp, nat));
+	if (h == UINT64_MAX)
+		h = 0;
+	uint64_t *ix = u64map_get(&st->finding_idx, h);
+	if (ix)
+		return VEC_AT(&st->all_findings, struct an_finding, *ix);
+	struct an_finding *f = vec_push(&st->all_findings);
+	if (!f || u64map_put(&st->finding_idx, h, st->all_findings.n - 1))
+		return NULL;
+	f->kind = kind;
+	f->cause = cause;
+	f->phase = phase;
+	f->callpath = cp;
+	f->native = nat;
+	return f;
+}
+
+static int cur_phase(const struct analysis *a)
+{
+	const struct an_state *st = a->st;
+	if (!st->in_iter)
+		return AN_PH_OUTSIDE;
+	return a->warmup_seen ? AN_PH_STEADY : AN_PH_WARMUP;
+}
+
+static struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t nat)
+{
+	struct an_state *st = a->st;
+	uint64_t h = hash_combine(cp, nat);
+	if (h == UINT64_MAX)
+		h = 0;
+	uint64_t *ix = u64map_get(&st->site_idx, h);
+	if (ix)
+		return VEC_AT(&a->sites, struct an_site_stat, *ix);
+	struct an_site_stat *s = vec_push(&a->sites);
+	if (!s || u64map_put(&st->site_idx, h, a->sites.n - 1))
+		return NULL;
+	s->callpath = cp;
+	s->native = nat;
+	return s;
+}
+
+/* ------------------------------------------------------------ timeline */
+static void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint64_t e)
+{
+	if (!a->hist_on) {
+		a->hist_on = 1;
+		a->hist_origin = s;
+		a->hist_w = 1024;
+	}
+	if (s < a->hist_origin)
+		s = a->hist_origin;
+	if (e <= s)
+		return;
+	/* Coarsen every stream together so one bin width serves the picture. */
+	while (e - a->hist_origin > (uint64_t)AN_HIST_BINS * a->hist_w) {
+		for (size_t i = 0; i < a->streams.n; i++) {
+			struct an_stream *x = VEC_AT(&a->streams, struct an_stream, i);
+			for (size_t b = 0; b < AN_HIST_BINS / 2; b++)
+				x->hist[b] = x->hist[2 * b] + x->hist[2 * b + 1];
+			memset(&x->hist[AN_HIST_BINS / 2], 0, sizeof(uint64_t) * (AN_HIST_BINS / 2));
+		}
+		a->hist_w *= 2;
+	}
+	uint64_t off = s - a->hist_origin, end = e - a->hist_origin;
+	for (size_t b = off / a->hist_w; b < AN_HIST_BINS && b * a->hist_w < end; b++) {
+		uint64_t lo = b * a->hist_w, hi = lo + a->hist_w;
+		uint64_t x0 = off > lo ? off : lo, x1 = end < hi ? end : hi;
+		if (x1 > x0)
+			str->hist[b] += x1 - x0;
+	}
+}
+
+static void mark_add(struct analysis *a, int kind, uint64_t dev, uint64_t stream, uint64_t s, uint64_t e)
+{
+	size_t slot = a->n_marks;
+	if (a->n_marks == AN_MAX_MARKS) {
+		/* Keep the longest: replace the shortest if this one is longer. */
+		slot = 0;
+		for (size_t i = 1; i < AN_MAX_MARKS; i++)
+			if (a->marks[i].end - a->marks[i].start < a->marks[slot].end - a->marks[slot].start)
+				slot = i;
+		if (a->marks[slot].end - a->marks[slot].start >= e - s)
+			return;
+	} else {
+		a->n_marks++;
+	}
+	a->marks[slot] = (struct an_mark){.device = dev, .stream = stream, .start = s, .end = e, .kind = kind};
+}
+
+/* ------------------------------------------------------------ idle gaps */
+static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
+{
+	if (sp->end <= g->start || sp->ts >= g->end)
+		return;
+	/* A span running since before the GPU went idle and still running when
+	 * the next launch was issued is a caller of everything (the training
+	 * loop, main): it explains nothing. */
+	uint64_t resume = g->has_launch ? g->launch_ts : g->end;
+	if (sp->ts <= g->start && sp->end >= resume)
+		return;
+	uint64_t lo = sp->ts > g->start ? sp->ts : g->start;
+	uint64_t hi = sp->end < g->end ? sp->end : g->end;
+	uint64_t ov = hi - lo, dur = sp->end - sp->ts;
+	if (ov > g->span_overlap || (ov == g->span_overlap && ov && dur < g->span_dur)) {
+		g->span_overlap = ov;
+		g->span_dur = dur;
+		g->span_cp = sp->callpath;
+	}
+}
+
+static void gap_finalize(struct analysis *a, const struct pgap *g)
+{
+	uint64_t len = g->end - g->start;
+	int cause;
+	uint64_t cp = 0, nat = 0;
+	if (g->has_sync) {
+		cause = AN_CAUSE_SYNC;
+		cp = g->sync_cp;
+		nat = g->sync_nat;
+	} else if (g->span_overlap * 2 >= len && g->span_cp) {
+		cause = AN_CAUSE_PYTHON;
+		cp = g->span_cp;
+	} else if (g->has_launch && g->launch_cp) {
+		cause = AN_CAUSE_LAUNCH_BOUND;
+		cp = g->launch_cp;
+		nat = g->launch_nat;
+	} else {
+		cause = AN_CAUSE_HOST_OTHER;
+		cp = g->has_launch ? g->launch_cp : 0;
+		nat = g->has_launch ? g->launch_nat : 0;
+	}
+	struct an_finding *f = finding(a, AN_F_IDLE_GAP, cause, g->phase, cp, nat);
+	if (!f)
+		return;
+	f->count++;
+	f->groups++;
+	f->total_ns += len;
+	if (len > f->max_ns)
+		f->max_ns = len;
+	f->device = g->device;
+	if (!f->other_callpath && g->has_launch)
+		f->other_callpath = g->launch_cp;
+}
+
+static void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, const struct corr_ent *launch)
+{
+	struct an_state *st = a->st;
+	if (st->gap_n == PENDING_GAPS) {
+		gap_finalize(a, &st->gaps[st->gap_head]);
+		st->gap_head = (st->gap_head + 1) % PENDING_GAPS;
+		st->gap_n--;
+	}
+	struct pgap *g = &st->gaps[(st->gap_head + st->gap_n) % PENDING_GAPS];
+	st->gap_n++;
+	memset(g, 0, sizeof *g);
+	g->device = device;
+	g->start = start;
+	g->end = end;
+	g->phase = cur_phase(a);
+	/* A gap that began before this iteration did is the runner's time
+	 * between iterations, not the model's. */
+	if (st->in_iter && start < st->iter_begin_ts)
+		g->phase = AN_PH_OUTSIDE;
+	if (launch) {
+		g->has_launch = 1;
+		g->launch_cp = launch->callpath;
+		g->launch_nat = launch->native;
+		g->launch_ts = launch->ts;
+		g->launch_tid = launch->tid;
+	}
+	/* A sync that was already waiting when the GPU ran dry drained the
+	 * pipeline: the host could not run ahead and queue more work. */
+	size_t n = st->api_n < API_RING ? st->api_n : API_RING;
+	for (size_t i = 0; i < n; i++) {
+		const struct api_ent *e = &st->api[i];
+		if (e->kind != TBP_K_SYNC || e->ts > start || e->end < start || e->ts >= end)
+			continue;
+		if (!g->has_sync || e->end > g->sync_end) {
+			g->has_sync = 1;
+			g->sync_cp = e->callpath;
+			g->sync_nat = e->native;
+			g->sync_end = e->end;
+		}
+	}
+	size_t ns = st->span_n < SPAN_RING ? st->span_n : SPAN_RING;
+	for (size_t i = 0; i < ns; i++)
+		gap_consider_span(g, &st->span[i]);
+}
+
+/* ------------------------------------------------------------ bursts */
+static void burst_close(struct analysis *a, struct an_stream *s)
+{
+	struct an_burst_run *r = &s->run;
+	if (r->count >= a->opts.burst_min && r->idle_ns > 0) {
+		struct an_finding *f = finding(a, AN_F_KERNEL_BURST, 0, cur_phase(a), r->callpath, r->native);
+		if (f) {
+			uint64_t span = r->last_end - r->first_start;
+			f->count += r->count;
+			f->groups++;
+			f->total_ns += span;
+			if (span > f->max_ns)
+				f->max_ns = span;
+			f->device = s->device;
+			f->idle_ns += r->idle_ns;
+		}
+		mark_add(a, AN_F_KERNEL_BURST, s->device, s->stream, r->first_start, r->last_end);
+	}
+	memset(r, 0, sizeof *r);
+}
+
+static void burst_kernel(struct analysis *a, struct an_stream *s, uint64_t ts, uint64_t end, uint64_t cp,
+			 uint64_t nat)
+{
+	struct an_burst_run *r = &s->run;
+	int is_short = end - ts < a->opts.burst_kernel_ns;
+	if (r->count && (!is_short || cp != r->callpath || nat != r->native))
+		burst_close(a, s);
+	if (!is_short)
+		return;
+	if (!r->count) {
+		r->first_start = ts;
+		r->last_end = end;
+		r->callpath = cp;
+		r->native = nat;
+		r->count = 1;
+		return;
+	}
+	if (ts > r->last_end)
+		r->idle_ns += ts - r->last_end;
+	if (end > r->last_end)
+		r->last_end = end;
+	r->count++;
+}
+
+/* ------------------------------------------------------------ records */
+static void note_time(struct analysis *a, uint64_t ts, uint64_t end)
+{
+	if (ts < a->first_ts)
+		a->first_ts = ts;
+	if (end < ts)
+		end = ts;
+	if (end > a->last_ts)
+		a->last_ts = end;
+}
+
+static int corr_take(struct an_state *st, uint64_t corr, struct corr_ent *out)
+{
+	uint64_t *ix = u64map_get(&st->corr, corr);
+	if (!ix)
+		return 0;
+	uint64_t i = *ix;
+	*out = *VEC_AT(&st->corr_pool, struct corr_ent, i);
+	u64map_del(&st->corr, corr);
+	uint64_t *fl = vec_push(&st->corr_freelist);
+	if (fl)
+		*fl = i;
+	return 1;
+}
+
+static void corr_put(struct an_state *st, uint64_t corr, const struct corr_ent *e)
+{
+	/* Bounded: records whose GPU side never comes (lost, or no CUPTI)
+	 * must not grow the map without end. */
+	if (!corr || st->corr.n >= (1u << 20))
+		return;
+	uint64_t i;
+	if (st->corr_freelist.n) {
+		i = *VEC_AT(&st->corr_freelist, uint64_t, st->corr_freelist.n - 1);
+		st->corr_freelist.n--;
+	} else {
+		if (!vec_push(&st->corr_pool))
+			return;
+		i = st->corr_pool.n - 1;
+	}
+	*VEC_AT(&st->corr_pool, struct corr_ent, i) = *e;
+	u64map_put(&st->corr, corr, i);
+}
+
+static void on_gpu(struct analysis *a, const struct tbp_record *r)
+{
+	struct an_state *st = a->st;
+	const struct tbp_gpu_kernel *g = &r->u.gpu_kernel; /* common prefix */
+	uint64_t s = r->ts, e = g->end < r->ts ? r->ts : g->end;
+	note_time(a, s, e);
+	if (r->kind == TBP_K_GPU_SYNC) {
+		a->n_gpu_sync++;
+		return;
+	}
+	struct an_device *d = get_device(a, g->device);
+	struct an_stream *str = get_stream(a, g->device, g->stream);
+	if (!d || !str)
+		return;
+	struct corr_ent api;
+	int joined = g->corr && corr_take(st, g->corr, &api);
+	if (!joined) {
+		a->unmatched_gpu++;
+		memset(&api, 0, sizeof api);
+	}
+	if (d->busy.open && s > d->busy.end && s - d->busy.end >= a->opts.gap_ns) {
+		d->gaps++;
+		d->gap_ns += s - d->busy.end;
+		gap_new(a, d->id, d->busy.end, s, joined ? &api : NULL);
+		mark_add(a, AN_F_IDLE_GAP, d->id, 0, d->busy.end, s);
+	}
+	un_add(&d->busy, s, e);
+	un_add(&str->busy, s, e);
+	hist_add(a, str, s, e);
+	if (s < d->first_ts)
+		d->first_ts = s;
+	if (e > d->last_end)
+		d->last_end = e;
+	if (s < str->first_ts)
+		str->first_ts = s;
+	if (e > str->last_end)
+		str->last_end = e;
+	if (joined) {
+		struct an_site_stat *ss = site_stat(a, api.callpath, api.native);
+		if (ss)
+			ss->gpu_ns += e - s;
+	}
+
+	switch (r->kind) {
+	case TBP_K_GPU_KERNEL: {
+		a->n_gpu_kernel++;
+		d->kernels++;
+		str->kernels++;
+		un_add(&d->kern, s, e);
+		burst_kernel(a, str, s, e, api.callpath, api.native);
+		uint64_t *ix = u64map_get(&st->kernel_idx, g->name);
+		struct an_kernel_stat *k;
+		if (ix) {
+			k = VEC_AT(&a->kernels, struct an_kernel_stat, *ix);
+		} else {
+			k = vec_push(&a->kernels);
+			if (!k || u64map_put(&st->kernel_idx, g->name, a->kernels.n - 1))
+				break;
+			k->name = g->name;
+		}
+		k->count++;
+		k->total_ns += e - s;
+		if (e - s > k->max_ns)
+			k->max_ns = e - s;
+		break;
+	}
+	case TBP_K_GPU_MEMCPY: {
+		a->n_gpu_memcpy++;
+		d->copies++;
+		str->copies++;
+		burst_close(a, str);
+		un_add(&d->dm, s, e);
+		un_add(&str->dm, s, e);
+		uint64_t ck = r->u.gpu_memcpy.copy_kind < AN_CK_N ? r->u.gpu_memcpy.copy_kind : 0;
+		un_add(&d->ck[ck], s, e);
+		break;
+	}
+	case TBP_K_GPU_MEMSET:
+		a->n_gpu_memset++;
+		d->sets++;
+		str->sets++;
+		burst_close(a, str);
+		un_add(&d->set, s, e);
+		break;
+	}
+}
+
+static void on_api(struct analysis *a, const struct tbp_record *r)
+{
+	struct an_state *st = a->st;
+	const struct tbp_call *c = &r->u.call;
+	uint64_t ts = r->ts, end = c->end < ts ? ts : c->end, dur = end - ts;
+	note_time(a, ts, end);
+	a->n_api++;
+	struct thread_st *th = get_thread(st, r->tid);
+	int phase = cur_phase(a);
+
+	struct api_ent *ae = &st->api[st->api_n++ % API_RING];
+	ae->tid = r->tid;
+	ae->kind = r->kind;
+	ae->ts = ts;
+	ae->end = end;
+	ae->callpath = c->callpath;
+	ae->native = c->native;
+
+	/* A scalar copy's stall includes the sync right after it. */
+	if (th && th->scalar_pending) {
+		th->scalar_pending = 0;
+		if (r->kind == TBP_K_SYNC && th->scalar_finding < st->all_findings.n) {
+			struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, th->scalar_finding);
+			f->flagged++;
+			f->total_ns += dur;
+		}
+	}
+
+	struct an_site_stat *ss = site_stat(a, c->callpath, c->native);
+	if (ss) {
+		ss->api_ns += dur;
+		ss->calls++;
+	}
+	if (st->expect_gpu && (r->kind == TBP_K_LAUNCH || r->kind == TBP_K_MEMCPY || r->kind == TBP_K_MEMSET)) {
+		struct corr_ent ce = {.callpath = c->callpath, .native = c->native, .ts = ts, .end = end,
+				      .tid = r->tid, .kind = r->kind};
+		corr_put(st, c->corr, &ce);
+	}
+
+	switch (r->kind) {
+	case TBP_K_LAUNCH:
+		a->n_launch++;
+		break;
+	case TBP_K_MEMSET:
+		a->n_memset++;
+		break;
+	case TBP_K_MEMCPY: {
+		a->n_memcpy++;
+		const struct tbp_memcpy *m = &r->u.memcpy;
+		if (m->copy_kind == TBP_COPY_H2D && m->bytes <= a->opts.scalar_bytes) {
+			struct an_finding *f = finding(a, AN_F_SCALAR_COPY, 0, phase, c->callpath, c->native);
+			if (f) {
+				f->count++;
+				f->total_ns += dur;
+				f->bytes += m->bytes;
+				f->device = c->device;
+				if (m->flags & TBP_COPYF_PAGEABLE)
+					f->pageable++;
+				if (dur > f->max_ns)
+					f->max_ns = dur;
+				if (th) {
+					th->scalar_pending = 1;
+					th->scalar_finding = (size_t)(f - VEC_AT(&st->all_findings, struct an_finding, 0));
+				}
+			}
+		}
+		if (m->bytes > a->opts.scalar_bytes && m->copy_kind == TBP_COPY_H2D) {
+			uint64_t *ix = u64map_get(&st->pp, m->dst);
+			struct pp_ent *p;
+			if (ix) {
+				p = VEC_AT(&st->pp_pool, struct pp_ent, *ix);
+			} else {
+				p = vec_push(&st->pp_pool);
+				if (!p || u64map_put(&st->pp, m->dst, st->pp_pool.n - 1))
+					break;
+			}
+			p->callpath = c->callpath;
+			p->native = c->native;
+			p->bytes = m->bytes;
+			p->dur = dur;
+			p->armed = 1;
+		} else if (m->bytes > a->opts.scalar_bytes && m->copy_kind == TBP_COPY_D2H) {
+			uint64_t *ix = u64map_get(&st->pp, m->src);
+			if (!ix)
+				break;
+			struct pp_ent *p = VEC_AT(&st->pp_pool, struct pp_ent, *ix);
+			if (!p->armed || p->bytes != m->bytes)
+				break;
+			p->armed = 0;
+			struct an_finding *f = finding(a, AN_F_PING_PONG, 0, phase, p->callpath, p->native);
+			if (f) {
+				f->count++;
+				f->groups++;
+				f->total_ns += p->dur + dur;
+				f->bytes += 2 * m->bytes;
+				f->device = c->device;
+				f->other_callpath = c->callpath;
+			}
+		}
+		break;
+	}
+	case TBP_K_SYNC: {
+		a->n_sync++;
+		struct an_finding *f = finding(a, AN_F_SYNC_HOTSPOT, 0, phase, c->callpath, c->native);
+		if (f) {
+			f->count++;
+			f->total_ns += dur;
+			if (dur > f->max_ns)
+				f->max_ns = dur;
+			f->device = c->device;
+		}
+		break;
+	}
+	case TBP_K_MALLOC: {
+		a->n_malloc++;
+		const struct tbp_malloc *m = &r->u.malloc;
+		if (m->flags & TBP_ALLOCF_HOST)
+			break; /* pinned host memory is not device memory */
+		struct an_device *d = get_device(a, c->device);
+		if (!d)
+			break;
+		d->allocs++;
+		d->alloc_bytes += m->bytes;
+		d->mem_cur += (int64_t)m->bytes;
+		if (d->mem_cur > 0 && (uint64_t)d->mem_cur > d->mem_peak)
+			d->mem_peak = (uint64_t)d->mem_cur;
+		if (m->ptr) {
+			uint64_t i;
+			if (st->alloc_freelist.n) {
+				i = *VEC_AT(&st->alloc_freelist, uint64_t, st->alloc_freelist.n - 1);
+				st->alloc_freelist.n--;
+			} else {
+				if (!vec_push(&st->alloc_pool))
+					break;
+				i = st->alloc_pool.n - 1;
+			}
+			struct alloc_ent *ent = VEC_AT(&st->alloc_pool, struct alloc_ent, i);
+			ent->bytes = m->bytes;
+			ent->device = c->device;
+			u64map_put(&st->allocs, m->ptr, i);
+		}
+		struct an_finding *f = finding(a, AN_F_ALLOC_CHURN, 0, phase, c->callpath, c->native);
+		if (f) {
+			f->count++;
+			f->total_ns += dur;
+			f->bytes += m->bytes;
+			f->device = c->device;
+		}
+		break;
+	}
+	case TBP_K_FREE: {
+		a->n_free++;
+		const struct tbp_free *fr = &r->u.free;
+		uint64_t *ix = fr->ptr ? u64map_get(&st->allocs, fr->ptr) : NULL;
+		if (!ix)
+			break;
+		uint64_t i = *ix;
+		struct alloc_ent *ent = VEC_AT(&st->alloc_pool, struct alloc_ent, i);
+		struct an_device *d = get_device(a, ent->device);
+		if (d) {
+			d->frees++;
+			d->mem_cur -= (int64_t)ent->bytes;
+		}
+		u64map_del(&st->allocs, fr->ptr);
+		uint64_t *fl = vec_push(&st->alloc_freelist);
+		if (fl)
+			*fl = i;
+		break;
+	}
+	}
+}
+
+static void on_marker(struct analysis *a, const struct tbp_record *r)
+{
+	struct an_state *st = a->st;
+	note_time(a, r->ts, r->ts);
+	if (a->opts.no_markers)
+		return;
+	switch (r->u.marker.marker_kind) {
+	case TBP_MARK_ITER_BEGIN:
+		st->iter_markers = 1;
+		st->in_iter = 1;
+		st->iter_begin_ts = r->ts;
+		if (!st->win_open) {
+			snap_all(a, r->ts, 0);
+			a->win_begin = r->ts;
+			st->win_open = 1;
+			a->iterations = 0;
+		}
+		break;
+	case TBP_MARK_ITER_END:
+		st->in_iter = 0;
+		if (st->win_open) {
+			snap_all(a, r->ts, 1);
+			a->win_end = r->ts;
+			a->iterations++;
+			a->markers_used = 1;
+		}
+		break;
+	case TBP_MARK_WARMUP_END:
+		/* The steady state starts at the next iteration. */
+		a->warmup_seen = 1;
+		st->win_open = 0;
+		a->markers_used = 0;
+		a->iterations = 0;
+		break;
+	}
+}
+
+static void on_span(struct analysis *a, const struct tbp_record *r)
+{
+	struct an_state *st = a->st;
+	uint64_t ts = r->ts, end = r->u.py_span.end < ts ? ts : r->u.py_span.end;
+	note_time(a, ts, end);
+	a->n_spans++;
+	uint64_t cp = r->u.py_span.callpath;
+	uint64_t *ix = u64map_get(&st->span_idx, cp);
+	struct an_span_stat *s = NULL;
+	if (ix) {
+		s = VEC_AT(&a->spans, struct an_span_stat, *ix);
+	} else if ((s = vec_push(&a->spans)) && u64map_put(&st->span_idx, cp, a->spans.n - 1)) {
+		s = NULL;
+		a->spans.n--;
+	}
+	if (s) {
+		s->callpath = cp;
+		s->count++;
+		s->total_ns += end - ts;
+	}
+	struct span_ent *e = &st->span[st->span_n++ % SPAN_RING];
+	e->tid = r->tid;
+	e->ts = ts;
+	e->end = end;
+	e->callpath = cp;
+	for (size_t i = 0; i < st->gap_n; i++)
+		gap_consider_span(&st->gaps[(st->gap_head + i) % PENDING_GAPS], e);
+}
+
+void an_pass_record(struct analysis *a, const struct tbp_record *r)
+{
+	switch (r->kind) {
+	case TBP_K_API:
+	case TBP_K_LAUNCH:
+	case TBP_K_MEMCPY:
+	case TBP_K_MEMSET:
+	case TBP_K_MALLOC:
+	case TBP_K_FREE:
+	case TBP_K_SYNC:
+		on_api(a, r);
+		break;
+	case TBP_K_GPU_KERNEL:
+	case TBP_K_GPU_MEMCPY:
+	case TBP_K_GPU_MEMSET:
+	case TBP_K_GPU_SYNC:
+		on_gpu(a, r);
+		break;
+	case TBP_K_PY_SPAN:
+		on_span(a, r);
+		break;
+	case TBP_K_MARKER:
+		on_marker(a, r);
+		break;
+	case TBP_K_LOST:
+		a->lost += r->u.lost.count;
+		break;
+	case TBP_K_END:
+		a->has_end = 1;
+		a->end_lost = r->u.end.lost;
+		break;
+	case TBP_K_NOTICE:
+		if (r->u.notice.code == TBP_NOTICE_NO_CUPTI) {
+			a->no_cupti_notice = 1;
+			a->st->expect_gpu = 0;
+		}
+		break;
+	case TBP_K_DEVICE: {
+		struct an_device *d = get_device(a, r->u.device.device);
+		if (d)
+			d->name = r->u.device.name;
+		break;
+	}
+	}
+}
+
+/* ------------------------------------------------------------ lifecycle */
+int an_pass_init(struct analysis *a)
+{
+	struct an_state *st = calloc(1, sizeof *st);
+	if (!st)
+		return -1;
+	st->corr_pool.item = sizeof(struct corr_ent);
+	st->corr_freelist.item = sizeof(uint64_t);
+	st->pp_pool.item = sizeof(struct pp_ent);
+	st->alloc_pool.item = sizeof(struct alloc_ent);
+	st->alloc_freelist.item = sizeof(uint64_t);
+	st->threads.item = sizeof(struct thread_st);
+	st->all_findings.item = sizeof(struct an_finding);
+	/* Without CUPTI nothing will claim a correlation id: do not keep them. */
+	st->expect_gpu = 1;
+	a->st = st;
+	return 0;
+}
+
+static int cmp_finding(const void *x, const void *y)
+{
+	const struct an_finding *a = x, *b = y;
+	if (a->total_ns != b->total_ns)
+		return a->total_ns > b->total_ns ? -1 : 1;
+	if (a->count != b->count)
+		return a->count > b->count ? -1 : 1;
+	if (a->kind != b->kind)
+		return a->kind - b->kind;
+	return a->callpath < b->callpath ? -1 : a->callpath > b->callpath;
+}
+
+static int cmp_kernel(const void *x, const void *y)
+{
+	const struct an_kernel_stat *a = x, *b = y;
+	if (a->total_ns != b->total_ns)
+		return a->total_ns > b->total_ns ? -1 : 1;
+	return a->name < b->name ? -1 : a->name > b->name;
+}
+
+static int cmp_span(const void *x, const void *y)
+{
+	const struct an_span_stat *a = x, *b = y;
+	if (a->total_ns != b->total_ns)
+		return a->total_ns > b->total_ns ? -1 : 1;
+	return a->callpath < b->callpath ? -1 : a->callpath > b->callpath;
+}
+
+static int keep_finding(const struct analysis *a, const struct an_finding *f)
+{
+	switch (f->kind) {
+	case AN_F_PING_PONG: return f->count >= a->opts.pingpong_min;
+	case AN_F_SYNC_HOTSPOT: return f->count >= a->opts.sync_min;
+	case AN_F_ALLOC_CHURN: return f->count >= a->opts.churn_min;
+	}
+	return f->count > 0;
+}
+
+int an_pass_finish(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	for (size_t i = 0; i < a->streams.n; i++)
+		burst_close(a, VEC_AT(&a->streams, struct an_stream, i));
+	while (st->gap_n) {
+		gap_finalize(a, &st->gaps[st->gap_head]);
+		st->gap_head = (st->gap_head + 1) % PENDING_GAPS;
+		st->gap_n--;
+	}
+	if (a->first_ts == UINT64_MAX)
+		a->first_ts = a->last_ts = 0;
+	if (a->markers_used && a->win_end <= a->win_begin)
+		a->markers_used = 0;
+
+	/* Keep the steady state when the runner marked one; otherwise every
+	 * marked iteration; otherwise everything.  Merge phases per site. */
+	struct u64map merged = {0};
+	for (size_t i = 0; i < st->all_findings.n; i++) {
+		const struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, i);
+		if (st->iter_markers && !a->opts.no_markers) {
+			if (a->warmup_seen ? f->phase != AN_PH_STEADY : f->phase == AN_PH_OUTSIDE)
+				continue;
+		}
+		uint64_t h = hash_combine(hash_combine(f->kind, f->cause), hash_combine(f->callpath, f->native));
+		if (h == UINT64_MAX)
+			h = 0;
+		uint64_t *ix = u64map_get(&merged, h);
+		if (!ix) {
+			struct an_finding *o = vec_push(&a->findings);
+			if (!o || u64map_put(&merged, h, a->findings.n - 1)) {
+				u64map_free(&merged);
+				return -1;
+			}
+			*o = *f;
+			continue;
+		}
+		struct an_finding *o = VEC_AT(&a->findings, struct an_finding, *ix);
+		o->count += f->count;
+		o->total_ns += f->total_ns;
+		o->groups += f->groups;
+		o->bytes += f->bytes;
+		o->flagged += f->flagged;
+		o->pageable += f->pageable;
+		o->idle_ns += f->idle_ns;
+		if (f->max_ns > o->max_ns)
+			o->max_ns = f->max_ns;
+	}
+	u64map_free(&merged);
+	size_t w = 0;
+	for (size_t i = 0; i < a->findings.n; i++) {
+		struct an_finding *f = VEC_AT(&a->findings, struct an_finding, i);
+		if (keep_finding(a, f))
+			*VEC_AT(&a->findings, struct an_finding, w++) = *f;
+	}
+	a->findings.n = w;
+	if (w)
+		qsort(a->findings.data, w, sizeof(struct an_finding), cmp_finding);
+	if (a->kernels.n)
+		qsort(a->kernels.data, a->kernels.n, sizeof(struct an_kernel_stat), cmp_kernel);
+	if (a->spans.n)
+		qsort(a->spans.data, a->spans.n, sizeof(struct an_span_stat), cmp_span);
+
+	/* Memory still allocated at the end of the trace. */
+	for (size_t i = 0; i < st->allocs.cap; i++) {
+		if (!st->allocs.keys[i])
+			continue;
+		const struct alloc_ent *e = VEC_AT(&st->alloc_pool, struct alloc_ent, st->allocs.vals[i]);
+		a->mem_leak_bytes += e->bytes;
+		a->mem_leak_count++;
+	}
+
+	/* Totals over devices. */
+	memset(&a->total, 0, sizeof a->total);
+	a->total.window_ns = a->markers_used ? a->win_end - a->win_begin
+				: (a->last_ts > a->first_ts ? a->last_ts - a->first_ts : 0);
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		if (!d->kernels && !d->copies && !d->sets)
+			continue;
+		struct an_breakdown b;
+		an_device_breakdown(a, d, &b);
+		a->total.busy_ns += b.busy_ns;
+		a->total.dm_ns += b.dm_ns;
+		a->total.active_ns += b.active_ns;
+		a->total.idle_ns += b.idle_ns;
+		a->total.kernel_ns += b.kernel_ns;
+		a->total.memset_ns += b.memset_ns;
+		for (int k = 0; k < AN_CK_N; k++)
+			a->total.ck_ns[k] += b.ck_ns[k];
+	}
+	return 0;
+}
+
+void an_pass_free(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	if (!st)
+		return;
+	u64map_free(&st->corr);
+	vec_free(&st->corr_pool);
+	vec_free(&st->corr_freelist);
+	u64map_free(&st->dev_idx);
+	u64map_free(&st->stream_idx);
+	u64map_free(&st->finding_idx);
+	u64map_free(&st->kernel_idx);
+	u64map_free(&st->span_idx);
+	u64map_free(&st->site_idx);
+	u64map_free(&st->pp);
+	u64map_free(&st->allocs);
+	vec_free(&st->pp_pool);
+	vec_free(&st->alloc_pool);
+	vec_free(&st->alloc_freelist);
+	vec_free(&st->threads);
+	vec_free(&st->all_findings);
+	free(st);
+	a->st = NULL;
+}

@@ -1,0 +1,582 @@
+/*
+ * tbanalyze reporters: text (terminal), JSON (doc/report-schema.md) and a
+ * self-contained HTML page with inline SVG.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "an.h"
+#include "tr_common.h"
+
+#define MAX_FRAMES 64
+
+void json_str(FILE *f, const char *s, size_t len)
+{
+	tr_json_string(f, s ? s : "", s ? len : 0);
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+/* "1.234 ms" style, picking the unit by size. */
+static const char *fmt_ns(uint64_t ns, char *buf, size_t len)
+{
+	if (ns >= 1000000000ULL)
+		snprintf(buf, len, "%.3f s", ns / 1e9);
+	else if (ns >= 1000000ULL)
+		snprintf(buf, len, "%.3f ms", ns / 1e6);
+	else if (ns >= 1000ULL)
+		snprintf(buf, len, "%.1f us", ns / 1e3);
+	else
+		snprintf(buf, len, "%" PRIu64 " ns", ns);
+	return buf;
+}
+
+static const char *fmt_bytes(uint64_t b, char *buf, size_t len)
+{
+	if (b >= (1ULL << 30))
+		snprintf(buf, len, "%.2f GiB", b / (double)(1ULL << 30));
+	else if (b >= (1ULL << 20))
+		snprintf(buf, len, "%.2f MiB", b / (double)(1ULL << 20));
+	else if (b >= (1ULL << 10))
+		snprintf(buf, len, "%.1f KiB", b / 1024.0);
+	else
+		snprintf(buf, len, "%" PRIu64 " B", b);
+	return buf;
+}
+
+static unsigned active_devices(const struct analysis *a)
+{
+	unsigned n = 0;
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		if (d->kernels || d->copies || d->sets)
+			n++;
+	}
+	return n;
+}
+
+const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
+{
+	static char buf[512];
+	switch (f->kind) {
+	case AN_F_IDLE_GAP:
+		switch (f->cause) {
+		case AN_CAUSE_SYNC:
+			return "the GPU ran dry while the host waited in this synchronization: avoid syncing "
+			       "inside the loop (.item(), .cpu(), printing a tensor), or sync after the next "
+			       "step's work is queued";
+		case AN_CAUSE_PYTHON:
+			return "the host was busy in this Python function while the GPU sat idle: take it off "
+			       "the critical path (DataLoader workers, precompute, overlap it with GPU work) or "
+			       "move the computation to the GPU";
+		case AN_CAUSE_LAUNCH_BOUND:
+			return "the next launch was issued late (launch-bound): batch small ops "
+			       "(torch._foreach_*, fused ops), use torch.compile or CUDA graphs";
+		default:
+			return "the host was busy outside Python before this launch (native code, data "
+			       "loading, allocator): profile the native side or overlap it with GPU work";
+		}
+	case AN_F_KERNEL_BURST:
+		return "many tiny kernels in a row from this line with the GPU idling between them: use "
+		       "torch._foreach_* (e.g. zero_grad(set_to_none=True), foreach=True optimizers), fuse "
+		       "with torch.compile, or capture the loop with CUDA graphs";
+	case AN_F_SCALAR_COPY:
+		snprintf(buf, sizeof buf,
+			 "scalar host-to-device copies (%" PRIu64 " pageable, %" PRIu64 " followed by a sync): "
+			 "keep the scalar on the host (a Python float or numpy value) instead of making a "
+			 "device tensor of it, as the hf_Reformer fix did",
+			 f->pageable, f->flagged);
+		return buf;
+	case AN_F_PING_PONG:
+		return "the same bytes are copied to the GPU and back again and again: keep the tensor on "
+		       "one side across steps instead of offloading it each time";
+	case AN_F_SYNC_HOTSPOT:
+		return "the host blocks here waiting for the GPU (.item(), .cpu(), synchronize): read "
+		       "values less often, accumulate on the device, or use non_blocking copies and events";
+	case AN_F_ALLOC_CHURN:
+		return "device memory is allocated here over and over: reuse buffers, let the caching "
+		       "allocator keep them (no torch.cuda.empty_cache() in the loop)";
+	}
+	(void)a;
+	return "";
+}
+
+/* ------------------------------------------------------------ text */
+static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat, const char *indent)
+{
+	struct an_frame fr[MAX_FRAMES];
+	size_t n = an_callpath_frames(a, cp, fr, MAX_FRAMES);
+	for (size_t i = 0; i < n && i < 8; i++)
+		fprintf(f, "%s%s %.*s:%" PRIu64 " in %.*s\n", indent, i ? "from" : "at  ", (int)fr[i].file_len,
+			fr[i].file, fr[i].line, (int)fr[i].function_len, fr[i].function);
+	if (n > 8)
+		fprintf(f, "%s     ... %zu more frames\n", indent, n - 8);
+	if (n)
+		return;
+	struct an_native_frame nf[MAX_FRAMES];
+	size_t nn = an_native_frames(a, nat, nf, MAX_FRAMES);
+	for (size_t i = 0; i < nn && i < 6; i++) {
+		if (nf[i].module)
+			fprintf(f, "%s%s %.*s+0x%" PRIx64 "\n", indent, i ? "from" : "at  ", (int)nf[i].module_len,
+				nf[i].module, nf[i].offset);
+		else
+			fprintf(f, "%s%s 0x%" PRIx64 "\n", indent, i ? "from" : "at  ", nf[i].pc);
+	}
+	if (!nn)
+		fprintf(f, "%sat   (no call path recorded)\n", indent);
+}
+
+static void text_finding(const struct analysis *a, FILE *f, size_t idx, const struct an_finding *x)
+{
+	char t1[32], t2[32], b1[32];
+	fprintf(f, "%2zu. %s", idx, an_finding_name(x->kind));
+	switch (x->kind) {
+	case AN_F_IDLE_GAP:
+		fprintf(f, " (%s): %" PRIu64 " gaps, %s idle, longest %s\n", an_cause_name(x->cause), x->count,
+			fmt_ns(x->total_ns, t1, sizeof t1), fmt_ns(x->max_ns, t2, sizeof t2));
+		break;
+	case AN_F_KERNEL_BURST:
+		fprintf(f, ": %" PRIu64 " bursts, %" PRIu64 " short kernels over %s, GPU idle %s between them\n",
+			x->groups, x->count, fmt_ns(x->total_ns, t1, sizeof t1), fmt_ns(x->idle_ns, t2, sizeof t2));
+		break;
+	case AN_F_SCALAR_COPY:
+		fprintf(f, ": %" PRIu64 " copies of <= %" PRIu64 " bytes, %s stalled (%" PRIu64
+			   " followed by a sync, %" PRIu64 " pageable)\n",
+			x->count, a->opts.scalar_bytes, fmt_ns(x->total_ns, t1, sizeof t1), x->flagged, x->pageable);
+		break;
+	case AN_F_PING_PONG:
+		fprintf(f, ": %" PRIu64 " round trips, %s moved, %s in copies\n", x->count,
+			fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
+		break;
+	case AN_F_SYNC_HOTSPOT:
+		fprintf(f, ": %" PRIu64 " syncs, %s waiting, longest %s\n", x->count,
+			fmt_ns(x->total_ns, t1, sizeof t1), fmt_ns(x->max_ns, t2, sizeof t2));
+		break;
+	case AN_F_ALLOC_CHURN:
+		fprintf(f, ": %" PRIu64 " allocations, %s, %s in the allocator\n", x->count,
+			fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
+		break;
+	}
+	text_where(a, f, x->callpath, x->native, "      ");
+	fprintf(f, "      -> %s\n", an_suggestion(a, x));
+}
+
+void an_report_text(const struct analysis *a, FILE *f)
+{
+	char t1[32], t2[32], t3[32], t4[32], b1[32];
+	fprintf(f, "tbanalyze report: %s\n", a->path);
+	uint64_t win = a->total.window_ns;
+	if (a->markers_used)
+		fprintf(f, "window: %s, %" PRIu64 " marked iteration%s%s\n", fmt_ns(win, t1, sizeof t1), a->iterations,
+			a->iterations == 1 ? "" : "s", a->warmup_seen ? " after warm-up" : "");
+	else
+		fprintf(f, "window: %s, first to last event\n", fmt_ns(win, t1, sizeof t1));
+
+	if (!an_has_gpu(a)) {
+		if (a->n_launch + a->n_memcpy + a->n_memset)
+			fprintf(f, "no GPU timeline in this trace (API-only, no CUPTI records): GPU time cannot be "
+				   "measured; findings below come from host-side API times\n");
+		else
+			fprintf(f, "no GPU activity recorded (a CPU run): host time by Python call path follows\n");
+	} else {
+		for (size_t i = 0; i < a->devices.n; i++) {
+			const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+			if (!d->kernels && !d->copies && !d->sets)
+				continue;
+			struct an_breakdown b;
+			an_device_breakdown(a, d, &b);
+			size_t nl;
+			const char *name = an_string(a, d->name, &nl);
+			fprintf(f, "GPU %" PRIu64 "%s%.*s%s: active %.1f%% (%s)  data movement %.1f%% (%s)  idle %.1f%% (%s)\n",
+				d->id, name ? " (" : "", name ? (int)nl : 0, name ? name : "", name ? ")" : "",
+				pct(b.active_ns, b.window_ns), fmt_ns(b.active_ns, t1, sizeof t1),
+				pct(b.dm_ns, b.window_ns), fmt_ns(b.dm_ns, t2, sizeof t2), pct(b.idle_ns, b.window_ns),
+				fmt_ns(b.idle_ns, t3, sizeof t3));
+			if (b.dm_ns)
+				fprintf(f, "      copies: H2D %s  D2H %s  D2D %s  peer %s\n",
+					fmt_ns(b.ck_ns[TBP_COPY_H2D], t1, sizeof t1), fmt_ns(b.ck_ns[TBP_COPY_D2H], t2, sizeof t2),
+					fmt_ns(b.ck_ns[TBP_COPY_D2D], t3, sizeof t3), fmt_ns(b.ck_ns[TBP_COPY_PEER], t4, sizeof t4));
+			for (size_t j = 0; j < a->streams.n; j++) {
+				const struct an_stream *s = VEC_AT(&a->streams, struct an_stream, j);
+				if (s->device != d->id)
+					continue;
+				uint64_t busy, dm;
+				an_stream_breakdown(a, s, &busy, &dm);
+				fprintf(f, "      stream %" PRIu64 ": busy %.1f%% (%s), data movement %s, %" PRIu64
+					   " kernels, %" PRIu64 " copies, %" PRIu64 " memsets\n",
+					s->stream, pct(busy, b.window_ns), fmt_ns(busy, t1, sizeof t1), fmt_ns(dm, t2, sizeof t2),
+					s->kernels, s->copies, s->sets);
+			}
+		}
+	}
+	fprintf(f, "counts: %" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64
+		   " free, %" PRIu64 " sync\n",
+		a->n_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync);
+
+	if (a->findings.n) {
+		fprintf(f, "\nfindings, biggest first:\n");
+		size_t shown = a->findings.n < a->opts.top ? a->findings.n : a->opts.top;
+		for (size_t i = 0; i < shown; i++)
+			text_finding(a, f, i + 1, VEC_AT(&a->findings, struct an_finding, i));
+		if (shown < a->findings.n)
+			fprintf(f, "    ... %zu more (--top N, or --json for all)\n", a->findings.n - shown);
+	} else {
+		fprintf(f, "\nno findings\n");
+	}
+
+	if (a->kernels.n) {
+		fprintf(f, "\ntop kernels:\n");
+		for (size_t i = 0; i < a->kernels.n && i < 10; i++) {
+			const struct an_kernel_stat *k = VEC_AT(&a->kernels, struct an_kernel_stat, i);
+			size_t nl;
+			const char *name = an_string(a, k->name, &nl);
+			fprintf(f, "  %10s  %7" PRIu64 "x  %.*s\n", fmt_ns(k->total_ns, t1, sizeof t1), k->count,
+				name ? (int)(nl > 100 ? 100 : nl) : 9, name ? name : "(unnamed)");
+		}
+	}
+	if (a->spans.n && (!an_has_gpu(a) || a->opts.top > 20)) {
+		fprintf(f, "\nhost time by Python call path (spans):\n");
+		for (size_t i = 0; i < a->spans.n && i < 15; i++) {
+			const struct an_span_stat *s = VEC_AT(&a->spans, struct an_span_stat, i);
+			char lbl[512];
+			an_site_label(a, s->callpath, 0, lbl, sizeof lbl);
+			fprintf(f, "  %10s  %6" PRIu64 "x  %s\n", fmt_ns(s->total_ns, t1, sizeof t1), s->count, lbl);
+		}
+	}
+	int any_mem = 0;
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		if (!d->allocs)
+			continue;
+		if (!any_mem++)
+			fprintf(f, "\nmemory:\n");
+		fprintf(f, "  device %" PRIu64 ": peak %s, %" PRIu64 " allocations (%s), %" PRIu64 " frees\n", d->id,
+			fmt_bytes(d->mem_peak, b1, sizeof b1), d->allocs, fmt_bytes(d->alloc_bytes, t1, sizeof t1), d->frees);
+	}
+	if (a->mem_leak_count)
+		fprintf(f, "  not freed at the end of the trace: %" PRIu64 " blocks, %s\n", a->mem_leak_count,
+			fmt_bytes(a->mem_leak_bytes, b1, sizeof b1));
+
+	fprintf(f, "\ntrace: %" PRIu64 " events, %" PRIu64 " lost%s%s\n", a->events, a->lost ? a->lost : a->end_lost,
+		a->truncated ? ", TRUNCATED (report covers the complete part)" : "",
+		!a->truncated && !a->has_end ? ", no end record (process did not shut down cleanly)" : "");
+	if (a->reorder_forced || a->late_records)
+		fprintf(f, "note: %" PRIu64 " records arrived out of time order beyond the reorder window\n",
+			a->late_records);
+}
+
+/* ------------------------------------------------------------ JSON */
+static void json_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat)
+{
+	struct an_frame fr[MAX_FRAMES];
+	size_t n = an_callpath_frames(a, cp, fr, MAX_FRAMES);
+	fprintf(f, "{\"python\":[");
+	for (size_t i = 0; i < n; i++) {
+		fprintf(f, "%s{\"file\":", i ? "," : "");
+		json_str(f, fr[i].file, fr[i].file_len);
+		fprintf(f, ",\"line\":%" PRIu64 ",\"function\":", fr[i].line);
+		json_str(f, fr[i].function, fr[i].function_len);
+		fputc('}', f);
+	}
+	fprintf(f, "],\"native\":[");
+	struct an_native_frame nf[MAX_FRAMES];
+	size_t nn = an_native_frames(a, nat, nf, MAX_FRAMES);
+	for (size_t i = 0; i < nn; i++) {
+		fprintf(f, "%s{\"pc\":\"0x%" PRIx64 "\"", i ? "," : "", nf[i].pc);
+		if (nf[i].module) {
+			fprintf(f, ",\"module\":");
+			json_str(f, nf[i].module, nf[i].module_len);
+			fprintf(f, ",\"offset\":\"0x%" PRIx64 "\"", nf[i].offset);
+		}
+		fputc('}', f);
+	}
+	fprintf(f, "]}");
+}
+
+int an_report_json(const struct analysis *a, FILE *f)
+{
+	int gpu = an_has_gpu(a);
+	unsigned ndev = active_devices(a);
+	uint64_t cap = a->total.window_ns * (ndev ? ndev : 1);
+	fprintf(f, "{\"schema\":\"tbprof-report\",\"schema_version\":1,\"trace_file\":");
+	json_str(f, a->path, strlen(a->path));
+	fprintf(f, ",\n\"trace\":{\"events\":%" PRIu64 ",\"records\":%" PRIu64 ",\"lost_events\":%" PRIu64
+		   ",\"truncated\":%s,\"clean_end\":%s,\"gpu_timeline\":%s,\"api_only\":%s,\"out_of_order\":%" PRIu64 "}",
+		a->events, a->records, a->lost ? a->lost : a->end_lost, a->truncated ? "true" : "false",
+		a->has_end ? "true" : "false", gpu ? "true" : "false",
+		!gpu && (a->n_launch + a->n_memcpy + a->n_memset) ? "true" : "false", a->late_records);
+	fprintf(f, ",\n\"window\":{\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"source\":\"%s\",\"iterations\":%" PRIu64
+		   ",\"warmup_excluded\":%s}",
+		a->markers_used ? a->win_begin : a->first_ts, a->markers_used ? a->win_end : a->last_ts,
+		a->markers_used ? "markers" : "events", a->iterations, a->markers_used && a->warmup_seen ? "true" : "false");
+	if (gpu || !(a->n_launch + a->n_memcpy + a->n_memset)) {
+		uint64_t idle = gpu ? a->total.idle_ns : a->total.window_ns;
+		fprintf(f, ",\n\"breakdown\":{\"window_ns\":%" PRIu64 ",\"devices\":%u,\"gpu_busy_ns\":%" PRIu64
+			   ",\"gpu_active_ns\":%" PRIu64 ",\"data_movement_ns\":%" PRIu64 ",\"gpu_idle_ns\":%" PRIu64
+			   ",\"gpu_active_pct\":%.3f,\"data_movement_pct\":%.3f,\"gpu_idle_pct\":%.3f"
+			   ",\"h2d_ns\":%" PRIu64 ",\"d2h_ns\":%" PRIu64 ",\"d2d_ns\":%" PRIu64 ",\"peer_ns\":%" PRIu64
+			   ",\"kernel_ns\":%" PRIu64 ",\"memset_ns\":%" PRIu64 "}",
+			a->total.window_ns, ndev, a->total.busy_ns, a->total.active_ns, a->total.dm_ns, idle,
+			pct(a->total.active_ns, cap), pct(a->total.dm_ns, cap), gpu ? pct(idle, cap) : 100.0 * !!cap,
+			a->total.ck_ns[TBP_COPY_H2D], a->total.ck_ns[TBP_COPY_D2H], a->total.ck_ns[TBP_COPY_D2D],
+			a->total.ck_ns[TBP_COPY_PEER], a->total.kernel_ns, a->total.memset_ns);
+	} else {
+		fprintf(f, ",\n\"breakdown\":{\"window_ns\":%" PRIu64 ",\"devices\":0,\"gpu_busy_ns\":null,"
+			   "\"gpu_active_ns\":null,\"data_movement_ns\":null,\"gpu_idle_ns\":null,\"gpu_active_pct\":null,"
+			   "\"data_movement_pct\":null,\"gpu_idle_pct\":null}",
+			a->total.window_ns);
+	}
+	fprintf(f, ",\n\"devices\":[");
+	int first = 1;
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		struct an_breakdown b;
+		an_device_breakdown(a, d, &b);
+		fprintf(f, "%s\n {\"device\":%" PRIu64 ",\"name\":", first ? "" : ",", d->id);
+		first = 0;
+		size_t nl = 0;
+		const char *name = an_string(a, d->name, &nl);
+		json_str(f, name, nl);
+		fprintf(f, ",\"window_ns\":%" PRIu64 ",\"gpu_busy_ns\":%" PRIu64 ",\"gpu_active_ns\":%" PRIu64
+			   ",\"data_movement_ns\":%" PRIu64 ",\"gpu_idle_ns\":%" PRIu64 ",\"gpu_active_pct\":%.3f"
+			   ",\"data_movement_pct\":%.3f,\"gpu_idle_pct\":%.3f,\"h2d_ns\":%" PRIu64 ",\"d2h_ns\":%" PRIu64
+			   ",\"d2d_ns\":%" PRIu64 ",\"peer_ns\":%" PRIu64 ",\"kernels\":%" PRIu64 ",\"memcpy\":%" PRIu64
+			   ",\"memset\":%" PRIu64 ",\"idle_gaps\":%" PRIu64 ",\"idle_gap_ns\":%" PRIu64,
+			b.window_ns, b.busy_ns, b.active_ns, b.dm_ns, b.idle_ns, pct(b.active_ns, b.window_ns),
+			pct(b.dm_ns, b.window_ns), pct(b.idle_ns, b.window_ns), b.ck_ns[TBP_COPY_H2D],
+			b.ck_ns[TBP_COPY_D2H], b.ck_ns[TBP_COPY_D2D], b.ck_ns[TBP_COPY_PEER], d->kernels, d->copies,
+			d->sets, d->gaps, d->gap_ns);
+		fprintf(f, ",\"memory\":{\"peak_bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",\"frees\":%" PRIu64
+			   ",\"allocated_bytes\":%" PRIu64 "},\"streams\":[",
+			d->mem_peak, d->allocs, d->frees, d->alloc_bytes);
+		int sf = 1;
+		for (size_t j = 0; j < a->streams.n; j++) {
+			const struct an_stream *s = VEC_AT(&a->streams, struct an_stream, j);
+			if (s->device != d->id)
+				continue;
+			uint64_t busy, dm;
+			an_stream_breakdown(a, s, &busy, &dm);
+			fprintf(f, "%s{\"stream\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"active_ns\":%" PRIu64
+				   ",\"data_movement_ns\":%" PRIu64 ",\"idle_ns\":%" PRIu64 ",\"kernels\":%" PRIu64
+				   ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64 "}",
+				sf ? "" : ",", s->stream, busy, busy - dm, dm, b.window_ns > busy ? b.window_ns - busy : 0,
+				s->kernels, s->copies, s->sets);
+			sf = 0;
+		}
+		fprintf(f, "]}");
+	}
+	fprintf(f, "],\n\"counts\":{\"kernels\":%" PRIu64 ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64
+		   ",\"malloc\":%" PRIu64 ",\"free\":%" PRIu64 ",\"sync\":%" PRIu64 ",\"api_calls\":%" PRIu64
+		   ",\"gpu_kernels\":%" PRIu64 ",\"gpu_memcpy\":%" PRIu64 ",\"gpu_memset\":%" PRIu64
+		   ",\"python_spans\":%" PRIu64 "}",
+		a->n_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync, a->n_api, a->n_gpu_kernel,
+		a->n_gpu_memcpy, a->n_gpu_memset, a->n_spans);
+	fprintf(f, ",\n\"findings\":[");
+	for (size_t i = 0; i < a->findings.n; i++) {
+		const struct an_finding *x = VEC_AT(&a->findings, struct an_finding, i);
+		fprintf(f, "%s\n {\"kind\":\"%s\",", i ? "," : "", an_finding_name(x->kind));
+		if (x->kind == AN_F_IDLE_GAP)
+			fprintf(f, "\"cause\":\"%s\",", an_cause_name(x->cause));
+		fprintf(f, "\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 ",\"device\":%" PRIu64,
+			x->count, x->total_ns, x->max_ns, x->device);
+		switch (x->kind) {
+		case AN_F_KERNEL_BURST:
+			fprintf(f, ",\"bursts\":%" PRIu64 ",\"idle_ns\":%" PRIu64, x->groups, x->idle_ns);
+			break;
+		case AN_F_SCALAR_COPY:
+			fprintf(f, ",\"bytes\":%" PRIu64 ",\"followed_by_sync\":%" PRIu64 ",\"pageable\":%" PRIu64, x->bytes,
+				x->flagged, x->pageable);
+			break;
+		case AN_F_PING_PONG:
+		case AN_F_ALLOC_CHURN:
+			fprintf(f, ",\"bytes\":%" PRIu64, x->bytes);
+			break;
+		}
+		fprintf(f, ",\"where\":");
+		json_where(a, f, x->callpath, x->native);
+		if (x->kind == AN_F_IDLE_GAP && x->other_callpath && x->other_callpath != x->callpath) {
+			fprintf(f, ",\"resumed_by\":");
+			json_where(a, f, x->other_callpath, 0);
+		}
+		fprintf(f, ",\"suggestion\":");
+		const char *sug = an_suggestion(a, x);
+		json_str(f, sug, strlen(sug));
+		fputc('}', f);
+	}
+	fprintf(f, "],\n\"kernels\":[");
+	for (size_t i = 0; i < a->kernels.n && i < 100; i++) {
+		const struct an_kernel_stat *k = VEC_AT(&a->kernels, struct an_kernel_stat, i);
+		size_t nl = 0;
+		const char *name = an_string(a, k->name, &nl);
+		fprintf(f, "%s\n {\"name\":", i ? "," : "");
+		json_str(f, name, nl);
+		fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 "}", k->count, k->total_ns,
+			k->max_ns);
+	}
+	fprintf(f, "],\n\"host_time_by_python_path\":[");
+	for (size_t i = 0; i < a->spans.n && i < 50; i++) {
+		const struct an_span_stat *s = VEC_AT(&a->spans, struct an_span_stat, i);
+		fprintf(f, "%s\n {\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"where\":", i ? "," : "", s->count,
+			s->total_ns);
+		json_where(a, f, s->callpath, 0);
+		fputc('}', f);
+	}
+	fprintf(f, "],\n\"memory\":{\"not_freed_blocks\":%" PRIu64 ",\"not_freed_bytes\":%" PRIu64 "}}\n",
+		a->mem_leak_count, a->mem_leak_bytes);
+	return ferror(f) ? -1 : 0;
+}
+
+/* ------------------------------------------------------------ HTML */
+static void html_text(FILE *f, const char *s, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		switch (s[i]) {
+		case '<': fputs("&lt;", f); break;
+		case '>': fputs("&gt;", f); break;
+		case '&': fputs("&amp;", f); break;
+		case '"': fputs("&quot;", f); break;
+		default: fputc(s[i], f);
+		}
+	}
+}
+
+int an_report_html(const struct analysis *a, FILE *f)
+{
+	char t1[32], t2[32];
+	fputs("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>tbprof report</title>\n"
+	      "<style>body{font-family:sans-serif;margin:1.5em;max-width:1100px}"
+	      "td,th{padding:2px 8px;text-align:left;vertical-align:top}pre{margin:0}"
+	      ".k{font-weight:bold}.s{color:#555}</style></head><body>\n",
+	      f);
+	fputs("<h1>tbprof report</h1>\n<p>", f);
+	html_text(f, a->path, strlen(a->path));
+	fprintf(f, " &mdash; window %s (%s)</p>\n", fmt_ns(a->total.window_ns, t1, sizeof t1),
+		a->markers_used ? "marked iterations" : "first to last event");
+
+	/* Breakdown bar: the paper's Figure 1, one bar per device. */
+	fputs("<h2>Execution time breakdown</h2>\n", f);
+	if (!an_has_gpu(a)) {
+		fputs("<p>No GPU timeline in this trace.</p>\n", f);
+	} else {
+		unsigned n = active_devices(a);
+		fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"%u\">\n", 40 * n + 40);
+		unsigned row = 0;
+		for (size_t i = 0; i < a->devices.n; i++) {
+			const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+			if (!d->kernels && !d->copies && !d->sets)
+				continue;
+			struct an_breakdown b;
+			an_device_breakdown(a, d, &b);
+			double w = 780.0, x = 100.0, y = 10.0 + 40.0 * row++;
+			double wa = w * pct(b.active_ns, b.window_ns) / 100.0, wd = w * pct(b.dm_ns, b.window_ns) / 100.0;
+			fprintf(f, "<text x=\"0\" y=\"%.0f\">GPU %" PRIu64 "</text>\n", y + 18, d->id);
+			fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"26\" fill=\"#2b7bb9\"><title>active %.1f%%</title></rect>\n",
+				x, y, wa, pct(b.active_ns, b.window_ns));
+			fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"26\" fill=\"#f0a030\"><title>data movement %.1f%%</title></rect>\n",
+				x + wa, y, wd, pct(b.dm_ns, b.window_ns));
+			fprintf(f, "<rect x=\"%.1f\" y=\"%.0f\" width=\"%.1f\" height=\"26\" fill=\"#cccccc\"><title>idle %.1f%%</title></rect>\n",
+				x + wa + wd, y, w - wa - wd, pct(b.idle_ns, b.window_ns));
+		}
+		fprintf(f, "<rect x=\"100\" y=\"%u\" width=\"12\" height=\"12\" fill=\"#2b7bb9\"/><text x=\"116\" y=\"%u\">GPU active</text>"
+			   "<rect x=\"230\" y=\"%u\" width=\"12\" height=\"12\" fill=\"#f0a030\"/><text x=\"246\" y=\"%u\">data movement</text>"
+			   "<rect x=\"380\" y=\"%u\" width=\"12\" height=\"12\" fill=\"#cccccc\"/><text x=\"396\" y=\"%u\">idle</text>\n</svg>\n",
+			40 * n + 14, 40 * n + 25, 40 * n + 14, 40 * n + 25, 40 * n + 14, 40 * n + 25);
+		fprintf(f, "<p>active %.1f%%, data movement %.1f%%, idle %.1f%% of %s</p>\n",
+			pct(a->total.active_ns, a->total.window_ns * (n ? n : 1)),
+			pct(a->total.dm_ns, a->total.window_ns * (n ? n : 1)),
+			pct(a->total.idle_ns, a->total.window_ns * (n ? n : 1)), fmt_ns(a->total.window_ns, t1, sizeof t1));
+
+		/* Per-stream timeline: busy density per bin, gaps red, bursts purple. */
+		if (a->hist_on && a->streams.n) {
+			double w = 780.0, x0 = 100.0, span = (double)AN_HIST_BINS * a->hist_w;
+			uint64_t used = 0;
+			for (size_t j = 0; j < a->streams.n; j++) {
+				const struct an_stream *s = VEC_AT(&a->streams, struct an_stream, j);
+				if (s->last_end > a->hist_origin && s->last_end - a->hist_origin > used)
+					used = s->last_end - a->hist_origin;
+			}
+			if (used && used < span)
+				span = (double)used;
+			fputs("<h2>Timeline per stream</h2>\n", f);
+			fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"%zu\">\n", 24 * a->streams.n + 30);
+			for (size_t j = 0; j < a->streams.n; j++) {
+				const struct an_stream *s = VEC_AT(&a->streams, struct an_stream, j);
+				double y = 5.0 + 24.0 * j;
+				fprintf(f, "<text x=\"0\" y=\"%.0f\" font-size=\"12\">GPU %" PRIu64 " s%" PRIu64 "</text>\n", y + 13,
+					s->device, s->stream);
+				fprintf(f, "<rect x=\"%.0f\" y=\"%.0f\" width=\"%.0f\" height=\"16\" fill=\"#eeeeee\"/>\n", x0, y, w);
+				for (size_t b = 0; b < AN_HIST_BINS; b++) {
+					if (!s->hist[b])
+						continue;
+					double bx = x0 + w * ((double)b * a->hist_w) / span;
+					double bw = w * (double)a->hist_w / span;
+					if (bx >= x0 + w)
+						break;
+					double op = (double)s->hist[b] / (double)a->hist_w;
+					if (op > 1)
+						op = 1;
+					fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"16\" fill=\"#2b7bb9\" fill-opacity=\"%.2f\"/>\n",
+						bx, y, bw < 0.5 ? 0.5 : bw, op < 0.15 ? 0.15 : op);
+				}
+				for (size_t m = 0; m < a->n_marks; m++) {
+					const struct an_mark *mk = &a->marks[m];
+					if (mk->device != s->device || (mk->kind == AN_F_KERNEL_BURST && mk->stream != s->stream))
+						continue;
+					if (mk->start < a->hist_origin)
+						continue;
+					double mx = x0 + w * (double)(mk->start - a->hist_origin) / span;
+					double mw = w * (double)(mk->end - mk->start) / span;
+					if (mx > x0 + w)
+						continue;
+					int gap = mk->kind == AN_F_IDLE_GAP;
+					fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%d\" fill=\"%s\" fill-opacity=\"0.8\"><title>%s %s</title></rect>\n",
+						mx, gap ? y + 16 : y - 2, mw < 1 ? 1 : mw, gap ? 4 : 3, gap ? "#d62728" : "#9467bd",
+						gap ? "idle gap" : "kernel burst", fmt_ns(mk->end - mk->start, t2, sizeof t2));
+				}
+			}
+			fprintf(f, "<text x=\"100\" y=\"%zu\" font-size=\"12\">0</text><text x=\"830\" y=\"%zu\" font-size=\"12\">%s</text>\n",
+				24 * a->streams.n + 22, 24 * a->streams.n + 22, fmt_ns((uint64_t)span, t1, sizeof t1));
+			fputs("</svg>\n<p class=\"s\">blue: GPU busy; red: idle gaps; purple: kernel bursts</p>\n", f);
+		}
+	}
+
+	fputs("<h2>Findings</h2>\n", f);
+	if (!a->findings.n)
+		fputs("<p>No findings.</p>\n", f);
+	else
+		fputs("<table><tr><th>#</th><th>kind</th><th>count</th><th>time</th><th>where</th><th>suggestion</th></tr>\n", f);
+	for (size_t i = 0; i < a->findings.n; i++) {
+		const struct an_finding *x = VEC_AT(&a->findings, struct an_finding, i);
+		fprintf(f, "<tr><td>%zu</td><td class=\"k\">%s%s%s</td><td>%" PRIu64 "</td><td>%s</td><td><pre>", i + 1,
+			an_finding_name(x->kind), x->kind == AN_F_IDLE_GAP ? " / " : "",
+			x->kind == AN_F_IDLE_GAP ? an_cause_name(x->cause) : "", x->count,
+			fmt_ns(x->total_ns, t1, sizeof t1));
+		struct an_frame fr[MAX_FRAMES];
+		size_t n = an_callpath_frames(a, x->callpath, fr, MAX_FRAMES);
+		for (size_t k = 0; k < n && k < 10; k++) {
+			html_text(f, fr[k].file, fr[k].file_len);
+			fprintf(f, ":%" PRIu64 " ", fr[k].line);
+			html_text(f, fr[k].function, fr[k].function_len);
+			fputc('\n', f);
+		}
+		if (!n) {
+			char lbl[512];
+			an_site_label(a, x->callpath, x->native, lbl, sizeof lbl);
+			html_text(f, lbl, strlen(lbl));
+		}
+		fputs("</pre></td><td>", f);
+		const char *sug = an_suggestion(a, x);
+		html_text(f, sug, strlen(sug));
+		fputs("</td></tr>\n", f);
+	}
+	if (a->findings.n)
+		fputs("</table>\n", f);
+	fprintf(f, "<p class=\"s\">%" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64
+		   " free, %" PRIu64 " sync; %" PRIu64 " events, %" PRIu64 " lost%s</p>\n</body></html>\n",
+		a->n_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync, a->events,
+		a->lost ? a->lost : a->end_lost, a->truncated ? ", truncated" : "");
+	return ferror(f) ? -1 : 0;
+}

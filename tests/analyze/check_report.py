@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Suite 'analyze': planted workloads through tbanalyze.
+
+    check_report.py GEN_PLANTED PART
+
+GEN_PLANTED is the generator (gen_planted.c) that writes a trace with planted
+patterns plus the expected result computed on its own.  PART picks a group of
+checks (report, options, text, bad-input, diff, export) so meson shows them
+as separate tests.  TBANALYZE comes from the environment (tests/meson.build).
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TBANALYZE = os.environ.get("TBANALYZE", "tbanalyze")
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+    return cond
+
+
+def run(args, expect_rc=0):
+    p = subprocess.run([TBANALYZE] + args, capture_output=True, text=True, timeout=120)
+    check(p.returncode == expect_rc,
+          f"tbanalyze {' '.join(args)}: exit {p.returncode}, expected {expect_rc}; stderr: {p.stderr.strip()[:300]}")
+    return p
+
+
+def gen(gen_path, tmp, scenario, *extra):
+    trace = os.path.join(tmp, scenario + ".zst")
+    expect = os.path.join(tmp, scenario + ".json")
+    subprocess.run([gen_path, scenario, trace, expect] + list(extra), check=True, timeout=120)
+    with open(expect) as f:
+        return trace, json.load(f)
+
+
+def finding_key(f):
+    py = f["where"]["python"]
+    leaf = py[0] if py else {"file": None, "function": None, "line": 0}
+    return (f["kind"], f.get("cause"), leaf["file"], leaf["function"], leaf["line"])
+
+
+def check_breakdown(name, rep, exp):
+    bd = rep["breakdown"]
+    check(bd["window_ns"] == exp["window_ns"], f"{name}: window_ns {bd['window_ns']} != {exp['window_ns']}")
+    devs = {d["device"]: d for d in rep["devices"]}
+    tot = {"busy": 0, "dm": 0, "active": 0}
+    for dev, e in exp["devices"].items():
+        if e["busy"] == 0:
+            check(int(dev) not in devs or devs[int(dev)]["gpu_busy_ns"] == 0,
+                  f"{name}: device {dev} should be idle")
+            continue
+        d = devs.get(int(dev))
+        if not check(d is not None, f"{name}: device {dev} missing"):
+            continue
+        for k, jk in (("busy", "gpu_busy_ns"), ("dm", "data_movement_ns"), ("active", "gpu_active_ns"),
+                      ("idle", "gpu_idle_ns"), ("h2d", "h2d_ns"), ("d2h", "d2h_ns"), ("d2d", "d2d_ns")):
+            check(d[jk] == e[k], f"{name}: device {dev} {jk} {d[jk]} != ground truth {e[k]}")
+        streams = {s["stream"]: s for s in d["streams"]}
+        for sid, se in e["streams"].items():
+            s = streams.get(int(sid))
+            if check(s is not None, f"{name}: device {dev} stream {sid} missing"):
+                check(s["busy_ns"] == se["busy"], f"{name}: stream {sid} busy {s['busy_ns']} != {se['busy']}")
+                check(s["data_movement_ns"] == se["dm"], f"{name}: stream {sid} dm {s['data_movement_ns']} != {se['dm']}")
+        for k in tot:
+            tot[k] += e[k]
+    check(bd["gpu_busy_ns"] == tot["busy"], f"{name}: total busy {bd['gpu_busy_ns']} != {tot['busy']}")
+    check(bd["data_movement_ns"] == tot["dm"], f"{name}: total data movement {bd['data_movement_ns']} != {tot['dm']}")
+    check(bd["gpu_active_ns"] == tot["active"], f"{name}: total active {bd['gpu_active_ns']} != {tot['active']}")
+
+
+def check_findings(name, rep, exp):
+    got = {}
+    for f in rep["findings"]:
+        k = finding_key(f)
+        check(k not in got, f"{name}: duplicate finding {k}")
+        got[k] = f
+    want = {}
+    for e in exp["findings"]:
+        want[(e["kind"], e["cause"], e["file"], e["function"], e["line"])] = e
+    for k, e in want.items():
+        if check(k in got, f"{name}: planted finding {k} not reported (got {sorted(map(str, got))})"):
+            check(got[k]["count"] == e["count"], f"{name}: {k} count {got[k]['count']} != {e['count']}")
+            check(got[k]["total_ns"] > 0, f"{name}: {k} has no time")
+            check(bool(got[k]["suggestion"]), f"{name}: {k} has no suggestion")
+            if e["file"] is None:
+                check(len(got[k]["where"]["native"]) > 0, f"{name}: {k} should name native frames")
+    for k in got:
+        check(k in want, f"{name}: unexpected finding {k}")
+
+
+def part_report(gen_path, tmp):
+    for scen in ("clean", "planted", "markers", "apionly"):
+        trace, exp = gen(gen_path, tmp, scen)
+        p = run([trace, "--json"])
+        rep = json.loads(p.stdout)
+        c = rep["counts"]
+        for k, v in exp["counts"].items():
+            check(c[k] == v, f"{scen}: counts.{k} {c[k]} != {v}")
+        check(rep["trace"]["truncated"] is False, f"{scen}: not truncated")
+        check(rep["trace"]["out_of_order"] == 0, f"{scen}: {rep['trace']['out_of_order']} records out of order")
+        check_findings(scen, rep, exp)
+        if scen == "apionly":
+            check(rep["trace"]["api_only"] is True, "apionly: api_only flag")
+            check(rep["breakdown"]["gpu_active_ns"] is None, "apionly: no breakdown without GPU records")
+        else:
+            check_breakdown(scen, rep, exp)
+        if scen == "markers":
+            check(rep["window"]["source"] == "markers", "markers: window from markers")
+            check(rep["window"]["warmup_excluded"] is True, "markers: warm-up excluded")
+    # A CPU run: no GPU activity, host time by Python path from spans.
+    trace, exp = gen(gen_path, tmp, "cpu")
+    rep = json.loads(run([trace, "--json"]).stdout)
+    check(rep["findings"] == [], "cpu: no findings")
+    paths = {(h["where"]["python"][0]["file"], h["where"]["python"][0]["line"]): h
+             for h in rep["host_time_by_python_path"]}
+    check(("data.py", 21) in paths and paths[("data.py", 21)]["count"] == 10
+          and paths[("data.py", 21)]["total_ns"] == 10 * 300000, f"cpu: data.py:21 host time ({paths.get(('data.py', 21))})")
+    check(("model.py", 30) in paths and paths[("model.py", 30)]["total_ns"] == 10 * 700000, "cpu: model.py:30 host time")
+    text = run([trace]).stdout
+    check("no GPU activity" in text, "cpu: text says there was no GPU activity")
+    check("data.py:21 load_batch" in text, "cpu: text names data.py:21")
+
+
+def part_options(gen_path, tmp):
+    trace, exp = gen(gen_path, tmp, "planted")
+    # Gaps of 200 us (sync), 100 us (launch-bound), 80 us (native) fall below 250 us.
+    rep = json.loads(run([trace, "--json", "--gap-us", "250"]).stdout)
+    gaps = [finding_key(f) for f in rep["findings"] if f["kind"] == "idle_gap"]
+    check(gaps == [("idle_gap", "python", "data.py", "preprocess", 12)], f"--gap-us 250: {gaps}")
+    rep = json.loads(run([trace, "--json", "--burst-min", "21"]).stdout)
+    check(not [f for f in rep["findings"] if f["kind"] == "kernel_burst"], "--burst-min 21: bursts of 20 not reported")
+    rep = json.loads(run([trace, "--json", "--scalar-bytes=2", "--sync-min", "13", "--churn-min", "61",
+                          "--pingpong-min", "5"]).stdout)
+    kinds = {f["kind"] for f in rep["findings"]}
+    check(not kinds & {"scalar_copy", "sync_hotspot", "alloc_churn", "ping_pong"}, f"raised thresholds: {kinds}")
+    rep = json.loads(run([trace, "--json", "--sync-min", "6"]).stdout)
+    syncs = sorted(finding_key(f)[2:] for f in rep["findings"] if f["kind"] == "sync_hotspot")
+    check(syncs == [("eval.py", "evaluate", 99), ("reformer.py", "attention", 56)], f"--sync-min 6: {syncs}")
+    # Markers ignored: the warm-up gap (warm.py:5) and the gaps between iterations count again.
+    mtrace, _ = gen(gen_path, tmp, "markers")
+    rep = json.loads(run([mtrace, "--json", "--no-markers"]).stdout)
+    keys = [finding_key(f) for f in rep["findings"]]
+    check(("idle_gap", "sync", "warm.py", "warmup", 5) in keys, "--no-markers: warm-up gap reported")
+    check(rep["window"]["source"] == "events", "--no-markers: window is first to last event")
+    run([trace, "--gap-us"], expect_rc=3)
+    run([trace, "--gap-us", "x"], expect_rc=3)
+    run([trace, "--bogus"], expect_rc=3)
+    run([], expect_rc=3)
+    run(["report"], expect_rc=3)
+
+
+def part_text(gen_path, tmp):
+    trace, exp = gen(gen_path, tmp, "planted")
+    html = os.path.join(tmp, "r.html")
+    p = run(["report", trace, "--html", html])
+    t = p.stdout
+    check("GPU 0: active" in t, "text: breakdown line")
+    order = [t.find("idle_gap (python)"), t.find("idle_gap (sync)"), t.find("kernel_burst")]
+    check(all(x >= 0 for x in order) and order == sorted(order), f"text: biggest findings first {order}")
+    check("at   data.py:12 in preprocess" in t, "text: names the Python line")
+    check("from train.py:120 in main" in t, "text: shows the full Python path")
+    check("hf_Reformer" in t, "text: scalar copy suggestion")
+    with open(html) as f:
+        h = f.read()
+    check(h.startswith("<!DOCTYPE html>") and h.rstrip().endswith("</html>"), "html: a complete page")
+    check(h.count("<svg") == 2, "html: breakdown bar and timeline")
+    check("idle gap" in h and "kernel burst" in h, "html: timeline marks gaps and bursts")
+    check("http://" not in h.replace("http://www.w3.org/2000/svg", "") and "src=" not in h, "html: no external assets")
+    ctrace, _ = gen(gen_path, tmp, "clean")
+    t = run([ctrace]).stdout
+    check("no findings" in t, "text: a clean trace has no findings")
+
+
+def part_bad_input(gen_path, tmp):
+    p = run([os.path.join(tmp, "missing.zst")], expect_rc=2)
+    check("missing.zst" in p.stderr and "offset" in p.stderr, f"missing file: one-line error ({p.stderr.strip()})")
+    check(p.stderr.count("\n") == 1, "missing file: exactly one line")
+    junk = os.path.join(tmp, "junk.zst")
+    with open(junk, "wb") as f:
+        f.write(b"this is not a trace at all\n" * 10)
+    p = run([junk], expect_rc=2)
+    check("junk.zst" in p.stderr and "offset 0" in p.stderr, f"junk: error names file and offset ({p.stderr.strip()})")
+    run([tmp], expect_rc=2)
+    empty = os.path.join(tmp, "empty.zst")
+    open(empty, "wb").close()
+    run([empty, "--json"], expect_rc=2)
+    trace, exp = gen(gen_path, tmp, "planted")
+    data = open(trace, "rb").read()
+    cut = os.path.join(tmp, "cut.zst")
+    with open(cut, "wb") as f:
+        f.write(data[: len(data) * 2 // 3])
+    p = run([cut, "--json"], expect_rc=0)
+    check("truncated" in p.stderr and "cut.zst" in p.stderr, f"truncated: warning ({p.stderr.strip()})")
+    rep = json.loads(p.stdout)
+    check(rep["trace"]["truncated"] is True, "truncated: flagged in JSON")
+    check(rep["counts"]["kernels"] < exp["counts"]["kernels"], "truncated: covers the complete part only")
+    # Corrupt the middle of the file: a checksum or decode error, exit 2.
+    bad = bytearray(data)
+    mid = len(bad) // 2
+    for i in range(mid, mid + 16):
+        bad[i] ^= 0x5A
+    badp = os.path.join(tmp, "flip.zst")
+    with open(badp, "wb") as f:
+        f.write(bad)
+    p = run([badp], expect_rc=2)
+    check("flip.zst" in p.stderr and "offset" in p.stderr, f"bit flips: error line ({p.stderr.strip()})")
+
+
+def main():
+    gen_path, part = sys.argv[1], sys.argv[2]
+    parts = {"report": part_report, "options": part_options, "text": part_text, "bad-input": part_bad_input}
+    extra = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_diff_export.py")
+    if part not in parts:
+        sys.path.insert(0, os.path.dirname(extra))
+        import check_diff_export
+        parts.update(check_diff_export.parts(gen, run, check))
+    with tempfile.TemporaryDirectory(prefix="tba-") as tmp:
+        parts[part](gen_path, tmp)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,659 @@
+/*
+ * Planted-workload generator for the analyze suite.
+ *
+ *   gen_planted SCENARIO OUT.zst EXPECT.json [ITERS]
+ *
+ * Writes a trace with the trace writer API (definitions, API records, GPU
+ * records, Python spans, markers) in which every pattern tbanalyze looks for
+ * is planted at a known call site, and EXPECT.json with what must be found:
+ * the breakdown computed here independently (sort + sweep of the GPU
+ * intervals, clipped to the window), the counts, and the exact set of
+ * findings.  The GPU stream reaches the file one frame later than the host
+ * streams, as CUPTI buffers do, so the analyzer's merge is exercised.
+ *
+ * Scenarios: clean, planted, markers, apionly, cpu, big (for the bench:
+ * ITERS repetitions of the clean loop), slow (clean with one kernel made
+ * slower, for diff).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tbprof/trace.h"
+
+#define US 1000ULL
+
+/* ------------------------------------------------------------ records */
+struct evs {
+	struct tbp_record *r;
+	size_t n, cap;
+};
+
+static struct evs defs, host[2], gpu[2]; /* host threads 101, 102; devices 0, 1 */
+static const uint32_t host_tid[2] = {101, 102};
+
+static struct tbp_record *push(struct evs *e)
+{
+	if (e->n == e->cap) {
+		e->cap = e->cap ? 2 * e->cap : 1024;
+		e->r = realloc(e->r, e->cap * sizeof *e->r);
+		if (!e->r) {
+			perror("realloc");
+			exit(4);
+		}
+	}
+	struct tbp_record *r = &e->r[e->n++];
+	memset(r, 0, sizeof *r);
+	return r;
+}
+
+static uint64_t next_id = 1;
+static uint64_t intern(const char *s)
+{
+	struct tbp_record *r = push(&defs);
+	r->kind = TBP_K_STRING;
+	r->u.string.id = next_id++;
+	r->blob = s;
+	r->blob_len = (uint32_t)strlen(s);
+	return r->u.string.id;
+}
+
+/* A Python call path node: frame (file, function, line) under parent. */
+static uint64_t site(const char *file, const char *func, uint64_t line, uint64_t parent)
+{
+	struct tbp_record *f = push(&defs);
+	f->kind = TBP_K_PYFRAME;
+	f->u.pyframe.id = next_id++;
+	f->u.pyframe.file = intern(file);
+	f->u.pyframe.function = intern(func);
+	f->u.pyframe.line = line;
+	uint64_t fid = f->u.pyframe.id;
+	struct tbp_record *c = push(&defs);
+	c->kind = TBP_K_CALLPATH;
+	c->u.callpath.id = next_id++;
+	c->u.callpath.frame = fid;
+	c->u.callpath.parent = parent;
+	return c->u.callpath.id;
+}
+
+static uint64_t native_site(uint64_t pc)
+{
+	struct tbp_record *n = push(&defs);
+	n->kind = TBP_K_NATIVE;
+	n->u.native.id = next_id++;
+	n->u.native.pc = pc;
+	return n->u.native.id;
+}
+
+static uint64_t corr_next = 1000;
+
+static void api(int th, uint8_t kind, uint64_t t, uint64_t dur, uint64_t api_id, uint64_t cp, uint64_t nat,
+		uint64_t dev, uint64_t stream, uint64_t corr, const uint64_t *extra, int nextra)
+{
+	struct tbp_record *r = push(&host[th]);
+	r->kind = kind;
+	r->tid = host_tid[th];
+	r->ts = t;
+	r->u.call.end = t + dur;
+	r->u.call.api = api_id;
+	r->u.call.corr = corr;
+	r->u.call.callpath = cp;
+	r->u.call.native = nat;
+	r->u.call.device = dev;
+	r->u.call.stream = stream;
+	for (int i = 0; i < nextra; i++)
+		r->u.v[8 + i] = extra[i];
+}
+
+/* Ground truth: every GPU interval, kept apart per device/stream/kind. */
+struct ivl {
+	uint64_t s, e;
+	int dev, stream, kind, ck; /* kind: 0 kernel, 1 memcpy, 2 memset */
+};
+static struct ivl ivls[200000];
+static size_t n_ivls;
+static uint64_t cnt_launch, cnt_memcpy, cnt_memset, cnt_malloc, cnt_free, cnt_sync;
+
+static void gpu_rec(int dev, uint8_t kind, uint64_t stream, uint64_t s, uint64_t e, uint64_t corr, const uint64_t *extra,
+		    int nextra)
+{
+	struct tbp_record *r = push(&gpu[dev]);
+	r->kind = kind;
+	r->tid = (uint32_t)dev;
+	r->ts = s;
+	r->u.gpu_kernel.end = e;
+	r->u.gpu_kernel.device = (uint64_t)dev;
+	r->u.gpu_kernel.context = 1;
+	r->u.gpu_kernel.stream = stream;
+	r->u.gpu_kernel.corr = corr;
+	for (int i = 0; i < nextra; i++)
+		r->u.v[5 + i] = extra[i];
+	if (n_ivls < sizeof ivls / sizeof ivls[0]) {
+		struct ivl *v = &ivls[n_ivls++];
+		v->s = s;
+		v->e = e;
+		v->dev = dev;
+		v->stream = (int)stream;
+		v->kind = kind == TBP_K_GPU_KERNEL ? 0 : kind == TBP_K_GPU_MEMCPY ? 1 : 2;
+		v->ck = kind == TBP_K_GPU_MEMCPY ? (int)extra[1] : 0;
+	}
+}
+
+static int api_only; /* apionly scenario: host records only */
+
+/* Launch from thread th at host time t (API lasts 4 us) a kernel that runs
+ * on the GPU over [gs, ge). */
+static void kernel(int th, uint64_t t, uint64_t cp, uint64_t nat, int dev, uint64_t stream, uint64_t gs, uint64_t ge,
+		   uint64_t name)
+{
+	uint64_t corr = corr_next++;
+	uint64_t ex[8] = {name, 80, 1, 1, 256, 1, 1, 0};
+	api(th, TBP_K_LAUNCH, t, 4 * US, TBP_API_cudaLaunchKernel, cp, nat, (uint64_t)dev, stream, corr, ex, 8);
+	cnt_launch++;
+	if (api_only)
+		return;
+	uint64_t gx[10] = {name, 80, 1, 1, 256, 1, 1, 32, 0, 0};
+	gpu_rec(dev, TBP_K_GPU_KERNEL, stream, gs, ge, corr, gx, 10);
+}
+
+static void copy(int th, uint64_t t, uint64_t dur, uint64_t cp, int dev, uint64_t stream, uint64_t bytes, uint64_t ck,
+		 uint64_t flags, uint64_t src, uint64_t dst, uint64_t gs, uint64_t ge)
+{
+	uint64_t corr = corr_next++;
+	uint64_t ex[5] = {bytes, ck, flags, src, dst};
+	api(th, TBP_K_MEMCPY, t, dur, (flags & TBP_COPYF_ASYNC) ? TBP_API_cudaMemcpyAsync : TBP_API_cudaMemcpy, cp, 0,
+	    (uint64_t)dev, stream, corr, ex, 5);
+	cnt_memcpy++;
+	if (api_only)
+		return;
+	uint64_t gx[4] = {bytes, ck, ck == TBP_COPY_H2D ? TBP_MEM_PAGEABLE : TBP_MEM_DEVICE, TBP_MEM_DEVICE};
+	gpu_rec(dev, TBP_K_GPU_MEMCPY, stream, gs, ge, corr, gx, 4);
+}
+
+static void memset_op(int th, uint64_t t, uint64_t cp, int dev, uint64_t stream, uint64_t gs, uint64_t ge)
+{
+	uint64_t corr = corr_next++;
+	uint64_t ex[3] = {4096, 0, 0xd000};
+	api(th, TBP_K_MEMSET, t, 3 * US, TBP_API_cudaMemsetAsync, cp, 0, (uint64_t)dev, stream, corr, ex, 3);
+	cnt_memset++;
+	if (api_only)
+		return;
+	uint64_t gx[3] = {4096, 0, TBP_MEM_DEVICE};
+	gpu_rec(dev, TBP_K_GPU_MEMSET, stream, gs, ge, corr, gx, 3);
+}
+
+static void sync_call(int th, uint64_t t, uint64_t dur, uint64_t cp, uint64_t nat)
+{
+	uint64_t ex[2] = {TBP_SYNC_STREAM, 7};
+	api(th, TBP_K_SYNC, t, dur, TBP_API_cudaStreamSynchronize, cp, nat, 0, 7, 0, ex, 2);
+	cnt_sync++;
+}
+
+static void malloc_call(int th, uint64_t t, uint64_t cp, uint64_t ptr, uint64_t bytes)
+{
+	uint64_t ex[3] = {ptr, bytes, 0};
+	api(th, TBP_K_MALLOC, t, 2 * US, TBP_API_cudaMalloc, cp, 0, 0, 0, 0, ex, 3);
+	cnt_malloc++;
+}
+
+static void free_call(int th, uint64_t t, uint64_t cp, uint64_t ptr, uint64_t bytes)
+{
+	uint64_t ex[2] = {ptr, bytes};
+	api(th, TBP_K_FREE, t, 2 * US, TBP_API_cudaFree, cp, 0, 0, 0, 0, ex, 2);
+	cnt_free++;
+}
+
+static void span(int th, uint64_t t0, uint64_t t1, uint64_t cp)
+{
+	struct tbp_record *r = push(&host[th]);
+	r->kind = TBP_K_PY_SPAN;
+	r->tid = host_tid[th];
+	r->ts = t0;
+	r->u.py_span.end = t1;
+	r->u.py_span.callpath = cp;
+}
+
+static void marker(uint64_t t, uint64_t kind, uint64_t value)
+{
+	struct tbp_record *r = push(&host[0]);
+	r->kind = TBP_K_MARKER;
+	r->tid = host_tid[0];
+	r->ts = t;
+	r->u.marker.marker_kind = kind;
+	r->u.marker.value = value;
+}
+
+/* ------------------------------------------------------------ expectations */
+struct expect_f {
+	const char *kind, *cause, *file, *function;
+	uint64_t line, count;
+};
+static struct expect_f expect[32];
+static size_t n_expect;
+
+static void expect_finding(const char *kind, const char *cause, const char *file, const char *func, uint64_t line,
+			   uint64_t count)
+{
+	expect[n_expect++] = (struct expect_f){kind, cause, file, func, line, count};
+}
+
+/* ------------------------------------------------------------ workloads */
+static uint64_t k_gemm, k_relu, k_fill, k_copyk;
+static uint64_t cp_main, cp_fwd, cp_bwd;
+
+static void common_defs(void)
+{
+	k_gemm = intern("ampere_sgemm_128x64_tn");
+	k_relu = intern("vectorized_elementwise_kernel<relu>");
+	k_fill = intern("vectorized_elementwise_kernel<FillFunctor<float>>");
+	k_copyk = intern("copy_kernel");
+	cp_main = site("train.py", "main", 120, 0);
+	cp_fwd = site("model.py", "forward", 30, cp_main);
+	cp_bwd = site("train.py", "step", 60, cp_main);
+}
+
+/* One clean step on device 0 stream 7: long kernels launched ahead, small
+ * GPU gaps (< 50 us).  Returns the GPU cursor after the step. */
+static uint64_t clean_step(uint64_t g, uint64_t slow_ns)
+{
+	for (int k = 0; k < 6; k++) {
+		uint64_t dur = (k % 2 ? 60 : 45) * US + (k == 3 ? slow_ns : 0);
+		uint64_t gs = g + 8 * US;
+		kernel(0, gs - 20 * US, k < 3 ? cp_fwd : cp_bwd, 0, 0, 7, gs, gs + dur, k == 3 ? k_gemm : k_relu);
+		g = gs + dur;
+	}
+	/* A D2D copy on a second stream overlapping the last kernel partly. */
+	copy(0, g - 50 * US, 5 * US, cp_bwd, 0, 9, 1 << 20, TBP_COPY_D2D, TBP_COPYF_ASYNC, 0xa000, 0xb000, g - 30 * US,
+	     g + 10 * US);
+	g += 10 * US;
+	memset_op(0, g - 10 * US, cp_bwd, 0, 7, g + 5 * US, g + 12 * US);
+	return g + 12 * US;
+}
+
+static void scen_clean(int iters, uint64_t slow_ns)
+{
+	common_defs();
+	uint64_t g = 1000 * US, t0 = g;
+	malloc_call(0, g - 100 * US, cp_main, 0x10000, 64 << 20);
+	copy(0, g - 90 * US, 30 * US, cp_main, 0, 7, 8 << 20, TBP_COPY_H2D, TBP_COPYF_PINNED, 0x1, 0x10000, g,
+	     g + 25 * US);
+	g += 25 * US;
+	for (int i = 0; i < iters; i++)
+		g = clean_step(g, slow_ns);
+	sync_call(0, g - 30 * US, 40 * US, cp_main, 0);
+	free_call(0, g + 20 * US, cp_main, 0x10000, 64 << 20);
+	span(0, t0 - 150 * US, g + 30 * US, cp_main);
+	/* Device 1: a few kernels overlapping device 0's time. */
+	for (int i = 0; i < 3; i++) {
+		uint64_t gs = t0 + 100 * US + i * 70 * US;
+		kernel(1, gs - 10 * US, cp_fwd, 0, 1, 3, gs, gs + 30 * US, k_relu);
+	}
+}
+
+static uint64_t gap_then_kernel(uint64_t g, uint64_t gap, int th, uint64_t cp, uint64_t nat)
+{
+	/* GPU idle over [g, g+gap); the launch is issued 6 us before it runs. */
+	uint64_t gs = g + gap;
+	kernel(th, gs - 6 * US, cp, nat, 0, 7, gs, gs + 40 * US, k_gemm);
+	return gs + 40 * US;
+}
+
+static uint64_t planted_body(uint64_t g)
+{
+	uint64_t cp_item = site("train.py", "step", 40, cp_main);
+	uint64_t cp_pre = site("data.py", "preprocess", 12, cp_main);
+	uint64_t cp_late = site("model.py", "forward", 77, cp_main);
+	uint64_t nat_other = native_site(0x7f0000001234ULL);
+	uint64_t cp_zero = site("optim.py", "zero_grad", 88, cp_bwd);
+	uint64_t cp_scalar = site("reformer.py", "attention", 55, cp_fwd);
+	uint64_t cp_scalar_sync = site("reformer.py", "attention", 56, cp_fwd);
+	uint64_t cp_off = site("offload.py", "offload", 30, cp_main);
+	uint64_t cp_back = site("offload.py", "reload", 35, cp_main);
+	uint64_t cp_eval = site("eval.py", "evaluate", 99, cp_main);
+	uint64_t cp_buf = site("buf.py", "scratch", 10, cp_main);
+	uint64_t cp_buf_free = site("buf.py", "scratch", 11, cp_main);
+
+	g = clean_step(g, 0);
+	/* idle_gap/sync x5: the host sits in a sync as the GPU drains. */
+	for (int i = 0; i < 5; i++) {
+		sync_call(0, g - 30 * US, 40 * US, cp_item, 0);
+		g = gap_then_kernel(g, 200 * US, 0, cp_fwd, 0);
+		g = clean_step(g, 0);
+	}
+	expect_finding("idle_gap", "sync", "train.py", "step", 40, 5);
+	/* idle_gap/python x4: preprocess() runs while the GPU waits. */
+	for (int i = 0; i < 4; i++) {
+		span(0, g + 5 * US, g + 290 * US, cp_pre);
+		g = gap_then_kernel(g, 300 * US, 0, cp_fwd, 0);
+		g = clean_step(g, 0);
+	}
+	expect_finding("idle_gap", "python", "data.py", "preprocess", 12, 4);
+	/* idle_gap/launch_bound x3: nothing else going on, the launch is late. */
+	for (int i = 0; i < 3; i++) {
+		g = gap_then_kernel(g, 100 * US, 0, cp_late, 0);
+		g = clean_step(g, 0);
+	}
+	expect_finding("idle_gap", "launch_bound", "model.py", "forward", 77, 3);
+	/* idle_gap/host_other x2: launched from a thread without Python. */
+	for (int i = 0; i < 2; i++) {
+		g = gap_then_kernel(g, 80 * US, 1, 0, nat_other);
+		g = clean_step(g, 0);
+	}
+	expect_finding("idle_gap", "host_other", NULL, NULL, 0, 2);
+	/* kernel_burst x2 bursts of 20 tiny kernels with 5 us idle between. */
+	for (int b = 0; b < 2; b++) {
+		for (int k = 0; k < 20; k++) {
+			uint64_t gs = g + 5 * US;
+			kernel(0, gs - 30 * US, cp_zero, 0, 0, 7, gs, gs + 3 * US, k_fill);
+			g = gs + 3 * US;
+		}
+		g = clean_step(g, 0);
+	}
+	expect_finding("kernel_burst", NULL, "optim.py", "zero_grad", 88, 40);
+	/* scalar_copy x6: 4-byte pageable H2D copies each followed by a sync. */
+	for (int i = 0; i < 6; i++) {
+		uint64_t gs = g + 10 * US;
+		copy(0, gs - 30 * US, 15 * US, cp_scalar, 0, 7, 4, TBP_COPY_H2D, TBP_COPYF_PAGEABLE, 0x5000, 0x20000 + i * 256,
+		     gs, gs + 2 * US);
+		sync_call(0, gs - 14 * US, 3 * US, cp_scalar_sync, 0);
+		g = gs + 2 * US;
+		g = clean_step(g, 0);
+	}
+	expect_finding("scalar_copy", NULL, "reformer.py", "attention", 55, 6);
+	/* ping_pong x4: the same 1 MiB goes to the GPU and back each time. */
+	for (int i = 0; i < 4; i++) {
+		uint64_t gs = g + 10 * US;
+		copy(0, gs - 12 * US, 12 * US, cp_off, 0, 7, 1 << 20, TBP_COPY_H2D, TBP_COPYF_PINNED | TBP_COPYF_ASYNC,
+		     0x6000, 0x30000, gs, gs + 40 * US);
+		g = clean_step(gs + 40 * US, 0);
+		gs = g + 10 * US;
+		copy(0, gs - 12 * US, 12 * US, cp_back, 0, 7, 1 << 20, TBP_COPY_D2H, TBP_COPYF_PINNED | TBP_COPYF_ASYNC,
+		     0x30000, 0x6000, gs, gs + 40 * US);
+		g = gs + 40 * US;
+	}
+	expect_finding("ping_pong", NULL, "offload.py", "offload", 30, 4);
+	/* sync_hotspot x12: short syncs while the GPU stays busy. */
+	for (int i = 0; i < 12; i++) {
+		uint64_t gs = g + 10 * US;
+		kernel(0, gs - 20 * US, cp_fwd, 0, 0, 7, gs, gs + 50 * US, k_relu);
+		sync_call(0, gs + 5 * US, 3 * US, cp_eval, 0);
+		g = gs + 50 * US;
+	}
+	expect_finding("sync_hotspot", NULL, "eval.py", "evaluate", 99, 12);
+	/* alloc_churn x60: cudaMalloc/cudaFree of a scratch buffer in the loop. */
+	for (int i = 0; i < 60; i++) {
+		malloc_call(0, g - 40 * US, cp_buf, 0x900000 + (uint64_t)i * 0x1000, 256 << 10);
+		free_call(0, g - 30 * US, cp_buf_free, 0x900000 + (uint64_t)i * 0x1000, 256 << 10);
+		uint64_t gs = g + 10 * US;
+		kernel(0, gs - 20 * US, cp_fwd, 0, 0, 7, gs, gs + 40 * US, k_relu);
+		g = gs + 40 * US;
+	}
+	expect_finding("alloc_churn", NULL, "buf.py", "scratch", 10, 60);
+	return g;
+}
+
+static uint64_t win_begin, win_end;
+static int have_window;
+
+static void scen_planted(int with_markers)
+{
+	common_defs();
+	uint64_t g = 1000 * US, t0 = g;
+	malloc_call(0, g - 100 * US, cp_main, 0x10000, 64 << 20);
+	malloc_call(0, g - 95 * US, cp_main, 0x8000000, 16 << 20); /* never freed */
+	if (with_markers) {
+		uint64_t cp_warm = site("warm.py", "warmup", 5, cp_main);
+		/* Warm-up iteration with a sync gap that must not be reported. */
+		marker(g - 50 * US, TBP_MARK_ITER_BEGIN, 0);
+		g = clean_step(g, 0);
+		sync_call(0, g - 30 * US, 40 * US, cp_warm, 0);
+		g = gap_then_kernel(g, 500 * US, 0, cp_fwd, 0);
+		g = clean_step(g, 0);
+		marker(g + 1 * US, TBP_MARK_ITER_END, 0);
+		marker(g + 2 * US, TBP_MARK_WARMUP_END, 0);
+		/* A gap between iterations (runner bookkeeping): not reported. */
+		g += 400 * US;
+		marker(g, TBP_MARK_ITER_BEGIN, 1);
+		win_begin = g;
+		g = planted_body(g);
+		marker(g + 3 * US, TBP_MARK_ITER_END, 1);
+		win_end = g + 3 * US;
+		have_window = 1;
+		g = clean_step(g + 100 * US, 0); /* after the window: excluded */
+	} else {
+		g = planted_body(g);
+	}
+	free_call(0, g + 20 * US, cp_main, 0x10000, 64 << 20);
+	span(0, t0 - 150 * US, g + 30 * US, cp_main);
+}
+
+static void scen_cpu(void)
+{
+	common_defs();
+	uint64_t cp_load = site("data.py", "load_batch", 21, cp_main);
+	uint64_t cp_model = site("model.py", "forward", 30, cp_main);
+	uint64_t t = 1000 * US;
+	for (int i = 0; i < 10; i++) {
+		span(0, t, t + 300 * US, cp_load);
+		span(0, t + 300 * US, t + 1000 * US, cp_model);
+		t += 1000 * US;
+	}
+	span(0, 900 * US, t + 10 * US, cp_main);
+}
+
+/* ------------------------------------------------------------ output */
+static int cmp_rec(const void *x, const void *y)
+{
+	const struct tbp_record *a = x, *b = y;
+	return a->ts < b->ts ? -1 : a->ts > b->ts;
+}
+
+static void write_chunk(struct tbp_writer *w, unsigned sk, uint64_t id, struct evs *e, size_t *pos, uint64_t until)
+{
+	if (*pos >= e->n || e->r[*pos].ts >= until)
+		return;
+	if (tbp_writer_begin_chunk(w, sk, id)) {
+		fprintf(stderr, "gen_planted: begin_chunk failed\n");
+		exit(4);
+	}
+	while (*pos < e->n && e->r[*pos].ts < until) {
+		if (tbp_writer_add(w, &e->r[*pos])) {
+			fprintf(stderr, "gen_planted: add failed (kind %u)\n", e->r[*pos].kind);
+			exit(4);
+		}
+		(*pos)++;
+	}
+	tbp_writer_end_chunk(w);
+}
+
+static void write_trace(const char *path)
+{
+	struct tbp_writer *w;
+	struct tbp_writer_opts o = {.compression_level = 3, .features = TBP_FEAT_PYTHON | (api_only ? 0 : TBP_FEAT_CUPTI)};
+	if (tbp_writer_open(&w, path, &o)) {
+		fprintf(stderr, "gen_planted: cannot write %s\n", path);
+		exit(4);
+	}
+	for (int i = 0; i < 2; i++) {
+		qsort(host[i].r, host[i].n, sizeof(struct tbp_record), cmp_rec);
+		qsort(gpu[i].r, gpu[i].n, sizeof(struct tbp_record), cmp_rec);
+	}
+	size_t dpos = 0, hpos[2] = {0}, gpos[2] = {0};
+	write_chunk(w, TBP_STREAM_DEFS, 0, &defs, &dpos, UINT64_MAX);
+	/* Frames of 200 us; GPU records lag the host by one frame. */
+	const uint64_t frame = 200 * US;
+	uint64_t maxts = 0;
+	for (int i = 0; i < 2; i++) {
+		if (host[i].n && host[i].r[host[i].n - 1].ts > maxts)
+			maxts = host[i].r[host[i].n - 1].ts;
+		if (gpu[i].n && gpu[i].r[gpu[i].n - 1].ts > maxts)
+			maxts = gpu[i].r[gpu[i].n - 1].ts;
+	}
+	for (uint64_t t = frame;; t += frame) {
+		for (int i = 0; i < 2; i++)
+			write_chunk(w, TBP_STREAM_THREAD, host_tid[i], &host[i], &hpos[i], t);
+		for (int i = 0; i < 2; i++)
+			write_chunk(w, TBP_STREAM_GPU, (uint64_t)i, &gpu[i], &gpos[i], t - frame);
+		tbp_writer_flush(w);
+		if (t > maxts + 2 * frame)
+			break;
+	}
+	struct tbp_record end = {.kind = TBP_K_END};
+	end.u.end.records = 0;
+	tbp_writer_begin_chunk(w, TBP_STREAM_DEFS, 0);
+	tbp_writer_add(w, &end);
+	tbp_writer_end_chunk(w);
+	if (tbp_writer_close(w)) {
+		fprintf(stderr, "gen_planted: close failed\n");
+		exit(4);
+	}
+}
+
+static int cmp_ivl(const void *x, const void *y)
+{
+	const struct ivl *a = x, *b = y;
+	return a->s < b->s ? -1 : a->s > b->s;
+}
+
+/* Measure of the union of the selected intervals, clipped to [lo, hi). */
+static uint64_t union_of(int dev, int stream, int kind, int ck, uint64_t lo, uint64_t hi)
+{
+	static struct ivl sel[200000];
+	size_t n = 0;
+	for (size_t i = 0; i < n_ivls; i++) {
+		const struct ivl *v = &ivls[i];
+		if (v->dev != dev || (stream >= 0 && v->stream != stream) || (kind >= 0 && v->kind != kind) ||
+		    (ck >= 0 && v->ck != ck))
+			continue;
+		uint64_t s = v->s < lo ? lo : v->s, e = v->e > hi ? hi : v->e;
+		if (e > s)
+			sel[n++] = (struct ivl){.s = s, .e = e};
+	}
+	qsort(sel, n, sizeof sel[0], cmp_ivl);
+	uint64_t total = 0, cs = 0, ce = 0;
+	int open = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (open && sel[i].s <= ce) {
+			if (sel[i].e > ce)
+				ce = sel[i].e;
+			continue;
+		}
+		if (open)
+			total += ce - cs;
+		cs = sel[i].s;
+		ce = sel[i].e;
+		open = 1;
+	}
+	if (open)
+		total += ce - cs;
+	return total;
+}
+
+static void json_or_null(FILE *f, const char *s)
+{
+	if (s)
+		fprintf(f, "\"%s\"", s);
+	else
+		fputs("null", f);
+}
+
+static void write_expect(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		exit(4);
+	}
+	/* Window: markers, else first to last timed event of any stream. */
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (int i = 0; i < 2; i++) {
+		struct evs *sets[2] = {&host[i], &gpu[i]};
+		for (int s = 0; s < 2; s++)
+			for (size_t k = 0; k < sets[s]->n; k++) {
+				const struct tbp_record *r = &sets[s]->r[k];
+				uint64_t e = r->kind == TBP_K_MARKER ? r->ts : r->u.call.end; /* end is field 0 for all */
+				if (r->ts < lo)
+					lo = r->ts;
+				if (e > hi)
+					hi = e;
+			}
+	}
+	if (have_window) {
+		lo = win_begin;
+		hi = win_end;
+	}
+	fprintf(f, "{\"window_ns\": %" PRIu64 ",\n \"devices\": {", hi - lo);
+	for (int d = 0; d < 2; d++) {
+		uint64_t busy = union_of(d, -1, -1, -1, lo, hi), dm = union_of(d, -1, 1, -1, lo, hi);
+		fprintf(f, "%s\"%d\": {\"busy\": %" PRIu64 ", \"dm\": %" PRIu64 ", \"active\": %" PRIu64 ", \"idle\": %" PRIu64
+			   ", \"h2d\": %" PRIu64 ", \"d2h\": %" PRIu64 ", \"d2d\": %" PRIu64 ", \"streams\": {",
+			d ? ", " : "", d, busy, dm, busy - dm, hi - lo - busy, union_of(d, -1, 1, TBP_COPY_H2D, lo, hi),
+			union_of(d, -1, 1, TBP_COPY_D2H, lo, hi), union_of(d, -1, 1, TBP_COPY_D2D, lo, hi));
+		int first = 1;
+		for (int s = 0; s < 16; s++) {
+			uint64_t sb = union_of(d, s, -1, -1, lo, hi);
+			int seen = 0;
+			for (size_t i = 0; i < n_ivls && !seen; i++)
+				seen = ivls[i].dev == d && ivls[i].stream == s;
+			if (!seen)
+				continue;
+			fprintf(f, "%s\"%d\": {\"busy\": %" PRIu64 ", \"dm\": %" PRIu64 "}", first ? "" : ", ", s, sb,
+				union_of(d, s, 1, -1, lo, hi));
+			first = 0;
+		}
+		fprintf(f, "}}");
+	}
+	fprintf(f, "},\n \"counts\": {\"kernels\": %" PRIu64 ", \"memcpy\": %" PRIu64 ", \"memset\": %" PRIu64
+		   ", \"malloc\": %" PRIu64 ", \"free\": %" PRIu64 ", \"sync\": %" PRIu64 "},\n \"findings\": [",
+		cnt_launch, cnt_memcpy, cnt_memset, cnt_malloc, cnt_free, cnt_sync);
+	for (size_t i = 0; i < n_expect; i++) {
+		fprintf(f, "%s\n  {\"kind\": \"%s\", \"cause\": ", i ? "," : "", expect[i].kind);
+		json_or_null(f, expect[i].cause);
+		fprintf(f, ", \"file\": ");
+		json_or_null(f, expect[i].file);
+		fprintf(f, ", \"function\": ");
+		json_or_null(f, expect[i].function);
+		fprintf(f, ", \"line\": %" PRIu64 ", \"count\": %" PRIu64 "}", expect[i].line, expect[i].count);
+	}
+	fprintf(f, "]}\n");
+	fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 4) {
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|apionly|cpu|big|slow OUT.zst EXPECT.json [ITERS]\n");
+		return 3;
+	}
+	const char *s = argv[1];
+	int iters = argc > 4 ? atoi(argv[4]) : 20;
+	if (!strcmp(s, "clean"))
+		scen_clean(iters, 0);
+	else if (!strcmp(s, "slow"))
+		scen_clean(iters, 30 * US);
+	else if (!strcmp(s, "big"))
+		scen_clean(iters, 0);
+	else if (!strcmp(s, "planted"))
+		scen_planted(0);
+	else if (!strcmp(s, "markers"))
+		scen_planted(1);
+	else if (!strcmp(s, "apionly")) {
+		api_only = 1;
+		scen_planted(0);
+		/* Without GPU timestamps no idle gap or burst can be seen. */
+		size_t w = 0;
+		for (size_t i = 0; i < n_expect; i++)
+			if (strcmp(expect[i].kind, "idle_gap") && strcmp(expect[i].kind, "kernel_burst"))
+				expect[w++] = expect[i];
+		n_expect = w;
+	} else if (!strcmp(s, "cpu"))
+		scen_cpu();
+	else {
+		fprintf(stderr, "gen_planted: unknown scenario %s\n", s);
+		return 3;
+	}
+	write_trace(argv[2]);
+	write_expect(argv[3]);
+	return 0;
+}
