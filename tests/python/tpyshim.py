@@ -43,14 +43,7 @@ def spans():
     return out
 
 
-def site_lines(filename):
-    """{tag: line} for every '# site:TAG' comment in a source file."""
-    sites = {}
-    with open(filename) as f:
-        for number, text in enumerate(f, 1):
-            if "# site:" in text:
-                sites[text.split("# site:")[1].split()[0]] = number
-    return sites
+from tpyshim_sites import site_lines  # noqa: E402,F401
 
 
 failures = []
