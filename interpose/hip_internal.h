@@ -1,0 +1,58 @@
+/*
+ * Shared between the HIP hooks (hip.c) and the optional hipEvent GPU timing
+ * (hip_timing.c).  Built only when the HIP
+ * headers are present; libtbprof never links libamdhip64: every real entry
+ * point is found with dlsym(RTLD_NEXT) on first use.
+ */
+#ifndef TBP_HIP_INTERNAL_H
+#define TBP_HIP_INTERNAL_H
+
+#include <stdint.h>
+
+/* The HIP headers pick their AMD (not NVIDIA) definitions from this. */
+#ifndef __HIP_PLATFORM_AMD__
+#define __HIP_PLATFORM_AMD__
+#endif
+#include <hip/hip_runtime_api.h>
+
+#include "core.h"
+
+/* Real HIP entry points the hooks and the timing code call directly (never
+ * through our own exported wrappers, so nothing is recorded twice). */
+struct hip_real {
+	hipError_t (*EventCreateWithFlags)(hipEvent_t *, unsigned);
+	hipError_t (*EventRecord)(hipEvent_t, hipStream_t);
+	hipError_t (*EventQuery)(hipEvent_t);
+	hipError_t (*EventSynchronize)(hipEvent_t);
+	hipError_t (*EventElapsedTime)(float *, hipEvent_t, hipEvent_t);
+	hipError_t (*EventDestroy)(hipEvent_t);
+	hipError_t (*StreamCreateWithFlags)(hipStream_t *, unsigned);
+	hipError_t (*StreamDestroy)(hipStream_t);
+};
+extern struct hip_real hip_real TBP_HIDDEN;
+/* The real function (RTLD_NEXT from libtbprof); NULL when absent. */
+void *hip_resolve(const char *name) TBP_HIDDEN;
+
+/* ---- hip_timing.c: GPU timestamps from hipEvents (TBPROF_HIP_EVENTS=1) -- */
+
+/* Nonzero when event timing is requested and working. */
+extern int hip_timing_on TBP_HIDDEN;
+void hip_timing_init(void) TBP_HIDDEN;  /* reads TBPROF_HIP_EVENTS; idempotent */
+/* Registers the exit-time harvest; called once, after the first real call. */
+void hip_timing_register_exit(void) TBP_HIDDEN;
+/* Around one launch/copy/memset: begin records a start event on the stream
+ * (returns an opaque token, NULL when not timing); end records the stop
+ * event and queues the GPU record template (ts/end filled on harvest).
+ * ok=0 (the call failed) returns the events without a record.  Returns 1
+ * when a harvest is due (the caller runs it once its own slot is committed:
+ * GPU records go through the calling thread's buffer). */
+void *hip_timing_begin(hipStream_t stream) TBP_HIDDEN;
+int hip_timing_end(void *token, hipStream_t stream, int ok, const struct tbp_record *gpu) TBP_HIDDEN;
+/* Emits GPU records for every queued operation whose stop event completed
+ * (no record slot of this thread may be open);
+ * with wait=1 waits for the rest first (exit, device reset). */
+void hip_timing_harvest(int wait) TBP_HIDDEN;
+/* The device is about to be reset: flush and forget every event. */
+void hip_timing_reset(void) TBP_HIDDEN;
+
+#endif
