@@ -9,11 +9,13 @@
  */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "python_internal.h"
@@ -605,6 +607,48 @@ static void give_up(const char *why)
 	atomic_store(&py_state, PY_INERT);
 }
 
+/* Tracing can start before the interpreter does (TBPROF_TRACE_ALL starts
+ * it from the preload constructor) and a CPU-only program may never call a
+ * hook that would retry.  So a small thread, with every signal blocked,
+ * watches for Py_IsInitialized() (2 ms, backing off to 100 ms) and then
+ * finishes the set-up: the span hook arrives through Py_AddPendingCall. */
+static void try_init(void);
+static void *poller_main(void *unused)
+{
+	(void)unused;
+	unsigned delay_us = 2000;
+	while (atomic_load(&py_state) == PY_WAITING) {
+		if (py.is_initialized()) {
+			try_init();
+			break;
+		}
+		usleep(delay_us);
+		if (delay_us < 100000)
+			delay_us *= 2;
+	}
+	return NULL;
+}
+
+static void start_poller(void)
+{
+	static bool started;
+	if (started)
+		return;
+	started = true;
+	pthread_attr_t attr;
+	pthread_t thread;
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&thread, &attr, poller_main, NULL) == 0)
+		pthread_setname_np(thread, "tbprof-py");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+}
+
 /* Returns with py_state READY, WAITING (Python not initialized yet: try
  * again later) or INERT. */
 static void try_init(void)
@@ -619,6 +663,7 @@ static void try_init(void)
 	}
 	if (!py.is_initialized()) {
 		atomic_store(&py_state, PY_WAITING);
+		start_poller();
 		goto out;
 	}
 	unsigned minor = running_minor();
@@ -836,7 +881,9 @@ static void install_eval_hook(void)
 {
 	if (!py.set_eval || !py.get_eval || !py.gil_check)
 		return;
-	if (py.gil_check())
+	/* PyGILState_Check() answers 1 when its check is disabled (e.g. with
+	 * subinterpreters): also require that this thread has a thread state. */
+	if (py.gil_check() && py.this_thread_state())
 		install_with_gil(NULL);
 	else if (py.add_pending_call)
 		py.add_pending_call(install_with_gil, NULL);

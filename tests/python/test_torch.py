@@ -1,0 +1,77 @@
+"""CPU PyTorch under the preload: a training loop gives exactly the same
+losses as without tbprof, and the trace holds Python spans for every
+training step, at the step function's def line under its caller's line.
+A torch.compile'd function (Dynamo) still works and gives eager's results."""
+import os
+import subprocess
+import sys
+import tempfile
+
+from tpyshim_sites import site_lines
+from traceview import Trace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+LIB = os.environ.get("TBPROF_LIB", "")
+try:
+    import torch  # noqa: F401
+except ImportError:
+    print("skip: torch is not installed")
+    sys.exit(77)
+if not os.path.exists(LIB):
+    print("skip: needs libtbprof.so")
+    sys.exit(77)
+
+CHILD = os.path.join(HERE, "torch_train.py")
+SITE = site_lines(CHILD)
+failures = []
+
+
+def check(what, got, want):
+    ok = got == want
+    print("%s %s" % ("ok  " if ok else "FAIL", what))
+    if not ok:
+        print("  got  %r\n  want %r" % (got, want))
+        failures.append(what)
+
+
+def run(args, preload, trace=None):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env.update(LD_PRELOAD=LIB, TBPROF_TRACE_ALL="1", TBPROF_OUT=trace)
+    out = subprocess.run([sys.executable, CHILD] + args, env=env, capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        print(out.stderr[-3000:])
+    return out.returncode, out.stdout.splitlines()
+
+
+tmp = tempfile.mkdtemp()
+trace_path = os.path.join(tmp, "train.zst")
+rc0, plain = run([], False)
+rc1, traced = run(["compile"], True, trace_path)
+check("exit codes", (rc0, rc1), (0, 0))
+losses = [line for line in plain if line.startswith("loss ")]
+check("20 losses printed", len(losses), 20)
+check("same losses with and without the preload", [line for line in traced if line.startswith("loss ")], losses)
+check("torch.compile (Dynamo, eager backend) under the preload matches eager",
+      [line for line in traced if line.startswith("compiled")],
+      ["compiled 0.0 True", "compiled 1.0 True", "compiled 2.0 True"])
+
+trace = Trace(trace_path)
+spans = trace.of_kind("py_span")
+check("spans recorded", len(spans) > 20, True)
+step_spans = [s for s in spans if trace.path(s["callpath"])[:1] == [(CHILD, SITE["train_step"], "train_step")]]
+check("one span per training step", len(step_spans), 20)
+check("step spans sit under main()'s call line",
+      {tuple(trace.path(s["callpath"])[1:2]) for s in step_spans}, {((CHILD, SITE["train_call"], "main"),)})
+check("span end after begin", all(s["end"] >= s["ts"] for s in spans), True)
+markers = trace.of_kind("marker")
+if markers:
+    begins = [m["ts"] for m in markers if m["marker_kind"] == 1]
+    ends = [m["ts"] for m in markers if m["marker_kind"] == 2]
+    inside = sum(1 for s in step_spans if any(b <= s["ts"] and s["end"] <= e for b, e in zip(begins, ends)))
+    check("each step span lies inside its iteration markers", inside, 20)
+if failures:
+    print("%d check(s) failed" % len(failures))
+    sys.exit(1)
+print("all checks passed")
