@@ -249,6 +249,9 @@ void an_site_key(const struct analysis *a, uint64_t callpath, uint64_t native, c
 const char *an_suggestion(const struct analysis *a, const struct an_finding *f);
 
 /* ------------------------------------------------------------ loading */
+/* Pass 1 of export: definitions only (no analysis), the earliest event time
+ * and the process id.  Returns a TBA_EXIT_* status (errors printed). */
+int an_load_defs(struct analysis *a, const char *path, uint64_t *first_ts, uint64_t *pid);
 /* Open a trace (tr_open: one-line error, exit status on failure). */
 int an_open(struct tbp_reader **r, const char *path);
 

@@ -578,6 +578,45 @@ nomem_closed:
 	return TBA_EXIT_INTERNAL;
 }
 
+int an_load_defs(struct analysis *a, const char *path, uint64_t *first_ts, uint64_t *pid)
+{
+	memset(a, 0, sizeof *a);
+	a->path = path;
+	an_opts_default(&a->opts);
+	a->defs = defs_new();
+	if (!a->defs) {
+		fprintf(stderr, "tbanalyze: out of memory\n");
+		return TBA_EXIT_INTERNAL;
+	}
+	struct tbp_reader *r;
+	int rc = an_open(&r, path);
+	if (rc)
+		return rc;
+	*first_ts = UINT64_MAX;
+	*pid = 0;
+	struct tbp_record rec;
+	int st;
+	while ((st = tr_next(r, path, &rec)) > 0) {
+		a->records++;
+		if (rec.kind == TBP_K_PROCESS && !*pid)
+			*pid = rec.u.process.pid;
+		if (defs_add(a->defs, &rec)) {
+			tbp_reader_close(r);
+			fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
+			return TBA_EXIT_INTERNAL;
+		}
+		if (is_timed_stream_record(rec.kind) || rec.kind == TBP_K_PY_SPAN)
+			if (rec.ts < *first_ts)
+				*first_ts = rec.ts;
+	}
+	rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
+	a->truncated = tbp_reader_truncated(r);
+	tbp_reader_close(r);
+	if (*first_ts == UINT64_MAX)
+		*first_ts = 0;
+	return rc;
+}
+
 void an_free(struct analysis *a)
 {
 	an_pass_free(a);

@@ -1,1 +1,317 @@
-/* placeholder: being written */
+/*
+ * tbanalyze export --format chrome|kineto TRACE.zst [-o OUT.json]
+ *
+ * Two streaming passes: the first collects definitions (names, call paths)
+ * and the earliest timestamp, the second writes one JSON event per record
+ * in file order (viewers and HTA sort by themselves).  Timestamps are
+ * microseconds from the first event with nanosecond decimals.
+ *
+ * chrome: the Trace Event Format that Perfetto and chrome://tracing open.
+ * kineto: the same events with PyTorch profiler (Kineto) conventions, so
+ *         Holistic Trace Analysis loads it: schemaVersion, distributedInfo,
+ *         deviceProperties, categories cuda_runtime/kernel/gpu_memcpy/
+ *         gpu_memset/python_function, GPU events on pid=device tid=stream,
+ *         args.correlation/stream/device, ac2g flow arrows.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "an.h"
+#include "cmd.h"
+#include "tr_common.h"
+
+struct exporter {
+	FILE *f;
+	const struct analysis *defs;
+	uint64_t base, host_pid;
+	int kineto;
+	uint64_t events;
+	int first;
+};
+
+static void ts_us(FILE *f, uint64_t ns, uint64_t base)
+{
+	uint64_t rel = ns > base ? ns - base : 0;
+	fprintf(f, "%" PRIu64 ".%03" PRIu64, rel / 1000, rel % 1000);
+}
+
+static void ev_begin(struct exporter *x)
+{
+	fputs(x->first ? "\n" : ",\n", x->f);
+	x->first = 0;
+}
+
+static void name_str(struct exporter *x, uint64_t id, const char *fallback)
+{
+	size_t len;
+	const char *s = an_string(x->defs, id, &len);
+	if (s)
+		json_str(x->f, s, len);
+	else
+		json_str(x->f, fallback, strlen(fallback));
+}
+
+/* Python call path as args.python "file:line function" leaf first. */
+static void callpath_arg(struct exporter *x, uint64_t cp)
+{
+	struct an_frame fr[32];
+	size_t n = an_callpath_frames(x->defs, cp, fr, 32);
+	if (!n)
+		return;
+	fputs(",\"python\":[", x->f);
+	for (size_t i = 0; i < n; i++) {
+		char buf[600];
+		snprintf(buf, sizeof buf, "%.*s:%" PRIu64 " %.*s", (int)(fr[i].file_len > 400 ? 400 : fr[i].file_len),
+			 fr[i].file, fr[i].line, (int)(fr[i].function_len > 150 ? 150 : fr[i].function_len), fr[i].function);
+		if (i)
+			fputc(',', x->f);
+		json_str(x->f, buf, strlen(buf));
+	}
+	fputc(']', x->f);
+}
+
+static const char *copy_name(uint64_t ck, uint64_t src_kind, uint64_t dst_kind)
+{
+	static char buf[96];
+	static const char *dir[] = {"Memcpy Unknown", "Memcpy HtoD", "Memcpy DtoH", "Memcpy DtoD", "Memcpy HtoH",
+				    "Memcpy PtoP"};
+	static const char *mk[] = {"Unknown", "Pageable", "Pinned", "Device", "Array", "Managed"};
+	snprintf(buf, sizeof buf, "%s (%s -> %s)", dir[ck < 6 ? ck : 0], mk[src_kind < 6 ? src_kind : 0],
+		 mk[dst_kind < 6 ? dst_kind : 0]);
+	return buf;
+}
+
+static void export_record(struct exporter *x, const struct tbp_record *r)
+{
+	FILE *f = x->f;
+	switch (r->kind) {
+	case TBP_K_API:
+	case TBP_K_LAUNCH:
+	case TBP_K_MEMCPY:
+	case TBP_K_MEMSET:
+	case TBP_K_MALLOC:
+	case TBP_K_FREE:
+	case TBP_K_SYNC: {
+		const struct tbp_call *c = &r->u.call;
+		const struct tbp_api_info *ai = tbp_api_lookup((unsigned)c->api);
+		uint64_t end = c->end < r->ts ? r->ts : c->end;
+		ev_begin(x);
+		fprintf(f, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":",
+			ai && ai->family == TBP_FAM_CU ? "cuda_driver" : "cuda_runtime");
+		if (ai)
+			json_str(f, ai->name, strlen(ai->name));
+		else
+			fprintf(f, "\"api_%" PRIu64 "\"", c->api);
+		fprintf(f, ",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", x->host_pid, r->tid);
+		ts_us(f, r->ts, x->base);
+		fputs(",\"dur\":", f);
+		ts_us(f, end, r->ts);
+		fprintf(f, ",\"args\":{\"correlation\":%" PRIu64 ",\"External id\":%" PRIu64 ",\"device\":%" PRIu64
+			   ",\"result\":%" PRIu64,
+			c->corr, c->corr, c->device, c->result);
+		if (r->kind == TBP_K_MEMCPY)
+			fprintf(f, ",\"bytes\":%" PRIu64 ",\"kind\":\"%s\"", r->u.memcpy.bytes,
+				tr_copy_kind_name(r->u.memcpy.copy_kind));
+		if (r->kind == TBP_K_MALLOC || r->kind == TBP_K_FREE)
+			fprintf(f, ",\"bytes\":%" PRIu64 ",\"ptr\":\"0x%" PRIx64 "\"",
+				r->kind == TBP_K_MALLOC ? r->u.malloc.bytes : r->u.free.bytes,
+				r->kind == TBP_K_MALLOC ? r->u.malloc.ptr : r->u.free.ptr);
+		callpath_arg(x, c->callpath);
+		fputs("}}", f);
+		x->events++;
+		if (x->kineto && c->corr && (r->kind == TBP_K_LAUNCH || r->kind == TBP_K_MEMCPY || r->kind == TBP_K_MEMSET)) {
+			ev_begin(x);
+			fprintf(f, "{\"ph\":\"s\",\"id\":%" PRIu64 ",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", c->corr,
+				x->host_pid, r->tid);
+			ts_us(f, r->ts, x->base);
+			fputs(",\"cat\":\"ac2g\",\"name\":\"ac2g\"}", f);
+		}
+		break;
+	}
+	case TBP_K_GPU_KERNEL:
+	case TBP_K_GPU_MEMCPY:
+	case TBP_K_GPU_MEMSET: {
+		const struct tbp_gpu_kernel *g = &r->u.gpu_kernel;
+		uint64_t end = g->end < r->ts ? r->ts : g->end;
+		ev_begin(x);
+		if (r->kind == TBP_K_GPU_KERNEL) {
+			fputs("{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":", f);
+			name_str(x, g->name, "(unnamed kernel)");
+		} else if (r->kind == TBP_K_GPU_MEMCPY) {
+			const char *n = copy_name(r->u.gpu_memcpy.copy_kind, r->u.gpu_memcpy.src_kind, r->u.gpu_memcpy.dst_kind);
+			fputs("{\"ph\":\"X\",\"cat\":\"gpu_memcpy\",\"name\":", f);
+			json_str(f, n, strlen(n));
+		} else {
+			fputs("{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (Device)\"", f);
+		}
+		fprintf(f, ",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", g->device, g->stream);
+		ts_us(f, r->ts, x->base);
+		fputs(",\"dur\":", f);
+		ts_us(f, end, r->ts);
+		fprintf(f, ",\"args\":{\"device\":%" PRIu64 ",\"context\":%" PRIu64 ",\"stream\":%" PRIu64
+			   ",\"correlation\":%" PRIu64 ",\"External id\":%" PRIu64,
+			g->device, g->context, g->stream, g->corr, g->corr);
+		if (r->kind == TBP_K_GPU_KERNEL)
+			fprintf(f, ",\"grid\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "],\"block\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64
+				   "],\"registers per thread\":%" PRIu64 ",\"shared memory\":%" PRIu64,
+				g->grid_x, g->grid_y, g->grid_z, g->block_x, g->block_y, g->block_z, g->registers,
+				g->static_shmem + g->dynamic_shmem);
+		else if (r->kind == TBP_K_GPU_MEMCPY)
+			fprintf(f, ",\"bytes\":%" PRIu64 ",\"memory bandwidth (GB/s)\":%.3f", r->u.gpu_memcpy.bytes,
+				end > r->ts ? (double)r->u.gpu_memcpy.bytes / (double)(end - r->ts) : 0.0);
+		else
+			fprintf(f, ",\"bytes\":%" PRIu64, r->u.gpu_memset.bytes);
+		fputs("}}", f);
+		x->events++;
+		if (x->kineto && g->corr) {
+			ev_begin(x);
+			fprintf(f, "{\"ph\":\"f\",\"id\":%" PRIu64 ",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", g->corr,
+				g->device, g->stream);
+			ts_us(f, r->ts, x->base);
+			fputs(",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}", f);
+		}
+		break;
+	}
+	case TBP_K_PY_SPAN: {
+		uint64_t end = r->u.py_span.end < r->ts ? r->ts : r->u.py_span.end;
+		struct an_frame fr;
+		char name[600];
+		if (an_callpath_frames(x->defs, r->u.py_span.callpath, &fr, 1))
+			snprintf(name, sizeof name, "%.*s(%" PRIu64 "): %.*s", (int)(fr.file_len > 400 ? 400 : fr.file_len),
+				 fr.file, fr.line, (int)(fr.function_len > 150 ? 150 : fr.function_len), fr.function);
+		else
+			snprintf(name, sizeof name, "(python)");
+		ev_begin(x);
+		fputs("{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":", f);
+		json_str(f, name, strlen(name));
+		fprintf(f, ",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", x->host_pid, r->tid);
+		ts_us(f, r->ts, x->base);
+		fputs(",\"dur\":", f);
+		ts_us(f, end, r->ts);
+		fputs(",\"args\":{", f);
+		fprintf(f, "\"callpath\":%" PRIu64, r->u.py_span.callpath);
+		callpath_arg(x, r->u.py_span.callpath);
+		fputs("}}", f);
+		x->events++;
+		break;
+	}
+	case TBP_K_MARKER: {
+		static const char *mk[] = {"user", "iteration begin", "iteration end", "warm-up end"};
+		uint64_t k = r->u.marker.marker_kind;
+		ev_begin(x);
+		fputs("{\"ph\":\"i\",\"s\":\"p\",\"cat\":\"marker\",\"name\":", f);
+		size_t ll;
+		const char *label = an_string(x->defs, r->u.marker.label, &ll);
+		if (label)
+			json_str(f, label, ll);
+		else
+			json_str(f, k < 4 ? mk[k] : "marker", strlen(k < 4 ? mk[k] : "marker"));
+		fprintf(f, ",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", x->host_pid, r->tid);
+		ts_us(f, r->ts, x->base);
+		fprintf(f, ",\"args\":{\"value\":%" PRIu64 "}}", r->u.marker.value);
+		break;
+	}
+	}
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tbanalyze export [--format chrome|kineto] TRACE.zst [-o OUT.json]\n"
+		   "  chrome: Trace Event Format (Perfetto, chrome://tracing)\n"
+		   "  kineto: PyTorch profiler conventions (Holistic Trace Analysis)\n");
+}
+
+int cmd_export(int argc, char **argv)
+{
+	const char *path = NULL, *out = NULL, *format = "chrome";
+	for (int i = 1; i < argc; i++) {
+		const char *arg = argv[i];
+		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+			usage(stdout);
+			return TBA_EXIT_OK;
+		}
+		if (!strcmp(arg, "--format") || !strcmp(arg, "-o")) {
+			if (i + 1 >= argc) {
+				fprintf(stderr, "tbanalyze: export: %s needs a value\n", arg);
+				return TBA_EXIT_USAGE;
+			}
+			if (!strcmp(arg, "-o"))
+				out = argv[++i];
+			else
+				format = argv[++i];
+			continue;
+		}
+		if (!strncmp(arg, "--format=", 9)) {
+			format = arg + 9;
+			continue;
+		}
+		if (arg[0] == '-' && arg[1]) {
+			fprintf(stderr, "tbanalyze: export: unknown option %s\n", arg);
+			usage(stderr);
+			return TBA_EXIT_USAGE;
+		}
+		if (path) {
+			fprintf(stderr, "tbanalyze: export: one trace at a time\n");
+			return TBA_EXIT_USAGE;
+		}
+		path = arg;
+	}
+	if (!path || (strcmp(format, "chrome") && strcmp(format, "kineto"))) {
+		if (path)
+			fprintf(stderr, "tbanalyze: export: unknown format %s (chrome or kineto)\n", format);
+		usage(stderr);
+		return TBA_EXIT_USAGE;
+	}
+
+	struct analysis defs;
+	uint64_t base, pid;
+	int rc = an_load_defs(&defs, path, &base, &pid);
+	if (rc) {
+		an_free(&defs);
+		return rc;
+	}
+	struct tbp_reader *r;
+	rc = an_open(&r, path);
+	if (rc) {
+		an_free(&defs);
+		return rc;
+	}
+	FILE *f = out ? fopen(out, "w") : stdout;
+	if (!f) {
+		fprintf(stderr, "tbanalyze: %s: %s\n", out, strerror(errno));
+		tbp_reader_close(r);
+		an_free(&defs);
+		return TBA_EXIT_INTERNAL;
+	}
+	/* pid_max is at most 2^22 on Linux: above it cannot clash with a device. */
+	struct exporter x = {.f = f, .defs = &defs, .base = base, .host_pid = pid ? pid : (1u << 22) + 1,
+			     .kineto = !strcmp(format, "kineto"), .first = 1};
+	fputs("{", f);
+	if (x.kineto) {
+		fprintf(f, "\"schemaVersion\":1,\"distributedInfo\":{\"rank\": 0,\"world_size\":1},"
+			   "\"deviceProperties\":[],\"baseTimeNanoseconds\":%" PRIu64 ",\"traceName\":", base);
+		json_str(f, path, strlen(path));
+		fputs(",", f);
+	}
+	fputs("\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
+	ev_begin(&x);
+	fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"name\":\"host\"}}",
+		x.host_pid);
+	struct tbp_record rec;
+	int st;
+	while ((st = tr_next(r, path, &rec)) > 0)
+		export_record(&x, &rec);
+	rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
+	fprintf(f, "\n]}\n");
+	tbp_reader_close(r);
+	an_free(&defs);
+	int werr = ferror(f);
+	if (out ? fclose(f) : fflush(f))
+		werr = 1;
+	if (werr && !rc) {
+		fprintf(stderr, "tbanalyze: %s: write failed\n", out ? out : "standard output");
+		rc = TBA_EXIT_INTERNAL;
+	}
+	return rc;
+}

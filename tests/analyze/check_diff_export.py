@@ -1,0 +1,117 @@
+"""Suite 'analyze', parts 'diff' and 'export' (loaded by check_report.py)."""
+import json
+import os
+import subprocess
+import sys
+
+
+def hta_python():
+    """A Python that can import HTA: this one, or TBP_HTA_PYTHON; else None."""
+    cands = [sys.executable]
+    if os.environ.get("TBP_HTA_PYTHON"):
+        cands.insert(0, os.environ["TBP_HTA_PYTHON"])
+    for py in cands:
+        p = subprocess.run([py, "-c", "import hta.trace_analysis"], capture_output=True, timeout=120)
+        if p.returncode == 0:
+            return py
+    return None
+
+
+HTA_SCRIPT = r"""
+import json, logging, sys
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+t = TraceAnalysis(trace_dir=sys.argv[1])
+df = t.get_temporal_breakdown(visualize=False)
+print(json.dumps(df.to_dict(orient="records")[0]))
+"""
+
+
+def parts(gen, run, check):
+    def part_diff(gen_path, tmp):
+        a, _ = gen(gen_path, tmp, "clean")
+        b = os.path.join(tmp, "clean2.zst")
+        subprocess.run([gen_path, "clean", b, os.path.join(tmp, "clean2.json")], check=True)
+        p = run(["diff", a, b], expect_rc=0)
+        check("no regression" in p.stdout, f"diff identical: verdict ({p.stdout.strip()[-200:]})")
+        rep = json.loads(run(["diff", a, b, "--json"], expect_rc=0).stdout)
+        check(rep["regression"] is False and rep["regressions"] == 0, "diff identical: JSON verdict")
+        check(all(c["a"] == c["b"] for c in rep["changes"]), "diff identical: every change is zero")
+        # One kernel (k == 3, ampere_sgemm, launched from train.py:60 step) 30 us slower per step.
+        s, _ = gen(gen_path, tmp, "slow")
+        p = run(["diff", a, s], expect_rc=1)
+        check("REGRESSION" in p.stdout, "diff slow: verdict")
+        lines = [l for l in p.stdout.splitlines() if l.startswith("REGRESSED")]
+        check(any("kernel" in l and "ampere_sgemm_128x64_tn" in l for l in lines), f"diff slow: names the kernel {lines}")
+        check(any("call_site" in l and "train.py:60:step" in l for l in lines), f"diff slow: names the call site {lines}")
+        check(not any("vectorized_elementwise_kernel<relu>" in l for l in lines), "diff slow: unchanged kernel not blamed")
+        rep = json.loads(run(["diff", a, s, "--json"], expect_rc=1).stdout)
+        reg = {(c["type"], c["name"]) for c in rep["changes"] if c["regressed"]}
+        check(("kernel", "ampere_sgemm_128x64_tn") in reg, f"diff slow JSON: kernel regressed {reg}")
+        gemm = [c for c in rep["changes"] if c["name"] == "ampere_sgemm_128x64_tn"][0]
+        check(abs(gemm["change_pct"] - 50.0) < 0.01, f"diff slow JSON: +50% on the kernel ({gemm['change_pct']})")
+        # The reverse direction is an improvement, and a high threshold tolerates the slowdown.
+        run(["diff", s, a], expect_rc=0)
+        run(["diff", a, s, "--threshold", "60"], expect_rc=0)
+        run(["diff", a], expect_rc=3)
+        run(["diff", a, os.path.join(tmp, "nope.zst")], expect_rc=2)
+
+    def part_export(gen_path, tmp):
+        trace, exp = gen(gen_path, tmp, "planted")
+        rep = json.loads(run([trace, "--json"]).stdout)
+        c = rep["counts"]
+        for fmt in ("chrome", "kineto"):
+            out = os.path.join(tmp, f"{fmt}.json")
+            run(["export", "--format", fmt, trace, "-o", out])
+            with open(out) as f:
+                doc = json.load(f)
+            evs = doc["traceEvents"]
+            xs = [e for e in evs if e.get("ph") == "X"]
+            gpu = [e for e in xs if e["cat"] in ("kernel", "gpu_memcpy", "gpu_memset")]
+            api = [e for e in xs if e["cat"] in ("cuda_runtime", "cuda_driver")]
+            spans = [e for e in xs if e["cat"] == "python_function"]
+            check(len(gpu) == c["gpu_kernels"] + c["gpu_memcpy"] + c["gpu_memset"], f"{fmt}: GPU events count")
+            check(len(api) == c["api_calls"], f"{fmt}: API events count {len(api)} != {c['api_calls']}")
+            check(len(spans) == c["python_spans"], f"{fmt}: span events count")
+            check(len([e for e in gpu if e["cat"] == "kernel"]) == c["kernels"], f"{fmt}: one kernel event per launch")
+            # Busy time recomputed from the export equals the report's, to the ns.
+            iv = sorted((round(float(e["ts"]) * 1000), round(float(e["ts"]) * 1000) + round(float(e["dur"]) * 1000))
+                        for e in gpu)
+            busy, cs, ce = 0, None, None
+            for s, e in iv:
+                if ce is None or s > ce:
+                    if ce is not None:
+                        busy += ce - cs
+                    cs, ce = s, e
+                else:
+                    ce = max(ce, e)
+            busy += ce - cs
+            check(busy == rep["breakdown"]["gpu_busy_ns"], f"{fmt}: busy from export {busy} != {rep['breakdown']['gpu_busy_ns']}")
+            if fmt == "kineto":
+                check(doc["schemaVersion"] == 1 and doc["distributedInfo"]["rank"] == 0, "kineto: header fields")
+                flows = [e for e in evs if e.get("cat") == "ac2g"]
+                check(len(flows) == 2 * len(gpu), "kineto: one flow arrow per GPU event")
+        run(["export", "--format", "svg", trace], expect_rc=3)
+        run(["export", os.path.join(tmp, "none.zst")], expect_rc=2)
+
+        py = hta_python()
+        if not py:
+            print("SKIP (HTA comparison): holistictraceanalysis is not importable here "
+                  "(pip install holistictraceanalysis, or set TBP_HTA_PYTHON)")
+            return
+        hdir = os.path.join(tmp, "hta")
+        os.makedirs(hdir)
+        run(["export", "--format", "kineto", trace, "-o", os.path.join(hdir, "rank0.json")])
+        p = subprocess.run([py, "-c", HTA_SCRIPT, hdir], capture_output=True, text=True, timeout=300)
+        if not check(p.returncode == 0, f"HTA failed to load the kineto export: {p.stderr.strip()[-500:]}"):
+            return
+        h = json.loads(p.stdout.strip().splitlines()[-1])
+        hta_busy = (h["kernel_time(us)"] - h["idle_time(us)"]) * 1000
+        ours = rep["breakdown"]["gpu_busy_ns"]
+        check(abs(hta_busy - ours) <= 0.01 * ours, f"HTA busy {hta_busy} vs ours {ours}: more than 1% apart")
+        hta_compute = h["compute_time(us)"] * 1000
+        check(abs(hta_compute - rep["breakdown"]["kernel_ns"]) <= 0.01 * rep["breakdown"]["kernel_ns"],
+              f"HTA compute {hta_compute} vs our kernel time {rep['breakdown']['kernel_ns']}")
+        print(f"HTA temporal breakdown agrees: busy {hta_busy:.0f} ns vs {ours} ns")
+
+    return {"diff": part_diff, "export": part_export}
