@@ -107,14 +107,23 @@ void tbp_names_alias(const void *key, const void *existing_key)
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
-/* The C++ runtime's demangler, when the process has one loaded (nvcc
- * programs and PyTorch do); libtbprof itself does not link libstdc++. */
+/* The C++ runtime's demangler, resolved at run time (nvcc programs and
+ * PyTorch already have it loaded); libtbprof itself does not link
+ * libstdc++. */
 static char *demangle(const char *mangled)
 {
 	static demangle_fn fn;
 	static int looked;
 	if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
 		demangle_fn f = (demangle_fn)tbp_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		if (!f) {
+			/* A C program or plain Python driving CUDA (ctypes): load the
+			 * C++ runtime privately (RTLD_LOCAL: its symbols stay out of
+			 * the program's lookup scope) once, for its demangler. */
+			void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+			if (h)
+				f = (demangle_fn)tbp_real_dlsym(h, "__cxa_demangle");
+		}
 		__atomic_store_n(&fn, f, __ATOMIC_RELAXED);
 		__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
 	}

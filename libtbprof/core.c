@@ -897,7 +897,7 @@ void tbp_drain_now(unsigned timeout_ms)
 
 /* ------------------------------------------------------------ signals */
 
-static const int handled_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+static const int handled_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT };
 static struct sigaction prev_action[sizeof handled_signals / sizeof handled_signals[0]];
 
 /* Runs in whichever thread got the signal.  No I/O and no locks: it asks the

@@ -1,0 +1,105 @@
+/*
+ * A host program whose behaviour must not change under the preload: it
+ * makes a few CUDA runtime calls (they may fail: the real runtime has no
+ * driver here) and then does one process-level thing chosen by argv[1].
+ * stdout and the exit status are compared with and without libtbprof.
+ */
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define THREADS 32
+#define CALLS_PER_THREAD 200
+
+static pthread_barrier_t start_line;
+
+static void *worker(void *arg)
+{
+	(void)arg;
+	pthread_barrier_wait(&start_line);   /* all 32 start launching at once */
+	dim3 one = { 1, 1, 1 };
+	for (int i = 0; i < CALLS_PER_THREAD / 2; i++) {
+		void *p = NULL;
+		cudaMalloc(&p, 64);
+		cudaLaunchKernel((const void *)worker, one, one, NULL, 0, 0);
+		if (p)
+			cudaFree(p);
+		else
+			cudaFree(NULL);
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "plain";
+	void *p = NULL;
+	int err = (int)cudaMalloc(&p, 1024);
+	printf("malloc %s\n", err == 0 ? "ok" : "failed");
+	fflush(stdout);
+	if (!strcmp(mode, "threads")) {
+		pthread_t t[THREADS];
+		pthread_barrier_init(&start_line, NULL, THREADS);
+		for (int i = 0; i < THREADS; i++)
+			pthread_create(&t[i], NULL, worker, NULL);
+		for (int i = 0; i < THREADS; i++)
+			pthread_join(t[i], NULL);
+		printf("threads done\n");
+	} else if (!strcmp(mode, "fork")) {
+		pid_t c = fork();
+		if (c == 0) {
+			printf("child sync %s\n", cudaDeviceSynchronize() == 0 ? "ok" : "failed");
+			exit(3);
+		}
+		int st;
+		waitpid(c, &st, 0);
+		printf("child status %d\n", WEXITSTATUS(st));
+	} else if (!strcmp(mode, "forkexec")) {
+		pid_t c = fork();
+		if (c == 0) {
+			execl("/bin/echo", "echo", "from exec", (char *)NULL);
+			_exit(127);
+		}
+		int st;
+		waitpid(c, &st, 0);
+		printf("child status %d\n", WEXITSTATUS(st));
+	} else if (!strcmp(mode, "spawn")) {
+		pid_t c;
+		char *args[] = { "/bin/echo", "from spawn", NULL };
+		fflush(stdout);
+		posix_spawn(&c, "/bin/echo", NULL, NULL, args, environ);
+		int st;
+		waitpid(c, &st, 0);
+		printf("spawn status %d\n", WEXITSTATUS(st));
+	} else if (!strcmp(mode, "sigterm")) {
+		raise(SIGTERM);
+	} else if (!strcmp(mode, "sigint")) {
+		kill(getpid(), SIGINT);
+		sleep(5);
+	} else if (!strcmp(mode, "abort")) {
+		abort();
+	} else if (!strcmp(mode, "_exit")) {
+		_exit(7);
+	} else if (!strcmp(mode, "sigkill")) {
+		for (int i = 0; i < 1000; i++)
+			cudaDeviceSynchronize();
+		/* Longer than the writer's period: these must reach the file. */
+		usleep(400000);
+		kill(getpid(), SIGKILL);
+	} else if (!strcmp(mode, "own-handler")) {
+		/* The program's own SIGTERM handler must stay in charge. */
+		signal(SIGTERM, SIG_IGN);
+		raise(SIGTERM);
+		printf("still alive\n");
+	}
+	printf("end\n");
+	return 0;
+}
