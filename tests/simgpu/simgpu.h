@@ -17,6 +17,9 @@
 extern "C" {
 #endif
 
+/* Exported from libcudart.so.13 (built with hidden visibility by default). */
+#pragma GCC visibility push(default)
+
 enum simgpu_op_kind {
 	SIMGPU_OP_KERNEL = 1,
 	SIMGPU_OP_MEMCPY = 2,
@@ -97,6 +100,8 @@ const char *simgpu_op_kind_name(unsigned kind);
 const char *simgpu_copy_kind_name(unsigned kind);
 const char *simgpu_mem_kind_name(unsigned kind);
 const char *simgpu_sync_kind_name(unsigned kind);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }
