@@ -63,6 +63,8 @@ static void hip_first_use(void)
 	hip_real.EventDestroy = hip_resolve("hipEventDestroy");
 	hip_real.StreamCreateWithFlags = hip_resolve("hipStreamCreateWithFlags");
 	hip_real.StreamDestroy = hip_resolve("hipStreamDestroy");
+	hip_real.PeekAtLastError = hip_resolve("hipPeekAtLastError");
+	hip_real.GetLastError = hip_resolve("hipGetLastError");
 	hip_timing_init();
 	__atomic_store_n(&first_use_done, 1, __ATOMIC_RELEASE);
 }

@@ -28,6 +28,8 @@ struct hip_real {
 	hipError_t (*EventDestroy)(hipEvent_t);
 	hipError_t (*StreamCreateWithFlags)(hipStream_t *, unsigned);
 	hipError_t (*StreamDestroy)(hipStream_t);
+	hipError_t (*PeekAtLastError)(void);
+	hipError_t (*GetLastError)(void);
 };
 extern struct hip_real hip_real TBP_HIDDEN;
 /* The real function (RTLD_NEXT from libtbprof); NULL when absent. */

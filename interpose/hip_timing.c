@@ -51,6 +51,26 @@ static unsigned ops_since_harvest;
 static uint64_t dropped;     /* operations left untimed (ring full, event errors) */
 static int init_done;
 
+/*
+ * Our own HIP calls must not change what hipGetLastError tells the
+ * program.  The runtime records failures (and, in some versions, a query's
+ * hipErrorNotReady) as the thread's last error: when it was clear before
+ * our calls and is set after, clear it again.  (A pending error of the
+ * program's own is left in place; our calls can only overwrite it if they
+ * fail, which they do not on a working device.)
+ */
+static hipError_t last_error_save(void)
+{
+	return hip_real.PeekAtLastError ? hip_real.PeekAtLastError() : hipSuccess;
+}
+
+static void last_error_restore(hipError_t saved)
+{
+	if (saved == hipSuccess && hip_real.PeekAtLastError && hip_real.GetLastError &&
+	    hip_real.PeekAtLastError() != hipSuccess)
+		hip_real.GetLastError();
+}
+
 static void disable(const char *why, hipError_t e)
 {
 	char msg[200];
@@ -183,6 +203,7 @@ void *hip_timing_begin(hipStream_t stream)
 {
 	if (!hip_timing_on)
 		return NULL;
+	hipError_t saved = last_error_save();
 	pthread_mutex_lock(&timing_lock);
 	hipEvent_t ev = NULL;
 	if ((calibrated || calibrate_locked() == 0) && hip_timing_on) {
@@ -198,6 +219,7 @@ void *hip_timing_begin(hipStream_t stream)
 		}
 	}
 	pthread_mutex_unlock(&timing_lock);
+	last_error_restore(saved);
 	return ev;
 }
 
@@ -207,6 +229,7 @@ int hip_timing_end(void *token, hipStream_t stream, int ok, const struct tbp_rec
 	if (!start)
 		return 0;
 	int harvest = 0;
+	hipError_t saved = last_error_save();
 	pthread_mutex_lock(&timing_lock);
 	hipEvent_t stop = ok ? event_get_locked() : NULL;
 	if (stop && hip_real.EventRecord(stop, stream) != hipSuccess) {
@@ -227,6 +250,7 @@ int hip_timing_end(void *token, hipStream_t stream, int ok, const struct tbp_rec
 		harvest = ++ops_since_harvest >= HARVEST_EVERY;
 	}
 	pthread_mutex_unlock(&timing_lock);
+	last_error_restore(saved);
 	return harvest;
 }
 
@@ -239,6 +263,7 @@ void hip_timing_harvest(int wait)
 {
 	if (!hip_timing_on && !pending_count)
 		return;
+	hipError_t saved = last_error_save();
 	pthread_mutex_lock(&timing_lock);
 	ops_since_harvest = 0;
 	while (pending_count) {
@@ -279,6 +304,7 @@ void hip_timing_harvest(int wait)
 		dropped = 0;
 	}
 	pthread_mutex_unlock(&timing_lock);
+	last_error_restore(saved);
 }
 
 void hip_timing_reset(void)
@@ -286,6 +312,7 @@ void hip_timing_reset(void)
 	if (!hip_timing_on)
 		return;
 	hip_timing_harvest(1);
+	hipError_t saved = last_error_save();
 	pthread_mutex_lock(&timing_lock);
 	for (size_t i = 0; i < npool; i++)
 		hip_real.EventDestroy(pool[i]);
@@ -298,4 +325,5 @@ void hip_timing_reset(void)
 	private_stream = NULL;
 	calibrated = 0;
 	pthread_mutex_unlock(&timing_lock);
+	last_error_restore(saved);
 }

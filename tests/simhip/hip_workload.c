@@ -205,7 +205,7 @@ int main(void)
 	hipFunction_t fn = NULL;
 	e = hipModuleLoadData(&mod, "simulated code object");
 	if (e == hipSuccess)
-		e = hipModuleGetFunction(&fn, mod, "triton_poi_fused_add_0");
+		e = CALL(hipModuleGetFunction, (&fn, mod, "triton_poi_fused_add_0"));
 	printf("hipModuleGetFunction: %s\n", hipGetErrorName(e));
 	{
 		int n = N;
@@ -262,6 +262,8 @@ int main(void)
 	printf("hipMemcpy d2h: %s\n",
 	       hipGetErrorName(CALL(hipMemcpy, (result, db, N * sizeof(float), hipMemcpyDeviceToHost))));
 	printf("hipDeviceSynchronize: %s\n", hipGetErrorName(CALL(hipDeviceSynchronize, ())));
+	/* A profiler's own runtime calls must not show through the error state. */
+	printf("hipGetLastError after work: %s\n", hipGetErrorName(hipGetLastError()));
 
 	/* Calls that must fail on any runtime. */
 	int on_stack;
@@ -286,6 +288,7 @@ int main(void)
 	printf("hipFree b: %s\n", hipGetErrorName(CALL(hipFree, (db))));
 	printf("hipFree c: %s\n", hipGetErrorName(CALL(hipFree, (dc))));
 	printf("hipHostFree: %s\n", hipGetErrorName(CALL(hipHostFree, (pinned))));
+	printf("hipGetLastError at the end: %s\n", hipGetErrorName(hipGetLastError()));
 	__hipUnregisterFatBinary(modules);
 	free(host);
 	free(result);

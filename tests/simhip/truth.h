@@ -28,18 +28,18 @@ struct truth {
 	size_t n;
 };
 
-static uint64_t truth_num(const char *v)
+static inline uint64_t truth_num(const char *v)
 {
 	return strtoull(v, NULL, 0);
 }
 
-static void truth_copy(char *dst, size_t cap, const char *v)
+static inline void truth_copy(char *dst, size_t cap, const char *v)
 {
 	snprintf(dst, cap, "%s", v);
 }
 
 /* Returns 0, or -1 with a message on stderr naming the file and line. */
-static int truth_load(struct truth *t, const char *path)
+static inline int truth_load(struct truth *t, const char *path)
 {
 	FILE *f = fopen(path, "r");
 	if (!f) {
@@ -109,7 +109,7 @@ static int truth_load(struct truth *t, const char *path)
 }
 
 /* Device work: placed on a stream's timeline. */
-static int truth_is_device_op(const struct truth_op *o)
+static inline int truth_is_device_op(const struct truth_op *o)
 {
 	return !strcmp(o->op, "kernel") || !strcmp(o->op, "graph_kernel") ||
 	       !strcmp(o->op, "memcpy") || !strcmp(o->op, "memset");

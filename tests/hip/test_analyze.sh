@@ -1,0 +1,43 @@
+#!/bin/bash
+# tbanalyze reads HIP traces like CUDA ones: its counts equal the calls the
+# program made, the hipEvent GPU timeline is used, and the planted patterns
+# (a burst of tiny kernels, scalar host-to-device copies) are found.
+. "$(dirname "$0")/common.sh"
+run_sim traced TBPROF_HIP_EVENTS=1
+[ "$(cat "$work/traced.rc")" = 0 ] || { cat "$work/traced.err" >&2; exit 1; }
+"$TBANALYZE" report --json "$work/traced.zst" >"$work/report.json"
+calls="$work/traced.calls"
+count_calls() { grep -cE "^($1) " "$calls" || true; }
+count_ok() { grep -cE "^($1) 0$" "$calls" || true; }
+launch='hipLaunchKernel|hipExtLaunchKernel|hipLaunchCooperativeKernel|hipModuleLaunchKernel'
+copy='hipMemcpy[A-Za-z0-9]*'
+set_='hipMemset[A-Za-z0-9]*'
+want_kernels=$(count_calls "$launch")
+want_memcpy=$(count_calls "$copy")
+want_memset=$(count_calls "$set_")
+want_malloc=$(count_calls 'hipMalloc|hipMallocManaged|hipHostMalloc')
+want_free=$(count_calls 'hipFree|hipHostFree')
+want_sync=$(count_calls 'hipDeviceSynchronize|hipStreamSynchronize|hipEventSynchronize')
+want_gpu_kernels=$(( $(count_ok "$launch") + $(count_ok hipGraphLaunch) ))
+want_gpu_memcpy=$(count_ok "$copy")
+field() { sed -n 's/.*"counts":{[^}]*"'"$1"'":\([0-9]*\).*/\1/p' "$work/report.json"; }
+fail=0
+for pair in kernels:$want_kernels memcpy:$want_memcpy memset:$want_memset malloc:$want_malloc \
+	free:$want_free sync:$want_sync gpu_kernels:$want_gpu_kernels gpu_memcpy:$want_gpu_memcpy; do
+	name=${pair%%:*} want=${pair#*:}
+	got=$(field "$name")
+	if [ "$got" != "$want" ]; then
+		echo "counts.$name: tbanalyze says '$got', the program made $want" >&2
+		fail=1
+	fi
+done
+grep -q '"gpu_timeline":true' "$work/report.json" || { echo "GPU timeline not used" >&2; fail=1; }
+grep -q '"kind":"kernel_burst"' "$work/report.json" || { echo "no kernel_burst finding" >&2; fail=1; }
+scalar=$(sed -n 's/.*"kind":"scalar_copy","count":\([0-9]*\).*"pageable":\([0-9]*\).*/\1 \2/p' "$work/report.json")
+set -- $scalar
+if [ -z "$scalar" ] || [ "$1" -lt 10 ] || [ "$2" -lt 10 ]; then
+	echo "scalar_copy finding missing or short: '$scalar' (10 pageable scalar copies planted)" >&2
+	fail=1
+fi
+[ $fail = 0 ] || { cat "$work/report.json" >&2; exit 1; }
+echo "tbanalyze counts and findings match the program"
