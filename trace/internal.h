@@ -39,10 +39,16 @@
 #define TBP_COUNT_SLOT 4
 #define TBP_MAX_CHUNK_RECORDS ((1u << 28) - 1)
 
+/* Schema flags byte (per kind, in the header). */
+#define TBP_SCHEMA_HAS_BLOB 0x01u
+#define TBP_SCHEMA_END_FROM_TS 0x02u /* field 0 ("end") coded as end - ts */
+#define TBP_SCHEMA_KNOWN_FLAGS 0x03u
+
 struct tbp_schema_entry {
 	uint8_t present;
 	uint8_t nfields;
 	uint8_t has_blob;
+	uint8_t end_from_ts;
 };
 struct tbp_schema {
 	struct tbp_schema_entry kind[TBP_SCHEMA_MAX_KIND + 1];
@@ -57,6 +63,8 @@ int tbp_header_parse(const uint8_t *p, size_t n, struct tbp_header *hdr, struct 
  * written (buffer must hold tbp_header_encoded_max()). */
 size_t tbp_header_encode(uint8_t *out, uint32_t features) TBP_HIDDEN_FN;
 size_t tbp_header_encoded_max(void) TBP_HIDDEN_FN;
+/* This library's schema flags for a known kind (TBP_SCHEMA_*). */
+unsigned tbp_kind_schema_flags(const struct tbp_kind_info *ki) TBP_HIDDEN_FN;
 /* CRC-32 (IEEE) of the header content before its last 4 bytes. */
 uint32_t tbp_crc32(const void *data, size_t len) TBP_HIDDEN_FN;
 

@@ -351,7 +351,10 @@ static int decode_record(struct tbp_reader *r, struct tbp_record *rec)
 		uint64_t z;
 		if (tbp_get_varint(&p, end, &z))
 			return bad_record(r, "field runs past the frame");
-		prev[i] += tbp_unzigzag(z);
+		if (i == 1 && se->end_from_ts)
+			prev[1] = prev[0] + tbp_unzigzag(z);
+		else
+			prev[i] += tbp_unzigzag(z);
 	}
 	const uint8_t *blob = NULL;
 	uint64_t blob_len = 0;

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <zstd.h>
+
 #include "internal.h"
 #include "tt_util.h"
 
@@ -178,6 +180,21 @@ static int cmd_corpus(const char *dir)
 		rc |= write_to(sub, name, bad, n);
 	}
 	free(bad);
+	/* Raw frame contents (the fuzz target wraps these into a valid trace),
+	 * so mutations reach the chunk and record decoder. */
+	struct tt_frame fr[64];
+	int nf = tt_frames(d, n, fr, 64);
+	for (int i = 0, k = 0; i < nf && i < 64; i++) {
+		if (fr[i].type != TT_FRAME_DATA)
+			continue;
+		unsigned long long cs = ZSTD_getFrameContentSize(d + fr[i].offset, fr[i].size);
+		uint8_t *raw = malloc((size_t)cs + 1);
+		size_t got = ZSTD_decompress(raw, (size_t)cs, d + fr[i].offset, fr[i].size);
+		snprintf(name, sizeof name, "content-%d", k++);
+		if (!ZSTD_isError(got))
+			rc |= write_to(sub, name, raw, got);
+		free(raw);
+	}
 	snprintf(sub, sizeof sub, "%s/header", dir);
 	uint32_t hsize = tbp_get_le32(d + 4);
 	rc |= write_to(sub, "valid", d + 8, hsize);

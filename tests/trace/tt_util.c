@@ -106,7 +106,7 @@ void tt_free_trace(struct tt_trace *t)
 int tt_write_trace(const struct tt_trace *t, int fd)
 {
 	struct tbp_writer *w;
-	struct tbp_writer_opts opts = {.compression_level = 3, .features = TBP_FEAT_CUPTI | TBP_FEAT_PYTHON};
+	struct tbp_writer_opts opts = {.compression_level = 0, .features = TBP_FEAT_CUPTI | TBP_FEAT_PYTHON};
 	int rc = tbp_writer_open_fd(&w, fd, &opts);
 	if (rc != TBP_OK) {
 		fprintf(stderr, "writer open: %s\n", tbp_error_name(rc));

@@ -272,7 +272,7 @@ const struct tbp_kind_info *tbp_kind_lookup(unsigned kind);
  */
 struct tbp_writer;
 struct tbp_writer_opts {
-	int compression_level; /* 0 = default (3) */
+	int compression_level; /* 0 = default (1: smallest and fastest on trace data, bench/trace) */
 	uint32_t features;     /* header feature bits (TBP_FEAT_*) */
 };
 enum tbp_features {
