@@ -77,6 +77,11 @@ struct an_state {
 	struct vec all_findings; /* struct an_finding, every phase */
 
 	int in_iter, iter_markers, win_open;
+	/* One-entry caches: consecutive records mostly hit the same device,
+	 * stream, call site and kernel name. */
+	uint64_t c_dev_id, c_stream_key, c_site_key, c_kernel_name;
+	uint64_t c_dev, c_stream, c_site, c_kernel;
+	int c_dev_ok, c_stream_ok, c_site_ok, c_kernel_ok;
 	uint64_t iter_begin_ts;
 };
 
@@ -178,9 +183,15 @@ int an_has_gpu(const struct analysis *a)
 static struct an_device *get_device(struct analysis *a, uint64_t id)
 {
 	struct an_state *st = a->st;
+	if (st->c_dev_ok && st->c_dev_id == id)
+		return VEC_AT(&a->devices, struct an_device, st->c_dev);
 	uint64_t *ix = u64map_get(&st->dev_idx, id);
-	if (ix)
+	if (ix) {
+		st->c_dev_ok = 1;
+		st->c_dev_id = id;
+		st->c_dev = *ix;
 		return VEC_AT(&a->devices, struct an_device, *ix);
+	}
 	struct an_device *d = vec_push(&a->devices);
 	if (!d || u64map_put(&st->dev_idx, id, a->devices.n - 1))
 		return NULL;
@@ -193,9 +204,15 @@ static struct an_stream *get_stream(struct analysis *a, uint64_t dev, uint64_t s
 {
 	struct an_state *st = a->st;
 	uint64_t key = (dev << 40) ^ stream;
+	if (st->c_stream_ok && st->c_stream_key == key)
+		return VEC_AT(&a->streams, struct an_stream, st->c_stream);
 	uint64_t *ix = u64map_get(&st->stream_idx, key);
-	if (ix)
+	if (ix) {
+		st->c_stream_ok = 1;
+		st->c_stream_key = key;
+		st->c_stream = *ix;
 		return VEC_AT(&a->streams, struct an_stream, *ix);
+	}
 	struct an_stream *s = vec_push(&a->streams);
 	if (!s || u64map_put(&st->stream_idx, key, a->streams.n - 1))
 		return NULL;
@@ -260,9 +277,15 @@ static struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t 
 	uint64_t h = hash_combine(cp, nat);
 	if (h == UINT64_MAX)
 		h = 0;
+	if (st->c_site_ok && st->c_site_key == h)
+		return VEC_AT(&a->sites, struct an_site_stat, st->c_site);
 	uint64_t *ix = u64map_get(&st->site_idx, h);
-	if (ix)
+	if (ix) {
+		st->c_site_ok = 1;
+		st->c_site_key = h;
+		st->c_site = *ix;
 		return VEC_AT(&a->sites, struct an_site_stat, *ix);
+	}
 	struct an_site_stat *s = vec_push(&a->sites);
 	if (!s || u64map_put(&st->site_idx, h, a->sites.n - 1))
 		return NULL;
@@ -558,9 +581,12 @@ static void on_gpu(struct analysis *a, const struct tbp_record *r)
 		str->kernels++;
 		un_add(&d->kern, s, e);
 		burst_kernel(a, str, s, e, api.callpath, api.native);
-		uint64_t *ix = u64map_get(&st->kernel_idx, g->name);
+		uint64_t *ix = st->c_kernel_ok && st->c_kernel_name == g->name ? &st->c_kernel : u64map_get(&st->kernel_idx, g->name);
 		struct an_kernel_stat *k;
 		if (ix) {
+			st->c_kernel_ok = 1;
+			st->c_kernel_name = g->name;
+			st->c_kernel = *ix;
 			k = VEC_AT(&a->kernels, struct an_kernel_stat, *ix);
 		} else {
 			k = vec_push(&a->kernels);

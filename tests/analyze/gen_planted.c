@@ -620,6 +620,39 @@ static void write_expect(const char *path)
 	fclose(f);
 }
 
+/* Bench trace: ITERS clean steps, written as they are made so memory stays
+ * flat (no expectations: the bench only times the analysis). */
+static void write_big(const char *path, long iters)
+{
+	struct tbp_writer *w;
+	struct tbp_writer_opts o = {.compression_level = 3, .features = TBP_FEAT_PYTHON | TBP_FEAT_CUPTI};
+	if (tbp_writer_open(&w, path, &o)) {
+		fprintf(stderr, "gen_planted: cannot write %s\n", path);
+		exit(4);
+	}
+	common_defs();
+	size_t dpos = 0;
+	write_chunk(w, TBP_STREAM_DEFS, 0, &defs, &dpos, UINT64_MAX);
+	uint64_t g = 1000 * US;
+	for (long i = 0; i < iters; i++) {
+		g = clean_step(g, 0);
+		if ((i + 1) % 256 && i + 1 < iters)
+			continue;
+		size_t hp = 0, gp = 0;
+		qsort(host[0].r, host[0].n, sizeof(struct tbp_record), cmp_rec);
+		qsort(gpu[0].r, gpu[0].n, sizeof(struct tbp_record), cmp_rec);
+		write_chunk(w, TBP_STREAM_THREAD, host_tid[0], &host[0], &hp, UINT64_MAX);
+		write_chunk(w, TBP_STREAM_GPU, 0, &gpu[0], &gp, UINT64_MAX);
+		tbp_writer_flush(w);
+		host[0].n = gpu[0].n = 0;
+		n_ivls = 0;
+	}
+	if (tbp_writer_close(w)) {
+		fprintf(stderr, "gen_planted: close failed\n");
+		exit(4);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
@@ -632,8 +665,10 @@ int main(int argc, char **argv)
 		scen_clean(iters, 0);
 	else if (!strcmp(s, "slow"))
 		scen_clean(iters, 30 * US);
-	else if (!strcmp(s, "big"))
-		scen_clean(iters, 0);
+	else if (!strcmp(s, "big")) {
+		write_big(argv[2], argc > 4 ? atol(argv[4]) : 100000);
+		return 0;
+	}
 	else if (!strcmp(s, "planted"))
 		scen_planted(0);
 	else if (!strcmp(s, "markers"))

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""tbanalyze throughput, printed from one run (a benchmark, not a test).
+
+    bench_analyze.py GEN_PLANTED [ITERATIONS]
+
+1. Writes a large launch-heavy trace with gen_planted (16 events per step),
+   runs `tbanalyze report` on it and prints events/s per CPU core (user+sys
+   time of the process), beside `tbanalyze info` on the same file (the trace
+   reader alone) as the in-run baseline.
+2. If Holistic Trace Analysis is importable (here or via TBP_HTA_PYTHON),
+   exports a smaller trace as Kineto JSON and prints how much longer HTA's
+   temporal breakdown takes than tbanalyze's full report on the same trace.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+TBANALYZE = os.environ.get("TBANALYZE", "tbanalyze")
+
+
+def timed(cmd):
+    """(stdout, cpu seconds user+sys, wall seconds) of one child process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate()
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        sys.exit(f"bench: {' '.join(cmd)} failed ({p.returncode}): {err.decode()[-300:]}")
+    return out, wall
+
+
+def cpu_of(cmd):
+    before = os.times()
+    out, wall = timed(cmd)
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return out, cpu, wall
+
+
+def hta_python():
+    cands = [sys.executable]
+    if os.environ.get("TBP_HTA_PYTHON"):
+        cands.insert(0, os.environ["TBP_HTA_PYTHON"])
+    for py in cands:
+        if subprocess.run([py, "-c", "import hta.trace_analysis"], capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+HTA_SCRIPT = r"""
+import logging, sys, time
+logging.disable(logging.CRITICAL)
+t0 = time.perf_counter()
+from hta.trace_analysis import TraceAnalysis
+t1 = time.perf_counter()
+t = TraceAnalysis(trace_dir=sys.argv[1])
+t.get_temporal_breakdown(visualize=False)
+print(time.perf_counter() - t1)
+"""
+
+
+def main():
+    gen = sys.argv[1]
+    iters = int(sys.argv[2]) if len(sys.argv) > 2 else 1000000
+    with tempfile.TemporaryDirectory(prefix="tba-bench-") as tmp:
+        big = os.path.join(tmp, "big.zst")
+        subprocess.run([gen, "big", big, os.devnull, str(iters)], check=True)
+        out, cpu, wall = cpu_of([TBANALYZE, big, "--json"])
+        events = json.loads(out)["trace"]["events"]
+        _, cpu_info, _ = cpu_of([TBANALYZE, "info", big])
+        print(f"tbanalyze report: {events} events, {os.path.getsize(big) / events:.2f} bytes/event on disk")
+        print(f"  report: {cpu:.2f} s CPU ({wall:.2f} s wall) -> {events / cpu / 1e6:.1f} M events/s/core (goal >= 30)")
+        print(f"  baseline, trace reader alone (tbanalyze info): {events / cpu_info / 1e6:.1f} M events/s/core;"
+              f" analysis adds {max(cpu - cpu_info, 0) / cpu * 100:.0f}% of the report's CPU time")
+
+        py = hta_python()
+        if not py:
+            print("HTA comparison skipped: holistictraceanalysis is not importable "
+                  "(pip install holistictraceanalysis, or set TBP_HTA_PYTHON)")
+            return 0
+        small_iters = max(iters // 50, 1000)
+        small = os.path.join(tmp, "small.zst")
+        subprocess.run([gen, "big", small, os.devnull, str(small_iters)], check=True)
+        hdir = os.path.join(tmp, "hta")
+        os.makedirs(hdir)
+        subprocess.run([TBANALYZE, "export", "--format", "kineto", small, "-o", os.path.join(hdir, "rank0.json")],
+                       check=True)
+        out, _, twall = cpu_of([TBANALYZE, small, "--json"])
+        sev = json.loads(out)["trace"]["events"]
+        p = subprocess.run([py, "-c", HTA_SCRIPT, hdir], capture_output=True, text=True)
+        if p.returncode != 0:
+            print("HTA failed:", p.stderr[-300:])
+            return 1
+        hwall = float(p.stdout.strip().splitlines()[-1])
+        print(f"HTA temporal breakdown on the same {sev} events (Kineto export): {hwall:.2f} s wall; "
+              f"tbanalyze full report on the .zst: {twall:.3f} s wall -> tbanalyze is {hwall / twall:.0f}x faster "
+              f"(goal >= 100x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
