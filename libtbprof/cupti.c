@@ -881,7 +881,18 @@ void tbp_gpu_call_enter(uint64_t corr)
 {
 	uint32_t depth = push_depth++;
 	/* acquire: pairs with the release in start_locked, so `api` is set */
-	if (!__atomic_load_n(&pushing, __ATOMIC_ACQUIRE) || depth >= 32)
+	if (TBP_UNLIKELY(!__atomic_load_n(&pushing, __ATOMIC_ACQUIRE))) {
+		/* Not collecting.  If CUPTI was never started, start it here, or
+		 * wait while another thread starts it: GPU work this call makes
+		 * must not run before the activity kinds are on (threads racing
+		 * the first CUDA call would lose theirs). */
+		if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != CS_IDLE)
+			return;
+		tbp_cupti_start();
+		if (!__atomic_load_n(&pushing, __ATOMIC_ACQUIRE))
+			return;
+	}
+	if (depth >= 32)
 		return;
 	if (api.push_external(EXTERNAL_KIND, corr) == CUPTI_SUCCESS)
 		push_bits |= 1u << depth;

@@ -224,9 +224,18 @@ EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
 	return CUPTI_SUCCESS;
 }
 
+static int registering;
+EXPORT int fakecupti_registering(void) { return __atomic_load_n(&registering, __ATOMIC_ACQUIRE); }
+
 EXPORT CUptiResult cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequestFunc req,
 						  CUpti_BuffersCallbackCompleteFunc done)
 {
+	if (cfg.start_delay_ms) {
+		__atomic_store_n(&registering, 1, __ATOMIC_RELEASE);
+		struct timespec d = { cfg.start_delay_ms / 1000, (cfg.start_delay_ms % 1000) * 1000000L };
+		nanosleep(&d, NULL);
+		__atomic_store_n(&registering, 0, __ATOMIC_RELEASE);
+	}
 	request_cb = req;
 	complete_cb = done;
 	return CUPTI_SUCCESS;

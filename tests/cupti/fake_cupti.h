@@ -14,6 +14,7 @@ struct fakecupti_config {
 	size_t dropped;          /* cuptiActivityGetNumDroppedRecords reports this once */
 	int ext_after;           /* EXTERNAL_CORRELATION written after its activity */
 	size_t records_per_buffer; /* 0: one buffer for everything */
+	unsigned start_delay_ms;   /* cuptiActivityRegisterCallbacks takes this long */
 };
 
 enum fakecupti_op_kind { FAKE_KERNEL, FAKE_MEMCPY, FAKE_MEMSET, FAKE_SYNC };
@@ -38,4 +39,5 @@ long fakecupti_push_balance(void);   /* pushes minus pops */
 long fakecupti_pushes(void);
 int fakecupti_callbacks_registered(void);
 int fakecupti_ts_callback_registered(void);
+int fakecupti_registering(void);     /* inside a slow cuptiActivityRegisterCallbacks */
 #endif

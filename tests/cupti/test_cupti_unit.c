@@ -303,16 +303,20 @@ static void scenario_dropped(void)
 static void scenario_nesting(void)
 {
 	configure((struct fakecupti_config){ 0 });
-	tbp_gpu_call_enter(1);   /* a call already running when CUPTI starts */
-	tbp_cupti_start();
-	run_workload();          /* nested inside it: these push */
-	tbp_gpu_call_exit(1);    /* must not pop what it never pushed */
+	tbp_gpu_call_enter(1);   /* first GPU call: starts CUPTI itself, pushes */
+	CHECK(fakecupti_pushes() == 1, "the first call started CUPTI and pushed");
+	run_workload();          /* nested calls push their own ids */
+	tbp_gpu_call_exit(1);
 	CHECK(fakecupti_push_balance() == 0, "balance %ld", fakecupti_push_balance());
-	tbp_cupti_stop();
-	check_workload(0);
-	tbp_gpu_call_enter(2);   /* after stop: no push */
+	tbp_gpu_call_enter(2);
+	tbp_cupti_stop();        /* stop inside a call: its exit still pops */
 	tbp_gpu_call_exit(2);
-	CHECK(fakecupti_pushes() == (long)ncalls, "%ld pushes", fakecupti_pushes());
+	CHECK(fakecupti_push_balance() == 0, "balance after stop %ld", fakecupti_push_balance());
+	check_workload(0);
+	tbp_gpu_call_enter(3);   /* after stop: no push, no restart */
+	tbp_gpu_call_exit(3);
+	CHECK(fakecupti_pushes() == (long)ncalls + 2, "%ld pushes", fakecupti_pushes());
+	CHECK(count_kind(TBP_K_CLOCK) == 1, "started once");
 }
 
 static void scenario_fork(void)
@@ -391,6 +395,28 @@ static void scenario_threads(void)
 	CHECK(fakecupti_push_balance() == 0, "balance");
 }
 
+static void *first_user(void *arg)
+{
+	(void)arg;
+	tbp_cupti_start();
+	return NULL;
+}
+
+/* Another thread's first GPU call while the first thread is still starting
+ * CUPTI must wait for it, so its GPU work is on the timeline. */
+static void scenario_start_race(void)
+{
+	configure((struct fakecupti_config){ .start_delay_ms = 200 });
+	pthread_t a;
+	pthread_create(&a, NULL, first_user, NULL);
+	while (!fakecupti_registering())
+		;
+	run_workload();
+	pthread_join(a, NULL);
+	tbp_cupti_stop();
+	check_workload(0);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -424,6 +450,8 @@ int main(int argc, char **argv)
 		api_only("TBPROF_CUPTI=0");
 	} else if (!strcmp(s, "dropped"))
 		scenario_dropped();
+	else if (!strcmp(s, "start-race"))
+		scenario_start_race();
 	else if (!strcmp(s, "threads"))
 		scenario_threads();
 	else if (!strcmp(s, "fork"))
