@@ -46,13 +46,17 @@ int tr_next(struct tbp_reader *r, const char *path, struct tbp_record *rec)
 	if (rc == TBP_END)
 		return 0;
 	if (rc == TBP_ERR_TRUNCATED) {
-		/* Only warn once even if the caller keeps calling. */
-		static const struct tbp_reader *warned;
-		if (warned != r) {
-			fprintf(stderr, "tbanalyze: %s: warning: trace truncated at offset %" PRIu64
-				" (last frame incomplete)\n", path, tbp_reader_offset(r));
-			warned = r;
-		}
+		/* Once per file per run, even when a verb reads a file twice
+		 * (definitions first, then events). */
+		static char *warned[16];
+		static unsigned nwarned;
+		for (unsigned i = 0; i < nwarned; i++)
+			if (!strcmp(warned[i], path))
+				return 0;
+		fprintf(stderr, "tbanalyze: %s: warning: trace truncated at offset %" PRIu64
+			" (last frame incomplete)\n", path, tbp_reader_offset(r));
+		if (nwarned < 16 && (warned[nwarned] = strdup(path)))
+			nwarned++;
 		return 0;
 	}
 	tr_print_error(r, path, rc);

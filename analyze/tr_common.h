@@ -23,7 +23,8 @@ int tr_open(const char *path, struct tbp_reader **r);
 
 /* One step of the read loop:
  *   1  a record in *rec
- *   0  end of the trace; a truncated trace printed its warning (exit 0)
+ *   0  end of the trace; a truncated trace printed its warning (exit 0;
+ *      once per file per run, even if the file is read twice)
  *  -1  an error was printed; tr_exit_status() gives the exit status.
  * Typical use:
  *     int rc;
