@@ -35,7 +35,7 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static bool busy_knob, no_ts_callback_knob;
 static uint64_t gpu_clock_offset = 1000000000000000000ull; /* SIMGPU_GPU_CLOCK_OFFSET_NS */
 static size_t queue_limit;                                   /* SIMGPU_CUPTI_QUEUE_LIMIT, 0 = none */
-static unsigned flush_period_ms = 100;                       /* SIMGPU_CUPTI_FLUSH_MS or cuptiActivityFlushPeriod */
+static atomic_uint flush_period_ms = 100;                     /* SIMGPU_CUPTI_FLUSH_MS or cuptiActivityFlushPeriod */
 
 /* Functions of the runtime stand-in, found at run time (never linked). */
 static void (*rt_set_observer)(simgpu_observer_fn, void *);
@@ -47,7 +47,7 @@ static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool enabled[CUPTI_ACTIVITY_KIND_COUNT];
 static CUpti_BuffersCallbackRequestFunc buffer_requested;
 static CUpti_BuffersCallbackCompleteFunc buffer_completed;
-static CUpti_TimestampCallbackFunc ts_callback;
+static _Atomic(CUpti_TimestampCallbackFunc) ts_callback;
 static int64_t ts_callback_offset; /* consumer clock - CLOCK_MONOTONIC, measured at registration */
 static bool subscribed;
 static bool observer_installed;
@@ -78,6 +78,7 @@ static int64_t next_grid_id = 1;
 static pthread_mutex_t deliver_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t worker;
 static bool worker_started;
+static atomic_bool shutting_down; /* the process is exiting: the worker delivers no more */
 
 static uint64_t mono_now(void)
 {
@@ -125,6 +126,40 @@ static void find_runtime(void)
 	rt_stream_get_id = (int (*)(void *, unsigned long long *))dlsym(h, "cudaStreamGetId");
 }
 
+static void start_worker(void);
+
+/* At exit the consumer may be tearing down: only explicit flushes (on the
+ * consumer's own thread) deliver from now on.  Waits for a delivery in flight. */
+__attribute__((destructor)) static void stop_worker(void)
+{
+	atomic_store(&shutting_down, true);
+	pthread_mutex_lock(&deliver_lock);
+	pthread_mutex_unlock(&deliver_lock);
+}
+
+static void at_fork_prepare(void)
+{
+	pthread_mutex_lock(&deliver_lock);
+	pthread_mutex_lock(&state_lock);
+}
+
+static void at_fork_parent(void)
+{
+	pthread_mutex_unlock(&state_lock);
+	pthread_mutex_unlock(&deliver_lock);
+}
+
+/* The child has no delivery thread, and the parent's pending records are the parent's. */
+static void at_fork_child(void)
+{
+	pthread_mutex_init(&state_lock, NULL);
+	pthread_mutex_init(&deliver_lock, NULL);
+	n_pend = 0;
+	worker_started = false;
+	if (buffer_requested)
+		start_worker();
+}
+
 static void init(void)
 {
 	busy_knob = env_u64("SIMGPU_CUPTI_BUSY", 0) != 0;
@@ -133,6 +168,7 @@ static void init(void)
 	queue_limit = (size_t)env_u64("SIMGPU_CUPTI_QUEUE_LIMIT", 0);
 	flush_period_ms = (unsigned)env_u64("SIMGPU_CUPTI_FLUSH_MS", flush_period_ms);
 	find_runtime();
+	pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
 }
 
 static void ensure_init(void) { pthread_once(&init_once, init); }
@@ -384,6 +420,8 @@ static void *worker_main(void *arg)
 		unsigned ms = flush_period_ms ? flush_period_ms : 100;
 		struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000L };
 		nanosleep(&ts, NULL);
+		if (atomic_load(&shutting_down))
+			return NULL;
 		deliver(false);
 	}
 	return NULL;
