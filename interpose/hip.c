@@ -63,6 +63,7 @@ static void hip_first_use(void)
 	hip_real.EventDestroy = hip_resolve("hipEventDestroy");
 	hip_real.StreamCreateWithFlags = hip_resolve("hipStreamCreateWithFlags");
 	hip_real.StreamDestroy = hip_resolve("hipStreamDestroy");
+	hip_real.StreamIsCapturing = hip_resolve("hipStreamIsCapturing");
 	hip_real.PeekAtLastError = hip_resolve("hipPeekAtLastError");
 	hip_real.GetLastError = hip_resolve("hipGetLastError");
 	hip_timing_init();

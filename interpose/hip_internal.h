@@ -28,6 +28,7 @@ struct hip_real {
 	hipError_t (*EventDestroy)(hipEvent_t);
 	hipError_t (*StreamCreateWithFlags)(hipStream_t *, unsigned);
 	hipError_t (*StreamDestroy)(hipStream_t);
+	hipError_t (*StreamIsCapturing)(hipStream_t, hipStreamCaptureStatus *);
 	hipError_t (*PeekAtLastError)(void);
 	hipError_t (*GetLastError)(void);
 };

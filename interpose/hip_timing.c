@@ -49,6 +49,7 @@ static uint64_t ref_t0;      /* CLOCK_MONOTONIC ns of ref_event */
 static int calibrated;
 static unsigned ops_since_harvest;
 static uint64_t dropped;     /* operations left untimed (ring full, event errors) */
+static uint64_t untimed_capture; /* operations on capturing streams, left untimed */
 static int init_done;
 
 /*
@@ -204,6 +205,19 @@ void *hip_timing_begin(hipStream_t stream)
 	if (!hip_timing_on)
 		return NULL;
 	hipError_t saved = last_error_save();
+	/* Never add our events to a stream being captured into a graph (they
+	 * would become graph nodes, or invalidate the capture); an error here
+	 * (the null stream while another stream captures globally) also means
+	 * hands off. */
+	if (hip_real.StreamIsCapturing) {
+		hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+		hipError_t e = hip_real.StreamIsCapturing(stream, &status);
+		if (e != hipSuccess || status != hipStreamCaptureStatusNone) {
+			last_error_restore(saved);
+			__atomic_fetch_add(&untimed_capture, 1, __ATOMIC_RELAXED);
+			return NULL;
+		}
+	}
 	pthread_mutex_lock(&timing_lock);
 	hipEvent_t ev = NULL;
 	if ((calibrated || calibrate_locked() == 0) && hip_timing_on) {
@@ -295,6 +309,16 @@ void hip_timing_harvest(int wait)
 	/* Renew the reference while nothing depends on the old one. */
 	if (!pending_count && calibrated && hip_timing_on && tbp_now() - ref_t0 > REBASE_NS)
 		calibrate_locked();
+	uint64_t captured = __atomic_exchange_n(&untimed_capture, 0, __ATOMIC_RELAXED);
+	if (wait && captured) {
+		char msg[160];
+		snprintf(msg, sizeof msg,
+			 "TBPROF_HIP_EVENTS: %llu operations issued during stream capture have no GPU timestamps",
+			 (unsigned long long)captured);
+		tbp_notice(TBP_NOTE_INFO, TBP_NOTICE_TEXT, msg);
+	} else if (captured) {
+		__atomic_fetch_add(&untimed_capture, captured, __ATOMIC_RELAXED);
+	}
 	if (wait && dropped) {
 		char msg[160];
 		snprintf(msg, sizeof msg,

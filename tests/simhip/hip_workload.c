@@ -185,7 +185,10 @@ int main(void)
 	printf("hipMemsetD32: %s\n", hipGetErrorName(CALL(hipMemsetD32, (dc, 7, 16))));
 	printf("hipMemsetD8Async: %s\n", hipGetErrorName(CALL(hipMemsetD8Async, (dc, 1, 32, s1))));
 
-	/* <<<>>> launches on the null stream and on s1. */
+	/* <<<>>> launches on the null stream and on s1.  The first is large
+	 * (a long simulated kernel), so the launch on blocking stream s1 right
+	 * after must wait for the null stream's work. */
+	LAUNCH(vector_add, d3(16384, 1, 1), d3(256, 1, 1), 0, NULL, da, db, N);
 	for (int i = 0; i < 3 * scale; i++)
 		LAUNCH(vector_add, d3(N / 256, 1, 1), d3(256, 1, 1), 0, NULL, da, db, N);
 	LAUNCH(vector_add, d3(N / 128, 1, 1), d3(128, 1, 1), 512, s1, db, da, N);

@@ -1004,6 +1004,20 @@ SIM_EXPORT hipError_t hipStreamQuery(hipStream_t stream)
 	return now_ns() >= until ? hipSuccess : hipErrorNotReady;
 }
 
+/* simhip has no stream capture: every valid stream reports "not capturing". */
+SIM_EXPORT hipError_t hipStreamIsCapturing(hipStream_t stream, hipStreamCaptureStatus *pCaptureStatus)
+{
+	if (!pCaptureStatus)
+		return ret(hipErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	struct ihipStream_t *s = stream_of(stream);
+	pthread_mutex_unlock(&sim_lock);
+	if (!s)
+		return ret(hipErrorInvalidHandle);
+	*pCaptureStatus = hipStreamCaptureStatusNone;
+	return hipSuccess;
+}
+
 /* Sync calls log the host interval and the device time waited for. */
 static void log_sync(const char *api, const char *what, uintptr_t handle, uint64_t t0,
 		     uint64_t until, hipError_t e)
