@@ -732,6 +732,10 @@ uint64_t tbp_py_callpath(void)
 {
 	if (!tbp_cfg.python || !ready())
 		return 0;
+	/* Finalization clears this flag before it frees the other threads'
+	 * states, which their TSS slots still point to. */
+	if (TBP_UNLIKELY(!py.is_initialized()))
+		return 0;
 	uintptr_t tstate = (uintptr_t)py.this_thread_state();
 	uint64_t path = 0;
 	if (ptr_ok(tstate))
