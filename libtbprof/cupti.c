@@ -128,7 +128,7 @@ static char cupti_path[4096];
 static int64_t clock_offset_ns;
 
 /* Activity kinds we enabled (so stop disables exactly those). */
-static CUpti_ActivityKind enabled_kinds[8];
+static CUpti_ActivityKind enabled_kinds[16];
 static unsigned n_enabled_kinds;
 
 /* ------------------------------------------------------------ loading */
@@ -410,6 +410,25 @@ static int convert(const CUpti_Activity *a, struct tbp_record *rec, uint32_t *cu
 	}
 	case CUPTI_ACTIVITY_KIND_MEMCPY: {
 		const CUpti_ActivityMemcpy6 *m = (const void *)a;
+		struct tbp_gpu_memcpy *g = &rec->u.gpu_memcpy;
+		rec->kind = TBP_K_GPU_MEMCPY;
+		rec->tid = m->deviceId;
+		rec->ts = to_monotonic(m->start);
+		g->end = to_monotonic(m->end);
+		g->device = m->deviceId;
+		g->context = m->contextId;
+		g->stream = m->streamId;
+		g->bytes = m->bytes;
+		g->copy_kind = map_copy_kind(m->copyKind);
+		g->src_kind = map_mem_kind(m->srcKind);
+		g->dst_kind = map_mem_kind(m->dstKind);
+		*cupti_corr = m->correlationId;
+		context_learn(m->contextId, m->deviceId);
+		return 1;
+	}
+	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+		/* Peer copies between devices: recorded on the issuing device. */
+		const CUpti_ActivityMemcpyPtoP4 *m = (const void *)a;
 		struct tbp_gpu_memcpy *g = &rec->u.gpu_memcpy;
 		rec->kind = TBP_K_GPU_MEMCPY;
 		rec->tid = m->deviceId;
@@ -762,6 +781,7 @@ static void start_locked(void)
 		{ CUPTI_ACTIVITY_KIND_DRIVER, 0 },
 		{ CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 1 },
 		{ CUPTI_ACTIVITY_KIND_MEMCPY, 1 },
+		{ CUPTI_ACTIVITY_KIND_MEMCPY2, 0 },
 		{ CUPTI_ACTIVITY_KIND_MEMSET, 1 },
 		{ CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, 0 },
 	};

@@ -49,6 +49,7 @@ static size_t record_size(CUpti_ActivityKind kind)
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
 	case CUPTI_ACTIVITY_KIND_KERNEL: return sizeof(CUpti_ActivityKernel10);
 	case CUPTI_ACTIVITY_KIND_MEMCPY: return sizeof(CUpti_ActivityMemcpy6);
+	case CUPTI_ACTIVITY_KIND_MEMCPY2: return sizeof(CUpti_ActivityMemcpyPtoP4);
 	case CUPTI_ACTIVITY_KIND_MEMSET: return sizeof(CUpti_ActivityMemset4);
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: return sizeof(CUpti_ActivitySynchronization2);
 	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: return sizeof(CUpti_ActivityExternalCorrelation);
@@ -105,6 +106,7 @@ EXPORT uint32_t fakecupti_op(const struct fakecupti_op *op)
 	union {
 		CUpti_ActivityKernel10 k;
 		CUpti_ActivityMemcpy6 c;
+		CUpti_ActivityMemcpyPtoP4 p;
 		CUpti_ActivityMemset4 s;
 		CUpti_ActivitySynchronization2 y;
 	} r;
@@ -146,6 +148,23 @@ EXPORT uint32_t fakecupti_op(const struct fakecupti_op *op)
 		r.c.streamId = op->stream;
 		r.c.correlationId = corr;
 		size = sizeof r.c;
+		break;
+	case FAKE_PEER:
+		if (!kind_enabled[CUPTI_ACTIVITY_KIND_MEMCPY2])
+			goto out;
+		r.p.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+		r.p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+		r.p.srcKind = r.p.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+		r.p.bytes = op->bytes;
+		r.p.start = gpu_time(op->start);
+		r.p.end = gpu_time(op->end);
+		r.p.deviceId = op->device;
+		r.p.contextId = op->context;
+		r.p.streamId = op->stream;
+		r.p.srcDeviceId = op->device;
+		r.p.dstDeviceId = op->device + 1;
+		r.p.correlationId = corr;
+		size = sizeof r.p;
 		break;
 	case FAKE_MEMSET:
 		if (!kind_enabled[CUPTI_ACTIVITY_KIND_MEMSET])

@@ -17,7 +17,7 @@ struct fakecupti_config {
 	unsigned start_delay_ms;   /* cuptiActivityRegisterCallbacks takes this long */
 };
 
-enum fakecupti_op_kind { FAKE_KERNEL, FAKE_MEMCPY, FAKE_MEMSET, FAKE_SYNC };
+enum fakecupti_op_kind { FAKE_KERNEL, FAKE_MEMCPY, FAKE_MEMSET, FAKE_SYNC, FAKE_PEER };
 struct fakecupti_op {
 	enum fakecupti_op_kind kind;
 	const char *name;       /* kernel: mangled name */

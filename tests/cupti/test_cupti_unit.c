@@ -84,7 +84,7 @@ static void api_call(const struct fakecupti_op *op)
 	tbp_gpu_call_exit(c->corr);
 }
 
-/* Five GPU ops of every kind, device 1, on two streams. */
+/* Six GPU ops of every kind, device 1, on two streams. */
 static void run_workload(void)
 {
 	uint64_t t = tbp_now() + 1000000;
@@ -106,8 +106,11 @@ static void run_workload(void)
 	struct fakecupti_op sy = { .kind = FAKE_SYNC, .device = 1, .context = 5, .stream = 0xffffffffu,
 				   .start = t + 12000, .end = t + 12100,
 				   .sync_type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE };
+	struct fakecupti_op peer = { .kind = FAKE_PEER, .device = 1, .context = 5, .stream = 13,
+				     .start = t + 12200, .end = t + 12900, .bytes = 1 << 20 };
 	api_call(&k);
 	api_call(NULL); /* an API call without GPU work */
+	api_call(&peer);
 	api_call(&h2d);
 	api_call(&ms);
 	api_call(&d2h);
@@ -164,6 +167,11 @@ static void check_workload_plus(uint64_t tolerance, size_t others)
 				CHECK(r->u.gpu_memcpy.copy_kind == TBP_COPY_D2H &&
 				      r->u.gpu_memcpy.src_kind == TBP_MEM_DEVICE &&
 				      r->u.gpu_memcpy.dst_kind == TBP_MEM_PINNED, "D2H kinds");
+			break;
+		case FAKE_PEER:
+			CHECK(r->kind == TBP_K_GPU_MEMCPY && r->u.gpu_memcpy.copy_kind == TBP_COPY_PEER &&
+			      r->u.gpu_memcpy.bytes == 1 << 20 && r->u.gpu_memcpy.src_kind == TBP_MEM_DEVICE,
+			      "peer copy fields");
 			break;
 		case FAKE_MEMSET:
 			CHECK(r->kind == TBP_K_GPU_MEMSET && r->u.gpu_memset.bytes == 512 &&
@@ -247,7 +255,7 @@ static void scenario_orphan(void)
 	tbp_cupti_flush();
 	tbp_cupti_stop();
 	check_workload_plus(0, 1);
-	CHECK(count_gpu() == 6, "orphan emitted exactly once (%zu GPU records)", count_gpu());
+	CHECK(count_gpu() == 7, "orphan emitted exactly once (%zu GPU records)", count_gpu());
 	CHECK(gpu_by_corr(0) && strcmp(fake_string(gpu_by_corr(0)->u.gpu_kernel.name),
 				       "plain_c_kernel") == 0, "orphan kept with corr 0");
 }
