@@ -181,6 +181,19 @@ static int rank_set(const struct tbp_process *p)
 
 static const char *const feature_names[] = {"cupti", "python", "native", "hip"};
 
+/* What a notice code means, for notices that carry no message string. */
+static const char *notice_text(uint64_t code)
+{
+	switch (code) {
+	case TBP_NOTICE_NO_CUPTI: return "API-only trace: libcupti not found";
+	case TBP_NOTICE_CUPTI_IN_USE: return "API-only trace: another tool holds CUPTI";
+	case TBP_NOTICE_NO_PYTHON_PATHS: return "no Python call paths (unsupported or absent CPython)";
+	case TBP_NOTICE_FORK_CHILD: return "traced process is a fork child";
+	case TBP_NOTICE_CUPTI_ERROR: return "CUPTI reported an error";
+	default: return "(no message)";
+	}
+}
+
 static const char *vendor_name(uint64_t v)
 {
 	return v == 1 ? "NVIDIA" : v == 2 ? "AMD" : v == 3 ? "simulated" : "unknown";
@@ -319,7 +332,7 @@ static void print_text(FILE *f, const char *path, struct info *in, const struct 
 		if (s)
 			fprintf(f, "%s", s);
 		else
-			fprintf(f, "(code %" PRIu64 ")", nt->code);
+			fprintf(f, "%s", notice_text(nt->code));
 		fputc('\n', f);
 	}
 	if (in->truncated)

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "tbprof/trace.h"
@@ -122,6 +123,60 @@ static int run_seed(uint64_t seed, int via_file, size_t n, int no_flush)
 	return status;
 }
 
+/* Writer misuse and write failures are reported, never crash. */
+static int writer_errors(void)
+{
+	int failed = 0;
+	struct tbp_writer *w;
+	struct tbp_record rec = {.kind = TBP_K_LAUNCH, .ts = 1};
+	char path[] = "/tmp/tbp-we-XXXXXX";
+	int fd = mkstemp(path);
+	if (tbp_writer_open_fd(&w, fd, NULL) != TBP_OK)
+		return 1;
+	unlink(path);
+	if (tbp_writer_add(w, &rec) != TBP_ERR_ARG) {
+		fprintf(stderr, "add outside a chunk was accepted\n");
+		failed++;
+	}
+	tbp_writer_begin_chunk(w, TBP_STREAM_THREAD, 1);
+	rec.kind = 60; /* no such kind */
+	if (tbp_writer_add(w, &rec) != TBP_ERR_ARG) {
+		fprintf(stderr, "unknown kind was accepted\n");
+		failed++;
+	}
+	rec.kind = TBP_K_STRING;
+	rec.blob = NULL;
+	rec.blob_len = 5;
+	if (tbp_writer_add(w, &rec) != TBP_ERR_ARG) {
+		fprintf(stderr, "blob_len without blob was accepted\n");
+		failed++;
+	}
+	tbp_writer_close(w);
+	if (tbp_writer_open(&w, "/nonexistent-dir/x.zst", NULL) != TBP_ERR_NOT_FOUND || w) {
+		fprintf(stderr, "open in a missing directory: wrong status\n");
+		failed++;
+	}
+	/* A full disk: the header write or the first flush fails with IO. */
+	fd = open("/dev/full", O_WRONLY);
+	if (fd >= 0) {
+		int rc = tbp_writer_open_fd(&w, fd, NULL);
+		if (rc == TBP_OK) {
+			tbp_writer_begin_chunk(w, TBP_STREAM_THREAD, 1);
+			rec = (struct tbp_record){.kind = TBP_K_MARKER, .ts = 5};
+			tbp_writer_add(w, &rec);
+			rc = tbp_writer_flush(w);
+			int crc = tbp_writer_close(w);
+			if (rc == TBP_OK)
+				rc = crc;
+		}
+		if (rc != TBP_ERR_IO) {
+			fprintf(stderr, "/dev/full: %s, want I/O error\n", tbp_error_name(rc));
+			failed++;
+		}
+	}
+	return failed;
+}
+
 int main(int argc, char **argv)
 {
 	int seeds = argc > 1 ? atoi(argv[1]) : 40;
@@ -133,6 +188,7 @@ int main(int argc, char **argv)
 	 * refills), with frames cut by the writer's size limit. */
 	if (run_seed(1000, 1, 300000, 1))
 		failed++;
-	printf("%d seeds + 1 large, %d failed\n", seeds, failed);
+	failed += writer_errors();
+	printf("%d seeds + 1 large + writer errors, %d failed\n", seeds, failed);
 	return failed ? 1 : 0;
 }
