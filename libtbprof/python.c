@@ -539,9 +539,14 @@ static bool resolve(void)
 	return true;
 }
 
+static unsigned minor_override; /* tests: pretend to run another 3.x */
+void tbp_py_test_override_minor(unsigned minor) { minor_override = minor; }
+
 /* Minor version of the running CPython 3.x, or 0 when it is not 3.x. */
 static unsigned running_minor(void)
 {
+	if (minor_override)
+		return minor_override;
 	const unsigned long *hex = dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11+ */
 	if (hex)
 		return (*hex >> 24) == 3 ? (unsigned)((*hex >> 16) & 0xff) : 0;

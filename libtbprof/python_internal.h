@@ -37,4 +37,7 @@ int tbp_py_line_311(const uint8_t *table, size_t size, int firstlineno, uint32_t
 /* Line of byte offset `addr` in a 3.10 line table, -1 unknown. */
 int tbp_py_line_310(const uint8_t *table, size_t size, int firstlineno, uint32_t addr);
 
+/* Tests only: behave as if CPython 3.`minor` were running (0: real). */
+void tbp_py_test_override_minor(unsigned minor);
+
 #endif

@@ -143,6 +143,7 @@ API void tpy_setup(int python, unsigned depth, unsigned long long span_ns)
 	tbp_cfg.py_span_ns = span_ns;
 	tbp_py_init();
 }
+API void tpy_override_minor(unsigned minor) { tbp_py_test_override_minor(minor); }
 API void tpy_set_depth(unsigned depth) { tbp_cfg.py_depth = depth; }
 API void tpy_set_active(int active) { tbp_active = active; }
 API unsigned long long tpy_callpath(void) { return tbp_py_callpath(); }
@@ -241,3 +242,16 @@ API int tpy_layout(unsigned minor, size_t *out, int n)
 	memcpy(out, v, sizeof v);
 	return 0;
 }
+
+#ifdef TPY_INERT_MAIN
+/* A program without Python: the module must stay inert, without notices. */
+int main(void)
+{
+	tbp_py_init();
+	uint64_t path = tbp_py_callpath();
+	tbp_py_note_wait(7);
+	tbp_py_shutdown();
+	printf("callpath %llu, notices %u\n", (unsigned long long)path, nnotices);
+	return path == 0 && nnotices == 0 ? 0 : 1;
+}
+#endif
