@@ -566,14 +566,26 @@ static uint64_t memset_duration(size_t bytes)
 
 /* ------------------------------------------------------------------ registration */
 
+/* Fat binary handles: unique, stable cells kept on a list (so they stay
+ * reachable until unregistered). */
+struct fatbin_handle {
+	void *fatbin;                 /* first member: the handle points here */
+	struct fatbin_handle *next;
+};
+static struct fatbin_handle *fatbins;
+
 EXPORT void **__cudaRegisterFatBinary(void *fatCubin)
 {
 	simgpu_init();
-	/* The handle only needs to be unique and stable: a small heap cell. */
-	void **h = calloc(1, sizeof(void *));
-	if (h)
-		*h = fatCubin;
-	return h;
+	struct fatbin_handle *h = calloc(1, sizeof(*h));
+	if (!h)
+		return NULL;
+	h->fatbin = fatCubin;
+	pthread_mutex_lock(&sim_lock);
+	h->next = fatbins;
+	fatbins = h;
+	pthread_mutex_unlock(&sim_lock);
+	return &h->fatbin;
 }
 
 EXPORT void __cudaRegisterFatBinaryEnd(void **fatCubinHandle) { (void)fatCubinHandle; }
@@ -581,7 +593,16 @@ EXPORT void __cudaRegisterFatBinaryEnd(void **fatCubinHandle) { (void)fatCubinHa
 EXPORT void __cudaUnregisterFatBinary(void **fatCubinHandle)
 {
 	/* Kernels stay registered: some programs launch from atexit handlers. */
-	(void)fatCubinHandle;
+	pthread_mutex_lock(&sim_lock);
+	for (struct fatbin_handle **pp = &fatbins; *pp; pp = &(*pp)->next) {
+		if (&(*pp)->fatbin == fatCubinHandle) {
+			struct fatbin_handle *h = *pp;
+			*pp = h->next;
+			free(h);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sim_lock);
 }
 
 EXPORT char __cudaInitModule(void **fatCubinHandle) { (void)fatCubinHandle; return 1; }

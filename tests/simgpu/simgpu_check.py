@@ -83,6 +83,10 @@ def run(cmd, truth, extra_env):
     env = dict(os.environ)
     env["SIMGPU_TRUTH"] = truth
     env.update(extra_env)
+    # Sanitized builds: the sanitizer runtime goes first into the program under test (not into us).
+    preload = env.pop("SIMGPU_TEST_PRELOAD", "")
+    if preload:
+        env["LD_PRELOAD"] = preload + (" " + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
 
 
@@ -156,6 +160,9 @@ def main():
     f.add_argument("--expect")
     f.add_argument("cmd", nargs="+")
     args = ap.parse_args()
+    if os.environ.get("SIMGPU_TEST_SANITIZER") == "thread" and os.path.basename(args.cmd[0]).startswith("python"):
+        print("skip: the Python interpreter does not run under a preloaded ThreadSanitizer runtime")
+        return 77
     try:
         {"prog": cmd_prog, "fork": cmd_fork}[args.what](args)
     except Failure as e:
