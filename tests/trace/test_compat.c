@@ -1,0 +1,238 @@
+/*
+ * Schema evolution: files from a newer writer (an unknown record kind, a
+ * kind with extra trailing fields, a new schema flag is refused only via
+ * min_reader_version) and from an older writer (fewer fields) are read
+ * with the file's schema.  The files are built byte by byte here, so this
+ * also checks the reader against the format as documented, independently
+ * of tbp_writer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "internal.h"
+#include "tt_util.h"
+
+struct buf {
+	uint8_t d[1 << 16];
+	size_t n;
+};
+static void put(struct buf *b, const void *p, size_t n)
+{
+	memcpy(b->d + b->n, p, n);
+	b->n += n;
+}
+static void varint(struct buf *b, uint64_t v)
+{
+	b->n += tbp_put_varint(b->d + b->n, v);
+}
+static void sfield(struct buf *b, int64_t delta)
+{
+	varint(b, tbp_zigzag((uint64_t)delta));
+}
+
+struct kind_spec {
+	unsigned kind, nfields, flags;
+};
+
+/* A whole file: header with the given schema and versions, one frame. */
+static size_t build_file(uint8_t *out, const struct kind_spec *schema, unsigned nkinds, uint16_t version,
+	uint16_t min_reader, const struct buf *content)
+{
+	struct buf h = {.n = 0};
+	put(&h, TBP_FILE_MAGIC, TBP_FILE_MAGIC_LEN);
+	uint8_t v[8];
+	tbp_put_le16(v, version);
+	tbp_put_le16(v + 2, min_reader);
+	tbp_put_le32(v + 4, 0);
+	put(&h, v, 8);
+	varint(&h, nkinds);
+	for (unsigned i = 0; i < nkinds; i++) {
+		varint(&h, schema[i].kind);
+		varint(&h, schema[i].nfields);
+		h.d[h.n++] = (uint8_t)schema[i].flags;
+	}
+	put(&h, "ext", 3); /* reserved bytes a newer header might carry */
+	uint8_t crc[4];
+	tbp_put_le32(crc, tbp_crc32(h.d, h.n));
+	put(&h, crc, 4);
+	size_t n = 0;
+	tbp_put_le32(out, TBP_MAGIC_HEADER_FRAME);
+	tbp_put_le32(out + 4, (uint32_t)h.n);
+	memcpy(out + 8, h.d, h.n);
+	n = 8 + h.n;
+	ZSTD_CCtx *c = ZSTD_createCCtx();
+	ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 1);
+	n += ZSTD_compress2(c, out + n, ZSTD_compressBound(content->n), content->d, content->n);
+	ZSTD_freeCCtx(c);
+	/* An unknown skippable frame (a future metadata frame) at the end. */
+	tbp_put_le32(out + n, 0x184D2A5Eu);
+	tbp_put_le32(out + n + 4, 3);
+	memcpy(out + n + 8, "abc", 3);
+	return n + 11;
+}
+
+static int failures;
+#define CHECK(cond, ...) do { if (!(cond)) { fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); failures++; } } while (0)
+
+static void newer_writer(void)
+{
+	/* Kind 9 (launch) with 18 fields: two unknown trailing ones.  Kind 50:
+	 * unknown to this reader, 2 fields and a blob. */
+	const struct kind_spec schema[] = {
+		{TBP_K_LAUNCH, 18, TBP_SCHEMA_END_FROM_TS}, {50, 2, TBP_SCHEMA_HAS_BLOB}, {TBP_K_MARKER, 3, 0},
+	};
+	struct buf c = {.n = 0};
+	varint(&c, TBP_STREAM_THREAD);
+	varint(&c, 77);
+	varint(&c, 4);
+	/* launch ts=1000 end=1500 api=1 corr=10 name=5 extras 9,9 */
+	varint(&c, TBP_K_LAUNCH);
+	sfield(&c, 1000);
+	sfield(&c, 500); /* end - ts */
+	sfield(&c, 1);   /* api */
+	sfield(&c, 0);   /* result */
+	sfield(&c, 10);  /* corr */
+	for (int i = 4; i < 8; i++)
+		sfield(&c, 0);
+	sfield(&c, 5); /* name */
+	for (int i = 9; i < 16; i++)
+		sfield(&c, i);
+	sfield(&c, 9);
+	sfield(&c, 9);
+	/* unknown kind 50 */
+	varint(&c, 50);
+	sfield(&c, 1100);
+	sfield(&c, 3);
+	sfield(&c, -3);
+	varint(&c, 4);
+	put(&c, "blob", 4);
+	/* second launch: deltas, extras change too */
+	varint(&c, TBP_K_LAUNCH);
+	sfield(&c, 1000); /* ts 2000 */
+	sfield(&c, 700);  /* end 2700 */
+	sfield(&c, 0);
+	sfield(&c, 0);
+	sfield(&c, 1); /* corr 11 */
+	for (int i = 4; i < 16; i++)
+		sfield(&c, 0);
+	sfield(&c, -9);
+	sfield(&c, 100);
+	/* marker */
+	varint(&c, TBP_K_MARKER);
+	sfield(&c, 3000);
+	sfield(&c, TBP_MARK_ITER_END);
+	sfield(&c, 7);
+	sfield(&c, 0);
+
+	uint8_t file[1 << 17];
+	size_t n = build_file(file, schema, 3, 2, 1, &c);
+	struct tbp_reader *r;
+	int rc = tbp_reader_open_mem(&r, file, n, "newer");
+	CHECK(rc == TBP_OK, "newer writer: open %s (%s)", tbp_error_name(rc), tbp_reader_detail(r));
+	if (rc != TBP_OK) {
+		tbp_reader_close(r);
+		return;
+	}
+	CHECK(tbp_reader_header(r)->version == 2, "header version not kept");
+	struct tbp_record rec;
+	rc = tbp_reader_next(r, &rec);
+	CHECK(rc == TBP_OK && rec.kind == TBP_K_LAUNCH && rec.ts == 1000 && rec.u.launch.end == 1500 &&
+		rec.u.launch.corr == 10 && rec.u.launch.name == 5 && rec.u.launch.shmem == 15 && rec.nfields == 16 &&
+		rec.tid == 77 && rec.stream_kind == TBP_STREAM_THREAD, "newer writer: first launch wrong");
+	rc = tbp_reader_next(r, &rec); /* kind 50 is skipped */
+	CHECK(rc == TBP_OK && rec.kind == TBP_K_LAUNCH && rec.ts == 2000 && rec.u.launch.end == 2700 &&
+		rec.u.launch.corr == 11 && rec.u.launch.grid_x == 9 && rec.u.launch.shmem == 15,
+		"newer writer: second launch wrong (kind %u ts %llu)", rec.kind, (unsigned long long)rec.ts);
+	rc = tbp_reader_next(r, &rec);
+	CHECK(rc == TBP_OK && rec.kind == TBP_K_MARKER && rec.ts == 3000 && rec.u.marker.value == 7,
+		"newer writer: marker wrong");
+	rc = tbp_reader_next(r, &rec);
+	CHECK(rc == TBP_END, "newer writer: ends with %s", tbp_error_name(rc));
+	tbp_reader_close(r);
+
+	/* Same file, but the writer says old readers cannot read it. */
+	n = build_file(file, schema, 3, 2, 2, &c);
+	rc = tbp_reader_open_mem(&r, file, n, "too-new");
+	CHECK(rc == TBP_ERR_VERSION && tbp_reader_offset(r) == 10, "min_reader_version 2: %s at %llu",
+		tbp_error_name(rc), (unsigned long long)tbp_reader_offset(r));
+	tbp_reader_close(r);
+
+	/* A schema flag this reader does not know, without the version bump:
+	 * refused as corrupt rather than mis-decoded. */
+	struct kind_spec odd[] = {{TBP_K_MARKER, 3, 0x80}};
+	n = build_file(file, odd, 1, 1, 1, &c);
+	rc = tbp_reader_open_mem(&r, file, n, "odd-flag");
+	CHECK(rc == TBP_ERR_CORRUPT, "unknown schema flag: %s", tbp_error_name(rc));
+	tbp_reader_close(r);
+}
+
+static void older_writer(void)
+{
+	/* An older launch had 10 fields (CALL + name + grid_x): the rest read 0. */
+	const struct kind_spec schema[] = {{TBP_K_LAUNCH, 10, 0}};
+	struct buf c = {.n = 0};
+	varint(&c, TBP_STREAM_THREAD);
+	varint(&c, 5);
+	varint(&c, 1);
+	varint(&c, TBP_K_LAUNCH);
+	sfield(&c, 100);
+	sfield(&c, 150); /* end, plain delta from 0: no END_FROM_TS flag */
+	for (int i = 1; i < 8; i++)
+		sfield(&c, 0);
+	sfield(&c, 42); /* name */
+	sfield(&c, 8);  /* grid_x */
+	uint8_t file[1 << 16];
+	size_t n = build_file(file, schema, 1, 1, 1, &c);
+	struct tbp_reader *r;
+	int rc = tbp_reader_open_mem(&r, file, n, "older");
+	struct tbp_record rec;
+	if (rc == TBP_OK)
+		rc = tbp_reader_next(r, &rec);
+	CHECK(rc == TBP_OK && rec.ts == 100 && rec.u.launch.end == 150 && rec.u.launch.name == 42 &&
+		rec.u.launch.grid_x == 8 && rec.u.launch.grid_y == 0 && rec.u.launch.shmem == 0 && rec.nfields == 10,
+		"older writer: launch wrong (%s)", tbp_error_name(rc));
+	tbp_reader_close(r);
+}
+
+static void hostile_chunks(void)
+{
+	const struct kind_spec schema[] = {{TBP_K_MARKER, 3, 0}, {TBP_K_STRING, 1, TBP_SCHEMA_HAS_BLOB}};
+	struct {
+		const char *what;
+		uint8_t bytes[24];
+		size_t n;
+	} cases[] = {
+		{"record count larger than the frame", {1, 1, 0xff, 0xff, 0x03, 31, 0, 0, 0, 0}, 10},
+		{"kind not in the schema", {1, 1, 1, 9, 0, 0}, 6},
+		{"varint longer than 10 bytes", {1, 1, 1, 31, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+			0x80, 0x01}, 15},
+		{"blob longer than the frame", {1, 1, 1, 3, 0, 0, 50, 'a'}, 8},
+		{"record cut by the frame end", {1, 1, 1, 31, 2}, 5},
+		{"stream kind out of range", {0x80, 0x02, 1, 1, 31, 0, 0, 0, 0}, 9},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		struct buf c = {.n = 0};
+		put(&c, cases[i].bytes, cases[i].n);
+		uint8_t file[4096];
+		size_t n = build_file(file, schema, 2, 1, 1, &c);
+		struct tbp_reader *r;
+		int rc = tbp_reader_open_mem(&r, file, n, "hostile");
+		struct tbp_record rec;
+		while (rc == TBP_OK)
+			rc = tbp_reader_next(r, &rec);
+		CHECK(rc == TBP_ERR_CORRUPT, "%s: %s, want corrupt data", cases[i].what, tbp_error_name(rc));
+		CHECK(*tbp_reader_detail(r), "%s: no detail", cases[i].what);
+		tbp_reader_close(r);
+	}
+}
+
+int main(void)
+{
+	newer_writer();
+	older_writer();
+	hostile_chunks();
+	printf("compat: %d failures\n", failures);
+	return failures ? 1 : 0;
+}
