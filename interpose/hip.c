@@ -28,6 +28,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,11 @@
 /* Library tag for our hook table entries (enum tbp_hook_lib has CUDA's). */
 #define TBP_LIB_HIP 3
 
+/* tbp_active is written by other threads (start, stop, signals). */
+#ifndef TBP_ACTIVE
+#define TBP_ACTIVE() __atomic_load_n(&tbp_active, __ATOMIC_RELAXED)
+#endif
+
 struct hip_real hip_real;
 
 void *hip_resolve(const char *name)
@@ -49,12 +55,12 @@ void *hip_resolve(const char *name)
 	return tbp_real_dlsym(RTLD_NEXT, name);
 }
 
-static int first_use_done;
+/* Once per process, at the first traced HIP call: the real entry points
+ * the timing code calls directly, and TBPROF_HIP_EVENTS. */
+static pthread_once_t first_use_once = PTHREAD_ONCE_INIT;
 
-static void hip_first_use(void)
+static void hip_first_use_once(void)
 {
-	if (TBP_LIKELY(__atomic_load_n(&first_use_done, __ATOMIC_ACQUIRE)))
-		return;
 	hip_real.EventCreateWithFlags = hip_resolve("hipEventCreateWithFlags");
 	hip_real.EventRecord = hip_resolve("hipEventRecord");
 	hip_real.EventQuery = hip_resolve("hipEventQuery");
@@ -67,7 +73,11 @@ static void hip_first_use(void)
 	hip_real.PeekAtLastError = hip_resolve("hipPeekAtLastError");
 	hip_real.GetLastError = hip_resolve("hipGetLastError");
 	hip_timing_init();
-	__atomic_store_n(&first_use_done, 1, __ATOMIC_RELEASE);
+}
+
+static inline void hip_first_use(void)
+{
+	pthread_once(&first_use_once, hip_first_use_once);
 }
 
 /* tbp_call_begin without its CUDA first-use step (starting CUPTI means
@@ -75,18 +85,17 @@ static void hip_first_use(void)
 static inline bool hip_call_begin(struct tbp_callstate *cs)
 {
 	cs->saved_errno = errno;
-	if (TBP_UNLIKELY(!tbp_active))
+	if (TBP_UNLIKELY(!TBP_ACTIVE()))
 		return false;
 	if (!tbp_guard_enter())
 		return false;
 	tbp_ensure_started();
-	if (TBP_UNLIKELY(!tbp_active)) {
+	if (TBP_UNLIKELY(!TBP_ACTIVE())) {
 		tbp_guard_leave();
 		errno = cs->saved_errno;
 		return false;
 	}
-	if (TBP_UNLIKELY(!first_use_done))
-		hip_first_use();
+	hip_first_use();
 	cs->corr = tbp_corr_next();
 	tbp_gpu_call_enter(cs->corr);
 	errno = cs->saved_errno;
@@ -238,7 +247,7 @@ static void fill_sync(struct tbp_record *rec, unsigned kind, const void *handle)
  * (by the wrapper, once its own record is committed). */
 static int after_host_wait(hipError_t r)
 {
-	return hip_timing_on && r == hipSuccess;
+	return r == hipSuccess && __atomic_load_n(&hip_timing_on, __ATOMIC_RELAXED);
 }
 
 static uint64_t graph_label_id(void)

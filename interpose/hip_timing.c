@@ -31,7 +31,9 @@
 #define HARVEST_EVERY 256
 #define REBASE_NS 1000000000ull
 
-int hip_timing_on;
+int hip_timing_on;           /* atomic: disable() may clear it from any thread */
+static int timing_requested; /* TBPROF_HIP_EVENTS set and usable; written once in init */
+#define TIMING_ON() __atomic_load_n(&hip_timing_on, __ATOMIC_RELAXED)
 
 struct pending_op {
 	hipEvent_t start, stop;
@@ -77,7 +79,7 @@ static void disable(const char *why, hipError_t e)
 	char msg[200];
 	snprintf(msg, sizeof msg, "TBPROF_HIP_EVENTS: %s (hipError %d): no HIP GPU timeline", why,
 		 (int)e);
-	hip_timing_on = 0;
+	__atomic_store_n(&hip_timing_on, 0, __ATOMIC_RELAXED);
 	tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_TEXT, msg);
 	if (tbp_cfg.verbose)
 		tbp_log("%s\n", msg);
@@ -85,7 +87,7 @@ static void disable(const char *why, hipError_t e)
 
 static void at_exit_harvest(void)
 {
-	if (hip_timing_on && tbp_guard_enter()) {
+	if (timing_requested && tbp_guard_enter()) {
 		hip_timing_harvest(1);
 		tbp_guard_leave();
 	}
@@ -93,7 +95,7 @@ static void at_exit_harvest(void)
 
 void hip_timing_register_exit(void)
 {
-	if (hip_timing_on)
+	if (timing_requested)
 		atexit(at_exit_harvest);
 }
 
@@ -109,7 +111,8 @@ void hip_timing_init(void)
 			if (hip_real.EventCreateWithFlags && hip_real.EventRecord && hip_real.EventQuery &&
 			    hip_real.EventSynchronize && hip_real.EventElapsedTime &&
 			    hip_real.EventDestroy && hip_real.StreamCreateWithFlags && pending) {
-				hip_timing_on = 1;
+				timing_requested = 1;
+				__atomic_store_n(&hip_timing_on, 1, __ATOMIC_RELAXED);
 			} else {
 				tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_TEXT,
 					   "TBPROF_HIP_EVENTS: HIP event API not found: no HIP GPU timeline");
@@ -202,7 +205,7 @@ static void event_put_locked(hipEvent_t ev)
 
 void *hip_timing_begin(hipStream_t stream)
 {
-	if (!hip_timing_on)
+	if (!TIMING_ON())
 		return NULL;
 	hipError_t saved = last_error_save();
 	/* Never add our events to a stream being captured into a graph (they
@@ -220,7 +223,7 @@ void *hip_timing_begin(hipStream_t stream)
 	}
 	pthread_mutex_lock(&timing_lock);
 	hipEvent_t ev = NULL;
-	if ((calibrated || calibrate_locked() == 0) && hip_timing_on) {
+	if ((calibrated || calibrate_locked() == 0) && TIMING_ON()) {
 		if (pending_count == PENDING_CAP) {
 			dropped++;
 		} else {
@@ -275,7 +278,7 @@ static uint64_t to_host_ns(float ms)
 
 void hip_timing_harvest(int wait)
 {
-	if (!hip_timing_on && !pending_count)
+	if (!timing_requested)
 		return;
 	hipError_t saved = last_error_save();
 	pthread_mutex_lock(&timing_lock);
@@ -307,7 +310,7 @@ void hip_timing_harvest(int wait)
 		pending_count--;
 	}
 	/* Renew the reference while nothing depends on the old one. */
-	if (!pending_count && calibrated && hip_timing_on && tbp_now() - ref_t0 > REBASE_NS)
+	if (!pending_count && calibrated && TIMING_ON() && tbp_now() - ref_t0 > REBASE_NS)
 		calibrate_locked();
 	uint64_t captured = __atomic_exchange_n(&untimed_capture, 0, __ATOMIC_RELAXED);
 	if (wait && captured) {
@@ -333,7 +336,7 @@ void hip_timing_harvest(int wait)
 
 void hip_timing_reset(void)
 {
-	if (!hip_timing_on)
+	if (!timing_requested)
 		return;
 	hip_timing_harvest(1);
 	hipError_t saved = last_error_save();
