@@ -128,19 +128,57 @@ TBP_HIDDEN void *tbp_dlsym_slow(void *handle, const char *name)
 }
 
 #if defined(__x86_64__)
-/* dlsym(RTLD_NEXT, ...) is relative to its caller, so that case jumps
- * straight to the real dlsym with the caller's return address intact. */
-__asm__(".text\n"
+/*
+ * The exported dlsym.  dlsym(RTLD_NEXT, ...) is relative to its caller, so
+ * RTLD_NEXT and RTLD_DEFAULT jump straight to the real dlsym with the
+ * caller's return address intact; only lookups by handle reach C.  The real
+ * dlsym is resolved here in assembly on first use because sanitizer
+ * runtimes call dlsym(RTLD_NEXT, ...) before any constructor (ours
+ * included) has run, and instrumented C must not run that early.
+ */
+__asm__(".section .rodata\n"
+	"tbp_str_dlsym: .string \"dlsym\"\n"
+	"tbp_str_glibc234: .string \"GLIBC_2.34\"\n"
+	"tbp_str_glibc225: .string \"GLIBC_2.2.5\"\n"
+	".text\n"
 	".globl dlsym\n"
 	".type dlsym, @function\n"
 	"dlsym:\n"
 	"	endbr64\n"
-	"	cmpq $-1, %rdi\n"
-	"	jne tbp_dlsym_slow\n"
 	"	movq tbp_real_dlsym_fn(%rip), %rax\n"
 	"	testq %rax, %rax\n"
-	"	je tbp_dlsym_slow\n"
+	"	jne 2f\n"
+	"	pushq %rdi\n"
+	"	pushq %rsi\n"
+	"	subq $8, %rsp\n"
+	"	movq $-1, %rdi\n"
+	"	leaq tbp_str_dlsym(%rip), %rsi\n"
+	"	leaq tbp_str_glibc234(%rip), %rdx\n"
+	"	call dlvsym@PLT\n"
+	"	testq %rax, %rax\n"
+	"	jne 1f\n"
+	"	movq $-1, %rdi\n"
+	"	leaq tbp_str_dlsym(%rip), %rsi\n"
+	"	leaq tbp_str_glibc225(%rip), %rdx\n"
+	"	call dlvsym@PLT\n"
+	"1:\n"
+	"	movq %rax, tbp_real_dlsym_fn(%rip)\n"
+	"	addq $8, %rsp\n"
+	"	popq %rsi\n"
+	"	popq %rdi\n"
+	"	testq %rax, %rax\n"
+	"	je 3f\n"
+	"2:\n"
+	"	cmpq $-1, %rdi\n"
+	"	je 4f\n"
+	"	testq %rdi, %rdi\n"
+	"	je 4f\n"
+	"	jmp tbp_dlsym_slow\n"
+	"4:\n"
 	"	jmp *%rax\n"
+	"3:\n"
+	"	xorl %eax, %eax\n"
+	"	ret\n"
 	".size dlsym, .-dlsym\n");
 #else
 TBP_EXPORT void *dlsym(void *handle, const char *name)

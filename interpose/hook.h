@@ -79,17 +79,17 @@ struct tbp_callstate {
 static inline bool tbp_call_begin(struct tbp_callstate *cs)
 {
 	cs->saved_errno = errno;
-	if (TBP_UNLIKELY(!tbp_active))
+	if (TBP_UNLIKELY(!TBP_ACTIVE()))
 		return false;
 	if (!tbp_guard_enter())
 		return false;
 	tbp_ensure_started();
-	if (TBP_UNLIKELY(!tbp_active)) {
+	if (TBP_UNLIKELY(!TBP_ACTIVE())) {
 		tbp_guard_leave();
 		errno = cs->saved_errno;
 		return false;
 	}
-	if (TBP_UNLIKELY(!tbp_gpu_used))
+	if (TBP_UNLIKELY(!__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED)))
 		tbp_hook_first_use();
 	cs->corr = tbp_corr_next();
 	tbp_gpu_call_enter(cs->corr);
@@ -105,7 +105,7 @@ static inline struct tbp_record *tbp_call_end(struct tbp_callstate *cs, unsigned
 	uint64_t t1 = tbp_now();
 	cs->saved_errno = errno;
 	tbp_gpu_call_exit(cs->corr);
-	if (TBP_UNLIKELY(!tbp_gpu_used))
+	if (TBP_UNLIKELY(!__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED)))
 		tbp_note_gpu_used();
 	struct tbp_record *rec = tbp_slot_acquire(kind);
 	if (TBP_LIKELY(rec != NULL)) {

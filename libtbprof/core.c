@@ -131,7 +131,7 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	tbp_cfg.fork_mode = env_bool("TBPROF_FORK", true) ? 1 : 0;
 	tbp_cfg.trace_all = env_bool("TBPROF_TRACE_ALL", false);
 	tbp_cfg.verbose = (int)env_size("TBPROF_VERBOSE", 0);
-	tbp_active = tbp_cfg.enabled;
+	TBP_SET_ACTIVE(tbp_cfg.enabled);
 	if (tbp_cfg.enabled && tbp_cfg.trace_all)
 		tbp_start_trace_all();
 }
@@ -290,7 +290,7 @@ static struct tbp_tbuf *tbp_current_tbuf(void)
 
 struct tbp_record *tbp_slot_acquire(unsigned kind)
 {
-	if (TBP_UNLIKELY(!tbp_active))
+	if (TBP_UNLIKELY(!TBP_ACTIVE()))
 		return NULL;
 	if (TBP_UNLIKELY(atomic_load_explicit(&start_state, memory_order_acquire) != 2)) {
 		tbp_ensure_started();
@@ -319,7 +319,7 @@ void tbp_slot_commit(struct tbp_record *rec)
 
 void tbp_emit(const struct tbp_record *src)
 {
-	if (!src || !tbp_active)
+	if (!src || !TBP_ACTIVE())
 		return;
 	uint8_t stream_kind = src->stream_kind;
 	uint32_t tid = src->tid;
@@ -725,7 +725,7 @@ static void writer_fail(int rc)
 {
 	tbp_warn_once(&write_error_warned, "writing %s failed (%s); tracing stops", out_path,
 		tbp_error_name(rc));
-	tbp_active = 0;
+	TBP_SET_ACTIVE(0);
 }
 
 static int write_defs(void)
@@ -906,7 +906,7 @@ static struct sigaction prev_action[sizeof handled_signals / sizeof handled_sign
 static void tbp_on_signal(int sig)
 {
 	int saved_errno = errno;
-	tbp_active = 0;
+	TBP_SET_ACTIVE(0);
 	if (atomic_load(&start_state) == 2 && !atomic_load(&writer_exited)) {
 		atomic_store(&signal_pending, sig);
 		atomic_store(&writer_wake, 1);
@@ -962,7 +962,7 @@ static void tbp_atfork_child(void);
 static void tbp_start_slow(void)
 {
 	pthread_mutex_lock(&start_lock);
-	if (atomic_load(&start_state) != 0 || !tbp_active) {
+	if (atomic_load(&start_state) != 0 || !TBP_ACTIVE()) {
 		pthread_mutex_unlock(&start_lock);
 		return;
 	}
@@ -976,7 +976,7 @@ static void tbp_start_slow(void)
 	if (out_fd < 0) {
 		tbp_log("cannot create trace file %s: %s; tracing disabled", tbp_cfg.out, strerror(errno));
 		atomic_store(&start_state, 3);
-		tbp_active = 0;
+		TBP_SET_ACTIVE(0);
 		pthread_mutex_unlock(&start_lock);
 		return;
 	}
@@ -995,7 +995,7 @@ static void tbp_start_slow(void)
 	if (rc != TBP_OK) {
 		tbp_log("cannot write trace file %s: %s; tracing disabled", out_path, tbp_error_name(rc));
 		atomic_store(&start_state, 3);
-		tbp_active = 0;
+		TBP_SET_ACTIVE(0);
 		pthread_mutex_unlock(&start_lock);
 		return;
 	}
@@ -1018,7 +1018,7 @@ static void tbp_start_slow(void)
 		tbp_writer_close(writer);
 		writer = NULL;
 		atomic_store(&start_state, 3);
-		tbp_active = 0;
+		TBP_SET_ACTIVE(0);
 		pthread_mutex_unlock(&start_lock);
 		return;
 	}
@@ -1041,7 +1041,7 @@ void tbp_ensure_started(void)
 {
 	if (TBP_LIKELY(atomic_load_explicit(&start_state, memory_order_acquire) == 2))
 		return;
-	if (!tbp_active || atomic_load(&start_state) == 3)
+	if (!TBP_ACTIVE() || atomic_load(&start_state) == 3)
 		return;
 	tbp_start_slow();
 	/* A marker-only process: no GPU runtime to order against. */
@@ -1056,9 +1056,9 @@ static void tbp_register_exit_hook(void)
 
 void tbp_note_gpu_used(void)
 {
-	if (tbp_gpu_used)
+	if (__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED))
 		return;
-	tbp_gpu_used = 1;
+	__atomic_store_n(&tbp_gpu_used, 1, __ATOMIC_RELAXED);
 	/* Registered now, after the GPU runtime's own exit handlers (it set them
 	 * up inside the call that just returned), so ours runs first.  A marker
 	 * may have registered one earlier; shutdown is idempotent. */
@@ -1081,7 +1081,7 @@ static void tbp_shutdown(void)
 		return;
 	int guard = tls_in_tbprof;
 	tls_in_tbprof = 1;
-	if (tbp_gpu_used) {
+	if (__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED)) {
 		tbp_cupti_flush();
 		tbp_cupti_stop();
 	}
@@ -1095,7 +1095,7 @@ static void tbp_shutdown(void)
 	deadline.tv_sec += 2;
 	if (pthread_timedjoin_np(writer_thread, NULL, &deadline) != 0)
 		tbp_log("writer did not finish within 2 s at exit; the trace may be truncated");
-	tbp_active = 0;
+	TBP_SET_ACTIVE(0);
 	atomic_store(&start_state, 3);
 	tls_in_tbprof = guard;
 }
@@ -1180,9 +1180,9 @@ static void tbp_atfork_child(void)
 	 * default); a child of a parent that never started behaves as the
 	 * parent would have. */
 	if (was_running)
-		tbp_active = tbp_cfg.enabled && tbp_cfg.fork_mode;
+		TBP_SET_ACTIVE(tbp_cfg.enabled && tbp_cfg.fork_mode);
 	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
-	if (mine && tbp_active)
+	if (mine && TBP_ACTIVE())
 		mine->thread_announced = false;
 }
 
@@ -1190,7 +1190,7 @@ static void tbp_atfork_child(void)
 
 void tbp_notice(unsigned level, unsigned code, const char *message)
 {
-	if (!tbp_active)
+	if (!TBP_ACTIVE())
 		return;
 	bool entered = tbp_guard_enter();
 	uint64_t msg = message ? tbp_intern_string(message, strlen(message)) : 0;
@@ -1208,7 +1208,7 @@ void tbp_notice(unsigned level, unsigned code, const char *message)
 
 TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label)
 {
-	if (!tbp_cfg.enabled || !tbp_active)
+	if (!tbp_cfg.enabled || !TBP_ACTIVE())
 		return -1;
 	int saved_errno = errno;
 	if (!tbp_guard_enter()) {
@@ -1228,5 +1228,5 @@ TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label)
 	}
 	tbp_guard_leave();
 	errno = saved_errno;
-	return tbp_active ? 0 : -1;
+	return TBP_ACTIVE() ? 0 : -1;
 }

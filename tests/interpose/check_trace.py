@@ -157,6 +157,8 @@ def main():
     lib = os.environ["TBPROF_LIB"]
     if cmd and os.path.exists(cmd[0]):
         cmd[0] = os.path.abspath(cmd[0])
+    if cmd and os.path.basename(cmd[0]).startswith("python"):
+        cmd[0] = sys.executable   # the interpreter itself, not a pyenv shell shim
     base = dict(os.environ)
     # meson prepends its build directories to LD_LIBRARY_PATH; the test says
     # which runtime the program must bind (simgpu or the real one).
@@ -171,6 +173,10 @@ def main():
         os.mkdir(plain_dir)
         os.mkdir(traced_dir)
         env_plain = dict(base, SIMGPU_TRUTH=os.path.join(tmp, "truth-plain.log"))
+        # A sanitizer runtime, when preloaded for a sanitized libtbprof, is
+        # preloaded in the plain run too: it changes how crashes end.
+        if base.get("TBP_PRELOAD_FIRST"):
+            env_plain["LD_PRELOAD"] = base["TBP_PRELOAD_FIRST"]
         rc0, out0 = run(cmd, env_plain, plain_dir)
         env_traced = dict(base, SIMGPU_TRUTH=os.path.join(tmp, "truth.log"),
                           LD_PRELOAD=" ".join(x for x in (base.get("TBP_PRELOAD_FIRST"), lib) if x))

@@ -41,6 +41,10 @@ def preload_env(extra=None):
 def plain_env(extra=None):
     env = base_env()
     env.pop("LD_PRELOAD", None)
+    # A sanitizer runtime preloaded for a sanitized libtbprof is preloaded in
+    # the plain run too: it changes how crashes end.
+    if os.environ.get("TBP_PRELOAD_FIRST"):
+        env["LD_PRELOAD"] = os.environ["TBP_PRELOAD_FIRST"]
     env.update(extra or {})
     return env
 
@@ -111,6 +115,12 @@ def main():
              lambda d, g: complete(d, "trace.zst", malloc=1 + 32 * 100, launch=32 * 100,
                                    free=32 * 100, thread=33, lost=0))
     elif s == "fork":
+        if os.environ.get("TBP_SANITIZER") == "thread":
+            # TSan cannot follow a thread started in the child of a
+            # multi-threaded parent ("dup thread with used id").
+            print("SKIP: fork with a tracing child is not supported by ThreadSanitizer")
+            sys.exit(77)
+
         def check(d, got):
             complete(d, "trace.zst", malloc=1)
             child = [g for g in got if g != "trace.zst"][0]
@@ -170,7 +180,7 @@ def main():
         print(f"ok: driver API: 3 x 5 calls recorded once each ({kinds}); output identical")
     elif s == "no-cuda":
         # processes that never touch CUDA leave no file and behave the same
-        d, rc, out = run_both(["ls", "-la", "/"])
+        d, rc, out = run_both(["ls", "-l", "/usr/include/linux"])
         expect_files(d, [])
         src = os.path.join(d, "x.c")
         with open(src, "w") as f:
