@@ -7,7 +7,7 @@
  *
  * Joining: around every real GPU API call the hooks call
  * tbp_gpu_call_enter/exit(corr); we push our corr as a CUPTI external
- * correlation id (kind CUSTOM0) for the calling thread.  CUPTI then writes an
+ * correlation id (kind CUSTOM2) for the calling thread.  CUPTI then writes an
  * EXTERNAL_CORRELATION record (CUPTI correlation id -> our corr) ahead of the
  * API's own activity, and every kernel/copy/memset/sync record carries the
  * CUPTI correlation id of the call that caused it.  We keep the recent pairs
@@ -90,7 +90,9 @@ void tbp_gpu_call_exit(uint64_t corr) { (void)corr; }
 #define NAME_CACHE_SIZE 4096        /* kernel name -> interned id */
 #define CONTEXT_MAP_SIZE 64
 #define CALIBRATION_ROUNDS 50
-#define EXTERNAL_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0
+/* CUSTOM2: torch.profiler (Kineto) uses CUSTOM0 for its ops and CUSTOM1 for
+ * user ranges; our ids must never be read as theirs if both are active. */
+#define EXTERNAL_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
 
 /* ------------------------------------------------------------ entry points */
 static struct {

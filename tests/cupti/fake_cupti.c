@@ -28,8 +28,10 @@ static int kind_enabled[64];
 static uint8_t *queue;
 static size_t queue_len, queue_cap, queue_records;
 
-static __thread uint64_t ext_stack[64];
-static __thread int ext_depth;
+/* Per thread, per external kind, as CUPTI keeps them. */
+#define EXT_KINDS 8
+static __thread uint64_t ext_stack[EXT_KINDS][64];
+static __thread int ext_depth[EXT_KINDS];
 
 static uint64_t monotonic(void)
 {
@@ -73,17 +75,22 @@ static void append(const void *rec, size_t size)
 	queue_records++;
 }
 
+/* One EXTERNAL_CORRELATION record per kind with an id pushed. */
 static void append_ext(uint32_t corr)
 {
-	if (!ext_depth || !kind_enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION])
+	if (!kind_enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION])
 		return;
-	CUpti_ActivityExternalCorrelation e;
-	memset(&e, 0, sizeof e);
-	e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-	e.externalKind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0;
-	e.externalId = ext_stack[ext_depth - 1];
-	e.correlationId = corr;
-	append(&e, sizeof e);
+	for (int kind = 0; kind < EXT_KINDS; kind++) {
+		if (!ext_depth[kind])
+			continue;
+		CUpti_ActivityExternalCorrelation e;
+		memset(&e, 0, sizeof e);
+		e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+		e.externalKind = (CUpti_ExternalCorrelationKind)kind;
+		e.externalId = ext_stack[kind][ext_depth[kind] - 1];
+		e.correlationId = corr;
+		append(&e, sizeof e);
+	}
 }
 
 EXPORT void fakecupti_configure(const struct fakecupti_config *c) { cfg = *c; }
@@ -331,18 +338,20 @@ EXPORT CUptiResult cuptiActivityGetNumDroppedRecords(CUcontext ctx, uint32_t str
 
 EXPORT CUptiResult cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t id)
 {
-	if (ext_depth == 64)
+	if ((unsigned)kind >= EXT_KINDS || ext_depth[kind] == 64)
 		return CUPTI_ERROR_INVALID_PARAMETER;
-	ext_stack[ext_depth++] = id;
+	ext_stack[kind][ext_depth[kind]++] = id;
 	__atomic_fetch_add(&pushes, 1, __ATOMIC_RELAXED);
 	return CUPTI_SUCCESS;
 }
 
 EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind, uint64_t *last)
 {
-	if (!ext_depth)
+	if ((unsigned)kind >= EXT_KINDS)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	if (!ext_depth[kind])
 		return CUPTI_ERROR_QUEUE_EMPTY;
-	uint64_t id = ext_stack[--ext_depth];
+	uint64_t id = ext_stack[kind][--ext_depth[kind]];
 	if (last)
 		*last = id;
 	__atomic_fetch_add(&pops, 1, __ATOMIC_RELAXED);

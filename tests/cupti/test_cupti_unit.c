@@ -425,6 +425,25 @@ static void scenario_start_race(void)
 	check_workload(0);
 }
 
+/* Another tool's external ids (Kineto pushes CUSTOM0 per op) around our
+ * calls: the join uses ours only, and theirs stay balanced. */
+static void scenario_foreign_ids(void)
+{
+	configure((struct fakecupti_config){ .ext_after = 1 });
+	tbp_cupti_start();
+	cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 999);
+	cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_UNKNOWN, 998);
+	run_workload();
+	uint64_t last = 0;
+	cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_UNKNOWN, &last);
+	CHECK(last == 998, "foreign UNKNOWN id intact (%llu)", (unsigned long long)last);
+	cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+	CHECK(last == 999, "foreign CUSTOM0 id intact (%llu)", (unsigned long long)last);
+	tbp_cupti_stop();
+	check_workload_plus(0, 0);
+	CHECK(gpu_by_corr(999) == NULL && gpu_by_corr(998) == NULL, "foreign ids never used");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -458,6 +477,8 @@ int main(int argc, char **argv)
 		api_only("TBPROF_CUPTI=0");
 	} else if (!strcmp(s, "dropped"))
 		scenario_dropped();
+	else if (!strcmp(s, "foreign-ids"))
+		scenario_foreign_ids();
 	else if (!strcmp(s, "start-race"))
 		scenario_start_race();
 	else if (!strcmp(s, "threads"))
