@@ -444,6 +444,39 @@ static void scenario_foreign_ids(void)
 	CHECK(gpu_by_corr(999) == NULL && gpu_by_corr(998) == NULL, "foreign ids never used");
 }
 
+/* Not a test (no assertion on time): the consumer's costs from one run.
+ * enter/exit pairs with the fake's push/pop, and GPU records turned into
+ * trace records (name interning, join, emit to the in-memory core). */
+static void scenario_bench(void)
+{
+	enum { CALLS = 1000000, RECORDS = 200000 };
+	configure((struct fakecupti_config){ 0 });
+	tbp_cupti_start();
+	uint64_t t0 = tbp_now();
+	for (uint64_t i = 1; i <= CALLS; i++) {
+		tbp_gpu_call_enter(i);
+		tbp_gpu_call_exit(i);
+	}
+	uint64_t t1 = tbp_now();
+	static const char *const names[] = { "_Z5scalePffi", "_Z10accumulateIfLi3EEvPT_PKS0_i",
+					     "_ZN3tbp4tinyEPi", "plain_kernel" };
+	for (uint64_t i = 1; i <= RECORDS; i++) {
+		struct fakecupti_op k = { .kind = FAKE_KERNEL, .name = names[i % 4], .stream = 7,
+					  .start = i * 100, .end = i * 100 + 50 };
+		tbp_gpu_call_enter(i);
+		fakecupti_op(&k);
+		tbp_gpu_call_exit(i);
+	}
+	uint64_t t2 = tbp_now();
+	tbp_cupti_flush();
+	uint64_t t3 = tbp_now();
+	tbp_cupti_stop();
+	CHECK(count_gpu() == RECORDS, "%zu records", count_gpu());
+	printf("bench: enter+exit pair (fake push/pop): %.1f ns\n", (double)(t1 - t0) / CALLS);
+	printf("bench: GPU record processed (join, names, emit): %.1f ns (%d records + pairs, %.0f ns to queue each in the fake)\n",
+	       (double)(t3 - t2) / RECORDS, RECORDS, (double)(t2 - t1) / RECORDS);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -477,6 +510,8 @@ int main(int argc, char **argv)
 		api_only("TBPROF_CUPTI=0");
 	} else if (!strcmp(s, "dropped"))
 		scenario_dropped();
+	else if (!strcmp(s, "bench"))
+		scenario_bench();
 	else if (!strcmp(s, "foreign-ids"))
 		scenario_foreign_ids();
 	else if (!strcmp(s, "start-race"))
