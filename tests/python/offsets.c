@@ -1,11 +1,16 @@
 /*
  * The built-in layout table of libtbprof/python.c for the CPython these
- * tests run on, checked against that CPython's own (internal) headers.
+ * tests run on, checked against that CPython's own (internal) headers.  tests/python's
+ * 'versions' test builds it for every other CPython 3.10-3.13 it finds.
  */
 #define Py_BUILD_CORE 1
 #include <Python.h>
+#if PY_MINOR_VERSION >= 11
 #include <internal/pycore_frame.h>
 #include <internal/pycore_code.h>
+#else
+#include <frameobject.h>
+#endif
 #include <stddef.h>
 #include <stdio.h>
 
@@ -38,6 +43,13 @@ int main(void)
 	expect("tstate->current_frame", l->ts_top, offsetof(PyThreadState, current_frame));
 	expect("frame->f_executable", l->fr_code, offsetof(_PyInterpreterFrame, f_executable));
 	expect("frame->instr_ptr", l->fr_instr, offsetof(_PyInterpreterFrame, instr_ptr));
+#endif
+#if PY_MINOR_VERSION == 10
+	expect("tstate->frame", l->ts_top, offsetof(PyThreadState, frame));
+	expect("frame->f_code", l->fr_code, offsetof(PyFrameObject, f_code));
+	expect("frame->f_back", l->fr_prev, offsetof(PyFrameObject, f_back));
+	expect("frame->f_lasti", l->fr_instr, offsetof(PyFrameObject, f_lasti));
+	expect("code->co_code", l->co_code, offsetof(PyCodeObject, co_code));
 #endif
 #if PY_MINOR_VERSION >= 11
 	expect("frame->previous", l->fr_prev, offsetof(_PyInterpreterFrame, previous));
