@@ -295,6 +295,14 @@ static uint64_t kernel_name_id(const char *mangled)
 
 	if (!cxa_demangle_looked_up) {
 		cxa_demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		if (!cxa_demangle) {
+			/* A C program or plain Python (ctypes) driving CUDA: the
+			 * C++ runtime, privately (RTLD_LOCAL), for its demangler --
+			 * as the launch hooks do, so both intern the same name. */
+			void *cxx = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
+			if (cxx)
+				cxa_demangle = (demangle_fn)dlsym(cxx, "__cxa_demangle");
+		}
 		cxa_demangle_looked_up = 1;
 	}
 	char *demangled = NULL;
