@@ -3,11 +3,12 @@
 # program made, the hipEvent GPU timeline is used, and the planted patterns
 # (a burst of tiny kernels, scalar host-to-device copies) are found.
 . "$(dirname "$0")/common.sh"
-# Event timing measures a kernel on an idle stream from just before its
-# launch call, so host delays lengthen tiny kernels; twice the planted burst
-# and no simulated launch cost keep a run of >= 16 short kernels (the
-# analyzer's default) even when this machine is busy.
-run_sim traced TBPROF_HIP_EVENTS=1 HIPWL_SCALE=2 SIMHIP_LAUNCH_NS=0
+# A burst is >= 16 short kernels (< 10 us) with the GPU idle between them:
+# tiny simulated kernels (300 ns) much shorter than the host's launch cost
+# (3 us) make the idle time certain.  Event timing measures a kernel on an
+# idle stream from just before its launch call (~4 us here); twice the
+# planted burst keeps a run of 16 even if host delays stretch a few.
+run_sim traced TBPROF_HIP_EVENTS=1 HIPWL_SCALE=2 SIMHIP_KERNEL_NS=300 SIMHIP_LAUNCH_NS=3000
 [ "$(cat "$work/traced.rc")" = 0 ] || { cat "$work/traced.err" >&2; exit 1; }
 "$TBANALYZE" report --json "$work/traced.zst" >"$work/report.json"
 calls="$work/traced.calls"
