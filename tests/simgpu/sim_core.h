@@ -59,6 +59,7 @@ void sim_map_del(struct sim_map *m, uintptr_t key);
 /* Truth log (truth.c). */
 void sim_truth_init(void);
 void sim_emit(struct simgpu_op *op);  /* fills seq/pid/tid, logs, notifies observer */
+bool sim_emit_wanted(void);           /* a truth log or an observer will see ops */
 void sim_ext_current(struct simgpu_op *op);
 void sim_truth_after_fork_child(void);
 

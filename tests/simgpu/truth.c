@@ -23,7 +23,7 @@
 
 static char *truth_buf;
 static size_t truth_len, truth_cap;
-static uint64_t truth_seq;
+static _Atomic uint64_t truth_seq;
 static bool truth_header_checked;
 
 static _Atomic(simgpu_observer_fn) observer_fn;
@@ -64,6 +64,7 @@ void simgpu_set_observer(simgpu_observer_fn fn, void *arg)
 #define EXT_DEPTH 64
 static __thread struct { uint64_t ids[EXT_DEPTH]; int depth; } ext_stack[EXT_KINDS];
 static __thread uint32_t ext_last_kind; /* kind of the most recent push still on a stack */
+static _Atomic long ext_outstanding;     /* ids pushed and not popped, all threads: 0 skips the TLS */
 
 int simgpu_ext_push(uint32_t kind, uint64_t id)
 {
@@ -71,6 +72,7 @@ int simgpu_ext_push(uint32_t kind, uint64_t id)
 		return -1;
 	ext_stack[kind].ids[ext_stack[kind].depth++] = id;
 	ext_last_kind = kind;
+	atomic_fetch_add_explicit(&ext_outstanding, 1, memory_order_relaxed);
 	return 0;
 }
 
@@ -79,6 +81,7 @@ int simgpu_ext_pop(uint32_t kind, uint64_t *id)
 	if (kind >= EXT_KINDS || ext_stack[kind].depth == 0)
 		return -1;
 	uint64_t v = ext_stack[kind].ids[--ext_stack[kind].depth];
+	atomic_fetch_sub_explicit(&ext_outstanding, 1, memory_order_relaxed);
 	if (id)
 		*id = v;
 	return 0;
@@ -86,6 +89,9 @@ int simgpu_ext_pop(uint32_t kind, uint64_t *id)
 
 void sim_ext_current(struct simgpu_op *op)
 {
+	/* A thread's own pushes are visible to it, so 0 here means none on this thread. */
+	if (atomic_load_explicit(&ext_outstanding, memory_order_relaxed) == 0)
+		return;
 	uint32_t kind = ext_last_kind;
 	if (kind < EXT_KINDS && ext_stack[kind].depth > 0) {
 		op->has_ext = 1;
@@ -210,12 +216,19 @@ static void truth_append_locked(const struct simgpu_op *op)
 }
 
 static __thread uint32_t cached_tid;
+static _Atomic uint32_t cached_pid; /* getpid() is a system call: once per process */
 
 void sim_truth_after_fork_child(void)
 {
 	/* The parent still owns (and will write) the lines it had buffered. */
 	truth_len = 0;
 	cached_tid = 0;
+	cached_pid = 0;
+}
+
+bool sim_emit_wanted(void)
+{
+	return sim_cfg.truth_path[0] || atomic_load_explicit(&observer_fn, memory_order_relaxed);
 }
 
 void sim_emit(struct simgpu_op *op)
@@ -223,12 +236,21 @@ void sim_emit(struct simgpu_op *op)
 	if (!cached_tid)
 		cached_tid = (uint32_t)syscall(SYS_gettid);
 	op->tid = cached_tid;
-	op->pid = (uint32_t)getpid();
-	pthread_mutex_lock(&sim_lock);
-	op->seq = ++truth_seq;
-	if (sim_cfg.truth_path[0])
+	uint32_t pid = atomic_load_explicit(&cached_pid, memory_order_relaxed);
+	if (!pid) {
+		pid = (uint32_t)getpid();
+		atomic_store_explicit(&cached_pid, pid, memory_order_relaxed);
+	}
+	op->pid = pid;
+	if (sim_cfg.truth_path[0]) {
+		/* Under the lock so that file order is seq order. */
+		pthread_mutex_lock(&sim_lock);
+		op->seq = atomic_fetch_add_explicit(&truth_seq, 1, memory_order_relaxed) + 1;
 		truth_append_locked(op);
-	pthread_mutex_unlock(&sim_lock);
+		pthread_mutex_unlock(&sim_lock);
+	} else {
+		op->seq = atomic_fetch_add_explicit(&truth_seq, 1, memory_order_relaxed) + 1;
+	}
 	simgpu_observer_fn fn = atomic_load(&observer_fn);
 	if (fn)
 		fn(op, atomic_load(&observer_arg));
