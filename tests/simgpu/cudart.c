@@ -526,11 +526,25 @@ static uint64_t schedule(struct sim_stream *s, uint64_t enq, uint64_t dur, uint6
 	return start;
 }
 
+/* Work still queued on destroyed streams, per device: the device is not idle before it ends. */
+static uint64_t orphan_ready[SIM_MAX_DEVICES];
+
 static uint64_t device_ready(int dev)
+{
+	uint64_t r = legacy[dev].ready_ns > orphan_ready[dev] ? legacy[dev].ready_ns : orphan_ready[dev];
+	for (struct sim_stream *t = streams; t; t = t->next)
+		if (t->device == dev && t->ready_ns > r)
+			r = t->ready_ns;
+	return r;
+}
+
+/* What waiting on the legacy stream covers: its own work and, by the legacy
+ * rule, the work of every blocking stream of the device. */
+static uint64_t legacy_ready(int dev)
 {
 	uint64_t r = legacy[dev].ready_ns;
 	for (struct sim_stream *t = streams; t; t = t->next)
-		if (t->device == dev && t->ready_ns > r)
+		if (t->device == dev && !(t->flags & cudaStreamNonBlocking) && t->ready_ns > r)
 			r = t->ready_ns;
 	return r;
 }
@@ -1515,10 +1529,12 @@ EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
 				break;
 			}
 		}
-		/* Work still queued on it keeps its place on the timeline through
-		 * the legacy stream, which must wait for it. */
+		/* Work still queued on it keeps its place on the timeline: the
+		 * legacy stream must wait for it (if blocking), the device too. */
 		if (s->ready_ns > legacy[s->device].ready_ns && !(s->flags & cudaStreamNonBlocking))
 			legacy[s->device].ready_ns = s->ready_ns;
+		if (s->ready_ns > orphan_ready[s->device])
+			orphan_ready[s->device] = s->ready_ns;
 		s->magic = 0;
 	}
 	pthread_mutex_unlock(&sim_lock);
@@ -1559,10 +1575,8 @@ static cudaError_t stream_sync(const char *api, cudaStream_t hs, bool ptsz)
 	} else {
 		op.stream_id = s->id;
 		op.device = (uint32_t)s->device;
-		until = s->ready_ns;
 		/* Synchronizing the legacy stream waits for what it would wait for. */
-		if (s->legacy)
-			until = device_ready(s->device) > until ? device_ready(s->device) : until;
+		until = s->legacy ? legacy_ready(s->device) : s->ready_ns;
 		if (s->capture)
 			e = cudaErrorStreamCaptureUnsupported;
 	}
@@ -1596,7 +1610,7 @@ static cudaError_t stream_query(cudaStream_t hs, bool ptsz)
 {
 	pthread_mutex_lock(&sim_lock);
 	struct sim_stream *s = resolve_stream(hs, ptsz);
-	uint64_t ready = s ? (s->legacy ? device_ready(s->device) : s->ready_ns) : 0;
+	uint64_t ready = s ? (s->legacy ? legacy_ready(s->device) : s->ready_ns) : 0;
 	pthread_mutex_unlock(&sim_lock);
 	if (!s)
 		return set_error(cudaErrorInvalidResourceHandle);

@@ -62,7 +62,8 @@ def check_invariants(ops):
                 continue
             if p["tid"] != o["tid"] and p["host_end"] > o["host_start"]:
                 continue  # another thread's op that was not yet enqueued when the sync began
-            covered = o["sync_kind"] == "device" or p["stream"] == o["stream"] or o["stream"] == 7
+            # (legacy-stream syncs also cover blocking streams, but the log does not say which those are)
+            covered = o["sync_kind"] == "device" or p["stream"] == o["stream"]
             if covered and o["host_end"] < p["end"]:
                 problems.append(f"sync seq {o['seq']} returned at {o['host_end']} before seq {p['seq']} ended at {p['end']}")
     # Synchronous copies from/to pageable memory return after the copy ended.

@@ -78,6 +78,25 @@ static int test_legacy(void)
 	EXPECT(after < f.end_ns, "stream sync did not wait for another (non-blocking) stream");
 	EXPECT_OK(cudaDeviceSynchronize());
 	EXPECT(simgpu_now_ns() >= f.end_ns, "device sync waited for the non-blocking stream");
+
+	/* Legacy stream sync: covers blocking streams, not non-blocking ones. */
+	EXPECT_OK(tu_launch(K_LONG, nonblocking));
+	struct simgpu_op f2 = last_op();
+	EXPECT_OK(tu_launch(K_SHORT, blocking));
+	struct simgpu_op h2 = last_op();
+	EXPECT_OK(cudaStreamSynchronize(0));
+	after = simgpu_now_ns();
+	EXPECT(after >= h2.end_ns, "legacy stream sync covers blocking streams");
+	EXPECT(after < f2.end_ns, "legacy stream sync does not cover non-blocking streams");
+
+	/* Work left on a destroyed stream still keeps the device busy. */
+	cudaStream_t doomed;
+	EXPECT_OK(cudaStreamCreateWithFlags(&doomed, cudaStreamNonBlocking));
+	EXPECT_OK(tu_launch(K_LONG, doomed));
+	struct simgpu_op orphan = last_op();
+	EXPECT_OK(cudaStreamDestroy(doomed));
+	EXPECT_OK(cudaDeviceSynchronize());
+	EXPECT(simgpu_now_ns() >= orphan.end_ns && simgpu_now_ns() >= f2.end_ns, "device sync waited for a destroyed stream's work");
 	struct simgpu_op s = last_op();
 	EXPECT(s.kind == SIMGPU_OP_SYNC && s.sync_kind == SIMGPU_SYNC_DEVICE && s.gpu == 1, "device sync logged");
 	EXPECT(cudaStreamQuery(nonblocking) == cudaSuccess, "idle stream queries ready");
