@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Added host cost per intercepted launch.
+
+Runs the launch loop (>= 1 M launches of an empty kernel via the nvcc 13
+__cudaLaunchKernel path) on simgpu with every simulated cost set to zero,
+alternately without and with libtbprof preloaded (call paths off: a C
+program has none anyway), and prints the median ns/launch of each, their
+difference, and the trace's lost-record count (a writer that cannot keep up
+drops records rather than blocking; dropped launches still pay the hook).
+
+Timings are wall-clock ns/launch of the launching thread (median of 3
+rounds), plus the process CPU time per launch (which includes the writer
+thread compressing on another core).
+
+Usage: bench_interpose.py LAUNCH_LOOP [N]    env: TBPROF_LIB, SIMGPU_DIR, TRACEDUMP
+"""
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ZERO_COST = {"SIMGPU_LAUNCH_NS": "0", "SIMGPU_QUEUE_NS": "0", "SIMGPU_KERNEL_BASE_NS": "0",
+             "SIMGPU_KERNEL_NS_PER_BLOCK": "0", "SIMGPU_SYNC_NS": "0"}
+
+
+def run(prog, n, preload, cwd):
+    env = dict(os.environ, LD_LIBRARY_PATH=os.environ["SIMGPU_DIR"], **ZERO_COST)
+    env.pop("SIMGPU_TRUTH", None)
+    env["TBPROF_PYTHON"] = "0"
+    env["TBPROF_CUPTI"] = "0"
+    if preload:
+        env["LD_PRELOAD"] = os.environ["TBPROF_LIB"]
+    before = os.times()
+    out = subprocess.run([prog, str(n)], env=env, cwd=cwd, capture_output=True, text=True, check=True)
+    after = os.times()
+    cpu = (after.children_user + after.children_system) - (before.children_user + before.children_system)
+    m = re.search(r"ns_per_launch=([0-9.]+)", out.stdout)
+    return float(m.group(1)), cpu * 1e9 / n
+
+
+def main():
+    prog = os.path.abspath(sys.argv[1])
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 1000000
+    rounds = 3
+    plain, traced = [], []
+    lost = records = 0
+    with tempfile.TemporaryDirectory(prefix="tbp-bench-") as tmp:
+        for _ in range(rounds):
+            plain.append(run(prog, n, False, tmp))
+            traced.append(run(prog, n, True, tmp))
+        plain_cpu = statistics.median(c for _, c in plain)
+        traced_cpu = statistics.median(c for _, c in traced)
+        plain = [w for w, _ in plain]
+        traced = [w for w, _ in traced]
+        tracedump = os.environ.get("TRACEDUMP")
+        if tracedump:
+            p = subprocess.run([tracedump, os.path.join(tmp, "trace.zst")], capture_output=True, text=True)
+            for line in p.stdout.splitlines():
+                if line.startswith("launch "):
+                    records += 1
+                m = re.match(r"lost .* count=(\d+)", line)
+                if m:
+                    lost += int(m.group(1))
+    p, t = statistics.median(plain), statistics.median(traced)
+    print(f"launch loop: {n} launches x {rounds} rounds on simgpu (zero simulated cost)")
+    print(f"  without preload: {p:8.1f} ns/launch")
+    print(f"  with libtbprof:  {t:8.1f} ns/launch")
+    print(f"  added per launch: {t - p:8.1f} ns  (goal <= 60 ns)   ratio {t / p:.2f}")
+    print(f"  process CPU time per launch (all threads, incl. writer and start-up): "
+          f"{plain_cpu:.1f} ns without, {traced_cpu:.1f} ns with")
+    if tracedump:
+        print(f"  last traced run: {records} launch records in the trace, {lost} dropped (buffer full)")
+
+
+if __name__ == "__main__":
+    main()
