@@ -3,6 +3,9 @@ set -eu
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# What goes in LD_PRELOAD for a traced run (sanitized builds: runtime first).
+TRACED_PRELOAD="${HIP_TEST_PRELOAD:+$HIP_TEST_PRELOAD }$TBPROF_LIB"
+
 # run_sim NAME [ENV...]: hip_workload on simhip under the preload; leaves
 # $work/NAME.{zst,truth,calls,out,rc}.
 run_sim() {
@@ -11,7 +14,7 @@ run_sim() {
 	set +e
 	env "$@" LD_LIBRARY_PATH="$SIMHIP_DIR" SIMHIP_TRUTH="$work/$name.truth" \
 		HIPWL_CALLS="$work/$name.calls" TBPROF_OUT="$work/$name.zst" \
-		LD_PRELOAD="$TBPROF_LIB" "$HIP_WORKLOAD" >"$work/$name.out" 2>"$work/$name.err"
+		LD_PRELOAD="$TRACED_PRELOAD" "$HIP_WORKLOAD" >"$work/$name.out" 2>"$work/$name.err"
 	echo $? >"$work/$name.rc"
 	set -e
 }

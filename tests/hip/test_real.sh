@@ -18,7 +18,7 @@ grep -q 'hipMalloc a: hipError' "$work/plain.out" || {
 for ev in 0 1; do
 	set +e
 	TBPROF_HIP_EVENTS=$ev LD_LIBRARY_PATH="$realdir" HIPWL_CALLS="$work/real$ev.calls" \
-		TBPROF_OUT="$work/real$ev.zst" LD_PRELOAD="$TBPROF_LIB" "$HIP_WORKLOAD" \
+		TBPROF_OUT="$work/real$ev.zst" LD_PRELOAD="$TRACED_PRELOAD" "$HIP_WORKLOAD" \
 		>"$work/real$ev.out" 2>"$work/real$ev.err"
 	echo $? >"$work/real$ev.rc"
 	set -e

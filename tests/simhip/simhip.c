@@ -270,10 +270,12 @@ static size_t nkernels, cap_kernels;
 struct ihipModuleSymbol_t {
 	uint32_t magic;
 	char name[256];
+	struct ihipModuleSymbol_t *next; /* the module's functions, freed with it */
 };
 #define FUNC_MAGIC 0x46554e43u
 struct ihipModule_t {
 	uint32_t magic;
+	struct ihipModuleSymbol_t *functions;
 };
 #define MODULE_MAGIC 0x4d4f4455u
 
@@ -485,6 +487,12 @@ SIM_EXPORT hipError_t hipModuleUnload(hipModule_t module)
 	if (!module || module->magic != MODULE_MAGIC)
 		return ret(hipErrorInvalidHandle);
 	module->magic = 0;
+	while (module->functions) {
+		struct ihipModuleSymbol_t *f = module->functions;
+		module->functions = f->next;
+		f->magic = 0;
+		free(f);
+	}
 	free(module);
 	return hipSuccess;
 }
@@ -500,6 +508,10 @@ SIM_EXPORT hipError_t hipModuleGetFunction(hipFunction_t *function, hipModule_t 
 		return ret(hipErrorOutOfMemory);
 	f->magic = FUNC_MAGIC;
 	snprintf(f->name, sizeof f->name, "%s", kname);
+	pthread_mutex_lock(&sim_lock);
+	f->next = module->functions;
+	module->functions = f;
+	pthread_mutex_unlock(&sim_lock);
 	*function = f;
 	return hipSuccess;
 }

@@ -146,6 +146,7 @@ int main(int argc, char **argv)
 	if (!syncs)
 		FAIL("no synchronization in the truth");
 
+	free(t.ops);
 	if (failures)
 		return 1;
 	printf("simhip_check: %ld calls, %zu truth lines, %ld device operations, %ld syncs: consistent\n",
