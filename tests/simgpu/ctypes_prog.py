@@ -8,9 +8,15 @@ Kernels are registered the way nvcc's generated code does it
 the stub here is a ctypes buffer, so this program needs simgpu's runtime
 (on a real runtime the registration of a fake fat binary would fail).
 
+With SIMGPU_KERNELS_LIB=path/libsimgpu_kernels.so (built by nvcc from
+progs/kernels_lib.cu), each iteration also launches two kernels through that
+library, whose kernels nvcc's code registers when ctypes loads it (the way
+PyTorch's CUDA library is loaded).  The output is the same either way.
+
 Usage: ctypes_prog.py [iterations]      (LD_LIBRARY_PATH must reach simgpu)
 Prints deterministic lines and exits 0; exits 1 on the first failing call.
 """
+import os
 import ctypes
 import sys
 
@@ -86,7 +92,15 @@ def main():
                                       ctypes.addressof(n_arg))
     grid, block = Dim3(n // 256, 1, 1), Dim3(256, 1, 1)
     scalar = ctypes.c_float(0.5)
+    kernels_lib = None
+    if os.environ.get("SIMGPU_KERNELS_LIB"):
+        kernels_lib = ctypes.CDLL(os.environ["SIMGPU_KERNELS_LIB"])
+        for fn in (kernels_lib.simgpu_kernels_scale, kernels_lib.simgpu_kernels_add):
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_float, ctypes.c_void_p]
     for _ in range(iterations):
+        if kernels_lib:
+            check("simgpu_kernels_scale", kernels_lib.simgpu_kernels_scale(dy, n, 1.0, stream))
+            check("simgpu_kernels_add", kernels_lib.simgpu_kernels_add(dy, n, 0.0, None))
         check("cudaLaunchKernel", rt.cudaLaunchKernel(ctypes.addressof(stubs[b"_Z10fill_onesPfi"]), grid, block,
                                                       args_fill, 0, stream))
         check("cudaLaunchKernel", rt.cudaLaunchKernel(ctypes.addressof(stubs[b"_Z4axpyfPKfPfi"]), grid, block,

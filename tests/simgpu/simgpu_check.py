@@ -112,6 +112,10 @@ def cmd_prog(args):
         for op, n in parse_counts(args.gpu_counts).items():
             if gpu.get(op, 0) != n:
                 raise Failure(f"truth log has {gpu.get(op, 0)} '{op}' lines with device work, expected {n} (all: {gpu})")
+        for name, n in parse_counts(args.names).items():
+            got_n = sum(1 for o in ops if o["op"] == "kernel" and o["name"] == name)
+            if got_n != n:
+                raise Failure(f"{got_n} launches of kernel {name}, expected {n}")
         problems = check_invariants(ops)
         if problems:
             raise Failure("timeline invariants violated:\n  " + "\n  ".join(problems[:20]))
@@ -154,6 +158,7 @@ def main():
     p.add_argument("--expected")
     p.add_argument("--counts")
     p.add_argument("--gpu-counts")
+    p.add_argument("--names", help="kernel=count,...: launches per mangled kernel name")
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--env", action="append")
     p.add_argument("cmd", nargs="+")

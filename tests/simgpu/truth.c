@@ -25,6 +25,7 @@ static char *truth_buf;
 static size_t truth_len, truth_cap;
 static _Atomic uint64_t truth_seq;
 static bool truth_header_checked;
+static bool truth_final; /* past our destructor: write each line at once (nothing flushes later) */
 
 static _Atomic(simgpu_observer_fn) observer_fn;
 static void *_Atomic observer_arg;
@@ -211,7 +212,7 @@ static void truth_append_locked(const struct simgpu_op *op)
 	}
 	memcpy(truth_buf + truth_len, line, (size_t)n);
 	truth_len += (size_t)n;
-	if (sim_cfg.truth_unbuffered || truth_len >= TRUTH_FLUSH_BYTES)
+	if (sim_cfg.truth_unbuffered || truth_final || truth_len >= TRUTH_FLUSH_BYTES)
 		truth_flush_locked();
 }
 
@@ -261,7 +262,12 @@ void sim_truth_init(void)
 	cached_tid = 0;
 }
 
+/* Other libraries' destructors (a profiler's flush) may still call the
+ * runtime after this one: their ops are written as they come. */
 __attribute__((destructor)) static void truth_at_exit(void)
 {
-	simgpu_truth_flush();
+	pthread_mutex_lock(&sim_lock);
+	truth_final = true;
+	truth_flush_locked();
+	pthread_mutex_unlock(&sim_lock);
 }
