@@ -19,6 +19,7 @@ if not (os.path.exists(LIB) and os.path.exists(os.path.join(SIMGPU, "libcudart.s
     print("skip: needs libtbprof.so and simgpu's libcudart.so.13")
     sys.exit(77)
 
+RUN = "Trainer.run" if sys.version_info >= (3, 11) else "run"  # 3.10: no co_qualname
 failures = []
 
 
@@ -68,12 +69,12 @@ check("every event names its exact file:line:function, in order, per thread",
 # Whole paths, not just leaves.
 rec = [p for p in paths if p[0][2] == "recurse"]
 check("recursion: 7 recurse frames then Trainer.run", [[f for _, _, f in p[:8]] for p in rec],
-      [["recurse"] * 7 + ["Trainer.run"]] * len(rec) if rec else ["a path"])
+      [["recurse"] * 7 + [RUN]] * len(rec) if rec else ["a path"])
 launch_paths = [p for p in paths if p[0][2] == "launch"]
 check("launch callers: step and generator", sorted({p[1][2] for p in launch_paths}), ["generator", "step"])
 check("generator launch: generator <- Trainer.run",
       sorted({tuple(f for _, _, f in p[1:3]) for p in launch_paths if p[1][2] == "generator"}),
-      [("generator", "Trainer.run")])
+      [("generator", RUN)])
 check("thread paths end in threading.py, main ones in the workload",
       {p[-1][0].endswith("threading.py") for p in paths}, {True, False})
 if failures:

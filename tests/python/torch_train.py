@@ -37,8 +37,7 @@ def main(steps):
         print("loss %d %.9g" % (i, loss))
 
 
-main(20)
-if len(sys.argv) > 1 and sys.argv[1] == "compile":
+def compiled_check():
     def fused(a, b):
         return torch.sin(a) * b + torch.cos(b).sum()
 
@@ -47,3 +46,9 @@ if len(sys.argv) > 1 and sys.argv[1] == "compile":
     for shift in (0.0, 1.0, 2.0):  # the second and third calls reuse the compiled graph
         same = torch.allclose(compiled(a + shift, b), fused(a + shift, b))
         print("compiled %.1f %s" % (shift, same))
+
+
+if __name__ == "__main__":
+    main(20)
+    if len(sys.argv) > 1 and sys.argv[1] == "compile":
+        compiled_check()
