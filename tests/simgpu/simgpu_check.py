@@ -116,6 +116,10 @@ def cmd_prog(args):
             got_n = sum(1 for o in ops if o["op"] == "kernel" and o["name"] == name)
             if got_n != n:
                 raise Failure(f"{got_n} launches of kernel {name}, expected {n}")
+        for api, n in parse_counts(args.apis).items():
+            got_n = sum(1 for o in ops if o["api"] == api)
+            if got_n != n:
+                raise Failure(f"{got_n} {api} calls, expected {n}")
         problems = check_invariants(ops)
         if problems:
             raise Failure("timeline invariants violated:\n  " + "\n  ".join(problems[:20]))
@@ -158,6 +162,7 @@ def main():
     p.add_argument("--expected")
     p.add_argument("--counts")
     p.add_argument("--gpu-counts")
+    p.add_argument("--apis", help="api=count,...: truth lines per API name")
     p.add_argument("--names", help="kernel=count,...: launches per mangled kernel name")
     p.add_argument("--exit-code", type=int, default=0)
     p.add_argument("--env", action="append")
