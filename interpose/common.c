@@ -211,3 +211,19 @@ void tbp_hook_first_use(void)
 	if (tbp_cfg.cupti)
 		tbp_cupti_start();
 }
+
+uint64_t tbp_devices_seen;
+
+/* The device's name is not queried: calling into the runtime from a hook
+ * could change its per-thread error state.  The vendor says whether this is
+ * simgpu's stand-in runtime (it exports simgpu_*), so reports can tell. */
+void tbp_announce_device(int device)
+{
+	uint64_t bit = 1ull << device;
+	if (__atomic_fetch_or(&tbp_devices_seen, bit, __ATOMIC_RELAXED) & bit)
+		return;
+	struct tbp_record def = { .kind = TBP_K_DEVICE, .ts = tbp_now() };
+	def.u.device.device = (uint64_t)device;
+	def.u.device.vendor = tbp_real_dlsym(RTLD_DEFAULT, "simgpu_now_ns") ? 3 : 1;
+	tbp_emit_def(&def);
+}

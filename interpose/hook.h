@@ -53,6 +53,16 @@ void *tbp_wrap_proc(const char *symbol, void *real, int per_thread, const void *
 
 void tbp_hook_first_use(void) TBP_HIDDEN;
 
+/* DEVICE records: one per device id, after the first successful call on it. */
+extern uint64_t tbp_devices_seen TBP_HIDDEN;
+void tbp_announce_device(int device) TBP_HIDDEN;
+static inline bool tbp_device_known(int device)
+{
+	if (device < 0 || device >= 64)
+		return true;
+	return (__atomic_load_n(&tbp_devices_seen, __ATOMIC_RELAXED) >> device) & 1;
+}
+
 static inline void *tbp_real_get(void **slot)
 {
 	return __atomic_load_n(slot, __ATOMIC_ACQUIRE);
@@ -107,6 +117,8 @@ static inline struct tbp_record *tbp_call_end(struct tbp_callstate *cs, unsigned
 	tbp_gpu_call_exit(cs->corr);
 	if (TBP_UNLIKELY(!__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED)))
 		tbp_note_gpu_used();
+	if (TBP_UNLIKELY(result == 0 && !tbp_device_known(tbp_tls_device)))
+		tbp_announce_device(tbp_tls_device);
 	struct tbp_record *rec = tbp_slot_acquire(kind);
 	if (TBP_LIKELY(rec != NULL)) {
 		rec->ts = cs->t0;

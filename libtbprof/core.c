@@ -115,8 +115,8 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	const char *out = getenv("TBPROF_OUT");
 	snprintf(tbp_cfg.out, sizeof tbp_cfg.out, "%s", out && *out ? out : "trace.zst");
 	unsigned long long buf = env_size("TBPROF_BUFFER_SIZE", 8ull << 20);
-	if (buf < (64u << 10))
-		buf = 64u << 10;
+	if (buf < (4u << 10))
+		buf = 4u << 10;
 	if (buf > (1ull << 34))
 		buf = 1ull << 34;
 	tbp_cfg.buffer_bytes = (size_t)buf;

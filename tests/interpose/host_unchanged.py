@@ -7,6 +7,8 @@ Environment: TBPROF_LIB, TRACEDUMP, HOSTPROG (tests/interpose/hostprog),
 optional TBP_PRELOAD_FIRST (sanitizer runtime to preload before libtbprof).
 """
 import os
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -178,6 +180,73 @@ def main():
         if any(" result=400 " not in l for l in syncs):
             fail("driver error code not recorded")
         print(f"ok: driver API: 3 x 5 calls recorded once each ({kinds}); output identical")
+    elif s == "out-pattern":
+        # %p in TBPROF_OUT: the pid; the default name is not used
+        d, rc, out = run_both([HOSTPROG, "plain"], {"TBPROF_OUT": "prof-%p.zst"})
+        got = traces(d)
+        if len(got) != 1 or not re.fullmatch(r"prof-\d+\.zst", got[0]):
+            fail(f"TBPROF_OUT=prof-%p.zst made {got}")
+        complete(d, got[0], malloc=1)
+        print(f"ok: TBPROF_OUT=prof-%p.zst wrote {got[0]}")
+    elif s == "lost":
+        # a 4 KiB ring (16 records) and 20000 back-to-back calls: whatever is
+        # dropped is counted exactly in LOST records (how much depends on timing)
+        # (pinned to one CPU so the writer only runs when the producer is
+        # preempted: drops then do happen)
+        cmd = ([shutil.which("taskset"), "-c", str(min(os.sched_getaffinity(0)))]
+               if shutil.which("taskset") else [])
+        d, rc, out = run_both(cmd + [HOSTPROG, "burst"], {"TBPROF_BUFFER_SIZE": "4K"})
+        p = subprocess.run([TRACEDUMP, os.path.join(d, "trace.zst")], capture_output=True, text=True)
+        sets = sum(1 for l in p.stdout.splitlines() if l.startswith("memset "))
+        lost = sum(int(re.search(r" count=(\d+)", l).group(1))
+                   for l in p.stdout.splitlines() if l.startswith("lost "))
+        ends = [l for l in p.stdout.splitlines() if l.startswith("end ")]
+        if sets + lost != 20000:
+            fail(f"{sets} memset records + {lost} lost != 20000 calls")
+        if not ends or int(re.search(r" lost=(\d+)", ends[0]).group(1)) != lost:
+            fail(f"END record's lost count disagrees with LOST records ({lost}): {ends}")
+        print(f"ok: 4 KiB ring: {sets} calls recorded + {lost} counted as lost = 20000")
+    elif s == "native":
+        if os.environ.get("TBP_HAVE_LIBUNWIND") != "1":
+            print("SKIP: built without libunwind")
+            sys.exit(77)
+        d, rc, out = run_both([HOSTPROG, "plain"], {"TBPROF_NATIVE": "1"})
+        p = subprocess.run([TRACEDUMP, os.path.join(d, "trace.zst")], capture_output=True, text=True)
+        lines = p.stdout.splitlines()
+        mods = [l for l in lines if l.startswith("module ")]
+        nodes = [l for l in lines if l.startswith("native ")]
+        calls = [l for l in lines if l.startswith("malloc ")]
+        if not mods or not nodes or not calls or " native=0 " in calls[0]:
+            fail(f"native stacks missing: {len(mods)} modules, {len(nodes)} nodes, {calls[:1]}")
+        # the stack's nodes chain to the root, and every pc lies in a module
+        ranges = [(int(re.search(r" start=(\d+)", m).group(1)), int(re.search(r" end=(\d+)", m).group(1)))
+                  for m in mods]
+        byid = {int(re.search(r" id=(\d+)", n).group(1)): n for n in nodes}
+        cur, depth = int(re.search(r" native=(\d+)", calls[0]).group(1)), 0
+        while cur:
+            node = byid[cur]
+            pc = int(re.search(r" pc=(\d+)", node).group(1))
+            if not any(a <= pc < b for a, b in ranges):
+                fail(f"pc {pc:#x} outside every module")
+            cur, depth = int(re.search(r" parent=(\d+)", node).group(1)), depth + 1
+        print(f"ok: TBPROF_NATIVE=1: {depth}-frame stack, {len(mods)} module ranges")
+    elif s == "marker":
+        # a process that only calls tbprof_marker still gets a trace with it
+        code = ("import ctypes\n"
+                "lib = ctypes.CDLL(None)\n"
+                "f = getattr(lib, 'tbprof_marker', None)\n"
+                "r = f(1, 7, b'iter') if f else -1\n"
+                "print('marker', 'ok' if f else 'absent')\n")
+        tmp = tempfile.mkdtemp(prefix="tbp-host-")
+        p = subprocess.run([sys.executable, "-c", code], cwd=tmp, env=preload_env(),
+                           capture_output=True, text=True, timeout=60)
+        if p.returncode != 0 or "marker ok" not in p.stdout:
+            fail(f"marker program: {p.returncode} {p.stdout} {p.stderr}")
+        tp = subprocess.run([TRACEDUMP, os.path.join(tmp, "trace.zst")], capture_output=True, text=True)
+        marks = [l for l in tp.stdout.splitlines() if l.startswith("marker ")]
+        if len(marks) != 1 or "marker_kind=1 value=7" not in marks[0] or 'text="iter"' not in marks[0]:
+            fail(f"marker record: {marks}")
+        print("ok: tbprof_marker recorded (kind 1, value 7, label iter)")
     elif s == "no-cuda":
         # processes that never touch CUDA leave no file and behave the same
         d, rc, out = run_both(["ls", "-l", "/usr/include/linux"])

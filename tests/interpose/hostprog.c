@@ -94,6 +94,13 @@ int main(int argc, char **argv)
 		/* Longer than the writer's period: these must reach the file. */
 		usleep(400000);
 		kill(getpid(), SIGKILL);
+	} else if (!strcmp(mode, "burst")) {
+		/* 20000 calls that fail at once (NULL pointer): far faster than
+		 * a small ring can be drained. */
+		int failed = 0;
+		for (int i = 0; i < 20000; i++)
+			failed += cudaMemsetAsync(NULL, 0, 16, 0) != cudaSuccess;
+		printf("burst failed %d\n", failed);
 	} else if (!strcmp(mode, "own-handler")) {
 		/* The program's own SIGTERM handler must stay in charge. */
 		signal(SIGTERM, SIG_IGN);
