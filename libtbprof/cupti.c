@@ -680,6 +680,24 @@ static void cupti_in_use(const char *what)
 	fall_back();
 }
 
+/* Real CUPTI needs the CUDA driver: without one it fails every call, and
+ * some versions (the 13.2 wheel) crash in their first call.  Asks the
+ * runtime the process uses (cudaDriverGetVersion reports 0 when no driver
+ * is installed; it does not initialize CUDA), else the driver API.
+ * 1: certainly no driver; 0: a driver, or cannot tell. */
+static int cuda_driver_missing(void)
+{
+	typedef int (*version_fn)(int *);
+	version_fn runtime = (version_fn)dlsym(RTLD_DEFAULT, "cudaDriverGetVersion");
+	version_fn driver = (version_fn)dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
+	int version = -1;
+	if (runtime && runtime(&version) == 0)
+		return version == 0;
+	if (driver && driver(&version) == 0)
+		return version == 0;
+	return 0;
+}
+
 static void CUPTIAPI probe_callback(void *userdata, CUpti_CallbackDomain domain,
 				    CUpti_CallbackId cbid, const void *data)
 {
@@ -694,6 +712,15 @@ static void start_locked(void)
 	if (!tbp_cfg.cupti) {
 		tbp_notice(TBP_NOTE_INFO, TBP_NOTICE_NO_CUPTI,
 			   "API-only trace: CUPTI disabled by TBPROF_CUPTI=0");
+		fall_back();
+		return;
+	}
+
+	if (cuda_driver_missing()) {
+		tbp_notice(TBP_NOTE_INFO, TBP_NOTICE_NO_CUPTI,
+			   "API-only trace: no CUDA driver, so no GPU timeline");
+		if (tbp_cfg.verbose)
+			tbp_warn_once(&cupti_note_flag, "API-only trace: no CUDA driver");
 		fall_back();
 		return;
 	}

@@ -15,6 +15,7 @@ struct fakecupti_config {
 	int ext_after;           /* EXTERNAL_CORRELATION written after its activity */
 	size_t records_per_buffer; /* 0: one buffer for everything */
 	unsigned start_delay_ms;   /* cuptiActivityRegisterCallbacks takes this long */
+	int no_driver;             /* cudaDriverGetVersion (also exported here) says 0 */
 };
 
 enum fakecupti_op_kind { FAKE_KERNEL, FAKE_MEMCPY, FAKE_MEMSET, FAKE_SYNC, FAKE_PEER };

@@ -279,9 +279,9 @@ static void in_use(int at_subscribe)
 		      "the other tool's callbacks left alone");
 }
 
-static void api_only(const char *why)
+static void api_only(const char *why, int no_driver)
 {
-	configure((struct fakecupti_config){ 0 });
+	configure((struct fakecupti_config){ .no_driver = no_driver });
 	tbp_cupti_start();
 	run_workload();
 	tbp_cupti_flush();
@@ -504,10 +504,12 @@ int main(int argc, char **argv)
 		in_use(0);
 	else if (!strcmp(s, "no-libcupti")) {
 		setenv("TBPROF_CUPTI_PATH", "/nonexistent/libcupti.so.13", 1);
-		api_only("not found");
+		api_only("not found", 0);
 	} else if (!strcmp(s, "disabled")) {
 		tbp_cfg.cupti = false;
-		api_only("TBPROF_CUPTI=0");
+		api_only("TBPROF_CUPTI=0", 0);
+	} else if (!strcmp(s, "no-driver")) {
+		api_only("no CUDA driver", 1);
 	} else if (!strcmp(s, "dropped"))
 		scenario_dropped();
 	else if (!strcmp(s, "bench"))
