@@ -679,6 +679,10 @@ static void try_init(void)
 		give_up(why);
 		goto out;
 	}
+	if (dlsym(RTLD_DEFAULT, "_Py_DecRefShared")) { /* only free-threaded builds have it */
+		give_up("free-threaded CPython build (object layout differs)");
+		goto out;
+	}
 	if (!py.this_thread_state || !py.code_type) {
 		give_up("CPython symbols not found");
 		goto out;

@@ -48,7 +48,16 @@ def compiled_check():
         print("compiled %.1f %s" % (shift, same))
 
 
+def after_compile(steps):
+    # Dynamo installed and removed its own frame evaluator meanwhile: the
+    # span hook must still be in place for these.
+    for i in range(steps):
+        loss = train_step()  # site:after_call
+        print("after %d %.9g" % (i, loss))
+
+
 if __name__ == "__main__":
     main(20)
     if len(sys.argv) > 1 and sys.argv[1] == "compile":
         compiled_check()
+        after_compile(3)
