@@ -72,6 +72,8 @@ static void hip_first_use_once(void)
 	hip_real.StreamIsCapturing = hip_resolve("hipStreamIsCapturing");
 	hip_real.PeekAtLastError = hip_resolve("hipPeekAtLastError");
 	hip_real.GetLastError = hip_resolve("hipGetLastError");
+	hip_real.GetDeviceCount = hip_resolve("hipGetDeviceCount");
+	hip_real.DeviceGetName = hip_resolve("hipDeviceGetName");
 	hip_timing_init();
 }
 
@@ -113,6 +115,44 @@ static inline void hip_after_first_call(void)
 		return;
 	if (!__atomic_exchange_n(&exit_hook_done, 1, __ATOMIC_ACQ_REL))
 		hip_timing_register_exit();
+}
+
+/* One DEVICE record per device (name, vendor AMD), once the runtime has
+ * answered a call successfully (so asking does not fail and disturb the
+ * program's error state). */
+static int devices_described;
+static void hip_describe_devices(void)
+{
+	if (__atomic_exchange_n(&devices_described, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (!hip_real.GetDeviceCount || !hip_real.DeviceGetName)
+		return;
+	hipError_t saved = hip_last_error_save();
+	int n = 0;
+	if (hip_real.GetDeviceCount(&n) != hipSuccess)
+		n = 0;
+	for (int d = 0; d < n && d < 64; d++) {
+		char name[256] = "";
+		if (hip_real.DeviceGetName(name, sizeof name, d) != hipSuccess)
+			name[0] = 0;
+		name[sizeof name - 1] = 0;
+		struct tbp_record rec;
+		memset(&rec, 0, sizeof rec);
+		rec.kind = TBP_K_DEVICE;
+		rec.stream_kind = TBP_STREAM_DEFS;
+		rec.ts = tbp_now();
+		rec.u.device.device = (uint64_t)d;
+		rec.u.device.name = name[0] ? tbp_intern_string(name, strlen(name)) : 0;
+		rec.u.device.vendor = 2; /* AMD */
+		tbp_emit_def(&rec);
+	}
+	hip_last_error_restore(saved);
+}
+
+static inline void hip_after_success(hipError_t r)
+{
+	if (TBP_UNLIKELY(r == hipSuccess && !__atomic_load_n(&devices_described, __ATOMIC_RELAXED)))
+		hip_describe_devices();
 }
 
 /* ------------------------------------------------------------ fill helpers */
@@ -519,6 +559,7 @@ static void after_get_function(hipError_t r, hipFunction_t *function, const char
 		hipError_t r = real_fn ARGS;                                                     \
 		struct tbp_record *rec = tbp_call_end(&cs, TBP_K_##KIND, TBP_API_##NAME, (int64_t)r); \
 		hip_after_first_call();                                                          \
+		hip_after_success(r);                                                            \
 		int harvest_due = 0;                                                             \
 		AFTER;                                                                           \
 		struct tbp_record gpu;                                                           \

@@ -31,10 +31,17 @@ struct hip_real {
 	hipError_t (*StreamIsCapturing)(hipStream_t, hipStreamCaptureStatus *);
 	hipError_t (*PeekAtLastError)(void);
 	hipError_t (*GetLastError)(void);
+	hipError_t (*GetDeviceCount)(int *);
+	hipError_t (*DeviceGetName)(char *, int, hipDevice_t);
 };
 extern struct hip_real hip_real TBP_HIDDEN;
 /* The real function (RTLD_NEXT from libtbprof); NULL when absent. */
 void *hip_resolve(const char *name) TBP_HIDDEN;
+
+/* Leave hipGetLastError's answer as the program would see it without our
+ * own HIP calls (hip_timing.c). */
+hipError_t hip_last_error_save(void) TBP_HIDDEN;
+void hip_last_error_restore(hipError_t saved) TBP_HIDDEN;
 
 /* ---- hip_timing.c: GPU timestamps from hipEvents (TBPROF_HIP_EVENTS=1) -- */
 

@@ -62,12 +62,12 @@ static int init_done;
  * program's own is left in place; our calls can only overwrite it if they
  * fail, which they do not on a working device.)
  */
-static hipError_t last_error_save(void)
+hipError_t hip_last_error_save(void)
 {
 	return hip_real.PeekAtLastError ? hip_real.PeekAtLastError() : hipSuccess;
 }
 
-static void last_error_restore(hipError_t saved)
+void hip_last_error_restore(hipError_t saved)
 {
 	if (saved == hipSuccess && hip_real.PeekAtLastError && hip_real.GetLastError &&
 	    hip_real.PeekAtLastError() != hipSuccess)
@@ -207,7 +207,7 @@ void *hip_timing_begin(hipStream_t stream)
 {
 	if (!TIMING_ON())
 		return NULL;
-	hipError_t saved = last_error_save();
+	hipError_t saved = hip_last_error_save();
 	/* Never add our events to a stream being captured into a graph (they
 	 * would become graph nodes, or invalidate the capture); an error here
 	 * (the null stream while another stream captures globally) also means
@@ -216,7 +216,7 @@ void *hip_timing_begin(hipStream_t stream)
 		hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
 		hipError_t e = hip_real.StreamIsCapturing(stream, &status);
 		if (e != hipSuccess || status != hipStreamCaptureStatusNone) {
-			last_error_restore(saved);
+			hip_last_error_restore(saved);
 			__atomic_fetch_add(&untimed_capture, 1, __ATOMIC_RELAXED);
 			return NULL;
 		}
@@ -236,7 +236,7 @@ void *hip_timing_begin(hipStream_t stream)
 		}
 	}
 	pthread_mutex_unlock(&timing_lock);
-	last_error_restore(saved);
+	hip_last_error_restore(saved);
 	return ev;
 }
 
@@ -246,7 +246,7 @@ int hip_timing_end(void *token, hipStream_t stream, int ok, const struct tbp_rec
 	if (!start)
 		return 0;
 	int harvest = 0;
-	hipError_t saved = last_error_save();
+	hipError_t saved = hip_last_error_save();
 	pthread_mutex_lock(&timing_lock);
 	hipEvent_t stop = ok ? event_get_locked() : NULL;
 	if (stop && hip_real.EventRecord(stop, stream) != hipSuccess) {
@@ -267,7 +267,7 @@ int hip_timing_end(void *token, hipStream_t stream, int ok, const struct tbp_rec
 		harvest = ++ops_since_harvest >= HARVEST_EVERY;
 	}
 	pthread_mutex_unlock(&timing_lock);
-	last_error_restore(saved);
+	hip_last_error_restore(saved);
 	return harvest;
 }
 
@@ -280,7 +280,11 @@ void hip_timing_harvest(int wait)
 {
 	if (!timing_requested)
 		return;
-	hipError_t saved = last_error_save();
+	hipError_t saved = hip_last_error_save();
+	/* A query answering hipErrorNotReady could replace an error the
+	 * program has not read yet: harvest later instead (not at exit). */
+	if (saved != hipSuccess && !wait)
+		return;
 	pthread_mutex_lock(&timing_lock);
 	ops_since_harvest = 0;
 	while (pending_count) {
@@ -331,7 +335,7 @@ void hip_timing_harvest(int wait)
 		dropped = 0;
 	}
 	pthread_mutex_unlock(&timing_lock);
-	last_error_restore(saved);
+	hip_last_error_restore(saved);
 }
 
 void hip_timing_reset(void)
@@ -339,7 +343,7 @@ void hip_timing_reset(void)
 	if (!timing_requested)
 		return;
 	hip_timing_harvest(1);
-	hipError_t saved = last_error_save();
+	hipError_t saved = hip_last_error_save();
 	pthread_mutex_lock(&timing_lock);
 	for (size_t i = 0; i < npool; i++)
 		hip_real.EventDestroy(pool[i]);
@@ -352,5 +356,5 @@ void hip_timing_reset(void)
 	private_stream = NULL;
 	calibrated = 0;
 	pthread_mutex_unlock(&timing_lock);
-	last_error_restore(saved);
+	hip_last_error_restore(saved);
 }

@@ -64,7 +64,7 @@ static void push(struct vec *a, const struct tbp_record *r)
 	a->n++;
 }
 
-static struct vec calls, gpus, clocks;
+static struct vec calls, gpus, clocks, devices;
 static char **strings;
 static size_t nstrings;
 
@@ -111,6 +111,8 @@ static int load_trace(const char *path)
 			push(&gpus, &rec);
 		} else if (rec.kind == TBP_K_CLOCK) {
 			push(&clocks, &rec);
+		} else if (rec.kind == TBP_K_DEVICE) {
+			push(&devices, &rec);
 		}
 	}
 	if (rc != TBP_END) {
@@ -299,6 +301,15 @@ static void check_truth(const char *truth_path)
 	}
 	if (!count_truth("kernel", 1))
 		FAIL("the truth has no kernels: nothing was compared");
+
+	/* The device is described once, by name, as an AMD device. */
+	int described = 0;
+	for (size_t i = 0; i < devices.n; i++)
+		if (devices.v[i].u.device.device == 0 && devices.v[i].u.device.vendor == 2 &&
+		    !strncmp(string_of(devices.v[i].u.device.name), "simhip 0", 8))
+			described++;
+	if (described != 1)
+		FAIL("%d DEVICE records naming simhip's device 0 as AMD (want 1)", described);
 
 	/* One trace record per truth device operation. */
 	match_of = calloc(truth.n, sizeof *match_of);

@@ -1166,6 +1166,16 @@ SIM_EXPORT hipError_t hipGetDeviceCount(int *count)
 	*count = params.device_count;
 	return params.device_count ? hipSuccess : ret(hipErrorNoDevice);
 }
+SIM_EXPORT hipError_t hipDeviceGetName(char *name, int len, hipDevice_t device)
+{
+	if (!name || len <= 0)
+		return ret(hipErrorInvalidValue);
+	if (device < 0 || device >= params.device_count)
+		return ret(hipErrorInvalidDevice);
+	snprintf(name, (size_t)len, "simhip %d (simulated AMD GPU)", device);
+	return hipSuccess;
+}
+
 SIM_EXPORT hipError_t hipSetDevice(int deviceId)
 {
 	if (deviceId < 0 || deviceId >= params.device_count)
