@@ -136,7 +136,8 @@ def main(argv=None):
 		_line("GPU Time per batch:", "%.3f milliseconds" % result.median_gpu_ms())
 	_line("CPU Wall Time per batch:", "%.3f milliseconds" % result.median_cpu_wall_ms())
 	if result.gpu_peak_gib is not None:
-		_line("GPU 0 Peak Memory:", "%.4f GB" % result.gpu_peak_gib)
+		device_index = torch.device(args.device).index or 0
+		_line("GPU %d Peak Memory:" % device_index, "%.4f GB" % result.gpu_peak_gib)
 	_line("CPU Peak Memory:", "%.4f GB" % result.cpu_peak_gib)
 
 	if args.export_metrics:

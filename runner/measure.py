@@ -77,7 +77,7 @@ def run(bench, label, niter, nwarmup):
 
 	if on_cuda:
 		torch.cuda.synchronize()
-		torch.cuda.reset_peak_memory_stats()
+		torch.cuda.reset_peak_memory_stats(bench.device)
 	for _ in range(nwarmup):
 		keep(step())
 	if on_cuda:
@@ -109,5 +109,5 @@ def run(bench, label, niter, nwarmup):
 		result.output_checksum = output_checksum(last_output)
 	result.cpu_peak_gib = cpu_peak_memory_gib()
 	if on_cuda:
-		result.gpu_peak_gib = torch.cuda.max_memory_reserved() / GIB
+		result.gpu_peak_gib = torch.cuda.max_memory_reserved(bench.device) / GIB
 	return result
