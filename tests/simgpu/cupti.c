@@ -212,10 +212,21 @@ static const struct { const char *name; int cbid; } runtime_cbids[] = {
 
 static int cbid_of(const char *api)
 {
-	for (size_t i = 0; i < sizeof(runtime_cbids) / sizeof(runtime_cbids[0]); i++)
-		if (strcmp(runtime_cbids[i].name, api) == 0)
-			return runtime_cbids[i].cbid;
-	return 0;
+	/* API names are string literals of the runtime: cache by address (state_lock held). */
+	static struct { const char *api; int cbid; } cache[64];
+	size_t slot = ((uintptr_t)api >> 3) & 63;
+	if (cache[slot].api == api)
+		return cache[slot].cbid;
+	int cbid = 0;
+	for (size_t i = 0; i < sizeof(runtime_cbids) / sizeof(runtime_cbids[0]); i++) {
+		if (strcmp(runtime_cbids[i].name, api) == 0) {
+			cbid = runtime_cbids[i].cbid;
+			break;
+		}
+	}
+	cache[slot].api = api;
+	cache[slot].cbid = cbid;
+	return cbid;
 }
 
 static uint8_t memcpy_kind(unsigned ck)
@@ -350,6 +361,10 @@ static void observe(const struct simgpu_op *op, void *arg)
 
 /* ------------------------------------------------------------------ delivery */
 
+/* Touched only by the thread holding deliver_lock. */
+static struct pending *spare, *later;
+static size_t cap_spare, cap_later;
+
 /* Hands every record that is complete (or all, when forced) to the consumer. */
 static void deliver(bool forced)
 {
@@ -362,22 +377,34 @@ static void deliver(bool forced)
 		pthread_mutex_unlock(&deliver_lock);
 		return;
 	}
-	uint64_t now = mono_now();
-	struct pending *take = malloc(n_pend * sizeof(*take));
-	size_t n_take = 0, kept = 0;
-	if (!take) {
-		pthread_mutex_unlock(&state_lock);
-		pthread_mutex_unlock(&deliver_lock);
-		return;
-	}
-	for (size_t i = 0; i < n_pend; i++) {
-		if (forced || pend[i].ready_ns <= now)
-			take[n_take++] = pend[i];
-		else
-			pend[kept++] = pend[i];
-	}
-	n_pend = kept;
+	/* Swap the queue out (no copy): the program's threads go on queueing into the spare array. */
+	struct pending *batch = pend;
+	size_t n_batch = n_pend, cap_batch = cap_pend;
+	pend = spare;
+	cap_pend = cap_spare;
+	n_pend = 0;
 	pthread_mutex_unlock(&state_lock);
+
+	/* Keep what has not ended yet for a later delivery. */
+	uint64_t now = mono_now();
+	size_t n_take = 0, n_later = 0;
+	for (size_t i = 0; i < n_batch; i++) {
+		if (forced || batch[i].ready_ns <= now) {
+			batch[n_take++] = batch[i];
+			continue;
+		}
+		if (n_later == cap_later) {
+			size_t ncap = cap_later ? cap_later * 2 : 256;
+			struct pending *nl = realloc(later, ncap * sizeof(*nl));
+			if (!nl) {
+				batch[n_take++] = batch[i]; /* cannot hold it back: deliver it early */
+				continue;
+			}
+			later = nl;
+			cap_later = ncap;
+		}
+		later[n_later++] = batch[i];
+	}
 
 	/* Consumer callbacks run without our state lock: they may call back into us. */
 	size_t i = 0;
@@ -386,12 +413,13 @@ static void deliver(bool forced)
 		size_t size = 0, max_records = 0;
 		req(&buf, &size, &max_records);
 		uint8_t *base = buf;
+		size_t room = size;
 		if (buf && ((uintptr_t)buf & (RECORD_ALIGN - 1))) {
 			size_t skip = RECORD_ALIGN - ((uintptr_t)buf & (RECORD_ALIGN - 1));
 			base = skip < size ? buf + skip : NULL;
-			size = skip < size ? size - skip : 0;
+			room = skip < size ? size - skip : 0;
 		}
-		if (!base || size < take[i].size) {
+		if (!base || room < batch[i].size) {
 			/* No usable buffer: this record is lost, as CUPTI drops it. */
 			pthread_mutex_lock(&state_lock);
 			dropped++;
@@ -402,15 +430,24 @@ static void deliver(bool forced)
 			continue;
 		}
 		size_t used = 0, count = 0;
-		while (i < n_take && used + take[i].size <= size && (max_records == 0 || count < max_records)) {
-			memcpy(base + used, &take[i].rec, take[i].size);
-			used += take[i].size;
+		while (i < n_take && used + batch[i].size <= room && (max_records == 0 || count < max_records)) {
+			memcpy(base + used, &batch[i].rec, batch[i].size);
+			used += batch[i].size;
 			count++;
 			i++;
 		}
-		done(NULL, 0, buf, size + (size_t)(base - buf), used + (size_t)(base - buf));
+		done(NULL, 0, buf, size, used + (size_t)(base - buf));
 	}
-	free(take);
+
+	/* Requeue the unfinished ones; the emptied batch array becomes the next spare. */
+	if (n_later) {
+		pthread_mutex_lock(&state_lock);
+		for (size_t k = 0; k < n_later; k++)
+			queue_record(&later[k].rec, later[k].size, later[k].ready_ns);
+		pthread_mutex_unlock(&state_lock);
+	}
+	spare = batch;
+	cap_spare = cap_batch;
 	pthread_mutex_unlock(&deliver_lock);
 }
 
