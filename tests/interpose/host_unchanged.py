@@ -247,6 +247,17 @@ def main():
         if len(marks) != 1 or "marker_kind=1 value=7" not in marks[0] or 'text="iter"' not in marks[0]:
             fail(f"marker record: {marks}")
         print("ok: tbprof_marker recorded (kind 1, value 7, label iter)")
+    elif s == "bad-out":
+        # an output that cannot be created: one line on stderr, tracing off,
+        # the program unchanged
+        bad = "/nonexistent-tbprof-dir/t.zst"
+        d, rc, out = run_both([HOSTPROG, "threads"], {"TBPROF_OUT": bad})
+        p = subprocess.run([HOSTPROG, "threads"], cwd=d, env=preload_env({"TBPROF_OUT": bad}),
+                           capture_output=True, text=True, timeout=60)
+        lines = [l for l in p.stderr.splitlines() if l.startswith("tbprof: ")]
+        if len(lines) != 1 or bad not in lines[0]:
+            fail(f"expected one 'tbprof:' line naming {bad}, got {p.stderr!r}")
+        print(f"ok: unwritable TBPROF_OUT: one line ({lines[0]}), program unchanged")
     elif s == "no-cuda":
         # processes that never touch CUDA leave no file and behave the same
         d, rc, out = run_both(["ls", "-l", "/usr/include/linux"])
