@@ -12,16 +12,22 @@
  * float milliseconds, so the reference is renewed once a second whenever no
  * bracketed operation is outstanding (keeping rounding below ~60 ns).
  *
- * Records are emitted when their stop event has completed: after the
- * program's own synchronize calls, every HARVEST_EVERY operations (without
- * waiting), and at exit/device reset (waiting).  Cost: two hipEventRecord
- * per operation plus an event query per operation at harvest (doc/hip.md).
+ * Harvest: after the program's own synchronize calls, every HARVEST_EVERY
+ * timed operations (without waiting), and at exit/device reset (waiting),
+ * completed operations are converted.  Readers expect the records of one
+ * GPU stream in time order, so they are released in order: an operation not
+ * yet complete started no earlier than its call began (t0), so completed
+ * records up to the smallest such t0 (less a margin for clock rounding) can
+ * go, the rest wait for a later harvest.  Released records are emitted by
+ * one thread of ours ("tbprof-hip"), so they reach the trace through a
+ * single buffer in that order.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hip_internal.h"
 
@@ -30,19 +36,26 @@
 #define PENDING_CAP 16384
 #define HARVEST_EVERY 256
 #define REBASE_NS 1000000000ull
+/* Release margin: clock bracket and float-millisecond rounding. */
+#define ORDER_MARGIN_NS 5000
+#define MAX_BLOCKED_STREAMS 64
 
 int hip_timing_on;           /* atomic: disable() may clear it from any thread */
 static int timing_requested; /* TBPROF_HIP_EVENTS set and usable; written once in init */
 #define TIMING_ON() __atomic_load_n(&hip_timing_on, __ATOMIC_RELAXED)
 
-struct pending_op {
-	hipEvent_t start, stop;
+/* One timed operation, from its begin until its GPU record is released. */
+struct timed_op {
+	hipEvent_t start, stop;  /* stop NULL: the call has not returned yet */
+	hipStream_t stream;
+	uint64_t t0;             /* host time before the start event */
+	int done;                /* rec.ts/end are final */
 	struct tbp_record rec;
 };
 
 static pthread_mutex_t timing_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pending_op *pending; /* ring */
-static size_t pending_head, pending_count;
+static struct timed_op *ops; /* issue order; PENDING_CAP entries */
+static size_t nops;
 static hipEvent_t *pool;
 static size_t npool, cap_pool;
 static hipStream_t private_stream;
@@ -50,9 +63,16 @@ static hipEvent_t ref_event;
 static uint64_t ref_t0;      /* CLOCK_MONOTONIC ns of ref_event */
 static int calibrated;
 static unsigned ops_since_harvest;
-static uint64_t dropped;     /* operations left untimed (ring full, event errors) */
+static uint64_t dropped;     /* operations left untimed (queue full, event errors) */
 static uint64_t untimed_capture; /* operations on capturing streams, left untimed */
 static int init_done;
+
+/* Released records, in time order, waiting for the emitter thread. */
+static struct tbp_record *staged;
+static size_t nstaged, cap_staged;
+static pthread_cond_t staged_cond = PTHREAD_COND_INITIALIZER;   /* work for the emitter */
+static pthread_cond_t drained_cond = PTHREAD_COND_INITIALIZER;  /* emitter caught up */
+static int emitter_busy, emitter_started;
 
 /*
  * Our own HIP calls must not change what hipGetLastError tells the
@@ -85,6 +105,99 @@ static void disable(const char *why, hipError_t e)
 		tbp_log("%s\n", msg);
 }
 
+/* ------------------------------------------------------------ emitter */
+
+static void *emitter_main(void *arg)
+{
+	(void)arg;
+	/* tbprof's own thread: nothing it does is traced. */
+	tbp_guard_enter();
+	struct tbp_record *batch = NULL;
+	size_t cap_batch = 0;
+	pthread_mutex_lock(&timing_lock);
+	for (;;) {
+		while (!nstaged)
+			pthread_cond_wait(&staged_cond, &timing_lock);
+		/* Take the whole batch; emit without the lock. */
+		if (cap_batch < nstaged) {
+			struct tbp_record *n = realloc(batch, nstaged * sizeof *n);
+			if (!n) {
+				nstaged = 0; /* cannot happen in practice; never block producers */
+				pthread_cond_broadcast(&drained_cond);
+				continue;
+			}
+			batch = n;
+			cap_batch = nstaged;
+		}
+		size_t n = nstaged;
+		memcpy(batch, staged, n * sizeof *batch);
+		nstaged = 0;
+		emitter_busy = 1;
+		pthread_mutex_unlock(&timing_lock);
+		for (size_t i = 0; i < n; i++)
+			tbp_emit(&batch[i]);
+		pthread_mutex_lock(&timing_lock);
+		emitter_busy = 0;
+		pthread_cond_broadcast(&drained_cond);
+	}
+	return NULL;
+}
+
+/* Caller holds timing_lock. */
+static int emitter_start_locked(void)
+{
+	if (emitter_started)
+		return 0;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_t th;
+	int rc = pthread_create(&th, &attr, emitter_main, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc)
+		return -1;
+	pthread_setname_np(th, "tbprof-hip");
+	emitter_started = 1;
+	return 0;
+}
+
+/* Caller holds timing_lock: wait (bounded) until the emitter took and
+ * emitted everything released so far. */
+static void wait_drained_locked(unsigned timeout_ms)
+{
+	if (!emitter_started)
+		return;
+	pthread_cond_signal(&staged_cond);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	while (nstaged || emitter_busy)
+		if (pthread_cond_timedwait(&drained_cond, &timing_lock, &until) == ETIMEDOUT)
+			break;
+}
+
+static void child_after_fork(void)
+{
+	/* Only the forking thread survives: no emitter, and the parent's
+	 * events mean nothing in the child. */
+	emitter_started = 0;
+	emitter_busy = 0;
+	nstaged = 0;
+	nops = 0;
+	npool = 0;
+	calibrated = 0;
+	private_stream = NULL;
+	ref_event = NULL;
+	pthread_mutex_init(&timing_lock, NULL);
+}
+
+/* ------------------------------------------------------------ setup */
+
 static void at_exit_harvest(void)
 {
 	if (timing_requested && tbp_guard_enter()) {
@@ -107,12 +220,14 @@ void hip_timing_init(void)
 	if (!init_done) {
 		const char *v = getenv("TBPROF_HIP_EVENTS");
 		if (v && *v && strcmp(v, "0")) {
-			pending = calloc(PENDING_CAP, sizeof *pending);
+			ops = calloc(PENDING_CAP, sizeof *ops);
 			if (hip_real.EventCreateWithFlags && hip_real.EventRecord && hip_real.EventQuery &&
 			    hip_real.EventSynchronize && hip_real.EventElapsedTime &&
-			    hip_real.EventDestroy && hip_real.StreamCreateWithFlags && pending) {
+			    hip_real.EventDestroy && hip_real.StreamCreateWithFlags && ops &&
+			    emitter_start_locked() == 0) {
 				timing_requested = 1;
 				__atomic_store_n(&hip_timing_on, 1, __ATOMIC_RELAXED);
+				pthread_atfork(NULL, NULL, child_after_fork);
 			} else {
 				tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_TEXT,
 					   "TBPROF_HIP_EVENTS: HIP event API not found: no HIP GPU timeline");
@@ -203,6 +318,8 @@ static void event_put_locked(hipEvent_t ev)
 	pool[npool++] = ev;
 }
 
+/* ------------------------------------------------------------ per operation */
+
 void *hip_timing_begin(hipStream_t stream)
 {
 	if (!TIMING_ON())
@@ -221,23 +338,47 @@ void *hip_timing_begin(hipStream_t stream)
 			return NULL;
 		}
 	}
+	struct timed_op *op = NULL;
 	pthread_mutex_lock(&timing_lock);
-	hipEvent_t ev = NULL;
 	if ((calibrated || calibrate_locked() == 0) && TIMING_ON()) {
-		if (pending_count == PENDING_CAP) {
+		if (nops == PENDING_CAP) {
 			dropped++;
 		} else {
-			ev = event_get_locked();
-			if (ev && hip_real.EventRecord(ev, stream) != hipSuccess) {
-				/* The stream is bad: the call itself will fail too. */
+			hipEvent_t ev = event_get_locked();
+			uint64_t t0 = tbp_now();
+			if (ev && hip_real.EventRecord(ev, stream) == hipSuccess) {
+				op = &ops[nops++];
+				memset(op, 0, sizeof *op);
+				op->start = ev;
+				op->stream = stream;
+				op->t0 = t0;
+			} else {
+				/* A bad stream: the call itself will fail too. */
 				event_put_locked(ev);
-				ev = NULL;
 			}
 		}
 	}
 	pthread_mutex_unlock(&timing_lock);
 	hip_last_error_restore(saved);
-	return ev;
+	/* The token is the start event: ops[] moves during harvests. */
+	return op ? (void *)op->start : NULL;
+}
+
+/* Caller holds timing_lock.  The op whose start event is `start`. */
+static struct timed_op *find_op_locked(hipEvent_t start)
+{
+	for (size_t i = nops; i-- > 0;)
+		if (ops[i].start == start && !ops[i].stop)
+			return &ops[i];
+	return NULL;
+}
+
+/* Caller holds timing_lock. */
+static void remove_op_locked(struct timed_op *op)
+{
+	size_t i = (size_t)(op - ops);
+	memmove(&ops[i], &ops[i + 1], (nops - i - 1) * sizeof *ops);
+	nops--;
 }
 
 int hip_timing_end(void *token, hipStream_t stream, int ok, const struct tbp_record *gpu)
@@ -248,32 +389,56 @@ int hip_timing_end(void *token, hipStream_t stream, int ok, const struct tbp_rec
 	int harvest = 0;
 	hipError_t saved = hip_last_error_save();
 	pthread_mutex_lock(&timing_lock);
-	hipEvent_t stop = ok ? event_get_locked() : NULL;
-	if (stop && hip_real.EventRecord(stop, stream) != hipSuccess) {
-		event_put_locked(stop);
-		stop = NULL;
-	}
-	if (!stop || pending_count == PENDING_CAP) {
-		if (ok)
-			dropped++;
-		event_put_locked(start);
-		event_put_locked(stop);
-	} else {
-		struct pending_op *p = &pending[(pending_head + pending_count) % PENDING_CAP];
-		p->start = start;
-		p->stop = stop;
-		p->rec = *gpu;
-		pending_count++;
-		harvest = ++ops_since_harvest >= HARVEST_EVERY;
+	struct timed_op *op = find_op_locked(start);
+	if (op) {
+		hipEvent_t stop = ok ? event_get_locked() : NULL;
+		if (stop && hip_real.EventRecord(stop, stream) != hipSuccess) {
+			event_put_locked(stop);
+			stop = NULL;
+		}
+		if (!stop) {
+			if (ok)
+				dropped++;
+			event_put_locked(op->start);
+			remove_op_locked(op);
+		} else {
+			op->stop = stop;
+			op->rec = *gpu;
+			harvest = ++ops_since_harvest >= HARVEST_EVERY;
+		}
 	}
 	pthread_mutex_unlock(&timing_lock);
 	hip_last_error_restore(saved);
 	return harvest;
 }
 
+/* ------------------------------------------------------------ harvest */
+
 static uint64_t to_host_ns(float ms)
 {
 	return ref_t0 + (uint64_t)(int64_t)((double)ms * 1e6 + (ms >= 0 ? 0.5 : -0.5));
+}
+
+static int cmp_ts(const void *a, const void *b)
+{
+	const struct timed_op *x = a, *y = b;
+	return x->rec.ts < y->rec.ts ? -1 : x->rec.ts > y->rec.ts;
+}
+
+/* Caller holds timing_lock. */
+static void stage_locked(const struct tbp_record *rec)
+{
+	if (nstaged == cap_staged) {
+		size_t ncap = cap_staged ? cap_staged * 2 : 1024;
+		struct tbp_record *n = realloc(staged, ncap * sizeof *n);
+		if (!n) {
+			dropped++;
+			return;
+		}
+		staged = n;
+		cap_staged = ncap;
+	}
+	staged[nstaged++] = *rec;
 }
 
 void hip_timing_harvest(int wait)
@@ -287,35 +452,85 @@ void hip_timing_harvest(int wait)
 		return;
 	pthread_mutex_lock(&timing_lock);
 	ops_since_harvest = 0;
-	while (pending_count) {
-		struct pending_op *p = &pending[pending_head];
-		hipError_t e = wait ? hip_real.EventSynchronize(p->stop) : hip_real.EventQuery(p->stop);
-		if (e == hipErrorNotReady)
-			break; /* in issue order: later ones are usually not done either */
+	uint64_t now = tbp_now();
+
+	/* 1. Complete what finished.  Work on one stream finishes in order: after
+	 * the first unfinished op of a stream, skip that stream's later ones. */
+	hipStream_t blocked[MAX_BLOCKED_STREAMS];
+	size_t nblocked = 0;
+	for (size_t i = 0; i < nops; i++) {
+		struct timed_op *op = &ops[i];
+		if (op->done || !op->stop)
+			continue;
+		int skip = 0;
+		for (size_t b = 0; b < nblocked && !skip; b++)
+			skip = blocked[b] == op->stream;
+		if (skip)
+			continue;
+		hipError_t e = wait ? hip_real.EventSynchronize(op->stop) : hip_real.EventQuery(op->stop);
+		if (e == hipErrorNotReady) {
+			if (nblocked < MAX_BLOCKED_STREAMS)
+				blocked[nblocked++] = op->stream;
+			continue;
+		}
 		float ms_start = 0, ms_stop = 0;
 		if (e == hipSuccess)
-			e = hip_real.EventElapsedTime(&ms_start, ref_event, p->start);
+			e = hip_real.EventElapsedTime(&ms_start, ref_event, op->start);
 		if (e == hipSuccess)
-			e = hip_real.EventElapsedTime(&ms_stop, ref_event, p->stop);
-		if (e == hipSuccess) {
-			struct tbp_record rec = p->rec;
-			rec.stream_kind = TBP_STREAM_GPU;
-			rec.ts = to_host_ns(ms_start);
-			rec.u.v[0] = to_host_ns(ms_stop); /* TBP_GPU_FIELDS: end first */
-			if (rec.u.v[0] < rec.ts)
-				rec.u.v[0] = rec.ts;
-			tbp_emit(&rec);
-		} else {
+			e = hip_real.EventElapsedTime(&ms_stop, ref_event, op->stop);
+		event_put_locked(op->start);
+		event_put_locked(op->stop);
+		op->start = op->stop = NULL;
+		if (e != hipSuccess) {
 			dropped++;
+			op->done = -1; /* removed below */
+			continue;
 		}
-		event_put_locked(p->start);
-		event_put_locked(p->stop);
-		pending_head = (pending_head + 1) % PENDING_CAP;
-		pending_count--;
+		op->rec.stream_kind = TBP_STREAM_GPU;
+		op->rec.ts = to_host_ns(ms_start);
+		op->rec.u.v[0] = to_host_ns(ms_stop); /* TBP_GPU_FIELDS: end first */
+		if (op->rec.u.v[0] < op->rec.ts)
+			op->rec.u.v[0] = op->rec.ts;
+		op->done = 1;
 	}
+
+	/* 2. Release in time order up to the watermark: nothing unfinished (or
+	 * begun later) can start before its call began. */
+	uint64_t watermark = now;
+	for (size_t i = 0; i < nops; i++)
+		if (!ops[i].done && ops[i].t0 < watermark)
+			watermark = ops[i].t0;
+	watermark = watermark > ORDER_MARGIN_NS ? watermark - ORDER_MARGIN_NS : 0;
+	int all = 1;
+	for (size_t i = 0; i < nops; i++)
+		all &= ops[i].done != 0;
+	size_t keep = 0;
+	struct timed_op *done_ops = NULL;
+	size_t ndone = 0;
+	for (size_t i = 0; i < nops; i++)
+		ndone += ops[i].done == 1;
+	if (ndone)
+		done_ops = malloc(ndone * sizeof *done_ops);
+	size_t k = 0;
+	for (size_t i = 0; i < nops; i++) {
+		if (ops[i].done == 1 && done_ops && (all || ops[i].rec.ts <= watermark))
+			done_ops[k++] = ops[i];
+		else if (ops[i].done != -1)
+			ops[keep++] = ops[i];
+	}
+	nops = keep;
+	if (k) {
+		qsort(done_ops, k, sizeof *done_ops, cmp_ts);
+		for (size_t i = 0; i < k; i++)
+			stage_locked(&done_ops[i].rec);
+		pthread_cond_signal(&staged_cond);
+	}
+	free(done_ops);
+
 	/* Renew the reference while nothing depends on the old one. */
-	if (!pending_count && calibrated && TIMING_ON() && tbp_now() - ref_t0 > REBASE_NS)
+	if (!nops && calibrated && TIMING_ON() && tbp_now() - ref_t0 > REBASE_NS)
 		calibrate_locked();
+
 	uint64_t captured = __atomic_exchange_n(&untimed_capture, 0, __ATOMIC_RELAXED);
 	if (wait && captured) {
 		char msg[160];
@@ -334,6 +549,10 @@ void hip_timing_harvest(int wait)
 		tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_TEXT, msg);
 		dropped = 0;
 	}
+	/* Exit and device reset: everything must be in the buffers before the
+	 * writer's final drain (or the reset). */
+	if (wait)
+		wait_drained_locked(2000);
 	pthread_mutex_unlock(&timing_lock);
 	hip_last_error_restore(saved);
 }

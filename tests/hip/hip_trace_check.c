@@ -14,7 +14,8 @@
  * synchronous copies and copies from pageable memory, and synchronize
  * calls, return no earlier than the device work they wait for.
  *
- * --gpu: event timing was on.  There is one GPU record per successful
+ * --gpu: event timing was on.  GPU records are written in time order, and
+ * there is one GPU record per successful
  * launch, copy and memset (joined by correlation id) and one "[hipGraph]"
  * span per graph launch, and each brackets the true device interval the
  * way hipEvents recorded just before and just after the call must:
@@ -432,6 +433,13 @@ static void check_gpu(int want_gpu)
 		}
 	if (!have_clock)
 		FAIL("no bracketed CLOCK record for the event timeline");
+	/* Readers merge streams assuming each is in time order. */
+	for (size_t i = 1; i < gpus.n; i++)
+		if (gpus.v[i].tid == gpus.v[i - 1].tid && gpus.v[i].ts < gpus.v[i - 1].ts) {
+			FAIL("GPU record %zu starts %" PRIu64 " ns before the one written before it", i,
+			     gpus.v[i - 1].ts - gpus.v[i].ts);
+			break;
+		}
 	long want = count_calls(TBP_K_LAUNCH, 1, NULL) + count_calls(TBP_K_MEMCPY, 1, NULL) +
 		    count_calls(TBP_K_MEMSET, 1, NULL) + count_calls(TBP_K_API, 1, "hipGraphLaunch");
 	if ((long)gpus.n != want)
