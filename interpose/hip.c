@@ -50,9 +50,48 @@
 
 struct hip_real hip_real;
 
+/* Sonames to look in when the runtime is not in the global scope. */
+static const char *const hip_sonames[] = {
+	"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so",
+};
+
+/*
+ * The real function: the next definition in the global scope, else the
+ * already loaded runtime found by soname.  The second case is ROCm
+ * PyTorch's: Python loads libtorch_hip.so (and with it libamdhip64) with
+ * RTLD_LOCAL, so libtbprof's exported hooks are found first but RTLD_NEXT
+ * cannot see the runtime behind them.  Never one of our own wrappers.
+ */
+static void *hip_find_real(const char *name, const void *own_wrapper)
+{
+	void *p = tbp_real_dlsym(RTLD_NEXT, name);
+	for (size_t i = 0; !p && i < sizeof hip_sonames / sizeof *hip_sonames; i++) {
+		void *h = dlopen(hip_sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+		if (h) {
+			p = tbp_real_dlsym(h, name);
+			dlclose(h);
+		}
+	}
+	return p == own_wrapper ? NULL : p;
+}
+
 void *hip_resolve(const char *name)
 {
-	return tbp_real_dlsym(RTLD_NEXT, name);
+	return hip_find_real(name, NULL);
+}
+
+/* tbp_real_ensure for HIP entries (tbp_resolve_real knows CUDA's sonames). */
+static inline void *hip_real_ensure(const struct tbp_hook_entry *e)
+{
+	void *p = __atomic_load_n(e->real, __ATOMIC_ACQUIRE);
+	if (TBP_LIKELY(p != NULL))
+		return p;
+	int saved_errno = errno;
+	p = hip_find_real(e->name, e->wrapper);
+	errno = saved_errno;
+	if (p)
+		__atomic_store_n(e->real, p, __ATOMIC_RELEASE);
+	return p;
 }
 
 /* Once per process, at the first traced HIP call: the real entry points
@@ -546,7 +585,7 @@ static void after_get_function(hipError_t r, hipFunction_t *function, const char
 	};                                                                                       \
 	TBP_EXPORT hipError_t NAME PARAMS                                                        \
 	{                                                                                        \
-		hipError_t(*real_fn) PARAMS = (hipError_t(*) PARAMS)tbp_real_ensure(&hook_##NAME); \
+		hipError_t(*real_fn) PARAMS = (hipError_t(*) PARAMS)hip_real_ensure(&hook_##NAME); \
 		if (TBP_UNLIKELY(!real_fn))                                                      \
 			return hipErrorNotInitialized;                                           \
 		struct tbp_callstate cs;                                                         \
@@ -594,7 +633,8 @@ static register_function_fn real_register_function;
 TBP_EXPORT void *__hipRegisterFatBinary(const void *data)
 {
 	if (!real_register_fat_binary)
-		real_register_fat_binary = (void *(*)(const void *))hip_resolve("__hipRegisterFatBinary");
+		real_register_fat_binary = (void *(*)(const void *))hip_find_real(
+			"__hipRegisterFatBinary", (void *)__hipRegisterFatBinary);
 	return real_register_fat_binary ? real_register_fat_binary(data) : NULL;
 }
 
@@ -606,7 +646,8 @@ TBP_EXPORT void __hipRegisterFunction(void *modules, const void *hostFunction,
 				      void *blockDim, void *gridDim, int *wSize)
 {
 	if (!real_register_function)
-		real_register_function = (register_function_fn)hip_resolve("__hipRegisterFunction");
+		real_register_function = (register_function_fn)hip_find_real(
+			"__hipRegisterFunction", (void *)__hipRegisterFunction);
 	int saved_errno = errno;
 	tbp_names_register(hostFunction, deviceName ? deviceName : deviceFunction);
 	errno = saved_errno;
@@ -620,7 +661,7 @@ static hipError_t (*real_set_device)(int);
 TBP_EXPORT hipError_t hipSetDevice(int deviceId)
 {
 	if (!real_set_device) {
-		real_set_device = (hipError_t(*)(int))hip_resolve("hipSetDevice");
+		real_set_device = (hipError_t(*)(int))hip_find_real("hipSetDevice", (void *)hipSetDevice);
 		if (!real_set_device)
 			return hipErrorNotInitialized;
 	}
