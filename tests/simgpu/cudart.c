@@ -2314,3 +2314,102 @@ EXPORT const char *cudaGetErrorString(cudaError_t error)
 	default: return cudaGetErrorName(error);
 	}
 }
+
+/* ------------------------------------------------------------------ small extras */
+
+EXPORT cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+	static __thread enum cudaStreamCaptureMode current = cudaStreamCaptureModeGlobal;
+	if (!mode)
+		return set_error(cudaErrorInvalidValue);
+	enum cudaStreamCaptureMode old = current;
+	current = *mode;
+	*mode = old;
+	return cudaSuccess;
+}
+
+static bool valid_device(int d) { return d >= 0 && d < sim_cfg.device_count; }
+
+EXPORT cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice)
+{
+	if (!canAccessPeer)
+		return set_error(cudaErrorInvalidValue);
+	if (!valid_device(device) || !valid_device(peerDevice))
+		return set_error(cudaErrorInvalidDevice);
+	*canAccessPeer = device != peerDevice;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
+	if (!valid_device(peerDevice) || peerDevice == cur_device)
+		return set_error(cudaErrorInvalidDevice);
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceDisablePeerAccess(int peerDevice)
+{
+	if (!valid_device(peerDevice) || peerDevice == cur_device)
+		return set_error(cudaErrorInvalidDevice);
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device)
+{
+	if (!pciBusId || len <= 0)
+		return set_error(cudaErrorInvalidValue);
+	if (!valid_device(device))
+		return set_error(cudaErrorInvalidDevice);
+	snprintf(pciBusId, (size_t)len, "0000:%02x:00.0", 0x18 + device);
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
+{
+	if (!device)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = resolve_stream(hStream, false);
+	if (s)
+		*device = s->device;
+	pthread_mutex_unlock(&sim_lock);
+	return s ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
+}
+
+/* Memory placement hints: everything is host memory here, so they only validate. */
+EXPORT cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
+	unsigned int flags, cudaStream_t stream)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_alloc *e = alloc_find(devPtr);
+	bool ok = e && e->mem_kind == SIMGPU_MEM_MANAGED && (uintptr_t)devPtr + count <= e->base + e->size;
+	pthread_mutex_unlock(&sim_lock);
+	return ok ? cudaSuccess : set_error(cudaErrorInvalidValue);
+}
+
+EXPORT cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
+	struct cudaMemLocation location)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_alloc *e = alloc_find(devPtr);
+	bool ok = e && e->mem_kind == SIMGPU_MEM_MANAGED && (uintptr_t)devPtr + count <= e->base + e->size;
+	pthread_mutex_unlock(&sim_lock);
+	return ok ? cudaSuccess : set_error(cudaErrorInvalidValue);
+}
+
+EXPORT struct cudaChannelFormatDesc cudaCreateChannelDesc(int x, int y, int z, int w, enum cudaChannelFormatKind f)
+{
+	struct cudaChannelFormatDesc d = { .x = x, .y = y, .z = z, .w = w, .f = f };
+	return d;
+}
+
+/* The rest of the CUDA 13 runtime API (stubs.c) answers cudaErrorNotSupported. */
+cudaError_t sim_unsupported(const char *name)
+{
+	static atomic_bool warn_checked, warn;
+	if (!atomic_exchange(&warn_checked, true))
+		atomic_store(&warn, getenv("SIMGPU_WARN_UNSUPPORTED") != NULL);
+	if (atomic_load(&warn))
+		fprintf(stderr, "simgpu: %s is not simulated (cudaErrorNotSupported)\n", name);
+	return set_error(cudaErrorNotSupported);
+}

@@ -56,6 +56,9 @@ void *sim_map_get(const struct sim_map *m, uintptr_t key);
 void sim_map_put(struct sim_map *m, uintptr_t key, void *val);
 void sim_map_del(struct sim_map *m, uintptr_t key);
 
+/* Sets and returns cudaErrorNotSupported for an API simgpu does not simulate (stubs.c). */
+cudaError_t sim_unsupported(const char *name);
+
 /* Truth log (truth.c). */
 void sim_truth_init(void);
 void sim_emit(struct simgpu_op *op);  /* fills seq/pid/tid, logs, notifies observer */

@@ -300,6 +300,15 @@ static int test_errors(void)
 	EXPECT_OK(cudaRuntimeGetVersion(&v));
 	EXPECT(v == CUDART_VERSION, "runtime version %d", v);
 	(void)cudaGetLastError();
+
+	/* Not simulated: the call exists (programs load) and says so. */
+	EXPECT(cudaLaunchHostFunc(0, NULL, NULL) == cudaErrorNotSupported, "stubbed API");
+	EXPECT(cudaGetLastError() == cudaErrorNotSupported, "stub sets the last error");
+	struct cudaChannelFormatDesc cd = cudaCreateChannelDesc(8, 8, 0, 0, cudaChannelFormatKindUnsigned);
+	EXPECT(cd.x == 8 && cd.y == 8 && cd.f == cudaChannelFormatKindUnsigned, "channel desc by value");
+	enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+	EXPECT_OK(cudaThreadExchangeStreamCaptureMode(&mode));
+	EXPECT(mode == cudaStreamCaptureModeGlobal, "previous capture mode");
 	return tu_finish("errors");
 }
 
