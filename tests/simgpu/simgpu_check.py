@@ -49,6 +49,13 @@ def check_invariants(ops):
     # One stream is a queue: in enqueue order, each op starts after the previous one ended.
     # Enqueue order is seq order except between threads, where the call times tell.
     for key, lst in by_stream.items():
+        # FIFO: one thread's ops on a stream start in the order they were enqueued.
+        last = {}
+        for o in sorted(lst, key=lambda o: o["seq"]):
+            prev = last.get(o["tid"])
+            if prev is not None and o["start"] < prev["start"]:
+                problems.append(f"stream {key}: seq {o['seq']} starts before the earlier seq {prev['seq']}")
+            last[o["tid"]] = o
         lst.sort(key=lambda o: (o["start"], o["seq"]))
         for a, b in zip(lst, lst[1:]):
             if b["start"] < a["end"]:

@@ -312,6 +312,51 @@ static int test_errors(void)
 	return tu_finish("errors");
 }
 
+/* SIMGPU_DEVICE_COUNT=2: per-device legacy streams and synchronization, peer copies. */
+static int test_devices(void)
+{
+	int n = 0;
+	EXPECT_OK(cudaGetDeviceCount(&n));
+	EXPECT(n == 2, "two devices, got %d", n);
+	cudaStream_t blocking0;
+	EXPECT_OK(cudaStreamCreate(&blocking0));
+	EXPECT_OK(tu_launch(K_LONG, blocking0));
+	struct simgpu_op long0 = last_op();
+	char *d0, *d1;
+	EXPECT_OK(cudaMalloc((void **)&d0, 4096));
+
+	EXPECT_OK(cudaSetDevice(1));
+	int cur = -1;
+	EXPECT_OK(cudaGetDevice(&cur));
+	EXPECT(cur == 1, "current device %d", cur);
+	EXPECT_OK(cudaMalloc((void **)&d1, 4096));
+	EXPECT_OK(tu_launch(K_SHORT, 0));
+	struct simgpu_op legacy1 = last_op();
+	EXPECT(legacy1.device == 1 && legacy1.stream_id == LEGACY_ID, "device 1's legacy stream");
+	EXPECT(legacy1.start_ns < long0.end_ns, "device 1's legacy stream does not wait for device 0's streams");
+	EXPECT_OK(cudaDeviceSynchronize());
+	EXPECT(simgpu_now_ns() < long0.end_ns, "device sync waits for the current device only");
+	int can = 0;
+	EXPECT_OK(cudaDeviceCanAccessPeer(&can, 1, 0));
+	EXPECT(can == 1, "peer access");
+	EXPECT_OK(cudaMemset(d1, 7, 4096));
+	EXPECT_OK(cudaMemcpyPeer(d0, 0, d1, 1, 4096));
+	struct simgpu_op peer = last_op();
+	EXPECT(peer.copy_kind == SIMGPU_COPY_P2P && peer.bytes == 4096, "peer copy logged as PtoP");
+	EXPECT(cudaMemcpyPeer(d0, 0, d1, 2, 16) == cudaErrorInvalidDevice, "device 2 does not exist");
+	EXPECT_OK(cudaSetDevice(0));
+	EXPECT_OK(cudaDeviceSynchronize());
+	EXPECT(simgpu_now_ns() >= long0.end_ns, "device 0 sync waited for its stream");
+	char back[16];
+	EXPECT_OK(cudaMemcpy(back, d0, sizeof(back), cudaMemcpyDeviceToHost));
+	EXPECT(back[0] == 7 && back[15] == 7, "peer copy moved the bytes");
+	EXPECT_OK(cudaFree(d0));
+	EXPECT_OK(cudaFree(d1));
+	EXPECT_OK(cudaStreamDestroy(blocking0));
+	(void)cudaGetLastError();
+	return tu_finish("devices");
+}
+
 static int test_fork(void)
 {
 	/* Parent logs 2 ops before the fork (still buffered), the child 2, the parent 1 more. */
@@ -350,6 +395,8 @@ int main(int argc, char **argv)
 		return test_errors();
 	if (!strcmp(what, "fork"))
 		return test_fork();
-	fprintf(stderr, "usage: test_timeline legacy|copies|events|graph|errors|fork\n");
+	if (!strcmp(what, "devices"))
+		return test_devices();
+	fprintf(stderr, "usage: test_timeline legacy|copies|events|graph|errors|devices|fork\n");
 	return 3;
 }

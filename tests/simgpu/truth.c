@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -138,6 +139,9 @@ static void truth_flush_locked(void)
 	int saved_errno = errno;
 	int fd = open(sim_cfg.truth_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd >= 0) {
+		/* Several processes may share the file: one writer at a time, one header. */
+		while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
+			;
 		/* The header goes in once per file, by whoever finds it empty. */
 		if (!truth_header_checked) {
 			off_t end = lseek(fd, 0, SEEK_END);
