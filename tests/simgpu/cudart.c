@@ -1187,17 +1187,20 @@ static cudaError_t copy_common(const char *api, void *dst, const void *src, size
 	uint8_t ck = 0, sm = 0, dm = 0;
 	cudaError_t e;
 	if (rows) {
-		e = classify_copy(dst, src, dpitch * (rows - 1) + count, kind, &ck, &sm, &dm);
-		if (e == cudaSuccess) {
-			uint8_t ck2, sm2, dm2;
-			e = classify_copy(dst, src, 0, kind, &ck2, &sm2, &dm2);
-			/* Both pitched extents must fit. */
-			bool sdev = ck == SIMGPU_COPY_D2H || ck == SIMGPU_COPY_D2D;
-			if (e == cudaSuccess && total && sdev && !device_range_ok(src, spitch * (rows - 1) + count))
-				e = cudaErrorInvalidValue;
-		}
+		/* 2D: kinds first, then each device side against its own pitched extent. */
+		e = classify_copy(dst, src, 0, kind, &ck, &sm, &dm);
 		if (e == cudaSuccess && (count > dpitch || count > spitch))
 			e = cudaErrorInvalidPitchValue;
+		if (e == cudaSuccess && total) {
+			bool src_dev = ck == SIMGPU_COPY_D2H || ck == SIMGPU_COPY_D2D;
+			bool dst_dev = ck == SIMGPU_COPY_H2D || ck == SIMGPU_COPY_D2D;
+			if (!src || !dst)
+				e = cudaErrorInvalidValue;
+			else if (src_dev && !device_range_ok(src, spitch * (rows - 1) + count))
+				e = cudaErrorInvalidValue;
+			else if (dst_dev && !device_range_ok(dst, dpitch * (rows - 1) + count))
+				e = cudaErrorInvalidValue;
+		}
 	} else {
 		e = classify_copy(dst, src, count, kind, &ck, &sm, &dm);
 	}

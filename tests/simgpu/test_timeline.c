@@ -144,6 +144,17 @@ static int test_copies(void)
 	EXPECT_OK(cudaMemcpy2D(rows, 16, dev, 64, 16, 8, cudaMemcpyDeviceToHost));
 	EXPECT(last_op().bytes == 128, "2D bytes %llu", (unsigned long long)last_op().bytes);
 	EXPECT((unsigned char)rows[0] == 0xab && (unsigned char)rows[127] == 0xab, "2D copy moved memset bytes");
+	/* Pitches checked per side: a narrow source pitch inside a small allocation, a wide destination pitch. */
+	char *small;
+	EXPECT_OK(cudaMalloc((void **)&small, 8 * 16));
+	char wide[8 * 64];
+	EXPECT_OK(cudaMemcpy2D(wide, 64, small, 16, 16, 8, cudaMemcpyDeviceToHost));
+	EXPECT(cudaMemcpy2D(wide, 64, small, 32, 16, 8, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue,
+		"source pitch running past the allocation");
+	EXPECT(cudaMemcpy2D(wide, 8, small, 16, 16, 8, cudaMemcpyDeviceToHost) == cudaErrorInvalidPitchValue,
+		"width above the pitch");
+	(void)cudaGetLastError();
+	EXPECT_OK(cudaFree(small));
 
 	/* __device__ variable through the symbol APIs. */
 	static float shadow[4] = { 1, 2, 3, 4 };
