@@ -160,7 +160,7 @@ void an_device_breakdown(const struct analysis *a, const struct an_device *d, st
 			: (a->last_ts > a->first_ts ? a->last_ts - a->first_ts : 0);
 	b->busy_ns = un_window(a, &d->busy);
 	b->dm_ns = un_window(a, &d->dm);
-	b->active_ns = b->busy_ns - b->dm_ns;
+	b->active_ns = b->busy_ns > b->dm_ns ? b->busy_ns - b->dm_ns : 0;
 	b->idle_ns = b->window_ns > b->busy_ns ? b->window_ns - b->busy_ns : 0;
 	b->kernel_ns = un_window(a, &d->kern);
 	b->memset_ns = un_window(a, &d->set);
@@ -306,7 +306,10 @@ static void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint
 		s = a->hist_origin;
 	if (e <= s)
 		return;
-	/* Coarsen every stream together so one bin width serves the picture. */
+	/* Coarsen every stream together so one bin width serves the picture
+	 * (bounded: a nonsense timestamp must not overflow the width). */
+	if (e - a->hist_origin > (UINT64_MAX >> 12))
+		e = a->hist_origin + (UINT64_MAX >> 12);
 	while (e - a->hist_origin > (uint64_t)AN_HIST_BINS * a->hist_w) {
 		for (size_t i = 0; i < a->streams.n; i++) {
 			struct an_stream *x = VEC_AT(&a->streams, struct an_stream, i);
@@ -744,7 +747,7 @@ static void on_api(struct analysis *a, const struct tbp_record *r)
 			break;
 		d->allocs++;
 		d->alloc_bytes += m->bytes;
-		d->mem_cur += (int64_t)m->bytes;
+		d->mem_cur = (int64_t)((uint64_t)d->mem_cur + m->bytes); /* wraps, never traps */
 		if (d->mem_cur > 0 && (uint64_t)d->mem_cur > d->mem_peak)
 			d->mem_peak = (uint64_t)d->mem_cur;
 		if (m->ptr) {
@@ -782,7 +785,7 @@ static void on_api(struct analysis *a, const struct tbp_record *r)
 		struct an_device *d = get_device(a, ent->device);
 		if (d) {
 			d->frees++;
-			d->mem_cur -= (int64_t)ent->bytes;
+			d->mem_cur = (int64_t)((uint64_t)d->mem_cur - ent->bytes);
 		}
 		u64map_del(&st->allocs, fr->ptr);
 		uint64_t *fl = vec_push(&st->alloc_freelist);

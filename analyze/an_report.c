@@ -362,7 +362,7 @@ int an_report_json(const struct analysis *a, FILE *f)
 			fprintf(f, "%s{\"stream\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"active_ns\":%" PRIu64
 				   ",\"data_movement_ns\":%" PRIu64 ",\"idle_ns\":%" PRIu64 ",\"kernels\":%" PRIu64
 				   ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64 "}",
-				sf ? "" : ",", s->stream, busy, busy - dm, dm, b.window_ns > busy ? b.window_ns - busy : 0,
+				sf ? "" : ",", s->stream, busy, busy > dm ? busy - dm : 0, dm, b.window_ns > busy ? b.window_ns - busy : 0,
 				s->kernels, s->copies, s->sets);
 			sf = 0;
 		}

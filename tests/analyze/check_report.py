@@ -213,9 +213,28 @@ def part_bad_input(gen_path, tmp):
     check("flip.zst" in p.stderr and "offset" in p.stderr, f"bit flips: error line ({p.stderr.strip()})")
 
 
+def part_robust(gen_path, tmp):
+    """Valid records full of nonsense: no crash, no hang, valid JSON."""
+    first = None
+    for seed in range(1, 6):
+        trace, _ = gen(gen_path, tmp, "random", str(seed))
+        first = first or trace
+        run([trace])
+        rep = json.loads(run([trace, "--json", "--html", os.path.join(tmp, "r.html")]).stdout)
+        check(isinstance(rep["findings"], list), f"random {seed}: report JSON")
+        out = os.path.join(tmp, "r.json")
+        run(["export", "--format", "kineto", trace, "-o", out])
+        with open(out) as f:
+            json.load(f)
+        p = subprocess.run([TBANALYZE, "diff", first, trace, "--json"], capture_output=True, text=True, timeout=120)
+        check(p.returncode in (0, 1), f"random {seed}: diff exits 0 or 1 (got {p.returncode}: {p.stderr[-200:]})")
+        json.loads(p.stdout)
+
+
 def main():
     gen_path, part = sys.argv[1], sys.argv[2]
-    parts = {"report": part_report, "options": part_options, "text": part_text, "bad-input": part_bad_input}
+    parts = {"report": part_report, "options": part_options, "text": part_text, "bad-input": part_bad_input,
+             "robust": part_robust}
     extra = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_diff_export.py")
     if part not in parts:
         sys.path.insert(0, os.path.dirname(extra))

@@ -442,6 +442,66 @@ static void scen_cpu(void)
 	span(0, 900 * US, t + 10 * US, cp_main);
 }
 
+/* Robustness: syntactically valid records with nonsense in them — ends
+ * before starts, unknown ids, cyclic call paths, frames naming missing
+ * strings, huge sizes, frees of unknown pointers, unmatched correlations,
+ * markers out of pairs.  tbanalyze must not crash or hang on any of it. */
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t rnd(uint64_t n)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return n ? rng % n : rng;
+}
+
+static void scen_random(unsigned seed, int n)
+{
+	rng += seed * 0x2545F4914F6CDD1DULL;
+	/* Definitions: a few good, some referring to nothing, one cycle. */
+	common_defs();
+	for (int i = 0; i < 20; i++) {
+		struct tbp_record *c = push(&defs);
+		c->kind = TBP_K_CALLPATH;
+		c->u.callpath.id = 500 + i;
+		c->u.callpath.frame = rnd(40);
+		c->u.callpath.parent = i == 7 ? 507 : 500 + rnd(25); /* 507: its own parent */
+		struct tbp_record *f = push(&defs);
+		f->kind = TBP_K_PYFRAME;
+		f->u.pyframe.id = 600 + i;
+		f->u.pyframe.file = rnd(50);
+		f->u.pyframe.function = rnd(50);
+		f->u.pyframe.line = rnd(0);
+		struct tbp_record *nn = push(&defs);
+		nn->kind = TBP_K_NATIVE;
+		nn->u.native.id = 700 + i;
+		nn->u.native.pc = rnd(0);
+		nn->u.native.parent = 700 + rnd(22);
+	}
+	static const uint8_t kinds[] = {TBP_K_API, TBP_K_LAUNCH, TBP_K_MEMCPY, TBP_K_MEMSET, TBP_K_MALLOC,
+					TBP_K_FREE, TBP_K_SYNC, TBP_K_PY_SPAN, TBP_K_MARKER, TBP_K_LOST};
+	static const uint8_t gkinds[] = {TBP_K_GPU_KERNEL, TBP_K_GPU_MEMCPY, TBP_K_GPU_MEMSET, TBP_K_GPU_SYNC};
+	uint64_t t = 1000 * US;
+	for (int i = 0; i < n; i++) {
+		t += rnd(200 * US);
+		int gpu_side = rnd(2);
+		int th = (int)rnd(2);
+		struct tbp_record *r = gpu_side ? push(&gpu[th]) : push(&host[th]);
+		r->kind = gpu_side ? gkinds[rnd(4)] : kinds[rnd(sizeof kinds)];
+		r->tid = gpu_side ? (uint32_t)th : host_tid[th];
+		r->ts = t;
+		const struct tbp_kind_info *ki = tbp_kind_lookup(r->kind);
+		for (unsigned k = 0; ki && k < ki->nfields; k++) {
+			switch (rnd(4)) {
+			case 0: r->u.v[k] = rnd(8); break;
+			case 1: r->u.v[k] = 500 + rnd(30); break;
+			case 2: r->u.v[k] = t + rnd(400 * US) - 100 * US; break;
+			default: r->u.v[k] = rnd(0); break;
+			}
+		}
+	}
+}
+
 /* ------------------------------------------------------------ output */
 static int cmp_rec(const void *x, const void *y)
 {
@@ -684,6 +744,8 @@ int main(int argc, char **argv)
 		n_expect = w;
 	} else if (!strcmp(s, "cpu"))
 		scen_cpu();
+	else if (!strcmp(s, "random"))
+		scen_random((unsigned)iters, 3000);
 	else {
 		fprintf(stderr, "gen_planted: unknown scenario %s\n", s);
 		return 3;
