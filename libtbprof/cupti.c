@@ -878,18 +878,36 @@ static void after_fork_child(void)
  * hook, and their hooks may call tbp_cupti_start again. */
 static __thread int in_start __attribute__((tls_model("initial-exec")));
 
+/* Nonzero while some thread is inside tbp_cupti_start (set before it takes
+ * ctl_lock, so a thread that sees it can wait on that lock). */
+static int starting;
+
 void tbp_cupti_start(void)
 {
 	if (TBP_LIKELY(__atomic_load_n(&state, __ATOMIC_ACQUIRE) != CS_IDLE) || in_start)
 		return;
 	in_start = 1;
+	__atomic_add_fetch(&starting, 1, __ATOMIC_ACQ_REL);
 	pthread_mutex_lock(&ctl_lock);
 	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_IDLE) {
 		pthread_atfork(NULL, NULL, after_fork_child);
 		start_locked();
 	}
 	pthread_mutex_unlock(&ctl_lock);
+	__atomic_sub_fetch(&starting, 1, __ATOMIC_ACQ_REL);
 	in_start = 0;
+}
+
+/* A GPU call on another thread while CUPTI is being started waits for the
+ * start, so the work it makes is not run before the activity kinds are on
+ * (threads racing the first CUDA call would lose theirs).  Only CUDA's
+ * first-use hook starts CUPTI: HIP calls come here too. */
+static void wait_for_start(void)
+{
+	if (in_start || !__atomic_load_n(&starting, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&ctl_lock);
+	pthread_mutex_unlock(&ctl_lock);
 }
 
 void tbp_cupti_flush(void)
@@ -939,13 +957,9 @@ void tbp_gpu_call_enter(uint64_t corr)
 	uint32_t depth = push_depth++;
 	/* acquire: pairs with the release in start_locked, so `api` is set */
 	if (TBP_UNLIKELY(!__atomic_load_n(&pushing, __ATOMIC_ACQUIRE))) {
-		/* Not collecting.  If CUPTI was never started, start it here, or
-		 * wait while another thread starts it: GPU work this call makes
-		 * must not run before the activity kinds are on (threads racing
-		 * the first CUDA call would lose theirs). */
 		if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != CS_IDLE)
 			return;
-		tbp_cupti_start();
+		wait_for_start();
 		if (!__atomic_load_n(&pushing, __ATOMIC_ACQUIRE))
 			return;
 	}
