@@ -47,9 +47,10 @@ def have_nvidia_gpu():
 
 def our_kernels(trace_lines, trace, begin, end):
     out = subprocess.run([trace_lines, trace], capture_output=True, text=True, check=True)
-    kernels, api_corrs, clocks = [], set(), []
+    kernels, api_corrs, clocks, notices, strings = [], set(), [], [], {}
     for line in out.stdout.splitlines():
-        head = line.partition(" text=")[0].split(" ")
+        head, _, text = line.partition(" text=")
+        head = head.split(" ")
         f = {k: int(v) for k, _, v in (p.partition("=") for p in head[1:])}
         if head[0] == "gpu_kernel":
             kernels.append(f)
@@ -57,6 +58,12 @@ def our_kernels(trace_lines, trace, begin, end):
             api_corrs.add(f["corr"])
         elif head[0] == "clock":
             clocks.append(f)
+        elif head[0] == "notice":
+            notices.append(f)
+        elif head[0] == "string":
+            strings[f["id"]] = text
+    for n in notices:  # why a trace has no GPU timeline, if it has none
+        print("trace notice (code %d): %s" % (n["code"], strings.get(n["message"], "?")))
     inside = [k for k in kernels if begin <= k["ts"] and k["end"] <= end]
     joined = sum(1 for k in inside if k["corr"] in api_corrs)
     return inside, joined, clocks
