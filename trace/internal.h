@@ -30,14 +30,12 @@
  * decoded (to keep delta state) but dropped. */
 #define TBP_SCHEMA_MAX_KIND 255u
 #define TBP_SCHEMA_MAX_FIELDS 64u
+/* ts, the fields, and for blob kinds the lengths and the bytes. */
+#define TBP_SCHEMA_MAX_COLUMNS (TBP_SCHEMA_MAX_FIELDS + 3u)
 #define TBP_MAX_FRAME_CONTENT (256u << 20)   /* decompressed bytes per frame */
 #define TBP_MAX_FRAME_COMPRESSED (512u << 20)
 #define TBP_MAX_HEADER_FRAME (1u << 20)
 
-/* Writer's fixed-width record-count slot in a chunk header: a varint padded
- * with continuation bytes to 4 bytes (so the count can be patched in place). */
-#define TBP_COUNT_SLOT 4
-#define TBP_MAX_CHUNK_RECORDS ((1u << 28) - 1)
 
 /* Schema flags byte (per kind, in the header). */
 #define TBP_SCHEMA_HAS_BLOB 0x01u

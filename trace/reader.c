@@ -40,14 +40,23 @@ struct tbp_reader {
 	uint64_t frame_off;
 	uint64_t frame_index;
 
-	/* Current chunk. */
+	/* Current chunk: a cursor into the kinds column, and per kind present
+	 * a cursor and end for each of its columns (offsets into content). */
 	uint64_t chunk_left, chunk_index, record_index;
 	unsigned stream_kind;
 	uint64_t stream_id;
-
-	uint32_t gen;
-	uint32_t kind_gen[TBP_SCHEMA_MAX_KIND + 1];
+	size_t kinds_pos, chunk_end;
+	uint8_t present[TBP_SCHEMA_MAX_KIND + 1];
+	unsigned npresent;
+	uint32_t count[TBP_SCHEMA_MAX_KIND + 1];
+	uint32_t col_pos[TBP_SCHEMA_MAX_KIND + 1][TBP_SCHEMA_MAX_COLUMNS];
+	uint32_t col_end[TBP_SCHEMA_MAX_KIND + 1][TBP_SCHEMA_MAX_COLUMNS];
 	uint64_t prev[TBP_SCHEMA_MAX_KIND + 1][1 + TBP_SCHEMA_MAX_FIELDS];
+
+	/* A complete file ends with the writer's seek table; then a frame
+	 * that runs past the end was damaged, not cut short. */
+	int complete;
+	uint64_t seek_off;
 
 	int status;        /* sticky: TBP_END or an error once reached */
 	uint64_t err_off;
@@ -137,13 +146,14 @@ static struct tbp_reader *reader_new(const char *name)
 		return NULL;
 	r->name = strdup(name ? name : "(memory)");
 	r->fd = -1;
-	r->gen = 1;
 	if (!r->name) {
 		free(r);
 		return NULL;
 	}
 	return r;
 }
+
+static void detect_complete(struct tbp_reader *r);
 
 static int read_header(struct tbp_reader *r)
 {
@@ -154,6 +164,7 @@ static int read_header(struct tbp_reader *r)
 		return fail(r, TBP_ERR_EMPTY, 0, "%s", "");
 	if (have < 4 || tbp_get_le32(r->buf + r->pos) != TBP_MAGIC_HEADER_FRAME)
 		return fail(r, TBP_ERR_NOT_TRACE, 0, "%s", "no tbprof header at the start of the file");
+	detect_complete(r);
 	if (have < 8)
 		return fail(r, TBP_ERR_TRUNCATED, 0, "trace truncated inside the header");
 	uint32_t size = tbp_get_le32(r->buf + r->pos + 4);
@@ -163,7 +174,8 @@ static int read_header(struct tbp_reader *r)
 	if (have < 0)
 		return r->status;
 	if ((size_t)have < 8 + (size_t)size)
-		return fail(r, TBP_ERR_TRUNCATED, 0, "trace truncated inside the header");
+		return fail(r, r->complete ? TBP_ERR_CORRUPT : TBP_ERR_TRUNCATED, 0,
+			r->complete ? "header frame size runs past the end" : "trace truncated inside the header");
 	const char *why = "";
 	int rc = tbp_header_parse(r->buf + r->pos + 8, size, &r->hdr, &r->schema, &why);
 	if (rc == TBP_ERR_VERSION)
@@ -218,6 +230,70 @@ int tbp_reader_open(struct tbp_reader **out, const char *path)
 	return read_header(r);
 }
 
+/* Looks for the seek table at the end of the input (doc 4): present and
+ * well-formed means the writer closed the file, so it is complete. */
+static void detect_complete(struct tbp_reader *r)
+{
+	uint8_t tail[8], head[8];
+	uint64_t size;
+	if (r->fd < 0) {
+		size = r->buf_len;
+		if (size < 16)
+			return;
+		memcpy(tail, r->buf + size - 8, 8);
+	} else {
+		struct stat sb;
+		if (fstat(r->fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < 16)
+			return;
+		size = (uint64_t)sb.st_size;
+		if (pread(r->fd, tail, 8, (off_t)(size - 8)) != 8)
+			return;
+	}
+	if (memcmp(tail + 4, "TBSK", 4))
+		return;
+	uint64_t table = 24 * (uint64_t)tbp_get_le32(tail) + 8;
+	if (table + 8 > size)
+		return;
+	uint64_t at = size - table - 8;
+	if (r->fd < 0)
+		memcpy(head, r->buf + at, 8);
+	else if (pread(r->fd, head, 8, (off_t)at) != 8)
+		return;
+	if (tbp_get_le32(head) != TBP_MAGIC_SEEK_FRAME || tbp_get_le32(head + 4) != table)
+		return;
+	r->complete = 1;
+	r->seek_off = at;
+}
+
+/* ZSTD_findFrameCompressedSize() says "needs more input" both when the
+ * file ends inside the frame and when a damaged block header claims a size
+ * past the end.  Walk the block headers (RFC 8878 3.1) to tell them apart:
+ * a block larger than the format allows, or of the reserved type, is
+ * damage.  Returns 1 for damage, 0 for "plausibly cut short". */
+static int frame_damaged(const uint8_t *p, size_t n)
+{
+	if (n < 6)
+		return 0;
+	uint8_t fhd = p[4];
+	if (fhd & 0x08)
+		return 1; /* reserved bit */
+	unsigned fcs_flag = fhd >> 6, single = (fhd >> 5) & 1, did_flag = fhd & 3;
+	static const unsigned did_size[4] = {0, 1, 2, 4};
+	static const unsigned fcs_size[4] = {0, 2, 4, 8};
+	size_t off = 5 + (single ? 0 : 1) + did_size[did_flag] + (fcs_flag == 0 ? single : fcs_size[fcs_flag]);
+	while (off + 3 <= n) {
+		uint32_t bh = (uint32_t)p[off] | (uint32_t)p[off + 1] << 8 | (uint32_t)p[off + 2] << 16;
+		unsigned last = bh & 1, type = (bh >> 1) & 3;
+		uint32_t bsize = bh >> 3;
+		if (type == 3 || bsize > ZSTD_BLOCKSIZE_MAX)
+			return 1;
+		off += 3 + (type == 1 ? 1 : bsize);
+		if (last)
+			return 0;
+	}
+	return 0;
+}
+
 /* Move to the next data frame: skip skippable frames, decompress one zstd
  * frame into r->content.  Returns TBP_OK, TBP_END or an error. */
 static int next_frame(struct tbp_reader *r)
@@ -241,7 +317,8 @@ static int next_frame(struct tbp_reader *r)
 			if (rc < 0)
 				return r->status;
 			if (rc > 0)
-				return fail(r, TBP_ERR_TRUNCATED, off, "skippable frame of %u bytes incomplete", size);
+				return fail(r, r->complete ? TBP_ERR_CORRUPT : TBP_ERR_TRUNCATED, off,
+					"skippable frame of %u bytes runs past the end", size);
 			continue;
 		}
 		if (magic != TBP_MAGIC_ZSTD)
@@ -256,8 +333,14 @@ static int next_frame(struct tbp_reader *r)
 				break;
 			if (ZSTD_getErrorCode(fsize) != ZSTD_error_srcSize_wrong)
 				return fail(r, TBP_ERR_CORRUPT, off, "bad zstd frame: %s", ZSTD_getErrorName(fsize));
-			if (r->eof && (size_t)have == r->buf_len - r->pos)
+			if (r->eof && (size_t)have == r->buf_len - r->pos) {
+				if (r->complete)
+					return fail(r, TBP_ERR_CORRUPT, off,
+						"frame runs past the end of a complete trace (damaged block header)");
+				if (frame_damaged(r->buf + r->pos, (size_t)have))
+					return fail(r, TBP_ERR_CORRUPT, off, "damaged zstd block header");
 				return fail(r, TBP_ERR_TRUNCATED, off, "last frame incomplete");
+			}
 			if (need >= TBP_MAX_FRAME_COMPRESSED)
 				return fail(r, TBP_ERR_CORRUPT, off, "frame larger than %u bytes", TBP_MAX_FRAME_COMPRESSED);
 			need = need < READ_AHEAD ? READ_AHEAD : 2 * need;
@@ -265,6 +348,8 @@ static int next_frame(struct tbp_reader *r)
 			if (have < 0)
 				return r->status;
 		}
+		if (r->complete && off < r->seek_off && off + fsize > r->seek_off)
+			return fail(r, TBP_ERR_CORRUPT, off, "frame overlaps the seek table (damaged block header)");
 		const uint8_t *src = r->buf + r->pos;
 		unsigned long long csize = ZSTD_getFrameContentSize(src, fsize);
 		if (csize == ZSTD_CONTENTSIZE_ERROR)
@@ -331,26 +416,117 @@ static int bad_record(struct tbp_reader *r, const char *what)
 		(unsigned long long)r->record_index, what);
 }
 
+static int bad_chunk(struct tbp_reader *r, const char *what)
+{
+	return fail(r, TBP_ERR_CORRUPT, r->frame_off, "frame %llu chunk %llu: %s",
+		(unsigned long long)r->frame_index - 1, (unsigned long long)r->chunk_index - 1, what);
+}
+
+static unsigned ncolumns(const struct tbp_schema_entry *se)
+{
+	return 1u + se->nfields + (se->has_blob ? 2u : 0u);
+}
+
+/* Parse a chunk header and locate its columns (doc/trace-format.md 3.1). */
+static int open_chunk(struct tbp_reader *r)
+{
+	const uint8_t *base = r->content, *p = base + r->cpos, *end = base + r->content_len;
+	uint64_t sk, sid, count;
+	r->chunk_index++;
+	r->record_index = 0;
+	if (tbp_get_varint(&p, end, &sk) || tbp_get_varint(&p, end, &sid) || tbp_get_varint(&p, end, &count))
+		return bad_chunk(r, "chunk header runs past the frame");
+	/* Every record takes at least two bytes (its kind and its ts). */
+	if (sk > 255 || count > (uint64_t)(end - p) / 2)
+		return bad_chunk(r, "impossible chunk header");
+	r->stream_kind = (unsigned)sk;
+	r->stream_id = sid;
+	r->chunk_left = count;
+	r->kinds_pos = (size_t)(p - base);
+	/* Kinds column: count the records of each kind. */
+	for (unsigned i = 0; i < r->npresent; i++)
+		r->count[r->present[i]] = 0;
+	r->npresent = 0;
+	for (uint64_t i = 0; i < count; i++) {
+		uint64_t kind;
+		if (tbp_get_varint(&p, end, &kind))
+			return bad_chunk(r, "kinds column runs past the frame");
+		if (kind > TBP_SCHEMA_MAX_KIND || !r->schema.kind[kind].present)
+			return bad_chunk(r, "record kind not in the header's schema");
+		if (r->count[kind]++ == 0)
+			r->present[r->npresent++] = (uint8_t)kind;
+	}
+	/* Column sections follow in increasing kind order. */
+	for (unsigned i = 1; i < r->npresent; i++)
+		for (unsigned j = i; j > 0 && r->present[j - 1] > r->present[j]; j--) {
+			uint8_t t = r->present[j];
+			r->present[j] = r->present[j - 1];
+			r->present[j - 1] = t;
+		}
+	for (unsigned i = 0; i < r->npresent; i++) {
+		unsigned k = r->present[i];
+		const struct tbp_schema_entry *se = &r->schema.kind[k];
+		unsigned nc = ncolumns(se);
+		for (unsigned c = 0; c < nc; c++) {
+			uint64_t len;
+			if (tbp_get_varint(&p, end, &len) || len > (uint64_t)(end - p))
+				return bad_chunk(r, "column runs past the frame");
+			r->col_pos[k][c] = (uint32_t)(p - base);
+			r->col_end[k][c] = (uint32_t)(p - base + len);
+			p += len;
+		}
+		memset(r->prev[k], 0, sizeof r->prev[k]);
+	}
+	r->chunk_end = (size_t)(p - base);
+	return TBP_OK;
+}
+
+/* After the last record: every column must have been used up exactly. */
+static int close_chunk(struct tbp_reader *r)
+{
+	for (unsigned i = 0; i < r->npresent; i++) {
+		unsigned k = r->present[i];
+		unsigned nc = ncolumns(&r->schema.kind[k]);
+		for (unsigned c = 0; c < nc; c++)
+			if (r->col_pos[k][c] != r->col_end[k][c])
+				return bad_chunk(r, "column longer than its records");
+	}
+	r->cpos = r->chunk_end;
+	return TBP_OK;
+}
+
+static inline int column_varint(struct tbp_reader *r, unsigned k, unsigned c, uint64_t *v)
+{
+	uint32_t pos = r->col_pos[k][c];
+	/* Most deltas fit in one byte: skip the general loop for them. */
+	if (pos < r->col_end[k][c] && r->content[pos] < 0x80) {
+		*v = r->content[pos];
+		r->col_pos[k][c] = pos + 1;
+		return 0;
+	}
+	const uint8_t *p = r->content + pos;
+	if (tbp_get_varint(&p, r->content + r->col_end[k][c], v))
+		return -1;
+	r->col_pos[k][c] = (uint32_t)(p - r->content);
+	return 0;
+}
+
 /* Decode one record; returns TBP_OK (known kind, *rec filled), TBP_END
  * meaning "skipped a kind this reader does not know", or an error. */
 static int decode_record(struct tbp_reader *r, struct tbp_record *rec)
 {
-	const uint8_t *p = r->content + r->cpos, *end = r->content + r->content_len;
+	const uint8_t *p = r->content + r->kinds_pos;
 	uint64_t kind;
-	if (tbp_get_varint(&p, end, &kind))
-		return bad_record(r, "kind runs past the frame");
-	if (kind > TBP_SCHEMA_MAX_KIND || !r->schema.kind[kind].present)
-		return bad_record(r, "kind not in the header's schema");
-	const struct tbp_schema_entry *se = &r->schema.kind[kind];
-	uint64_t *prev = r->prev[kind];
-	if (r->kind_gen[kind] != r->gen) {
-		memset(prev, 0, sizeof r->prev[kind]);
-		r->kind_gen[kind] = r->gen;
-	}
+	if (tbp_get_varint(&p, r->content + r->content_len, &kind) || kind > TBP_SCHEMA_MAX_KIND)
+		return bad_record(r, "bad kind"); /* checked in open_chunk: cannot happen */
+	r->kinds_pos = (size_t)(p - r->content);
+	unsigned k = (unsigned)kind;
+	const struct tbp_schema_entry *se = &r->schema.kind[k];
+	uint64_t *prev = r->prev[k];
 	for (unsigned i = 0; i <= se->nfields; i++) {
 		uint64_t z;
-		if (tbp_get_varint(&p, end, &z))
-			return bad_record(r, "field runs past the frame");
+		if (column_varint(r, k, i, &z))
+			return bad_record(r, "column shorter than its records");
 		if (i == 1 && se->end_from_ts)
 			prev[1] = prev[0] + tbp_unzigzag(z);
 		else
@@ -359,20 +535,20 @@ static int decode_record(struct tbp_reader *r, struct tbp_record *rec)
 	const uint8_t *blob = NULL;
 	uint64_t blob_len = 0;
 	if (se->has_blob) {
-		if (tbp_get_varint(&p, end, &blob_len) || blob_len > (uint64_t)(end - p))
-			return bad_record(r, "blob runs past the frame");
-		blob = p;
-		p += blob_len;
+		unsigned lc = 1 + se->nfields, bc = lc + 1;
+		if (column_varint(r, k, lc, &blob_len) || blob_len > r->col_end[k][bc] - r->col_pos[k][bc])
+			return bad_record(r, "blob runs past its column");
+		blob = r->content + r->col_pos[k][bc];
+		r->col_pos[k][bc] += (uint32_t)blob_len;
 	}
-	r->cpos = (size_t)(p - r->content);
 	r->record_index++;
 
-	const struct tbp_kind_info *ki = tbp_kind_lookup((unsigned)kind);
+	const struct tbp_kind_info *ki = tbp_kind_lookup(k);
 	if (!ki)
 		return TBP_END; /* a newer writer's kind: skipped */
 	unsigned n = se->nfields < ki->nfields ? se->nfields : ki->nfields;
 	memset(rec, 0, sizeof *rec);
-	rec->kind = (uint8_t)kind;
+	rec->kind = (uint8_t)k;
 	rec->stream_kind = (uint8_t)r->stream_kind;
 	rec->nfields = (uint16_t)n;
 	rec->tid = (uint32_t)r->stream_id;
@@ -391,31 +567,24 @@ int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
 		if (r->status)
 			return r->status;
 		if (r->chunk_left > 0) {
-			r->chunk_left--;
 			int rc = decode_record(r, rec);
-			if (rc == TBP_OK || tbp_is_error(rc))
+			if (tbp_is_error(rc))
 				return rc;
-			continue;
+			if (--r->chunk_left == 0) {
+				int crc = close_chunk(r);
+				if (crc != TBP_OK)
+					return crc;
+			}
+			if (rc == TBP_OK)
+				return TBP_OK;
+			continue; /* skipped a kind this reader does not know */
 		}
 		if (r->cpos < r->content_len) {
-			const uint8_t *p = r->content + r->cpos, *end = r->content + r->content_len;
-			uint64_t sk, sid, count;
-			r->chunk_index++;
-			r->record_index = 0;
-			if (tbp_get_varint(&p, end, &sk) || tbp_get_varint(&p, end, &sid) ||
-			    tbp_get_varint(&p, end, &count))
-				return bad_record(r, "chunk header runs past the frame");
-			/* Every record takes at least two bytes (kind, ts). */
-			if (sk > 255 || count > (uint64_t)(end - p) / 2)
-				return bad_record(r, "impossible chunk header");
-			r->stream_kind = (unsigned)sk;
-			r->stream_id = sid;
-			r->chunk_left = count;
-			r->cpos = (size_t)(p - r->content);
-			if (++r->gen == 0) {
-				memset(r->kind_gen, 0, sizeof r->kind_gen);
-				r->gen = 1;
-			}
+			int rc = open_chunk(r);
+			if (rc != TBP_OK)
+				return rc;
+			if (r->chunk_left == 0 && (rc = close_chunk(r)) != TBP_OK)
+				return rc;
 			continue;
 		}
 		int rc = next_frame(r);

@@ -1,8 +1,14 @@
 /*
- * Trace writer: encodes records into a frame buffer (chunks of one stream
- * each, fields delta + zigzag + varint coded), compresses the buffer into
- * one checksummed zstd frame at every flush and writes it.  One writer
- * thread owns a writer; nothing here takes locks or mallocs per record.
+ * Trace writer.  Records are grouped in chunks (one stream each) and laid
+ * out column by column inside a chunk: the kinds of all records, then per
+ * kind its timestamps, then each field, then blobs; every value is the
+ * zigzag varint of its delta from the previous record of the same kind.
+ * Columns put similar bytes next to each other, which is what lets zstd
+ * make a repeated name, grid or +1 correlation id nearly free (a record
+ * layout interleaves them with timestamps and compresses ~1.8x worse).
+ * At every flush the frame's bytes are compressed into one checksummed
+ * zstd frame and written.  One writer thread owns a writer; buffers grow
+ * geometrically and are reused, so nothing mallocs per record.
  * doc/trace-format.md describes the bytes.
  */
 #include <errno.h>
@@ -14,16 +20,33 @@
 
 #include "internal.h"
 
-/* A frame is flushed by itself once its raw bytes pass this size, which
- * bounds both the writer's buffers and the reader's memory per frame. */
+/* A frame is flushed by itself once its raw bytes would pass this size,
+ * which bounds the writer's buffers and the reader's memory per frame. */
 #define FRAME_AUTO_FLUSH (8u << 20)
 #define RAW_INITIAL (1u << 20)
-/* Worst case of one record without its blob: kind, ts, every field. */
-#define RECORD_MAX (TBP_VARINT_MAX * (2 + TBP_MAX_FIELDS) + TBP_VARINT_MAX)
-#define CHUNK_HEADER_MAX (2 * TBP_VARINT_MAX + TBP_COUNT_SLOT)
+#define COLUMN_INITIAL 1024u
+/* Worst case of one record without its blob: kind, ts, every field, and
+ * the blob length. */
+#define RECORD_MAX (TBP_VARINT_MAX * (3 + TBP_MAX_FIELDS))
+#define CHUNK_HEADER_MAX (3 * TBP_VARINT_MAX)
+/* Keeps any single record far below the reader's frame-content limit. */
+#define TBP_MAX_BLOB (64u << 20)
 
 struct seek_entry {
 	uint64_t offset, first_ts, records;
+};
+
+/* The columns of one kind in the open chunk: column c lives at
+ * buf[c * cap, c * cap + len[c]).  Column 0 is ts, 1..nfields the fields,
+ * then (blob kinds) the blob lengths; blob bytes go to `blob`. */
+struct kind_columns {
+	uint8_t *buf;
+	uint32_t cap;
+	uint32_t len[TBP_MAX_FIELDS + 2];
+	uint8_t ncols;
+	uint32_t count;   /* records of this kind in the open chunk */
+	uint8_t *blob;
+	size_t blob_len, blob_cap;
 };
 
 struct tbp_writer {
@@ -39,14 +62,14 @@ struct tbp_writer {
 	int in_chunk;
 	unsigned chunk_stream_kind;
 	uint64_t chunk_stream_id;
-	size_t chunk_start;      /* offset in raw of the chunk header */
-	size_t chunk_count_pos;  /* offset in raw of the record-count slot */
 	uint32_t chunk_records;
+	size_t chunk_bytes;      /* column bytes so far (for the frame limit) */
+	uint8_t *kinds;          /* kinds column */
+	size_t kinds_len, kinds_cap;
+	uint8_t present[TBP_K__MAX]; /* kinds with records in the chunk */
+	unsigned npresent;
 
-	/* Delta state per kind, reset at each chunk: kind_gen[k] != gen means
-	 * "all zero", so starting a chunk costs nothing per kind. */
-	uint32_t gen;
-	uint32_t kind_gen[TBP_K__MAX];
+	struct kind_columns cols[TBP_K__MAX];
 	uint64_t prev[TBP_K__MAX][1 + TBP_MAX_FIELDS];
 	uint8_t end_from_ts[TBP_K__MAX];  /* schema flag, per kind */
 
@@ -90,18 +113,43 @@ static int write_skippable(struct tbp_writer *w, uint32_t magic, const uint8_t *
 	return rc;
 }
 
-static int reserve_raw(struct tbp_writer *w, size_t extra)
+/* Grow *buf so that `extra` more bytes fit after `len`. */
+static int reserve(uint8_t **buf, size_t *cap, size_t len, size_t extra, size_t initial)
 {
-	if (w->raw_cap - w->raw_len >= extra)
+	if (*cap - len >= extra)
 		return TBP_OK;
-	size_t cap = w->raw_cap ? w->raw_cap : RAW_INITIAL;
-	while (cap - w->raw_len < extra)
-		cap *= 2;
-	uint8_t *p = realloc(w->raw, cap);
+	size_t ncap = *cap ? *cap : initial;
+	while (ncap - len < extra)
+		ncap *= 2;
+	uint8_t *p = realloc(*buf, ncap);
 	if (!p)
 		return TBP_ERR_NOMEM;
-	w->raw = p;
-	w->raw_cap = cap;
+	*buf = p;
+	*cap = ncap;
+	return TBP_OK;
+}
+
+/* Make room for `extra` more bytes in every column of kind k. */
+static int reserve_columns(struct kind_columns *kc, uint32_t extra)
+{
+	uint32_t need = 0;
+	for (unsigned c = 0; c < kc->ncols; c++)
+		if (kc->len[c] > need)
+			need = kc->len[c];
+	need += extra;
+	if (need <= kc->cap)
+		return TBP_OK;
+	uint32_t ncap = kc->cap ? kc->cap : COLUMN_INITIAL;
+	while (ncap < need)
+		ncap *= 2;
+	uint8_t *nbuf = malloc((size_t)ncap * kc->ncols);
+	if (!nbuf)
+		return TBP_ERR_NOMEM;
+	for (unsigned c = 0; kc->buf && c < kc->ncols; c++)
+		memcpy(nbuf + (size_t)c * ncap, kc->buf + (size_t)c * kc->cap, kc->len[c]);
+	free(kc->buf);
+	kc->buf = nbuf;
+	kc->cap = ncap;
 	return TBP_OK;
 }
 
@@ -116,18 +164,20 @@ int tbp_writer_open_fd(struct tbp_writer **out, int fd, const struct tbp_writer_
 		return TBP_ERR_NOMEM;
 	}
 	w->fd = fd;
-	w->gen = 1;
 	for (unsigned k = 0; k < TBP_K__MAX; k++) {
 		const struct tbp_kind_info *ki = tbp_kind_lookup(k);
-		w->end_from_ts[k] = ki && (tbp_kind_schema_flags(ki) & TBP_SCHEMA_END_FROM_TS);
+		if (!ki)
+			continue;
+		w->end_from_ts[k] = (tbp_kind_schema_flags(ki) & TBP_SCHEMA_END_FROM_TS) != 0;
+		w->cols[k].ncols = (uint8_t)(1 + ki->nfields + (ki->has_blob ? 1 : 0));
 	}
 	w->features = opts ? opts->features : 0;
-	/* Level 1 by default: on delta-coded records it compresses better than
-	 * 3 and at twice the speed (bench/trace measures both). */
+	/* Level 1 by default: on delta-coded columns it compresses as well as
+	 * 3 at twice the speed (bench/trace measures both). */
 	int level = opts && opts->compression_level ? opts->compression_level : 1;
 	w->cctx = ZSTD_createCCtx();
 	int rc = TBP_ERR_NOMEM;
-	if (!w->cctx || reserve_raw(w, RAW_INITIAL) != TBP_OK)
+	if (!w->cctx || reserve(&w->raw, &w->raw_cap, 0, RAW_INITIAL, RAW_INITIAL) != TBP_OK)
 		goto fail;
 	if (ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_compressionLevel, level)) ||
 	    ZSTD_isError(ZSTD_CCtx_setParameter(w->cctx, ZSTD_c_checksumFlag, 1)) ||
@@ -174,36 +224,29 @@ int tbp_writer_open(struct tbp_writer **out, const char *path, const struct tbp_
 
 static void start_chunk(struct tbp_writer *w, unsigned stream_kind, uint64_t stream_id)
 {
-	/* reserve_raw(CHUNK_HEADER_MAX) was done by the caller. */
-	w->chunk_start = w->raw_len;
-	uint8_t *p = w->raw + w->raw_len;
-	p += tbp_put_varint(p, stream_kind);
-	p += tbp_put_varint(p, stream_id);
-	w->chunk_count_pos = (size_t)(p - w->raw);
-	w->raw_len = w->chunk_count_pos + TBP_COUNT_SLOT;
 	w->in_chunk = 1;
 	w->chunk_stream_kind = stream_kind;
 	w->chunk_stream_id = stream_id;
 	w->chunk_records = 0;
-	if (++w->gen == 0) {
-		memset(w->kind_gen, 0, sizeof w->kind_gen);
-		w->gen = 1;
-	}
+	w->chunk_bytes = 0;
+	w->kinds_len = 0;
+	w->npresent = 0;
 }
 
 int tbp_writer_begin_chunk(struct tbp_writer *w, unsigned stream_kind, uint64_t stream_id)
 {
 	if (!w)
 		return TBP_ERR_ARG;
-	if (w->in_chunk)
-		tbp_writer_end_chunk(w);
-	int rc = reserve_raw(w, CHUNK_HEADER_MAX);
-	if (rc != TBP_OK)
-		return rc;
+	if (w->in_chunk) {
+		int rc = tbp_writer_end_chunk(w);
+		if (rc != TBP_OK)
+			return rc;
+	}
 	start_chunk(w, stream_kind, stream_id);
 	return TBP_OK;
 }
 
+/* Assemble the open chunk's columns into the frame buffer. */
 int tbp_writer_end_chunk(struct tbp_writer *w)
 {
 	if (!w)
@@ -211,15 +254,59 @@ int tbp_writer_end_chunk(struct tbp_writer *w)
 	if (!w->in_chunk)
 		return TBP_OK;
 	w->in_chunk = 0;
-	if (w->chunk_records == 0) {
-		w->raw_len = w->chunk_start; /* an empty chunk carries nothing */
-		return TBP_OK;
+	if (w->chunk_records == 0)
+		return TBP_OK; /* an empty chunk carries nothing */
+	/* Kinds in increasing order (few: insertion sort). */
+	for (unsigned i = 1; i < w->npresent; i++)
+		for (unsigned j = i; j > 0 && w->present[j - 1] > w->present[j]; j--) {
+			uint8_t t = w->present[j];
+			w->present[j] = w->present[j - 1];
+			w->present[j - 1] = t;
+		}
+	size_t need = CHUNK_HEADER_MAX + w->kinds_len;
+	for (unsigned i = 0; i < w->npresent; i++) {
+		const struct kind_columns *kc = &w->cols[w->present[i]];
+		for (unsigned c = 0; c < kc->ncols; c++)
+			need += TBP_VARINT_MAX + kc->len[c];
+		need += TBP_VARINT_MAX + kc->blob_len;
 	}
-	/* Padded varint: continuation bits on all but the last slot byte. */
-	uint8_t *p = w->raw + w->chunk_count_pos;
-	uint32_t n = w->chunk_records;
-	for (int i = 0; i < TBP_COUNT_SLOT; i++, n >>= 7)
-		p[i] = (uint8_t)((n & 0x7f) | (i < TBP_COUNT_SLOT - 1 ? 0x80 : 0));
+	int rc = reserve(&w->raw, &w->raw_cap, w->raw_len, need, RAW_INITIAL);
+	if (rc != TBP_OK) {
+		/* Drop the chunk rather than leave it half-written. */
+		for (unsigned i = 0; i < w->npresent; i++) {
+			struct kind_columns *kc = &w->cols[w->present[i]];
+			memset(kc->len, 0, sizeof kc->len);
+			kc->count = 0;
+			kc->blob_len = 0;
+		}
+		return rc;
+	}
+	uint8_t *p = w->raw + w->raw_len;
+	p += tbp_put_varint(p, w->chunk_stream_kind);
+	p += tbp_put_varint(p, w->chunk_stream_id);
+	p += tbp_put_varint(p, w->chunk_records);
+	memcpy(p, w->kinds, w->kinds_len);
+	p += w->kinds_len;
+	for (unsigned i = 0; i < w->npresent; i++) {
+		struct kind_columns *kc = &w->cols[w->present[i]];
+		for (unsigned c = 0; c < kc->ncols; c++) {
+			p += tbp_put_varint(p, kc->len[c]);
+			memcpy(p, kc->buf + (size_t)c * kc->cap, kc->len[c]);
+			p += kc->len[c];
+			kc->len[c] = 0;
+		}
+		if (kc->ncols > 1 + tbp_kind_lookup(w->present[i])->nfields) {
+			/* Blob kinds: after the lengths column, the bytes, also
+			 * length-prefixed so a reader can find the next kind. */
+			p += tbp_put_varint(p, kc->blob_len);
+			if (kc->blob_len)
+				memcpy(p, kc->blob, kc->blob_len);
+			p += kc->blob_len;
+		}
+		kc->blob_len = 0;
+		kc->count = 0;
+	}
+	w->raw_len = (size_t)(p - w->raw);
 	return TBP_OK;
 }
 
@@ -266,13 +353,14 @@ int tbp_writer_flush(struct tbp_writer *w)
 	int reopen = w->in_chunk;
 	unsigned sk = w->chunk_stream_kind;
 	uint64_t sid = w->chunk_stream_id;
-	tbp_writer_end_chunk(w);
-	int rc = flush_frame(w);
-	if (rc != TBP_OK)
+	int rc = tbp_writer_end_chunk(w);
+	if (rc == TBP_OK)
+		rc = flush_frame(w);
+	if (rc == TBP_ERR_IO)
 		w->error = rc;
 	/* A chunk open across a flush continues in the next frame (frames are
 	 * independently decodable, so it becomes a new chunk there). */
-	if (reopen && reserve_raw(w, CHUNK_HEADER_MAX) == TBP_OK)
+	if (reopen)
 		start_chunk(w, sk, sid);
 	return rc;
 }
@@ -287,46 +375,68 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 	if (!ki)
 		return TBP_ERR_ARG;
 	uint32_t blob_len = ki->has_blob ? rec->blob_len : 0;
-	if (blob_len && !rec->blob)
+	if ((blob_len && !rec->blob) || blob_len > TBP_MAX_BLOB)
 		return TBP_ERR_ARG;
-	if (w->raw_len + RECORD_MAX + blob_len > FRAME_AUTO_FLUSH || w->chunk_records == TBP_MAX_CHUNK_RECORDS) {
+	if (w->raw_len + CHUNK_HEADER_MAX + w->chunk_bytes + RECORD_MAX + blob_len > FRAME_AUTO_FLUSH &&
+	    w->chunk_records + w->raw_len > 0) {
 		int rc = tbp_writer_flush(w);
 		if (rc != TBP_OK)
 			return rc;
-		if (!w->in_chunk)
-			return TBP_ERR_NOMEM;
 	}
-	int rc = reserve_raw(w, RECORD_MAX + blob_len);
+	unsigned k = rec->kind;
+	struct kind_columns *kc = &w->cols[k];
+	int rc = reserve_columns(kc, TBP_VARINT_MAX);
+	if (rc == TBP_OK)
+		rc = reserve(&w->kinds, &w->kinds_cap, w->kinds_len, TBP_VARINT_MAX, 4096);
+	if (rc == TBP_OK && blob_len)
+		rc = reserve(&kc->blob, &kc->blob_cap, kc->blob_len, blob_len, 4096);
 	if (rc != TBP_OK)
 		return rc;
 
-	unsigned k = rec->kind;
 	uint64_t *prev = w->prev[k];
-	if (w->kind_gen[k] != w->gen) {
+	if (kc->count == 0) {
+		/* First record of this kind in the chunk: deltas start from 0. */
 		memset(prev, 0, sizeof w->prev[k]);
-		w->kind_gen[k] = w->gen;
+		w->present[w->npresent++] = (uint8_t)k;
 	}
-	uint8_t *p = w->raw + w->raw_len;
-	p += tbp_put_varint(p, k);
-	p += tbp_put_varint(p, tbp_zigzag(rec->ts - prev[0]));
+	size_t kinds_before = w->kinds_len;
+	w->kinds_len += tbp_put_varint(w->kinds + w->kinds_len, k);
+	uint32_t *len = kc->len;
+	uint8_t *col = kc->buf;
+	size_t cap = kc->cap;
+	size_t added = 0, n;
+	n = tbp_put_varint(col + len[0], tbp_zigzag(rec->ts - prev[0]));
+	len[0] += (uint32_t)n;
+	added += n;
 	prev[0] = rec->ts;
 	unsigned i = 0;
 	if (w->end_from_ts[k]) {
-		p += tbp_put_varint(p, tbp_zigzag(rec->u.v[0] - rec->ts));
+		n = tbp_put_varint(col + cap + len[1], tbp_zigzag(rec->u.v[0] - rec->ts));
+		len[1] += (uint32_t)n;
+		added += n;
 		i = 1;
 	}
 	for (; i < ki->nfields; i++) {
 		uint64_t v = rec->u.v[i];
-		p += tbp_put_varint(p, tbp_zigzag(v - prev[i + 1]));
+		n = tbp_put_varint(col + (size_t)(i + 1) * cap + len[i + 1], tbp_zigzag(v - prev[i + 1]));
+		len[i + 1] += (uint32_t)n;
+		added += n;
 		prev[i + 1] = v;
 	}
 	if (ki->has_blob) {
-		p += tbp_put_varint(p, blob_len);
+		unsigned c = 1 + ki->nfields;
+		n = tbp_put_varint(col + (size_t)c * cap + len[c], blob_len);
+		len[c] += (uint32_t)n;
+		added += n;
 		if (blob_len)
-			memcpy(p, rec->blob, blob_len);
-		p += blob_len;
+			memcpy(kc->blob + kc->blob_len, rec->blob, blob_len);
+		kc->blob_len += blob_len;
 	}
-	w->raw_len = (size_t)(p - w->raw);
+	/* Column bytes, the kind, the blob, and (first record of a kind) the
+	 * column length prefixes end_chunk will add. */
+	w->chunk_bytes += added + (w->kinds_len - kinds_before) + blob_len +
+		(kc->count == 0 ? (size_t)(kc->ncols + 1) * TBP_VARINT_MAX : 0);
+	kc->count++;
 	w->chunk_records++;
 	if (rec->ts && (w->frame_first_ts == 0 || rec->ts < w->frame_first_ts))
 		w->frame_first_ts = rec->ts;
@@ -361,8 +471,10 @@ int tbp_writer_close(struct tbp_writer *w)
 {
 	if (!w)
 		return TBP_ERR_ARG;
-	tbp_writer_end_chunk(w);
-	int rc = tbp_writer_flush(w);
+	int rc = tbp_writer_end_chunk(w);
+	int frc = tbp_writer_flush(w);
+	if (rc == TBP_OK)
+		rc = frc;
 	if (rc == TBP_OK)
 		rc = write_seek_table(w);
 	if (close(w->fd) != 0 && rc == TBP_OK && errno != EINTR)
@@ -371,6 +483,11 @@ int tbp_writer_close(struct tbp_writer *w)
 	free(w->raw);
 	free(w->zbuf);
 	free(w->seek);
+	free(w->kinds);
+	for (unsigned k = 0; k < TBP_K__MAX; k++) {
+		free(w->cols[k].buf);
+		free(w->cols[k].blob);
+	}
 	free(w);
 	return rc;
 }

@@ -36,6 +36,60 @@ struct kind_spec {
 	unsigned kind, nfields, flags;
 };
 
+/* A record as the values of its columns: v[0] the ts delta, v[1..] the
+ * field deltas (or end - ts), already as signed numbers. */
+struct trec {
+	unsigned kind;
+	unsigned nvals;
+	int64_t v[24];
+	const char *blob;
+};
+
+/* One chunk in the documented columnar layout: header, kinds column, then
+ * per kind (increasing) each column length-prefixed, blob lengths and
+ * blob bytes last for blob kinds. */
+static void chunk(struct buf *b, unsigned sk, uint64_t sid, const struct trec *recs, unsigned n,
+	const struct kind_spec *schema, unsigned nkinds)
+{
+	varint(b, sk);
+	varint(b, sid);
+	varint(b, n);
+	for (unsigned i = 0; i < n; i++)
+		varint(b, recs[i].kind);
+	for (unsigned kind = 1; kind < 256; kind++) {
+		const struct kind_spec *ks = NULL;
+		for (unsigned i = 0; i < nkinds; i++)
+			if (schema[i].kind == kind)
+				ks = &schema[i];
+		int used = 0;
+		for (unsigned i = 0; i < n; i++)
+			used |= recs[i].kind == kind;
+		if (!ks || !used)
+			continue;
+		for (unsigned c = 0; c <= ks->nfields; c++) {
+			struct buf col = {.n = 0};
+			for (unsigned i = 0; i < n; i++)
+				if (recs[i].kind == kind)
+					sfield(&col, recs[i].v[c]);
+			varint(b, col.n);
+			put(b, col.d, col.n);
+		}
+		if (ks->flags & TBP_SCHEMA_HAS_BLOB) {
+			struct buf lens = {.n = 0}, bytes = {.n = 0};
+			for (unsigned i = 0; i < n; i++)
+				if (recs[i].kind == kind) {
+					size_t l = recs[i].blob ? strlen(recs[i].blob) : 0;
+					varint(&lens, l);
+					put(&bytes, recs[i].blob, l);
+				}
+			varint(b, lens.n);
+			put(b, lens.d, lens.n);
+			varint(b, bytes.n);
+			put(b, bytes.d, bytes.n);
+		}
+	}
+}
+
 /* A whole file: header with the given schema and versions, one frame. */
 static size_t build_file(uint8_t *out, const struct kind_spec *schema, unsigned nkinds, uint16_t version,
 	uint16_t min_reader, const struct buf *content)
@@ -83,49 +137,16 @@ static void newer_writer(void)
 	const struct kind_spec schema[] = {
 		{TBP_K_LAUNCH, 18, TBP_SCHEMA_END_FROM_TS}, {50, 2, TBP_SCHEMA_HAS_BLOB}, {TBP_K_MARKER, 3, 0},
 	};
+	/* launch ts=1000 end=1500 api=1 corr=10 name=5, grid..shmem 9..15, extras 9,9;
+	 * an unknown kind 50 with a blob; a second launch; a marker. */
+	const struct trec recs[] = {
+		{TBP_K_LAUNCH, 19, {1000, 500, 1, 0, 10, 0, 0, 0, 0, 5, 9, 10, 11, 12, 13, 14, 15, 9, 9}},
+		{50, 3, {1100, 3, -3}, "blob"},
+		{TBP_K_LAUNCH, 19, {1000, 700, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -9, 100}},
+		{TBP_K_MARKER, 4, {3000, TBP_MARK_ITER_END, 7, 0}},
+	};
 	struct buf c = {.n = 0};
-	varint(&c, TBP_STREAM_THREAD);
-	varint(&c, 77);
-	varint(&c, 4);
-	/* launch ts=1000 end=1500 api=1 corr=10 name=5 extras 9,9 */
-	varint(&c, TBP_K_LAUNCH);
-	sfield(&c, 1000);
-	sfield(&c, 500); /* end - ts */
-	sfield(&c, 1);   /* api */
-	sfield(&c, 0);   /* result */
-	sfield(&c, 10);  /* corr */
-	for (int i = 4; i < 8; i++)
-		sfield(&c, 0);
-	sfield(&c, 5); /* name */
-	for (int i = 9; i < 16; i++)
-		sfield(&c, i);
-	sfield(&c, 9);
-	sfield(&c, 9);
-	/* unknown kind 50 */
-	varint(&c, 50);
-	sfield(&c, 1100);
-	sfield(&c, 3);
-	sfield(&c, -3);
-	varint(&c, 4);
-	put(&c, "blob", 4);
-	/* second launch: deltas, extras change too */
-	varint(&c, TBP_K_LAUNCH);
-	sfield(&c, 1000); /* ts 2000 */
-	sfield(&c, 700);  /* end 2700 */
-	sfield(&c, 0);
-	sfield(&c, 0);
-	sfield(&c, 1); /* corr 11 */
-	for (int i = 4; i < 16; i++)
-		sfield(&c, 0);
-	sfield(&c, -9);
-	sfield(&c, 100);
-	/* marker */
-	varint(&c, TBP_K_MARKER);
-	sfield(&c, 3000);
-	sfield(&c, TBP_MARK_ITER_END);
-	sfield(&c, 7);
-	sfield(&c, 0);
-
+	chunk(&c, TBP_STREAM_THREAD, 77, recs, 4, schema, 3);
 	uint8_t file[1 << 17];
 	size_t n = build_file(file, schema, 3, 2, 1, &c);
 	struct tbp_reader *r;
@@ -172,17 +193,10 @@ static void older_writer(void)
 {
 	/* An older launch had 10 fields (CALL + name + grid_x): the rest read 0. */
 	const struct kind_spec schema[] = {{TBP_K_LAUNCH, 10, 0}};
+	/* end is a plain delta from 0 here: no END_FROM_TS flag. */
+	const struct trec recs[] = {{TBP_K_LAUNCH, 11, {100, 150, 0, 0, 0, 0, 0, 0, 0, 42, 8}}};
 	struct buf c = {.n = 0};
-	varint(&c, TBP_STREAM_THREAD);
-	varint(&c, 5);
-	varint(&c, 1);
-	varint(&c, TBP_K_LAUNCH);
-	sfield(&c, 100);
-	sfield(&c, 150); /* end, plain delta from 0: no END_FROM_TS flag */
-	for (int i = 1; i < 8; i++)
-		sfield(&c, 0);
-	sfield(&c, 42); /* name */
-	sfield(&c, 8);  /* grid_x */
+	chunk(&c, TBP_STREAM_THREAD, 5, recs, 1, schema, 1);
 	uint8_t file[1 << 16];
 	size_t n = build_file(file, schema, 1, 1, 1, &c);
 	struct tbp_reader *r;
@@ -205,12 +219,14 @@ static void hostile_chunks(void)
 		size_t n;
 	} cases[] = {
 		{"record count larger than the frame", {1, 1, 0xff, 0xff, 0x03, 31, 0, 0, 0, 0}, 10},
-		{"kind not in the schema", {1, 1, 1, 9, 0, 0}, 6},
-		{"varint longer than 10 bytes", {1, 1, 1, 31, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
-			0x80, 0x01}, 15},
-		{"blob longer than the frame", {1, 1, 1, 3, 0, 0, 50, 'a'}, 8},
-		{"record cut by the frame end", {1, 1, 1, 31, 2}, 5},
-		{"stream kind out of range", {0x80, 0x02, 1, 1, 31, 0, 0, 0, 0}, 9},
+		{"kind not in the schema", {1, 1, 1, 9, 1, 0}, 6},
+		{"varint longer than 10 bytes", {1, 1, 1, 31, 11, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+			0x80, 0x80, 0x01, 1, 0, 1, 0, 1, 0}, 22},
+		{"blob longer than its column", {1, 1, 1, 3, 1, 0, 1, 0, 1, 50, 1, 'a'}, 12},
+		{"column runs past the frame", {1, 1, 1, 31, 5, 2}, 6},
+		{"columns missing", {1, 1, 1, 31}, 4},
+		{"column longer than its records", {1, 1, 1, 31, 2, 0, 0, 1, 0, 1, 0, 1, 0}, 13},
+		{"stream kind out of range", {0x80, 0x02, 1, 31, 1, 0, 1, 0, 1, 0, 1, 0}, 12},
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		struct buf c = {.n = 0};

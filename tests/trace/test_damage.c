@@ -167,6 +167,12 @@ static void test_truncation(const uint8_t *data, size_t size, int every_byte, co
 
 static void test_bitflips(const uint8_t *data, size_t size)
 {
+	/* The writer closed this trace, so it ends with a seek table: damage
+	 * anywhere before it must not pass for truncation. */
+	struct tt_frame fr[64];
+	int nf = tt_frames(data, size, fr, 64);
+	size_t seek_at = nf > 0 && nf <= 64 && fr[nf - 1].type == TT_FRAME_SEEK ? fr[nf - 1].offset : 0;
+	CHECK(seek_at > 0, "small trace has no seek table");
 	uint8_t *copy = malloc(size);
 	size_t detected = 0, harmless = 0, flips = 0;
 	for (size_t i = 0; i < size; i++)
@@ -182,6 +188,9 @@ static void test_bitflips(const uint8_t *data, size_t size)
 					tbp_error_name(res.end_rc));
 				CHECK(res.open_rc == TBP_OK || tbp_is_error(res.open_rc), "flip byte %zu bit %d: open", i, b);
 				CHECK(res.end_rc >= 0, "flip byte %zu bit %d: status not sticky", i, b);
+				CHECK(i >= seek_at || (res.open_rc != TBP_ERR_TRUNCATED && res.end_rc != TBP_ERR_TRUNCATED),
+					"flip byte %zu bit %d (before the seek table at %zu): reported as truncation", i, b,
+					seek_at);
 			} else {
 				harmless++;
 				CHECK(res.prefix_ok && res.nrecs == nref,

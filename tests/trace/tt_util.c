@@ -326,7 +326,7 @@ void tt_synth_trace(struct tt_trace *t, const struct tt_synth_opts *o)
 			uint64_t span_start = now;
 			for (unsigned l = 0; l < nl; l++) {
 				unsigned k = (l * 3 + th) % NKERNELS;
-				now += 3000 + tt_rand(&s.st) % 2000;
+				now += 3000 + tt_rand(&s.st) % (o->jitter_ns ? o->jitter_ns : 2000);
 				if (l % 16 == 5) {
 					r = synth_add(&s, TBP_K_MEMCPY, now);
 					r->u.memcpy = (struct tbp_memcpy){.end = now + 9000, .api = TBP_API_cudaMemcpyAsync,
@@ -345,7 +345,7 @@ void tt_synth_trace(struct tt_trace *t, const struct tt_synth_opts *o)
 					continue;
 				}
 				r = synth_add(&s, TBP_K_LAUNCH, now);
-				uint64_t dur = 2500 + tt_rand(&s.st) % 500;
+				uint64_t dur = 2500 + tt_rand(&s.st) % (o->jitter_ns ? o->jitter_ns : 500);
 				r->u.launch = (struct tbp_launch){.end = now + dur, .api = TBP_API_cudaLaunchKernel,
 					.corr = corr++, .callpath = 202 + (l & 1), .stream = 7, .name = kname[k],
 					.grid_x = 80 * (1 + k % 3), .grid_y = 1, .grid_z = 1, .block_x = 256, .block_y = 1,
@@ -378,7 +378,7 @@ void tt_synth_trace(struct tt_trace *t, const struct tt_synth_opts *o)
 					continue;
 				uint64_t start = g > c->ts + 4000 ? g : c->ts + 4000;
 				if (c->kind == TBP_K_LAUNCH) {
-					uint64_t dur = 1500 + tt_rand(&s.st) % 6000;
+					uint64_t dur = 1500 + tt_rand(&s.st) % (o->jitter_ns ? o->jitter_ns : 6000);
 					r = synth_add(&s, TBP_K_GPU_KERNEL, start);
 					r->u.gpu_kernel = (struct tbp_gpu_kernel){.end = start + dur, .device = 0, .context = 1,
 						.stream = 7, .corr = c->u.launch.corr, .name = c->u.launch.name,

@@ -39,6 +39,9 @@ struct tt_synth_opts {
 	unsigned iters_per_frame;
 	int gpu;      /* GPU activity records */
 	int end;      /* LOST + END records */
+	unsigned jitter_ns; /* 0: launch gaps vary by 2 us, API durations by
+			     * 0.5 us, kernel durations by 6 us (uniform);
+			     * else all three vary by this much */
 };
 void tt_synth_trace(struct tt_trace *t, const struct tt_synth_opts *o);
 
