@@ -41,10 +41,10 @@
 /* Our CLOCK.domain for GPU activity timestamps delivered by CUPTI. */
 #define TBP_CLOCK_DOMAIN_CUPTI 1
 
-static int cupti_note_flag; /* tbp_warn_once flags */
-static int cupti_busy_flag;
+static int cupti_note_flag; /* tbp_warn_once flag */
 
-/* Fallback: no GPU clock; tbanalyze uses host hook times. */
+/* The CLOCK record: how GPU timestamps were put in our domain (HOOK_SIDE:
+ * there are none, tbanalyze uses host hook times). */
 static void record_clock(uint64_t method, int64_t offset, uint64_t uncertainty)
 {
 	struct tbp_record rec;
@@ -93,6 +93,8 @@ void tbp_gpu_call_exit(uint64_t corr) { (void)corr; }
 /* CUSTOM2: torch.profiler (Kineto) uses CUSTOM0 for its ops and CUSTOM1 for
  * user ranges; our ids must never be read as theirs if both are active. */
 #define EXTERNAL_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2
+
+static int cupti_busy_flag; /* tbp_warn_once flag */
 
 /* ------------------------------------------------------------ entry points */
 static struct {
