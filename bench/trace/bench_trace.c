@@ -215,6 +215,15 @@ int main(int argc, char **argv)
 	uint64_t hsize = file_bytes(&th, path);
 	printf("  launch-heavy, host API only:           %8.2f bytes/event (%llu bytes)\n",
 		(double)hsize / (double)th.n, (unsigned long long)hsize);
+	/* Short chunks (a writer thread draining rings often): delta state
+	 * and column headers restart every 100 records. */
+	tt_synth_trace(&th, &full);
+	for (size_t i = 0; i < th.n; i += 100)
+		th.chunk_break[i] = 1;
+	hsize = file_bytes(&th, path);
+	printf("  host API + GPU, chunks of 100 records: %8.2f bytes/event (%llu bytes)\n",
+		(double)hsize / (double)th.n, (unsigned long long)hsize);
+	tt_free_trace(&th);
 	struct tt_synth_opts regular = full;
 	regular.jitter_ns = 64;
 	tt_synth_trace(&th, &regular);
