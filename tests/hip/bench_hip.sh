@@ -9,13 +9,17 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export LD_LIBRARY_PATH="$SIMHIP_DIR" SIMHIP_LAUNCH_NS=0 SIMHIP_KERNEL_NS=0 \
 	SIMHIP_KERNEL_PS_PER_THREAD=0 SIMHIP_MEMSET_NS=0 TBPROF_PYTHON=0
-"$HIP_BENCH" "$n" >"$work/plain"
-TBPROF_OUT="$work/t.zst" LD_PRELOAD="$TBPROF_LIB" "$HIP_BENCH" "$n" >"$work/traced"
-TBPROF_OUT="$work/e.zst" TBPROF_HIP_EVENTS=1 LD_PRELOAD="$TBPROF_LIB" "$HIP_BENCH" "$((n / 10))" >"$work/events"
-get() { sed -n "s/^$2 //p" "$work/$1"; }
-for what in launch_ns memset_ns; do
-	p=$(get plain $what) t=$(get traced $what) e=$(get events $what)
+# Three rounds each, the median reported.
+for r in 1 2 3; do
+	"$HIP_BENCH" "$n" >"$work/plain.$r"
+	TBPROF_OUT="$work/t.zst" LD_PRELOAD="$TBPROF_LIB" "$HIP_BENCH" "$n" >"$work/traced.$r"
+	TBPROF_OUT="$work/e.zst" TBPROF_HIP_EVENTS=1 LD_PRELOAD="$TBPROF_LIB" "$HIP_BENCH" "$((n / 10))" >"$work/events.$r"
+done
+median() { for r in 1 2 3; do sed -n "s/^$2 //p" "$work/$1.$r"; done | sort -g | sed -n 2p; }
+echo "hip_bench: $n launches (events: $((n / 10))) on simhip with zero simulated cost, median of 3"
+for what in launch_ns launch_thread_cpu_ns memset_ns; do
+	p=$(median plain $what) t=$(median traced $what) e=$(median events $what)
 	awk -v w="$what" -v p="$p" -v t="$t" -v e="$e" 'BEGIN {
-		printf "%s: plain %.1f ns, traced %.1f ns (+%.1f ns, x%.2f), events %.1f ns (+%.1f ns)\n",
-			w, p, t, t - p, t / p, e, e - p }'
+		printf "  %-22s plain %7.1f  traced %7.1f (+%6.1f)  events %7.1f (+%6.1f)\n",
+			w, p, t, t - p, e, e - p }'
 done
