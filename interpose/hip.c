@@ -548,6 +548,47 @@ static void after_get_function(hipError_t r, hipFunction_t *function, const char
 	X(hipStreamWaitEvent, SYNC, 0, (hipStream_t stream, hipEvent_t event, unsigned int flags),    \
 	  (stream, event, flags), stream, NOTHING, NOTHING,                                           \
 	  fill_sync(rec, TBP_SYNC_STREAM_WAIT_EVENT, event))                                          \
+	/* ---- per-thread-default-stream forms (a NULL stream is the thread's own) */              \
+	X(hipLaunchKernel_spt, LAUNCH, 1,                                                             \
+	  (const void *function_address, dim3 numBlocks, dim3 dimBlocks, void **args,                 \
+	   size_t sharedMemBytes, hipStream_t stream),                                                \
+	  (function_address, numBlocks, dimBlocks, args, sharedMemBytes, stream), stream, NOTHING,    \
+	  NOTHING,                                                                                    \
+	  fill_launch(rec, &gpu, function_address, numBlocks.x, numBlocks.y, numBlocks.z,             \
+		      dimBlocks.x, dimBlocks.y, dimBlocks.z, sharedMemBytes))                         \
+	X(hipLaunchCooperativeKernel_spt, LAUNCH, 1,                                                  \
+	  (const void *f, dim3 gridDim, dim3 blockDim, void **kernelParams, uint32_t sharedMemBytes,  \
+	   hipStream_t hStream),                                                                      \
+	  (f, gridDim, blockDim, kernelParams, sharedMemBytes, hStream), hStream, NOTHING, NOTHING,   \
+	  fill_launch(rec, &gpu, f, gridDim.x, gridDim.y, gridDim.z, blockDim.x, blockDim.y,          \
+		      blockDim.z, sharedMemBytes))                                                    \
+	X(hipMemcpy_spt, MEMCPY, 1, (void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind), \
+	  (dst, src, sizeBytes, kind), NO_STREAM, NOTHING, NOTHING,                                   \
+	  fill_copy(rec, &gpu, dst, src, sizeBytes, kind, 0))                                         \
+	X(hipMemcpyAsync_spt, MEMCPY, 1,                                                              \
+	  (void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind, hipStream_t stream),     \
+	  (dst, src, sizeBytes, kind, stream), stream, NOTHING, NOTHING,                              \
+	  fill_copy(rec, &gpu, dst, src, sizeBytes, kind, TBP_COPYF_ASYNC))                           \
+	X(hipMemcpy2D_spt, MEMCPY, 1,                                                                 \
+	  (void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,     \
+	   hipMemcpyKind kind),                                                                       \
+	  (dst, dpitch, src, spitch, width, height, kind), NO_STREAM, NOTHING, NOTHING,               \
+	  fill_copy(rec, &gpu, dst, src, (uint64_t)width * height, kind, TBP_COPYF_2D))               \
+	X(hipMemcpyToSymbol_spt, MEMCPY, 1,                                                           \
+	  (const void *symbol, const void *src, size_t sizeBytes, size_t offset, hipMemcpyKind kind), \
+	  (symbol, src, sizeBytes, offset, kind), NO_STREAM, NOTHING, NOTHING,                        \
+	  fill_copy(rec, &gpu, (void *)symbol, src, sizeBytes, kind, TBP_COPYF_SYMBOL))               \
+	X(hipMemcpyFromSymbol_spt, MEMCPY, 1,                                                         \
+	  (void *dst, const void *symbol, size_t sizeBytes, size_t offset, hipMemcpyKind kind),       \
+	  (dst, symbol, sizeBytes, offset, kind), NO_STREAM, NOTHING, NOTHING,                        \
+	  fill_copy(rec, &gpu, dst, symbol, sizeBytes, kind, TBP_COPYF_SYMBOL))                       \
+	X(hipMemset_spt, MEMSET, 1, (void *dst, int value, size_t sizeBytes), (dst, value, sizeBytes), \
+	  NO_STREAM, NOTHING, NOTHING, fill_memset(rec, &gpu, dst, sizeBytes, (uint8_t)value))        \
+	X(hipStreamSynchronize_spt, SYNC, 0, (hipStream_t stream), (stream), stream, NOTHING,         \
+	  harvest_due = after_host_wait(r), fill_sync(rec, TBP_SYNC_STREAM, stream))                  \
+	X(hipStreamWaitEvent_spt, SYNC, 0,                                                            \
+	  (hipStream_t stream, hipEvent_t event, unsigned int flags), (stream, event, flags), stream, \
+	  NOTHING, NOTHING, fill_sync(rec, TBP_SYNC_STREAM_WAIT_EVENT, event))                        \
 	/* ---- streams, events, device, modules */                                                  \
 	X(hipStreamCreate, API, 0, (hipStream_t *stream), (stream), NO_STREAM, NOTHING, NOTHING,      \
 	  rec->u.api.arg0 = r == hipSuccess && stream ? (uint64_t)(uintptr_t)*stream : 0)             \

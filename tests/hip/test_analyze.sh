@@ -18,15 +18,15 @@ burst_opt=
 calls="$work/traced.calls"
 count_calls() { grep -cE "^($1) " "$calls" || true; }
 count_ok() { grep -cE "^($1) 0$" "$calls" || true; }
-launch='hipLaunchKernel|hipExtLaunchKernel|hipLaunchCooperativeKernel|hipModuleLaunchKernel'
-copy='hipMemcpy[A-Za-z0-9]*'
-set_='hipMemset[A-Za-z0-9]*'
+launch='hipLaunchKernel(_spt)?|hipExtLaunchKernel|hipLaunchCooperativeKernel(_spt)?|hipModuleLaunchKernel'
+copy='hipMemcpy[A-Za-z0-9_]*'
+set_='hipMemset[A-Za-z0-9_]*'
 want_kernels=$(count_calls "$launch")
 want_memcpy=$(count_calls "$copy")
 want_memset=$(count_calls "$set_")
 want_malloc=$(count_calls 'hipMalloc|hipMallocManaged|hipHostMalloc')
 want_free=$(count_calls 'hipFree|hipHostFree')
-want_sync=$(count_calls 'hipDeviceSynchronize|hipStreamSynchronize|hipEventSynchronize')
+want_sync=$(count_calls 'hipDeviceSynchronize|hipStreamSynchronize(_spt)?|hipEventSynchronize|hipStreamWaitEvent(_spt)?')
 want_gpu_kernels=$(( $(count_ok "$launch") + $(count_ok hipGraphLaunch) ))
 want_gpu_memcpy=$(count_ok "$copy")
 field() { sed -n 's/.*"counts":{[^}]*"'"$1"'":\([0-9]*\).*/\1/p' "$work/report.json"; }

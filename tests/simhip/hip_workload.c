@@ -254,6 +254,23 @@ int main(void)
 	printf("hipEventSynchronize: %s\n", hipGetErrorName(CALL(hipEventSynchronize, (ev_stop))));
 	printf("hipStreamSynchronize: %s\n", hipGetErrorName(CALL(hipStreamSynchronize, (s1))));
 
+	/* The per-thread-default-stream forms that hipcc -fgpu-default-stream=
+	 * per-thread (HIP_API_PER_THREAD_DEFAULT_STREAM) calls instead. */
+	{
+		dim3 g = d3(2, 1, 1), b = d3(64, 1, 1);
+		int n = N;
+		void *args[] = { &da, &db, &n };
+		printf("hipLaunchKernel_spt: %s\n",
+		       hipGetErrorName(CALL(hipLaunchKernel_spt, ((const void *)vector_add, g, b, args, 0, NULL))));
+		printf("hipMemcpy_spt: %s\n",
+		       hipGetErrorName(CALL(hipMemcpy_spt, (db, host, 256, hipMemcpyHostToDevice))));
+		printf("hipMemcpyAsync_spt: %s\n",
+		       hipGetErrorName(CALL(hipMemcpyAsync_spt, (pinned, db, 256, hipMemcpyDeviceToHost, NULL))));
+		printf("hipMemset_spt: %s\n", hipGetErrorName(CALL(hipMemset_spt, (dc, 0, 64))));
+		printf("hipStreamSynchronize_spt: %s\n",
+		       hipGetErrorName(CALL(hipStreamSynchronize_spt, (NULL))));
+	}
+
 	/* Idle gap: the host works while the device has nothing to do. */
 	usleep(2000);
 

@@ -1152,6 +1152,79 @@ SIM_EXPORT hipError_t hipStreamWaitEvent(hipStream_t stream, hipEvent_t event, u
 	return s ? hipSuccess : ret(hipErrorInvalidHandle);
 }
 
+/* ------------------------------------------------------------ per-thread default stream
+ * The _spt forms, with one simplification: a NULL stream is the legacy
+ * null stream here, not a per-thread stream. */
+SIM_EXPORT hipError_t hipLaunchKernel_spt(const void *function_address, dim3 numBlocks,
+					  dim3 dimBlocks, void **args, size_t sharedMemBytes,
+					  hipStream_t stream)
+{
+	pthread_mutex_lock(&sim_lock);
+	const char *name = lookup_name_locked(function_address);
+	pthread_mutex_unlock(&sim_lock);
+	return launch("hipLaunchKernel_spt", name, numBlocks, dimBlocks, sharedMemBytes, stream);
+}
+SIM_EXPORT hipError_t hipLaunchCooperativeKernel_spt(const void *f, dim3 gridDim, dim3 blockDim,
+						     void **kernelParams, uint32_t sharedMemBytes,
+						     hipStream_t hStream)
+{
+	pthread_mutex_lock(&sim_lock);
+	const char *name = lookup_name_locked(f);
+	pthread_mutex_unlock(&sim_lock);
+	return launch("hipLaunchCooperativeKernel_spt", name, gridDim, blockDim, sharedMemBytes,
+		      hStream);
+}
+SIM_EXPORT hipError_t hipMemcpy_spt(void *dst, const void *src, size_t sizeBytes, hipMemcpyKind kind)
+{
+	return do_copy("hipMemcpy_spt", dst, src, sizeBytes, kind, NULL, 0);
+}
+SIM_EXPORT hipError_t hipMemcpyAsync_spt(void *dst, const void *src, size_t sizeBytes,
+					 hipMemcpyKind kind, hipStream_t stream)
+{
+	return do_copy("hipMemcpyAsync_spt", dst, src, sizeBytes, kind, stream, 1);
+}
+SIM_EXPORT hipError_t hipMemcpy2D_spt(void *dst, size_t dpitch, const void *src, size_t spitch,
+				      size_t width, size_t height, hipMemcpyKind kind)
+{
+	if (width > dpitch || width > spitch)
+		return ret(hipErrorInvalidValue);
+	return do_copy("hipMemcpy2D_spt", dst, src, height ? dpitch * (height - 1) + width : 0, kind,
+		       NULL, 0);
+}
+SIM_EXPORT hipError_t hipMemcpyToSymbol_spt(const void *symbol, const void *src, size_t sizeBytes,
+					    size_t offset, hipMemcpyKind kind)
+{
+	return do_copy("hipMemcpyToSymbol_spt", (char *)symbol + offset, src, sizeBytes,
+		       hipMemcpyDefault, NULL, 0);
+}
+SIM_EXPORT hipError_t hipMemcpyFromSymbol_spt(void *dst, const void *symbol, size_t sizeBytes,
+					      size_t offset, hipMemcpyKind kind)
+{
+	return do_copy("hipMemcpyFromSymbol_spt", dst, (const char *)symbol + offset, sizeBytes,
+		       hipMemcpyDefault, NULL, 0);
+}
+SIM_EXPORT hipError_t hipMemset_spt(void *dst, int value, size_t sizeBytes)
+{
+	return do_memset("hipMemset_spt", dst, value, sizeBytes, 1, NULL, 0);
+}
+SIM_EXPORT hipError_t hipStreamSynchronize_spt(hipStream_t stream)
+{
+	uint64_t t0 = now_ns();
+	pthread_mutex_lock(&sim_lock);
+	struct ihipStream_t *s = stream_of(stream);
+	uint64_t until = s ? s->busy_until : 0;
+	pthread_mutex_unlock(&sim_lock);
+	hipError_t e = s ? hipSuccess : hipErrorInvalidHandle;
+	if (s)
+		wait_until(until);
+	log_sync("hipStreamSynchronize_spt", "stream", (uintptr_t)stream, t0, until, e);
+	return ret(e);
+}
+SIM_EXPORT hipError_t hipStreamWaitEvent_spt(hipStream_t stream, hipEvent_t event, unsigned int flags)
+{
+	return hipStreamWaitEvent(stream, event, flags);
+}
+
 /* ------------------------------------------------------------ device, misc */
 static __thread int current_device;
 

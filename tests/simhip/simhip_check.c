@@ -37,7 +37,8 @@ static const char *const logged_apis[] = {
 	"hipMemcpyDtoHAsync", "hipMemcpyDtoDAsync", "hipMemset", "hipMemsetAsync", "hipMemsetD32",
 	"hipMemsetD8Async", "hipMalloc", "hipMallocManaged", "hipHostMalloc", "hipFree",
 	"hipHostFree", "hipStreamSynchronize", "hipDeviceSynchronize", "hipEventSynchronize",
-	"hipStreamCreate", "hipStreamCreateWithFlags", "hipStreamDestroy",
+	"hipStreamCreate", "hipStreamCreateWithFlags", "hipStreamDestroy", "hipLaunchKernel_spt",
+	"hipMemcpy_spt", "hipMemcpyAsync_spt", "hipMemset_spt", "hipStreamSynchronize_spt",
 };
 
 static int is_blocking(const struct truth *t, uint64_t stream)
