@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "tbprof/trace.h"
+#include "internal.h"
 #include "tt_util.h"
 
 static int check_equal(const struct tbp_record *want, const struct tbp_record *got, unsigned sk, uint64_t sid,
@@ -123,6 +124,41 @@ static int run_seed(uint64_t seed, int via_file, size_t n, int no_flush)
 	return status;
 }
 
+/* The seek table at the end names every data frame and its record count. */
+static int seek_table(void)
+{
+	struct tt_trace t;
+	tt_random_trace(&t, 99, 3000);
+	size_t size;
+	uint8_t *d = tt_trace_bytes(&t, &size);
+	struct tt_frame fr[256];
+	int nf = d ? tt_frames(d, size, fr, 256) : -1, failed = 0;
+	if (nf < 3 || nf > 256 || fr[nf - 1].type != TT_FRAME_SEEK || memcmp(d + size - 4, "TBSK", 4)) {
+		fprintf(stderr, "seek table: not the last frame\n");
+		failed = 1;
+	} else {
+		const uint8_t *tab = d + fr[nf - 1].offset + 8;
+		uint32_t count = tbp_get_le32(d + size - 8);
+		uint64_t records = 0;
+		int ndata = 0;
+		for (int i = 0; i < nf; i++)
+			if (fr[i].type == TT_FRAME_DATA) {
+				if (ndata >= (int)count || tbp_get_le64(tab + 24 * ndata) != fr[i].offset)
+					failed = 1;
+				records += tbp_get_le64(tab + 24 * ndata + 16);
+				ndata++;
+			}
+		if (failed || ndata != (int)count || records != t.n) {
+			fprintf(stderr, "seek table: %u entries for %d frames, %llu records for %zu\n", count, ndata,
+				(unsigned long long)records, t.n);
+			failed = 1;
+		}
+	}
+	free(d);
+	tt_free_trace(&t);
+	return failed;
+}
+
 /* Writer misuse and write failures are reported, never crash. */
 static int writer_errors(void)
 {
@@ -189,6 +225,7 @@ int main(int argc, char **argv)
 	if (run_seed(1000, 1, 300000, 1))
 		failed++;
 	failed += writer_errors();
-	printf("%d seeds + 1 large + writer errors, %d failed\n", seeds, failed);
+	failed += seek_table();
+	printf("%d seeds + 1 large + writer errors + seek table, %d failed\n", seeds, failed);
 	return failed ? 1 : 0;
 }
