@@ -38,6 +38,17 @@ def step():
 
 for _ in range(10):  # warm-up
     step()
+calls = [0]
+
+
+def count_calls(frame, event, arg):
+    if event == "call":
+        calls[0] += 1
+
+
+sys.setprofile(count_calls)
+step()
+sys.setprofile(None)
 t0 = time.perf_counter()
 for i in range(steps):
     if marker:
@@ -48,5 +59,7 @@ for i in range(steps):
 t1 = time.perf_counter()
 print("loss %.10g" % loss.item())
 print("seconds %.6f" % (t1 - t0))
+print("step_seconds %.9f" % ((t1 - t0) / steps))
+print("python_calls_per_step %d" % calls[0])
 if os.environ.get("BENCH_SHIM"):
     print("spans %d" % shim.tpy_nspans())
