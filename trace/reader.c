@@ -123,7 +123,8 @@ static long long window(struct tbp_reader *r, size_t need)
 	return (long long)(r->buf_len - r->pos);
 }
 
-/* Advance the cursor by n bytes; returns 0, or -1 if the input ends first. */
+/* Advance the cursor by n bytes: 0 done, 1 the input ended first, -1 a
+ * read error (r->status set). */
 static int skip_bytes(struct tbp_reader *r, uint64_t n)
 {
 	while (n > 0) {
