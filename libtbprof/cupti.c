@@ -549,8 +549,56 @@ static void check_dropped(void)
 	tbp_emit(&rec);
 }
 
-/* Retry waiting records; emit the matched ones, and (final, or too old, or
- * over the bound) the unmatched ones with corr 0.  Under proc_lock. */
+/* Records of one buffer go out sorted by start time: CUPTI delivers them
+ * as work completes (a long kernel after the short ones that started
+ * later; host-side sync records late), and readers expect each stream in
+ * time order.  Under proc_lock. */
+struct batch_key { uint64_t ts; uint32_t index; };
+static struct tbp_record *batch;
+static struct batch_key *batch_keys;
+static size_t n_batch, cap_batch;
+
+static void batch_add(const struct tbp_record *rec)
+{
+	if (n_batch == cap_batch) {
+		size_t cap = cap_batch ? cap_batch * 2 : 1024;
+		struct tbp_record *b = realloc(batch, cap * sizeof *b);
+		if (b)
+			batch = b;
+		struct batch_key *k = b ? realloc(batch_keys, cap * sizeof *k) : NULL;
+		if (k)
+			batch_keys = k;
+		if (!b || !k) {
+			tbp_emit(rec); /* no memory: unsorted beats lost */
+			return;
+		}
+		cap_batch = cap;
+	}
+	batch[n_batch++] = *rec;
+}
+
+static int batch_key_cmp(const void *pa, const void *pb)
+{
+	const struct batch_key *a = pa, *b = pb;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	return a->index < b->index ? -1 : a->index > b->index;
+}
+
+static void batch_emit(void)
+{
+	for (size_t i = 0; i < n_batch; i++) {
+		batch_keys[i].ts = batch[i].ts;
+		batch_keys[i].index = (uint32_t)i;
+	}
+	qsort(batch_keys, n_batch, sizeof *batch_keys, batch_key_cmp);
+	for (size_t i = 0; i < n_batch; i++)
+		tbp_emit(&batch[batch_keys[i].index]);
+	n_batch = 0;
+}
+
+/* Retry waiting records; pass on the matched ones, and (final, or too old,
+ * or over the bound) the unmatched ones with corr 0.  Under proc_lock. */
 static void drain_pending(int final)
 {
 	unsigned keep = 0;
@@ -559,7 +607,7 @@ static void drain_pending(int final)
 		uint64_t ours = corr_get(p->cupti_corr);
 		if (ours || final || ++p->age > PENDING_MAX_AGE) {
 			p->rec.u.gpu_kernel.corr = ours; /* corr is at the same place in every GPU kind */
-			tbp_emit(&p->rec);
+			batch_add(&p->rec);
 		} else {
 			pending[keep++] = *p;
 		}
@@ -587,7 +635,7 @@ static void process_buffer(uint8_t *buffer, size_t valid)
 		uint64_t ours = corr_get(cupti_corr);
 		if (ours) {
 			rec.u.gpu_kernel.corr = ours;
-			tbp_emit(&rec);
+			batch_add(&rec);
 			continue;
 		}
 		if (n_pending == PENDING_MAX)
@@ -598,6 +646,7 @@ static void process_buffer(uint8_t *buffer, size_t valid)
 		n_pending++;
 	}
 	drain_pending(0);
+	batch_emit();
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
@@ -935,6 +984,7 @@ void tbp_cupti_stop(void)
 		pthread_mutex_lock(&proc_lock);
 		check_dropped();
 		drain_pending(1);
+		batch_emit();
 		__atomic_store_n(&state, CS_STOPPED, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&proc_lock);
 		/* Stop collecting what nobody will read; libcupti stays loaded

@@ -478,6 +478,37 @@ static void scenario_bench(void)
 	       (double)(t3 - t2) / RECORDS, RECORDS, (double)(t2 - t1) / RECORDS);
 }
 
+/* CUPTI hands records over as work completes; a buffer goes out in start
+ * order (here: one buffer delivered newest first, some pairs late). */
+static void scenario_sorted(void)
+{
+	configure((struct fakecupti_config){ 0 });
+	tbp_cupti_start();
+	uint64_t t = tbp_now() + 1000000;
+	for (int i = 11; i >= 0; i--) {
+		struct fakecupti_op k = { .kind = FAKE_KERNEL, .name = "_Z1kv", .stream = (uint32_t)i % 3,
+					  .start = t + (uint64_t)i * 1000, .end = t + (uint64_t)i * 1000 + 500 };
+		configure((struct fakecupti_config){ .ext_after = i % 2 });
+		api_call(&k);
+	}
+	tbp_cupti_stop();
+	for (size_t i = 0; i < ncalls; i++) {
+		const struct tbp_record *r = gpu_by_corr(calls[i].corr);
+		CHECK(r && r->ts == calls[i].op.start, "call %zu joined, start kept", i);
+	}
+	uint64_t last = 0;
+	size_t n = 0, disorder = 0;
+	for (size_t i = 0; i < fake_nrecords; i++) {
+		const struct tbp_record *r = &fake_records[i];
+		if (r->kind != TBP_K_GPU_KERNEL)
+			continue;
+		disorder += r->ts < last;
+		last = r->ts;
+		n++;
+	}
+	CHECK(n == 12 && disorder == 0, "%zu kernels, %zu out of start order", n, disorder);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -513,6 +544,8 @@ int main(int argc, char **argv)
 		api_only("no CUDA driver", 1);
 	} else if (!strcmp(s, "dropped"))
 		scenario_dropped();
+	else if (!strcmp(s, "sorted"))
+		scenario_sorted();
 	else if (!strcmp(s, "bench"))
 		scenario_bench();
 	else if (!strcmp(s, "foreign-ids"))
