@@ -36,12 +36,12 @@ struct seek_entry {
 	uint64_t offset, first_ts, records;
 };
 
-/* The columns of one kind in the open chunk: column c lives at
- * buf[c * cap, c * cap + len[c]).  Column 0 is ts, 1..nfields the fields,
- * then (blob kinds) the blob lengths; blob bytes go to `blob`. */
+/* The columns of one kind in the open chunk, each its own buffer (so
+ * memory follows what each column holds): column 0 is ts, 1..nfields the
+ * fields, then (blob kinds) the blob lengths; blob bytes go to `blob`. */
 struct kind_columns {
-	uint8_t *buf;
-	uint32_t cap;
+	uint8_t *col[TBP_MAX_FIELDS + 2];
+	uint32_t cap[TBP_MAX_FIELDS + 2];
 	uint32_t len[TBP_MAX_FIELDS + 2];
 	uint8_t ncols;
 	uint32_t count;   /* records of this kind in the open chunk */
@@ -129,27 +129,19 @@ static int reserve(uint8_t **buf, size_t *cap, size_t len, size_t extra, size_t 
 	return TBP_OK;
 }
 
-/* Make room for `extra` more bytes in every column of kind k. */
-static int reserve_columns(struct kind_columns *kc, uint32_t extra)
+/* Make room for one more value (a varint) in every column of a kind. */
+static int reserve_columns(struct kind_columns *kc)
 {
-	uint32_t need = 0;
-	for (unsigned c = 0; c < kc->ncols; c++)
-		if (kc->len[c] > need)
-			need = kc->len[c];
-	need += extra;
-	if (need <= kc->cap)
-		return TBP_OK;
-	uint32_t ncap = kc->cap ? kc->cap : COLUMN_INITIAL;
-	while (ncap < need)
-		ncap *= 2;
-	uint8_t *nbuf = malloc((size_t)ncap * kc->ncols);
-	if (!nbuf)
-		return TBP_ERR_NOMEM;
-	for (unsigned c = 0; kc->buf && c < kc->ncols; c++)
-		memcpy(nbuf + (size_t)c * ncap, kc->buf + (size_t)c * kc->cap, kc->len[c]);
-	free(kc->buf);
-	kc->buf = nbuf;
-	kc->cap = ncap;
+	for (unsigned c = 0; c < kc->ncols; c++) {
+		if (kc->cap[c] - kc->len[c] >= TBP_VARINT_MAX)
+			continue;
+		uint32_t ncap = kc->cap[c] ? 2 * kc->cap[c] : COLUMN_INITIAL;
+		uint8_t *p = realloc(kc->col[c], ncap);
+		if (!p)
+			return TBP_ERR_NOMEM;
+		kc->col[c] = p;
+		kc->cap[c] = ncap;
+	}
 	return TBP_OK;
 }
 
@@ -291,7 +283,7 @@ int tbp_writer_end_chunk(struct tbp_writer *w)
 		struct kind_columns *kc = &w->cols[w->present[i]];
 		for (unsigned c = 0; c < kc->ncols; c++) {
 			p += tbp_put_varint(p, kc->len[c]);
-			memcpy(p, kc->buf + (size_t)c * kc->cap, kc->len[c]);
+			memcpy(p, kc->col[c], kc->len[c]);
 			p += kc->len[c];
 			kc->len[c] = 0;
 		}
@@ -385,7 +377,7 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 	}
 	unsigned k = rec->kind;
 	struct kind_columns *kc = &w->cols[k];
-	int rc = reserve_columns(kc, TBP_VARINT_MAX);
+	int rc = reserve_columns(kc);
 	if (rc == TBP_OK)
 		rc = reserve(&w->kinds, &w->kinds_cap, w->kinds_len, TBP_VARINT_MAX, 4096);
 	if (rc == TBP_OK && blob_len)
@@ -402,30 +394,29 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 	size_t kinds_before = w->kinds_len;
 	w->kinds_len += tbp_put_varint(w->kinds + w->kinds_len, k);
 	uint32_t *len = kc->len;
-	uint8_t *col = kc->buf;
-	size_t cap = kc->cap;
+	uint8_t *const *col = kc->col;
 	size_t added = 0, n;
-	n = tbp_put_varint(col + len[0], tbp_zigzag(rec->ts - prev[0]));
+	n = tbp_put_varint(col[0] + len[0], tbp_zigzag(rec->ts - prev[0]));
 	len[0] += (uint32_t)n;
 	added += n;
 	prev[0] = rec->ts;
 	unsigned i = 0;
 	if (w->end_from_ts[k]) {
-		n = tbp_put_varint(col + cap + len[1], tbp_zigzag(rec->u.v[0] - rec->ts));
+		n = tbp_put_varint(col[1] + len[1], tbp_zigzag(rec->u.v[0] - rec->ts));
 		len[1] += (uint32_t)n;
 		added += n;
 		i = 1;
 	}
 	for (; i < ki->nfields; i++) {
 		uint64_t v = rec->u.v[i];
-		n = tbp_put_varint(col + (size_t)(i + 1) * cap + len[i + 1], tbp_zigzag(v - prev[i + 1]));
+		n = tbp_put_varint(col[i + 1] + len[i + 1], tbp_zigzag(v - prev[i + 1]));
 		len[i + 1] += (uint32_t)n;
 		added += n;
 		prev[i + 1] = v;
 	}
 	if (ki->has_blob) {
 		unsigned c = 1 + ki->nfields;
-		n = tbp_put_varint(col + (size_t)c * cap + len[c], blob_len);
+		n = tbp_put_varint(col[c] + len[c], blob_len);
 		len[c] += (uint32_t)n;
 		added += n;
 		if (blob_len)
@@ -485,7 +476,8 @@ int tbp_writer_close(struct tbp_writer *w)
 	free(w->seek);
 	free(w->kinds);
 	for (unsigned k = 0; k < TBP_K__MAX; k++) {
-		free(w->cols[k].buf);
+		for (unsigned c = 0; c < w->cols[k].ncols; c++)
+			free(w->cols[k].col[c]);
 		free(w->cols[k].blob);
 	}
 	free(w);
