@@ -11,7 +11,6 @@ TorchBench does); a model rejects those it does not know.  Exit codes: 0 ok,
 """
 import argparse
 import json
-import os
 import platform
 import sys
 
