@@ -80,9 +80,10 @@ static inline void *tbp_real_ensure(const struct tbp_hook_entry *e)
 }
 
 struct tbp_callstate {
-	uint64_t t0;
+	uint64_t t0;         /* TSC ticks when tsc, else ns */
 	uint64_t corr;
 	int saved_errno;
+	bool tsc;
 };
 
 /* false: not traced (disabled, recursion, not started): only forward. */
@@ -104,7 +105,8 @@ static inline bool tbp_call_begin(struct tbp_callstate *cs)
 	cs->corr = tbp_corr_next();
 	tbp_gpu_call_enter(cs->corr);
 	errno = cs->saved_errno;
-	cs->t0 = tbp_now();
+	cs->tsc = tbp_hook_clock_is_tsc();
+	cs->t0 = tbp_hook_stamp(cs->tsc);
 	return true;
 }
 
@@ -112,8 +114,10 @@ static inline bool tbp_call_begin(struct tbp_callstate *cs)
 static inline struct tbp_record *tbp_call_end(struct tbp_callstate *cs, unsigned kind,
 	unsigned api, int64_t result)
 {
-	uint64_t t1 = tbp_now();
+	uint64_t t1 = tbp_hook_stamp(cs->tsc);
 	cs->saved_errno = errno;
+	if (cs->tsc)
+		tbp_hook_ticks_to_ns(&cs->t0, &t1);
 	tbp_gpu_call_exit(cs->corr);
 	if (TBP_UNLIKELY(!__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED)))
 		tbp_note_gpu_used();

@@ -258,6 +258,28 @@ def main():
         if len(lines) != 1 or bad not in lines[0]:
             fail(f"expected one 'tbprof:' line naming {bad}, got {p.stderr!r}")
         print(f"ok: unwritable TBPROF_OUT: one line ({lines[0]}), program unchanged")
+    elif s == "clock":
+        # hook timestamps (TSC converted by the writer's calibration) lie within
+        # CLOCK_MONOTONIC readings taken around each call, over 1.5 s
+        d, rc, out = run_both([HOSTPROG, "clock", "brackets.txt"])
+        with open(os.path.join(d, "brackets.txt")) as f:
+            brackets = [tuple(map(int, l.split())) for l in f]
+        p = subprocess.run([TRACEDUMP, os.path.join(d, "trace.zst")], capture_output=True, text=True)
+        calls = [l for l in p.stdout.splitlines() if l.startswith("memset ")]
+        if len(calls) != len(brackets):
+            fail(f"{len(calls)} records for {len(brackets)} calls")
+        slack = 2000   # ns
+        worst = 0
+        for (before, after), l in zip(brackets, calls):
+            ts = int(re.search(r" ts=(\d+)", l).group(1))
+            end = int(re.search(r" end=(\d+)", l).group(1))
+            if end < ts:
+                fail(f"end {end} before start {ts}")
+            worst = max(worst, before - ts, end - after)
+            if ts < before - slack or end > after + slack:
+                fail(f"call [{ts}, {end}] outside its bracket [{before}, {after}] by more than {slack} ns")
+        print(f"ok: {len(calls)} hook timestamps within their CLOCK_MONOTONIC brackets "
+              f"(worst excess {max(worst, 0)} ns, slack {slack} ns)")
     elif s == "no-cuda":
         # processes that never touch CUDA leave no file and behave the same
         d, rc, out = run_both(["ls", "-l", "/usr/include/linux"])
