@@ -104,3 +104,12 @@ def test_equation_of_state_physics():
 	step = 1e-3
 	numeric = (enthalpy(ct + step) - enthalpy(ct - step)) / (2 * step)
 	assert torch.allclose(eos.dynamic_enthalpy_dct(sa, ct, p), numeric, rtol=1e-6)
+
+
+def test_small_mode_from_environment(monkeypatch):
+	model_class = zoo.load_model_class("hf_Bert")
+	monkeypatch.setenv("TBP_SMALL", "1")
+	assert model_class(test="eval", device="cpu", extra_args=[]).seq_len == model_class.SMALL_SEQ_LEN
+	monkeypatch.setenv("TBP_SMALL", "0")
+	bench = model_class(test="eval", device="cpu", extra_args=["--small"])
+	assert bench.small and bench.seq_len == model_class.SMALL_SEQ_LEN
