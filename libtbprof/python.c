@@ -474,24 +474,30 @@ static unsigned walk(uintptr_t frame, struct raw_frame *out, unsigned max)
  * compared too so a code object freed and replaced at the same address by
  * another is not taken for the old one. */
 struct memo_frame { uintptr_t code, name; uint32_t index; uint64_t path; };
-static __thread struct memo_frame memo[256];
-static __thread unsigned memo_n;
+struct memo { unsigned n; struct memo_frame f[256]; };
+static __thread struct memo thread_memo;
 
 static uint64_t intern_path(const struct raw_frame *frames, unsigned n, uint64_t parent)
 {
+	/* One TLS address computation, not one per frame: in a shared library
+	 * it is a call to __tls_get_addr, which the compiler would otherwise
+	 * redo after every call in the loop (the asm hides where m came from). */
+	struct memo *m = &thread_memo;
+	__asm__("" : "+r"(m));
 	unsigned depth = 0; /* distance from the root */
 	bool same = true;   /* frames so far equal the memo's */
 	for (unsigned i = n; i-- > 0; depth++) {
 		uintptr_t name = rd_ptr(frames[i].code, L.co_name);
-		if (same && depth < memo_n && memo[depth].code == frames[i].code &&
-		    memo[depth].index == frames[i].index && memo[depth].name == name) {
-			parent = memo[depth].path;
+		struct memo_frame *f = &m->f[depth];
+		if (same && depth < m->n && f->code == frames[i].code && f->index == frames[i].index &&
+		    f->name == name) {
+			parent = f->path;
 			continue;
 		}
 		same = false;
 		parent = path_node(parent, frame_id(frames[i].code, frames[i].index));
-		memo[depth] = (struct memo_frame){ frames[i].code, name, frames[i].index, parent };
-		memo_n = depth + 1;
+		*f = (struct memo_frame){ frames[i].code, name, frames[i].index, parent };
+		m->n = depth + 1;
 	}
 	return parent;
 }

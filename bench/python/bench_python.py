@@ -14,6 +14,7 @@
 Prints ratios; asserts nothing."""
 import ctypes
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,48 @@ def callpath_cost():
               for _ in range(5))
     print("callpath: %.0f ns/event at depth 20 (repeated path), %.0f ns from Python with the leaf line alternating, "
           "%.0f ns at depth 1; goal <= 300 ns" % (at20, alt, base))
+
+
+INSTR_CHILD = r'''
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.tpy_bench.restype = ctypes.c_double
+lib.tpy_setup.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong]
+lib.tpy_setup(1, 32, 0)
+def deep(n):
+    return lib.tpy_bench(int(sys.argv[2])) if n == 0 else deep(n - 1)
+deep(19)
+'''
+
+
+def callpath_instructions():
+    """Instructions per tbp_py_callpath() at depth 20 under callgrind: a
+    figure that does not depend on how busy the machine is."""
+    valgrind = shutil.which("valgrind")
+    if not valgrind:
+        print("callpath instructions: skipped (no valgrind)")
+        return
+    tmp = tempfile.mkdtemp()
+    child = os.path.join(tmp, "instr.py")
+    with open(child, "w") as f:
+        f.write(INSTR_CHILD)
+    calls = 20000
+    out = os.path.join(tmp, "cg.out")
+    # The real interpreter binary, not a launcher script (pyenv shims).
+    exe = os.path.realpath(sys.executable)
+    run = subprocess.run([valgrind, "--tool=callgrind", "--callgrind-out-file=" + out,
+                          "--toggle-collect=tbp_py_callpath", exe, child, SHIM, str(calls)],
+                         capture_output=True, text=True, timeout=600)
+    total = None
+    if run.returncode == 0 and os.path.exists(out):
+        with open(out) as f:
+            for line in f:
+                if line.startswith("totals:") or line.startswith("summary:"):
+                    total = int(line.split()[1])
+    if total is None:
+        print("callpath instructions: callgrind failed")
+        return
+    print("callpath: %d instructions/event at depth 20 (callgrind, machine-load independent)" % (total // calls))
 
 
 def run_child(args, env_extra):
@@ -189,5 +232,6 @@ if __name__ == "__main__":
     if not os.path.exists(SHIM):
         sys.exit("build tests/python's tbp_pytest library first (or set TBP_PYTEST_SHIM)")
     callpath_cost()
+    callpath_instructions()
     training_overhead(per_call_cost())
     preload_cost()
