@@ -187,6 +187,7 @@ struct tbp_tbuf {
 	uint64_t lost;              /* producer: records dropped since last LOST */
 	uint64_t lost_since;
 	_Atomic uint64_t lost_total;
+	uint64_t lost_reported;     /* writer: drops already covered by LOST records */
 	atomic_int retired;         /* thread exited: writer drains then frees */
 	bool thread_announced;
 	uint32_t tid;
@@ -761,7 +762,10 @@ static int write_defs(void)
 	return rc;
 }
 
-static int write_ring(struct tbp_tbuf *b, uint64_t head)
+/* Writes a ring's records from tail to head.  `last`: the thread will not
+ * record again (it exited, or this is the final drain), so drops it never
+ * got to report in a LOST record of its own are reported here. */
+static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 {
 	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
 	int rc = TBP_OK;
@@ -782,8 +786,32 @@ static int write_ring(struct tbp_tbuf *b, uint64_t head)
 			if (!open_chunk)
 				break;
 		}
+		if (r->kind == TBP_K_LOST && r->u.lost.source == TBP_LOST_BUFFER_FULL)
+			b->lost_reported += r->u.lost.count;
 		rc = tbp_writer_add(writer, r);
 		records_written++;
+	}
+	uint64_t unreported = atomic_load_explicit(&b->lost_total, memory_order_acquire) - b->lost_reported;
+	if (last && unreported && rc == TBP_OK) {
+		if (!open_chunk || cur_kind != TBP_STREAM_THREAD || cur_tid != b->tid) {
+			if (open_chunk)
+				rc = tbp_writer_end_chunk(writer);
+			open_chunk = false;
+			if (rc == TBP_OK)
+				rc = tbp_writer_begin_chunk(writer, TBP_STREAM_THREAD, b->tid);
+			open_chunk = rc == TBP_OK;
+		}
+		if (open_chunk) {
+			struct tbp_record l = { .kind = TBP_K_LOST, .stream_kind = TBP_STREAM_THREAD };
+			l.tid = b->tid;
+			l.ts = tbp_now();
+			l.u.lost.count = unreported;
+			l.u.lost.source = TBP_LOST_BUFFER_FULL;
+			l.u.lost.since_ts = 0;   /* first drop time is the producer's */
+			rc = tbp_writer_add(writer, &l);
+			records_written++;
+			b->lost_reported += unreported;
+		}
 	}
 	if (open_chunk && rc == TBP_OK)
 		rc = tbp_writer_end_chunk(writer);
@@ -818,7 +846,7 @@ static void drain_once(bool final)
 	int rc = write_defs();
 	/* 3. Each thread's records. */
 	for (size_t i = 0; i < n && rc == TBP_OK; i++)
-		rc = write_ring(snaps[i].b, snaps[i].head);
+		rc = write_ring(snaps[i].b, snaps[i].head, final || snaps[i].retired);
 	if (rc == TBP_OK && final) {
 		if (tbp_writer_begin_chunk(writer, TBP_STREAM_DEFS, 0) == TBP_OK) {
 			struct tbp_record end = { .kind = TBP_K_END, .stream_kind = TBP_STREAM_DEFS };
@@ -1225,6 +1253,8 @@ static void tbp_atfork_child(void)
 		atomic_store(&mine->tail, 0);
 		mine->reserved = 0;
 		mine->lost = 0;
+		atomic_store(&mine->lost_total, 0);
+		mine->lost_reported = 0;
 		atomic_store(&mine->retired, 0);
 		mine->thread_announced = false;
 		mine->tid = (uint32_t)tbp_gettid();

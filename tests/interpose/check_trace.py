@@ -145,9 +145,29 @@ def compare(ops, recs):
     return checked
 
 
+def check_analyzer_counts(ops, trace):
+    """tbanalyze --json reports the same counts as the ground truth."""
+    import json
+    p = subprocess.run([os.environ["TBANALYZE"], "--json", trace], capture_output=True, text=True)
+    if p.returncode != 0:
+        fail(f"tbanalyze --json: rc {p.returncode}: {p.stderr.strip()}")
+    counts = json.loads(p.stdout)["counts"]
+    names = {"kernel": "kernels", "memcpy": "memcpy", "memset": "memset", "malloc": "malloc",
+             "free": "free", "sync": "sync"}
+    want = {v: 0 for v in names.values()}
+    for o in ops:
+        if o["op"] in names:
+            want[names[o["op"]]] += 1
+    got = {k: counts.get(k) for k in want}
+    if got != want:
+        fail(f"tbanalyze counts {got} != ground truth {want}")
+    print(f"ok: tbanalyze --json counts equal the ground truth {want}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--truth", action="store_true")
+    ap.add_argument("--analyze", action="store_true", help="also check tbanalyze --json counts")
     ap.add_argument("--expect-error", type=int)
     ap.add_argument("--min-records", type=int, default=1)
     ap.add_argument("--env", action="append", default=[])
@@ -194,8 +214,11 @@ def main():
             fail("trace incomplete (no END record)")
         api_recs = [r for r in recs if r["kind"] in RECORD_KINDS]
         if a.truth:
-            n = compare(truth_ops(os.path.join(tmp, "truth.log")), recs)
+            ops = truth_ops(os.path.join(tmp, "truth.log"))
+            n = compare(ops, recs)
             print(f"ok: {n} operations match the ground truth; stdout and exit status {rc1} identical")
+            if a.analyze:
+                check_analyzer_counts(ops, os.path.join(traced_dir, "trace.zst"))
         if a.expect_error is not None:
             bad = [r for r in api_recs if r["result"] != a.expect_error]
             if bad:
