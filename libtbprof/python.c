@@ -765,7 +765,8 @@ uint64_t tbp_py_callpath(void)
  * to ns with a rate calibrated against CLOCK_MONOTONIC at install time;
  * span timestamps are anchored on a tbp_now() read at the span's end. */
 static double ns_per_tick;            /* 0: ticks are tbp_now() ns */
-static inline uint64_t ticks(void)
+static uint64_t span_ticks;           /* the span threshold, in ticks */
+static inline __attribute__((always_inline)) uint64_t ticks(void)
 {
 #if defined(__x86_64__)
 	if (TBP_LIKELY(ns_per_tick > 0))
@@ -795,6 +796,8 @@ static void calibrate_ticks(void)
 	double rate = t1 > t0 ? (double)(n1 - n0) / (double)(t1 - t0) : 0;
 	ns_per_tick = rate > 0.01 && rate < 100 ? rate : 0;
 #endif
+	span_ticks = ns_per_tick > 0 ? (uint64_t)((double)tbp_cfg.py_span_ns / ns_per_tick)
+		: tbp_cfg.py_span_ns;
 }
 
 static eval_frame_fn prev_eval;       /* evaluator installed before ours */
@@ -804,6 +807,12 @@ static __thread unsigned blocking_depth;
 static uintptr_t frame_code(void *frame)
 {
 	return rd_ptr((uintptr_t)frame, L.fr_code);
+}
+
+static inline bool maybe_blocking_name(uintptr_t code)
+{
+	uintptr_t name = rd_ptr(code, L.co_shortname);
+	return name == (uintptr_t)s_backward || name == (uintptr_t)s_grad;
 }
 
 /* Is `code` torch's Tensor.backward / autograd.backward / autograd.grad? */
@@ -832,26 +841,30 @@ static void *tbp_eval_frame(void *tstate, void *frame, int throwflag)
 	if (!tbp_active || atomic_load_explicit(&py_state, memory_order_relaxed) != PY_READY)
 		return next(tstate, frame, throwflag);
 	uintptr_t code = frame_code(frame);
+	/* The name compare first: it rejects almost every call for two loads.
+	 * blocking_depth is TLS (a call in a shared library). */
 	bool blocking = false;
-	if (blocking_depth == 0 && is_code(code) && is_blocking_call(code) && tbp_guard_enter()) {
+	if (TBP_UNLIKELY(is_code(code) && maybe_blocking_name(code)) && is_blocking_call(code) &&
+	    blocking_depth == 0 && tbp_guard_enter()) {
 		/* The caller of backward(): its line is what kernels run by
 		 * autograd threads are attributed to. */
 		uint64_t p = callpath_from(top_frame((uintptr_t)tstate));
 		if (p) {
 			atomic_store_explicit(&blocking_path, p, memory_order_release);
 			blocking = true;
+			blocking_depth++;
 		}
 		tbp_guard_leave();
 	}
-	blocking_depth += blocking;
 	uint64_t k0 = ticks();
 	void *result = next(tstate, frame, throwflag);
-	uint64_t elapsed = ticks_to_ns(ticks() - k0);
-	if (blocking) {
+	uint64_t dk = ticks() - k0;
+	if (TBP_UNLIKELY(blocking)) {
 		blocking_depth--;
 		atomic_store_explicit(&blocking_path, 0, memory_order_release);
 	}
-	if (elapsed >= tbp_cfg.py_span_ns && tbp_active && is_code(code) && tbp_guard_enter()) {
+	if (TBP_UNLIKELY(dk >= span_ticks) && tbp_active && is_code(code) && tbp_guard_enter()) {
+		uint64_t elapsed = ticks_to_ns(dk);
 		uint64_t t1 = tbp_now(), t0 = t1 - elapsed;
 		/* The callee's frame is gone; its code object is still held by
 		 * the caller (function object on the caller's stack). */
