@@ -74,6 +74,23 @@ check("span recorded under sys.setprofile",
       [frames(p, 2) for _, _, p, _ in spans() if frames(p, 1) == [(SITE["slow_def"], "slow")]],
       [[(SITE["slow_def"], "slow"), (SITE["profiled"], "<module>")]])
 
+# 3.12+: a sys.monitoring tool sees its events while spans keep coming.
+if sys.version_info >= (3, 12):
+    mon = sys.monitoring
+    starts = []
+    mon.use_tool_id(mon.PROFILER_ID, "tbprof-test")
+    mon.register_callback(mon.PROFILER_ID, mon.events.PY_START,
+                          lambda code, offset: starts.append(code.co_name) if code.co_name == "slow" else None)
+    mon.set_events(mon.PROFILER_ID, mon.events.PY_START)
+    pydll.tpy_clear_spans()
+    slow()  # site:monitored
+    mon.set_events(mon.PROFILER_ID, 0)
+    mon.free_tool_id(mon.PROFILER_ID)
+    check("sys.monitoring still sees the call", starts, ["slow"])
+    check("span recorded under sys.monitoring",
+          [frames(p, 2) for _, _, p, _ in spans() if frames(p, 1) == [(SITE["slow_def"], "slow")]],
+          [[(SITE["slow_def"], "slow"), (SITE["monitored"], "<module>")]])
+
 # Spans from another Python thread carry that thread's path.
 pydll.tpy_clear_spans()
 
