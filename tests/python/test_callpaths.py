@@ -117,6 +117,30 @@ p = asyncio.run(main_coroutine())
 check("coroutine after a suspension", frames(p, 2),
       [(SITE["coro"], "coroutine"), (SITE["await"], "main_coroutine")])
 
+# Python called back from C (libc qsort -> ctypes callback): the path goes
+# through the C frames to the Python line that called qsort.
+import ctypes  # noqa: E402
+libc = ctypes.CDLL(None)
+CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int))
+seen = []
+
+
+def compare(a, b):
+    if not seen:
+        seen.append(cdll.tpy_callpath())  # site:callback
+    return a[0] - b[0]
+
+
+def sort_in_c():
+    values = (ctypes.c_int * 5)(5, 3, 4, 1, 2)
+    libc.qsort(values, 5, ctypes.sizeof(ctypes.c_int), CMP(compare))  # site:qsort
+    return list(values)
+
+
+check("qsort result", sort_in_c(), [1, 2, 3, 4, 5])
+check("callback from C: callback, then the qsort line", frames(seen[0], 2),
+      [(SITE["callback"], "compare"), (SITE["qsort"], "sort_in_c")])
+
 results = {}
 
 
