@@ -121,8 +121,9 @@ static inline void hip_first_use(void)
 	pthread_once(&first_use_once, hip_first_use_once);
 }
 
-/* tbp_call_begin without its CUDA first-use step (starting CUPTI means
- * nothing in a ROCm process and would load libcupti where one exists). */
+/* tbp_call_begin (hook.h) without its CUDA first-use step: starting CUPTI
+ * means nothing in a ROCm process and would load libcupti where one
+ * exists.  Keep in step with tbp_call_begin. */
 static inline bool hip_call_begin(struct tbp_callstate *cs)
 {
 	cs->saved_errno = errno;
@@ -140,8 +141,18 @@ static inline bool hip_call_begin(struct tbp_callstate *cs)
 	cs->corr = tbp_corr_next();
 	tbp_gpu_call_enter(cs->corr);
 	errno = cs->saved_errno;
-	cs->t0 = tbp_now();
+	cs->tsc = tbp_hook_clock_is_tsc();
+	cs->t0 = tbp_hook_stamp(cs->tsc);
 	return true;
+}
+
+/* tbp_call_end announces a device it has not seen as an NVIDIA (or simgpu)
+ * one; HIP devices are described by hip_describe_devices instead. */
+static inline void hip_claim_device(void)
+{
+	int dev = tbp_tls_device;
+	if (TBP_UNLIKELY(!tbp_device_known(dev)))
+		__atomic_fetch_or(&tbp_devices_seen, 1ull << dev, __ATOMIC_RELAXED);
 }
 
 /* After the first real HIP call returned (so after the runtime and the
@@ -637,6 +648,7 @@ static void after_get_function(hipError_t r, hipFunction_t *function, const char
 		void *timing = (TIMED) ? hip_timing_begin(hook_stream) : NULL;                   \
 		errno = cs.saved_errno;                                                          \
 		hipError_t r = real_fn ARGS;                                                     \
+		hip_claim_device();                                                              \
 		struct tbp_record *rec = tbp_call_end(&cs, TBP_K_##KIND, TBP_API_##NAME, (int64_t)r); \
 		hip_after_first_call();                                                          \
 		hip_after_success(r);                                                            \

@@ -311,6 +311,11 @@ static void check_truth(const char *truth_path)
 			described++;
 	if (described != 1)
 		FAIL("%d DEVICE records naming simhip's device 0 as AMD (want 1)", described);
+	size_t device0 = 0;
+	for (size_t i = 0; i < devices.n; i++)
+		device0 += devices.v[i].u.device.device == 0;
+	if (device0 != 1)
+		FAIL("%zu DEVICE records for device 0 (want 1)", device0);
 
 	/* One trace record per truth device operation. */
 	match_of = calloc(truth.n, sizeof *match_of);
