@@ -185,6 +185,8 @@ struct analysis {
 	int no_cupti_notice;
 	uint64_t reorder_forced; /* records emitted because the reorder window was full */
 	uint64_t late_records;   /* records older than already-processed time */
+	uint64_t late_gpu_records;
+	int window_second_pass;  /* marked window re-measured from GPU records */
 
 	/* Window. */
 	uint64_t first_ts, last_ts;

@@ -380,7 +380,10 @@ int an_open(struct tbp_reader **r, const char *path)
  * AN_STALL_FRAMES frames does not hold the others back, and the whole buffer is capped: past
  * the cap the earliest record goes out anyway (counted in reorder_forced).
  */
-#define AN_REORDER_CAP (1u << 18)
+#define AN_REORDER_CAP (1u << 19)
+/* TBANALYZE_REORDER_CAP overrides it (tests use a tiny window to exercise
+ * the late-record paths on small traces). */
+static size_t reorder_cap = AN_REORDER_CAP;
 /* Frames of silence after which a stream stops holding the others back. */
 #define AN_STALL_FRAMES 16
 
@@ -440,7 +443,7 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 {
 	/* Streams are only known once they show up: give the late starters
 	 * (GPU activity, other threads) a few frames to appear first. */
-	if (!final && m->frame < AN_STALL_FRAMES && m->buffered <= AN_REORDER_CAP)
+	if (!final && m->frame < AN_STALL_FRAMES && m->buffered <= reorder_cap)
 		return;
 	for (;;) {
 		struct mqueue *best = NULL;
@@ -448,7 +451,10 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 		for (size_t i = 0; i < m->qs.n; i++) {
 			struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
 			if (!q->n) {
-				if (q->last_frame + AN_STALL_FRAMES > m->frame)
+				/* GPU activity lags by nature (CUPTI delivers whole
+				 * buffers): a device stream always holds the others back;
+				 * a host thread that went quiet stops doing so. */
+				if (q->key_kind == TBP_STREAM_GPU || q->last_frame + AN_STALL_FRAMES > m->frame)
 					blocked = 1;
 				continue;
 			}
@@ -465,13 +471,16 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 		if (!best)
 			return;
 		if (blocked && !final) {
-			if (m->buffered <= AN_REORDER_CAP)
+			if (m->buffered <= reorder_cap)
 				return;
 			a->reorder_forced++;
 		}
 		const struct tbp_record *r = &best->ring[best->head];
-		if (r->ts < m->last_emitted_ts)
+		if (r->ts < m->last_emitted_ts) {
 			a->late_records++;
+			if (r->stream_kind == TBP_STREAM_GPU)
+				a->late_gpu_records++;
+		}
 		else
 			m->last_emitted_ts = r->ts;
 		an_pass_record(a, r);
@@ -495,6 +504,25 @@ static int is_timed_stream_record(unsigned kind)
 	       kind == TBP_K_MARKER;
 }
 
+static int window_second_pass(struct analysis *a, const char *path)
+{
+	struct tbp_reader *r;
+	int rc = an_open(&r, path);
+	if (rc)
+		return rc;
+	an_window_reset(a);
+	struct tbp_record rec;
+	int st;
+	while ((st = tr_next(r, path, &rec)) > 0)
+		if (rec.kind == TBP_K_GPU_KERNEL || rec.kind == TBP_K_GPU_MEMCPY || rec.kind == TBP_K_GPU_MEMSET)
+			an_window_add(a, &rec);
+	rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
+	tbp_reader_close(r);
+	an_window_done(a);
+	a->window_second_pass = 1;
+	return rc;
+}
+
 int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 {
 	memset(a, 0, sizeof *a);
@@ -510,6 +538,9 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	a->spans.item = sizeof(struct an_span_stat);
 	a->sites.item = sizeof(struct an_site_stat);
 	a->first_ts = UINT64_MAX;
+	const char *cap = getenv("TBANALYZE_REORDER_CAP");
+	if (cap && atol(cap) > 0)
+		reorder_cap = (size_t)atol(cap);
 	a->defs = defs_new();
 	if (!a->defs || an_pass_init(a)) {
 		fprintf(stderr, "tbanalyze: out of memory\n");
@@ -523,6 +554,13 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	a->header = *tbp_reader_header(r);
 
 	struct merger m = {.qs = {.item = sizeof(struct mqueue)}};
+	/* A CUPTI trace will have GPU activity, possibly all of it handed over
+	 * late: let device 0's queue hold the host records back from the start
+	 * (bounded by the cap) instead of only once it shows up. */
+	if ((a->header.features & TBP_FEAT_CUPTI) && !mq_get(&m, TBP_STREAM_GPU, 0)) {
+		tbp_reader_close(r);
+		goto nomem_closed;
+	}
 	uint64_t last_off = tbp_reader_offset(r);
 	struct tbp_record rec;
 	int st;
@@ -551,7 +589,7 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 			goto nomem;
 		q->last_frame = m.frame;
 		m.buffered++;
-		if (m.buffered > AN_REORDER_CAP)
+		if (m.buffered > reorder_cap)
 			merge_drain(a, &m, 0);
 	}
 	if (st < 0) {
@@ -567,6 +605,14 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	merge_drain(a, &m, 1);
 	merge_free(&m);
 	tbp_reader_close(r);
+	/* GPU activity that reached the analysis after a later marker makes
+	 * the marker snapshots inexact: measure the window again from the GPU
+	 * records alone (in order per device stream), clipped to it. */
+	if (a->markers_used && a->late_gpu_records) {
+		rc = window_second_pass(a, path);
+		if (rc)
+			return rc;
+	}
 	if (an_pass_finish(a))
 		goto nomem_closed;
 	return TBA_EXIT_OK;

@@ -10,5 +10,9 @@ int an_pass_init(struct analysis *a);
 void an_pass_record(struct analysis *a, const struct tbp_record *r);
 int an_pass_finish(struct analysis *a);
 void an_pass_free(struct analysis *a);
+/* Exact window breakdown from GPU records alone (second pass). */
+void an_window_reset(struct analysis *a);
+void an_window_add(struct analysis *a, const struct tbp_record *r);
+void an_window_done(struct analysis *a);
 
 #endif

@@ -908,6 +908,77 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 	}
 }
 
+/* ------------------------------------------------------------ window, again
+ * Second pass: the unions of every device and stream rebuilt from GPU
+ * records clipped to [win_begin, win_end]; clipping keeps each stream's
+ * start order, so the unions stay exact.  snap_begin = 0, snap_end = total. */
+void an_window_reset(struct analysis *a)
+{
+	for (size_t i = 0; i < a->devices.n; i++) {
+		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		struct an_union *us[] = {&d->busy, &d->dm, &d->kern, &d->set};
+		for (size_t k = 0; k < 4; k++)
+			memset(us[k], 0, sizeof *us[k]);
+		memset(d->ck, 0, sizeof d->ck);
+	}
+	for (size_t i = 0; i < a->streams.n; i++) {
+		struct an_stream *s = VEC_AT(&a->streams, struct an_stream, i);
+		memset(&s->busy, 0, sizeof s->busy);
+		memset(&s->dm, 0, sizeof s->dm);
+	}
+}
+
+void an_window_add(struct analysis *a, const struct tbp_record *r)
+{
+	const struct tbp_gpu_kernel *g = &r->u.gpu_kernel;
+	uint64_t s = r->ts, e = g->end < r->ts ? r->ts : g->end;
+	if (s < a->win_begin)
+		s = a->win_begin;
+	if (e > a->win_end)
+		e = a->win_end;
+	if (e <= s)
+		return;
+	struct an_device *d = get_device(a, g->device);
+	struct an_stream *str = get_stream(a, g->device, g->stream);
+	if (!d || !str)
+		return;
+	un_add(&d->busy, s, e);
+	un_add(&str->busy, s, e);
+	if (r->kind == TBP_K_GPU_KERNEL) {
+		un_add(&d->kern, s, e);
+	} else if (r->kind == TBP_K_GPU_MEMCPY) {
+		un_add(&d->dm, s, e);
+		un_add(&str->dm, s, e);
+		un_add(&d->ck[r->u.gpu_memcpy.copy_kind < AN_CK_N ? r->u.gpu_memcpy.copy_kind : 0], s, e);
+	} else {
+		un_add(&d->set, s, e);
+	}
+}
+
+static void un_whole(struct an_union *u)
+{
+	u->snap_begin = 0;
+	u->snap_end = an_union_total(u);
+}
+
+void an_window_done(struct analysis *a)
+{
+	for (size_t i = 0; i < a->devices.n; i++) {
+		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		un_whole(&d->busy);
+		un_whole(&d->dm);
+		un_whole(&d->kern);
+		un_whole(&d->set);
+		for (int k = 0; k < AN_CK_N; k++)
+			un_whole(&d->ck[k]);
+	}
+	for (size_t i = 0; i < a->streams.n; i++) {
+		struct an_stream *s = VEC_AT(&a->streams, struct an_stream, i);
+		un_whole(&s->busy);
+		un_whole(&s->dm);
+	}
+}
+
 /* ------------------------------------------------------------ lifecycle */
 int an_pass_init(struct analysis *a)
 {

@@ -304,10 +304,12 @@ int an_report_json(const struct analysis *a, FILE *f)
 	fprintf(f, "{\"schema\":\"tbprof-report\",\"schema_version\":1,\"trace_file\":");
 	json_str(f, a->path, strlen(a->path));
 	fprintf(f, ",\n\"trace\":{\"events\":%" PRIu64 ",\"records\":%" PRIu64 ",\"lost_events\":%" PRIu64
-		   ",\"truncated\":%s,\"clean_end\":%s,\"gpu_timeline\":%s,\"api_only\":%s,\"out_of_order\":%" PRIu64 "}",
+		   ",\"truncated\":%s,\"clean_end\":%s,\"gpu_timeline\":%s,\"api_only\":%s,\"out_of_order\":%" PRIu64
+		   ",\"window_remeasured\":%s}",
 		a->events, a->records, a->lost ? a->lost : a->end_lost, a->truncated ? "true" : "false",
 		a->has_end ? "true" : "false", gpu ? "true" : "false",
-		!gpu && (a->n_launch + a->n_memcpy + a->n_memset) ? "true" : "false", a->late_records);
+		!gpu && (a->n_launch + a->n_memcpy + a->n_memset) ? "true" : "false", a->late_records,
+		a->window_second_pass ? "true" : "false");
 	fprintf(f, ",\n\"window\":{\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"source\":\"%s\",\"iterations\":%" PRIu64
 		   ",\"warmup_excluded\":%s}",
 		a->markers_used ? a->win_begin : a->first_ts, a->markers_used ? a->win_end : a->last_ts,

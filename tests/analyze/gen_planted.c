@@ -141,6 +141,7 @@ static void gpu_rec(int dev, uint8_t kind, uint64_t stream, uint64_t s, uint64_t
 }
 
 static int api_only; /* apionly scenario: host records only */
+static int gpu_at_end; /* markers-late: GPU records only after all host records */
 
 /* Launch from thread th at host time t (API lasts 4 us) a kernel that runs
  * on the GPU over [gs, ge). */
@@ -553,8 +554,10 @@ static void write_trace(const char *path)
 	for (uint64_t t = frame;; t += frame) {
 		for (int i = 0; i < 2; i++)
 			write_chunk(w, TBP_STREAM_THREAD, host_tid[i], &host[i], &hpos[i], t);
+		/* gpu_at_end: as if CUPTI handed over every buffer at shutdown. */
 		for (int i = 0; i < 2; i++)
-			write_chunk(w, TBP_STREAM_GPU, (uint64_t)i, &gpu[i], &gpos[i], t - frame);
+			write_chunk(w, TBP_STREAM_GPU, (uint64_t)i, &gpu[i], &gpos[i],
+				    gpu_at_end && t <= maxts + frame ? 0 : t - frame);
 		tbp_writer_flush(w);
 		if (t > maxts + 2 * frame)
 			break;
@@ -733,6 +736,10 @@ int main(int argc, char **argv)
 		scen_planted(0);
 	else if (!strcmp(s, "markers"))
 		scen_planted(1);
+	else if (!strcmp(s, "markers-late")) {
+		gpu_at_end = 1;
+		scen_planted(1);
+	}
 	else if (!strcmp(s, "apionly")) {
 		api_only = 1;
 		scen_planted(0);
