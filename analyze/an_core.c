@@ -399,15 +399,23 @@ struct merger {
 	struct u64map idx;
 	size_t buffered;
 	uint64_t frame;
+	uint64_t last_key;
+	size_t last_q; /* index + 1 of the queue of last_key, 0 = none */
 	uint64_t last_emitted_ts;
 };
 
 static struct mqueue *mq_get(struct merger *m, unsigned kind, uint32_t id)
 {
 	uint64_t key = ((uint64_t)kind << 32) | id;
+	/* Records come chunk by chunk: the last queue is usually the one. */
+	if (m->last_q && m->last_key == key)
+		return VEC_AT(&m->qs, struct mqueue, m->last_q - 1);
 	uint64_t *ix = u64map_get(&m->idx, key);
-	if (ix)
+	if (ix) {
+		m->last_key = key;
+		m->last_q = *ix + 1;
 		return VEC_AT(&m->qs, struct mqueue, *ix);
+	}
 	struct mqueue *q = vec_push(&m->qs);
 	if (!q || u64map_put(&m->idx, key, m->qs.n - 1))
 		return NULL;
