@@ -67,6 +67,10 @@ def run_both(cmd, extra=None, timeout=60):
     return traced, p1.returncode, p1.stdout.decode()
 
 
+def DRVPROG_PATH():
+    return os.environ["DRVPROG"]
+
+
 def traces(d):
     return sorted(f for f in os.listdir(d) if f.endswith(".zst"))
 
@@ -280,6 +284,14 @@ def main():
                 fail(f"call [{ts}, {end}] outside its bracket [{before}, {after}] by more than {slack} ns")
         print(f"ok: {len(calls)} hook timestamps within their CLOCK_MONOTONIC brackets "
               f"(worst excess {max(worst, 0)} ns, slack {slack} ns)")
+    elif s == "disabled":
+        # TBPROF_ENABLE=0: hooks only forward, nothing is written
+        for mode in ("plain", "threads", "fork"):
+            d, rc, out = run_both([HOSTPROG, mode], {"TBPROF_ENABLE": "0"})
+            expect_files(d, [])
+        d, rc, out = run_both([DRVPROG_PATH()], {"TBPROF_ENABLE": "0"})
+        expect_files(d, [])
+        print("ok: TBPROF_ENABLE=0: programs unchanged, no trace file")
     elif s == "no-cuda":
         # processes that never touch CUDA leave no file and behave the same
         d, rc, out = run_both(["ls", "-l", "/usr/include/linux"])
