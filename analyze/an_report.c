@@ -243,7 +243,13 @@ void an_report_text(const struct analysis *a, FILE *f)
 			const struct an_span_stat *s = VEC_AT(&a->spans, struct an_span_stat, i);
 			char lbl[512];
 			an_site_label(a, s->callpath, 0, lbl, sizeof lbl);
-			fprintf(f, "  %10s  %6" PRIu64 "x  %s\n", fmt_ns(s->total_ns, t1, sizeof t1), s->count, lbl);
+			struct an_frame fr[2];
+			size_t nf = an_callpath_frames(a, s->callpath, fr, 2);
+			fprintf(f, "  %10s  %6" PRIu64 "x  %s", fmt_ns(s->total_ns, t1, sizeof t1), s->count, lbl);
+			if (nf == 2)
+				fprintf(f, "  (from %.*s:%" PRIu64 " %.*s)", (int)fr[1].file_len, fr[1].file, fr[1].line,
+					(int)fr[1].function_len, fr[1].function);
+			fputc('\n', f);
 		}
 	}
 	int any_mem = 0;
