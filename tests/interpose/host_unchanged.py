@@ -292,6 +292,12 @@ def main():
         d, rc, out = run_both([DRVPROG_PATH()], {"TBPROF_ENABLE": "0"})
         expect_files(d, [])
         print("ok: TBPROF_ENABLE=0: programs unchanged, no trace file")
+    elif s == "trace-all":
+        # TBPROF_TRACE_ALL=1: a process without CUDA still leaves a complete trace
+        d, rc, out = run_both(["ls", "-l", "/usr/include/linux"], {"TBPROF_TRACE_ALL": "1"})
+        expect_files(d, ["trace.zst"])
+        kinds = complete(d, "trace.zst", process=1)
+        print(f"ok: TBPROF_TRACE_ALL=1: ls unchanged, trace with {kinds}")
     elif s == "no-cuda":
         # processes that never touch CUDA leave no file and behave the same
         d, rc, out = run_both(["ls", "-l", "/usr/include/linux"])
