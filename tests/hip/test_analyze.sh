@@ -1,7 +1,8 @@
 #!/bin/bash
 # tbanalyze reads HIP traces like CUDA ones: its counts equal the calls the
 # program made, the hipEvent GPU timeline is used, and the planted patterns
-# (a burst of tiny kernels, scalar host-to-device copies) are found.
+# (a burst of tiny kernels, scalar host-to-device copies, an idle gap) are
+# found.
 . "$(dirname "$0")/common.sh"
 # A burst is >= 16 short kernels (< 10 us) with the GPU idle between them:
 # tiny simulated kernels (300 ns) much shorter than the host's launch cost
@@ -46,6 +47,13 @@ scalar=$(sed -n 's/.*"kind":"scalar_copy","count":\([0-9]*\).*"pageable":\([0-9]
 set -- $scalar
 if [ -z "$scalar" ] || [ "$1" -lt 10 ] || [ "$2" -lt 10 ]; then
 	echo "scalar_copy finding missing or short: '$scalar' (10 pageable scalar copies planted)" >&2
+	fail=1
+fi
+# The workload sleeps 2 ms with nothing queued: an idle gap of at least that
+# (less the little work still in flight when the sleep starts).
+gap=$(sed -n 's/.*"kind":"idle_gap","cause":"[a-z_]*","count":[0-9]*,"total_ns":[0-9]*,"max_ns":\([0-9]*\).*/\1/p' "$work/report.json" | sort -n | tail -1)
+if [ -z "$gap" ] || [ "$gap" -lt 1500000 ]; then
+	echo "no idle_gap of >= 1.5 ms for the planted 2 ms sleep (largest: '${gap}')" >&2
 	fail=1
 fi
 [ $fail = 0 ] || { cat "$work/report.json" >&2; exit 1; }
