@@ -648,6 +648,8 @@ static void after_get_function(hipError_t r, hipFunction_t *function, const char
 		void *timing = (TIMED) ? hip_timing_begin(hook_stream) : NULL;                   \
 		errno = cs.saved_errno;                                                          \
 		hipError_t r = real_fn ARGS;                                                     \
+		if (timing) /* first: the stop event marks the call's return */                  \
+			hip_timing_stop(timing, hook_stream, r == hipSuccess);                   \
 		hip_claim_device();                                                              \
 		struct tbp_record *rec = tbp_call_end(&cs, TBP_K_##KIND, TBP_API_##NAME, (int64_t)r); \
 		hip_after_first_call();                                                          \
@@ -655,14 +657,16 @@ static void after_get_function(hipError_t r, hipFunction_t *function, const char
 		int harvest_due = 0;                                                             \
 		AFTER;                                                                           \
 		struct tbp_record gpu;                                                           \
+		if (timing)                                                                      \
+			memset(&gpu, 0, sizeof gpu); /* the template is emitted as is */        \
 		gpu.kind = 0;                                                                    \
 		if (TBP_LIKELY(rec != NULL)) {                                                   \
 			rec->u.call.stream = (uint64_t)(uintptr_t)hook_stream;                   \
 			FILL;                                                                    \
 		}                                                                                \
 		if (timing)                                                                      \
-			harvest_due |= hip_timing_end(timing, hook_stream,                       \
-						      r == hipSuccess && rec && gpu.kind, &gpu); \
+			harvest_due |= hip_timing_end(timing, r == hipSuccess && rec && gpu.kind, \
+						      &gpu);                                     \
 		/* GPU records go through this thread's buffer: commit ours first. */           \
 		if (rec)                                                                         \
 			tbp_slot_commit(rec);                                                    \

@@ -51,15 +51,16 @@ void hip_timing_init(void) TBP_HIDDEN;  /* reads TBPROF_HIP_EVENTS; idempotent *
 /* Registers the exit-time harvest; called once, after the first real call. */
 void hip_timing_register_exit(void) TBP_HIDDEN;
 /* Around one launch/copy/memset: begin records a start event on the stream
- * (returns an opaque token, NULL when not timing); end records the stop
- * event and queues the GPU record template (ts/end filled on harvest).
- * ok=0 (the call failed) returns the events without a record.  Returns 1
- * when a harvest is due (the caller runs it once its own slot is committed:
- * GPU records go through the calling thread's buffer). */
+ * (returns an opaque token, NULL when not timing); stop, right after the
+ * real call returned, records the stop event (ok=0: the call failed, no
+ * record); end attaches the GPU record template (ts/end are filled at
+ * harvest) once the hook has filled it, or drops the op (ok=0).  end
+ * returns 1 when a harvest is due. */
 void *hip_timing_begin(hipStream_t stream) TBP_HIDDEN;
-int hip_timing_end(void *token, hipStream_t stream, int ok, const struct tbp_record *gpu) TBP_HIDDEN;
-/* Emits GPU records for every queued operation whose stop event completed
- * (no record slot of this thread may be open);
+void hip_timing_stop(void *token, hipStream_t stream, int ok) TBP_HIDDEN;
+int hip_timing_end(void *token, int ok, const struct tbp_record *gpu) TBP_HIDDEN;
+/* Releases GPU records (in time order, through the emitter thread) for
+ * the queued operations whose stop event completed;
  * with wait=1 waits for the rest first (exit, device reset). */
 void hip_timing_harvest(int wait) TBP_HIDDEN;
 /* The device is about to be reset: flush and forget every event. */

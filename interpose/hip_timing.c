@@ -49,7 +49,8 @@ struct timed_op {
 	hipEvent_t start, stop;  /* stop NULL: the call has not returned yet */
 	hipStream_t stream;
 	uint64_t t0;             /* host time before the start event */
-	int done;                /* rec.ts/end are final */
+	int ready;               /* rec holds the template: may be harvested */
+	int done;                /* rec.ts/end are final (-1: dropped) */
 	struct tbp_record rec;
 };
 
@@ -364,51 +365,71 @@ void *hip_timing_begin(hipStream_t stream)
 	return op ? (void *)op->start : NULL;
 }
 
-/* Caller holds timing_lock.  The op whose start event is `start`. */
+/* Caller holds timing_lock.  The live op whose start event is `start`
+ * (start events are unique among live ops: they return to the pool only
+ * when their op is removed or harvested). */
 static struct timed_op *find_op_locked(hipEvent_t start)
 {
 	for (size_t i = nops; i-- > 0;)
-		if (ops[i].start == start && !ops[i].stop)
+		if (ops[i].start == start && !ops[i].done)
 			return &ops[i];
 	return NULL;
 }
 
-/* Caller holds timing_lock. */
-static void remove_op_locked(struct timed_op *op)
+/* Caller holds timing_lock.  Returns the op's events and forgets it. */
+static void drop_op_locked(struct timed_op *op)
 {
+	event_put_locked(op->start);
+	event_put_locked(op->stop);
 	size_t i = (size_t)(op - ops);
 	memmove(&ops[i], &ops[i + 1], (nops - i - 1) * sizeof *ops);
 	nops--;
 }
 
-int hip_timing_end(void *token, hipStream_t stream, int ok, const struct tbp_record *gpu)
+void hip_timing_stop(void *token, hipStream_t stream, int ok)
 {
 	hipEvent_t start = token;
 	if (!start)
-		return 0;
-	int harvest = 0;
+		return;
 	hipError_t saved = hip_last_error_save();
 	pthread_mutex_lock(&timing_lock);
 	struct timed_op *op = find_op_locked(start);
-	if (op) {
+	if (op && !op->stop) {
 		hipEvent_t stop = ok ? event_get_locked() : NULL;
 		if (stop && hip_real.EventRecord(stop, stream) != hipSuccess) {
 			event_put_locked(stop);
 			stop = NULL;
 		}
-		if (!stop) {
+		if (stop) {
+			op->stop = stop;
+		} else {
 			if (ok)
 				dropped++;
-			event_put_locked(op->start);
-			remove_op_locked(op);
-		} else {
-			op->stop = stop;
-			op->rec = *gpu;
-			harvest = ++ops_since_harvest >= HARVEST_EVERY;
+			drop_op_locked(op);
 		}
 	}
 	pthread_mutex_unlock(&timing_lock);
 	hip_last_error_restore(saved);
+}
+
+int hip_timing_end(void *token, int ok, const struct tbp_record *gpu)
+{
+	hipEvent_t start = token;
+	if (!start)
+		return 0;
+	int harvest = 0;
+	pthread_mutex_lock(&timing_lock);
+	struct timed_op *op = find_op_locked(start);
+	if (op && op->stop && !op->ready) {
+		if (ok) {
+			op->rec = *gpu;
+			op->ready = 1;
+			harvest = ++ops_since_harvest >= HARVEST_EVERY;
+		} else {
+			drop_op_locked(op);
+		}
+	}
+	pthread_mutex_unlock(&timing_lock);
 	return harvest;
 }
 
@@ -460,7 +481,7 @@ void hip_timing_harvest(int wait)
 	size_t nblocked = 0;
 	for (size_t i = 0; i < nops; i++) {
 		struct timed_op *op = &ops[i];
-		if (op->done || !op->stop)
+		if (op->done || !op->ready)
 			continue;
 		int skip = 0;
 		for (size_t b = 0; b < nblocked && !skip; b++)
