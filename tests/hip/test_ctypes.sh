@@ -6,7 +6,9 @@
 [ -n "${PYTHON:-}" ] || { echo "SKIP: no Python"; exit 77; }
 script="$(dirname "$0")/hip_ctypes.py"
 set +e
-LD_LIBRARY_PATH="$SIMHIP_DIR" "$PYTHON" "$script" >"$work/plain.out" 2>"$work/plain.err"
+# Python is not instrumented: sanitized builds preload the runtime in both runs.
+LD_LIBRARY_PATH="$SIMHIP_DIR" LD_PRELOAD="${HIP_TEST_PRELOAD:-}" "$PYTHON" "$script" \
+	>"$work/plain.out" 2>"$work/plain.err"
 echo $? >"$work/plain.rc"
 LD_LIBRARY_PATH="$SIMHIP_DIR" HIPWL_CALLS="$work/traced.calls" TBPROF_OUT="$work/traced.zst" \
 	TBPROF_HIP_EVENTS=1 SIMHIP_KERNEL_NS=300 SIMHIP_LAUNCH_NS=3000 \
