@@ -4,6 +4,10 @@
 # functions that launched the tiny-kernel burst and the scalar copies.
 . "$(dirname "$0")/common.sh"
 [ -n "${PYTHON:-}" ] || { echo "SKIP: no Python"; exit 77; }
+if [ "${HIP_TEST_SANITIZER:-}" = thread ]; then
+	echo "SKIP: the Python interpreter does not run under a preloaded ThreadSanitizer runtime"
+	exit 77
+fi
 script="$(dirname "$0")/hip_ctypes.py"
 set +e
 # Python is not instrumented: sanitized builds preload the runtime in both runs.
