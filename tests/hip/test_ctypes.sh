@@ -29,9 +29,10 @@ if [ ! -s "$work/traced.zst" ] || ! "$TBANALYZE" dump "$work/traced.zst" | grep 
 	exit 77
 fi
 "$HIP_TRACE_CHECK" "$work/traced.zst" "$work/traced.calls"
-burst_opt=
-[ -z "${HIP_TEST_PRELOAD:-}" ] || burst_opt="--burst-kernel-us 200"
-"$TBANALYZE" report --json $burst_opt "$work/traced.zst" >"$work/report.json"
+# What is checked here is the naming: a generous "short kernel" (the
+# measured tiny kernels include Python's launch overhead on an idle stream)
+# keeps the burst whole on a busy machine.
+"$TBANALYZE" report --json --burst-kernel-us 200 "$work/traced.zst" >"$work/report.json"
 "$PYTHON" - "$work/report.json" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
