@@ -184,8 +184,8 @@ static void wait_drained_locked(unsigned timeout_ms)
 
 static void child_after_fork(void)
 {
-	/* Only the forking thread survives: no emitter, and the parent's
-	 * events mean nothing in the child. */
+	/* Only the forking thread survives: no emitter (restarted on the first
+	 * release), and the parent's events mean nothing in the child. */
 	emitter_started = 0;
 	emitter_busy = 0;
 	nstaged = 0;
@@ -541,10 +541,15 @@ void hip_timing_harvest(int wait)
 	}
 	nops = keep;
 	if (k) {
-		qsort(done_ops, k, sizeof *done_ops, cmp_ts);
-		for (size_t i = 0; i < k; i++)
-			stage_locked(&done_ops[i].rec);
-		pthread_cond_signal(&staged_cond);
+		/* A forked child has no emitter yet: start its own. */
+		if (!emitter_started && emitter_start_locked() != 0) {
+			dropped += k;
+		} else {
+			qsort(done_ops, k, sizeof *done_ops, cmp_ts);
+			for (size_t i = 0; i < k; i++)
+				stage_locked(&done_ops[i].rec);
+			pthread_cond_signal(&staged_cond);
+		}
 	}
 	free(done_ops);
 
