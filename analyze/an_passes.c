@@ -44,10 +44,21 @@ struct corr_ent {
 	uint32_t tid;
 	uint8_t kind;
 };
+/* Spans that ended on a thread and whose parent has not ended yet.  Spans
+ * reach the file as they end, so when one arrives, the finished spans that
+ * began after it are its direct children.  Bounded: past the cap the oldest
+ * are forgotten (their parent's self time then counts them). */
+#define SPAN_STACK 4096
+struct done_span {
+	uint64_t ts, end;
+	size_t stat; /* index in a->spans */
+};
 struct thread_st {
 	uint32_t tid;
 	int scalar_pending;
 	size_t scalar_finding;
+	struct done_span *done;
+	size_t ndone;
 };
 struct pp_ent {
 	uint64_t callpath, native, bytes, dur;
@@ -852,6 +863,24 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 		s->callpath = cp;
 		s->count++;
 		s->total_ns += end - ts;
+		uint64_t self = end - ts;
+		size_t sidx = (size_t)(s - VEC_AT(&a->spans, struct an_span_stat, 0));
+		struct thread_st *th = get_thread(st, r->tid);
+		if (th && !th->done)
+			th->done = malloc(SPAN_STACK * sizeof *th->done);
+		if (th && th->done) {
+			while (th->ndone && th->done[th->ndone - 1].ts >= ts && th->done[th->ndone - 1].end <= end) {
+				const struct done_span *c = &th->done[--th->ndone];
+				uint64_t cd = c->end - c->ts;
+				self = self > cd ? self - cd : 0;
+			}
+			if (th->ndone == SPAN_STACK) {
+				memmove(th->done, th->done + 1, (SPAN_STACK - 1) * sizeof *th->done);
+				th->ndone--;
+			}
+			th->done[th->ndone++] = (struct done_span){.ts = ts, .end = end, .stat = sidx};
+		}
+		s->self_ns += self;
 	}
 	struct span_ent *e = &st->span[st->span_n++ % SPAN_RING];
 	e->tid = r->tid;
@@ -1021,6 +1050,8 @@ static int cmp_kernel(const void *x, const void *y)
 static int cmp_span(const void *x, const void *y)
 {
 	const struct an_span_stat *a = x, *b = y;
+	if (a->self_ns != b->self_ns)
+		return a->self_ns > b->self_ns ? -1 : 1;
 	if (a->total_ns != b->total_ns)
 		return a->total_ns > b->total_ns ? -1 : 1;
 	return a->callpath < b->callpath ? -1 : a->callpath > b->callpath;
@@ -1149,6 +1180,8 @@ void an_pass_free(struct analysis *a)
 	vec_free(&st->pp_pool);
 	vec_free(&st->alloc_pool);
 	vec_free(&st->alloc_freelist);
+	for (size_t i = 0; i < st->threads.n; i++)
+		free(VEC_AT(&st->threads, struct thread_st, i)->done);
 	vec_free(&st->threads);
 	vec_free(&st->all_findings);
 	free(st);

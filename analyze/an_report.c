@@ -238,14 +238,15 @@ void an_report_text(const struct analysis *a, FILE *f)
 		}
 	}
 	if (a->spans.n && (!an_has_gpu(a) || a->opts.top > 20)) {
-		fprintf(f, "\nhost time by Python call path (spans):\n");
+		fprintf(f, "\nhost time by Python call path (spans; self time, then including callees):\n");
 		for (size_t i = 0; i < a->spans.n && i < 15; i++) {
 			const struct an_span_stat *s = VEC_AT(&a->spans, struct an_span_stat, i);
 			char lbl[512];
 			an_site_label(a, s->callpath, 0, lbl, sizeof lbl);
 			struct an_frame fr[2];
 			size_t nf = an_callpath_frames(a, s->callpath, fr, 2);
-			fprintf(f, "  %10s  %6" PRIu64 "x  %s", fmt_ns(s->total_ns, t1, sizeof t1), s->count, lbl);
+			fprintf(f, "  %10s  %10s  %6" PRIu64 "x  %s", fmt_ns(s->self_ns, t2, sizeof t2),
+				fmt_ns(s->total_ns, t1, sizeof t1), s->count, lbl);
 			if (nf == 2)
 				fprintf(f, "  (from %.*s:%" PRIu64 " %.*s)", (int)fr[1].file_len, fr[1].file, fr[1].line,
 					(int)fr[1].function_len, fr[1].function);
@@ -427,8 +428,8 @@ int an_report_json(const struct analysis *a, FILE *f)
 	fprintf(f, "],\n\"host_time_by_python_path\":[");
 	for (size_t i = 0; i < a->spans.n && i < 50; i++) {
 		const struct an_span_stat *s = VEC_AT(&a->spans, struct an_span_stat, i);
-		fprintf(f, "%s\n {\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"where\":", i ? "," : "", s->count,
-			s->total_ns);
+		fprintf(f, "%s\n {\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"self_ns\":%" PRIu64 ",\"where\":",
+			i ? "," : "", s->count, s->total_ns, s->self_ns);
 		json_where(a, f, s->callpath, 0);
 		fputc('}', f);
 	}

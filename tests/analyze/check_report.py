@@ -137,6 +137,10 @@ def part_report(gen_path, tmp):
     check(("data.py", 21) in paths and paths[("data.py", 21)]["count"] == 10
           and paths[("data.py", 21)]["total_ns"] == 10 * 300000, f"cpu: data.py:21 host time ({paths.get(('data.py', 21))})")
     check(("model.py", 30) in paths and paths[("model.py", 30)]["total_ns"] == 10 * 700000, "cpu: model.py:30 host time")
+    main = paths.get(("train.py", 120), {})
+    check(main.get("self_ns") == rep["breakdown"]["window_ns"] - 10 * 1000000,
+          f"cpu: main's self time excludes its callees ({main.get('self_ns')})")
+    check(rep["host_time_by_python_path"][0]["where"]["python"][0]["line"] == 30, "cpu: sorted by self time")
     text = run([trace]).stdout
     check("no GPU activity" in text, "cpu: text says there was no GPU activity")
     check("data.py:21 load_batch" in text, "cpu: text names data.py:21")

@@ -504,21 +504,28 @@ static void scen_random(unsigned seed, int n)
 }
 
 /* ------------------------------------------------------------ output */
+/* Order within a stream as libtbprof writes it: calls at their start,
+ * Python spans when they end (only then is a span known to be long). */
+static uint64_t write_key(const struct tbp_record *r)
+{
+	return r->kind == TBP_K_PY_SPAN ? r->u.py_span.end : r->ts;
+}
+
 static int cmp_rec(const void *x, const void *y)
 {
-	const struct tbp_record *a = x, *b = y;
-	return a->ts < b->ts ? -1 : a->ts > b->ts;
+	uint64_t a = write_key(x), b = write_key(y);
+	return a < b ? -1 : a > b;
 }
 
 static void write_chunk(struct tbp_writer *w, unsigned sk, uint64_t id, struct evs *e, size_t *pos, uint64_t until)
 {
-	if (*pos >= e->n || e->r[*pos].ts >= until)
+	if (*pos >= e->n || write_key(&e->r[*pos]) >= until)
 		return;
 	if (tbp_writer_begin_chunk(w, sk, id)) {
 		fprintf(stderr, "gen_planted: begin_chunk failed\n");
 		exit(4);
 	}
-	while (*pos < e->n && e->r[*pos].ts < until) {
+	while (*pos < e->n && write_key(&e->r[*pos]) < until) {
 		if (tbp_writer_add(w, &e->r[*pos])) {
 			fprintf(stderr, "gen_planted: add failed (kind %u)\n", e->r[*pos].kind);
 			exit(4);
@@ -545,9 +552,11 @@ static void write_trace(const char *path)
 	/* Frames of 200 us; GPU records lag the host by one frame. */
 	const uint64_t frame = 200 * US;
 	uint64_t maxts = 0;
+	/* Frames up to the last call's start; span ends may lie beyond. */
 	for (int i = 0; i < 2; i++) {
-		if (host[i].n && host[i].r[host[i].n - 1].ts > maxts)
-			maxts = host[i].r[host[i].n - 1].ts;
+		for (size_t k = 0; k < host[i].n; k++)
+			if (host[i].r[k].kind != TBP_K_PY_SPAN && host[i].r[k].ts > maxts)
+				maxts = host[i].r[k].ts;
 		if (gpu[i].n && gpu[i].r[gpu[i].n - 1].ts > maxts)
 			maxts = gpu[i].r[gpu[i].n - 1].ts;
 	}
@@ -559,8 +568,20 @@ static void write_trace(const char *path)
 			write_chunk(w, TBP_STREAM_GPU, (uint64_t)i, &gpu[i], &gpos[i],
 				    gpu_at_end && t <= maxts + frame ? 0 : t - frame);
 		tbp_writer_flush(w);
-		if (t > maxts + 2 * frame)
+		int left = 0;
+		for (int i = 0; i < 2; i++)
+			left |= hpos[i] < host[i].n || gpos[i] < gpu[i].n;
+		if (!left)
 			break;
+		if (t > maxts + 2 * frame || t > UINT64_MAX / 2) {
+			/* Far-future keys (the random scenario): one last frame. */
+			for (int i = 0; i < 2; i++) {
+				write_chunk(w, TBP_STREAM_THREAD, host_tid[i], &host[i], &hpos[i], UINT64_MAX);
+				write_chunk(w, TBP_STREAM_GPU, (uint64_t)i, &gpu[i], &gpos[i], UINT64_MAX);
+			}
+			tbp_writer_flush(w);
+			break;
+		}
 	}
 	struct tbp_record end = {.kind = TBP_K_END};
 	end.u.end.records = 0;
