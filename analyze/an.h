@@ -162,6 +162,7 @@ struct an_span_stat {
 struct an_site_stat { /* GPU and host time per call site (for diff) */
 	uint64_t callpath, native;
 	uint64_t gpu_ns, api_ns, calls;
+	uint64_t alloc_bytes; /* device memory allocated here */
 };
 
 /* ------------------------------------------------------------ the analysis */

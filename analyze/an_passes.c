@@ -753,6 +753,8 @@ static void on_api(struct analysis *a, const struct tbp_record *r)
 		const struct tbp_malloc *m = &r->u.malloc;
 		if (m->flags & TBP_ALLOCF_HOST)
 			break; /* pinned host memory is not device memory */
+		if (ss)
+			ss->alloc_bytes += m->bytes;
 		struct an_device *d = get_device(a, c->device);
 		if (!d)
 			break;

@@ -92,6 +92,11 @@ static int collect(struct items *it, const struct analysis *x, int side, double 
 		const struct an_site_stat *s = VEC_AT(&x->sites, struct an_site_stat, i);
 		an_site_key(x, s->callpath, s->native, key, sizeof key);
 		PUT(2, key, (double)(gpu ? s->gpu_ns : s->api_ns));
+		if (s->alloc_bytes) {
+			size_t kl = strlen(key);
+			snprintf(key + kl, sizeof key - kl, " allocated bytes");
+			PUT(3, key, (double)s->alloc_bytes);
+		}
 	}
 	for (size_t i = 0; i < x->devices.n; i++) {
 		const struct an_device *d = VEC_AT(&x->devices, struct an_device, i);
@@ -225,6 +230,8 @@ int cmd_diff(int argc, char **argv)
 		struct item *x = &it.v[i];
 		double share_base = x->type == 1 || x->type == 2 ? (tot_a[x->type] > tot_b[x->type] ? tot_a[x->type] : tot_b[x->type]) : 0;
 		int matters = share_base == 0 || (x->a > x->b ? x->a : x->b) * 100.0 >= min_share * share_base;
+		if (x->type == 3 && strstr(x->key, " allocated bytes"))
+			matters = 0; /* allocation volume is reported; peaks decide */
 		if (x->type == 0 && strcmp(x->key, "window_ns") && strcmp(x->key, "gpu_busy_ns"))
 			matters = 0; /* components are reported, the verdict rests on wall and busy time */
 		x->regressed = matters && x->b > x->a && change_pct(x) > threshold;

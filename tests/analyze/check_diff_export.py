@@ -53,6 +53,13 @@ def parts(gen, run, check):
         # The reverse direction is an improvement, and a high threshold tolerates the slowdown.
         run(["diff", s, a], expect_rc=0)
         run(["diff", a, s, "--threshold", "60"], expect_rc=0)
+        # Twice the device memory from the same call site: a memory regression.
+        m, _ = gen(gen_path, tmp, "bigmem")
+        rep = json.loads(run(["diff", a, m, "--json"], expect_rc=1).stdout)
+        reg = [c["name"] for c in rep["changes"] if c["regressed"]]
+        check(reg == ["device 0 peak bytes"], f"diff bigmem: peak memory regressed, nothing else ({reg})")
+        site = [c for c in rep["changes"] if c["name"].startswith("train.py:120:main") and c["type"] == "memory"]
+        check(len(site) == 1 and site[0]["change_pct"] == 100.0, f"diff bigmem: allocations per call site ({site})")
         run(["diff", a], expect_rc=3)
         run(["diff", a, os.path.join(tmp, "nope.zst")], expect_rc=2)
 

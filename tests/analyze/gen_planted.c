@@ -272,18 +272,20 @@ static uint64_t clean_step(uint64_t g, uint64_t slow_ns)
 	return g + 12 * US;
 }
 
+static uint64_t clean_alloc = 64 << 20; /* bigmem: twice as much */
+
 static void scen_clean(int iters, uint64_t slow_ns)
 {
 	common_defs();
 	uint64_t g = 1000 * US, t0 = g;
-	malloc_call(0, g - 100 * US, cp_main, 0x10000, 64 << 20);
+	malloc_call(0, g - 100 * US, cp_main, 0x10000, clean_alloc);
 	copy(0, g - 90 * US, 30 * US, cp_main, 0, 7, 8 << 20, TBP_COPY_H2D, TBP_COPYF_PINNED, 0x1, 0x10000, g,
 	     g + 25 * US);
 	g += 25 * US;
 	for (int i = 0; i < iters; i++)
 		g = clean_step(g, slow_ns);
 	sync_call(0, g - 30 * US, 40 * US, cp_main, 0);
-	free_call(0, g + 20 * US, cp_main, 0x10000, 64 << 20);
+	free_call(0, g + 20 * US, cp_main, 0x10000, clean_alloc);
 	span(0, t0 - 150 * US, g + 30 * US, cp_main);
 	/* Device 1: a few kernels overlapping device 0's time. */
 	for (int i = 0; i < 3; i++) {
@@ -740,7 +742,7 @@ static void write_big(const char *path, long iters)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|apionly|cpu|big|slow OUT.zst EXPECT.json [ITERS]\n");
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|random|big|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
 		return 3;
 	}
 	const char *s = argv[1];
@@ -749,6 +751,10 @@ int main(int argc, char **argv)
 		scen_clean(iters, 0);
 	else if (!strcmp(s, "slow"))
 		scen_clean(iters, 30 * US);
+	else if (!strcmp(s, "bigmem")) {
+		clean_alloc = 128 << 20;
+		scen_clean(iters, 0);
+	}
 	else if (!strcmp(s, "big")) {
 		write_big(argv[2], argc > 4 ? atol(argv[4]) : 100000);
 		return 0;
