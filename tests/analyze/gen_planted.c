@@ -11,9 +11,12 @@
  * findings.  The GPU stream reaches the file one frame later than the host
  * streams, as CUPTI buffers do, so the analyzer's merge is exercised.
  *
- * Scenarios: clean, planted, markers, apionly, cpu, big (for the bench:
- * ITERS repetitions of the clean loop), slow (clean with one kernel made
- * slower, for diff).
+ * Scenarios: clean, planted, markers (warm-up + steady iteration marks),
+ * markers-late (GPU records all at the end of the file), apionly (no GPU
+ * records), cpu (spans only), random (nonsense records, ITERS = seed),
+ * big (for the bench: ITERS clean steps, written as generated), slow (clean
+ * with one kernel 30 us slower, for diff), bigmem (clean with twice the
+ * device memory, for diff).
  */
 #include <inttypes.h>
 #include <stdio.h>
