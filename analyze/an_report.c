@@ -135,7 +135,8 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 	fprintf(f, "%2zu. %s", idx, an_finding_name(x->kind));
 	switch (x->kind) {
 	case AN_F_IDLE_GAP:
-		fprintf(f, " (%s): %" PRIu64 " gaps, %s idle, longest %s\n", an_cause_name(x->cause), x->count,
+		fprintf(f, " (%s): %" PRIu64 " gap%s, %s idle, longest %s\n", an_cause_name(x->cause), x->count,
+			x->count == 1 ? "" : "s",
 			fmt_ns(x->total_ns, t1, sizeof t1), fmt_ns(x->max_ns, t2, sizeof t2));
 		break;
 	case AN_F_KERNEL_BURST:
