@@ -455,6 +455,7 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 		return;
 	for (;;) {
 		struct mqueue *best = NULL;
+		const struct tbp_record *second = NULL; /* earliest head of the others */
 		int blocked = 0;
 		for (size_t i = 0; i < m->qs.n; i++) {
 			struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
@@ -473,8 +474,13 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 			}
 			const struct tbp_record *b = &best->ring[best->head];
 			/* Ties: host records (markers, API calls) before GPU activity. */
-			if (h->ts < b->ts || (h->ts == b->ts && h->stream_kind < b->stream_kind))
+			if (h->ts < b->ts || (h->ts == b->ts && h->stream_kind < b->stream_kind)) {
+				second = b;
 				best = q;
+			} else if (!second || h->ts < second->ts ||
+				   (h->ts == second->ts && h->stream_kind < second->stream_kind)) {
+				second = h;
+			}
 		}
 		if (!best)
 			return;
@@ -483,18 +489,29 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 				return;
 			a->reorder_forced++;
 		}
-		const struct tbp_record *r = &best->ring[best->head];
-		if (r->ts < m->last_emitted_ts) {
-			a->late_records++;
-			if (r->stream_kind == TBP_STREAM_GPU)
-				a->late_gpu_records++;
-		}
-		else
-			m->last_emitted_ts = r->ts;
-		an_pass_record(a, r);
-		best->head = (best->head + 1) & (best->cap - 1);
-		best->n--;
-		m->buffered--;
+		/* Emit from the best queue as long as it stays ahead of every other
+		 * head: one scan per run of records, not per record. */
+		uint64_t lim_ts = second ? second->ts : UINT64_MAX;
+		unsigned lim_kind = second ? second->stream_kind : 255;
+		do {
+			const struct tbp_record *r = &best->ring[best->head];
+			if (r->ts < m->last_emitted_ts) {
+				a->late_records++;
+				if (r->stream_kind == TBP_STREAM_GPU)
+					a->late_gpu_records++;
+			} else {
+				m->last_emitted_ts = r->ts;
+			}
+			an_pass_record(a, r);
+			best->head = (best->head + 1) & (best->cap - 1);
+			best->n--;
+			m->buffered--;
+			if (!best->n)
+				break;
+			r = &best->ring[best->head];
+			if (r->ts > lim_ts || (r->ts == lim_ts && r->stream_kind > lim_kind))
+				break;
+		} while (final || !blocked || m->buffered > reorder_cap);
 	}
 }
 
