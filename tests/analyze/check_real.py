@@ -107,9 +107,9 @@ def main_native(prog):
         bnames = symbolize(burst[0].get("where", {}).get("native", []))
         check("plant_burst" in bnames, f"C: the burst's frames include plant_burst ({bnames})")
         snames = symbolize(scalar[0].get("where", {}).get("native", []))
-        # plant_scalar itself, or main at its call (libtbprof's native walk
-        # may start one frame above the API's direct caller).
-        check("plant_scalar" in snames or snames[:1] == ["main"], f"C: the scalar copy's frames ({snames})")
+        # Built with -O0 -fno-inline: no tail calls or inlining hide a frame.
+        check(snames[:2] == ["plant_scalar", "main"], f"C: the scalar copy's frames ({snames})")
+        check(bnames[:3] == ["launch", "plant_burst", "main"], f"C: the burst's frames, leaf first ({bnames})")
     return 1 if failures else 0
 
 
