@@ -117,7 +117,9 @@ TBP_HIDDEN void *tbp_dlsym_slow(void *handle, const char *name)
 	void *p = f(handle, name);
 	if (!p || !name || handle == RTLD_NEXT || handle == RTLD_DEFAULT || !tbp_cfg.enabled)
 		return p;
-	if (name[0] != 'c' && name[0] != '_')
+	/* Cheap filter before the table lookup: every hooked name starts with
+	 * "cu"/"cuda", "hip" or "__". */
+	if (name[0] != 'c' && name[0] != '_' && name[0] != 'h')
 		return p;
 	const struct tbp_hook_entry *e = tbp_hook_find(name);
 	if (!e || p == e->wrapper)
