@@ -73,6 +73,12 @@ class Model(BenchmarkModel):
 		if self.test == "train" and self.precision in ("fp16", "bf16"):
 			self.real_images = self.real_images.to(self.example_inputs[0].dtype)
 
+	def apply_backend(self):
+		# A training step uses both networks, not self.model alone.
+		self.generator = torch.compile(self.generator, backend="inductor")
+		self.discriminator = torch.compile(self.discriminator, backend="inductor")
+		self.model = self.generator
+
 	def train(self):
 		noise = torch.randn_like(self.example_inputs[0])
 		self.d_optimizer.zero_grad(set_to_none=True)

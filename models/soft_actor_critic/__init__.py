@@ -159,6 +159,13 @@ class Model(BenchmarkModel):
 		super()._post_init()
 		self.critic.train(self.test == "train")
 
+	def apply_backend(self):
+		# The update uses actor and critics directly, not self.model alone.
+		self.actor = torch.compile(self.actor, backend="inductor")
+		self.critic = torch.compile(self.critic, backend="inductor")
+		self.target_critic = torch.compile(self.target_critic, backend="inductor")
+		self.model = self.actor
+
 	def _env_step(self, action):
 		next_obs, reward, done = self.env.step(action[0])
 		self.buffer.add(self.obs, action, reward, next_obs, float(done))
