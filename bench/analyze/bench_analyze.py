@@ -21,23 +21,19 @@ import time
 TBANALYZE = os.environ.get("TBANALYZE", "tbanalyze")
 
 
-def timed(cmd):
-    """(stdout, cpu seconds user+sys, wall seconds) of one child process."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = p.communicate()
-    wall = time.perf_counter() - t0
-    if p.returncode != 0:
-        sys.exit(f"bench: {' '.join(cmd)} failed ({p.returncode}): {err.decode()[-300:]}")
-    return out, wall
-
-
 def cpu_of(cmd):
-    before = os.times()
-    out, wall = timed(cmd)
-    after = os.times()
-    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return out, cpu, wall
+    """(stdout, cpu seconds user+sys, wall seconds, max RSS KiB) of one child."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if p.returncode != 0:
+            sys.exit(f"bench: {' '.join(cmd)} failed ({p.returncode}): {err.read().decode()[-300:]}")
+        return out.read(), ru.ru_utime + ru.ru_stime, wall, ru.ru_maxrss
 
 
 def hta_python():
@@ -68,13 +64,17 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tba-bench-") as tmp:
         big = os.path.join(tmp, "big.zst")
         subprocess.run([gen, "big", big, os.devnull, str(iters)], check=True)
-        out, cpu, wall = cpu_of([TBANALYZE, big, "--json"])
+        out, cpu, wall, rss = cpu_of([TBANALYZE, big, "--json"])
         events = json.loads(out)["trace"]["events"]
-        _, cpu_info, _ = cpu_of([TBANALYZE, "info", big])
+        _, cpu_info, _, _ = cpu_of([TBANALYZE, "info", big])
         print(f"tbanalyze report: {events} events, {os.path.getsize(big) / events:.2f} bytes/event on disk")
         print(f"  report: {cpu:.2f} s CPU ({wall:.2f} s wall) -> {events / cpu / 1e6:.1f} M events/s/core (goal >= 30)")
         print(f"  baseline, trace reader alone (tbanalyze info): {events / cpu_info / 1e6:.1f} M events/s/core;"
               f" analysis adds {max(cpu - cpu_info, 0) / cpu * 100:.0f}% of the report's CPU time")
+        tenth = os.path.join(tmp, "tenth.zst")
+        subprocess.run([gen, "big", tenth, os.devnull, str(max(iters // 10, 1))], check=True)
+        _, _, _, rss10 = cpu_of([TBANALYZE, tenth, "--json"])
+        print(f"  memory: max RSS {rss / 1024:.1f} MiB for {events} events, {rss10 / 1024:.1f} MiB for a tenth of them")
 
         py = hta_python()
         if not py:
@@ -88,7 +88,7 @@ def main():
         os.makedirs(hdir)
         subprocess.run([TBANALYZE, "export", "--format", "kineto", small, "-o", os.path.join(hdir, "rank0.json")],
                        check=True)
-        out, _, twall = cpu_of([TBANALYZE, small, "--json"])
+        out, _, twall, _ = cpu_of([TBANALYZE, small, "--json"])
         sev = json.loads(out)["trace"]["events"]
         p = subprocess.run([py, "-c", HTA_SCRIPT, hdir], capture_output=True, text=True)
         if p.returncode != 0:
