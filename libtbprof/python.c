@@ -909,6 +909,25 @@ static int install_with_gil(void *unused)
 	return 0;
 }
 
+/* Tests and benchmarks only, with the GIL held: take the hook out (1 if it
+ * was installed and still on top) or put it back. */
+int tbp_py_test_hook(int on)
+{
+	if (!py.interp_main || !py.get_eval || !py.set_eval || !prev_eval)
+		return 0;
+	void *interp = py.interp_main();
+	eval_frame_fn current = py.get_eval(interp);
+	if (on && current == prev_eval) {
+		py.set_eval(interp, (eval_frame_fn)tbp_eval_frame);
+		return 1;
+	}
+	if (!on && current == (eval_frame_fn)tbp_eval_frame) {
+		py.set_eval(interp, prev_eval);
+		return 1;
+	}
+	return 0;
+}
+
 static void install_eval_hook(void)
 {
 	if (!py.set_eval || !py.get_eval || !py.gil_check)

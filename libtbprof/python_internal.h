@@ -39,5 +39,7 @@ int tbp_py_line_310(const uint8_t *table, size_t size, int firstlineno, uint32_t
 
 /* Tests only: behave as if CPython 3.`minor` were running (0: real). */
 void tbp_py_test_override_minor(unsigned minor);
+/* Tests/benchmarks only, GIL held: remove (0) or restore (1) the span hook. */
+int tbp_py_test_hook(int on);
 
 #endif

@@ -9,7 +9,7 @@ import time
 
 import torch
 
-steps = int(sys.argv[1]) if len(sys.argv) > 1 else 150
+steps = int(sys.argv[1]) if len(sys.argv) > 1 else 300
 if os.environ.get("BENCH_SHIM"):
     shim = ctypes.PyDLL(os.environ["BENCH_SHIM"])
     shim.tpy_setup.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong]
@@ -49,7 +49,24 @@ def count_calls(frame, event, arg):
 sys.setprofile(count_calls)
 step()
 sys.setprofile(None)
+if os.environ.get("BENCH_AB"):
+    # In one process: the span hook taken out and put back between blocks
+    # of steps; the fairest comparison on a shared machine (same memory
+    # layout, same moment).
+    shim.tpy_hook.argtypes = [ctypes.c_int]
+    blocks = {0: [], 1: []}
+    for _ in range(10):
+        for on in (0, 1):
+            shim.tpy_hook(on)
+            c = time.process_time()
+            for _ in range(30):
+                step()
+            blocks[on].append(time.process_time() - c)
+    shim.tpy_hook(1)
+    print("ab_off %.6f" % min(blocks[0]))
+    print("ab_on %.6f" % min(blocks[1]))
 t0 = time.perf_counter()
+c0 = time.process_time()
 for i in range(steps):
     if marker:
         marker(1, i, None)
@@ -57,8 +74,12 @@ for i in range(steps):
     if marker:
         marker(2, i, None)
 t1 = time.perf_counter()
+c1 = time.process_time()
 print("loss %.10g" % loss.item())
 print("seconds %.6f" % (t1 - t0))
+# CPU time of the whole process (tbprof's own threads included): on a
+# shared machine it moves much less with other people's load than wall time.
+print("cpu_seconds %.6f" % (c1 - c0))
 print("step_seconds %.9f" % ((t1 - t0) / steps))
 print("python_calls_per_step %d" % calls[0])
 if os.environ.get("BENCH_SHIM"):
