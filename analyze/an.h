@@ -111,6 +111,7 @@ enum { AN_CK_N = 6 }; /* copy kinds 0..5 (enum tbp_copy_kind) */
 
 struct an_burst_run {
 	uint64_t count, first_start, last_end, idle_ns, callpath, native;
+	uint64_t parent; /* caller of the first kernel's leaf frame: the loop's context */
 };
 
 #define AN_HIST_BINS 512
@@ -240,6 +241,8 @@ struct an_frame {
 	uint64_t line;
 };
 size_t an_callpath_frames(const struct analysis *a, uint64_t callpath, struct an_frame *out, size_t max);
+/* Parent node of a call path (the caller's frame), 0 when none or unknown. */
+uint64_t an_callpath_parent(const struct analysis *a, uint64_t callpath);
 struct an_native_frame {
 	uint64_t pc, offset;
 	const char *module;

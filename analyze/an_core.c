@@ -289,6 +289,12 @@ size_t an_callpath_frames(const struct analysis *a, uint64_t cp, struct an_frame
 	return n;
 }
 
+uint64_t an_callpath_parent(const struct analysis *a, uint64_t cp)
+{
+	uint64_t *ix = cp ? u64map_get(&a->defs->cp_idx, cp) : NULL;
+	return ix ? VEC_AT(&a->defs->cps, struct def_node, *ix)->parent : 0;
+}
+
 size_t an_native_frames(const struct analysis *a, uint64_t nat, struct an_native_frame *out, size_t max)
 {
 	size_t n = 0;

@@ -482,7 +482,12 @@ static void burst_kernel(struct analysis *a, struct an_stream *s, uint64_t ts, u
 {
 	struct an_burst_run *r = &s->run;
 	int is_short = end - ts < a->opts.burst_kernel_ns;
-	if (r->count && (!is_short || cp != r->callpath || nat != r->native))
+	/* Same call site, or another line of the same loop body: a sibling
+	 * leaf under the same caller (an optimizer's per-parameter loop). */
+	int same = cp == r->callpath && nat == r->native;
+	if (!same && r->count && cp && r->parent && an_callpath_parent(a, cp) == r->parent)
+		same = 1;
+	if (r->count && (!is_short || !same))
 		burst_close(a, s);
 	if (!is_short)
 		return;
@@ -491,6 +496,7 @@ static void burst_kernel(struct analysis *a, struct an_stream *s, uint64_t ts, u
 		r->last_end = end;
 		r->callpath = cp;
 		r->native = nat;
+		r->parent = an_callpath_parent(a, cp);
 		r->count = 1;
 		return;
 	}

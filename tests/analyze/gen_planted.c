@@ -357,6 +357,19 @@ static uint64_t planted_body(uint64_t g)
 		g = clean_step(g, 0);
 	}
 	expect_finding("kernel_burst", NULL, "optim.py", "zero_grad", 88, 40);
+	/* kernel_burst from a loop body of three lines (Adam's per-parameter
+	 * loop): one burst of 18, reported at the first kernel's line. */
+	uint64_t cp_adam = site("optim.py", "step", 200, cp_bwd);
+	uint64_t cp_loop[3] = {site("optim.py", "_single_tensor_adam", 101, cp_adam),
+			       site("optim.py", "_single_tensor_adam", 102, cp_adam),
+			       site("optim.py", "_single_tensor_adam", 103, cp_adam)};
+	for (int k = 0; k < 18; k++) {
+		uint64_t gs = g + 6 * US;
+		kernel(0, gs - 30 * US, cp_loop[k % 3], 0, 0, 7, gs, gs + 4 * US, k_fill);
+		g = gs + 4 * US;
+	}
+	g = clean_step(g, 0);
+	expect_finding("kernel_burst", NULL, "optim.py", "_single_tensor_adam", 101, 18);
 	/* scalar_copy x6: 4-byte pageable H2D copies each followed by a sync. */
 	for (int i = 0; i < 6; i++) {
 		uint64_t gs = g + 10 * US;
