@@ -173,8 +173,9 @@ int cmd_diff(int argc, char **argv)
 			i++;
 			continue;
 		}
-		if (!strncmp(arg, "--threshold=", 12)) {
-			if (parse_pct("--threshold", arg + 12, &threshold))
+		if (!strncmp(arg, "--threshold=", 12) || !strncmp(arg, "--min-share=", 12)) {
+			if (parse_pct(arg[2] == 't' ? "--threshold" : "--min-share", arg + 12,
+				      arg[2] == 't' ? &threshold : &min_share))
 				return TBA_EXIT_USAGE;
 			continue;
 		}
