@@ -77,6 +77,16 @@ check("generator launch: generator <- Trainer.run",
       [("generator", RUN)])
 check("thread paths end in threading.py, main ones in the workload",
       {p[-1][0].endswith("threading.py") for p in paths}, {True, False})
+# The native thread's sync (a thread with no Python frames, so not in `done`).
+python_tids = set(expected)
+native = [r for r in trace.of_kind("sync") if r["sid"] not in python_tids and r.get("api_name") == "cudaDeviceSynchronize"]
+wsites = {}
+with open(workload) as f:
+    for number, text in enumerate(f, 1):
+        if "# site:" in text:
+            wsites[text.split("# site:")[1].split()[0]] = number
+check("native thread during backward(): one sync, attributed to the backward() line",
+      [trace.path(r["callpath"])[:1] for r in native], [[(workload, wsites["backward"], "native_backward")]])
 if failures:
     print("%d check(s) failed" % len(failures))
     sys.exit(1)

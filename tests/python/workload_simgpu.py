@@ -6,7 +6,9 @@ thread id, API, line, function) as JSON lines to argv[1]; the lines come from
 import asyncio
 import ctypes
 import json
+import os
 import sys
+import tempfile
 import threading
 
 import tpyshim_sites
@@ -114,6 +116,36 @@ for t in threads:
     t.start()
 for t in threads:
     t.join()
+# A native thread (no Python frames) syncing while the main thread is inside
+# torch.autograd.backward (a stand-in module with the real one's file name):
+# its record borrows the path of the line that called backward().
+root = tempfile.mkdtemp()
+os.makedirs(os.path.join(root, "torch", "autograd"))
+open(os.path.join(root, "torch", "__init__.py"), "w").close()
+with open(os.path.join(root, "torch", "autograd", "__init__.py"), "w") as f:
+    f.write("def backward(work):\n    return work()\n")
+sys.path.insert(0, root)
+import torch.autograd  # noqa: E402  (the stand-in)
+
+libc = ctypes.CDLL(None)
+libc.pthread_create.argtypes = [ctypes.POINTER(ctypes.c_ulong), ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+libc.pthread_join.argtypes = [ctypes.c_ulong, ctypes.c_void_p]
+
+
+def native_thread_sync():
+    # cudaDeviceSynchronize as the thread's start routine: it takes no
+    # argument and its int result is ignored by pthread_join(NULL).
+    thread = ctypes.c_ulong()
+    start = ctypes.cast(released.cudaDeviceSynchronize, ctypes.c_void_p)
+    assert libc.pthread_create(ctypes.byref(thread), None, start, None) == 0
+    assert libc.pthread_join(thread.value, None) == 0
+
+
+def native_backward():
+    torch.autograd.backward(native_thread_sync)  # site:backward
+
+
+native_backward()
 released.cudaDeviceSynchronize()
 with open(sys.argv[1], "w") as f:
     for row in done:
