@@ -593,9 +593,22 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 		goto nomem_closed;
 	}
 	uint64_t last_off = tbp_reader_offset(r);
-	struct tbp_record rec;
+	struct tbp_record rec_buf;
 	int st;
-	while ((st = tr_next(r, path, &rec)) > 0) {
+	for (;;) {
+		/* Decode straight into the free tail slot of the queue the last
+		 * record went to (the same stream, usually): no copy of the record
+		 * into the queue.  The tail slot stays where it is while
+		 * merge_drain pops from the head. */
+		size_t pq_ix = m.last_q;
+		struct tbp_record *rec = &rec_buf;
+		if (pq_ix) {
+			struct mqueue *pq = VEC_AT(&m.qs, struct mqueue, pq_ix - 1);
+			if (pq->n < pq->cap)
+				rec = &pq->ring[(pq->head + pq->n) & (pq->cap - 1)];
+		}
+		if ((st = tr_next(r, path, rec)) <= 0)
+			break;
 		a->records++;
 		uint64_t off = tbp_reader_offset(r);
 		if (off != last_off) {
@@ -604,20 +617,27 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 			last_off = off;
 			merge_drain(a, &m, 0);
 		}
-		if (rec.kind == TBP_K_STRING || rec.kind == TBP_K_PYFRAME || rec.kind == TBP_K_CALLPATH ||
-		    rec.kind == TBP_K_NATIVE || rec.kind == TBP_K_MODULE) {
-			if (defs_add(a->defs, &rec))
+		if (rec->kind == TBP_K_STRING || rec->kind == TBP_K_PYFRAME || rec->kind == TBP_K_CALLPATH ||
+		    rec->kind == TBP_K_NATIVE || rec->kind == TBP_K_MODULE) {
+			if (defs_add(a->defs, rec))
 				goto nomem;
 			continue;
 		}
 		a->events++;
-		if (!is_timed_stream_record(rec.kind)) {
-			an_pass_record(a, &rec); /* facts and spans: order-free */
+		if (!is_timed_stream_record(rec->kind)) {
+			an_pass_record(a, rec); /* facts and spans: order-free */
 			continue;
 		}
-		struct mqueue *q = mq_get(&m, rec.stream_kind, rec.tid);
-		if (!q || mq_push(q, &rec))
+		struct mqueue *q = mq_get(&m, rec->stream_kind, rec->tid);
+		if (!q)
 			goto nomem;
+		if (rec != &rec_buf && q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1)) {
+			rec->blob = NULL; /* queued records outlive the frame */
+			rec->blob_len = 0;
+			q->n++;
+		} else if (mq_push(q, rec)) {
+			goto nomem;
+		}
 		q->last_frame = m.frame;
 		m.buffered++;
 		if (m.buffered > reorder_cap)

@@ -40,6 +40,7 @@ struct info {
 	uint64_t first_ts, last_ts;
 	struct stream_stat *streams;
 	size_t nstreams, streams_cap;
+	struct stream_stat *last; /* the stream of the previous record (NULL: none) */
 	uint64_t lost_by_source[8], lost_total;
 	struct rec_list processes, devices, clocks, notices;
 	int have_end;
@@ -78,6 +79,10 @@ static size_t stream_slot(uint8_t kind, uint64_t id, size_t cap)
 
 static struct stream_stat *stream_get(struct info *in, uint8_t kind, uint64_t id)
 {
+	/* Records come chunk by chunk: usually the same stream as the last one. */
+	if (in->last && in->last->kind == kind && in->last->id == id)
+		return in->last;
+	in->last = NULL;
 	if ((in->nstreams + 1) * 2 > in->streams_cap) {
 		size_t cap = in->streams_cap ? 2 * in->streams_cap : 64;
 		struct stream_stat *s = calloc(cap, sizeof *s);
@@ -98,12 +103,12 @@ static struct stream_stat *stream_get(struct info *in, uint8_t kind, uint64_t id
 	size_t j = stream_slot(kind, id, in->streams_cap);
 	while (in->streams[j].used) {
 		if (in->streams[j].kind == kind && in->streams[j].id == id)
-			return &in->streams[j];
+			return in->last = &in->streams[j];
 		j = (j + 1) & (in->streams_cap - 1);
 	}
 	in->streams[j] = (struct stream_stat){.kind = kind, .id = id, .used = 1};
 	in->nstreams++;
-	return &in->streams[j];
+	return in->last = &in->streams[j];
 }
 
 static int cmp_stream(const void *a, const void *b)
@@ -117,8 +122,14 @@ static int cmp_stream(const void *a, const void *b)
 /* Latest time a record covers: its end field where it has one. */
 static uint64_t record_end(const struct tbp_record *rec)
 {
-	const struct tbp_kind_info *ki = tbp_kind_lookup(rec->kind);
-	if (ki && ki->nfields > 0 && !strcmp(ki->field_names[0], "end") && rec->u.v[0] >= rec->ts)
+	/* Per kind, once: whether field 0 is "end" (no string compare per record). */
+	static int8_t has_end[256];
+	int8_t *h = &has_end[rec->kind];
+	if (!*h) {
+		const struct tbp_kind_info *ki = tbp_kind_lookup(rec->kind);
+		*h = ki && ki->nfields > 0 && !strcmp(ki->field_names[0], "end") ? 1 : -1;
+	}
+	if (*h > 0 && rec->u.v[0] >= rec->ts)
 		return rec->u.v[0];
 	return rec->ts;
 }
