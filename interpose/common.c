@@ -58,6 +58,8 @@ static bool own_wrapper(void *p)
 
 void *tbp_resolve_real(const struct tbp_hook_entry *e)
 {
+	if (e->lib == TBP_LIB_HIP)
+		return tbp_hip_find_real ? tbp_hip_find_real(e->name, e->wrapper) : NULL;
 	void *p = tbp_real_dlsym(RTLD_NEXT, e->name);
 	if (!p && e->lib == TBP_LIB_CUDART)
 		p = dlvsym(RTLD_NEXT, e->name, "libcudart.so.13");
@@ -204,14 +206,32 @@ void *tbp_wrap_proc(const char *symbol, void *real, int per_thread, const void *
 	return real;
 }
 
-static int first_use_done;
+unsigned tbp_libs_ready;
 
-void tbp_hook_first_use(void)
+void tbp_hook_note_lib(unsigned lib)
 {
-	if (__atomic_exchange_n(&first_use_done, 1, __ATOMIC_ACQ_REL))
-		return;
-	if (tbp_cfg.cupti)
+	unsigned none = 0;
+	__atomic_compare_exchange_n(&tbp_started_by_lib, &none, lib, false, __ATOMIC_RELAXED,
+		__ATOMIC_RELAXED);
+}
+
+void tbp_hook_first_use(unsigned lib)
+{
+	if (lib == TBP_LIB_HIP) {
+		/* pthread_once inside: every thread waits until it is done. */
+		if (tbp_hip_first_use)
+			tbp_hip_first_use();
+	} else if (tbp_cfg.cupti) {
+		/* Called by every thread until one start has completed: a second
+		 * thread blocks in tbp_cupti_start while the first starts CUPTI
+		 * (and it returns after one check once started), so no thread
+		 * gets past its first call before CUPTI records. */
 		tbp_cupti_start();
+	}
+	/* Both CUDA families share CUPTI: ready together. */
+	unsigned bits = lib == TBP_LIB_HIP ? 1u << TBP_LIB_HIP
+		: (1u << TBP_LIB_CUDART) | (1u << TBP_LIB_CUDA);
+	__atomic_or_fetch(&tbp_libs_ready, bits, __ATOMIC_RELEASE);
 }
 
 uint64_t tbp_devices_seen;

@@ -40,14 +40,6 @@
  * are still called by programs, so they are hooked like the others. */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
-/* Library tag for our hook table entries (enum tbp_hook_lib has CUDA's). */
-#define TBP_LIB_HIP 3
-
-/* tbp_active is written by other threads (start, stop, signals). */
-#ifndef TBP_ACTIVE
-#define TBP_ACTIVE() __atomic_load_n(&tbp_active, __ATOMIC_RELAXED)
-#endif
-
 struct hip_real hip_real;
 
 /* Sonames to look in when the runtime is not in the global scope. */
@@ -80,18 +72,10 @@ void *hip_resolve(const char *name)
 	return hip_find_real(name, NULL);
 }
 
-/* tbp_real_ensure for HIP entries (tbp_resolve_real knows CUDA's sonames). */
-static inline void *hip_real_ensure(const struct tbp_hook_entry *e)
+/* tbp_resolve_real (common.c) for HIP entries: it knows CUDA's sonames. */
+void *tbp_hip_find_real(const char *name, const void *own_wrapper)
 {
-	void *p = __atomic_load_n(e->real, __ATOMIC_ACQUIRE);
-	if (TBP_LIKELY(p != NULL))
-		return p;
-	int saved_errno = errno;
-	p = hip_find_real(e->name, e->wrapper);
-	errno = saved_errno;
-	if (p)
-		__atomic_store_n(e->real, p, __ATOMIC_RELEASE);
-	return p;
+	return hip_find_real(name, own_wrapper);
 }
 
 /* Once per process, at the first traced HIP call: the real entry points
@@ -116,34 +100,11 @@ static void hip_first_use_once(void)
 	hip_timing_init();
 }
 
-static inline void hip_first_use(void)
+/* tbp_hook_first_use's HIP step (common.c), at the first traced HIP call
+ * of each thread until done; pthread_once makes the others wait. */
+void tbp_hip_first_use(void)
 {
 	pthread_once(&first_use_once, hip_first_use_once);
-}
-
-/* tbp_call_begin (hook.h) without its CUDA first-use step: starting CUPTI
- * means nothing in a ROCm process and would load libcupti where one
- * exists.  Keep in step with tbp_call_begin. */
-static inline bool hip_call_begin(struct tbp_callstate *cs)
-{
-	cs->saved_errno = errno;
-	if (TBP_UNLIKELY(!TBP_ACTIVE()))
-		return false;
-	if (!tbp_guard_enter())
-		return false;
-	tbp_ensure_started();
-	if (TBP_UNLIKELY(!TBP_ACTIVE())) {
-		tbp_guard_leave();
-		errno = cs->saved_errno;
-		return false;
-	}
-	hip_first_use();
-	cs->corr = tbp_corr_next();
-	tbp_gpu_call_enter(cs->corr);
-	errno = cs->saved_errno;
-	cs->tsc = tbp_hook_clock_is_tsc();
-	cs->t0 = tbp_hook_stamp(cs->tsc);
-	return true;
 }
 
 /* tbp_call_end announces a device it has not seen as an NVIDIA (or simgpu)
@@ -637,16 +598,16 @@ static void after_get_function(hipError_t r, hipFunction_t *function, const char
 	};                                                                                       \
 	TBP_EXPORT hipError_t NAME PARAMS                                                        \
 	{                                                                                        \
-		hipError_t(*real_fn) PARAMS = (hipError_t(*) PARAMS)hip_real_ensure(&hook_##NAME); \
+		hipError_t(*real_fn) PARAMS = (hipError_t(*) PARAMS)tbp_real_ensure(&hook_##NAME);   \
 		if (TBP_UNLIKELY(!real_fn))                                                      \
 			return hipErrorNotInitialized;                                           \
 		struct tbp_callstate cs;                                                         \
-		if (!hip_call_begin(&cs))                                                        \
+		if (!tbp_call_begin(&cs, TBP_LIB_HIP))                                           \
 			return real_fn ARGS;                                                     \
 		hipStream_t hook_stream = (STREAM);                                              \
 		PRE;                                                                             \
 		void *timing = (TIMED) ? hip_timing_begin(hook_stream) : NULL;                   \
-		errno = cs.saved_errno;                                                          \
+		*cs.errp = cs.saved_errno;                                                       \
 		hipError_t r = real_fn ARGS;                                                     \
 		if (timing) /* first: the stop event marks the call's return */                  \
 			hip_timing_stop(timing, hook_stream, r == hipSuccess);                   \

@@ -22,7 +22,7 @@
 #include "core.h"
 #include "core_priv.h"
 
-enum tbp_hook_lib { TBP_LIB_CUDART = 1, TBP_LIB_CUDA = 2 };
+enum tbp_hook_lib { TBP_LIB_CUDART = 1, TBP_LIB_CUDA = 2, TBP_LIB_HIP = 3 };
 
 struct tbp_hook_entry {
 	const char *name;       /* exported symbol name, as dlsym callers ask */
@@ -51,7 +51,16 @@ bool tbp_addr_in_cudart(const void *addr) TBP_HIDDEN;
  * function our hook forwards to, else real unchanged. */
 void *tbp_wrap_proc(const char *symbol, void *real, int per_thread, const void *caller) TBP_HIDDEN;
 
-void tbp_hook_first_use(void) TBP_HIDDEN;
+/* First traced call of a library family (enum tbp_hook_lib): CUDA starts
+ * CUPTI (every thread calls until it has started, so none runs GPU work
+ * before the activity kinds are on); HIP resolves its helpers once. */
+void tbp_hook_first_use(unsigned lib) TBP_HIDDEN;
+/* Before the trace starts: remembers the family whose call started it. */
+void tbp_hook_note_lib(unsigned lib) TBP_HIDDEN;
+/* HIP's first-use step (hip.c; absent in builds without HIP). */
+void tbp_hip_first_use(void) TBP_HIDDEN __attribute__((weak));
+/* The real HIP function (hip.c: HIP's sonames); weak like the above. */
+void *tbp_hip_find_real(const char *name, const void *own_wrapper) TBP_HIDDEN __attribute__((weak));
 
 /* DEVICE records: one per device id, after the first successful call on it. */
 extern uint64_t tbp_devices_seen TBP_HIDDEN;
@@ -73,7 +82,9 @@ static inline void *tbp_real_ensure(const struct tbp_hook_entry *e)
 	void *p = __atomic_load_n(e->real, __ATOMIC_ACQUIRE);
 	if (TBP_LIKELY(p != NULL))
 		return p;
+	int saved_errno = errno;   /* dlsym/dlopen may set it: the caller's stays */
 	p = tbp_resolve_real(e);
+	errno = saved_errno;
 	if (p)
 		__atomic_store_n(e->real, p, __ATOMIC_RELEASE);
 	return p;
@@ -82,29 +93,40 @@ static inline void *tbp_real_ensure(const struct tbp_hook_entry *e)
 struct tbp_callstate {
 	uint64_t t0;         /* TSC ticks when tsc, else ns */
 	uint64_t corr;
+	int *errp;           /* &errno, looked up once per call */
 	int saved_errno;
 	bool tsc;
 };
 
-/* false: not traced (disabled, recursion, not started): only forward. */
-static inline bool tbp_call_begin(struct tbp_callstate *cs)
+/* Per library family: set once its first-use work is done (common.c). */
+extern unsigned tbp_libs_ready TBP_HIDDEN;
+
+/* false: not traced (disabled, recursion, not started): only forward.
+ * lib (enum tbp_hook_lib) says which family's first-use step applies:
+ * CUDA starts CUPTI, HIP resolves its timing entry points. */
+static inline bool tbp_call_begin(struct tbp_callstate *cs, unsigned lib)
 {
-	cs->saved_errno = errno;
+	cs->errp = &errno;
+	cs->saved_errno = *cs->errp;
 	if (TBP_UNLIKELY(!TBP_ACTIVE()))
 		return false;
-	if (!tbp_guard_enter())
+	if (!tbp_guard_enter_inline())
 		return false;
-	tbp_ensure_started();
+	if (TBP_UNLIKELY(atomic_load_explicit(&tbp_start_state, memory_order_acquire) != 2)) {
+		tbp_hook_note_lib(lib);   /* the header's features say which runtime */
+		tbp_ensure_started();
+	}
 	if (TBP_UNLIKELY(!TBP_ACTIVE())) {
-		tbp_guard_leave();
-		errno = cs->saved_errno;
+		tbp_guard_leave_inline();
+		*cs->errp = cs->saved_errno;
 		return false;
 	}
-	if (TBP_UNLIKELY(!__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED)))
-		tbp_hook_first_use();
+	if (TBP_UNLIKELY(!(__atomic_load_n(&tbp_libs_ready, __ATOMIC_ACQUIRE) & (1u << lib))))
+		tbp_hook_first_use(lib);
 	cs->corr = tbp_corr_next();
-	tbp_gpu_call_enter(cs->corr);
-	errno = cs->saved_errno;
+	if (tbp_cfg.cupti)   /* without CUPTI there is nothing to correlate */
+		tbp_gpu_call_enter(cs->corr);
+	*cs->errp = cs->saved_errno;
 	cs->tsc = tbp_hook_clock_is_tsc();
 	cs->t0 = tbp_hook_stamp(cs->tsc);
 	return true;
@@ -115,22 +137,24 @@ static inline struct tbp_record *tbp_call_end(struct tbp_callstate *cs, unsigned
 	unsigned api, int64_t result)
 {
 	uint64_t t1 = tbp_hook_stamp(cs->tsc);
-	cs->saved_errno = errno;
+	cs->saved_errno = *cs->errp;
 	if (cs->tsc)
 		tbp_hook_ticks_to_ns(&cs->t0, &t1);
-	tbp_gpu_call_exit(cs->corr);
+	if (tbp_cfg.cupti)
+		tbp_gpu_call_exit(cs->corr);
 	if (TBP_UNLIKELY(!__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED)))
 		tbp_note_gpu_used();
-	if (TBP_UNLIKELY(result == 0 && !tbp_device_known(tbp_tls_device)))
-		tbp_announce_device(tbp_tls_device);
-	struct tbp_record *rec = tbp_slot_acquire(kind);
+	int device = tbp_tls_device;
+	if (TBP_UNLIKELY(result == 0 && !tbp_device_known(device)))
+		tbp_announce_device(device);
+	struct tbp_record *rec = tbp_slot_acquire_inline(kind);
 	if (TBP_LIKELY(rec != NULL)) {
 		rec->ts = cs->t0;
 		rec->u.call.end = t1;
 		rec->u.call.api = api;
 		rec->u.call.result = (uint64_t)result;
 		rec->u.call.corr = cs->corr;
-		rec->u.call.device = (uint64_t)tbp_tls_device;
+		rec->u.call.device = (uint64_t)device;
 		if (tbp_cfg.python)
 			rec->u.call.callpath = tbp_py_callpath();
 		if (TBP_UNLIKELY(tbp_cfg.native))
@@ -142,9 +166,9 @@ static inline struct tbp_record *tbp_call_end(struct tbp_callstate *cs, unsigned
 static inline void tbp_call_finish(struct tbp_callstate *cs, struct tbp_record *rec)
 {
 	if (rec)
-		tbp_slot_commit(rec);
-	tbp_guard_leave();
-	errno = cs->saved_errno;
+		tbp_slot_commit_inline(rec);
+	tbp_guard_leave_inline();
+	*cs->errp = cs->saved_errno;
 }
 
 /*
@@ -165,10 +189,10 @@ static inline void tbp_call_finish(struct tbp_callstate *cs, struct tbp_record *
 		if (TBP_UNLIKELY(!real_fn))                                                        \
 			return ERR;                                                                    \
 		struct tbp_callstate cs;                                                           \
-		if (!tbp_call_begin(&cs))                                                          \
+		if (!tbp_call_begin(&cs, LIB))                                                     \
 			return real_fn ARGS;                                                           \
 		PRE;                                                                               \
-		errno = cs.saved_errno;                                                            \
+		*cs.errp = cs.saved_errno;                                                         \
 		RET result = real_fn ARGS;                                                         \
 		struct tbp_record *rec = tbp_call_end(&cs, KIND, API, (int64_t)result);            \
 		if (rec) {                                                                         \

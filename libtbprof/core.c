@@ -43,6 +43,7 @@ int tbp_tsc_on;
 static bool tsc_wanted;      /* TBPROF_TSC (default 1) */
 volatile int tbp_active;
 volatile int tbp_gpu_used;
+unsigned tbp_started_by_lib;
 __thread int tbp_tls_device __attribute__((tls_model("initial-exec")));
 
 /* ------------------------------------------------------------ diagnostics */
@@ -160,41 +161,25 @@ static pid_t tbp_gettid(void)
 
 /* ------------------------------------------------------------ recursion guard */
 
-static __thread int tls_in_tbprof __attribute__((tls_model("initial-exec")));
+__thread int tbp_tls_guard __attribute__((tls_model("initial-exec")));
 
 bool tbp_guard_enter(void)
 {
-	if (tls_in_tbprof)
+	if (tbp_tls_guard)
 		return false;
-	tls_in_tbprof = 1;
+	tbp_tls_guard = 1;
 	return true;
 }
 
 void tbp_guard_leave(void)
 {
-	tls_in_tbprof = 0;
+	tbp_tls_guard = 0;
 }
 
 /* ------------------------------------------------------------ per-thread rings */
 
-struct tbp_tbuf {
-	struct tbp_record *slots;
-	size_t map_bytes;
-	uint64_t mask;              /* capacity - 1 (capacity is a power of two) */
-	_Atomic uint64_t head;      /* records committed (producer) */
-	_Atomic uint64_t tail;      /* records written out (writer) */
-	uint64_t reserved;          /* producer: head including the open slot */
-	uint64_t lost;              /* producer: records dropped since last LOST */
-	uint64_t lost_since;
-	_Atomic uint64_t lost_total;
-	uint64_t lost_reported;     /* writer: drops already covered by LOST records */
-	atomic_int retired;         /* thread exited: writer drains then frees */
-	bool thread_announced;
-	uint32_t tid;
-	struct tbp_tbuf *next;      /* registry list (under registry_lock) */
-};
 
-static __thread struct tbp_tbuf *tls_buf __attribute__((tls_model("initial-exec")));
+__thread struct tbp_tbuf *tbp_tls_buf __attribute__((tls_model("initial-exec")));
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tbp_tbuf *registry;
 static pthread_key_t tbuf_key;
@@ -204,8 +189,8 @@ static _Atomic uint64_t lost_total_all;
 static void tbp_tbuf_retire(void *arg)
 {
 	struct tbp_tbuf *b = arg;
-	if (tls_buf == b)
-		tls_buf = NULL;
+	if (tbp_tls_buf == b)
+		tbp_tls_buf = NULL;
 	atomic_store_explicit(&b->retired, 1, memory_order_release);
 }
 
@@ -228,19 +213,19 @@ static struct tbp_tbuf *tbp_tbuf_create(void)
 	b->next = registry;
 	registry = b;
 	pthread_mutex_unlock(&registry_lock);
-	tls_buf = b;
+	tbp_tls_buf = b;
 	pthread_setspecific(tbuf_key, b);
 	return b;
 }
 
-static void tbp_wake_writer(void)
+void tbp_wake_writer(void)
 {
 	if (atomic_load_explicit(&writer_wake, memory_order_relaxed) == 0 &&
 	    atomic_exchange_explicit(&writer_wake, 1, memory_order_acq_rel) == 0)
 		futex_wake_all(&writer_wake);
 }
 
-static atomic_int start_state;      /* 0 not started, 1 starting, 2 running, 3 failed/stopped */
+atomic_int tbp_start_state;      /* 0 not started, 1 starting, 2 running, 3 failed/stopped */
 static void tbp_start_slow(void);
 static void tbp_announce_thread(struct tbp_tbuf *b);
 
@@ -284,7 +269,7 @@ static struct tbp_record *tbp_reserve(struct tbp_tbuf *b, unsigned kind, uint64_
 
 static struct tbp_tbuf *tbp_current_tbuf(void)
 {
-	struct tbp_tbuf *b = tls_buf;
+	struct tbp_tbuf *b = tbp_tls_buf;
 	if (TBP_LIKELY(b != NULL))
 		return b;
 	b = tbp_tbuf_create();
@@ -297,9 +282,9 @@ struct tbp_record *tbp_slot_acquire(unsigned kind)
 {
 	if (TBP_UNLIKELY(!TBP_ACTIVE()))
 		return NULL;
-	if (TBP_UNLIKELY(atomic_load_explicit(&start_state, memory_order_acquire) != 2)) {
+	if (TBP_UNLIKELY(atomic_load_explicit(&tbp_start_state, memory_order_acquire) != 2)) {
 		tbp_ensure_started();
-		if (atomic_load_explicit(&start_state, memory_order_acquire) != 2)
+		if (atomic_load_explicit(&tbp_start_state, memory_order_acquire) != 2)
 			return NULL;
 	}
 	struct tbp_tbuf *b = tbp_current_tbuf();
@@ -312,7 +297,7 @@ struct tbp_record *tbp_slot_acquire(unsigned kind)
 
 void tbp_slot_commit(struct tbp_record *rec)
 {
-	struct tbp_tbuf *b = tls_buf;
+	struct tbp_tbuf *b = tbp_tls_buf;
 	if (TBP_UNLIKELY(!rec || !b))
 		return;
 	uint64_t head = b->reserved;
@@ -948,7 +933,7 @@ static void *tbp_writer_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "tbprof-writer");
-	tls_in_tbprof = 1;   /* nothing this thread does is traced */
+	tbp_tls_guard = 1;   /* nothing this thread does is traced */
 	for (;;) {
 		if (!atomic_load(&writer_stop) && !atomic_load(&signal_pending))
 			futex_wait(&writer_wake, 0, 100);
@@ -972,7 +957,7 @@ static void *tbp_writer_main(void *arg)
 
 void tbp_drain_now(unsigned timeout_ms)
 {
-	if (atomic_load(&start_state) != 2 || atomic_load(&writer_exited))
+	if (atomic_load(&tbp_start_state) != 2 || atomic_load(&writer_exited))
 		return;
 	int seq = atomic_load(&drain_seq);
 	/* One drain may already be under way with an older snapshot: wait for
@@ -1007,7 +992,7 @@ static void tbp_on_signal(int sig)
 {
 	int saved_errno = errno;
 	TBP_SET_ACTIVE(0);
-	if (atomic_load(&start_state) == 2 && !atomic_load(&writer_exited)) {
+	if (atomic_load(&tbp_start_state) == 2 && !atomic_load(&writer_exited)) {
 		atomic_store(&signal_pending, sig);
 		atomic_store(&writer_wake, 1);
 		futex_wake_all(&writer_wake);
@@ -1059,14 +1044,45 @@ static void tbp_atfork_prepare(void);
 static void tbp_atfork_parent(void);
 static void tbp_atfork_child(void);
 
+/* Header features, decided when the writer opens (they cannot change
+ * later): HIP when a HIP call started the trace or the HIP runtime is
+ * loaded; CUPTI when it is wanted and the trace is not a HIP one (CUPTI
+ * is only ever started by CUDA hooks); PYTHON when wanted and this process
+ * runs CPython; NATIVE when wanted and built with libunwind. */
+static uint32_t tbp_start_features(void)
+{
+	static const char *const hip_sonames[] = {
+		"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so",
+	};
+	unsigned lib = __atomic_load_n(&tbp_started_by_lib, __ATOMIC_RELAXED);
+	bool hip = lib == 3;   /* TBP_LIB_HIP */
+	for (size_t i = 0; !hip && lib == 0 && i < sizeof hip_sonames / sizeof *hip_sonames; i++) {
+		void *h = dlopen(hip_sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+		if (h) {
+			hip = true;
+			dlclose(h);
+		}
+	}
+	uint32_t f = 0;
+	if (hip)
+		f |= TBP_FEAT_HIP;
+	if (tbp_cfg.cupti && !hip)
+		f |= TBP_FEAT_CUPTI;
+	if (tbp_cfg.python && tbp_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+		f |= TBP_FEAT_PYTHON;
+	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
+		f |= TBP_FEAT_NATIVE;
+	return f;
+}
+
 static void tbp_start_slow(void)
 {
 	pthread_mutex_lock(&start_lock);
-	if (atomic_load(&start_state) != 0 || !TBP_ACTIVE()) {
+	if (atomic_load(&tbp_start_state) != 0 || !TBP_ACTIVE()) {
 		pthread_mutex_unlock(&start_lock);
 		return;
 	}
-	atomic_store(&start_state, 1);
+	atomic_store(&tbp_start_state, 1);
 	static bool key_made;
 	if (!key_made) {
 		pthread_key_create(&tbuf_key, tbp_tbuf_retire);
@@ -1075,16 +1091,12 @@ static void tbp_start_slow(void)
 	out_fd = tbp_open_output();
 	if (out_fd < 0) {
 		tbp_log("cannot create trace file %s: %s; tracing disabled", tbp_cfg.out, strerror(errno));
-		atomic_store(&start_state, 3);
+		atomic_store(&tbp_start_state, 3);
 		TBP_SET_ACTIVE(0);
 		pthread_mutex_unlock(&start_lock);
 		return;
 	}
-	struct tbp_writer_opts opts = { .compression_level = 0, .features = 0 };
-	if (tbp_cfg.cupti)
-		opts.features |= TBP_FEAT_CUPTI;
-	if (tbp_cfg.python)
-		opts.features |= TBP_FEAT_PYTHON;
+	struct tbp_writer_opts opts = { .compression_level = 0, .features = tbp_start_features() };
 	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
 		opts.features |= TBP_FEAT_NATIVE;
 	int dupfd = fcntl(out_fd, F_DUPFD_CLOEXEC, 3);
@@ -1094,7 +1106,7 @@ static void tbp_start_slow(void)
 	out_fd = dupfd;
 	if (rc != TBP_OK) {
 		tbp_log("cannot write trace file %s: %s; tracing disabled", out_path, tbp_error_name(rc));
-		atomic_store(&start_state, 3);
+		atomic_store(&tbp_start_state, 3);
 		TBP_SET_ACTIVE(0);
 		pthread_mutex_unlock(&start_lock);
 		return;
@@ -1117,7 +1129,7 @@ static void tbp_start_slow(void)
 		tbp_log("cannot start writer thread: %s; tracing disabled", strerror(rc));
 		tbp_writer_close(writer);
 		writer = NULL;
-		atomic_store(&start_state, 3);
+		atomic_store(&tbp_start_state, 3);
 		TBP_SET_ACTIVE(0);
 		pthread_mutex_unlock(&start_lock);
 		return;
@@ -1127,7 +1139,7 @@ static void tbp_start_slow(void)
 		atfork_registered = true;
 	}
 	tbp_install_signal_handlers();
-	atomic_store(&start_state, 2);
+	atomic_store(&tbp_start_state, 2);
 	pthread_mutex_unlock(&start_lock);
 	if (is_fork_child) {
 		char msg[96];
@@ -1139,9 +1151,9 @@ static void tbp_start_slow(void)
 
 void tbp_ensure_started(void)
 {
-	if (TBP_LIKELY(atomic_load_explicit(&start_state, memory_order_acquire) == 2))
+	if (TBP_LIKELY(atomic_load_explicit(&tbp_start_state, memory_order_acquire) == 2))
 		return;
-	if (!TBP_ACTIVE() || atomic_load(&start_state) == 3)
+	if (!TBP_ACTIVE() || atomic_load(&tbp_start_state) == 3)
 		return;
 	tbp_start_slow();
 	/* A marker-only process: no GPU runtime to order against. */
@@ -1177,10 +1189,10 @@ static void tbp_shutdown(void)
 {
 	if (atomic_exchange(&shutdown_done, 1))
 		return;
-	if (atomic_load(&start_state) != 2)
+	if (atomic_load(&tbp_start_state) != 2)
 		return;
-	int guard = tls_in_tbprof;
-	tls_in_tbprof = 1;
+	int guard = tbp_tls_guard;
+	tbp_tls_guard = 1;
 	if (__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED)) {
 		tbp_cupti_flush();
 		tbp_cupti_stop();
@@ -1196,8 +1208,8 @@ static void tbp_shutdown(void)
 	if (pthread_timedjoin_np(writer_thread, NULL, &deadline) != 0)
 		tbp_log("writer did not finish within 2 s at exit; the trace may be truncated");
 	TBP_SET_ACTIVE(0);
-	atomic_store(&start_state, 3);
-	tls_in_tbprof = guard;
+	atomic_store(&tbp_start_state, 3);
+	tbp_tls_guard = guard;
 }
 
 __attribute__((destructor)) static void tbp_fini(void)
@@ -1239,7 +1251,7 @@ static void tbp_atfork_child(void)
 	pthread_mutex_init(&def_lock, NULL);
 	pthread_mutex_init(&intern_lock, NULL);
 	pthread_mutex_init(&start_lock, NULL);
-	struct tbp_tbuf *mine = tls_buf;
+	struct tbp_tbuf *mine = tbp_tls_buf;
 	struct tbp_tbuf *b = registry;
 	registry = NULL;
 	while (b) {
@@ -1273,8 +1285,8 @@ static void tbp_atfork_child(void)
 	atomic_store(&signal_pending, 0);
 	atomic_store(&shutdown_done, 0);
 	atomic_store(&lost_total_all, 0);
-	int was_running = atomic_load(&start_state) == 2;
-	atomic_store(&start_state, 0);
+	int was_running = atomic_load(&tbp_start_state) == 2;
+	atomic_store(&tbp_start_state, 0);
 	is_fork_child = true;
 	fork_parent_pid = getppid();
 	tbp_native_reset_after_fork();

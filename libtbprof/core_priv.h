@@ -6,6 +6,11 @@
 #ifndef TBPROF_CORE_PRIV_H
 #define TBPROF_CORE_PRIV_H
 
+#include <stdatomic.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "core.h"
 
 /* Called by a hook after its first real GPU call returned: the GPU runtime
@@ -86,6 +91,126 @@ static inline void tbp_hook_ticks_to_ns(uint64_t *a, uint64_t *b)
 	*a = mb + (uint64_t)(int64_t)(((__int128)(int64_t)(*a - tb) * (__int128)mult) >> 32);
 	*b = mb + (uint64_t)(int64_t)(((__int128)(int64_t)(*b - tb) * (__int128)mult) >> 32);
 }
+
+/* ------------------------------------------------------------ hot path
+ * The per-call steps of a hook, inlined into it (core.c keeps the
+ * out-of-line functions of core.h for everyone else, and the slow paths).
+ * A launch is ~100 instructions of bookkeeping; each call into core.c,
+ * each __errno_location and each general-dynamic TLS access was a
+ * measurable part of it (bench/interpose, callgrind).
+ */
+
+/* One thread's ring (single producer: the thread; single consumer: the
+ * writer).  See the threading model at the top of core.c. */
+struct tbp_tbuf {
+	struct tbp_record *slots;
+	size_t map_bytes;
+	uint64_t mask;              /* capacity - 1 (capacity is a power of two) */
+	_Atomic uint64_t head;      /* records committed (producer) */
+	_Atomic uint64_t tail;      /* records written out (writer) */
+	uint64_t reserved;          /* producer: head including the open slot */
+	uint64_t lost;              /* producer: records dropped since last LOST */
+	uint64_t lost_since;
+	_Atomic uint64_t lost_total;
+	uint64_t lost_reported;     /* writer: drops already covered by LOST records */
+	atomic_int retired;         /* thread exited: writer drains then frees */
+	bool thread_announced;
+	uint32_t tid;
+	struct tbp_tbuf *next;      /* registry list (under registry_lock) */
+};
+
+extern __thread int tbp_tls_guard __attribute__((tls_model("initial-exec"))) TBP_HIDDEN;
+extern __thread struct tbp_tbuf *tbp_tls_buf __attribute__((tls_model("initial-exec"))) TBP_HIDDEN;
+/* 0 not started, 1 starting, 2 running, 3 failed/stopped */
+extern atomic_int tbp_start_state TBP_HIDDEN;
+void tbp_wake_writer(void) TBP_HIDDEN;
+
+static inline bool tbp_guard_enter_inline(void)
+{
+	if (tbp_tls_guard)
+		return false;
+	tbp_tls_guard = 1;
+	return true;
+}
+
+static inline void tbp_guard_leave_inline(void)
+{
+	tbp_tls_guard = 0;
+}
+
+static inline void tbp_ensure_started_inline(void)
+{
+	if (TBP_UNLIKELY(atomic_load_explicit(&tbp_start_state, memory_order_acquire) != 2))
+		tbp_ensure_started();
+}
+
+/* Slots are 64-byte aligned and 160 bytes: ten aligned 16-byte stores.
+ * A plain memset of that size became `rep stosq`, whose start-up costs
+ * more than the stores (it was a third of the slot fill). */
+static inline void tbp_record_zero(struct tbp_record *rec)
+{
+#if defined(__SSE2__)
+	_Static_assert(sizeof *rec % 16 == 0, "record size is a multiple of 16");
+	_Static_assert(sizeof *rec == 160, "unrolled for 160 bytes");
+	/* Written out: gcc turns a loop back into memset. */
+	__m128i zero = _mm_setzero_si128(), *p = (__m128i *)rec;
+	_mm_store_si128(p + 0, zero);
+	_mm_store_si128(p + 1, zero);
+	_mm_store_si128(p + 2, zero);
+	_mm_store_si128(p + 3, zero);
+	_mm_store_si128(p + 4, zero);
+	_mm_store_si128(p + 5, zero);
+	_mm_store_si128(p + 6, zero);
+	_mm_store_si128(p + 7, zero);
+	_mm_store_si128(p + 8, zero);
+	_mm_store_si128(p + 9, zero);
+#else
+	__builtin_memset(rec, 0, sizeof *rec);
+#endif
+}
+
+/* tbp_slot_acquire's common case: running, this thread has a ring with
+ * room, nothing lost to report, no slot already open (signal handler
+ * re-entry).  Anything else takes the out-of-line path. */
+static inline struct tbp_record *tbp_slot_acquire_inline(unsigned kind)
+{
+	struct tbp_tbuf *b = tbp_tls_buf;
+	if (TBP_UNLIKELY(!b || !TBP_ACTIVE() || b->lost ||
+			 atomic_load_explicit(&tbp_start_state, memory_order_relaxed) != 2))
+		return tbp_slot_acquire(kind);
+	uint64_t head = b->reserved;
+	if (TBP_UNLIKELY(head != atomic_load_explicit(&b->head, memory_order_relaxed)))
+		return NULL;   /* a slot is already open on this thread */
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	if (TBP_UNLIKELY(head - tail >= b->mask + 1))
+		return tbp_slot_acquire(kind);   /* full: counts the loss */
+	struct tbp_record *rec = &b->slots[head & b->mask];
+	tbp_record_zero(rec);
+	rec->kind = (uint8_t)kind;
+	rec->stream_kind = TBP_STREAM_THREAD;
+	rec->tid = b->tid;
+	b->reserved = head + 1;
+	return rec;
+}
+
+/* The only ordering the commit needs: the record's bytes before the head
+ * (release).  The writer is woken only when the ring passes half full. */
+static inline void tbp_slot_commit_inline(struct tbp_record *rec)
+{
+	struct tbp_tbuf *b = tbp_tls_buf;
+	if (TBP_UNLIKELY(!rec || !b))
+		return;
+	uint64_t head = b->reserved;
+	atomic_store_explicit(&b->head, head, memory_order_release);
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+	if (TBP_UNLIKELY(head - tail > (b->mask + 1) / 2))
+		tbp_wake_writer();
+}
+
+/* The hook family (enum tbp_hook_lib in interpose/hook.h) whose call
+ * started the trace, 0 when none did (marker, TBPROF_TRACE_ALL): decides
+ * the header's HIP/CUPTI feature bits, fixed when the writer opens. */
+extern unsigned tbp_started_by_lib TBP_HIDDEN;
 
 /* Native stacks (native.c); 0 when disabled or not built with libunwind. */
 void tbp_native_reset_after_fork(void) TBP_HIDDEN;

@@ -31,6 +31,7 @@
 #define CHUNK_HEADER_MAX (3 * TBP_VARINT_MAX)
 /* Keeps any single record far below the reader's frame-content limit. */
 #define TBP_MAX_BLOB (64u << 20)
+#define TBP_LIKELY_W(x) __builtin_expect(!!(x), 1)
 
 struct seek_entry {
 	uint64_t offset, first_ts, records;
@@ -44,6 +45,9 @@ struct kind_columns {
 	uint32_t cap[TBP_MAX_FIELDS + 2];
 	uint32_t len[TBP_MAX_FIELDS + 2];
 	uint8_t ncols;
+	uint8_t nfields;  /* the kind's schema, cached at open (no lookup per record) */
+	uint8_t has_blob;
+	uint32_t room;    /* records that surely fit in every column (reserve_columns) */
 	uint32_t count;   /* records of this kind in the open chunk */
 	uint8_t *blob;
 	size_t blob_len, blob_cap;
@@ -66,6 +70,7 @@ struct tbp_writer {
 	size_t chunk_bytes;      /* column bytes so far (for the frame limit) */
 	uint8_t *kinds;          /* kinds column */
 	size_t kinds_len, kinds_cap;
+	size_t kinds_room;       /* kinds that surely fit (one varint each) */
 	uint8_t present[TBP_K__MAX]; /* kinds with records in the chunk */
 	unsigned npresent;
 
@@ -129,20 +134,41 @@ static int reserve(uint8_t **buf, size_t *cap, size_t len, size_t extra, size_t 
 	return TBP_OK;
 }
 
-/* Make room for one more value (a varint) in every column of a kind. */
+/* Make room for at least one more value (a varint) in every column of a
+ * kind, and note in kc->room how many records surely fit before the next
+ * check: the per-record path then tests one counter, not every column. */
 static int reserve_columns(struct kind_columns *kc)
 {
+	uint32_t room = UINT32_MAX;
 	for (unsigned c = 0; c < kc->ncols; c++) {
-		if (kc->cap[c] - kc->len[c] >= TBP_VARINT_MAX)
-			continue;
-		uint32_t ncap = kc->cap[c] ? 2 * kc->cap[c] : COLUMN_INITIAL;
-		uint8_t *p = realloc(kc->col[c], ncap);
-		if (!p)
-			return TBP_ERR_NOMEM;
-		kc->col[c] = p;
-		kc->cap[c] = ncap;
+		if (kc->cap[c] - kc->len[c] < TBP_VARINT_MAX) {
+			uint32_t ncap = kc->cap[c] ? 2 * kc->cap[c] : COLUMN_INITIAL;
+			uint8_t *p = realloc(kc->col[c], ncap);
+			if (!p) {
+				kc->room = 0;
+				return TBP_ERR_NOMEM;
+			}
+			kc->col[c] = p;
+			kc->cap[c] = ncap;
+		}
+		uint32_t fit = (kc->cap[c] - kc->len[c]) / TBP_VARINT_MAX;
+		if (fit < room)
+			room = fit;
 	}
+	kc->room = room;
 	return TBP_OK;
+}
+
+/* Appends the zigzag varint of one delta; most deltas of a column are small
+ * (repeated values, +1 ids), so the one-byte case is kept branch-light. */
+static inline uint32_t put_delta(uint8_t *p, uint64_t delta)
+{
+	uint64_t z = tbp_zigzag(delta);
+	if (TBP_LIKELY_W(z < 0x80)) {
+		*p = (uint8_t)z;
+		return 1;
+	}
+	return (uint32_t)tbp_put_varint(p, z);
 }
 
 int tbp_writer_open_fd(struct tbp_writer **out, int fd, const struct tbp_writer_opts *opts)
@@ -162,6 +188,8 @@ int tbp_writer_open_fd(struct tbp_writer **out, int fd, const struct tbp_writer_
 			continue;
 		w->end_from_ts[k] = (tbp_kind_schema_flags(ki) & TBP_SCHEMA_END_FROM_TS) != 0;
 		w->cols[k].ncols = (uint8_t)(1 + ki->nfields + (ki->has_blob ? 1 : 0));
+		w->cols[k].nfields = ki->nfields;
+		w->cols[k].has_blob = ki->has_blob ? 1 : 0;
 	}
 	w->features = opts ? opts->features : 0;
 	/* Level 1 by default: on delta-coded columns it compresses as well as
@@ -222,6 +250,7 @@ static void start_chunk(struct tbp_writer *w, unsigned stream_kind, uint64_t str
 	w->chunk_records = 0;
 	w->chunk_bytes = 0;
 	w->kinds_len = 0;
+	w->kinds_room = w->kinds_cap / TBP_VARINT_MAX;
 	w->npresent = 0;
 }
 
@@ -287,7 +316,7 @@ int tbp_writer_end_chunk(struct tbp_writer *w)
 			p += kc->len[c];
 			kc->len[c] = 0;
 		}
-		if (kc->ncols > 1 + tbp_kind_lookup(w->present[i])->nfields) {
+		if (kc->has_blob) {
 			/* Blob kinds: after the lengths column, the bytes, also
 			 * length-prefixed so a reader can find the next kind. */
 			p += tbp_put_varint(p, kc->blob_len);
@@ -363,10 +392,12 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 		return TBP_ERR_ARG;
 	if (w->error)
 		return w->error;
-	const struct tbp_kind_info *ki = tbp_kind_lookup(rec->kind);
-	if (!ki)
-		return TBP_ERR_ARG;
-	uint32_t blob_len = ki->has_blob ? rec->blob_len : 0;
+	unsigned k = rec->kind;
+	if (k >= TBP_K__MAX || w->cols[k].ncols == 0)
+		return TBP_ERR_ARG;   /* not a kind of the schema */
+	struct kind_columns *kc = &w->cols[k];
+	unsigned nfields = kc->nfields;
+	uint32_t blob_len = kc->has_blob ? rec->blob_len : 0;
 	if ((blob_len && !rec->blob) || blob_len > TBP_MAX_BLOB)
 		return TBP_ERR_ARG;
 	if (w->raw_len + CHUNK_HEADER_MAX + w->chunk_bytes + RECORD_MAX + blob_len > FRAME_AUTO_FLUSH &&
@@ -375,15 +406,19 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 		if (rc != TBP_OK)
 			return rc;
 	}
-	unsigned k = rec->kind;
-	struct kind_columns *kc = &w->cols[k];
-	int rc = reserve_columns(kc);
-	if (rc == TBP_OK)
+	int rc = TBP_OK;
+	if (kc->room == 0)
+		rc = reserve_columns(kc);
+	if (rc == TBP_OK && w->kinds_room == 0) {
 		rc = reserve(&w->kinds, &w->kinds_cap, w->kinds_len, TBP_VARINT_MAX, 4096);
+		w->kinds_room = (w->kinds_cap - w->kinds_len) / TBP_VARINT_MAX;
+	}
 	if (rc == TBP_OK && blob_len)
 		rc = reserve(&kc->blob, &kc->blob_cap, kc->blob_len, blob_len, 4096);
 	if (rc != TBP_OK)
 		return rc;
+	kc->room--;
+	w->kinds_room--;
 
 	uint64_t *prev = w->prev[k];
 	if (kc->count == 0) {
@@ -392,32 +427,34 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 		w->present[w->npresent++] = (uint8_t)k;
 	}
 	size_t kinds_before = w->kinds_len;
-	w->kinds_len += tbp_put_varint(w->kinds + w->kinds_len, k);
+	if (TBP_LIKELY_W(k < 0x80))
+		w->kinds[w->kinds_len++] = (uint8_t)k;
+	else
+		w->kinds_len += tbp_put_varint(w->kinds + w->kinds_len, k);
 	uint32_t *len = kc->len;
 	uint8_t *const *col = kc->col;
-	size_t added = 0, n;
-	n = tbp_put_varint(col[0] + len[0], tbp_zigzag(rec->ts - prev[0]));
-	len[0] += (uint32_t)n;
-	added += n;
+	uint32_t added, n;
+	added = put_delta(col[0] + len[0], rec->ts - prev[0]);
+	len[0] += added;
 	prev[0] = rec->ts;
 	unsigned i = 0;
 	if (w->end_from_ts[k]) {
-		n = tbp_put_varint(col[1] + len[1], tbp_zigzag(rec->u.v[0] - rec->ts));
-		len[1] += (uint32_t)n;
+		n = put_delta(col[1] + len[1], rec->u.v[0] - rec->ts);
+		len[1] += n;
 		added += n;
 		i = 1;
 	}
-	for (; i < ki->nfields; i++) {
+	for (; i < nfields; i++) {
 		uint64_t v = rec->u.v[i];
-		n = tbp_put_varint(col[i + 1] + len[i + 1], tbp_zigzag(v - prev[i + 1]));
-		len[i + 1] += (uint32_t)n;
+		n = put_delta(col[i + 1] + len[i + 1], v - prev[i + 1]);
+		len[i + 1] += n;
 		added += n;
 		prev[i + 1] = v;
 	}
-	if (ki->has_blob) {
-		unsigned c = 1 + ki->nfields;
-		n = tbp_put_varint(col[c] + len[c], blob_len);
-		len[c] += (uint32_t)n;
+	if (kc->has_blob) {
+		unsigned c = 1 + nfields;
+		n = (uint32_t)tbp_put_varint(col[c] + len[c], blob_len);
+		len[c] += n;
 		added += n;
 		if (blob_len)
 			memcpy(kc->blob + kc->blob_len, rec->blob, blob_len);

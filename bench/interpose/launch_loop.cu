@@ -22,11 +22,19 @@ int main(int argc, char **argv)
 	// Warm-up, not timed: runtime and tbprof start-up, and 300 ms of launches
 	// so the measurement sees the steady state (tbprof's hook clock is
 	// calibrated by then).
+	// LAUNCH_LOOP_WARMUP=K: exactly K warm-up launches instead (instruction
+	// counting under callgrind needs the same count in every run).
 	empty_kernel<<<1, 1>>>(0);
 	cudaDeviceSynchronize();
-	for (double w0 = now_ns(CLOCK_MONOTONIC); now_ns(CLOCK_MONOTONIC) - w0 < 3e8;)
-		for (int i = 0; i < 1000; i++)
-			empty_kernel<<<1, 32>>>(i);
+	const char *fixed = getenv("LAUNCH_LOOP_WARMUP");
+	if (fixed) {
+		for (long i = 0, k = atol(fixed); i < k; i++)
+			empty_kernel<<<1, 32>>>((int)i);
+	} else {
+		for (double w0 = now_ns(CLOCK_MONOTONIC); now_ns(CLOCK_MONOTONIC) - w0 < 3e8;)
+			for (int i = 0; i < 1000; i++)
+				empty_kernel<<<1, 32>>>(i);
+	}
 	cudaDeviceSynchronize();
 	// Wall time, and this thread's CPU time: on a shared machine the thread
 	// is often descheduled, which wall time counts and CPU time does not.
