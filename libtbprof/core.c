@@ -1075,6 +1075,8 @@ static uint32_t tbp_start_features(void)
 	return f;
 }
 
+static pid_t trace_pid;   /* the process whose trace the writer writes */
+
 static void tbp_start_slow(void)
 {
 	pthread_mutex_lock(&start_lock);
@@ -1111,6 +1113,7 @@ static void tbp_start_slow(void)
 		pthread_mutex_unlock(&start_lock);
 		return;
 	}
+	trace_pid = getpid();
 	if (tbp_cfg.verbose)
 		tbp_log("tracing pid %d to %s", (int)getpid(), out_path);
 	process_written = false;
@@ -1210,6 +1213,22 @@ static void tbp_shutdown(void)
 	TBP_SET_ACTIVE(0);
 	atomic_store(&tbp_start_state, 3);
 	tbp_tls_guard = guard;
+}
+
+/* exec replaces the process without exit handlers: finish the trace as
+ * exit would (CUPTI flush, final drain, END, seek table).  If the exec then
+ * fails, the process goes on untraced, exactly as without tbprof.  Not in
+ * a vfork child (it shares our memory but is another pid): the trace and
+ * the writer are the parent's. */
+void tbp_before_exec(void)
+{
+	if (atomic_load(&tbp_start_state) != 2 || getpid() != trace_pid)
+		return;
+	int saved_errno = errno;
+	if (tbp_cfg.verbose)
+		tbp_log("exec: finishing the trace of pid %d", (int)trace_pid);
+	tbp_shutdown();
+	errno = saved_errno;
 }
 
 __attribute__((destructor)) static void tbp_fini(void)

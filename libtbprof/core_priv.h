@@ -212,6 +212,9 @@ static inline void tbp_slot_commit_inline(struct tbp_record *rec)
  * the header's HIP/CUPTI feature bits, fixed when the writer opens. */
 extern unsigned tbp_started_by_lib TBP_HIDDEN;
 
+/* Called by the exec* hooks (interpose/exec.c) before the real exec. */
+void tbp_before_exec(void) TBP_HIDDEN;
+
 /* Native stacks (native.c); 0 when disabled or not built with libunwind. */
 void tbp_native_reset_after_fork(void) TBP_HIDDEN;
 

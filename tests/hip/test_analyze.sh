@@ -56,5 +56,10 @@ if [ -z "$gap" ] || [ "$gap" -lt 1500000 ]; then
 	echo "no idle_gap of >= 1.5 ms for the planted 2 ms sleep (largest: '${gap}')" >&2
 	fail=1
 fi
+# The header says what the trace is: a HIP trace, and no CUPTI in it
+# (only CUDA hooks start CUPTI).
+features=$("$TBANALYZE" info "$work/traced.zst" | sed -n 's/^features: *//p')
+case " $features " in *" hip "*) ;; *) echo "tbanalyze info features '$features' lack hip" >&2; fail=1 ;; esac
+case " $features " in *" cupti "*) echo "tbanalyze info features '$features' claim cupti" >&2; fail=1 ;; esac
 [ $fail = 0 ] || { cat "$work/report.json" >&2; exit 1; }
 echo "tbanalyze counts and findings match the program"

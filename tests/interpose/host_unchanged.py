@@ -139,6 +139,15 @@ def main():
         print(f"ok: fork with TBPROF_FORK=0: child left no trace; exit status {rc} identical")
     elif s == "forkexec":
         prog("forkexec", ["trace.zst"], lambda d, g: complete(d, "trace.zst", malloc=1))
+    elif s == "exec":
+        # exec finishes the trace first: the 50 syncs made just before it
+        # are in the file, which is complete (END) and not overwritten by
+        # the exec'd program (it makes no GPU call)
+        prog("exec", ["trace.zst"], lambda d, g: complete(d, "trace.zst", malloc=1, sync=50))
+    elif s == "exec-fail":
+        # a failed exec returns its error unchanged; the trace was finished
+        # before it, so it holds the calls made until then
+        prog("exec-fail", ["trace.zst"], lambda d, g: complete(d, "trace.zst", malloc=1, sync=5))
     elif s == "spawn":
         prog("spawn", ["trace.zst"], lambda d, g: complete(d, "trace.zst", malloc=1))
     elif s in ("sigterm", "sigint", "abort"):

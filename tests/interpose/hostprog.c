@@ -5,6 +5,7 @@
  * stdout and the exit status are compared with and without libtbprof.
  */
 #include <cuda_runtime_api.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -71,6 +72,24 @@ int main(int argc, char **argv)
 		int st;
 		waitpid(c, &st, 0);
 		printf("child status %d\n", WEXITSTATUS(st));
+	} else if (!strcmp(mode, "exec")) {
+		/* exec right after the calls, well within one writer period:
+		 * only a flush at exec gets them into the file. */
+		for (int i = 0; i < 50; i++)
+			cudaDeviceSynchronize();
+		fflush(stdout);
+		execl("/bin/echo", "echo", "from exec", (char *)NULL);
+		printf("exec failed\n");
+		return 1;
+	} else if (!strcmp(mode, "exec-fail")) {
+		for (int i = 0; i < 5; i++)
+			cudaDeviceSynchronize();
+		char *args[] = { "tbp-no-such-program", NULL };
+		int rc = execvp("tbp-no-such-program", args);
+		printf("execvp rc %d errno %s\n", rc, strerror(errno));
+		for (int i = 0; i < 5; i++)
+			cudaDeviceSynchronize();
+		printf("after failed exec\n");
 	} else if (!strcmp(mode, "spawn")) {
 		pid_t c;
 		char *args[] = { "/bin/echo", "from spawn", NULL };
