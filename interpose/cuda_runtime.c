@@ -233,6 +233,17 @@ RT_HOOK(cudaHostAlloc, TBP_API_cudaHostAlloc, TBP_K_MALLOC,
 RT_HOOK(cudaMallocManaged, TBP_API_cudaMallocManaged, TBP_K_MALLOC,
 	(void **devPtr, size_t size, unsigned int flags), (devPtr, size, flags),
 	FILL_MALLOC(devPtr, size, TBP_ALLOCF_MANAGED, TBP_RANGE_MANAGED, 0))
+/* The program's memory, page-locked in place: copies to/from it are pinned
+ * (tbp_classify_copy) until it is unregistered. */
+RT_HOOK(cudaHostRegister, TBP_API_cudaHostRegister, TBP_K_API,
+	(void *ptr, size_t size, unsigned int flags), (ptr, size, flags),
+	rec->u.api.arg0 = U(ptr);
+	rec->u.api.arg1 = size;
+	if (result == cudaSuccess && ptr)
+		tbp_mem_add(U(ptr), size, TBP_RANGE_PINNED))
+RT_HOOK(cudaHostUnregister, TBP_API_cudaHostUnregister, TBP_K_API, (void *ptr), (ptr),
+	rec->u.api.arg0 = U(ptr);
+	rec->u.api.arg1 = result == cudaSuccess ? tbp_mem_remove(U(ptr)) : 0)
 RT_HOOK(cudaFree, TBP_API_cudaFree, TBP_K_FREE, (void *devPtr), (devPtr), FILL_FREE(devPtr, 0))
 RT_HOOK(cudaFreeHost, TBP_API_cudaFreeHost, TBP_K_FREE, (void *ptr), (ptr), FILL_FREE(ptr, 0))
 RT_HOOK(cudaFreeAsync, TBP_API_cudaFreeAsync, TBP_K_FREE, (void *devPtr, cudaStream_t stream),

@@ -148,6 +148,22 @@ def main():
         # a failed exec returns its error unchanged; the trace was finished
         # before it, so it holds the calls made until then
         prog("exec-fail", ["trace.zst"], lambda d, g: complete(d, "trace.zst", malloc=1, sync=5))
+    elif s == "hostregister":
+        # cudaHostRegister'ed memory counts as pinned in copies until
+        # cudaHostUnregister: pinned, pinned, then pageable
+        def check(d, g):
+            complete(d, "trace.zst", malloc=1, memcpy=3, api=2)
+            p = subprocess.run([TRACEDUMP, os.path.join(d, "trace.zst")], capture_output=True, text=True)
+            lines = p.stdout.splitlines()
+            flags = [int(re.search(r" flags=(\d+)", l).group(1)) for l in lines if l.startswith("memcpy ")]
+            pinned = [bool(f & 2) for f in flags]          # TBP_COPYF_PINNED
+            pageable = [bool(f & 4) for f in flags]        # TBP_COPYF_PAGEABLE
+            if pinned != [True, True, False] or pageable != [False, False, True]:
+                fail(f"copy flags {flags}: expected pinned, pinned, pageable")
+            names = [re.search(r" api_name=(\S+)", l).group(1) for l in lines if l.startswith("api ")]
+            if names != ["cudaHostRegister", "cudaHostUnregister"]:
+                fail(f"api records {names}")
+        prog("hostregister", ["trace.zst"], check)
     elif s == "spawn":
         prog("spawn", ["trace.zst"], lambda d, g: complete(d, "trace.zst", malloc=1))
     elif s in ("sigterm", "sigint", "abort"):

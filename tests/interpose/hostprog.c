@@ -90,6 +90,18 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 5; i++)
 			cudaDeviceSynchronize();
 		printf("after failed exec\n");
+	} else if (!strcmp(mode, "hostregister")) {
+		/* The same malloc'd buffer copied to the device while registered
+		 * (pinned) and after unregistering (pageable again). */
+		size_t n = 1 << 16;
+		char *host = calloc(1, n);
+		int r1 = (int)cudaHostRegister(host, n, cudaHostRegisterDefault);
+		int c1 = (int)cudaMemcpy(p, host, 1024, cudaMemcpyHostToDevice);
+		int c2 = (int)cudaMemcpy(host + 4096, p, 1024, cudaMemcpyDeviceToHost);
+		int r2 = (int)cudaHostUnregister(host);
+		int c3 = (int)cudaMemcpy(p, host, 1024, cudaMemcpyHostToDevice);
+		printf("register %d copies %d %d unregister %d copy %d\n", r1, c1, c2, r2, c3);
+		free(host);
 	} else if (!strcmp(mode, "spawn")) {
 		pid_t c;
 		char *args[] = { "/bin/echo", "from spawn", NULL };
