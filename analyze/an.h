@@ -199,11 +199,15 @@ struct analysis {
 	uint64_t win_begin, win_end;
 
 	/* Counts from API records. */
+	/* n_launch counts successful launches only; n_errors every API call
+	 * that returned an error (a failed launch is an error, not a kernel). */
 	uint64_t n_launch, n_memcpy, n_memset, n_malloc, n_free, n_sync, n_api;
+	uint64_t n_errors;
 	/* GPU records. */
 	uint64_t n_gpu_kernel, n_gpu_memcpy, n_gpu_memset, n_gpu_sync;
 	uint64_t unmatched_gpu;  /* GPU records with no API record by corr */
 	uint64_t n_spans;
+	uint64_t proc_cwd;       /* string id of the traced process's cwd (PROCESS), 0 = none */
 
 	/* Results (filled by an_finish). */
 	struct vec devices;  /* struct an_device */
@@ -249,7 +253,12 @@ struct an_native_frame {
 	size_t module_len;
 };
 size_t an_native_frames(const struct analysis *a, uint64_t native, struct an_native_frame *out, size_t max);
-/* "file:line function" of the leaf, or the native leaf, or "(unknown)". */
+/* A source file as a user wants to read it in a terminal: the tail of the
+ * same bytes (no copy) -- relative to site-packages/dist-packages, to the
+ * traced program's cwd or tbanalyze's, or to the Python stdlib directory;
+ * else the whole path.  JSON keeps full paths. */
+const char *an_display_path(const struct analysis *a, const char *file, size_t len, size_t *out_len);
+/* "file:line function" of the leaf (display path), or the native leaf, or "(unknown)". */
 void an_site_label(const struct analysis *a, uint64_t callpath, uint64_t native, char *buf, size_t len);
 /* Stable text key of a call site (whole path), for diff across traces. */
 void an_site_key(const struct analysis *a, uint64_t callpath, uint64_t native, char *buf, size_t len);

@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "an.h"
 #include "an_internal.h"
@@ -319,11 +320,70 @@ size_t an_native_frames(const struct analysis *a, uint64_t nat, struct an_native
 	return n;
 }
 
+/* Last occurrence of needle in [s, s + n), or NULL. */
+static const char *last_in(const char *s, size_t n, const char *needle)
+{
+	size_t nl = strlen(needle);
+	for (size_t i = n >= nl ? n - nl + 1 : 0; i-- > 0;)
+		if (!memcmp(s + i, needle, nl))
+			return s + i;
+	return NULL;
+}
+
+/* Tail of file below dir (a directory, no trailing slash), or NULL. */
+static const char *below(const char *file, size_t len, const char *dir, size_t dlen)
+{
+	while (dlen > 1 && dir[dlen - 1] == '/')
+		dlen--;
+	if (dlen == 0 || len <= dlen + 1 || memcmp(file, dir, dlen) || file[dlen] != '/')
+		return NULL;
+	return file + dlen + 1;
+}
+
+const char *an_display_path(const struct analysis *a, const char *file, size_t len, size_t *out_len)
+{
+	const char *tail = NULL;
+	const char *hit;
+	/* Installed packages: torch/nn/modules/linear.py, as imported. */
+	if ((hit = last_in(file, len, "/site-packages/")))
+		tail = hit + strlen("/site-packages/");
+	else if ((hit = last_in(file, len, "/dist-packages/")))
+		tail = hit + strlen("/dist-packages/");
+	/* The traced program's own files, relative to where it ran. */
+	if (!tail && a->proc_cwd) {
+		size_t cl;
+		const char *cwd = an_string(a, a->proc_cwd, &cl);
+		if (cwd)
+			tail = below(file, len, cwd, cl);
+	}
+	if (!tail) {
+		static char here[4096];
+		static int have_here = -1;
+		if (have_here < 0)
+			have_here = getcwd(here, sizeof here) != NULL;
+		if (have_here)
+			tail = below(file, len, here, strlen(here));
+	}
+	/* The standard library: .../lib/python3.11/json/decoder.py. */
+	if (!tail && (hit = last_in(file, len, "/lib/python"))) {
+		const char *slash = memchr(hit + 1, '/', (size_t)(file + len - (hit + 1)));
+		slash = slash ? memchr(slash + 1, '/', (size_t)(file + len - (slash + 1))) : NULL;
+		if (slash && slash + 1 < file + len)
+			tail = slash + 1;
+	}
+	if (!tail || tail >= file + len)
+		tail = file;
+	*out_len = len - (size_t)(tail - file);
+	return tail;
+}
+
 void an_site_label(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf, size_t len)
 {
 	struct an_frame f;
 	if (an_callpath_frames(a, cp, &f, 1)) {
-		snprintf(buf, len, "%.*s:%" PRIu64 " %.*s", (int)f.file_len, f.file, f.line,
+		size_t fl;
+		const char *file = an_display_path(a, f.file, f.file_len, &fl);
+		snprintf(buf, len, "%.*s:%" PRIu64 " %.*s", (int)fl, file, f.line,
 			 (int)f.function_len, f.function);
 		return;
 	}

@@ -680,9 +680,15 @@ static void on_api(struct analysis *a, const struct tbp_record *r)
 		corr_put(st, c->corr, &ce);
 	}
 
+	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
+	 * a poll's answer (cudaStreamQuery, cudaEventQuery), not a failure. */
+	int failed = c->result != 0 && c->result != 600;
+	if (failed)
+		a->n_errors++;
 	switch (r->kind) {
 	case TBP_K_LAUNCH:
-		a->n_launch++;
+		if (!failed)
+			a->n_launch++;
 		break;
 	case TBP_K_MEMSET:
 		a->n_memset++;
@@ -935,6 +941,10 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 			a->no_cupti_notice = 1;
 			a->st->expect_gpu = 0;
 		}
+		break;
+	case TBP_K_PROCESS:
+		if (!a->proc_cwd)
+			a->proc_cwd = r->u.process.cwd;
 		break;
 	case TBP_K_DEVICE: {
 		struct an_device *d = get_device(a, r->u.device.device);

@@ -3,6 +3,8 @@
  * self-contained HTML page with inline SVG.
  */
 #include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "an.h"
@@ -109,9 +111,12 @@ static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t 
 {
 	struct an_frame fr[MAX_FRAMES];
 	size_t n = an_callpath_frames(a, cp, fr, MAX_FRAMES);
-	for (size_t i = 0; i < n && i < 8; i++)
-		fprintf(f, "%s%s %.*s:%" PRIu64 " in %.*s\n", indent, i ? "from" : "at  ", (int)fr[i].file_len,
-			fr[i].file, fr[i].line, (int)fr[i].function_len, fr[i].function);
+	for (size_t i = 0; i < n && i < 8; i++) {
+		size_t fl;
+		const char *file = an_display_path(a, fr[i].file, fr[i].file_len, &fl);
+		fprintf(f, "%s%s %.*s:%" PRIu64 " in %.*s\n", indent, i ? "from" : "at  ", (int)fl, file, fr[i].line,
+			(int)fr[i].function_len, fr[i].function);
+	}
 	if (n > 8)
 		fprintf(f, "%s     ... %zu more frames\n", indent, n - 8);
 	if (n)
@@ -165,6 +170,151 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 	fprintf(f, "      -> %s\n", an_suggestion(a, x));
 }
 
+/* ------------------------------------------------------------ host time, grouped
+ * Span statistics are per whole call path; a reader wants them per function
+ * (inclusive time: where does the step's time go) and per source line (self
+ * time), with rows that only differ deeper in the path merged. */
+struct host_row {
+	struct an_frame fr;  /* leaf frame: the function (and line) of the row */
+	uint64_t count, total_ns, self_ns;
+	size_t paths;        /* call paths merged into this row */
+	uint64_t callpath;   /* the first (largest) of them */
+	int recursive;       /* leaf function also an ancestor: not inclusive */
+};
+
+/* Orders by bytes, not by string id: two ids may carry the same name. */
+static int bytes_cmp(const char *x, size_t xl, const char *y, size_t yl)
+{
+	int c = memcmp(x ? x : "", y ? y : "", xl < yl ? xl : yl);
+	return c ? c : (xl > yl) - (xl < yl);
+}
+
+static int same_function(const struct an_frame *x, const struct an_frame *y)
+{
+	return !bytes_cmp(x->file, x->file_len, y->file, y->file_len) &&
+	       !bytes_cmp(x->function, x->function_len, y->function, y->function_len);
+}
+
+static int row_key_cmp(const struct host_row *x, const struct host_row *y, int by_line)
+{
+	int c = bytes_cmp(x->fr.file, x->fr.file_len, y->fr.file, y->fr.file_len);
+	if (!c)
+		c = bytes_cmp(x->fr.function, x->fr.function_len, y->fr.function, y->fr.function_len);
+	if (!c && by_line && x->fr.line != y->fr.line)
+		c = x->fr.line < y->fr.line ? -1 : 1;
+	return c;
+}
+static int cmp_row_fn(const void *a, const void *b) { return row_key_cmp(a, b, 0); }
+static int cmp_row_line(const void *a, const void *b) { return row_key_cmp(a, b, 1); }
+static int cmp_row_total(const void *a, const void *b)
+{
+	const struct host_row *x = a, *y = b;
+	return x->total_ns != y->total_ns ? (x->total_ns < y->total_ns ? 1 : -1) : (x->self_ns < y->self_ns) - (x->self_ns > y->self_ns);
+}
+static int cmp_row_self(const void *a, const void *b)
+{
+	const struct host_row *x = a, *y = b;
+	return x->self_ns != y->self_ns ? (x->self_ns < y->self_ns ? 1 : -1) : (x->total_ns < y->total_ns) - (x->total_ns > y->total_ns);
+}
+
+/* Rows grouped by leaf function (by_line 0) or leaf line (1), biggest first
+ * (inclusive time, or self time).
+ * Returns the row count; *out is malloc'd (NULL when none or no memory). */
+static size_t host_rows(const struct analysis *a, int by_line, struct host_row **out)
+{
+	*out = NULL;
+	if (!a->spans.n)
+		return 0;
+	struct host_row *rows = calloc(a->spans.n, sizeof *rows);
+	if (!rows)
+		return 0;
+	size_t n = 0;
+	for (size_t i = 0; i < a->spans.n; i++) {
+		const struct an_span_stat *sp = VEC_AT(&a->spans, struct an_span_stat, i);
+		struct an_frame fr[MAX_FRAMES];
+		size_t nf = an_callpath_frames(a, sp->callpath, fr, MAX_FRAMES);
+		if (!nf)
+			continue;
+		struct host_row *r = &rows[n++];
+		r->fr = fr[0];
+		r->count = sp->count;
+		r->total_ns = sp->total_ns;
+		r->self_ns = sp->self_ns;
+		r->paths = 1;
+		r->callpath = sp->callpath;
+		/* A call inside another call of the same function is already in
+		 * the outer call's inclusive time. */
+		for (size_t j = 1; j < nf; j++)
+			if (same_function(&fr[j], &fr[0]))
+				r->recursive = 1;
+	}
+	qsort(rows, n, sizeof *rows, by_line ? cmp_row_line : cmp_row_fn);
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct host_row *r = &rows[i];
+		uint64_t incl = r->recursive ? 0 : r->total_ns;
+		if (m && !row_key_cmp(&rows[m - 1], r, by_line)) {
+			struct host_row *g = &rows[m - 1];
+			g->count += r->count;
+			g->total_ns += incl;
+			g->self_ns += r->self_ns;
+			g->paths++;
+			continue;
+		}
+		rows[m] = *r;
+		rows[m].total_ns = incl;
+		rows[m].recursive = 0;
+		m++;
+	}
+	qsort(rows, m, sizeof *rows, by_line ? cmp_row_self : cmp_row_total);
+	*out = rows;
+	return m;
+}
+
+static void text_host_time(const struct analysis *a, FILE *f)
+{
+	char t1[32], t2[32];
+	struct host_row *rows;
+	size_t n = host_rows(a, 0, &rows);
+	if (n) {
+		fprintf(f, "\ntop Python functions by inclusive time (spans: calls longer than the tracer's threshold):\n");
+		fprintf(f, "  %10s  %10s  %7s  %s\n", "inclusive", "self", "calls", "function");
+		for (size_t i = 0; i < n && i < 12; i++) {
+			const struct host_row *r = &rows[i];
+			size_t fl;
+			const char *file = an_display_path(a, r->fr.file, r->fr.file_len, &fl);
+			fprintf(f, "  %10s  %10s  %6" PRIu64 "x  %.*s  (%.*s)\n", fmt_ns(r->total_ns, t1, sizeof t1),
+				fmt_ns(r->self_ns, t2, sizeof t2), r->count, (int)r->fr.function_len, r->fr.function,
+				(int)fl, file);
+		}
+	}
+	free(rows);
+	n = host_rows(a, 1, &rows);
+	if (n) {
+		fprintf(f, "\nhost self time by line (call paths that end on the same line merged):\n");
+		fprintf(f, "  %10s  %10s  %7s  %s\n", "self", "inclusive", "calls", "line");
+		for (size_t i = 0; i < n && i < 12; i++) {
+			const struct host_row *r = &rows[i];
+			size_t fl;
+			const char *file = an_display_path(a, r->fr.file, r->fr.file_len, &fl);
+			fprintf(f, "  %10s  %10s  %6" PRIu64 "x  %.*s:%" PRIu64 " %.*s", fmt_ns(r->self_ns, t1, sizeof t1),
+				fmt_ns(r->total_ns, t2, sizeof t2), r->count, (int)fl, file, r->fr.line,
+				(int)r->fr.function_len, r->fr.function);
+			struct an_frame fr[2];
+			if (r->paths > 1) {
+				fprintf(f, "  (%zu call paths)", r->paths);
+			} else if (an_callpath_frames(a, r->callpath, fr, 2) == 2) {
+				size_t cl;
+				const char *cf = an_display_path(a, fr[1].file, fr[1].file_len, &cl);
+				fprintf(f, "  (from %.*s:%" PRIu64 " %.*s)", (int)cl, cf, fr[1].line, (int)fr[1].function_len,
+					fr[1].function);
+			}
+			fputc('\n', f);
+		}
+	}
+	free(rows);
+}
+
 void an_report_text(const struct analysis *a, FILE *f)
 {
 	char t1[32], t2[32], t3[32], t4[32], b1[32];
@@ -181,7 +331,7 @@ void an_report_text(const struct analysis *a, FILE *f)
 			fprintf(f, "no GPU timeline in this trace (API-only, no CUPTI records): GPU time cannot be "
 				   "measured; findings below come from host-side API times\n");
 		else
-			fprintf(f, "no GPU activity recorded (a CPU run): host time by Python call path follows\n");
+			fprintf(f, "no GPU activity recorded (a CPU run): host time by Python function follows\n");
 	} else {
 		for (size_t i = 0; i < a->devices.n; i++) {
 			const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
@@ -214,8 +364,12 @@ void an_report_text(const struct analysis *a, FILE *f)
 		}
 	}
 	fprintf(f, "counts: %" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64
-		   " free, %" PRIu64 " sync\n",
+		   " free, %" PRIu64 " sync",
 		a->n_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync);
+	if (a->n_errors)
+		fprintf(f, ", %" PRIu64 " failed API call%s (not counted as kernels)", a->n_errors,
+			a->n_errors == 1 ? "" : "s");
+	fputc('\n', f);
 
 	if (a->findings.n) {
 		fprintf(f, "\nfindings, biggest first:\n");
@@ -238,22 +392,8 @@ void an_report_text(const struct analysis *a, FILE *f)
 				name ? (int)(nl > 100 ? 100 : nl) : 9, name ? name : "(unnamed)");
 		}
 	}
-	if (a->spans.n && (!an_has_gpu(a) || a->opts.top > 20)) {
-		fprintf(f, "\nhost time by Python call path (spans; self time, then including callees):\n");
-		for (size_t i = 0; i < a->spans.n && i < 15; i++) {
-			const struct an_span_stat *s = VEC_AT(&a->spans, struct an_span_stat, i);
-			char lbl[512];
-			an_site_label(a, s->callpath, 0, lbl, sizeof lbl);
-			struct an_frame fr[2];
-			size_t nf = an_callpath_frames(a, s->callpath, fr, 2);
-			fprintf(f, "  %10s  %10s  %6" PRIu64 "x  %s", fmt_ns(s->self_ns, t2, sizeof t2),
-				fmt_ns(s->total_ns, t1, sizeof t1), s->count, lbl);
-			if (nf == 2)
-				fprintf(f, "  (from %.*s:%" PRIu64 " %.*s)", (int)fr[1].file_len, fr[1].file, fr[1].line,
-					(int)fr[1].function_len, fr[1].function);
-			fputc('\n', f);
-		}
-	}
+	if (a->spans.n && (!an_has_gpu(a) || a->opts.top > 20))
+		text_host_time(a, f);
 	int any_mem = 0;
 	for (size_t i = 0; i < a->devices.n; i++) {
 		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
@@ -381,9 +521,9 @@ int an_report_json(const struct analysis *a, FILE *f)
 	fprintf(f, "],\n\"counts\":{\"kernels\":%" PRIu64 ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64
 		   ",\"malloc\":%" PRIu64 ",\"free\":%" PRIu64 ",\"sync\":%" PRIu64 ",\"api_calls\":%" PRIu64
 		   ",\"gpu_kernels\":%" PRIu64 ",\"gpu_memcpy\":%" PRIu64 ",\"gpu_memset\":%" PRIu64
-		   ",\"python_spans\":%" PRIu64 "}",
+		   ",\"python_spans\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
 		a->n_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync, a->n_api, a->n_gpu_kernel,
-		a->n_gpu_memcpy, a->n_gpu_memset, a->n_spans);
+		a->n_gpu_memcpy, a->n_gpu_memset, a->n_spans, a->n_errors);
 	fprintf(f, ",\n\"findings\":[");
 	for (size_t i = 0; i < a->findings.n; i++) {
 		const struct an_finding *x = VEC_AT(&a->findings, struct an_finding, i);
@@ -434,6 +574,19 @@ int an_report_json(const struct analysis *a, FILE *f)
 		json_where(a, f, s->callpath, 0);
 		fputc('}', f);
 	}
+	fprintf(f, "],\n\"host_time_by_function\":[");
+	struct host_row *rows;
+	size_t nrows = host_rows(a, 0, &rows);
+	for (size_t i = 0; i < nrows && i < 50; i++) {
+		const struct host_row *r = &rows[i];
+		fprintf(f, "%s\n {\"function\":", i ? "," : "");
+		json_str(f, r->fr.function, r->fr.function_len);
+		fprintf(f, ",\"file\":");
+		json_str(f, r->fr.file, r->fr.file_len);
+		fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"self_ns\":%" PRIu64 ",\"paths\":%zu}",
+			r->count, r->total_ns, r->self_ns, r->paths);
+	}
+	free(rows);
 	fprintf(f, "],\n\"memory\":{\"not_freed_blocks\":%" PRIu64 ",\"not_freed_bytes\":%" PRIu64 "}}\n",
 		a->mem_leak_count, a->mem_leak_bytes);
 	return ferror(f) ? -1 : 0;
@@ -547,9 +700,30 @@ int an_report_html(const struct analysis *a, FILE *f)
 						gap ? "idle gap" : "kernel burst", fmt_ns(mk->end - mk->start, t2, sizeof t2));
 				}
 			}
+			/* The timeline covers the whole trace; the breakdown and the
+			 * findings only the marked iterations: grey out the rest. */
+			int win_marked = 0;
+			if (a->markers_used && a->win_end > a->win_begin) {
+				double wb = a->win_begin > a->hist_origin ? (double)(a->win_begin - a->hist_origin) : 0.0;
+				double we = a->win_end > a->hist_origin ? (double)(a->win_end - a->hist_origin) : 0.0;
+				double bx = x0 + w * (wb < span ? wb : span) / span, ex = x0 + w * (we < span ? we : span) / span;
+				double h = 24.0 * (double)a->streams.n;
+				if (bx > x0)
+					fprintf(f, "<rect x=\"%.0f\" y=\"0\" width=\"%.2f\" height=\"%.0f\" fill=\"#ffffff\" fill-opacity=\"0.7\"/>\n",
+						x0, bx - x0, h);
+				if (ex < x0 + w)
+					fprintf(f, "<rect x=\"%.2f\" y=\"0\" width=\"%.2f\" height=\"%.0f\" fill=\"#ffffff\" fill-opacity=\"0.7\"/>\n",
+						ex, x0 + w - ex, h);
+				fprintf(f, "<rect class=\"window\" x=\"%.2f\" y=\"1\" width=\"%.2f\" height=\"%.0f\" fill=\"none\" stroke=\"#2ca02c\" stroke-width=\"2\"><title>analysed window: %" PRIu64
+					   " marked iteration%s</title></rect>\n",
+					bx, ex - bx < 1 ? 1 : ex - bx, h, a->iterations, a->iterations == 1 ? "" : "s");
+				win_marked = 1;
+			}
 			fprintf(f, "<text x=\"100\" y=\"%zu\" font-size=\"12\">0</text><text x=\"830\" y=\"%zu\" font-size=\"12\">%s</text>\n",
 				24 * a->streams.n + 22, 24 * a->streams.n + 22, fmt_ns((uint64_t)span, t1, sizeof t1));
-			fputs("</svg>\n<p class=\"s\">blue: GPU busy; red: idle gaps; purple: kernel bursts</p>\n", f);
+			fprintf(f, "</svg>\n<p class=\"s\">blue: GPU busy; red: idle gaps; purple: kernel bursts%s</p>\n",
+				win_marked ? "; green frame: the analysed window (marked iterations after warm-up), the rest "
+					     "faded" : "");
 		}
 	}
 
@@ -585,8 +759,9 @@ int an_report_html(const struct analysis *a, FILE *f)
 	if (a->findings.n)
 		fputs("</table>\n", f);
 	fprintf(f, "<p class=\"s\">%" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64
-		   " free, %" PRIu64 " sync; %" PRIu64 " events, %" PRIu64 " lost%s</p>\n</body></html>\n",
-		a->n_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync, a->events,
+		   " free, %" PRIu64 " sync, %" PRIu64 " failed API calls; %" PRIu64 " events, %" PRIu64
+		   " lost%s</p>\n</body></html>\n",
+		a->n_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync, a->n_errors, a->events,
 		a->lost ? a->lost : a->end_lost, a->truncated ? ", truncated" : "");
 	return ferror(f) ? -1 : 0;
 }

@@ -120,7 +120,9 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 		callpath_arg(x, c->callpath);
 		fputs("}}", f);
 		x->events++;
-		if (x->kineto && c->corr && (r->kind == TBP_K_LAUNCH || r->kind == TBP_K_MEMCPY || r->kind == TBP_K_MEMSET)) {
+		/* A call the runtime refused put nothing on the GPU: no arrow. */
+		if (x->kineto && c->corr && !c->result &&
+		    (r->kind == TBP_K_LAUNCH || r->kind == TBP_K_MEMCPY || r->kind == TBP_K_MEMSET)) {
 			ev_begin(x);
 			fprintf(f, "{\"ph\":\"s\",\"id\":%" PRIu64 ",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", c->corr,
 				x->host_pid, r->tid);

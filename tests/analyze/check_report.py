@@ -141,9 +141,25 @@ def part_report(gen_path, tmp):
     check(main.get("self_ns") == rep["breakdown"]["window_ns"] - 10 * 1000000,
           f"cpu: main's self time excludes its callees ({main.get('self_ns')})")
     check(rep["host_time_by_python_path"][0]["where"]["python"][0]["line"] == 30, "cpu: sorted by self time")
+    # Per function: inclusive time of the outer function first; one row for a
+    # library function reached by two call paths.
+    fns = rep["host_time_by_function"]
+    check(fns and fns[0]["function"] == "main" and fns[0]["total_ns"] == rep["breakdown"]["window_ns"],
+          f"cpu: main first by inclusive time ({fns[:1]})")
+    lin = [h for h in fns if h["function"] == "Linear.forward"]
+    check(len(lin) == 1 and lin[0]["paths"] == 2 and lin[0]["count"] == 20 and lin[0]["total_ns"] == 10 * 70000,
+          f"cpu: Linear.forward merged over its two call paths ({lin})")
+    check(lin and lin[0]["file"].startswith("/opt/py/lib/python3.11/site-packages/"), "cpu: JSON keeps full paths")
     text = run([trace]).stdout
     check("no GPU activity" in text, "cpu: text says there was no GPU activity")
     check("data.py:21 load_batch" in text, "cpu: text names data.py:21")
+    check("torch/nn/modules/linear.py:130 Linear.forward  (2 call paths)" in text,
+          "cpu: text shows site-packages files relative to site-packages, one row for both paths")
+    check("/opt/py" not in text, "cpu: no site-packages prefix in the text report")
+    check(" lib/util.py:7 helper" in text and "/home/u/proj" not in text,
+          "cpu: files under the traced program's cwd shown relative to it")
+    incl = text.split("by inclusive time")[1].split("\n")[2] if "by inclusive time" in text else ""
+    check(" main " in incl, f"cpu: text lists the outer function first by inclusive time ({incl!r})")
 
 
 def part_options(gen_path, tmp):
@@ -191,6 +207,22 @@ def part_text(gen_path, tmp):
     check(h.count("<svg") == 2, "html: breakdown bar and timeline")
     check("idle gap" in h and "kernel burst" in h, "html: timeline marks gaps and bursts")
     check("http://" not in h.replace("http://www.w3.org/2000/svg", "") and "src=" not in h, "html: no external assets")
+    check("failed API call" in t and "counts: %d kernels" % exp["counts"]["kernels"] in t,
+          "text: a failed launch is a failed API call, not a kernel")
+    check('class="window"' not in h, "html: no window frame without iteration markers")
+    # With iteration markers the timeline (whole trace) frames the analysed window.
+    mtrace, mexp = gen(gen_path, tmp, "markers")
+    mhtml = os.path.join(tmp, "m.html")
+    run(["report", mtrace, "--html", mhtml])
+    with open(mhtml) as f:
+        mh = f.read()
+    import re
+    m = re.search(r'<rect class="window" x="([0-9.]+)" y="1" width="([0-9.]+)"', mh)
+    check(m is not None and "analysed window: 1 marked iteration" in mh, "html: the analysed window is marked")
+    if m:
+        # The warm-up iteration comes first: the frame starts right of the axis.
+        check(float(m.group(1)) > 100.0 and float(m.group(1)) + float(m.group(2)) <= 880.5,
+              f"html: window frame inside the timeline, after the warm-up ({m.groups()})")
     ctrace, _ = gen(gen_path, tmp, "clean")
     t = run([ctrace]).stdout
     check("no findings" in t, "text: a clean trace has no findings")

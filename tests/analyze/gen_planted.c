@@ -116,7 +116,7 @@ struct ivl {
 };
 static struct ivl ivls[200000];
 static size_t n_ivls;
-static uint64_t cnt_launch, cnt_memcpy, cnt_memset, cnt_malloc, cnt_free, cnt_sync;
+static uint64_t cnt_launch, cnt_memcpy, cnt_memset, cnt_malloc, cnt_free, cnt_sync, cnt_errors;
 
 static void gpu_rec(int dev, uint8_t kind, uint64_t stream, uint64_t s, uint64_t e, uint64_t corr, const uint64_t *extra,
 		    int nextra)
@@ -141,6 +141,16 @@ static void gpu_rec(int dev, uint8_t kind, uint64_t stream, uint64_t s, uint64_t
 		v->kind = kind == TBP_K_GPU_KERNEL ? 0 : kind == TBP_K_GPU_MEMCPY ? 1 : 2;
 		v->ck = kind == TBP_K_GPU_MEMCPY ? (int)extra[1] : 0;
 	}
+}
+
+/* A launch the runtime refused (cudaErrorInvalidConfiguration): no kernel
+ * runs, so it counts as an error, not as a kernel. */
+static void failed_launch(int th, uint64_t t, uint64_t cp)
+{
+	uint64_t ex[8] = {intern("never_runs"), 1u << 20, 1, 1, 4096, 1, 1, 0};
+	api(th, TBP_K_LAUNCH, t, 2 * US, TBP_API_cudaLaunchKernel, cp, 0, 0, 7, corr_next++, ex, 8);
+	host[th].r[host[th].n - 1].u.call.result = 9;
+	cnt_errors++;
 }
 
 static int api_only; /* apionly scenario: host records only */
@@ -443,6 +453,7 @@ static void scen_planted(int with_markers)
 	} else {
 		g = planted_body(g);
 	}
+	failed_launch(0, g + 10 * US, cp_main);
 	free_call(0, g + 20 * US, cp_main, 0x10000, 64 << 20);
 	span(0, t0 - 150 * US, g + 30 * US, cp_main);
 }
@@ -450,12 +461,26 @@ static void scen_planted(int with_markers)
 static void scen_cpu(void)
 {
 	common_defs();
+	/* The traced program ran in /home/u/proj: its files show relative to it. */
+	struct tbp_record *pr = push(&defs);
+	pr->kind = TBP_K_PROCESS;
+	pr->u.process.pid = 4242;
+	pr->u.process.cwd = intern("/home/u/proj");
 	uint64_t cp_load = site("data.py", "load_batch", 21, cp_main);
 	uint64_t cp_model = site("model.py", "forward", 30, cp_main);
+	/* One library line reached by two call paths: one row by line, one
+	 * function row; shown relative to site-packages. */
+	const char *linear = "/opt/py/lib/python3.11/site-packages/torch/nn/modules/linear.py";
+	uint64_t cp_lin_m = site(linear, "Linear.forward", 130, cp_model);
+	uint64_t cp_lin_l = site(linear, "Linear.forward", 130, cp_load);
+	uint64_t cp_util = site("/home/u/proj/lib/util.py", "helper", 7, cp_model);
 	uint64_t t = 1000 * US;
 	for (int i = 0; i < 10; i++) {
 		span(0, t, t + 300 * US, cp_load);
+		span(0, t + 10 * US, t + 30 * US, cp_lin_l);
 		span(0, t + 300 * US, t + 1000 * US, cp_model);
+		span(0, t + 400 * US, t + 450 * US, cp_lin_m);
+		span(0, t + 500 * US, t + 510 * US, cp_util);
 		t += 1000 * US;
 	}
 	span(0, 900 * US, t + 10 * US, cp_main);
@@ -707,8 +732,9 @@ static void write_expect(const char *path)
 		fprintf(f, "}}");
 	}
 	fprintf(f, "},\n \"counts\": {\"kernels\": %" PRIu64 ", \"memcpy\": %" PRIu64 ", \"memset\": %" PRIu64
-		   ", \"malloc\": %" PRIu64 ", \"free\": %" PRIu64 ", \"sync\": %" PRIu64 "},\n \"findings\": [",
-		cnt_launch, cnt_memcpy, cnt_memset, cnt_malloc, cnt_free, cnt_sync);
+		   ", \"malloc\": %" PRIu64 ", \"free\": %" PRIu64 ", \"sync\": %" PRIu64 ", \"errors\": %" PRIu64
+		   "},\n \"findings\": [",
+		cnt_launch, cnt_memcpy, cnt_memset, cnt_malloc, cnt_free, cnt_sync, cnt_errors);
 	for (size_t i = 0; i < n_expect; i++) {
 		fprintf(f, "%s\n  {\"kind\": \"%s\", \"cause\": ", i ? "," : "", expect[i].kind);
 		json_or_null(f, expect[i].cause);
