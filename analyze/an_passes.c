@@ -44,6 +44,11 @@ struct corr_ent {
 	uint32_t tid;
 	uint8_t kind;
 };
+#define CORR_RING (1u << 14)
+struct corr_slot {
+	uint64_t corr; /* 0: empty */
+	struct corr_ent e;
+};
 /* Spans that ended on a thread and whose parent has not ended yet.  Spans
  * reach the file as they end, so when one arrives, the finished spans that
  * began after it are its direct children.  Bounded: past the cap the oldest
@@ -71,6 +76,12 @@ struct alloc_ent {
 struct an_state {
 	struct u64map corr; /* corr -> index in corr_pool */
 	struct vec corr_pool, corr_freelist;
+	/* In front of the map: a direct-mapped table by corr's low bits.  Ids
+	 * grow one by one and the GPU side comes soon after, so nearly every
+	 * join is one array access; an entry pushed out by a newer id moves to
+	 * the map. */
+	struct corr_slot *corr_ring; /* CORR_RING entries; NULL: map only */
+	int corr_ring_failed;
 	int expect_gpu;
 
 	struct api_ent api[API_RING];
@@ -331,7 +342,8 @@ static void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint
 		a->hist_w *= 2;
 	}
 	uint64_t off = s - a->hist_origin, end = e - a->hist_origin;
-	for (size_t b = off / a->hist_w; b < AN_HIST_BINS && b * a->hist_w < end; b++) {
+	/* hist_w is 1024 doubled: a shift, not a division per record. */
+	for (size_t b = off >> __builtin_ctzll(a->hist_w); b < AN_HIST_BINS && b * a->hist_w < end; b++) {
 		uint64_t lo = b * a->hist_w, hi = lo + a->hist_w;
 		uint64_t x0 = off > lo ? off : lo, x1 = end < hi ? end : hi;
 		if (x1 > x0)
@@ -518,8 +530,20 @@ static void note_time(struct analysis *a, uint64_t ts, uint64_t end)
 		a->last_ts = end;
 }
 
+static void corr_map_put(struct an_state *st, uint64_t corr, const struct corr_ent *e);
+
 static int corr_take(struct an_state *st, uint64_t corr, struct corr_ent *out)
 {
+	if (st->corr_ring) {
+		struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
+		if (sl->corr == corr) {
+			*out = sl->e;
+			sl->corr = 0;
+			return 1;
+		}
+		if (!st->corr.n)
+			return 0;
+	}
 	uint64_t *ix = u64map_get(&st->corr, corr);
 	if (!ix)
 		return 0;
@@ -534,9 +558,26 @@ static int corr_take(struct an_state *st, uint64_t corr, struct corr_ent *out)
 
 static void corr_put(struct an_state *st, uint64_t corr, const struct corr_ent *e)
 {
+	if (!corr)
+		return;
+	if (!st->corr_ring && !st->corr_ring_failed && !(st->corr_ring = calloc(CORR_RING, sizeof *st->corr_ring)))
+		st->corr_ring_failed = 1;
+	if (st->corr_ring) {
+		struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
+		if (sl->corr && sl->corr != corr)
+			corr_map_put(st, sl->corr, &sl->e); /* still waiting: keep it */
+		sl->corr = corr;
+		sl->e = *e;
+		return;
+	}
+	corr_map_put(st, corr, e);
+}
+
+static void corr_map_put(struct an_state *st, uint64_t corr, const struct corr_ent *e)
+{
 	/* Bounded: records whose GPU side never comes (lost, or no CUPTI)
 	 * must not grow the map without end. */
-	if (!corr || st->corr.n >= (1u << 20))
+	if (st->corr.n >= (1u << 20))
 		return;
 	uint64_t i;
 	if (st->corr_freelist.n) {
@@ -674,7 +715,8 @@ static void on_api(struct analysis *a, const struct tbp_record *r)
 		ss->api_ns += dur;
 		ss->calls++;
 	}
-	if (st->expect_gpu && (r->kind == TBP_K_LAUNCH || r->kind == TBP_K_MEMCPY || r->kind == TBP_K_MEMSET)) {
+	/* A call the runtime refused has no GPU side to wait for. */
+	if (st->expect_gpu && !c->result && (r->kind == TBP_K_LAUNCH || r->kind == TBP_K_MEMCPY || r->kind == TBP_K_MEMSET)) {
 		struct corr_ent ce = {.callpath = c->callpath, .native = c->native, .ts = ts, .end = end,
 				      .tid = r->tid, .kind = r->kind};
 		corr_put(st, c->corr, &ce);
@@ -1185,6 +1227,7 @@ void an_pass_free(struct analysis *a)
 	if (!st)
 		return;
 	u64map_free(&st->corr);
+	free(st->corr_ring);
 	vec_free(&st->corr_pool);
 	vec_free(&st->corr_freelist);
 	u64map_free(&st->dev_idx);

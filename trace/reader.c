@@ -561,9 +561,14 @@ static void fill_batch(struct kind_cursor *kc)
 			while (j < ok) {
 				uint64_t w;
 				if (j + 8 <= ok && e - p >= 8 && (memcpy(&w, p, 8), !(w & 0x8080808080808080ull))) {
-					for (unsigned t = 0; t < 8; t++) {
-						acc += tbp_unzigzag((w >> (8 * t)) & 0xff);
-						row[j + t][c] = acc;
+					if (!w) { /* eight repeats of the previous value */
+						for (unsigned t = 0; t < 8; t++)
+							row[j + t][c] = acc;
+					} else {
+						for (unsigned t = 0; t < 8; t++) {
+							acc += tbp_unzigzag((w >> (8 * t)) & 0xff);
+							row[j + t][c] = acc;
+						}
 					}
 					p += 8;
 					j += 8;
