@@ -140,13 +140,16 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 	fprintf(f, "%2zu. %s", idx, an_finding_name(x->kind));
 	switch (x->kind) {
 	case AN_F_IDLE_GAP:
-		fprintf(f, " (%s): %" PRIu64 " gap%s, %s idle, longest %s\n", an_cause_name(x->cause), x->count,
-			x->count == 1 ? "" : "s",
-			fmt_ns(x->total_ns, t1, sizeof t1), fmt_ns(x->max_ns, t2, sizeof t2));
+		fprintf(f, " (%s): %" PRIu64 " gap%s, %s idle", an_cause_name(x->cause), x->count,
+			x->count == 1 ? "" : "s", fmt_ns(x->total_ns, t1, sizeof t1));
+		if (a->total.window_ns)
+			fprintf(f, " (%.1f%% of the window)", pct(x->total_ns, a->total.window_ns));
+		fprintf(f, ", longest %s\n", fmt_ns(x->max_ns, t2, sizeof t2));
 		break;
 	case AN_F_KERNEL_BURST:
-		fprintf(f, ": %" PRIu64 " bursts, %" PRIu64 " short kernels over %s, GPU idle %s between them\n",
-			x->groups, x->count, fmt_ns(x->total_ns, t1, sizeof t1), fmt_ns(x->idle_ns, t2, sizeof t2));
+		fprintf(f, ": %" PRIu64 " burst%s, %" PRIu64 " short kernels over %s, GPU idle %s between them\n",
+			x->groups, x->groups == 1 ? "" : "s", x->count, fmt_ns(x->total_ns, t1, sizeof t1),
+			fmt_ns(x->idle_ns, t2, sizeof t2));
 		break;
 	case AN_F_SCALAR_COPY:
 		fprintf(f, ": %" PRIu64 " copies of <= %" PRIu64 " bytes, %s stalled (%" PRIu64
