@@ -42,6 +42,7 @@ struct pgap {
 struct corr_ent {
 	uint64_t callpath, native, ts, end;
 	uint32_t tid;
+	uint32_t site; /* index + 1 in a->sites of the call's site, 0 = none */
 	uint8_t kind;
 };
 #define CORR_RING (1u << 14)
@@ -630,7 +631,8 @@ static void on_gpu(struct analysis *a, const struct tbp_record *r)
 	if (e > str->last_end)
 		str->last_end = e;
 	if (joined) {
-		struct an_site_stat *ss = site_stat(a, api.callpath, api.native);
+		struct an_site_stat *ss = api.site ? VEC_AT(&a->sites, struct an_site_stat, api.site - 1)
+						   : site_stat(a, api.callpath, api.native);
 		if (ss)
 			ss->gpu_ns += e - s;
 	}
@@ -719,6 +721,9 @@ static void on_api(struct analysis *a, const struct tbp_record *r)
 	if (st->expect_gpu && !c->result && (r->kind == TBP_K_LAUNCH || r->kind == TBP_K_MEMCPY || r->kind == TBP_K_MEMSET)) {
 		struct corr_ent ce = {.callpath = c->callpath, .native = c->native, .ts = ts, .end = end,
 				      .tid = r->tid, .kind = r->kind};
+		/* The GPU side adds its time to the same site: no second lookup. */
+		if (ss && a->sites.n < UINT32_MAX)
+			ce.site = (uint32_t)(ss - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1;
 		corr_put(st, c->corr, &ce);
 	}
 
