@@ -236,9 +236,30 @@ void tbp_hook_first_use(unsigned lib)
 
 uint64_t tbp_devices_seen;
 
-/* The device's name is not queried: calling into the runtime from a hook
- * could change its per-thread error state.  The vendor says whether this is
- * simgpu's stand-in runtime (it exports simgpu_*), so reports can tell. */
+/* The device's name, from the driver (cuDeviceGet + cuDeviceGetName): the
+ * runtime is not asked, because a runtime call from inside a hook could
+ * change the program's per-thread error state (cudaGetLastError); driver
+ * calls do not touch it.  Runtime and driver ordinals are the same (both
+ * enumerate the visible devices in order).  0 when the driver is not loaded
+ * or not initialized (simgpu, no driver). */
+static uint64_t device_name_id(int device)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return 0;
+	int (*get)(int *, int) = (int (*)(int *, int))tbp_real_dlsym(h, "cuDeviceGet");
+	int (*get_name)(char *, int, int) = (int (*)(char *, int, int))tbp_real_dlsym(h, "cuDeviceGetName");
+	dlclose(h);   /* RTLD_NOLOAD: only drops the reference just taken */
+	char name[256];
+	int dev = 0;
+	if (!get || !get_name || get(&dev, device) != 0 || get_name(name, (int)sizeof name, dev) != 0)
+		return 0;
+	name[sizeof name - 1] = 0;
+	return name[0] ? tbp_intern_string(name, strlen(name)) : 0;
+}
+
+/* The vendor says whether this is simgpu's stand-in runtime (it exports
+ * simgpu_*), so reports can tell. */
 void tbp_announce_device(int device)
 {
 	uint64_t bit = 1ull << device;
@@ -246,6 +267,7 @@ void tbp_announce_device(int device)
 		return;
 	struct tbp_record def = { .kind = TBP_K_DEVICE, .ts = tbp_now() };
 	def.u.device.device = (uint64_t)device;
+	def.u.device.name = device_name_id(device);
 	def.u.device.vendor = tbp_real_dlsym(RTLD_DEFAULT, "simgpu_now_ns") ? 3 : 1;
 	tbp_emit_def(&def);
 }

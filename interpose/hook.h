@@ -123,7 +123,7 @@ static inline bool tbp_call_begin(struct tbp_callstate *cs, unsigned lib)
 	}
 	if (TBP_UNLIKELY(!(__atomic_load_n(&tbp_libs_ready, __ATOMIC_ACQUIRE) & (1u << lib))))
 		tbp_hook_first_use(lib);
-	cs->corr = tbp_corr_next();
+	cs->corr = tbp_corr_next_inline();
 	if (tbp_cfg.cupti)   /* without CUPTI there is nothing to correlate */
 		tbp_gpu_call_enter(cs->corr);
 	*cs->errp = cs->saved_errno;
@@ -132,8 +132,10 @@ static inline bool tbp_call_begin(struct tbp_callstate *cs, unsigned lib)
 	return true;
 }
 
-/* After the real call: returns the slot to fill (or NULL when full). */
-static inline struct tbp_record *tbp_call_end(struct tbp_callstate *cs, unsigned kind,
+/* After the real call: returns the slot to fill (or NULL when full).
+ * Always inlined: as a call of its own, its prologue and epilogue were a
+ * tenth of the hook's instructions. */
+static inline __attribute__((always_inline)) struct tbp_record *tbp_call_end(struct tbp_callstate *cs, unsigned kind,
 	unsigned api, int64_t result)
 {
 	uint64_t t1 = tbp_hook_stamp(cs->tsc);
@@ -157,8 +159,10 @@ static inline struct tbp_record *tbp_call_end(struct tbp_callstate *cs, unsigned
 		rec->u.call.device = (uint64_t)device;
 		if (tbp_cfg.python)
 			rec->u.call.callpath = tbp_py_callpath();
+		/* Skips the hook's own frame (this function is always inlined
+		 * into it): the stack starts at the program's call. */
 		if (TBP_UNLIKELY(tbp_cfg.native))
-			rec->u.call.native = tbp_native_stack(2);
+			rec->u.call.native = tbp_native_stack(1);
 	}
 	return rec;
 }

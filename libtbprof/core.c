@@ -470,11 +470,11 @@ out:
 	return id;
 }
 
-static _Atomic uint64_t corr_counter;
+_Atomic uint64_t tbp_corr_counter;
 
 uint64_t tbp_corr_next(void)
 {
-	return atomic_fetch_add_explicit(&corr_counter, 1, memory_order_relaxed) + 1;
+	return tbp_corr_next_inline();
 }
 
 /* ------------------------------------------------------------ process facts */

@@ -125,6 +125,13 @@ extern __thread struct tbp_tbuf *tbp_tls_buf __attribute__((tls_model("initial-e
 extern atomic_int tbp_start_state TBP_HIDDEN;
 void tbp_wake_writer(void) TBP_HIDDEN;
 
+/* tbp_corr_next without the call. */
+extern _Atomic uint64_t tbp_corr_counter TBP_HIDDEN;
+static inline uint64_t tbp_corr_next_inline(void)
+{
+	return atomic_fetch_add_explicit(&tbp_corr_counter, 1, memory_order_relaxed) + 1;
+}
+
 static inline bool tbp_guard_enter_inline(void)
 {
 	if (tbp_tls_guard)

@@ -208,6 +208,9 @@ def main():
         syncs = [l for l in p.stdout.splitlines() if l.startswith("sync ")]
         if any(" result=400 " not in l for l in syncs):
             fail("driver error code not recorded")
+        devices = [l for l in p.stdout.splitlines() if l.startswith("device ")]
+        if len(devices) != 1 or 'dname="tbprof fake GPU"' not in devices[0]:
+            fail(f"DEVICE record lacks the driver's device name: {devices}")
         print(f"ok: driver API: 3 x 5 calls recorded once each ({kinds}); output identical")
     elif s == "out-pattern":
         # %p in TBPROF_OUT: the pid; the default name is not used

@@ -69,6 +69,8 @@ int main(int argc, char **argv)
 			print_str("kname", rec.u.launch.name);
 		if (rec.kind == TBP_K_THREAD)
 			print_str("tname", rec.u.thread.name);
+		if (rec.kind == TBP_K_DEVICE)
+			print_str("dname", rec.u.device.name);
 		if (rec.kind == TBP_K_NOTICE)
 			print_str("text", rec.u.notice.message);
 		if (rec.kind == TBP_K_MARKER)
