@@ -195,6 +195,11 @@ static void child_after_fork(void)
 	private_stream = NULL;
 	ref_event = NULL;
 	pthread_mutex_init(&timing_lock, NULL);
+	/* The parent's emitter may have been waiting on these: the copies
+	 * still count it as a waiter, and a signal in the child would wait
+	 * forever for it to wake (seen as a hang at exit in hip_fork). */
+	pthread_cond_init(&staged_cond, NULL);
+	pthread_cond_init(&drained_cond, NULL);
 }
 
 /* ------------------------------------------------------------ setup */
