@@ -244,11 +244,60 @@ static void hostile_chunks(void)
 	}
 }
 
+/* The reader decodes records of a kind in batches; a column that runs out
+ * in the middle of a batch must still hand out every record before the
+ * damage, each with its right values, and then report the first record it
+ * cannot complete. */
+static void short_column_mid_batch(void)
+{
+	const struct kind_spec schema[] = {{TBP_K_MARKER, 3, 0}};
+	enum { N = 100, CUT = 70 }; /* two whole batches of 32, then 6 more */
+	struct buf c = {.n = 0};
+	varint(&c, 1);
+	varint(&c, 7);
+	varint(&c, N);
+	for (unsigned i = 0; i < N; i++)
+		varint(&c, TBP_K_MARKER);
+	for (unsigned col = 0; col <= 3; col++) {
+		struct buf cb = {.n = 0};
+		unsigned n = col == 2 ? CUT : N; /* the "value" column runs short */
+		for (unsigned i = 0; i < n; i++) {
+			/* ts: one-byte deltas (the word-at-a-time path); value:
+			 * alternating one- and two-byte deltas; label: zeros. */
+			int64_t d = col == 0 ? 3 : col == 1 ? (int64_t)(i % 2) : col == 2 ? (i % 2 ? 1000 : 1) : 0;
+			sfield(&cb, d);
+		}
+		varint(&c, cb.n);
+		put(&c, cb.d, cb.n);
+	}
+	uint8_t file[8192];
+	size_t n = build_file(file, schema, 1, 1, 1, &c);
+	struct tbp_reader *r;
+	int rc = tbp_reader_open_mem(&r, file, n, "short");
+	struct tbp_record rec;
+	unsigned got = 0, bad = 0;
+	uint64_t kind_sum = 0, value = 0;
+	while (rc == TBP_OK && (rc = tbp_reader_next(r, &rec)) == TBP_OK) {
+		kind_sum += got % 2;
+		value += got % 2 ? 1000 : 1;
+		if (rec.kind != TBP_K_MARKER || rec.ts != 3ull * (got + 1) || rec.u.marker.marker_kind != kind_sum ||
+		    rec.u.marker.value != value || rec.u.marker.label != 0 || rec.tid != 7 || rec.nfields != 3)
+			bad++;
+		got++;
+	}
+	CHECK(got == CUT && !bad, "short column: %u records before the damage (%u wrong), want %u", got, bad, CUT);
+	CHECK(rc == TBP_ERR_CORRUPT, "short column: %s, want corrupt data", tbp_error_name(rc));
+	CHECK(strstr(tbp_reader_detail(r), "record 70: column shorter than its records") != NULL,
+		"short column: detail '%s' does not name record 70", tbp_reader_detail(r));
+	tbp_reader_close(r);
+}
+
 int main(void)
 {
 	newer_writer();
 	older_writer();
 	hostile_chunks();
+	short_column_mid_batch();
 	printf("compat: %d failures\n", failures);
 	return failures ? 1 : 0;
 }
