@@ -67,6 +67,18 @@ static void *hip_find_real(const char *name, const void *own_wrapper)
 	return p == own_wrapper ? NULL : p;
 }
 
+bool tbp_hip_runtime_loaded(void)
+{
+	for (size_t i = 0; i < sizeof hip_sonames / sizeof *hip_sonames; i++) {
+		void *h = dlopen(hip_sonames[i], RTLD_LAZY | RTLD_NOLOAD);
+		if (h) {
+			dlclose(h);
+			return true;
+		}
+	}
+	return false;
+}
+
 void *hip_resolve(const char *name)
 {
 	return hip_find_real(name, NULL);

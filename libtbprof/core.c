@@ -1051,24 +1051,15 @@ static void tbp_atfork_child(void);
  * runs CPython; NATIVE when wanted and built with libunwind. */
 static uint32_t tbp_start_features(void)
 {
-	static const char *const hip_sonames[] = {
-		"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so",
-	};
 	unsigned lib = __atomic_load_n(&tbp_started_by_lib, __ATOMIC_RELAXED);
-	bool hip = lib == 3;   /* TBP_LIB_HIP */
-	for (size_t i = 0; !hip && lib == 0 && i < sizeof hip_sonames / sizeof *hip_sonames; i++) {
-		void *h = dlopen(hip_sonames[i], RTLD_LAZY | RTLD_NOLOAD);
-		if (h) {
-			hip = true;
-			dlclose(h);
-		}
-	}
+	bool hip = lib == 3   /* TBP_LIB_HIP */
+		|| (lib == 0 && tbp_hip_runtime_loaded && tbp_hip_runtime_loaded());
 	uint32_t f = 0;
 	if (hip)
 		f |= TBP_FEAT_HIP;
 	if (tbp_cfg.cupti && !hip)
 		f |= TBP_FEAT_CUPTI;
-	if (tbp_cfg.python && tbp_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+	if (tbp_cfg.python && dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
 		f |= TBP_FEAT_PYTHON;
 	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
 		f |= TBP_FEAT_NATIVE;

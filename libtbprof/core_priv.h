@@ -218,6 +218,9 @@ static inline void tbp_slot_commit_inline(struct tbp_record *rec)
  * started the trace, 0 when none did (marker, TBPROF_TRACE_ALL): decides
  * the header's HIP/CUPTI feature bits, fixed when the writer opens. */
 extern unsigned tbp_started_by_lib TBP_HIDDEN;
+/* interpose/hip.c (weak: absent in builds without HIP): is the HIP runtime
+ * loaded in this process? */
+bool tbp_hip_runtime_loaded(void) TBP_HIDDEN __attribute__((weak));
 
 /* Called by the exec* hooks (interpose/exec.c) before the real exec. */
 void tbp_before_exec(void) TBP_HIDDEN;
