@@ -45,7 +45,9 @@ struct corr_ent {
 	uint32_t site; /* index + 1 in a->sites of the call's site, 0 = none */
 	uint8_t kind;
 };
-#define CORR_RING (1u << 14)
+/* 4096 entries (~230 KiB, cache-resident): in time order, the launches
+ * still waiting for their GPU side are about the runtime's queue depth. */
+#define CORR_RING (1u << 12)
 struct corr_slot {
 	uint64_t corr; /* 0: empty */
 	struct corr_ent e;
