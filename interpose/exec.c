@@ -60,8 +60,19 @@ static void *real_fn(void **slot, const char *name)
 	}
 	return p;
 }
-#define REAL(type, name) \
-	static void *real_##name; type name##_real = (type)real_fn(&real_##name, #name)
+static void *real_execve, *real_execvp, *real_execvpe, *real_fexecve, *real_execveat;
+#define REAL(type, name) type name##_real = (type)real_fn(&real_##name, #name)
+
+/* Resolved at load: an exec hook may run in a vfork child, which shares
+ * the parent's memory and should not run the dynamic loader's lookup. */
+__attribute__((constructor)) static void tbp_exec_resolve(void)
+{
+	(void)real_fn(&real_execve, "execve");
+	(void)real_fn(&real_execvp, "execvp");
+	(void)real_fn(&real_execvpe, "execvpe");
+	(void)real_fn(&real_fexecve, "fexecve");
+	(void)real_fn(&real_execveat, "execveat");
+}
 
 static int no_real(void)
 {
