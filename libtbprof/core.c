@@ -165,15 +165,12 @@ __thread int tbp_tls_guard __attribute__((tls_model("initial-exec")));
 
 bool tbp_guard_enter(void)
 {
-	if (tbp_tls_guard)
-		return false;
-	tbp_tls_guard = 1;
-	return true;
+	return tbp_guard_enter_inline();
 }
 
 void tbp_guard_leave(void)
 {
-	tbp_tls_guard = 0;
+	tbp_guard_leave_inline();
 }
 
 /* ------------------------------------------------------------ per-thread rings */
@@ -297,14 +294,7 @@ struct tbp_record *tbp_slot_acquire(unsigned kind)
 
 void tbp_slot_commit(struct tbp_record *rec)
 {
-	struct tbp_tbuf *b = tbp_tls_buf;
-	if (TBP_UNLIKELY(!rec || !b))
-		return;
-	uint64_t head = b->reserved;
-	atomic_store_explicit(&b->head, head, memory_order_release);
-	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
-	if (TBP_UNLIKELY(head - tail > (b->mask + 1) / 2))
-		tbp_wake_writer();
+	tbp_slot_commit_inline(rec);
 }
 
 void tbp_emit(const struct tbp_record *src)
