@@ -586,9 +586,11 @@ static void write_trace(const char *path)
 		fprintf(stderr, "gen_planted: cannot write %s\n", path);
 		exit(4);
 	}
-	for (int i = 0; i < 2; i++) {
-		qsort(host[i].r, host[i].n, sizeof(struct tbp_record), cmp_rec);
-		qsort(gpu[i].r, gpu[i].n, sizeof(struct tbp_record), cmp_rec);
+	for (int i = 0; i < 2; i++) { /* (an unused stream has no array: qsort(NULL) is undefined) */
+		if (host[i].n)
+			qsort(host[i].r, host[i].n, sizeof(struct tbp_record), cmp_rec);
+		if (gpu[i].n)
+			qsort(gpu[i].r, gpu[i].n, sizeof(struct tbp_record), cmp_rec);
 	}
 	size_t dpos = 0, hpos[2] = {0}, gpos[2] = {0};
 	write_chunk(w, TBP_STREAM_DEFS, 0, &defs, &dpos, UINT64_MAX);
