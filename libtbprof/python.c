@@ -475,14 +475,50 @@ static unsigned walk(uintptr_t frame, struct raw_frame *out, unsigned max)
  * another is not taken for the old one. */
 struct memo_frame { uintptr_t code, name; uint32_t index; uint64_t path; };
 struct memo { unsigned n; struct memo_frame f[256]; };
-static __thread struct memo thread_memo;
+/* On the heap, not in TLS: glibc carves static TLS out of every thread's
+ * stack, and 8 KiB less stack would make deep recursion in a small-stack
+ * thread overflow where it does not without tbprof. */
+static __thread struct memo *thread_memo;
+static pthread_key_t memo_key;
+static pthread_once_t memo_key_once = PTHREAD_ONCE_INIT;
+static bool memo_key_ok;
+
+/* At thread exit: later calls in this thread's exit get a fresh memo. */
+static void memo_free(void *m)
+{
+	thread_memo = NULL;
+	free(m);
+}
+
+static void memo_key_create(void)
+{
+	memo_key_ok = pthread_key_create(&memo_key, memo_free) == 0;
+}
+
+static __attribute__((noinline, cold)) struct memo *memo_alloc(void)
+{
+	pthread_once(&memo_key_once, memo_key_create);
+	if (!memo_key_ok)
+		return NULL;
+	struct memo *m = calloc(1, sizeof *m);
+	if (m && pthread_setspecific(memo_key, m) != 0) { /* would leak at thread exit */
+		free(m);
+		m = NULL;
+	}
+	return thread_memo = m;
+}
 
 static uint64_t intern_path(const struct raw_frame *frames, unsigned n, uint64_t parent)
 {
-	/* One TLS address computation, not one per frame: in a shared library
-	 * it is a call to __tls_get_addr, which the compiler would otherwise
-	 * redo after every call in the loop (the asm hides where m came from). */
-	struct memo *m = &thread_memo;
+	/* One TLS read, not one per frame: in a shared library it is a call
+	 * to __tls_get_addr, which the compiler would otherwise redo after
+	 * every call in the loop (the asm hides where m came from). */
+	struct memo *m = thread_memo;
+	if (TBP_UNLIKELY(!m) && !(m = memo_alloc())) {
+		for (unsigned i = n; i-- > 0;)
+			parent = path_node(parent, frame_id(frames[i].code, frames[i].index));
+		return parent;
+	}
 	__asm__("" : "+r"(m));
 	unsigned depth = 0; /* distance from the root */
 	bool same = true;   /* frames so far equal the memo's */
@@ -803,6 +839,7 @@ static void calibrate_ticks(void)
 static eval_frame_fn prev_eval;       /* evaluator installed before ours */
 static _Atomic int hook_installed;
 static __thread unsigned blocking_depth;
+static void *tbp_eval_frame(void *tstate, void *frame, int throwflag);
 
 static uintptr_t frame_code(void *frame)
 {
@@ -835,50 +872,155 @@ static bool is_blocking_call(uintptr_t code)
 	return false;
 }
 
+/* ------------------------------------------------- C stack guard
+ *
+ * While any PEP 523 evaluator is installed, CPython 3.11+ stops running
+ * Python-to-Python calls inline in one C frame of the default evaluator:
+ * each call goes through _PyEval_Vector, our hook and a fresh
+ * _PyEval_EvalFrameDefault frame (a few hundred bytes of C stack per call,
+ * and C-recursion units on 3.12+).  Deep recursion that fits without tbprof
+ * would then overflow.  So each thread bounds the C stack that the hooked
+ * calls may take: from the outermost hooked frame of the thread, at most
+ * stack/32 (and never closer than 64 KiB to the stack's end).  A call past
+ * that steps aside: it takes the hook out of the interpreter (the GIL is
+ * held), so deeper calls run inline again exactly as without tbprof, and
+ * puts it back when that call returns.  What the program loses is at most
+ * stack/32 of C stack, and spans while a thread is that deep.
+ *
+ * CPython 3.12+ also counts each evaluator entry against its C recursion
+ * limit (2 units; 1500 units on 3.12, 10000 on 3.13): hooked calls that
+ * would have run inline use these up too, so there the number of hooked
+ * calls per thread is capped as well (at most ~5% of the limit). */
+#define GUARD_MIN_HEADROOM (64u * 1024)
+#define GUARD_UNKNOWN_BUDGET (128u * 1024) /* stack bounds unknown */
+
+struct stack_guard {
+	uintptr_t low, size;  /* this thread's stack; size 0 unknown */
+	uintptr_t limit;      /* lowest frame address allowed to be hooked */
+	unsigned depth;       /* hooked evaluator calls active on this thread */
+	bool bounds_done;
+};
+static __thread struct stack_guard guard;
+static unsigned guard_max_depth = ~0u; /* hooked calls per thread */
+static bool hook_suspended;          /* GIL: the hook stepped aside */
+static _Atomic uint64_t hook_suspensions;
+
+static void guard_bounds(struct stack_guard *g)
+{
+	g->bounds_done = true;
+	pthread_attr_t attr;
+	void *addr;
+	size_t size;
+	if (pthread_getattr_np(pthread_self(), &attr) != 0)
+		return;
+	if (pthread_attr_getstack(&attr, &addr, &size) == 0 && size > 0) {
+		g->low = (uintptr_t)addr;
+		g->size = size;
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* Outermost hooked call of this thread: where the budget starts. */
+static __attribute__((noinline, cold)) void guard_start(struct stack_guard *g, uintptr_t sp)
+{
+	if (!g->bounds_done)
+		guard_bounds(g);
+	uintptr_t budget = GUARD_UNKNOWN_BUDGET, floor = 0;
+	if (g->size && sp > g->low && sp - g->low <= g->size) {
+		budget = g->size / 32;
+		floor = g->low + GUARD_MIN_HEADROOM;
+	}
+	uintptr_t limit = sp > budget ? sp - budget : 0;
+	g->limit = limit > floor ? limit : floor;
+}
+
+/* Too deep for the hook: run this call and all below it without it. */
+static __attribute__((noinline)) void *step_aside(void *tstate, void *frame, int throwflag)
+{
+	eval_frame_fn next = prev_eval;
+	void *interp = py.interp_main();
+	bool removed = false;
+	if (!hook_suspended && interp && py.get_eval(interp) == (eval_frame_fn)tbp_eval_frame) {
+		py.set_eval(interp, prev_eval);
+		hook_suspended = removed = true;
+		atomic_fetch_add_explicit(&hook_suspensions, 1, memory_order_relaxed);
+	}
+	void *result = next(tstate, frame, throwflag);
+	/* Still ours to undo (tbp_py_test_hook clears it) and nobody has
+	 * installed another evaluator meanwhile. */
+	if (removed && hook_suspended) {
+		hook_suspended = false;
+		if (py.get_eval(interp) == prev_eval)
+			py.set_eval(interp, (eval_frame_fn)tbp_eval_frame);
+	}
+	return result;
+}
+
+/* Kept out of the hook's frame: its locals would cost every call stack. */
+static __attribute__((noinline)) bool note_blocking(void *tstate, uintptr_t code)
+{
+	if (!is_blocking_call(code) || blocking_depth != 0 || !tbp_guard_enter())
+		return false;
+	/* The caller of backward(): its line is what kernels run by
+	 * autograd threads are attributed to. */
+	bool blocking = false;
+	uint64_t p = callpath_from(top_frame((uintptr_t)tstate));
+	if (p) {
+		atomic_store_explicit(&blocking_path, p, memory_order_release);
+		blocking = true;
+		blocking_depth++;
+	}
+	tbp_guard_leave();
+	return blocking;
+}
+
+static __attribute__((noinline)) void record_span(void *tstate, uintptr_t code, uint64_t dk)
+{
+	if (!tbp_guard_enter())
+		return;
+	uint64_t elapsed = ticks_to_ns(dk);
+	uint64_t t1 = tbp_now(), t0 = t1 - elapsed;
+	/* The callee's frame is gone; its code object is still held by
+	 * the caller (function object on the caller's stack). */
+	uint64_t parent = callpath_from(top_frame((uintptr_t)tstate));
+	uint64_t path = path_node(parent, frame_id(code, UINT32_MAX));
+	struct tbp_record *rec = tbp_slot_acquire(TBP_K_PY_SPAN);
+	if (rec) {
+		rec->ts = t0;
+		rec->u.py_span.end = t1;
+		rec->u.py_span.callpath = path;
+		tbp_slot_commit(rec);
+	}
+	tbp_guard_leave();
+}
+
 static void *tbp_eval_frame(void *tstate, void *frame, int throwflag)
 {
 	eval_frame_fn next = prev_eval;
 	if (!tbp_active || atomic_load_explicit(&py_state, memory_order_relaxed) != PY_READY)
 		return next(tstate, frame, throwflag);
+	struct stack_guard *g = &guard;
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	if (g->depth == 0)
+		guard_start(g, sp);
+	else if (TBP_UNLIKELY(sp < g->limit || g->depth >= guard_max_depth))
+		return step_aside(tstate, frame, throwflag);
 	uintptr_t code = frame_code(frame);
-	/* The name compare first: it rejects almost every call for two loads.
-	 * blocking_depth is TLS (a call in a shared library). */
+	/* The name compare first: it rejects almost every call for two loads. */
 	bool blocking = false;
-	if (TBP_UNLIKELY(is_code(code) && maybe_blocking_name(code)) && is_blocking_call(code) &&
-	    blocking_depth == 0 && tbp_guard_enter()) {
-		/* The caller of backward(): its line is what kernels run by
-		 * autograd threads are attributed to. */
-		uint64_t p = callpath_from(top_frame((uintptr_t)tstate));
-		if (p) {
-			atomic_store_explicit(&blocking_path, p, memory_order_release);
-			blocking = true;
-			blocking_depth++;
-		}
-		tbp_guard_leave();
-	}
+	if (TBP_UNLIKELY(is_code(code) && maybe_blocking_name(code)))
+		blocking = note_blocking(tstate, code);
+	g->depth++;
 	uint64_t k0 = ticks();
 	void *result = next(tstate, frame, throwflag);
 	uint64_t dk = ticks() - k0;
+	g->depth--;
 	if (TBP_UNLIKELY(blocking)) {
 		blocking_depth--;
 		atomic_store_explicit(&blocking_path, 0, memory_order_release);
 	}
-	if (TBP_UNLIKELY(dk >= span_ticks) && tbp_active && is_code(code) && tbp_guard_enter()) {
-		uint64_t elapsed = ticks_to_ns(dk);
-		uint64_t t1 = tbp_now(), t0 = t1 - elapsed;
-		/* The callee's frame is gone; its code object is still held by
-		 * the caller (function object on the caller's stack). */
-		uint64_t parent = callpath_from(top_frame((uintptr_t)tstate));
-		uint64_t path = path_node(parent, frame_id(code, UINT32_MAX));
-		struct tbp_record *rec = tbp_slot_acquire(TBP_K_PY_SPAN);
-		if (rec) {
-			rec->ts = t0;
-			rec->u.py_span.end = t1;
-			rec->u.py_span.callpath = path;
-			tbp_slot_commit(rec);
-		}
-		tbp_guard_leave();
-	}
+	if (TBP_UNLIKELY(dk >= span_ticks) && tbp_active && is_code(code))
+		record_span(tstate, code, dk);
 	return result;
 }
 
@@ -899,6 +1041,7 @@ static int install_with_gil(void *unused)
 	if (current == (eval_frame_fn)tbp_eval_frame)
 		return 0;
 	calibrate_ticks();
+	guard_max_depth = L.minor == 12 ? 32 : L.minor >= 13 ? 256 : ~0u;
 	prev_eval = current;
 	if (!prev_eval)
 		prev_eval = (eval_frame_fn)dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
@@ -921,6 +1064,7 @@ int tbp_py_test_hook(int on)
 		py.set_eval(interp, (eval_frame_fn)tbp_eval_frame);
 		return 1;
 	}
+	hook_suspended = false; /* a suspended hook stays as the test sets it */
 	if (!on && current == (eval_frame_fn)tbp_eval_frame) {
 		py.set_eval(interp, prev_eval);
 		return 1;
@@ -948,6 +1092,10 @@ void tbp_py_shutdown(void)
 	if (atomic_load(&py_state) != PY_READY)
 		return;
 	if (tbp_cfg.verbose) {
+		uint64_t aside = atomic_load(&hook_suspensions);
+		if (aside)
+			tbp_log("python: span hook stepped aside %llu times (deep recursion)\n",
+				(unsigned long long)aside);
 		uint64_t full = code_table.full + frame_table.full + path_table.full;
 		tbp_log("python: %llu frames, %llu call-path nodes interned%s\n",
 			(unsigned long long)next_frame_id - 1, (unsigned long long)next_path_id - 1,

@@ -1,5 +1,5 @@
-"""The same checks (callpaths, linetable, spans, unsupported, and the preload on
-simgpu) under
+"""The same checks (callpaths, linetable, spans, unsupported, the preload on
+simgpu, and deep recursion under the preload) under
 every other CPython 3.10-3.13 installed on this machine (python3.X on PATH,
 pyenv versions), plus the layout table against each one's own headers.
 Exit 77 (skipped) when no other version is installed."""
@@ -49,7 +49,7 @@ if not found:
 failures = []
 tmp = tempfile.mkdtemp()
 for minor, exe in sorted(found.items()):
-    for test in ("callpaths", "linetable", "spans", "unsupported", "preload"):
+    for test in ("callpaths", "linetable", "spans", "unsupported", "preload", "deep_recursion"):
         out = subprocess.run([exe, os.path.join(HERE, "test_%s.py" % test)], capture_output=True, text=True,
                              timeout=120, env=dict(os.environ, PYTHONPATH=HERE))
         status = {0: "ok  ", 77: "skip"}.get(out.returncode, "FAIL")
