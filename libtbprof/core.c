@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -545,6 +546,43 @@ static void tbp_announce_thread(struct tbp_tbuf *b)
 
 static int out_fd = -1;
 static char out_path[PATH_MAX];
+/* Identity of the trace file, so the writer notices when the program closed
+ * our descriptor (os.closerange, close_fds) and the number now names one of
+ * its own files: then nothing more is written through it. */
+static dev_t out_dev;
+static ino_t out_ino;
+static int out_gone_warned;
+static bool out_gone;
+
+/* A descriptor number far from the ones the program uses: programs get the
+ * lowest free number, so a high one is rarely reused even after a
+ * close-everything; the identity check covers the rest. */
+static int move_fd_high(int fd)
+{
+	struct rlimit rl;
+	int lo = 1000;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 1000 + 32)
+		lo = rl.rlim_cur > 64 ? (int)rl.rlim_cur - 32 : 3;
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, lo);
+	if (high < 0)
+		high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+	if (high < 0)
+		return fd;
+	close(fd);   /* the lock stays with the shared open file */
+	return high;
+}
+
+/* Writer thread, before each frame: is out_fd still our trace file? */
+static bool out_still_ours(void)
+{
+	if (out_gone)
+		return false;
+	struct stat st;
+	if (out_fd >= 0 && fstat(out_fd, &st) == 0 && st.st_dev == out_dev && st.st_ino == out_ino)
+		return true;
+	out_gone = true;
+	return false;
+}
 
 /* Start time (CLOCK_REALTIME seconds) of process pid, or 0. */
 static time_t process_start_time(pid_t pid)
@@ -817,6 +855,24 @@ static void drain_once(bool final)
 	pthread_mutex_unlock(&registry_lock);
 	if (!writer)
 		return;
+	if (!out_still_ours()) {
+		/* The program closed our descriptor (its number may now be one of
+		 * its files): drop what is pending, never write there again. */
+		uint64_t dropped = 0;
+		for (size_t i = 0; i < n; i++) {
+			struct tbp_tbuf *b = snaps[i].b;
+			dropped += snaps[i].head - atomic_load_explicit(&b->tail, memory_order_relaxed);
+			atomic_store_explicit(&b->tail, snaps[i].head, memory_order_release);
+		}
+		atomic_fetch_add(&lost_total_all, dropped);
+		TBP_SET_ACTIVE(0);
+		tbp_warn_once(&out_gone_warned, "the program closed the trace file descriptor of %s; "
+			"tracing stops (%llu records not written)", out_path, (unsigned long long)dropped);
+		/* The writer's buffers are abandoned: closing or flushing it would
+		 * touch a descriptor that is no longer ours. */
+		writer = NULL;
+		return;
+	}
 	/* 2. Definitions queued before those commits. */
 	int rc = write_defs();
 	/* 3. Each thread's records. */
@@ -833,7 +889,7 @@ static void drain_once(bool final)
 		}
 	}
 	if (rc == TBP_OK)
-		rc = tbp_writer_flush(writer);
+		rc = out_still_ours() ? tbp_writer_flush(writer) : TBP_ERR_IO;
 	if (rc != TBP_OK)
 		writer_fail(rc);
 	/* 4. Free the rings of exited threads once fully written. */
@@ -936,7 +992,7 @@ static void *tbp_writer_main(void *arg)
 		if (stop)
 			break;
 	}
-	if (writer)
+	if (writer && out_still_ours())
 		tbp_writer_close(writer);
 	writer = NULL;
 	out_fd = -1;
@@ -1082,11 +1138,16 @@ static void tbp_start_slow(void)
 	struct tbp_writer_opts opts = { .compression_level = 0, .features = tbp_start_features() };
 	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
 		opts.features |= TBP_FEAT_NATIVE;
-	int dupfd = fcntl(out_fd, F_DUPFD_CLOEXEC, 3);
-	int rc = tbp_writer_open_fd(&writer, dupfd >= 0 ? dupfd : out_fd, &opts);
-	if (dupfd >= 0)
-		close(out_fd);   /* the lock stays with the shared open file */
-	out_fd = dupfd;
+	out_fd = move_fd_high(out_fd);
+	struct stat out_st;
+	if (fstat(out_fd, &out_st) == 0) {
+		out_dev = out_st.st_dev;
+		out_ino = out_st.st_ino;
+	}
+	out_gone = false;
+	int rc = tbp_writer_open_fd(&writer, out_fd, &opts);
+	if (rc != TBP_OK)
+		out_fd = -1;   /* closed by tbp_writer_open_fd */
 	if (rc != TBP_OK) {
 		tbp_log("cannot write trace file %s: %s; tracing disabled", out_path, tbp_error_name(rc));
 		atomic_store(&tbp_start_state, 3);
@@ -1276,6 +1337,7 @@ static void tbp_atfork_child(void)
 	if (out_fd >= 0)
 		close(out_fd);   /* the parent's file and lock stay the parent's */
 	out_fd = -1;
+	out_gone = false;
 	writer = NULL;       /* the parent's writer state: not ours to flush */
 	def_written = 0;
 	process_written = false;

@@ -193,6 +193,41 @@ def main():
         if kinds.get("malloc") != 1:
             fail(f"os._exit: malloc record missing: {kinds}")
         print(f"ok: os._exit: stdout and exit status {rc} identical; trace readable")
+    elif s == "closed-fd":
+        # the program closes every descriptor after its first CUDA call and
+        # reuses the trace's number for its own file: that file holds exactly
+        # what the program wrote (no trace bytes), output identical, one
+        # warning line
+        code = ("import ctypes, os, time\n"
+                "rt = ctypes.CDLL('libcudart.so.13')\n"
+                "p = ctypes.c_void_p()\n"
+                "print('malloc', rt.cudaMalloc(ctypes.byref(p), 64) == 0, flush=True)\n"
+                "os.closerange(3, 65536)\n"
+                "fds = [os.open(f'own{i}.txt', os.O_WRONLY | os.O_CREAT | os.O_TRUNC) for i in range(3)]\n"
+                "big = os.open('own-high.txt', os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+                "for n in range(3, 1100):\n"
+                "    if n not in fds and n != big:\n"
+                "        os.dup2(big, n)\n"
+                "for i, fd in enumerate(fds):\n"
+                "    os.write(fd, b'mine %d\\n' % i)\n"
+                "for i in range(20):\n"
+                "    rt.cudaMalloc(ctypes.byref(p), 64)\n"
+                "    time.sleep(0.02)\n"
+                "print('done', flush=True)\n")
+        d, rc, out = run_both([sys.executable, "-c", code])
+        plain = os.path.join(os.path.dirname(d), "plain")
+        for name in ["own0.txt", "own1.txt", "own2.txt", "own-high.txt"]:
+            with open(os.path.join(plain, name), "rb") as f0, open(os.path.join(d, name), "rb") as f1:
+                a, b = f0.read(), f1.read()
+            if a != b:
+                fail(f"{name}: {len(b)} bytes with the preload, {len(a)} without ({b[:40]!r})")
+        p = subprocess.run([sys.executable, "-c", code], cwd=d, env=preload_env(), capture_output=True,
+                           text=True, timeout=60)
+        lines = [l for l in p.stderr.splitlines() if l.startswith("tbprof: ")]
+        if len(lines) != 1 or "closed the trace file descriptor" not in lines[0]:
+            fail(f"expected one warning line, got {p.stderr!r}")
+        dump(os.path.join(d, "trace.zst"), True)
+        print(f"ok: descriptors closed and reused: the program's files untouched; {lines[0]}")
     elif s == "driver":
         # driver entry points linked directly, fetched by dlsym(handle) and by
         # cuGetProcAddress: each call recorded once, kernel named by cuFuncGetName
