@@ -224,6 +224,9 @@ void tbp_wake_writer(void)
 }
 
 atomic_int tbp_start_state;      /* 0 not started, 1 starting, 2 running, 3 failed/stopped */
+/* Set in a forked child of a tracing parent until an intercepted call or a
+ * marker starts its trace. */
+static int fork_child_waiting;
 static void tbp_start_slow(void);
 static void tbp_announce_thread(struct tbp_tbuf *b);
 
@@ -281,6 +284,11 @@ struct tbp_record *tbp_slot_acquire(unsigned kind)
 	if (TBP_UNLIKELY(!TBP_ACTIVE()))
 		return NULL;
 	if (TBP_UNLIKELY(atomic_load_explicit(&tbp_start_state, memory_order_acquire) != 2)) {
+		/* A forked child starts only on an intercepted call or a marker
+		 * (tbp_ensure_started): Python spans of a worker that never
+		 * touches the GPU must not create a trace of their own. */
+		if (__atomic_load_n(&fork_child_waiting, __ATOMIC_RELAXED))
+			return NULL;
 		tbp_ensure_started();
 		if (atomic_load_explicit(&tbp_start_state, memory_order_acquire) != 2)
 			return NULL;
@@ -1190,6 +1198,10 @@ static void tbp_start_slow(void)
 		char msg[96];
 		snprintf(msg, sizeof msg, "forked child of pid %d", (int)fork_parent_pid);
 		tbp_notice(TBP_NOTE_INFO, TBP_NOTICE_FORK_CHILD, msg);
+		/* Workers often end with _exit (no exit handlers) soon after:
+		 * put the definitions and PROCESS record out now, so no file is
+		 * ever only a header. */
+		tbp_drain_now(200);
 	}
 	tbp_py_init();
 }
@@ -1200,6 +1212,7 @@ void tbp_ensure_started(void)
 		return;
 	if (!TBP_ACTIVE() || atomic_load(&tbp_start_state) == 3)
 		return;
+	__atomic_store_n(&fork_child_waiting, 0, __ATOMIC_RELAXED);
 	tbp_start_slow();
 	/* A marker-only process: no GPU runtime to order against. */
 }
@@ -1357,6 +1370,7 @@ static void tbp_atfork_child(void)
 	 * parent would have. */
 	if (was_running)
 		TBP_SET_ACTIVE(tbp_cfg.enabled && tbp_cfg.fork_mode);
+	fork_child_waiting = 1;
 	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 	if (mine && TBP_ACTIVE())
 		mine->thread_announced = false;

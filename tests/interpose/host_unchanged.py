@@ -228,6 +228,32 @@ def main():
             fail(f"expected one warning line, got {p.stderr!r}")
         dump(os.path.join(d, "trace.zst"), True)
         print(f"ok: descriptors closed and reused: the program's files untouched; {lines[0]}")
+    elif s == "fork-pool":
+        # fork Pool(4) after CUDA use, Python spans on: only the worker that
+        # makes a CUDA call starts a trace; the others leave no file
+        code = ("import ctypes, multiprocessing as mp\n"
+                "rt = ctypes.CDLL('libcudart.so.13')\n"
+                "def work(x):\n"
+                "    if x == 5:\n"
+                "        p = ctypes.c_void_p()\n"
+                "        rt.cudaMalloc(ctypes.byref(p), 64)\n"
+                "    return sum(i * i for i in range(20000 + x))\n"
+                "if __name__ == '__main__':\n"
+                "    p = ctypes.c_void_p()\n"
+                "    rt.cudaMalloc(ctypes.byref(p), 64)\n"
+                "    with mp.get_context('fork').Pool(4) as pool:\n"
+                "        print(sum(pool.map(work, range(16), chunksize=1)))\n"
+                "        print(sum(pool.map(work, range(8, 16), chunksize=1)))\n")
+        d, rc, out = run_both([sys.executable, "-c", code])
+        got = traces(d)
+        if len(got) != 2 or "trace.zst" not in got:
+            fail(f"trace files {got}: expected trace.zst and one worker's trace")
+        complete(d, "trace.zst", malloc=1)
+        child = [g for g in got if g != "trace.zst"][0]
+        kinds = dump(os.path.join(d, child), True)
+        if kinds.get("process") != 1 or kinds.get("malloc", 0) > 1:
+            fail(f"{child}: {kinds}")
+        print(f"ok: fork Pool(4): files {got}; the worker trace has {kinds}")
     elif s == "driver":
         # driver entry points linked directly, fetched by dlsym(handle) and by
         # cuGetProcAddress: each call recorded once, kernel named by cuFuncGetName
