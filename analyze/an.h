@@ -95,7 +95,7 @@ struct an_finding {
 	uint64_t max_ns;           /* largest single occurrence */
 	uint64_t other_callpath;   /* idle gap: launch that resumed the GPU */
 	uint64_t device;
-	uint64_t idle_ns;          /* burst: GPU idle between its kernels */
+	uint64_t idle_ns;          /* burst: device idle inside its bursts (union of their spans) */
 };
 
 /* ------------------------------------------------------------ breakdown */
@@ -112,6 +112,10 @@ enum { AN_CK_N = 6 }; /* copy kinds 0..5 (enum tbp_copy_kind) */
 struct an_burst_run {
 	uint64_t count, first_start, last_end, idle_ns, callpath, native;
 	uint64_t parent; /* caller of the first kernel's leaf frame: the loop's context */
+	/* The device's idle_total after the first and after the latest kernel:
+	 * their difference is the device idle inside [first_start, last_end]
+	 * (other streams' work counts as busy). */
+	uint64_t dev_idle_first, dev_idle_last;
 };
 
 #define AN_HIST_BINS 512
@@ -138,6 +142,7 @@ struct an_device {
 	uint64_t kernels, copies, sets;
 	uint64_t first_ts, last_end;
 	uint64_t gaps, gap_ns; /* idle gaps >= threshold (all phases) */
+	uint64_t idle_total;   /* every gap between busy spans so far (bursts) */
 	/* memory */
 	int64_t mem_cur;
 	uint64_t mem_peak, allocs, frees, alloc_bytes;

@@ -100,6 +100,12 @@ struct an_state {
 	struct vec threads;
 
 	struct vec all_findings; /* struct an_finding, every phase */
+	/* Closed bursts not yet added to their finding (struct burst_iv):
+	 * bursts of one site on several streams overlap in time, so their
+	 * spans and idle are merged per (finding, device) before adding. */
+	struct vec burst_ivs;
+	size_t burst_fold_at;
+	uint64_t gpu_now; /* start of the GPU record being handled */
 
 	int in_iter, iter_markers, win_open;
 	/* One-entry caches: consecutive records mostly hit the same device,
@@ -472,28 +478,98 @@ static void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_
 }
 
 /* ------------------------------------------------------------ bursts */
+/* One closed burst: its span and the device's cumulative idle at both ends
+ * (idle_last - idle_first is the device idle inside the span). */
+struct burst_iv {
+	uint64_t finding, device, start, end, idle_first, idle_last;
+};
+
+static int burst_iv_cmp(const void *x, const void *y)
+{
+	const struct burst_iv *a = x, *b = y;
+	if (a->finding != b->finding)
+		return a->finding < b->finding ? -1 : 1;
+	if (a->device != b->device)
+		return a->device < b->device ? -1 : 1;
+	return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* Merges overlapping bursts of one (finding, device) and adds each merged
+ * span that ends before `horizon` to its finding: its length and the device
+ * idle inside it, once, however many streams' bursts cover it.  Later bursts
+ * start at or after the horizon, so they cannot overlap what is added. */
+static void bursts_fold(struct analysis *a, uint64_t horizon)
+{
+	struct an_state *st = a->st;
+	struct vec *v = &st->burst_ivs;
+	if (v->n > 1)
+		qsort(v->data, v->n, v->item, burst_iv_cmp);
+	size_t kept = 0;
+	for (size_t i = 0; i < v->n;) {
+		struct burst_iv m = *VEC_AT(v, struct burst_iv, i);
+		size_t j = i + 1;
+		for (; j < v->n; j++) {
+			const struct burst_iv *b = VEC_AT(v, struct burst_iv, j);
+			if (b->finding != m.finding || b->device != m.device || b->start > m.end)
+				break;
+			if (b->end > m.end) {
+				m.end = b->end;
+				m.idle_last = b->idle_last;
+			}
+		}
+		i = j;
+		if (m.end >= horizon || m.finding >= st->all_findings.n) {
+			if (m.finding < st->all_findings.n)
+				*VEC_AT(v, struct burst_iv, kept++) = m;
+			continue;
+		}
+		struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, m.finding);
+		uint64_t span = m.end - m.start;
+		f->total_ns += span;
+		if (span > f->max_ns)
+			f->max_ns = span;
+		f->idle_ns += m.idle_last > m.idle_first ? m.idle_last - m.idle_first : 0;
+	}
+	v->n = kept;
+}
+
 static void burst_close(struct analysis *a, struct an_stream *s)
 {
+	struct an_state *st = a->st;
 	struct an_burst_run *r = &s->run;
-	if (r->count >= a->opts.burst_min && r->idle_ns > 0) {
+	if (r->count >= a->opts.burst_min && r->dev_idle_last > r->dev_idle_first) {
 		struct an_finding *f = finding(a, AN_F_KERNEL_BURST, 0, cur_phase(a), r->callpath, r->native);
-		if (f) {
-			uint64_t span = r->last_end - r->first_start;
+		struct burst_iv *b = f ? vec_push(&st->burst_ivs) : NULL;
+		if (b) {
 			f->count += r->count;
 			f->groups++;
-			f->total_ns += span;
-			if (span > f->max_ns)
-				f->max_ns = span;
 			f->device = s->device;
-			f->idle_ns += r->idle_ns;
+			b->finding = (uint64_t)(f - VEC_AT(&st->all_findings, struct an_finding, 0));
+			b->device = s->device;
+			b->start = r->first_start;
+			b->end = r->last_end;
+			b->idle_first = r->dev_idle_first;
+			b->idle_last = r->dev_idle_last;
 		}
 		mark_add(a, AN_F_KERNEL_BURST, s->device, s->stream, r->first_start, r->last_end);
 	}
 	memset(r, 0, sizeof *r);
+	if (st->burst_ivs.n >= st->burst_fold_at) {
+		/* Nothing still to close starts before the record in hand or
+		 * before a burst still open on another stream. */
+		uint64_t horizon = st->gpu_now;
+		for (size_t i = 0; i < a->streams.n; i++) {
+			const struct an_stream *o = VEC_AT(&a->streams, struct an_stream, i);
+			if (o->run.count && o->run.first_start < horizon)
+				horizon = o->run.first_start;
+		}
+		bursts_fold(a, horizon);
+		st->burst_fold_at = st->burst_ivs.n * 2 > 4096 ? st->burst_ivs.n * 2 : 4096;
+	}
 }
 
-static void burst_kernel(struct analysis *a, struct an_stream *s, uint64_t ts, uint64_t end, uint64_t cp,
-			 uint64_t nat)
+static void burst_kernel(struct analysis *a, const struct an_device *d, struct an_stream *s, uint64_t ts,
+			 uint64_t end, uint64_t cp, uint64_t nat)
 {
 	struct an_burst_run *r = &s->run;
 	int is_short = end - ts < a->opts.burst_kernel_ns;
@@ -513,12 +589,16 @@ static void burst_kernel(struct analysis *a, struct an_stream *s, uint64_t ts, u
 		r->native = nat;
 		r->parent = an_callpath_parent(a, cp);
 		r->count = 1;
+		r->dev_idle_first = r->dev_idle_last = d->idle_total;
 		return;
 	}
 	if (ts > r->last_end)
 		r->idle_ns += ts - r->last_end;
 	if (end > r->last_end)
 		r->last_end = end;
+	/* The device is busy from this kernel's start to last_end, so no gap
+	 * found later ends inside the burst: this is its idle so far. */
+	r->dev_idle_last = d->idle_total;
 	r->count++;
 }
 
@@ -615,6 +695,9 @@ static void on_gpu(struct analysis *a, const struct tbp_record *r)
 		a->unmatched_gpu++;
 		memset(&api, 0, sizeof api);
 	}
+	st->gpu_now = s;
+	if (d->busy.open && s > d->busy.end)
+		d->idle_total += s - d->busy.end;
 	if (d->busy.open && s > d->busy.end && s - d->busy.end >= a->opts.gap_ns) {
 		d->gaps++;
 		d->gap_ns += s - d->busy.end;
@@ -645,7 +728,7 @@ static void on_gpu(struct analysis *a, const struct tbp_record *r)
 		d->kernels++;
 		str->kernels++;
 		un_add(&d->kern, s, e);
-		burst_kernel(a, str, s, e, api.callpath, api.native);
+		burst_kernel(a, d, str, s, e, api.callpath, api.native);
 		uint64_t *ix = st->c_kernel_ok && st->c_kernel_name == g->name ? &st->c_kernel : u64map_get(&st->kernel_idx, g->name);
 		struct an_kernel_stat *k;
 		if (ix) {
@@ -1088,6 +1171,8 @@ int an_pass_init(struct analysis *a)
 	st->alloc_freelist.item = sizeof(uint64_t);
 	st->threads.item = sizeof(struct thread_st);
 	st->all_findings.item = sizeof(struct an_finding);
+	st->burst_ivs.item = sizeof(struct burst_iv);
+	st->burst_fold_at = 4096;
 	/* Without CUPTI nothing will claim a correlation id: do not keep them. */
 	st->expect_gpu = 1;
 	a->st = st;
@@ -1139,6 +1224,7 @@ int an_pass_finish(struct analysis *a)
 	struct an_state *st = a->st;
 	for (size_t i = 0; i < a->streams.n; i++)
 		burst_close(a, VEC_AT(&a->streams, struct an_stream, i));
+	bursts_fold(a, UINT64_MAX);
 	while (st->gap_n) {
 		gap_finalize(a, &st->gaps[st->gap_head]);
 		st->gap_head = (st->gap_head + 1) % PENDING_GAPS;
@@ -1237,6 +1323,7 @@ void an_pass_free(struct analysis *a)
 	free(st->corr_ring);
 	vec_free(&st->corr_pool);
 	vec_free(&st->corr_freelist);
+	vec_free(&st->burst_ivs);
 	u64map_free(&st->dev_idx);
 	u64map_free(&st->stream_idx);
 	u64map_free(&st->finding_idx);

@@ -147,7 +147,9 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 		fprintf(f, ", longest %s\n", fmt_ns(x->max_ns, t2, sizeof t2));
 		break;
 	case AN_F_KERNEL_BURST:
-		fprintf(f, ": %" PRIu64 " burst%s, %" PRIu64 " short kernels over %s, GPU idle %s between them\n",
+		/* Spans are merged across streams, idle is the device's: both
+		 * are wall time, within the window. */
+		fprintf(f, ": %" PRIu64 " burst%s, %" PRIu64 " short kernels spanning %s, GPU idle %s inside them\n",
 			x->groups, x->groups == 1 ? "" : "s", x->count, fmt_ns(x->total_ns, t1, sizeof t1),
 			fmt_ns(x->idle_ns, t2, sizeof t2));
 		break;

@@ -94,6 +94,14 @@ def check_findings(name, rep, exp):
                 check(len(got[k]["where"]["native"]) > 0, f"{name}: {k} should name native frames")
     for k in got:
         check(k in want, f"{name}: unexpected finding {k}")
+    # Burst time is wall time on the device: never more than the window, and
+    # the idle inside bursts never more than the device's idle.
+    bd = rep["breakdown"]
+    for f in rep["findings"]:
+        if f["kind"] == "kernel_burst" and bd["window_ns"] is not None:
+            check(f["total_ns"] <= bd["window_ns"], f"{name}: burst time {f['total_ns']} > window {bd['window_ns']}")
+            check(f["idle_ns"] <= (bd["gpu_idle_ns"] or 0),
+                  f"{name}: burst idle {f['idle_ns']} > GPU idle {bd['gpu_idle_ns']}")
 
 
 def part_report(gen_path, tmp):
@@ -160,6 +168,27 @@ def part_report(gen_path, tmp):
           "cpu: files under the traced program's cwd shown relative to it")
     incl = text.split("by inclusive time")[1].split("\n")[2] if "by inclusive time" in text else ""
     check(" main " in incl, f"cpu: text lists the outer function first by inclusive time ({incl!r})")
+
+
+def part_bursts(gen_path, tmp):
+    # One line's tiny kernels on two streams at once: the bursts overlap, so
+    # their time is the union of their spans and their idle the device's idle
+    # inside it (summing per stream would count both twice).  A line whose
+    # gaps another stream fills never idles the device: no finding.
+    trace, exp = gen(gen_path, tmp, "bursts2")
+    rep = json.loads(run([trace, "--json"]).stdout)
+    check_findings("bursts2", rep, exp)
+    check_breakdown("bursts2", rep, exp)
+    truth = exp["burst_truth"]
+    b = [f for f in rep["findings"] if f["kind"] == "kernel_burst"]
+    check(len(b) == 1, f"bursts2: one burst finding ({len(b)})")
+    b = [f for f in b if f["where"]["python"] and f["where"]["python"][0]["function"] == "zero_grad"]
+    if check(len(b) == 1, "bursts2: the zero_grad burst finding"):
+        check(b[0]["bursts"] == 2, f"bursts2: two bursts, one per stream ({b[0]['bursts']})")
+        check(b[0]["total_ns"] == truth["span_ns"], f"bursts2: burst time {b[0]['total_ns']} != {truth['span_ns']}")
+        check(b[0]["idle_ns"] == truth["idle_ns"], f"bursts2: burst idle {b[0]['idle_ns']} != {truth['idle_ns']}")
+    text = run([trace]).stdout
+    check("2 bursts, 80 short kernels spanning 397.0 us" in text, f"bursts2: text line ({text[:600]})")
 
 
 def part_options(gen_path, tmp):
@@ -283,7 +312,7 @@ def part_robust(gen_path, tmp):
 
 def main():
     gen_path, part = sys.argv[1], sys.argv[2]
-    parts = {"report": part_report, "options": part_options, "text": part_text, "bad-input": part_bad_input,
+    parts = {"report": part_report, "bursts": part_bursts, "options": part_options, "text": part_text, "bad-input": part_bad_input,
              "robust": part_robust}
     extra = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_diff_export.py")
     if part not in parts:

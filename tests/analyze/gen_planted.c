@@ -154,6 +154,9 @@ static void failed_launch(int th, uint64_t t, uint64_t cp)
 }
 
 static int api_only; /* apionly scenario: host records only */
+/* bursts2: the burst's merged span and the device idle inside it */
+static int have_burst_truth;
+static uint64_t burst_truth_span, burst_truth_idle;
 static int gpu_at_end; /* markers-late: GPU records only after all host records */
 
 /* Launch from thread th at host time t (API lasts 4 us) a kernel that runs
@@ -746,8 +749,47 @@ static void write_expect(const char *path)
 		json_or_null(f, expect[i].function);
 		fprintf(f, ", \"line\": %" PRIu64 ", \"count\": %" PRIu64 "}", expect[i].line, expect[i].count);
 	}
-	fprintf(f, "]}\n");
+	fprintf(f, "]");
+	if (have_burst_truth)
+		fprintf(f, ",\n \"burst_truth\": {\"span_ns\": %" PRIu64 ", \"idle_ns\": %" PRIu64 "}", burst_truth_span,
+			burst_truth_idle);
+	fprintf(f, "}\n");
 	fclose(f);
+}
+
+/* bursts2: one line launches tiny kernels on two streams at once (a
+ * launch loop that alternates streams).  Each stream's burst covers the same
+ * time, so the finding's time is the union of the two spans and its idle
+ * the device's idle inside it, counted once; the truth is measured here
+ * from the intervals written.  Then tiny kernels on one stream while a long
+ * kernel on another keeps the device busy: the device never idles, so that
+ * line is no burst finding. */
+
+static void scen_bursts2(void)
+{
+	common_defs();
+	uint64_t cp_zero = site("optim.py", "zero_grad", 88, cp_bwd);
+	uint64_t cp_fill = site("optim.py", "fill_", 90, cp_bwd);
+	uint64_t g = clean_step(1000 * US, 0);
+	uint64_t lo = g + 10 * US;
+	for (int k = 0; k < 40; k++) {
+		uint64_t gs = lo + (uint64_t)k * 10 * US;
+		kernel(0, gs - 30 * US, cp_zero, 0, 0, 7, gs, gs + 3 * US, k_fill);
+		kernel(0, gs - 26 * US, cp_zero, 0, 0, 8, gs + 4 * US, gs + 7 * US, k_fill);
+	}
+	uint64_t hi = lo + 39 * 10 * US + 7 * US;
+	have_burst_truth = 1;
+	burst_truth_span = hi - lo;
+	burst_truth_idle = hi - lo - union_of(0, -1, -1, -1, lo, hi);
+	expect_finding("kernel_burst", NULL, "optim.py", "zero_grad", 88, 80);
+	g = clean_step(hi, 0);
+	uint64_t ls = g + 10 * US;
+	kernel(0, ls - 40 * US, cp_fwd, 0, 0, 9, ls, ls + 300 * US, k_gemm);
+	for (int k = 0; k < 20; k++) {
+		uint64_t gs = ls + 5 * US + (uint64_t)k * 12 * US;
+		kernel(0, gs - 30 * US, cp_fill, 0, 0, 7, gs, gs + 3 * US, k_fill);
+	}
+	clean_step(ls + 300 * US, 0);
 }
 
 /* Bench trace: ITERS clean steps, written as they are made so memory stays
@@ -786,7 +828,7 @@ static void write_big(const char *path, long iters)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|random|big|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|bursts2|random|big|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
 		return 3;
 	}
 	const char *s = argv[1];
@@ -822,6 +864,8 @@ int main(int argc, char **argv)
 		n_expect = w;
 	} else if (!strcmp(s, "cpu"))
 		scen_cpu();
+	else if (!strcmp(s, "bursts2"))
+		scen_bursts2();
 	else if (!strcmp(s, "random"))
 		scen_random((unsigned)iters, 3000);
 	else {
