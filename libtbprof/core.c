@@ -686,44 +686,57 @@ static void unique_name(char *dst, size_t cap, const char *base)
 /* Opens the output.  The first traced process of a session takes the plain
  * name (overwriting a stale file from an earlier run); any other process
  * (a live holder of the lock, or a file written by a traced ancestor's
- * session) gets the per-pid name, created with O_EXCL. */
+ * session) gets the per-pid name, created with O_EXCL.  Only those two
+ * rules lead to the per-pid name: a path that cannot be written (missing
+ * directory, a directory, no permission) is an error, reported by the
+ * caller, and not a reason to write somewhere else.  A path that is not a
+ * regular file (/dev/null, a FIFO) is written as it is. */
 static int tbp_open_output(void)
 {
 	bool had_pid;
 	char base[PATH_MAX];
 	expand_out(base, sizeof base, tbp_cfg.out, &had_pid);
-	if (had_pid) {
-		int fd = open(base, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-		if (fd >= 0)
-			snprintf(out_path, sizeof out_path, "%s", base);
+	snprintf(out_path, sizeof out_path, "%s", base);
+	if (had_pid)
+		return open(base, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int fd = open(base, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode))
+		return fd;
+	bool mine = flock(fd, LOCK_EX | LOCK_NB) == 0;
+	if (mine && parent_is_traced()) {
+		time_t parent_start = process_start_time(getppid());
+		if (st.st_size > 0 && st.st_mtime >= parent_start)
+			mine = false;  /* a sibling of this session wrote it */
+	}
+	if (mine) {
+		if (ftruncate(fd, 0) != 0) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
 		return fd;
 	}
-	int fd = open(base, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (fd >= 0) {
-		bool mine = flock(fd, LOCK_EX | LOCK_NB) == 0;
-		if (mine && parent_is_traced()) {
-			struct stat st;
-			time_t parent_start = process_start_time(getppid());
-			if (fstat(fd, &st) == 0 && st.st_size > 0 && st.st_mtime >= parent_start)
-				mine = false;  /* a sibling of this session wrote it */
-		}
-		if (mine && ftruncate(fd, 0) == 0) {
-			snprintf(out_path, sizeof out_path, "%s", base);
-			return fd;
-		}
-		close(fd);
-	}
+	close(fd);
 	char uniq[PATH_MAX];
 	unique_name(uniq, sizeof uniq, base);
+	snprintf(out_path, sizeof out_path, "%s", uniq);
 	fd = open(uniq, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0 && errno == EEXIST) {
 		/* A previous process with our pid (pid reuse): ours now. */
 		fd = open(uniq, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	}
-	if (fd >= 0) {
+	if (fd >= 0)
 		flock(fd, LOCK_EX | LOCK_NB);
-		snprintf(out_path, sizeof out_path, "%s", uniq);
-	}
 	return fd;
 }
 
@@ -1137,7 +1150,7 @@ static void tbp_start_slow(void)
 	}
 	out_fd = tbp_open_output();
 	if (out_fd < 0) {
-		tbp_log("cannot create trace file %s: %s; tracing disabled", tbp_cfg.out, strerror(errno));
+		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path, strerror(errno));
 		atomic_store(&tbp_start_state, 3);
 		TBP_SET_ACTIVE(0);
 		pthread_mutex_unlock(&start_lock);
@@ -1153,11 +1166,13 @@ static void tbp_start_slow(void)
 		out_ino = out_st.st_ino;
 	}
 	out_gone = false;
+	errno = 0;
 	int rc = tbp_writer_open_fd(&writer, out_fd, &opts);
-	if (rc != TBP_OK)
-		out_fd = -1;   /* closed by tbp_writer_open_fd */
 	if (rc != TBP_OK) {
-		tbp_log("cannot write trace file %s: %s; tracing disabled", out_path, tbp_error_name(rc));
+		int e = errno;
+		out_fd = -1;   /* closed by tbp_writer_open_fd */
+		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path,
+			e ? strerror(e) : tbp_error_name(rc));
 		atomic_store(&tbp_start_state, 3);
 		TBP_SET_ACTIVE(0);
 		pthread_mutex_unlock(&start_lock);

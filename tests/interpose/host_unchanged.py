@@ -351,6 +351,32 @@ def main():
         if len(lines) != 1 or bad not in lines[0]:
             fail(f"expected one 'tbprof:' line naming {bad}, got {p.stderr!r}")
         print(f"ok: unwritable TBPROF_OUT: one line ({lines[0]}), program unchanged")
+    elif s == "bad-out-kinds":
+        # /dev/full, a directory, a read-only file: one line naming the path,
+        # no per-pid file anywhere, the program unchanged
+        tmp = tempfile.mkdtemp(prefix="tbp-host-")
+        ro = os.path.join(tmp, "ro.zst")
+        with open(ro, "w") as f:
+            f.write("keep")
+        os.chmod(ro, 0o444)
+        cases = ["/dev/full", tmp, ro]
+        if os.geteuid() == 0:
+            cases.pop()   # root writes read-only files
+        for bad in cases:
+            d, rc, out = run_both([HOSTPROG, "plain"], {"TBPROF_OUT": bad})
+            p = subprocess.run([HOSTPROG, "plain"], cwd=d, env=preload_env({"TBPROF_OUT": bad}),
+                               capture_output=True, text=True, timeout=60)
+            lines = [l for l in p.stderr.splitlines() if l.startswith("tbprof: ")]
+            if len(lines) != 1 or not lines[0].startswith(f"tbprof: cannot write trace to {bad}: ") \
+                    or not lines[0].endswith("; tracing disabled"):
+                fail(f"TBPROF_OUT={bad}: expected one error line, got {p.stderr!r}")
+            left = [f for f in os.listdir(tmp) if f != "ro.zst"] + traces(d)
+            if left or (os.path.dirname(bad) and [f for f in os.listdir("/dev") if f.startswith("full.")]):
+                fail(f"TBPROF_OUT={bad}: files created {left}")
+            print(f"ok: {lines[0]}")
+        with open(ro) as f:
+            if f.read() != "keep":
+                fail("read-only file changed")
     elif s == "clock":
         # hook timestamps (TSC converted by the writer's calibration) lie within
         # CLOCK_MONOTONIC readings taken around each call, over 1.5 s
