@@ -225,6 +225,14 @@ bool tbp_hip_runtime_loaded(void) TBP_HIDDEN __attribute__((weak));
 /* Called by the exec* hooks (interpose/exec.c) before the real exec. */
 void tbp_before_exec(void) TBP_HIDDEN;
 
+/* Signals (core.c; interposers in interpose/signal.c).  The real
+ * sigaction, and the program's view of the signals tbprof handles: true
+ * when the call was answered (result in *rc, errno set on -1). */
+struct sigaction;
+int tbp_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) TBP_HIDDEN;
+bool tbp_program_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *rc) TBP_HIDDEN;
+bool tbp_signal_is_handled(int sig) TBP_HIDDEN;
+
 /* Native stacks (native.c); 0 when disabled or not built with libunwind. */
 void tbp_native_reset_after_fork(void) TBP_HIDDEN;
 

@@ -169,6 +169,19 @@ def main():
     elif s in ("sigterm", "sigint", "abort"):
         # handled: final flush, then death by the same signal
         prog(s, ["trace.zst"], lambda d, g: complete(d, "trace.zst", malloc=1))
+    elif s == "chain-handler":
+        # the program's sigaction/signal see what they would without tbprof
+        # (SIG_DFL, not the flush handler): it chains to nothing and exits 0
+        def check(d, g):
+            complete(d, "trace.zst", malloc=1)
+        prog(s, ["trace.zst"], check)
+        d, rc, out = run_both([HOSTPROG, s])
+        for want in ("SIGTERM handler is default", "SIGINT handler is default", "SIGHUP is default",
+                     "clean shutdown"):
+            if want not in out:
+                fail(f"{want!r} not in {out!r}")
+        if rc != 0:
+            fail(f"exit status {rc}")
     elif s == "own-handler":
         prog(s, ["trace.zst"], lambda d, g: complete(d, "trace.zst", malloc=1))
     elif s == "_exit":

@@ -22,6 +22,16 @@ extern char **environ;
 
 static pthread_barrier_t start_line;
 
+static struct sigaction chained_old;
+static volatile sig_atomic_t chained_got;
+
+static void chain_handler(int sig)
+{
+	chained_got = 1;
+	if (chained_old.sa_handler != SIG_DFL && chained_old.sa_handler != SIG_IGN)
+		chained_old.sa_handler(sig);
+}
+
 static void *worker(void *arg)
 {
 	(void)arg;
@@ -149,6 +159,24 @@ int main(int argc, char **argv)
 		}
 		fclose(f);
 		printf("clock done\n");
+	} else if (!strcmp(mode, "chain-handler")) {
+		/* A handler that chains to the previous one unless it was the
+		 * default: tbprof's must not be what it finds. */
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = chain_handler;
+		sigaction(SIGTERM, &sa, &chained_old);
+		printf("previous SIGTERM handler is %s\n", chained_old.sa_handler == SIG_DFL ? "default" : "custom");
+		void (*prev)(int) = signal(SIGINT, SIG_IGN);
+		printf("previous SIGINT handler is %s\n", prev == SIG_DFL ? "default" : "custom");
+		prev = signal(SIGINT, SIG_DFL);
+		printf("SIGINT handler then %s\n", prev == SIG_IGN ? "ignore" : "other");
+		struct sigaction q;
+		sigaction(SIGHUP, NULL, &q);
+		printf("SIGHUP is %s\n", q.sa_handler == SIG_DFL ? "default" : "custom");
+		fflush(stdout);
+		raise(SIGTERM);
+		printf("got %d, clean shutdown\n", (int)chained_got);
 	} else if (!strcmp(mode, "own-handler")) {
 		/* The program's own SIGTERM handler must stay in charge. */
 		signal(SIGTERM, SIG_IGN);
