@@ -138,12 +138,22 @@ static void usage(FILE *f)
 		an_opts_help);
 }
 
-static int parse_pct(const char *opt, const char *s, double *out)
+/* "tbanalyze: --OPTION: VALUE: REASON" (exit 3).  A threshold is a change
+ * in percent (B may be many times A); a share is a part of a total. */
+static int parse_pct(const char *opt, const char *s, double max, double *out)
 {
+	if (!s) {
+		fprintf(stderr, "tbanalyze: %s: value missing (a percentage from 0 to %g)\n", opt, max);
+		return -1;
+	}
 	char *end;
-	double v = s ? strtod(s, &end) : 0;
-	if (!s || !*s || *end || !(v >= 0) || v > 1e6) {
-		fprintf(stderr, "tbanalyze: diff: %s expects a percentage, got %s\n", opt, s ? s : "nothing");
+	double v = strtod(s, &end);
+	if (!*s || *end || end == s || v != v) {
+		fprintf(stderr, "tbanalyze: %s: %s: not a number\n", opt, s);
+		return -1;
+	}
+	if (!(v >= 0) || v > max) {
+		fprintf(stderr, "tbanalyze: %s: %s: out of range (0 to %g)\n", opt, s, max);
 		return -1;
 	}
 	*out = v;
@@ -168,14 +178,16 @@ int cmd_diff(int argc, char **argv)
 			continue;
 		}
 		if (!strcmp(arg, "--threshold") || !strcmp(arg, "--min-share")) {
-			if (parse_pct(arg, i + 1 < argc ? argv[i + 1] : NULL, arg[2] == 't' ? &threshold : &min_share))
+			int thr = arg[2] == 't';
+			if (parse_pct(arg, i + 1 < argc ? argv[i + 1] : NULL, thr ? 10000 : 100, thr ? &threshold : &min_share))
 				return TBA_EXIT_USAGE;
 			i++;
 			continue;
 		}
 		if (!strncmp(arg, "--threshold=", 12) || !strncmp(arg, "--min-share=", 12)) {
-			if (parse_pct(arg[2] == 't' ? "--threshold" : "--min-share", arg + 12,
-				      arg[2] == 't' ? &threshold : &min_share))
+			int thr = arg[2] == 't';
+			if (parse_pct(thr ? "--threshold" : "--min-share", arg + 12, thr ? 10000 : 100,
+				      thr ? &threshold : &min_share))
 				return TBA_EXIT_USAGE;
 			continue;
 		}

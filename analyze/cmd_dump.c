@@ -29,25 +29,53 @@ static int field_is_api(const struct tbp_kind_info *ki, unsigned field)
 	return field == 1 && ki->nfields > 1 && !strcmp(ki->field_names[1], "api");
 }
 
+/* The record kind names, comma-separated, for error messages. */
+static void print_kind_names(FILE *f)
+{
+	const char *sep = "";
+	for (unsigned k = 0; k < TBP_K__MAX; k++) {
+		const struct tbp_kind_info *ki = tbp_kind_lookup(k);
+		if (ki && ki->name) {
+			fprintf(f, "%s%s", sep, ki->name);
+			sep = ", ";
+		}
+	}
+}
+
+/* Errors read "tbanalyze: --kind: VALUE: REASON" (exit 3). */
 static int parse_kinds(const char *list, unsigned char *keep)
 {
+	if (!list || !*list) {
+		fprintf(stderr, "tbanalyze: --kind: value missing (NAME[,NAME...], one of: ");
+		print_kind_names(stderr);
+		fprintf(stderr, ")\n");
+		return -1;
+	}
 	char *copy = strdup(list);
 	if (!copy)
 		return -1;
-	int rc = 0;
+	int rc = 0, any = 0;
 	for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		int found = 0;
+		any = 1;
 		for (unsigned k = 0; k < TBP_K__MAX; k++) {
 			const struct tbp_kind_info *ki = tbp_kind_lookup(k);
-			if (ki && !strcmp(ki->name, tok)) {
+			if (ki && ki->name && !strcmp(ki->name, tok)) {
 				keep[k] = 1;
 				found = 1;
 			}
 		}
 		if (!found) {
-			fprintf(stderr, "tbanalyze: dump: unknown record kind '%s'\n", tok);
+			fprintf(stderr, "tbanalyze: --kind: %s: unknown record kind (valid: ", tok);
+			print_kind_names(stderr);
+			fprintf(stderr, ")\n");
 			rc = -1;
+			break;
 		}
+	}
+	if (!any && !rc) {
+		fprintf(stderr, "tbanalyze: --kind: %s: no kind named\n", list);
+		rc = -1;
 	}
 	free(copy);
 	return rc;
@@ -141,8 +169,10 @@ int cmd_dump(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--json")) {
 			json = 1;
-		} else if (!strcmp(argv[i], "--kind") && i + 1 < argc) {
-			if (parse_kinds(argv[++i], keep))
+		} else if (!strcmp(argv[i], "--kind")) {
+			/* "--kind" last, or followed by another option: no value. */
+			const char *v = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : NULL;
+			if (parse_kinds(v, keep))
 				return TBA_EXIT_USAGE;
 			filter = 1;
 		} else if (!strncmp(argv[i], "--kind=", 7)) {

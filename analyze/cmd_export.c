@@ -235,7 +235,8 @@ int cmd_export(int argc, char **argv)
 		}
 		if (!strcmp(arg, "--format") || !strcmp(arg, "-o")) {
 			if (i + 1 >= argc) {
-				fprintf(stderr, "tbanalyze: export: %s needs a value\n", arg);
+				fprintf(stderr, "tbanalyze: %s: value missing (%s)\n", arg,
+					strcmp(arg, "-o") ? "chrome or kineto" : "an output file name");
 				return TBA_EXIT_USAGE;
 			}
 			if (!strcmp(arg, "-o"))
@@ -261,7 +262,7 @@ int cmd_export(int argc, char **argv)
 	}
 	if (!path || (strcmp(format, "chrome") && strcmp(format, "kineto"))) {
 		if (path)
-			fprintf(stderr, "tbanalyze: export: unknown format %s (chrome or kineto)\n", format);
+			fprintf(stderr, "tbanalyze: --format: %s: unknown format (valid: chrome, kineto)\n", format);
 		usage(stderr);
 		return TBA_EXIT_USAGE;
 	}

@@ -19,13 +19,19 @@ const char an_opts_help[] =
 	"  --top N             findings shown in the text report (default 20)\n"
 	"  --no-markers        ignore the runner's iteration/warm-up markers\n";
 
-static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out)
+/* Option errors read "tbanalyze: --OPTION: VALUE: REASON" (exit 3). */
+static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
 	char *end;
 	errno = 0;
-	unsigned long long v = s ? strtoull(s, &end, 10) : 0;
-	if (!s || !*s || *end || errno || v > max || s[0] == '-') {
-		fprintf(stderr, "tbanalyze: %s: expected a number%s%s\n", opt, s ? ", got " : "", s ? s : "");
+	unsigned long long v = strtoull(s, &end, 10);
+	int negative = s[0] == '-' && s[1] >= '0' && s[1] <= '9';
+	if (!negative && (!*s || *end || s[0] == '-' || s[0] == '+' || s[0] == ' ' || (errno && errno != ERANGE))) {
+		fprintf(stderr, "tbanalyze: %s: %s: not a whole number\n", opt, s);
+		return -1;
+	}
+	if (negative || errno == ERANGE || v < min || v > max) {
+		fprintf(stderr, "tbanalyze: %s: %s: out of range (%" PRIu64 " to %" PRIu64 ")\n", opt, s, min, max);
 		return -1;
 	}
 	*out = v;
@@ -34,12 +40,22 @@ static int parse_u64(const char *opt, const char *s, uint64_t max, uint64_t *out
 
 int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
 {
+	/* Bounds that keep each option meaningful: a burst is at least two
+	 * kernels, a threshold of 0 would flag everything (or nothing), and
+	 * microseconds stay far from overflowing nanoseconds. */
 	static const struct {
 		const char *name;
 		int which;
+		uint64_t min, max;
 	} num_opts[] = {
-		{"--gap-us", 0}, {"--burst-min", 1}, {"--burst-kernel-us", 2}, {"--scalar-bytes", 3},
-		{"--pingpong-min", 4}, {"--sync-min", 5}, {"--churn-min", 6}, {"--top", 7},
+		{"--gap-us", 0, 1, 3600000000ULL},   /* 1 us .. 1 h */
+		{"--burst-min", 1, 2, UINT32_MAX},
+		{"--burst-kernel-us", 2, 1, 60000000}, /* 1 us .. 1 min */
+		{"--scalar-bytes", 3, 1, 1ULL << 30},
+		{"--pingpong-min", 4, 1, UINT32_MAX},
+		{"--sync-min", 5, 1, UINT32_MAX},
+		{"--churn-min", 6, 1, UINT32_MAX},
+		{"--top", 7, 0, UINT32_MAX},
 	};
 	const char *arg = argv[*i];
 	if (!strcmp(arg, "--no-markers")) {
@@ -51,7 +67,8 @@ int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
 		const char *val = NULL;
 		if (!strcmp(arg, num_opts[k].name)) {
 			if (*i + 1 >= argc) {
-				fprintf(stderr, "tbanalyze: %s needs a value\n", arg);
+				fprintf(stderr, "tbanalyze: %s: value missing (a number from %" PRIu64 " to %" PRIu64 ")\n",
+					arg, num_opts[k].min, num_opts[k].max);
 				return -1;
 			}
 			val = argv[++*i];
@@ -61,16 +78,16 @@ int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
 			continue;
 		}
 		uint64_t v;
-		if (parse_u64(num_opts[k].name, val, UINT32_MAX, &v))
+		if (parse_u64(num_opts[k].name, val, num_opts[k].min, num_opts[k].max, &v))
 			return -1;
 		switch (num_opts[k].which) {
 		case 0: o->gap_ns = v * 1000; break;
-		case 1: o->burst_min = (unsigned)(v ? v : 1); break;
+		case 1: o->burst_min = (unsigned)v; break;
 		case 2: o->burst_kernel_ns = v * 1000; break;
 		case 3: o->scalar_bytes = v; break;
-		case 4: o->pingpong_min = (unsigned)(v ? v : 1); break;
-		case 5: o->sync_min = (unsigned)(v ? v : 1); break;
-		case 6: o->churn_min = (unsigned)(v ? v : 1); break;
+		case 4: o->pingpong_min = (unsigned)v; break;
+		case 5: o->sync_min = (unsigned)v; break;
+		case 6: o->churn_min = (unsigned)v; break;
 		case 7: o->top = (unsigned)v; break;
 		}
 		return 1;
@@ -105,7 +122,7 @@ int cmd_report(int argc, char **argv)
 		}
 		if (!strcmp(arg, "--html")) {
 			if (i + 1 >= argc) {
-				fprintf(stderr, "tbanalyze: --html needs a file name\n");
+				fprintf(stderr, "tbanalyze: --html: value missing (a file name)\n");
 				return TBA_EXIT_USAGE;
 			}
 			html = argv[++i];

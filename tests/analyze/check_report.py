@@ -219,6 +219,52 @@ def part_options(gen_path, tmp):
     run(["report"], expect_rc=3)
 
 
+def part_cli(gen_path, tmp):
+    # Out-of-range and malformed option values are refused with
+    # "tbanalyze: --OPTION: VALUE: REASON" and exit 3, before any trace is read.
+    trace, _ = gen(gen_path, tmp, "clean")
+
+    def refused(args, option, value, reason):
+        p = run(args, expect_rc=3)
+        first = (p.stderr.splitlines() or [""])[0]
+        want = f"tbanalyze: {option}: {value}: {reason}" if value is not None else f"tbanalyze: {option}: {reason}"
+        check(first.startswith(want), f"{' '.join(args[1:]) or args}: message {first!r}, expected {want!r}...")
+        return first
+
+    for opt, val in (("--burst-min", "0"), ("--burst-min", "1"), ("--gap-us", "0"), ("--burst-kernel-us", "0"),
+                     ("--scalar-bytes", "0"), ("--pingpong-min", "0"), ("--sync-min", "0"), ("--churn-min", "0"),
+                     ("--top", "-3"), ("--gap-us", "99999999999999999999999"), ("--burst-kernel-us", "61000000")):
+        refused([trace, opt, val], opt, val, "out of range")
+        refused([trace, f"{opt}={val}"], opt, val, "out of range")
+    for val in ("x", "12abc", "", "1.5"):
+        refused([trace, "--gap-us", val], "--gap-us", val, "not a whole number")
+    refused([trace, "--gap-us"], "--gap-us", None, "value missing")
+    refused([trace, "--html"], "--html", None, "value missing")
+    for opt, val in (("--min-share", "200"), ("--min-share", "-1"), ("--threshold", "-5"), ("--threshold", "1e9"),
+                     ("--threshold", "inf")):
+        refused(["diff", trace, trace, opt, val], opt, val, "out of range")
+        refused(["diff", trace, trace, f"{opt}={val}"], opt, val, "out of range")
+    refused(["diff", trace, trace, "--min-share", "nan"], "--min-share", "nan", "not a number")
+    refused(["diff", trace, trace, "--threshold", "5%"], "--threshold", "5%", "not a number")
+    refused(["diff", trace, trace, "--burst-min", "0"], "--burst-min", "0", "out of range")
+    refused(["diff", trace, trace, "--threshold"], "--threshold", None, "value missing")
+    # dump --kind: a missing value says so; an unknown kind lists the valid names.
+    for args in (["dump", trace, "--kind"], ["dump", trace, "--kind", "--json"], ["dump", trace, "--kind="]):
+        msg = refused(args, "--kind", None, "value missing")
+        check("gpu_kernel" in msg and "launch" in msg, f"{args}: names the kinds ({msg!r})")
+    msg = refused(["dump", trace, "--kind", "launch,bogus"], "--kind", "bogus", "unknown record kind")
+    check("valid: " in msg and "gpu_kernel" in msg and "py_span" in msg, f"dump --kind bogus: lists kinds ({msg!r})")
+    refused(["export", trace, "--format"], "--format", None, "value missing")
+    refused(["export", trace, "--format", "svg"], "--format", "svg", "unknown format")
+    # The edges of each range are accepted.
+    run([trace, "--burst-min", "2", "--gap-us", "1", "--top", "0", "--scalar-bytes", "1", "--burst-kernel-us=60000000"])
+    run(["diff", trace, trace, "--min-share", "100", "--threshold", "0"])
+    run(["diff", trace, trace, "--min-share=0", "--threshold=10000"])
+    p = run(["dump", trace, "--kind", "gpu_kernel,launch"])
+    kinds = {l.split()[2] for l in p.stdout.splitlines() if l.strip()}
+    check(kinds == {"gpu_kernel", "launch"}, f"dump --kind gpu_kernel,launch: kinds shown {kinds}")
+
+
 def part_text(gen_path, tmp):
     trace, exp = gen(gen_path, tmp, "planted")
     html = os.path.join(tmp, "r.html")
@@ -312,7 +358,7 @@ def part_robust(gen_path, tmp):
 
 def main():
     gen_path, part = sys.argv[1], sys.argv[2]
-    parts = {"report": part_report, "bursts": part_bursts, "options": part_options, "text": part_text, "bad-input": part_bad_input,
+    parts = {"report": part_report, "bursts": part_bursts, "cli": part_cli, "options": part_options, "text": part_text, "bad-input": part_bad_input,
              "robust": part_robust}
     extra = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_diff_export.py")
     if part not in parts:
