@@ -592,50 +592,57 @@ static bool out_still_ours(void)
 	return false;
 }
 
-/* Start time (CLOCK_REALTIME seconds) of process pid, or 0. */
-static time_t process_start_time(pid_t pid)
+/*
+ * Session identity.  A session is the process tree under the topmost
+ * ancestor that has libtbprof loaded (the LD_PRELOAD'ed shell, launcher or
+ * program at the top of the run); a process is named by its pid and its
+ * start time in clock ticks since boot (which together do not repeat),
+ * plus the boot id.  Each trace carries its writer's session as an interned
+ * string (SESSION_PREFIX ...) among its first definitions, so a later
+ * process can tell exactly whether an existing file is from its own
+ * session (keep it: take the per-pid name) or from an earlier run (take
+ * the name over), with no timestamp comparison.  An exec'd image of a
+ * traced process keeps pid, start time and ancestors: the same session.
+ */
+#define SESSION_PREFIX "tbprof-session "
+
+/* ppid and start time (ticks since boot) of pid; false if unreadable. */
+static bool proc_stat_ids(pid_t pid, pid_t *ppid, unsigned long long *start_ticks)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 0;
+		return false;
 	ssize_t n = read(fd, buf, sizeof buf - 1);
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return false;
 	buf[n] = 0;
-	char *p = strrchr(buf, ')');
+	char *p = strrchr(buf, ')');   /* the command name may hold spaces */
 	if (!p)
-		return 0;
-	/* fields after ")": 3 state ... 22 starttime */
-	unsigned long long start_ticks = 0;
+		return false;
+	/* fields after ")": 3 state, 4 ppid, ..., 22 starttime */
 	int field = 2;
-	for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " "))
-		if (++field == 22) {
-			start_ticks = strtoull(tok, NULL, 10);
+	bool have_start = false;
+	char *save = NULL;
+	for (char *tok = strtok_r(p + 1, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+		++field;
+		if (field == 4)
+			*ppid = (pid_t)strtol(tok, NULL, 10);
+		if (field == 22) {
+			*start_ticks = strtoull(tok, NULL, 10);
+			have_start = true;
 			break;
 		}
-	fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	char sbuf[8192];
-	n = read(fd, sbuf, sizeof sbuf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	sbuf[n] = 0;
-	char *bt = strstr(sbuf, "btime ");
-	if (!bt)
-		return 0;
-	long hz = sysconf(_SC_CLK_TCK);
-	return (time_t)(strtoull(bt + 6, NULL, 10) + start_ticks / (unsigned long long)(hz > 0 ? hz : 100));
+	}
+	return have_start;
 }
 
-static bool parent_is_traced(void)
+static bool process_is_traced(pid_t pid)
 {
 	char path[64], buf[4096];
-	snprintf(path, sizeof path, "/proc/%d/maps", (int)getppid());
+	snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return false;
@@ -651,6 +658,57 @@ static bool parent_is_traced(void)
 	}
 	close(fd);
 	return found;
+}
+
+static char session_text[128];
+
+static void session_compute(void)
+{
+	pid_t pid = getpid(), ppid = 0;
+	unsigned long long ticks = 0;
+	proc_stat_ids(pid, &ppid, &ticks);
+	for (int depth = 0; depth < 256 && ppid > 1 && process_is_traced(ppid); depth++) {
+		pid_t up = ppid;
+		unsigned long long up_ticks = 0;
+		if (!proc_stat_ids(up, &ppid, &up_ticks))
+			break;
+		pid = up;
+		ticks = up_ticks;
+	}
+	char boot[40] = "";
+	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, boot, sizeof boot - 1);
+		close(fd);
+		boot[n > 0 ? n : 0] = 0;
+		boot[strcspn(boot, "\n")] = 0;
+	}
+	snprintf(session_text, sizeof session_text, SESSION_PREFIX "%d %llu %s", (int)pid, ticks, boot);
+}
+
+/* Is path a trace written in our session?  Reads its first definitions
+ * only (the session string is interned before the writer's first drain). */
+static bool file_is_from_this_session(const char *path)
+{
+	struct tbp_reader *r = NULL;
+	bool same = false;
+	if (tbp_reader_open(&r, path) == TBP_OK) {
+		struct tbp_record rec;
+		size_t prefix = strlen(SESSION_PREFIX);
+		for (int i = 0; i < 1000000 && tbp_reader_next(r, &rec) == TBP_OK; i++) {
+			if (rec.stream_kind != TBP_STREAM_DEFS)
+				break;   /* past the first definitions */
+			if (rec.kind == TBP_K_STRING && rec.blob && rec.blob_len > prefix &&
+			    !memcmp(rec.blob, SESSION_PREFIX, prefix)) {
+				same = rec.blob_len == strlen(session_text) &&
+					!memcmp(rec.blob, session_text, rec.blob_len);
+				break;
+			}
+		}
+	}
+	if (r)
+		tbp_reader_close(r);
+	return same;
 }
 
 /* Expand %p to the pid. */
@@ -685,8 +743,8 @@ static void unique_name(char *dst, size_t cap, const char *base)
 
 /* Opens the output.  The first traced process of a session takes the plain
  * name (overwriting a stale file from an earlier run); any other process
- * (a live holder of the lock, or a file written by a traced ancestor's
- * session) gets the per-pid name, created with O_EXCL.  Only those two
+ * (a live holder of the lock, or a file written earlier in this session,
+ * see session_compute) gets the per-pid name, created with O_EXCL.  Only those two
  * rules lead to the per-pid name: a path that cannot be written (missing
  * directory, a directory, no permission) is an error, reported by the
  * caller, and not a reason to write somewhere else.  A path that is not a
@@ -712,11 +770,8 @@ static int tbp_open_output(void)
 	if (!S_ISREG(st.st_mode))
 		return fd;
 	bool mine = flock(fd, LOCK_EX | LOCK_NB) == 0;
-	if (mine && parent_is_traced()) {
-		time_t parent_start = process_start_time(getppid());
-		if (st.st_size > 0 && st.st_mtime >= parent_start)
-			mine = false;  /* a sibling of this session wrote it */
-	}
+	if (mine && st.st_size > 0 && file_is_from_this_session(base))
+		mine = false;  /* an earlier process of this session wrote it */
 	if (mine) {
 		if (ftruncate(fd, 0) != 0) {
 			int e = errno;
@@ -1247,6 +1302,7 @@ static void tbp_start_slow(void)
 		pthread_key_create(&tbuf_key, tbp_tbuf_retire);
 		key_made = true;
 	}
+	session_compute();
 	out_fd = tbp_open_output();
 	if (out_fd < 0) {
 		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path, strerror(errno));
@@ -1278,6 +1334,7 @@ static void tbp_start_slow(void)
 		return;
 	}
 	trace_pid = getpid();
+	tbp_intern_string(session_text, strlen(session_text));   /* see session_compute */
 	if (tbp_cfg.verbose)
 		tbp_log("tracing pid %d to %s", (int)getpid(), out_path);
 	process_written = false;

@@ -267,6 +267,52 @@ def main():
         if kinds.get("process") != 1 or kinds.get("malloc", 0) > 1:
             fail(f"{child}: {kinds}")
         print(f"ok: fork Pool(4): files {got}; the worker trace has {kinds}")
+    elif s == "exec-cuda":
+        # an image that uses CUDA execs another that uses CUDA (same pid):
+        # the pre-exec trace stays in trace.zst, the new image gets the
+        # per-pid name
+        code = ("import ctypes, os, sys\n"
+                "rt = ctypes.CDLL('libcudart.so.13')\n"
+                "p = ctypes.c_void_p()\n"
+                "n = int(sys.argv[1])\n"
+                "for i in range(n): rt.cudaMalloc(ctypes.byref(p), 64)\n"
+                "print('image', n, flush=True)\n"
+                "if n == 5: os.execv(sys.executable, [sys.executable, '-c', sys.argv[2], '2', ''])\n")
+        d, rc, out = run_both([sys.executable, "-c", code, "5", code])
+        got = traces(d)
+        if len(got) != 2 or "trace.zst" not in got:
+            fail(f"trace files {got}: expected trace.zst and trace.PID.zst")
+        complete(d, "trace.zst", malloc=5)
+        complete(d, [g for g in got if g != "trace.zst"][0], malloc=2)
+        print(f"ok: exec of a CUDA image: {got}, pre-exec trace kept")
+    elif s == "sessions":
+        # back-to-back runs under traced shells: each run is a session of
+        # its own and takes trace.zst over (no trace.PID.zst left behind);
+        # two programs of one session: trace.zst and trace.PID.zst
+        tmp = tempfile.mkdtemp(prefix="tbp-host-")
+        env = preload_env()
+        env.pop("TBPROF_OUT", None)
+        prog_code = ("import ctypes, sys\n"
+                     "rt = ctypes.CDLL('libcudart.so.13')\n"
+                     "p = ctypes.c_void_p()\n"
+                     "for i in range(int(sys.argv[1])): rt.cudaMalloc(ctypes.byref(p), 64)\n")
+        with open(os.path.join(tmp, "m.py"), "w") as f:
+            f.write(prog_code)
+        py = sys.executable
+        for n in (1, 3, 2):
+            subprocess.run(["bash", "-c", f"{py} m.py {n}; true"], cwd=tmp, env=env, check=True, timeout=60)
+            got = traces(tmp)
+            if got != ["trace.zst"]:
+                fail(f"after run {n}: trace files {got}")
+            complete(tmp, "trace.zst", malloc=n)
+        subprocess.run(["bash", "-c", f"{py} m.py 4; {py} m.py 6; true"], cwd=tmp, env=env, check=True,
+                       timeout=60)
+        got = traces(tmp)
+        if len(got) != 2 or "trace.zst" not in got:
+            fail(f"one session, two programs: {got}")
+        complete(tmp, "trace.zst", malloc=4)
+        complete(tmp, [g for g in got if g != "trace.zst"][0], malloc=6)
+        print(f"ok: three back-to-back sessions each took trace.zst over; one session of two programs: {got}")
     elif s == "driver":
         # driver entry points linked directly, fetched by dlsym(handle) and by
         # cuGetProcAddress: each call recorded once, kernel named by cuFuncGetName
