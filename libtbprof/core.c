@@ -82,33 +82,91 @@ void tbp_warn_once(int *flag, const char *fmt, ...)
 
 /* ------------------------------------------------------------ configuration */
 
+/* Strict parsing: a value that is not exactly of the expected form is
+ * rejected with one line naming the variable and the value, and the
+ * default is used (a typo must not silently mean something else). */
 static bool env_bool(const char *name, bool dflt)
 {
 	const char *v = getenv(name);
 	if (!v || !*v)
 		return dflt;
-	if (!strcmp(v, "0") || !strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcasecmp(v, "off"))
-		return false;
-	return true;
+	static const char *const yes[] = { "1", "true", "yes", "on" };
+	static const char *const no[] = { "0", "false", "no", "off" };
+	for (size_t i = 0; i < 4; i++) {
+		if (!strcasecmp(v, yes[i]))
+			return true;
+		if (!strcasecmp(v, no[i]))
+			return false;
+	}
+	tbp_log("%s=%s: not a boolean (true/false, yes/no, on/off, 1/0); using the default %d",
+		name, v, dflt ? 1 : 0);
+	return dflt;
 }
 
-static unsigned long long env_size(const char *name, unsigned long long dflt)
+/* Unsigned decimal, optionally with a K/M/G/T suffix (powers of 1024, an
+ * optional trailing B) when `suffixes`; within [lo, hi]. */
+static unsigned long long env_uint(const char *name, unsigned long long dflt, unsigned long long lo,
+	unsigned long long hi, bool suffixes)
 {
 	const char *v = getenv(name);
 	if (!v || !*v)
 		return dflt;
-	char *end;
-	errno = 0;
-	unsigned long long n = strtoull(v, &end, 10);
-	if (errno || end == v)
-		return dflt;
-	switch (*end) {
-	case 'k': case 'K': n <<= 10; break;
-	case 'm': case 'M': n <<= 20; break;
-	case 'g': case 'G': n <<= 30; break;
-	default: break;
+	const char *why = "not a non-negative integer";
+	unsigned long long n = 0;
+	const char *p = v;
+	if (*p < '0' || *p > '9')
+		goto bad;
+	for (; *p >= '0' && *p <= '9'; p++) {
+		unsigned digit = (unsigned)(*p - '0');
+		if (n > (ULLONG_MAX - digit) / 10) {
+			why = "too large";
+			goto bad;
+		}
+		n = n * 10 + digit;
+	}
+	if (*p && suffixes) {
+		unsigned shift = 0;
+		switch (*p) {
+		case 'k': case 'K': shift = 10; break;
+		case 'm': case 'M': shift = 20; break;
+		case 'g': case 'G': shift = 30; break;
+		case 't': case 'T': shift = 40; break;
+		default: why = "unknown suffix (K, M, G, T)"; goto bad;
+		}
+		p++;
+		if (*p == 'i' && (p[1] == 'B' || p[1] == 'b'))
+			p++;
+		if (*p == 'B' || *p == 'b')
+			p++;
+		if (n > (ULLONG_MAX >> shift)) {
+			why = "too large";
+			goto bad;
+		}
+		n <<= shift;
+	}
+	if (*p) {
+		why = suffixes ? "trailing characters" : "not a non-negative integer";
+		goto bad;
+	}
+	if (n < lo || n > hi) {
+		why = "out of range";
+		goto bad;
 	}
 	return n;
+bad:
+	tbp_log("%s=%s: %s (allowed %llu..%llu); using the default %llu", name, v, why, lo, hi, dflt);
+	return dflt;
+}
+
+/* TBPROF_VERBOSE: a boolean or a level 0..9. */
+static int env_verbose(const char *name)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return 0;
+	if (v[0] >= '0' && v[0] <= '9' && !v[1])
+		return v[0] - '0';
+	return env_bool(name, false) ? 1 : 0;
 }
 
 /* The constructor only reads the environment: no allocation, no thread, no
@@ -119,23 +177,17 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	tbp_cfg.enabled = env_bool("TBPROF_ENABLE", true);
 	const char *out = getenv("TBPROF_OUT");
 	snprintf(tbp_cfg.out, sizeof tbp_cfg.out, "%s", out && *out ? out : "trace.zst");
-	unsigned long long buf = env_size("TBPROF_BUFFER_SIZE", 8ull << 20);
-	if (buf < (4u << 10))
-		buf = 4u << 10;
-	if (buf > (1ull << 34))
-		buf = 1ull << 34;
-	tbp_cfg.buffer_bytes = (size_t)buf;
+	tbp_cfg.buffer_bytes = (size_t)env_uint("TBPROF_BUFFER_SIZE", 8ull << 20, 4u << 10, 1ull << 34, true);
 	tbp_cfg.python = env_bool("TBPROF_PYTHON", true);
-	tbp_cfg.py_span_ns = env_size("TBPROF_PY_SPAN_US", 100) * 1000ull;
-	tbp_cfg.py_depth = (unsigned)env_size("TBPROF_PY_DEPTH", 32);
+	/* up to one hour: the product in ns cannot overflow */
+	tbp_cfg.py_span_ns = env_uint("TBPROF_PY_SPAN_US", 100, 0, 3600ull * 1000000ull, false) * 1000ull;
+	tbp_cfg.py_depth = (unsigned)env_uint("TBPROF_PY_DEPTH", 32, 1, 1024, false);
 	tbp_cfg.native = env_bool("TBPROF_NATIVE", false);
-	tbp_cfg.native_depth = (unsigned)env_size("TBPROF_NATIVE_DEPTH", 16);
-	if (tbp_cfg.native_depth > 128)
-		tbp_cfg.native_depth = 128;
+	tbp_cfg.native_depth = (unsigned)env_uint("TBPROF_NATIVE_DEPTH", 16, 1, 128, false);
 	tbp_cfg.cupti = env_bool("TBPROF_CUPTI", true);
 	tbp_cfg.fork_mode = env_bool("TBPROF_FORK", true) ? 1 : 0;
 	tbp_cfg.trace_all = env_bool("TBPROF_TRACE_ALL", false);
-	tbp_cfg.verbose = (int)env_size("TBPROF_VERBOSE", 0);
+	tbp_cfg.verbose = env_verbose("TBPROF_VERBOSE");
 	tsc_wanted = env_bool("TBPROF_TSC", true);
 	TBP_SET_ACTIVE(tbp_cfg.enabled);
 	if (tbp_cfg.enabled && tbp_cfg.trace_all)

@@ -436,6 +436,37 @@ def main():
         with open(ro) as f:
             if f.read() != "keep":
                 fail("read-only file changed")
+    elif s == "config":
+        # bad TBPROF_* values: one line naming variable and value, the
+        # default used, the program and its trace unchanged; good values
+        # (all boolean spellings, size suffixes) accepted silently
+        bad = [("TBPROF_BUFFER_SIZE", "-1"), ("TBPROF_BUFFER_SIZE", "1T"), ("TBPROF_BUFFER_SIZE", "12Q"),
+               ("TBPROF_BUFFER_SIZE", "20000000000000000000K"), ("TBPROF_BUFFER_SIZE", "1K"),
+               ("TBPROF_PY_SPAN_US", "-1"), ("TBPROF_PY_SPAN_US", "18446744073709551616"),
+               ("TBPROF_PY_SPAN_US", "5ms"), ("TBPROF_PY_DEPTH", "0"), ("TBPROF_NATIVE_DEPTH", "500"),
+               ("TBPROF_FORK", "maybe"), ("TBPROF_TSC", "2"), ("TBPROF_ENABLE", "enable")]
+        for var, val in bad:
+            d, rc, out = run_both([HOSTPROG, "plain"], {var: val})
+            complete(d, "trace.zst", malloc=1)
+            p = subprocess.run([HOSTPROG, "plain"], cwd=d, env=preload_env({var: val}),
+                               capture_output=True, text=True, timeout=60)
+            lines = [l for l in p.stderr.splitlines() if l.startswith("tbprof: ")]
+            if len(lines) != 1 or not lines[0].startswith(f"tbprof: {var}={val}: ") or "default" not in lines[0]:
+                fail(f"{var}={val}: expected one line naming it, got {p.stderr!r}")
+        good = {"TBPROF_BUFFER_SIZE": ["4K", "64k", "1M", "2MiB", "65536"], "TBPROF_PY_SPAN_US": ["0", "250"],
+                "TBPROF_FORK": ["1", "0", "true", "FALSE", "yes", "No", "on", "off"], "TBPROF_VERBOSE": ["0", "off"]}
+        for var, vals in good.items():
+            for val in vals:
+                p = subprocess.run([HOSTPROG, "plain"], cwd=tempfile.mkdtemp(prefix="tbp-host-"),
+                                   env=preload_env({var: val}), capture_output=True, text=True, timeout=60)
+                if "tbprof:" in p.stderr or p.returncode != 0:
+                    fail(f"{var}={val}: rc {p.returncode}, stderr {p.stderr!r}")
+        for val in ("true", "yes", "ON", "1", "2"):
+            p = subprocess.run([HOSTPROG, "plain"], cwd=tempfile.mkdtemp(prefix="tbp-host-"),
+                               env=preload_env({"TBPROF_VERBOSE": val}), capture_output=True, text=True, timeout=60)
+            if "tbprof: tracing pid" not in p.stderr:
+                fail(f"TBPROF_VERBOSE={val} did not turn verbose on: {p.stderr!r}")
+        print(f"ok: {len(bad)} bad values rejected with one line each; good spellings accepted")
     elif s == "clock":
         # hook timestamps (TSC converted by the writer's calibration) lie within
         # CLOCK_MONOTONIC readings taken around each call, over 1.5 s
