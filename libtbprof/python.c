@@ -900,7 +900,11 @@ struct stack_guard {
 	unsigned depth;       /* hooked evaluator calls active on this thread */
 	bool bounds_done;
 };
-static __thread struct stack_guard guard;
+/* initial-exec: read on every Python call, and a __tls_get_addr call per
+ * read would cost more than the rest of the guard.  32 bytes: fits the
+ * static TLS surplus glibc keeps for libraries opened later (the tests
+ * load python.c with dlopen). */
+static __thread struct stack_guard guard __attribute__((tls_model("initial-exec")));
 static unsigned guard_max_depth = ~0u; /* hooked calls per thread */
 static bool hook_suspended;          /* GIL: the hook stepped aside */
 static _Atomic uint64_t hook_suspensions;
