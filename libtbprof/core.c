@@ -1168,9 +1168,15 @@ static struct sigaction prev_action[N_HANDLED];
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 
+/* Weak: a build without CUDA and HIP has no interpose/ sources, hence no
+ * sigaction interposer either, and plain sigaction is libc's. */
+#pragma weak tbp_real_dlsym
+
 int tbp_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	static sigaction_fn real;
+	if (!tbp_real_dlsym)
+		return sigaction(sig, act, old);
 	sigaction_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
 	if (!f) {
 		int saved_errno = errno;
