@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "hip_internal.h"
+#include "core_priv.h"   /* tbp_env_bool */
 
 /* Our CLOCK.domain for hipEvent-derived GPU timestamps (CUPTI uses 1). */
 #define TBP_CLOCK_DOMAIN_HIP_EVENTS 2
@@ -224,8 +225,7 @@ void hip_timing_init(void)
 		return;
 	pthread_mutex_lock(&timing_lock);
 	if (!init_done) {
-		const char *v = getenv("TBPROF_HIP_EVENTS");
-		if (v && *v && strcmp(v, "0")) {
+		if (tbp_env_bool("TBPROF_HIP_EVENTS", false)) {
 			ops = calloc(PENDING_CAP, sizeof *ops);
 			if (hip_real.EventCreateWithFlags && hip_real.EventRecord && hip_real.EventQuery &&
 			    hip_real.EventSynchronize && hip_real.EventElapsedTime &&

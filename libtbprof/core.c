@@ -85,7 +85,7 @@ void tbp_warn_once(int *flag, const char *fmt, ...)
 /* Strict parsing: a value that is not exactly of the expected form is
  * rejected with one line naming the variable and the value, and the
  * default is used (a typo must not silently mean something else). */
-static bool env_bool(const char *name, bool dflt)
+bool tbp_env_bool(const char *name, bool dflt)
 {
 	const char *v = getenv(name);
 	if (!v || !*v)
@@ -166,7 +166,7 @@ static int env_verbose(const char *name)
 		return 0;
 	if (v[0] >= '0' && v[0] <= '9' && !v[1])
 		return v[0] - '0';
-	return env_bool(name, false) ? 1 : 0;
+	return tbp_env_bool(name, false) ? 1 : 0;
 }
 
 /* The constructor only reads the environment: no allocation, no thread, no
@@ -174,21 +174,21 @@ static int env_verbose(const char *name)
 static void tbp_start_trace_all(void);
 __attribute__((constructor)) static void tbp_read_config(void)
 {
-	tbp_cfg.enabled = env_bool("TBPROF_ENABLE", true);
+	tbp_cfg.enabled = tbp_env_bool("TBPROF_ENABLE", true);
 	const char *out = getenv("TBPROF_OUT");
 	snprintf(tbp_cfg.out, sizeof tbp_cfg.out, "%s", out && *out ? out : "trace.zst");
 	tbp_cfg.buffer_bytes = (size_t)env_uint("TBPROF_BUFFER_SIZE", 8ull << 20, 4u << 10, 1ull << 34, true);
-	tbp_cfg.python = env_bool("TBPROF_PYTHON", true);
+	tbp_cfg.python = tbp_env_bool("TBPROF_PYTHON", true);
 	/* up to one hour: the product in ns cannot overflow */
 	tbp_cfg.py_span_ns = env_uint("TBPROF_PY_SPAN_US", 100, 0, 3600ull * 1000000ull, false) * 1000ull;
 	tbp_cfg.py_depth = (unsigned)env_uint("TBPROF_PY_DEPTH", 32, 1, 1024, false);
-	tbp_cfg.native = env_bool("TBPROF_NATIVE", false);
+	tbp_cfg.native = tbp_env_bool("TBPROF_NATIVE", false);
 	tbp_cfg.native_depth = (unsigned)env_uint("TBPROF_NATIVE_DEPTH", 16, 1, 128, false);
-	tbp_cfg.cupti = env_bool("TBPROF_CUPTI", true);
-	tbp_cfg.fork_mode = env_bool("TBPROF_FORK", true) ? 1 : 0;
-	tbp_cfg.trace_all = env_bool("TBPROF_TRACE_ALL", false);
+	tbp_cfg.cupti = tbp_env_bool("TBPROF_CUPTI", true);
+	tbp_cfg.fork_mode = tbp_env_bool("TBPROF_FORK", true) ? 1 : 0;
+	tbp_cfg.trace_all = tbp_env_bool("TBPROF_TRACE_ALL", false);
 	tbp_cfg.verbose = env_verbose("TBPROF_VERBOSE");
-	tsc_wanted = env_bool("TBPROF_TSC", true);
+	tsc_wanted = tbp_env_bool("TBPROF_TSC", true);
 	TBP_SET_ACTIVE(tbp_cfg.enabled);
 	if (tbp_cfg.enabled && tbp_cfg.trace_all)
 		tbp_start_trace_all();

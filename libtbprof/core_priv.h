@@ -225,6 +225,10 @@ bool tbp_hip_runtime_loaded(void) TBP_HIDDEN __attribute__((weak));
 /* Called by the exec* hooks (interpose/exec.c) before the real exec. */
 void tbp_before_exec(void) TBP_HIDDEN;
 
+/* A TBPROF_* boolean: 1/0, true/false, yes/no, on/off (any case); anything
+ * else is one line on stderr and the default. */
+bool tbp_env_bool(const char *name, bool dflt) TBP_HIDDEN;
+
 /* Signals (core.c; interposers in interpose/signal.c).  The real
  * sigaction, and the program's view of the signals tbprof handles: true
  * when the call was answered (result in *rc, errno set on -1). */
