@@ -1156,118 +1156,10 @@ void tbp_drain_now(unsigned timeout_ms)
 
 /* ------------------------------------------------------------ signals */
 
-static const int handled_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT };
-#define N_HANDLED (sizeof handled_signals / sizeof handled_signals[0])
-/* While sig_owned[i], tbprof's handler is installed for handled_signals[i]
- * and prev_action[i] is the disposition the program believes it has (what
- * it would have without tbprof): interpose/signal.c answers the program's
- * sigaction/signal calls from it, so the program never sees our handler
- * and chains to what it would have chained to. */
-static int sig_owned[N_HANDLED];
-static struct sigaction prev_action[N_HANDLED];
-
-typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
-
-/* Weak: a build without CUDA and HIP has no interpose/ sources, hence no
- * sigaction interposer either, and plain sigaction is libc's. */
-#pragma weak tbp_real_dlsym
-
-int tbp_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
-{
-	static sigaction_fn real;
-	if (!tbp_real_dlsym)
-		return sigaction(sig, act, old);
-	sigaction_fn f = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
-	if (!f) {
-		int saved_errno = errno;
-		f = (sigaction_fn)tbp_real_dlsym(RTLD_NEXT, "sigaction");
-		errno = saved_errno;
-		if (!f) {
-			errno = ENOSYS;
-			return -1;
-		}
-		__atomic_store_n(&real, f, __ATOMIC_RELEASE);
-	}
-	return f(sig, act, old);
-}
-
-static int handled_index(int sig)
-{
-	for (size_t i = 0; i < N_HANDLED; i++)
-		if (handled_signals[i] == sig)
-			return (int)i;
-	return -1;
-}
-
-static bool is_default(const struct sigaction *a)
-{
-	return !(a->sa_flags & SA_SIGINFO) && a->sa_handler == SIG_DFL;
-}
-
-static void tbp_on_signal(int sig);
-
-static bool install_one(size_t i, const struct sigaction *program_view)
-{
-	struct sigaction act;
-	memset(&act, 0, sizeof act);
-	act.sa_handler = tbp_on_signal;
-	sigfillset(&act.sa_mask);
-	act.sa_flags = SA_RESTART;
-	prev_action[i] = *program_view;
-	if (tbp_real_sigaction(handled_signals[i], &act, NULL) != 0)
-		return false;
-	__atomic_store_n(&sig_owned[i], 1, __ATOMIC_RELEASE);
-	return true;
-}
-
-/* The program's sigaction for one of the handled signals (called by the
- * interposer in interpose/signal.c).  Returns false when tbprof has nothing
- * to do with it (the caller then calls the real sigaction). */
-bool tbp_program_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *rc)
-{
-	int i = handled_index(sig);
-	if (i < 0)
-		return false;
-	if (!__atomic_load_n(&sig_owned[i], __ATOMIC_ACQUIRE)) {
-		/* The program goes back to the default while tracing: the
-		 * final-flush handler returns, invisibly. */
-		if (!act || !is_default(act) || atomic_load(&tbp_start_state) != 2 || !TBP_ACTIVE())
-			return false;
-		struct sigaction cur;
-		if (tbp_real_sigaction(sig, NULL, &cur) != 0 || !install_one((size_t)i, act))
-			return false;
-		if (old)
-			*old = cur;
-		*rc = 0;
-		return true;
-	}
-	struct sigaction view = prev_action[i];
-	if (act) {
-		if (is_default(act)) {
-			prev_action[i] = *act;   /* ours stays installed */
-		} else {
-			/* The program's own handler (or SIG_IGN) takes over. */
-			if (tbp_real_sigaction(sig, act, NULL) != 0) {
-				*rc = -1;
-				return true;
-			}
-			__atomic_store_n(&sig_owned[i], 0, __ATOMIC_RELEASE);
-		}
-	}
-	if (old)
-		*old = view;
-	*rc = 0;
-	return true;
-}
-
-bool tbp_signal_is_handled(int sig)
-{
-	return handled_index(sig) >= 0;
-}
-
 /* Runs in whichever thread got the signal.  No I/O and no locks: it asks the
  * writer for a final drain, waits for it at most 2 s, then dies of the same
- * signal with the default disposition so the exit status is unchanged. */
+ * signal with the default disposition so the exit status is unchanged.
+ * Installed, and hidden from the program, by interpose/signal.c. */
 static void tbp_on_signal(int sig)
 {
 	int saved_errno = errno;
@@ -1284,30 +1176,14 @@ static void tbp_on_signal(int sig)
 			futex_wait(&writer_exited, 0, (unsigned)((deadline - now) / 1000000ull) + 1);
 		}
 	}
-	int i = handled_index(sig);
-	if (i >= 0)
-		__atomic_store_n(&sig_owned[i], 0, __ATOMIC_RELEASE);
-	struct sigaction dfl;
-	memset(&dfl, 0, sizeof dfl);
-	dfl.sa_handler = SIG_DFL;
-	sigemptyset(&dfl.sa_mask);
-	tbp_real_sigaction(sig, &dfl, NULL);
+	tbp_signal_restore_default(sig);
 	raise(sig);   /* delivered when this handler returns (sig is blocked now) */
 	errno = saved_errno;
 }
 
 static void tbp_install_signal_handlers(void)
 {
-	for (size_t i = 0; i < N_HANDLED; i++) {
-		if (__atomic_load_n(&sig_owned[i], __ATOMIC_ACQUIRE))
-			continue;   /* still ours from an earlier start (fork child) */
-		struct sigaction cur;
-		if (tbp_real_sigaction(handled_signals[i], NULL, &cur) != 0)
-			continue;
-		if (!is_default(&cur))
-			continue;   /* the program's own handler, or SIG_IGN: leave it */
-		install_one(i, &cur);
-	}
+	tbp_signals_install(tbp_on_signal);
 }
 
 /* ------------------------------------------------------------ lifecycle */

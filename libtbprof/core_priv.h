@@ -229,13 +229,13 @@ void tbp_before_exec(void) TBP_HIDDEN;
  * else is one line on stderr and the default. */
 bool tbp_env_bool(const char *name, bool dflt) TBP_HIDDEN;
 
-/* Signals (core.c; interposers in interpose/signal.c).  The real
- * sigaction, and the program's view of the signals tbprof handles: true
- * when the call was answered (result in *rc, errno set on -1). */
-struct sigaction;
-int tbp_real_sigaction(int sig, const struct sigaction *act, struct sigaction *old) TBP_HIDDEN;
-bool tbp_program_sigaction(int sig, const struct sigaction *act, struct sigaction *old, int *rc) TBP_HIDDEN;
-bool tbp_signal_is_handled(int sig) TBP_HIDDEN;
+/* Signals (interpose/signal.c, built without sanitizer instrumentation:
+ * a sanitizer runtime calls sigaction while it initializes).  Installs
+ * `handler` for SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGABRT where the
+ * disposition is the default, hidden from the program's sigaction/signal;
+ * restore_default puts SIG_DFL back (from the handler, before re-raising). */
+void tbp_signals_install(void (*handler)(int)) TBP_HIDDEN;
+void tbp_signal_restore_default(int sig) TBP_HIDDEN;
 
 /* Native stacks (native.c); 0 when disabled or not built with libunwind. */
 void tbp_native_reset_after_fork(void) TBP_HIDDEN;
