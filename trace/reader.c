@@ -577,7 +577,12 @@ static void fill_batch(struct kind_cursor *kc)
 				uint64_t z;
 				if (p < e && *p < 0x80)
 					z = *p++;
-				else if (tbp_get_varint(&p, e, &z))
+				else if (e - p >= 2 && p[1] < 0x80) {
+					/* Two-byte varints: timestamp and end deltas of a
+					 * few microseconds. */
+					z = (p[0] & 0x7fu) | (uint64_t)p[1] << 7;
+					p += 2;
+				} else if (tbp_get_varint(&p, e, &z))
 					break;
 				acc += tbp_unzigzag(z);
 				row[j++][c] = acc;
@@ -587,7 +592,10 @@ static void fill_batch(struct kind_cursor *kc)
 				uint64_t z;
 				if (__builtin_expect(p < e && *p < 0x80, 1))
 					z = *p++;
-				else if (tbp_get_varint(&p, e, &z))
+				else if (e - p >= 2 && p[1] < 0x80) {
+					z = (p[0] & 0x7fu) | (uint64_t)p[1] << 7;
+					p += 2;
+				} else if (tbp_get_varint(&p, e, &z))
 					break;
 				if (dur)
 					acc = kc->row[j][0] + tbp_unzigzag(z);
@@ -674,7 +682,7 @@ int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
 			return r->status;
 		if (r->chunk_left > 0) {
 			int rc = decode_record(r, rec);
-			if (tbp_is_error(rc))
+			if (rc >= TBP_ERR_IO) /* tbp_is_error, without the call */
 				return rc;
 			if (--r->chunk_left == 0) {
 				int crc = close_chunk(r);
