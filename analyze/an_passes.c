@@ -48,6 +48,25 @@ struct corr_ent {
 /* 4096 entries (~230 KiB, cache-resident): in time order, the launches
  * still waiting for their GPU side are about the runtime's queue depth. */
 #define CORR_RING (1u << 12)
+/* key + 1 -> index into a vector (0: empty slot); a miss falls back to the
+ * map, so the cache only ever answers what the map would. */
+#define HOT_CACHE 64
+struct hot_cache {
+	uint64_t key1[HOT_CACHE];
+	uint64_t ix[HOT_CACHE];
+};
+static inline uint64_t *hot_get(struct hot_cache *c, uint64_t key)
+{
+	unsigned slot = (unsigned)(key ^ key >> 17) & (HOT_CACHE - 1);
+	return c->key1[slot] == key + 1 ? &c->ix[slot] : NULL;
+}
+static inline void hot_put(struct hot_cache *c, uint64_t key, uint64_t ix)
+{
+	unsigned slot = (unsigned)(key ^ key >> 17) & (HOT_CACHE - 1);
+	c->key1[slot] = key + 1;
+	c->ix[slot] = ix;
+}
+
 struct corr_slot {
 	uint64_t corr; /* 0: empty */
 	struct corr_ent e;
@@ -110,9 +129,13 @@ struct an_state {
 	int in_iter, iter_markers, win_open;
 	/* One-entry caches: consecutive records mostly hit the same device,
 	 * stream, call site and kernel name. */
-	uint64_t c_dev_id, c_stream_key, c_site_key, c_kernel_name;
-	uint64_t c_dev, c_stream, c_site, c_kernel;
-	int c_dev_ok, c_stream_ok, c_site_ok, c_kernel_ok;
+	uint64_t c_dev_id, c_stream_key;
+	uint64_t c_dev, c_stream;
+	int c_dev_ok, c_stream_ok;
+	/* Call sites and kernel names alternate within a step (a loop body
+	 * launches several kernels from several lines): small direct-mapped
+	 * caches in front of their maps. */
+	struct hot_cache site_cache, kernel_cache;
 	uint64_t iter_begin_ts;
 };
 
@@ -308,13 +331,12 @@ static struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t 
 	uint64_t h = hash_combine(cp, nat);
 	if (h == UINT64_MAX)
 		h = 0;
-	if (st->c_site_ok && st->c_site_key == h)
-		return VEC_AT(&a->sites, struct an_site_stat, st->c_site);
-	uint64_t *ix = u64map_get(&st->site_idx, h);
+	uint64_t *ix = hot_get(&st->site_cache, h);
+	if (ix)
+		return VEC_AT(&a->sites, struct an_site_stat, *ix);
+	ix = u64map_get(&st->site_idx, h);
 	if (ix) {
-		st->c_site_ok = 1;
-		st->c_site_key = h;
-		st->c_site = *ix;
+		hot_put(&st->site_cache, h, *ix);
 		return VEC_AT(&a->sites, struct an_site_stat, *ix);
 	}
 	struct an_site_stat *s = vec_push(&a->sites);
@@ -729,12 +751,11 @@ static void on_gpu(struct analysis *a, const struct tbp_record *r)
 		str->kernels++;
 		un_add(&d->kern, s, e);
 		burst_kernel(a, d, str, s, e, api.callpath, api.native);
-		uint64_t *ix = st->c_kernel_ok && st->c_kernel_name == g->name ? &st->c_kernel : u64map_get(&st->kernel_idx, g->name);
+		uint64_t *ix = hot_get(&st->kernel_cache, g->name);
+		if (!ix && (ix = u64map_get(&st->kernel_idx, g->name)))
+			hot_put(&st->kernel_cache, g->name, *ix);
 		struct an_kernel_stat *k;
 		if (ix) {
-			st->c_kernel_ok = 1;
-			st->c_kernel_name = g->name;
-			st->c_kernel = *ix;
 			k = VEC_AT(&a->kernels, struct an_kernel_stat, *ix);
 		} else {
 			k = vec_push(&a->kernels);

@@ -38,11 +38,9 @@ int tr_open(const char *path, struct tbp_reader **r)
 	return rc == TBP_ERR_NOMEM ? TBA_EXIT_INTERNAL : TBA_EXIT_BAD_INPUT;
 }
 
-int tr_next(struct tbp_reader *r, const char *path, struct tbp_record *rec)
+/* tr_next's answer for a reader status other than TBP_OK. */
+int tr_next_end(struct tbp_reader *r, const char *path, int rc)
 {
-	int rc = tbp_reader_next(r, rec);
-	if (rc == TBP_OK)
-		return 1;
 	if (rc == TBP_END)
 		return 0;
 	if (rc == TBP_ERR_TRUNCATED) {

@@ -30,7 +30,13 @@ int tr_open(const char *path, struct tbp_reader **r);
  *     int rc;
  *     while ((rc = tr_next(r, path, &rec)) > 0) ...;
  *     if (rc < 0) return tr_exit_status(r);                              */
-int tr_next(struct tbp_reader *r, const char *path, struct tbp_record *rec);
+int tr_next_end(struct tbp_reader *r, const char *path, int status);
+/* Inline: the record loop of every verb pays one call per record, not two. */
+static inline int tr_next(struct tbp_reader *r, const char *path, struct tbp_record *rec)
+{
+	int rc = tbp_reader_next(r, rec);
+	return rc == TBP_OK ? 1 : tr_next_end(r, path, rc);
+}
 /* Exit status for the reader's current error (TBA_EXIT_* from cmd.h). */
 int tr_exit_status(const struct tbp_reader *r);
 /* Prints "tbanalyze: FILE: offset N: REASON" for the reader's error. */
