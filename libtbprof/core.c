@@ -783,14 +783,19 @@ static void expand_out(char *dst, size_t cap, const char *pattern, bool *had_pid
 }
 
 /* The per-pid name: "trace.zst" -> "trace.<pid>.zst". */
-static void unique_name(char *dst, size_t cap, const char *base)
+static void unique_name(char *dst, size_t cap, const char *base, int serial)
 {
+	char id[32];
+	if (serial)
+		snprintf(id, sizeof id, "%d-%d", (int)getpid(), serial);
+	else
+		snprintf(id, sizeof id, "%d", (int)getpid());
 	const char *slash = strrchr(base, '/');
 	const char *dot = strchr(slash ? slash + 1 : base, '.');
 	if (dot)
-		snprintf(dst, cap, "%.*s.%d%s", (int)(dot - base), base, (int)getpid(), dot);
+		snprintf(dst, cap, "%.*s.%s%s", (int)(dot - base), base, id, dot);
 	else
-		snprintf(dst, cap, "%s.%d", base, (int)getpid());
+		snprintf(dst, cap, "%s.%s", base, id);
 }
 
 /* Opens the output.  The first traced process of a session takes the plain
@@ -835,12 +840,19 @@ static int tbp_open_output(void)
 	}
 	close(fd);
 	char uniq[PATH_MAX];
-	unique_name(uniq, sizeof uniq, base);
-	snprintf(out_path, sizeof out_path, "%s", uniq);
-	fd = open(uniq, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	if (fd < 0 && errno == EEXIST) {
-		/* A previous process with our pid (pid reuse): ours now. */
-		fd = open(uniq, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* trace.PID.zst, or, when that is a trace of this session (an
+	 * earlier image of this very process, before an exec), the first free
+	 * trace.PID-N.zst.  One from another session is a reused pid's: ours. */
+	for (int serial = 0; serial < 1000; serial++) {
+		unique_name(uniq, sizeof uniq, base, serial);
+		snprintf(out_path, sizeof out_path, "%s", uniq);
+		fd = open(uniq, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+		if (!file_is_from_this_session(uniq)) {
+			fd = open(uniq, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			break;
+		}
 	}
 	if (fd >= 0)
 		flock(fd, LOCK_EX | LOCK_NB);

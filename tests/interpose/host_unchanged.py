@@ -284,7 +284,22 @@ def main():
             fail(f"trace files {got}: expected trace.zst and trace.PID.zst")
         complete(d, "trace.zst", malloc=5)
         complete(d, [g for g in got if g != "trace.zst"][0], malloc=2)
-        print(f"ok: exec of a CUDA image: {got}, pre-exec trace kept")
+        # the same when the pre-exec image already had the per-pid name (a
+        # second program of its session): the exec'd image gets trace.PID-1.zst
+        tmp = tempfile.mkdtemp(prefix="tbp-host-")
+        with open(os.path.join(tmp, "x.py"), "w") as f:
+            f.write(code)
+        subprocess.run(["bash", "-c", f"{sys.executable} x.py 1 '' ; exec {sys.executable} x.py 5 \"$(cat x.py)\""],
+                       cwd=tmp, env=preload_env(), check=True, timeout=60, capture_output=True)
+        got2 = traces(tmp)
+        serial = [g for g in got2 if re.fullmatch(r"trace\.\d+-1\.zst", g)]
+        plain_pid = [g for g in got2 if re.fullmatch(r"trace\.\d+\.zst", g)]
+        if len(got2) != 3 or len(serial) != 1 or len(plain_pid) != 1:
+            fail(f"exec after a sibling: trace files {got2}")
+        complete(tmp, "trace.zst", malloc=1)
+        complete(tmp, plain_pid[0], malloc=5)
+        complete(tmp, serial[0], malloc=2)
+        print(f"ok: exec of a CUDA image: {got}, pre-exec trace kept; after a sibling: {got2}")
     elif s == "sessions":
         # back-to-back runs under traced shells: each run is a session of
         # its own and takes trace.zst over (no trace.PID.zst left behind);
