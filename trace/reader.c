@@ -40,6 +40,12 @@ struct kind_cursor {
 	uint32_t left;    /* records of this kind in the chunk not yet batched */
 	unsigned bi, bn;  /* next row of the batch, rows decoded */
 	const char *err;  /* set: row bn could not be decoded, for this reason */
+	/* Column c of every row holds const_val[c] (bit c of const_cols): the
+	 * previous batch was full and that column never changed in it, so a run
+	 * of unchanged values need not be stored again.  Most fields (grid,
+	 * block, device, stream, result) are constant for long stretches. */
+	uint32_t const_cols[(ROW + 31) / 32];
+	uint64_t const_val[ROW];
 	/* Rows past nout are zero, so a record's field array is copied whole. */
 	uint64_t row[BATCH][ROW];
 	const uint8_t *blob[BATCH];
@@ -556,14 +562,19 @@ static void fill_batch(struct kind_cursor *kc)
 		if (!dur && keep) {
 			/* The common column: a running sum of zigzag deltas. */
 			uint64_t (*row)[ROW] = kc->row;
+			uint32_t cbit = 1u << (c % 32), *cword = &kc->const_cols[c / 32];
+			int rows_hold_acc = (*cword & cbit) && kc->const_val[c] == acc;
+			uint64_t changed = 0;
 			/* Eight one-byte varints at a time when the next eight bytes
 			 * all have the continuation bit clear (the usual case). */
 			while (j < ok) {
 				uint64_t w;
 				if (j + 8 <= ok && e - p >= 8 && (memcpy(&w, p, 8), !(w & 0x8080808080808080ull))) {
+					changed |= w;
 					if (!w) { /* eight repeats of the previous value */
-						for (unsigned t = 0; t < 8; t++)
-							row[j + t][c] = acc;
+						if (!rows_hold_acc || acc != kc->const_val[c])
+							for (unsigned t = 0; t < 8; t++)
+								row[j + t][c] = acc;
 					} else {
 						for (unsigned t = 0; t < 8; t++) {
 							acc += tbp_unzigzag((w >> (8 * t)) & 0xff);
@@ -584,8 +595,17 @@ static void fill_batch(struct kind_cursor *kc)
 					p += 2;
 				} else if (tbp_get_varint(&p, e, &z))
 					break;
+				changed |= z;
 				acc += tbp_unzigzag(z);
 				row[j++][c] = acc;
+			}
+			/* Every row of the column now holds acc only if the batch was
+			 * full and the value never moved. */
+			if (j == BATCH && !changed) {
+				*cword |= cbit;
+				kc->const_val[c] = acc;
+			} else {
+				*cword &= ~cbit;
 			}
 		} else {
 			for (; j < ok; j++) {
