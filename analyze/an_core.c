@@ -561,6 +561,11 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 		unsigned lim_kind = second ? second->stream_kind : 255;
 		do {
 			const struct tbp_record *r = &best->ring[best->head];
+			/* Same on the way out: the records a few pops ahead. */
+			const char *ahead = (const char *)&best->ring[(best->head + 8) & (best->cap - 1)];
+			__builtin_prefetch(ahead);
+			__builtin_prefetch(ahead + 64);
+			__builtin_prefetch(ahead + 128);
 			if (r->ts < m->last_emitted_ts) {
 				a->late_records++;
 				if (r->stream_kind == TBP_STREAM_GPU)
@@ -664,8 +669,15 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 		struct tbp_record *rec = &rec_buf;
 		if (pq_ix) {
 			struct mqueue *pq = VEC_AT(&m.qs, struct mqueue, pq_ix - 1);
-			if (pq->n < pq->cap)
+			if (pq->n < pq->cap) {
 				rec = &pq->ring[(pq->head + pq->n) & (pq->cap - 1)];
+				/* The ring is larger than the cache: ask for the slot a
+				 * few records ahead now, so it is there when written. */
+				const char *ahead = (const char *)&pq->ring[(pq->head + pq->n + 8) & (pq->cap - 1)];
+				__builtin_prefetch(ahead, 1);
+				__builtin_prefetch(ahead + 64, 1);
+				__builtin_prefetch(ahead + 128, 1);
+			}
 		}
 		if ((st = tr_next(r, path, rec)) <= 0)
 			break;
