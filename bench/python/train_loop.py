@@ -67,6 +67,8 @@ if os.environ.get("BENCH_AB"):
     print("ab_on %.6f" % min(blocks[1]))
 t0 = time.perf_counter()
 c0 = time.process_time()
+th0 = time.thread_time()
+m0 = time.monotonic_ns()
 for i in range(steps):
     if marker:
         marker(1, i, None)
@@ -75,11 +77,19 @@ for i in range(steps):
         marker(2, i, None)
 t1 = time.perf_counter()
 c1 = time.process_time()
+th1 = time.thread_time()
+m1 = time.monotonic_ns()
 print("loss %.10g" % loss.item())
 print("seconds %.6f" % (t1 - t0))
 # CPU time of the whole process (tbprof's own threads included): on a
 # shared machine it moves much less with other people's load than wall time.
 print("cpu_seconds %.6f" % (c1 - c0))
+# CPU time of this (main) thread only: not moved by tbprof's own threads
+# being scheduled, nor by the other threads' start-up.
+print("thread_cpu_seconds %.6f" % (th1 - th0))
+# CLOCK_MONOTONIC bounds of the loop, to count a trace's records inside it.
+print("loop_ns %d %d" % (m0, m1))
+print("pid %d" % os.getpid())
 print("step_seconds %.9f" % ((t1 - t0) / steps))
 print("python_calls_per_step %d" % calls[0])
 if os.environ.get("BENCH_SHIM"):
