@@ -38,6 +38,9 @@ extern struct tbp_config tbp_cfg TBP_HIDDEN;
 
 /* Current process state: 0 off/inert, 1 running.  Hooks check this first. */
 extern volatile int tbp_active TBP_HIDDEN;
+/* Read on every hook, written by start/stop/signal paths and the writer on
+ * other threads: relaxed atomics (a stale value only costs one record). */
+#define TBP_ACTIVE() __atomic_load_n(&tbp_active, __ATOMIC_RELAXED)
 
 static inline uint64_t tbp_now(void)
 {

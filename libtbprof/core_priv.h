@@ -18,9 +18,6 @@
  * before them, while the CUDA context is still alive. */
 void tbp_note_gpu_used(void) TBP_HIDDEN;
 
-/* tbp_active is read on every hook and written by start/stop/signal paths
- * on other threads: relaxed atomics (a stale value only costs one record). */
-#define TBP_ACTIVE() __atomic_load_n(&tbp_active, __ATOMIC_RELAXED)
 #define TBP_SET_ACTIVE(v) __atomic_store_n(&tbp_active, (v), __ATOMIC_RELAXED)
 extern volatile int tbp_gpu_used TBP_HIDDEN;
 

@@ -1001,7 +1001,7 @@ static __attribute__((noinline)) void record_span(void *tstate, uintptr_t code, 
 static void *tbp_eval_frame(void *tstate, void *frame, int throwflag)
 {
 	eval_frame_fn next = prev_eval;
-	if (!tbp_active || atomic_load_explicit(&py_state, memory_order_relaxed) != PY_READY)
+	if (!TBP_ACTIVE() || atomic_load_explicit(&py_state, memory_order_relaxed) != PY_READY)
 		return next(tstate, frame, throwflag);
 	struct stack_guard *g = &guard;
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
@@ -1023,7 +1023,7 @@ static void *tbp_eval_frame(void *tstate, void *frame, int throwflag)
 		blocking_depth--;
 		atomic_store_explicit(&blocking_path, 0, memory_order_release);
 	}
-	if (TBP_UNLIKELY(dk >= span_ticks) && tbp_active && is_code(code))
+	if (TBP_UNLIKELY(dk >= span_ticks) && TBP_ACTIVE() && is_code(code))
 		record_span(tstate, code, dk);
 	return result;
 }
