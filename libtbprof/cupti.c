@@ -388,6 +388,32 @@ static uint64_t map_sync_kind(unsigned t)
 
 static inline uint64_t s64(int64_t v) { return (uint64_t)v; }
 
+/* The fields every CUPTI device activity has, whatever its struct version:
+ * times, device, context, stream, correlation. */
+#define FILL_DEVICE_ACTIVITY(rec, g, m, record_kind)                            \
+	do {                                                                    \
+		(rec)->kind = (record_kind);                                    \
+		(rec)->tid = (m)->deviceId;                                     \
+		(rec)->ts = to_monotonic((m)->start);                           \
+		(g)->end = to_monotonic((m)->end);                              \
+		(g)->device = (m)->deviceId;                                    \
+		(g)->context = (m)->contextId;                                  \
+		(g)->stream = (m)->streamId;                                    \
+		*cupti_corr = (m)->correlationId;                               \
+		context_learn((m)->contextId, (m)->deviceId);                   \
+	} while (0)
+
+/* Memcpy and peer-memcpy records differ in type but share these fields. */
+#define FILL_MEMCPY(rec, m)                                                     \
+	do {                                                                    \
+		struct tbp_gpu_memcpy *g_ = &(rec)->u.gpu_memcpy;               \
+		FILL_DEVICE_ACTIVITY(rec, g_, m, TBP_K_GPU_MEMCPY);              \
+		g_->bytes = (m)->bytes;                                         \
+		g_->copy_kind = map_copy_kind((m)->copyKind);                   \
+		g_->src_kind = map_mem_kind((m)->srcKind);                      \
+		g_->dst_kind = map_mem_kind((m)->dstKind);                      \
+	} while (0)
+
 /* Fills *rec from one CUPTI activity record.  Returns 1 and the CUPTI
  * correlation id for GPU records we keep, 0 for everything else. */
 static int convert(const CUpti_Activity *a, struct tbp_record *rec, uint32_t *cupti_corr)
@@ -399,13 +425,7 @@ static int convert(const CUpti_Activity *a, struct tbp_record *rec, uint32_t *cu
 	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
 		const CUpti_ActivityKernel10 *k = (const void *)a;
 		struct tbp_gpu_kernel *g = &rec->u.gpu_kernel;
-		rec->kind = TBP_K_GPU_KERNEL;
-		rec->tid = k->deviceId;
-		rec->ts = to_monotonic(k->start);
-		g->end = to_monotonic(k->end);
-		g->device = k->deviceId;
-		g->context = k->contextId;
-		g->stream = k->streamId;
+		FILL_DEVICE_ACTIVITY(rec, g, k, TBP_K_GPU_KERNEL);
 		g->name = kernel_name_id(k->name);
 		g->grid_x = s64(k->gridX);
 		g->grid_y = s64(k->gridY);
@@ -416,62 +436,22 @@ static int convert(const CUpti_Activity *a, struct tbp_record *rec, uint32_t *cu
 		g->registers = k->registersPerThread;
 		g->static_shmem = s64(k->staticSharedMemory);
 		g->dynamic_shmem = s64(k->dynamicSharedMemory);
-		*cupti_corr = k->correlationId;
-		context_learn(k->contextId, k->deviceId);
 		return 1;
 	}
-	case CUPTI_ACTIVITY_KIND_MEMCPY: {
-		const CUpti_ActivityMemcpy6 *m = (const void *)a;
-		struct tbp_gpu_memcpy *g = &rec->u.gpu_memcpy;
-		rec->kind = TBP_K_GPU_MEMCPY;
-		rec->tid = m->deviceId;
-		rec->ts = to_monotonic(m->start);
-		g->end = to_monotonic(m->end);
-		g->device = m->deviceId;
-		g->context = m->contextId;
-		g->stream = m->streamId;
-		g->bytes = m->bytes;
-		g->copy_kind = map_copy_kind(m->copyKind);
-		g->src_kind = map_mem_kind(m->srcKind);
-		g->dst_kind = map_mem_kind(m->dstKind);
-		*cupti_corr = m->correlationId;
-		context_learn(m->contextId, m->deviceId);
+	case CUPTI_ACTIVITY_KIND_MEMCPY:
+		FILL_MEMCPY(rec, (const CUpti_ActivityMemcpy6 *)(const void *)a);
 		return 1;
-	}
-	case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+	case CUPTI_ACTIVITY_KIND_MEMCPY2:
 		/* Peer copies between devices: recorded on the issuing device. */
-		const CUpti_ActivityMemcpyPtoP4 *m = (const void *)a;
-		struct tbp_gpu_memcpy *g = &rec->u.gpu_memcpy;
-		rec->kind = TBP_K_GPU_MEMCPY;
-		rec->tid = m->deviceId;
-		rec->ts = to_monotonic(m->start);
-		g->end = to_monotonic(m->end);
-		g->device = m->deviceId;
-		g->context = m->contextId;
-		g->stream = m->streamId;
-		g->bytes = m->bytes;
-		g->copy_kind = map_copy_kind(m->copyKind);
-		g->src_kind = map_mem_kind(m->srcKind);
-		g->dst_kind = map_mem_kind(m->dstKind);
-		*cupti_corr = m->correlationId;
-		context_learn(m->contextId, m->deviceId);
+		FILL_MEMCPY(rec, (const CUpti_ActivityMemcpyPtoP4 *)(const void *)a);
 		return 1;
-	}
 	case CUPTI_ACTIVITY_KIND_MEMSET: {
 		const CUpti_ActivityMemset4 *m = (const void *)a;
 		struct tbp_gpu_memset *g = &rec->u.gpu_memset;
-		rec->kind = TBP_K_GPU_MEMSET;
-		rec->tid = m->deviceId;
-		rec->ts = to_monotonic(m->start);
-		g->end = to_monotonic(m->end);
-		g->device = m->deviceId;
-		g->context = m->contextId;
-		g->stream = m->streamId;
+		FILL_DEVICE_ACTIVITY(rec, g, m, TBP_K_GPU_MEMSET);
 		g->bytes = m->bytes;
 		g->value = m->value;
 		g->mem_kind = map_mem_kind(m->memoryKind);
-		*cupti_corr = m->correlationId;
-		context_learn(m->contextId, m->deviceId);
 		return 1;
 	}
 	case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
