@@ -183,6 +183,17 @@ static void defs_free(struct an_defs *d)
 }
 
 /* Returns 0, or -1 when out of memory. */
+/* Call paths and native stacks are both tries: (id, payload, parent). */
+static int add_trie_node(struct vec *nodes, struct u64map *idx, uint64_t id, uint64_t a, uint64_t parent)
+{
+	struct def_node *n = vec_push(nodes);
+	if (!n)
+		return -1;
+	n->a = a;
+	n->parent = parent;
+	return u64map_put(idx, id, nodes->n - 1);
+}
+
 static int defs_add(struct an_defs *d, const struct tbp_record *r)
 {
 	switch (r->kind) {
@@ -217,22 +228,12 @@ static int defs_add(struct an_defs *d, const struct tbp_record *r)
 		f->line = r->u.pyframe.line;
 		return u64map_put(&d->frame_idx, r->u.pyframe.id, d->frames.n - 1);
 	}
-	case TBP_K_CALLPATH: {
-		struct def_node *n = vec_push(&d->cps);
-		if (!n)
-			return -1;
-		n->a = r->u.callpath.frame;
-		n->parent = r->u.callpath.parent;
-		return u64map_put(&d->cp_idx, r->u.callpath.id, d->cps.n - 1);
-	}
-	case TBP_K_NATIVE: {
-		struct def_node *n = vec_push(&d->nats);
-		if (!n)
-			return -1;
-		n->a = r->u.native.pc;
-		n->parent = r->u.native.parent;
-		return u64map_put(&d->nat_idx, r->u.native.id, d->nats.n - 1);
-	}
+	case TBP_K_CALLPATH:
+		return add_trie_node(&d->cps, &d->cp_idx, r->u.callpath.id, r->u.callpath.frame,
+				     r->u.callpath.parent);
+	case TBP_K_NATIVE:
+		return add_trie_node(&d->nats, &d->nat_idx, r->u.native.id, r->u.native.pc,
+				     r->u.native.parent);
 	case TBP_K_MODULE: {
 		struct tbp_module *m = vec_push(&d->modules);
 		if (!m)
