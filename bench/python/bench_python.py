@@ -153,23 +153,10 @@ def per_call_cost():
 
 CG_CHILD = r"""
 import os, subprocess, sys, time
-import torch
 steps = int(sys.argv[1])
-torch.manual_seed(0)
-torch.set_num_threads(1)
-layers = []
-for _ in range(12):
-    layers += [torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.GELU()]
-model = torch.nn.Sequential(*layers, torch.nn.Linear(64, 1))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.randn(32, 64)
-y = torch.randn(32, 1)
-def step():
-    opt.zero_grad()
-    loss = torch.nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
+sys.path.insert(0, sys.argv[2])
+from loop_model import make_step
+step = make_step()
 for _ in range(10):
     step()
 def ctl(state):
@@ -267,7 +254,7 @@ def instruction_overhead(native_spans_per_step):
         # valgrind runs the real interpreter, not a pyenv launcher script; the
         # preload goes to the traced program through valgrind's environment.
         cmd = [valgrind, "--tool=callgrind", "--instr-atstart=no", "--separate-threads=yes",
-               "--callgrind-out-file=" + out, exe, child, str(n)]
+               "--callgrind-out-file=" + out, exe, child, str(n), HERE]
         procs[name] = (subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                         text=True), out, n)
     results = {}

@@ -7,33 +7,19 @@ import os
 import sys
 import time
 
-import torch
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 300
 if os.environ.get("BENCH_SHIM"):
     shim = ctypes.PyDLL(os.environ["BENCH_SHIM"])
     shim.tpy_setup.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong]
     shim.tpy_setup(1, 32, 100_000)
-torch.manual_seed(0)
-torch.set_num_threads(1)
-layers = []
-for _ in range(12):
-    layers += [torch.nn.Linear(64, 64), torch.nn.LayerNorm(64), torch.nn.GELU()]
-model = torch.nn.Sequential(*layers, torch.nn.Linear(64, 1))
-opt = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.randn(32, 64)
-y = torch.randn(32, 1)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loop_model import make_step  # noqa: E402
+
+step = make_step()
 marker = None
 if os.environ.get("LD_PRELOAD"):
     marker = ctypes.CDLL(None).tbprof_marker if hasattr(ctypes.CDLL(None), "tbprof_marker") else None
-
-
-def step():
-    opt.zero_grad()
-    loss = torch.nn.functional.mse_loss(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
 
 
 for _ in range(10):  # warm-up
