@@ -471,12 +471,20 @@ struct merger {
 	uint64_t last_emitted_ts;
 };
 
-static struct mqueue *mq_get(struct merger *m, unsigned kind, uint32_t id)
+static struct mqueue *mq_get_slow(struct merger *m, unsigned kind, uint32_t id);
+
+static inline struct mqueue *mq_get(struct merger *m, unsigned kind, uint32_t id)
 {
 	uint64_t key = ((uint64_t)kind << 32) | id;
 	/* Records come chunk by chunk: the last queue is usually the one. */
-	if (m->last_q && m->last_key == key)
+	if (__builtin_expect(m->last_q && m->last_key == key, 1))
 		return VEC_AT(&m->qs, struct mqueue, m->last_q - 1);
+	return mq_get_slow(m, kind, id);
+}
+
+static struct mqueue *mq_get_slow(struct merger *m, unsigned kind, uint32_t id)
+{
+	uint64_t key = ((uint64_t)kind << 32) | id;
 	uint64_t *ix = u64map_get(&m->idx, key);
 	if (ix) {
 		m->last_key = key;

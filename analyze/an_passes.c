@@ -130,7 +130,7 @@ struct an_state {
 	/* One-entry caches: consecutive records mostly hit the same device,
 	 * stream, call site and kernel name. */
 	uint64_t c_dev_id, c_stream_key;
-	uint64_t c_dev, c_stream;
+	uint64_t c_dev, c_stream, c_stream_key2, c_stream2;
 	int c_dev_ok, c_stream_ok;
 	/* Call sites and kernel names alternate within a step (a loop body
 	 * launches several kernels from several lines): small direct-mapped
@@ -234,11 +234,18 @@ int an_has_gpu(const struct analysis *a)
 }
 
 /* ------------------------------------------------------------ lookups */
-static struct an_device *get_device(struct analysis *a, uint64_t id)
+static struct an_device *get_device_slow(struct analysis *a, uint64_t id);
+static inline struct an_device *get_device(struct analysis *a, uint64_t id)
 {
 	struct an_state *st = a->st;
-	if (st->c_dev_ok && st->c_dev_id == id)
+	if (__builtin_expect(st->c_dev_ok && st->c_dev_id == id, 1))
 		return VEC_AT(&a->devices, struct an_device, st->c_dev);
+	return get_device_slow(a, id);
+}
+
+static struct an_device *get_device_slow(struct analysis *a, uint64_t id)
+{
+	struct an_state *st = a->st;
 	uint64_t *ix = u64map_get(&st->dev_idx, id);
 	if (ix) {
 		st->c_dev_ok = 1;
@@ -254,15 +261,31 @@ static struct an_device *get_device(struct analysis *a, uint64_t id)
 	return d;
 }
 
-static struct an_stream *get_stream(struct analysis *a, uint64_t dev, uint64_t stream)
+static struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev, uint64_t stream);
+static inline struct an_stream *get_stream(struct analysis *a, uint64_t dev, uint64_t stream)
 {
 	struct an_state *st = a->st;
 	uint64_t key = (dev << 40) ^ stream;
-	if (st->c_stream_ok && st->c_stream_key == key)
+	/* Two entries: kernels and copies often run on two streams. */
+	if (__builtin_expect(st->c_stream_ok & 1, 1) && st->c_stream_key == key)
 		return VEC_AT(&a->streams, struct an_stream, st->c_stream);
+	if ((st->c_stream_ok & 2) && st->c_stream_key2 == key)
+		return VEC_AT(&a->streams, struct an_stream, st->c_stream2);
+	return get_stream_slow(a, key, dev, stream);
+}
+
+static struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev, uint64_t stream)
+{
+	struct an_state *st = a->st;
 	uint64_t *ix = u64map_get(&st->stream_idx, key);
 	if (ix) {
-		st->c_stream_ok = 1;
+		/* The entry hit before moves to the second place. */
+		if (st->c_stream_ok & 1) {
+			st->c_stream_key2 = st->c_stream_key;
+			st->c_stream2 = st->c_stream;
+			st->c_stream_ok |= 2;
+		}
+		st->c_stream_ok |= 1;
 		st->c_stream_key = key;
 		st->c_stream = *ix;
 		return VEC_AT(&a->streams, struct an_stream, *ix);

@@ -543,6 +543,20 @@ static int close_chunk(struct tbp_reader *r)
 	return TBP_OK;
 }
 
+/* tbp_get_varint with three-byte varints inline (deltas of tens of
+ * microseconds); longer ones, and any that runs short, take tbp_get_varint,
+ * so every input decodes, or fails, exactly as there. */
+static inline int get_varint3(const uint8_t **pp, const uint8_t *e, uint64_t *out)
+{
+	const uint8_t *p = *pp;
+	if (e - p >= 3 && p[2] < 0x80 && (p[0] & p[1] & 0x80)) {
+		*out = (p[0] & 0x7fu) | (uint64_t)(p[1] & 0x7fu) << 7 | (uint64_t)p[2] << 14;
+		*pp = p + 3;
+		return 0;
+	}
+	return tbp_get_varint(pp, e, out);
+}
+
 /* Decodes the next min(BATCH, left) records of one kind into kc->row.
  * A column that runs short or holds a bad varint stops the batch at the
  * first record it cannot complete: the records before it are handed out
@@ -593,7 +607,7 @@ static void fill_batch(struct kind_cursor *kc)
 					 * few microseconds. */
 					z = (p[0] & 0x7fu) | (uint64_t)p[1] << 7;
 					p += 2;
-				} else if (tbp_get_varint(&p, e, &z))
+				} else if (get_varint3(&p, e, &z))
 					break;
 				changed |= z;
 				acc += tbp_unzigzag(z);
@@ -615,7 +629,7 @@ static void fill_batch(struct kind_cursor *kc)
 				else if (e - p >= 2 && p[1] < 0x80) {
 					z = (p[0] & 0x7fu) | (uint64_t)p[1] << 7;
 					p += 2;
-				} else if (tbp_get_varint(&p, e, &z))
+				} else if (get_varint3(&p, e, &z))
 					break;
 				if (dur)
 					acc = kc->row[j][0] + tbp_unzigzag(z);
