@@ -28,10 +28,12 @@ if [ ! -s "$work/traced.zst" ] || ! "$TBANALYZE" dump "$work/traced.zst" | grep 
 	exit 1
 fi
 "$HIP_TRACE_CHECK" "$work/traced.zst" "$work/traced.calls"
-# What is checked here is the naming: a generous "short kernel" (the
-# measured tiny kernels include Python's launch overhead on an idle stream)
-# keeps the burst whole on a busy machine.
-"$TBANALYZE" report --json --burst-kernel-us 200 "$work/traced.zst" >"$work/report.json"
+# What is checked here is the naming.  Event timing measures a kernel on an
+# idle stream from just before its launch call, so a measured tiny kernel
+# includes Python's launch overhead and any time the host was descheduled
+# there (tens of ms on a loaded 2-core machine, enough to split the burst
+# at 200 us): "short" is widened to 1 s.
+"$TBANALYZE" report --json --burst-kernel-us 1000000 "$work/traced.zst" >"$work/report.json"
 "$PYTHON" - "$work/report.json" <<'PY'
 import json, sys
 report = json.load(open(sys.argv[1]))
