@@ -521,6 +521,56 @@ static int mq_push(struct mqueue *q, const struct tbp_record *r)
 	return 0;
 }
 
+/* Two queues (one host thread and one device, the usual case), both with
+ * records: no queue is empty, so none blocks, and the loop below would emit
+ * the earlier head's run and scan again; host and GPU records alternate, so
+ * runs are a record or two.  This emits the same records in the same order,
+ * one comparison per record, until a queue runs empty.  Ties: the queue
+ * whose run it is keeps going (the loop below breaks a run only on a head of
+ * the other queue that is strictly earlier, host before GPU at equal times);
+ * the first pick prefers the first queue. */
+static inline int rec_before(const struct tbp_record *x, const struct tbp_record *y)
+{
+	return x->ts < y->ts || (x->ts == y->ts && x->stream_kind < y->stream_kind);
+}
+
+static void merge_two(struct analysis *a, struct merger *m)
+{
+	struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
+	if (!q0->n || !q1->n)
+		return;
+	struct mqueue *cur = rec_before(&q1->ring[q1->head], &q0->ring[q0->head]) ? q1 : q0;
+	struct mqueue *oth = cur == q0 ? q1 : q0;
+	uint64_t last_ts = m->last_emitted_ts;
+	size_t done = 0;
+	for (;;) {
+		const struct tbp_record *r = &cur->ring[cur->head];
+		const char *ahead = (const char *)&cur->ring[(cur->head + 8) & (cur->cap - 1)];
+		__builtin_prefetch(ahead);
+		__builtin_prefetch(ahead + 64);
+		__builtin_prefetch(ahead + 128);
+		if (r->ts < last_ts) {
+			a->late_records++;
+			if (r->stream_kind == TBP_STREAM_GPU)
+				a->late_gpu_records++;
+		} else {
+			last_ts = r->ts;
+		}
+		an_pass_record(a, r);
+		cur->head = (cur->head + 1) & (cur->cap - 1);
+		done++;
+		if (!--cur->n)
+			break;
+		if (rec_before(&oth->ring[oth->head], &cur->ring[cur->head])) {
+			struct mqueue *t = cur;
+			cur = oth;
+			oth = t;
+		}
+	}
+	m->last_emitted_ts = last_ts;
+	m->buffered -= done;
+}
+
 /* Emit records in time order while allowed (or everything when final). */
 static void merge_drain(struct analysis *a, struct merger *m, int final)
 {
@@ -528,6 +578,8 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 	 * (GPU activity, other threads) a few frames to appear first. */
 	if (!final && m->frame < AN_STALL_FRAMES && m->buffered <= reorder_cap)
 		return;
+	if (m->qs.n == 2)
+		merge_two(a, m);
 	for (;;) {
 		struct mqueue *best = NULL;
 		const struct tbp_record *second = NULL; /* earliest head of the others */
@@ -565,33 +617,42 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 			a->reorder_forced++;
 		}
 		/* Emit from the best queue as long as it stays ahead of every other
-		 * head: one scan per run of records, not per record. */
+		 * head: one scan per run of records, not per record.  Past the cap
+		 * with a stream blocking, only down to the cap. */
 		uint64_t lim_ts = second ? second->ts : UINT64_MAX;
 		unsigned lim_kind = second ? second->stream_kind : 255;
-		do {
-			const struct tbp_record *r = &best->ring[best->head];
+		size_t take = best->n;
+		if (!final && blocked && m->buffered - reorder_cap < take)
+			take = m->buffered - reorder_cap;
+		struct tbp_record *ring = best->ring;
+		size_t mask = best->cap - 1, head = best->head, done = 0;
+		uint64_t last_ts = m->last_emitted_ts;
+		for (;;) {
+			const struct tbp_record *r = &ring[head];
 			/* Same on the way out: the records a few pops ahead. */
-			const char *ahead = (const char *)&best->ring[(best->head + 8) & (best->cap - 1)];
+			const char *ahead = (const char *)&ring[(head + 8) & mask];
 			__builtin_prefetch(ahead);
 			__builtin_prefetch(ahead + 64);
 			__builtin_prefetch(ahead + 128);
-			if (r->ts < m->last_emitted_ts) {
+			if (r->ts < last_ts) {
 				a->late_records++;
 				if (r->stream_kind == TBP_STREAM_GPU)
 					a->late_gpu_records++;
 			} else {
-				m->last_emitted_ts = r->ts;
+				last_ts = r->ts;
 			}
 			an_pass_record(a, r);
-			best->head = (best->head + 1) & (best->cap - 1);
-			best->n--;
-			m->buffered--;
-			if (!best->n)
+			head = (head + 1) & mask;
+			if (++done == take)
 				break;
-			r = &best->ring[best->head];
+			r = &ring[head];
 			if (r->ts > lim_ts || (r->ts == lim_ts && r->stream_kind > lim_kind))
 				break;
-		} while (final || !blocked || m->buffered > reorder_cap);
+		}
+		m->last_emitted_ts = last_ts;
+		best->head = head;
+		best->n -= done;
+		m->buffered -= done;
 	}
 }
 

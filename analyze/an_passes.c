@@ -67,6 +67,11 @@ static inline void hot_put(struct hot_cache *c, uint64_t key, uint64_t ix)
 	c->ix[slot] = ix;
 }
 
+#define SITE_DIRECT 64
+struct site_direct {
+	uint64_t cp, nat, ix1; /* ix1: index + 1 in a->sites, 0 = empty */
+};
+
 struct corr_slot {
 	uint64_t corr; /* 0: empty */
 	struct corr_ent e;
@@ -136,6 +141,7 @@ struct an_state {
 	 * launches several kernels from several lines): small direct-mapped
 	 * caches in front of their maps. */
 	struct hot_cache site_cache, kernel_cache;
+	struct site_direct site_direct[SITE_DIRECT];
 	uint64_t iter_begin_ts;
 };
 
@@ -348,7 +354,25 @@ static int cur_phase(const struct analysis *a)
 	return a->warmup_seen ? AN_PH_STEADY : AN_PH_WARMUP;
 }
 
-static struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t nat)
+static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat);
+/* In front of site_stat_slow: a direct-mapped table by (cp, nat) itself, no
+ * hash to compute; it keeps what the slow path answered for that pair. */
+static inline struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t nat)
+{
+	struct an_state *st = a->st;
+	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
+	if (__builtin_expect(e->ix1 && e->cp == cp && e->nat == nat, 1))
+		return VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
+	struct an_site_stat *s = site_stat_slow(a, cp, nat);
+	if (s) {
+		e->cp = cp;
+		e->nat = nat;
+		e->ix1 = (uint64_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1;
+	}
+	return s;
+}
+
+static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat)
 {
 	struct an_state *st = a->st;
 	uint64_t h = hash_combine(cp, nat);
