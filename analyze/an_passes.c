@@ -1083,9 +1083,17 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 		if (th && !th->done)
 			th->done = malloc(SPAN_STACK * sizeof *th->done);
 		if (th && th->done) {
-			while (th->ndone && th->done[th->ndone - 1].ts >= ts && th->done[th->ndone - 1].end <= end) {
+			/* Spans come in end order.  A span's start is its end less a
+			 * length measured in CPU ticks, converted at a calibrated
+			 * rate: a long span's start can be off by ~1e-4 of its
+			 * length, so a child may seem to start a little before its
+			 * parent.  It is still a child (only its part inside counts);
+			 * a span that began well before is an earlier sibling. */
+			uint64_t slack = (end - ts) / 1024 + 1000;
+			while (th->ndone && th->done[th->ndone - 1].end > ts && th->done[th->ndone - 1].end <= end &&
+			       th->done[th->ndone - 1].ts + slack >= ts) {
 				const struct done_span *c = &th->done[--th->ndone];
-				uint64_t cd = c->end - c->ts;
+				uint64_t cd = c->end - (c->ts > ts ? c->ts : ts);
 				self = self > cd ? self - cd : 0;
 			}
 			if (th->ndone == SPAN_STACK) {

@@ -185,6 +185,8 @@ struct host_row {
 	size_t paths;        /* call paths merged into this row */
 	uint64_t callpath;   /* the first (largest) of them */
 	int recursive;       /* leaf function also an ancestor: not inclusive */
+	uint64_t outer;      /* merged paths that are not recursive: 0 means only
+	                      * nested calls were recorded, inclusive unknown */
 };
 
 /* Orders by bytes, not by string id: two ids may carry the same name. */
@@ -264,16 +266,32 @@ static size_t host_rows(const struct analysis *a, int by_line, struct host_row *
 			g->total_ns += incl;
 			g->self_ns += r->self_ns;
 			g->paths++;
+			g->outer += !r->recursive;
 			continue;
 		}
 		rows[m] = *r;
 		rows[m].total_ns = incl;
+		rows[m].outer = !r->recursive;
 		rows[m].recursive = 0;
 		m++;
 	}
 	qsort(rows, m, sizeof *rows, by_line ? cmp_row_self : cmp_row_total);
 	*out = rows;
 	return m;
+}
+
+/* Rows shown in the host tables: at least 12, more with a larger --top. */
+static size_t host_rows_shown(const struct analysis *a, size_t n)
+{
+	size_t lim = a->opts.top > 12 ? a->opts.top : 12;
+	return n < lim ? n : lim;
+}
+
+/* Inclusive time of a row; "nested" when only calls made inside another
+ * call of the same function were recorded (the outer one is not a span). */
+static const char *row_incl(const struct host_row *r, char *buf, size_t len)
+{
+	return r->outer ? fmt_ns(r->total_ns, buf, len) : "nested";
 }
 
 static void text_host_time(const struct analysis *a, FILE *f)
@@ -284,11 +302,11 @@ static void text_host_time(const struct analysis *a, FILE *f)
 	if (n) {
 		fprintf(f, "\ntop Python functions by inclusive time (spans: calls longer than the tracer's threshold):\n");
 		fprintf(f, "  %10s  %10s  %7s  %s\n", "inclusive", "self", "calls", "function");
-		for (size_t i = 0; i < n && i < 12; i++) {
+		for (size_t i = 0; i < host_rows_shown(a, n); i++) {
 			const struct host_row *r = &rows[i];
 			size_t fl;
 			const char *file = an_display_path(a, r->fr.file, r->fr.file_len, &fl);
-			fprintf(f, "  %10s  %10s  %6" PRIu64 "x  %.*s  (%.*s)\n", fmt_ns(r->total_ns, t1, sizeof t1),
+			fprintf(f, "  %10s  %10s  %6" PRIu64 "x  %.*s  (%.*s)\n", row_incl(r, t1, sizeof t1),
 				fmt_ns(r->self_ns, t2, sizeof t2), r->count, (int)r->fr.function_len, r->fr.function,
 				(int)fl, file);
 		}
@@ -296,14 +314,14 @@ static void text_host_time(const struct analysis *a, FILE *f)
 	free(rows);
 	n = host_rows(a, 1, &rows);
 	if (n) {
-		fprintf(f, "\nhost self time by line (call paths that end on the same line merged):\n");
-		fprintf(f, "  %10s  %10s  %7s  %s\n", "self", "inclusive", "calls", "line");
-		for (size_t i = 0; i < n && i < 12; i++) {
+		fprintf(f, "\ntop Python functions by self time (line: where the function is defined):\n");
+		fprintf(f, "  %10s  %10s  %7s  %s\n", "self", "inclusive", "calls", "function");
+		for (size_t i = 0; i < host_rows_shown(a, n); i++) {
 			const struct host_row *r = &rows[i];
 			size_t fl;
 			const char *file = an_display_path(a, r->fr.file, r->fr.file_len, &fl);
 			fprintf(f, "  %10s  %10s  %6" PRIu64 "x  %.*s:%" PRIu64 " %.*s", fmt_ns(r->self_ns, t1, sizeof t1),
-				fmt_ns(r->total_ns, t2, sizeof t2), r->count, (int)fl, file, r->fr.line,
+				row_incl(r, t2, sizeof t2), r->count, (int)fl, file, r->fr.line,
 				(int)r->fr.function_len, r->fr.function);
 			struct an_frame fr[2];
 			if (r->paths > 1) {
@@ -611,6 +629,40 @@ static void html_text(FILE *f, const char *s, size_t len)
 	}
 }
 
+/* The text report's two host tables, as HTML (a CPU run's main content). */
+static void html_host_time(const struct analysis *a, FILE *f)
+{
+	char t1[32], t2[32];
+	for (int by_self = 0; by_self <= 1; by_self++) {
+		struct host_row *rows;
+		size_t n = host_rows(a, by_self, &rows);
+		if (n) {
+			fputs(by_self ? "<h2>Python functions by self time</h2>\n"
+				      : "<h2>Python functions by inclusive time</h2>\n<p class=\"s\">Spans: calls longer "
+					"than the tracer's threshold.</p>\n", f);
+			fprintf(f, "<table><tr><th>%s</th><th>%s</th><th>calls</th><th>function</th><th>file</th></tr>\n",
+				by_self ? "self" : "inclusive", by_self ? "inclusive" : "self");
+		}
+		for (size_t i = 0; i < host_rows_shown(a, n); i++) {
+			const struct host_row *r = &rows[i];
+			const char *incl = row_incl(r, t1, sizeof t1), *self = fmt_ns(r->self_ns, t2, sizeof t2);
+			fprintf(f, "<tr><td>%s</td><td>%s</td><td>%" PRIu64 "</td><td class=\"k\">", by_self ? self : incl,
+				by_self ? incl : self, r->count);
+			html_text(f, r->fr.function, r->fr.function_len);
+			fputs("</td><td>", f);
+			size_t fl;
+			const char *file = an_display_path(a, r->fr.file, r->fr.file_len, &fl);
+			html_text(f, file, fl);
+			if (by_self)
+				fprintf(f, ":%" PRIu64, r->fr.line);
+			fputs("</td></tr>\n", f);
+		}
+		if (n)
+			fputs("</table>\n", f);
+		free(rows);
+	}
+}
+
 int an_report_html(const struct analysis *a, FILE *f)
 {
 	char t1[32], t2[32];
@@ -763,6 +815,8 @@ int an_report_html(const struct analysis *a, FILE *f)
 	}
 	if (a->findings.n)
 		fputs("</table>\n", f);
+	if (a->spans.n)
+		html_host_time(a, f);
 	fprintf(f, "<p class=\"s\">%" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64
 		   " free, %" PRIu64 " sync, %" PRIu64 " failed API calls; %" PRIu64 " events, %" PRIu64
 		   " lost%s</p>\n</body></html>\n",

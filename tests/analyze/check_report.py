@@ -144,6 +144,10 @@ def part_report(gen_path, tmp):
              for h in rep["host_time_by_python_path"]}
     check(("data.py", 21) in paths and paths[("data.py", 21)]["count"] == 10
           and paths[("data.py", 21)]["total_ns"] == 10 * 300000, f"cpu: data.py:21 host time ({paths.get(('data.py', 21))})")
+    # Its child Linear.forward seems to start 0.5 us before it (tick-measured
+    # span lengths): still a child, its 19.5 us inside are not self time.
+    check(paths.get(("data.py", 21), {}).get("self_ns") == 10 * 280500,
+          f"cpu: data.py:21 self time excludes a child that seems to start first ({paths.get(('data.py', 21))})")
     check(("model.py", 30) in paths and paths[("model.py", 30)]["total_ns"] == 10 * 700000, "cpu: model.py:30 host time")
     main = paths.get(("train.py", 120), {})
     check(main.get("self_ns") == rep["breakdown"]["window_ns"] - 10 * 1000000,
@@ -168,6 +172,16 @@ def part_report(gen_path, tmp):
           "cpu: files under the traced program's cwd shown relative to it")
     incl = text.split("by inclusive time")[1].split("\n")[2] if "by inclusive time" in text else ""
     check(" main " in incl, f"cpu: text lists the outer function first by inclusive time ({incl!r})")
+    nested = [l for l in text.splitlines() if l.rstrip().endswith("find  (imp.py)")]
+    check(len(nested) == 1 and nested[0].split()[0] == "nested",
+          f"cpu: a function seen only inside a call of itself has inclusive time 'nested' ({nested})")
+    # The HTML page of a CPU run carries the same two host tables.
+    page = os.path.join(tmp, "cpu.html")
+    run([trace, "--html", page])
+    with open(page) as f:
+        h = f.read()
+    check("Python functions by inclusive time" in h and "Python functions by self time" in h
+          and "load_batch" in h and "linear.py:130" in h, "cpu: the HTML page has the host-time tables")
 
 
 def part_bursts(gen_path, tmp):

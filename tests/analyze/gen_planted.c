@@ -480,12 +480,18 @@ static void scen_cpu(void)
 	uint64_t t = 1000 * US;
 	for (int i = 0; i < 10; i++) {
 		span(0, t, t + 300 * US, cp_load);
-		span(0, t + 10 * US, t + 30 * US, cp_lin_l);
+		/* A span's start is its end less a length measured in CPU ticks:
+		 * a child may seem to start before its parent. */
+		span(0, t - US / 2, t + 19500, cp_lin_l);
 		span(0, t + 300 * US, t + 1000 * US, cp_model);
 		span(0, t + 400 * US, t + 450 * US, cp_lin_m);
 		span(0, t + 500 * US, t + 510 * US, cp_util);
 		t += 1000 * US;
 	}
+	/* Only the inner call of a recursion is long enough to be a span: its
+	 * function's inclusive time is unknown ("nested"), not 0. */
+	uint64_t cp_find = site("imp.py", "find", 5, site("imp.py", "find", 5, cp_main));
+	span(0, 1600 * US, 1650 * US, cp_find);
 	span(0, 900 * US, t + 10 * US, cp_main);
 }
 
