@@ -35,6 +35,30 @@ static size_t upper(uint64_t ptr)
 	return lo;
 }
 
+/* Fork (called from libtbprof's atfork handlers): the map's lock and the
+ * kernel-name table's are leaves, taken last and released first. */
+void tbp_names_fork_prepare(void) TBP_HIDDEN;
+void tbp_names_fork_parent(void) TBP_HIDDEN;
+void tbp_names_fork_child(void) TBP_HIDDEN;
+
+void tbp_interpose_fork_prepare(void)
+{
+	pthread_mutex_lock(&mem_lock);
+	tbp_names_fork_prepare();
+}
+
+void tbp_interpose_fork_parent(void)
+{
+	tbp_names_fork_parent();
+	pthread_mutex_unlock(&mem_lock);
+}
+
+void tbp_interpose_fork_child(void)
+{
+	tbp_names_fork_child();
+	pthread_mutex_init(&mem_lock, NULL);
+}
+
 void tbp_mem_add(uint64_t ptr, uint64_t bytes, unsigned kind)
 {
 	if (!ptr)

@@ -86,6 +86,25 @@ static void put_locked(uintptr_t key, const char *mangled, uint64_t id)
 	tbp_warn_once(&table_full_warned, "kernel name table full; some kernels will be named \"?\"");
 }
 
+void tbp_names_fork_prepare(void) TBP_HIDDEN;
+void tbp_names_fork_parent(void) TBP_HIDDEN;
+void tbp_names_fork_child(void) TBP_HIDDEN;
+
+void tbp_names_fork_prepare(void)
+{
+	pthread_mutex_lock(&names_lock);
+}
+
+void tbp_names_fork_parent(void)
+{
+	pthread_mutex_unlock(&names_lock);
+}
+
+void tbp_names_fork_child(void)
+{
+	pthread_mutex_init(&names_lock, NULL);
+}
+
 void tbp_names_register(const void *key, const char *mangled)
 {
 	pthread_mutex_lock(&names_lock);

@@ -172,6 +172,7 @@ static int env_verbose(const char *name)
 /* The constructor only reads the environment: no allocation, no thread, no
  * file, so a process that never touches the GPU is not disturbed at all. */
 static void tbp_start_trace_all(void);
+static void tbp_register_atfork(void);
 __attribute__((constructor)) static void tbp_read_config(void)
 {
 	tbp_cfg.enabled = tbp_env_bool("TBPROF_ENABLE", true);
@@ -190,6 +191,10 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	tbp_cfg.verbose = env_verbose("TBPROF_VERBOSE");
 	tsc_wanted = tbp_env_bool("TBPROF_TSC", true);
 	TBP_SET_ACTIVE(tbp_cfg.enabled);
+	/* Now, not at trace start: a fork while another thread is starting
+	 * the trace (holding its locks) must already run the handlers. */
+	if (tbp_cfg.enabled)
+		tbp_register_atfork();
 	if (tbp_cfg.enabled && tbp_cfg.trace_all)
 		tbp_start_trace_all();
 }
@@ -1203,7 +1208,6 @@ static void tbp_install_signal_handlers(void)
 static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int shutdown_done;
 static atomic_int exit_hook_registered;
-static bool atfork_registered;
 static bool is_fork_child;
 static pid_t fork_parent_pid;
 static void tbp_shutdown(void);
@@ -1303,10 +1307,6 @@ static void tbp_start_slow(void)
 		TBP_SET_ACTIVE(0);
 		pthread_mutex_unlock(&start_lock);
 		return;
-	}
-	if (!atfork_registered) {
-		pthread_atfork(tbp_atfork_prepare, tbp_atfork_parent, tbp_atfork_child);
-		atfork_registered = true;
 	}
 	tbp_install_signal_handlers();
 	atomic_store(&tbp_start_state, 2);
@@ -1412,22 +1412,37 @@ __attribute__((destructor)) static void tbp_fini(void)
 
 static sigset_t fork_saved_mask;
 
+static void tbp_register_atfork(void)
+{
+	pthread_atfork(tbp_atfork_prepare, tbp_atfork_parent, tbp_atfork_child);
+}
+
+/* Every lock tbprof holds is taken here, in the order the code nests them
+ * (start, native stacks, strings, definitions, thread registry, then the
+ * interposers' leaf locks), so the child never inherits one held by a
+ * thread it does not have. */
 static void tbp_atfork_prepare(void)
 {
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &fork_saved_mask);
 	pthread_mutex_lock(&start_lock);
+	tbp_native_fork_prepare();
 	pthread_mutex_lock(&intern_lock);
 	pthread_mutex_lock(&def_lock);
 	pthread_mutex_lock(&registry_lock);
+	if (tbp_interpose_fork_prepare)
+		tbp_interpose_fork_prepare();
 }
 
 static void tbp_atfork_parent(void)
 {
+	if (tbp_interpose_fork_parent)
+		tbp_interpose_fork_parent();
 	pthread_mutex_unlock(&registry_lock);
 	pthread_mutex_unlock(&def_lock);
 	pthread_mutex_unlock(&intern_lock);
+	tbp_native_fork_parent();
 	pthread_mutex_unlock(&start_lock);
 	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
@@ -1442,6 +1457,17 @@ static void tbp_atfork_child(void)
 	pthread_mutex_init(&def_lock, NULL);
 	pthread_mutex_init(&intern_lock, NULL);
 	pthread_mutex_init(&start_lock, NULL);
+	if (tbp_interpose_fork_child)
+		tbp_interpose_fork_child();
+	if (tbp_cupti_fork_child)
+		tbp_cupti_fork_child();
+	if (atomic_load(&tbp_start_state) != 2) {
+		/* The parent was not tracing (not yet, or it could not): the
+		 * child is the same kind of process, nothing else to reset. */
+		tbp_native_reset_after_fork();
+		pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+		return;
+	}
 	struct tbp_tbuf *mine = tbp_tls_buf;
 	struct tbp_tbuf *b = registry;
 	registry = NULL;

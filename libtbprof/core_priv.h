@@ -234,7 +234,25 @@ bool tbp_env_bool(const char *name, bool dflt) TBP_HIDDEN;
 void tbp_signals_install(void (*handler)(int)) TBP_HIDDEN;
 void tbp_signal_restore_default(int sig) TBP_HIDDEN;
 
-/* Native stacks (native.c); 0 when disabled or not built with libunwind. */
+/* Native stacks (native.c); 0 when disabled or not built with libunwind.
+ * Fork: its lock is taken before the core's definition locks (a stack is
+ * interned under it) and released, or reset in the child, after them. */
+void tbp_native_fork_prepare(void) TBP_HIDDEN;
+void tbp_native_fork_parent(void) TBP_HIDDEN;
 void tbp_native_reset_after_fork(void) TBP_HIDDEN;
+
+/* The interposers' leaf locks (interpose/memmap.c, names.c; weak: absent
+ * in builds without CUDA and HIP hooks), held across fork after the core's
+ * own so a child never inherits one locked by another thread. */
+void tbp_interpose_fork_prepare(void) TBP_HIDDEN __attribute__((weak));
+void tbp_interpose_fork_parent(void) TBP_HIDDEN __attribute__((weak));
+void tbp_interpose_fork_child(void) TBP_HIDDEN __attribute__((weak));
+
+/* cupti.c: in a child forked while CUPTI was started or starting, CUPTI is
+ * off for good (CUDA cannot be used after fork) and its locks are reset.
+ * Called from the core's atfork child handler, registered at load: a
+ * registration made inside CUPTI's start, under its lock, would come too
+ * late for a fork racing that start. */
+void tbp_cupti_fork_child(void) TBP_HIDDEN __attribute__((weak));
 
 #endif

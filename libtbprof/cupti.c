@@ -894,6 +894,10 @@ missing_symbol: {
 	}
 }
 
+/* Nonzero while some thread is inside tbp_cupti_start (set before it takes
+ * ctl_lock, so a thread that sees it can wait on that lock). */
+static int starting;
+
 /* A forked child cannot use CUDA: it neither pushes ids nor processes the
  * parent's buffers, and must not inherit a lock held by another thread. */
 static void after_fork_child(void)
@@ -905,13 +909,18 @@ static void after_fork_child(void)
 	pthread_mutex_init(&pool_lock, NULL);
 }
 
+void tbp_cupti_fork_child(void)
+{
+	/* A parent that never started CUPTI: the child may use CUDA itself. */
+	if (__atomic_load_n(&state, __ATOMIC_RELAXED) == CS_IDLE && !__atomic_load_n(&starting, __ATOMIC_RELAXED))
+		return;
+	after_fork_child();
+}
+
 /* Set while this thread is inside start: CUPTI may call CUDA functions we
  * hook, and their hooks may call tbp_cupti_start again. */
 static __thread int in_start __attribute__((tls_model("initial-exec")));
 
-/* Nonzero while some thread is inside tbp_cupti_start (set before it takes
- * ctl_lock, so a thread that sees it can wait on that lock). */
-static int starting;
 
 void tbp_cupti_start(void)
 {
@@ -920,10 +929,8 @@ void tbp_cupti_start(void)
 	in_start = 1;
 	__atomic_add_fetch(&starting, 1, __ATOMIC_ACQ_REL);
 	pthread_mutex_lock(&ctl_lock);
-	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_IDLE) {
-		pthread_atfork(NULL, NULL, after_fork_child);
+	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_IDLE)
 		start_locked();
-	}
 	pthread_mutex_unlock(&ctl_lock);
 	__atomic_sub_fetch(&starting, 1, __ATOMIC_ACQ_REL);
 	in_start = 0;

@@ -143,12 +143,30 @@ uint64_t tbp_native_stack(unsigned skip)
 	return parent;
 }
 
+void tbp_native_fork_prepare(void)
+{
+	pthread_mutex_lock(&native_lock);
+}
+
+void tbp_native_fork_parent(void)
+{
+	pthread_mutex_unlock(&native_lock);
+}
+
 void tbp_native_reset_after_fork(void)
 {
 	pthread_mutex_init(&native_lock, NULL);
 }
 
 #else
+
+void tbp_native_fork_prepare(void)
+{
+}
+
+void tbp_native_fork_parent(void)
+{
+}
 
 uint64_t tbp_native_stack(unsigned skip)
 {

@@ -94,3 +94,10 @@ void tbp_warn_once(int *flag, const char *fmt, ...)
 	fputc('\n', stderr);
 	va_end(ap);
 }
+
+/* As libtbprof's core does at load: its atfork child handler calls CUPTI's. */
+void tbp_cupti_fork_child(void);
+__attribute__((constructor)) static void fake_core_register_atfork(void)
+{
+	pthread_atfork(NULL, NULL, tbp_cupti_fork_child);
+}

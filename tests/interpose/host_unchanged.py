@@ -274,6 +274,51 @@ def main():
         if kinds.get("process") != 1 or kinds.get("malloc", 0) > 1:
             fail(f"{child}: {kinds}")
         print(f"ok: fork Pool(4): files {got}; the worker trace has {kinds}")
+    elif s == "fork-race":
+        if os.environ.get("TBP_SANITIZER") == "thread":
+            print("SKIP: fork with a tracing child is not supported by ThreadSanitizer")
+            sys.exit(77)
+        # Forks racing other threads inside tbprof: (1) a thread makes the
+        # first CUDA call (trace and CUPTI start, their locks held) while
+        # main forks; (2) three threads allocate and free (the address map's
+        # lock) while main forks.  Each child makes CUDA calls and _exits; a
+        # child that inherited a lock held by a thread it does not have
+        # hangs, and is counted and killed after 5 s.
+        code = ("import ctypes, os, sys, threading, time\n"
+                "rt = ctypes.CDLL('libcudart.so.13')\n"
+                "def child():\n"
+                "    p = ctypes.c_void_p(); rt.cudaMalloc(ctypes.byref(p), 64); rt.cudaFree(p); os._exit(0)\n"
+                "def fork_n(n):\n"
+                "    hung = 0\n"
+                "    for _ in range(n):\n"
+                "        pid = os.fork()\n"
+                "        if pid == 0: child()\n"
+                "        for _ in range(500):\n"
+                "            if os.waitpid(pid, os.WNOHANG)[0]: break\n"
+                "            time.sleep(0.01)\n"
+                "        else:\n"
+                "            hung += 1; os.kill(pid, 9); os.waitpid(pid, 0)\n"
+                "    return hung\n"
+                "def first():\n"
+                "    p = ctypes.c_void_p(); rt.cudaMalloc(ctypes.byref(p), 64)\n"
+                "t = threading.Thread(target=first); t.start()\n"
+                "print('first-call race, hung children:', fork_n(40), flush=True)\n"
+                "t.join()\n"
+                "stop = []\n"
+                "def churn():\n"
+                "    ps = [ctypes.c_void_p() for _ in range(64)]\n"
+                "    while not stop:\n"
+                "        for p in ps: rt.cudaMalloc(ctypes.byref(p), 256)\n"
+                "        for p in ps: rt.cudaFree(p)\n"
+                "ts = [threading.Thread(target=churn) for _ in range(3)]\n"
+                "for x in ts: x.start()\n"
+                "print('alloc race, hung children:', fork_n(150), flush=True)\n"
+                "stop.append(1)\n"
+                "for x in ts: x.join()\n")
+        d, rc, out = run_both([sys.executable, "-c", code], timeout=300)
+        if rc != 0 or out.count("hung children: 0") != 2:
+            fail(f"fork racing tbprof's locks: rc {rc}, {out!r}")
+        print(f"ok: {out.strip()}")
     elif s == "exec-cuda":
         # an image that uses CUDA execs another that uses CUDA (same pid):
         # the pre-exec trace stays in trace.zst, the new image gets the
