@@ -10,6 +10,7 @@ TorchBench does); a model rejects those it does not know.  Exit codes: 0 ok,
 2 bad input (unknown model, bad option, unsupported mode, no CUDA).
 """
 import argparse
+import os
 import json
 import platform
 import sys
@@ -20,15 +21,35 @@ DEFAULT_NITER = 10
 DEFAULT_NWARMUP = 3
 
 
+def _int(text, what):
+	try:
+		return int(text)
+	except ValueError:
+		raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
+
+
+def _unwritable(path):
+	"""Why `path` cannot be written (None when it can); leaves no new file."""
+	try:
+		if os.path.exists(path):
+			open(path, "a").close()
+		else:
+			open(path, "x").close()
+			os.unlink(path)
+	except OSError as error:
+		return error.strerror
+	return None
+
+
 def _positive_int(text):
-	value = int(text)
+	value = _int(text, "a positive integer")
 	if value < 1:
 		raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
 	return value
 
 
 def _non_negative_int(text):
-	value = int(text)
+	value = _int(text, "zero or more")
 	if value < 0:
 		raise argparse.ArgumentTypeError(f"must be zero or more, not {text}")
 	return value
@@ -99,6 +120,14 @@ def main(argv=None):
 	name = args.model or args.model_pos
 	if not name:
 		parser.error("no model given (use -m MODEL; `python run.py --list` shows the zoo)")
+
+	# Before the run, not after it: a long benchmark must not end in
+	# "cannot write the metrics".
+	if args.export_metrics:
+		problem = _unwritable(args.export_metrics)
+		if problem:
+			print(f"run.py: error: --export-metrics {args.export_metrics}: {problem}", file=sys.stderr)
+			return EXIT_BAD_INPUT
 
 	from runner import zoo
 	try:

@@ -68,6 +68,16 @@ def test_unwritable_metrics_file_exit_2(tmp_path):
 		"--export-metrics", str(tmp_path / "missing_dir" / "m.json"))
 	assert proc.returncode == 2
 	assert "missing_dir" in proc.stderr
+	# Refused before the model runs: no benchmark output, no file left.
+	assert "Running" not in proc.stdout and "CPU Wall Time" not in proc.stdout
+	assert not (tmp_path / "missing_dir").exists()
+
+
+def test_non_numeric_option_names_the_argument():
+	proc = run_py("-m", "dcgan", "--bs", "abc")
+	assert proc.returncode == 2
+	assert "--bs: must be a positive integer, not 'abc'" in proc.stderr
+	assert "_positive_int" not in proc.stderr
 
 
 def test_torchbench_lines_and_metrics_on_cpu(tmp_path):
