@@ -211,7 +211,11 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 			json_str(f, k < 4 ? mk[k] : "marker", strlen(k < 4 ? mk[k] : "marker"));
 		fprintf(f, ",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", x->host_pid, r->tid);
 		ts_us(f, r->ts, x->base);
-		fprintf(f, ",\"args\":{\"value\":%" PRIu64 "}}", r->u.marker.value);
+		/* The name is the label when there is one: the kind goes in args
+		 * so iteration begin/end and warm-up end stay distinguishable. */
+		fputs(",\"args\":{\"kind\":", f);
+		json_str(f, k < 4 ? mk[k] : "marker", strlen(k < 4 ? mk[k] : "marker"));
+		fprintf(f, ",\"value\":%" PRIu64 "}}", r->u.marker.value);
 		break;
 	}
 	}

@@ -1,6 +1,7 @@
 /* tbanalyze: offline analysis of tbprof traces.  Verb dispatch only. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "tbp_config.h"
@@ -24,8 +25,9 @@ static void usage(FILE *f)
 	fprintf(f, "usage: tbanalyze [VERB] TRACE.zst [options]\n\nverbs:\n");
 	for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
 		fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
-	fprintf(f, "\n`tbanalyze VERB --help` describes a verb's options.\n"
-		   "exit status: 0 ok, 1 regression (diff), 2 bad input, 3 usage, 4 internal error\n");
+	fprintf(f, "\n`tbanalyze VERB --help` describes a verb's options; `tbanalyze --version` prints the version.\n"
+		   "exit status: 0 ok, 1 regression (diff), 2 bad input, 3 usage, 4 internal error (out of memory,\n"
+		   "or the output cannot be written)\n");
 }
 
 int main(int argc, char **argv)
@@ -45,6 +47,15 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
 		if (!strcmp(argv[1], verbs[i].name))
 			return verbs[i].run(argc - 1, argv + 1);
+	/* A word that is neither a verb nor a file nor a path is a mistyped
+	 * verb, not a trace to open. */
+	if (argv[1][0] != '-' && !strchr(argv[1], '.') && !strchr(argv[1], '/') && access(argv[1], F_OK) != 0) {
+		fprintf(stderr, "tbanalyze: unknown verb '%s' (verbs:", argv[1]);
+		for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+			fprintf(stderr, " %s", verbs[i].name);
+		fprintf(stderr, ")\n");
+		return TBA_EXIT_USAGE;
+	}
 	/* No verb: `tbanalyze trace.zst [options]` is a report. */
 	argv[0] = "report";
 	return cmd_report(argc, argv);

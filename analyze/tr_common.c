@@ -10,9 +10,11 @@ void tr_print_error(const struct tbp_reader *r, const char *path, int status)
 {
 	const char *detail = r ? tbp_reader_detail(r) : "";
 	uint64_t off = r ? tbp_reader_offset(r) : 0;
-	if (detail && *detail)
-		fprintf(stderr, "tbanalyze: %s: offset %" PRIu64 ": %s: %s\n", path, off, tbp_error_name(status),
-			detail);
+	const char *name = tbp_error_name(status);
+	if (detail && *detail && !strncmp(detail, name, strlen(name)))
+		fprintf(stderr, "tbanalyze: %s: offset %" PRIu64 ": %s\n", path, off, detail); /* says it already */
+	else if (detail && *detail)
+		fprintf(stderr, "tbanalyze: %s: offset %" PRIu64 ": %s: %s\n", path, off, name, detail);
 	else
 		fprintf(stderr, "tbanalyze: %s: offset %" PRIu64 ": %s\n", path, off, tbp_error_name(status));
 }

@@ -75,6 +75,14 @@ def parts(gen, run, check):
                 check(doc["schemaVersion"] == 1 and doc["distributedInfo"]["rank"] == 0, "kineto: header fields")
                 flows = [e for e in evs if e.get("cat") == "ac2g"]
                 check(len(flows) == 2 * len(gpu), "kineto: one flow arrow per GPU event")
+        # Markers keep their kind in args (the name is the label when set).
+        mtrace, _ = gen(gen_path, tmp, "markers")
+        out = os.path.join(tmp, "markers.json")
+        run(["export", mtrace, "-o", out])
+        with open(out) as f:
+            marks = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "marker"]
+        kinds = {e["args"].get("kind") for e in marks}
+        check({"iteration begin", "iteration end", "warm-up end"} <= kinds, f"export: marker kinds in args ({kinds})")
         run(["export", "--format", "svg", trace], expect_rc=3)
         run(["export", os.path.join(tmp, "none.zst")], expect_rc=2)
 

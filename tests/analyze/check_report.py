@@ -245,6 +245,9 @@ def part_cli(gen_path, tmp):
         check(first.startswith(want), f"{' '.join(args[1:]) or args}: message {first!r}, expected {want!r}...")
         return first
 
+    p = run(["frobnicate", trace], expect_rc=3)
+    check(p.stderr.startswith("tbanalyze: unknown verb 'frobnicate' (verbs: report info dump diff export)"),
+          f"a mistyped verb is named as one ({p.stderr.strip()!r})")
     for opt, val in (("--burst-min", "0"), ("--burst-min", "1"), ("--gap-us", "0"), ("--burst-kernel-us", "0"),
                      ("--scalar-bytes", "0"), ("--pingpong-min", "0"), ("--sync-min", "0"), ("--churn-min", "0"),
                      ("--top", "-3"), ("--gap-us", "99999999999999999999999"), ("--burst-kernel-us", "61000000")):
