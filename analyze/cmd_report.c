@@ -4,6 +4,8 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include "an.h"
 #include "cmd.h"
@@ -151,6 +153,23 @@ int cmd_report(int argc, char **argv)
 	if (!path) {
 		usage(stderr);
 		return TBA_EXIT_USAGE;
+	}
+
+	/* A bad --html path is refused before a long analysis, without
+	 * truncating or leaving a file. */
+	if (html) {
+		struct stat hs;
+		int exists = stat(html, &hs) == 0;
+		FILE *probe = fopen(html, exists ? "a" : "wx");
+		if (!probe || (exists && S_ISDIR(hs.st_mode))) {
+			fprintf(stderr, "tbanalyze: %s: %s\n", html, strerror(probe ? EISDIR : errno));
+			if (probe)
+				fclose(probe);
+			return TBA_EXIT_INTERNAL;
+		}
+		fclose(probe);
+		if (!exists)
+			unlink(html);
 	}
 
 	struct analysis a;

@@ -245,6 +245,9 @@ def part_cli(gen_path, tmp):
         check(first.startswith(want), f"{' '.join(args[1:]) or args}: message {first!r}, expected {want!r}...")
         return first
 
+    p = run([trace, "--html", os.path.join(tmp, "no-such-dir", "r.html")], expect_rc=4)
+    check("no-such-dir/r.html: No such file or directory" in p.stderr and not p.stdout,
+          f"--html to a missing directory is refused before the report ({p.stderr.strip()!r})")
     p = run(["frobnicate", trace], expect_rc=3)
     check(p.stderr.startswith("tbanalyze: unknown verb 'frobnicate' (verbs: report info dump diff export)"),
           f"a mistyped verb is named as one ({p.stderr.strip()!r})")
