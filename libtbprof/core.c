@@ -1239,6 +1239,17 @@ static uint32_t tbp_start_features(void)
 
 static pid_t trace_pid;   /* the process whose trace the writer writes */
 
+/* The output path for a message: absolute, so "Permission denied" on a
+ * relative name says which directory. */
+static const char *out_path_shown(char *buf, size_t len)
+{
+	char cwd[PATH_MAX];
+	if (out_path[0] == '/' || !getcwd(cwd, sizeof cwd))
+		return out_path;
+	int n = snprintf(buf, len, "%s/%s", cwd, out_path);
+	return n > 0 && (size_t)n < len ? buf : out_path;
+}
+
 static void tbp_start_slow(void)
 {
 	pthread_mutex_lock(&start_lock);
@@ -1255,7 +1266,9 @@ static void tbp_start_slow(void)
 	session_compute();
 	out_fd = tbp_open_output();
 	if (out_fd < 0) {
-		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path, strerror(errno));
+		int e = errno;
+		char shown[2 * PATH_MAX + 2];
+		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown), strerror(e));
 		atomic_store(&tbp_start_state, 3);
 		TBP_SET_ACTIVE(0);
 		pthread_mutex_unlock(&start_lock);
@@ -1276,7 +1289,8 @@ static void tbp_start_slow(void)
 	if (rc != TBP_OK) {
 		int e = errno;
 		out_fd = -1;   /* closed by tbp_writer_open_fd */
-		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path,
+		char shown[2 * PATH_MAX + 2];
+		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown),
 			e ? strerror(e) : tbp_error_name(rc));
 		atomic_store(&tbp_start_state, 3);
 		TBP_SET_ACTIVE(0);

@@ -505,6 +505,14 @@ def main():
             if left or (os.path.dirname(bad) and [f for f in os.listdir("/dev") if f.startswith("full.")]):
                 fail(f"TBPROF_OUT={bad}: files created {left}")
             print(f"ok: {lines[0]}")
+        # A relative name is shown absolute: the message says which directory.
+        d, rc, out = run_both([HOSTPROG, "plain"], {"TBPROF_OUT": "missing/t.zst"})
+        p = subprocess.run([HOSTPROG, "plain"], cwd=d, env=preload_env({"TBPROF_OUT": "missing/t.zst"}),
+                           capture_output=True, text=True, timeout=60)
+        want = f"tbprof: cannot write trace to {os.path.realpath(d)}/missing/t.zst: No such file or directory"
+        if want not in p.stderr:
+            fail(f"relative TBPROF_OUT: expected {want!r}, got {p.stderr!r}")
+        print(f"ok: {want}")
         with open(ro) as f:
             if f.read() != "keep":
                 fail("read-only file changed")
