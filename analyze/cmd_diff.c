@@ -5,9 +5,11 @@
  * runner's iteration markers (else per trace): the window, GPU busy time,
  * every kernel (by name) and every call site (by its whole Python path, or
  * native module+offset) by GPU time (host API time for API-only traces),
- * and peak device memory.  A metric regresses when B exceeds A by more than
- * the threshold (default 7 %, as the paper's CI) and the item matters: at
- * least --min-share percent (default 1) of B's total for kernels/sites.
+ * and peak device memory; for a CPU run (no GPU work in either trace),
+ * every Python call path by host self time from the spans.  A metric
+ * regresses when B exceeds A by more than the threshold (default 7 %, as
+ * the paper's CI) and the item matters: at least --min-share percent
+ * (default 1) of the larger total for kernels, call sites and paths.
  * Exit 1 on a regression (pinned), 0 otherwise.
  */
 #include <inttypes.h>
@@ -20,7 +22,7 @@
 
 struct item {
 	char *key;
-	int type; /* 0 overall, 1 kernel, 2 call site, 3 memory */
+	int type; /* 0 overall, 1 kernel, 2 call site, 3 memory, 4 Python path (CPU runs) */
 	double a, b;
 	int regressed;
 };
@@ -52,7 +54,7 @@ static struct item *item_get(struct items *it, int type, const char *key)
 
 static const char *type_name(int t)
 {
-	static const char *n[] = {"overall", "kernel", "call_site", "memory"};
+	static const char *n[] = {"overall", "kernel", "call_site", "memory", "python_path"};
 	return n[t];
 }
 
@@ -64,7 +66,13 @@ static double per(const struct analysis *a, const struct analysis *b, const stru
 	return 1.0;
 }
 
-static int collect(struct items *it, const struct analysis *x, int side, double div)
+/* No GPU work at all: what a CPU run is judged by is its host time. */
+static int cpu_run(const struct analysis *x)
+{
+	return !an_has_gpu(x) && !(x->n_launch + x->n_memcpy + x->n_memset);
+}
+
+static int collect(struct items *it, const struct analysis *x, int side, double div, int cpu)
 {
 	char key[2048];
 	struct item *e;
@@ -97,6 +105,14 @@ static int collect(struct items *it, const struct analysis *x, int side, double 
 			snprintf(key + kl, sizeof key - kl, " allocated bytes");
 			PUT(3, key, (double)s->alloc_bytes);
 		}
+	}
+	/* Self time, not inclusive: the paths' times add up to the host's, so
+	 * a share is a share of the run and a slower callee is not also
+	 * blamed on every caller. */
+	for (size_t i = 0; cpu && i < x->spans.n; i++) {
+		const struct an_span_stat *sp = VEC_AT(&x->spans, struct an_span_stat, i);
+		an_site_key(x, sp->callpath, 0, key, sizeof key);
+		PUT(4, key, (double)sp->self_ns);
 	}
 	for (size_t i = 0; i < x->devices.n; i++) {
 		const struct an_device *d = VEC_AT(&x->devices, struct an_device, i);
@@ -224,8 +240,9 @@ int cmd_diff(int argc, char **argv)
 		}
 	}
 	struct items it = {0};
-	int bad = collect(&it, &an[0], 0, per(&an[0], &an[1], &an[0])) ||
-		  collect(&it, &an[1], 1, per(&an[0], &an[1], &an[1]));
+	int cpu = cpu_run(&an[0]) && cpu_run(&an[1]);
+	int bad = collect(&it, &an[0], 0, per(&an[0], &an[1], &an[0]), cpu) ||
+		  collect(&it, &an[1], 1, per(&an[0], &an[1], &an[1]), cpu);
 	if (bad) {
 		fprintf(stderr, "tbanalyze: diff: out of memory\n");
 		an_free(&an[0]);
@@ -233,7 +250,7 @@ int cmd_diff(int argc, char **argv)
 		return TBA_EXIT_INTERNAL;
 	}
 	/* Totals that shares are measured against, per type. */
-	double tot_b[4] = {0}, tot_a[4] = {0};
+	double tot_b[5] = {0}, tot_a[5] = {0};
 	for (size_t i = 0; i < it.n; i++) {
 		tot_a[it.v[i].type] += it.v[i].a;
 		tot_b[it.v[i].type] += it.v[i].b;
@@ -241,7 +258,8 @@ int cmd_diff(int argc, char **argv)
 	int regressions = 0;
 	for (size_t i = 0; i < it.n; i++) {
 		struct item *x = &it.v[i];
-		double share_base = x->type == 1 || x->type == 2 ? (tot_a[x->type] > tot_b[x->type] ? tot_a[x->type] : tot_b[x->type]) : 0;
+		double share_base = x->type == 1 || x->type == 2 || x->type == 4
+			? (tot_a[x->type] > tot_b[x->type] ? tot_a[x->type] : tot_b[x->type]) : 0;
 		int matters = share_base == 0 || (x->a > x->b ? x->a : x->b) * 100.0 >= min_share * share_base;
 		if (x->type == 3 && strstr(x->key, " allocated bytes"))
 			matters = 0; /* allocation volume is reported; peaks decide */
@@ -274,8 +292,9 @@ int cmd_diff(int argc, char **argv)
 		}
 		printf("]}\n");
 	} else {
-		printf("tbanalyze diff: A=%s B=%s (threshold %.1f%%%s)\n", paths[0], paths[1], threshold,
-		       an[0].markers_used && an[1].markers_used ? ", per iteration" : "");
+		printf("tbanalyze diff: A=%s B=%s (threshold %.1f%%%s%s)\n", paths[0], paths[1], threshold,
+		       an[0].markers_used && an[1].markers_used ? ", per iteration" : "",
+		       cpu ? "; CPU runs: host self time by Python path" : "");
 		size_t shown = 0;
 		for (size_t i = 0; i < it.n && shown < 30; i++) {
 			const struct item *x = &it.v[i];

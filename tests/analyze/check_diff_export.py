@@ -30,6 +30,17 @@ def parts(gen, run, check):
         # The reverse direction is an improvement, and a high threshold tolerates the slowdown.
         run(["diff", s, a], expect_rc=0)
         run(["diff", a, s, "--threshold", "60"], expect_rc=0)
+        # CPU runs: judged by host self time per Python path; only the path
+        # that got slower (model.py:30 forward, +200 us a step) is blamed.
+        c1, _ = gen(gen_path, tmp, "cpu")
+        c2, _ = gen(gen_path, tmp, "cpu-slow")
+        run(["diff", c1, c1], expect_rc=0)
+        rep = json.loads(run(["diff", c1, c2, "--json"], expect_rc=1).stdout)
+        reg = sorted((c["type"], c["name"]) for c in rep["changes"] if c["regressed"])
+        check(reg == [("overall", "window_ns"), ("python_path", "model.py:30:forward<train.py:120:main")],
+              f"diff CPU runs: the slower Python path and the window regressed, nothing else ({reg})")
+        fwd = [c for c in rep["changes"] if c["type"] == "python_path" and c["name"].startswith("model.py:30")]
+        check(fwd and fwd[0]["b"] - fwd[0]["a"] == 10 * 200000, f"diff CPU runs: +200 us a step on forward ({fwd})")
         # Twice the device memory from the same call site: a memory regression.
         m, _ = gen(gen_path, tmp, "bigmem")
         rep = json.loads(run(["diff", a, m, "--json"], expect_rc=1).stdout)

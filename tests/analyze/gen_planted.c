@@ -13,7 +13,7 @@
  *
  * Scenarios: clean, planted, markers (warm-up + steady iteration marks),
  * markers-late (GPU records all at the end of the file), apionly (no GPU
- * records), cpu (spans only), random (nonsense records, ITERS = seed),
+ * records), cpu (spans only; cpu-slow: one function slower), random (nonsense records, ITERS = seed),
  * big (for the bench: ITERS clean steps, written as generated), slow (clean
  * with one kernel 30 us slower, for diff), bigmem (clean with twice the
  * device memory, for diff).
@@ -461,7 +461,8 @@ static void scen_planted(int with_markers)
 	span(0, t0 - 150 * US, g + 30 * US, cp_main);
 }
 
-static void scen_cpu(void)
+/* slow: model.py:30 forward takes 900 us a step instead of 700 (diff). */
+static void scen_cpu(int slow)
 {
 	common_defs();
 	/* The traced program ran in /home/u/proj: its files show relative to it. */
@@ -483,10 +484,11 @@ static void scen_cpu(void)
 		/* A span's start is its end less a length measured in CPU ticks:
 		 * a child may seem to start before its parent. */
 		span(0, t - US / 2, t + 19500, cp_lin_l);
-		span(0, t + 300 * US, t + 1000 * US, cp_model);
+		uint64_t step = (slow ? 1200 : 1000) * US;
+		span(0, t + 300 * US, t + step, cp_model);
 		span(0, t + 400 * US, t + 450 * US, cp_lin_m);
 		span(0, t + 500 * US, t + 510 * US, cp_util);
-		t += 1000 * US;
+		t += step;
 	}
 	/* Only the inner call of a recursion is long enough to be a span: its
 	 * function's inclusive time is unknown ("nested"), not 0. */
@@ -834,7 +836,7 @@ static void write_big(const char *path, long iters)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|bursts2|random|big|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|random|big|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
 		return 3;
 	}
 	const char *s = argv[1];
@@ -869,7 +871,9 @@ int main(int argc, char **argv)
 				expect[w++] = expect[i];
 		n_expect = w;
 	} else if (!strcmp(s, "cpu"))
-		scen_cpu();
+		scen_cpu(0);
+	else if (!strcmp(s, "cpu-slow"))
+		scen_cpu(1);
 	else if (!strcmp(s, "bursts2"))
 		scen_bursts2();
 	else if (!strcmp(s, "random"))
