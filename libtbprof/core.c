@@ -1432,14 +1432,15 @@ static void tbp_register_atfork(void)
 }
 
 /* Every lock tbprof holds is taken here, in the order the code nests them
- * (start, native stacks, strings, definitions, thread registry, then the
- * interposers' leaf locks), so the child never inherits one held by a
- * thread it does not have. */
+ * (Python set-up, start, native stacks, strings, definitions, thread
+ * registry, then the interposers' leaf locks), so the child never inherits
+ * one held by a thread it does not have. */
 static void tbp_atfork_prepare(void)
 {
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &fork_saved_mask);
+	tbp_py_fork_prepare();
 	pthread_mutex_lock(&start_lock);
 	tbp_native_fork_prepare();
 	pthread_mutex_lock(&intern_lock);
@@ -1458,6 +1459,7 @@ static void tbp_atfork_parent(void)
 	pthread_mutex_unlock(&intern_lock);
 	tbp_native_fork_parent();
 	pthread_mutex_unlock(&start_lock);
+	tbp_py_fork_parent();
 	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
 
@@ -1471,6 +1473,7 @@ static void tbp_atfork_child(void)
 	pthread_mutex_init(&def_lock, NULL);
 	pthread_mutex_init(&intern_lock, NULL);
 	pthread_mutex_init(&start_lock, NULL);
+	tbp_py_fork_child();
 	if (tbp_interpose_fork_child)
 		tbp_interpose_fork_child();
 	if (tbp_cupti_fork_child)

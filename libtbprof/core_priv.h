@@ -241,6 +241,11 @@ void tbp_native_fork_prepare(void) TBP_HIDDEN;
 void tbp_native_fork_parent(void) TBP_HIDDEN;
 void tbp_native_reset_after_fork(void) TBP_HIDDEN;
 
+/* python.c's set-up lock, taken first and released last across fork. */
+void tbp_py_fork_prepare(void) TBP_HIDDEN;
+void tbp_py_fork_parent(void) TBP_HIDDEN;
+void tbp_py_fork_child(void) TBP_HIDDEN;
+
 /* The interposers' leaf locks (interpose/memmap.c, names.c; weak: absent
  * in builds without CUDA and HIP hooks), held across fork after the core's
  * own so a child never inherits one locked by another thread. */

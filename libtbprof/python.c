@@ -696,6 +696,24 @@ static void start_poller(void)
 	pthread_attr_destroy(&attr);
 }
 
+/* Fork: the set-up lock is the outermost tbprof lock (set-up may record a
+ * notice, which may start the trace).  It is never held while waiting for
+ * the GIL, so a fork from a thread holding the GIL can wait for it. */
+void tbp_py_fork_prepare(void)
+{
+	pthread_mutex_lock(&py_init_lock);
+}
+
+void tbp_py_fork_parent(void)
+{
+	pthread_mutex_unlock(&py_init_lock);
+}
+
+void tbp_py_fork_child(void)
+{
+	pthread_mutex_init(&py_init_lock, NULL);
+}
+
 /* Returns with py_state READY, WAITING (Python not initialized yet: try
  * again later) or INERT. */
 static void try_init(void)
