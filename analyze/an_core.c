@@ -534,6 +534,27 @@ static inline int rec_before(const struct tbp_record *x, const struct tbp_record
 	return x->ts < y->ts || (x->ts == y->ts && x->stream_kind < y->stream_kind);
 }
 
+/* Hands the record at ring[head] to the passes, counting it late when it
+ * is older than the last one emitted; prefetches the records a few pops
+ * ahead (the rings are larger than the cache). */
+static inline void emit_at(struct analysis *a, const struct tbp_record *ring, size_t head, size_t mask,
+			   uint64_t *last_ts)
+{
+	const struct tbp_record *r = &ring[head];
+	const char *ahead = (const char *)&ring[(head + 8) & mask];
+	__builtin_prefetch(ahead);
+	__builtin_prefetch(ahead + 64);
+	__builtin_prefetch(ahead + 128);
+	if (r->ts < *last_ts) {
+		a->late_records++;
+		if (r->stream_kind == TBP_STREAM_GPU)
+			a->late_gpu_records++;
+	} else {
+		*last_ts = r->ts;
+	}
+	an_pass_record(a, r);
+}
+
 static void merge_two(struct analysis *a, struct merger *m)
 {
 	struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
@@ -544,19 +565,7 @@ static void merge_two(struct analysis *a, struct merger *m)
 	uint64_t last_ts = m->last_emitted_ts;
 	size_t done = 0;
 	for (;;) {
-		const struct tbp_record *r = &cur->ring[cur->head];
-		const char *ahead = (const char *)&cur->ring[(cur->head + 8) & (cur->cap - 1)];
-		__builtin_prefetch(ahead);
-		__builtin_prefetch(ahead + 64);
-		__builtin_prefetch(ahead + 128);
-		if (r->ts < last_ts) {
-			a->late_records++;
-			if (r->stream_kind == TBP_STREAM_GPU)
-				a->late_gpu_records++;
-		} else {
-			last_ts = r->ts;
-		}
-		an_pass_record(a, r);
+		emit_at(a, cur->ring, cur->head, cur->cap - 1, &last_ts);
 		cur->head = (cur->head + 1) & (cur->cap - 1);
 		done++;
 		if (!--cur->n)
@@ -628,24 +637,11 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 		size_t mask = best->cap - 1, head = best->head, done = 0;
 		uint64_t last_ts = m->last_emitted_ts;
 		for (;;) {
-			const struct tbp_record *r = &ring[head];
-			/* Same on the way out: the records a few pops ahead. */
-			const char *ahead = (const char *)&ring[(head + 8) & mask];
-			__builtin_prefetch(ahead);
-			__builtin_prefetch(ahead + 64);
-			__builtin_prefetch(ahead + 128);
-			if (r->ts < last_ts) {
-				a->late_records++;
-				if (r->stream_kind == TBP_STREAM_GPU)
-					a->late_gpu_records++;
-			} else {
-				last_ts = r->ts;
-			}
-			an_pass_record(a, r);
+			emit_at(a, ring, head, mask, &last_ts);
 			head = (head + 1) & mask;
 			if (++done == take)
 				break;
-			r = &ring[head];
+			const struct tbp_record *r = &ring[head];
 			if (r->ts > lim_ts || (r->ts == lim_ts && r->stream_kind > lim_kind))
 				break;
 		}
