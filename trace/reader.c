@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,14 @@ struct kind_cursor {
 	 * of unchanged values need not be stored again.  Most fields (grid,
 	 * block, device, stream, result) are constant for long stretches. */
 	uint32_t const_cols[(ROW + 31) / 32];
+	/* The record's first eight bytes for this kind in the current chunk
+	 * (kind, stream kind, field count, thread), laid out as in struct
+	 * tbp_record: a record's head is one copy. */
+	struct rec_head {
+		uint8_t kind, stream_kind;
+		uint16_t nfields;
+		uint32_t tid;
+	} head;
 	uint64_t const_val[ROW];
 	/* Rows past nout are zero, so a record's field array is copied whole. */
 	uint64_t row[BATCH][ROW];
@@ -520,6 +529,10 @@ static int open_chunk(struct tbp_reader *r)
 			p += len;
 		}
 		memset(kc->prev, 0, sizeof kc->prev);
+		kc->head.kind = (uint8_t)k;
+		kc->head.stream_kind = (uint8_t)r->stream_kind;
+		kc->head.nfields = (uint16_t)kc->nout;
+		kc->head.tid = (uint32_t)r->stream_id;
 		kc->left = r->count[k];
 		kc->bi = kc->bn = 0;
 		kc->err = NULL;
@@ -579,6 +592,17 @@ static void fill_batch(struct kind_cursor *kc)
 			uint32_t cbit = 1u << (c % 32), *cword = &kc->const_cols[c / 32];
 			int rows_hold_acc = (*cword & cbit) && kc->const_val[c] == acc;
 			uint64_t changed = 0;
+			/* A column that already holds its value in every row and
+			 * does not move in this whole batch: 32 zero deltas, one
+			 * check. */
+			if (rows_hold_acc && ok == BATCH && e - p >= BATCH) {
+				uint64_t w4[4];
+				memcpy(w4, p, sizeof w4);
+				if (!(w4[0] | w4[1] | w4[2] | w4[3])) {
+					p += BATCH;
+					j = BATCH;
+				}
+			}
 			/* Eight one-byte varints at a time when the next eight bytes
 			 * all have the continuation bit clear (the usual case). */
 			while (j < ok) {
@@ -670,6 +694,21 @@ static void fill_batch(struct kind_cursor *kc)
 	kc->err = ok < m ? err : NULL;
 }
 
+_Static_assert(sizeof(struct rec_head) == 8 && offsetof(struct tbp_record, ts) == 8 &&
+		       offsetof(struct tbp_record, u) == 16 && sizeof(((struct tbp_record *)0)->u.v) == 8 * (ROW - 1),
+	       "a record's head, ts and fields are copied as laid out in a batch row");
+
+/* Hands out row j of a batch: head, then ts and every field in one copy
+ * (rows past nout are zero); the blob arrays stay zero for kinds without
+ * a blob. */
+static inline void put_record(const struct kind_cursor *kc, unsigned j, struct tbp_record *rec)
+{
+	memcpy(rec, &kc->head, 8);
+	memcpy(&rec->ts, kc->row[j], sizeof kc->row[j]);
+	rec->blob = kc->blob[j];
+	rec->blob_len = kc->blob_len[j];
+}
+
 /* Decode one record; returns TBP_OK (known kind, *rec filled), TBP_END
  * meaning "skipped a kind this reader does not know", or an error. */
 static int decode_record(struct tbp_reader *r, struct tbp_record *rec)
@@ -696,21 +735,14 @@ static int decode_record(struct tbp_reader *r, struct tbp_record *rec)
 
 	if (!kc->ki)
 		return TBP_END; /* a newer writer's kind: skipped */
-	rec->kind = (uint8_t)kind;
-	rec->stream_kind = (uint8_t)r->stream_kind;
-	rec->nfields = (uint16_t)kc->nout;
-	rec->tid = (uint32_t)r->stream_id;
-	rec->ts = kc->row[j][0];
-	memcpy(rec->u.v, &kc->row[j][1], sizeof rec->u.v);
-	rec->blob = kc->has_blob ? kc->blob[j] : NULL;
-	rec->blob_len = kc->has_blob ? kc->blob_len[j] : 0;
+	put_record(kc, j, rec);
 	return TBP_OK;
 }
 
-int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
+/* Everything but the common case below: a batch to decode, a chunk to
+ * close or open, a frame to read, a skipped kind, an error. */
+static __attribute__((noinline)) int reader_next_slow(struct tbp_reader *r, struct tbp_record *rec)
 {
-	if (!r || !rec)
-		return TBP_ERR_ARG;
 	for (;;) {
 		if (r->status)
 			return r->status;
@@ -744,6 +776,31 @@ int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
 		if (rc != TBP_OK)
 			return rc;
 	}
+}
+
+int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
+{
+	if (!r || !rec)
+		return TBP_ERR_ARG;
+	/* The common case, kept short so it needs few registers: a known kind
+	 * whose batch has rows left, and not the chunk's last record (that one
+	 * closes the chunk).  Exactly what decode_record does for it. */
+	if (__builtin_expect(!r->status && r->chunk_left > 1, 1)) {
+		const uint8_t *p = r->content + r->kinds_pos;
+		unsigned kind = *p;
+		if (__builtin_expect(kind < 0x80, 1)) {
+			struct kind_cursor *kc = r->cur[kind];
+			if (__builtin_expect(kc->bi < kc->bn && kc->ki != NULL, 1)) {
+				unsigned j = kc->bi++;
+				r->kinds_pos++;
+				r->record_index++;
+				r->chunk_left--;
+				put_record(kc, j, rec);
+				return TBP_OK;
+			}
+		}
+	}
+	return reader_next_slow(r, rec);
 }
 
 const struct tbp_header *tbp_reader_header(const struct tbp_reader *r)
