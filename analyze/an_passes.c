@@ -17,6 +17,12 @@
 #include "an.h"
 #include "an_internal.h"
 
+/* Helpers on the launch and kernel paths: always inlined, so that each of
+ * an_pass_record's specialised copies is one function; the rare steps they
+ * reach (gaps, bursts closing, map fallbacks) stay out of line. */
+#define HOT_FN static inline __attribute__((always_inline))
+#define COLD_FN static __attribute__((noinline))
+
 #define API_RING 1024
 #define SPAN_RING 4096
 #define PENDING_GAPS 1024
@@ -146,7 +152,7 @@ struct an_state {
 };
 
 /* ------------------------------------------------------------ unions */
-static void un_add(struct an_union *u, uint64_t s, uint64_t e)
+HOT_FN void un_add(struct an_union *u, uint64_t s, uint64_t e)
 {
 	if (e < s)
 		e = s;
@@ -305,7 +311,7 @@ static struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint6
 	return s;
 }
 
-static struct thread_st *get_thread(struct an_state *st, uint32_t tid)
+HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
 {
 	for (size_t i = 0; i < st->threads.n; i++) {
 		struct thread_st *t = VEC_AT(&st->threads, struct thread_st, i);
@@ -395,7 +401,20 @@ static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint
 }
 
 /* ------------------------------------------------------------ timeline */
-static void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint64_t e)
+COLD_FN void hist_coarsen(struct analysis *a, uint64_t e)
+{
+	while (e - a->hist_origin > (uint64_t)AN_HIST_BINS * a->hist_w) {
+		for (size_t i = 0; i < a->streams.n; i++) {
+			struct an_stream *x = VEC_AT(&a->streams, struct an_stream, i);
+			for (size_t b = 0; b < AN_HIST_BINS / 2; b++)
+				x->hist[b] = x->hist[2 * b] + x->hist[2 * b + 1];
+			memset(&x->hist[AN_HIST_BINS / 2], 0, sizeof(uint64_t) * (AN_HIST_BINS / 2));
+		}
+		a->hist_w *= 2;
+	}
+}
+
+HOT_FN void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint64_t e)
 {
 	if (!a->hist_on) {
 		a->hist_on = 1;
@@ -410,18 +429,19 @@ static void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint
 	 * (bounded: a nonsense timestamp must not overflow the width). */
 	if (e - a->hist_origin > (UINT64_MAX >> 12))
 		e = a->hist_origin + (UINT64_MAX >> 12);
-	while (e - a->hist_origin > (uint64_t)AN_HIST_BINS * a->hist_w) {
-		for (size_t i = 0; i < a->streams.n; i++) {
-			struct an_stream *x = VEC_AT(&a->streams, struct an_stream, i);
-			for (size_t b = 0; b < AN_HIST_BINS / 2; b++)
-				x->hist[b] = x->hist[2 * b] + x->hist[2 * b + 1];
-			memset(&x->hist[AN_HIST_BINS / 2], 0, sizeof(uint64_t) * (AN_HIST_BINS / 2));
-		}
-		a->hist_w *= 2;
-	}
+	if (e - a->hist_origin > (uint64_t)AN_HIST_BINS * a->hist_w)
+		hist_coarsen(a, e);
 	uint64_t off = s - a->hist_origin, end = e - a->hist_origin;
+	unsigned sh = (unsigned)__builtin_ctzll(a->hist_w);
+	/* Most intervals lie inside one bin: the loop below would add end - off
+	 * to that bin alone. */
+	if ((off >> sh) == ((end - 1) >> sh)) {
+		if ((off >> sh) < AN_HIST_BINS)
+			str->hist[off >> sh] += end - off;
+		return;
+	}
 	/* hist_w is 1024 doubled: a shift, not a division per record. */
-	for (size_t b = off >> __builtin_ctzll(a->hist_w); b < AN_HIST_BINS && b * a->hist_w < end; b++) {
+	for (size_t b = off >> sh; b < AN_HIST_BINS && b * a->hist_w < end; b++) {
 		uint64_t lo = b * a->hist_w, hi = lo + a->hist_w;
 		uint64_t x0 = off > lo ? off : lo, x1 = end < hi ? end : hi;
 		if (x1 > x0)
@@ -429,7 +449,7 @@ static void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint
 	}
 }
 
-static void mark_add(struct analysis *a, int kind, uint64_t dev, uint64_t stream, uint64_t s, uint64_t e)
+COLD_FN void mark_add(struct analysis *a, int kind, uint64_t dev, uint64_t stream, uint64_t s, uint64_t e)
 {
 	size_t slot = a->n_marks;
 	if (a->n_marks == AN_MAX_MARKS) {
@@ -501,7 +521,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		f->other_callpath = g->launch_cp;
 }
 
-static void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, const struct corr_ent *launch)
+COLD_FN void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, const struct corr_ent *launch)
 {
 	struct an_state *st = a->st;
 	if (st->gap_n == PENDING_GAPS) {
@@ -602,7 +622,7 @@ static void bursts_fold(struct analysis *a, uint64_t horizon)
 	v->n = kept;
 }
 
-static void burst_close(struct analysis *a, struct an_stream *s)
+COLD_FN void burst_close(struct analysis *a, struct an_stream *s)
 {
 	struct an_state *st = a->st;
 	struct an_burst_run *r = &s->run;
@@ -637,7 +657,7 @@ static void burst_close(struct analysis *a, struct an_stream *s)
 	}
 }
 
-static void burst_kernel(struct analysis *a, const struct an_device *d, struct an_stream *s, uint64_t ts,
+HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct an_stream *s, uint64_t ts,
 			 uint64_t end, uint64_t cp, uint64_t nat)
 {
 	struct an_burst_run *r = &s->run;
@@ -672,7 +692,7 @@ static void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 }
 
 /* ------------------------------------------------------------ records */
-static void note_time(struct analysis *a, uint64_t ts, uint64_t end)
+HOT_FN void note_time(struct analysis *a, uint64_t ts, uint64_t end)
 {
 	if (ts < a->first_ts)
 		a->first_ts = ts;
@@ -682,9 +702,9 @@ static void note_time(struct analysis *a, uint64_t ts, uint64_t end)
 		a->last_ts = end;
 }
 
-static void corr_map_put(struct an_state *st, uint64_t corr, const struct corr_ent *e);
+COLD_FN void corr_map_put(struct an_state *st, uint64_t corr, const struct corr_ent *e);
 
-static int corr_take(struct an_state *st, uint64_t corr, struct corr_ent *out)
+HOT_FN int corr_take(struct an_state *st, uint64_t corr, struct corr_ent *out)
 {
 	if (st->corr_ring) {
 		struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
@@ -708,7 +728,7 @@ static int corr_take(struct an_state *st, uint64_t corr, struct corr_ent *out)
 	return 1;
 }
 
-static void corr_put(struct an_state *st, uint64_t corr, const struct corr_ent *e)
+HOT_FN void corr_put(struct an_state *st, uint64_t corr, const struct corr_ent *e)
 {
 	if (!corr)
 		return;
@@ -725,7 +745,7 @@ static void corr_put(struct an_state *st, uint64_t corr, const struct corr_ent *
 	corr_map_put(st, corr, e);
 }
 
-static void corr_map_put(struct an_state *st, uint64_t corr, const struct corr_ent *e)
+COLD_FN void corr_map_put(struct an_state *st, uint64_t corr, const struct corr_ent *e)
 {
 	/* Bounded: records whose GPU side never comes (lost, or no CUPTI)
 	 * must not grow the map without end. */
@@ -744,13 +764,16 @@ static void corr_map_put(struct an_state *st, uint64_t corr, const struct corr_e
 	u64map_put(&st->corr, corr, i);
 }
 
-static void on_gpu(struct analysis *a, const struct tbp_record *r)
+/* The GPU records' pass; kind is kind, a constant where the hot kind
+ * takes its own copy (an_pass_record). */
+static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, const struct tbp_record *r,
+							   unsigned kind)
 {
 	struct an_state *st = a->st;
 	const struct tbp_gpu_kernel *g = &r->u.gpu_kernel; /* common prefix */
 	uint64_t s = r->ts, e = g->end < r->ts ? r->ts : g->end;
 	note_time(a, s, e);
-	if (r->kind == TBP_K_GPU_SYNC) {
+	if (kind == TBP_K_GPU_SYNC) {
 		a->n_gpu_sync++;
 		return;
 	}
@@ -791,7 +814,7 @@ static void on_gpu(struct analysis *a, const struct tbp_record *r)
 			ss->gpu_ns += e - s;
 	}
 
-	switch (r->kind) {
+	switch (kind) {
 	case TBP_K_GPU_KERNEL: {
 		a->n_gpu_kernel++;
 		d->kernels++;
@@ -837,7 +860,9 @@ static void on_gpu(struct analysis *a, const struct tbp_record *r)
 	}
 }
 
-static void on_api(struct analysis *a, const struct tbp_record *r)
+/* The API records' pass; kind as in on_gpu_k. */
+static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, const struct tbp_record *r,
+							   unsigned kind)
 {
 	struct an_state *st = a->st;
 	const struct tbp_call *c = &r->u.call;
@@ -849,7 +874,7 @@ static void on_api(struct analysis *a, const struct tbp_record *r)
 
 	struct api_ent *ae = &st->api[st->api_n++ % API_RING];
 	ae->tid = r->tid;
-	ae->kind = r->kind;
+	ae->kind = kind;
 	ae->ts = ts;
 	ae->end = end;
 	ae->callpath = c->callpath;
@@ -858,7 +883,7 @@ static void on_api(struct analysis *a, const struct tbp_record *r)
 	/* A scalar copy's stall includes the sync right after it. */
 	if (th && th->scalar_pending) {
 		th->scalar_pending = 0;
-		if (r->kind == TBP_K_SYNC && th->scalar_finding < st->all_findings.n) {
+		if (kind == TBP_K_SYNC && th->scalar_finding < st->all_findings.n) {
 			struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, th->scalar_finding);
 			f->flagged++;
 			f->total_ns += dur;
@@ -871,9 +896,9 @@ static void on_api(struct analysis *a, const struct tbp_record *r)
 		ss->calls++;
 	}
 	/* A call the runtime refused has no GPU side to wait for. */
-	if (st->expect_gpu && !c->result && (r->kind == TBP_K_LAUNCH || r->kind == TBP_K_MEMCPY || r->kind == TBP_K_MEMSET)) {
+	if (st->expect_gpu && !c->result && (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET)) {
 		struct corr_ent ce = {.callpath = c->callpath, .native = c->native, .ts = ts, .end = end,
-				      .tid = r->tid, .kind = r->kind};
+				      .tid = r->tid, .kind = kind};
 		/* The GPU side adds its time to the same site: no second lookup. */
 		if (ss && a->sites.n < UINT32_MAX)
 			ce.site = (uint32_t)(ss - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1;
@@ -885,7 +910,7 @@ static void on_api(struct analysis *a, const struct tbp_record *r)
 	int failed = c->result != 0 && c->result != 600;
 	if (failed)
 		a->n_errors++;
-	switch (r->kind) {
+	switch (kind) {
 	case TBP_K_LAUNCH:
 		if (!failed)
 			a->n_launch++;
@@ -1021,6 +1046,16 @@ static void on_api(struct analysis *a, const struct tbp_record *r)
 	}
 }
 
+static __attribute__((noinline)) void on_gpu(struct analysis *a, const struct tbp_record *r)
+{
+	on_gpu_k(a, r, r->kind);
+}
+
+static __attribute__((noinline)) void on_api(struct analysis *a, const struct tbp_record *r)
+{
+	on_api_k(a, r, r->kind);
+}
+
 static void on_marker(struct analysis *a, const struct tbp_record *r)
 {
 	struct an_state *st = a->st;
@@ -1113,7 +1148,31 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 		gap_consider_span(&st->gaps[(st->gap_head + i) % PENDING_GAPS], e);
 }
 
+static __attribute__((noinline)) void pass_record_other(struct analysis *a, const struct tbp_record *r);
+
+/* Launches and kernels are most records: each takes a copy of its pass
+ * specialised for its kind; every other kind goes through the general one. */
+COLD_FN void on_launch(struct analysis *a, const struct tbp_record *r)
+{
+	on_api_k(a, r, TBP_K_LAUNCH);
+}
+
+COLD_FN void on_kernel(struct analysis *a, const struct tbp_record *r)
+{
+	on_gpu_k(a, r, TBP_K_GPU_KERNEL);
+}
+
 void an_pass_record(struct analysis *a, const struct tbp_record *r)
+{
+	if (r->kind == TBP_K_LAUNCH)
+		on_launch(a, r);
+	else if (r->kind == TBP_K_GPU_KERNEL)
+		on_kernel(a, r);
+	else
+		pass_record_other(a, r);
+}
+
+static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 {
 	switch (r->kind) {
 	case TBP_K_API:
