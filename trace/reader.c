@@ -570,6 +570,25 @@ static inline int get_varint3(const uint8_t **pp, const uint8_t *e, uint64_t *ou
 	return tbp_get_varint(pp, e, out);
 }
 
+/* Four two-byte varints in the eight bytes w (bytes 0, 2, 4, 6 carry the
+ * continuation bit, 1, 3, 5, 7 do not): their values, one per 16-bit lane
+ * (the low seven bits of the first byte, then seven of the second). */
+#define TWO_BYTE4_MASK 0x8080808080808080ull
+#define TWO_BYTE4_BITS 0x0080008000800080ull
+static inline uint64_t two_byte4(uint64_t w)
+{
+	return (w & 0x007f007f007f007full) | ((w >> 1) & 0x3f803f803f803f80ull);
+}
+/* Two three-byte varints in the first six bytes of w (bytes 0, 1, 3, 4 carry
+ * the continuation bit, 2 and 5 do not): their values in bits 0..20 and
+ * 24..44 (timestamp deltas of tens of microseconds). */
+#define THREE_BYTE2_MASK 0x0000808080808080ull
+#define THREE_BYTE2_BITS 0x0000008080008080ull
+static inline uint64_t three_byte2(uint64_t w)
+{
+	return (w & 0x00007f00007full) | ((w >> 1) & 0x003f80003f80ull) | ((w >> 2) & 0x1fc0001fc000ull);
+}
+
 /* Decodes the next min(BATCH, left) records of one kind into kc->row.
  * A column that runs short or holds a bad varint stops the batch at the
  * first record it cannot complete: the records before it are handed out
@@ -606,21 +625,53 @@ static void fill_batch(struct kind_cursor *kc)
 			/* Eight one-byte varints at a time when the next eight bytes
 			 * all have the continuation bit clear (the usual case). */
 			while (j < ok) {
-				uint64_t w;
-				if (j + 8 <= ok && e - p >= 8 && (memcpy(&w, p, 8), !(w & 0x8080808080808080ull))) {
+				uint64_t w = 0;
+				int w8 = e - p >= 8;
+				if (w8)
+					memcpy(&w, p, 8);
+				if (j + 8 <= ok && w8 && !(w & 0x8080808080808080ull)) {
 					changed |= w;
 					if (!w) { /* eight repeats of the previous value */
 						if (!rows_hold_acc || acc != kc->const_val[c])
 							for (unsigned t = 0; t < 8; t++)
 								row[j + t][c] = acc;
 					} else {
+						/* Unzigzag all eight bytes at once: byte t of
+						 * d is delta t as a signed byte (a one-byte
+						 * varint's delta lies in -64..63). */
+						uint64_t d = ((w >> 1) & 0x7f7f7f7f7f7f7f7full) ^
+							     ((w & 0x0101010101010101ull) * 0xff);
 						for (unsigned t = 0; t < 8; t++) {
-							acc += tbp_unzigzag((w >> (8 * t)) & 0xff);
+							acc += (uint64_t)(int64_t)(int8_t)(uint8_t)(d >> (8 * t));
 							row[j + t][c] = acc;
 						}
 					}
 					p += 8;
 					j += 8;
+					continue;
+				}
+				if (j + 2 <= ok && w8 && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
+					uint64_t z2 = three_byte2(w);
+					changed |= z2;
+					acc += tbp_unzigzag(z2 & 0x1fffff);
+					row[j][c] = acc;
+					acc += tbp_unzigzag(z2 >> 24);
+					row[j + 1][c] = acc;
+					p += 6;
+					j += 2;
+					continue;
+				}
+				if (j + 4 <= ok && w8 && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
+					/* Four two-byte varints (timestamp and end
+					 * deltas of a few microseconds). */
+					uint64_t z4 = two_byte4(w);
+					changed |= z4;
+					for (unsigned t = 0; t < 4; t++) {
+						acc += tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
+						row[j + t][c] = acc;
+					}
+					p += 8;
+					j += 4;
 					continue;
 				}
 				uint64_t z;
@@ -644,6 +695,43 @@ static void fill_batch(struct kind_cursor *kc)
 				kc->const_val[c] = acc;
 			} else {
 				*cword &= ~cbit;
+			}
+		} else if (dur && keep) {
+			/* end = ts + duration: durations of a few microseconds
+			 * are two-byte varints, four at a time. */
+			uint64_t (*row)[ROW] = kc->row;
+			for (; j < ok; j++) {
+				uint64_t w;
+				if (e - p >= 8) {
+					memcpy(&w, p, 8);
+					if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
+						uint64_t z4 = two_byte4(w);
+						for (unsigned t = 0; t < 4; t++)
+							row[j + t][c] = row[j + t][0] + tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
+						acc = row[j + 3][c];
+						p += 8;
+						j += 3;
+						continue;
+					}
+					if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
+						uint64_t z2 = three_byte2(w);
+						row[j][c] = row[j][0] + tbp_unzigzag(z2 & 0x1fffff);
+						acc = row[j + 1][c] = row[j + 1][0] + tbp_unzigzag(z2 >> 24);
+						p += 6;
+						j += 1;
+						continue;
+					}
+				}
+				uint64_t z;
+				if (p < e && *p < 0x80)
+					z = *p++;
+				else if (e - p >= 2 && p[1] < 0x80) {
+					z = (p[0] & 0x7fu) | (uint64_t)p[1] << 7;
+					p += 2;
+				} else if (get_varint3(&p, e, &z))
+					break;
+				acc = row[j][0] + tbp_unzigzag(z);
+				row[j][c] = acc;
 			}
 		} else {
 			for (; j < ok; j++) {
