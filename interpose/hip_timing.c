@@ -203,6 +203,14 @@ static void child_after_fork(void)
 	pthread_cond_init(&drained_cond, NULL);
 }
 
+/* From libtbprof's atfork child handler, registered at load: a handler
+ * registered here, at first use under timing_lock, would miss a fork that
+ * races that first use.  The reset is harmless before any use. */
+void tbp_hip_timing_fork_child(void)
+{
+	child_after_fork();
+}
+
 /* ------------------------------------------------------------ setup */
 
 static void at_exit_harvest(void)
@@ -233,7 +241,6 @@ void hip_timing_init(void)
 			    emitter_start_locked() == 0) {
 				timing_requested = 1;
 				__atomic_store_n(&hip_timing_on, 1, __ATOMIC_RELAXED);
-				pthread_atfork(NULL, NULL, child_after_fork);
 			} else {
 				tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_TEXT,
 					   "TBPROF_HIP_EVENTS: HIP event API not found: no HIP GPU timeline");

@@ -1424,7 +1424,9 @@ __attribute__((destructor)) static void tbp_fini(void)
 
 /* ------------------------------------------------------------ fork */
 
-static sigset_t fork_saved_mask;
+/* Per thread: two threads may fork at once.  The forking thread's value is
+ * still there in the child. */
+static __thread sigset_t fork_saved_mask __attribute__((tls_model("initial-exec")));
 
 static void tbp_register_atfork(void)
 {
@@ -1478,6 +1480,8 @@ static void tbp_atfork_child(void)
 		tbp_interpose_fork_child();
 	if (tbp_cupti_fork_child)
 		tbp_cupti_fork_child();
+	if (tbp_hip_timing_fork_child)
+		tbp_hip_timing_fork_child();
 	if (atomic_load(&tbp_start_state) != 2) {
 		/* The parent was not tracing (not yet, or it could not): the
 		 * child is the same kind of process, nothing else to reset. */

@@ -259,5 +259,8 @@ void tbp_interpose_fork_child(void) TBP_HIDDEN __attribute__((weak));
  * registration made inside CUPTI's start, under its lock, would come too
  * late for a fork racing that start. */
 void tbp_cupti_fork_child(void) TBP_HIDDEN __attribute__((weak));
+/* interpose/hip_timing.c (weak: absent without HIP): the hipEvent timing's
+ * lock, emitter and events reset in every child. */
+void tbp_hip_timing_fork_child(void) TBP_HIDDEN __attribute__((weak));
 
 #endif
