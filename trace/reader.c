@@ -570,6 +570,24 @@ static inline int get_varint3(const uint8_t **pp, const uint8_t *e, uint64_t *ou
 	return tbp_get_varint(pp, e, out);
 }
 
+/* A varint of one, two or three bytes inline (nearly all of them: small
+ * deltas), longer ones through get_varint3.  Nonzero when malformed. */
+static inline int get_varint_small(const uint8_t **pp, const uint8_t *e, uint64_t *z)
+{
+	const uint8_t *p = *pp;
+	if (__builtin_expect(p < e && *p < 0x80, 1)) {
+		*z = *p;
+		*pp = p + 1;
+		return 0;
+	}
+	if (e - p >= 2 && p[1] < 0x80) {
+		*z = (p[0] & 0x7fu) | (uint64_t)p[1] << 7;
+		*pp = p + 2;
+		return 0;
+	}
+	return get_varint3(pp, e, z);
+}
+
 /* Four two-byte varints in the eight bytes w (bytes 0, 2, 4, 6 carry the
  * continuation bit, 1, 3, 5, 7 do not): their values, one per 16-bit lane
  * (the low seven bits of the first byte, then seven of the second). */
@@ -675,14 +693,7 @@ static void fill_batch(struct kind_cursor *kc)
 					continue;
 				}
 				uint64_t z;
-				if (p < e && *p < 0x80)
-					z = *p++;
-				else if (e - p >= 2 && p[1] < 0x80) {
-					/* Two-byte varints: timestamp and end deltas of a
-					 * few microseconds. */
-					z = (p[0] & 0x7fu) | (uint64_t)p[1] << 7;
-					p += 2;
-				} else if (get_varint3(&p, e, &z))
+				if (get_varint_small(&p, e, &z))
 					break;
 				changed |= z;
 				acc += tbp_unzigzag(z);
@@ -723,12 +734,7 @@ static void fill_batch(struct kind_cursor *kc)
 					}
 				}
 				uint64_t z;
-				if (p < e && *p < 0x80)
-					z = *p++;
-				else if (e - p >= 2 && p[1] < 0x80) {
-					z = (p[0] & 0x7fu) | (uint64_t)p[1] << 7;
-					p += 2;
-				} else if (get_varint3(&p, e, &z))
+				if (get_varint_small(&p, e, &z))
 					break;
 				acc = row[j][0] + tbp_unzigzag(z);
 				row[j][c] = acc;
@@ -736,12 +742,7 @@ static void fill_batch(struct kind_cursor *kc)
 		} else {
 			for (; j < ok; j++) {
 				uint64_t z;
-				if (__builtin_expect(p < e && *p < 0x80, 1))
-					z = *p++;
-				else if (e - p >= 2 && p[1] < 0x80) {
-					z = (p[0] & 0x7fu) | (uint64_t)p[1] << 7;
-					p += 2;
-				} else if (get_varint3(&p, e, &z))
+				if (get_varint_small(&p, e, &z))
 					break;
 				if (dur)
 					acc = kc->row[j][0] + tbp_unzigzag(z);
