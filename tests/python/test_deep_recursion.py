@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 from traceview import Trace
+from checks import check, finish  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = os.environ.get("TBPROF_LIB", "")
@@ -19,15 +20,6 @@ if not os.path.exists(LIB):
     sys.exit(77)
 
 WORKLOAD = os.path.join(HERE, "deep_recursion.py")
-failures = []
-
-
-def check(what, got, want):
-    ok = got == want
-    print("%s %s" % ("ok  " if ok else "FAIL", what))
-    if not ok:
-        print("  got  %r\n  want %r" % (got, want))
-        failures.append(what)
 
 
 def run(args, trace_path=None):
@@ -63,7 +55,4 @@ for i, args in enumerate(cases):
     check("%s: the hook is back after the recursion (span of after())" % name,
           sum(1 for p in leaves if p and p[0][0] == WORKLOAD and p[0][2] == "after"), 1)
 
-if failures:
-    print("%d check(s) failed" % len(failures))
-    sys.exit(1)
-print("all checks passed")
+finish()

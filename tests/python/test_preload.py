@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 from traceview import Trace
+from checks import check, finish  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = os.environ.get("TBPROF_LIB", "")
@@ -20,15 +21,6 @@ if not (os.path.exists(LIB) and os.path.exists(os.path.join(SIMGPU, "libcudart.s
     sys.exit(77)
 
 RUN = "Trainer.run" if sys.version_info >= (3, 11) else "run"  # 3.10: no co_qualname
-failures = []
-
-
-def check(what, got, want):
-    ok = got == want
-    print("%s %s" % ("ok  " if ok else "FAIL", what))
-    if not ok:
-        print("  got  %r\n  want %r" % (got, want))
-        failures.append(what)
 
 
 tmp = tempfile.mkdtemp()
@@ -87,7 +79,4 @@ with open(workload) as f:
             wsites[text.split("# site:")[1].split()[0]] = number
 check("native thread during backward(): one sync, attributed to the backward() line",
       [trace.path(r["callpath"])[:1] for r in native], [[(workload, wsites["backward"], "native_backward")]])
-if failures:
-    print("%d check(s) failed" % len(failures))
-    sys.exit(1)
-print("all checks passed")
+finish()

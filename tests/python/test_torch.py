@@ -12,6 +12,8 @@ import tempfile
 
 from tpyshim_sites import site_lines
 from traceview import Trace
+import checks  # noqa: E402
+from checks import check  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB = os.environ.get("TBPROF_LIB", "")
@@ -26,15 +28,6 @@ if not os.path.exists(LIB):
 
 CHILD = os.path.join(HERE, "torch_train.py")
 SITE = site_lines(CHILD)
-failures = []
-
-
-def check(what, got, want):
-    ok = got == want
-    print("%s %s" % ("ok  " if ok else "FAIL", what))
-    if not ok:
-        print("  got  %r\n  want %r" % (got, want))
-        failures.append(what)
 
 
 def start(args, preload, trace=None):
@@ -89,7 +82,4 @@ if markers:
     ends = [m["ts"] for m in markers if m["marker_kind"] == 2]
     inside = sum(1 for s in step_spans if any(b <= s["ts"] and s["end"] <= e for b, e in zip(begins, ends)))
     check("each step span of main() lies inside its iteration markers", inside, 20)
-if failures:
-    print("%d check(s) failed" % len(failures))
-    sys.exit(1)
-print("all checks passed")
+checks.finish()

@@ -46,19 +46,4 @@ def spans():
 from tpyshim_sites import site_lines  # noqa: E402,F401
 
 
-failures = []
-
-
-def check(what, got, want):
-    if got != want:
-        failures.append(what)
-        print("FAIL %s\n  got  %r\n  want %r" % (what, got, want))
-    else:
-        print("ok   %s" % what)
-
-
-def finish():
-    if failures:
-        print("%d check(s) failed: %s" % (len(failures), ", ".join(failures)))
-        sys.exit(1)
-    print("all checks passed")
+from checks import check, failures, finish  # noqa: E402,F401
