@@ -580,8 +580,41 @@ static void merge_two(struct analysis *a, struct merger *m)
 	m->buffered -= done;
 }
 
+/* Moves a queue's records to the front of its ring.  The rings grow to
+ * hold the first frames (nothing is released before AN_STALL_FRAMES) and
+ * are much larger than the cache later; a head that kept moving round the
+ * whole ring would make every record a cache miss on the way in and out,
+ * while records restarting at slot 0 keep the live part about a frame
+ * long.  Costs the records left over, usually few. */
+static void mq_compact(struct mqueue *q)
+{
+	if (!q->head)
+		return;
+	if (q->n > q->cap / 8)
+		return; /* a large backlog: moving it costs more than it saves */
+	if (q->head + q->n <= q->cap) {
+		memmove(q->ring, q->ring + q->head, q->n * sizeof *q->ring);
+	} else {
+		/* Wrapped: [head, cap) then [0, rest).  The first part fits
+		 * below head after shifting the rest up (n <= cap / 8). */
+		size_t first = q->cap - q->head, rest = q->n - first;
+		memmove(q->ring + first, q->ring, rest * sizeof *q->ring);
+		memcpy(q->ring, q->ring + q->head, first * sizeof *q->ring);
+	}
+	q->head = 0;
+}
+
+static void merge_drain_runs(struct analysis *a, struct merger *m, int final);
+
 /* Emit records in time order while allowed (or everything when final). */
 static void merge_drain(struct analysis *a, struct merger *m, int final)
+{
+	merge_drain_runs(a, m, final);
+	for (size_t i = 0; i < m->qs.n; i++)
+		mq_compact(VEC_AT(&m->qs, struct mqueue, i));
+}
+
+static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 {
 	/* Streams are only known once they show up: give the late starters
 	 * (GPU activity, other threads) a few frames to appear first. */
@@ -753,6 +786,12 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 			/* A new frame: let streams that kept up release records. */
 			m.frame++;
 			last_off = off;
+			if (rec != &rec_buf) {
+				/* The drain may move the ring's records (mq_compact):
+				 * the one just decoded into the tail is not queued yet. */
+				rec_buf = *rec;
+				rec = &rec_buf;
+			}
 			merge_drain(a, &m, 0);
 		}
 		if (rec->kind == TBP_K_STRING || rec->kind == TBP_K_PYFRAME || rec->kind == TBP_K_CALLPATH ||
