@@ -453,6 +453,8 @@ int an_open(struct tbp_reader **r, const char *path)
 static size_t reorder_cap = AN_REORDER_CAP;
 /* Frames of silence after which a stream stops holding the others back. */
 #define AN_STALL_FRAMES 16
+/* Records an_run takes from the reader per call. */
+#define AN_RUN_MAX 32
 
 struct mqueue {
 	uint32_t key_kind, key_id;
@@ -757,68 +759,90 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 		goto nomem_closed;
 	}
 	uint64_t last_off = tbp_reader_offset(r);
-	struct tbp_record rec_buf;
+	/* Records come a run at a time (tbp_reader_next_many: one chunk, so
+	 * one stream).  A run is decoded straight into the free tail of the
+	 * queue the last timed record went to (the same stream, usually), so
+	 * a queued record is not copied again; records that are not queued
+	 * (definitions, spans) are handled in place and the queued ones after
+	 * them move down over them.  Elsewhere it goes to `spare` and is
+	 * copied into its queue. */
+	struct tbp_record spare[AN_RUN_MAX];
 	int st;
 	for (;;) {
-		/* Decode straight into the free tail slot of the queue the last
-		 * record went to (the same stream, usually): no copy of the record
-		 * into the queue.  The tail slot stays where it is while
-		 * merge_drain pops from the head. */
 		size_t pq_ix = m.last_q;
-		struct tbp_record *rec = &rec_buf;
+		struct tbp_record *run = spare;
+		unsigned max = AN_RUN_MAX;
 		if (pq_ix) {
 			struct mqueue *pq = VEC_AT(&m.qs, struct mqueue, pq_ix - 1);
-			if (pq->n < pq->cap) {
-				rec = &pq->ring[(pq->head + pq->n) & (pq->cap - 1)];
-				/* The ring is larger than the cache: ask for the slot a
-				 * few records ahead now, so it is there when written. */
-				const char *ahead = (const char *)&pq->ring[(pq->head + pq->n + 8) & (pq->cap - 1)];
-				__builtin_prefetch(ahead, 1);
-				__builtin_prefetch(ahead + 64, 1);
-				__builtin_prefetch(ahead + 128, 1);
+			size_t tail = (pq->head + pq->n) & (pq->cap - 1);
+			size_t room = pq->cap - pq->n;
+			if (room > pq->cap - tail)
+				room = pq->cap - tail; /* not across the ring's end */
+			if (room) {
+				run = &pq->ring[tail];
+				if (room < max)
+					max = (unsigned)room;
 			}
 		}
-		if ((st = tr_next(r, path, rec)) <= 0)
+		/* Past the cap every queued record drains the merge: a run ends
+		 * with the record that crosses it. */
+		size_t to_cap = m.buffered <= reorder_cap ? reorder_cap - m.buffered + 1 : 1;
+		if (to_cap < max)
+			max = (unsigned)to_cap;
+		unsigned n;
+		if ((st = tr_next_many(r, path, run, max, &n)) <= 0)
 			break;
-		a->records++;
+		a->records += n;
 		uint64_t off = tbp_reader_offset(r);
 		if (off != last_off) {
-			/* A new frame: let streams that kept up release records. */
+			/* A new frame: let streams that kept up release records.
+			 * The drain may move the ring's records (mq_compact): the
+			 * run just decoded into the tail is not queued yet (it is
+			 * the frame's first record, alone). */
 			m.frame++;
 			last_off = off;
-			if (rec != &rec_buf) {
-				/* The drain may move the ring's records (mq_compact):
-				 * the one just decoded into the tail is not queued yet. */
-				rec_buf = *rec;
-				rec = &rec_buf;
+			if (run != spare) {
+				memcpy(spare, run, n * sizeof *run);
+				run = spare;
 			}
 			merge_drain(a, &m, 0);
 		}
-		if (rec->kind == TBP_K_STRING || rec->kind == TBP_K_PYFRAME || rec->kind == TBP_K_CALLPATH ||
-		    rec->kind == TBP_K_NATIVE || rec->kind == TBP_K_MODULE) {
-			if (defs_add(a->defs, rec))
+		struct mqueue *q = NULL;
+		int in_place = 0;
+		for (unsigned i = 0; i < n; i++) {
+			struct tbp_record *rec = &run[i];
+			if (rec->kind == TBP_K_STRING || rec->kind == TBP_K_PYFRAME || rec->kind == TBP_K_CALLPATH ||
+			    rec->kind == TBP_K_NATIVE || rec->kind == TBP_K_MODULE) {
+				if (defs_add(a->defs, rec))
+					goto nomem;
+				continue;
+			}
+			a->events++;
+			if (!is_timed_stream_record(rec->kind)) {
+				an_pass_record(a, rec); /* facts and spans: order-free */
+				continue;
+			}
+			if (!q) {
+				/* One chunk: every record of the run has the same queue. */
+				if (!(q = mq_get(&m, rec->stream_kind, rec->tid)))
+					goto nomem;
+				in_place = run != spare && q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1);
+			}
+			if (in_place) {
+				struct tbp_record *slot = &q->ring[(q->head + q->n) & (q->cap - 1)];
+				if (slot != rec)
+					*slot = *rec;
+				slot->blob = NULL; /* queued records outlive the frame */
+				slot->blob_len = 0;
+				q->n++;
+			} else if (mq_push(q, rec)) {
 				goto nomem;
-			continue;
+			}
+			q->last_frame = m.frame;
+			m.buffered++;
+			if (m.buffered > reorder_cap)
+				merge_drain(a, &m, 0);
 		}
-		a->events++;
-		if (!is_timed_stream_record(rec->kind)) {
-			an_pass_record(a, rec); /* facts and spans: order-free */
-			continue;
-		}
-		struct mqueue *q = mq_get(&m, rec->stream_kind, rec->tid);
-		if (!q)
-			goto nomem;
-		if (rec != &rec_buf && q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1)) {
-			rec->blob = NULL; /* queued records outlive the frame */
-			rec->blob_len = 0;
-			q->n++;
-		} else if (mq_push(q, rec)) {
-			goto nomem;
-		}
-		q->last_frame = m.frame;
-		m.buffered++;
-		if (m.buffered > reorder_cap)
-			merge_drain(a, &m, 0);
 	}
 	if (st < 0) {
 		rc = tr_exit_status(r);

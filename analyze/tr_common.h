@@ -37,6 +37,13 @@ static inline int tr_next(struct tbp_reader *r, const char *path, struct tbp_rec
 	int rc = tbp_reader_next(r, rec);
 	return rc == TBP_OK ? 1 : tr_next_end(r, path, rc);
 }
+/* tr_next for a run of records (tbp_reader_next_many): 1 with *n >= 1. */
+static inline int tr_next_many(struct tbp_reader *r, const char *path, struct tbp_record *recs, unsigned max,
+			       unsigned *n)
+{
+	int rc = tbp_reader_next_many(r, recs, max, n);
+	return rc == TBP_OK ? 1 : tr_next_end(r, path, rc);
+}
 /* Exit status for the reader's current error (TBA_EXIT_* from cmd.h). */
 int tr_exit_status(const struct tbp_reader *r);
 /* Prints "tbanalyze: FILE: offset N: REASON" for the reader's error. */

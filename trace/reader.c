@@ -892,6 +892,46 @@ int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
 	return reader_next_slow(r, rec);
 }
 
+int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned max, unsigned *n_out)
+{
+	if (!r || !recs || !max || !n_out)
+		return TBP_ERR_ARG;
+	*n_out = 0;
+	/* The fast path of tbp_reader_next, record after record while it
+	 * holds; anything else (a chunk's last record, a batch to decode, a
+	 * frame to read, an error) ends the run, or is the run's only record
+	 * when it comes first: records and errors come in the same order as
+	 * from tbp_reader_next. */
+	if (r->status || r->chunk_left <= 1)
+		goto slow;
+	const uint8_t *kinds = r->content + r->kinds_pos;
+	unsigned n = 0;
+	uint64_t left = r->chunk_left;
+	while (n < max && left > 1) {
+		unsigned kind = kinds[n];
+		if (kind >= 0x80)
+			break;
+		struct kind_cursor *kc = r->cur[kind];
+		if (kc->bi >= kc->bn || kc->ki == NULL)
+			break;
+		put_record(kc, kc->bi++, &recs[n]);
+		n++;
+		left--;
+	}
+	r->kinds_pos += n;
+	r->record_index += n;
+	r->chunk_left = left;
+	if (n) {
+		*n_out = n;
+		return TBP_OK;
+	}
+slow:;
+	int rc = reader_next_slow(r, recs);
+	if (rc == TBP_OK)
+		*n_out = 1;
+	return rc;
+}
+
 const struct tbp_header *tbp_reader_header(const struct tbp_reader *r)
 {
 	return &r->hdr;

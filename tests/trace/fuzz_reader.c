@@ -1,6 +1,8 @@
 /*
  * Fuzz target: the whole reader (tbp_reader_open_mem, then tbp_reader_next
- * until it stops) on arbitrary bytes.  Must never crash, hang or leak.
+ * until it stops) on arbitrary bytes.  Must never crash, hang or leak; and
+ * tbp_reader_next_many must hand out the same records, then the same
+ * status, offset and detail, as tbp_reader_next.
  *
  * Mutated zstd frames almost always fail their checksum, which would leave
  * the chunk/record decoder unexplored; so an input that does not start
@@ -43,10 +45,55 @@ static void read_everything(const uint8_t *data, size_t size)
 	tbp_reader_close(r);
 }
 
+static int same_record(const struct tbp_record *x, const struct tbp_record *y)
+{
+	if (x->kind != y->kind || x->stream_kind != y->stream_kind || x->nfields != y->nfields || x->tid != y->tid ||
+	    x->ts != y->ts || memcmp(&x->u, &y->u, sizeof x->u) || x->blob_len != y->blob_len)
+		return 0;
+	return !x->blob_len || !memcmp(x->blob, y->blob, x->blob_len);
+}
+
+/* Runs of every length from 1 to 33 in turn, against one record at a time. */
+static void compare_many(const uint8_t *data, size_t size)
+{
+	struct tbp_reader *one = NULL, *many = NULL;
+	int rc1 = tbp_reader_open_mem(&one, data, size, "fuzz");
+	int rc2 = tbp_reader_open_mem(&many, data, size, "fuzz");
+	if (rc1 != rc2)
+		__builtin_trap();
+	static struct tbp_record recs[33];
+	unsigned max = 1;
+	while (rc1 == TBP_OK) {
+		unsigned n = 99;
+		rc2 = tbp_reader_next_many(many, recs, max, &n);
+		if (rc2 == TBP_OK ? n < 1 || n > max : n != 0)
+			__builtin_trap();
+		for (unsigned i = 0; i < n; i++) {
+			struct tbp_record rec;
+			if (tbp_reader_next(one, &rec) != TBP_OK || !same_record(&rec, &recs[i]))
+				__builtin_trap();
+		}
+		if (rc2 != TBP_OK) {
+			struct tbp_record rec;
+			rc1 = tbp_reader_next(one, &rec);
+			if (rc1 != rc2)
+				__builtin_trap();
+		}
+		max = max % 33 + 1;
+	}
+	if (tbp_reader_offset(one) != tbp_reader_offset(many) ||
+	    strcmp(tbp_reader_detail(one), tbp_reader_detail(many)) ||
+	    tbp_reader_truncated(one) != tbp_reader_truncated(many))
+		__builtin_trap();
+	tbp_reader_close(one);
+	tbp_reader_close(many);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size >= 4 && tbp_get_le32(data) == TBP_MAGIC_HEADER_FRAME) {
 		read_everything(data, size);
+		compare_many(data, size);
 		return 0;
 	}
 	if (size > (1u << 20))
@@ -65,8 +112,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 1);
 	size_t z = ZSTD_compress2(cctx, file + 8 + hlen, bound, data, size);
 	ZSTD_freeCCtx(cctx);
-	if (!ZSTD_isError(z))
+	if (!ZSTD_isError(z)) {
 		read_everything(file, 8 + hlen + (size ? z : 0));
+		compare_many(file, 8 + hlen + (size ? z : 0));
+	}
 	free(file);
 	return 0;
 }

@@ -311,6 +311,12 @@ int tbp_reader_open_mem(struct tbp_reader **out, const void *data, size_t size, 
 /* TBP_OK with *rec filled, TBP_END at the end, or an error.  After
  * TBP_ERR_TRUNCATED every complete record has been returned. */
 int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec);
+/* Up to max records into recs[0..*n), all of one chunk and so of one
+ * frame (a record that starts a frame or a chunk comes alone): TBP_OK with
+ * *n >= 1, or TBP_END / an error (*n = 0) as tbp_reader_next would return
+ * it at that point.  The same records in the same order as *n calls of
+ * tbp_reader_next: for readers that handle a run of records per call. */
+int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned max, unsigned *n);
 const struct tbp_header *tbp_reader_header(const struct tbp_reader *r);
 /* Byte offset in the file where the last error applies (or current frame). */
 uint64_t tbp_reader_offset(const struct tbp_reader *r);
