@@ -537,16 +537,10 @@ static inline int rec_before(const struct tbp_record *x, const struct tbp_record
 }
 
 /* Hands the record at ring[head] to the passes, counting it late when it
- * is older than the last one emitted; prefetches the records a few pops
- * ahead (the rings are larger than the cache). */
-static inline void emit_at(struct analysis *a, const struct tbp_record *ring, size_t head, size_t mask,
-			   uint64_t *last_ts)
+ * is older than the last one emitted. */
+static inline void emit_at(struct analysis *a, const struct tbp_record *ring, size_t head, uint64_t *last_ts)
 {
 	const struct tbp_record *r = &ring[head];
-	const char *ahead = (const char *)&ring[(head + 8) & mask];
-	__builtin_prefetch(ahead);
-	__builtin_prefetch(ahead + 64);
-	__builtin_prefetch(ahead + 128);
 	if (r->ts < *last_ts) {
 		a->late_records++;
 		if (r->stream_kind == TBP_STREAM_GPU)
@@ -562,24 +556,54 @@ static void merge_two(struct analysis *a, struct merger *m)
 	struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
 	if (!q0->n || !q1->n)
 		return;
-	struct mqueue *cur = rec_before(&q1->ring[q1->head], &q0->ring[q0->head]) ? q1 : q0;
-	struct mqueue *oth = cur == q0 ? q1 : q0;
+	/* The order is worked out a block at a time with no call in the loop
+	 * (everything stays in registers), then the block goes to the passes:
+	 * host and GPU records alternate, so runs are a record or two long. */
+	const struct tbp_record *r0 = q0->ring, *r1 = q1->ring;
+	size_t m0 = q0->cap - 1, m1 = q1->cap - 1, h0 = q0->head, h1 = q1->head, n0 = q0->n, n1 = q1->n;
+	int c = rec_before(&r1[h1], &r0[h0]);
 	uint64_t last_ts = m->last_emitted_ts;
-	size_t done = 0;
-	for (;;) {
-		emit_at(a, cur->ring, cur->head, cur->cap - 1, &last_ts);
-		cur->head = (cur->head + 1) & (cur->cap - 1);
-		done++;
-		if (!--cur->n)
-			break;
-		if (rec_before(&oth->ring[oth->head], &cur->ring[cur->head])) {
-			struct mqueue *t = cur;
-			cur = oth;
-			oth = t;
+	const struct tbp_record *block[64];
+	int more = 1;
+	while (more) {
+		unsigned k = 0;
+		while (k < 64) {
+			if (!c) {
+				block[k++] = &r0[h0];
+				h0 = (h0 + 1) & m0;
+				if (!--n0) {
+					more = 0;
+					break;
+				}
+				c = rec_before(&r1[h1], &r0[h0]);
+			} else {
+				block[k++] = &r1[h1];
+				h1 = (h1 + 1) & m1;
+				if (!--n1) {
+					more = 0;
+					break;
+				}
+				c = !rec_before(&r0[h0], &r1[h1]);
+			}
 		}
+		for (unsigned i = 0; i < k; i++) {
+			const struct tbp_record *r = block[i];
+			if (r->ts < last_ts) {
+				a->late_records++;
+				if (r->stream_kind == TBP_STREAM_GPU)
+					a->late_gpu_records++;
+			} else {
+				last_ts = r->ts;
+			}
+			an_pass_record(a, r);
+		}
+		m->buffered -= k;
 	}
+	q0->head = h0;
+	q0->n = n0;
+	q1->head = h1;
+	q1->n = n1;
 	m->last_emitted_ts = last_ts;
-	m->buffered -= done;
 }
 
 /* Moves a queue's records to the front of its ring.  The rings grow to
@@ -672,7 +696,7 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 		size_t mask = best->cap - 1, head = best->head, done = 0;
 		uint64_t last_ts = m->last_emitted_ts;
 		for (;;) {
-			emit_at(a, ring, head, mask, &last_ts);
+			emit_at(a, ring, head, &last_ts);
 			head = (head + 1) & mask;
 			if (++done == take)
 				break;
@@ -694,6 +718,10 @@ static void merge_free(struct merger *m)
 	vec_free(&m->qs);
 	u64map_free(&m->idx);
 }
+
+/* What an_run does with a record of each kind. */
+enum { AN_KC_PASS, AN_KC_DEF, AN_KC_TIMED };
+static uint8_t kind_class[256];
 
 static int is_timed_stream_record(unsigned kind)
 {
@@ -738,6 +766,12 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	const char *cap = getenv("TBANALYZE_REORDER_CAP");
 	if (cap && atol(cap) > 0)
 		reorder_cap = (size_t)atol(cap);
+	for (unsigned k = 0; k < 256; k++)
+		kind_class[k] = k == TBP_K_STRING || k == TBP_K_PYFRAME || k == TBP_K_CALLPATH || k == TBP_K_NATIVE ||
+					k == TBP_K_MODULE
+				? AN_KC_DEF
+			: is_timed_stream_record(k) ? AN_KC_TIMED
+						    : AN_KC_PASS;
 	a->defs = defs_new();
 	if (!a->defs || an_pass_init(a)) {
 		fprintf(stderr, "tbanalyze: out of memory\n");
@@ -808,41 +842,43 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 			merge_drain(a, &m, 0);
 		}
 		struct mqueue *q = NULL;
-		int in_place = 0;
+		struct tbp_record *slot = NULL; /* next free queue slot, in place */
+		unsigned defs = 0;
 		for (unsigned i = 0; i < n; i++) {
 			struct tbp_record *rec = &run[i];
-			if (rec->kind == TBP_K_STRING || rec->kind == TBP_K_PYFRAME || rec->kind == TBP_K_CALLPATH ||
-			    rec->kind == TBP_K_NATIVE || rec->kind == TBP_K_MODULE) {
+			unsigned cls = kind_class[rec->kind];
+			if (__builtin_expect(cls == AN_KC_TIMED, 1)) {
+				if (!q) {
+					/* One chunk: every record of the run has the same queue. */
+					if (!(q = mq_get(&m, rec->stream_kind, rec->tid)))
+						goto nomem;
+					if (run != spare && q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1))
+						slot = run;
+					q->last_frame = m.frame;
+				}
+				if (slot) {
+					/* The run sits at the queue's tail: a record moves
+					 * only down over a definition or span before it. */
+					if (slot != rec)
+						*slot = *rec;
+					slot->blob = NULL; /* queued records outlive the frame */
+					slot->blob_len = 0;
+					slot++;
+					q->n++;
+				} else if (mq_push(q, rec)) {
+					goto nomem;
+				}
+				if (++m.buffered > reorder_cap)
+					merge_drain(a, &m, 0); /* the run's last record (see max) */
+			} else if (cls == AN_KC_DEF) {
+				defs++;
 				if (defs_add(a->defs, rec))
 					goto nomem;
-				continue;
-			}
-			a->events++;
-			if (!is_timed_stream_record(rec->kind)) {
+			} else {
 				an_pass_record(a, rec); /* facts and spans: order-free */
-				continue;
 			}
-			if (!q) {
-				/* One chunk: every record of the run has the same queue. */
-				if (!(q = mq_get(&m, rec->stream_kind, rec->tid)))
-					goto nomem;
-				in_place = run != spare && q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1);
-			}
-			if (in_place) {
-				struct tbp_record *slot = &q->ring[(q->head + q->n) & (q->cap - 1)];
-				if (slot != rec)
-					*slot = *rec;
-				slot->blob = NULL; /* queued records outlive the frame */
-				slot->blob_len = 0;
-				q->n++;
-			} else if (mq_push(q, rec)) {
-				goto nomem;
-			}
-			q->last_frame = m.frame;
-			m.buffered++;
-			if (m.buffered > reorder_cap)
-				merge_drain(a, &m, 0);
 		}
+		a->events += n - defs;
 	}
 	if (st < 0) {
 		rc = tr_exit_status(r);
