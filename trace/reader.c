@@ -90,6 +90,10 @@ struct tbp_reader {
 	uint8_t present[TBP_SCHEMA_MAX_KIND + 1];
 	unsigned npresent;
 	uint32_t count[TBP_SCHEMA_MAX_KIND + 1];
+	/* Counting the kinds column: four tallies, record i in tally i % 4, so
+	 * a run of one kind is not one chain of dependent increments.  Zero
+	 * between chunks. */
+	uint32_t tally[4][128];
 	struct kind_cursor *cur[TBP_SCHEMA_MAX_KIND + 1]; /* allocated on first use */
 
 	/* A complete file ends with the writer's seek table; then a frame
@@ -467,6 +471,64 @@ static unsigned ncolumns(const struct tbp_schema_entry *se)
 	return 1u + se->nfields + (se->has_blob ? 2u : 0u);
 }
 
+/* The kinds column when every kind is one byte and in the schema (always,
+ * but for damage): r->count and r->present as the record-by-record loop in
+ * open_chunk sets them, present already in increasing order.  0 when it
+ * cannot tell: that loop then runs and reports any error as before. */
+static int count_kinds_fast(struct tbp_reader *r, const uint8_t *p, uint64_t count, const uint8_t *end)
+{
+	if (count > (uint64_t)(end - p))
+		return 0;
+	uint64_t lo = 0, hi = 0; /* kinds seen, 0..63 and 64..127 */
+	uint64_t i = 0, ok = 1;
+	for (; i + 4 <= count; i += 4) {
+		unsigned k0 = p[i], k1 = p[i + 1], k2 = p[i + 2], k3 = p[i + 3];
+		if ((k0 | k1 | k2 | k3) >= 0x80) {
+			ok = 0;
+			break;
+		}
+		r->tally[0][k0]++;
+		r->tally[1][k1]++;
+		r->tally[2][k2]++;
+		r->tally[3][k3]++;
+		lo |= (uint64_t)(k0 < 64) << (k0 & 63) | (uint64_t)(k1 < 64) << (k1 & 63) |
+		      (uint64_t)(k2 < 64) << (k2 & 63) | (uint64_t)(k3 < 64) << (k3 & 63);
+		hi |= (uint64_t)(k0 >= 64) << (k0 & 63) | (uint64_t)(k1 >= 64) << (k1 & 63) |
+		      (uint64_t)(k2 >= 64) << (k2 & 63) | (uint64_t)(k3 >= 64) << (k3 & 63);
+	}
+	for (; ok && i < count; i++) {
+		unsigned k = p[i];
+		if (k >= 0x80) {
+			ok = 0;
+			break;
+		}
+		r->tally[0][k]++;
+		if (k < 64)
+			lo |= 1ull << k;
+		else
+			hi |= 1ull << (k & 63);
+	}
+	/* Hand the tallies back zeroed either way; in increasing kind order. */
+	for (unsigned w = 0; w < 2; w++)
+		for (uint64_t bits = w ? hi : lo; bits; bits &= bits - 1) {
+			unsigned k = w * 64 + (unsigned)__builtin_ctzll(bits);
+			uint32_t n = r->tally[0][k] + r->tally[1][k] + r->tally[2][k] + r->tally[3][k];
+			r->tally[0][k] = r->tally[1][k] = r->tally[2][k] = r->tally[3][k] = 0;
+			if (!r->schema.kind[k].present)
+				ok = 0;
+			if (ok) {
+				r->count[k] = n;
+				r->present[r->npresent++] = (uint8_t)k;
+			}
+		}
+	if (!ok) {
+		for (unsigned j = 0; j < r->npresent; j++)
+			r->count[r->present[j]] = 0;
+		r->npresent = 0;
+	}
+	return (int)ok;
+}
+
 /* Parse a chunk header and locate its columns (doc/trace-format.md 3.1). */
 static int open_chunk(struct tbp_reader *r)
 {
@@ -487,6 +549,10 @@ static int open_chunk(struct tbp_reader *r)
 	for (unsigned i = 0; i < r->npresent; i++)
 		r->count[r->present[i]] = 0;
 	r->npresent = 0;
+	if (count_kinds_fast(r, p, count, end)) {
+		p += count;
+		goto counted;
+	}
 	for (uint64_t i = 0; i < count; i++) {
 		uint64_t kind;
 		if (p < end && *p < 0x80)
@@ -498,6 +564,7 @@ static int open_chunk(struct tbp_reader *r)
 		if (r->count[kind]++ == 0)
 			r->present[r->npresent++] = (uint8_t)kind;
 	}
+counted:
 	/* Column sections follow in increasing kind order. */
 	for (unsigned i = 1; i < r->npresent; i++)
 		for (unsigned j = i; j > 0 && r->present[j - 1] > r->present[j]; j--) {
