@@ -586,17 +586,7 @@ static void merge_two(struct analysis *a, struct merger *m)
 				c = !rec_before(&r0[h0], &r1[h1]);
 			}
 		}
-		for (unsigned i = 0; i < k; i++) {
-			const struct tbp_record *r = block[i];
-			if (r->ts < last_ts) {
-				a->late_records++;
-				if (r->stream_kind == TBP_STREAM_GPU)
-					a->late_gpu_records++;
-			} else {
-				last_ts = r->ts;
-			}
-			an_pass_record(a, r);
-		}
+		an_pass_block(a, block, k, &last_ts);
 		m->buffered -= k;
 	}
 	q0->head = h0;
@@ -843,7 +833,7 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 		}
 		struct mqueue *q = NULL;
 		struct tbp_record *slot = NULL; /* next free queue slot, in place */
-		unsigned defs = 0;
+		unsigned defs = 0, timed = 0;
 		for (unsigned i = 0; i < n; i++) {
 			struct tbp_record *rec = &run[i];
 			unsigned cls = kind_class[rec->kind];
@@ -864,12 +854,10 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 					slot->blob = NULL; /* queued records outlive the frame */
 					slot->blob_len = 0;
 					slot++;
-					q->n++;
 				} else if (mq_push(q, rec)) {
 					goto nomem;
 				}
-				if (++m.buffered > reorder_cap)
-					merge_drain(a, &m, 0); /* the run's last record (see max) */
+				timed++;
 			} else if (cls == AN_KC_DEF) {
 				defs++;
 				if (defs_add(a->defs, rec))
@@ -878,6 +866,13 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 				an_pass_record(a, rec); /* facts and spans: order-free */
 			}
 		}
+		if (slot)
+			q->n += (size_t)(slot - run);
+		/* Only a run of timed records alone can reach past the cap (see
+		 * max), with its last record: as draining right after it. */
+		m.buffered += timed;
+		if (m.buffered > reorder_cap)
+			merge_drain(a, &m, 0);
 		a->events += n - defs;
 	}
 	if (st < 0) {

@@ -8,6 +8,10 @@ int an_pass_init(struct analysis *a);
 /* One record, in time order for API/GPU/marker records; definitions never
  * come here; facts (LOST, END, NOTICE, ...) and Python spans come as read. */
 void an_pass_record(struct analysis *a, const struct tbp_record *r);
+/* n records in time order, as n calls of an_pass_record after the late
+ * check: a record older than *last_ts counts as late (a->late_records,
+ * a->late_gpu_records), else *last_ts moves to it. */
+void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts);
 int an_pass_finish(struct analysis *a);
 void an_pass_free(struct analysis *a);
 /* Exact window breakdown from GPU records alone (second pass). */

@@ -1172,6 +1172,28 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 		pass_record_other(a, r);
 }
 
+void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
+{
+	uint64_t last = *last_ts;
+	for (unsigned i = 0; i < n; i++) {
+		const struct tbp_record *r = recs[i];
+		if (r->ts < last) {
+			a->late_records++;
+			if (r->stream_kind == TBP_STREAM_GPU)
+				a->late_gpu_records++;
+		} else {
+			last = r->ts;
+		}
+		if (r->kind == TBP_K_LAUNCH)
+			on_launch(a, r);
+		else if (r->kind == TBP_K_GPU_KERNEL)
+			on_kernel(a, r);
+		else
+			pass_record_other(a, r);
+	}
+	*last_ts = last;
+}
+
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 {
 	switch (r->kind) {
