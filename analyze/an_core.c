@@ -833,8 +833,26 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 		}
 		struct mqueue *q = NULL;
 		struct tbp_record *slot = NULL; /* next free queue slot, in place */
-		unsigned defs = 0, timed = 0;
-		for (unsigned i = 0; i < n; i++) {
+		unsigned defs = 0, timed = 0, i = 0;
+		if (run != spare && kind_class[run[0].kind] == AN_KC_TIMED) {
+			/* The usual run: in place, and timed records only from
+			 * the start (they stay where they are). */
+			if (!(q = mq_get(&m, run[0].stream_kind, run[0].tid)))
+				goto nomem;
+			if (q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1)) {
+				q->last_frame = m.frame;
+				while (i < n && kind_class[run[i].kind] == AN_KC_TIMED) {
+					run[i].blob = NULL; /* queued records outlive the frame */
+					run[i].blob_len = 0;
+					i++;
+				}
+				slot = run + i;
+				timed = i;
+			} else {
+				q = NULL;
+			}
+		}
+		for (; i < n; i++) {
 			struct tbp_record *rec = &run[i];
 			unsigned cls = kind_class[rec->kind];
 			if (__builtin_expect(cls == AN_KC_TIMED, 1)) {
