@@ -674,6 +674,16 @@ static inline uint64_t three_byte2(uint64_t w)
 	return (w & 0x00007f00007full) | ((w >> 1) & 0x003f80003f80ull) | ((w >> 2) & 0x1fc0001fc000ull);
 }
 
+/* The lanes of one word: straight-line code, not a loop (-O2 does not
+ * unroll these by itself). */
+#if defined(__clang__)
+#define TBP_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define TBP_UNROLL _Pragma("GCC unroll 8")
+#else
+#define TBP_UNROLL
+#endif
+
 /* Decodes the next min(BATCH, left) records of one kind into kc->row.
  * A column that runs short or holds a bad varint stops the batch at the
  * first record it cannot complete: the records before it are handed out
@@ -717,18 +727,23 @@ static void fill_batch(struct kind_cursor *kc)
 				if (j + 8 <= ok && w8 && !(w & 0x8080808080808080ull)) {
 					changed |= w;
 					if (!w) { /* eight repeats of the previous value */
-						if (!rows_hold_acc || acc != kc->const_val[c])
+						if (!rows_hold_acc || acc != kc->const_val[c]) {
+							uint64_t *o = &row[j][c];
+							TBP_UNROLL
 							for (unsigned t = 0; t < 8; t++)
-								row[j + t][c] = acc;
+								o[t * ROW] = acc;
+						}
 					} else {
 						/* Unzigzag all eight bytes at once: byte t of
 						 * d is delta t as a signed byte (a one-byte
 						 * varint's delta lies in -64..63). */
 						uint64_t d = ((w >> 1) & 0x7f7f7f7f7f7f7f7full) ^
 							     ((w & 0x0101010101010101ull) * 0xff);
+						uint64_t *o = &row[j][c];
+						TBP_UNROLL
 						for (unsigned t = 0; t < 8; t++) {
 							acc += (uint64_t)(int64_t)(int8_t)(uint8_t)(d >> (8 * t));
-							row[j + t][c] = acc;
+							o[t * ROW] = acc;
 						}
 					}
 					p += 8;
@@ -738,10 +753,11 @@ static void fill_batch(struct kind_cursor *kc)
 				if (j + 2 <= ok && w8 && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
 					uint64_t z2 = three_byte2(w);
 					changed |= z2;
+					uint64_t *o = &row[j][c];
 					acc += tbp_unzigzag(z2 & 0x1fffff);
-					row[j][c] = acc;
+					o[0] = acc;
 					acc += tbp_unzigzag(z2 >> 24);
-					row[j + 1][c] = acc;
+					o[ROW] = acc;
 					p += 6;
 					j += 2;
 					continue;
@@ -751,9 +767,11 @@ static void fill_batch(struct kind_cursor *kc)
 					 * deltas of a few microseconds). */
 					uint64_t z4 = two_byte4(w);
 					changed |= z4;
+					uint64_t *o = &row[j][c];
+					TBP_UNROLL
 					for (unsigned t = 0; t < 4; t++) {
 						acc += tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
-						row[j + t][c] = acc;
+						o[t * ROW] = acc;
 					}
 					p += 8;
 					j += 4;
@@ -784,17 +802,22 @@ static void fill_batch(struct kind_cursor *kc)
 					memcpy(&w, p, 8);
 					if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
 						uint64_t z4 = two_byte4(w);
+						uint64_t *o = &row[j][c];
+						const uint64_t *ts = &row[j][0];
+						TBP_UNROLL
 						for (unsigned t = 0; t < 4; t++)
-							row[j + t][c] = row[j + t][0] + tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
-						acc = row[j + 3][c];
+							o[t * ROW] = ts[t * ROW] + tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
+						acc = o[3 * ROW];
 						p += 8;
 						j += 3;
 						continue;
 					}
 					if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
 						uint64_t z2 = three_byte2(w);
-						row[j][c] = row[j][0] + tbp_unzigzag(z2 & 0x1fffff);
-						acc = row[j + 1][c] = row[j + 1][0] + tbp_unzigzag(z2 >> 24);
+						uint64_t *o = &row[j][c];
+						const uint64_t *ts = &row[j][0];
+						o[0] = ts[0] + tbp_unzigzag(z2 & 0x1fffff);
+						acc = o[ROW] = ts[ROW] + tbp_unzigzag(z2 >> 24);
 						p += 6;
 						j += 1;
 						continue;
