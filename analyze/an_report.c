@@ -338,6 +338,61 @@ static void text_host_time(const struct analysis *a, FILE *f)
 	free(rows);
 }
 
+/* Streams grouped by device, each group in the streams' own order: a
+ * device's listing walks its group, not every stream (a damaged trace can
+ * name thousands of devices and streams). */
+struct stream_ref {
+	uint64_t device;
+	size_t ix;
+};
+
+static int cmp_stream_ref(const void *x, const void *y)
+{
+	const struct stream_ref *a = x, *b = y;
+	if (a->device != b->device)
+		return a->device < b->device ? -1 : 1;
+	return a->ix < b->ix ? -1 : a->ix > b->ix;
+}
+
+/* NULL when there are none or out of memory: the callers then scan them all. */
+static struct stream_ref *streams_by_device(const struct analysis *a)
+{
+	struct stream_ref *refs = a->streams.n ? malloc(a->streams.n * sizeof *refs) : NULL;
+	if (!refs)
+		return NULL;
+	for (size_t i = 0; i < a->streams.n; i++)
+		refs[i] = (struct stream_ref){VEC_AT(&a->streams, struct an_stream, i)->device, i};
+	qsort(refs, a->streams.n, sizeof *refs, cmp_stream_ref);
+	return refs;
+}
+
+/* [*lo, *hi): where device dev's streams are in refs (every stream without refs). */
+static void device_streams(const struct analysis *a, const struct stream_ref *refs, uint64_t dev, size_t *lo,
+			   size_t *hi)
+{
+	*lo = 0;
+	*hi = a->streams.n;
+	if (!refs)
+		return;
+	size_t l = 0, h = a->streams.n;
+	while (l < h) {
+		size_t mid = l + (h - l) / 2;
+		if (refs[mid].device < dev)
+			l = mid + 1;
+		else
+			h = mid;
+	}
+	*lo = l;
+	while (l < a->streams.n && refs[l].device == dev)
+		l++;
+	*hi = l;
+}
+
+static const struct an_stream *stream_at(const struct analysis *a, const struct stream_ref *refs, size_t k)
+{
+	return VEC_AT(&a->streams, struct an_stream, refs ? refs[k].ix : k);
+}
+
 void an_report_text(const struct analysis *a, FILE *f)
 {
 	char t1[32], t2[32], t3[32], t4[32], b1[32];
@@ -356,6 +411,7 @@ void an_report_text(const struct analysis *a, FILE *f)
 		else
 			fprintf(f, "no GPU activity recorded (a CPU run): host time by Python function follows\n");
 	} else {
+		struct stream_ref *refs = streams_by_device(a);
 		for (size_t i = 0; i < a->devices.n; i++) {
 			const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
 			if (!d->kernels && !d->copies && !d->sets)
@@ -373,8 +429,10 @@ void an_report_text(const struct analysis *a, FILE *f)
 				fprintf(f, "      copies: H2D %s  D2H %s  D2D %s  peer %s\n",
 					fmt_ns(b.ck_ns[TBP_COPY_H2D], t1, sizeof t1), fmt_ns(b.ck_ns[TBP_COPY_D2H], t2, sizeof t2),
 					fmt_ns(b.ck_ns[TBP_COPY_D2D], t3, sizeof t3), fmt_ns(b.ck_ns[TBP_COPY_PEER], t4, sizeof t4));
-			for (size_t j = 0; j < a->streams.n; j++) {
-				const struct an_stream *s = VEC_AT(&a->streams, struct an_stream, j);
+			size_t lo, hi;
+			device_streams(a, refs, d->id, &lo, &hi);
+			for (size_t j = lo; j < hi; j++) {
+				const struct an_stream *s = stream_at(a, refs, j);
 				if (s->device != d->id)
 					continue;
 				uint64_t busy, dm;
@@ -385,6 +443,7 @@ void an_report_text(const struct analysis *a, FILE *f)
 					s->kernels, s->copies, s->sets);
 			}
 		}
+		free(refs);
 	}
 	fprintf(f, "counts: %" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64
 		   " free, %" PRIu64 " sync",
@@ -504,6 +563,7 @@ int an_report_json(const struct analysis *a, FILE *f)
 	}
 	fprintf(f, ",\n\"devices\":[");
 	int first = 1;
+	struct stream_ref *refs = streams_by_device(a);
 	for (size_t i = 0; i < a->devices.n; i++) {
 		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
 		struct an_breakdown b;
@@ -526,8 +586,10 @@ int an_report_json(const struct analysis *a, FILE *f)
 			   ",\"allocated_bytes\":%" PRIu64 "},\"streams\":[",
 			d->mem_peak, d->allocs, d->frees, d->alloc_bytes);
 		int sf = 1;
-		for (size_t j = 0; j < a->streams.n; j++) {
-			const struct an_stream *s = VEC_AT(&a->streams, struct an_stream, j);
+		size_t lo, hi;
+		device_streams(a, refs, d->id, &lo, &hi);
+		for (size_t j = lo; j < hi; j++) {
+			const struct an_stream *s = stream_at(a, refs, j);
 			if (s->device != d->id)
 				continue;
 			uint64_t busy, dm;
@@ -541,6 +603,7 @@ int an_report_json(const struct analysis *a, FILE *f)
 		}
 		fprintf(f, "]}");
 	}
+	free(refs);
 	fprintf(f, "],\n\"counts\":{\"kernels\":%" PRIu64 ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64
 		   ",\"malloc\":%" PRIu64 ",\"free\":%" PRIu64 ",\"sync\":%" PRIu64 ",\"api_calls\":%" PRIu64
 		   ",\"gpu_kernels\":%" PRIu64 ",\"gpu_memcpy\":%" PRIu64 ",\"gpu_memset\":%" PRIu64
