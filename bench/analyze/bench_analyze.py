@@ -6,9 +6,10 @@
 1. Writes a large launch-heavy trace with gen_planted (16 events per step),
    runs `tbanalyze report` on it and prints events/s per CPU core (user+sys
    time of the process), beside `tbanalyze info` on the same file (the trace
-   reader alone) as the in-run baseline; CPU times are the best of 3 runs.
+   reader alone); CPU times are the best of 5 runs (and the median).
    With TBANALYZE_BASELINE=/path/to/other/tbanalyze, the same for that build
-   on the same file, and the ratios.
+   on the same file, its runs alternating with these, and the median of the
+   per-pair time ratios.
 2. If Holistic Trace Analysis is importable (TBP_HTA_PYTHON, else
    ~/.cache/tbprof/hta-venv/bin/python from .ci/setup, else this python),
    exports a smaller trace as Kineto JSON and prints how much longer HTA's
@@ -16,12 +17,14 @@
 """
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 TBANALYZE = os.environ.get("TBANALYZE", "tbanalyze")
+REPEAT = 5
 
 
 def cpu_of(cmd):
@@ -70,24 +73,32 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tba-bench-") as tmp:
         big = os.path.join(tmp, "big.zst")
         subprocess.run([gen, "big", big, os.devnull, str(iters)], check=True)
-        # Best of 3 CPU times: the machine is shared, other processes only
-        # ever make a run slower.
-        runs = [cpu_of([TBANALYZE, big, "--json"]) for _ in range(3)]
-        out, cpu, wall, rss = min(runs, key=lambda r: r[1])
-        events = json.loads(out)["trace"]["events"]
-        cpu_info = min(cpu_of([TBANALYZE, "info", big])[1] for _ in range(3))
-        print(f"tbanalyze report: {events} events, {os.path.getsize(big) / events:.2f} bytes/event on disk")
-        print(f"  report: {cpu:.2f} s CPU ({wall:.2f} s wall) -> {events / cpu / 1e6:.1f} M events/s/core (goal >= 30)")
-        print(f"  baseline, trace reader alone (tbanalyze info): {events / cpu_info / 1e6:.1f} M events/s/core;"
-              f" analysis adds {max(cpu - cpu_info, 0) / cpu * 100:.0f}% of the report's CPU time")
+        # Best of REPEAT CPU times: the machine is shared, other processes
+        # only ever make a run slower.  With a baseline build, its runs
+        # alternate with these, so both see the same load; the ratio printed
+        # is the median of the per-pair ratios.
         base = os.environ.get("TBANALYZE_BASELINE")
+        runs, infos, bruns, binfos = [], [], [], []
+        for _ in range(REPEAT):
+            runs.append(cpu_of([TBANALYZE, big, "--json"]))
+            infos.append(cpu_of([TBANALYZE, "info", big])[1])
+            if base:
+                bruns.append(cpu_of([base, big, "--json"])[1])
+                binfos.append(cpu_of([base, "info", big])[1])
+        out, cpu, wall, rss = min(runs, key=lambda r: r[1])
+        med = statistics.median(r[1] for r in runs)
+        events = json.loads(out)["trace"]["events"]
+        cpu_info = min(infos)
+        print(f"tbanalyze report: {events} events, {os.path.getsize(big) / events:.2f} bytes/event on disk")
+        print(f"  report: {cpu:.2f} s CPU ({wall:.2f} s wall) -> {events / cpu / 1e6:.1f} M events/s/core (goal >= 30);"
+              f" median of {REPEAT} runs {events / med / 1e6:.1f}")
+        print(f"  trace reader alone (tbanalyze info): {events / cpu_info / 1e6:.1f} M events/s/core")
         if base:
-            # Another build (e.g. the previous release) on the same file in
-            # the same run: a ratio that machine load does not skew much.
-            bcpu = min(cpu_of([base, big, "--json"])[1] for _ in range(3))
-            binfo = min(cpu_of([base, "info", big])[1] for _ in range(3))
-            print(f"  vs {base}: report {events / bcpu / 1e6:.1f} M events/s/core ({bcpu / cpu:.2f}x the time),"
-                  f" reader {events / binfo / 1e6:.1f} M events/s/core ({binfo / cpu_info:.2f}x the time)")
+            bcpu, binfo = min(bruns), min(binfos)
+            rr = statistics.median(b / r[1] for b, r in zip(bruns, runs))
+            ri = statistics.median(b / i for b, i in zip(binfos, infos))
+            print(f"  vs {base}: report {events / bcpu / 1e6:.1f} M events/s/core (it takes {rr:.2f}x the time),"
+                  f" reader {events / binfo / 1e6:.1f} M events/s/core ({ri:.2f}x the time)")
         tenth = os.path.join(tmp, "tenth.zst")
         subprocess.run([gen, "big", tenth, os.devnull, str(max(iters // 10, 1))], check=True)
         _, _, _, rss10 = cpu_of([TBANALYZE, tenth, "--json"])
