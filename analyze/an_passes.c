@@ -45,13 +45,13 @@ struct pgap {
 	uint32_t launch_tid;
 	uint64_t span_cp, span_overlap, span_dur;
 };
+/* What a GPU record needs of the call that launched it. */
 struct corr_ent {
-	uint64_t callpath, native, ts, end;
+	uint64_t callpath, native, ts;
 	uint32_t tid;
 	uint32_t site; /* index + 1 in a->sites of the call's site, 0 = none */
-	uint8_t kind;
 };
-/* 4096 entries (~230 KiB, cache-resident): in time order, the launches
+/* 4096 entries (160 KiB, cache-resident): in time order, the launches
  * still waiting for their GPU side are about the runtime's queue depth. */
 #define CORR_RING (1u << 12)
 /* key + 1 -> index into a vector (0: empty slot); a miss falls back to the
@@ -702,66 +702,74 @@ HOT_FN void note_time(struct analysis *a, uint64_t ts, uint64_t end)
 		a->last_ts = end;
 }
 
-COLD_FN void corr_map_put(struct an_state *st, uint64_t corr, const struct corr_ent *e);
+COLD_FN struct corr_ent *corr_map_slot(struct an_state *st, uint64_t corr);
 
-HOT_FN int corr_take(struct an_state *st, uint64_t corr, struct corr_ent *out)
+/* The launch waiting under corr, taken out of the table (NULL: none).  Its
+ * entry stays readable until the next corr_slot: the GPU record's pass
+ * reads it in place. */
+HOT_FN const struct corr_ent *corr_take(struct an_state *st, uint64_t corr)
 {
 	if (st->corr_ring) {
 		struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
 		if (sl->corr == corr) {
-			*out = sl->e;
 			sl->corr = 0;
-			return 1;
+			return &sl->e;
 		}
 		if (!st->corr.n)
-			return 0;
+			return NULL;
 	}
 	uint64_t *ix = u64map_get(&st->corr, corr);
 	if (!ix)
-		return 0;
+		return NULL;
 	uint64_t i = *ix;
-	*out = *VEC_AT(&st->corr_pool, struct corr_ent, i);
 	u64map_del(&st->corr, corr);
 	uint64_t *fl = vec_push(&st->corr_freelist);
 	if (fl)
 		*fl = i;
-	return 1;
+	return VEC_AT(&st->corr_pool, struct corr_ent, i);
 }
 
-HOT_FN void corr_put(struct an_state *st, uint64_t corr, const struct corr_ent *e)
+/* Where to write the launch that waits under corr (every field: the entry
+ * is reused), or NULL when it is not kept (corr 0, table full, no memory). */
+HOT_FN struct corr_ent *corr_slot(struct an_state *st, uint64_t corr)
 {
 	if (!corr)
-		return;
+		return NULL;
 	if (!st->corr_ring && !st->corr_ring_failed && !(st->corr_ring = calloc(CORR_RING, sizeof *st->corr_ring)))
 		st->corr_ring_failed = 1;
 	if (st->corr_ring) {
 		struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
-		if (sl->corr && sl->corr != corr)
-			corr_map_put(st, sl->corr, &sl->e); /* still waiting: keep it */
+		if (sl->corr && sl->corr != corr) {
+			/* Still waiting: keep it. */
+			struct corr_ent *kept = corr_map_slot(st, sl->corr);
+			if (kept)
+				*kept = sl->e;
+		}
 		sl->corr = corr;
-		sl->e = *e;
-		return;
+		return &sl->e;
 	}
-	corr_map_put(st, corr, e);
+	return corr_map_slot(st, corr);
 }
 
-COLD_FN void corr_map_put(struct an_state *st, uint64_t corr, const struct corr_ent *e)
+COLD_FN struct corr_ent *corr_map_slot(struct an_state *st, uint64_t corr)
 {
 	/* Bounded: records whose GPU side never comes (lost, or no CUPTI)
 	 * must not grow the map without end. */
 	if (st->corr.n >= (1u << 20))
-		return;
+		return NULL;
 	uint64_t i;
 	if (st->corr_freelist.n) {
 		i = *VEC_AT(&st->corr_freelist, uint64_t, st->corr_freelist.n - 1);
 		st->corr_freelist.n--;
 	} else {
 		if (!vec_push(&st->corr_pool))
-			return;
+			return NULL;
 		i = st->corr_pool.n - 1;
 	}
-	*VEC_AT(&st->corr_pool, struct corr_ent, i) = *e;
+	/* As before this change: an entry the map cannot take is lost. */
+	struct corr_ent *e = VEC_AT(&st->corr_pool, struct corr_ent, i);
 	u64map_put(&st->corr, corr, i);
+	return e;
 }
 
 /* The GPU records' pass; kind is kind, a constant where the hot kind
@@ -781,11 +789,12 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	struct an_stream *str = get_stream(a, g->device, g->stream);
 	if (!d || !str)
 		return;
-	struct corr_ent api;
-	int joined = g->corr && corr_take(st, g->corr, &api);
+	static const struct corr_ent no_launch;
+	const struct corr_ent *api = g->corr ? corr_take(st, g->corr) : NULL;
+	int joined = api != NULL;
 	if (!joined) {
 		a->unmatched_gpu++;
-		memset(&api, 0, sizeof api);
+		api = &no_launch;
 	}
 	st->gpu_now = s;
 	if (d->busy.open && s > d->busy.end)
@@ -793,7 +802,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	if (d->busy.open && s > d->busy.end && s - d->busy.end >= a->opts.gap_ns) {
 		d->gaps++;
 		d->gap_ns += s - d->busy.end;
-		gap_new(a, d->id, d->busy.end, s, joined ? &api : NULL);
+		gap_new(a, d->id, d->busy.end, s, joined ? api : NULL);
 		mark_add(a, AN_F_IDLE_GAP, d->id, 0, d->busy.end, s);
 	}
 	un_add(&d->busy, s, e);
@@ -808,8 +817,8 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	if (e > str->last_end)
 		str->last_end = e;
 	if (joined) {
-		struct an_site_stat *ss = api.site ? VEC_AT(&a->sites, struct an_site_stat, api.site - 1)
-						   : site_stat(a, api.callpath, api.native);
+		struct an_site_stat *ss = api->site ? VEC_AT(&a->sites, struct an_site_stat, api->site - 1)
+						    : site_stat(a, api->callpath, api->native);
 		if (ss)
 			ss->gpu_ns += e - s;
 	}
@@ -820,7 +829,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		d->kernels++;
 		str->kernels++;
 		un_add(&d->kern, s, e);
-		burst_kernel(a, d, str, s, e, api.callpath, api.native);
+		burst_kernel(a, d, str, s, e, api->callpath, api->native);
 		uint64_t *ix = hot_get(&st->kernel_cache, g->name);
 		if (!ix && (ix = u64map_get(&st->kernel_idx, g->name)))
 			hot_put(&st->kernel_cache, g->name, *ix);
@@ -897,12 +906,17 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	}
 	/* A call the runtime refused has no GPU side to wait for. */
 	if (st->expect_gpu && !c->result && (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET)) {
-		struct corr_ent ce = {.callpath = c->callpath, .native = c->native, .ts = ts, .end = end,
-				      .tid = r->tid, .kind = kind};
-		/* The GPU side adds its time to the same site: no second lookup. */
-		if (ss && a->sites.n < UINT32_MAX)
-			ce.site = (uint32_t)(ss - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1;
-		corr_put(st, c->corr, &ce);
+		struct corr_ent *ce = corr_slot(st, c->corr);
+		if (ce) {
+			ce->callpath = c->callpath;
+			ce->native = c->native;
+			ce->ts = ts;
+			ce->tid = r->tid;
+			/* The GPU side adds its time to the same site: no second lookup. */
+			ce->site = ss && a->sites.n < UINT32_MAX
+					   ? (uint32_t)(ss - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1
+					   : 0;
+		}
 	}
 
 	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
