@@ -454,7 +454,7 @@ static size_t reorder_cap = AN_REORDER_CAP;
 /* Frames of silence after which a stream stops holding the others back. */
 #define AN_STALL_FRAMES 16
 /* Records an_run takes from the reader per call. */
-#define AN_RUN_MAX 32
+#define AN_RUN_MAX 64
 
 struct mqueue {
 	uint32_t key_kind, key_id;

@@ -24,7 +24,7 @@
 /* Records of one kind are decoded BATCH at a time, column by column: each
  * column's loop keeps its cursor and running value in registers, which is
  * several times cheaper than visiting every column once per record. */
-#define BATCH 32
+#define BATCH 64
 #define ROW (1 + TBP_MAX_FIELDS) /* ts and the fields handed out */
 
 /* Decoding state of one kind within the current chunk: where each of its
@@ -707,12 +707,14 @@ static void fill_batch(struct kind_cursor *kc)
 			int rows_hold_acc = (*cword & cbit) && kc->const_val[c] == acc;
 			uint64_t changed = 0;
 			/* A column that already holds its value in every row and
-			 * does not move in this whole batch: 32 zero deltas, one
+			 * does not move in this whole batch: BATCH zero deltas, one
 			 * check. */
 			if (rows_hold_acc && ok == BATCH && e - p >= BATCH) {
-				uint64_t w4[4];
-				memcpy(w4, p, sizeof w4);
-				if (!(w4[0] | w4[1] | w4[2] | w4[3])) {
+				uint64_t wz[BATCH / 8], any = 0;
+				memcpy(wz, p, sizeof wz);
+				for (unsigned t = 0; t < BATCH / 8; t++)
+					any |= wz[t];
+				if (!any) {
 					p += BATCH;
 					j = BATCH;
 				}

@@ -53,7 +53,7 @@ static int same_record(const struct tbp_record *x, const struct tbp_record *y)
 	return !x->blob_len || !memcmp(x->blob, y->blob, x->blob_len);
 }
 
-/* Runs of every length from 1 to 33 in turn, against one record at a time. */
+/* Runs of every length from 1 to 65 in turn, against one record at a time. */
 static void compare_many(const uint8_t *data, size_t size)
 {
 	struct tbp_reader *one = NULL, *many = NULL;
@@ -61,7 +61,7 @@ static void compare_many(const uint8_t *data, size_t size)
 	int rc2 = tbp_reader_open_mem(&many, data, size, "fuzz");
 	if (rc1 != rc2)
 		__builtin_trap();
-	static struct tbp_record recs[33];
+	static struct tbp_record recs[65];
 	unsigned max = 1;
 	while (rc1 == TBP_OK) {
 		unsigned n = 99;
@@ -79,7 +79,7 @@ static void compare_many(const uint8_t *data, size_t size)
 			if (rc1 != rc2)
 				__builtin_trap();
 		}
-		max = max % 33 + 1;
+		max = max % 65 + 1;
 	}
 	if (tbp_reader_offset(one) != tbp_reader_offset(many) ||
 	    strcmp(tbp_reader_detail(one), tbp_reader_detail(many)) ||
