@@ -94,6 +94,7 @@ struct tbp_reader {
 	 * a run of one kind is not one chain of dependent increments.  Zero
 	 * between chunks. */
 	uint32_t tally[4][128];
+	uint8_t kind_seen[128]; /* 1: the kind occurs in the column being counted */
 	struct kind_cursor *cur[TBP_SCHEMA_MAX_KIND + 1]; /* allocated on first use */
 
 	/* A complete file ends with the writer's seek table; then a frame
@@ -473,13 +474,14 @@ static unsigned ncolumns(const struct tbp_schema_entry *se)
 
 /* The kinds column when every kind is one byte and in the schema (always,
  * but for damage): r->count and r->present as the record-by-record loop in
- * open_chunk sets them, present already in increasing order.  0 when it
+ * open_chunk sets them, present already in increasing order (found from a
+ * byte per kind marked while counting).  0 when it
  * cannot tell: that loop then runs and reports any error as before. */
 static int count_kinds_fast(struct tbp_reader *r, const uint8_t *p, uint64_t count, const uint8_t *end)
 {
 	if (count > (uint64_t)(end - p))
 		return 0;
-	uint64_t lo = 0, hi = 0; /* kinds seen, 0..63 and 64..127 */
+	uint8_t *seen = r->kind_seen;
 	uint64_t i = 0, ok = 1;
 	for (; i + 4 <= count; i += 4) {
 		unsigned k0 = p[i], k1 = p[i + 1], k2 = p[i + 2], k3 = p[i + 3];
@@ -491,10 +493,7 @@ static int count_kinds_fast(struct tbp_reader *r, const uint8_t *p, uint64_t cou
 		r->tally[1][k1]++;
 		r->tally[2][k2]++;
 		r->tally[3][k3]++;
-		lo |= (uint64_t)(k0 < 64) << (k0 & 63) | (uint64_t)(k1 < 64) << (k1 & 63) |
-		      (uint64_t)(k2 < 64) << (k2 & 63) | (uint64_t)(k3 < 64) << (k3 & 63);
-		hi |= (uint64_t)(k0 >= 64) << (k0 & 63) | (uint64_t)(k1 >= 64) << (k1 & 63) |
-		      (uint64_t)(k2 >= 64) << (k2 & 63) | (uint64_t)(k3 >= 64) << (k3 & 63);
+		seen[k0] = seen[k1] = seen[k2] = seen[k3] = 1;
 	}
 	for (; ok && i < count; i++) {
 		unsigned k = p[i];
@@ -503,15 +502,18 @@ static int count_kinds_fast(struct tbp_reader *r, const uint8_t *p, uint64_t cou
 			break;
 		}
 		r->tally[0][k]++;
-		if (k < 64)
-			lo |= 1ull << k;
-		else
-			hi |= 1ull << (k & 63);
+		seen[k] = 1;
 	}
-	/* Hand the tallies back zeroed either way; in increasing kind order. */
-	for (unsigned w = 0; w < 2; w++)
-		for (uint64_t bits = w ? hi : lo; bits; bits &= bits - 1) {
-			unsigned k = w * 64 + (unsigned)__builtin_ctzll(bits);
+	/* Hand the tallies and marks back zeroed either way; kinds present in
+	 * increasing order. */
+	for (unsigned w = 0; w < 128 / 8; w++) {
+		uint64_t bytes;
+		memcpy(&bytes, seen + 8 * w, 8);
+		for (; bytes; bytes &= bytes - 1) {
+			/* A mark is the byte 1: clearing the lowest set bit
+			 * clears one kind's mark. */
+			unsigned k = 8 * w + (unsigned)__builtin_ctzll(bytes) / 8;
+			seen[k] = 0;
 			uint32_t n = r->tally[0][k] + r->tally[1][k] + r->tally[2][k] + r->tally[3][k];
 			r->tally[0][k] = r->tally[1][k] = r->tally[2][k] = r->tally[3][k] = 0;
 			if (!r->schema.kind[k].present)
@@ -521,6 +523,7 @@ static int count_kinds_fast(struct tbp_reader *r, const uint8_t *p, uint64_t cou
 				r->present[r->npresent++] = (uint8_t)k;
 			}
 		}
+	}
 	if (!ok) {
 		for (unsigned j = 0; j < r->npresent; j++)
 			r->count[r->present[j]] = 0;
