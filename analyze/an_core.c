@@ -561,7 +561,10 @@ static void merge_two(struct analysis *a, struct merger *m)
 	 * host and GPU records alternate, so runs are a record or two long. */
 	const struct tbp_record *r0 = q0->ring, *r1 = q1->ring;
 	size_t m0 = q0->cap - 1, m1 = q1->cap - 1, h0 = q0->head, h1 = q1->head, n0 = q0->n, n1 = q1->n;
-	int c = rec_before(&r1[h1], &r0[h0]);
+	/* Each queue's head: its time and stream kind, loaded once. */
+	uint64_t t0 = r0[h0].ts, t1 = r1[h1].ts;
+	unsigned s0 = r0[h0].stream_kind, s1 = r1[h1].stream_kind;
+	int c = t1 < t0 || (t1 == t0 && s1 < s0);
 	uint64_t last_ts = m->last_emitted_ts;
 	const struct tbp_record *block[64];
 	int more = 1;
@@ -575,7 +578,9 @@ static void merge_two(struct analysis *a, struct merger *m)
 					more = 0;
 					break;
 				}
-				c = rec_before(&r1[h1], &r0[h0]);
+				t0 = r0[h0].ts;
+				s0 = r0[h0].stream_kind;
+				c = t1 < t0 || (t1 == t0 && s1 < s0);
 			} else {
 				block[k++] = &r1[h1];
 				h1 = (h1 + 1) & m1;
@@ -583,7 +588,9 @@ static void merge_two(struct analysis *a, struct merger *m)
 					more = 0;
 					break;
 				}
-				c = !rec_before(&r0[h0], &r1[h1]);
+				t1 = r1[h1].ts;
+				s1 = r1[h1].stream_kind;
+				c = !(t0 < t1 || (t0 == t1 && s0 < s1));
 			}
 		}
 		an_pass_block(a, block, k, &last_ts);
