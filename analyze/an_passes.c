@@ -1070,6 +1070,28 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 	on_api_k(a, r, r->kind);
 }
 
+/* Copies for the copies and memsets of a training step (one of each per
+ * step is common): their kind a constant too. */
+static __attribute__((noinline)) void on_memcpy(struct analysis *a, const struct tbp_record *r)
+{
+	on_api_k(a, r, TBP_K_MEMCPY);
+}
+
+static __attribute__((noinline)) void on_memset(struct analysis *a, const struct tbp_record *r)
+{
+	on_api_k(a, r, TBP_K_MEMSET);
+}
+
+static __attribute__((noinline)) void on_gpu_memcpy(struct analysis *a, const struct tbp_record *r)
+{
+	on_gpu_k(a, r, TBP_K_GPU_MEMCPY);
+}
+
+static __attribute__((noinline)) void on_gpu_memset(struct analysis *a, const struct tbp_record *r)
+{
+	on_gpu_k(a, r, TBP_K_GPU_MEMSET);
+}
+
 static void on_marker(struct analysis *a, const struct tbp_record *r)
 {
 	struct an_state *st = a->st;
@@ -1211,18 +1233,26 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 {
 	switch (r->kind) {
+	case TBP_K_MEMCPY:
+		on_memcpy(a, r);
+		break;
+	case TBP_K_MEMSET:
+		on_memset(a, r);
+		break;
+	case TBP_K_GPU_MEMCPY:
+		on_gpu_memcpy(a, r);
+		break;
+	case TBP_K_GPU_MEMSET:
+		on_gpu_memset(a, r);
+		break;
 	case TBP_K_API:
 	case TBP_K_LAUNCH:
-	case TBP_K_MEMCPY:
-	case TBP_K_MEMSET:
 	case TBP_K_MALLOC:
 	case TBP_K_FREE:
 	case TBP_K_SYNC:
 		on_api(a, r);
 		break;
 	case TBP_K_GPU_KERNEL:
-	case TBP_K_GPU_MEMCPY:
-	case TBP_K_GPU_MEMSET:
 	case TBP_K_GPU_SYNC:
 		on_gpu(a, r);
 		break;
