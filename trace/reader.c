@@ -715,6 +715,7 @@ static void fill_batch(struct kind_cursor *kc)
 			if (rows_hold_acc && ok == BATCH && e - p >= BATCH) {
 				uint64_t wz[BATCH / 8], any = 0;
 				memcpy(wz, p, sizeof wz);
+				TBP_UNROLL
 				for (unsigned t = 0; t < BATCH / 8; t++)
 					any |= wz[t];
 				if (!any) {
