@@ -465,6 +465,8 @@ struct mqueue {
 
 struct merger {
 	struct vec qs; /* struct mqueue */
+	size_t *heap;  /* merge_drain_runs: non-empty queues, earliest head first */
+	size_t heap_cap;
 	struct u64map idx;
 	size_t buffered;
 	uint64_t frame;
@@ -492,6 +494,14 @@ static struct mqueue *mq_get_slow(struct merger *m, unsigned kind, uint32_t id)
 		m->last_key = key;
 		m->last_q = *ix + 1;
 		return VEC_AT(&m->qs, struct mqueue, *ix);
+	}
+	if (m->heap_cap < m->qs.n + 1) {
+		size_t ncap = m->heap_cap ? 2 * m->heap_cap : 8;
+		size_t *nh = realloc(m->heap, ncap * sizeof *nh);
+		if (!nh)
+			return NULL;
+		m->heap = nh;
+		m->heap_cap = ncap;
 	}
 	struct mqueue *q = vec_push(&m->qs);
 	if (!q || u64map_put(&m->idx, key, m->qs.n - 1))
@@ -637,6 +647,44 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 		mq_compact(VEC_AT(&m->qs, struct mqueue, i));
 }
 
+/* Queue i's head comes before queue j's: earlier time, then host records
+ * (markers, API calls) before GPU activity, then the queue made first. */
+static inline int mq_before(const struct merger *m, size_t i, size_t j)
+{
+	const struct mqueue *qi = VEC_AT(&m->qs, struct mqueue, i), *qj = VEC_AT(&m->qs, struct mqueue, j);
+	const struct tbp_record *x = &qi->ring[qi->head], *y = &qj->ring[qj->head];
+	if (x->ts != y->ts)
+		return x->ts < y->ts;
+	if (x->stream_kind != y->stream_kind)
+		return x->stream_kind < y->stream_kind;
+	return i < j;
+}
+
+static void heap_sift_down(const struct merger *m, size_t *heap, size_t n, size_t at)
+{
+	for (;;) {
+		size_t l = 2 * at + 1, r = l + 1, min = at;
+		if (l < n && mq_before(m, heap[l], heap[min]))
+			min = l;
+		if (r < n && mq_before(m, heap[r], heap[min]))
+			min = r;
+		if (min == at)
+			return;
+		size_t t = heap[at];
+		heap[at] = heap[min];
+		heap[min] = t;
+		at = min;
+	}
+}
+
+/* An empty queue holds the others back: a device stream always (GPU
+ * activity lags by nature, CUPTI delivers whole buffers), a host thread
+ * only while it was active in the last AN_STALL_FRAMES frames. */
+static inline int mq_blocks(const struct merger *m, const struct mqueue *q)
+{
+	return q->key_kind == TBP_STREAM_GPU || q->last_frame + AN_STALL_FRAMES > m->frame;
+}
+
 static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 {
 	/* Streams are only known once they show up: give the late starters
@@ -645,47 +693,38 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 		return;
 	if (m->qs.n == 2)
 		merge_two(a, m);
-	for (;;) {
-		struct mqueue *best = NULL;
-		const struct tbp_record *second = NULL; /* earliest head of the others */
-		int blocked = 0;
-		for (size_t i = 0; i < m->qs.n; i++) {
-			struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
-			if (!q->n) {
-				/* GPU activity lags by nature (CUPTI delivers whole
-				 * buffers): a device stream always holds the others back;
-				 * a host thread that went quiet stops doing so. */
-				if (q->key_kind == TBP_STREAM_GPU || q->last_frame + AN_STALL_FRAMES > m->frame)
-					blocked = 1;
-				continue;
-			}
-			const struct tbp_record *h = &q->ring[q->head];
-			if (!best) {
-				best = q;
-				continue;
-			}
-			const struct tbp_record *b = &best->ring[best->head];
-			/* Ties: host records (markers, API calls) before GPU activity. */
-			if (h->ts < b->ts || (h->ts == b->ts && h->stream_kind < b->stream_kind)) {
-				second = b;
-				best = q;
-			} else if (!second || h->ts < second->ts ||
-				   (h->ts == second->ts && h->stream_kind < second->stream_kind)) {
-				second = h;
-			}
-		}
-		if (!best)
-			return;
+	/* The queues with records in a heap by their heads (no queue gets
+	 * records during a drain); an empty queue that blocks stays so. */
+	size_t *heap = m->heap, hn = 0;
+	int blocked = 0;
+	for (size_t i = 0; i < m->qs.n; i++) {
+		const struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
+		if (q->n)
+			heap[hn++] = i;
+		else if (mq_blocks(m, q))
+			blocked = 1;
+	}
+	for (size_t i = hn / 2; i-- > 0;)
+		heap_sift_down(m, heap, hn, i);
+	while (hn) {
 		if (blocked && !final) {
 			if (m->buffered <= reorder_cap)
 				return;
 			a->reorder_forced++;
 		}
-		/* Emit from the best queue as long as it stays ahead of every other
-		 * head: one scan per run of records, not per record.  Past the cap
-		 * with a stream blocking, only down to the cap. */
-		uint64_t lim_ts = second ? second->ts : UINT64_MAX;
-		unsigned lim_kind = second ? second->stream_kind : 255;
+		/* Emit from the earliest queue as long as it stays ahead of every
+		 * other head (the earlier of the heap's second level): one heap
+		 * step per run of records.  Past the cap with a stream blocking,
+		 * only down to the cap. */
+		struct mqueue *best = VEC_AT(&m->qs, struct mqueue, heap[0]);
+		uint64_t lim_ts = UINT64_MAX;
+		unsigned lim_kind = 255;
+		if (hn > 1) {
+			size_t sx = hn > 2 && mq_before(m, heap[2], heap[1]) ? heap[2] : heap[1];
+			const struct mqueue *sq = VEC_AT(&m->qs, struct mqueue, sx);
+			lim_ts = sq->ring[sq->head].ts;
+			lim_kind = sq->ring[sq->head].stream_kind;
+		}
 		size_t take = best->n;
 		if (!final && blocked && m->buffered - reorder_cap < take)
 			take = m->buffered - reorder_cap;
@@ -705,11 +744,18 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 		best->head = head;
 		best->n -= done;
 		m->buffered -= done;
+		if (!best->n) {
+			if (mq_blocks(m, best))
+				blocked = 1;
+			heap[0] = heap[--hn];
+		}
+		heap_sift_down(m, heap, hn, 0);
 	}
 }
 
 static void merge_free(struct merger *m)
 {
+	free(m->heap);
 	for (size_t i = 0; i < m->qs.n; i++)
 		free(VEC_AT(&m->qs, struct mqueue, i)->ring);
 	vec_free(&m->qs);

@@ -124,7 +124,7 @@ struct an_state {
 	struct pgap gaps[PENDING_GAPS];
 	size_t gap_head, gap_n;
 
-	struct u64map dev_idx, stream_idx, finding_idx, kernel_idx, span_idx, site_idx;
+	struct u64map dev_idx, stream_idx, finding_idx, kernel_idx, span_idx, site_idx, thread_idx;
 	struct u64map pp, allocs;
 	struct vec pp_pool, alloc_pool, alloc_freelist;
 	struct vec threads;
@@ -143,6 +143,8 @@ struct an_state {
 	uint64_t c_dev_id, c_stream_key;
 	uint64_t c_dev, c_stream, c_stream_key2, c_stream2;
 	int c_dev_ok, c_stream_ok;
+	uint32_t c_thread_tid;
+	size_t c_thread_ix; /* index + 1 in threads, 0 = none */
 	/* Call sites and kernel names alternate within a step (a loop body
 	 * launches several kernels from several lines): small direct-mapped
 	 * caches in front of their maps. */
@@ -311,17 +313,35 @@ static struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint6
 	return s;
 }
 
+COLD_FN struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid);
 HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
 {
-	for (size_t i = 0; i < st->threads.n; i++) {
-		struct thread_st *t = VEC_AT(&st->threads, struct thread_st, i);
-		if (t->tid == tid)
-			return t;
-	}
-	struct thread_st *t = vec_push(&st->threads);
-	if (t)
+	if (__builtin_expect(st->c_thread_ix && st->c_thread_tid == tid, 1))
+		return VEC_AT(&st->threads, struct thread_st, st->c_thread_ix - 1);
+	return get_thread_slow(st, tid);
+}
+
+/* By a map, not a scan: a server process can have many threads calling CUDA. */
+COLD_FN struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid)
+{
+	uint64_t *ix = u64map_get(&st->thread_idx, tid);
+	size_t i;
+	if (ix) {
+		i = *ix;
+	} else {
+		struct thread_st *t = vec_push(&st->threads);
+		if (!t)
+			return NULL;
 		t->tid = tid;
-	return t;
+		i = st->threads.n - 1;
+		if (u64map_put(&st->thread_idx, tid, i)) {
+			st->threads.n--;
+			return NULL;
+		}
+	}
+	st->c_thread_tid = tid;
+	st->c_thread_ix = i + 1;
+	return VEC_AT(&st->threads, struct thread_st, i);
 }
 
 static uint64_t hash_combine(uint64_t h, uint64_t v)
@@ -1526,6 +1546,7 @@ void an_pass_free(struct analysis *a)
 	vec_free(&st->corr_freelist);
 	vec_free(&st->burst_ivs);
 	u64map_free(&st->dev_idx);
+	u64map_free(&st->thread_idx);
 	u64map_free(&st->stream_idx);
 	u64map_free(&st->finding_idx);
 	u64map_free(&st->kernel_idx);
