@@ -533,18 +533,6 @@ static int mq_push(struct mqueue *q, const struct tbp_record *r)
 	return 0;
 }
 
-/* Two queues (one host thread and one device, the usual case), both with
- * records: no queue is empty, so none blocks, and the loop below would emit
- * the earlier head's run and scan again; host and GPU records alternate, so
- * runs are a record or two.  This emits the same records in the same order,
- * one comparison per record, until a queue runs empty.  Ties: the queue
- * whose run it is keeps going (the loop below breaks a run only on a head of
- * the other queue that is strictly earlier, host before GPU at equal times);
- * the first pick prefers the first queue. */
-static inline int rec_before(const struct tbp_record *x, const struct tbp_record *y)
-{
-	return x->ts < y->ts || (x->ts == y->ts && x->stream_kind < y->stream_kind);
-}
 
 /* Hands the record at ring[head] to the passes, counting it late when it
  * is older than the last one emitted. */
@@ -561,6 +549,14 @@ static inline void emit_at(struct analysis *a, const struct tbp_record *ring, si
 	an_pass_record(a, r);
 }
 
+/* Two queues (one host thread and one device, the usual case), both with
+ * records: no queue is empty, so none blocks, and merge_drain_runs would
+ * emit the earlier head's run and take a heap step again; host and GPU
+ * records alternate, so runs are a record or two.  This emits the same
+ * records in the same order, one comparison per record, until a queue runs
+ * empty.  Ties: the queue whose run it is keeps going (a run breaks only on
+ * a head of the other queue that is strictly earlier, host before GPU at
+ * equal times); the first pick prefers the first queue. */
 static void merge_two(struct analysis *a, struct merger *m)
 {
 	struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
@@ -618,18 +614,20 @@ static void merge_two(struct analysis *a, struct merger *m)
  * are much larger than the cache later; a head that kept moving round the
  * whole ring would make every record a cache miss on the way in and out,
  * while records restarting at slot 0 keep the live part about a frame
- * long.  Costs the records left over, usually few. */
+ * long.  Only when no more records are left than were taken out since the
+ * last move (head counts them): each record taken pays for at most one
+ * moved, so a backlog drained one record at a time (past the reorder cap)
+ * is not moved again and again. */
 static void mq_compact(struct mqueue *q)
 {
-	if (!q->head)
+	if (!q->head || q->n > q->head)
 		return;
-	if (q->n > q->cap / 8)
-		return; /* a large backlog: moving it costs more than it saves */
 	if (q->head + q->n <= q->cap) {
 		memmove(q->ring, q->ring + q->head, q->n * sizeof *q->ring);
 	} else {
-		/* Wrapped: [head, cap) then [0, rest).  The first part fits
-		 * below head after shifting the rest up (n <= cap / 8). */
+		/* Wrapped: [head, cap) then [0, rest), rest < n <= head: the
+		 * rest moves up behind the first part, which then goes to the
+		 * front without overlapping it. */
 		size_t first = q->cap - q->head, rest = q->n - first;
 		memmove(q->ring + first, q->ring, rest * sizeof *q->ring);
 		memcpy(q->ring, q->ring + q->head, first * sizeof *q->ring);

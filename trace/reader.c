@@ -687,6 +687,21 @@ static inline uint64_t three_byte2(uint64_t w)
 #define TBP_UNROLL
 #endif
 
+/* Cell i of a batch's rows (row i / ROW, column i % ROW), through a byte
+ * pointer to the whole array: the rows after a row are reached without
+ * pointer arithmetic past the end of that row. */
+static inline void cell_put(uint8_t *cells, size_t i, uint64_t v)
+{
+	memcpy(cells + 8 * i, &v, 8);
+}
+
+static inline uint64_t cell_get(const uint8_t *cells, size_t i)
+{
+	uint64_t v;
+	memcpy(&v, cells + 8 * i, 8);
+	return v;
+}
+
 /* Decodes the next min(BATCH, left) records of one kind into kc->row.
  * A column that runs short or holds a bad varint stops the batch at the
  * first record it cannot complete: the records before it are handed out
@@ -695,6 +710,7 @@ static inline uint64_t three_byte2(uint64_t w)
 static void fill_batch(struct kind_cursor *kc)
 {
 	unsigned m = kc->left < BATCH ? kc->left : BATCH;
+	uint8_t *cells = (uint8_t *)kc->row;
 	unsigned ok = m;
 	const char *err = NULL;
 	for (unsigned c = 0; c < kc->ncols; c++) {
@@ -734,10 +750,10 @@ static void fill_batch(struct kind_cursor *kc)
 					changed |= w;
 					if (!w) { /* eight repeats of the previous value */
 						if (!rows_hold_acc || acc != kc->const_val[c]) {
-							uint64_t *o = &row[j][c];
+							size_t o = (size_t)j * ROW + c;
 							TBP_UNROLL
 							for (unsigned t = 0; t < 8; t++)
-								o[t * ROW] = acc;
+								cell_put(cells, o + t * ROW, acc);
 						}
 					} else {
 						/* Unzigzag all eight bytes at once: byte t of
@@ -745,11 +761,11 @@ static void fill_batch(struct kind_cursor *kc)
 						 * varint's delta lies in -64..63). */
 						uint64_t d = ((w >> 1) & 0x7f7f7f7f7f7f7f7full) ^
 							     ((w & 0x0101010101010101ull) * 0xff);
-						uint64_t *o = &row[j][c];
+						size_t o = (size_t)j * ROW + c;
 						TBP_UNROLL
 						for (unsigned t = 0; t < 8; t++) {
 							acc += (uint64_t)(int64_t)(int8_t)(uint8_t)(d >> (8 * t));
-							o[t * ROW] = acc;
+							cell_put(cells, o + t * ROW, acc);
 						}
 					}
 					p += 8;
@@ -759,11 +775,11 @@ static void fill_batch(struct kind_cursor *kc)
 				if (j + 2 <= ok && w8 && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
 					uint64_t z2 = three_byte2(w);
 					changed |= z2;
-					uint64_t *o = &row[j][c];
+					size_t o = (size_t)j * ROW + c;
 					acc += tbp_unzigzag(z2 & 0x1fffff);
-					o[0] = acc;
+					cell_put(cells, o, acc);
 					acc += tbp_unzigzag(z2 >> 24);
-					o[ROW] = acc;
+					cell_put(cells, o + ROW, acc);
 					p += 6;
 					j += 2;
 					continue;
@@ -773,11 +789,11 @@ static void fill_batch(struct kind_cursor *kc)
 					 * deltas of a few microseconds). */
 					uint64_t z4 = two_byte4(w);
 					changed |= z4;
-					uint64_t *o = &row[j][c];
+					size_t o = (size_t)j * ROW + c;
 					TBP_UNROLL
 					for (unsigned t = 0; t < 4; t++) {
 						acc += tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
-						o[t * ROW] = acc;
+						cell_put(cells, o + t * ROW, acc);
 					}
 					p += 8;
 					j += 4;
@@ -808,22 +824,23 @@ static void fill_batch(struct kind_cursor *kc)
 					memcpy(&w, p, 8);
 					if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
 						uint64_t z4 = two_byte4(w);
-						uint64_t *o = &row[j][c];
-						const uint64_t *ts = &row[j][0];
+						size_t o = (size_t)j * ROW + c;
+						size_t tsx = (size_t)j * ROW;
 						TBP_UNROLL
 						for (unsigned t = 0; t < 4; t++)
-							o[t * ROW] = ts[t * ROW] + tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
-						acc = o[3 * ROW];
+							cell_put(cells, o + t * ROW, cell_get(cells, tsx + t * ROW) + tbp_unzigzag((z4 >> (16 * t)) & 0x3fff));
+						acc = cell_get(cells, o + 3 * ROW);
 						p += 8;
 						j += 3;
 						continue;
 					}
 					if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
 						uint64_t z2 = three_byte2(w);
-						uint64_t *o = &row[j][c];
-						const uint64_t *ts = &row[j][0];
-						o[0] = ts[0] + tbp_unzigzag(z2 & 0x1fffff);
-						acc = o[ROW] = ts[ROW] + tbp_unzigzag(z2 >> 24);
+						size_t o = (size_t)j * ROW + c;
+						size_t tsx = (size_t)j * ROW;
+						cell_put(cells, o, cell_get(cells, tsx) + tbp_unzigzag(z2 & 0x1fffff));
+						acc = cell_get(cells, tsx + ROW) + tbp_unzigzag(z2 >> 24);
+						cell_put(cells, o + ROW, acc);
 						p += 6;
 						j += 1;
 						continue;
