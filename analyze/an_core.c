@@ -455,6 +455,9 @@ static size_t reorder_cap = AN_REORDER_CAP;
 #define AN_STALL_FRAMES 16
 /* Records an_run takes from the reader per call. */
 #define AN_RUN_MAX 64
+/* A queue holding more records than this (640 KiB) is a backlog that the
+ * cache does not hold: its slots are prefetched ahead of use. */
+#define AN_COLD_QUEUE 4096
 
 struct mqueue {
 	uint32_t key_kind, key_id;
@@ -571,6 +574,7 @@ static void merge_two(struct analysis *a, struct merger *m)
 	uint64_t t0 = r0[h0].ts, t1 = r1[h1].ts;
 	unsigned s0 = r0[h0].stream_kind, s1 = r1[h1].stream_kind;
 	int c = t1 < t0 || (t1 == t0 && s1 < s0);
+	int cold = n0 > AN_COLD_QUEUE || n1 > AN_COLD_QUEUE;
 	uint64_t last_ts = m->last_emitted_ts;
 	const struct tbp_record *block[64];
 	int more = 1;
@@ -584,6 +588,8 @@ static void merge_two(struct analysis *a, struct merger *m)
 					more = 0;
 					break;
 				}
+				if (cold)
+					__builtin_prefetch(&r0[(h0 + 16) & m0]);
 				t0 = r0[h0].ts;
 				s0 = r0[h0].stream_kind;
 				c = t1 < t0 || (t1 == t0 && s1 < s0);
@@ -594,6 +600,8 @@ static void merge_two(struct analysis *a, struct merger *m)
 					more = 0;
 					break;
 				}
+				if (cold)
+					__builtin_prefetch(&r1[(h1 + 16) & m1]);
 				t1 = r1[h1].ts;
 				s1 = r1[h1].stream_kind;
 				c = !(t0 < t1 || (t0 == t1 && s0 < s1));
@@ -614,18 +622,19 @@ static void merge_two(struct analysis *a, struct merger *m)
  * are much larger than the cache later; a head that kept moving round the
  * whole ring would make every record a cache miss on the way in and out,
  * while records restarting at slot 0 keep the live part about a frame
- * long.  Only when no more records are left than were taken out since the
- * last move (head counts them): each record taken pays for at most one
- * moved, so a backlog drained one record at a time (past the reorder cap)
- * is not moved again and again. */
+ * long.  Only when at most an eighth as many records are left as were
+ * taken out since the last move (head counts them): a record taken pays for
+ * at most an eighth of one moved, and a backlog (GPU activity frames late,
+ * or drained a record at a time past the reorder cap) is not moved at all:
+ * it is larger than the cache anyway. */
 static void mq_compact(struct mqueue *q)
 {
-	if (!q->head || q->n > q->head)
+	if (!q->head || q->n > q->head / 8)
 		return;
 	if (q->head + q->n <= q->cap) {
 		memmove(q->ring, q->ring + q->head, q->n * sizeof *q->ring);
 	} else {
-		/* Wrapped: [head, cap) then [0, rest), rest < n <= head: the
+		/* Wrapped: [head, cap) then [0, rest), rest < n < head: the
 		 * rest moves up behind the first part, which then goes to the
 		 * front without overlapping it. */
 		size_t first = q->cap - q->head, rest = q->n - first;
@@ -857,6 +866,13 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 				run = &pq->ring[tail];
 				if (room < max)
 					max = (unsigned)room;
+				if (pq->n > AN_COLD_QUEUE) {
+					/* A backlog larger than the cache: the tail is
+					 * cold, ask for its lines before decoding into them. */
+					const char *p = (const char *)run, *pe = (const char *)(run + max);
+					for (; p < pe; p += 64)
+						__builtin_prefetch(p, 1);
+				}
 			}
 		}
 		/* Past the cap every queued record drains the merge: a run ends
