@@ -560,11 +560,24 @@ static inline void emit_at(struct analysis *a, const struct tbp_record *ring, si
  * empty.  Ties: the queue whose run it is keeps going (a run breaks only on
  * a head of the other queue that is strictly earlier, host before GPU at
  * equal times); the first pick prefers the first queue. */
+static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a, struct merger *m, int cold);
+
 static void merge_two(struct analysis *a, struct merger *m)
 {
-	struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
+	const struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
 	if (!q0->n || !q1->n)
 		return;
+	/* A copy of the loop for backlogs larger than the cache, which
+	 * prefetches the records ahead of the heads. */
+	if (q0->n > AN_COLD_QUEUE || q1->n > AN_COLD_QUEUE)
+		merge_two_k(a, m, 1);
+	else
+		merge_two_k(a, m, 0);
+}
+
+static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a, struct merger *m, int cold)
+{
+	struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
 	/* The order is worked out a block at a time with no call in the loop
 	 * (everything stays in registers), then the block goes to the passes:
 	 * host and GPU records alternate, so runs are a record or two long. */
@@ -574,7 +587,6 @@ static void merge_two(struct analysis *a, struct merger *m)
 	uint64_t t0 = r0[h0].ts, t1 = r1[h1].ts;
 	unsigned s0 = r0[h0].stream_kind, s1 = r1[h1].stream_kind;
 	int c = t1 < t0 || (t1 == t0 && s1 < s0);
-	int cold = n0 > AN_COLD_QUEUE || n1 > AN_COLD_QUEUE;
 	uint64_t last_ts = m->last_emitted_ts;
 	const struct tbp_record *block[64];
 	int more = 1;

@@ -7,6 +7,7 @@
    runs `tbanalyze report` on it and prints events/s per CPU core (user+sys
    time of the process), beside `tbanalyze info` on the same file (the trace
    reader alone); CPU times are the best of 5 runs (and the median).
+   Then the same steps with the GPU records written 64 frames late.
    With TBANALYZE_BASELINE=/path/to/other/tbanalyze, the same for that build
    on the same file, its runs alternating with these, and the median of the
    per-pair time ratios.
@@ -99,6 +100,14 @@ def main():
             ri = statistics.median(b / i for b, i in zip(binfos, infos))
             print(f"  vs {base}: report {events / bcpu / 1e6:.1f} M events/s/core (it takes {rr:.2f}x the time),"
                   f" reader {events / binfo / 1e6:.1f} M events/s/core ({ri:.2f}x the time)")
+        # The same steps with GPU activity written 64 frames after the host
+        # calls (CUPTI hands over whole buffers late): the merge then holds a
+        # backlog larger than the cache.
+        lag = os.path.join(tmp, "lag.zst")
+        subprocess.run([gen, "big-lag", lag, os.devnull, str(iters)], check=True)
+        lruns = [cpu_of([TBANALYZE, lag, "--json"])[1] for _ in range(REPEAT)]
+        print(f"  GPU activity 64 frames late: {events / min(lruns) / 1e6:.1f} M events/s/core;"
+              f" median of {REPEAT} runs {events / statistics.median(lruns) / 1e6:.1f}")
         tenth = os.path.join(tmp, "tenth.zst")
         subprocess.run([gen, "big", tenth, os.devnull, str(max(iters // 10, 1))], check=True)
         _, _, _, rss10 = cpu_of([TBANALYZE, tenth, "--json"])

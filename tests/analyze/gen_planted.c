@@ -802,7 +802,9 @@ static void scen_bursts2(void)
 
 /* Bench trace: ITERS clean steps, written as they are made so memory stays
  * flat (no expectations: the bench only times the analysis). */
-static void write_big(const char *path, long iters)
+/* GPU chunks written `lag` frames after the host chunks of the same steps
+ * (CUPTI hands over whole buffers late); 0 = in the same frame. */
+static void write_big(const char *path, long iters, unsigned lag)
 {
 	struct tbp_writer *w;
 	struct tbp_writer_opts o = {.compression_level = 3, .features = TBP_FEAT_PYTHON | TBP_FEAT_CUPTI};
@@ -813,6 +815,10 @@ static void write_big(const char *path, long iters)
 	common_defs();
 	size_t dpos = 0;
 	write_chunk(w, TBP_STREAM_DEFS, 0, &defs, &dpos, UINT64_MAX);
+	struct evs *lagged = lag ? calloc(lag, sizeof *lagged) : NULL;
+	unsigned nframes = 0;
+	if (lag && !lagged)
+		exit(4);
 	uint64_t g = 1000 * US;
 	for (long i = 0; i < iters; i++) {
 		g = clean_step(g, 0);
@@ -822,7 +828,26 @@ static void write_big(const char *path, long iters)
 		qsort(host[0].r, host[0].n, sizeof(struct tbp_record), cmp_rec);
 		qsort(gpu[0].r, gpu[0].n, sizeof(struct tbp_record), cmp_rec);
 		write_chunk(w, TBP_STREAM_THREAD, host_tid[0], &host[0], &hp, UINT64_MAX);
-		write_chunk(w, TBP_STREAM_GPU, 0, &gpu[0], &gp, UINT64_MAX);
+		if (!lag) {
+			write_chunk(w, TBP_STREAM_GPU, 0, &gpu[0], &gp, UINT64_MAX);
+		} else {
+			/* Keep this frame's GPU records; write the ones from lag
+			 * frames ago (all that are left at the end). */
+			struct evs *slot = &lagged[nframes % lag];
+			if (nframes >= lag) {
+				size_t lp = 0;
+				write_chunk(w, TBP_STREAM_GPU, 0, slot, &lp, UINT64_MAX);
+			}
+			slot->n = 0;
+			for (size_t j = 0; j < gpu[0].n; j++)
+				*push(slot) = gpu[0].r[j];
+			nframes++;
+			if (i + 1 >= iters)
+				for (unsigned f = nframes > lag ? nframes - lag : 0; f < nframes; f++) {
+					size_t lp = 0;
+					write_chunk(w, TBP_STREAM_GPU, 0, &lagged[f % lag], &lp, UINT64_MAX);
+				}
+		}
 		tbp_writer_flush(w);
 		host[0].n = gpu[0].n = 0;
 		n_ivls = 0;
@@ -836,7 +861,7 @@ static void write_big(const char *path, long iters)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|random|big|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
 		return 3;
 	}
 	const char *s = argv[1];
@@ -849,8 +874,8 @@ int main(int argc, char **argv)
 		clean_alloc = 128 << 20;
 		scen_clean(iters, 0);
 	}
-	else if (!strcmp(s, "big")) {
-		write_big(argv[2], argc > 4 ? atol(argv[4]) : 100000);
+	else if (!strcmp(s, "big") || !strcmp(s, "big-lag")) {
+		write_big(argv[2], argc > 4 ? atol(argv[4]) : 100000, s[3] ? 64 : 0);
 		return 0;
 	}
 	else if (!strcmp(s, "planted"))
