@@ -537,21 +537,6 @@ static int mq_push(struct mqueue *q, const struct tbp_record *r)
 }
 
 
-/* Hands the record at ring[head] to the passes, counting it late when it
- * is older than the last one emitted. */
-static inline void emit_at(struct analysis *a, const struct tbp_record *ring, size_t head, uint64_t *last_ts)
-{
-	const struct tbp_record *r = &ring[head];
-	if (r->ts < *last_ts) {
-		a->late_records++;
-		if (r->stream_kind == TBP_STREAM_GPU)
-			a->late_gpu_records++;
-	} else {
-		*last_ts = r->ts;
-	}
-	an_pass_record(a, r);
-}
-
 /* Two queues (one host thread and one device, the usual case), both with
  * records: no queue is empty, so none blocks, and merge_drain_runs would
  * emit the earlier head's run and take a heap step again; host and GPU
@@ -561,6 +546,24 @@ static inline void emit_at(struct analysis *a, const struct tbp_record *ring, si
  * a head of the other queue that is strictly earlier, host before GPU at
  * equal times); the first pick prefers the first queue. */
 static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a, struct merger *m, int cold);
+
+/* Takes one queue's head into *out and moves the head on, loading the new
+ * head's time and stream kind; 0 when the queue ran empty.  Inlined with
+ * its arguments' addresses folded: everything stays in registers. */
+static inline __attribute__((always_inline)) int take_head(const struct tbp_record *ring, size_t mask, size_t *head,
+							   size_t *n, uint64_t *ts, unsigned *kind, int cold,
+							   const struct tbp_record **out)
+{
+	*out = &ring[*head];
+	*head = (*head + 1) & mask;
+	if (!--*n)
+		return 0;
+	if (cold)
+		__builtin_prefetch(&ring[(*head + 16) & mask]);
+	*ts = ring[*head].ts;
+	*kind = ring[*head].stream_kind;
+	return 1;
+}
 
 static void merge_two(struct analysis *a, struct merger *m)
 {
@@ -593,31 +596,13 @@ static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a
 	while (more) {
 		unsigned k = 0;
 		while (k < 64) {
-			if (!c) {
-				block[k++] = &r0[h0];
-				h0 = (h0 + 1) & m0;
-				if (!--n0) {
-					more = 0;
-					break;
-				}
-				if (cold)
-					__builtin_prefetch(&r0[(h0 + 16) & m0]);
-				t0 = r0[h0].ts;
-				s0 = r0[h0].stream_kind;
-				c = t1 < t0 || (t1 == t0 && s1 < s0);
-			} else {
-				block[k++] = &r1[h1];
-				h1 = (h1 + 1) & m1;
-				if (!--n1) {
-					more = 0;
-					break;
-				}
-				if (cold)
-					__builtin_prefetch(&r1[(h1 + 16) & m1]);
-				t1 = r1[h1].ts;
-				s1 = r1[h1].stream_kind;
-				c = !(t0 < t1 || (t0 == t1 && s0 < s1));
-			}
+			more = c ? take_head(r1, m1, &h1, &n1, &t1, &s1, cold, &block[k])
+				 : take_head(r0, m0, &h0, &n0, &t0, &s0, cold, &block[k]);
+			k++;
+			if (!more)
+				break;
+			/* Switch queues only on a head strictly before the current one. */
+			c = c ? !(t0 < t1 || (t0 == t1 && s0 < s1)) : (t1 < t0 || (t1 == t0 && s1 < s0));
 		}
 		an_pass_block(a, block, k, &last_ts);
 		m->buffered -= k;
@@ -751,11 +736,12 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 		size_t mask = best->cap - 1, head = best->head, done = 0;
 		uint64_t last_ts = m->last_emitted_ts;
 		for (;;) {
-			emit_at(a, ring, head, &last_ts);
+			const struct tbp_record *r = &ring[head];
+			an_pass_block(a, &r, 1, &last_ts);
 			head = (head + 1) & mask;
 			if (++done == take)
 				break;
-			const struct tbp_record *r = &ring[head];
+			r = &ring[head];
 			if (r->ts > lim_ts || (r->ts == lim_ts && r->stream_kind > lim_kind))
 				break;
 		}
