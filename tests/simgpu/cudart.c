@@ -341,6 +341,11 @@ static __thread struct sim_thread {
 	int call_cfg_depth;
 	struct sim_stream *per_thread_stream[SIM_MAX_DEVICES];
 	struct { dim3 grid, block; size_t shmem; cudaStream_t stream; } call_cfg[16];
+	/* Open static-runtime call (simgpu_static_begin): its op, logged at simgpu_static_end. */
+	bool in_static;
+	struct simgpu_op static_op;
+	/* > 0 while a driver entry point (libcuda.so.1 stand-in) runs on this thread. */
+	int in_driver;
 } thr;
 #define cur_device (thr.cur_device)
 #define last_error (thr.last_error)
@@ -391,8 +396,42 @@ static void op_init(struct simgpu_op *op, enum simgpu_op_kind kind, const char *
 	op->device = (uint32_t)cur_device;
 	op->host_start_ns = host_start;
 	op->correlation_id = new_correlation();
+	if (thr.in_driver) {
+		op->api_domain = SIMGPU_API_DRIVER;
+		/* Inside a static runtime call: the device work is the runtime call's, the API record ours. */
+		if (thr.in_static) {
+			op->api_corr = op->correlation_id;
+			op->correlation_id = thr.static_op.correlation_id;
+		}
+	}
 	sim_ext_current(op);
 }
+
+uint32_t simgpu_static_begin(const char *api)
+{
+	if (thr.in_static)
+		return thr.static_op.correlation_id;
+	op_init(&thr.static_op, SIMGPU_OP_API, api, sim_now());
+	thr.static_op.api_domain = SIMGPU_API_RUNTIME;
+	thr.in_static = true;
+	return thr.static_op.correlation_id;
+}
+
+void simgpu_static_end(int result)
+{
+	if (!thr.in_static)
+		return;
+	thr.in_static = false;
+	struct simgpu_op *op = &thr.static_op;
+	op->host_end_ns = sim_now();
+	op->start_ns = op->host_start_ns;
+	op->end_ns = op->host_end_ns;
+	op->result = result;
+	sim_emit(op);
+}
+
+void simgpu_driver_enter(void) { thr.in_driver++; }
+void simgpu_driver_leave(void) { thr.in_driver--; }
 
 /* Finishes a host-only op (its times are the call's) and logs it. */
 static cudaError_t finish_host_op(struct simgpu_op *op, cudaError_t result)

@@ -30,6 +30,14 @@ enum simgpu_op_kind {
 	SIMGPU_OP_STREAM = 7,  /* stream create/destroy */
 	SIMGPU_OP_EVENT = 8,   /* event record */
 	SIMGPU_OP_DEVICE = 9,  /* cudaDeviceReset, cudaSetDevice */
+	SIMGPU_OP_API = 10,    /* an API call with no op of its own: the runtime call of a statically
+	                        * linked runtime (simgpu_static_begin/end), logged when it returns */
+};
+
+/* Which API a call belongs to: its CUPTI activity kind (RUNTIME or DRIVER) and callback-id table. */
+enum simgpu_api_domain {
+	SIMGPU_API_RUNTIME = 0, /* libcudart.so.13 stand-in, or a static runtime inside a library */
+	SIMGPU_API_DRIVER = 1,  /* libcuda.so.1 stand-in (cu* entry points) */
 };
 
 enum simgpu_copy_kind {
@@ -77,6 +85,13 @@ struct simgpu_op {
 	uint32_t ext_kind;     /* CUpti_ExternalCorrelationKind of the pushed id, 0 if none */
 	uint64_t ext_id;       /* external id pushed on this thread at the call, 0 if none */
 	uint8_t has_ext;
+	uint8_t api_domain;    /* enum simgpu_api_domain of `api` */
+	/* Correlation id of the API record of this call when it is not correlation_id: a driver call made
+	 * inside a static runtime call (simgpu_static_begin) gets its own id for its DRIVER API record,
+	 * while its device work carries the enclosing runtime call's id (correlation_id), as real CUPTI
+	 * does.  An external id pushed during the driver call (has_ext/ext_id) pairs with api_corr.
+	 * 0: the API record's id is correlation_id. */
+	uint32_t api_corr;
 };
 
 /* Observer called (outside simgpu's lock, on the calling thread) after each op
@@ -88,6 +103,21 @@ void simgpu_set_observer(simgpu_observer_fn fn, void *arg);
  * can carry the id pushed at its call.  Return 0 on success, -1 on empty pop. */
 int simgpu_ext_push(uint32_t kind, uint64_t id);
 int simgpu_ext_pop(uint32_t kind, uint64_t *id);
+
+/* A CUDA runtime linked statically into a library (cuBLAS, cuBLASLt, cuDNN, NCCL do this): no
+ * preload can interpose its calls.  simgpu_static_begin opens such a runtime call on this thread
+ * (named `api`, e.g. "cudaLaunchKernel") and returns its correlation id; the library then calls a
+ * driver entry point it got from cuGetProcAddress (possibly wrapped by a profiler).  Device work that
+ * driver call enqueues carries the runtime call's correlation id; the driver call's own API record
+ * gets a fresh one (simgpu_op.api_corr).  simgpu_static_end closes the call and logs it as an
+ * SIMGPU_OP_API op (domain RUNTIME, the whole call's host times, `result`).  Calls nest one deep. */
+uint32_t simgpu_static_begin(const char *api);
+void simgpu_static_end(int result);
+
+/* The libcuda.so.1 stand-in brackets each of its entry points with these: ops logged inside are
+ * driver calls (api_domain DRIVER). */
+void simgpu_driver_enter(void);
+void simgpu_driver_leave(void);
 
 /* CLOCK_MONOTONIC ns, as used by the timeline. */
 uint64_t simgpu_now_ns(void);

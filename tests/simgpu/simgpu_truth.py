@@ -11,9 +11,10 @@ import sys
 COLUMNS = ["pid", "seq", "tid", "op", "api", "device", "stream", "stream_handle", "start", "end",
            "host_start", "host_end", "name", "bytes", "copy_kind", "hostmem", "src_mem", "dst_mem",
            "sync_kind", "async", "gpu", "captured", "result", "corr", "ext_kind", "ext_id", "grid",
-           "block", "shmem", "ptr", "ptr2", "event"]
+           "block", "shmem", "ptr", "ptr2", "event", "domain", "api_corr"]
 INT_COLUMNS = {"pid", "seq", "tid", "device", "stream", "start", "end", "host_start", "host_end", "bytes",
-               "async", "gpu", "captured", "result", "corr", "ext_kind", "ext_id", "shmem", "event"}
+               "async", "gpu", "captured", "result", "corr", "ext_kind", "ext_id", "shmem", "event",
+               "api_corr"}
 HEX_COLUMNS = {"stream_handle", "ptr", "ptr2"}
 
 

@@ -160,8 +160,8 @@ static void read_truth(const char *path)
 		char *save = NULL;
 		for (char *t = strtok_r(line, "\t\n", &save); t && nf < 40; t = strtok_r(NULL, "\t\n", &save))
 			fields[nf++] = t;
-		EXPECT(nf == 32, "truth line with %d columns", nf);
-		if (nf != 32)
+		EXPECT(nf == 34, "truth line with %d columns", nf);
+		if (nf != 34)
 			continue;
 		struct truth *t = &truths[n_truths++];
 		snprintf(t->op, sizeof(t->op), "%s", fields[3]);

@@ -35,6 +35,7 @@ static const char *const op_names[] = {
 	[SIMGPU_OP_KERNEL] = "kernel", [SIMGPU_OP_MEMCPY] = "memcpy", [SIMGPU_OP_MEMSET] = "memset",
 	[SIMGPU_OP_MALLOC] = "malloc", [SIMGPU_OP_FREE] = "free", [SIMGPU_OP_SYNC] = "sync",
 	[SIMGPU_OP_STREAM] = "stream", [SIMGPU_OP_EVENT] = "event", [SIMGPU_OP_DEVICE] = "device",
+	[SIMGPU_OP_API] = "api",
 };
 static const char *const copy_names[] = {
 	[SIMGPU_COPY_NONE] = "-", [SIMGPU_COPY_H2D] = "HtoD", [SIMGPU_COPY_D2H] = "DtoH",
@@ -129,7 +130,7 @@ static const char truth_header[] =
 	"# simgpu truth v1\n"
 	"#pid\tseq\ttid\top\tapi\tdevice\tstream\tstream_handle\tstart\tend\thost_start\thost_end\t"
 	"name\tbytes\tcopy_kind\thostmem\tsrc_mem\tdst_mem\tsync_kind\tasync\tgpu\tcaptured\t"
-	"result\tcorr\text_kind\text_id\tgrid\tblock\tshmem\tptr\tptr2\tevent\n";
+	"result\tcorr\text_kind\text_id\tgrid\tblock\tshmem\tptr\tptr2\tevent\tdomain\tapi_corr\n";
 
 /* Caller holds sim_lock. */
 static void truth_flush_locked(void)
@@ -192,14 +193,15 @@ static void truth_append_locked(const struct simgpu_op *op)
 	int n = snprintf(line, sizeof(line),
 		"%u\t%" PRIu64 "\t%u\t%s\t%s\t%u\t%u\t0x%" PRIx64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t%" PRIu64 "\t"
 		"%s\t%" PRIu64 "\t%s\t%s\t%s\t%s\t%s\t%u\t%u\t%u\t"
-		"%d\t%u\t%s\t%s\t%s\t%s\t%s\t0x%" PRIx64 "\t0x%" PRIx64 "\t%s\n",
+		"%d\t%u\t%s\t%s\t%s\t%s\t%s\t0x%" PRIx64 "\t0x%" PRIx64 "\t%s\t%s\t%u\n",
 		op->pid, op->seq, op->tid, simgpu_op_kind_name(op->kind), op->api, op->device, op->stream_id,
 		op->stream_handle, op->start_ns, op->end_ns, op->host_start_ns, op->host_end_ns,
 		op->name ? op->name : "-", op->bytes, simgpu_copy_kind_name(op->copy_kind), hostmem,
 		op->kind == SIMGPU_OP_MEMCPY ? simgpu_mem_kind_name(op->mem_kind) : "-",
 		op->kind == SIMGPU_OP_MEMCPY ? simgpu_mem_kind_name(op->dst_mem_kind) : "-",
 		simgpu_sync_kind_name(op->sync_kind), op->is_async, op->gpu, op->captured,
-		op->result, op->correlation_id, ext_kind, ext_id, grid, block, shmem, op->ptr, op->ptr2, event);
+		op->result, op->correlation_id, ext_kind, ext_id, grid, block, shmem, op->ptr, op->ptr2, event,
+		op->api_domain == SIMGPU_API_DRIVER ? "driver" : "runtime", op->api_corr ? op->api_corr : op->correlation_id);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line))
