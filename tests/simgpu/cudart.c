@@ -10,6 +10,7 @@
  * ground-truth log (truth.c).  Knobs and formats: README.md.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -346,6 +347,8 @@ static __thread struct sim_thread {
 	struct simgpu_op static_op;
 	/* > 0 while a driver entry point (libcuda.so.1 stand-in) runs on this thread. */
 	int in_driver;
+	/* simgpu_next_kernel_ns: duration of this thread's next launch (0: the usual model). */
+	uint64_t next_kernel_ns;
 } thr;
 #define cur_device (thr.cur_device)
 #define last_error (thr.last_error)
@@ -837,7 +840,9 @@ static cudaError_t launch(const char *api, struct sim_kernel *k, dim3 grid, dim3
 		op.captured = 1;
 		return finish_host_op(&op, cudaSuccess);
 	}
-	op.start_ns = schedule(s, enq, kernel_duration(k, grid), &op.end_ns);
+	uint64_t dur = thr.next_kernel_ns ? thr.next_kernel_ns : kernel_duration(k, grid);
+	thr.next_kernel_ns = 0;
+	op.start_ns = schedule(s, enq, dur, &op.end_ns);
 	pthread_mutex_unlock(&sim_lock);
 	/* Clock reads are the main cost of a launch here: skip one nobody reads. */
 	op.host_end_ns = sim_emit_wanted() ? sim_now() : enq;
@@ -2454,4 +2459,171 @@ cudaError_t sim_unsupported(const char *name)
 	if (atomic_load(&warn))
 		fprintf(stderr, "simgpu: %s is not simulated (cudaErrorNotSupported)\n", name);
 	return set_error(cudaErrorNotSupported);
+}
+
+/* ------------------------------------------------------------------ driver entry points, capture info */
+
+/* Looks the symbol up in the libcuda.so.1 stand-in (loaded on first use, as the real runtime loads the
+ * driver), so callers get the same functions whether they go through the runtime or cuGetProcAddress. */
+typedef int (*sim_gpa_fn)(const char *, void **, int, unsigned long long, int *);
+static sim_gpa_fn driver_gpa_fn;
+static void driver_load(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+	if (h)
+		driver_gpa_fn = (sim_gpa_fn)dlsym(h, "cuGetProcAddress_v2");
+}
+static sim_gpa_fn driver_gpa(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, driver_load);
+	return driver_gpa_fn;
+}
+
+static cudaError_t driver_entry_point(const char *symbol, void **funcPtr, int version, unsigned long long flags,
+	enum cudaDriverEntryPointQueryResult *status)
+{
+	if (!symbol || !funcPtr)
+		return set_error(cudaErrorInvalidValue);
+	*funcPtr = NULL;
+	sim_gpa_fn gpa = driver_gpa();
+	int st = 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
+	int r = gpa ? gpa(symbol, funcPtr, version, flags, &st) : 100; /* CUDA_ERROR_NO_DEVICE */
+	if (status)
+		*status = (enum cudaDriverEntryPointQueryResult)(gpa ? st : cudaDriverEntryPointSymbolNotFound);
+	if (!gpa)
+		return set_error(cudaErrorInsufficientDriver);
+	return r == 0 ? cudaSuccess : cudaSuccess; /* the runtime reports a missing symbol through status */
+}
+
+EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
+	enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return driver_entry_point(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
+}
+
+EXPORT cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
+	unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return driver_entry_point(symbol, funcPtr, (int)cudaVersion, flags, driverStatus);
+}
+
+static cudaError_t capture_info(cudaStream_t hs, enum cudaStreamCaptureStatus *st, unsigned long long *id,
+	cudaGraph_t *graph, const cudaGraphNode_t **deps, const cudaGraphEdgeData **edges, size_t *ndeps, bool ptsz)
+{
+	if (!st)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	if (s) {
+		*st = s->capture ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+		if (id)
+			*id = s->capture ? (unsigned long long)(uintptr_t)s->capture : 0;
+		if (graph)
+			*graph = s->capture ? (cudaGraph_t)s->capture : NULL;
+		if (deps)
+			*deps = NULL;
+		if (edges)
+			*edges = NULL;
+		if (ndeps)
+			*ndeps = 0;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return s ? cudaSuccess : set_error(cudaErrorInvalidResourceHandle);
+}
+
+EXPORT cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
+	unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out,
+	const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+	return capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+		numDependencies_out, false);
+}
+
+EXPORT cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
+	unsigned long long *id_out, cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out,
+	const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+	return capture_info(stream, captureStatus_out, id_out, graph_out, dependencies_out, edgeData_out,
+		numDependencies_out, true);
+}
+
+EXPORT cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, const void *func,
+	int blockSize, size_t dynamicSMemSize, unsigned int flags)
+{
+	(void)flags;
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessor(numBlocks, func, blockSize, dynamicSMemSize);
+}
+
+/* ------------------------------------------------------------------ for the driver and library stand-ins */
+
+
+/* A device function known by name only (a driver module's function, a library's kernel): interned, so
+ * every lookup of one name gives one handle, valid for the life of the process. */
+EXPORT void *simgpu_kernel_by_name(const char *name)
+{
+	static struct sim_map by_name; /* key: hash of the name; collisions are chained by a linear probe */
+	if (!name)
+		return NULL;
+	uint64_t h = 1469598103934665603ull;
+	for (const char *p = name; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	pthread_mutex_lock(&sim_lock);
+	struct sim_kernel *k;
+	for (;; h++) {
+		k = sim_map_get(&by_name, (uintptr_t)(h | 1));
+		if (!k || strcmp(k->name, name) == 0)
+			break;
+	}
+	if (!k) {
+		k = calloc(1, sizeof(*k));
+		if (k) {
+			k->magic = KERNEL_MAGIC;
+			k->name = strdup(name);
+			sim_map_put(&by_name, (uintptr_t)(h | 1), k);
+			sim_map_put(&kernel_by_handle, (uintptr_t)k, k);
+		}
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return k;
+}
+
+EXPORT const char *simgpu_kernel_name(const void *kernel)
+{
+	struct sim_kernel *k = kernel_of_handle((cudaKernel_t)kernel);
+	return k ? k->name : NULL;
+}
+
+EXPORT void simgpu_next_kernel_ns(uint64_t ns) { thr.next_kernel_ns = ns; }
+
+EXPORT int simgpu_launch(const char *api, const void *kernel, const unsigned grid[3], const unsigned block[3],
+	size_t shmem, void *stream, int ptsz)
+{
+	dim3 g = { grid[0], grid[1], grid[2] }, b = { block[0], block[1], block[2] };
+	return launch(api, kernel_of_handle((cudaKernel_t)kernel), g, b, shmem, (cudaStream_t)stream, ptsz != 0);
+}
+
+EXPORT int simgpu_alloc(const char *api, void **ptr, size_t size, int host)
+{
+	return do_alloc(api, ptr, size, host ? SIMGPU_MEM_PINNED : SIMGPU_MEM_DEVICE, NULL, false);
+}
+
+EXPORT int simgpu_free(const char *api, void *ptr, int host)
+{
+	return do_free(api, ptr, host != 0, NULL, false);
+}
+
+EXPORT int simgpu_copy(const char *api, void *dst, const void *src, size_t count, void *stream, int async, int ptsz)
+{
+	return copy_common(api, dst, src, count, cudaMemcpyDefault, (cudaStream_t)stream, ptsz != 0, !async, 0, 0, 0, 0);
+}
+
+EXPORT int simgpu_memset(const char *api, void *dst, int value, size_t count, void *stream, int async, int ptsz)
+{
+	return memset_common(api, dst, value, count, (cudaStream_t)stream, ptsz != 0, async != 0);
+}
+
+EXPORT int simgpu_stream_sync(const char *api, void *stream, int ptsz)
+{
+	return stream_sync(api, (cudaStream_t)stream, ptsz != 0);
 }
