@@ -1,0 +1,106 @@
+/*
+ * What the library stand-ins (cuBLAS, cuBLASLt) share: a kernel launch made the way a CUDA library
+ * with a statically linked runtime makes it.  The library's runtime call is invisible to any preload
+ * (simgpu_static_begin/end record it for CUPTI), and the runtime reaches the driver through an entry
+ * point it got from cuGetProcAddress, which it found with dlsym on libcuda.so.1 (so a profiler that
+ * wraps dlsym or cuGetProcAddress sees the driver call, as on a real machine).
+ */
+#ifndef SIMGPU_SIMLIB_H
+#define SIMGPU_SIMLIB_H
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cuda.h>
+
+#include "simgpu.h"
+
+void simgpu_next_kernel_ns(uint64_t ns);
+
+struct simlib_driver {
+	CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+		CUstream, void **, void **);
+	CUresult (*launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **);
+	CUresult (*module_load)(CUmodule *, const void *);
+	CUresult (*get_function)(CUfunction *, CUmodule, const char *);
+	CUmodule module;
+};
+
+static struct simlib_driver simlib_drv;
+static pthread_once_t simlib_once = PTHREAD_ONCE_INIT;
+
+static void simlib_load(void)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+	if (!h)
+		return;
+	CUresult (*gpa)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *) =
+		(CUresult (*)(const char *, void **, int, cuuint64_t, CUdriverProcAddressQueryResult *))dlsym(h,
+			"cuGetProcAddress_v2");
+	if (!gpa)
+		return;
+	CUdriverProcAddressQueryResult st;
+	gpa("cuLaunchKernel", (void **)&simlib_drv.launch, 12000, 0, &st);
+	gpa("cuLaunchKernelEx", (void **)&simlib_drv.launch_ex, 12000, 0, &st);
+	gpa("cuModuleLoadData", (void **)&simlib_drv.module_load, 12000, 0, &st);
+	gpa("cuModuleGetFunction", (void **)&simlib_drv.get_function, 12000, 0, &st);
+	static const char image[] = "simgpu library module";
+	if (simlib_drv.module_load && simlib_drv.module_load(&simlib_drv.module, image) != CUDA_SUCCESS)
+		simlib_drv.module = NULL;
+}
+
+static inline const struct simlib_driver *simlib_driver(void)
+{
+	pthread_once(&simlib_once, simlib_load);
+	return simlib_drv.module && simlib_drv.launch && simlib_drv.launch_ex ? &simlib_drv : NULL;
+}
+
+/* Launches kernel `name` on `stream` lasting `ns`, through cuLaunchKernelEx (ex != 0, as cuBLASLt does)
+ * or cuLaunchKernel, inside a static runtime call.  Returns the driver's result. */
+static inline CUresult simlib_launch(const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned block,
+	CUstream stream, uint64_t ns, int ex)
+{
+	const struct simlib_driver *d = simlib_driver();
+	if (!d)
+		return CUDA_ERROR_NO_DEVICE;
+	CUfunction f;
+	CUresult r = d->get_function(&f, d->module, name);
+	if (r != CUDA_SUCCESS)
+		return r;
+	simgpu_static_begin(ex ? "cudaLaunchKernelExC" : "cudaLaunchKernel");
+	simgpu_next_kernel_ns(ns);
+	if (ex) {
+		CUlaunchConfig cfg = { 0 };
+		cfg.gridDimX = gx; cfg.gridDimY = gy; cfg.gridDimZ = gz;
+		cfg.blockDimX = block; cfg.blockDimY = 1; cfg.blockDimZ = 1;
+		cfg.sharedMemBytes = 0;
+		cfg.hStream = stream;
+		r = d->launch_ex(&cfg, f, NULL, NULL);
+	} else {
+		r = d->launch(f, gx, gy, gz, block, 1, 1, 0, stream, NULL, NULL);
+	}
+	simgpu_next_kernel_ns(0);
+	simgpu_static_end(r == CUDA_SUCCESS ? 0 : 1);
+	return r;
+}
+
+/* Duration of a GEMM of 2*m*n*k*batch flops: SIMGPU_GEMM_TFLOPS (fp32/fp64, default 50) or
+ * SIMGPU_GEMM_TC_TFLOPS (tensor-core types: fp16, bf16, tf32, fp8; default 500), plus
+ * SIMGPU_GEMM_BASE_NS (default 3000). */
+static inline uint64_t simlib_gemm_ns(uint64_t m, uint64_t n, uint64_t k, uint64_t batch, int tensor_core)
+{
+	static double rate[2] = { 0, 0 };
+	static uint64_t base = UINT64_MAX;
+	if (base == UINT64_MAX) {
+		const char *v;
+		rate[0] = (v = getenv("SIMGPU_GEMM_TFLOPS")) && atof(v) > 0 ? atof(v) : 50.0;
+		rate[1] = (v = getenv("SIMGPU_GEMM_TC_TFLOPS")) && atof(v) > 0 ? atof(v) : 500.0;
+		base = (v = getenv("SIMGPU_GEMM_BASE_NS")) ? strtoull(v, NULL, 10) : 3000;
+	}
+	double flops = 2.0 * (double)m * (double)n * (double)k * (double)(batch ? batch : 1);
+	return base + (uint64_t)(flops / (rate[tensor_core ? 1 : 0] * 1e3)); /* TFLOP/s = 1e3 flop per ns */
+}
+
+#endif
