@@ -3,13 +3,27 @@
 simgpu has no cuDNN stand-in, so once `torch` is imported this turns cuDNN off
 (torch.backends.cudnn.enabled = False): convolutions, batch norm and RNNs then
 take PyTorch's native CUDA kernels (im2col + cuBLAS GEMMs for convolutions),
-which simgpu runs.  Nothing is imported before the program imports torch, and
+which simgpu runs.  It also pauses 50 ms at exit when CUDA was used (below).  Nothing is imported before the program imports torch, and
 a sitecustomize found later on sys.path still runs.
 """
+import atexit
 import importlib.abc
 import importlib.machinery
 import os
 import sys
+
+
+def _let_autograd_threads_settle(torch):
+    """PyTorch's exit race (pytorch/pytorch#38228): an autograd device thread still releasing a finished
+    graph takes the GIL after the interpreter began finalizing, CPython ends it with pthread_exit, and the
+    unwind through a noexcept frame aborts the process ("terminate called without an active exception").
+    A loaded test machine widens the window; a short pause before finalization closes it."""
+    try:
+        if torch.cuda.is_initialized():
+            import time
+            time.sleep(0.05)
+    except Exception:
+        pass
 
 
 class _TorchImportHook(importlib.abc.MetaPathFinder):
@@ -28,6 +42,7 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
         def exec_and_disable_cudnn(module):
             exec_module(module)
             module.backends.cudnn.enabled = False
+            atexit.register(_let_autograd_threads_settle, module)
 
         loader.exec_module = exec_and_disable_cudnn
         return spec

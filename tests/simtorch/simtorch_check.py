@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""PyTorch's CUDA build on simgpu (simtorch), with and without libtbprof.
+
+    simtorch_check.py zoo MODEL --build B [--timeout S]
+        run.py -m MODEL -d cuda --small, 1 warm-up + 1 measured iteration, train and eval, under simtorch
+        with and without libtbprof: both exit 0 and print the same lines apart from numbers (run.py's GPU
+        lines included); the trace's kernels, copies and memsets equal simgpu's ground truth (count, start,
+        end, stream, kind, GEMMs and FFTs included); the report's breakdown equals the truth's timeline over
+        the report's window to the nanosecond.
+
+Exit 0 pass, 1 fail, 77 skip (no PyTorch CUDA build, or simgpu not built).
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+SKIP = 77
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL:", msg)
+
+
+def torch_has_cuda_build():
+    try:
+        out = subprocess.run([sys.executable, "-c", "import torch; print(torch.version.cuda or '')"],
+                             capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and out.stdout.strip() != ""
+
+
+def shape(text):
+    """Output with every number replaced, so two runs compare by their lines, not their values."""
+    return [" ".join(re.sub(r"-?\d+(\.\d+)?(e[-+]?\d+)?", "N", line).split()) for line in text.splitlines()]
+
+
+def read_truth(path):
+    rows, cols = [], None
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("#pid"):
+                cols = line[1:].split("\t")
+            elif line and not line.startswith("#"):
+                rows.append(dict(zip(cols, line.split("\t"))))
+    return rows
+
+
+def union_ns(intervals, lo, hi):
+    total, cur_s, cur_e = 0, None, None
+    for s, e in sorted((max(s, lo), min(e, hi)) for s, e in intervals):
+        if e <= s:
+            continue
+        if cur_e is None or s > cur_e:
+            if cur_e is not None:
+                total += cur_e - cur_s
+            cur_s, cur_e = s, e
+        else:
+            cur_e = max(cur_e, e)
+    if cur_e is not None:
+        total += cur_e - cur_s
+    return total
+
+
+def run(cmd, env, timeout, what):
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        fail(f"{what}: timed out after {timeout} s")
+        return None
+    if p.returncode != 0:
+        fail(f"{what}: exit {p.returncode}\n{p.stderr[-3000:]}")
+        return None
+    return p
+
+
+def check_trace(build, trace, truth_path, what):
+    tbanalyze = os.path.join(build, "analyze", "tbanalyze")
+    dump = subprocess.run([tbanalyze, "dump", trace, "--json"], capture_output=True, text=True)
+    if dump.returncode != 0:
+        fail(f"{what}: tbanalyze dump exit {dump.returncode}: {dump.stderr[-500:]}")
+        return
+    recs = [json.loads(line) for line in dump.stdout.splitlines() if line.strip()]
+    truth = [t for t in read_truth(truth_path) if t["gpu"] == "1" and t["op"] in ("kernel", "memcpy", "memset")]
+    kinds = {"gpu_kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+    got = sorted((kinds[r["kind"]], r["ts"], r["end"], r["stream"]) for r in recs if r["kind"] in kinds)
+    want = sorted((t["op"], int(t["start"]), int(t["end"]), int(t["stream"])) for t in truth)
+    if got != want:
+        missing = sorted(set(want) - set(got))[:5]
+        extra = sorted(set(got) - set(want))[:5]
+        fail(f"{what}: {len(got)} GPU records vs {len(want)} in the truth; missing {missing} extra {extra}")
+    libs = [t for t in truth if t["op"] == "kernel" and t.get("domain") == "driver"]
+    if not libs and "pyhpc" not in what:  # the equation of state is elementwise work only
+        fail(f"{what}: no kernel launched through the driver (cuBLAS/cuBLASLt/cuFFT) in the truth")
+    rep = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True)
+    if rep.returncode != 0:
+        fail(f"{what}: tbanalyze --json exit {rep.returncode}: {rep.stderr[-500:]}")
+        return
+    report = json.loads(rep.stdout)
+    lo, hi = report["window"]["begin_ns"], report["window"]["end_ns"]
+    dev = report["devices"][0]
+    spans = [(int(t["start"]), int(t["end"])) for t in truth]
+    copies = [(int(t["start"]), int(t["end"])) for t in truth if t["op"] == "memcpy"]
+    busy, moving = union_ns(spans, lo, hi), union_ns(copies, lo, hi)
+    if (dev["gpu_busy_ns"], dev["data_movement_ns"]) != (busy, moving):
+        fail(f"{what}: breakdown busy {dev['gpu_busy_ns']} data movement {dev['data_movement_ns']}, "
+             f"truth {busy} {moving} over the window [{lo}, {hi}]")
+    print(f"{what}: {len(got)} GPU records (= truth, {len(libs)} library kernels), busy {busy} ns of {hi - lo}")
+
+
+def zoo(args):
+    simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
+    libtbprof = os.path.join(args.build, "libtbprof", "libtbprof.so")
+    run_py = os.path.join(args.source, "run.py")
+    with tempfile.TemporaryDirectory() as tmp:
+        for test in ("train", "eval"):
+            cmd = [simtorch, sys.executable, run_py, "-m", args.model, "-d", "cuda", "-t", test, "--small",
+                   "--niter", "1", "--nwarmup", "1"]
+            env = dict(os.environ)
+            env.pop("LD_PRELOAD", None)
+            plain = run(cmd, env, args.timeout, f"{args.model} {test} (plain)")
+            trace, truth = os.path.join(tmp, f"{test}.zst"), os.path.join(tmp, f"{test}.truth")
+            env_t = dict(env, LD_PRELOAD=libtbprof, TBPROF_OUT=trace, SIMGPU_TRUTH=truth)
+            traced = run(cmd, env_t, args.timeout, f"{args.model} {test} (libtbprof)")
+            if not plain or not traced:
+                continue
+            for name, p in (("plain", plain), ("libtbprof", traced)):
+                if "GPU Time per batch" not in p.stdout:
+                    fail(f"{args.model} {test} ({name}): no 'GPU Time per batch' line:\n{p.stdout}")
+            if shape(plain.stdout) != shape(traced.stdout):
+                fail(f"{args.model} {test}: stdout differs under libtbprof\n--- plain\n{plain.stdout}"
+                     f"--- libtbprof\n{traced.stdout}")
+            check_trace(args.build, trace, truth, f"{args.model} {test}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["zoo"])
+    ap.add_argument("model")
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--source", required=True)
+    ap.add_argument("--timeout", type=int, default=240)
+    args = ap.parse_args()
+    if not os.path.exists(os.path.join(args.build, "tests", "simgpu", "simtorch")):
+        print("SKIP: simtorch not built (no CUDA toolkit)")
+        return SKIP
+    if not torch_has_cuda_build():
+        print("SKIP: no PyTorch with a CUDA build in this Python")
+        return SKIP
+    zoo(args)
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
