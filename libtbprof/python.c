@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -474,7 +475,7 @@ static unsigned walk(uintptr_t frame, struct raw_frame *out, unsigned max)
  * compared too so a code object freed and replaced at the same address by
  * another is not taken for the old one. */
 struct memo_frame { uintptr_t code, name; uint32_t index; uint64_t path; };
-struct memo { unsigned n; struct memo_frame f[256]; };
+struct memo { unsigned n; uint64_t root; struct memo_frame f[256]; };
 /* On the heap, not in TLS: glibc carves static TLS out of every thread's
  * stack, and 8 KiB less stack would make deep recursion in a small-stack
  * thread overflow where it does not without tbprof. */
@@ -520,6 +521,11 @@ static uint64_t intern_path(const struct raw_frame *frames, unsigned n, uint64_t
 		return parent;
 	}
 	__asm__("" : "+r"(m));
+	if (TBP_UNLIKELY(m->root != parent)) {
+		/* Paths under another root (an autograd thread's Python inside backward()) share no node. */
+		m->root = parent;
+		m->n = 0;
+	}
 	unsigned depth = 0; /* distance from the root */
 	bool same = true;   /* frames so far equal the memo's */
 	for (unsigned i = n; i-- > 0; depth++) {
@@ -797,6 +803,36 @@ static uint64_t callpath_from(uintptr_t top)
 	return n ? intern_path(frames, n, 0) : 0;
 }
 
+/* PyTorch names the autograd engine's worker threads pt_autograd_N (set when each starts, before it runs any
+ * work).  Python they run — a custom autograd.Function.backward, a hook, an op implemented in Python — runs
+ * on behalf of the backward() call that another thread is blocked in. */
+static __thread int8_t autograd_thread = -1;
+static bool is_autograd_thread(void)
+{
+	if (TBP_UNLIKELY(autograd_thread < 0)) {
+		char name[17] = { 0 };
+		autograd_thread = prctl(PR_GET_NAME, name, 0, 0, 0) == 0 && strncmp(name, "pt_autograd", 11) == 0;
+	}
+	return autograd_thread > 0;
+}
+
+/* The thread's Python call path; on an autograd worker inside backward(), rooted at backward()'s caller, so
+ * the frames it runs read as called from that line. */
+static uint64_t thread_callpath(uintptr_t top)
+{
+	uint64_t root = 0;
+	if (TBP_UNLIKELY(is_autograd_thread()))
+		root = atomic_load_explicit(&blocking_path, memory_order_acquire);
+	if (!root)
+		return callpath_from(top);
+	struct raw_frame frames[256];
+	unsigned max = tbp_cfg.py_depth ? tbp_cfg.py_depth : 32;
+	if (max > 256)
+		max = 256;
+	unsigned n = top ? walk(top, frames, max) : 0;
+	return n ? intern_path(frames, n, root) : 0;
+}
+
 uint64_t tbp_py_callpath(void)
 {
 	if (!tbp_cfg.python || !ready())
@@ -808,7 +844,7 @@ uint64_t tbp_py_callpath(void)
 	uintptr_t tstate = (uintptr_t)py.this_thread_state();
 	uint64_t path = 0;
 	if (ptr_ok(tstate))
-		path = callpath_from(top_frame(tstate));
+		path = thread_callpath(top_frame(tstate));
 	return path ? path : borrowed_path();
 }
 
@@ -1004,7 +1040,7 @@ static __attribute__((noinline)) void record_span(void *tstate, uintptr_t code, 
 	uint64_t t1 = tbp_now(), t0 = t1 - elapsed;
 	/* The callee's frame is gone; its code object is still held by
 	 * the caller (function object on the caller's stack). */
-	uint64_t parent = callpath_from(top_frame((uintptr_t)tstate));
+	uint64_t parent = thread_callpath(top_frame((uintptr_t)tstate));
 	uint64_t path = path_node(parent, frame_id(code, UINT32_MAX));
 	struct tbp_record *rec = tbp_slot_acquire(TBP_K_PY_SPAN);
 	if (rec) {
