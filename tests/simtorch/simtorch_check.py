@@ -1,6 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch's CUDA build on simgpu (simtorch), with and without libtbprof.
 
+    simtorch_check.py script --build B --source S
+        tests/simtorch/scripts/train_classifier.py (an example-style training script: no marks, DataLoader,
+        Adam, .item() logging) under simtorch with and without libtbprof: same output apart from values, trace
+        equal to the truth, and a report its author can act on: the top findings placed at the script's own
+        lines (not in torch), the logging .item() among them as a sync hotspot.
+
     simtorch_check.py zoo MODEL --build B [--timeout S]
         run.py -m MODEL -d cuda --small, 1 warm-up + 1 measured iteration, train and eval, under simtorch
         with and without libtbprof: both exit 0 and print the same lines apart from numbers (run.py's GPU
@@ -140,10 +146,47 @@ def zoo(args):
             check_trace(args.build, trace, truth, f"{args.model} {test}")
 
 
+def script(args):
+    simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
+    path = os.path.realpath(os.path.join(args.source, "tests", "simtorch", "scripts", "train_classifier.py"))
+    cmd = [simtorch, sys.executable, path, "--log-interval", "2"]
+    with open(path) as f:
+        item_line = next(n for n, line in enumerate(f, 1) if "loss.item()" in line)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ)
+        env.pop("LD_PRELOAD", None)
+        plain = run(cmd, env, args.timeout, "script (plain)")
+        trace, truth = os.path.join(tmp, "t.zst"), os.path.join(tmp, "t.truth")
+        libtbprof = os.path.join(args.build, "libtbprof", "libtbprof.so")
+        traced = run(cmd, dict(env, LD_PRELOAD=libtbprof, TBPROF_OUT=trace, SIMGPU_TRUTH=truth), args.timeout,
+                     "script (libtbprof)")
+        if not plain or not traced:
+            return
+        if shape(plain.stdout) != shape(traced.stdout):
+            fail(f"script: stdout differs under libtbprof\n--- plain\n{plain.stdout}--- libtbprof\n{traced.stdout}")
+        check_trace(args.build, trace, truth, "script")
+        rep = subprocess.run([os.path.join(args.build, "analyze", "tbanalyze"), trace, "--json"],
+                             capture_output=True, text=True)
+        findings = json.loads(rep.stdout)["findings"] if rep.returncode == 0 else []
+        placed = []
+        for x in findings[:3]:
+            frames = (x.get("where") or {}).get("python") or []
+            placed.append((x["kind"], os.path.realpath(frames[0]["file"]), frames[0]["line"]) if frames
+                          else (x["kind"], None, None))
+        outside = [p for p in placed if p[1] != path]
+        if outside:
+            fail(f"script: top findings placed outside the script: {outside}")
+        item = [x for x in findings if x["kind"] == "sync_hotspot" and
+                any(os.path.realpath(f["file"]) == path and f["line"] == item_line for f in (x.get("where") or {}).get("python", []))]
+        if not item:
+            fail(f"script: no sync_hotspot at the logging .item() (line {item_line}); top findings {placed}")
+        print(f"script: top findings {placed}")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["zoo"])
-    ap.add_argument("model")
+    ap.add_argument("mode", choices=["zoo", "script"])
+    ap.add_argument("model", nargs="?")
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
     ap.add_argument("--timeout", type=int, default=240)
@@ -154,7 +197,10 @@ def main():
     if not torch_has_cuda_build():
         print("SKIP: no PyTorch with a CUDA build in this Python")
         return SKIP
-    zoo(args)
+    if args.mode == "zoo":
+        zoo(args)
+    else:
+        script(args)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
