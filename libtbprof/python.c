@@ -283,29 +283,55 @@ static int code_line(uintptr_t code, uint32_t index)
 /* An insert-only open-addressing table: a slot is claimed by CAS of its
  * tag (0 empty, 1 being written, 2 ready) and published by a release
  * store.  A reader that meets a slot being written just misses, which at
- * worst emits a duplicate def. */
+ * worst emits a duplicate def.
+ *
+ * Tables start small and double when 60 % full, so a process pays
+ * memory for what it interns (a few KiB for a script, not 26 MiB of hashed
+ * pages touched at random).  Growing copies the ready slots into the new
+ * array and publishes it; an insert racing with the copy may land in the
+ * old array only (a later lookup misses it: one duplicate def).  Old
+ * arrays stay mapped, since readers may still be probing them. */
 struct slot {
 	_Atomic uint64_t tag;
 	uint64_t k1, k2, val;
 };
-struct table {
-	struct slot *slots;
+struct slots {
+	struct slot *slot;
 	uint64_t mask;
+};
+struct table {
+	_Atomic(struct slots *) cur;
+	unsigned max_log2;
+	_Atomic uint64_t count;
 	_Atomic uint64_t full; /* inserts given up: probe sequence exhausted */
+	_Atomic int growing;
 };
 #define MAX_PROBES 64
+#define TABLE_FIRST_LOG2 10
+#define TABLE_GROWTH_LOG2 1
 
 static struct table code_table, frame_table, path_table;
 
-static bool table_init(struct table *t, unsigned log2)
+static struct slots *slots_new(unsigned log2)
 {
 	size_t n = (size_t)1 << log2;
-	void *m = mmap(NULL, n * sizeof(struct slot), PROT_READ | PROT_WRITE,
+	void *m = mmap(NULL, sizeof(struct slots) + n * sizeof(struct slot), PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
+		return NULL;
+	struct slots *s = m;
+	s->slot = (struct slot *)(s + 1);
+	s->mask = n - 1;
+	return s;
+}
+
+static bool table_init(struct table *t, unsigned max_log2)
+{
+	struct slots *s = slots_new(TABLE_FIRST_LOG2);
+	if (!s)
 		return false;
-	t->slots = m;
-	t->mask = n - 1;
+	t->max_log2 = max_log2;
+	atomic_store_explicit(&t->cur, s, memory_order_release);
 	return true;
 }
 
@@ -320,9 +346,10 @@ static inline uint64_t mix(uint64_t a, uint64_t b)
 
 static inline bool table_get(struct table *t, uint64_t k1, uint64_t k2, uint64_t *val)
 {
+	const struct slots *a = atomic_load_explicit(&t->cur, memory_order_acquire);
 	uint64_t i = mix(k1, k2);
 	for (unsigned n = 0; n < MAX_PROBES; n++, i++) {
-		struct slot *s = &t->slots[i & t->mask];
+		struct slot *s = &a->slot[i & a->mask];
 		uint64_t tag = atomic_load_explicit(&s->tag, memory_order_acquire);
 		if (tag == 0)
 			return false;
@@ -334,11 +361,12 @@ static inline bool table_get(struct table *t, uint64_t k1, uint64_t k2, uint64_t
 	return false;
 }
 
-static void table_put(struct table *t, uint64_t k1, uint64_t k2, uint64_t val)
+/* 1 inserted, 0 present already, -1 no free slot within the probe limit. */
+static int slots_put(struct slots *a, uint64_t k1, uint64_t k2, uint64_t val)
 {
 	uint64_t i = mix(k1, k2);
 	for (unsigned n = 0; n < MAX_PROBES; n++, i++) {
-		struct slot *s = &t->slots[i & t->mask];
+		struct slot *s = &a->slot[i & a->mask];
 		uint64_t expected = 0;
 		if (atomic_compare_exchange_strong_explicit(&s->tag, &expected, 1,
 				memory_order_acq_rel, memory_order_acquire)) {
@@ -346,12 +374,46 @@ static void table_put(struct table *t, uint64_t k1, uint64_t k2, uint64_t val)
 			s->k2 = k2;
 			s->val = val;
 			atomic_store_explicit(&s->tag, 2, memory_order_release);
-			return;
+			return 1;
 		}
 		if (expected == 2 && s->k1 == k1 && s->k2 == k2)
-			return; /* another thread published the same key */
+			return 0; /* another thread published the same key */
 	}
-	atomic_fetch_add_explicit(&t->full, 1, memory_order_relaxed);
+	return -1;
+}
+
+/* One thread at a time (the others go on inserting into the old array). */
+static void table_grow(struct table *t, struct slots *old)
+{
+	int idle = 0;
+	if (!atomic_compare_exchange_strong_explicit(&t->growing, &idle, 1, memory_order_acq_rel,
+						     memory_order_relaxed))
+		return;
+	unsigned log2 = (unsigned)__builtin_ctzll(old->mask + 1) + TABLE_GROWTH_LOG2;
+	struct slots *a = atomic_load_explicit(&t->cur, memory_order_acquire) == old && log2 <= t->max_log2
+				  ? slots_new(log2) : NULL;
+	if (a) {
+		for (uint64_t i = 0; i <= old->mask; i++) {
+			struct slot *s = &old->slot[i];
+			if (atomic_load_explicit(&s->tag, memory_order_acquire) == 2)
+				slots_put(a, s->k1, s->k2, s->val);
+		}
+		atomic_store_explicit(&t->cur, a, memory_order_release);
+	}
+	atomic_store_explicit(&t->growing, 0, memory_order_release);
+}
+
+static void table_put(struct table *t, uint64_t k1, uint64_t k2, uint64_t val)
+{
+	struct slots *a = atomic_load_explicit(&t->cur, memory_order_acquire);
+	int r = slots_put(a, k1, k2, val);
+	if (r < 0) {
+		atomic_fetch_add_explicit(&t->full, 1, memory_order_relaxed);
+		table_grow(t, a);
+		return;
+	}
+	if (r > 0 && atomic_fetch_add_explicit(&t->count, 1, memory_order_relaxed) + 1 > (a->mask + 1) / 5 * 3)
+		table_grow(t, a);
 }
 
 static _Atomic uint64_t next_frame_id = 1, next_path_id = 1;
@@ -758,8 +820,8 @@ static void try_init(void)
 		give_up("CPython 3.13 _Py_DebugOffsets not understood");
 		goto out;
 	}
-	if (!code_table.slots && !(table_init(&code_table, 16) && table_init(&frame_table, 18) &&
-				   table_init(&path_table, 19))) {
+	if (!atomic_load(&code_table.cur) && !(table_init(&code_table, 19) && table_init(&frame_table, 22) &&
+						 table_init(&path_table, 23))) {
 		give_up("out of memory");
 		goto out;
 	}
