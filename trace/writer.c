@@ -22,7 +22,7 @@
 
 /* A frame is flushed by itself once its raw bytes would pass this size,
  * which bounds the writer's buffers and the reader's memory per frame. */
-#define FRAME_AUTO_FLUSH (8u << 20)
+#define FRAME_AUTO_FLUSH (2u << 20)
 #define RAW_INITIAL (1u << 20)
 #define COLUMN_INITIAL 1024u
 /* Worst case of one record without its blob: kind, ts, every field, and
