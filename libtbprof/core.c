@@ -249,12 +249,16 @@ static void tbp_tbuf_retire(void *arg)
 	atomic_store_explicit(&b->retired, 1, memory_order_release);
 }
 
+/* Records a ring holds when its thread starts: 80 KiB of slots. */
+#define RING_FIRST_RECORDS 512u
+
 static struct tbp_tbuf *tbp_tbuf_create(void)
 {
 	size_t want = tbp_cfg.buffer_bytes / sizeof(struct tbp_record);
 	size_t cap = 64;
 	while (cap * 2 <= want)
 		cap *= 2;
+	size_t first = cap < RING_FIRST_RECORDS ? cap : RING_FIRST_RECORDS;
 	size_t bytes = sizeof(struct tbp_tbuf) + 64 + cap * sizeof(struct tbp_record);
 	void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
@@ -262,7 +266,8 @@ static struct tbp_tbuf *tbp_tbuf_create(void)
 	struct tbp_tbuf *b = mem;
 	b->slots = (struct tbp_record *)((char *)mem + ((sizeof(struct tbp_tbuf) + 63) & ~(size_t)63));
 	b->map_bytes = bytes;
-	b->mask = cap - 1;
+	b->max_mask = cap - 1;
+	atomic_store_explicit(&b->mask, first - 1, memory_order_relaxed);
 	b->tid = (uint32_t)tbp_gettid();
 	pthread_mutex_lock(&registry_lock);
 	b->next = registry;
@@ -271,6 +276,13 @@ static struct tbp_tbuf *tbp_tbuf_create(void)
 	tbp_tls_buf = b;
 	pthread_setspecific(tbuf_key, b);
 	return b;
+}
+
+void tbp_ring_pressure(struct tbp_tbuf *b)
+{
+	if (atomic_load_explicit(&b->mask, memory_order_relaxed) < b->max_mask)
+		b->grow = true;
+	tbp_wake_writer();
 }
 
 void tbp_wake_writer(void)
@@ -292,8 +304,16 @@ static struct tbp_record *tbp_reserve(struct tbp_tbuf *b, unsigned kind, uint64_
 {
 	uint64_t head = b->reserved;
 	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
+	/* Doubling the ring at a head that is an odd multiple of the capacity C: the records still in it
+	 * (at most C, from head - C on) then sit at the same slots under the old mask and the new one. */
+	if (b->grow && (head & mask) == 0 && (head & (mask + 1)) != 0) {
+		mask = mask * 2 + 1;
+		atomic_store_explicit(&b->mask, mask, memory_order_relaxed); /* published by the next head */
+		b->grow = false;
+	}
 	uint64_t need = b->lost ? 2 : 1;
-	if (head - tail + need > b->mask + 1) {
+	if (head - tail + need > mask + 1) {
 		if (b->lost++ == 0)
 			b->lost_since = ts ? ts : tbp_now();
 		atomic_fetch_add_explicit(&b->lost_total, 1, memory_order_relaxed);
@@ -303,7 +323,7 @@ static struct tbp_record *tbp_reserve(struct tbp_tbuf *b, unsigned kind, uint64_
 	}
 	if (b->lost) {
 		/* The loss is reported in order, before the next record. */
-		struct tbp_record *l = &b->slots[head & b->mask];
+		struct tbp_record *l = &b->slots[head & mask];
 		memset(l, 0, sizeof *l);
 		l->kind = TBP_K_LOST;
 		l->stream_kind = TBP_STREAM_THREAD;
@@ -316,7 +336,7 @@ static struct tbp_record *tbp_reserve(struct tbp_tbuf *b, unsigned kind, uint64_
 		head++;
 		atomic_store_explicit(&b->head, head, memory_order_release);
 	}
-	struct tbp_record *rec = &b->slots[head & b->mask];
+	struct tbp_record *rec = &b->slots[head & mask];
 	memset(rec, 0, sizeof *rec);
 	rec->kind = (uint8_t)kind;
 	rec->stream_kind = TBP_STREAM_THREAD;
@@ -382,40 +402,86 @@ void tbp_emit(const struct tbp_record *src)
 
 /* ------------------------------------------------------------ definitions */
 
+/* Every definition is kept for the life of the process (a forked child's trace starts by writing them
+ * all), so each is stored compactly: its values up to the last non-zero one and its blob, in an arena.
+ * A call-path node takes 40 bytes instead of a 160-byte record plus a malloc header; a Python program
+ * defines a hundred thousand of them. */
 struct tbp_def {
-	struct tbp_record rec;   /* blob points into the same allocation */
+	uint8_t kind;
+	uint8_t nv;              /* values kept: the rest of the record's fields are zero */
+	uint32_t blob_len;
+	uint64_t ts;
+	uint64_t v[];            /* nv values, then blob_len bytes */
 };
+_Static_assert(sizeof(((struct tbp_record *)0)->u) == sizeof(uint64_t) * TBP_MAX_FIELDS,
+	       "a record's fields are its u64 values");
+#define DEF_ARENA_BYTES (256u << 10)
 static pthread_mutex_t def_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tbp_def **def_hist;
 static size_t def_count, def_cap;
 static size_t def_written;   /* writer: defs already in the file */
+static char *def_arena;      /* under def_lock: bump allocation, never freed */
+static size_t def_arena_left;
+
+static void *def_alloc(size_t bytes)
+{
+	bytes = (bytes + 7) & ~(size_t)7;
+	if (bytes > DEF_ARENA_BYTES / 4)
+		return malloc(bytes);
+	if (bytes > def_arena_left) {
+		char *a = malloc(DEF_ARENA_BYTES);
+		if (!a)
+			return NULL;
+		def_arena = a;
+		def_arena_left = DEF_ARENA_BYTES;
+	}
+	void *p = def_arena;
+	def_arena += bytes;
+	def_arena_left -= bytes;
+	return p;
+}
+
+/* The record a definition stands for (its blob points into the definition). */
+static void def_record(const struct tbp_def *d, struct tbp_record *rec)
+{
+	memset(rec, 0, sizeof *rec);
+	rec->kind = d->kind;
+	rec->stream_kind = TBP_STREAM_DEFS;
+	rec->ts = d->ts;
+	memcpy(rec->u.v, d->v, d->nv * sizeof(uint64_t));
+	if (d->blob_len) {
+		rec->blob = d->v + d->nv;
+		rec->blob_len = d->blob_len;
+	}
+}
 
 void tbp_emit_def(const struct tbp_record *rec)
 {
 	if (!rec)
 		return;
 	size_t blob_len = rec->blob ? rec->blob_len : 0;
-	struct tbp_def *d = malloc(sizeof *d + blob_len);
-	if (!d)
-		return;
-	d->rec = *rec;
-	d->rec.stream_kind = TBP_STREAM_DEFS;
-	d->rec.tid = 0;
-	if (blob_len) {
-		memcpy(d + 1, rec->blob, blob_len);
-		d->rec.blob = d + 1;
-		d->rec.blob_len = (uint32_t)blob_len;
-	} else {
-		d->rec.blob = NULL;
-		d->rec.blob_len = 0;
-	}
+	unsigned nv = TBP_MAX_FIELDS;
+	while (nv > 0 && rec->u.v[nv - 1] == 0)
+		nv--;
 	pthread_mutex_lock(&def_lock);
+	struct tbp_def *d = def_alloc(sizeof *d + nv * sizeof(uint64_t) + blob_len);
+	if (!d) {
+		pthread_mutex_unlock(&def_lock);
+		return;
+	}
+	d->kind = rec->kind;
+	d->nv = (uint8_t)nv;
+	d->blob_len = (uint32_t)blob_len;
+	d->ts = rec->ts;
+	memcpy(d->v, rec->u.v, nv * sizeof(uint64_t));
+	if (blob_len)
+		memcpy(d->v + nv, rec->blob, blob_len);
 	if (def_count == def_cap) {
 		size_t ncap = def_cap ? def_cap * 2 : 256;
 		struct tbp_def **n = realloc(def_hist, ncap * sizeof *n);
 		if (!n) {
+			/* d stays in the arena, unused: definitions are never freed anyway. */
 			pthread_mutex_unlock(&def_lock);
-			free(d);
 			return;
 		}
 		def_hist = n;
@@ -905,7 +971,9 @@ static int write_defs(void)
 			pthread_mutex_lock(&def_lock);
 			struct tbp_def *d = def_hist[i];
 			pthread_mutex_unlock(&def_lock);
-			rc = tbp_writer_add(writer, &d->rec);
+			struct tbp_record def;
+			def_record(d, &def);
+			rc = tbp_writer_add(writer, &def);
 			records_written++;
 		}
 		if (rc == TBP_OK && !process_written) {
@@ -926,12 +994,14 @@ static int write_defs(void)
 static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 {
 	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+	/* After the head (acquired by the caller): right for every record up to it. */
+	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
 	int rc = TBP_OK;
 	bool open_chunk = false;
 	uint8_t cur_kind = 0;
 	uint32_t cur_tid = 0;
 	for (; tail < head && rc == TBP_OK; tail++) {
-		const struct tbp_record *r = &b->slots[tail & b->mask];
+		const struct tbp_record *r = &b->slots[tail & mask];
 		if (!open_chunk || r->stream_kind != cur_kind || r->tid != cur_tid) {
 			if (open_chunk)
 				rc = tbp_writer_end_chunk(writer);

@@ -102,7 +102,14 @@ static inline void tbp_hook_ticks_to_ns(uint64_t *a, uint64_t *b)
 struct tbp_tbuf {
 	struct tbp_record *slots;
 	size_t map_bytes;
-	uint64_t mask;              /* capacity - 1 (capacity is a power of two) */
+	/* Capacity - 1 in use (a power of two).  A ring starts small and doubles when its thread fills half
+	 * of it, up to max_mask (TBPROF_BUFFER_SIZE), so a thread's ring costs memory for what it records
+	 * (pages are touched only as slots are used).  The producer changes it only at a head where every
+	 * record still in the ring sits at the same slot under both masks (tbp_reserve), and publishes it
+	 * with its next head: the writer reads it after the head it drains to. */
+	_Atomic uint64_t mask;
+	uint64_t max_mask;
+	bool grow;                  /* producer: double at the next head where that is safe */
 	_Atomic uint64_t head;      /* records committed (producer) */
 	_Atomic uint64_t tail;      /* records written out (writer) */
 	uint64_t reserved;          /* producer: head including the open slot */
@@ -121,6 +128,8 @@ extern __thread struct tbp_tbuf *tbp_tls_buf __attribute__((tls_model("initial-e
 /* 0 not started, 1 starting, 2 running, 3 failed/stopped */
 extern atomic_int tbp_start_state TBP_HIDDEN;
 void tbp_wake_writer(void) TBP_HIDDEN;
+/* A ring passed half full: wakes the writer, and asks for a bigger ring if it may grow. */
+void tbp_ring_pressure(struct tbp_tbuf *b) TBP_HIDDEN;
 
 /* tbp_corr_next without the call. */
 extern _Atomic uint64_t tbp_corr_counter TBP_HIDDEN;
@@ -179,16 +188,17 @@ static inline void tbp_record_zero(struct tbp_record *rec)
 static inline struct tbp_record *tbp_slot_acquire_inline(unsigned kind)
 {
 	struct tbp_tbuf *b = tbp_tls_buf;
-	if (TBP_UNLIKELY(!b || !TBP_ACTIVE() || b->lost ||
+	if (TBP_UNLIKELY(!b || !TBP_ACTIVE() || b->lost || b->grow ||
 			 atomic_load_explicit(&tbp_start_state, memory_order_relaxed) != 2))
 		return tbp_slot_acquire(kind);
 	uint64_t head = b->reserved;
 	if (TBP_UNLIKELY(head != atomic_load_explicit(&b->head, memory_order_relaxed)))
 		return NULL;   /* a slot is already open on this thread */
 	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
-	if (TBP_UNLIKELY(head - tail >= b->mask + 1))
+	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
+	if (TBP_UNLIKELY(head - tail >= mask + 1))
 		return tbp_slot_acquire(kind);   /* full: counts the loss */
-	struct tbp_record *rec = &b->slots[head & b->mask];
+	struct tbp_record *rec = &b->slots[head & mask];
 	tbp_record_zero(rec);
 	rec->kind = (uint8_t)kind;
 	rec->stream_kind = TBP_STREAM_THREAD;
@@ -207,8 +217,8 @@ static inline void tbp_slot_commit_inline(struct tbp_record *rec)
 	uint64_t head = b->reserved;
 	atomic_store_explicit(&b->head, head, memory_order_release);
 	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
-	if (TBP_UNLIKELY(head - tail > (b->mask + 1) / 2))
-		tbp_wake_writer();
+	if (TBP_UNLIKELY(head - tail > (atomic_load_explicit(&b->mask, memory_order_relaxed) + 1) / 2))
+		tbp_ring_pressure(b);
 }
 
 /* The hook family (enum tbp_hook_lib in interpose/hook.h) whose call
