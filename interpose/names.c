@@ -18,72 +18,121 @@
 
 #include "hook.h"
 
-#define NAMES_CAP (1u << 20)   /* 24 MiB of address space; pages touched on use */
+/* Slots start at 4 Ki and double when half full (PyTorch's CUDA library registers ~100 k kernels at
+ * load, even in a CPU run): a table sized for the worst case up front had its 24 MiB touched at random
+ * by those registrations. */
+#define NAMES_FIRST_LOG2 12
+#define NAMES_MAX_LOG2 24
 
 struct name_slot {
 	uintptr_t key;          /* atomic; 0 = empty */
 	const char *mangled;    /* atomic */
 	uint64_t id;            /* atomic; 0 = not interned yet */
 };
+struct name_table {
+	size_t mask;
+	size_t used;            /* under names_lock */
+	struct name_slot slot[];
+};
 
-static struct name_slot *slots;
+/* Readers probe whichever table they load; tables replaced by a bigger one stay mapped, since a reader
+ * may still be in one (an id cached in an old slot is looked up again: same name, same id). */
+static struct name_table *slots;
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t unknown_id;
 static int table_full_warned;
 
-static size_t slot_of(uintptr_t key)
+static size_t slot_of(uintptr_t key, size_t mask)
 {
 	uint64_t h = (uint64_t)key * 0x9E3779B97F4A7C15ull;
-	return (size_t)(h >> 40) & (NAMES_CAP - 1);
+	return (size_t)(h >> 40) & mask;
+}
+
+static struct name_table *table_new(unsigned log2)
+{
+	size_t n = (size_t)1 << log2;
+	void *m = mmap(NULL, sizeof(struct name_table) + n * sizeof(struct name_slot), PROT_READ | PROT_WRITE,
+		MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+	struct name_table *t = m;
+	t->mask = n - 1;
+	return t;
 }
 
 static bool names_init_locked(void)
 {
 	if (slots)
 		return true;
-	void *m = mmap(NULL, NAMES_CAP * sizeof(struct name_slot), PROT_READ | PROT_WRITE,
-		MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (m == MAP_FAILED)
+	struct name_table *t = table_new(NAMES_FIRST_LOG2);
+	if (!t)
 		return false;
-	__atomic_store_n(&slots, (struct name_slot *)m, __ATOMIC_RELEASE);
+	__atomic_store_n(&slots, t, __ATOMIC_RELEASE);
 	return true;
 }
 
 static struct name_slot *find(uintptr_t key)
 {
-	struct name_slot *t = __atomic_load_n(&slots, __ATOMIC_ACQUIRE);
+	struct name_table *t = __atomic_load_n(&slots, __ATOMIC_ACQUIRE);
 	if (!t || !key)
 		return NULL;
-	size_t i = slot_of(key);
-	for (size_t probes = 0; probes < NAMES_CAP; probes++) {
-		uintptr_t k = __atomic_load_n(&t[i].key, __ATOMIC_ACQUIRE);
+	size_t i = slot_of(key, t->mask);
+	for (size_t probes = 0; probes <= t->mask; probes++) {
+		uintptr_t k = __atomic_load_n(&t->slot[i].key, __ATOMIC_ACQUIRE);
 		if (k == key)
-			return &t[i];
+			return &t->slot[i];
 		if (k == 0)
 			return NULL;
-		i = (i + 1) & (NAMES_CAP - 1);
+		i = (i + 1) & t->mask;
 	}
 	return NULL;
+}
+
+/* Under names_lock.  false: no free slot within half the table. */
+static bool table_put(struct name_table *t, uintptr_t key, const char *mangled, uint64_t id)
+{
+	size_t i = slot_of(key, t->mask);
+	for (size_t probes = 0; probes <= t->mask / 2; probes++) {
+		uintptr_t k = __atomic_load_n(&t->slot[i].key, __ATOMIC_RELAXED);
+		if (k == key || k == 0) {
+			/* Re-registration (a module loaded at a reused address) resets the cache. */
+			__atomic_store_n(&t->slot[i].mangled, mangled, __ATOMIC_RELAXED);
+			__atomic_store_n(&t->slot[i].id, id, __ATOMIC_RELAXED);
+			if (k == 0) {
+				__atomic_store_n(&t->slot[i].key, key, __ATOMIC_RELEASE);
+				t->used++;
+			}
+			return true;
+		}
+		i = (i + 1) & t->mask;
+	}
+	return false;
+}
+
+static void grow_locked(void)
+{
+	struct name_table *old = slots;
+	unsigned log2 = (unsigned)__builtin_ctzll(old->mask + 1) + 1;
+	struct name_table *t = log2 <= NAMES_MAX_LOG2 ? table_new(log2) : NULL;
+	if (!t)
+		return;
+	for (size_t i = 0; i <= old->mask; i++) {
+		uintptr_t k = __atomic_load_n(&old->slot[i].key, __ATOMIC_RELAXED);
+		if (k)
+			table_put(t, k, __atomic_load_n(&old->slot[i].mangled, __ATOMIC_RELAXED),
+				  __atomic_load_n(&old->slot[i].id, __ATOMIC_RELAXED));
+	}
+	__atomic_store_n(&slots, t, __ATOMIC_RELEASE);
 }
 
 static void put_locked(uintptr_t key, const char *mangled, uint64_t id)
 {
 	if (!key || !names_init_locked())
 		return;
-	size_t i = slot_of(key);
-	for (size_t probes = 0; probes < NAMES_CAP / 2; probes++) {
-		uintptr_t k = __atomic_load_n(&slots[i].key, __ATOMIC_RELAXED);
-		if (k == key || k == 0) {
-			/* Re-registration (a module loaded at a reused address) resets the cache. */
-			__atomic_store_n(&slots[i].mangled, mangled, __ATOMIC_RELAXED);
-			__atomic_store_n(&slots[i].id, id, __ATOMIC_RELAXED);
-			if (k == 0)
-				__atomic_store_n(&slots[i].key, key, __ATOMIC_RELEASE);
-			return;
-		}
-		i = (i + 1) & (NAMES_CAP - 1);
-	}
-	tbp_warn_once(&table_full_warned, "kernel name table full; some kernels will be named \"?\"");
+	if (slots->used + 1 > (slots->mask + 1) / 2)
+		grow_locked();
+	if (!table_put(slots, key, mangled, id))
+		tbp_warn_once(&table_full_warned, "kernel name table full; some kernels will be named \"?\"");
 }
 
 void tbp_names_fork_prepare(void) TBP_HIDDEN;
