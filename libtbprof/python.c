@@ -281,9 +281,10 @@ static int code_line(uintptr_t code, uint32_t index)
 /* --------------------------------------------- lock-free intern tables */
 
 /* An insert-only open-addressing table: a slot is claimed by CAS of its
- * tag (0 empty, 1 being written, 2 ready) and published by a release
- * store.  A reader that meets a slot being written just misses, which at
- * worst emits a duplicate def.
+ * value (SLOT_EMPTY to SLOT_BUSY), its keys written, and the value
+ * published by a release store (values are ids or packed id pairs, never
+ * 0 nor all ones).  A reader that meets a slot being written just misses,
+ * which at worst emits a duplicate def.
  *
  * Tables start small and double when 60 % full, so a process pays
  * memory for what it interns (a few KiB for a script, not 26 MiB of hashed
@@ -292,9 +293,11 @@ static int code_line(uintptr_t code, uint32_t index)
  * old array only (a later lookup misses it: one duplicate def).  Old
  * arrays stay mapped, since readers may still be probing them. */
 struct slot {
-	_Atomic uint64_t tag;
-	uint64_t k1, k2, val;
+	uint64_t k1, k2;
+	_Atomic uint64_t val;
 };
+#define SLOT_EMPTY 0
+#define SLOT_BUSY UINT64_MAX
 struct slots {
 	struct slot *slot;
 	uint64_t mask;
@@ -350,11 +353,11 @@ static inline bool table_get(struct table *t, uint64_t k1, uint64_t k2, uint64_t
 	uint64_t i = mix(k1, k2);
 	for (unsigned n = 0; n < MAX_PROBES; n++, i++) {
 		struct slot *s = &a->slot[i & a->mask];
-		uint64_t tag = atomic_load_explicit(&s->tag, memory_order_acquire);
-		if (tag == 0)
+		uint64_t v = atomic_load_explicit(&s->val, memory_order_acquire);
+		if (v == SLOT_EMPTY)
 			return false;
-		if (tag == 2 && s->k1 == k1 && s->k2 == k2) {
-			*val = s->val;
+		if (v != SLOT_BUSY && s->k1 == k1 && s->k2 == k2) {
+			*val = v;
 			return true;
 		}
 	}
@@ -367,16 +370,15 @@ static int slots_put(struct slots *a, uint64_t k1, uint64_t k2, uint64_t val)
 	uint64_t i = mix(k1, k2);
 	for (unsigned n = 0; n < MAX_PROBES; n++, i++) {
 		struct slot *s = &a->slot[i & a->mask];
-		uint64_t expected = 0;
-		if (atomic_compare_exchange_strong_explicit(&s->tag, &expected, 1,
+		uint64_t expected = SLOT_EMPTY;
+		if (atomic_compare_exchange_strong_explicit(&s->val, &expected, SLOT_BUSY,
 				memory_order_acq_rel, memory_order_acquire)) {
 			s->k1 = k1;
 			s->k2 = k2;
-			s->val = val;
-			atomic_store_explicit(&s->tag, 2, memory_order_release);
+			atomic_store_explicit(&s->val, val, memory_order_release);
 			return 1;
 		}
-		if (expected == 2 && s->k1 == k1 && s->k2 == k2)
+		if (expected != SLOT_BUSY && s->k1 == k1 && s->k2 == k2)
 			return 0; /* another thread published the same key */
 	}
 	return -1;
@@ -395,8 +397,9 @@ static void table_grow(struct table *t, struct slots *old)
 	if (a) {
 		for (uint64_t i = 0; i <= old->mask; i++) {
 			struct slot *s = &old->slot[i];
-			if (atomic_load_explicit(&s->tag, memory_order_acquire) == 2)
-				slots_put(a, s->k1, s->k2, s->val);
+			uint64_t v = atomic_load_explicit(&s->val, memory_order_acquire);
+			if (v != SLOT_EMPTY && v != SLOT_BUSY)
+				slots_put(a, s->k1, s->k2, v);
 		}
 		atomic_store_explicit(&t->cur, a, memory_order_release);
 	}
@@ -405,6 +408,8 @@ static void table_grow(struct table *t, struct slots *old)
 
 static void table_put(struct table *t, uint64_t k1, uint64_t k2, uint64_t val)
 {
+	if (val == SLOT_EMPTY || val == SLOT_BUSY)
+		return;
 	struct slots *a = atomic_load_explicit(&t->cur, memory_order_acquire);
 	int r = slots_put(a, k1, k2, val);
 	if (r < 0) {
