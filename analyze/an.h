@@ -65,6 +65,10 @@ enum an_finding_kind {
 	AN_F_PING_PONG,
 	AN_F_SYNC_HOTSPOT,
 	AN_F_ALLOC_CHURN,
+	/* Internal: idle time of one (cause, call site), from every gap piece of
+	 * any length; feeds the idle breakdown's top sites, never reported as a
+	 * finding. */
+	AN_F_IDLE_PART,
 };
 enum an_gap_cause {
 	AN_CAUSE_NONE = 0,
@@ -72,6 +76,16 @@ enum an_gap_cause {
 	AN_CAUSE_PYTHON,       /* host busy in a Python function (a span) */
 	AN_CAUSE_LAUNCH_BOUND, /* next launch issued late from Python */
 	AN_CAUSE_HOST_OTHER,   /* host work outside Python */
+	AN_CAUSE_NO_HOST,      /* no host activity recorded on the responsible thread */
+	AN_CAUSE_QUEUED,       /* the next work was already queued: the GPU side waited */
+	AN_CAUSE_N,
+};
+/* Where a gap piece lies: inside the window, or at its edges (before the
+ * device's first GPU work, after its last). */
+enum an_gap_edge {
+	AN_EDGE_NONE = 0,
+	AN_EDGE_LEADING = 1,
+	AN_EDGE_TRAILING = 2,
 };
 const char *an_finding_name(int kind);
 const char *an_cause_name(int cause);
@@ -96,6 +110,28 @@ struct an_finding {
 	uint64_t other_callpath;   /* idle gap: launch that resumed the GPU */
 	uint64_t device;
 	uint64_t idle_ns;          /* burst: device idle inside its bursts (union of their spans) */
+	/* idle gap: */
+	uint8_t edge;                      /* enum an_gap_edge */
+	uint64_t cause_ns[AN_CAUSE_N];     /* the gaps' idle split by what the host did */
+	uint64_t context_callpath;         /* innermost span of another thread around the gap
+	                                    * (the waiting caller, e.g. backward()) */
+	/* alloc churn: */
+	uint64_t frees_pending;            /* allocations of this site freed, not yet re-allocated */
+	uint64_t cycles;                   /* allocations after a free of this site's memory */
+	uint64_t iters_allocating;         /* marked iterations with an allocation here */
+	uint64_t last_iter;                /* iteration number of the latest one + 1 */
+};
+
+/* Window-wide idle time by cause, summed over devices (an_pass_finish). */
+struct an_idle_breakdown {
+	uint64_t idle_ns;                /* = breakdown's gpu_idle_ns */
+	uint64_t by_cause[AN_CAUSE_N];   /* gap pieces of every length, edges included */
+	uint64_t short_ns;               /* of which in gaps under the threshold */
+	uint64_t leading_ns, trailing_ns;/* of which before the first / after the last GPU work */
+	uint64_t harness_ns;             /* between marked iterations: the runner's time */
+	/* HTA's definition, whole trace, between consecutive GPU work of a device:
+	 * host_wait when the next work was launched after the GPU ran dry. */
+	uint64_t hta_host_wait_ns, hta_queued_ns;
 };
 
 /* ------------------------------------------------------------ breakdown */
@@ -142,6 +178,11 @@ struct an_device {
 	uint64_t kernels, copies, sets;
 	uint64_t first_ts, last_end;
 	uint64_t gaps, gap_ns; /* idle gaps >= threshold (all phases) */
+	uint64_t idle_by[3][AN_CAUSE_N]; /* per phase: idle of gap pieces by cause */
+	uint64_t idle_short[3];          /* per phase: of which in gaps under the threshold */
+	uint64_t idle_edge[3][2];        /* per phase: leading, trailing edge */
+	uint64_t hta_gap[2];             /* whole trace: queued, host wait (HTA's definition) */
+	uint64_t edge_from;              /* start of the leading edge as measured */
 	uint64_t idle_total;   /* every gap between busy spans so far (bursts) */
 	/* memory */
 	int64_t mem_cur;
@@ -222,6 +263,8 @@ struct analysis {
 	struct vec kernels;  /* struct an_kernel_stat, by total desc */
 	struct vec spans;    /* struct an_span_stat, by total desc */
 	struct vec sites;    /* struct an_site_stat */
+	struct an_idle_breakdown idle;
+	struct vec idle_parts; /* struct an_finding (AN_F_IDLE_PART), biggest first */
 	uint64_t mem_leak_bytes, mem_leak_count;
 
 	/* HTML timeline: bins of hist_w ns from hist_origin, and marks. */

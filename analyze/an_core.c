@@ -807,6 +807,7 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	a->devices.item = sizeof(struct an_device);
 	a->streams.item = sizeof(struct an_stream);
 	a->findings.item = sizeof(struct an_finding);
+	a->idle_parts.item = sizeof(struct an_finding);
 	a->kernels.item = sizeof(struct an_kernel_stat);
 	a->spans.item = sizeof(struct an_span_stat);
 	a->sites.item = sizeof(struct an_site_stat);
@@ -1037,6 +1038,7 @@ void an_free(struct analysis *a)
 	vec_free(&a->devices);
 	vec_free(&a->streams);
 	vec_free(&a->findings);
+	vec_free(&a->idle_parts);
 	vec_free(&a->kernels);
 	vec_free(&a->spans);
 	vec_free(&a->sites);
@@ -1075,6 +1077,8 @@ const char *an_cause_name(int cause)
 	case AN_CAUSE_PYTHON: return "python";
 	case AN_CAUSE_LAUNCH_BOUND: return "launch_bound";
 	case AN_CAUSE_HOST_OTHER: return "host_other";
+	case AN_CAUSE_NO_HOST: return "no_host";
+	case AN_CAUSE_QUEUED: return "queued";
 	}
 	return "";
 }

@@ -134,6 +134,58 @@ static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t 
 		fprintf(f, "%sat   (no call path recorded)\n", indent);
 }
 
+/* The causes of an idle gap finding other than its own, when the host did
+ * more than one thing in its gaps. */
+static void text_cause_split(FILE *f, const struct an_finding *x)
+{
+	char t1[32];
+	int shown = 0;
+	for (int c = 1; c < AN_CAUSE_N; c++) {
+		if (c == x->cause || !x->cause_ns[c] || x->cause_ns[c] * 100 < x->total_ns)
+			continue;
+		fprintf(f, "%s%s %s", shown++ ? ", " : "      also: ", an_cause_name(c), fmt_ns(x->cause_ns[c], t1, sizeof t1));
+	}
+	if (shown)
+		fputc('\n', f);
+}
+
+static const char *edge_name(int edge)
+{
+	return edge == AN_EDGE_LEADING ? "before the first GPU work" : edge == AN_EDGE_TRAILING ? "after the last GPU work" : "";
+}
+
+/* The window's idle time by cause (all devices), with the call sites that
+ * take most of each. */
+static void text_idle_breakdown(const struct analysis *a, FILE *f)
+{
+	const struct an_idle_breakdown *ib = &a->idle;
+	char t1[32], t2[32];
+	if (!ib->idle_ns)
+		return;
+	fprintf(f, "idle by cause (%s):", fmt_ns(ib->idle_ns, t1, sizeof t1));
+	for (int c = 1; c < AN_CAUSE_N; c++)
+		if (ib->by_cause[c])
+			fprintf(f, "  %s %.1f%%", an_cause_name(c), pct(ib->by_cause[c], ib->idle_ns));
+	if (ib->harness_ns)
+		fprintf(f, "  between iterations (runner) %.1f%%", pct(ib->harness_ns, ib->idle_ns));
+	fputc('\n', f);
+	if (ib->leading_ns || ib->trailing_ns)
+		fprintf(f, "      of which before the first GPU work %s, after the last %s\n",
+			fmt_ns(ib->leading_ns, t1, sizeof t1), fmt_ns(ib->trailing_ns, t2, sizeof t2));
+	size_t shown = 0;
+	for (size_t i = 0; i < a->idle_parts.n && shown < 5; i++) {
+		const struct an_finding *p = VEC_AT(&a->idle_parts, struct an_finding, i);
+		if (p->total_ns * 100 < ib->idle_ns)
+			break;
+		char site[512];
+		an_site_label(a, p->callpath, p->native, site, sizeof site);
+		fprintf(f, "      %10s  %-12s %s%s%s%s\n", fmt_ns(p->total_ns, t1, sizeof t1), an_cause_name(p->cause),
+			p->callpath || p->native ? site : "(no host activity recorded)", p->edge ? " (" : "",
+			edge_name(p->edge), p->edge ? ")" : "");
+		shown++;
+	}
+}
+
 static void text_finding(const struct analysis *a, FILE *f, size_t idx, const struct an_finding *x)
 {
 	char t1[32], t2[32], b1[32];
@@ -145,6 +197,7 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 		if (a->total.window_ns)
 			fprintf(f, " (%.1f%% of the window)", pct(x->total_ns, a->total.window_ns));
 		fprintf(f, ", longest %s\n", fmt_ns(x->max_ns, t2, sizeof t2));
+		text_cause_split(f, x);
 		break;
 	case AN_F_KERNEL_BURST:
 		/* Spans are merged across streams, idle is the device's: both
@@ -172,6 +225,11 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 		break;
 	}
 	text_where(a, f, x->callpath, x->native, "      ");
+	if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
+		char ctx[512];
+		an_site_label(a, x->context_callpath, 0, ctx, sizeof ctx);
+		fprintf(f, "      while another thread waited in %s\n", ctx);
+	}
 	fprintf(f, "      -> %s\n", an_suggestion(a, x));
 }
 
@@ -444,6 +502,7 @@ void an_report_text(const struct analysis *a, FILE *f)
 			}
 		}
 		free(refs);
+		text_idle_breakdown(a, f);
 	}
 	fprintf(f, "counts: %" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64
 		   " free, %" PRIu64 " sync",
@@ -526,6 +585,37 @@ static void json_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t 
 	fprintf(f, "]}");
 }
 
+static void json_causes(FILE *f, const char *name, const uint64_t *by_cause)
+{
+	fprintf(f, ",\"%s\":{", name);
+	for (int c = 1; c < AN_CAUSE_N; c++)
+		fprintf(f, "%s\"%s_ns\":%" PRIu64, c > 1 ? "," : "", an_cause_name(c), by_cause[c]);
+	fputc('}', f);
+}
+
+static void json_idle_breakdown(const struct analysis *a, FILE *f)
+{
+	const struct an_idle_breakdown *ib = &a->idle;
+	fprintf(f, ",\n\"idle_breakdown\":{\"idle_ns\":%" PRIu64, ib->idle_ns);
+	for (int c = 1; c < AN_CAUSE_N; c++)
+		fprintf(f, ",\"%s_ns\":%" PRIu64, an_cause_name(c), ib->by_cause[c]);
+	fprintf(f, ",\"harness_ns\":%" PRIu64 ",\"short_gaps_ns\":%" PRIu64 ",\"leading_edge_ns\":%" PRIu64
+		   ",\"trailing_edge_ns\":%" PRIu64 ",\"hta\":{\"host_wait_ns\":%" PRIu64 ",\"queued_ns\":%" PRIu64 "}"
+		   ",\"sites\":[",
+		ib->harness_ns, ib->short_ns, ib->leading_ns, ib->trailing_ns, ib->hta_host_wait_ns, ib->hta_queued_ns);
+	for (size_t i = 0; i < a->idle_parts.n && i < 50; i++) {
+		const struct an_finding *p = VEC_AT(&a->idle_parts, struct an_finding, i);
+		fprintf(f, "%s\n {\"cause\":\"%s\",\"edge\":%s,\"total_ns\":%" PRIu64 ",\"pieces\":%" PRIu64
+			   ",\"device\":%" PRIu64 ",\"where\":",
+			i ? "," : "", an_cause_name(p->cause),
+			p->edge == AN_EDGE_LEADING ? "\"leading\"" : p->edge == AN_EDGE_TRAILING ? "\"trailing\"" : "null",
+			p->total_ns, p->count, p->device);
+		json_where(a, f, p->callpath, p->native);
+		fputc('}', f);
+	}
+	fprintf(f, "]}");
+}
+
 int an_report_json(const struct analysis *a, FILE *f)
 {
 	int gpu = an_has_gpu(a);
@@ -561,6 +651,8 @@ int an_report_json(const struct analysis *a, FILE *f)
 			   "\"data_movement_pct\":null,\"gpu_idle_pct\":null}",
 			a->total.window_ns);
 	}
+	if (gpu)
+		json_idle_breakdown(a, f);
 	fprintf(f, ",\n\"devices\":[");
 	int first = 1;
 	struct stream_ref *refs = streams_by_device(a);
@@ -631,8 +723,14 @@ int an_report_json(const struct analysis *a, FILE *f)
 			fprintf(f, ",\"bytes\":%" PRIu64, x->bytes);
 			break;
 		}
+		if (x->kind == AN_F_IDLE_GAP)
+			json_causes(f, "causes", x->cause_ns);
 		fprintf(f, ",\"where\":");
 		json_where(a, f, x->callpath, x->native);
+		if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
+			fprintf(f, ",\"context\":");
+			json_where(a, f, x->context_callpath, 0);
+		}
 		if (x->kind == AN_F_IDLE_GAP && x->other_callpath && x->other_callpath != x->callpath) {
 			fprintf(f, ",\"resumed_by\":");
 			json_where(a, f, x->other_callpath, 0);

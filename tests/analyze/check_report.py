@@ -104,6 +104,33 @@ def check_findings(name, rep, exp):
                   f"{name}: burst idle {f['idle_ns']} > GPU idle {bd['gpu_idle_ns']}")
 
 
+def check_idle(scen, rep, exp):
+    """The idle breakdown adds up to the GPU idle time, each gap's causes to
+    its time, and the planted idle is blamed exactly where it was planted."""
+    ib = rep.get("idle_breakdown")
+    if not check(ib is not None, f"{scen}: idle_breakdown present"):
+        return
+    causes = ("sync", "python", "launch_bound", "host_other", "no_host", "queued")
+    total = sum(ib[c + "_ns"] for c in causes) + ib["harness_ns"]
+    check(ib["idle_ns"] == rep["breakdown"]["gpu_idle_ns"] == total,
+          f"{scen}: idle by cause adds up ({total} vs {ib['idle_ns']} vs {rep['breakdown']['gpu_idle_ns']})")
+    for f in rep["findings"]:
+        if f["kind"] == "idle_gap":
+            split = sum(f["causes"][c + "_ns"] for c in causes)
+            check(split == f["total_ns"], f"{scen}: causes of {finding_key(f)} add up ({split} vs {f['total_ns']})")
+            check(max(f["causes"], key=lambda c: f["causes"][c]) == f["cause"] + "_ns",
+                  f"{scen}: {finding_key(f)} is blamed on its biggest cause ({f['causes']})")
+    for want in exp.get("idle_splits", []):
+        def leaf(s):
+            py = s["where"]["python"]
+            return (py[0]["file"], py[0]["function"], py[0]["line"]) if py else (None, None, 0)
+        got = [s for s in ib["sites"] if s["cause"] == want["cause"] and s["edge"] == want["edge"]
+               and leaf(s) == (want["file"], want["function"], want["line"])]
+        check(len(got) == 1 and got[0]["total_ns"] == want["ns"],
+              f"{scen}: idle blamed on {want['cause']} at {want['file']}:{want['line']} "
+              f"({want['edge'] or 'inside the window'}): {[g['total_ns'] for g in got]} != {want['ns']}")
+
+
 def part_report(gen_path, tmp):
     for scen in ("clean", "planted", "markers", "markers-late", "apionly"):
         trace, exp = gen(gen_path, tmp, scen)
@@ -128,6 +155,8 @@ def part_report(gen_path, tmp):
             continue
         check(rep["trace"]["out_of_order"] == 0, f"{scen}: {rep['trace']['out_of_order']} records out of order")
         check_findings(scen, rep, exp)
+        if scen != "apionly":
+            check_idle(scen, rep, exp)
         if scen == "apionly":
             check(rep["trace"]["api_only"] is True, "apionly: api_only flag")
             check(rep["breakdown"]["gpu_active_ns"] is None, "apionly: no breakdown without GPU records")
@@ -210,7 +239,8 @@ def part_options(gen_path, tmp):
     # Gaps of 200 us (sync), 100 us (launch-bound), 80 us (native) fall below 250 us.
     rep = json.loads(run([trace, "--json", "--gap-us", "250"]).stdout)
     gaps = [finding_key(f) for f in rep["findings"] if f["kind"] == "idle_gap"]
-    check(gaps == [("idle_gap", "python", "data.py", "preprocess", 12)], f"--gap-us 250: {gaps}")
+    check(sorted(gaps) == [("idle_gap", "python", "data.py", "preprocess", 12),
+                           ("idle_gap", "python", "log.py", "log_metrics", 7)], f"--gap-us 250: {gaps}")
     rep = json.loads(run([trace, "--json", "--burst-min", "21"]).stdout)
     check(not [f for f in rep["findings"] if f["kind"] == "kernel_burst"], "--burst-min 21: bursts of 20 not reported")
     rep = json.loads(run([trace, "--json", "--scalar-bytes=2", "--sync-min", "13", "--churn-min", "61",

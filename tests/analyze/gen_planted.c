@@ -255,6 +255,26 @@ static void expect_finding(const char *kind, const char *cause, const char *file
 	expect[n_expect++] = (struct expect_f){kind, cause, file, func, line, count};
 }
 
+/* Idle time the report must blame on (cause, site), exactly: the idle
+ * breakdown's row for that site (and its edge, when set). */
+struct expect_split {
+	const char *cause, *file, *function, *edge;
+	uint64_t line, ns;
+};
+static struct expect_split splits[16];
+static size_t n_splits;
+
+static void expect_split_edge(const char *edge, const char *cause, uint64_t ns, const char *file, const char *func,
+			      uint64_t line)
+{
+	splits[n_splits++] = (struct expect_split){cause, file, func, edge, line, ns};
+}
+
+static void expect_split(const char *cause, uint64_t ns, const char *file, const char *func, uint64_t line)
+{
+	expect_split_edge(NULL, cause, ns, file, func, line);
+}
+
 /* ------------------------------------------------------------ workloads */
 static uint64_t k_gemm, k_relu, k_fill, k_copyk;
 static uint64_t cp_main, cp_fwd, cp_bwd;
@@ -333,14 +353,31 @@ static uint64_t planted_body(uint64_t g)
 	uint64_t cp_buf = site("buf.py", "scratch", 10, cp_main);
 	uint64_t cp_buf_free = site("buf.py", "scratch", 11, cp_main);
 
+	uint64_t cp_item2 = site("train.py", "step", 45, cp_main);
+	uint64_t cp_log = site("log.py", "log_metrics", 7, cp_main);
 	g = clean_step(g, 0);
-	/* idle_gap/sync x5: the host sits in a sync as the GPU drains. */
+	/* idle_gap/sync x5: truly sync-bound: the host sits in a sync for most
+	 * of the gap (190 of 200 us: the sync returns long after the GPU ran
+	 * dry, as a sync on another stream's event would). */
 	for (int i = 0; i < 5; i++) {
-		sync_call(0, g - 30 * US, 40 * US, cp_item, 0);
+		sync_call(0, g - 30 * US, 220 * US, cp_item, 0);
 		g = gap_then_kernel(g, 200 * US, 0, cp_fwd, 0);
 		g = clean_step(g, 0);
 	}
 	expect_finding("idle_gap", "sync", "train.py", "step", 40, 5);
+	expect_split("sync", 5 * 190 * US, "train.py", "step", 40);
+	/* idle_gap/python x3: each step ends with a short .item() (5 us of the
+	 * gap inside the sync) and 280 us of Python logging before the next
+	 * step's launches: the gap is the Python function's, not the sync's. */
+	for (int i = 0; i < 3; i++) {
+		sync_call(0, g - 30 * US, 35 * US, cp_item2, 0);
+		span(0, g + 8 * US, g + 288 * US, cp_log);
+		g = gap_then_kernel(g, 300 * US, 0, cp_fwd, 0);
+		g = clean_step(g, 0);
+	}
+	expect_finding("idle_gap", "python", "log.py", "log_metrics", 7, 3);
+	expect_split("python", 3 * 280 * US, "log.py", "log_metrics", 7);
+	expect_split("sync", 3 * 5 * US, "train.py", "step", 45);
 	/* idle_gap/python x4: preprocess() runs while the GPU waits. */
 	for (int i = 0; i < 4; i++) {
 		span(0, g + 5 * US, g + 290 * US, cp_pre);
@@ -348,18 +385,21 @@ static uint64_t planted_body(uint64_t g)
 		g = clean_step(g, 0);
 	}
 	expect_finding("idle_gap", "python", "data.py", "preprocess", 12, 4);
+	expect_split("python", 4 * 285 * US, "data.py", "preprocess", 12);
 	/* idle_gap/launch_bound x3: nothing else going on, the launch is late. */
 	for (int i = 0; i < 3; i++) {
 		g = gap_then_kernel(g, 100 * US, 0, cp_late, 0);
 		g = clean_step(g, 0);
 	}
 	expect_finding("idle_gap", "launch_bound", "model.py", "forward", 77, 3);
+	expect_split("launch_bound", 3 * 100 * US, "model.py", "forward", 77);
 	/* idle_gap/host_other x2: launched from a thread without Python. */
 	for (int i = 0; i < 2; i++) {
 		g = gap_then_kernel(g, 80 * US, 1, 0, nat_other);
 		g = clean_step(g, 0);
 	}
 	expect_finding("idle_gap", "host_other", NULL, NULL, 0, 2);
+	expect_split("host_other", 2 * 80 * US, NULL, NULL, 0);
 	/* kernel_burst x2 bursts of 20 tiny kernels with 5 us idle between. */
 	for (int b = 0; b < 2; b++) {
 		for (int k = 0; k < 20; k++) {
@@ -422,6 +462,11 @@ static uint64_t planted_body(uint64_t g)
 		g = gs + 40 * US;
 	}
 	expect_finding("alloc_churn", NULL, "buf.py", "scratch", 10, 60);
+	/* Setup: 160 buffers allocated once from one line and kept (a list
+	 * comprehension of parameters): no churn. */
+	uint64_t cp_setup = site("model.py", "<listcomp>", 15, cp_main);
+	for (int i = 0; i < 160; i++)
+		malloc_call(0, g - 20 * US + (uint64_t)i * 100, cp_setup, 0x40000000 + (uint64_t)i * 0x100000, 1 << 20);
 	return g;
 }
 
@@ -439,7 +484,7 @@ static void scen_planted(int with_markers)
 		/* Warm-up iteration with a sync gap that must not be reported. */
 		marker(g - 50 * US, TBP_MARK_ITER_BEGIN, 0);
 		g = clean_step(g, 0);
-		sync_call(0, g - 30 * US, 40 * US, cp_warm, 0);
+		sync_call(0, g - 30 * US, 510 * US, cp_warm, 0);
 		g = gap_then_kernel(g, 500 * US, 0, cp_fwd, 0);
 		g = clean_step(g, 0);
 		marker(g + 1 * US, TBP_MARK_ITER_END, 0);
@@ -458,7 +503,15 @@ static void scen_planted(int with_markers)
 	}
 	failed_launch(0, g + 10 * US, cp_main);
 	free_call(0, g + 20 * US, cp_main, 0x10000, 64 << 20);
-	span(0, t0 - 150 * US, g + 30 * US, cp_main);
+	uint64_t end = g + 30 * US;
+	if (!with_markers) {
+		/* A GPU-idle tail: 3 ms of Python after the last GPU work. */
+		uint64_t cp_ckpt = site("ckpt.py", "save_checkpoint", 9, cp_main);
+		span(0, g + 40 * US, g + 3040 * US, cp_ckpt);
+		expect_split_edge("trailing", "python", 3000 * US, "ckpt.py", "save_checkpoint", 9);
+		end = g + 3050 * US;
+	}
+	span(0, t0 - 150 * US, end, cp_main);
 }
 
 /* slow: model.py:30 forward takes 900 us a step instead of 700 (diff). */
@@ -756,6 +809,17 @@ static void write_expect(const char *path)
 		fprintf(f, ", \"function\": ");
 		json_or_null(f, expect[i].function);
 		fprintf(f, ", \"line\": %" PRIu64 ", \"count\": %" PRIu64 "}", expect[i].line, expect[i].count);
+	}
+	fprintf(f, "],\n \"idle_splits\": [");
+	for (size_t i = 0; i < n_splits; i++) {
+		fprintf(f, "%s\n  {\"cause\": \"%s\", \"ns\": %" PRIu64 ", \"edge\": ", i ? "," : "", splits[i].cause,
+			splits[i].ns);
+		json_or_null(f, splits[i].edge);
+		fprintf(f, ", \"file\": ");
+		json_or_null(f, splits[i].file);
+		fprintf(f, ", \"function\": ");
+		json_or_null(f, splits[i].function);
+		fprintf(f, ", \"line\": %" PRIu64 "}", splits[i].line);
 	}
 	fprintf(f, "]");
 	if (have_burst_truth)
