@@ -824,6 +824,58 @@ static void html_host_time(const struct analysis *a, FILE *f)
 	}
 }
 
+static const char *const cause_color[AN_CAUSE_N] = {"", "#d62728", "#2ca02c", "#ff7f0e", "#8c564b", "#bcbd22", "#7f7f7f"};
+
+/* The idle part of the breakdown, by cause: one stacked bar. */
+static void html_idle_bar(const struct analysis *a, FILE *f)
+{
+	const struct an_idle_breakdown *ib = &a->idle;
+	char t1[32];
+	if (!ib->idle_ns)
+		return;
+	fputs("<h2>Idle time by cause</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"70\">\n", f);
+	double w = 780.0, x = 100.0;
+	fputs("<text x=\"0\" y=\"28\">idle</text>\n", f);
+	for (int c = 1; c <= AN_CAUSE_N; c++) {
+		uint64_t ns = c < AN_CAUSE_N ? ib->by_cause[c] : ib->harness_ns;
+		if (!ns)
+			continue;
+		double bw = w * (double)ns / (double)ib->idle_ns;
+		const char *name = c < AN_CAUSE_N ? an_cause_name(c) : "between iterations (runner)";
+		fprintf(f, "<rect class=\"idle-%s\" x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"26\" fill=\"%s\"><title>%s %.1f%% (%s)</title></rect>\n",
+			c < AN_CAUSE_N ? name : "harness", x, bw, c < AN_CAUSE_N ? cause_color[c] : "#cccccc", name,
+			pct(ns, ib->idle_ns), fmt_ns(ns, t1, sizeof t1));
+		x += bw;
+	}
+	double lx = 100.0;
+	for (int c = 1; c <= AN_CAUSE_N; c++) {
+		uint64_t ns = c < AN_CAUSE_N ? ib->by_cause[c] : ib->harness_ns;
+		if (!ns)
+			continue;
+		const char *name = c < AN_CAUSE_N ? an_cause_name(c) : "runner";
+		fprintf(f, "<rect x=\"%.0f\" y=\"46\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"57\">%s %.1f%%</text>\n",
+			lx, c < AN_CAUSE_N ? cause_color[c] : "#cccccc", lx + 16, name, pct(ns, ib->idle_ns));
+		lx += 130;
+	}
+	fputs("</svg>\n", f);
+	size_t shown = 0;
+	for (size_t i = 0; i < a->idle_parts.n && shown < 8; i++) {
+		const struct an_finding *p = VEC_AT(&a->idle_parts, struct an_finding, i);
+		if (p->total_ns * 100 < ib->idle_ns)
+			break;
+		if (!shown++)
+			fputs("<table><tr><th>idle</th><th>cause</th><th>where</th></tr>\n", f);
+		char site[512];
+		an_site_label(a, p->callpath, p->native, site, sizeof site);
+		fprintf(f, "<tr><td>%s</td><td>%s</td><td>", fmt_ns(p->total_ns, t1, sizeof t1), an_cause_name(p->cause));
+		const char *where = p->callpath || p->native ? site : "(no host activity recorded)";
+		html_text(f, where, strlen(where));
+		fprintf(f, "%s%s%s</td></tr>\n", p->edge ? " (" : "", edge_name(p->edge), p->edge ? ")" : "");
+	}
+	if (shown)
+		fputs("</table>\n", f);
+}
+
 int an_report_html(const struct analysis *a, FILE *f)
 {
 	char t1[32], t2[32];
@@ -870,17 +922,14 @@ int an_report_html(const struct analysis *a, FILE *f)
 			pct(a->total.dm_ns, a->total.window_ns * (n ? n : 1)),
 			pct(a->total.idle_ns, a->total.window_ns * (n ? n : 1)), fmt_ns(a->total.window_ns, t1, sizeof t1));
 
-		/* Per-stream timeline: busy density per bin, gaps red, bursts purple. */
-		if (a->hist_on && a->streams.n) {
-			double w = 780.0, x0 = 100.0, span = (double)AN_HIST_BINS * a->hist_w;
-			uint64_t used = 0;
-			for (size_t j = 0; j < a->streams.n; j++) {
-				const struct an_stream *s = VEC_AT(&a->streams, struct an_stream, j);
-				if (s->last_end > a->hist_origin && s->last_end - a->hist_origin > used)
-					used = s->last_end - a->hist_origin;
-			}
-			if (used && used < span)
-				span = (double)used;
+		html_idle_bar(a, f);
+
+		/* Per-stream timeline over the window (the breakdown's): busy
+		 * density per bin, gaps red, bursts purple. */
+		uint64_t w0 = a->markers_used ? a->win_begin : a->first_ts;
+		uint64_t w1 = a->markers_used ? a->win_end : a->last_ts;
+		if (a->hist_on && a->streams.n && w1 > w0) {
+			double w = 780.0, x0 = 100.0, span = (double)(w1 - w0);
 			fputs("<h2>Timeline per stream</h2>\n", f);
 			fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"%zu\">\n", 24 * a->streams.n + 30);
 			for (size_t j = 0; j < a->streams.n; j++) {
@@ -892,10 +941,13 @@ int an_report_html(const struct analysis *a, FILE *f)
 				for (size_t b = 0; b < AN_HIST_BINS; b++) {
 					if (!s->hist[b])
 						continue;
-					double bx = x0 + w * ((double)b * a->hist_w) / span;
-					double bw = w * (double)a->hist_w / span;
-					if (bx >= x0 + w)
-						break;
+					/* A bin is drawn over its part inside the window. */
+					uint64_t lo = a->hist_origin + b * a->hist_w, hi = lo + a->hist_w;
+					if (hi <= w0 || lo >= w1)
+						continue;
+					uint64_t clo = lo > w0 ? lo : w0, chi = hi < w1 ? hi : w1;
+					double bx = x0 + w * (double)(clo - w0) / span;
+					double bw = w * (double)(chi - clo) / span;
 					double op = (double)s->hist[b] / (double)a->hist_w;
 					if (op > 1)
 						op = 1;
@@ -906,42 +958,29 @@ int an_report_html(const struct analysis *a, FILE *f)
 					const struct an_mark *mk = &a->marks[m];
 					if (mk->device != s->device || (mk->kind == AN_F_KERNEL_BURST && mk->stream != s->stream))
 						continue;
-					if (mk->start < a->hist_origin)
+					if (mk->end <= w0 || mk->start >= w1)
 						continue;
-					double mx = x0 + w * (double)(mk->start - a->hist_origin) / span;
-					double mw = w * (double)(mk->end - mk->start) / span;
-					if (mx > x0 + w)
-						continue;
+					uint64_t ms = mk->start > w0 ? mk->start : w0, me = mk->end < w1 ? mk->end : w1;
+					double mx = x0 + w * (double)(ms - w0) / span;
+					double mw = w * (double)(me - ms) / span;
+					if (mw < 1) { /* drawn 1 px wide, still on the axis */
+						mw = 1;
+						if (mx > x0 + w - 1)
+							mx = x0 + w - 1;
+					}
 					int gap = mk->kind == AN_F_IDLE_GAP;
-					fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%d\" fill=\"%s\" fill-opacity=\"0.8\"><title>%s %s</title></rect>\n",
-						mx, gap ? y + 16 : y - 2, mw < 1 ? 1 : mw, gap ? 4 : 3, gap ? "#d62728" : "#9467bd",
+					fprintf(f, "<rect class=\"mark\" x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%d\" fill=\"%s\" fill-opacity=\"0.8\"><title>%s %s</title></rect>\n",
+						mx, gap ? y + 16 : y - 2, mw, gap ? 4 : 3, gap ? "#d62728" : "#9467bd",
 						gap ? "idle gap" : "kernel burst", fmt_ns(mk->end - mk->start, t2, sizeof t2));
 				}
 			}
-			/* The timeline covers the whole trace; the breakdown and the
-			 * findings only the marked iterations: grey out the rest. */
-			int win_marked = 0;
-			if (a->markers_used && a->win_end > a->win_begin) {
-				double wb = a->win_begin > a->hist_origin ? (double)(a->win_begin - a->hist_origin) : 0.0;
-				double we = a->win_end > a->hist_origin ? (double)(a->win_end - a->hist_origin) : 0.0;
-				double bx = x0 + w * (wb < span ? wb : span) / span, ex = x0 + w * (we < span ? we : span) / span;
-				double h = 24.0 * (double)a->streams.n;
-				if (bx > x0)
-					fprintf(f, "<rect x=\"%.0f\" y=\"0\" width=\"%.2f\" height=\"%.0f\" fill=\"#ffffff\" fill-opacity=\"0.7\"/>\n",
-						x0, bx - x0, h);
-				if (ex < x0 + w)
-					fprintf(f, "<rect x=\"%.2f\" y=\"0\" width=\"%.2f\" height=\"%.0f\" fill=\"#ffffff\" fill-opacity=\"0.7\"/>\n",
-						ex, x0 + w - ex, h);
-				fprintf(f, "<rect class=\"window\" x=\"%.2f\" y=\"1\" width=\"%.2f\" height=\"%.0f\" fill=\"none\" stroke=\"#2ca02c\" stroke-width=\"2\"><title>analysed window: %" PRIu64
-					   " marked iteration%s</title></rect>\n",
-					bx, ex - bx < 1 ? 1 : ex - bx, h, a->iterations, a->iterations == 1 ? "" : "s");
-				win_marked = 1;
-			}
-			fprintf(f, "<text x=\"100\" y=\"%zu\" font-size=\"12\">0</text><text x=\"830\" y=\"%zu\" font-size=\"12\">%s</text>\n",
-				24 * a->streams.n + 22, 24 * a->streams.n + 22, fmt_ns((uint64_t)span, t1, sizeof t1));
-			fprintf(f, "</svg>\n<p class=\"s\">blue: GPU busy; red: idle gaps; purple: kernel bursts%s</p>\n",
-				win_marked ? "; green frame: the analysed window (marked iterations after warm-up), the rest "
-					     "faded" : "");
+			fprintf(f, "<rect class=\"window\" x=\"%.2f\" y=\"1\" width=\"%.2f\" height=\"%.0f\" fill=\"none\" stroke=\"#2ca02c\" stroke-width=\"1\"><title>analysed window: %s</title></rect>\n",
+				x0, w, 24.0 * (double)a->streams.n, a->markers_used ? "marked iterations" : "first to last event");
+			fprintf(f, "<text x=\"100\" y=\"%zu\" font-size=\"12\">0</text><text class=\"axis-end\" x=\"830\" y=\"%zu\" font-size=\"12\">%s</text>\n",
+				24 * a->streams.n + 22, 24 * a->streams.n + 22, fmt_ns(w1 - w0, t1, sizeof t1));
+			fprintf(f, "</svg>\n<p class=\"s\">the axis is the analysed window (%s), as in the breakdown above; "
+				   "blue: GPU busy; red: idle gaps; purple: kernel bursts</p>\n",
+				a->markers_used ? "marked iterations after warm-up" : "first to last event");
 		}
 	}
 

@@ -329,25 +329,38 @@ def part_text(gen_path, tmp):
     with open(html) as f:
         h = f.read()
     check(h.startswith("<!DOCTYPE html>") and h.rstrip().endswith("</html>"), "html: a complete page")
-    check(h.count("<svg") == 2, "html: breakdown bar and timeline")
+    check(h.count("<svg") == 3, "html: breakdown bar, idle by cause and timeline")
     check("idle gap" in h and "kernel burst" in h, "html: timeline marks gaps and bursts")
     check("http://" not in h.replace("http://www.w3.org/2000/svg", "") and "src=" not in h, "html: no external assets")
     check("failed API call" in t and "counts: %d kernels" % exp["counts"]["kernels"] in t,
           "text: a failed launch is a failed API call, not a kernel")
-    check('class="window"' not in h, "html: no window frame without iteration markers")
-    # With iteration markers the timeline (whole trace) frames the analysed window.
-    mtrace, mexp = gen(gen_path, tmp, "markers")
-    mhtml = os.path.join(tmp, "m.html")
-    run(["report", mtrace, "--html", mhtml])
-    with open(mhtml) as f:
-        mh = f.read()
     import re
-    m = re.search(r'<rect class="window" x="([0-9.]+)" y="1" width="([0-9.]+)"', mh)
-    check(m is not None and "analysed window: 1 marked iteration" in mh, "html: the analysed window is marked")
-    if m:
-        # The warm-up iteration comes first: the frame starts right of the axis.
-        check(float(m.group(1)) > 100.0 and float(m.group(1)) + float(m.group(2)) <= 880.5,
-              f"html: window frame inside the timeline, after the warm-up ({m.groups()})")
+    # The idle bar: one rect per cause, their widths the whole bar.
+    bars = re.findall(r'<rect class="idle-([a-z_]+)" x="[0-9.]+" y="10" width="([0-9.]+)"', h)
+    check({c for c, _ in bars} >= {"python", "sync", "launch_bound", "host_other"}
+          and abs(sum(float(w) for _, w in bars) - 780.0) < 0.1, f"html: idle bar by cause ({bars})")
+    check("idle by cause" in t and "python" in t.split("idle by cause")[1].split("\n")[0], "text: idle by cause")
+    # The timeline's axis is the window, as the breakdown's: its end label is
+    # the window's length and every mark lies on the axis.
+    for name, tr in (("planted", trace), ("markers", gen(gen_path, tmp, "markers")[0])):
+        hp = os.path.join(tmp, name + ".html")
+        tt = run(["report", tr, "--html", hp]).stdout
+        with open(hp) as f:
+            hh = f.read()
+        win = re.search(r"^window: ([0-9.]+ [a-z]+)", tt, re.M).group(1)
+        end = re.search(r'<text class="axis-end"[^>]*>([^<]+)</text>', hh)
+        check(end is not None and end.group(1) == win, f"html {name}: axis ends at the window's length ({end and end.group(1)} vs {win})")
+        marks = [(float(x), float(w)) for x, w in re.findall(r'<rect class="mark" x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)"', hh)]
+        check(marks and all(x >= 100.0 and x + w <= 880.5 for x, w in marks), f"html {name}: marks on the axis ({marks[:3]})")
+        m = re.search(r'<rect class="window" x="([0-9.]+)" y="1" width="([0-9.]+)"', hh)
+        check(m is not None and float(m.group(1)) == 100.0 and float(m.group(2)) == 780.0, f"html {name}: the axis is the window")
+    # Markers: the warm-up's 500 us gap lies before the window and is not drawn;
+    # the window has 24 gaps of at least 50 us, the longest 300 us wide (of a 20.87 ms window).
+    with open(os.path.join(tmp, "markers.html")) as f:
+        mh = f.read()
+    check("analysed window: marked iterations" in mh, "html: the analysed window is named")
+    widths = sorted(float(w) for w in re.findall(r'<rect class="mark" x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)" height="4"', mh))
+    check(widths and abs(widths[-1] - 780.0 * 300 / 20870) < 0.2, f"html markers: the longest gap drawn is 300 us ({widths[-1:]})")
     ctrace, _ = gen(gen_path, tmp, "clean")
     t = run([ctrace]).stdout
     check("no findings" in t, "text: a clean trace has no findings")
