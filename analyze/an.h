@@ -129,8 +129,9 @@ struct an_idle_breakdown {
 	uint64_t short_ns;               /* of which in gaps under the threshold */
 	uint64_t leading_ns, trailing_ns;/* of which before the first / after the last GPU work */
 	uint64_t harness_ns;             /* between marked iterations: the runner's time */
-	/* HTA's definition, whole trace, between consecutive GPU work of a device:
-	 * host_wait when the next work was launched after the GPU ran dry. */
+	/* HTA's definition, whole trace, summed over streams: the gaps between
+	 * consecutive GPU work of a stream; host_wait when the next work was
+	 * launched after the previous one ended, else queued. */
 	uint64_t hta_host_wait_ns, hta_queued_ns;
 };
 
@@ -164,6 +165,7 @@ struct an_stream {
 	uint64_t kernels, copies, sets;
 	uint64_t first_ts, last_end;
 	struct an_burst_run run;
+	uint64_t hta_gap[2]; /* whole trace: queued, host wait (HTA's idle split) */
 };
 
 /* A gap or burst drawn on the HTML timeline (the longest ones are kept). */
@@ -181,7 +183,6 @@ struct an_device {
 	uint64_t idle_by[3][AN_CAUSE_N]; /* per phase: idle of gap pieces by cause */
 	uint64_t idle_short[3];          /* per phase: of which in gaps under the threshold */
 	uint64_t idle_edge[3][2];        /* per phase: leading, trailing edge */
-	uint64_t hta_gap[2];             /* whole trace: queued, host wait (HTA's definition) */
 	uint64_t edge_from;              /* start of the leading edge as measured */
 	uint64_t idle_total;   /* every gap between busy spans so far (bursts) */
 	/* memory */

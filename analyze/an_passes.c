@@ -1045,10 +1045,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	if (d->busy.open && s > d->busy.end) {
 		uint64_t idle = s - d->busy.end;
 		d->idle_total += idle;
-		/* HTA's split: the host was late when the work was launched after
-		 * the GPU ran dry. */
 		int host_wait = joined && api->ts > d->busy.end;
-		d->hta_gap[host_wait] += idle;
 		if (idle >= a->opts.gap_ns)
 			gap_long(a, d, s, joined ? api : NULL);
 		else
@@ -1058,6 +1055,10 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		d->edge_from = a->first_ts < s ? a->first_ts : s;
 		gap_new(a, d->id, d->edge_from, s, joined ? api : NULL, AN_EDGE_LEADING);
 	}
+	/* HTA's idle split, per stream: the host was late when the work was
+	 * launched after the stream's previous work ended. */
+	if (str->busy.open && s > str->busy.end)
+		str->hta_gap[joined && api->ts > str->busy.end] += s - str->busy.end;
 	un_add(&d->busy, s, e);
 	un_add(&str->busy, s, e);
 	hist_add(a, str, s, e);
@@ -1718,8 +1719,6 @@ static void idle_breakdown_add(struct analysis *a, const struct an_device *d, ui
 		ib->trailing_ns += d->idle_edge[ph][1];
 	}
 	ib->harness_ns += idle > explained ? idle - explained : 0;
-	ib->hta_queued_ns += d->hta_gap[0];
-	ib->hta_host_wait_ns += d->hta_gap[1];
 }
 
 static int keep_finding(const struct analysis *a, const struct an_finding *f)
@@ -1841,10 +1840,15 @@ int an_pass_finish(struct analysis *a)
 		a->total.active_ns += b.active_ns;
 		a->total.idle_ns += b.idle_ns;
 		a->total.kernel_ns += b.kernel_ns;
-		idle_breakdown_add(a, d, b.idle_ns);
 		a->total.memset_ns += b.memset_ns;
 		for (int k = 0; k < AN_CK_N; k++)
 			a->total.ck_ns[k] += b.ck_ns[k];
+		idle_breakdown_add(a, d, b.idle_ns);
+	}
+	for (size_t i = 0; i < a->streams.n; i++) {
+		const struct an_stream *x = VEC_AT(&a->streams, struct an_stream, i);
+		a->idle.hta_queued_ns += x->hta_gap[0];
+		a->idle.hta_host_wait_ns += x->hta_gap[1];
 	}
 	return 0;
 }

@@ -688,9 +688,10 @@ int an_report_json(const struct analysis *a, FILE *f)
 			an_stream_breakdown(a, s, &busy, &dm);
 			fprintf(f, "%s{\"stream\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"active_ns\":%" PRIu64
 				   ",\"data_movement_ns\":%" PRIu64 ",\"idle_ns\":%" PRIu64 ",\"kernels\":%" PRIu64
-				   ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64 "}",
+				   ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64 ",\"hta\":{\"host_wait_ns\":%" PRIu64
+				   ",\"queued_ns\":%" PRIu64 "}}",
 				sf ? "" : ",", s->stream, busy, busy > dm ? busy - dm : 0, dm, b.window_ns > busy ? b.window_ns - busy : 0,
-				s->kernels, s->copies, s->sets);
+				s->kernels, s->copies, s->sets, s->hta_gap[1], s->hta_gap[0]);
 			sf = 0;
 		}
 		fprintf(f, "]}");

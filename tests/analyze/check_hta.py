@@ -26,7 +26,11 @@ logging.disable(logging.CRITICAL)
 from hta.trace_analysis import TraceAnalysis
 t = TraceAnalysis(trace_dir=sys.argv[1])
 df = t.get_temporal_breakdown(visualize=False)
-print(json.dumps(df.to_dict(orient="records")[0]))
+idle, _ = t.get_idle_time_breakdown(visualize=False)
+out = df.to_dict(orient="records")[0]
+out["idle"] = [{"stream": int(r["stream"]), "category": r["idle_category"], "idle_us": float(r["idle_time"])}
+               for r in idle.to_dict(orient="records")]
+print(json.dumps(out))
 """
 
 
@@ -89,6 +93,27 @@ def main():
             check(within(hta_compute, kern, 1),
                   f"HTA compute {hta_compute:.0f} ns vs our kernel time {kern} ns: more than 1% apart")
             print(f"HTA ({py}): busy {hta_busy:.0f} ns vs ours {ours} ns; compute {hta_compute:.0f} ns vs {kern} ns")
+            # Idle time breakdown: HTA's host wait / kernel wait + other per
+            # stream against ours computed to HTA's definition
+            # (doc/findings.md, "Idle time by cause").
+            streams = {s["stream"]: s["hta"] for d in rep["devices"] for s in d["streams"]}
+            hta_idle = {}
+            for r in h["idle"]:
+                kind = "host_wait_ns" if r["category"] == "host_wait" else "queued_ns"
+                hta_idle.setdefault(r["stream"], {"host_wait_ns": 0.0, "queued_ns": 0.0})[kind] += r["idle_us"] * 1000
+            check(set(hta_idle) == set(streams), f"HTA idle breakdown streams {sorted(hta_idle)} vs ours {sorted(streams)}")
+            for sid, hv in sorted(hta_idle.items()):
+                for kind in ("host_wait_ns", "queued_ns"):
+                    ov = streams.get(sid, {}).get(kind)
+                    check(ov is not None and (abs(hv[kind] - ov) <= 0.01 * max(hv[kind], 1.0)),
+                          f"HTA idle stream {sid} {kind}: {hv[kind]:.0f} vs ours {ov}: more than 1% apart")
+            tot = rep["idle_breakdown"]["hta"]
+            check(tot["host_wait_ns"] == sum(s["host_wait_ns"] for s in streams.values())
+                  and tot["queued_ns"] == sum(s["queued_ns"] for s in streams.values()),
+                  f"idle_breakdown.hta is the sum over streams ({tot})")
+            check(sum(v["host_wait_ns"] for v in hta_idle.values()) > 0 and sum(v["queued_ns"] for v in hta_idle.values()) > 0,
+                  "HTA idle: the planted trace has both host wait and queued idle")
+            print(f"HTA idle per stream {hta_idle}; ours {streams}")
     if check_report.failures:
         print(f"{len(check_report.failures)} check(s) failed")
         return 1
