@@ -50,6 +50,7 @@ struct an_opts {
 	unsigned churn_min;       /* allocations per site (--churn-min, 50) */
 	unsigned top;             /* findings shown in text (--top, 20) */
 	int no_markers;           /* ignore runner markers (--no-markers) */
+	int where_leaf;           /* place findings at the leaf frame (--where=leaf) */
 };
 void an_opts_default(struct an_opts *o);
 /* Parses one analysis option at argv[*i] (advancing *i past its value):
@@ -120,6 +121,7 @@ struct an_finding {
 	uint64_t cycles;                   /* allocations after a free of this site's memory */
 	uint64_t iters_allocating;         /* marked iterations with an allocation here */
 	uint64_t last_iter;                /* iteration number of the latest one + 1 */
+	uint64_t leaf_callpath;            /* the call path as recorded, when placed at a user frame */
 };
 
 /* Window-wide idle time by cause, summed over devices (an_pass_finish). */
@@ -261,6 +263,7 @@ struct analysis {
 	struct vec streams;  /* struct an_stream */
 	struct an_breakdown total;
 	struct vec findings; /* struct an_finding, sorted biggest first, filtered */
+	struct vec harness;  /* the same, placed in the runner's own code: its cost, not the model's */
 	struct vec kernels;  /* struct an_kernel_stat, by total desc */
 	struct vec spans;    /* struct an_span_stat, by total desc */
 	struct vec sites;    /* struct an_site_stat */
@@ -296,6 +299,15 @@ struct an_frame {
 size_t an_callpath_frames(const struct analysis *a, uint64_t callpath, struct an_frame *out, size_t max);
 /* Parent node of a call path (the caller's frame), 0 when none or unknown. */
 uint64_t an_callpath_parent(const struct analysis *a, uint64_t callpath);
+/* torch's own files and the standard library: not the user's code. */
+int an_file_is_library(const char *file, size_t len);
+/* The call path from the innermost frame of the user's code outwards: walking
+ * out from the leaf, the first frame outside torch and the standard library
+ * (callpath itself when its leaf is user code, or when every frame is a
+ * library's). */
+uint64_t an_user_callpath(const struct analysis *a, uint64_t callpath);
+/* The runner's own files (run.py beside runner/, runner/NAME.py): the harness. */
+int an_callpath_is_harness(const struct analysis *a, uint64_t callpath);
 struct an_native_frame {
 	uint64_t pc, offset;
 	const char *module;

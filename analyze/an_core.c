@@ -297,6 +297,79 @@ uint64_t an_callpath_parent(const struct analysis *a, uint64_t cp)
 	return ix ? VEC_AT(&a->defs->cps, struct def_node, *ix)->parent : 0;
 }
 
+static int has_at(const char *s, size_t n, const char *needle)
+{
+	size_t nl = strlen(needle);
+	for (size_t i = 0; i + nl <= n; i++)
+		if (!memcmp(s + i, needle, nl))
+			return 1;
+	return 0;
+}
+
+int an_file_is_library(const char *file, size_t len)
+{
+	if (len && file[0] == '<') /* <frozen runpy>, <string> of the interpreter */
+		return 1;
+	/* torch and its siblings (torchvision, torch_xla ...) installed, or a
+	 * source tree's torch package. */
+	if (has_at(file, len, "-packages/torch") || has_at(file, len, "/torch/"))
+		return 1;
+	/* The standard library: .../lib/python3.11/x.py, not its site-packages. */
+	return has_at(file, len, "/lib/python3") && !has_at(file, len, "-packages/");
+}
+
+uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
+{
+	uint64_t node = cp;
+	for (unsigned depth = 0; node && depth < AN_MAX_DEPTH; depth++) {
+		struct an_frame f;
+		if (!an_callpath_frames(a, node, &f, 1))
+			break;
+		if (!an_file_is_library(f.file, f.file_len))
+			return node;
+		node = an_callpath_parent(a, node);
+	}
+	return cp;
+}
+
+/* The directory part of a path, without the slash ("" for none). */
+static size_t dir_len(const char *file, size_t len)
+{
+	size_t i = len;
+	while (i && file[i - 1] != '/')
+		i--;
+	return i ? i - 1 : 0;
+}
+
+/* Some frame of the trace lies in DIR/runner/. */
+static int trace_has_runner_in(const struct analysis *a, const char *dir, size_t dl)
+{
+	for (size_t i = 0; i < a->defs->frames.n; i++) {
+		size_t fl;
+		const char *f = an_string(a, VEC_AT(&a->defs->frames, struct def_frame, i)->file, &fl);
+		if (f && fl > dl + 8 && !memcmp(f, dir, dl) && (!dl || f[dl] == '/') &&
+		    !memcmp(f + dl + (dl ? 1 : 0), "runner/", 7))
+			return 1;
+	}
+	return 0;
+}
+
+int an_callpath_is_harness(const struct analysis *a, uint64_t cp)
+{
+	struct an_frame f;
+	if (!an_callpath_frames(a, cp, &f, 1))
+		return 0;
+	size_t dl = dir_len(f.file, f.file_len);
+	const char *base = f.file + (dl ? dl + 1 : 0);
+	size_t bl = f.file_len - (size_t)(base - f.file);
+	/* runner/measure.py ... of the TorchBench-style runner. */
+	if (dl >= 6 && !memcmp(f.file + dl - 6, "runner", 6) && (dl == 6 || f.file[dl - 7] == '/'))
+		return 1;
+	/* run.py is the runner's only when its runner/ package is beside it
+	 * (a user's own run.py is the user's code). */
+	return bl == 6 && !memcmp(base, "run.py", 6) && trace_has_runner_in(a, f.file, dl);
+}
+
 size_t an_native_frames(const struct analysis *a, uint64_t nat, struct an_native_frame *out, size_t max)
 {
 	size_t n = 0;
@@ -808,6 +881,7 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	a->streams.item = sizeof(struct an_stream);
 	a->findings.item = sizeof(struct an_finding);
 	a->idle_parts.item = sizeof(struct an_finding);
+	a->harness.item = sizeof(struct an_finding);
 	a->kernels.item = sizeof(struct an_kernel_stat);
 	a->spans.item = sizeof(struct an_span_stat);
 	a->sites.item = sizeof(struct an_site_stat);
@@ -1039,6 +1113,7 @@ void an_free(struct analysis *a)
 	vec_free(&a->streams);
 	vec_free(&a->findings);
 	vec_free(&a->idle_parts);
+	vec_free(&a->harness);
 	vec_free(&a->kernels);
 	vec_free(&a->spans);
 	vec_free(&a->sites);

@@ -1733,6 +1733,26 @@ static int keep_finding(const struct analysis *a, const struct an_finding *f)
 	return f->count > 0;
 }
 
+/* Where a finding is shown: the innermost frame of the user's code, unless
+ * --where=leaf. */
+static uint64_t place(const struct analysis *a, uint64_t cp)
+{
+	return cp && !a->opts.where_leaf ? an_user_callpath(a, cp) : cp;
+}
+
+static void keep_sorted(const struct analysis *a, struct vec *v)
+{
+	size_t w = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		struct an_finding *f = VEC_AT(v, struct an_finding, i);
+		if (keep_finding(a, f))
+			*VEC_AT(v, struct an_finding, w++) = *f;
+	}
+	v->n = w;
+	if (w)
+		qsort(v->data, w, sizeof(struct an_finding), cmp_finding);
+}
+
 int an_pass_finish(struct analysis *a)
 {
 	struct an_state *st = a->st;
@@ -1767,8 +1787,10 @@ int an_pass_finish(struct analysis *a)
 		const struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, i);
 		if (!phase_counts(a, f->phase))
 			continue;
-		struct vec *out = f->kind == AN_F_IDLE_PART ? &a->idle_parts : &a->findings;
-		uint64_t h = hash_combine(hash_combine(f->kind, f->cause + 16u * f->edge), hash_combine(f->callpath, f->native));
+		uint64_t placed = place(a, f->callpath);
+		struct vec *out = f->kind == AN_F_IDLE_PART ? &a->idle_parts
+				  : an_callpath_is_harness(a, placed) ? &a->harness : &a->findings;
+		uint64_t h = hash_combine(hash_combine(f->kind, f->cause + 16u * f->edge), hash_combine(placed, f->native));
 		if (h == UINT64_MAX)
 			h = 0;
 		uint64_t *ix = u64map_get(&merged, h);
@@ -1779,6 +1801,10 @@ int an_pass_finish(struct analysis *a)
 				return -1;
 			}
 			*o = *f;
+			o->callpath = placed;
+			o->leaf_callpath = placed != f->callpath ? f->callpath : 0;
+			o->context_callpath = place(a, f->context_callpath);
+			o->other_callpath = place(a, f->other_callpath);
 			continue;
 		}
 		struct an_finding *o = VEC_AT(out, struct an_finding, *ix);
@@ -1787,7 +1813,7 @@ int an_pass_finish(struct analysis *a)
 		for (int c = 0; c < AN_CAUSE_N; c++)
 			o->cause_ns[c] += f->cause_ns[c];
 		if (!o->context_callpath)
-			o->context_callpath = f->context_callpath;
+			o->context_callpath = place(a, f->context_callpath);
 		o->count += f->count;
 		o->total_ns += f->total_ns;
 		o->groups += f->groups;
@@ -1799,15 +1825,8 @@ int an_pass_finish(struct analysis *a)
 			o->max_ns = f->max_ns;
 	}
 	u64map_free(&merged);
-	size_t w = 0;
-	for (size_t i = 0; i < a->findings.n; i++) {
-		struct an_finding *f = VEC_AT(&a->findings, struct an_finding, i);
-		if (keep_finding(a, f))
-			*VEC_AT(&a->findings, struct an_finding, w++) = *f;
-	}
-	a->findings.n = w;
-	if (w)
-		qsort(a->findings.data, w, sizeof(struct an_finding), cmp_finding);
+	keep_sorted(a, &a->findings);
+	keep_sorted(a, &a->harness);
 	if (a->idle_parts.n)
 		qsort(a->idle_parts.data, a->idle_parts.n, sizeof(struct an_finding), cmp_finding);
 	if (a->kernels.n)

@@ -107,7 +107,11 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 }
 
 /* ------------------------------------------------------------ text */
-static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat, const char *indent)
+/* The call site, leaf first; lib: the library frames the finding was
+ * recorded in below its user frame (leaf first), shown under the "at" line
+ * in call order. */
+static void text_where_lib(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat, const char *indent,
+			   const struct an_frame *lib, size_t nl)
 {
 	struct an_frame fr[MAX_FRAMES];
 	size_t n = an_callpath_frames(a, cp, fr, MAX_FRAMES);
@@ -116,6 +120,11 @@ static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t 
 		const char *file = an_display_path(a, fr[i].file, fr[i].file_len, &fl);
 		fprintf(f, "%s%s %.*s:%" PRIu64 " in %.*s\n", indent, i ? "from" : "at  ", (int)fl, file, fr[i].line,
 			(int)fr[i].function_len, fr[i].function);
+		for (size_t k = nl; !i && k-- > 0;) {
+			file = an_display_path(a, lib[k].file, lib[k].file_len, &fl);
+			fprintf(f, "%svia  %.*s:%" PRIu64 " in %.*s\n", indent, (int)fl, file, lib[k].line,
+				(int)lib[k].function_len, lib[k].function);
+		}
 	}
 	if (n > 8)
 		fprintf(f, "%s     ... %zu more frames\n", indent, n - 8);
@@ -132,6 +141,25 @@ static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t 
 	}
 	if (!nn)
 		fprintf(f, "%sat   (no call path recorded)\n", indent);
+}
+
+static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat, const char *indent)
+{
+	text_where_lib(a, f, cp, nat, indent, NULL, 0);
+}
+
+/* Frames of a finding's recorded call path inside the library, below the
+ * user frame it is placed at (leaf first); 0 when placed at its leaf. */
+static size_t library_frames(const struct analysis *a, const struct an_finding *x, struct an_frame *fr, size_t max)
+{
+	if (!x->leaf_callpath)
+		return 0;
+	size_t n = 0;
+	for (uint64_t node = x->leaf_callpath; node && node != x->callpath && n < max;
+	     node = an_callpath_parent(a, node))
+		if (!an_callpath_frames(a, node, &fr[n++], 1))
+			return 0;
+	return n;
 }
 
 /* The causes of an idle gap finding other than its own, when the host did
@@ -224,7 +252,9 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 			fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
 		break;
 	}
-	text_where(a, f, x->callpath, x->native, "      ");
+	struct an_frame lib[MAX_FRAMES];
+	size_t nl = library_frames(a, x, lib, MAX_FRAMES);
+	text_where_lib(a, f, x->callpath, x->native, "      ", lib, nl);
 	if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
 		char ctx[512];
 		an_site_label(a, x->context_callpath, 0, ctx, sizeof ctx);
@@ -522,6 +552,17 @@ void an_report_text(const struct analysis *a, FILE *f)
 	} else {
 		fprintf(f, "\nno findings\n");
 	}
+	if (a->harness.n) {
+		char site[512];
+		fprintf(f, "\nthe runner's own cost (harness, not the model's):\n");
+		for (size_t i = 0; i < a->harness.n; i++) {
+			const struct an_finding *x = VEC_AT(&a->harness, struct an_finding, i);
+			an_site_label(a, x->callpath, x->native, site, sizeof site);
+			fprintf(f, "  %s%s%s: %" PRIu64 "x, %s at %s\n", an_finding_name(x->kind),
+				x->kind == AN_F_IDLE_GAP ? " " : "", x->kind == AN_F_IDLE_GAP ? an_cause_name(x->cause) : "",
+				x->count, fmt_ns(x->total_ns, t1, sizeof t1), site);
+		}
+	}
 
 	if (a->kernels.n) {
 		fprintf(f, "\ntop kernels:\n");
@@ -616,6 +657,55 @@ static void json_idle_breakdown(const struct analysis *a, FILE *f)
 	fprintf(f, "]}");
 }
 
+static void json_finding(const struct analysis *a, FILE *f, const struct an_finding *x, int first)
+{
+	fprintf(f, "%s\n {\"kind\":\"%s\",", first ? "" : ",", an_finding_name(x->kind));
+	if (x->kind == AN_F_IDLE_GAP)
+		fprintf(f, "\"cause\":\"%s\",", an_cause_name(x->cause));
+	fprintf(f, "\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 ",\"device\":%" PRIu64,
+		x->count, x->total_ns, x->max_ns, x->device);
+	switch (x->kind) {
+	case AN_F_KERNEL_BURST:
+		fprintf(f, ",\"bursts\":%" PRIu64 ",\"idle_ns\":%" PRIu64, x->groups, x->idle_ns);
+		break;
+	case AN_F_SCALAR_COPY:
+		fprintf(f, ",\"bytes\":%" PRIu64 ",\"followed_by_sync\":%" PRIu64 ",\"pageable\":%" PRIu64, x->bytes,
+			x->flagged, x->pageable);
+		break;
+	case AN_F_PING_PONG:
+	case AN_F_ALLOC_CHURN:
+		fprintf(f, ",\"bytes\":%" PRIu64, x->bytes);
+		break;
+	}
+	if (x->kind == AN_F_IDLE_GAP)
+		json_causes(f, "causes", x->cause_ns);
+	fprintf(f, ",\"where\":");
+	json_where(a, f, x->callpath, x->native);
+	struct an_frame fr[MAX_FRAMES];
+	size_t nl = library_frames(a, x, fr, MAX_FRAMES);
+	fprintf(f, ",\"library\":[");
+	for (size_t i = 0; i < nl; i++) {
+		fprintf(f, "%s{\"file\":", i ? "," : "");
+		json_str(f, fr[i].file, fr[i].file_len);
+		fprintf(f, ",\"line\":%" PRIu64 ",\"function\":", fr[i].line);
+		json_str(f, fr[i].function, fr[i].function_len);
+		fputc('}', f);
+	}
+	fputc(']', f);
+	if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
+		fprintf(f, ",\"context\":");
+		json_where(a, f, x->context_callpath, 0);
+	}
+	if (x->kind == AN_F_IDLE_GAP && x->other_callpath && x->other_callpath != x->callpath) {
+		fprintf(f, ",\"resumed_by\":");
+		json_where(a, f, x->other_callpath, 0);
+	}
+	fprintf(f, ",\"suggestion\":");
+	const char *sug = an_suggestion(a, x);
+	json_str(f, sug, strlen(sug));
+	fputc('}', f);
+}
+
 int an_report_json(const struct analysis *a, FILE *f)
 {
 	int gpu = an_has_gpu(a);
@@ -704,43 +794,11 @@ int an_report_json(const struct analysis *a, FILE *f)
 		a->n_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync, a->n_api, a->n_gpu_kernel,
 		a->n_gpu_memcpy, a->n_gpu_memset, a->n_spans, a->n_errors);
 	fprintf(f, ",\n\"findings\":[");
-	for (size_t i = 0; i < a->findings.n; i++) {
-		const struct an_finding *x = VEC_AT(&a->findings, struct an_finding, i);
-		fprintf(f, "%s\n {\"kind\":\"%s\",", i ? "," : "", an_finding_name(x->kind));
-		if (x->kind == AN_F_IDLE_GAP)
-			fprintf(f, "\"cause\":\"%s\",", an_cause_name(x->cause));
-		fprintf(f, "\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 ",\"device\":%" PRIu64,
-			x->count, x->total_ns, x->max_ns, x->device);
-		switch (x->kind) {
-		case AN_F_KERNEL_BURST:
-			fprintf(f, ",\"bursts\":%" PRIu64 ",\"idle_ns\":%" PRIu64, x->groups, x->idle_ns);
-			break;
-		case AN_F_SCALAR_COPY:
-			fprintf(f, ",\"bytes\":%" PRIu64 ",\"followed_by_sync\":%" PRIu64 ",\"pageable\":%" PRIu64, x->bytes,
-				x->flagged, x->pageable);
-			break;
-		case AN_F_PING_PONG:
-		case AN_F_ALLOC_CHURN:
-			fprintf(f, ",\"bytes\":%" PRIu64, x->bytes);
-			break;
-		}
-		if (x->kind == AN_F_IDLE_GAP)
-			json_causes(f, "causes", x->cause_ns);
-		fprintf(f, ",\"where\":");
-		json_where(a, f, x->callpath, x->native);
-		if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
-			fprintf(f, ",\"context\":");
-			json_where(a, f, x->context_callpath, 0);
-		}
-		if (x->kind == AN_F_IDLE_GAP && x->other_callpath && x->other_callpath != x->callpath) {
-			fprintf(f, ",\"resumed_by\":");
-			json_where(a, f, x->other_callpath, 0);
-		}
-		fprintf(f, ",\"suggestion\":");
-		const char *sug = an_suggestion(a, x);
-		json_str(f, sug, strlen(sug));
-		fputc('}', f);
-	}
+	for (size_t i = 0; i < a->findings.n; i++)
+		json_finding(a, f, VEC_AT(&a->findings, struct an_finding, i), i == 0);
+	fprintf(f, "],\n\"harness\":[");
+	for (size_t i = 0; i < a->harness.n; i++)
+		json_finding(a, f, VEC_AT(&a->harness, struct an_finding, i), i == 0);
 	fprintf(f, "],\n\"kernels\":[");
 	for (size_t i = 0; i < a->kernels.n && i < 100; i++) {
 		const struct an_kernel_stat *k = VEC_AT(&a->kernels, struct an_kernel_stat, i);

@@ -131,6 +131,26 @@ def check_idle(scen, rep, exp):
               f"({want['edge'] or 'inside the window'}): {[g['total_ns'] for g in got]} != {want['ns']}")
 
 
+def check_placement(scen, trace, rep):
+    """Findings sit at the user's innermost frame with torch's frames under
+    it (--where=leaf: at the leaf); the runner's syncs are the harness's."""
+    pp = [f for f in rep["findings"] if f["kind"] == "ping_pong" and f["where"]["python"][0]["file"] == "model.py"]
+    check(len(pp) == 1 and pp[0]["where"]["python"][0]["line"] == 50
+          and [l["function"] for l in pp[0]["library"]] == ["convert", "Module._apply", "Module.to"],
+          f"{scen}: ping_pong at the model's .to() line with torch's frames under it ({pp})")
+    harness = [(h["kind"], h["where"]["python"][0]["file"], h["count"]) for h in rep["harness"]]
+    check(("sync_hotspot", "/opt/tb/runner/measure.py", 12) in harness, f"{scen}: the runner's sync is harness ({harness})")
+    check(not [f for f in rep["findings"] for fr in f["where"]["python"][:1] if "/opt/tb/" in fr["file"]],
+          f"{scen}: no finding placed in the runner")
+    leaf = json.loads(run([trace, "--json", "--where=leaf"]).stdout)
+    lpp = [f for f in leaf["findings"] if f["kind"] == "ping_pong" and f["where"]["python"][0]["function"] == "convert"]
+    check(len(lpp) == 1 and lpp[0]["count"] == 3 and lpp[0]["library"] == [], f"{scen}: --where=leaf keeps the leaf ({lpp})")
+    text = run([trace]).stdout
+    check("via  torch/nn/modules/module.py:1160 in convert" in text and "the runner's own cost" in text
+          and "runner/measure.py:41" in text.split("the runner's own cost")[1],
+          f"{scen}: text shows torch's frames under the user's line, and the harness apart")
+
+
 def part_report(gen_path, tmp):
     for scen in ("clean", "planted", "markers", "markers-late", "apionly"):
         trace, exp = gen(gen_path, tmp, scen)
@@ -162,6 +182,8 @@ def part_report(gen_path, tmp):
             check(rep["breakdown"]["gpu_active_ns"] is None, "apionly: no breakdown without GPU records")
         else:
             check_breakdown(scen, rep, exp)
+        if scen in ("planted", "markers"):
+            check_placement(scen, trace, rep)
         if scen == "markers":
             check(rep["window"]["source"] == "markers", "markers: window from markers")
             check(rep["window"]["warmup_excluded"] is True, "markers: warm-up excluded")
@@ -355,12 +377,13 @@ def part_text(gen_path, tmp):
         m = re.search(r'<rect class="window" x="([0-9.]+)" y="1" width="([0-9.]+)"', hh)
         check(m is not None and float(m.group(1)) == 100.0 and float(m.group(2)) == 780.0, f"html {name}: the axis is the window")
     # Markers: the warm-up's 500 us gap lies before the window and is not drawn;
-    # the window has 24 gaps of at least 50 us, the longest 300 us wide (of a 20.87 ms window).
+    # the longest drawn is the window's 300 us gaps, to the window's scale.
     with open(os.path.join(tmp, "markers.html")) as f:
         mh = f.read()
     check("analysed window: marked iterations" in mh, "html: the analysed window is named")
+    mwin = json.loads(run([gen(gen_path, tmp, "markers")[0], "--json"]).stdout)["breakdown"]["window_ns"]
     widths = sorted(float(w) for w in re.findall(r'<rect class="mark" x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)" height="4"', mh))
-    check(widths and abs(widths[-1] - 780.0 * 300 / 20870) < 0.2, f"html markers: the longest gap drawn is 300 us ({widths[-1:]})")
+    check(widths and abs(widths[-1] - 780.0 * 300000 / mwin) < 0.02, f"html markers: the longest gap drawn is 300 us ({widths[-1:]})")
     ctrace, _ = gen(gen_path, tmp, "clean")
     t = run([ctrace]).stdout
     check("no findings" in t, "text: a clean trace has no findings")

@@ -445,6 +445,36 @@ static uint64_t planted_body(uint64_t g)
 		g = gs + 40 * US;
 	}
 	expect_finding("ping_pong", NULL, "offload.py", "offload", 30, 4);
+	/* ping_pong x3 through torch: the copies are made inside Module.to's
+	 * convert; the finding belongs at the model's line that called .to(). */
+	uint64_t cp_setup_to = site("model.py", "move", 50, cp_main);
+	uint64_t cp_to = site("/opt/py/lib/python3.11/site-packages/torch/nn/modules/module.py", "Module.to", 1174,
+			      cp_setup_to);
+	uint64_t cp_apply = site("/opt/py/lib/python3.11/site-packages/torch/nn/modules/module.py", "Module._apply",
+				 805, cp_to);
+	uint64_t cp_convert = site("/opt/py/lib/python3.11/site-packages/torch/nn/modules/module.py", "convert", 1160,
+				   cp_apply);
+	for (int i = 0; i < 3; i++) {
+		uint64_t gs = g + 10 * US;
+		copy(0, gs - 12 * US, 12 * US, cp_convert, 0, 7, 2 << 20, TBP_COPY_H2D,
+		     TBP_COPYF_PINNED | TBP_COPYF_ASYNC, 0x7000, 0x50000, gs, gs + 40 * US);
+		g = gs + 40 * US;
+		gs = g + 10 * US;
+		copy(0, gs - 12 * US, 12 * US, cp_convert, 0, 7, 2 << 20, TBP_COPY_D2H,
+		     TBP_COPYF_PINNED | TBP_COPYF_ASYNC, 0x50000, 0x7000, gs, gs + 40 * US);
+		g = gs + 40 * US;
+	}
+	expect_finding("ping_pong", NULL, "model.py", "move", 50, 3);
+	/* The runner times each batch with a sync (runner/measure.py, called
+	 * from run.py): the harness's cost, not a finding about the model. */
+	uint64_t cp_run = site("/opt/tb/run.py", "main", 210, 0);
+	uint64_t cp_measure = site("/opt/tb/runner/measure.py", "time_batch", 41, cp_run);
+	for (int i = 0; i < 12; i++) {
+		uint64_t gs = g + 10 * US;
+		kernel(0, gs - 20 * US, cp_fwd, 0, 0, 7, gs, gs + 50 * US, k_relu);
+		sync_call(0, gs + 5 * US, 3 * US, cp_measure, 0);
+		g = gs + 50 * US;
+	}
 	/* sync_hotspot x12: short syncs while the GPU stays busy. */
 	for (int i = 0; i < 12; i++) {
 		uint64_t gs = g + 10 * US;
