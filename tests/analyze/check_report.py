@@ -152,7 +152,7 @@ def check_placement(scen, trace, rep):
 
 
 def part_report(gen_path, tmp):
-    for scen in ("clean", "planted", "markers", "markers-late", "apionly"):
+    for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads"):
         trace, exp = gen(gen_path, tmp, scen)
         p = run([trace, "--json"])
         rep = json.loads(p.stdout)
@@ -184,6 +184,15 @@ def part_report(gen_path, tmp):
             check_breakdown(scen, rep, exp)
         if scen in ("planted", "markers"):
             check_placement(scen, trace, rep)
+        if scen == "threads":
+            # The gaps are the autograd thread's; the main thread waiting in
+            # Tensor.backward is their context, placed at the backward() line.
+            gaps = [f for f in rep["findings"] if f["kind"] == "idle_gap"]
+            ctx = {(f["context"]["python"][0]["file"], f["context"]["python"][0]["line"]) for f in gaps if "context" in f}
+            check(len(gaps) == 2 and all("context" in f for f in gaps) and ctx == {("train.py", 70)},
+                  f"threads: every gap has the backward() line as context ({ctx})")
+            check(not [f for f in rep["findings"] for fr in f["where"]["python"] if "_tensor.py" in fr["file"]
+                       or fr["line"] == 70], "threads: no finding blames the waiting thread's Tensor.backward")
         if scen == "markers":
             check(rep["window"]["source"] == "markers", "markers: window from markers")
             check(rep["window"]["warmup_excluded"] is True, "markers: warm-up excluded")

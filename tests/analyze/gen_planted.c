@@ -544,6 +544,41 @@ static void scen_planted(int with_markers)
 	span(0, t0 - 150 * US, end, cp_main);
 }
 
+/* threads: loss.backward() as PyTorch runs it.  The main thread only waits
+ * inside Tensor.backward; autograd's device thread (thread 1) does the host
+ * work: first a custom autograd.Function.backward in Python before each of
+ * its launches, then launches from the engine's C++ (no Python frames). */
+static void scen_threads(void)
+{
+	common_defs();
+	uint64_t cp_step = site("train.py", "step", 70, cp_main);
+	uint64_t cp_tb = site("/opt/py/lib/python3.11/site-packages/torch/_tensor.py", "Tensor.backward", 520, cp_step);
+	uint64_t cp_eng = site("/opt/py/lib/python3.11/site-packages/torch/autograd/graph.py", "_engine_run_backward", 768,
+			       cp_tb);
+	uint64_t cp_fn = site("reformer.py", "ReversibleFunction.backward", 300, 0);
+	uint64_t cp_fn_launch = site("reformer.py", "ReversibleFunction.backward", 310, 0);
+	uint64_t nat_engine = native_site(0x7f00000abcdeULL);
+	uint64_t g = 1000 * US, t0 = g - 200 * US;
+	g = clean_step(g, 0);
+	uint64_t tb0 = g - 5 * US;
+	for (int i = 0; i < 3; i++) {
+		span(1, g + 5 * US, g + 405 * US, cp_fn);
+		kernel(1, g + 404 * US, cp_fn_launch, 0, 0, 7, g + 410 * US, g + 450 * US, k_gemm);
+		g += 450 * US;
+	}
+	expect_finding("idle_gap", "python", "reformer.py", "ReversibleFunction.backward", 300, 3);
+	expect_split("python", 3 * 400 * US, "reformer.py", "ReversibleFunction.backward", 300);
+	for (int i = 0; i < 2; i++) {
+		kernel(1, g + 150 * US, 0, nat_engine, 0, 7, g + 156 * US, g + 196 * US, k_relu);
+		g += 196 * US;
+	}
+	expect_finding("idle_gap", "host_other", NULL, NULL, 0, 2);
+	expect_split("host_other", 2 * 156 * US, NULL, NULL, 0);
+	span(0, tb0, g + 10 * US, cp_eng);
+	g = clean_step(g + 20 * US, 0);
+	span(0, t0, g + 30 * US, cp_main);
+}
+
 /* slow: model.py:30 forward takes 900 us a step instead of 700 (diff). */
 static void scen_cpu(int slow)
 {
@@ -955,7 +990,7 @@ static void write_big(const char *path, long iters, unsigned lag)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
 		return 3;
 	}
 	const char *s = argv[1];
@@ -995,6 +1030,8 @@ int main(int argc, char **argv)
 		scen_cpu(1);
 	else if (!strcmp(s, "bursts2"))
 		scen_bursts2();
+	else if (!strcmp(s, "threads"))
+		scen_threads();
 	else if (!strcmp(s, "random"))
 		scen_random((unsigned)iters, 3000);
 	else {
