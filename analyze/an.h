@@ -122,6 +122,8 @@ struct an_finding {
 	uint64_t iters_allocating;         /* marked iterations with an allocation here */
 	uint64_t last_iter;                /* iteration number of the latest one + 1 */
 	uint64_t leaf_callpath;            /* the call path as recorded, when placed at a user frame */
+	uint64_t kernel_name;              /* idle gap: a kernel that ended one of the gaps (string id) */
+	int context_backward;              /* idle gap: the context is inside a backward() */
 };
 
 /* Window-wide idle time by cause, summed over devices (an_pass_finish). */

@@ -64,6 +64,7 @@ struct pgap {
 	struct gap_span spans[GAP_SPANS];
 	unsigned nspans;
 	uint64_t ctx_cp, ctx_dur; /* innermost span of another thread around the piece */
+	uint64_t kernel_name;     /* the kernel that ended the gap */
 };
 /* What a GPU record needs of the call that launched it. */
 struct corr_ent {
@@ -176,6 +177,7 @@ struct an_state {
 	uint64_t last_iter_begin_ts, last_iter_end_ts;
 	int last_iter_phase;
 	uint64_t iter_no; /* ITER_BEGIN marks seen */
+	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
 };
 
 /* ------------------------------------------------------------ unions */
@@ -701,6 +703,8 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		f->other_callpath = g->launch_cp;
 	if (!f->context_callpath)
 		f->context_callpath = g->ctx_cp;
+	if (!f->kernel_name)
+		f->kernel_name = g->kernel_name;
 }
 
 COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
@@ -736,6 +740,7 @@ COLD_FN void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64
 	memset(&g, 0, sizeof g);
 	g.device = device;
 	g.edge = (uint8_t)edge;
+	g.kernel_name = st->gap_kernel_name;
 	g.resume = end;
 	if (launch) {
 		g.has_launch = 1;
@@ -794,11 +799,14 @@ COLD_FN void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64
 		gap_piece(a, &g, t, end, cur_phase(a));
 }
 
-COLD_FN void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch)
+COLD_FN void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch,
+		      uint64_t kernel_name)
 {
 	d->gaps++;
 	d->gap_ns += s - d->busy.end;
+	a->st->gap_kernel_name = kernel_name;
 	gap_new(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE);
+	a->st->gap_kernel_name = 0;
 	mark_add(a, AN_F_IDLE_GAP, d->id, 0, d->busy.end, s);
 }
 
@@ -1047,7 +1055,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		d->idle_total += idle;
 		int host_wait = joined && api->ts > d->busy.end;
 		if (idle >= a->opts.gap_ns)
-			gap_long(a, d, s, joined ? api : NULL);
+			gap_long(a, d, s, joined ? api : NULL, kind == TBP_K_GPU_KERNEL ? g->name : 0);
 		else
 			gap_short(a, d, idle, host_wait);
 	} else if (!d->busy.open) {
@@ -1733,6 +1741,19 @@ static int keep_finding(const struct analysis *a, const struct an_finding *f)
 	return f->count > 0;
 }
 
+/* The call path runs inside a backward() (Tensor.backward, autograd.backward,
+ * the engine's entry): its caller is waiting on autograd's threads. */
+static int in_backward(const struct analysis *a, uint64_t cp)
+{
+	struct an_frame fr[32];
+	size_t n = cp ? an_callpath_frames(a, cp, fr, 32) : 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k + 8 <= fr[i].function_len; k++)
+			if (!memcmp(fr[i].function + k, "backward", 8))
+				return 1;
+	return 0;
+}
+
 /* Where a finding is shown: the innermost frame of the user's code, unless
  * --where=leaf. */
 static uint64_t place(const struct analysis *a, uint64_t cp)
@@ -1804,6 +1825,7 @@ int an_pass_finish(struct analysis *a)
 			o->callpath = placed;
 			o->leaf_callpath = placed != f->callpath ? f->callpath : 0;
 			o->context_callpath = place(a, f->context_callpath);
+			o->context_backward = in_backward(a, f->context_callpath);
 			o->other_callpath = place(a, f->other_callpath);
 			continue;
 		}
@@ -1814,6 +1836,8 @@ int an_pass_finish(struct analysis *a)
 			o->cause_ns[c] += f->cause_ns[c];
 		if (!o->context_callpath)
 			o->context_callpath = place(a, f->context_callpath);
+		if (!o->kernel_name)
+			o->kernel_name = f->kernel_name;
 		o->count += f->count;
 		o->total_ns += f->total_ns;
 		o->groups += f->groups;

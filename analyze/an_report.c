@@ -258,6 +258,15 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 	if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
 		char ctx[512];
 		an_site_label(a, x->context_callpath, 0, ctx, sizeof ctx);
+		if (!x->callpath) {
+			/* A thread without Python launching while the caller waits:
+			 * during backward() that is autograd's engine. */
+			size_t kl = 0;
+			const char *k = an_string(a, x->kernel_name, &kl);
+			fprintf(f, "      a host thread without Python%s launching %.*s\n",
+				x->context_backward ? " (the autograd engine, during backward())" : "",
+				k ? (int)(kl > 80 ? 80 : kl) : 9, k ? k : "GPU work");
+		}
 		fprintf(f, "      while another thread waited in %s\n", ctx);
 	}
 	fprintf(f, "      -> %s\n", an_suggestion(a, x));
@@ -695,6 +704,14 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 	if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
 		fprintf(f, ",\"context\":");
 		json_where(a, f, x->context_callpath, 0);
+	}
+	if (x->kind == AN_F_IDLE_GAP && x->context_callpath)
+		fprintf(f, ",\"autograd_engine\":%s", !x->callpath && x->context_backward ? "true" : "false");
+	if (x->kind == AN_F_IDLE_GAP && x->kernel_name) {
+		size_t kl = 0;
+		const char *k = an_string(a, x->kernel_name, &kl);
+		fprintf(f, ",\"kernel\":");
+		json_str(f, k ? k : "", k ? kl : 0);
 	}
 	if (x->kind == AN_F_IDLE_GAP && x->other_callpath && x->other_callpath != x->callpath) {
 		fprintf(f, ",\"resumed_by\":");
