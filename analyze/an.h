@@ -40,6 +40,9 @@ void *vec_push(struct vec *v); /* zeroed new slot or NULL */
 void vec_free(struct vec *v);
 
 /* ------------------------------------------------------------ options */
+struct an_step {
+	uint64_t begin, end;
+};
 struct an_opts {
 	uint64_t gap_ns;          /* idle gap threshold (--gap-us, 50) */
 	unsigned burst_min;       /* kernels in a burst (--burst-min, 16) */
@@ -51,6 +54,11 @@ struct an_opts {
 	unsigned top;             /* findings shown in text (--top, 20) */
 	int no_markers;           /* ignore runner markers (--no-markers) */
 	int where_leaf;           /* place findings at the leaf frame (--where=leaf) */
+	/* Set by an_run for its second pass over a trace without marks: the
+	 * detected steps, [begin, end) each, in time order, marked as the
+	 * runner would (the first one warm-up). */
+	const struct an_step *synth_steps;
+	size_t n_synth_steps;
 };
 void an_opts_default(struct an_opts *o);
 /* Parses one analysis option at argv[*i] (advancing *i past its value):
@@ -90,6 +98,14 @@ enum an_gap_edge {
 };
 const char *an_finding_name(int kind);
 const char *an_cause_name(int cause);
+
+enum an_steps_source {
+	AN_STEPS_NONE = 0,
+	AN_STEPS_MARKS,    /* the runner's iteration marks */
+	AN_STEPS_PROFILER, /* torch.profiler's ProfilerStep ranges (not recorded by this trace format yet) */
+	AN_STEPS_DETECTED, /* the repeating calls of the training loop */
+};
+const char *an_steps_source_name(int source);
 
 /* Phases, so the report can keep to the runner's steady state. */
 enum an_phase {
@@ -270,6 +286,16 @@ struct analysis {
 	struct vec spans;    /* struct an_span_stat, by total desc */
 	struct vec sites;    /* struct an_site_stat */
 	struct an_idle_breakdown idle;
+	/* Training steps: from the runner's marks, else detected from the loop
+	 * whose calls hold most launches (an_run's second pass). */
+	struct {
+		int source;          /* enum an_steps_source */
+		uint64_t count;      /* steps in the trace, warm-up included */
+		uint64_t warmup;     /* of which set apart as warm-up */
+		uint64_t median_ns;  /* median time per step after warm-up */
+		uint64_t function;   /* detected: call path of the step function's spans */
+	} steps;
+	struct vec step_ivs;         /* detected steps (struct an_step), first pass only */
 	struct vec idle_parts; /* struct an_finding (AN_F_IDLE_PART), biggest first */
 	uint64_t mem_leak_bytes, mem_leak_count;
 

@@ -869,7 +869,44 @@ static int window_second_pass(struct analysis *a, const char *path)
 	return rc;
 }
 
+static int run_once(struct analysis *a, const char *path, const struct an_opts *opts);
+
+const char *an_steps_source_name(int source)
+{
+	switch (source) {
+	case AN_STEPS_MARKS: return "marks";
+	case AN_STEPS_PROFILER: return "profiler";
+	case AN_STEPS_DETECTED: return "detected";
+	}
+	return "none";
+}
+
+/* A trace without the runner's marks whose training loop was found (the
+ * first pass detects it from the spans): analysed again with the steps
+ * marked as the runner would, so that the first step is warm-up and the
+ * breakdown and findings are the steady state's. */
 int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
+{
+	int rc = run_once(a, path, opts);
+	if (rc || a->steps.source != AN_STEPS_DETECTED || a->step_ivs.n < 2)
+		return rc;
+	struct an_opts again = a->opts;
+	struct vec steps = a->step_ivs;
+	uint64_t function = a->steps.function;
+	a->step_ivs = (struct vec){0};
+	an_free(a);
+	again.synth_steps = steps.data;
+	again.n_synth_steps = steps.n;
+	rc = run_once(a, path, &again);
+	a->opts.synth_steps = NULL;
+	a->opts.n_synth_steps = 0;
+	a->step_ivs = steps; /* freed with the analysis */
+	a->steps.source = AN_STEPS_DETECTED;
+	a->steps.function = function;
+	return rc;
+}
+
+static int run_once(struct analysis *a, const char *path, const struct an_opts *opts)
 {
 	memset(a, 0, sizeof *a);
 	a->path = path;
@@ -882,6 +919,7 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	a->findings.item = sizeof(struct an_finding);
 	a->idle_parts.item = sizeof(struct an_finding);
 	a->harness.item = sizeof(struct an_finding);
+	a->step_ivs.item = sizeof(struct an_step);
 	a->kernels.item = sizeof(struct an_kernel_stat);
 	a->spans.item = sizeof(struct an_span_stat);
 	a->sites.item = sizeof(struct an_site_stat);
@@ -1114,6 +1152,7 @@ void an_free(struct analysis *a)
 	vec_free(&a->findings);
 	vec_free(&a->idle_parts);
 	vec_free(&a->harness);
+	vec_free(&a->step_ivs);
 	vec_free(&a->kernels);
 	vec_free(&a->spans);
 	vec_free(&a->sites);

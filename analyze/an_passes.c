@@ -178,6 +178,41 @@ struct an_state {
 	int last_iter_phase;
 	uint64_t iter_no; /* ITER_BEGIN marks seen */
 	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
+	/* Step detection (a trace without marks): the times of the latest
+	 * launches, so that a span can count the launches inside it, and per
+	 * span call path the calls that held launches. */
+	uint64_t *launch_ring;
+	uint64_t launch_n;
+	struct u64map cand_idx;
+	struct vec cands; /* struct step_cand */
+	/* Marked iterations: length and phase of each (time per step). */
+	struct vec iters; /* struct iter_len */
+	/* Synthetic marks for detected steps (second pass), in time order. */
+	struct synth_mark *synth;
+	size_t n_synth, synth_at;
+	int in_synth;
+	uint64_t next_synth_ts;
+	struct pend_span *pend; /* spans waiting for the launches inside them */
+	size_t pend_head, pend_n;
+	uint64_t pend_due;      /* end of the oldest pending span, UINT64_MAX: none */
+};
+
+static int phase_counts(const struct analysis *a, int phase);
+
+#define LAUNCH_RING (1u << 16)
+#define CAND_IVS 4096 /* steps kept per candidate loop function */
+struct step_cand {
+	uint64_t callpath, launches, count;
+	uint32_t tid;
+	int unusable; /* calls on several threads, or one inside another: not a loop's steps */
+	struct vec ivs; /* struct an_step */
+};
+struct iter_len {
+	uint64_t ns;
+	int phase;
+};
+struct synth_mark {
+	uint64_t ts, kind;
 };
 
 /* ------------------------------------------------------------ unions */
@@ -1188,8 +1223,10 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 		a->n_errors++;
 	switch (kind) {
 	case TBP_K_LAUNCH:
-		if (!failed)
+		if (!failed) {
 			a->n_launch++;
+			st->launch_ring[st->launch_n++ & (LAUNCH_RING - 1)] = ts;
+		}
 		break;
 	case TBP_K_MEMSET:
 		a->n_memset++;
@@ -1380,6 +1417,9 @@ static void on_marker(struct analysis *a, const struct tbp_record *r)
 	note_time(a, r->ts, r->ts);
 	if (a->opts.no_markers)
 		return;
+	/* A second pass marks the detected steps itself; the trace has none. */
+	if (a->opts.synth_steps && !st->in_synth)
+		return;
 	switch (r->u.marker.marker_kind) {
 	case TBP_MARK_ITER_BEGIN:
 		st->iter_markers = 1;
@@ -1398,6 +1438,9 @@ static void on_marker(struct analysis *a, const struct tbp_record *r)
 			st->last_iter_phase = cur_phase(a);
 			st->last_iter_begin_ts = st->iter_begin_ts;
 			st->last_iter_end_ts = r->ts;
+			struct iter_len *il = vec_push(&st->iters);
+			if (il)
+				*il = (struct iter_len){.ns = r->ts - st->iter_begin_ts, .phase = st->last_iter_phase};
 		}
 		st->in_iter = 0;
 		if (st->win_open) {
@@ -1415,6 +1458,200 @@ static void on_marker(struct analysis *a, const struct tbp_record *r)
 		a->iterations = 0;
 		break;
 	}
+}
+
+/* Launches recorded in [ts, end) (the ring keeps the latest 65536). */
+static uint64_t launches_in(const struct an_state *st, uint64_t ts, uint64_t end)
+{
+	uint64_t lo = st->launch_n > LAUNCH_RING ? st->launch_n - LAUNCH_RING : 0, hi = st->launch_n;
+	uint64_t a0 = lo, a1 = hi;
+	while (a0 < a1) { /* first launch at or after ts */
+		uint64_t m = a0 + (a1 - a0) / 2;
+		if (st->launch_ring[m & (LAUNCH_RING - 1)] < ts)
+			a0 = m + 1;
+		else
+			a1 = m;
+	}
+	uint64_t first = a0;
+	a1 = hi;
+	while (a0 < a1) { /* first launch at or after end */
+		uint64_t m = a0 + (a1 - a0) / 2;
+		if (st->launch_ring[m & (LAUNCH_RING - 1)] < end)
+			a0 = m + 1;
+		else
+			a1 = m;
+	}
+	return a0 - first;
+}
+
+/* A call of the span's function: a candidate step of the training loop
+ * when it holds launches (of any thread: backward's are autograd's). */
+static void step_cand_add(struct analysis *a, uint32_t tid, uint64_t cp, uint64_t ts, uint64_t end)
+{
+	struct an_state *st = a->st;
+	uint64_t n = launches_in(st, ts, end);
+	if (!n)
+		return;
+	uint64_t *ix = u64map_get(&st->cand_idx, cp);
+	struct step_cand *c;
+	if (ix) {
+		c = VEC_AT(&st->cands, struct step_cand, *ix);
+	} else {
+		if (!(c = vec_push(&st->cands)) || u64map_put(&st->cand_idx, cp, st->cands.n - 1))
+			return;
+		c->callpath = cp;
+		c->tid = tid;
+		c->ivs.item = sizeof(struct an_step);
+	}
+	if (c->tid != tid)
+		c->unusable = 1;
+	/* Spans come as they end: one that began before the previous call
+	 * ended contains it (recursion) or overlaps it. */
+	if (c->ivs.n && VEC_AT(&c->ivs, struct an_step, c->ivs.n - 1)->end > ts)
+		c->unusable = 1;
+	c->launches += n;
+	c->count++;
+	struct an_step *iv = c->ivs.n < CAND_IVS ? vec_push(&c->ivs) : NULL;
+	if (iv)
+		*iv = (struct an_step){.begin = ts, .end = end};
+}
+
+/* A span is read as soon as it ends, before the merge has handed over the
+ * launches inside it (they wait in their queues for the GPU records): it
+ * is counted once the analysis has passed its end. */
+#define PEND_SPANS 4096
+struct pend_span {
+	uint32_t tid;
+	uint64_t cp, ts, end;
+};
+
+static void step_spans_flush(struct analysis *a, uint64_t now)
+{
+	struct an_state *st = a->st;
+	while (st->pend_n && st->pend[st->pend_head].end <= now) {
+		const struct pend_span *p = &st->pend[st->pend_head];
+		step_cand_add(a, p->tid, p->cp, p->ts, p->end);
+		st->pend_head = (st->pend_head + 1) % PEND_SPANS;
+		st->pend_n--;
+	}
+	st->pend_due = st->pend_n ? st->pend[st->pend_head].end : UINT64_MAX;
+}
+
+static void step_span_pending(struct analysis *a, uint32_t tid, uint64_t cp, uint64_t ts, uint64_t end)
+{
+	struct an_state *st = a->st;
+	if (!st->pend && !(st->pend = malloc(PEND_SPANS * sizeof *st->pend)))
+		return;
+	if (st->pend_n == PEND_SPANS) /* full: the oldest is counted now */
+		step_spans_flush(a, st->pend[st->pend_head].end);
+	st->pend[(st->pend_head + st->pend_n++) % PEND_SPANS] = (struct pend_span){tid, cp, ts, end};
+	if (st->pend_n == 1)
+		st->pend_due = end;
+}
+
+/* The loop: the function whose calls (at least two, on one thread, none
+ * inside another) hold at least half of all launches, the most of them;
+ * between two equal, the one called fewer times (the outer). */
+static void steps_detect(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	const struct step_cand *best = NULL;
+	for (size_t i = 0; i < st->cands.n; i++) {
+		const struct step_cand *c = VEC_AT(&st->cands, struct step_cand, i);
+		if (c->unusable || c->count < 2 || c->count != c->ivs.n || 2 * c->launches < a->n_launch)
+			continue;
+		if (!best || c->launches > best->launches || (c->launches == best->launches && c->count < best->count))
+			best = c;
+	}
+	if (!best)
+		return;
+	a->steps.source = AN_STEPS_DETECTED;
+	a->steps.function = best->callpath;
+	vec_free(&a->step_ivs);
+	a->step_ivs.item = sizeof(struct an_step);
+	for (size_t i = 0; i < best->ivs.n; i++) {
+		struct an_step *d = vec_push(&a->step_ivs);
+		if (!d)
+			return;
+		*d = *VEC_AT(&best->ivs, struct an_step, i);
+	}
+}
+
+static int u64_cmp_steps(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* Time per step: the iterations' lengths (marks, or detected steps marked
+ * by the second pass), the counted ones' median. */
+static void steps_finish(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	if (!st->iters.n || a->opts.no_markers)
+		return;
+	uint64_t *lens = malloc(st->iters.n * sizeof *lens);
+	if (!lens)
+		return;
+	size_t n = 0;
+	a->steps.count = st->iters.n;
+	for (size_t i = 0; i < st->iters.n; i++) {
+		const struct iter_len *it = VEC_AT(&st->iters, struct iter_len, i);
+		if (phase_counts(a, it->phase))
+			lens[n++] = it->ns;
+	}
+	a->steps.warmup = st->iters.n - n;
+	a->steps.source = a->opts.synth_steps ? AN_STEPS_DETECTED : AN_STEPS_MARKS;
+	if (n) {
+		qsort(lens, n, sizeof *lens, u64_cmp_steps);
+		a->steps.median_ns = n % 2 ? lens[n / 2] : (lens[n / 2 - 1] + lens[n / 2]) / 2;
+	}
+	free(lens);
+}
+
+/* The detected steps marked as the runner marks iterations: each step from
+ * its start to the next one's (the last to its end), warm-up after the
+ * first. */
+static int synth_init(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	st->next_synth_ts = UINT64_MAX;
+	size_t n = a->opts.n_synth_steps;
+	if (!n)
+		return 0;
+	st->synth = calloc(3 * n + 1, sizeof *st->synth);
+	if (!st->synth)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const struct an_step *s = &a->opts.synth_steps[i];
+		uint64_t end = i + 1 < n ? a->opts.synth_steps[i + 1].begin : s->end;
+		st->synth[st->n_synth++] = (struct synth_mark){s->begin, TBP_MARK_ITER_BEGIN};
+		st->synth[st->n_synth++] = (struct synth_mark){end, TBP_MARK_ITER_END};
+		if (!i)
+			st->synth[st->n_synth++] = (struct synth_mark){end, TBP_MARK_WARMUP_END};
+	}
+	st->next_synth_ts = st->synth[0].ts;
+	return 0;
+}
+
+static void on_marker(struct analysis *a, const struct tbp_record *r);
+
+/* The synthetic marks due by time t, before the record at t. */
+COLD_FN void synth_emit(struct analysis *a, uint64_t t)
+{
+	struct an_state *st = a->st;
+	while (st->synth_at < st->n_synth && st->synth[st->synth_at].ts <= t) {
+		struct tbp_record m;
+		memset(&m, 0, sizeof m);
+		m.kind = TBP_K_MARKER;
+		m.ts = st->synth[st->synth_at].ts;
+		m.u.marker.marker_kind = st->synth[st->synth_at].kind;
+		st->synth_at++;
+		st->in_synth = 1;
+		on_marker(a, &m);
+		st->in_synth = 0;
+	}
+	st->next_synth_ts = st->synth_at < st->n_synth ? st->synth[st->synth_at].ts : UINT64_MAX;
 }
 
 static void on_span(struct analysis *a, const struct tbp_record *r)
@@ -1463,6 +1700,8 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 		}
 		s->self_ns += self;
 	}
+	if (!a->opts.synth_steps)
+		step_span_pending(a, r->tid, cp, ts, end);
 	struct span_ent *e = &st->span[st->span_n++ % SPAN_RING];
 	e->tid = r->tid;
 	e->ts = ts;
@@ -1501,6 +1740,8 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 	uint64_t last = *last_ts;
 	for (unsigned i = 0; i < n; i++) {
 		const struct tbp_record *r = recs[i];
+		if (__builtin_expect(r->ts >= a->st->next_synth_ts, 0))
+			synth_emit(a, r->ts);
 		if (r->ts < last) {
 			a->late_records++;
 			if (r->stream_kind == TBP_STREAM_GPU)
@@ -1516,6 +1757,8 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 			pass_record_other(a, r);
 	}
 	*last_ts = last;
+	if (__builtin_expect(last >= a->st->pend_due, 0))
+		step_spans_flush(a, last);
 }
 
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)
@@ -1664,7 +1907,13 @@ int an_pass_init(struct analysis *a)
 	st->burst_fold_at = 4096;
 	/* Without CUPTI nothing will claim a correlation id: do not keep them. */
 	st->expect_gpu = 1;
+	st->cands.item = sizeof(struct step_cand);
+	st->pend_due = UINT64_MAX;
+	st->iters.item = sizeof(struct iter_len);
 	a->st = st;
+	st->launch_ring = malloc(LAUNCH_RING * sizeof *st->launch_ring);
+	if (!st->launch_ring || synth_init(a))
+		return -1;
 	return 0;
 }
 
@@ -1777,6 +2026,7 @@ static void keep_sorted(const struct analysis *a, struct vec *v)
 int an_pass_finish(struct analysis *a)
 {
 	struct an_state *st = a->st;
+	synth_emit(a, UINT64_MAX);
 	for (size_t i = 0; i < a->streams.n; i++)
 		burst_close(a, VEC_AT(&a->streams, struct an_stream, i));
 	bursts_fold(a, UINT64_MAX);
@@ -1851,6 +2101,10 @@ int an_pass_finish(struct analysis *a)
 	u64map_free(&merged);
 	keep_sorted(a, &a->findings);
 	keep_sorted(a, &a->harness);
+	step_spans_flush(a, UINT64_MAX);
+	steps_finish(a);
+	if (!st->iter_markers && !a->opts.no_markers && !a->opts.synth_steps)
+		steps_detect(a);
 	if (a->idle_parts.n)
 		qsort(a->idle_parts.data, a->idle_parts.n, sizeof(struct an_finding), cmp_finding);
 	if (a->kernels.n)
@@ -1922,6 +2176,14 @@ void an_pass_free(struct analysis *a)
 		free(VEC_AT(&st->threads, struct thread_st, i)->done);
 	vec_free(&st->threads);
 	vec_free(&st->all_findings);
+	free(st->launch_ring);
+	for (size_t i = 0; i < st->cands.n; i++)
+		vec_free(&VEC_AT(&st->cands, struct step_cand, i)->ivs);
+	vec_free(&st->cands);
+	u64map_free(&st->cand_idx);
+	vec_free(&st->iters);
+	free(st->synth);
+	free(st->pend);
 	free(st);
 	a->st = NULL;
 }

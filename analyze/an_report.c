@@ -495,11 +495,26 @@ void an_report_text(const struct analysis *a, FILE *f)
 	char t1[32], t2[32], t3[32], t4[32], b1[32];
 	fprintf(f, "tbanalyze report: %s\n", a->path);
 	uint64_t win = a->total.window_ns;
-	if (a->markers_used)
+	if (a->markers_used && a->steps.source == AN_STEPS_DETECTED)
+		fprintf(f, "window: %s, %" PRIu64 " step%s after the first (warm-up), detected (no marks in the trace)\n",
+			fmt_ns(win, t1, sizeof t1), a->iterations, a->iterations == 1 ? "" : "s");
+	else if (a->markers_used)
 		fprintf(f, "window: %s, %" PRIu64 " marked iteration%s%s\n", fmt_ns(win, t1, sizeof t1), a->iterations,
 			a->iterations == 1 ? "" : "s", a->warmup_seen ? " after warm-up" : "");
 	else
 		fprintf(f, "window: %s, first to last event\n", fmt_ns(win, t1, sizeof t1));
+	if (a->steps.source) {
+		fprintf(f, "steps: %" PRIu64 " (%s", a->steps.count, an_steps_source_name(a->steps.source));
+		if (a->steps.function) {
+			char site[512];
+			an_site_label(a, an_callpath_parent(a, a->steps.function), 0, site, sizeof site);
+			fprintf(f, ": the loop at %s", site);
+			an_site_label(a, a->steps.function, 0, site, sizeof site);
+			fprintf(f, " calling %s", site);
+		}
+		fprintf(f, "), %" PRIu64 " warm-up set apart, median %s per step\n", a->steps.warmup,
+			fmt_ns(a->steps.median_ns, t2, sizeof t2));
+	}
 
 	if (!an_has_gpu(a)) {
 		if (a->n_launch + a->n_memcpy + a->n_memset)
@@ -740,7 +755,20 @@ int an_report_json(const struct analysis *a, FILE *f)
 	fprintf(f, ",\n\"window\":{\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"source\":\"%s\",\"iterations\":%" PRIu64
 		   ",\"warmup_excluded\":%s}",
 		a->markers_used ? a->win_begin : a->first_ts, a->markers_used ? a->win_end : a->last_ts,
-		a->markers_used ? "markers" : "events", a->iterations, a->markers_used && a->warmup_seen ? "true" : "false");
+		!a->markers_used ? "events" : a->steps.source == AN_STEPS_DETECTED ? "detected_steps" : "markers",
+		a->iterations, a->markers_used && a->warmup_seen ? "true" : "false");
+	if (a->steps.source) {
+		fprintf(f, ",\n\"steps\":{\"count\":%" PRIu64 ",\"source\":\"%s\",\"warmup\":%" PRIu64
+			   ",\"median_ns\":%" PRIu64 ",\"loop\":",
+			a->steps.count, an_steps_source_name(a->steps.source), a->steps.warmup, a->steps.median_ns);
+		if (a->steps.function)
+			json_where(a, f, an_callpath_parent(a, a->steps.function), 0);
+		else
+			fputs("null", f);
+		fputc('}', f);
+	} else {
+		fprintf(f, ",\n\"steps\":null");
+	}
 	if (gpu || !(a->n_launch + a->n_memcpy + a->n_memset)) {
 		uint64_t idle = gpu ? a->total.idle_ns : a->total.window_ns;
 		fprintf(f, ",\n\"breakdown\":{\"window_ns\":%" PRIu64 ",\"devices\":%u,\"gpu_busy_ns\":%" PRIu64

@@ -152,7 +152,7 @@ def check_placement(scen, trace, rep):
 
 
 def part_report(gen_path, tmp):
-    for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads"):
+    for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked"):
         trace, exp = gen(gen_path, tmp, scen)
         p = run([trace, "--json"])
         rep = json.loads(p.stdout)
@@ -184,6 +184,23 @@ def part_report(gen_path, tmp):
             check_breakdown(scen, rep, exp)
         if scen in ("planted", "markers"):
             check_placement(scen, trace, rep)
+        if scen == "unmarked":
+            # No marks: the loop's steps are found, the first set apart as
+            # warm-up; its one-time work (build_caches) is no finding.
+            st, want = rep["steps"], exp["steps"]
+            check(st is not None and st["source"] == "detected" and st["count"] == want["count"]
+                  and st["warmup"] == want["warmup"] and st["median_ns"] == want["median_ns"]
+                  and st["loop"]["python"][0]["line"] == 50, f"unmarked: steps detected ({st} vs {want})")
+            check(rep["window"]["source"] == "detected_steps" and rep["window"]["iterations"] == want["count"] - 1,
+                  f"unmarked: the window is the steps after warm-up ({rep['window']})")
+            check(not [f for f in rep["findings"] for fr in f["where"]["python"][:1] if fr["function"] == "build_caches"],
+                  "unmarked: the warm-up step's one-time work is not a finding")
+            nm = json.loads(run([trace, "--json", "--no-markers"]).stdout)
+            check(nm["steps"] is None and nm["window"]["source"] == "events", "unmarked --no-markers: no steps")
+        if scen == "markers":
+            st = rep["steps"]
+            check(st is not None and st["source"] == "marks" and st["count"] == 2 and st["warmup"] == 1
+                  and st["median_ns"] == rep["breakdown"]["window_ns"], f"markers: steps from the marks ({st})")
         if scen == "threads":
             # The gaps are the autograd thread's; the main thread waiting in
             # Tensor.backward is their context, placed at the backward() line.

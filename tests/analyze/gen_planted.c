@@ -270,6 +270,8 @@ static void expect_split_edge(const char *edge, const char *cause, uint64_t ns, 
 	splits[n_splits++] = (struct expect_split){cause, file, func, edge, line, ns};
 }
 
+static uint64_t exp_steps_count, exp_steps_warmup, exp_steps_median; /* 0: no steps expected */
+
 static void expect_split(const char *cause, uint64_t ns, const char *file, const char *func, uint64_t line)
 {
 	expect_split_edge(NULL, cause, ns, file, func, line);
@@ -579,6 +581,64 @@ static void scen_threads(void)
 	span(0, t0, g + 30 * US, cp_main);
 }
 
+/* unmarked: a training loop without the runner's marks.  train_step (called
+ * from train.py:50) runs 6 times; its forward is a span of its own (fewer
+ * launches: not the loop).  Every step loads a batch in Python while the
+ * GPU waits (300 us, load_batch); the first step also builds its caches
+ * for 2 ms (one-time warm-up work: not a finding).  Steps are 1 ms + the
+ * gap apart (STEP_NS), the warm-up step longer. */
+#define STEP_GAP (300 * US)
+static void scen_unmarked(int slow)
+{
+	common_defs();
+	uint64_t cp_loop = site("train.py", "main", 50, 0);
+	uint64_t cp_step = site("train.py", "train_step", 20, cp_loop);
+	uint64_t cp_fwd_fn = site("model.py", "forward", 28, cp_step);
+	uint64_t cp_load = site("data.py", "load_batch", 33, cp_step);
+	uint64_t cp_warm = site("model.py", "build_caches", 90, cp_step);
+	uint64_t g = 1000 * US, t0 = g - 100 * US;
+	uint64_t begins[7];
+	for (int i = 0; i < 6; i++) {
+		uint64_t sb = g;
+		begins[i] = sb + 1 * US;
+		if (!i) { /* one-time work, GPU idle */
+			span(0, g + 5 * US, g + 2005 * US, cp_warm);
+			g = gap_then_kernel(g, 2010 * US, 0, cp_fwd, 0);
+		}
+		span(0, g + 5 * US, g + STEP_GAP - 10 * US, cp_load);
+		g = gap_then_kernel(g, STEP_GAP, 0, cp_fwd, 0);
+		uint64_t fs = g - 46 * US;
+		for (int k = 0; k < 8; k++) {
+			uint64_t gs = g + 8 * US;
+			uint64_t dur = (k == 5 ? 100 * US + slow : 100 * US);
+			kernel(0, gs - 20 * US, k < 4 ? cp_fwd : cp_bwd, 0, 0, 7, gs, gs + dur, k == 5 ? k_gemm : k_relu);
+			g = gs + dur;
+		}
+		span(0, fs, g - 400 * US, cp_fwd_fn);
+		span(0, sb + 1 * US, g, cp_step);
+	}
+	expect_finding("idle_gap", "python", "data.py", "load_batch", 33, 5);
+	begins[6] = g; /* the last step ends with its span */
+	/* Time per step after warm-up: each step to the next one's start. */
+	uint64_t lens[5];
+	for (int i = 1; i < 6; i++)
+		lens[i - 1] = begins[i + 1] - begins[i];
+	for (int i = 0; i < 5; i++)
+		for (int j = i + 1; j < 5; j++)
+			if (lens[j] < lens[i]) {
+				uint64_t t = lens[i];
+				lens[i] = lens[j];
+				lens[j] = t;
+			}
+	win_begin = begins[1];
+	win_end = begins[6];
+	have_window = 1;
+	exp_steps_count = 6;
+	exp_steps_warmup = 1;
+	exp_steps_median = lens[2];
+	span(0, t0, g + 50 * US, cp_loop);
+}
+
 /* slow: model.py:30 forward takes 900 us a step instead of 700 (diff). */
 static void scen_cpu(int slow)
 {
@@ -875,7 +935,12 @@ static void write_expect(const char *path)
 		json_or_null(f, expect[i].function);
 		fprintf(f, ", \"line\": %" PRIu64 ", \"count\": %" PRIu64 "}", expect[i].line, expect[i].count);
 	}
-	fprintf(f, "],\n \"idle_splits\": [");
+	if (exp_steps_count)
+		fprintf(f, "],\n \"steps\": {\"count\": %" PRIu64 ", \"warmup\": %" PRIu64 ", \"median_ns\": %" PRIu64 "}",
+			exp_steps_count, exp_steps_warmup, exp_steps_median);
+	else
+		fprintf(f, "],\n \"steps\": null");
+	fprintf(f, ",\n \"idle_splits\": [");
 	for (size_t i = 0; i < n_splits; i++) {
 		fprintf(f, "%s\n  {\"cause\": \"%s\", \"ns\": %" PRIu64 ", \"edge\": ", i ? "," : "", splits[i].cause,
 			splits[i].ns);
@@ -990,7 +1055,7 @@ static void write_big(const char *path, long iters, unsigned lag)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-slow|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
 		return 3;
 	}
 	const char *s = argv[1];
@@ -1032,6 +1097,10 @@ int main(int argc, char **argv)
 		scen_bursts2();
 	else if (!strcmp(s, "threads"))
 		scen_threads();
+	else if (!strcmp(s, "unmarked"))
+		scen_unmarked(0);
+	else if (!strcmp(s, "unmarked-slow"))
+		scen_unmarked(400 * US);
 	else if (!strcmp(s, "random"))
 		scen_random((unsigned)iters, 3000);
 	else {
