@@ -2074,8 +2074,11 @@ int an_pass_finish(struct analysis *a)
 			*o = *f;
 			o->callpath = placed;
 			o->leaf_callpath = placed != f->callpath ? f->callpath : 0;
-			o->context_callpath = place(a, f->context_callpath);
+			/* Another thread's span around the gaps explains them only
+			 * when it waits on this work: inside backward(), for
+			 * autograd's threads (main() around everything does not). */
 			o->context_backward = in_backward(a, f->context_callpath);
+			o->context_callpath = o->context_backward ? place(a, f->context_callpath) : 0;
 			o->other_callpath = place(a, f->other_callpath);
 			continue;
 		}
@@ -2084,8 +2087,10 @@ int an_pass_finish(struct analysis *a)
 		o->iters_allocating += f->iters_allocating;
 		for (int c = 0; c < AN_CAUSE_N; c++)
 			o->cause_ns[c] += f->cause_ns[c];
-		if (!o->context_callpath)
+		if (!o->context_callpath && in_backward(a, f->context_callpath)) {
 			o->context_callpath = place(a, f->context_callpath);
+			o->context_backward = 1;
+		}
 		if (!o->kernel_name)
 			o->kernel_name = f->kernel_name;
 		o->count += f->count;
