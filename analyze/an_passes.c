@@ -178,11 +178,12 @@ struct an_state {
 	int last_iter_phase;
 	uint64_t iter_no; /* ITER_BEGIN marks seen */
 	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
+	int phase;                /* cur_phase(), updated at each mark */
 	/* Step detection (a trace without marks): the times of the latest
 	 * launches, so that a span can count the launches inside it, and per
 	 * span call path the calls that held launches. */
-	uint64_t *launch_ring;
 	uint64_t launch_n;
+	uint64_t launch_ring[1u << 16]; /* LAUNCH_RING */
 	struct u64map cand_idx;
 	struct vec cands; /* struct step_cand */
 	/* Marked iterations: length and phase of each (time per step). */
@@ -227,6 +228,30 @@ HOT_FN void un_add(struct an_union *u, uint64_t s, uint64_t e)
 		return;
 	}
 	if (s > u->end) {
+		u->closed += u->end - u->start;
+		u->start = s;
+		u->end = e;
+	} else if (e > u->end) {
+		u->end = e;
+	}
+}
+
+/* un_add on a stream's busy union, which also splits the stream's idle
+ * as HTA does: the host was late when the work was launched (launch_ts)
+ * after the stream's previous work ended. */
+HOT_FN void stream_busy_add(struct an_stream *str, uint64_t s, uint64_t e, uint64_t launch_ts)
+{
+	struct an_union *u = &str->busy;
+	if (e < s)
+		e = s;
+	if (!u->open) {
+		u->start = s;
+		u->end = e;
+		u->open = 1;
+		return;
+	}
+	if (s > u->end) {
+		str->hta_gap[launch_ts > u->end] += s - u->end;
 		u->closed += u->end - u->start;
 		u->start = s;
 		u->end = e;
@@ -440,6 +465,12 @@ static int cur_phase(const struct analysis *a)
 	if (!st->in_iter)
 		return AN_PH_OUTSIDE;
 	return a->warmup_seen ? AN_PH_STEADY : AN_PH_WARMUP;
+}
+
+/* st->phase is cur_phase, kept for the per-kernel path. */
+static void phase_update(struct analysis *a)
+{
+	a->st->phase = cur_phase(a);
 }
 
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat);
@@ -849,9 +880,7 @@ COLD_FN void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const
  * a launch-bound loop): a late launch is launch overhead, else queued. */
 HOT_FN void gap_short(struct analysis *a, struct an_device *d, uint64_t idle, int host_wait)
 {
-	int phase = cur_phase(a);
-	d->idle_by[phase][host_wait ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_QUEUED] += idle;
-	d->idle_short[phase] += idle;
+	d->idle_short[a->st->phase][host_wait] += idle;
 }
 
 /* ------------------------------------------------------------ bursts */
@@ -1088,22 +1117,19 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	if (d->busy.open && s > d->busy.end) {
 		uint64_t idle = s - d->busy.end;
 		d->idle_total += idle;
-		int host_wait = joined && api->ts > d->busy.end;
+		/* An unjoined record's launch is no_launch, ts 0: not late. */
+		int host_wait = api->ts > d->busy.end;
 		if (idle >= a->opts.gap_ns)
 			gap_long(a, d, s, joined ? api : NULL, kind == TBP_K_GPU_KERNEL ? g->name : 0);
 		else
 			gap_short(a, d, idle, host_wait);
-	} else if (!d->busy.open) {
+	} else if (__builtin_expect(!d->busy.open, 0)) {
 		/* The device's first work: the idle before it is the window's edge. */
 		d->edge_from = a->first_ts < s ? a->first_ts : s;
 		gap_new(a, d->id, d->edge_from, s, joined ? api : NULL, AN_EDGE_LEADING);
 	}
-	/* HTA's idle split, per stream: the host was late when the work was
-	 * launched after the stream's previous work ended. */
-	if (str->busy.open && s > str->busy.end)
-		str->hta_gap[joined && api->ts > str->busy.end] += s - str->busy.end;
 	un_add(&d->busy, s, e);
-	un_add(&str->busy, s, e);
+	stream_busy_add(str, s, e, api->ts);
 	hist_add(a, str, s, e);
 	if (s < d->first_ts)
 		d->first_ts = s;
@@ -1458,6 +1484,7 @@ static void on_marker(struct analysis *a, const struct tbp_record *r)
 		a->iterations = 0;
 		break;
 	}
+	phase_update(a);
 }
 
 /* Launches recorded in [ts, end) (the ring keeps the latest 65536). */
@@ -1735,13 +1762,29 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 		pass_record_other(a, r);
 }
 
+/* A block with the mark of a detected step inside: record by record, each
+ * after the marks due by its time. */
+COLD_FN void pass_block_marked(struct analysis *a, const struct tbp_record *const *recs, unsigned n,
+			       uint64_t *last_ts)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (recs[i]->ts >= a->st->next_synth_ts)
+			synth_emit(a, recs[i]->ts);
+		an_pass_block(a, &recs[i], 1, last_ts);
+	}
+}
+
 void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
 {
+	/* Records come in time order: marks of detected steps fall inside this
+	 * block only if its last record reaches the next one. */
+	if (__builtin_expect(n && recs[n - 1]->ts >= a->st->next_synth_ts, 0)) {
+		pass_block_marked(a, recs, n, last_ts);
+		return;
+	}
 	uint64_t last = *last_ts;
 	for (unsigned i = 0; i < n; i++) {
 		const struct tbp_record *r = recs[i];
-		if (__builtin_expect(r->ts >= a->st->next_synth_ts, 0))
-			synth_emit(a, r->ts);
 		if (r->ts < last) {
 			a->late_records++;
 			if (r->stream_kind == TBP_STREAM_GPU)
@@ -1911,8 +1954,7 @@ int an_pass_init(struct analysis *a)
 	st->pend_due = UINT64_MAX;
 	st->iters.item = sizeof(struct iter_len);
 	a->st = st;
-	st->launch_ring = malloc(LAUNCH_RING * sizeof *st->launch_ring);
-	if (!st->launch_ring || synth_init(a))
+	if (synth_init(a))
 		return -1;
 	return 0;
 }
@@ -1971,7 +2013,11 @@ static void idle_breakdown_add(struct analysis *a, const struct an_device *d, ui
 			ib->by_cause[c] += d->idle_by[ph][c];
 			explained += d->idle_by[ph][c];
 		}
-		ib->short_ns += d->idle_short[ph];
+		/* Gaps under the threshold: launched late is launch overhead. */
+		ib->by_cause[AN_CAUSE_LAUNCH_BOUND] += d->idle_short[ph][1];
+		ib->by_cause[AN_CAUSE_QUEUED] += d->idle_short[ph][0];
+		explained += d->idle_short[ph][0] + d->idle_short[ph][1];
+		ib->short_ns += d->idle_short[ph][0] + d->idle_short[ph][1];
 		ib->leading_ns += d->idle_edge[ph][0];
 		ib->trailing_ns += d->idle_edge[ph][1];
 	}
@@ -2181,7 +2227,6 @@ void an_pass_free(struct analysis *a)
 		free(VEC_AT(&st->threads, struct thread_st, i)->done);
 	vec_free(&st->threads);
 	vec_free(&st->all_findings);
-	free(st->launch_ring);
 	for (size_t i = 0; i < st->cands.n; i++)
 		vec_free(&VEC_AT(&st->cands, struct step_cand, i)->ivs);
 	vec_free(&st->cands);
