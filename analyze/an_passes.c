@@ -192,6 +192,7 @@ struct an_state {
 	struct synth_mark *synth;
 	size_t n_synth, synth_at;
 	int in_synth;
+	uint64_t warmup_value; /* WARMUP_END's value */
 	uint64_t next_synth_ts;
 	struct pend_span *pend; /* spans waiting for the launches inside them */
 	size_t pend_head, pend_n;
@@ -1479,6 +1480,7 @@ static void on_marker(struct analysis *a, const struct tbp_record *r)
 	case TBP_MARK_WARMUP_END:
 		/* The steady state starts at the next iteration. */
 		a->warmup_seen = 1;
+		st->warmup_value = r->u.marker.value; /* the runner's count of warm-up iterations */
 		st->win_open = 0;
 		a->markers_used = 0;
 		a->iterations = 0;
@@ -1621,13 +1623,15 @@ static void steps_finish(struct analysis *a)
 	if (!lens)
 		return;
 	size_t n = 0;
-	a->steps.count = st->iters.n;
 	for (size_t i = 0; i < st->iters.n; i++) {
 		const struct iter_len *it = VEC_AT(&st->iters, struct iter_len, i);
 		if (phase_counts(a, it->phase))
 			lens[n++] = it->ns;
 	}
-	a->steps.warmup = st->iters.n - n;
+	/* The runner runs its warm-up iterations unmarked and says how many
+	 * in WARMUP_END's value. */
+	a->steps.warmup = st->iters.n - n ? st->iters.n - n : st->warmup_value;
+	a->steps.count = n + a->steps.warmup;
 	a->steps.source = a->opts.synth_steps ? AN_STEPS_DETECTED : AN_STEPS_MARKS;
 	if (n) {
 		qsort(lens, n, sizeof *lens, u64_cmp_steps);
