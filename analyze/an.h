@@ -140,6 +140,7 @@ struct an_finding {
 	uint64_t leaf_callpath;            /* the call path as recorded, when placed at a user frame */
 	uint64_t kernel_name;              /* idle gap: a kernel that ended one of the gaps (string id) */
 	int context_backward;              /* idle gap: the context is inside a backward() */
+	int harness;                       /* placed in the runner's own code */
 };
 
 /* Window-wide idle time by cause, summed over devices (an_pass_finish). */

@@ -2123,6 +2123,7 @@ int an_pass_finish(struct analysis *a)
 			}
 			*o = *f;
 			o->callpath = placed;
+			o->harness = out == &a->harness || (f->kind == AN_F_IDLE_PART && an_callpath_is_harness(a, placed));
 			o->leaf_callpath = placed != f->callpath ? f->callpath : 0;
 			/* Another thread's span around the gaps explains them only
 			 * when it waits on this work: inside backward(), for

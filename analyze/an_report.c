@@ -207,9 +207,9 @@ static void text_idle_breakdown(const struct analysis *a, FILE *f)
 			break;
 		char site[512];
 		an_site_label(a, p->callpath, p->native, site, sizeof site);
-		fprintf(f, "      %10s  %-12s %s%s%s%s\n", fmt_ns(p->total_ns, t1, sizeof t1), an_cause_name(p->cause),
+		fprintf(f, "      %10s  %-12s %s%s%s%s%s\n", fmt_ns(p->total_ns, t1, sizeof t1), an_cause_name(p->cause),
 			p->callpath || p->native ? site : "(no host activity recorded)", p->edge ? " (" : "",
-			edge_name(p->edge), p->edge ? ")" : "");
+			edge_name(p->edge), p->edge ? ")" : "", p->harness ? " [the runner's]" : "");
 		shown++;
 	}
 }
@@ -671,10 +671,10 @@ static void json_idle_breakdown(const struct analysis *a, FILE *f)
 	for (size_t i = 0; i < a->idle_parts.n && i < 50; i++) {
 		const struct an_finding *p = VEC_AT(&a->idle_parts, struct an_finding, i);
 		fprintf(f, "%s\n {\"cause\":\"%s\",\"edge\":%s,\"total_ns\":%" PRIu64 ",\"pieces\":%" PRIu64
-			   ",\"device\":%" PRIu64 ",\"where\":",
+			   ",\"device\":%" PRIu64 ",\"harness\":%s,\"where\":",
 			i ? "," : "", an_cause_name(p->cause),
 			p->edge == AN_EDGE_LEADING ? "\"leading\"" : p->edge == AN_EDGE_TRAILING ? "\"trailing\"" : "null",
-			p->total_ns, p->count, p->device);
+			p->total_ns, p->count, p->device, p->harness ? "true" : "false");
 		json_where(a, f, p->callpath, p->native);
 		fputc('}', f);
 	}

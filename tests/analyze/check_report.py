@@ -139,7 +139,11 @@ def check_placement(scen, trace, rep):
           and [l["function"] for l in pp[0]["library"]] == ["convert", "Module._apply", "Module.to"],
           f"{scen}: ping_pong at the model's .to() line with torch's frames under it ({pp})")
     harness = [(h["kind"], h["where"]["python"][0]["file"], h["count"]) for h in rep["harness"]]
-    check(("sync_hotspot", "/opt/tb/runner/measure.py", 12) in harness, f"{scen}: the runner's sync is harness ({harness})")
+    check(("sync_hotspot", "/opt/tb/runner/measure.py", 14) in harness and ("idle_gap", "/opt/tb/runner/measure.py", 2) in harness,
+          f"{scen}: the runner's syncs and the gaps it waited in are harness ({harness})")
+    hsites = [x for x in rep["idle_breakdown"]["sites"] if x["where"]["python"] and "/opt/tb/" in x["where"]["python"][0]["file"]]
+    check(hsites and all(x["harness"] for x in hsites) and not any(x["harness"] for x in rep["idle_breakdown"]["sites"] if x not in hsites),
+          f"{scen}: idle at the runner's lines is marked harness ({hsites})")
     check(not [f for f in rep["findings"] for fr in f["where"]["python"][:1] if "/opt/tb/" in fr["file"]],
           f"{scen}: no finding placed in the runner")
     leaf = json.loads(run([trace, "--json", "--where=leaf"]).stdout)

@@ -477,6 +477,12 @@ static uint64_t planted_body(uint64_t g)
 		sync_call(0, gs + 5 * US, 3 * US, cp_measure, 0);
 		g = gs + 50 * US;
 	}
+	/* ... and twice the GPU drains while the runner waits in its sync:
+	 * idle of the harness, not of the model. */
+	for (int i = 0; i < 2; i++) {
+		sync_call(0, g - 10 * US, 150 * US, cp_measure, 0);
+		g = gap_then_kernel(g, 150 * US, 0, cp_fwd, 0);
+	}
 	/* sync_hotspot x12: short syncs while the GPU stays busy. */
 	for (int i = 0; i < 12; i++) {
 		uint64_t gs = g + 10 * US;
