@@ -203,6 +203,7 @@ struct an_device {
 	uint64_t gaps, gap_ns; /* idle gaps >= threshold (all phases) */
 	uint64_t idle_by[3][AN_CAUSE_N]; /* per phase: idle of gap pieces by cause */
 	uint64_t idle_short[3][2];       /* per phase: gaps under the threshold, [1] launched late */
+	uint64_t short_acc[2];           /* the same since the last mark (filed by phase at marks) */
 	uint64_t idle_edge[3][2];        /* per phase: leading, trailing edge */
 	uint64_t edge_from;              /* start of the leading edge as measured */
 	uint64_t idle_total;   /* every gap between busy spans so far (bursts) */

@@ -178,7 +178,7 @@ struct an_state {
 	int last_iter_phase;
 	uint64_t iter_no; /* ITER_BEGIN marks seen */
 	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
-	int phase;                /* cur_phase(), updated at each mark */
+	int phase;                /* cur_phase() since the last mark */
 	/* Step detection (a trace without marks): the times of the latest
 	 * launches, so that a span can count the launches inside it, and per
 	 * span call path the calls that held launches. */
@@ -468,10 +468,19 @@ static int cur_phase(const struct analysis *a)
 	return a->warmup_seen ? AN_PH_STEADY : AN_PH_WARMUP;
 }
 
-/* st->phase is cur_phase, kept for the per-kernel path. */
+/* At a change of phase, the short gaps of the phase that ends are filed
+ * under it (the per-kernel path only adds to one accumulator). */
 static void phase_update(struct analysis *a)
 {
-	a->st->phase = cur_phase(a);
+	struct an_state *st = a->st;
+	for (size_t i = 0; i < a->devices.n; i++) {
+		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		for (int k = 0; k < 2; k++) {
+			d->idle_short[st->phase][k] += d->short_acc[k];
+			d->short_acc[k] = 0;
+		}
+	}
+	st->phase = cur_phase(a);
 }
 
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat);
@@ -881,7 +890,8 @@ COLD_FN void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const
  * a launch-bound loop): a late launch is launch overhead, else queued. */
 HOT_FN void gap_short(struct analysis *a, struct an_device *d, uint64_t idle, int host_wait)
 {
-	d->idle_short[a->st->phase][host_wait] += idle;
+	(void)a;
+	d->short_acc[host_wait] += idle;
 }
 
 /* ------------------------------------------------------------ bursts */
@@ -2077,6 +2087,7 @@ int an_pass_finish(struct analysis *a)
 {
 	struct an_state *st = a->st;
 	synth_emit(a, UINT64_MAX);
+	phase_update(a); /* files the last phase's short gaps */
 	for (size_t i = 0; i < a->streams.n; i++)
 		burst_close(a, VEC_AT(&a->streams, struct an_stream, i));
 	bursts_fold(a, UINT64_MAX);
