@@ -201,6 +201,9 @@ def part_report(gen_path, tmp):
                   "unmarked: the warm-up step's one-time work is not a finding")
             nm = json.loads(run([trace, "--json", "--no-markers"]).stdout)
             check(nm["steps"] is None and nm["window"]["source"] == "events", "unmarked --no-markers: no steps")
+            # Kept allocations: churn only because every step makes them.
+            check(not [f for f in nm["findings"] if f["kind"] == "alloc_churn"],
+                  "unmarked --no-markers: allocations kept, no steps to repeat in: no alloc_churn")
         if scen == "markers":
             st = rep["steps"]
             check(st is not None and st["source"] == "marks" and st["count"] == 2 and st["warmup"] == 1

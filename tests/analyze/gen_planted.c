@@ -601,6 +601,7 @@ static void scen_unmarked(uint64_t slow, uint64_t step_gap)
 	uint64_t cp_fwd_fn = site("model.py", "forward", 28, cp_step);
 	uint64_t cp_load = site("data.py", "load_batch", 33, cp_step);
 	uint64_t cp_warm = site("model.py", "build_caches", 90, cp_step);
+	uint64_t cp_grow = site("model.py", "grow_cache", 61, cp_step);
 	uint64_t g = 1000 * US, t0 = g - 100 * US;
 	uint64_t begins[7];
 	for (int i = 0; i < 6; i++) {
@@ -610,6 +611,11 @@ static void scen_unmarked(uint64_t slow, uint64_t step_gap)
 			span(0, g + 5 * US, g + 2005 * US, cp_warm);
 			g = gap_then_kernel(g, 2010 * US, 0, cp_fwd, 0);
 		}
+		/* 12 buffers a step allocated and kept (a cache that grows every
+		 * step): allocations in every iteration are churn. */
+		for (int k = 0; k < 12; k++)
+			malloc_call(0, g + 1 * US + (uint64_t)k * 100, cp_grow, 0x60000000 + ((uint64_t)i * 12 + k) * 0x10000,
+				    64 << 10);
 		span(0, g + 5 * US, g + step_gap - 10 * US, cp_load);
 		g = gap_then_kernel(g, step_gap, 0, cp_fwd, 0);
 		uint64_t fs = g - 46 * US;
@@ -623,6 +629,7 @@ static void scen_unmarked(uint64_t slow, uint64_t step_gap)
 		span(0, sb + 1 * US, g, cp_step);
 	}
 	expect_finding("idle_gap", "python", "data.py", "load_batch", 33, 5);
+	expect_finding("alloc_churn", NULL, "model.py", "grow_cache", 61, 60); /* 5 steady steps x 12 */
 	begins[6] = g; /* the last step ends with its span */
 	/* Time per step after warm-up: each step to the next one's start. */
 	uint64_t lens[5];
