@@ -19,7 +19,7 @@ const char an_opts_help[] =
 	"  --sync-min N        syncs per call site to report a sync hotspot (default 10)\n"
 	"  --churn-min N       allocations per call site to report churn (default 50)\n"
 	"  --top N             findings shown in the text report (default 20)\n"
-	"  --no-markers        ignore the runner's iteration/warm-up markers\n"
+	"  --no-markers        ignore the runner's iteration/warm-up markers (and detect no steps)\n"
 	"  --where=user|leaf   place a finding at the innermost frame of the user's code (default: user, the\n"
 	"                      first frame outside torch and the standard library) or at the leaf frame\n";
 
