@@ -1616,12 +1616,6 @@ static void steps_detect(struct analysis *a)
 	}
 }
 
-static int u64_cmp_steps(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-	return a < b ? -1 : a > b;
-}
-
 /* Time per step: the iterations' lengths (marks, or detected steps marked
  * by the second pass), the counted ones' median. */
 static void steps_finish(struct analysis *a)
@@ -1644,7 +1638,7 @@ static void steps_finish(struct analysis *a)
 	a->steps.count = n + a->steps.warmup;
 	a->steps.source = a->opts.synth_steps ? AN_STEPS_DETECTED : AN_STEPS_MARKS;
 	if (n) {
-		qsort(lens, n, sizeof *lens, u64_cmp_steps);
+		qsort(lens, n, sizeof *lens, u64_cmp);
 		a->steps.median_ns = n % 2 ? lens[n / 2] : (lens[n / 2 - 1] + lens[n / 2]) / 2;
 	}
 	free(lens);
