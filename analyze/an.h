@@ -354,6 +354,7 @@ void an_site_label(const struct analysis *a, uint64_t callpath, uint64_t native,
 /* Stable text key of a call site (whole path), for diff across traces. */
 void an_site_key(const struct analysis *a, uint64_t callpath, uint64_t native, char *buf, size_t len);
 const char *an_suggestion(const struct analysis *a, const struct an_finding *f);
+int an_finding_is_engine(const struct an_finding *f);
 
 /* ------------------------------------------------------------ loading */
 /* Pass 1 of export: definitions only (no analysis), the earliest event time

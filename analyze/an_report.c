@@ -77,6 +77,13 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 		case AN_CAUSE_LAUNCH_BOUND:
 			return "the next launch was issued late (launch-bound): batch small ops "
 			       "(torch._foreach_*, fused ops), use torch.compile or CUDA graphs";
+		case AN_CAUSE_QUEUED:
+			return "the next work was already queued when the GPU ran dry: it waited on the GPU side "
+			       "(an event or another stream it depends on, or launch latency): check cross-stream "
+			       "waits and events here";
+		case AN_CAUSE_NO_HOST:
+			return "nothing was recorded on the host while the GPU sat idle (a sleep, I/O, or code the "
+			       "tracer does not see): profile the host side of this stretch";
 		default:
 			return "the host was busy outside Python before this launch (native code, data "
 			       "loading, allocator): profile the native side or overlap it with GPU work";
@@ -160,6 +167,17 @@ static size_t library_frames(const struct analysis *a, const struct an_finding *
 		if (!an_callpath_frames(a, node, &fr[n++], 1))
 			return 0;
 	return n;
+}
+
+/* The gaps' host work was launching from a thread with no Python of its own
+ * while another thread waited in backward(): autograd's engine.  (The tracer
+ * lends such a thread the backward() caller's path, so its launches show
+ * the user's loss.backward() line.) */
+int an_finding_is_engine(const struct an_finding *x)
+{
+	return x->kind == AN_F_IDLE_GAP && x->context_backward &&
+	       (x->cause == AN_CAUSE_LAUNCH_BOUND || x->cause == AN_CAUSE_HOST_OTHER) &&
+	       (!x->callpath || x->callpath == x->context_callpath);
 }
 
 /* The causes of an idle gap finding other than its own, when the host did
@@ -258,16 +276,13 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 	if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
 		char ctx[512];
 		an_site_label(a, x->context_callpath, 0, ctx, sizeof ctx);
-		if (!x->callpath) {
-			/* A thread without Python launching while the caller waits:
-			 * during backward() that is autograd's engine. */
+		if (an_finding_is_engine(x)) {
 			size_t kl = 0;
 			const char *k = an_string(a, x->kernel_name, &kl);
-			fprintf(f, "      a host thread without Python%s launching %.*s\n",
-				x->context_backward ? " (the autograd engine, during backward())" : "",
+			fprintf(f, "      the autograd engine's thread (no Python of its own) launching %.*s\n",
 				k ? (int)(kl > 80 ? 80 : kl) : 9, k ? k : "GPU work");
 		}
-		fprintf(f, "      while another thread waited in %s\n", ctx);
+		fprintf(f, "      while another thread waited in backward() at %s\n", ctx);
 	}
 	fprintf(f, "      -> %s\n", an_suggestion(a, x));
 }
@@ -721,7 +736,7 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 		json_where(a, f, x->context_callpath, 0);
 	}
 	if (x->kind == AN_F_IDLE_GAP && x->context_callpath)
-		fprintf(f, ",\"autograd_engine\":%s", !x->callpath && x->context_backward ? "true" : "false");
+		fprintf(f, ",\"autograd_engine\":%s", an_finding_is_engine(x) ? "true" : "false");
 	if (x->kind == AN_F_IDLE_GAP && x->kernel_name) {
 		size_t kl = 0;
 		const char *k = an_string(a, x->kernel_name, &kl);

@@ -213,15 +213,17 @@ def part_report(gen_path, tmp):
             # Tensor.backward is their context, placed at the backward() line.
             gaps = [f for f in rep["findings"] if f["kind"] == "idle_gap"]
             ctx = {(f["context"]["python"][0]["file"], f["context"]["python"][0]["line"]) for f in gaps if "context" in f}
-            check(len(gaps) == 2 and all("context" in f for f in gaps) and ctx == {("train.py", 70)},
+            check(len(gaps) == 3 and all("context" in f for f in gaps) and ctx == {("train.py", 70)},
                   f"threads: every gap has the backward() line as context ({ctx})")
-            eng = [f for f in gaps if f["cause"] == "host_other"]
-            check(len(eng) == 1 and eng[0].get("autograd_engine") is True and eng[0].get("kernel") == "vectorized_elementwise_kernel<relu>"
-                  and "autograd engine" in run([trace]).stdout, f"threads: C++ launches during backward() are the autograd engine's ({eng})")
+            eng = [f for f in gaps if f["cause"] in ("host_other", "launch_bound")]
+            check(len(eng) == 2 and all(f.get("autograd_engine") is True and f.get("kernel") == "vectorized_elementwise_kernel<relu>"
+                                        for f in eng)
+                  and "autograd engine" in run([trace]).stdout,
+                  f"threads: C++ launches during backward() (no path, or the path lent by the tracer) are the autograd engine's ({eng})")
             py = [f for f in gaps if f["cause"] == "python"]
             check(len(py) == 1 and py[0].get("autograd_engine") is False, "threads: a Python Function.backward is named, not the engine")
-            check(not [f for f in rep["findings"] for fr in f["where"]["python"] if "_tensor.py" in fr["file"]
-                       or fr["line"] == 70], "threads: no finding blames the waiting thread's Tensor.backward")
+            check(not [f for f in rep["findings"] for fr in f["where"]["python"] + f["library"] if "_tensor.py" in fr["file"]],
+                  "threads: no finding blames the waiting thread's Tensor.backward")
         if scen == "markers":
             check(rep["window"]["source"] == "markers", "markers: window from markers")
             check(rep["window"]["warmup_excluded"] is True, "markers: warm-up excluded")

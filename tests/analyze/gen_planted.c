@@ -582,6 +582,13 @@ static void scen_threads(void)
 	}
 	expect_finding("idle_gap", "host_other", NULL, NULL, 0, 2);
 	expect_split("host_other", 2 * 156 * US, NULL, NULL, 0);
+	/* The tracer lends such a thread the backward() caller's path
+	 * (doc/python.md): its launches show train.py:70. */
+	for (int i = 0; i < 2; i++) {
+		kernel(1, g + 120 * US, cp_step, 0, 0, 7, g + 126 * US, g + 166 * US, k_relu);
+		g += 166 * US;
+	}
+	expect_finding("idle_gap", "launch_bound", "train.py", "step", 70, 2);
 	span(0, tb0, g + 10 * US, cp_eng);
 	g = clean_step(g + 20 * US, 0);
 	span(0, t0, g + 30 * US, cp_main);
