@@ -40,6 +40,9 @@ void *vec_push(struct vec *v); /* zeroed new slot or NULL */
 void vec_free(struct vec *v);
 
 /* ------------------------------------------------------------ options */
+struct an_step {
+	uint64_t begin, end;
+};
 struct an_opts {
 	uint64_t gap_ns;          /* idle gap threshold (--gap-us, 50) */
 	unsigned burst_min;       /* kernels in a burst (--burst-min, 16) */
@@ -50,6 +53,12 @@ struct an_opts {
 	unsigned churn_min;       /* allocations per site (--churn-min, 50) */
 	unsigned top;             /* findings shown in text (--top, 20) */
 	int no_markers;           /* ignore runner markers (--no-markers) */
+	int where_leaf;           /* place findings at the leaf frame (--where=leaf) */
+	/* Set by an_run for its second pass over a trace without marks: the
+	 * detected steps, [begin, end) each, in time order, marked as the
+	 * runner would (the first one warm-up). */
+	const struct an_step *synth_steps;
+	size_t n_synth_steps;
 };
 void an_opts_default(struct an_opts *o);
 /* Parses one analysis option at argv[*i] (advancing *i past its value):
@@ -65,6 +74,10 @@ enum an_finding_kind {
 	AN_F_PING_PONG,
 	AN_F_SYNC_HOTSPOT,
 	AN_F_ALLOC_CHURN,
+	/* Internal: idle time of one (cause, call site), from every gap piece of
+	 * any length; feeds the idle breakdown's top sites, never reported as a
+	 * finding. */
+	AN_F_IDLE_PART,
 };
 enum an_gap_cause {
 	AN_CAUSE_NONE = 0,
@@ -72,9 +85,27 @@ enum an_gap_cause {
 	AN_CAUSE_PYTHON,       /* host busy in a Python function (a span) */
 	AN_CAUSE_LAUNCH_BOUND, /* next launch issued late from Python */
 	AN_CAUSE_HOST_OTHER,   /* host work outside Python */
+	AN_CAUSE_NO_HOST,      /* no host activity recorded on the responsible thread */
+	AN_CAUSE_QUEUED,       /* the next work was already queued: the GPU side waited */
+	AN_CAUSE_N,
+};
+/* Where a gap piece lies: inside the window, or at its edges (before the
+ * device's first GPU work, after its last). */
+enum an_gap_edge {
+	AN_EDGE_NONE = 0,
+	AN_EDGE_LEADING = 1,
+	AN_EDGE_TRAILING = 2,
 };
 const char *an_finding_name(int kind);
 const char *an_cause_name(int cause);
+
+enum an_steps_source {
+	AN_STEPS_NONE = 0,
+	AN_STEPS_MARKS,    /* the runner's iteration marks */
+	AN_STEPS_PROFILER, /* torch.profiler's ProfilerStep ranges (not recorded by this trace format yet) */
+	AN_STEPS_DETECTED, /* the repeating calls of the training loop */
+};
+const char *an_steps_source_name(int source);
 
 /* Phases, so the report can keep to the runner's steady state. */
 enum an_phase {
@@ -96,6 +127,33 @@ struct an_finding {
 	uint64_t other_callpath;   /* idle gap: launch that resumed the GPU */
 	uint64_t device;
 	uint64_t idle_ns;          /* burst: device idle inside its bursts (union of their spans) */
+	/* idle gap: */
+	uint8_t edge;                      /* enum an_gap_edge */
+	uint64_t cause_ns[AN_CAUSE_N];     /* the gaps' idle split by what the host did */
+	uint64_t context_callpath;         /* innermost span of another thread around the gap
+	                                    * (the waiting caller, e.g. backward()) */
+	/* alloc churn: */
+	uint64_t frees_pending;            /* allocations of this site freed, not yet re-allocated */
+	uint64_t cycles;                   /* allocations after a free of this site's memory */
+	uint64_t iters_allocating;         /* marked iterations with an allocation here */
+	uint64_t last_iter;                /* iteration number of the latest one + 1 */
+	uint64_t leaf_callpath;            /* the call path as recorded, when placed at a user frame */
+	uint64_t kernel_name;              /* idle gap: a kernel that ended one of the gaps (string id) */
+	int context_backward;              /* idle gap: the context is inside a backward() */
+	int harness;                       /* placed in the runner's own code */
+};
+
+/* Window-wide idle time by cause, summed over devices (an_pass_finish). */
+struct an_idle_breakdown {
+	uint64_t idle_ns;                /* = breakdown's gpu_idle_ns */
+	uint64_t by_cause[AN_CAUSE_N];   /* gap pieces of every length, edges included */
+	uint64_t short_ns;               /* of which in gaps under the threshold */
+	uint64_t leading_ns, trailing_ns;/* of which before the first / after the last GPU work */
+	uint64_t harness_ns;             /* between marked iterations: the runner's time */
+	/* HTA's definition, whole trace, summed over streams: the gaps between
+	 * consecutive GPU work of a stream; host_wait when the next work was
+	 * launched after the previous one ended, else queued. */
+	uint64_t hta_host_wait_ns, hta_queued_ns;
 };
 
 /* ------------------------------------------------------------ breakdown */
@@ -128,6 +186,7 @@ struct an_stream {
 	uint64_t kernels, copies, sets;
 	uint64_t first_ts, last_end;
 	struct an_burst_run run;
+	uint64_t hta_gap[2]; /* whole trace: queued, host wait (HTA's idle split) */
 };
 
 /* A gap or burst drawn on the HTML timeline (the longest ones are kept). */
@@ -142,6 +201,11 @@ struct an_device {
 	uint64_t kernels, copies, sets;
 	uint64_t first_ts, last_end;
 	uint64_t gaps, gap_ns; /* idle gaps >= threshold (all phases) */
+	uint64_t idle_by[3][AN_CAUSE_N]; /* per phase: idle of gap pieces by cause */
+	uint64_t idle_short[3][2];       /* per phase: gaps under the threshold, [1] launched late */
+	uint64_t short_acc[2];           /* the same since the last mark (filed by phase at marks) */
+	uint64_t idle_edge[3][2];        /* per phase: leading, trailing edge */
+	uint64_t edge_from;              /* start of the leading edge as measured */
 	uint64_t idle_total;   /* every gap between busy spans so far (bursts) */
 	/* memory */
 	int64_t mem_cur;
@@ -219,9 +283,22 @@ struct analysis {
 	struct vec streams;  /* struct an_stream */
 	struct an_breakdown total;
 	struct vec findings; /* struct an_finding, sorted biggest first, filtered */
+	struct vec harness;  /* the same, placed in the runner's own code: its cost, not the model's */
 	struct vec kernels;  /* struct an_kernel_stat, by total desc */
 	struct vec spans;    /* struct an_span_stat, by total desc */
 	struct vec sites;    /* struct an_site_stat */
+	struct an_idle_breakdown idle;
+	/* Training steps: from the runner's marks, else detected from the loop
+	 * whose calls hold most launches (an_run's second pass). */
+	struct {
+		int source;          /* enum an_steps_source */
+		uint64_t count;      /* steps in the trace, warm-up included */
+		uint64_t warmup;     /* of which set apart as warm-up */
+		uint64_t median_ns;  /* median time per step after warm-up */
+		uint64_t function;   /* detected: call path of the step function's spans */
+	} steps;
+	struct vec step_ivs;         /* detected steps (struct an_step), first pass only */
+	struct vec idle_parts; /* struct an_finding (AN_F_IDLE_PART), biggest first */
 	uint64_t mem_leak_bytes, mem_leak_count;
 
 	/* HTML timeline: bins of hist_w ns from hist_origin, and marks. */
@@ -252,6 +329,15 @@ struct an_frame {
 size_t an_callpath_frames(const struct analysis *a, uint64_t callpath, struct an_frame *out, size_t max);
 /* Parent node of a call path (the caller's frame), 0 when none or unknown. */
 uint64_t an_callpath_parent(const struct analysis *a, uint64_t callpath);
+/* torch's own files and the standard library: not the user's code. */
+int an_file_is_library(const char *file, size_t len);
+/* The call path from the innermost frame of the user's code outwards: walking
+ * out from the leaf, the first frame outside torch and the standard library
+ * (callpath itself when its leaf is user code, or when every frame is a
+ * library's). */
+uint64_t an_user_callpath(const struct analysis *a, uint64_t callpath);
+/* The runner's own files (run.py beside runner/, runner/NAME.py): the harness. */
+int an_callpath_is_harness(const struct analysis *a, uint64_t callpath);
 struct an_native_frame {
 	uint64_t pc, offset;
 	const char *module;
@@ -268,6 +354,7 @@ void an_site_label(const struct analysis *a, uint64_t callpath, uint64_t native,
 /* Stable text key of a call site (whole path), for diff across traces. */
 void an_site_key(const struct analysis *a, uint64_t callpath, uint64_t native, char *buf, size_t len);
 const char *an_suggestion(const struct analysis *a, const struct an_finding *f);
+int an_finding_is_engine(const struct an_finding *f);
 
 /* ------------------------------------------------------------ loading */
 /* Pass 1 of export: definitions only (no analysis), the earliest event time

@@ -1,7 +1,7 @@
 /*
- * tbanalyze engine, part 1: containers, definition tables (strings, Python
- * frames, call-path and native tries, modules) and the streaming loader
- * that merges per-stream records into one time order with bounded buffering.
+ * tbanalyze engine, part 1: the streaming loader that merges per-stream
+ * records into one time order with bounded buffering and hands them to the
+ * passes (an_passes.c); definitions and containers are in an_defs.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -13,424 +13,6 @@
 #include "an_internal.h"
 #include "cmd.h"
 #include "tr_common.h"
-
-/* ------------------------------------------------------------ u64map */
-static inline uint64_t mix64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdULL;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ULL;
-	x ^= x >> 33;
-	return x;
-}
-
-static int u64map_grow(struct u64map *m)
-{
-	size_t ncap = m->cap ? m->cap * 2 : 64;
-	uint64_t *nk = calloc(ncap, sizeof *nk), *nv = malloc(ncap * sizeof *nv);
-	if (!nk || !nv) {
-		free(nk);
-		free(nv);
-		return -1;
-	}
-	for (size_t i = 0; i < m->cap; i++) {
-		if (!m->keys[i])
-			continue;
-		size_t j = mix64(m->keys[i]) & (ncap - 1);
-		while (nk[j])
-			j = (j + 1) & (ncap - 1);
-		nk[j] = m->keys[i];
-		nv[j] = m->vals[i];
-	}
-	free(m->keys);
-	free(m->vals);
-	m->keys = nk;
-	m->vals = nv;
-	m->cap = ncap;
-	return 0;
-}
-
-int u64map_put(struct u64map *m, uint64_t key, uint64_t val)
-{
-	if (key == UINT64_MAX)
-		return -1;
-	if ((m->n + 1) * 4 > m->cap * 3 && u64map_grow(m))
-		return -1;
-	uint64_t k = key + 1;
-	size_t j = mix64(k) & (m->cap - 1);
-	while (m->keys[j] && m->keys[j] != k)
-		j = (j + 1) & (m->cap - 1);
-	if (!m->keys[j]) {
-		m->keys[j] = k;
-		m->n++;
-	}
-	m->vals[j] = val;
-	return 0;
-}
-
-uint64_t *u64map_get(const struct u64map *m, uint64_t key)
-{
-	if (!m->cap || key == UINT64_MAX)
-		return NULL;
-	uint64_t k = key + 1;
-	size_t j = mix64(k) & (m->cap - 1);
-	while (m->keys[j]) {
-		if (m->keys[j] == k)
-			return &m->vals[j];
-		j = (j + 1) & (m->cap - 1);
-	}
-	return NULL;
-}
-
-int u64map_del(struct u64map *m, uint64_t key)
-{
-	if (!m->cap || key == UINT64_MAX)
-		return 0;
-	uint64_t k = key + 1;
-	size_t mask = m->cap - 1, j = mix64(k) & mask;
-	while (m->keys[j] && m->keys[j] != k)
-		j = (j + 1) & mask;
-	if (!m->keys[j])
-		return 0;
-	/* Backward-shift deletion keeps probe chains intact without tombstones. */
-	size_t hole = j;
-	for (size_t i = (j + 1) & mask; m->keys[i]; i = (i + 1) & mask) {
-		size_t home = mix64(m->keys[i]) & mask;
-		/* Move i into the hole unless its home lies cyclically in (hole, i]. */
-		int in_range = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
-		if (!in_range) {
-			m->keys[hole] = m->keys[i];
-			m->vals[hole] = m->vals[i];
-			hole = i;
-		}
-	}
-	m->keys[hole] = 0;
-	m->n--;
-	return 1;
-}
-
-void u64map_free(struct u64map *m)
-{
-	free(m->keys);
-	free(m->vals);
-	memset(m, 0, sizeof *m);
-}
-
-void *vec_push(struct vec *v)
-{
-	if (v->n == v->cap) {
-		size_t ncap = v->cap ? v->cap * 2 : 16;
-		void *nd = realloc(v->data, ncap * v->item);
-		if (!nd)
-			return NULL;
-		v->data = nd;
-		v->cap = ncap;
-	}
-	void *slot = (char *)v->data + v->n * v->item;
-	memset(slot, 0, v->item);
-	v->n++;
-	return slot;
-}
-
-void vec_free(struct vec *v)
-{
-	free(v->data);
-	v->data = NULL;
-	v->n = v->cap = 0;
-}
-
-/* ------------------------------------------------------------ definitions */
-struct def_str { size_t off, len; };
-struct def_frame { uint64_t file, function, line; };
-struct def_node { uint64_t a, parent; }; /* callpath: a = frame; native: a = pc */
-
-struct an_defs {
-	struct u64map str_idx, frame_idx, cp_idx, nat_idx;
-	struct vec strs, frames, cps, nats, modules;
-	char *arena;
-	size_t alen, acap;
-};
-
-static struct an_defs *defs_new(void)
-{
-	struct an_defs *d = calloc(1, sizeof *d);
-	if (!d)
-		return NULL;
-	d->strs.item = sizeof(struct def_str);
-	d->frames.item = sizeof(struct def_frame);
-	d->cps.item = sizeof(struct def_node);
-	d->nats.item = sizeof(struct def_node);
-	d->modules.item = sizeof(struct tbp_module);
-	return d;
-}
-
-static void defs_free(struct an_defs *d)
-{
-	if (!d)
-		return;
-	u64map_free(&d->str_idx);
-	u64map_free(&d->frame_idx);
-	u64map_free(&d->cp_idx);
-	u64map_free(&d->nat_idx);
-	vec_free(&d->strs);
-	vec_free(&d->frames);
-	vec_free(&d->cps);
-	vec_free(&d->nats);
-	vec_free(&d->modules);
-	free(d->arena);
-	free(d);
-}
-
-/* Returns 0, or -1 when out of memory. */
-/* Call paths and native stacks are both tries: (id, payload, parent). */
-static int add_trie_node(struct vec *nodes, struct u64map *idx, uint64_t id, uint64_t a, uint64_t parent)
-{
-	struct def_node *n = vec_push(nodes);
-	if (!n)
-		return -1;
-	n->a = a;
-	n->parent = parent;
-	return u64map_put(idx, id, nodes->n - 1);
-}
-
-static int defs_add(struct an_defs *d, const struct tbp_record *r)
-{
-	switch (r->kind) {
-	case TBP_K_STRING: {
-		if (d->alen + r->blob_len + 1 > d->acap) {
-			size_t ncap = d->acap ? d->acap : 4096;
-			while (ncap < d->alen + r->blob_len + 1)
-				ncap *= 2;
-			char *na = realloc(d->arena, ncap);
-			if (!na)
-				return -1;
-			d->arena = na;
-			d->acap = ncap;
-		}
-		struct def_str *s = vec_push(&d->strs);
-		if (!s)
-			return -1;
-		s->off = d->alen;
-		s->len = r->blob_len;
-		if (r->blob_len)
-			memcpy(d->arena + d->alen, r->blob, r->blob_len);
-		d->alen += r->blob_len;
-		d->arena[d->alen++] = 0;
-		return u64map_put(&d->str_idx, r->u.string.id, d->strs.n - 1);
-	}
-	case TBP_K_PYFRAME: {
-		struct def_frame *f = vec_push(&d->frames);
-		if (!f)
-			return -1;
-		f->file = r->u.pyframe.file;
-		f->function = r->u.pyframe.function;
-		f->line = r->u.pyframe.line;
-		return u64map_put(&d->frame_idx, r->u.pyframe.id, d->frames.n - 1);
-	}
-	case TBP_K_CALLPATH:
-		return add_trie_node(&d->cps, &d->cp_idx, r->u.callpath.id, r->u.callpath.frame,
-				     r->u.callpath.parent);
-	case TBP_K_NATIVE:
-		return add_trie_node(&d->nats, &d->nat_idx, r->u.native.id, r->u.native.pc,
-				     r->u.native.parent);
-	case TBP_K_MODULE: {
-		struct tbp_module *m = vec_push(&d->modules);
-		if (!m)
-			return -1;
-		*m = r->u.module;
-		return 0;
-	}
-	}
-	return 0;
-}
-
-const char *an_string(const struct analysis *a, uint64_t id, size_t *len)
-{
-	if (!id || !a->defs)
-		return NULL;
-	uint64_t *ix = u64map_get(&a->defs->str_idx, id);
-	if (!ix)
-		return NULL;
-	const struct def_str *s = VEC_AT(&a->defs->strs, struct def_str, *ix);
-	if (len)
-		*len = s->len;
-	return a->defs->arena + s->off;
-}
-
-/* Depth bound guards against a cyclic trie in a corrupt trace. */
-#define AN_MAX_DEPTH 256
-
-size_t an_callpath_frames(const struct analysis *a, uint64_t cp, struct an_frame *out, size_t max)
-{
-	size_t n = 0;
-	for (unsigned depth = 0; cp && n < max && depth < AN_MAX_DEPTH; depth++) {
-		uint64_t *ix = u64map_get(&a->defs->cp_idx, cp);
-		if (!ix)
-			break;
-		const struct def_node *node = VEC_AT(&a->defs->cps, struct def_node, *ix);
-		uint64_t *fx = u64map_get(&a->defs->frame_idx, node->a);
-		struct an_frame *o = &out[n++];
-		memset(o, 0, sizeof *o);
-		if (fx) {
-			const struct def_frame *f = VEC_AT(&a->defs->frames, struct def_frame, *fx);
-			o->file = an_string(a, f->file, &o->file_len);
-			o->function = an_string(a, f->function, &o->function_len);
-			o->line = f->line;
-		}
-		if (!o->file) {
-			o->file = "?";
-			o->file_len = 1;
-		}
-		if (!o->function) {
-			o->function = "?";
-			o->function_len = 1;
-		}
-		cp = node->parent;
-	}
-	return n;
-}
-
-uint64_t an_callpath_parent(const struct analysis *a, uint64_t cp)
-{
-	uint64_t *ix = cp ? u64map_get(&a->defs->cp_idx, cp) : NULL;
-	return ix ? VEC_AT(&a->defs->cps, struct def_node, *ix)->parent : 0;
-}
-
-size_t an_native_frames(const struct analysis *a, uint64_t nat, struct an_native_frame *out, size_t max)
-{
-	size_t n = 0;
-	for (unsigned depth = 0; nat && n < max && depth < AN_MAX_DEPTH; depth++) {
-		uint64_t *ix = u64map_get(&a->defs->nat_idx, nat);
-		if (!ix)
-			break;
-		const struct def_node *node = VEC_AT(&a->defs->nats, struct def_node, *ix);
-		struct an_native_frame *o = &out[n++];
-		memset(o, 0, sizeof *o);
-		o->pc = node->a;
-		for (size_t i = 0; i < a->defs->modules.n; i++) {
-			const struct tbp_module *m = VEC_AT(&a->defs->modules, struct tbp_module, i);
-			if (node->a >= m->start && node->a < m->end) {
-				o->module = an_string(a, m->path, &o->module_len);
-				o->offset = node->a - m->start + m->offset;
-				break;
-			}
-		}
-		nat = node->parent;
-	}
-	return n;
-}
-
-/* Last occurrence of needle in [s, s + n), or NULL. */
-static const char *last_in(const char *s, size_t n, const char *needle)
-{
-	size_t nl = strlen(needle);
-	for (size_t i = n >= nl ? n - nl + 1 : 0; i-- > 0;)
-		if (!memcmp(s + i, needle, nl))
-			return s + i;
-	return NULL;
-}
-
-/* Tail of file below dir (a directory, no trailing slash), or NULL. */
-static const char *below(const char *file, size_t len, const char *dir, size_t dlen)
-{
-	while (dlen > 1 && dir[dlen - 1] == '/')
-		dlen--;
-	if (dlen == 0 || len <= dlen + 1 || memcmp(file, dir, dlen) || file[dlen] != '/')
-		return NULL;
-	return file + dlen + 1;
-}
-
-const char *an_display_path(const struct analysis *a, const char *file, size_t len, size_t *out_len)
-{
-	const char *tail = NULL;
-	const char *hit;
-	/* Installed packages: torch/nn/modules/linear.py, as imported. */
-	if ((hit = last_in(file, len, "/site-packages/")))
-		tail = hit + strlen("/site-packages/");
-	else if ((hit = last_in(file, len, "/dist-packages/")))
-		tail = hit + strlen("/dist-packages/");
-	/* The traced program's own files, relative to where it ran. */
-	if (!tail && a->proc_cwd) {
-		size_t cl;
-		const char *cwd = an_string(a, a->proc_cwd, &cl);
-		if (cwd)
-			tail = below(file, len, cwd, cl);
-	}
-	if (!tail) {
-		static char here[4096];
-		static int have_here = -1;
-		if (have_here < 0)
-			have_here = getcwd(here, sizeof here) != NULL;
-		if (have_here)
-			tail = below(file, len, here, strlen(here));
-	}
-	/* The standard library: .../lib/python3.11/json/decoder.py. */
-	if (!tail && (hit = last_in(file, len, "/lib/python"))) {
-		const char *slash = memchr(hit + 1, '/', (size_t)(file + len - (hit + 1)));
-		slash = slash ? memchr(slash + 1, '/', (size_t)(file + len - (slash + 1))) : NULL;
-		if (slash && slash + 1 < file + len)
-			tail = slash + 1;
-	}
-	if (!tail || tail >= file + len)
-		tail = file;
-	*out_len = len - (size_t)(tail - file);
-	return tail;
-}
-
-void an_site_label(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf, size_t len)
-{
-	struct an_frame f;
-	if (an_callpath_frames(a, cp, &f, 1)) {
-		size_t fl;
-		const char *file = an_display_path(a, f.file, f.file_len, &fl);
-		snprintf(buf, len, "%.*s:%" PRIu64 " %.*s", (int)fl, file, f.line,
-			 (int)f.function_len, f.function);
-		return;
-	}
-	struct an_native_frame nf;
-	if (an_native_frames(a, nat, &nf, 1)) {
-		if (nf.module)
-			snprintf(buf, len, "%.*s+0x%" PRIx64, (int)nf.module_len, nf.module, nf.offset);
-		else
-			snprintf(buf, len, "0x%" PRIx64, nf.pc);
-		return;
-	}
-	snprintf(buf, len, "(no call path)");
-}
-
-void an_site_key(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf, size_t len)
-{
-	struct an_frame fr[64];
-	size_t n = an_callpath_frames(a, cp, fr, 64), used = 0;
-	buf[0] = 0;
-	for (size_t i = 0; i < n && used + 1 < len; i++) {
-		int w = snprintf(buf + used, len - used, "%s%.*s:%" PRIu64 ":%.*s", i ? "<" : "",
-				 (int)fr[i].file_len, fr[i].file, fr[i].line, (int)fr[i].function_len,
-				 fr[i].function);
-		if (w < 0)
-			break;
-		used += (size_t)w;
-	}
-	if (n)
-		return;
-	/* Native addresses differ between runs (ASLR): key by module+offset. */
-	struct an_native_frame nf[16];
-	size_t nn = an_native_frames(a, nat, nf, 16);
-	for (size_t i = 0; i < nn && used + 1 < len; i++) {
-		int w;
-		if (nf[i].module)
-			w = snprintf(buf + used, len - used, "%s%.*s+0x%" PRIx64, i ? "<" : "",
-				     (int)nf[i].module_len, nf[i].module, nf[i].offset);
-		else
-			w = snprintf(buf + used, len - used, "%s0x%" PRIx64, i ? "<" : "", nf[i].pc);
-		if (w < 0)
-			break;
-		used += (size_t)w;
-	}
-	if (!nn)
-		snprintf(buf, len, "(no call path)");
-}
 
 /* ------------------------------------------------------------ opening */
 int an_open(struct tbp_reader **r, const char *path)
@@ -796,7 +378,35 @@ static int window_second_pass(struct analysis *a, const char *path)
 	return rc;
 }
 
+static int run_once(struct analysis *a, const char *path, const struct an_opts *opts);
+
+
+/* A trace without the runner's marks whose training loop was found (the
+ * first pass detects it from the spans): analysed again with the steps
+ * marked as the runner would, so that the first step is warm-up and the
+ * breakdown and findings are the steady state's. */
 int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
+{
+	int rc = run_once(a, path, opts);
+	if (rc || a->steps.source != AN_STEPS_DETECTED || a->step_ivs.n < 2)
+		return rc;
+	struct an_opts again = a->opts;
+	struct vec steps = a->step_ivs;
+	uint64_t function = a->steps.function;
+	a->step_ivs = (struct vec){0};
+	an_free(a);
+	again.synth_steps = steps.data;
+	again.n_synth_steps = steps.n;
+	rc = run_once(a, path, &again);
+	a->opts.synth_steps = NULL;
+	a->opts.n_synth_steps = 0;
+	a->step_ivs = steps; /* freed with the analysis */
+	a->steps.source = AN_STEPS_DETECTED;
+	a->steps.function = function;
+	return rc;
+}
+
+static int analysis_init(struct analysis *a, const char *path, const struct an_opts *opts)
 {
 	memset(a, 0, sizeof *a);
 	a->path = path;
@@ -807,6 +417,9 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	a->devices.item = sizeof(struct an_device);
 	a->streams.item = sizeof(struct an_stream);
 	a->findings.item = sizeof(struct an_finding);
+	a->idle_parts.item = sizeof(struct an_finding);
+	a->harness.item = sizeof(struct an_finding);
+	a->step_ivs.item = sizeof(struct an_step);
 	a->kernels.item = sizeof(struct an_kernel_stat);
 	a->spans.item = sizeof(struct an_span_stat);
 	a->sites.item = sizeof(struct an_site_stat);
@@ -825,21 +438,20 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 		fprintf(stderr, "tbanalyze: out of memory\n");
 		return TBA_EXIT_INTERNAL;
 	}
+	return 0;
+}
 
-	struct tbp_reader *r;
-	int rc = an_open(&r, path);
-	if (rc)
-		return rc;
-	a->header = *tbp_reader_header(r);
-
+/* Reads the whole trace, definitions into the tables, timed records through
+ * the merge into the passes in time order, the others straight to them.
+ * Closes the reader. */
+static int read_trace(struct analysis *a, struct tbp_reader *r, const char *path)
+{
 	struct merger m = {.qs = {.item = sizeof(struct mqueue)}};
 	/* A CUPTI trace will have GPU activity, possibly all of it handed over
 	 * late: let device 0's queue hold the host records back from the start
 	 * (bounded by the cap) instead of only once it shows up. */
-	if ((a->header.features & TBP_FEAT_CUPTI) && !mq_get(&m, TBP_STREAM_GPU, 0)) {
-		tbp_reader_close(r);
-		goto nomem_closed;
-	}
+	if ((a->header.features & TBP_FEAT_CUPTI) && !mq_get(&m, TBP_STREAM_GPU, 0))
+		goto nomem;
 	uint64_t last_off = tbp_reader_offset(r);
 	/* Records come a run at a time (tbp_reader_next_many: one chunk, so
 	 * one stream).  A run is decoded straight into the free tail of the
@@ -959,7 +571,7 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 		a->events += n - defs;
 	}
 	if (st < 0) {
-		rc = tr_exit_status(r);
+		int rc = tr_exit_status(r);
 		merge_free(&m);
 		tbp_reader_close(r);
 		return rc;
@@ -971,6 +583,27 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	merge_drain(a, &m, 1);
 	merge_free(&m);
 	tbp_reader_close(r);
+	return TBA_EXIT_OK;
+nomem:
+	merge_free(&m);
+	tbp_reader_close(r);
+	fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
+	return TBA_EXIT_INTERNAL;
+}
+
+static int run_once(struct analysis *a, const char *path, const struct an_opts *opts)
+{
+	int rc = analysis_init(a, path, opts);
+	if (rc)
+		return rc;
+	struct tbp_reader *r;
+	rc = an_open(&r, path);
+	if (rc)
+		return rc;
+	a->header = *tbp_reader_header(r);
+	rc = read_trace(a, r, path);
+	if (rc)
+		return rc;
 	/* GPU activity that reached the analysis after a later marker makes
 	 * the marker snapshots inexact: measure the window again from the GPU
 	 * records alone (in order per device stream), clipped to it. */
@@ -979,15 +612,11 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 		if (rc)
 			return rc;
 	}
-	if (an_pass_finish(a))
-		goto nomem_closed;
+	if (an_pass_finish(a)) {
+		fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
+		return TBA_EXIT_INTERNAL;
+	}
 	return TBA_EXIT_OK;
-nomem:
-	merge_free(&m);
-	tbp_reader_close(r);
-nomem_closed:
-	fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
-	return TBA_EXIT_INTERNAL;
 }
 
 int an_load_defs(struct analysis *a, const char *path, uint64_t *first_ts, uint64_t *pid)
@@ -1037,44 +666,11 @@ void an_free(struct analysis *a)
 	vec_free(&a->devices);
 	vec_free(&a->streams);
 	vec_free(&a->findings);
+	vec_free(&a->idle_parts);
+	vec_free(&a->harness);
+	vec_free(&a->step_ivs);
 	vec_free(&a->kernels);
 	vec_free(&a->spans);
 	vec_free(&a->sites);
 }
 
-void an_opts_default(struct an_opts *o)
-{
-	memset(o, 0, sizeof *o);
-	o->gap_ns = 50000;
-	o->burst_min = 16;
-	o->burst_kernel_ns = 10000;
-	o->scalar_bytes = 64;
-	o->pingpong_min = 3;
-	o->sync_min = 10;
-	o->churn_min = 50;
-	o->top = 20;
-}
-
-const char *an_finding_name(int kind)
-{
-	switch (kind) {
-	case AN_F_IDLE_GAP: return "idle_gap";
-	case AN_F_KERNEL_BURST: return "kernel_burst";
-	case AN_F_SCALAR_COPY: return "scalar_copy";
-	case AN_F_PING_PONG: return "ping_pong";
-	case AN_F_SYNC_HOTSPOT: return "sync_hotspot";
-	case AN_F_ALLOC_CHURN: return "alloc_churn";
-	}
-	return "unknown";
-}
-
-const char *an_cause_name(int cause)
-{
-	switch (cause) {
-	case AN_CAUSE_SYNC: return "sync";
-	case AN_CAUSE_PYTHON: return "python";
-	case AN_CAUSE_LAUNCH_BOUND: return "launch_bound";
-	case AN_CAUSE_HOST_OTHER: return "host_other";
-	}
-	return "";
-}

@@ -1,8 +1,15 @@
-/* Internal seams between the loader (an_core.c) and the passes (an_passes.c). */
+/* Internal seams between the loader (an_core.c), the passes (an_passes.c)
+ * and the definition tables (an_defs.c).  The loader calls the passes and
+ * fills the tables; the passes read the tables only. */
 #ifndef TBANALYZE_AN_INTERNAL_H
 #define TBANALYZE_AN_INTERNAL_H
 
 #include "an.h"
+
+/* Definition tables (an_defs.c), filled by the loader. */
+struct an_defs *defs_new(void);
+void defs_free(struct an_defs *d);
+int defs_add(struct an_defs *d, const struct tbp_record *r); /* 0 ok, -1 nomem */
 
 int an_pass_init(struct analysis *a);
 /* One record, in time order for API/GPU/marker records; definitions never

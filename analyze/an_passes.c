@@ -36,14 +36,35 @@ struct span_ent {
 	uint32_t tid;
 	uint64_t ts, end, callpath;
 };
+/* A host call or Python span kept with a gap: what the responsible host
+ * thread was doing during it. */
+#define GAP_CALLS 24
+#define GAP_SPANS 16
+struct gap_call {
+	uint64_t ts, end, callpath, native;
+	int sync;
+};
+struct gap_span {
+	uint64_t ts, end, callpath;
+};
+/* One piece of an idle gap (a gap crossing an iteration boundary is cut
+ * there), waiting for the spans that explain it: spans reach the file as
+ * they end, after the GPU records of the gap. */
 struct pgap {
 	uint64_t device, start, end;
-	uint8_t phase;
-	int has_sync, has_launch;
-	uint64_t sync_cp, sync_nat, sync_end;
+	uint8_t phase, edge;
+	int queued;      /* the next work was launched before the GPU ran dry */
+	int has_launch;
 	uint64_t launch_cp, launch_nat, launch_ts;
-	uint32_t launch_tid;
-	uint64_t span_cp, span_overlap, span_dur;
+	uint64_t resume; /* when the host issued the next work (launch, else gap end) */
+	uint32_t tid;    /* the host thread held responsible */
+	int has_tid;
+	struct gap_call calls[GAP_CALLS];
+	unsigned ncalls;
+	struct gap_span spans[GAP_SPANS];
+	unsigned nspans;
+	uint64_t ctx_cp, ctx_dur; /* innermost span of another thread around the piece */
+	uint64_t kernel_name;     /* the kernel that ended the gap */
 };
 /* What a GPU record needs of the call that launched it. */
 struct corr_ent {
@@ -104,6 +125,7 @@ struct pp_ent {
 };
 struct alloc_ent {
 	uint64_t bytes, device;
+	size_t finding; /* index + 1 in all_findings of the allocating site's churn finding */
 };
 
 struct an_state {
@@ -151,6 +173,48 @@ struct an_state {
 	struct hot_cache site_cache, kernel_cache;
 	struct site_direct site_direct[SITE_DIRECT];
 	uint64_t iter_begin_ts;
+	/* The latest iteration that ended: a gap across its end is cut there. */
+	uint64_t last_iter_begin_ts, last_iter_end_ts;
+	int last_iter_phase;
+	uint64_t iter_no; /* ITER_BEGIN marks seen */
+	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
+	int phase;                /* cur_phase() since the last mark */
+	/* Step detection (a trace without marks): the times of the latest
+	 * launches, so that a span can count the launches inside it, and per
+	 * span call path the calls that held launches. */
+	uint64_t launch_n;
+	uint64_t launch_ring[1u << 16]; /* LAUNCH_RING */
+	struct u64map cand_idx;
+	struct vec cands; /* struct step_cand */
+	/* Marked iterations: length and phase of each (time per step). */
+	struct vec iters; /* struct iter_len */
+	/* Synthetic marks for detected steps (second pass), in time order. */
+	struct synth_mark *synth;
+	size_t n_synth, synth_at;
+	int in_synth;
+	uint64_t warmup_value; /* WARMUP_END's value */
+	uint64_t next_synth_ts;
+	struct pend_span *pend; /* spans waiting for the launches inside them */
+	size_t pend_head, pend_n;
+	uint64_t pend_due;      /* end of the oldest pending span, UINT64_MAX: none */
+};
+
+static int phase_counts(const struct analysis *a, int phase);
+
+#define LAUNCH_RING (1u << 16)
+#define CAND_IVS 4096 /* steps kept per candidate loop function */
+struct step_cand {
+	uint64_t callpath, launches, count;
+	uint32_t tid;
+	int unusable; /* calls on several threads, or one inside another: not a loop's steps */
+	struct vec ivs; /* struct an_step */
+};
+struct iter_len {
+	uint64_t ns;
+	int phase;
+};
+struct synth_mark {
+	uint64_t ts, kind;
 };
 
 /* ------------------------------------------------------------ unions */
@@ -165,6 +229,30 @@ HOT_FN void un_add(struct an_union *u, uint64_t s, uint64_t e)
 		return;
 	}
 	if (s > u->end) {
+		u->closed += u->end - u->start;
+		u->start = s;
+		u->end = e;
+	} else if (e > u->end) {
+		u->end = e;
+	}
+}
+
+/* un_add on a stream's busy union, which also splits the stream's idle
+ * as HTA does: the host was late when the work was launched (launch_ts)
+ * after the stream's previous work ended. */
+HOT_FN void stream_busy_add(struct an_stream *str, uint64_t s, uint64_t e, uint64_t launch_ts)
+{
+	struct an_union *u = &str->busy;
+	if (e < s)
+		e = s;
+	if (!u->open) {
+		u->start = s;
+		u->end = e;
+		u->open = 1;
+		return;
+	}
+	if (s > u->end) {
+		str->hta_gap[launch_ts > u->end] += s - u->end;
 		u->closed += u->end - u->start;
 		u->start = s;
 		u->end = e;
@@ -380,6 +468,21 @@ static int cur_phase(const struct analysis *a)
 	return a->warmup_seen ? AN_PH_STEADY : AN_PH_WARMUP;
 }
 
+/* At a change of phase, the short gaps of the phase that ends are filed
+ * under it (the per-kernel path only adds to one accumulator). */
+static void phase_update(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	for (size_t i = 0; i < a->devices.n; i++) {
+		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		for (int k = 0; k < 2; k++) {
+			d->idle_short[st->phase][k] += d->short_acc[k];
+			d->short_acc[k] = 0;
+		}
+	}
+	st->phase = cur_phase(a);
+}
+
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat);
 /* In front of site_stat_slow: a direct-mapped table by (cp, nat) itself, no
  * hash to compute; it keeps what the slow path answered for that pair. */
@@ -486,64 +589,205 @@ COLD_FN void mark_add(struct analysis *a, int kind, uint64_t dev, uint64_t strea
 	a->marks[slot] = (struct an_mark){.device = dev, .stream = stream, .start = s, .end = e, .kind = kind};
 }
 
-/* ------------------------------------------------------------ idle gaps */
+/* ------------------------------------------------------------ idle gaps
+ * A gap's idle time is split by what the responsible host thread (the one
+ * that issued the work ending the gap, else the last one to call the API)
+ * was doing at each instant of it, in this order: waiting inside a sync; in
+ * a Python span (the innermost one); inside another API call, or between
+ * calls, charged to the next call (Python: launch overhead, launch_bound;
+ * none: host work outside Python); no later call recorded: no_host.  When
+ * the next work was already queued before the GPU ran dry, the host is not
+ * to blame: queued. */
 static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 {
 	if (sp->end <= g->start || sp->ts >= g->end)
 		return;
+	if (!g->has_tid || sp->tid != g->tid) {
+		/* Another thread's span around the whole piece: the caller waiting
+		 * for this work (the main thread inside backward()). */
+		if (sp->ts <= g->start && sp->end >= g->end && (!g->ctx_cp || sp->end - sp->ts < g->ctx_dur)) {
+			g->ctx_cp = sp->callpath;
+			g->ctx_dur = sp->end - sp->ts;
+		}
+		return;
+	}
 	/* A span running since before the GPU went idle and still running when
 	 * the next launch was issued is a caller of everything (the training
 	 * loop, main): it explains nothing. */
-	uint64_t resume = g->has_launch ? g->launch_ts : g->end;
-	if (sp->ts <= g->start && sp->end >= resume)
+	if (sp->ts <= g->start && sp->end >= g->resume)
 		return;
 	uint64_t lo = sp->ts > g->start ? sp->ts : g->start;
 	uint64_t hi = sp->end < g->end ? sp->end : g->end;
-	uint64_t ov = hi - lo, dur = sp->end - sp->ts;
-	if (ov > g->span_overlap || (ov == g->span_overlap && ov && dur < g->span_dur)) {
-		g->span_overlap = ov;
-		g->span_dur = dur;
-		g->span_cp = sp->callpath;
+	unsigned slot = g->nspans;
+	if (slot == GAP_SPANS) {
+		/* Full: replace the span with the least overlap, if less than this one's. */
+		uint64_t least = UINT64_MAX;
+		for (unsigned i = 0; i < GAP_SPANS; i++) {
+			const struct gap_span *x = &g->spans[i];
+			uint64_t xl = x->ts > g->start ? x->ts : g->start, xh = x->end < g->end ? x->end : g->end;
+			if (xh - xl < least) {
+				least = xh - xl;
+				slot = i;
+			}
+		}
+		if (least >= hi - lo)
+			return;
+	} else {
+		g->nspans++;
 	}
+	g->spans[slot] = (struct gap_span){.ts = sp->ts, .end = sp->end, .callpath = sp->callpath};
+}
+
+static int u64_cmp(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+struct gap_part {
+	uint8_t cause;
+	uint64_t cp, nat, ns;
+};
+#define GAP_PARTS (2 * (GAP_CALLS + GAP_SPANS) + 4)
+
+static void part_add(struct gap_part *parts, size_t *n, int cause, uint64_t cp, uint64_t nat, uint64_t ns)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (parts[i].cause == cause && parts[i].cp == cp && parts[i].nat == nat) {
+			parts[i].ns += ns;
+			return;
+		}
+	if (*n < GAP_PARTS)
+		parts[(*n)++] = (struct gap_part){.cause = (uint8_t)cause, .cp = cp, .nat = nat, .ns = ns};
+}
+
+/* What the host was doing at instant t of the piece (see above). */
+static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t *nat)
+{
+	for (unsigned i = 0; i < g->ncalls; i++) {
+		const struct gap_call *c = &g->calls[i];
+		if (c->sync && c->ts <= t && t < c->end) {
+			*cp = c->callpath;
+			*nat = c->native;
+			return AN_CAUSE_SYNC;
+		}
+	}
+	const struct gap_span *inner = NULL;
+	for (unsigned i = 0; i < g->nspans; i++) {
+		const struct gap_span *sp = &g->spans[i];
+		if (sp->ts <= t && t < sp->end && (!inner || sp->end - sp->ts < inner->end - inner->ts))
+			inner = sp;
+	}
+	if (inner) {
+		*cp = inner->callpath;
+		*nat = 0;
+		return AN_CAUSE_PYTHON;
+	}
+	/* Calls are in time order: the first one not over by t is the call
+	 * the host was in, or the next one it made. */
+	for (unsigned i = 0; i < g->ncalls; i++) {
+		const struct gap_call *c = &g->calls[i];
+		if (c->end > t) {
+			*cp = c->callpath;
+			*nat = c->native;
+			return c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+		}
+	}
+	*cp = *nat = 0;
+	return AN_CAUSE_NO_HOST;
 }
 
 static void gap_finalize(struct analysis *a, const struct pgap *g)
 {
 	uint64_t len = g->end - g->start;
-	int cause;
-	uint64_t cp = 0, nat = 0;
-	if (g->has_sync) {
-		cause = AN_CAUSE_SYNC;
-		cp = g->sync_cp;
-		nat = g->sync_nat;
-	} else if (g->span_overlap * 2 >= len && g->span_cp) {
-		cause = AN_CAUSE_PYTHON;
-		cp = g->span_cp;
-	} else if (g->has_launch && g->launch_cp) {
-		cause = AN_CAUSE_LAUNCH_BOUND;
-		cp = g->launch_cp;
-		nat = g->launch_nat;
+	struct gap_part parts[GAP_PARTS];
+	size_t np = 0;
+	if (g->queued) {
+		part_add(parts, &np, AN_CAUSE_QUEUED, g->launch_cp, g->launch_nat, len);
 	} else {
-		cause = AN_CAUSE_HOST_OTHER;
-		cp = g->has_launch ? g->launch_cp : 0;
-		nat = g->has_launch ? g->launch_nat : 0;
+		uint64_t pts[2 + 2 * (GAP_CALLS + GAP_SPANS)];
+		size_t n = 0;
+		pts[n++] = g->start;
+		pts[n++] = g->end;
+		for (unsigned i = 0; i < g->ncalls; i++) {
+			pts[n++] = g->calls[i].ts;
+			pts[n++] = g->calls[i].end;
+		}
+		for (unsigned i = 0; i < g->nspans; i++) {
+			pts[n++] = g->spans[i].ts;
+			pts[n++] = g->spans[i].end;
+		}
+		qsort(pts, n, sizeof pts[0], u64_cmp);
+		for (size_t i = 0; i + 1 < n; i++) {
+			uint64_t lo = pts[i] > g->start ? pts[i] : g->start;
+			uint64_t hi = pts[i + 1] < g->end ? pts[i + 1] : g->end;
+			if (hi <= lo)
+				continue;
+			uint64_t cp, nat;
+			int cause = gap_cause_at(g, lo, &cp, &nat);
+			part_add(parts, &np, cause, cp, nat, hi - lo);
+		}
 	}
-	struct an_finding *f = finding(a, AN_F_IDLE_GAP, cause, g->phase, cp, nat);
+	uint64_t by_cause[AN_CAUSE_N] = {0};
+	for (size_t i = 0; i < np; i++)
+		by_cause[parts[i].cause] += parts[i].ns;
+	int cause = AN_CAUSE_NO_HOST;
+	for (int c = 1; c < AN_CAUSE_N; c++)
+		if (by_cause[c] > by_cause[cause])
+			cause = c;
+	const struct gap_part *site = NULL;
+	for (size_t i = 0; i < np; i++)
+		if (parts[i].cause == cause && (!site || parts[i].ns > site->ns))
+			site = &parts[i];
+
+	struct an_device *d = get_device(a, g->device);
+	if (d) {
+		for (int c = 0; c < AN_CAUSE_N; c++)
+			d->idle_by[g->phase][c] += by_cause[c];
+		if (g->edge)
+			d->idle_edge[g->phase][g->edge - 1] += len;
+	}
+	for (size_t i = 0; i < np; i++) {
+		struct an_finding *p = finding(a, AN_F_IDLE_PART, parts[i].cause + 16 * g->edge, g->phase,
+					       parts[i].cp, parts[i].nat);
+		if (p) {
+			p->cause = parts[i].cause;
+			p->edge = g->edge;
+			p->total_ns += parts[i].ns;
+			p->count++;
+			p->device = g->device;
+		}
+	}
+	/* A piece under the threshold (the end of a gap cut at an iteration
+	 * boundary) is idle time, not an occurrence; so is the idle before the
+	 * first and after the last GPU work (start-up, shutdown: reported in
+	 * the idle breakdown, not as findings about the steady state). */
+	if (len < a->opts.gap_ns || g->edge)
+		return;
+	struct an_finding *f = finding(a, AN_F_IDLE_GAP, cause, g->phase, site ? site->cp : 0, site ? site->nat : 0);
 	if (!f)
 		return;
 	f->count++;
 	f->groups++;
 	f->total_ns += len;
+	for (int c = 0; c < AN_CAUSE_N; c++)
+		f->cause_ns[c] += by_cause[c];
 	if (len > f->max_ns)
 		f->max_ns = len;
 	f->device = g->device;
 	if (!f->other_callpath && g->has_launch)
 		f->other_callpath = g->launch_cp;
+	if (!f->context_callpath)
+		f->context_callpath = g->ctx_cp;
+	if (!f->kernel_name)
+		f->kernel_name = g->kernel_name;
 }
 
-COLD_FN void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, const struct corr_ent *launch)
+COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
 {
 	struct an_state *st = a->st;
+	if (end <= start)
+		return;
 	if (st->gap_n == PENDING_GAPS) {
 		gap_finalize(a, &st->gaps[st->gap_head]);
 		st->gap_head = (st->gap_head + 1) % PENDING_GAPS;
@@ -551,39 +795,103 @@ COLD_FN void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64
 	}
 	struct pgap *g = &st->gaps[(st->gap_head + st->gap_n) % PENDING_GAPS];
 	st->gap_n++;
-	memset(g, 0, sizeof *g);
-	g->device = device;
+	*g = *tmpl;
 	g->start = start;
 	g->end = end;
-	g->phase = cur_phase(a);
-	/* A gap that began before this iteration did is the runner's time
-	 * between iterations, not the model's. */
-	if (st->in_iter && start < st->iter_begin_ts)
-		g->phase = AN_PH_OUTSIDE;
-	if (launch) {
-		g->has_launch = 1;
-		g->launch_cp = launch->callpath;
-		g->launch_nat = launch->native;
-		g->launch_ts = launch->ts;
-		g->launch_tid = launch->tid;
-	}
-	/* A sync that was already waiting when the GPU ran dry drained the
-	 * pipeline: the host could not run ahead and queue more work. */
-	size_t n = st->api_n < API_RING ? st->api_n : API_RING;
-	for (size_t i = 0; i < n; i++) {
-		const struct api_ent *e = &st->api[i];
-		if (e->kind != TBP_K_SYNC || e->ts > start || e->end < start || e->ts >= end)
-			continue;
-		if (!g->has_sync || e->end > g->sync_end) {
-			g->has_sync = 1;
-			g->sync_cp = e->callpath;
-			g->sync_nat = e->native;
-			g->sync_end = e->end;
-		}
-	}
+	g->phase = (uint8_t)phase;
 	size_t ns = st->span_n < SPAN_RING ? st->span_n : SPAN_RING;
 	for (size_t i = 0; i < ns; i++)
 		gap_consider_span(g, &st->span[i]);
+}
+
+/* An idle interval [start, end) of a device: host facts gathered now (API
+ * calls before `end` are all in), cut at iteration boundaries so that each
+ * piece counts in its own iteration and the runner's time between
+ * iterations stays apart. */
+COLD_FN void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, const struct corr_ent *launch,
+		     int edge)
+{
+	struct an_state *st = a->st;
+	struct pgap g;
+	memset(&g, 0, sizeof g);
+	g.device = device;
+	g.edge = (uint8_t)edge;
+	g.kernel_name = st->gap_kernel_name;
+	g.resume = end;
+	if (launch) {
+		g.has_launch = 1;
+		g.launch_cp = launch->callpath;
+		g.launch_nat = launch->native;
+		g.launch_ts = launch->ts;
+		g.resume = launch->ts;
+		g.tid = launch->tid;
+		g.has_tid = 1;
+		g.queued = launch->ts <= start;
+	}
+	size_t n = st->api_n < API_RING ? st->api_n : API_RING;
+	if (!g.has_tid && n) {
+		/* No launch ends it (the tail): the thread that called last. */
+		for (size_t k = 1; k <= n; k++) {
+			const struct api_ent *e = &st->api[(st->api_n - k) % API_RING];
+			if (e->ts <= end) {
+				g.tid = e->tid;
+				g.has_tid = 1;
+				break;
+			}
+		}
+	}
+	/* The responsible thread's calls over the gap, newest first into the
+	 * tail of the array (the ones nearest the resume matter most). */
+	unsigned kept = 0;
+	struct gap_call tmp[GAP_CALLS];
+	for (size_t k = 1; k <= n && kept < GAP_CALLS - 1 && g.has_tid; k++) {
+		const struct api_ent *e = &st->api[(st->api_n - k) % API_RING];
+		if (e->tid != g.tid || e->ts >= end || e->end <= start)
+			continue;
+		tmp[GAP_CALLS - 1 - kept++] = (struct gap_call){
+			.ts = e->ts, .end = e->end, .callpath = e->callpath, .native = e->native, .sync = e->kind == TBP_K_SYNC};
+	}
+	memcpy(g.calls, &tmp[GAP_CALLS - kept], kept * sizeof tmp[0]);
+	g.ncalls = kept;
+	/* From its launch to its start the next work is on its way: launch
+	 * overhead and latency, the launch's. */
+	if (launch)
+		g.calls[g.ncalls++] = (struct gap_call){
+			.ts = launch->ts, .end = end, .callpath = launch->callpath, .native = launch->native};
+
+	uint64_t t = start;
+	if (st->last_iter_end_ts > t && st->last_iter_end_ts <= end) {
+		uint64_t lo = st->last_iter_begin_ts > t ? st->last_iter_begin_ts : t;
+		gap_piece(a, &g, lo, st->last_iter_end_ts, st->last_iter_phase);
+		if (lo > t)
+			gap_piece(a, &g, t, lo, AN_PH_OUTSIDE);
+		t = st->last_iter_end_ts;
+	}
+	if (st->in_iter && st->iter_begin_ts > t) {
+		gap_piece(a, &g, t, st->iter_begin_ts < end ? st->iter_begin_ts : end, AN_PH_OUTSIDE);
+		t = st->iter_begin_ts;
+	}
+	if (t < end)
+		gap_piece(a, &g, t, end, cur_phase(a));
+}
+
+COLD_FN void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch,
+		      uint64_t kernel_name)
+{
+	d->gaps++;
+	d->gap_ns += s - d->busy.end;
+	a->st->gap_kernel_name = kernel_name;
+	gap_new(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE);
+	a->st->gap_kernel_name = 0;
+	mark_add(a, AN_F_IDLE_GAP, d->id, 0, d->busy.end, s);
+}
+
+/* A gap under the threshold is not examined (they come with most kernels of
+ * a launch-bound loop): a late launch is launch overhead, else queued. */
+HOT_FN void gap_short(struct analysis *a, struct an_device *d, uint64_t idle, int host_wait)
+{
+	(void)a;
+	d->short_acc[host_wait] += idle;
 }
 
 /* ------------------------------------------------------------ bursts */
@@ -817,16 +1125,22 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		api = &no_launch;
 	}
 	st->gpu_now = s;
-	if (d->busy.open && s > d->busy.end)
-		d->idle_total += s - d->busy.end;
-	if (d->busy.open && s > d->busy.end && s - d->busy.end >= a->opts.gap_ns) {
-		d->gaps++;
-		d->gap_ns += s - d->busy.end;
-		gap_new(a, d->id, d->busy.end, s, joined ? api : NULL);
-		mark_add(a, AN_F_IDLE_GAP, d->id, 0, d->busy.end, s);
+	if (d->busy.open && s > d->busy.end) {
+		uint64_t idle = s - d->busy.end;
+		d->idle_total += idle;
+		/* An unjoined record's launch is no_launch, ts 0: not late. */
+		int host_wait = api->ts > d->busy.end;
+		if (idle >= a->opts.gap_ns)
+			gap_long(a, d, s, joined ? api : NULL, kind == TBP_K_GPU_KERNEL ? g->name : 0);
+		else
+			gap_short(a, d, idle, host_wait);
+	} else if (__builtin_expect(!d->busy.open, 0)) {
+		/* The device's first work: the idle before it is the window's edge. */
+		d->edge_from = a->first_ts < s ? a->first_ts : s;
+		gap_new(a, d->id, d->edge_from, s, joined ? api : NULL, AN_EDGE_LEADING);
 	}
 	un_add(&d->busy, s, e);
-	un_add(&str->busy, s, e);
+	stream_busy_add(str, s, e, api->ts);
 	hist_add(a, str, s, e);
 	if (s < d->first_ts)
 		d->first_ts = s;
@@ -946,8 +1260,10 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 		a->n_errors++;
 	switch (kind) {
 	case TBP_K_LAUNCH:
-		if (!failed)
+		if (!failed) {
 			a->n_launch++;
+			st->launch_ring[st->launch_n++ & (LAUNCH_RING - 1)] = ts;
+		}
 		break;
 	case TBP_K_MEMSET:
 		a->n_memset++;
@@ -1047,6 +1363,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			struct alloc_ent *ent = VEC_AT(&st->alloc_pool, struct alloc_ent, i);
 			ent->bytes = m->bytes;
 			ent->device = c->device;
+			ent->finding = 0;
 			u64map_put(&st->allocs, m->ptr, i);
 		}
 		struct an_finding *f = finding(a, AN_F_ALLOC_CHURN, 0, phase, c->callpath, c->native);
@@ -1055,6 +1372,23 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			f->total_ns += dur;
 			f->bytes += m->bytes;
 			f->device = c->device;
+			/* Churn is a cycle: memory of this site freed, then allocated
+			 * again; or an allocation in every iteration.  Buffers allocated
+			 * once and kept (setup) are neither. */
+			if (f->frees_pending) {
+				f->frees_pending--;
+				f->cycles++;
+			}
+			if (st->in_iter && f->last_iter != st->iter_no) {
+				f->last_iter = st->iter_no;
+				f->iters_allocating++;
+			}
+			if (m->ptr) {
+				uint64_t *ai = u64map_get(&st->allocs, m->ptr);
+				if (ai)
+					VEC_AT(&st->alloc_pool, struct alloc_ent, *ai)->finding =
+						(size_t)(f - VEC_AT(&st->all_findings, struct an_finding, 0)) + 1;
+			}
 		}
 		break;
 	}
@@ -1066,6 +1400,8 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			break;
 		uint64_t i = *ix;
 		struct alloc_ent *ent = VEC_AT(&st->alloc_pool, struct alloc_ent, i);
+		if (ent->finding && ent->finding <= st->all_findings.n)
+			VEC_AT(&st->all_findings, struct an_finding, ent->finding - 1)->frees_pending++;
 		struct an_device *d = get_device(a, ent->device);
 		if (d) {
 			d->frees++;
@@ -1118,11 +1454,15 @@ static void on_marker(struct analysis *a, const struct tbp_record *r)
 	note_time(a, r->ts, r->ts);
 	if (a->opts.no_markers)
 		return;
+	/* A second pass marks the detected steps itself; the trace has none. */
+	if (a->opts.synth_steps && !st->in_synth)
+		return;
 	switch (r->u.marker.marker_kind) {
 	case TBP_MARK_ITER_BEGIN:
 		st->iter_markers = 1;
 		st->in_iter = 1;
 		st->iter_begin_ts = r->ts;
+		st->iter_no++;
 		if (!st->win_open) {
 			snap_all(a, r->ts, 0);
 			a->win_begin = r->ts;
@@ -1131,6 +1471,14 @@ static void on_marker(struct analysis *a, const struct tbp_record *r)
 		}
 		break;
 	case TBP_MARK_ITER_END:
+		if (st->in_iter) {
+			st->last_iter_phase = cur_phase(a);
+			st->last_iter_begin_ts = st->iter_begin_ts;
+			st->last_iter_end_ts = r->ts;
+			struct iter_len *il = vec_push(&st->iters);
+			if (il)
+				*il = (struct iter_len){.ns = r->ts - st->iter_begin_ts, .phase = st->last_iter_phase};
+		}
 		st->in_iter = 0;
 		if (st->win_open) {
 			snap_all(a, r->ts, 1);
@@ -1142,11 +1490,203 @@ static void on_marker(struct analysis *a, const struct tbp_record *r)
 	case TBP_MARK_WARMUP_END:
 		/* The steady state starts at the next iteration. */
 		a->warmup_seen = 1;
+		st->warmup_value = r->u.marker.value; /* the runner's count of warm-up iterations */
 		st->win_open = 0;
 		a->markers_used = 0;
 		a->iterations = 0;
 		break;
 	}
+	phase_update(a);
+}
+
+/* Launches recorded in [ts, end) (the ring keeps the latest 65536). */
+static uint64_t launches_in(const struct an_state *st, uint64_t ts, uint64_t end)
+{
+	uint64_t lo = st->launch_n > LAUNCH_RING ? st->launch_n - LAUNCH_RING : 0, hi = st->launch_n;
+	uint64_t a0 = lo, a1 = hi;
+	while (a0 < a1) { /* first launch at or after ts */
+		uint64_t m = a0 + (a1 - a0) / 2;
+		if (st->launch_ring[m & (LAUNCH_RING - 1)] < ts)
+			a0 = m + 1;
+		else
+			a1 = m;
+	}
+	uint64_t first = a0;
+	a1 = hi;
+	while (a0 < a1) { /* first launch at or after end */
+		uint64_t m = a0 + (a1 - a0) / 2;
+		if (st->launch_ring[m & (LAUNCH_RING - 1)] < end)
+			a0 = m + 1;
+		else
+			a1 = m;
+	}
+	return a0 - first;
+}
+
+/* A call of the span's function: a candidate step of the training loop
+ * when it holds launches (of any thread: backward's are autograd's). */
+static void step_cand_add(struct analysis *a, uint32_t tid, uint64_t cp, uint64_t ts, uint64_t end)
+{
+	struct an_state *st = a->st;
+	uint64_t n = launches_in(st, ts, end);
+	if (!n)
+		return;
+	uint64_t *ix = u64map_get(&st->cand_idx, cp);
+	struct step_cand *c;
+	if (ix) {
+		c = VEC_AT(&st->cands, struct step_cand, *ix);
+	} else {
+		if (!(c = vec_push(&st->cands)) || u64map_put(&st->cand_idx, cp, st->cands.n - 1))
+			return;
+		c->callpath = cp;
+		c->tid = tid;
+		c->ivs.item = sizeof(struct an_step);
+	}
+	if (c->tid != tid)
+		c->unusable = 1;
+	/* Spans come as they end: one that began before the previous call
+	 * ended contains it (recursion) or overlaps it. */
+	if (c->ivs.n && VEC_AT(&c->ivs, struct an_step, c->ivs.n - 1)->end > ts)
+		c->unusable = 1;
+	c->launches += n;
+	c->count++;
+	struct an_step *iv = c->ivs.n < CAND_IVS ? vec_push(&c->ivs) : NULL;
+	if (iv)
+		*iv = (struct an_step){.begin = ts, .end = end};
+}
+
+/* A span is read as soon as it ends, before the merge has handed over the
+ * launches inside it (they wait in their queues for the GPU records): it
+ * is counted once the analysis has passed its end. */
+#define PEND_SPANS 4096
+struct pend_span {
+	uint32_t tid;
+	uint64_t cp, ts, end;
+};
+
+static void step_spans_flush(struct analysis *a, uint64_t now)
+{
+	struct an_state *st = a->st;
+	while (st->pend_n && st->pend[st->pend_head].end <= now) {
+		const struct pend_span *p = &st->pend[st->pend_head];
+		step_cand_add(a, p->tid, p->cp, p->ts, p->end);
+		st->pend_head = (st->pend_head + 1) % PEND_SPANS;
+		st->pend_n--;
+	}
+	st->pend_due = st->pend_n ? st->pend[st->pend_head].end : UINT64_MAX;
+}
+
+static void step_span_pending(struct analysis *a, uint32_t tid, uint64_t cp, uint64_t ts, uint64_t end)
+{
+	struct an_state *st = a->st;
+	if (!st->pend && !(st->pend = malloc(PEND_SPANS * sizeof *st->pend)))
+		return;
+	if (st->pend_n == PEND_SPANS) /* full: the oldest is counted now */
+		step_spans_flush(a, st->pend[st->pend_head].end);
+	st->pend[(st->pend_head + st->pend_n++) % PEND_SPANS] = (struct pend_span){tid, cp, ts, end};
+	if (st->pend_n == 1)
+		st->pend_due = end;
+}
+
+/* The loop: the function whose calls (at least two, on one thread, none
+ * inside another) hold at least half of all launches, the most of them;
+ * between two equal, the one called fewer times (the outer). */
+static void steps_detect(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	const struct step_cand *best = NULL;
+	for (size_t i = 0; i < st->cands.n; i++) {
+		const struct step_cand *c = VEC_AT(&st->cands, struct step_cand, i);
+		if (c->unusable || c->count < 2 || c->count != c->ivs.n || 2 * c->launches < a->n_launch)
+			continue;
+		if (!best || c->launches > best->launches || (c->launches == best->launches && c->count < best->count))
+			best = c;
+	}
+	if (!best)
+		return;
+	a->steps.source = AN_STEPS_DETECTED;
+	a->steps.function = best->callpath;
+	vec_free(&a->step_ivs);
+	a->step_ivs.item = sizeof(struct an_step);
+	for (size_t i = 0; i < best->ivs.n; i++) {
+		struct an_step *d = vec_push(&a->step_ivs);
+		if (!d)
+			return;
+		*d = *VEC_AT(&best->ivs, struct an_step, i);
+	}
+}
+
+/* Time per step: the iterations' lengths (marks, or detected steps marked
+ * by the second pass), the counted ones' median. */
+static void steps_finish(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	if (!st->iters.n || a->opts.no_markers)
+		return;
+	uint64_t *lens = malloc(st->iters.n * sizeof *lens);
+	if (!lens)
+		return;
+	size_t n = 0;
+	for (size_t i = 0; i < st->iters.n; i++) {
+		const struct iter_len *it = VEC_AT(&st->iters, struct iter_len, i);
+		if (phase_counts(a, it->phase))
+			lens[n++] = it->ns;
+	}
+	/* The runner runs its warm-up iterations unmarked and says how many
+	 * in WARMUP_END's value. */
+	a->steps.warmup = st->iters.n - n ? st->iters.n - n : st->warmup_value;
+	a->steps.count = n + a->steps.warmup;
+	a->steps.source = a->opts.synth_steps ? AN_STEPS_DETECTED : AN_STEPS_MARKS;
+	if (n) {
+		qsort(lens, n, sizeof *lens, u64_cmp);
+		a->steps.median_ns = n % 2 ? lens[n / 2] : (lens[n / 2 - 1] + lens[n / 2]) / 2;
+	}
+	free(lens);
+}
+
+/* The detected steps marked as the runner marks iterations: each step from
+ * its start to the next one's (the last to its end), warm-up after the
+ * first. */
+static int synth_init(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	st->next_synth_ts = UINT64_MAX;
+	size_t n = a->opts.n_synth_steps;
+	if (!n)
+		return 0;
+	st->synth = calloc(3 * n + 1, sizeof *st->synth);
+	if (!st->synth)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const struct an_step *s = &a->opts.synth_steps[i];
+		uint64_t end = i + 1 < n ? a->opts.synth_steps[i + 1].begin : s->end;
+		st->synth[st->n_synth++] = (struct synth_mark){s->begin, TBP_MARK_ITER_BEGIN};
+		st->synth[st->n_synth++] = (struct synth_mark){end, TBP_MARK_ITER_END};
+		if (!i)
+			st->synth[st->n_synth++] = (struct synth_mark){end, TBP_MARK_WARMUP_END};
+	}
+	st->next_synth_ts = st->synth[0].ts;
+	return 0;
+}
+
+static void on_marker(struct analysis *a, const struct tbp_record *r);
+
+/* The synthetic marks due by time t, before the record at t. */
+COLD_FN void synth_emit(struct analysis *a, uint64_t t)
+{
+	struct an_state *st = a->st;
+	while (st->synth_at < st->n_synth && st->synth[st->synth_at].ts <= t) {
+		struct tbp_record m;
+		memset(&m, 0, sizeof m);
+		m.kind = TBP_K_MARKER;
+		m.ts = st->synth[st->synth_at].ts;
+		m.u.marker.marker_kind = st->synth[st->synth_at].kind;
+		st->synth_at++;
+		st->in_synth = 1;
+		on_marker(a, &m);
+		st->in_synth = 0;
+	}
+	st->next_synth_ts = st->synth_at < st->n_synth ? st->synth[st->synth_at].ts : UINT64_MAX;
 }
 
 static void on_span(struct analysis *a, const struct tbp_record *r)
@@ -1195,6 +1735,8 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 		}
 		s->self_ns += self;
 	}
+	if (!a->opts.synth_steps)
+		step_span_pending(a, r->tid, cp, ts, end);
 	struct span_ent *e = &st->span[st->span_n++ % SPAN_RING];
 	e->tid = r->tid;
 	e->ts = ts;
@@ -1228,8 +1770,26 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 		pass_record_other(a, r);
 }
 
+/* A block with the mark of a detected step inside: record by record, each
+ * after the marks due by its time. */
+COLD_FN void pass_block_marked(struct analysis *a, const struct tbp_record *const *recs, unsigned n,
+			       uint64_t *last_ts)
+{
+	for (unsigned i = 0; i < n; i++) {
+		if (recs[i]->ts >= a->st->next_synth_ts)
+			synth_emit(a, recs[i]->ts);
+		an_pass_block(a, &recs[i], 1, last_ts);
+	}
+}
+
 void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
 {
+	/* Records come in time order: marks of detected steps fall inside this
+	 * block only if its last record reaches the next one. */
+	if (__builtin_expect(n && recs[n - 1]->ts >= a->st->next_synth_ts, 0)) {
+		pass_block_marked(a, recs, n, last_ts);
+		return;
+	}
 	uint64_t last = *last_ts;
 	for (unsigned i = 0; i < n; i++) {
 		const struct tbp_record *r = recs[i];
@@ -1248,6 +1808,8 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 			pass_record_other(a, r);
 	}
 	*last_ts = last;
+	if (__builtin_expect(last >= a->st->pend_due, 0))
+		step_spans_flush(a, last);
 }
 
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)
@@ -1396,7 +1958,12 @@ int an_pass_init(struct analysis *a)
 	st->burst_fold_at = 4096;
 	/* Without CUPTI nothing will claim a correlation id: do not keep them. */
 	st->expect_gpu = 1;
+	st->cands.item = sizeof(struct step_cand);
+	st->pend_due = UINT64_MAX;
+	st->iters.item = sizeof(struct iter_len);
 	a->st = st;
+	if (synth_init(a))
+		return -1;
 	return 0;
 }
 
@@ -1430,22 +1997,105 @@ static int cmp_span(const void *x, const void *y)
 	return a->callpath < b->callpath ? -1 : a->callpath > b->callpath;
 }
 
+/* Occurrences that count: with markers, those of the steady-state
+ * iterations (every marked iteration when there is no warm-up mark);
+ * otherwise all. */
+static int phase_counts(const struct analysis *a, int phase)
+{
+	if (!a->st->iter_markers || a->opts.no_markers)
+		return 1;
+	return a->warmup_seen ? phase == AN_PH_STEADY : phase != AN_PH_OUTSIDE;
+}
+
+/* One device's idle time of the window, by cause; what no counted piece
+ * explains lies between marked iterations (the runner's time). */
+static void idle_breakdown_add(struct analysis *a, const struct an_device *d, uint64_t idle)
+{
+	struct an_idle_breakdown *ib = &a->idle;
+	uint64_t explained = 0;
+	ib->idle_ns += idle;
+	for (int ph = 0; ph < 3; ph++) {
+		if (!phase_counts(a, ph))
+			continue;
+		for (int c = 0; c < AN_CAUSE_N; c++) {
+			ib->by_cause[c] += d->idle_by[ph][c];
+			explained += d->idle_by[ph][c];
+		}
+		/* Gaps under the threshold: launched late is launch overhead. */
+		ib->by_cause[AN_CAUSE_LAUNCH_BOUND] += d->idle_short[ph][1];
+		ib->by_cause[AN_CAUSE_QUEUED] += d->idle_short[ph][0];
+		explained += d->idle_short[ph][0] + d->idle_short[ph][1];
+		ib->short_ns += d->idle_short[ph][0] + d->idle_short[ph][1];
+		ib->leading_ns += d->idle_edge[ph][0];
+		ib->trailing_ns += d->idle_edge[ph][1];
+	}
+	ib->harness_ns += idle > explained ? idle - explained : 0;
+}
+
 static int keep_finding(const struct analysis *a, const struct an_finding *f)
 {
 	switch (f->kind) {
 	case AN_F_PING_PONG: return f->count >= a->opts.pingpong_min;
 	case AN_F_SYNC_HOTSPOT: return f->count >= a->opts.sync_min;
-	case AN_F_ALLOC_CHURN: return f->count >= a->opts.churn_min;
+	case AN_F_ALLOC_CHURN:
+		return f->count >= a->opts.churn_min &&
+		       (2 * f->cycles >= f->count || (a->iterations >= 2 && f->iters_allocating >= a->iterations));
 	}
 	return f->count > 0;
+}
+
+/* The call path runs inside a backward() (Tensor.backward, autograd.backward,
+ * the engine's entry): its caller is waiting on autograd's threads. */
+static int in_backward(const struct analysis *a, uint64_t cp)
+{
+	struct an_frame fr[32];
+	size_t n = cp ? an_callpath_frames(a, cp, fr, 32) : 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k + 8 <= fr[i].function_len; k++)
+			if (!memcmp(fr[i].function + k, "backward", 8))
+				return 1;
+	return 0;
+}
+
+/* Where a finding is shown: the innermost frame of the user's code, unless
+ * --where=leaf. */
+static uint64_t place(const struct analysis *a, uint64_t cp)
+{
+	return cp && !a->opts.where_leaf ? an_user_callpath(a, cp) : cp;
+}
+
+static void keep_sorted(const struct analysis *a, struct vec *v)
+{
+	size_t w = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		struct an_finding *f = VEC_AT(v, struct an_finding, i);
+		if (keep_finding(a, f))
+			*VEC_AT(v, struct an_finding, w++) = *f;
+	}
+	v->n = w;
+	if (w)
+		qsort(v->data, w, sizeof(struct an_finding), cmp_finding);
 }
 
 int an_pass_finish(struct analysis *a)
 {
 	struct an_state *st = a->st;
+	synth_emit(a, UINT64_MAX);
+	phase_update(a); /* files the last phase's short gaps */
 	for (size_t i = 0; i < a->streams.n; i++)
 		burst_close(a, VEC_AT(&a->streams, struct an_stream, i));
 	bursts_fold(a, UINT64_MAX);
+	/* The idle after each device's last work is the window's trailing edge. */
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		if (d->busy.open && a->last_ts > d->busy.end)
+			gap_new(a, d->id, d->busy.end, a->last_ts, NULL, AN_EDGE_TRAILING);
+		/* A Python span reaches the analysis when it ends: one that began
+		 * before the device's first work moved the window's start after
+		 * the leading edge was measured. */
+		if (d->busy.open && a->first_ts < d->edge_from)
+			gap_new(a, d->id, a->first_ts, d->edge_from, NULL, AN_EDGE_LEADING);
+	}
 	while (st->gap_n) {
 		gap_finalize(a, &st->gaps[st->gap_head]);
 		st->gap_head = (st->gap_head + 1) % PENDING_GAPS;
@@ -1461,24 +2111,44 @@ int an_pass_finish(struct analysis *a)
 	struct u64map merged = {0};
 	for (size_t i = 0; i < st->all_findings.n; i++) {
 		const struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, i);
-		if (st->iter_markers && !a->opts.no_markers) {
-			if (a->warmup_seen ? f->phase != AN_PH_STEADY : f->phase == AN_PH_OUTSIDE)
-				continue;
-		}
-		uint64_t h = hash_combine(hash_combine(f->kind, f->cause), hash_combine(f->callpath, f->native));
+		if (!phase_counts(a, f->phase))
+			continue;
+		uint64_t placed = place(a, f->callpath);
+		struct vec *out = f->kind == AN_F_IDLE_PART ? &a->idle_parts
+				  : an_callpath_is_harness(a, placed) ? &a->harness : &a->findings;
+		uint64_t h = hash_combine(hash_combine(f->kind, f->cause + 16u * f->edge), hash_combine(placed, f->native));
 		if (h == UINT64_MAX)
 			h = 0;
 		uint64_t *ix = u64map_get(&merged, h);
 		if (!ix) {
-			struct an_finding *o = vec_push(&a->findings);
-			if (!o || u64map_put(&merged, h, a->findings.n - 1)) {
+			struct an_finding *o = vec_push(out);
+			if (!o || u64map_put(&merged, h, out->n - 1)) {
 				u64map_free(&merged);
 				return -1;
 			}
 			*o = *f;
+			o->callpath = placed;
+			o->harness = out == &a->harness || (f->kind == AN_F_IDLE_PART && an_callpath_is_harness(a, placed));
+			o->leaf_callpath = placed != f->callpath ? f->callpath : 0;
+			/* Another thread's span around the gaps explains them only
+			 * when it waits on this work: inside backward(), for
+			 * autograd's threads (main() around everything does not). */
+			o->context_backward = in_backward(a, f->context_callpath);
+			o->context_callpath = o->context_backward ? place(a, f->context_callpath) : 0;
+			o->other_callpath = place(a, f->other_callpath);
 			continue;
 		}
-		struct an_finding *o = VEC_AT(&a->findings, struct an_finding, *ix);
+		struct an_finding *o = VEC_AT(out, struct an_finding, *ix);
+		o->cycles += f->cycles;
+		o->iters_allocating += f->iters_allocating;
+		for (int c = 0; c < AN_CAUSE_N; c++)
+			o->cause_ns[c] += f->cause_ns[c];
+		if (!o->context_callpath && in_backward(a, f->context_callpath)) {
+			o->context_callpath = place(a, f->context_callpath);
+			o->context_backward = 1;
+		}
+		if (!o->kernel_name)
+			o->kernel_name = f->kernel_name;
 		o->count += f->count;
 		o->total_ns += f->total_ns;
 		o->groups += f->groups;
@@ -1490,15 +2160,14 @@ int an_pass_finish(struct analysis *a)
 			o->max_ns = f->max_ns;
 	}
 	u64map_free(&merged);
-	size_t w = 0;
-	for (size_t i = 0; i < a->findings.n; i++) {
-		struct an_finding *f = VEC_AT(&a->findings, struct an_finding, i);
-		if (keep_finding(a, f))
-			*VEC_AT(&a->findings, struct an_finding, w++) = *f;
-	}
-	a->findings.n = w;
-	if (w)
-		qsort(a->findings.data, w, sizeof(struct an_finding), cmp_finding);
+	keep_sorted(a, &a->findings);
+	keep_sorted(a, &a->harness);
+	step_spans_flush(a, UINT64_MAX);
+	steps_finish(a);
+	if (!st->iter_markers && !a->opts.no_markers && !a->opts.synth_steps)
+		steps_detect(a);
+	if (a->idle_parts.n)
+		qsort(a->idle_parts.data, a->idle_parts.n, sizeof(struct an_finding), cmp_finding);
 	if (a->kernels.n)
 		qsort(a->kernels.data, a->kernels.n, sizeof(struct an_kernel_stat), cmp_kernel);
 	if (a->spans.n)
@@ -1515,6 +2184,7 @@ int an_pass_finish(struct analysis *a)
 
 	/* Totals over devices. */
 	memset(&a->total, 0, sizeof a->total);
+	memset(&a->idle, 0, sizeof a->idle);
 	a->total.window_ns = a->markers_used ? a->win_end - a->win_begin
 				: (a->last_ts > a->first_ts ? a->last_ts - a->first_ts : 0);
 	for (size_t i = 0; i < a->devices.n; i++) {
@@ -1531,6 +2201,12 @@ int an_pass_finish(struct analysis *a)
 		a->total.memset_ns += b.memset_ns;
 		for (int k = 0; k < AN_CK_N; k++)
 			a->total.ck_ns[k] += b.ck_ns[k];
+		idle_breakdown_add(a, d, b.idle_ns);
+	}
+	for (size_t i = 0; i < a->streams.n; i++) {
+		const struct an_stream *x = VEC_AT(&a->streams, struct an_stream, i);
+		a->idle.hta_queued_ns += x->hta_gap[0];
+		a->idle.hta_host_wait_ns += x->hta_gap[1];
 	}
 	return 0;
 }
@@ -1561,6 +2237,13 @@ void an_pass_free(struct analysis *a)
 		free(VEC_AT(&st->threads, struct thread_st, i)->done);
 	vec_free(&st->threads);
 	vec_free(&st->all_findings);
+	for (size_t i = 0; i < st->cands.n; i++)
+		vec_free(&VEC_AT(&st->cands, struct step_cand, i)->ivs);
+	vec_free(&st->cands);
+	u64map_free(&st->cand_idx);
+	vec_free(&st->iters);
+	free(st->synth);
+	free(st->pend);
 	free(st);
 	a->st = NULL;
 }

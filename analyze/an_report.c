@@ -77,6 +77,13 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 		case AN_CAUSE_LAUNCH_BOUND:
 			return "the next launch was issued late (launch-bound): batch small ops "
 			       "(torch._foreach_*, fused ops), use torch.compile or CUDA graphs";
+		case AN_CAUSE_QUEUED:
+			return "the next work was already queued when the GPU ran dry: it waited on the GPU side "
+			       "(an event or another stream it depends on, or launch latency): check cross-stream "
+			       "waits and events here";
+		case AN_CAUSE_NO_HOST:
+			return "nothing was recorded on the host while the GPU sat idle (a sleep, I/O, or code the "
+			       "tracer does not see): profile the host side of this stretch";
 		default:
 			return "the host was busy outside Python before this launch (native code, data "
 			       "loading, allocator): profile the native side or overlap it with GPU work";
@@ -107,7 +114,11 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 }
 
 /* ------------------------------------------------------------ text */
-static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat, const char *indent)
+/* The call site, leaf first; lib: the library frames the finding was
+ * recorded in below its user frame (leaf first), shown under the "at" line
+ * in call order. */
+static void text_where_lib(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat, const char *indent,
+			   const struct an_frame *lib, size_t nl)
 {
 	struct an_frame fr[MAX_FRAMES];
 	size_t n = an_callpath_frames(a, cp, fr, MAX_FRAMES);
@@ -116,6 +127,11 @@ static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t 
 		const char *file = an_display_path(a, fr[i].file, fr[i].file_len, &fl);
 		fprintf(f, "%s%s %.*s:%" PRIu64 " in %.*s\n", indent, i ? "from" : "at  ", (int)fl, file, fr[i].line,
 			(int)fr[i].function_len, fr[i].function);
+		for (size_t k = nl; !i && k-- > 0;) {
+			file = an_display_path(a, lib[k].file, lib[k].file_len, &fl);
+			fprintf(f, "%svia  %.*s:%" PRIu64 " in %.*s\n", indent, (int)fl, file, lib[k].line,
+				(int)lib[k].function_len, lib[k].function);
+		}
 	}
 	if (n > 8)
 		fprintf(f, "%s     ... %zu more frames\n", indent, n - 8);
@@ -134,6 +150,88 @@ static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t 
 		fprintf(f, "%sat   (no call path recorded)\n", indent);
 }
 
+static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat, const char *indent)
+{
+	text_where_lib(a, f, cp, nat, indent, NULL, 0);
+}
+
+/* Frames of a finding's recorded call path inside the library, below the
+ * user frame it is placed at (leaf first); 0 when placed at its leaf. */
+static size_t library_frames(const struct analysis *a, const struct an_finding *x, struct an_frame *fr, size_t max)
+{
+	if (!x->leaf_callpath)
+		return 0;
+	size_t n = 0;
+	for (uint64_t node = x->leaf_callpath; node && node != x->callpath && n < max;
+	     node = an_callpath_parent(a, node))
+		if (!an_callpath_frames(a, node, &fr[n++], 1))
+			return 0;
+	return n;
+}
+
+/* The gaps' host work was launching from a thread with no Python of its own
+ * while another thread waited in backward(): autograd's engine.  (The tracer
+ * lends such a thread the backward() caller's path, so its launches show
+ * the user's loss.backward() line.) */
+int an_finding_is_engine(const struct an_finding *x)
+{
+	return x->kind == AN_F_IDLE_GAP && x->context_backward &&
+	       (x->cause == AN_CAUSE_LAUNCH_BOUND || x->cause == AN_CAUSE_HOST_OTHER) &&
+	       (!x->callpath || x->callpath == x->context_callpath);
+}
+
+/* The causes of an idle gap finding other than its own, when the host did
+ * more than one thing in its gaps. */
+static void text_cause_split(FILE *f, const struct an_finding *x)
+{
+	char t1[32];
+	int shown = 0;
+	for (int c = 1; c < AN_CAUSE_N; c++) {
+		if (c == x->cause || !x->cause_ns[c] || x->cause_ns[c] * 100 < x->total_ns)
+			continue;
+		fprintf(f, "%s%s %s", shown++ ? ", " : "      also: ", an_cause_name(c), fmt_ns(x->cause_ns[c], t1, sizeof t1));
+	}
+	if (shown)
+		fputc('\n', f);
+}
+
+static const char *edge_name(int edge)
+{
+	return edge == AN_EDGE_LEADING ? "before the first GPU work" : edge == AN_EDGE_TRAILING ? "after the last GPU work" : "";
+}
+
+/* The window's idle time by cause (all devices), with the call sites that
+ * take most of each. */
+static void text_idle_breakdown(const struct analysis *a, FILE *f)
+{
+	const struct an_idle_breakdown *ib = &a->idle;
+	char t1[32], t2[32];
+	if (!ib->idle_ns)
+		return;
+	fprintf(f, "idle by cause (%s):", fmt_ns(ib->idle_ns, t1, sizeof t1));
+	for (int c = 1; c < AN_CAUSE_N; c++)
+		if (ib->by_cause[c])
+			fprintf(f, "  %s %.1f%%", an_cause_name(c), pct(ib->by_cause[c], ib->idle_ns));
+	if (ib->harness_ns)
+		fprintf(f, "  between iterations (runner) %.1f%%", pct(ib->harness_ns, ib->idle_ns));
+	fputc('\n', f);
+	if (ib->leading_ns || ib->trailing_ns)
+		fprintf(f, "      of which before the first GPU work %s, after the last %s\n",
+			fmt_ns(ib->leading_ns, t1, sizeof t1), fmt_ns(ib->trailing_ns, t2, sizeof t2));
+	size_t shown = 0;
+	for (size_t i = 0; i < a->idle_parts.n && shown < 5; i++) {
+		const struct an_finding *p = VEC_AT(&a->idle_parts, struct an_finding, i);
+		if (p->total_ns * 100 < ib->idle_ns)
+			break;
+		char site[512];
+		an_site_label(a, p->callpath, p->native, site, sizeof site);
+		fprintf(f, "      %10s  %-12s %s%s%s%s%s\n", fmt_ns(p->total_ns, t1, sizeof t1), an_cause_name(p->cause),
+			p->callpath || p->native ? site : "(no host activity recorded)", p->edge ? " (" : "",
+			edge_name(p->edge), p->edge ? ")" : "", p->harness ? " [the runner's]" : "");
+		shown++;
+	}
+}
+
 static void text_finding(const struct analysis *a, FILE *f, size_t idx, const struct an_finding *x)
 {
 	char t1[32], t2[32], b1[32];
@@ -145,6 +243,7 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 		if (a->total.window_ns)
 			fprintf(f, " (%.1f%% of the window)", pct(x->total_ns, a->total.window_ns));
 		fprintf(f, ", longest %s\n", fmt_ns(x->max_ns, t2, sizeof t2));
+		text_cause_split(f, x);
 		break;
 	case AN_F_KERNEL_BURST:
 		/* Spans are merged across streams, idle is the device's: both
@@ -171,7 +270,20 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 			fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
 		break;
 	}
-	text_where(a, f, x->callpath, x->native, "      ");
+	struct an_frame lib[MAX_FRAMES];
+	size_t nl = library_frames(a, x, lib, MAX_FRAMES);
+	text_where_lib(a, f, x->callpath, x->native, "      ", lib, nl);
+	if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
+		char ctx[512];
+		an_site_label(a, x->context_callpath, 0, ctx, sizeof ctx);
+		if (an_finding_is_engine(x)) {
+			size_t kl = 0;
+			const char *k = an_string(a, x->kernel_name, &kl);
+			fprintf(f, "      the autograd engine's thread (no Python of its own) launching %.*s\n",
+				k ? (int)(kl > 80 ? 80 : kl) : 9, k ? k : "GPU work");
+		}
+		fprintf(f, "      while another thread waited in backward() at %s\n", ctx);
+	}
 	fprintf(f, "      -> %s\n", an_suggestion(a, x));
 }
 
@@ -398,11 +510,26 @@ void an_report_text(const struct analysis *a, FILE *f)
 	char t1[32], t2[32], t3[32], t4[32], b1[32];
 	fprintf(f, "tbanalyze report: %s\n", a->path);
 	uint64_t win = a->total.window_ns;
-	if (a->markers_used)
+	if (a->markers_used && a->steps.source == AN_STEPS_DETECTED)
+		fprintf(f, "window: %s, %" PRIu64 " step%s after the first (warm-up), detected (no marks in the trace)\n",
+			fmt_ns(win, t1, sizeof t1), a->iterations, a->iterations == 1 ? "" : "s");
+	else if (a->markers_used)
 		fprintf(f, "window: %s, %" PRIu64 " marked iteration%s%s\n", fmt_ns(win, t1, sizeof t1), a->iterations,
 			a->iterations == 1 ? "" : "s", a->warmup_seen ? " after warm-up" : "");
 	else
 		fprintf(f, "window: %s, first to last event\n", fmt_ns(win, t1, sizeof t1));
+	if (a->steps.source) {
+		fprintf(f, "steps: %" PRIu64 " (%s", a->steps.count, an_steps_source_name(a->steps.source));
+		if (a->steps.function) {
+			char site[512];
+			an_site_label(a, an_callpath_parent(a, a->steps.function), 0, site, sizeof site);
+			fprintf(f, ": the loop at %s", site);
+			an_site_label(a, a->steps.function, 0, site, sizeof site);
+			fprintf(f, " calling %s", site);
+		}
+		fprintf(f, "), %" PRIu64 " warm-up set apart, median %s per step\n", a->steps.warmup,
+			fmt_ns(a->steps.median_ns, t2, sizeof t2));
+	}
 
 	if (!an_has_gpu(a)) {
 		if (a->n_launch + a->n_memcpy + a->n_memset)
@@ -444,6 +571,7 @@ void an_report_text(const struct analysis *a, FILE *f)
 			}
 		}
 		free(refs);
+		text_idle_breakdown(a, f);
 	}
 	fprintf(f, "counts: %" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64
 		   " free, %" PRIu64 " sync",
@@ -462,6 +590,17 @@ void an_report_text(const struct analysis *a, FILE *f)
 			fprintf(f, "    ... %zu more (--top N, or --json for all)\n", a->findings.n - shown);
 	} else {
 		fprintf(f, "\nno findings\n");
+	}
+	if (a->harness.n) {
+		char site[512];
+		fprintf(f, "\nthe runner's own cost (harness, not the model's):\n");
+		for (size_t i = 0; i < a->harness.n; i++) {
+			const struct an_finding *x = VEC_AT(&a->harness, struct an_finding, i);
+			an_site_label(a, x->callpath, x->native, site, sizeof site);
+			fprintf(f, "  %s%s%s: %" PRIu64 "x, %s at %s\n", an_finding_name(x->kind),
+				x->kind == AN_F_IDLE_GAP ? " " : "", x->kind == AN_F_IDLE_GAP ? an_cause_name(x->cause) : "",
+				x->count, fmt_ns(x->total_ns, t1, sizeof t1), site);
+		}
 	}
 
 	if (a->kernels.n) {
@@ -526,6 +665,94 @@ static void json_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t 
 	fprintf(f, "]}");
 }
 
+static void json_causes(FILE *f, const char *name, const uint64_t *by_cause)
+{
+	fprintf(f, ",\"%s\":{", name);
+	for (int c = 1; c < AN_CAUSE_N; c++)
+		fprintf(f, "%s\"%s_ns\":%" PRIu64, c > 1 ? "," : "", an_cause_name(c), by_cause[c]);
+	fputc('}', f);
+}
+
+static void json_idle_breakdown(const struct analysis *a, FILE *f)
+{
+	const struct an_idle_breakdown *ib = &a->idle;
+	fprintf(f, ",\n\"idle_breakdown\":{\"idle_ns\":%" PRIu64, ib->idle_ns);
+	for (int c = 1; c < AN_CAUSE_N; c++)
+		fprintf(f, ",\"%s_ns\":%" PRIu64, an_cause_name(c), ib->by_cause[c]);
+	fprintf(f, ",\"harness_ns\":%" PRIu64 ",\"short_gaps_ns\":%" PRIu64 ",\"leading_edge_ns\":%" PRIu64
+		   ",\"trailing_edge_ns\":%" PRIu64 ",\"hta\":{\"host_wait_ns\":%" PRIu64 ",\"queued_ns\":%" PRIu64 "}"
+		   ",\"sites\":[",
+		ib->harness_ns, ib->short_ns, ib->leading_ns, ib->trailing_ns, ib->hta_host_wait_ns, ib->hta_queued_ns);
+	for (size_t i = 0; i < a->idle_parts.n && i < 50; i++) {
+		const struct an_finding *p = VEC_AT(&a->idle_parts, struct an_finding, i);
+		fprintf(f, "%s\n {\"cause\":\"%s\",\"edge\":%s,\"total_ns\":%" PRIu64 ",\"pieces\":%" PRIu64
+			   ",\"device\":%" PRIu64 ",\"harness\":%s,\"where\":",
+			i ? "," : "", an_cause_name(p->cause),
+			p->edge == AN_EDGE_LEADING ? "\"leading\"" : p->edge == AN_EDGE_TRAILING ? "\"trailing\"" : "null",
+			p->total_ns, p->count, p->device, p->harness ? "true" : "false");
+		json_where(a, f, p->callpath, p->native);
+		fputc('}', f);
+	}
+	fprintf(f, "]}");
+}
+
+static void json_finding(const struct analysis *a, FILE *f, const struct an_finding *x, int first)
+{
+	fprintf(f, "%s\n {\"kind\":\"%s\",", first ? "" : ",", an_finding_name(x->kind));
+	if (x->kind == AN_F_IDLE_GAP)
+		fprintf(f, "\"cause\":\"%s\",", an_cause_name(x->cause));
+	fprintf(f, "\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 ",\"device\":%" PRIu64,
+		x->count, x->total_ns, x->max_ns, x->device);
+	switch (x->kind) {
+	case AN_F_KERNEL_BURST:
+		fprintf(f, ",\"bursts\":%" PRIu64 ",\"idle_ns\":%" PRIu64, x->groups, x->idle_ns);
+		break;
+	case AN_F_SCALAR_COPY:
+		fprintf(f, ",\"bytes\":%" PRIu64 ",\"followed_by_sync\":%" PRIu64 ",\"pageable\":%" PRIu64, x->bytes,
+			x->flagged, x->pageable);
+		break;
+	case AN_F_PING_PONG:
+	case AN_F_ALLOC_CHURN:
+		fprintf(f, ",\"bytes\":%" PRIu64, x->bytes);
+		break;
+	}
+	if (x->kind == AN_F_IDLE_GAP)
+		json_causes(f, "causes", x->cause_ns);
+	fprintf(f, ",\"where\":");
+	json_where(a, f, x->callpath, x->native);
+	struct an_frame fr[MAX_FRAMES];
+	size_t nl = library_frames(a, x, fr, MAX_FRAMES);
+	fprintf(f, ",\"library\":[");
+	for (size_t i = 0; i < nl; i++) {
+		fprintf(f, "%s{\"file\":", i ? "," : "");
+		json_str(f, fr[i].file, fr[i].file_len);
+		fprintf(f, ",\"line\":%" PRIu64 ",\"function\":", fr[i].line);
+		json_str(f, fr[i].function, fr[i].function_len);
+		fputc('}', f);
+	}
+	fputc(']', f);
+	if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
+		fprintf(f, ",\"context\":");
+		json_where(a, f, x->context_callpath, 0);
+	}
+	if (x->kind == AN_F_IDLE_GAP && x->context_callpath)
+		fprintf(f, ",\"autograd_engine\":%s", an_finding_is_engine(x) ? "true" : "false");
+	if (x->kind == AN_F_IDLE_GAP && x->kernel_name) {
+		size_t kl = 0;
+		const char *k = an_string(a, x->kernel_name, &kl);
+		fprintf(f, ",\"kernel\":");
+		json_str(f, k ? k : "", k ? kl : 0);
+	}
+	if (x->kind == AN_F_IDLE_GAP && x->other_callpath && x->other_callpath != x->callpath) {
+		fprintf(f, ",\"resumed_by\":");
+		json_where(a, f, x->other_callpath, 0);
+	}
+	fprintf(f, ",\"suggestion\":");
+	const char *sug = an_suggestion(a, x);
+	json_str(f, sug, strlen(sug));
+	fputc('}', f);
+}
+
 int an_report_json(const struct analysis *a, FILE *f)
 {
 	int gpu = an_has_gpu(a);
@@ -543,7 +770,20 @@ int an_report_json(const struct analysis *a, FILE *f)
 	fprintf(f, ",\n\"window\":{\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"source\":\"%s\",\"iterations\":%" PRIu64
 		   ",\"warmup_excluded\":%s}",
 		a->markers_used ? a->win_begin : a->first_ts, a->markers_used ? a->win_end : a->last_ts,
-		a->markers_used ? "markers" : "events", a->iterations, a->markers_used && a->warmup_seen ? "true" : "false");
+		!a->markers_used ? "events" : a->steps.source == AN_STEPS_DETECTED ? "detected_steps" : "markers",
+		a->iterations, a->markers_used && a->warmup_seen ? "true" : "false");
+	if (a->steps.source) {
+		fprintf(f, ",\n\"steps\":{\"count\":%" PRIu64 ",\"source\":\"%s\",\"warmup\":%" PRIu64
+			   ",\"median_ns\":%" PRIu64 ",\"loop\":",
+			a->steps.count, an_steps_source_name(a->steps.source), a->steps.warmup, a->steps.median_ns);
+		if (a->steps.function)
+			json_where(a, f, an_callpath_parent(a, a->steps.function), 0);
+		else
+			fputs("null", f);
+		fputc('}', f);
+	} else {
+		fprintf(f, ",\n\"steps\":null");
+	}
 	if (gpu || !(a->n_launch + a->n_memcpy + a->n_memset)) {
 		uint64_t idle = gpu ? a->total.idle_ns : a->total.window_ns;
 		fprintf(f, ",\n\"breakdown\":{\"window_ns\":%" PRIu64 ",\"devices\":%u,\"gpu_busy_ns\":%" PRIu64
@@ -561,6 +801,8 @@ int an_report_json(const struct analysis *a, FILE *f)
 			   "\"data_movement_pct\":null,\"gpu_idle_pct\":null}",
 			a->total.window_ns);
 	}
+	if (gpu)
+		json_idle_breakdown(a, f);
 	fprintf(f, ",\n\"devices\":[");
 	int first = 1;
 	struct stream_ref *refs = streams_by_device(a);
@@ -596,9 +838,10 @@ int an_report_json(const struct analysis *a, FILE *f)
 			an_stream_breakdown(a, s, &busy, &dm);
 			fprintf(f, "%s{\"stream\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"active_ns\":%" PRIu64
 				   ",\"data_movement_ns\":%" PRIu64 ",\"idle_ns\":%" PRIu64 ",\"kernels\":%" PRIu64
-				   ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64 "}",
+				   ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64 ",\"hta\":{\"host_wait_ns\":%" PRIu64
+				   ",\"queued_ns\":%" PRIu64 "}}",
 				sf ? "" : ",", s->stream, busy, busy > dm ? busy - dm : 0, dm, b.window_ns > busy ? b.window_ns - busy : 0,
-				s->kernels, s->copies, s->sets);
+				s->kernels, s->copies, s->sets, s->hta_gap[1], s->hta_gap[0]);
 			sf = 0;
 		}
 		fprintf(f, "]}");
@@ -611,37 +854,11 @@ int an_report_json(const struct analysis *a, FILE *f)
 		a->n_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync, a->n_api, a->n_gpu_kernel,
 		a->n_gpu_memcpy, a->n_gpu_memset, a->n_spans, a->n_errors);
 	fprintf(f, ",\n\"findings\":[");
-	for (size_t i = 0; i < a->findings.n; i++) {
-		const struct an_finding *x = VEC_AT(&a->findings, struct an_finding, i);
-		fprintf(f, "%s\n {\"kind\":\"%s\",", i ? "," : "", an_finding_name(x->kind));
-		if (x->kind == AN_F_IDLE_GAP)
-			fprintf(f, "\"cause\":\"%s\",", an_cause_name(x->cause));
-		fprintf(f, "\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 ",\"device\":%" PRIu64,
-			x->count, x->total_ns, x->max_ns, x->device);
-		switch (x->kind) {
-		case AN_F_KERNEL_BURST:
-			fprintf(f, ",\"bursts\":%" PRIu64 ",\"idle_ns\":%" PRIu64, x->groups, x->idle_ns);
-			break;
-		case AN_F_SCALAR_COPY:
-			fprintf(f, ",\"bytes\":%" PRIu64 ",\"followed_by_sync\":%" PRIu64 ",\"pageable\":%" PRIu64, x->bytes,
-				x->flagged, x->pageable);
-			break;
-		case AN_F_PING_PONG:
-		case AN_F_ALLOC_CHURN:
-			fprintf(f, ",\"bytes\":%" PRIu64, x->bytes);
-			break;
-		}
-		fprintf(f, ",\"where\":");
-		json_where(a, f, x->callpath, x->native);
-		if (x->kind == AN_F_IDLE_GAP && x->other_callpath && x->other_callpath != x->callpath) {
-			fprintf(f, ",\"resumed_by\":");
-			json_where(a, f, x->other_callpath, 0);
-		}
-		fprintf(f, ",\"suggestion\":");
-		const char *sug = an_suggestion(a, x);
-		json_str(f, sug, strlen(sug));
-		fputc('}', f);
-	}
+	for (size_t i = 0; i < a->findings.n; i++)
+		json_finding(a, f, VEC_AT(&a->findings, struct an_finding, i), i == 0);
+	fprintf(f, "],\n\"harness\":[");
+	for (size_t i = 0; i < a->harness.n; i++)
+		json_finding(a, f, VEC_AT(&a->harness, struct an_finding, i), i == 0);
 	fprintf(f, "],\n\"kernels\":[");
 	for (size_t i = 0; i < a->kernels.n && i < 100; i++) {
 		const struct an_kernel_stat *k = VEC_AT(&a->kernels, struct an_kernel_stat, i);
@@ -726,6 +943,58 @@ static void html_host_time(const struct analysis *a, FILE *f)
 	}
 }
 
+static const char *const cause_color[AN_CAUSE_N] = {"", "#d62728", "#2ca02c", "#ff7f0e", "#8c564b", "#bcbd22", "#7f7f7f"};
+
+/* The idle part of the breakdown, by cause: one stacked bar. */
+static void html_idle_bar(const struct analysis *a, FILE *f)
+{
+	const struct an_idle_breakdown *ib = &a->idle;
+	char t1[32];
+	if (!ib->idle_ns)
+		return;
+	fputs("<h2>Idle time by cause</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"70\">\n", f);
+	double w = 780.0, x = 100.0;
+	fputs("<text x=\"0\" y=\"28\">idle</text>\n", f);
+	for (int c = 1; c <= AN_CAUSE_N; c++) {
+		uint64_t ns = c < AN_CAUSE_N ? ib->by_cause[c] : ib->harness_ns;
+		if (!ns)
+			continue;
+		double bw = w * (double)ns / (double)ib->idle_ns;
+		const char *name = c < AN_CAUSE_N ? an_cause_name(c) : "between iterations (runner)";
+		fprintf(f, "<rect class=\"idle-%s\" x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"26\" fill=\"%s\"><title>%s %.1f%% (%s)</title></rect>\n",
+			c < AN_CAUSE_N ? name : "harness", x, bw, c < AN_CAUSE_N ? cause_color[c] : "#cccccc", name,
+			pct(ns, ib->idle_ns), fmt_ns(ns, t1, sizeof t1));
+		x += bw;
+	}
+	double lx = 100.0;
+	for (int c = 1; c <= AN_CAUSE_N; c++) {
+		uint64_t ns = c < AN_CAUSE_N ? ib->by_cause[c] : ib->harness_ns;
+		if (!ns)
+			continue;
+		const char *name = c < AN_CAUSE_N ? an_cause_name(c) : "runner";
+		fprintf(f, "<rect x=\"%.0f\" y=\"46\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%.0f\" y=\"57\">%s %.1f%%</text>\n",
+			lx, c < AN_CAUSE_N ? cause_color[c] : "#cccccc", lx + 16, name, pct(ns, ib->idle_ns));
+		lx += 130;
+	}
+	fputs("</svg>\n", f);
+	size_t shown = 0;
+	for (size_t i = 0; i < a->idle_parts.n && shown < 8; i++) {
+		const struct an_finding *p = VEC_AT(&a->idle_parts, struct an_finding, i);
+		if (p->total_ns * 100 < ib->idle_ns)
+			break;
+		if (!shown++)
+			fputs("<table><tr><th>idle</th><th>cause</th><th>where</th></tr>\n", f);
+		char site[512];
+		an_site_label(a, p->callpath, p->native, site, sizeof site);
+		fprintf(f, "<tr><td>%s</td><td>%s</td><td>", fmt_ns(p->total_ns, t1, sizeof t1), an_cause_name(p->cause));
+		const char *where = p->callpath || p->native ? site : "(no host activity recorded)";
+		html_text(f, where, strlen(where));
+		fprintf(f, "%s%s%s</td></tr>\n", p->edge ? " (" : "", edge_name(p->edge), p->edge ? ")" : "");
+	}
+	if (shown)
+		fputs("</table>\n", f);
+}
+
 int an_report_html(const struct analysis *a, FILE *f)
 {
 	char t1[32], t2[32];
@@ -772,17 +1041,14 @@ int an_report_html(const struct analysis *a, FILE *f)
 			pct(a->total.dm_ns, a->total.window_ns * (n ? n : 1)),
 			pct(a->total.idle_ns, a->total.window_ns * (n ? n : 1)), fmt_ns(a->total.window_ns, t1, sizeof t1));
 
-		/* Per-stream timeline: busy density per bin, gaps red, bursts purple. */
-		if (a->hist_on && a->streams.n) {
-			double w = 780.0, x0 = 100.0, span = (double)AN_HIST_BINS * a->hist_w;
-			uint64_t used = 0;
-			for (size_t j = 0; j < a->streams.n; j++) {
-				const struct an_stream *s = VEC_AT(&a->streams, struct an_stream, j);
-				if (s->last_end > a->hist_origin && s->last_end - a->hist_origin > used)
-					used = s->last_end - a->hist_origin;
-			}
-			if (used && used < span)
-				span = (double)used;
+		html_idle_bar(a, f);
+
+		/* Per-stream timeline over the window (the breakdown's): busy
+		 * density per bin, gaps red, bursts purple. */
+		uint64_t w0 = a->markers_used ? a->win_begin : a->first_ts;
+		uint64_t w1 = a->markers_used ? a->win_end : a->last_ts;
+		if (a->hist_on && a->streams.n && w1 > w0) {
+			double w = 780.0, x0 = 100.0, span = (double)(w1 - w0);
 			fputs("<h2>Timeline per stream</h2>\n", f);
 			fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"%zu\">\n", 24 * a->streams.n + 30);
 			for (size_t j = 0; j < a->streams.n; j++) {
@@ -794,10 +1060,13 @@ int an_report_html(const struct analysis *a, FILE *f)
 				for (size_t b = 0; b < AN_HIST_BINS; b++) {
 					if (!s->hist[b])
 						continue;
-					double bx = x0 + w * ((double)b * a->hist_w) / span;
-					double bw = w * (double)a->hist_w / span;
-					if (bx >= x0 + w)
-						break;
+					/* A bin is drawn over its part inside the window. */
+					uint64_t lo = a->hist_origin + b * a->hist_w, hi = lo + a->hist_w;
+					if (hi <= w0 || lo >= w1)
+						continue;
+					uint64_t clo = lo > w0 ? lo : w0, chi = hi < w1 ? hi : w1;
+					double bx = x0 + w * (double)(clo - w0) / span;
+					double bw = w * (double)(chi - clo) / span;
 					double op = (double)s->hist[b] / (double)a->hist_w;
 					if (op > 1)
 						op = 1;
@@ -808,42 +1077,29 @@ int an_report_html(const struct analysis *a, FILE *f)
 					const struct an_mark *mk = &a->marks[m];
 					if (mk->device != s->device || (mk->kind == AN_F_KERNEL_BURST && mk->stream != s->stream))
 						continue;
-					if (mk->start < a->hist_origin)
+					if (mk->end <= w0 || mk->start >= w1)
 						continue;
-					double mx = x0 + w * (double)(mk->start - a->hist_origin) / span;
-					double mw = w * (double)(mk->end - mk->start) / span;
-					if (mx > x0 + w)
-						continue;
+					uint64_t ms = mk->start > w0 ? mk->start : w0, me = mk->end < w1 ? mk->end : w1;
+					double mx = x0 + w * (double)(ms - w0) / span;
+					double mw = w * (double)(me - ms) / span;
+					if (mw < 1) { /* drawn 1 px wide, still on the axis */
+						mw = 1;
+						if (mx > x0 + w - 1)
+							mx = x0 + w - 1;
+					}
 					int gap = mk->kind == AN_F_IDLE_GAP;
-					fprintf(f, "<rect x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%d\" fill=\"%s\" fill-opacity=\"0.8\"><title>%s %s</title></rect>\n",
-						mx, gap ? y + 16 : y - 2, mw < 1 ? 1 : mw, gap ? 4 : 3, gap ? "#d62728" : "#9467bd",
+					fprintf(f, "<rect class=\"mark\" x=\"%.2f\" y=\"%.0f\" width=\"%.2f\" height=\"%d\" fill=\"%s\" fill-opacity=\"0.8\"><title>%s %s</title></rect>\n",
+						mx, gap ? y + 16 : y - 2, mw, gap ? 4 : 3, gap ? "#d62728" : "#9467bd",
 						gap ? "idle gap" : "kernel burst", fmt_ns(mk->end - mk->start, t2, sizeof t2));
 				}
 			}
-			/* The timeline covers the whole trace; the breakdown and the
-			 * findings only the marked iterations: grey out the rest. */
-			int win_marked = 0;
-			if (a->markers_used && a->win_end > a->win_begin) {
-				double wb = a->win_begin > a->hist_origin ? (double)(a->win_begin - a->hist_origin) : 0.0;
-				double we = a->win_end > a->hist_origin ? (double)(a->win_end - a->hist_origin) : 0.0;
-				double bx = x0 + w * (wb < span ? wb : span) / span, ex = x0 + w * (we < span ? we : span) / span;
-				double h = 24.0 * (double)a->streams.n;
-				if (bx > x0)
-					fprintf(f, "<rect x=\"%.0f\" y=\"0\" width=\"%.2f\" height=\"%.0f\" fill=\"#ffffff\" fill-opacity=\"0.7\"/>\n",
-						x0, bx - x0, h);
-				if (ex < x0 + w)
-					fprintf(f, "<rect x=\"%.2f\" y=\"0\" width=\"%.2f\" height=\"%.0f\" fill=\"#ffffff\" fill-opacity=\"0.7\"/>\n",
-						ex, x0 + w - ex, h);
-				fprintf(f, "<rect class=\"window\" x=\"%.2f\" y=\"1\" width=\"%.2f\" height=\"%.0f\" fill=\"none\" stroke=\"#2ca02c\" stroke-width=\"2\"><title>analysed window: %" PRIu64
-					   " marked iteration%s</title></rect>\n",
-					bx, ex - bx < 1 ? 1 : ex - bx, h, a->iterations, a->iterations == 1 ? "" : "s");
-				win_marked = 1;
-			}
-			fprintf(f, "<text x=\"100\" y=\"%zu\" font-size=\"12\">0</text><text x=\"830\" y=\"%zu\" font-size=\"12\">%s</text>\n",
-				24 * a->streams.n + 22, 24 * a->streams.n + 22, fmt_ns((uint64_t)span, t1, sizeof t1));
-			fprintf(f, "</svg>\n<p class=\"s\">blue: GPU busy; red: idle gaps; purple: kernel bursts%s</p>\n",
-				win_marked ? "; green frame: the analysed window (marked iterations after warm-up), the rest "
-					     "faded" : "");
+			fprintf(f, "<rect class=\"window\" x=\"%.2f\" y=\"1\" width=\"%.2f\" height=\"%.0f\" fill=\"none\" stroke=\"#2ca02c\" stroke-width=\"1\"><title>analysed window: %s</title></rect>\n",
+				x0, w, 24.0 * (double)a->streams.n, a->markers_used ? "marked iterations" : "first to last event");
+			fprintf(f, "<text x=\"100\" y=\"%zu\" font-size=\"12\">0</text><text class=\"axis-end\" x=\"830\" y=\"%zu\" font-size=\"12\">%s</text>\n",
+				24 * a->streams.n + 22, 24 * a->streams.n + 22, fmt_ns(w1 - w0, t1, sizeof t1));
+			fprintf(f, "</svg>\n<p class=\"s\">the axis is the analysed window (%s), as in the breakdown above; "
+				   "blue: GPU busy; red: idle gaps; purple: kernel bursts</p>\n",
+				a->markers_used ? "marked iterations after warm-up" : "first to last event");
 		}
 	}
 

@@ -24,7 +24,8 @@ struct item {
 	char *key;
 	int type; /* 0 overall, 1 kernel, 2 call site, 3 memory, 4 Python path (CPU runs) */
 	double a, b;
-	int regressed;
+	int over;      /* B worse than A by more than the threshold, on an item that matters */
+	int regressed; /* what the verdict rests on: with steps, the time per step alone */
 };
 
 struct items {
@@ -72,7 +73,7 @@ static int cpu_run(const struct analysis *x)
 	return !an_has_gpu(x) && !(x->n_launch + x->n_memcpy + x->n_memset);
 }
 
-static int collect(struct items *it, const struct analysis *x, int side, double div, int cpu)
+static int collect(struct items *it, const struct analysis *x, int side, double div, int cpu, int steps)
 {
 	char key[2048];
 	struct item *e;
@@ -83,10 +84,16 @@ static int collect(struct items *it, const struct analysis *x, int side, double 
 		*(side ? &e->b : &e->a) += (val) / div;    \
 	} while (0)
 	PUT(0, "window_ns", (double)x->total.window_ns);
+	if (steps) {
+		if (!(e = item_get(it, 0, "time_per_step_ns")))
+			return -1;
+		*(side ? &e->b : &e->a) = (double)x->steps.median_ns; /* already per step */
+	}
 	if (an_has_gpu(x)) {
 		PUT(0, "gpu_busy_ns", (double)x->total.busy_ns);
 		PUT(0, "gpu_active_ns", (double)x->total.active_ns);
 		PUT(0, "data_movement_ns", (double)x->total.dm_ns);
+		PUT(0, "gpu_idle_ns", (double)x->total.idle_ns);
 	}
 	for (size_t i = 0; i < x->kernels.n; i++) {
 		const struct an_kernel_stat *k = VEC_AT(&x->kernels, struct an_kernel_stat, i);
@@ -143,6 +150,39 @@ static int cmp_item(const void *p, const void *q)
 	if (dx != dy)
 		return dx < dy ? 1 : -1;
 	return strcmp(x->key, y->key);
+}
+
+static const char *verdict(const struct item *head, double threshold)
+{
+	double c = change_pct(head);
+	return c > threshold ? "regressed" : c < -threshold ? "improved" : "unchanged";
+}
+
+static const struct item *find_item(const struct items *it, const char *key)
+{
+	for (size_t i = 0; i < it->n; i++)
+		if (it->v[i].type == 0 && !strcmp(it->v[i].key, key))
+			return &it->v[i];
+	return NULL;
+}
+
+/* The headline: time per step, with what the GPU did per step beside it. */
+static void text_headline(const struct item *head, const struct items *it, const struct analysis *a,
+			  const struct analysis *b, double threshold)
+{
+	printf("time per step: %.3f ms -> %.3f ms (%+.1f%%): %s  [steps: %s %" PRIu64 ", %s %" PRIu64 "]\n",
+	       head->a / 1e6, head->b / 1e6, change_pct(head), verdict(head, threshold),
+	       an_steps_source_name(a->steps.source), a->steps.count - a->steps.warmup,
+	       an_steps_source_name(b->steps.source), b->steps.count - b->steps.warmup);
+	static const char *const beside[][2] = {
+		{"gpu_busy_ns", "GPU busy"}, {"data_movement_ns", "data movement"}, {"gpu_idle_ns", "GPU idle"}};
+	printf("  per step:");
+	for (size_t k = 0; k < 3; k++) {
+		const struct item *x = find_item(it, beside[k][0]);
+		if (x)
+			printf("  %s %.3f -> %.3f ms", beside[k][1], x->a / 1e6, x->b / 1e6);
+	}
+	printf("\n  what changed (explanation; only the time per step decides):\n");
 }
 
 static void usage(FILE *f)
@@ -241,8 +281,11 @@ int cmd_diff(int argc, char **argv)
 	}
 	struct items it = {0};
 	int cpu = cpu_run(&an[0]) && cpu_run(&an[1]);
-	int bad = collect(&it, &an[0], 0, per(&an[0], &an[1], &an[0]), cpu) ||
-		  collect(&it, &an[1], 1, per(&an[0], &an[1], &an[1]), cpu);
+	/* Both runs have steps (marks or detected): the verdict is the time per
+	 * step, what the user waits for; the rest explains it. */
+	int steps = an[0].steps.source && an[1].steps.source && an[0].steps.median_ns && an[1].steps.median_ns;
+	int bad = collect(&it, &an[0], 0, per(&an[0], &an[1], &an[0]), cpu, steps) ||
+		  collect(&it, &an[1], 1, per(&an[0], &an[1], &an[1]), cpu, steps);
 	if (bad) {
 		fprintf(stderr, "tbanalyze: diff: out of memory\n");
 		an_free(&an[0]);
@@ -263,11 +306,18 @@ int cmd_diff(int argc, char **argv)
 		int matters = share_base == 0 || (x->a > x->b ? x->a : x->b) * 100.0 >= min_share * share_base;
 		if (x->type == 3 && strstr(x->key, " allocated bytes"))
 			matters = 0; /* allocation volume is reported; peaks decide */
-		if (x->type == 0 && strcmp(x->key, "window_ns") && strcmp(x->key, "gpu_busy_ns"))
+		if (x->type == 0 && strcmp(x->key, "window_ns") && strcmp(x->key, "gpu_busy_ns") &&
+		    strcmp(x->key, "time_per_step_ns"))
 			matters = 0; /* components are reported, the verdict rests on wall and busy time */
-		x->regressed = matters && x->b > x->a && change_pct(x) > threshold;
+		x->over = matters && x->b > x->a && change_pct(x) > threshold;
+		x->regressed = steps ? x->type == 0 && !strcmp(x->key, "time_per_step_ns") && x->over : x->over;
 		regressions += x->regressed;
 	}
+	struct item *tps = NULL;
+	for (size_t i = 0; steps && i < it.n; i++)
+		if (it.v[i].type == 0 && !strcmp(it.v[i].key, "time_per_step_ns"))
+			tps = &it.v[i];
+	struct item head = tps ? *tps : (struct item){0};
 	qsort(it.v, it.n, sizeof *it.v, cmp_item);
 
 	if (json) {
@@ -275,9 +325,19 @@ int cmd_diff(int argc, char **argv)
 		json_str(stdout, paths[0], strlen(paths[0]));
 		printf(",\"b\":");
 		json_str(stdout, paths[1], strlen(paths[1]));
-		printf(",\"threshold_pct\":%.3f,\"per_iteration\":%s,\"regression\":%s,\"regressions\":%d,\"changes\":[",
+		printf(",\"threshold_pct\":%.3f,\"per_iteration\":%s,\"regression\":%s,\"regressions\":%d",
 		       threshold, an[0].markers_used && an[1].markers_used && an[0].iterations && an[1].iterations ? "true" : "false",
 		       regressions ? "true" : "false", regressions);
+		if (tps) {
+			double c = change_pct(&head);
+			printf(",\"judged_by\":\"time_per_step\",\"time_per_step\":{\"a_ns\":%.0f,\"b_ns\":%.0f,\"change_pct\":%.3f"
+			       ",\"source_a\":\"%s\",\"source_b\":\"%s\",\"verdict\":\"%s\"}",
+			       head.a, head.b, isinf(c) ? 0.0 : c, an_steps_source_name(an[0].steps.source),
+			       an_steps_source_name(an[1].steps.source), verdict(&head, threshold));
+		} else {
+			printf(",\"judged_by\":\"items\",\"time_per_step\":null");
+		}
+		printf(",\"changes\":[");
 		for (size_t i = 0; i < it.n; i++) {
 			const struct item *x = &it.v[i];
 			double c = change_pct(x);
@@ -288,13 +348,16 @@ int cmd_diff(int argc, char **argv)
 				printf("\"change_pct\":null");
 			else
 				printf("\"change_pct\":%.3f", c);
-			printf(",\"regressed\":%s}", x->regressed ? "true" : "false");
+			printf(",\"regressed\":%s,\"over_threshold\":%s}", x->regressed ? "true" : "false",
+			       x->over ? "true" : "false");
 		}
 		printf("]}\n");
 	} else {
 		printf("tbanalyze diff: A=%s B=%s (threshold %.1f%%%s%s)\n", paths[0], paths[1], threshold,
 		       an[0].markers_used && an[1].markers_used ? ", per iteration" : "",
 		       cpu ? "; CPU runs: host self time by Python path" : "");
+		if (tps)
+			text_headline(&head, &it, &an[0], &an[1], threshold);
 		size_t shown = 0;
 		for (size_t i = 0; i < it.n && shown < 30; i++) {
 			const struct item *x = &it.v[i];
@@ -306,13 +369,18 @@ int cmd_diff(int argc, char **argv)
 				snprintf(pc, sizeof pc, "new");
 			else
 				snprintf(pc, sizeof pc, "%+.1f%%", c);
-			printf("%s %-9s %8s  %14.0f -> %14.0f %s  %.160s\n", x->regressed ? "REGRESSED" : "         ",
+			printf("%s %-9s %8s  %14.0f -> %14.0f %s  %.160s\n",
+			       x->regressed ? "REGRESSED" : x->over ? "   grew  " : "         ",
 			       type_name(x->type), pc, x->a, x->b, x->type == 3 ? "B " : "ns", x->key);
 			shown++;
 		}
 		if (!shown)
 			printf("no differences\n");
-		if (regressions)
+		if (tps)
+			printf("verdict: %s (time per step %+.1f%%, threshold %.1f%%)\n",
+			       regressions ? "REGRESSION" : head.b < head.a ? "improved, no regression" : "no regression",
+			       change_pct(&head), threshold);
+		else if (regressions)
 			printf("verdict: REGRESSION (%d item%s slower or larger by more than %.1f%%)\n", regressions,
 			       regressions == 1 ? "" : "s", threshold);
 		else

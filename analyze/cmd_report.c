@@ -19,7 +19,9 @@ const char an_opts_help[] =
 	"  --sync-min N        syncs per call site to report a sync hotspot (default 10)\n"
 	"  --churn-min N       allocations per call site to report churn (default 50)\n"
 	"  --top N             findings shown in the text report (default 20)\n"
-	"  --no-markers        ignore the runner's iteration/warm-up markers\n";
+	"  --no-markers        ignore the runner's iteration/warm-up markers (and detect no steps)\n"
+	"  --where=user|leaf   place a finding at the innermost frame of the user's code (default: user, the\n"
+	"                      first frame outside torch and the standard library) or at the leaf frame\n";
 
 /* Option errors read "tbanalyze: --OPTION: VALUE: REASON" (exit 3). */
 static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
@@ -63,6 +65,15 @@ int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
 	if (!strcmp(arg, "--no-markers")) {
 		o->no_markers = 1;
 		return 1;
+	}
+	if (!strncmp(arg, "--where", 7) && (arg[7] == '=' || !arg[7])) {
+		const char *val = arg[7] ? arg + 8 : (*i + 1 < argc ? argv[++*i] : NULL);
+		if (val && (!strcmp(val, "user") || !strcmp(val, "leaf"))) {
+			o->where_leaf = !strcmp(val, "leaf");
+			return 1;
+		}
+		fprintf(stderr, "tbanalyze: --where: %s: not user or leaf\n", val ? val : "value missing");
+		return -1;
 	}
 	for (size_t k = 0; k < sizeof num_opts / sizeof num_opts[0]; k++) {
 		size_t nl = strlen(num_opts[k].name);

@@ -48,6 +48,31 @@ def parts(gen, run, check):
         check(reg == ["device 0 peak bytes"], f"diff bigmem: peak memory regressed, nothing else ({reg})")
         site = [c for c in rep["changes"] if c["name"].startswith("train.py:120:main") and c["type"] == "memory"]
         check(len(site) == 1 and site[0]["change_pct"] == 100.0, f"diff bigmem: allocations per call site ({site})")
+        # Per step (no marks: steps detected).  The fix removes 200 us of data
+        # loading a step and makes one kernel 100 us slower: GPU busy per
+        # step +11.9 % (past the threshold) but each step 8.3 % faster:
+        # improved, exit 0; the reverse is a regression, exit 1.
+        u, uexp = gen(gen_path, tmp, "unmarked")
+        fx, _ = gen(gen_path, tmp, "unmarked-fixed")
+        sl, _ = gen(gen_path, tmp, "unmarked-slow")
+        rep = json.loads(run(["diff", u, fx, "--json"], expect_rc=0).stdout)
+        tps = rep.get("time_per_step") or {}
+        check(rep["judged_by"] == "time_per_step" and tps.get("verdict") == "improved" and rep["regression"] is False
+              and tps.get("a_ns") == uexp["steps"]["median_ns"] and tps.get("b_ns") == uexp["steps"]["median_ns"] - 100000,
+              f"diff per step: the fix is an improvement ({tps})")
+        busy = [c for c in rep["changes"] if c["name"] == "gpu_busy_ns"]
+        check(busy and busy[0]["over_threshold"] is True and busy[0]["regressed"] is False,
+              f"diff per step: more GPU busy per step is explained, not judged ({busy})")
+        check(not [c for c in rep["changes"] if c["regressed"]], "diff per step: nothing regressed")
+        p = run(["diff", u, fx], expect_rc=0)
+        check("time per step: " in p.stdout.splitlines()[1] and "improved" in p.stdout.splitlines()[1],
+              f"diff per step text: the headline is the time per step ({p.stdout.splitlines()[1:2]})")
+        rep = json.loads(run(["diff", fx, u, "--json"], expect_rc=1).stdout)
+        reg = [(c["type"], c["name"]) for c in rep["changes"] if c["regressed"]]
+        check(rep["time_per_step"]["verdict"] == "regressed" and reg == [("overall", "time_per_step_ns")],
+              f"diff per step reversed: regressed on the time per step alone ({reg})")
+        run(["diff", u, sl], expect_rc=1)
+        run(["diff", u, sl, "--threshold", "40"], expect_rc=0)
         run(["diff", a], expect_rc=3)
         run(["diff", a, os.path.join(tmp, "nope.zst")], expect_rc=2)
 

@@ -104,8 +104,59 @@ def check_findings(name, rep, exp):
                   f"{name}: burst idle {f['idle_ns']} > GPU idle {bd['gpu_idle_ns']}")
 
 
+def check_idle(scen, rep, exp):
+    """The idle breakdown adds up to the GPU idle time, each gap's causes to
+    its time, and the planted idle is blamed exactly where it was planted."""
+    ib = rep.get("idle_breakdown")
+    if not check(ib is not None, f"{scen}: idle_breakdown present"):
+        return
+    causes = ("sync", "python", "launch_bound", "host_other", "no_host", "queued")
+    total = sum(ib[c + "_ns"] for c in causes) + ib["harness_ns"]
+    check(ib["idle_ns"] == rep["breakdown"]["gpu_idle_ns"] == total,
+          f"{scen}: idle by cause adds up ({total} vs {ib['idle_ns']} vs {rep['breakdown']['gpu_idle_ns']})")
+    for f in rep["findings"]:
+        if f["kind"] == "idle_gap":
+            split = sum(f["causes"][c + "_ns"] for c in causes)
+            check(split == f["total_ns"], f"{scen}: causes of {finding_key(f)} add up ({split} vs {f['total_ns']})")
+            check(max(f["causes"], key=lambda c: f["causes"][c]) == f["cause"] + "_ns",
+                  f"{scen}: {finding_key(f)} is blamed on its biggest cause ({f['causes']})")
+    for want in exp.get("idle_splits", []):
+        def leaf(s):
+            py = s["where"]["python"]
+            return (py[0]["file"], py[0]["function"], py[0]["line"]) if py else (None, None, 0)
+        got = [s for s in ib["sites"] if s["cause"] == want["cause"] and s["edge"] == want["edge"]
+               and leaf(s) == (want["file"], want["function"], want["line"])]
+        check(len(got) == 1 and got[0]["total_ns"] == want["ns"],
+              f"{scen}: idle blamed on {want['cause']} at {want['file']}:{want['line']} "
+              f"({want['edge'] or 'inside the window'}): {[g['total_ns'] for g in got]} != {want['ns']}")
+
+
+def check_placement(scen, trace, rep):
+    """Findings sit at the user's innermost frame with torch's frames under
+    it (--where=leaf: at the leaf); the runner's syncs are the harness's."""
+    pp = [f for f in rep["findings"] if f["kind"] == "ping_pong" and f["where"]["python"][0]["file"] == "model.py"]
+    check(len(pp) == 1 and pp[0]["where"]["python"][0]["line"] == 50
+          and [l["function"] for l in pp[0]["library"]] == ["convert", "Module._apply", "Module.to"],
+          f"{scen}: ping_pong at the model's .to() line with torch's frames under it ({pp})")
+    harness = [(h["kind"], h["where"]["python"][0]["file"], h["count"]) for h in rep["harness"]]
+    check(("sync_hotspot", "/opt/tb/runner/measure.py", 14) in harness and ("idle_gap", "/opt/tb/runner/measure.py", 2) in harness,
+          f"{scen}: the runner's syncs and the gaps it waited in are harness ({harness})")
+    hsites = [x for x in rep["idle_breakdown"]["sites"] if x["where"]["python"] and "/opt/tb/" in x["where"]["python"][0]["file"]]
+    check(hsites and all(x["harness"] for x in hsites) and not any(x["harness"] for x in rep["idle_breakdown"]["sites"] if x not in hsites),
+          f"{scen}: idle at the runner's lines is marked harness ({hsites})")
+    check(not [f for f in rep["findings"] for fr in f["where"]["python"][:1] if "/opt/tb/" in fr["file"]],
+          f"{scen}: no finding placed in the runner")
+    leaf = json.loads(run([trace, "--json", "--where=leaf"]).stdout)
+    lpp = [f for f in leaf["findings"] if f["kind"] == "ping_pong" and f["where"]["python"][0]["function"] == "convert"]
+    check(len(lpp) == 1 and lpp[0]["count"] == 3 and lpp[0]["library"] == [], f"{scen}: --where=leaf keeps the leaf ({lpp})")
+    text = run([trace]).stdout
+    check("via  torch/nn/modules/module.py:1160 in convert" in text and "the runner's own cost" in text
+          and "runner/measure.py:41" in text.split("the runner's own cost")[1],
+          f"{scen}: text shows torch's frames under the user's line, and the harness apart")
+
+
 def part_report(gen_path, tmp):
-    for scen in ("clean", "planted", "markers", "markers-late", "apionly"):
+    for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked"):
         trace, exp = gen(gen_path, tmp, scen)
         p = run([trace, "--json"])
         rep = json.loads(p.stdout)
@@ -128,11 +179,51 @@ def part_report(gen_path, tmp):
             continue
         check(rep["trace"]["out_of_order"] == 0, f"{scen}: {rep['trace']['out_of_order']} records out of order")
         check_findings(scen, rep, exp)
+        if scen != "apionly":
+            check_idle(scen, rep, exp)
         if scen == "apionly":
             check(rep["trace"]["api_only"] is True, "apionly: api_only flag")
             check(rep["breakdown"]["gpu_active_ns"] is None, "apionly: no breakdown without GPU records")
         else:
             check_breakdown(scen, rep, exp)
+        if scen in ("planted", "markers"):
+            check_placement(scen, trace, rep)
+        if scen == "unmarked":
+            # No marks: the loop's steps are found, the first set apart as
+            # warm-up; its one-time work (build_caches) is no finding.
+            st, want = rep["steps"], exp["steps"]
+            check(st is not None and st["source"] == "detected" and st["count"] == want["count"]
+                  and st["warmup"] == want["warmup"] and st["median_ns"] == want["median_ns"]
+                  and st["loop"]["python"][0]["line"] == 50, f"unmarked: steps detected ({st} vs {want})")
+            check(rep["window"]["source"] == "detected_steps" and rep["window"]["iterations"] == want["count"] - 1,
+                  f"unmarked: the window is the steps after warm-up ({rep['window']})")
+            check(not [f for f in rep["findings"] for fr in f["where"]["python"][:1] if fr["function"] == "build_caches"],
+                  "unmarked: the warm-up step's one-time work is not a finding")
+            nm = json.loads(run([trace, "--json", "--no-markers"]).stdout)
+            check(nm["steps"] is None and nm["window"]["source"] == "events", "unmarked --no-markers: no steps")
+            # Kept allocations: churn only because every step makes them.
+            check(not [f for f in nm["findings"] if f["kind"] == "alloc_churn"],
+                  "unmarked --no-markers: allocations kept, no steps to repeat in: no alloc_churn")
+        if scen == "markers":
+            st = rep["steps"]
+            check(st is not None and st["source"] == "marks" and st["count"] == 2 and st["warmup"] == 1
+                  and st["median_ns"] == rep["breakdown"]["window_ns"], f"markers: steps from the marks ({st})")
+        if scen == "threads":
+            # The gaps are the autograd thread's; the main thread waiting in
+            # Tensor.backward is their context, placed at the backward() line.
+            gaps = [f for f in rep["findings"] if f["kind"] == "idle_gap"]
+            ctx = {(f["context"]["python"][0]["file"], f["context"]["python"][0]["line"]) for f in gaps if "context" in f}
+            check(len(gaps) == 3 and all("context" in f for f in gaps) and ctx == {("train.py", 70)},
+                  f"threads: every gap has the backward() line as context ({ctx})")
+            eng = [f for f in gaps if f["cause"] in ("host_other", "launch_bound")]
+            check(len(eng) == 2 and all(f.get("autograd_engine") is True and f.get("kernel") == "vectorized_elementwise_kernel<relu>"
+                                        for f in eng)
+                  and "autograd engine" in run([trace]).stdout,
+                  f"threads: C++ launches during backward() (no path, or the path lent by the tracer) are the autograd engine's ({eng})")
+            py = [f for f in gaps if f["cause"] == "python"]
+            check(len(py) == 1 and py[0].get("autograd_engine") is False, "threads: a Python Function.backward is named, not the engine")
+            check(not [f for f in rep["findings"] for fr in f["where"]["python"] + f["library"] if "_tensor.py" in fr["file"]],
+                  "threads: no finding blames the waiting thread's Tensor.backward")
         if scen == "markers":
             check(rep["window"]["source"] == "markers", "markers: window from markers")
             check(rep["window"]["warmup_excluded"] is True, "markers: warm-up excluded")
@@ -210,7 +301,8 @@ def part_options(gen_path, tmp):
     # Gaps of 200 us (sync), 100 us (launch-bound), 80 us (native) fall below 250 us.
     rep = json.loads(run([trace, "--json", "--gap-us", "250"]).stdout)
     gaps = [finding_key(f) for f in rep["findings"] if f["kind"] == "idle_gap"]
-    check(gaps == [("idle_gap", "python", "data.py", "preprocess", 12)], f"--gap-us 250: {gaps}")
+    check(sorted(gaps) == [("idle_gap", "python", "data.py", "preprocess", 12),
+                           ("idle_gap", "python", "log.py", "log_metrics", 7)], f"--gap-us 250: {gaps}")
     rep = json.loads(run([trace, "--json", "--burst-min", "21"]).stdout)
     check(not [f for f in rep["findings"] if f["kind"] == "kernel_burst"], "--burst-min 21: bursts of 20 not reported")
     rep = json.loads(run([trace, "--json", "--scalar-bytes=2", "--sync-min", "13", "--churn-min", "61",
@@ -299,25 +391,39 @@ def part_text(gen_path, tmp):
     with open(html) as f:
         h = f.read()
     check(h.startswith("<!DOCTYPE html>") and h.rstrip().endswith("</html>"), "html: a complete page")
-    check(h.count("<svg") == 2, "html: breakdown bar and timeline")
+    check(h.count("<svg") == 3, "html: breakdown bar, idle by cause and timeline")
     check("idle gap" in h and "kernel burst" in h, "html: timeline marks gaps and bursts")
     check("http://" not in h.replace("http://www.w3.org/2000/svg", "") and "src=" not in h, "html: no external assets")
     check("failed API call" in t and "counts: %d kernels" % exp["counts"]["kernels"] in t,
           "text: a failed launch is a failed API call, not a kernel")
-    check('class="window"' not in h, "html: no window frame without iteration markers")
-    # With iteration markers the timeline (whole trace) frames the analysed window.
-    mtrace, mexp = gen(gen_path, tmp, "markers")
-    mhtml = os.path.join(tmp, "m.html")
-    run(["report", mtrace, "--html", mhtml])
-    with open(mhtml) as f:
-        mh = f.read()
     import re
-    m = re.search(r'<rect class="window" x="([0-9.]+)" y="1" width="([0-9.]+)"', mh)
-    check(m is not None and "analysed window: 1 marked iteration" in mh, "html: the analysed window is marked")
-    if m:
-        # The warm-up iteration comes first: the frame starts right of the axis.
-        check(float(m.group(1)) > 100.0 and float(m.group(1)) + float(m.group(2)) <= 880.5,
-              f"html: window frame inside the timeline, after the warm-up ({m.groups()})")
+    # The idle bar: one rect per cause, their widths the whole bar.
+    bars = re.findall(r'<rect class="idle-([a-z_]+)" x="[0-9.]+" y="10" width="([0-9.]+)"', h)
+    check({c for c, _ in bars} >= {"python", "sync", "launch_bound", "host_other"}
+          and abs(sum(float(w) for _, w in bars) - 780.0) < 0.1, f"html: idle bar by cause ({bars})")
+    check("idle by cause" in t and "python" in t.split("idle by cause")[1].split("\n")[0], "text: idle by cause")
+    # The timeline's axis is the window, as the breakdown's: its end label is
+    # the window's length and every mark lies on the axis.
+    for name, tr in (("planted", trace), ("markers", gen(gen_path, tmp, "markers")[0])):
+        hp = os.path.join(tmp, name + ".html")
+        tt = run(["report", tr, "--html", hp]).stdout
+        with open(hp) as f:
+            hh = f.read()
+        win = re.search(r"^window: ([0-9.]+ [a-z]+)", tt, re.M).group(1)
+        end = re.search(r'<text class="axis-end"[^>]*>([^<]+)</text>', hh)
+        check(end is not None and end.group(1) == win, f"html {name}: axis ends at the window's length ({end and end.group(1)} vs {win})")
+        marks = [(float(x), float(w)) for x, w in re.findall(r'<rect class="mark" x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)"', hh)]
+        check(marks and all(x >= 100.0 and x + w <= 880.5 for x, w in marks), f"html {name}: marks on the axis ({marks[:3]})")
+        m = re.search(r'<rect class="window" x="([0-9.]+)" y="1" width="([0-9.]+)"', hh)
+        check(m is not None and float(m.group(1)) == 100.0 and float(m.group(2)) == 780.0, f"html {name}: the axis is the window")
+    # Markers: the warm-up's 500 us gap lies before the window and is not drawn;
+    # the longest drawn is the window's 300 us gaps, to the window's scale.
+    with open(os.path.join(tmp, "markers.html")) as f:
+        mh = f.read()
+    check("analysed window: marked iterations" in mh, "html: the analysed window is named")
+    mwin = json.loads(run([gen(gen_path, tmp, "markers")[0], "--json"]).stdout)["breakdown"]["window_ns"]
+    widths = sorted(float(w) for w in re.findall(r'<rect class="mark" x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)" height="4"', mh))
+    check(widths and abs(widths[-1] - 780.0 * 300000 / mwin) < 0.02, f"html markers: the longest gap drawn is 300 us ({widths[-1:]})")
     ctrace, _ = gen(gen_path, tmp, "clean")
     t = run([ctrace]).stdout
     check("no findings" in t, "text: a clean trace has no findings")

@@ -255,6 +255,28 @@ static void expect_finding(const char *kind, const char *cause, const char *file
 	expect[n_expect++] = (struct expect_f){kind, cause, file, func, line, count};
 }
 
+/* Idle time the report must blame on (cause, site), exactly: the idle
+ * breakdown's row for that site (and its edge, when set). */
+struct expect_split {
+	const char *cause, *file, *function, *edge;
+	uint64_t line, ns;
+};
+static struct expect_split splits[16];
+static size_t n_splits;
+
+static void expect_split_edge(const char *edge, const char *cause, uint64_t ns, const char *file, const char *func,
+			      uint64_t line)
+{
+	splits[n_splits++] = (struct expect_split){cause, file, func, edge, line, ns};
+}
+
+static uint64_t exp_steps_count, exp_steps_warmup, exp_steps_median; /* 0: no steps expected */
+
+static void expect_split(const char *cause, uint64_t ns, const char *file, const char *func, uint64_t line)
+{
+	expect_split_edge(NULL, cause, ns, file, func, line);
+}
+
 /* ------------------------------------------------------------ workloads */
 static uint64_t k_gemm, k_relu, k_fill, k_copyk;
 static uint64_t cp_main, cp_fwd, cp_bwd;
@@ -333,14 +355,31 @@ static uint64_t planted_body(uint64_t g)
 	uint64_t cp_buf = site("buf.py", "scratch", 10, cp_main);
 	uint64_t cp_buf_free = site("buf.py", "scratch", 11, cp_main);
 
+	uint64_t cp_item2 = site("train.py", "step", 45, cp_main);
+	uint64_t cp_log = site("log.py", "log_metrics", 7, cp_main);
 	g = clean_step(g, 0);
-	/* idle_gap/sync x5: the host sits in a sync as the GPU drains. */
+	/* idle_gap/sync x5: truly sync-bound: the host sits in a sync for most
+	 * of the gap (190 of 200 us: the sync returns long after the GPU ran
+	 * dry, as a sync on another stream's event would). */
 	for (int i = 0; i < 5; i++) {
-		sync_call(0, g - 30 * US, 40 * US, cp_item, 0);
+		sync_call(0, g - 30 * US, 220 * US, cp_item, 0);
 		g = gap_then_kernel(g, 200 * US, 0, cp_fwd, 0);
 		g = clean_step(g, 0);
 	}
 	expect_finding("idle_gap", "sync", "train.py", "step", 40, 5);
+	expect_split("sync", 5 * 190 * US, "train.py", "step", 40);
+	/* idle_gap/python x3: each step ends with a short .item() (5 us of the
+	 * gap inside the sync) and 280 us of Python logging before the next
+	 * step's launches: the gap is the Python function's, not the sync's. */
+	for (int i = 0; i < 3; i++) {
+		sync_call(0, g - 30 * US, 35 * US, cp_item2, 0);
+		span(0, g + 8 * US, g + 288 * US, cp_log);
+		g = gap_then_kernel(g, 300 * US, 0, cp_fwd, 0);
+		g = clean_step(g, 0);
+	}
+	expect_finding("idle_gap", "python", "log.py", "log_metrics", 7, 3);
+	expect_split("python", 3 * 280 * US, "log.py", "log_metrics", 7);
+	expect_split("sync", 3 * 5 * US, "train.py", "step", 45);
 	/* idle_gap/python x4: preprocess() runs while the GPU waits. */
 	for (int i = 0; i < 4; i++) {
 		span(0, g + 5 * US, g + 290 * US, cp_pre);
@@ -348,18 +387,21 @@ static uint64_t planted_body(uint64_t g)
 		g = clean_step(g, 0);
 	}
 	expect_finding("idle_gap", "python", "data.py", "preprocess", 12, 4);
+	expect_split("python", 4 * 285 * US, "data.py", "preprocess", 12);
 	/* idle_gap/launch_bound x3: nothing else going on, the launch is late. */
 	for (int i = 0; i < 3; i++) {
 		g = gap_then_kernel(g, 100 * US, 0, cp_late, 0);
 		g = clean_step(g, 0);
 	}
 	expect_finding("idle_gap", "launch_bound", "model.py", "forward", 77, 3);
+	expect_split("launch_bound", 3 * 100 * US, "model.py", "forward", 77);
 	/* idle_gap/host_other x2: launched from a thread without Python. */
 	for (int i = 0; i < 2; i++) {
 		g = gap_then_kernel(g, 80 * US, 1, 0, nat_other);
 		g = clean_step(g, 0);
 	}
 	expect_finding("idle_gap", "host_other", NULL, NULL, 0, 2);
+	expect_split("host_other", 2 * 80 * US, NULL, NULL, 0);
 	/* kernel_burst x2 bursts of 20 tiny kernels with 5 us idle between. */
 	for (int b = 0; b < 2; b++) {
 		for (int k = 0; k < 20; k++) {
@@ -405,6 +447,42 @@ static uint64_t planted_body(uint64_t g)
 		g = gs + 40 * US;
 	}
 	expect_finding("ping_pong", NULL, "offload.py", "offload", 30, 4);
+	/* ping_pong x3 through torch: the copies are made inside Module.to's
+	 * convert; the finding belongs at the model's line that called .to(). */
+	uint64_t cp_setup_to = site("model.py", "move", 50, cp_main);
+	uint64_t cp_to = site("/opt/py/lib/python3.11/site-packages/torch/nn/modules/module.py", "Module.to", 1174,
+			      cp_setup_to);
+	uint64_t cp_apply = site("/opt/py/lib/python3.11/site-packages/torch/nn/modules/module.py", "Module._apply",
+				 805, cp_to);
+	uint64_t cp_convert = site("/opt/py/lib/python3.11/site-packages/torch/nn/modules/module.py", "convert", 1160,
+				   cp_apply);
+	for (int i = 0; i < 3; i++) {
+		uint64_t gs = g + 10 * US;
+		copy(0, gs - 12 * US, 12 * US, cp_convert, 0, 7, 2 << 20, TBP_COPY_H2D,
+		     TBP_COPYF_PINNED | TBP_COPYF_ASYNC, 0x7000, 0x50000, gs, gs + 40 * US);
+		g = gs + 40 * US;
+		gs = g + 10 * US;
+		copy(0, gs - 12 * US, 12 * US, cp_convert, 0, 7, 2 << 20, TBP_COPY_D2H,
+		     TBP_COPYF_PINNED | TBP_COPYF_ASYNC, 0x50000, 0x7000, gs, gs + 40 * US);
+		g = gs + 40 * US;
+	}
+	expect_finding("ping_pong", NULL, "model.py", "move", 50, 3);
+	/* The runner times each batch with a sync (runner/measure.py, called
+	 * from run.py): the harness's cost, not a finding about the model. */
+	uint64_t cp_run = site("/opt/tb/run.py", "main", 210, 0);
+	uint64_t cp_measure = site("/opt/tb/runner/measure.py", "time_batch", 41, cp_run);
+	for (int i = 0; i < 12; i++) {
+		uint64_t gs = g + 10 * US;
+		kernel(0, gs - 20 * US, cp_fwd, 0, 0, 7, gs, gs + 50 * US, k_relu);
+		sync_call(0, gs + 5 * US, 3 * US, cp_measure, 0);
+		g = gs + 50 * US;
+	}
+	/* ... and twice the GPU drains while the runner waits in its sync:
+	 * idle of the harness, not of the model. */
+	for (int i = 0; i < 2; i++) {
+		sync_call(0, g - 10 * US, 150 * US, cp_measure, 0);
+		g = gap_then_kernel(g, 150 * US, 0, cp_fwd, 0);
+	}
 	/* sync_hotspot x12: short syncs while the GPU stays busy. */
 	for (int i = 0; i < 12; i++) {
 		uint64_t gs = g + 10 * US;
@@ -422,6 +500,11 @@ static uint64_t planted_body(uint64_t g)
 		g = gs + 40 * US;
 	}
 	expect_finding("alloc_churn", NULL, "buf.py", "scratch", 10, 60);
+	/* Setup: 160 buffers allocated once from one line and kept (a list
+	 * comprehension of parameters): no churn. */
+	uint64_t cp_setup = site("model.py", "<listcomp>", 15, cp_main);
+	for (int i = 0; i < 160; i++)
+		malloc_call(0, g - 20 * US + (uint64_t)i * 100, cp_setup, 0x40000000 + (uint64_t)i * 0x100000, 1 << 20);
 	return g;
 }
 
@@ -439,7 +522,7 @@ static void scen_planted(int with_markers)
 		/* Warm-up iteration with a sync gap that must not be reported. */
 		marker(g - 50 * US, TBP_MARK_ITER_BEGIN, 0);
 		g = clean_step(g, 0);
-		sync_call(0, g - 30 * US, 40 * US, cp_warm, 0);
+		sync_call(0, g - 30 * US, 510 * US, cp_warm, 0);
 		g = gap_then_kernel(g, 500 * US, 0, cp_fwd, 0);
 		g = clean_step(g, 0);
 		marker(g + 1 * US, TBP_MARK_ITER_END, 0);
@@ -458,7 +541,121 @@ static void scen_planted(int with_markers)
 	}
 	failed_launch(0, g + 10 * US, cp_main);
 	free_call(0, g + 20 * US, cp_main, 0x10000, 64 << 20);
-	span(0, t0 - 150 * US, g + 30 * US, cp_main);
+	uint64_t end = g + 30 * US;
+	if (!with_markers) {
+		/* A GPU-idle tail: 3 ms of Python after the last GPU work. */
+		uint64_t cp_ckpt = site("ckpt.py", "save_checkpoint", 9, cp_main);
+		span(0, g + 40 * US, g + 3040 * US, cp_ckpt);
+		expect_split_edge("trailing", "python", 3000 * US, "ckpt.py", "save_checkpoint", 9);
+		end = g + 3050 * US;
+	}
+	span(0, t0 - 150 * US, end, cp_main);
+}
+
+/* threads: loss.backward() as PyTorch runs it.  The main thread only waits
+ * inside Tensor.backward; autograd's device thread (thread 1) does the host
+ * work: first a custom autograd.Function.backward in Python before each of
+ * its launches, then launches from the engine's C++ (no Python frames). */
+static void scen_threads(void)
+{
+	common_defs();
+	uint64_t cp_step = site("train.py", "step", 70, cp_main);
+	uint64_t cp_tb = site("/opt/py/lib/python3.11/site-packages/torch/_tensor.py", "Tensor.backward", 520, cp_step);
+	uint64_t cp_eng = site("/opt/py/lib/python3.11/site-packages/torch/autograd/graph.py", "_engine_run_backward", 768,
+			       cp_tb);
+	uint64_t cp_fn = site("reformer.py", "ReversibleFunction.backward", 300, 0);
+	uint64_t cp_fn_launch = site("reformer.py", "ReversibleFunction.backward", 310, 0);
+	uint64_t nat_engine = native_site(0x7f00000abcdeULL);
+	uint64_t g = 1000 * US, t0 = g - 200 * US;
+	g = clean_step(g, 0);
+	uint64_t tb0 = g - 5 * US;
+	for (int i = 0; i < 3; i++) {
+		span(1, g + 5 * US, g + 405 * US, cp_fn);
+		kernel(1, g + 404 * US, cp_fn_launch, 0, 0, 7, g + 410 * US, g + 450 * US, k_gemm);
+		g += 450 * US;
+	}
+	expect_finding("idle_gap", "python", "reformer.py", "ReversibleFunction.backward", 300, 3);
+	expect_split("python", 3 * 400 * US, "reformer.py", "ReversibleFunction.backward", 300);
+	for (int i = 0; i < 2; i++) {
+		kernel(1, g + 150 * US, 0, nat_engine, 0, 7, g + 156 * US, g + 196 * US, k_relu);
+		g += 196 * US;
+	}
+	expect_finding("idle_gap", "host_other", NULL, NULL, 0, 2);
+	expect_split("host_other", 2 * 156 * US, NULL, NULL, 0);
+	/* The tracer lends such a thread the backward() caller's path
+	 * (doc/python.md): its launches show train.py:70. */
+	for (int i = 0; i < 2; i++) {
+		kernel(1, g + 120 * US, cp_step, 0, 0, 7, g + 126 * US, g + 166 * US, k_relu);
+		g += 166 * US;
+	}
+	expect_finding("idle_gap", "launch_bound", "train.py", "step", 70, 2);
+	span(0, tb0, g + 10 * US, cp_eng);
+	g = clean_step(g + 20 * US, 0);
+	span(0, t0, g + 30 * US, cp_main);
+}
+
+/* unmarked[-slow|-fixed]: a training loop without the runner's marks.  train_step (called
+ * from train.py:50) runs 6 times; its forward is a span of its own (fewer
+ * launches: not the loop).  Every step loads a batch in Python while the
+ * GPU waits (300 us, load_batch); the first step also builds its caches
+ * for 2 ms (one-time warm-up work: not a finding).  Steps are 1 ms + the
+ * gap apart (STEP_NS), the warm-up step longer. */
+static void scen_unmarked(uint64_t slow, uint64_t step_gap)
+{
+	common_defs();
+	uint64_t cp_loop = site("train.py", "main", 50, 0);
+	uint64_t cp_step = site("train.py", "train_step", 20, cp_loop);
+	uint64_t cp_fwd_fn = site("model.py", "forward", 28, cp_step);
+	uint64_t cp_load = site("data.py", "load_batch", 33, cp_step);
+	uint64_t cp_warm = site("model.py", "build_caches", 90, cp_step);
+	uint64_t cp_grow = site("model.py", "grow_cache", 61, cp_step);
+	uint64_t g = 1000 * US, t0 = g - 100 * US;
+	uint64_t begins[7];
+	for (int i = 0; i < 6; i++) {
+		uint64_t sb = g;
+		begins[i] = sb + 1 * US;
+		if (!i) { /* one-time work, GPU idle */
+			span(0, g + 5 * US, g + 2005 * US, cp_warm);
+			g = gap_then_kernel(g, 2010 * US, 0, cp_fwd, 0);
+		}
+		/* 12 buffers a step allocated and kept (a cache that grows every
+		 * step): allocations in every iteration are churn. */
+		for (int k = 0; k < 12; k++)
+			malloc_call(0, g + 1 * US + (uint64_t)k * 100, cp_grow, 0x60000000 + ((uint64_t)i * 12 + k) * 0x10000,
+				    64 << 10);
+		span(0, g + 5 * US, g + step_gap - 10 * US, cp_load);
+		g = gap_then_kernel(g, step_gap, 0, cp_fwd, 0);
+		uint64_t fs = g - 46 * US;
+		for (int k = 0; k < 8; k++) {
+			uint64_t gs = g + 8 * US;
+			uint64_t dur = (k == 5 ? 100 * US + slow : 100 * US);
+			kernel(0, gs - 20 * US, k < 4 ? cp_fwd : cp_bwd, 0, 0, 7, gs, gs + dur, k == 5 ? k_gemm : k_relu);
+			g = gs + dur;
+		}
+		span(0, fs, g - 400 * US, cp_fwd_fn);
+		span(0, sb + 1 * US, g, cp_step);
+	}
+	expect_finding("idle_gap", "python", "data.py", "load_batch", 33, 5);
+	expect_finding("alloc_churn", NULL, "model.py", "grow_cache", 61, 60); /* 5 steady steps x 12 */
+	begins[6] = g; /* the last step ends with its span */
+	/* Time per step after warm-up: each step to the next one's start. */
+	uint64_t lens[5];
+	for (int i = 1; i < 6; i++)
+		lens[i - 1] = begins[i + 1] - begins[i];
+	for (int i = 0; i < 5; i++)
+		for (int j = i + 1; j < 5; j++)
+			if (lens[j] < lens[i]) {
+				uint64_t t = lens[i];
+				lens[i] = lens[j];
+				lens[j] = t;
+			}
+	win_begin = begins[1];
+	win_end = begins[6];
+	have_window = 1;
+	exp_steps_count = 6;
+	exp_steps_warmup = 1;
+	exp_steps_median = lens[2];
+	span(0, t0, g + 50 * US, cp_loop);
 }
 
 /* slow: model.py:30 forward takes 900 us a step instead of 700 (diff). */
@@ -757,6 +954,22 @@ static void write_expect(const char *path)
 		json_or_null(f, expect[i].function);
 		fprintf(f, ", \"line\": %" PRIu64 ", \"count\": %" PRIu64 "}", expect[i].line, expect[i].count);
 	}
+	if (exp_steps_count)
+		fprintf(f, "],\n \"steps\": {\"count\": %" PRIu64 ", \"warmup\": %" PRIu64 ", \"median_ns\": %" PRIu64 "}",
+			exp_steps_count, exp_steps_warmup, exp_steps_median);
+	else
+		fprintf(f, "],\n \"steps\": null");
+	fprintf(f, ",\n \"idle_splits\": [");
+	for (size_t i = 0; i < n_splits; i++) {
+		fprintf(f, "%s\n  {\"cause\": \"%s\", \"ns\": %" PRIu64 ", \"edge\": ", i ? "," : "", splits[i].cause,
+			splits[i].ns);
+		json_or_null(f, splits[i].edge);
+		fprintf(f, ", \"file\": ");
+		json_or_null(f, splits[i].file);
+		fprintf(f, ", \"function\": ");
+		json_or_null(f, splits[i].function);
+		fprintf(f, ", \"line\": %" PRIu64 "}", splits[i].line);
+	}
 	fprintf(f, "]");
 	if (have_burst_truth)
 		fprintf(f, ",\n \"burst_truth\": {\"span_ns\": %" PRIu64 ", \"idle_ns\": %" PRIu64 "}", burst_truth_span,
@@ -861,7 +1074,7 @@ static void write_big(const char *path, long iters, unsigned lag)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
 		return 3;
 	}
 	const char *s = argv[1];
@@ -901,6 +1114,14 @@ int main(int argc, char **argv)
 		scen_cpu(1);
 	else if (!strcmp(s, "bursts2"))
 		scen_bursts2();
+	else if (!strcmp(s, "threads"))
+		scen_threads();
+	else if (!strcmp(s, "unmarked"))
+		scen_unmarked(0, 300 * US);
+	else if (!strcmp(s, "unmarked-slow"))
+		scen_unmarked(400 * US, 300 * US);
+	else if (!strcmp(s, "unmarked-fixed")) /* the data loading fixed, one kernel slower: faster steps, more GPU busy */
+		scen_unmarked(100 * US, 100 * US);
 	else if (!strcmp(s, "random"))
 		scen_random((unsigned)iters, 3000);
 	else {

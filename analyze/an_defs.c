@@ -1,0 +1,555 @@
+/*
+ * tbanalyze engine, part 0: containers (u64map, vec), the definition tables
+ * (strings, Python frames, call-path and native tries, modules) and what is
+ * read from them (call sites, display paths, the user's frame, the harness),
+ * option defaults and names.  The loader (an_core.c) fills the tables, the
+ * passes (an_passes.c) and reporters read them: neither depends on the
+ * other through this file.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "an.h"
+#include "an_internal.h"
+
+/* ------------------------------------------------------------ u64map */
+static inline uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdULL;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ULL;
+	x ^= x >> 33;
+	return x;
+}
+
+static int u64map_grow(struct u64map *m)
+{
+	size_t ncap = m->cap ? m->cap * 2 : 64;
+	uint64_t *nk = calloc(ncap, sizeof *nk), *nv = malloc(ncap * sizeof *nv);
+	if (!nk || !nv) {
+		free(nk);
+		free(nv);
+		return -1;
+	}
+	for (size_t i = 0; i < m->cap; i++) {
+		if (!m->keys[i])
+			continue;
+		size_t j = mix64(m->keys[i]) & (ncap - 1);
+		while (nk[j])
+			j = (j + 1) & (ncap - 1);
+		nk[j] = m->keys[i];
+		nv[j] = m->vals[i];
+	}
+	free(m->keys);
+	free(m->vals);
+	m->keys = nk;
+	m->vals = nv;
+	m->cap = ncap;
+	return 0;
+}
+
+int u64map_put(struct u64map *m, uint64_t key, uint64_t val)
+{
+	if (key == UINT64_MAX)
+		return -1;
+	if ((m->n + 1) * 4 > m->cap * 3 && u64map_grow(m))
+		return -1;
+	uint64_t k = key + 1;
+	size_t j = mix64(k) & (m->cap - 1);
+	while (m->keys[j] && m->keys[j] != k)
+		j = (j + 1) & (m->cap - 1);
+	if (!m->keys[j]) {
+		m->keys[j] = k;
+		m->n++;
+	}
+	m->vals[j] = val;
+	return 0;
+}
+
+uint64_t *u64map_get(const struct u64map *m, uint64_t key)
+{
+	if (!m->cap || key == UINT64_MAX)
+		return NULL;
+	uint64_t k = key + 1;
+	size_t j = mix64(k) & (m->cap - 1);
+	while (m->keys[j]) {
+		if (m->keys[j] == k)
+			return &m->vals[j];
+		j = (j + 1) & (m->cap - 1);
+	}
+	return NULL;
+}
+
+int u64map_del(struct u64map *m, uint64_t key)
+{
+	if (!m->cap || key == UINT64_MAX)
+		return 0;
+	uint64_t k = key + 1;
+	size_t mask = m->cap - 1, j = mix64(k) & mask;
+	while (m->keys[j] && m->keys[j] != k)
+		j = (j + 1) & mask;
+	if (!m->keys[j])
+		return 0;
+	/* Backward-shift deletion keeps probe chains intact without tombstones. */
+	size_t hole = j;
+	for (size_t i = (j + 1) & mask; m->keys[i]; i = (i + 1) & mask) {
+		size_t home = mix64(m->keys[i]) & mask;
+		/* Move i into the hole unless its home lies cyclically in (hole, i]. */
+		int in_range = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+		if (!in_range) {
+			m->keys[hole] = m->keys[i];
+			m->vals[hole] = m->vals[i];
+			hole = i;
+		}
+	}
+	m->keys[hole] = 0;
+	m->n--;
+	return 1;
+}
+
+void u64map_free(struct u64map *m)
+{
+	free(m->keys);
+	free(m->vals);
+	memset(m, 0, sizeof *m);
+}
+
+void *vec_push(struct vec *v)
+{
+	if (v->n == v->cap) {
+		size_t ncap = v->cap ? v->cap * 2 : 16;
+		void *nd = realloc(v->data, ncap * v->item);
+		if (!nd)
+			return NULL;
+		v->data = nd;
+		v->cap = ncap;
+	}
+	void *slot = (char *)v->data + v->n * v->item;
+	memset(slot, 0, v->item);
+	v->n++;
+	return slot;
+}
+
+void vec_free(struct vec *v)
+{
+	free(v->data);
+	v->data = NULL;
+	v->n = v->cap = 0;
+}
+
+/* ------------------------------------------------------------ definitions */
+struct def_str { size_t off, len; };
+struct def_frame { uint64_t file, function, line; };
+struct def_node { uint64_t a, parent; }; /* callpath: a = frame; native: a = pc */
+
+struct an_defs {
+	struct u64map str_idx, frame_idx, cp_idx, nat_idx;
+	struct vec strs, frames, cps, nats, modules;
+	char *arena;
+	size_t alen, acap;
+};
+
+struct an_defs *defs_new(void)
+{
+	struct an_defs *d = calloc(1, sizeof *d);
+	if (!d)
+		return NULL;
+	d->strs.item = sizeof(struct def_str);
+	d->frames.item = sizeof(struct def_frame);
+	d->cps.item = sizeof(struct def_node);
+	d->nats.item = sizeof(struct def_node);
+	d->modules.item = sizeof(struct tbp_module);
+	return d;
+}
+
+void defs_free(struct an_defs *d)
+{
+	if (!d)
+		return;
+	u64map_free(&d->str_idx);
+	u64map_free(&d->frame_idx);
+	u64map_free(&d->cp_idx);
+	u64map_free(&d->nat_idx);
+	vec_free(&d->strs);
+	vec_free(&d->frames);
+	vec_free(&d->cps);
+	vec_free(&d->nats);
+	vec_free(&d->modules);
+	free(d->arena);
+	free(d);
+}
+
+/* Returns 0, or -1 when out of memory. */
+/* Call paths and native stacks are both tries: (id, payload, parent). */
+static int add_trie_node(struct vec *nodes, struct u64map *idx, uint64_t id, uint64_t a, uint64_t parent)
+{
+	struct def_node *n = vec_push(nodes);
+	if (!n)
+		return -1;
+	n->a = a;
+	n->parent = parent;
+	return u64map_put(idx, id, nodes->n - 1);
+}
+
+int defs_add(struct an_defs *d, const struct tbp_record *r)
+{
+	switch (r->kind) {
+	case TBP_K_STRING: {
+		if (d->alen + r->blob_len + 1 > d->acap) {
+			size_t ncap = d->acap ? d->acap : 4096;
+			while (ncap < d->alen + r->blob_len + 1)
+				ncap *= 2;
+			char *na = realloc(d->arena, ncap);
+			if (!na)
+				return -1;
+			d->arena = na;
+			d->acap = ncap;
+		}
+		struct def_str *s = vec_push(&d->strs);
+		if (!s)
+			return -1;
+		s->off = d->alen;
+		s->len = r->blob_len;
+		if (r->blob_len)
+			memcpy(d->arena + d->alen, r->blob, r->blob_len);
+		d->alen += r->blob_len;
+		d->arena[d->alen++] = 0;
+		return u64map_put(&d->str_idx, r->u.string.id, d->strs.n - 1);
+	}
+	case TBP_K_PYFRAME: {
+		struct def_frame *f = vec_push(&d->frames);
+		if (!f)
+			return -1;
+		f->file = r->u.pyframe.file;
+		f->function = r->u.pyframe.function;
+		f->line = r->u.pyframe.line;
+		return u64map_put(&d->frame_idx, r->u.pyframe.id, d->frames.n - 1);
+	}
+	case TBP_K_CALLPATH:
+		return add_trie_node(&d->cps, &d->cp_idx, r->u.callpath.id, r->u.callpath.frame,
+				     r->u.callpath.parent);
+	case TBP_K_NATIVE:
+		return add_trie_node(&d->nats, &d->nat_idx, r->u.native.id, r->u.native.pc,
+				     r->u.native.parent);
+	case TBP_K_MODULE: {
+		struct tbp_module *m = vec_push(&d->modules);
+		if (!m)
+			return -1;
+		*m = r->u.module;
+		return 0;
+	}
+	}
+	return 0;
+}
+
+const char *an_string(const struct analysis *a, uint64_t id, size_t *len)
+{
+	if (!id || !a->defs)
+		return NULL;
+	uint64_t *ix = u64map_get(&a->defs->str_idx, id);
+	if (!ix)
+		return NULL;
+	const struct def_str *s = VEC_AT(&a->defs->strs, struct def_str, *ix);
+	if (len)
+		*len = s->len;
+	return a->defs->arena + s->off;
+}
+
+/* Depth bound guards against a cyclic trie in a corrupt trace. */
+#define AN_MAX_DEPTH 256
+
+size_t an_callpath_frames(const struct analysis *a, uint64_t cp, struct an_frame *out, size_t max)
+{
+	size_t n = 0;
+	for (unsigned depth = 0; cp && n < max && depth < AN_MAX_DEPTH; depth++) {
+		uint64_t *ix = u64map_get(&a->defs->cp_idx, cp);
+		if (!ix)
+			break;
+		const struct def_node *node = VEC_AT(&a->defs->cps, struct def_node, *ix);
+		uint64_t *fx = u64map_get(&a->defs->frame_idx, node->a);
+		struct an_frame *o = &out[n++];
+		memset(o, 0, sizeof *o);
+		if (fx) {
+			const struct def_frame *f = VEC_AT(&a->defs->frames, struct def_frame, *fx);
+			o->file = an_string(a, f->file, &o->file_len);
+			o->function = an_string(a, f->function, &o->function_len);
+			o->line = f->line;
+		}
+		if (!o->file) {
+			o->file = "?";
+			o->file_len = 1;
+		}
+		if (!o->function) {
+			o->function = "?";
+			o->function_len = 1;
+		}
+		cp = node->parent;
+	}
+	return n;
+}
+
+uint64_t an_callpath_parent(const struct analysis *a, uint64_t cp)
+{
+	uint64_t *ix = cp ? u64map_get(&a->defs->cp_idx, cp) : NULL;
+	return ix ? VEC_AT(&a->defs->cps, struct def_node, *ix)->parent : 0;
+}
+
+static int has_at(const char *s, size_t n, const char *needle)
+{
+	size_t nl = strlen(needle);
+	for (size_t i = 0; i + nl <= n; i++)
+		if (!memcmp(s + i, needle, nl))
+			return 1;
+	return 0;
+}
+
+int an_file_is_library(const char *file, size_t len)
+{
+	if (len && file[0] == '<') /* <frozen runpy>, <string> of the interpreter */
+		return 1;
+	/* torch and its siblings (torchvision, torch_xla ...) installed, or a
+	 * source tree's torch package. */
+	if (has_at(file, len, "-packages/torch") || has_at(file, len, "/torch/"))
+		return 1;
+	/* The standard library: .../lib/python3.11/x.py, not its site-packages. */
+	return has_at(file, len, "/lib/python3") && !has_at(file, len, "-packages/");
+}
+
+uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
+{
+	uint64_t node = cp;
+	for (unsigned depth = 0; node && depth < AN_MAX_DEPTH; depth++) {
+		struct an_frame f;
+		if (!an_callpath_frames(a, node, &f, 1))
+			break;
+		if (!an_file_is_library(f.file, f.file_len))
+			return node;
+		node = an_callpath_parent(a, node);
+	}
+	return cp;
+}
+
+/* The directory part of a path, without the slash ("" for none). */
+static size_t dir_len(const char *file, size_t len)
+{
+	size_t i = len;
+	while (i && file[i - 1] != '/')
+		i--;
+	return i ? i - 1 : 0;
+}
+
+/* Some frame of the trace lies in DIR/runner/. */
+static int trace_has_runner_in(const struct analysis *a, const char *dir, size_t dl)
+{
+	for (size_t i = 0; i < a->defs->frames.n; i++) {
+		size_t fl;
+		const char *f = an_string(a, VEC_AT(&a->defs->frames, struct def_frame, i)->file, &fl);
+		if (f && fl > dl + 8 && !memcmp(f, dir, dl) && (!dl || f[dl] == '/') &&
+		    !memcmp(f + dl + (dl ? 1 : 0), "runner/", 7))
+			return 1;
+	}
+	return 0;
+}
+
+int an_callpath_is_harness(const struct analysis *a, uint64_t cp)
+{
+	struct an_frame f;
+	if (!an_callpath_frames(a, cp, &f, 1))
+		return 0;
+	size_t dl = dir_len(f.file, f.file_len);
+	const char *base = f.file + (dl ? dl + 1 : 0);
+	size_t bl = f.file_len - (size_t)(base - f.file);
+	/* runner/measure.py ... of the TorchBench-style runner. */
+	if (dl >= 6 && !memcmp(f.file + dl - 6, "runner", 6) && (dl == 6 || f.file[dl - 7] == '/'))
+		return 1;
+	/* run.py is the runner's only when its runner/ package is beside it
+	 * (a user's own run.py is the user's code). */
+	return bl == 6 && !memcmp(base, "run.py", 6) && trace_has_runner_in(a, f.file, dl);
+}
+
+size_t an_native_frames(const struct analysis *a, uint64_t nat, struct an_native_frame *out, size_t max)
+{
+	size_t n = 0;
+	for (unsigned depth = 0; nat && n < max && depth < AN_MAX_DEPTH; depth++) {
+		uint64_t *ix = u64map_get(&a->defs->nat_idx, nat);
+		if (!ix)
+			break;
+		const struct def_node *node = VEC_AT(&a->defs->nats, struct def_node, *ix);
+		struct an_native_frame *o = &out[n++];
+		memset(o, 0, sizeof *o);
+		o->pc = node->a;
+		for (size_t i = 0; i < a->defs->modules.n; i++) {
+			const struct tbp_module *m = VEC_AT(&a->defs->modules, struct tbp_module, i);
+			if (node->a >= m->start && node->a < m->end) {
+				o->module = an_string(a, m->path, &o->module_len);
+				o->offset = node->a - m->start + m->offset;
+				break;
+			}
+		}
+		nat = node->parent;
+	}
+	return n;
+}
+
+/* Last occurrence of needle in [s, s + n), or NULL. */
+static const char *last_in(const char *s, size_t n, const char *needle)
+{
+	size_t nl = strlen(needle);
+	for (size_t i = n >= nl ? n - nl + 1 : 0; i-- > 0;)
+		if (!memcmp(s + i, needle, nl))
+			return s + i;
+	return NULL;
+}
+
+/* Tail of file below dir (a directory, no trailing slash), or NULL. */
+static const char *below(const char *file, size_t len, const char *dir, size_t dlen)
+{
+	while (dlen > 1 && dir[dlen - 1] == '/')
+		dlen--;
+	if (dlen == 0 || len <= dlen + 1 || memcmp(file, dir, dlen) || file[dlen] != '/')
+		return NULL;
+	return file + dlen + 1;
+}
+
+const char *an_display_path(const struct analysis *a, const char *file, size_t len, size_t *out_len)
+{
+	const char *tail = NULL;
+	const char *hit;
+	/* Installed packages: torch/nn/modules/linear.py, as imported. */
+	if ((hit = last_in(file, len, "/site-packages/")))
+		tail = hit + strlen("/site-packages/");
+	else if ((hit = last_in(file, len, "/dist-packages/")))
+		tail = hit + strlen("/dist-packages/");
+	/* The traced program's own files, relative to where it ran. */
+	if (!tail && a->proc_cwd) {
+		size_t cl;
+		const char *cwd = an_string(a, a->proc_cwd, &cl);
+		if (cwd)
+			tail = below(file, len, cwd, cl);
+	}
+	if (!tail) {
+		static char here[4096];
+		static int have_here = -1;
+		if (have_here < 0)
+			have_here = getcwd(here, sizeof here) != NULL;
+		if (have_here)
+			tail = below(file, len, here, strlen(here));
+	}
+	/* The standard library: .../lib/python3.11/json/decoder.py. */
+	if (!tail && (hit = last_in(file, len, "/lib/python"))) {
+		const char *slash = memchr(hit + 1, '/', (size_t)(file + len - (hit + 1)));
+		slash = slash ? memchr(slash + 1, '/', (size_t)(file + len - (slash + 1))) : NULL;
+		if (slash && slash + 1 < file + len)
+			tail = slash + 1;
+	}
+	if (!tail || tail >= file + len)
+		tail = file;
+	*out_len = len - (size_t)(tail - file);
+	return tail;
+}
+
+void an_site_label(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf, size_t len)
+{
+	struct an_frame f;
+	if (an_callpath_frames(a, cp, &f, 1)) {
+		size_t fl;
+		const char *file = an_display_path(a, f.file, f.file_len, &fl);
+		snprintf(buf, len, "%.*s:%" PRIu64 " %.*s", (int)fl, file, f.line,
+			 (int)f.function_len, f.function);
+		return;
+	}
+	struct an_native_frame nf;
+	if (an_native_frames(a, nat, &nf, 1)) {
+		if (nf.module)
+			snprintf(buf, len, "%.*s+0x%" PRIx64, (int)nf.module_len, nf.module, nf.offset);
+		else
+			snprintf(buf, len, "0x%" PRIx64, nf.pc);
+		return;
+	}
+	snprintf(buf, len, "(no call path)");
+}
+
+void an_site_key(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf, size_t len)
+{
+	struct an_frame fr[64];
+	size_t n = an_callpath_frames(a, cp, fr, 64), used = 0;
+	buf[0] = 0;
+	for (size_t i = 0; i < n && used + 1 < len; i++) {
+		int w = snprintf(buf + used, len - used, "%s%.*s:%" PRIu64 ":%.*s", i ? "<" : "",
+				 (int)fr[i].file_len, fr[i].file, fr[i].line, (int)fr[i].function_len,
+				 fr[i].function);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+	if (n)
+		return;
+	/* Native addresses differ between runs (ASLR): key by module+offset. */
+	struct an_native_frame nf[16];
+	size_t nn = an_native_frames(a, nat, nf, 16);
+	for (size_t i = 0; i < nn && used + 1 < len; i++) {
+		int w;
+		if (nf[i].module)
+			w = snprintf(buf + used, len - used, "%s%.*s+0x%" PRIx64, i ? "<" : "",
+				     (int)nf[i].module_len, nf[i].module, nf[i].offset);
+		else
+			w = snprintf(buf + used, len - used, "%s0x%" PRIx64, i ? "<" : "", nf[i].pc);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+	if (!nn)
+		snprintf(buf, len, "(no call path)");
+}
+
+void an_opts_default(struct an_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->gap_ns = 50000;
+	o->burst_min = 16;
+	o->burst_kernel_ns = 10000;
+	o->scalar_bytes = 64;
+	o->pingpong_min = 3;
+	o->sync_min = 10;
+	o->churn_min = 50;
+	o->top = 20;
+}
+
+const char *an_finding_name(int kind)
+{
+	switch (kind) {
+	case AN_F_IDLE_GAP: return "idle_gap";
+	case AN_F_KERNEL_BURST: return "kernel_burst";
+	case AN_F_SCALAR_COPY: return "scalar_copy";
+	case AN_F_PING_PONG: return "ping_pong";
+	case AN_F_SYNC_HOTSPOT: return "sync_hotspot";
+	case AN_F_ALLOC_CHURN: return "alloc_churn";
+	}
+	return "unknown";
+}
+
+const char *an_cause_name(int cause)
+{
+	switch (cause) {
+	case AN_CAUSE_SYNC: return "sync";
+	case AN_CAUSE_PYTHON: return "python";
+	case AN_CAUSE_LAUNCH_BOUND: return "launch_bound";
+	case AN_CAUSE_HOST_OTHER: return "host_other";
+	case AN_CAUSE_NO_HOST: return "no_host";
+	case AN_CAUSE_QUEUED: return "queued";
+	}
+	return "";
+}
+
+const char *an_steps_source_name(int source)
+{
+	switch (source) {
+	case AN_STEPS_MARKS: return "marks";
+	case AN_STEPS_PROFILER: return "profiler";
+	case AN_STEPS_DETECTED: return "detected";
+	}
+	return "none";
+}
