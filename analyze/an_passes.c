@@ -1197,7 +1197,9 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		a->n_gpu_memset++;
 		d->sets++;
 		str->sets++;
-		burst_close(a, str);
+		/* A short memset is a tiny kernel to the burst rule: PyTorch's zero_() on a contiguous CUDA tensor
+		 * is a cudaMemsetAsync, so zero_grad's per-parameter loop is a run of memsets. */
+		burst_kernel(a, d, str, s, e, api->callpath, api->native);
 		un_add(&d->set, s, e);
 		break;
 	}
