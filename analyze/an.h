@@ -200,7 +200,8 @@ struct an_device {
 	struct an_union busy, dm, kern, set, ck[AN_CK_N];
 	uint64_t kernels, copies, sets;
 	uint64_t first_ts, last_end;
-	uint64_t gaps, gap_ns; /* idle gaps >= threshold (all phases) */
+	uint64_t gaps, gap_ns; /* idle gaps >= threshold in the window (the pieces inside it; set at the finish) */
+	uint64_t gaps_by[3], gap_ns_by[3]; /* per phase: the same */
 	uint64_t idle_by[3][AN_CAUSE_N]; /* per phase: idle of gap pieces by cause */
 	uint64_t idle_short[3][2];       /* per phase: gaps under the threshold, [1] launched late */
 	uint64_t short_acc[2];           /* the same since the last mark (filed by phase at marks) */

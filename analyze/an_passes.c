@@ -764,6 +764,10 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	 * the idle breakdown, not as findings about the steady state). */
 	if (len < a->opts.gap_ns || g->edge)
 		return;
+	if (d) {
+		d->gaps_by[g->phase]++;
+		d->gap_ns_by[g->phase] += len;
+	}
 	struct an_finding *f = finding(a, AN_F_IDLE_GAP, cause, g->phase, site ? site->cp : 0, site ? site->nat : 0);
 	if (!f)
 		return;
@@ -878,8 +882,6 @@ COLD_FN void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64
 COLD_FN void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch,
 		      uint64_t kernel_name)
 {
-	d->gaps++;
-	d->gap_ns += s - d->busy.end;
 	a->st->gap_kernel_name = kernel_name;
 	gap_new(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE);
 	a->st->gap_kernel_name = 0;
@@ -2011,14 +2013,18 @@ static int phase_counts(const struct analysis *a, int phase)
 
 /* One device's idle time of the window, by cause; what no counted piece
  * explains lies between marked iterations (the runner's time). */
-static void idle_breakdown_add(struct analysis *a, const struct an_device *d, uint64_t idle)
+static void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle)
 {
 	struct an_idle_breakdown *ib = &a->idle;
 	uint64_t explained = 0;
 	ib->idle_ns += idle;
+	d->gaps = d->gap_ns = 0;
 	for (int ph = 0; ph < 3; ph++) {
 		if (!phase_counts(a, ph))
 			continue;
+		/* The gaps of the window are pieces of its idle time: they never add up to more. */
+		d->gaps += d->gaps_by[ph];
+		d->gap_ns += d->gap_ns_by[ph];
 		for (int c = 0; c < AN_CAUSE_N; c++) {
 			ib->by_cause[c] += d->idle_by[ph][c];
 			explained += d->idle_by[ph][c];
@@ -2190,7 +2196,7 @@ int an_pass_finish(struct analysis *a)
 	a->total.window_ns = a->markers_used ? a->win_end - a->win_begin
 				: (a->last_ts > a->first_ts ? a->last_ts - a->first_ts : 0);
 	for (size_t i = 0; i < a->devices.n; i++) {
-		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
 		if (!d->kernels && !d->copies && !d->sets)
 			continue;
 		struct an_breakdown b;
