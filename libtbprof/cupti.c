@@ -39,9 +39,11 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core.h"
 #include "tbp_config.h"
@@ -104,6 +106,12 @@ void tbp_gpu_call_exit(uint64_t corr) { (void)corr; }
 /* GPU records wait this long after arriving before they are written, so
  * that records CUPTI delivers later but which started earlier go first. */
 #define HOLD_NS 1000000000ull
+/* CUPTI hands a buffer over when it is full, or on a flush: a quiet
+ * stream's half-full buffer could stay behind for the whole run.  Every
+ * FLUSH_PERIOD_NS a thread of ours asks for the completed records
+ * (cuptiActivityFlushAll(0)), so a completed record reaches us within about
+ * that time, well inside HOLD_NS. */
+#define FLUSH_PERIOD_NS 250000000ull
 #define HOLD_MAX (1u << 16)         /* records held at most (~9 MiB) */
 #define NAME_CACHE_SIZE 4096        /* kernel name -> interned id */
 #define CONTEXT_MAP_SIZE 64
@@ -788,6 +796,66 @@ static void CUPTIAPI probe_callback(void *userdata, CUpti_CallbackDomain domain,
 	(void)userdata; (void)domain; (void)cbid; (void)data;
 }
 
+/* ------------------------------------------------------------ periodic flush */
+static pthread_mutex_t flusher_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t flusher_wake = PTHREAD_COND_INITIALIZER;
+static int flusher_started;
+
+static void *flusher_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "tbprof-cupti");
+	for (;;) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += (long)(FLUSH_PERIOD_NS % 1000000000ull);
+		until.tv_sec += (time_t)(FLUSH_PERIOD_NS / 1000000000ull) + until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
+		pthread_mutex_lock(&flusher_lock);
+		if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE)
+			pthread_cond_timedwait(&flusher_wake, &flusher_lock, &until);
+		pthread_mutex_unlock(&flusher_lock);
+		if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != CS_ACTIVE)
+			return NULL;
+		/* Never wait for start, flush or stop: skip a round instead. */
+		if (pthread_mutex_trylock(&ctl_lock) != 0)
+			continue;
+		int active = __atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE;
+		if (active)
+			api.flush_all(0);
+		pthread_mutex_unlock(&ctl_lock);
+		if (!active)
+			return NULL;
+	}
+}
+
+/* Under ctl_lock, once active.  Signals stay with the program's threads. */
+static void start_flusher(void)
+{
+	sigset_t all, old;
+	pthread_t thread;
+	pthread_attr_t attr;
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&thread, &attr, flusher_main, NULL) == 0)
+		flusher_started = 1;
+	else if (tbp_cfg.verbose)
+		tbp_log("CUPTI: no periodic flush thread: GPU records may come later than the reorder hold");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+}
+
+static void stop_flusher(void)
+{
+	if (!flusher_started)
+		return;
+	pthread_mutex_lock(&flusher_lock);
+	pthread_cond_broadcast(&flusher_wake);
+	pthread_mutex_unlock(&flusher_lock);
+}
+
 /* The API calls whose records join GPU work to its call: launches (kernel,
  * cooperative, graph), copies, memsets and the syncs that make
  * SYNCHRONIZATION records.  Matched on the names cuptiGetCallbackName gives
@@ -1008,6 +1076,7 @@ static void start_locked(void)
 	lost_since_ts = tbp_now();
 	__atomic_store_n(&state, CS_ACTIVE, __ATOMIC_RELEASE);
 	__atomic_store_n(&pushing, 1, __ATOMIC_RELEASE);
+	start_flusher();
 	if (tbp_cfg.verbose)
 		tbp_log("CUPTI active (%s), clock %s offset %lld ns +- %llu ns", cupti_path,
 			method == TBP_CLOCK_CUPTI_CALLBACK ? "callback" : "bracketed",
@@ -1037,6 +1106,9 @@ static void after_fork_child(void)
 	pthread_mutex_init(&ctl_lock, NULL);
 	pthread_mutex_init(&proc_lock, NULL);
 	pthread_mutex_init(&pool_lock, NULL);
+	pthread_mutex_init(&flusher_lock, NULL);
+	pthread_cond_init(&flusher_wake, NULL);
+	flusher_started = 0;
 }
 
 void tbp_cupti_fork_child(void)
@@ -1119,6 +1191,7 @@ void tbp_cupti_stop(void)
 		for (unsigned i = 0; i < n_enabled_api_ids[1]; i++)
 			api.enable_driver_api(enabled_api_ids[1][i], 0);
 		n_enabled_api_ids[0] = n_enabled_api_ids[1] = 0;
+		stop_flusher();
 	} else if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_IDLE) {
 		__atomic_store_n(&state, CS_STOPPED, __ATOMIC_RELEASE);
 	}
