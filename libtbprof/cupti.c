@@ -112,7 +112,7 @@ void tbp_gpu_call_exit(uint64_t corr) { (void)corr; }
  * (cuptiActivityFlushAll(0)), so a completed record reaches us within about
  * that time, well inside HOLD_NS. */
 #define FLUSH_PERIOD_NS 250000000ull
-#define HOLD_MAX (1u << 16)         /* records held at most (~9 MiB) */
+#define HOLD_MAX (1u << 16)         /* records held at most (184 bytes each: 12 MiB) */
 #define NAME_CACHE_SIZE 4096        /* kernel name -> interned id */
 #define CONTEXT_MAP_SIZE 64
 #define CALIBRATION_ROUNDS 50
