@@ -821,8 +821,14 @@ static void *flusher_main(void *arg)
 		if (pthread_mutex_trylock(&ctl_lock) != 0)
 			continue;
 		int active = __atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE;
-		if (active)
+		if (active) {
 			api.flush_all(0);
+			/* Records whose hold is over go out even when no new
+			 * buffer comes (a program gone quiet). */
+			pthread_mutex_lock(&proc_lock);
+			hold_release(0);
+			pthread_mutex_unlock(&proc_lock);
+		}
 		pthread_mutex_unlock(&ctl_lock);
 		if (!active)
 			return NULL;
