@@ -340,14 +340,17 @@ static struct api_thread *api_thread(uint32_t tid)
  * call it encloses. */
 static void link_nested(struct api_thread *t, const struct thread_call *c)
 {
-	for (unsigned i = 0; i < THREAD_CALLS; i++) {
-		const struct thread_call *o = &t->calls[i];
+	/* Newest first: the partner is usually the record just before. */
+	for (unsigned k = 1; k <= THREAD_CALLS; k++) {
+		const struct thread_call *o = &t->calls[(t->next + THREAD_CALLS - k) % THREAD_CALLS];
 		if (!o->cupti || o == c)
 			continue;
 		if (c->ours && !o->ours && o->start <= c->start && c->end <= o->end) {
+			/* static runtime calls do not nest: one encloses c at most */
 			struct corr_slot *s = corr_find(o->cupti);
 			if (s && !s->nested)
 				s->nested = c->ours;
+			return;
 		} else if (!c->ours && o->ours && c->start <= o->start && o->end <= c->end) {
 			struct corr_slot *s = corr_find(c->cupti);
 			if (s && !s->nested)
