@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "cupti_support.h"
 #include "tbp_config.h"
 
 #if TBP_HAVE_CUPTI
@@ -176,7 +177,12 @@ static void *load_cupti(void)
 
 	void *h = dlopen(CUPTI_SONAME, RTLD_NOW | RTLD_NOLOAD);
 	if (h) {
-		snprintf(cupti_path, sizeof cupti_path, "%s (already loaded)", CUPTI_SONAME);
+		/* Name the file: which copy the host loaded is what a user needs to know when it fails. */
+		struct link_map *map = NULL;
+		if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name)
+			snprintf(cupti_path, sizeof cupti_path, "%.4000s (already loaded)", map->l_name);
+		else
+			snprintf(cupti_path, sizeof cupti_path, "%s (already loaded)", CUPTI_SONAME);
 		return h;
 	}
 
@@ -729,6 +735,26 @@ static int cuda_driver_missing(void)
 	return 0;
 }
 
+/* A libcupti that kills its caller in its first call (one from another CUDA stack than the driver it
+ * finds: cupti_probe.c) is never called here; the trace says so, once. 1: API-only from now on. */
+static int cupti_unusable(void)
+{
+	const char *crashed_in = NULL;
+	int sig = 0;
+	if (tbp_cupti_probe(cupti_handle, &crashed_in, &sig) != TBP_PROBE_CRASHES)
+		return 0;
+	char msg[512];
+	snprintf(msg, sizeof msg,
+		 "API-only trace: %.300s cannot work with this CUDA driver (a probe process died of signal %d in "
+		 "%s)", cupti_path, sig, crashed_in ? crashed_in : "its first call");
+	tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_CUPTI_ERROR, msg);
+	/* As for other CUPTI errors: the program's stderr stays its own unless asked. */
+	if (tbp_cfg.verbose)
+		tbp_warn_once(&cupti_note_flag, "%s", msg);
+	fall_back();
+	return 1;
+}
+
 static void CUPTIAPI probe_callback(void *userdata, CUpti_CallbackDomain domain,
 				    CUpti_CallbackId cbid, const void *data)
 {
@@ -778,6 +804,9 @@ static void start_locked(void)
 	LOOKUP(get_result_string, "cuptiGetResultString", 0);
 	LOOKUP(subscribe, "cuptiSubscribe", 0);
 	LOOKUP(unsubscribe, "cuptiUnsubscribe", 0);
+
+	if (cupti_unusable())
+		return;
 
 	corr_map = calloc((size_t)1 << CORR_MAP_BITS, sizeof *corr_map);
 	pending = calloc(PENDING_MAX, sizeof *pending);

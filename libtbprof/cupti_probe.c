@@ -1,0 +1,138 @@
+/*
+ * Does this libcupti survive its first call here?  Asked in a throwaway
+ * copy of the process, before the process itself calls libcupti once.
+ *
+ * Why a separate process: the libcupti a process finds may belong to another
+ * CUDA stack than the driver it runs on.  pip PyTorch loads the wheel's
+ * CUPTI 13.2; under a driver that cannot serve it (none, or a stand-in such
+ * as simgpu's) that CUPTI fails its private driver query (cuGetExportTable)
+ * in whatever call comes first -- cuptiGetVersion, cuptiGetTimestamp,
+ * cuptiSubscribe, even cuptiGetResultString -- and reports the failure by
+ * calling itself until the stack overflows.  No CUPTI call fails cleanly
+ * there, so no in-process probe can ask; the toolkit's CUPTI 13.0 in the
+ * same setups answers CUPTI_ERROR_UNKNOWN instead, which start_locked
+ * already handles.
+ *
+ * The copy is made with a raw clone() that sends no signal when it ends:
+ * no SIGCHLD reaches the host, a host reaping children with waitpid(-1)
+ * never sees it (only __WCLONE waits do), and no pthread_atfork handler runs
+ * (the host's libraries are not told about a fork that never returns to
+ * them).  The copy silences its output, cannot dump core, makes the calls
+ * and exits.  Only a death by signal counts as "crashes"; any answer,
+ * error codes included, is left to the in-process start to judge, and a
+ * copy still running after PROBE_TIMEOUT_MS (a lock some other thread held
+ * at the clone, say) is killed and counts as "cannot tell".
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cupti_support.h"
+
+#define PROBE_TIMEOUT_MS 5000
+
+/* The first calls any consumer makes; each must return on a working setup. */
+static const char *const probe_calls[] = { "cuptiGetVersion", "cuptiGetTimestamp" };
+
+static void probe_child(void *const *fns, int report_fd)
+{
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* a crash leaves no core file in the host's directory */
+	struct rlimit no_core = { 0, 0 };
+	setrlimit(RLIMIT_CORE, &no_core);
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull >= 0) {
+		dup2(devnull, STDOUT_FILENO);
+		dup2(devnull, STDERR_FILENO);
+	}
+	for (unsigned i = 0; i < sizeof probe_calls / sizeof probe_calls[0]; i++) {
+		void *fn = fns[i];
+		if (!fn)
+			continue;
+		/* Say which call is next, so the parent can name the one that killed us. */
+		unsigned char step = (unsigned char)i;
+		if (write(report_fd, &step, 1) != 1)
+			break;
+		uint64_t out64 = 0;
+		if (i == 0) {
+			uint32_t version = 0;
+			((int (*)(uint32_t *))fn)(&version);
+		} else {
+			((int (*)(uint64_t *))fn)(&out64);
+		}
+	}
+	syscall(SYS_exit_group, 0);
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { 0, (long)ms * 1000000L };
+	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+		;
+}
+
+enum tbp_cupti_probe tbp_cupti_probe(void *handle, const char **crashed_in, int *signal_out)
+{
+	*crashed_in = NULL;
+	*signal_out = 0;
+	/* Looked up here: dlsym in the copy could wait forever on a loader lock some other thread of ours
+	 * held at the clone. */
+	void *fns[sizeof probe_calls / sizeof probe_calls[0]];
+	for (unsigned i = 0; i < sizeof probe_calls / sizeof probe_calls[0]; i++)
+		fns[i] = dlsym(handle, probe_calls[i]);
+	int fds[2];
+	if (pipe2(fds, O_CLOEXEC) != 0)
+		return TBP_PROBE_UNKNOWN;
+
+	/* flags 0: a copy of the address space, no signal to us when it ends. */
+	long pid = syscall(SYS_clone, 0L, NULL, NULL, NULL, NULL);
+	if (pid == 0) {
+		close(fds[0]);
+		probe_child(fns, fds[1]);
+	}
+	close(fds[1]);
+	if (pid < 0) {
+		close(fds[0]);
+		return TBP_PROBE_UNKNOWN;
+	}
+
+	int status = 0;
+	long waited = 0;
+	for (unsigned ms = 0;; ms++) {
+		waited = waitpid((pid_t)pid, &status, __WCLONE | WNOHANG);
+		if (waited != 0 || ms >= PROBE_TIMEOUT_MS)
+			break;
+		sleep_ms(1);
+	}
+	if (waited == 0) {
+		kill((pid_t)pid, SIGKILL);
+		waitpid((pid_t)pid, &status, __WCLONE);
+		close(fds[0]);
+		return TBP_PROBE_UNKNOWN;
+	}
+
+	/* The last step the copy announced is the call it was in. */
+	unsigned char step = 0xff, byte;
+	fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	while (read(fds[0], &byte, 1) == 1)
+		step = byte;
+	close(fds[0]);
+
+	if (waited < 0)
+		return TBP_PROBE_UNKNOWN; /* reaped by someone else (the host waits on __WALL) */
+	if (WIFSIGNALED(status)) {
+		*signal_out = WTERMSIG(status);
+		if (step < sizeof probe_calls / sizeof probe_calls[0])
+			*crashed_in = probe_calls[step];
+		return TBP_PROBE_CRASHES;
+	}
+	return TBP_PROBE_OK;
+}

@@ -1,0 +1,21 @@
+/* Pieces of the CUPTI module that stand alone: the crash probe (cupti_probe.c) and the capped pool of
+ * activity buffers (cupti_buffers.c).  Used by cupti.c only. */
+#ifndef TBP_CUPTI_SUPPORT_H
+#define TBP_CUPTI_SUPPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core.h"
+
+enum tbp_cupti_probe {
+	TBP_PROBE_OK = 0,      /* the first calls returned (whatever they answered) */
+	TBP_PROBE_CRASHES,     /* a copy of the process died in them: never call this libcupti */
+	TBP_PROBE_UNKNOWN,     /* could not tell (no clone, timed out): go on as before */
+};
+
+/* Runs libcupti's first calls (cuptiGetVersion, cuptiGetTimestamp) from `handle` in a throwaway copy of
+ * the process.  On TBP_PROBE_CRASHES, *crashed_in names the call (or NULL) and *signal_out the signal. */
+enum tbp_cupti_probe tbp_cupti_probe(void *handle, const char **crashed_in, int *signal_out) TBP_HIDDEN;
+
+#endif
