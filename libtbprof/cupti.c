@@ -83,8 +83,6 @@ void tbp_gpu_call_exit(uint64_t corr) { (void)corr; }
 #else /* TBP_HAVE_CUPTI */
 
 #define CUPTI_SONAME "libcupti.so.13"
-#define BUFFER_BYTES (4u << 20)     /* CUPTI activity buffer: 4 MiB */
-#define BUFFER_POOL_MAX 8           /* buffers kept for reuse */
 #define CORR_MAP_BITS 17            /* last 128 Ki CUPTI correlation ids */
 #define PENDING_MAX 4096            /* GPU records waiting for their pair */
 #define PENDING_MAX_AGE 2           /* buffers a record may wait */
@@ -482,36 +480,17 @@ static int convert(const CUpti_Activity *a, struct tbp_record *rec, uint32_t *cu
 	}
 }
 
-/* ------------------------------------------------------------ buffers */
-static uint8_t *buffer_pool[BUFFER_POOL_MAX];
-static unsigned n_buffer_pool;
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-
+/* ------------------------------------------------------------ buffers
+ * From a pool under the TBPROF_CUPTI_BUFFER_SIZE cap (cupti_buffers.c). */
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-	uint8_t *b = NULL;
-	pthread_mutex_lock(&pool_lock);
-	if (n_buffer_pool)
-		b = buffer_pool[--n_buffer_pool];
-	pthread_mutex_unlock(&pool_lock);
-	if (!b)
-		b = aligned_alloc(8, BUFFER_BYTES);
-	*buffer = b;
-	*size = b ? BUFFER_BYTES : 0;
+	*buffer = tbp_cupti_buffer_get(size);
 	*max_records = 0;
 }
 
 static void buffer_release(uint8_t *b)
 {
-	if (!b)
-		return;
-	pthread_mutex_lock(&pool_lock);
-	if (n_buffer_pool < BUFFER_POOL_MAX) {
-		buffer_pool[n_buffer_pool++] = b;
-		b = NULL;
-	}
-	pthread_mutex_unlock(&pool_lock);
-	free(b);
+	tbp_cupti_buffer_put(b);
 }
 
 static uint64_t lost_since_ts;
@@ -935,7 +914,7 @@ static void after_fork_child(void)
 	__atomic_store_n(&state, CS_STOPPED, __ATOMIC_RELAXED);
 	pthread_mutex_init(&ctl_lock, NULL);
 	pthread_mutex_init(&proc_lock, NULL);
-	pthread_mutex_init(&pool_lock, NULL);
+	tbp_cupti_buffers_fork_child();
 }
 
 void tbp_cupti_fork_child(void)

@@ -18,4 +18,12 @@ enum tbp_cupti_probe {
  * the process.  On TBP_PROBE_CRASHES, *crashed_in names the call (or NULL) and *signal_out the signal. */
 enum tbp_cupti_probe tbp_cupti_probe(void *handle, const char **crashed_in, int *signal_out) TBP_HIDDEN;
 
+/* Activity buffers under the cap TBPROF_CUPTI_BUFFER_SIZE (cupti_buffers.c).  get: a buffer and its
+ * *size, or NULL and 0 at the cap (CUPTI then drops and counts).  put: a buffer CUPTI gave back. */
+uint8_t *tbp_cupti_buffer_get(size_t *size) TBP_HIDDEN;
+void tbp_cupti_buffer_put(uint8_t *buffer) TBP_HIDDEN;
+uint64_t tbp_cupti_buffers_refused(void) TBP_HIDDEN;    /* requests answered with no buffer */
+size_t tbp_cupti_buffers_allocated(void) TBP_HIDDEN;    /* bytes allocated, in use or free */
+void tbp_cupti_buffers_fork_child(void) TBP_HIDDEN;
+
 #endif

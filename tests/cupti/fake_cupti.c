@@ -364,3 +364,22 @@ EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelati
 	__atomic_fetch_add(&pops, 1, __ATOMIC_RELAXED);
 	return CUPTI_SUCCESS;
 }
+
+/* Asks the consumer for a buffer as CUPTI does when it has records to write, without giving it back
+ * (CUPTI under load holds many): the buffer-cap scenario. */
+EXPORT uint8_t *fakecupti_request_buffer(size_t *size)
+{
+	uint8_t *buf = NULL;
+	size_t max_records = 0;
+	*size = 0;
+	if (request_cb)
+		request_cb(&buf, size, &max_records);
+	return buf;
+}
+
+/* Gives a buffer back with no records in it. */
+EXPORT void fakecupti_complete_buffer(uint8_t *buf, size_t size)
+{
+	if (complete_cb && buf)
+		complete_cb(NULL, 0, buf, size, 0);
+}
