@@ -48,6 +48,11 @@ static void probe_child(void *const *fns, int report_fd)
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* a crash leaves no core file in the host's directory */
 	struct rlimit no_core = { 0, 0 };
 	setrlimit(RLIMIT_CORE, &no_core);
+	/* A crash must end the copy by its signal: the host's handlers (a sanitizer's, a runtime's that
+	 * reports and exits) would turn it into an exit status that reads as "returned". */
+	static const int fatal[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS };
+	for (unsigned i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+		signal(fatal[i], SIG_DFL);
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull >= 0) {
 		dup2(devnull, STDOUT_FILENO);

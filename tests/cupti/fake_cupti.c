@@ -4,6 +4,7 @@
  * through fake_cupti.h.  Nothing here talks to a GPU.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -253,6 +254,11 @@ EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbac
 
 EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
 {
+	/* FAKE_CUPTI_CRASH=1: dies here, as the wheel's CUPTI 13.2 does in its first call without a
+	 * driver that can serve it (the crashing-libcupti scenario). */
+	const char *crash = getenv("FAKE_CUPTI_CRASH");
+	if (crash && *crash == '1')
+		raise(SIGSEGV);
 	*ts = ts_cb ? ts_cb() : gpu_time(monotonic());
 	return CUPTI_SUCCESS;
 }

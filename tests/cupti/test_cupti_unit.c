@@ -296,6 +296,28 @@ static void api_only(const char *why, int no_driver)
 	CHECK(fake_warnings == 0, "silent unless TBPROF_VERBOSE");
 }
 
+/* A libcupti that dies in its first call (cupti_probe.c): the probe's copy of the process dies, this
+ * process never calls it -- no subscribe, no callbacks, no pushes -- and says so once, API-only. */
+static void scenario_crashing_libcupti(void)
+{
+	setenv("FAKE_CUPTI_CRASH", "1", 1);
+	configure((struct fakecupti_config){ 0 });
+	tbp_cupti_start();
+	run_workload();
+	tbp_cupti_flush();
+	tbp_cupti_stop();
+	CHECK(notices(TBP_NOTICE_CUPTI_ERROR) == 1, "%zu CUPTI_ERROR notices", notices(TBP_NOTICE_CUPTI_ERROR));
+	const struct tbp_record *n = nth_kind(TBP_K_NOTICE, 0);
+	CHECK(n && strstr(fake_string(n->u.notice.message), "cannot work with this CUDA driver") &&
+		      strstr(fake_string(n->u.notice.message), "cuptiGetTimestamp"),
+	      "notice text: %s", n ? fake_string(n->u.notice.message) : "(none)");
+	const struct tbp_record *c = only_clock();
+	CHECK(c && c->u.clock.method == TBP_CLOCK_HOOK_SIDE, "hook-side clock");
+	CHECK(count_gpu() == 0 && fakecupti_pushes() == 0, "nothing collected");
+	CHECK(!fakecupti_callbacks_registered() && !fakecupti_ts_callback_registered(), "libcupti never called");
+	CHECK(fake_warnings == 0, "silent unless TBPROF_VERBOSE");
+}
+
 static void scenario_dropped(void)
 {
 	configure((struct fakecupti_config){ .dropped = 17 });
@@ -585,7 +607,9 @@ int main(int argc, char **argv)
 		api_only("TBPROF_CUPTI=0", 0);
 	} else if (!strcmp(s, "no-driver")) {
 		api_only("no CUDA driver", 1);
-	} else if (!strcmp(s, "buffer-cap"))
+	} else if (!strcmp(s, "crashing-libcupti"))
+		scenario_crashing_libcupti();
+	else if (!strcmp(s, "buffer-cap"))
 		scenario_buffer_cap(0);
 	else if (!strcmp(s, "buffer-cap-small"))
 		scenario_buffer_cap(1u << 20);
