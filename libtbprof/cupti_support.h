@@ -14,8 +14,7 @@ enum tbp_cupti_probe {
 	TBP_PROBE_UNKNOWN,     /* could not tell (no clone, timed out): go on as before */
 };
 
-/* Runs libcupti's first calls (cuptiGetVersion, cuptiGetTimestamp) from `handle` in a throwaway copy of
- * the process.  On TBP_PROBE_CRASHES, *crashed_in names the call (or NULL) and *signal_out the signal. */
+/* Runs libcupti's first call (cuptiGetVersion) from `handle` in a throwaway copy of the process.  On TBP_PROBE_CRASHES, *crashed_in names the call (or NULL) and *signal_out the signal. */
 enum tbp_cupti_probe tbp_cupti_probe(void *handle, const char **crashed_in, int *signal_out) TBP_HIDDEN;
 
 /* Activity buffers under the cap TBPROF_CUPTI_BUFFER_SIZE (cupti_buffers.c).  get: a buffer and its

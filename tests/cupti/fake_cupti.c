@@ -254,11 +254,6 @@ EXPORT CUptiResult cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbac
 
 EXPORT CUptiResult cuptiGetTimestamp(uint64_t *ts)
 {
-	/* FAKE_CUPTI_CRASH=1: dies here, as the wheel's CUPTI 13.2 does in its first call without a
-	 * driver that can serve it (the crashing-libcupti scenario). */
-	const char *crash = getenv("FAKE_CUPTI_CRASH");
-	if (crash && *crash == '1')
-		raise(SIGSEGV);
 	*ts = ts_cb ? ts_cb() : gpu_time(monotonic());
 	return CUPTI_SUCCESS;
 }
@@ -388,4 +383,17 @@ EXPORT void fakecupti_complete_buffer(uint8_t *buf, size_t size)
 {
 	if (complete_cb && buf)
 		complete_cb(NULL, 0, buf, size, 0);
+}
+
+/* FAKE_CUPTI_CRASH=1: dies here, as the wheel's CUPTI 13.2 does in its first call (this one too) without a
+ * driver that can serve it: the crashing-libcupti scenario. */
+EXPORT CUptiResult cuptiGetVersion(uint32_t *version)
+{
+	const char *crash = getenv("FAKE_CUPTI_CRASH");
+	if (crash && *crash == '1')
+		raise(SIGSEGV);
+	if (!version)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*version = CUPTI_API_VERSION;
+	return CUPTI_SUCCESS;
 }

@@ -309,7 +309,7 @@ static void scenario_crashing_libcupti(void)
 	CHECK(notices(TBP_NOTICE_CUPTI_ERROR) == 1, "%zu CUPTI_ERROR notices", notices(TBP_NOTICE_CUPTI_ERROR));
 	const struct tbp_record *n = nth_kind(TBP_K_NOTICE, 0);
 	CHECK(n && strstr(fake_string(n->u.notice.message), "cannot work with this CUDA driver") &&
-		      strstr(fake_string(n->u.notice.message), "cuptiGetTimestamp"),
+		      strstr(fake_string(n->u.notice.message), "cuptiGetVersion"),
 	      "notice text: %s", n ? fake_string(n->u.notice.message) : "(none)");
 	const struct tbp_record *c = only_clock();
 	CHECK(c && c->u.clock.method == TBP_CLOCK_HOOK_SIDE, "hook-side clock");
