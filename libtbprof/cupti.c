@@ -720,12 +720,20 @@ static int cupti_unusable(void)
 {
 	const char *crashed_in = NULL;
 	int sig = 0;
-	if (tbp_cupti_probe(cupti_handle, &crashed_in, &sig) != TBP_PROBE_CRASHES)
+	uint64_t t0 = tbp_now();
+	enum tbp_cupti_probe verdict = tbp_cupti_probe(cupti_handle, &crashed_in, &sig);
+	if (tbp_cfg.verbose)
+		tbp_log("CUPTI probe (cuptiGetVersion in a copy of the process): %s in %.1f ms",
+			verdict == TBP_PROBE_OK ? "returned" : verdict == TBP_PROBE_CRASHES ? "died" : "no answer",
+			(double)(tbp_now() - t0) / 1e6);
+	if (verdict != TBP_PROBE_CRASHES)
 		return 0;
+	char how[48] = "exited";
+	if (sig)
+		snprintf(how, sizeof how, "died of signal %d", sig);
 	char msg[512];
-	snprintf(msg, sizeof msg,
-		 "API-only trace: %.300s cannot work with this CUDA driver (a probe process died of signal %d in "
-		 "%s)", cupti_path, sig, crashed_in ? crashed_in : "its first call");
+	snprintf(msg, sizeof msg, "API-only trace: %.300s cannot work with this CUDA driver (a probe process %s in %s)",
+		 cupti_path, how, crashed_in ? crashed_in : "its first call");
 	tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_CUPTI_ERROR, msg);
 	/* As for other CUPTI errors: the program's stderr stays its own unless asked. */
 	if (tbp_cfg.verbose)
@@ -972,6 +980,7 @@ void tbp_cupti_flush(void)
 
 void tbp_cupti_stop(void)
 {
+	tbp_cupti_probe_reap();
 	pthread_mutex_lock(&ctl_lock);
 	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE) {
 		__atomic_store_n(&pushing, 0, __ATOMIC_RELEASE);

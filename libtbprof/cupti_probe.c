@@ -19,14 +19,17 @@
  * never sees it (only __WCLONE waits do), and no pthread_atfork handler runs
  * (the host's libraries are not told about a fork that never returns to
  * them).  The copy silences its output, cannot dump core, makes the calls
- * and exits.  Only a death by signal counts as "crashes"; any answer,
- * error codes included, is left to the in-process start to judge, and a
- * copy still running after PROBE_TIMEOUT_MS (a lock some other thread held
- * at the clone, say) is killed and counts as "cannot tell".
+ * and exits.  Only an end before the calls returned (a signal, or an exit
+ * inside libcupti) counts as "crashes"; any answer, error codes included,
+ * is left to the in-process start to judge, and a copy still running after
+ * PROBE_TIMEOUT_MS (a lock some other thread held at the clone, say) is
+ * killed and counts as "cannot tell".  The parent hears "returned" through
+ * a pipe and reaps that copy later, without waiting for it to be torn down.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -40,6 +43,7 @@
 #include "cupti_support.h"
 
 #define PROBE_TIMEOUT_MS 5000
+#define PROBE_RETURNED 0xfe /* the last byte a copy writes when its calls returned */
 
 /* The first call any consumer can make, and one that only reads: the version (CUPTI's lazy start against
  * the driver happens in it).  Nothing that starts GPU work or talks to the device: the copy shares the
@@ -72,16 +76,31 @@ static void probe_child(void *const *fns, int report_fd)
 		uint32_t version = 0;
 		((int (*)(uint32_t *))fn)(&version);
 	}
+	/* Returned: say so now -- the parent need not wait for this copy's address space to be torn down
+	 * (tens of ms for a PyTorch process), which happens before its exit status can be read. */
+	unsigned char done = PROBE_RETURNED;
+	if (write(report_fd, &done, 1) != 1) {
+		/* the parent is gone or stopped listening: nothing to tell */
+	}
 	syscall(SYS_exit_group, 0);
 }
 
-static void sleep_ms(unsigned ms)
+/* A probe copy that returned is reaped later (tbp_cupti_probe_reap), not waited for. */
+static long unreaped_pid;
+
+void tbp_cupti_probe_reap(void)
 {
-	struct timespec ts = { 0, (long)ms * 1000000L };
-	while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-		;
+	long pid = __atomic_exchange_n(&unreaped_pid, 0, __ATOMIC_ACQ_REL);
+	if (pid > 0 && waitpid((pid_t)pid, NULL, __WCLONE | WNOHANG) == 0)
+		__atomic_store_n(&unreaped_pid, pid, __ATOMIC_RELEASE); /* still exiting: next time */
 }
 
+static int64_t monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 enum tbp_cupti_probe tbp_cupti_probe(void *handle, const char **crashed_in, int *signal_out)
 {
 	*crashed_in = NULL;
@@ -107,35 +126,48 @@ enum tbp_cupti_probe tbp_cupti_probe(void *handle, const char **crashed_in, int 
 		return TBP_PROBE_UNKNOWN;
 	}
 
-	int status = 0;
-	long waited = 0;
-	for (unsigned ms = 0;; ms++) {
-		waited = waitpid((pid_t)pid, &status, __WCLONE | WNOHANG);
-		if (waited != 0 || ms >= PROBE_TIMEOUT_MS)
-			break;
-		sleep_ms(1);
-	}
-	if (waited == 0) {
-		kill((pid_t)pid, SIGKILL);
-		waitpid((pid_t)pid, &status, __WCLONE);
-		close(fds[0]);
-		return TBP_PROBE_UNKNOWN;
-	}
-
-	/* The last step the copy announced is the call it was in. */
+	/* Read the copy's steps until it says it returned, or its end closes the pipe (it died), or the
+	 * time is up. */
 	unsigned char step = 0xff, byte;
-	fcntl(fds[0], F_SETFL, O_NONBLOCK);
-	while (read(fds[0], &byte, 1) == 1)
-		step = byte;
+	int returned = 0, ended = 0;
+	int64_t deadline = monotonic_ms() + PROBE_TIMEOUT_MS;
+	while (!returned && !ended) {
+		int64_t left = deadline - monotonic_ms();
+		if (left <= 0)
+			break;
+		struct pollfd pfd = { fds[0], POLLIN, 0 };
+		int n = poll(&pfd, 1, (int)left);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		ssize_t got = read(fds[0], &byte, 1);
+		if (got == 1 && byte == PROBE_RETURNED)
+			returned = 1;
+		else if (got == 1)
+			step = byte;
+		else if (got == 0 || errno != EINTR)
+			ended = 1;
+	}
 	close(fds[0]);
 
-	if (waited < 0)
-		return TBP_PROBE_UNKNOWN; /* reaped by someone else (the host waits on __WALL) */
-	if (WIFSIGNALED(status)) {
-		*signal_out = WTERMSIG(status);
-		if (step < sizeof probe_calls / sizeof probe_calls[0])
-			*crashed_in = probe_calls[step];
-		return TBP_PROBE_CRASHES;
+	if (returned) {
+		__atomic_store_n(&unreaped_pid, pid, __ATOMIC_RELEASE);
+		tbp_cupti_probe_reap();
+		return TBP_PROBE_OK;
 	}
-	return TBP_PROBE_OK;
+	int status = 0;
+	if (!ended) {
+		/* No answer in time (a lock some other thread held at the clone, say): cannot tell. */
+		kill((pid_t)pid, SIGKILL);
+		waitpid((pid_t)pid, &status, __WCLONE);
+		return TBP_PROBE_UNKNOWN;
+	}
+	if (waitpid((pid_t)pid, &status, __WCLONE) < 0)
+		return TBP_PROBE_UNKNOWN; /* reaped by someone else (a host waiting with __WALL) */
+	/* Ended without returning: by a signal, or by exiting inside libcupti -- either would end the host. */
+	*signal_out = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+	if (step < sizeof probe_calls / sizeof probe_calls[0])
+		*crashed_in = probe_calls[step];
+	return TBP_PROBE_CRASHES;
 }

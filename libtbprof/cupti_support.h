@@ -16,6 +16,8 @@ enum tbp_cupti_probe {
 
 /* Runs libcupti's first call (cuptiGetVersion) from `handle` in a throwaway copy of the process.  On TBP_PROBE_CRASHES, *crashed_in names the call (or NULL) and *signal_out the signal. */
 enum tbp_cupti_probe tbp_cupti_probe(void *handle, const char **crashed_in, int *signal_out) TBP_HIDDEN;
+/* Reaps a probe copy that returned and was still exiting (no-op otherwise; never blocks). */
+void tbp_cupti_probe_reap(void) TBP_HIDDEN;
 
 /* Activity buffers under the cap TBPROF_CUPTI_BUFFER_SIZE (cupti_buffers.c).  get: a buffer and its
  * *size, or NULL and 0 at the cap (CUPTI then drops and counts).  put: a buffer CUPTI gave back. */

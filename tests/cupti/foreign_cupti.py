@@ -120,6 +120,11 @@ def main():
                     "y = w(x.unsqueeze(0))\n"
                     "torch.cuda.synchronize()\n"
                     "print('shape', tuple(y.shape), 'sum', float(x.sum().item()))\n"
+                    "import os\n"
+                    "try:\n"
+                    "    print('wait', os.wait())\n"  # the probe's copy must not be a child the host sees
+                    "except ChildProcessError:\n"
+                    "    print('wait: no children')\n"
                     "sys.exit(3)\n")
         env = dict(os.environ)
         env["SIMTORCH_REAL_CUPTI"] = "1"
