@@ -169,6 +169,47 @@ static int env_verbose(const char *name)
 	return tbp_env_bool(name, false) ? 1 : 0;
 }
 
+/* A non-negative decimal below 2^31 from a launcher's variable, else -1.
+ * These variables are not ours: a malformed one is ignored silently (the
+ * program may not even be distributed). */
+static int64_t env_rank_value(const char *name)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return -1;
+	int64_t n = 0;
+	for (; *v; v++) {
+		if (*v < '0' || *v > '9' || n > (INT32_MAX - 9) / 10)
+			return -1;
+		n = n * 10 + (*v - '0');
+	}
+	return n;
+}
+
+/* Rank, world size and local rank, from the first launcher that set a
+ * rank: torchrun and torch.distributed (RANK, WORLD_SIZE, LOCAL_RANK), Open
+ * MPI's mpirun (OMPI_COMM_WORLD_*), Slurm's srun (SLURM_PROCID, SLURM_NTASKS,
+ * SLURM_LOCALID).  torchrun sets RANK for its workers, so under srun a
+ * worker is the torchrun rank, not the srun task. */
+static void tbp_rank_from_env(void)
+{
+	static const char *const vars[][3] = {
+		{"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+		{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+	};
+	tbp_cfg.rank = tbp_cfg.world_size = tbp_cfg.local_rank = -1;
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+		int64_t rank = env_rank_value(vars[i][0]);
+		if (rank < 0)
+			continue;
+		tbp_cfg.rank = rank;
+		tbp_cfg.world_size = env_rank_value(vars[i][1]);
+		tbp_cfg.local_rank = env_rank_value(vars[i][2]);
+		return;
+	}
+}
+
 /* The constructor only reads the environment: no allocation, no thread, no
  * file, so a process that never touches the GPU is not disturbed at all. */
 static void tbp_start_trace_all(void);
@@ -190,6 +231,7 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	tbp_cfg.trace_all = tbp_env_bool("TBPROF_TRACE_ALL", false);
 	tbp_cfg.verbose = env_verbose("TBPROF_VERBOSE");
 	tsc_wanted = tbp_env_bool("TBPROF_TSC", true);
+	tbp_rank_from_env();
 	TBP_SET_ACTIVE(tbp_cfg.enabled);
 	/* Now, not at trace start: a fork while another thread is starting
 	 * the trace (holding its locks) must already run the handlers. */
@@ -622,12 +664,38 @@ static uint64_t intern_file(const char *path, bool nul_to_space)
 	return tbp_intern_string(buf, (size_t)n);
 }
 
-static uint64_t env_u64(const char *name)
+/* Is this process torchrun's agent (`torchrun`, `python -m
+ * torch.distributed.run` or the older `torch.distributed.launch`)?  It starts
+ * the ranks and has no rank of its own, but under srun or mpirun it carries
+ * the task's SLURM_PROCID / OMPI rank; its workers get RANK and
+ * TORCHELASTIC_RUN_ID, so a process with TORCHELASTIC_RUN_ID and no RANK is
+ * an agent too (an agent launched by another). */
+static bool tbp_is_launcher_agent(void)
 {
-	const char *v = getenv(name);
-	if (!v || !*v)
-		return UINT64_MAX;   /* "not set" */
-	return strtoull(v, NULL, 10);
+	if (getenv("TORCHELASTIC_RUN_ID") && !getenv("RANK"))
+		return true;
+	char buf[4096];
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	/* argv[0] and argv[1] (the script, under an interpreter), and the
+	 * module after -m */
+	int argi = 0;
+	bool after_m = false;
+	for (char *a = buf; a < buf + n && argi < 8; a += strlen(a) + 1, argi++) {
+		const char *slash = strrchr(a, '/');
+		const char *base = slash ? slash + 1 : a;
+		if ((argi < 2 && !strcmp(base, "torchrun")) ||
+		    (after_m && (!strcmp(a, "torch.distributed.run") || !strcmp(a, "torch.distributed.launch"))))
+			return true;
+		after_m = !strcmp(a, "-m");
+	}
+	return false;
 }
 
 static void tbp_build_process_record(void)
@@ -653,9 +721,11 @@ static void tbp_build_process_record(void)
 		r->u.process.cwd = tbp_intern_string(path, strlen(path));
 	r->u.process.realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
 	r->u.process.monotonic_ns = r->ts;
-	r->u.process.rank = env_u64("RANK");
-	r->u.process.world_size = env_u64("WORLD_SIZE");
-	r->u.process.local_rank = env_u64("LOCAL_RANK");
+	/* -1 (all ones on disk) = none; the agent launches ranks, it is none */
+	bool ranked = tbp_cfg.rank >= 0 && !tbp_cfg.launcher_agent;
+	r->u.process.rank = (uint64_t)(ranked ? tbp_cfg.rank : -1);
+	r->u.process.world_size = (uint64_t)(ranked ? tbp_cfg.world_size : -1);
+	r->u.process.local_rank = (uint64_t)(ranked ? tbp_cfg.local_rank : -1);
 }
 
 static void tbp_announce_thread(struct tbp_tbuf *b)
@@ -1334,6 +1404,7 @@ static void tbp_start_slow(void)
 		key_made = true;
 	}
 	session_compute();
+	tbp_cfg.launcher_agent = tbp_is_launcher_agent();
 	out_fd = tbp_open_output();
 	if (out_fd < 0) {
 		int e = errno;

@@ -583,6 +583,45 @@ def main():
         expect_files(d, ["trace.zst"])
         kinds = complete(d, "trace.zst", process=1)
         print(f"ok: TBPROF_TRACE_ALL=1: ls unchanged, trace with {kinds}")
+    elif s == "rank":
+        # The launcher's rank variables land in the PROCESS record (tbanalyze
+        # info shows them); torchrun's agent and a plain process have none.
+        import json
+        cases = [
+            ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}, [], (1, 2, 1)),
+            ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}, [], (3, 4, 0)),
+            ({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1"}, [], (5, 8, 1)),
+            # torchrun sets RANK for its workers: it wins over the srun task's
+            ({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}, [], (0, 2, 0)),
+            ({"RANK": "x1"}, [], None),
+            ({}, [], None),
+            # the agent under srun carries SLURM_PROCID but is no rank
+            ({"SLURM_PROCID": "5", "SLURM_NTASKS": "8"}, ["-m", "torch.distributed.run"], None),
+            ({"TORCHELASTIC_RUN_ID": "x"}, [], None),
+        ]
+        for extra, pyargs, want in cases:
+            env = dict(extra, TBPROF_TRACE_ALL="1")
+            # a stub module of torchrun's name: the command line is the agent's
+            if pyargs:
+                stub = tempfile.mkdtemp(prefix="tbp-agent-")
+                os.makedirs(os.path.join(stub, "torch", "distributed"))
+                for f in ("torch/__init__.py", "torch/distributed/__init__.py"):
+                    open(os.path.join(stub, f), "w").close()
+                with open(os.path.join(stub, "torch", "distributed", "run.py"), "w") as f:
+                    f.write("print('agent')\n")
+                env["PYTHONPATH"] = stub
+                cmd = [sys.executable] + pyargs
+            else:
+                cmd = [sys.executable, "-c", "print('rank')"]
+            d, rc, out = run_both(cmd, env)
+            name = traces(d)[0] if traces(d) else fail(f"{extra}: no trace ({traces(d)})")
+            info = subprocess.run([os.environ["TBANALYZE"], "info", "--json", os.path.join(d, name)],
+                                  capture_output=True, text=True)
+            proc = json.loads(info.stdout)["processes"][0]
+            got = (proc["rank"], proc["world_size"], proc["local_rank"]) if "rank" in proc else None
+            if got != want:
+                fail(f"{extra} {pyargs}: rank facts {got}, expected {want}")
+            print(f"ok: {extra} {pyargs}: rank facts {got}")
     elif s == "no-cuda":
         # processes that never touch CUDA leave no file and behave the same
         d, rc, out = run_both(["ls", "-l", "/usr/include/linux"])
