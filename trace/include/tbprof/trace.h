@@ -281,6 +281,13 @@ struct tbp_kind_info {
 /* NULL for unknown kinds. */
 const struct tbp_kind_info *tbp_kind_lookup(unsigned kind);
 
+/* Do these first bytes of a file (n of them, 16 suffice) begin a tbprof
+ * trace: a header frame with the file magic?  Only the magic: a damaged
+ * or truncated trace still is one.  Lets a writer tell its own earlier
+ * output, which it may overwrite, from any other file, which it must not. */
+#define TBP_TRACE_PREFIX_LEN 16
+int tbp_is_trace_prefix(const void *bytes, size_t n);
+
 /* ---------------------------------------------------------------- writer
  * Not thread-safe: one writer thread owns it.  Records are grouped in
  * chunks (one stream each); chunks are grouped in frames; every
