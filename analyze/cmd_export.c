@@ -304,7 +304,9 @@ int cmd_export(int argc, char **argv)
 		int64_t world = defs.has_process ? tbp_process_world_size(&defs.process) : -1;
 		if (rank < 0)
 			rank = 0, world = 1;
-		fprintf(f, "\"schemaVersion\":1,\"distributedInfo\":{\"rank\":%" PRId64, rank);
+		/* The space after "rank": is needed: HTA finds the rank with the
+		 * regex "rank":\s+(\d+) on the raw text. */
+		fprintf(f, "\"schemaVersion\":1,\"distributedInfo\":{\"rank\": %" PRId64, rank);
 		if (world > 0)
 			fprintf(f, ",\"world_size\":%" PRId64, world);
 		fprintf(f, "},\"deviceProperties\":[],\"baseTimeNanoseconds\":%" PRIu64 ",\"traceName\":", base);

@@ -101,13 +101,14 @@ static const char record_help[] =
 	"\n"
 	"OPTIONS\n"
 	"    -o, --output OUT\n"
-	"        Where the trace goes (TBPROF_OUT; default trace.zst).  A directory (an\n"
-	"        existing one, or a name ending in /) holds one file per process:\n"
-	"        rank<N>.zst for each rank of a torchrun/mpirun/srun job, agent.zst for\n"
-	"        torchrun's agent, trace.zst otherwise.  In a file name %p is the pid\n"
-	"        and %r the rank.  A second process of the same run gets\n"
-	"        <stem>.<pid>.zst.  A symlink at OUT is not followed and a file that is\n"
-	"        not a trace is not overwritten: the trace goes beside it.\n"
+	"        Where the trace goes (TBPROF_OUT; default trace.zst).  OUT is a file\n"
+	"        when it ends in .zst, holds %p (the pid) or %r (the rank), or is an\n"
+	"        existing file; otherwise it is a directory, created if missing, that\n"
+	"        holds one file per process: rank<N>.zst for each rank of a torchrun,\n"
+	"        mpirun or srun job, agent.zst for torchrun's agent, trace.zst\n"
+	"        otherwise.  A second process of the same run gets <stem>.<pid>.zst.\n"
+	"        A symlink at OUT is not followed and a file that is not a trace is\n"
+	"        not overwritten: the trace goes beside it.\n"
 	"    --trace-all\n"
 	"        Trace every Python process from its start, even one that never uses\n"
 	"        the GPU (CPU runs: Python spans; a torchrun agent).  Without it only\n"
@@ -323,6 +324,40 @@ static bool opt_is(char **argv, int argc, int *i, const char *lng, const char *s
 	return true;
 }
 
+/* -o OUT: a file when it ends in .zst, holds %p or %r, or is an existing
+ * file; otherwise a directory, created now (with its parents) so a
+ * mistake shows before the command runs, and passed on with a trailing
+ * '/' so libtbprof takes it as one: `-o traces` leaves traces/rank0.zst,
+ * traces/rank1.zst ... or traces/trace.zst. */
+static const char *output_name(const char *opt, const char *v)
+{
+	size_t len = strlen(v);
+	struct stat st;
+	if ((len >= 4 && !strcmp(v + len - 4, ".zst")) || strstr(v, "%p") || strstr(v, "%r") ||
+	    (stat(v, &st) == 0 && !S_ISDIR(st.st_mode)))
+		return v;
+	char *dir = malloc(len + 2);
+	if (!dir)
+		usage_error("%s: out of memory", opt);
+	memcpy(dir, v, len + 1);
+	for (char *p = dir + 1; ; p++) {
+		if (*p != '/' && *p)
+			continue;
+		char c = *p;
+		*p = 0;
+		if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+			usage_error("%s: cannot create directory %s: %s", opt, dir, strerror(errno));
+		*p = c;
+		if (!c)
+			break;
+	}
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		usage_error("%s: %s is not a directory", opt, dir);
+	if (dir[len - 1] != '/')
+		memcpy(dir + len, "/", 2);
+	return dir;
+}
+
 static void parse_record(int argc, char **argv, struct record_opts *o)
 {
 	int i = 0;
@@ -340,8 +375,8 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 		} else if (opt_is(argv, argc, &i, "--output", "-o", true, &v)) {
 			if (!*v)
 				usage_error("%s: empty output name", a);
-			o->out = v;
-			set_var(o, "TBPROF_OUT", v);
+			o->out = output_name(a, v);
+			set_var(o, "TBPROF_OUT", o->out);
 		} else if (opt_is(argv, argc, &i, "--python-depth", NULL, true, &v)) {
 			check_number("--python-depth", v, 1, 1024, false);
 			set_var(o, "TBPROF_PY_DEPTH", v);
