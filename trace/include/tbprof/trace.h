@@ -262,6 +262,10 @@ struct tbp_record {
 	uint32_t blob_len;
 };
 
+/* sizeof(struct tbp_record) as the library was built: a binding that
+ * mirrors the struct (Python's ctypes, python/tbprof) checks it matches. */
+size_t tbp_record_size(void);
+
 /* Chunk streams: every record belongs to one. */
 enum tbp_stream_kind {
 	TBP_STREAM_DEFS = 0,    /* interned definitions, process facts; id 0 */
