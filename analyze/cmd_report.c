@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "an.h"
+#include "an_ranks.h"
 #include "cmd.h"
 
 const char an_opts_help[] =
@@ -111,10 +112,44 @@ int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tbanalyze [report] TRACE.zst [--json] [--html FILE] [options]\n"
+		   "       tbanalyze [report] DIR | TRACE.zst TRACE.zst... [--json] [options]\n"
+		   "  several traces (or a directory of them, one per rank): a section per rank and the\n"
+		   "  cross-rank findings (straggler)\n"
 		   "  --json              print the report as JSON (doc/report-schema.md)\n"
 		   "  --html FILE         also write a self-contained HTML page\n"
 		   "%s",
 		an_opts_help);
+}
+
+/* Several traces, or a directory of them: the cross-rank view. */
+static int report_ranks(char **args, size_t n_args, const struct an_opts *opts, int json)
+{
+	char **paths = args;
+	size_t n = n_args;
+	int listed = 0;
+	struct stat st;
+	if (n == 1 && stat(args[0], &st) == 0 && S_ISDIR(st.st_mode)) {
+		int rc = an_ranks_list_dir(args[0], &paths, &n);
+		if (rc)
+			return rc;
+		listed = 1;
+	}
+	struct an_ranks R;
+	int rc = an_ranks_run(&R, paths, n, opts);
+	if (!rc) {
+		if (json)
+			an_ranks_report_json(&R, stdout);
+		else
+			an_ranks_report_text(&R, stdout);
+		an_ranks_free(&R);
+		if (fflush(stdout) || ferror(stdout)) {
+			fprintf(stderr, "tbanalyze: write error on standard output\n");
+			rc = TBA_EXIT_INTERNAL;
+		}
+	}
+	if (listed)
+		an_ranks_free_list(paths, n);
+	return rc;
 }
 
 int cmd_report(int argc, char **argv)
@@ -122,6 +157,8 @@ int cmd_report(int argc, char **argv)
 	struct an_opts opts;
 	an_opts_default(&opts);
 	const char *path = NULL, *html = NULL;
+	char *paths[argc]; /* the traces named, for several */
+	size_t n_paths = 0;
 	int json = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
@@ -155,11 +192,15 @@ int cmd_report(int argc, char **argv)
 			usage(stderr);
 			return TBA_EXIT_USAGE;
 		}
-		if (path) {
-			fprintf(stderr, "tbanalyze: report: one trace at a time (got %s and %s)\n", path, arg);
-			return TBA_EXIT_USAGE;
-		}
+		paths[n_paths++] = argv[i];
 		path = arg;
+	}
+	struct stat ps;
+	if (n_paths > 1 || (path && stat(path, &ps) == 0 && S_ISDIR(ps.st_mode))) {
+		int rc = html ? TBA_EXIT_USAGE : report_ranks(paths, n_paths, &opts, json);
+		if (html)
+			fprintf(stderr, "tbanalyze: --html: one trace at a time (got %zu traces or a directory)\n", n_paths);
+		return rc;
 	}
 	if (!path) {
 		usage(stderr);
