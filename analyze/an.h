@@ -278,6 +278,10 @@ struct analysis {
 	uint64_t unmatched_gpu;  /* GPU records with no API record by corr */
 	uint64_t n_spans;
 	uint64_t proc_cwd;       /* string id of the traced process's cwd (PROCESS), 0 = none */
+	/* The traced process's first PROCESS record (rank facts: tbp_process_rank
+	 * and friends give -1 for none); has_process 0 = none read yet. */
+	int has_process;
+	struct tbp_process process;
 
 	/* Results (filled by an_finish). */
 	struct vec devices;  /* struct an_device */

@@ -639,8 +639,11 @@ int an_load_defs(struct analysis *a, const char *path, uint64_t *first_ts, uint6
 	int st;
 	while ((st = tr_next(r, path, &rec)) > 0) {
 		a->records++;
-		if (rec.kind == TBP_K_PROCESS && !*pid)
+		if (rec.kind == TBP_K_PROCESS && !a->has_process) {
 			*pid = rec.u.process.pid;
+			a->has_process = 1;
+			a->process = rec.u.process;
+		}
 		if (defs_add(a->defs, &rec)) {
 			tbp_reader_close(r);
 			fprintf(stderr, "tbanalyze: %s: out of memory\n", path);

@@ -1864,6 +1864,10 @@ static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 	case TBP_K_PROCESS:
 		if (!a->proc_cwd)
 			a->proc_cwd = r->u.process.cwd;
+		if (!a->has_process) {
+			a->has_process = 1;
+			a->process = r->u.process;
+		}
 		break;
 	case TBP_K_DEVICE: {
 		struct an_device *d = get_device(a, r->u.device.device);

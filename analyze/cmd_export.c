@@ -296,8 +296,18 @@ int cmd_export(int argc, char **argv)
 			     .kineto = !strcmp(format, "kineto"), .first = 1};
 	fputs("{", f);
 	if (x.kineto) {
-		fprintf(f, "\"schemaVersion\":1,\"distributedInfo\":{\"rank\": 0,\"world_size\":1},"
-			   "\"deviceProperties\":[],\"baseTimeNanoseconds\":%" PRIu64 ",\"traceName\":", base);
+		/* HTA takes each file's rank from distributedInfo.rank: a
+		 * directory of rank<N>.json loads as a multi-rank trace.  A
+		 * process outside a job is rank 0 of 1, as the PyTorch profiler
+		 * writes it. */
+		int64_t rank = defs.has_process ? tbp_process_rank(&defs.process) : -1;
+		int64_t world = defs.has_process ? tbp_process_world_size(&defs.process) : -1;
+		if (rank < 0)
+			rank = 0, world = 1;
+		fprintf(f, "\"schemaVersion\":1,\"distributedInfo\":{\"rank\":%" PRId64, rank);
+		if (world > 0)
+			fprintf(f, ",\"world_size\":%" PRId64, world);
+		fprintf(f, "},\"deviceProperties\":[],\"baseTimeNanoseconds\":%" PRIu64 ",\"traceName\":", base);
 		json_str(f, path, strlen(path));
 		fputs(",", f);
 	}
