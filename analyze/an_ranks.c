@@ -187,9 +187,11 @@ static int collect(struct an_rank *k, struct vec *marks, struct vec *nccl)
 			if (have_process++)
 				break;
 			k->pid = rec.u.process.pid;
-			if (rec.u.process.world_size && rec.u.process.world_size != UINT64_MAX) {
-				k->world_size = rec.u.process.world_size;
-				k->rank = rec.u.process.rank;
+			if (tbp_process_rank(&rec.u.process) >= 0) {
+				k->has_rank = 1;
+				k->rank = (uint64_t)tbp_process_rank(&rec.u.process);
+				int64_t w = tbp_process_world_size(&rec.u.process);
+				k->world_size = w > 0 ? (uint64_t)w : 0;
 			}
 			break;
 		case TBP_K_PY_SPAN: {
@@ -772,7 +774,7 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 			rc = collect(k, &marks[i], &nccl[i]);
 		if (rc)
 			break;
-		if (k->world_size) {
+		if (k->has_rank) {
 			k->rank_source = AN_RANK_RECORDED;
 			any_rank = 1;
 		} else {

@@ -58,6 +58,7 @@ struct an_rank {
 	size_t input;             /* position among the traces given */
 	uint64_t rank;
 	int rank_source;         /* enum an_rank_source */
+	int has_rank;            /* the trace recorded its rank */
 	uint64_t pid, world_size;/* world_size 0: not recorded */
 	struct analysis a;       /* the rank's own analysis */
 	struct vec steps;        /* struct an_ivl: steady steps, time order */
