@@ -15,9 +15,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "an.h"
+#include "an_ranks.h"
 #include "cmd.h"
 #include "tr_common.h"
 
@@ -28,6 +31,12 @@ struct exporter {
 	int kineto;
 	uint64_t events;
 	int first;
+	/* Several ranks in one file: a rank's GPUs are processes gpu_pid_base +
+	 * device, named when first seen (devices below 64 tracked). */
+	int multi;
+	int64_t rank;
+	uint64_t gpu_pid_base;
+	uint64_t gpus_named;
 };
 
 static void ts_us(FILE *f, uint64_t ns, uint64_t base)
@@ -40,6 +49,24 @@ static void ev_begin(struct exporter *x)
 {
 	fputs(x->first ? "\n" : ",\n", x->f);
 	x->first = 0;
+}
+
+static uint64_t gpu_pid(struct exporter *x, uint64_t device)
+{
+	if (x->multi && device < 64 && !(x->gpus_named >> device & 1)) {
+		x->gpus_named |= 1ULL << device;
+		ev_begin(x);
+		fprintf(x->f,
+			"{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"name\":\"rank %" PRId64
+			" GPU %" PRIu64 "\"}}",
+			x->gpu_pid_base + device, x->rank, device);
+		ev_begin(x);
+		fprintf(x->f,
+			"{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"sort_index\":%" PRId64
+			"}}",
+			x->gpu_pid_base + device, x->rank * 100 + 1 + (int64_t)device);
+	}
+	return x->gpu_pid_base + device;
 }
 
 static void name_str(struct exporter *x, uint64_t id, const char *fallback)
@@ -136,6 +163,7 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 	case TBP_K_GPU_MEMSET: {
 		const struct tbp_gpu_kernel *g = &r->u.gpu_kernel;
 		uint64_t end = g->end < r->ts ? r->ts : g->end;
+		uint64_t gp = gpu_pid(x, g->device); /* (its name first, when new) */
 		ev_begin(x);
 		if (r->kind == TBP_K_GPU_KERNEL) {
 			fputs("{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":", f);
@@ -147,7 +175,7 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 		} else {
 			fputs("{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (Device)\"", f);
 		}
-		fprintf(f, ",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", g->device, g->stream);
+		fprintf(f, ",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", gp, g->stream);
 		ts_us(f, r->ts, x->base);
 		fputs(",\"dur\":", f);
 		ts_us(f, end, r->ts);
@@ -169,7 +197,7 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 		if (x->kineto && g->corr) {
 			ev_begin(x);
 			fprintf(f, "{\"ph\":\"f\",\"id\":%" PRIu64 ",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", g->corr,
-				g->device, g->stream);
+				gp, g->stream);
 			ts_us(f, r->ts, x->base);
 			fputs(",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}", f);
 		}
@@ -224,13 +252,109 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tbanalyze export [--format chrome|kineto] TRACE.zst [-o OUT.json]\n"
+		   "       tbanalyze export DIR | TRACE.zst TRACE.zst... [-o OUT.json]\n"
+		   "  several traces (one per rank, or a directory of them): one chrome file, a process per rank\n"
 		   "  chrome: Trace Event Format (Perfetto, chrome://tracing)\n"
 		   "  kineto: PyTorch profiler conventions (Holistic Trace Analysis)\n");
+}
+
+/* The rank a trace is shown as: recorded, else rank<N>.zst, else its place. */
+static int64_t export_rank(const struct analysis *defs, const char *path, size_t i)
+{
+	int64_t rank = defs->has_process ? tbp_process_rank(&defs->process) : -1;
+	if (rank < 0)
+		rank = an_rank_from_name(path);
+	return rank < 0 ? (int64_t)i : rank;
+}
+
+/* Several traces of one run in one chrome file: every rank's host as a
+ * process named "rank N", its GPUs as processes "rank N GPU d", all on
+ * one time axis (the traces of one machine share CLOCK_MONOTONIC). */
+static int export_ranks(char **paths, size_t n, const char *out)
+{
+	struct analysis *defs = calloc(n, sizeof *defs);
+	uint64_t *firsts = calloc(n, sizeof *firsts), *pids = calloc(n, sizeof *pids);
+	int rc = TBA_EXIT_OK;
+	size_t loaded = 0;
+	FILE *f = NULL;
+	if (!defs || !firsts || !pids) {
+		fprintf(stderr, "tbanalyze: out of memory\n");
+		rc = TBA_EXIT_INTERNAL;
+		goto out;
+	}
+	uint64_t base = UINT64_MAX;
+	for (size_t i = 0; i < n && !rc; i++) {
+		loaded = i + 1;
+		rc = an_load_defs(&defs[i], paths[i], &firsts[i], &pids[i]);
+		if (!rc && firsts[i] && firsts[i] < base)
+			base = firsts[i];
+	}
+	if (rc)
+		goto out;
+	if (base == UINT64_MAX)
+		base = 0;
+	f = out ? fopen(out, "w") : stdout;
+	if (!f) {
+		fprintf(stderr, "tbanalyze: %s: %s\n", out, strerror(errno));
+		rc = TBA_EXIT_INTERNAL;
+		goto out;
+	}
+	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
+	int first = 1;
+	for (size_t i = 0; i < n && !rc; i++) {
+		int64_t rank = export_rank(&defs[i], paths[i], i);
+		/* Processes of two machines may share a pid: then the rank's
+		 * place stands in, above pid_max (2^22) and below its GPUs'. */
+		uint64_t host_pid = pids[i];
+		for (size_t j = 0; j < n && host_pid; j++)
+			if (j != i && pids[j] == host_pid)
+				host_pid = 0;
+		if (!host_pid)
+			host_pid = (1u << 22) + 1 + i;
+		struct exporter x = {.f = f, .defs = &defs[i], .base = base, .host_pid = host_pid, .first = first,
+				     .multi = 1, .rank = rank, .gpu_pid_base = (1u << 23) + 64 * (uint64_t)i};
+		ev_begin(&x);
+		fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"name\":\"rank %" PRId64
+			   "\"}}",
+			host_pid, rank);
+		ev_begin(&x);
+		fprintf(f, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%" PRIu64
+			   ",\"tid\":0,\"args\":{\"sort_index\":%" PRId64 "}}",
+			host_pid, rank * 100);
+		struct tbp_reader *r;
+		rc = an_open(&r, paths[i]);
+		if (rc)
+			break;
+		struct tbp_record rec;
+		int st;
+		while ((st = tr_next(r, paths[i], &rec)) > 0)
+			export_record(&x, &rec);
+		rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
+		tbp_reader_close(r);
+		first = x.first;
+	}
+	fprintf(f, "\n]}\n");
+	int werr = ferror(f);
+	if (out ? fclose(f) : fflush(f))
+		werr = 1;
+	if (werr && !rc) {
+		fprintf(stderr, "tbanalyze: %s: write failed\n", out ? out : "standard output");
+		rc = TBA_EXIT_INTERNAL;
+	}
+out:
+	for (size_t i = 0; i < loaded; i++)
+		an_free(&defs[i]);
+	free(defs);
+	free(firsts);
+	free(pids);
+	return rc;
 }
 
 int cmd_export(int argc, char **argv)
 {
 	const char *path = NULL, *out = NULL, *format = "chrome";
+	char *paths[argc]; /* the traces named, for several */
+	size_t n_paths = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
@@ -258,11 +382,28 @@ int cmd_export(int argc, char **argv)
 			usage(stderr);
 			return TBA_EXIT_USAGE;
 		}
-		if (path) {
-			fprintf(stderr, "tbanalyze: export: one trace at a time\n");
+		paths[n_paths++] = argv[i];
+		path = arg;
+	}
+	struct stat ps;
+	if (n_paths > 1 || (path && stat(path, &ps) == 0 && S_ISDIR(ps.st_mode))) {
+		if (strcmp(format, "chrome")) {
+			fprintf(stderr, "tbanalyze: export: --format %s takes one trace at a time (HTA reads a directory of "
+					"per-rank files: export each rank's trace); several traces export as chrome\n",
+				format);
 			return TBA_EXIT_USAGE;
 		}
-		path = arg;
+		char **list = paths;
+		size_t n = n_paths;
+		if (n_paths == 1) {
+			int rc = an_ranks_list_dir(path, &list, &n);
+			if (rc)
+				return rc;
+		}
+		int rc = export_ranks(list, n, out);
+		if (list != paths)
+			an_ranks_free_list(list, n);
+		return rc;
 	}
 	if (!path || (strcmp(format, "chrome") && strcmp(format, "kineto"))) {
 		if (path)
