@@ -19,6 +19,8 @@
  * scheduling, a collective's own jitter), not a straggler. */
 #define STRAGGLER_MIN_SHARE 10 /* % of the median step */
 #define STRAGGLER_MIN_NS 50000ULL
+/* Calls of one site that make a loop (steps, collectives in the steps). */
+#define LOOP_MIN 3
 
 struct raw_span {
 	uint64_t ts, end, callpath;
@@ -260,10 +262,23 @@ static int cmp_span(const void *x, const void *y)
 	return a->end > b->end ? -1 : a->end < b->end;
 }
 
+/* First index in v (sorted by begin) with begin >= t. */
+static size_t ivl_lower(const struct vec *v, uint64_t t)
+{
+	size_t lo = 0, hi = v->n;
+	while (lo < hi) {
+		size_t m = lo + (hi - lo) / 2;
+		if (VEC_AT(v, struct an_ivl, m)->begin < t)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo;
+}
+
 /* The steady steps, as the single-trace analysis counted them: the runner's
  * marked iterations after WARMUP_END (all of them without one), or the
- * detected steps after the first, each to the next one's start; without
- * steps the whole trace is one. */
+ * detected steps after the first, each to the next one's start. */
 static int rank_steps(struct an_rank *k, struct vec *marks)
 {
 	const struct analysis *a = &k->a;
@@ -301,13 +316,90 @@ static int rank_steps(struct an_rank *k, struct vec *marks)
 		}
 		return 0;
 	}
-	if (a->first_ts < a->last_ts) {
+	return 0;
+}
+
+struct loop_cand {
+	uint64_t callpath, count, holding, total_ns, last_end;
+	uint32_t tid;
+	int unusable;
+};
+
+/* Steps of a trace the analysis found none in (a CPU run has no launches
+ * to find its loop by): the calls of the function that, on one thread and
+ * none inside another, at least LOOP_MIN times, mostly hold a collective
+ * (the training step around DDP's backward() or an all_reduce); the one
+ * with the most time when several do (the outer).  The first is warm-up,
+ * each runs to the next one's start, as the analysis marks detected steps.
+ * Without any, the whole trace is one step. */
+static int steps_from_syncs(struct an_rank *k)
+{
+	const struct raw_span *sp = k->spans.data;
+	struct vec cands = {.item = sizeof(struct loop_cand)};
+	struct u64map idx = {0};
+	int rc = -1;
+	for (size_t i = 0; i < k->spans.n && k->syncs.n; i++) {
+		if (sp[i].sync)
+			continue;
+		uint64_t *ix = u64map_get(&idx, sp[i].callpath);
+		struct loop_cand *c;
+		if (ix) {
+			c = VEC_AT(&cands, struct loop_cand, *ix);
+		} else {
+			if (!(c = vec_push(&cands)) || u64map_put(&idx, sp[i].callpath, cands.n - 1))
+				goto out;
+			c->callpath = sp[i].callpath;
+			c->tid = sp[i].tid;
+		}
+		/* (spans are in thread, then time order) */
+		if (c->tid != sp[i].tid || (c->count && sp[i].ts < c->last_end))
+			c->unusable = 1;
+		c->count++;
+		c->total_ns += sp[i].end - sp[i].ts;
+		c->last_end = sp[i].end;
+		size_t j = ivl_lower(&k->syncs, sp[i].ts);
+		if (j < k->syncs.n && VEC_AT(&k->syncs, struct an_ivl, j)->end <= sp[i].end)
+			c->holding++;
+	}
+	const struct loop_cand *best = NULL;
+	for (size_t i = 0; i < cands.n; i++) {
+		const struct loop_cand *c = VEC_AT(&cands, struct loop_cand, i);
+		if (c->unusable || c->count < LOOP_MIN || 4 * c->holding < 3 * c->count)
+			continue;
+		if (!best || c->total_ns > best->total_ns)
+			best = c;
+	}
+	if (best) {
+		k->steps_callpath = best->callpath;
+		uint64_t n = 0, prev_begin = 0;
+		for (size_t i = 0; i < k->spans.n; i++) {
+			if (sp[i].callpath != best->callpath)
+				continue;
+			if (n++ >= 2) { /* the one before, up to this one */
+				struct an_ivl *v = vec_push(&k->steps);
+				if (!v)
+					goto out;
+				*v = (struct an_ivl){prev_begin, sp[i].ts};
+			}
+			prev_begin = sp[i].ts;
+			if (n == best->count && n >= 2) {
+				struct an_ivl *v = vec_push(&k->steps);
+				if (!v)
+					goto out;
+				*v = (struct an_ivl){sp[i].ts, sp[i].end};
+			}
+		}
+	} else if (k->a.first_ts < k->a.last_ts) {
 		struct an_ivl *v = vec_push(&k->steps);
 		if (!v)
-			return -1;
-		*v = (struct an_ivl){a->first_ts, a->last_ts};
+			goto out;
+		*v = (struct an_ivl){k->a.first_ts, k->a.last_ts};
 	}
-	return 0;
+	rc = 0;
+out:
+	vec_free(&cands);
+	u64map_free(&idx);
+	return rc;
 }
 
 /* The rank's collective calls: the outermost classified span of each
@@ -500,20 +592,6 @@ static uint64_t median_others(const uint64_t *v, size_t n, size_t skip, uint64_t
 			tmp[m++] = v[i];
 	qsort(tmp, m, sizeof *tmp, u64_cmp);
 	return m % 2 ? tmp[m / 2] : tmp[m / 2 - 1] / 2 + tmp[m / 2] / 2 + (tmp[m / 2 - 1] % 2 + tmp[m / 2] % 2) / 2;
-}
-
-/* First index in v (sorted by begin) with begin >= t. */
-static size_t ivl_lower(const struct vec *v, uint64_t t)
-{
-	size_t lo = 0, hi = v->n;
-	while (lo < hi) {
-		size_t m = lo + (hi - lo) / 2;
-		if (VEC_AT(v, struct an_ivl, m)->begin < t)
-			lo = m + 1;
-		else
-			hi = m;
-	}
-	return lo;
 }
 
 /* Lines the steady steps up.  Ranks that meet in collectives run in lock
@@ -819,16 +897,26 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 			goto out_r;
 		}
 	/* Collectives: torch.distributed calls or NCCL kernels where any rank
-	 * has them; else, under DDP, backward(). */
+	 * makes them in a loop (one call site at least LOOP_MIN times: not
+	 * just the process group's set-up and tear-down); else, under DDP,
+	 * backward(). */
 	int c10d = 0, ddp = 0;
 	for (size_t i = 0; i < R->n; i++) {
 		struct an_rank *k = &R->r[i];
-		c10d |= nccl[k->input].n > 0;
+		c10d |= nccl[k->input].n >= LOOP_MIN;
 		struct raw_span *sp = k->spans.data;
+		struct u64map calls = {0};
 		for (size_t j = 0; j < k->spans.n; j++) {
-			c10d |= is_c10d_span(&k->a, sp[j].callpath);
+			if (is_c10d_span(&k->a, sp[j].callpath)) {
+				uint64_t *c = u64map_get(&calls, sp[j].callpath);
+				if (c)
+					c10d |= ++*c >= LOOP_MIN;
+				else if (u64map_put(&calls, sp[j].callpath, 1))
+					goto nomem;
+			}
 			k->ddp |= is_ddp_span(&k->a, sp[j].callpath);
 		}
+		u64map_free(&calls);
 		ddp |= k->ddp;
 	}
 	R->sync_source = c10d ? AN_SYNC_C10D : ddp ? AN_SYNC_DDP_BACKWARD : AN_SYNC_NONE;
@@ -841,7 +929,8 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 									      : 0;
 		if (k->spans.n)
 			qsort(k->spans.data, k->spans.n, k->spans.item, cmp_span);
-		if (rank_steps(k, &marks[k->input]) || rank_syncs(k, R->sync_source, &nccl[k->input]))
+		if (rank_syncs(k, R->sync_source, &nccl[k->input]) || rank_steps(k, &marks[k->input]) ||
+		    (!k->steps.n && steps_from_syncs(k)))
 			goto nomem;
 	}
 	if (compare_ranks(R))

@@ -62,6 +62,7 @@ struct an_rank {
 	uint64_t pid, world_size;/* world_size 0: not recorded */
 	struct analysis a;       /* the rank's own analysis */
 	struct vec steps;        /* struct an_ivl: steady steps, time order */
+	uint64_t steps_callpath; /* steps found here (not by the analysis): the step function's calls */
 	struct vec syncs;        /* struct an_ivl: collective calls (outermost), time order */
 	struct vec spans;        /* raw Python spans (internal) */
 	struct u64map fn_of_cp;  /* call path -> function index + 1 (internal) */

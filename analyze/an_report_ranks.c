@@ -72,6 +72,12 @@ static void text_rank(const struct an_ranks *R, const struct an_rank *k, FILE *f
 		fprintf(f, ", %" PRIu64 " steps (%s, %" PRIu64 " warm-up), median %s per step", a->steps.count,
 			an_steps_source_name(a->steps.source), a->steps.warmup, fmt_ns(a->steps.median_ns, t2, sizeof t2));
 	fputc('\n', f);
+	if (k->steps_callpath) {
+		char site[512];
+		an_site_label(a, k->steps_callpath, 0, site, sizeof site);
+		fprintf(f, "  steps: %zu after the first (warm-up), the calls of %s (each holds a collective)\n", k->steps.n,
+			site);
+	}
 	if (an_has_gpu(a)) {
 		const struct an_breakdown *b = &a->total;
 		fprintf(f, "  GPU: active %.1f%% (%s)  data movement %.1f%%  idle %.1f%% (%s)\n", pct(b->active_ns, b->window_ns),
@@ -159,6 +165,11 @@ void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 		text_rank(R, &R->r[i], f);
 }
 
+static const struct analysis *a_of(const struct an_rank *k)
+{
+	return &k->a;
+}
+
 static void json_fn(const struct an_ranks *R, const struct an_rank_fn *x, FILE *f)
 {
 	struct an_frame fr;
@@ -221,6 +232,17 @@ int an_ranks_report_json(const struct an_ranks *R, FILE *f)
 			   ",\"trace_file\":",
 			i ? "," : "", k->rank, rank_source_name(k->rank_source), k->world_size, k->pid);
 		json_str(f, k->path, strlen(k->path));
+		fputs(",\"steps_function\":", f);
+		struct an_frame sf;
+		if (k->steps_callpath && an_callpath_frames(a_of(k), k->steps_callpath, &sf, 1)) {
+			fputs("{\"function\":", f);
+			json_str(f, sf.function, sf.function_len);
+			fputs(",\"file\":", f);
+			json_str(f, sf.file, sf.file_len);
+			fprintf(f, ",\"line\":%" PRIu64 "}", sf.line);
+		} else {
+			fputs("null", f);
+		}
 		fprintf(f, ",\"steady_steps\":%zu,\"first_aligned_step\":%zu,\"start_lag_ns\":%" PRIu64
 			   ",\"end_lag_ns\":%" PRIu64 ",\"collective_ns\":%" PRIu64 ",\"wait_ns\":%" PRIu64
 			   ",\"late_steps\":%" PRIu64 ",\"late_ns\":%" PRIu64 ",\n\"report\":",
