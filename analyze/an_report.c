@@ -150,11 +150,6 @@ static void text_where_lib(const struct analysis *a, FILE *f, uint64_t cp, uint6
 		fprintf(f, "%sat   (no call path recorded)\n", indent);
 }
 
-static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat, const char *indent)
-{
-	text_where_lib(a, f, cp, nat, indent, NULL, 0);
-}
-
 /* Frames of a finding's recorded call path inside the library, below the
  * user frame it is placed at (leaf first); 0 when placed at its leaf. */
 static size_t library_frames(const struct analysis *a, const struct an_finding *x, struct an_frame *fr, size_t max)
