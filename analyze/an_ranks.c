@@ -635,10 +635,117 @@ static void align_steps(struct an_ranks *R)
 	R->aligned_steps = aligned;
 }
 
-/* One aligned step: who arrived last at its collectives (or ended it last
- * without any), by how much, and the others' wait for it. */
-static void compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_t *tmp, uint64_t *caused,
-			 size_t *lo, uint64_t *step_len)
+/* A collective call as every rank made it: arrival (start) and time in it
+ * per rank, [call * n + rank]. */
+struct step_calls {
+	uint64_t *arrive, *dur;
+	size_t n_calls, cap;
+};
+
+struct call_end {
+	uint64_t end, begin;
+	size_t rank;
+};
+
+static int cmp_call_end(const void *x, const void *y)
+{
+	const struct call_end *a = x, *b = y;
+	return a->end < b->end ? -1 : a->end > b->end;
+}
+
+static int calls_add(struct step_calls *c, size_t n)
+{
+	if (c->n_calls == c->cap) {
+		size_t ncap = c->cap ? 2 * c->cap : 8;
+		uint64_t *na = realloc(c->arrive, ncap * n * sizeof *na);
+		if (!na)
+			return -1;
+		c->arrive = na;
+		uint64_t *nd = realloc(c->dur, ncap * n * sizeof *nd);
+		if (!nd)
+			return -1;
+		c->dur = nd;
+		c->cap = ncap;
+	}
+	c->n_calls++;
+	return 0;
+}
+
+/* Collectives of two ranks ending further apart than this are not one call
+ * (a call releases every rank at once, up to scheduling). */
+#define CALL_END_SKEW_NS 1000000ULL
+
+/* Matches the step's collectives across ranks.  When every rank recorded
+ * as many, the j-th is the same call everywhere.  Otherwise some rank's
+ * calls were too short to be recorded as spans (under the span threshold:
+ * it did not wait, it came last): calls are matched by their ends (a
+ * collective ends on every rank at once), one per rank at most, and a rank
+ * missing from one arrived at its release, waiting nothing. */
+static int match_calls(struct an_ranks *R, const size_t *lo, const size_t *hi, struct step_calls *c)
+{
+	size_t n = R->n, min = SIZE_MAX, max = 0, total = 0;
+	c->n_calls = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t m = hi[i] - lo[i];
+		min = m < min ? m : min;
+		max = m > max ? m : max;
+		total += m;
+	}
+	if (min == max) {
+		for (size_t j = 0; j < min; j++) {
+			if (calls_add(c, n))
+				return -1;
+			for (size_t i = 0; i < n; i++) {
+				const struct an_ivl *v = VEC_AT(&R->r[i].syncs, struct an_ivl, lo[i] + j);
+				c->arrive[j * n + i] = v->begin;
+				c->dur[j * n + i] = v->end - v->begin;
+			}
+		}
+		return 0;
+	}
+	struct call_end *ends = malloc(total * sizeof *ends);
+	unsigned char *seen = malloc(n);
+	if (!ends || !seen) {
+		free(ends);
+		free(seen);
+		return -1;
+	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = lo[i]; j < hi[i]; j++) {
+			const struct an_ivl *v = VEC_AT(&R->r[i].syncs, struct an_ivl, j);
+			ends[k++] = (struct call_end){v->end, v->begin, i};
+		}
+	qsort(ends, total, sizeof *ends, cmp_call_end);
+	int rc = 0;
+	for (size_t a = 0; a < total && !rc;) {
+		if ((rc = calls_add(c, n)))
+			break;
+		size_t call = c->n_calls - 1;
+		uint64_t release = ends[a].end;
+		memset(seen, 0, n);
+		for (size_t i = 0; i < n; i++) {
+			c->arrive[call * n + i] = release;
+			c->dur[call * n + i] = 0;
+		}
+		size_t b = a;
+		while (b < total && ends[b].end - release <= CALL_END_SKEW_NS && !seen[ends[b].rank]) {
+			seen[ends[b].rank] = 1;
+			c->arrive[call * n + ends[b].rank] = ends[b].begin;
+			c->dur[call * n + ends[b].rank] = ends[b].end - ends[b].begin;
+			b++;
+		}
+		a = b;
+	}
+	free(ends);
+	free(seen);
+	return rc;
+}
+
+/* One aligned step: who arrived last at its collectives (or, without any,
+ * took longest), by how much, and the others' wait for it. */
+static int compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_t *tmp, uint64_t *caused,
+			size_t *lo, size_t *hi, struct step_calls *calls, uint64_t *step_len)
 {
 	size_t n = R->n, m = SIZE_MAX;
 	uint64_t minb = UINT64_MAX, mine = UINT64_MAX, longest = 0;
@@ -650,13 +757,13 @@ static void compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_
 		if (s->end - s->begin > longest)
 			longest = s->end - s->begin;
 		lo[i] = ivl_lower(&k->syncs, s->begin);
-		size_t hi = ivl_lower(&k->syncs, s->end);
-		for (size_t j = lo[i]; j < hi; j++) {
+		hi[i] = ivl_lower(&k->syncs, s->end);
+		for (size_t j = lo[i]; j < hi[i]; j++) {
 			const struct an_ivl *c = VEC_AT(&k->syncs, struct an_ivl, j);
 			k->sync_ns += c->end - c->begin;
 		}
-		if (hi - lo[i] < m)
-			m = hi - lo[i];
+		if (hi[i] - lo[i] < m)
+			m = hi[i] - lo[i];
 		caused[i] = 0;
 	}
 	*step_len = longest;
@@ -668,24 +775,23 @@ static void compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_
 	}
 	if (R->syncs_per_step > m || !step)
 		R->syncs_per_step = m;
+	if (match_calls(R, lo, hi, calls))
+		return -1;
 	size_t last = 0;
 	uint64_t late = 0;
-	if (m) {
-		/* The j-th collective of the step is the same call on every rank. */
-		for (size_t j = 0; j < m; j++) {
+	if (calls->n_calls) {
+		for (size_t j = 0; j < calls->n_calls; j++) {
+			const uint64_t *at = calls->arrive + j * n, *dur = calls->dur + j * n;
 			size_t s = 0;
-			for (size_t i = 0; i < n; i++) {
-				arr[i] = VEC_AT(&R->r[i].syncs, struct an_ivl, lo[i] + j)->begin;
-				if (arr[i] > arr[s])
+			for (size_t i = 1; i < n; i++)
+				if (at[i] > at[s])
 					s = i;
-			}
 			for (size_t i = 0; i < n; i++) {
 				if (i == s)
 					continue;
-				const struct an_ivl *c = VEC_AT(&R->r[i].syncs, struct an_ivl, lo[i] + j);
-				uint64_t w = arr[s] - arr[i];
-				if (w > c->end - c->begin)
-					w = c->end - c->begin;
+				uint64_t w = at[s] - at[i];
+				if (w > dur[i])
+					w = dur[i];
 				R->r[i].wait_ns += w;
 				caused[s] += w;
 			}
@@ -693,12 +799,11 @@ static void compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_
 		for (size_t i = 1; i < n; i++)
 			if (caused[i] > caused[last])
 				last = i;
-		for (size_t j = 0; j < m; j++) {
-			for (size_t i = 0; i < n; i++)
-				arr[i] = VEC_AT(&R->r[i].syncs, struct an_ivl, lo[i] + j)->begin;
-			uint64_t med = median_others(arr, n, last, tmp);
-			if (arr[last] > med && arr[last] - med > late)
-				late = arr[last] - med;
+		for (size_t j = 0; j < calls->n_calls; j++) {
+			const uint64_t *at = calls->arrive + j * n;
+			uint64_t med = median_others(at, n, last, tmp);
+			if (at[last] > med && at[last] - med > late)
+				late = at[last] - med;
 		}
 		R->r[last].caused_ns += caused[last];
 	} else {
@@ -717,6 +822,7 @@ static void compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_
 		R->r[last].late_steps++;
 		R->r[last].late_ns += late;
 	}
+	return 0;
 }
 
 static int cmp_fn_extra(const void *x, const void *y)
@@ -733,16 +839,20 @@ static int compare_ranks(struct an_ranks *R)
 	align_steps(R);
 	if (n < 2 || !R->aligned_steps)
 		return 0;
-	uint64_t *arr = calloc(4 * n + R->aligned_steps, sizeof *arr);
-	size_t *lo = calloc(n, sizeof *lo);
-	if (!arr || !lo) {
+	uint64_t *arr = calloc(3 * n + R->aligned_steps, sizeof *arr);
+	size_t *lo = calloc(2 * n, sizeof *lo);
+	struct step_calls calls = {0};
+	int bad = !arr || !lo;
+	uint64_t *tmp = arr + n, *caused = arr + 2 * n, *lens = arr + 3 * n;
+	for (size_t k = 0; k < R->aligned_steps && !bad; k++)
+		bad = compare_step(R, k, arr, tmp, caused, lo, lo + n, &calls, &lens[k]);
+	free(calls.arrive);
+	free(calls.dur);
+	if (bad) {
 		free(arr);
 		free(lo);
 		return -1;
 	}
-	uint64_t *tmp = arr + n, *caused = arr + 2 * n, *lens = arr + 4 * n;
-	for (size_t k = 0; k < R->aligned_steps; k++)
-		compare_step(R, k, arr, tmp, caused, lo, &lens[k]);
 	for (size_t i = 0; i < n; i++) {
 		R->r[i].start_lag_ns /= R->aligned_steps;
 		R->r[i].end_lag_ns /= R->aligned_steps;

@@ -1083,7 +1083,9 @@ static void write_big(const char *path, long iters, unsigned lag)
  * is inside backward()), nccl (NCCL all-reduce kernels on the GPU), none
  * (no collective: the straggler's steps end late).  FLAGS: n = no rank in
  * the process record (the file name says it); e = the trace starts a step
- * early (an extra unmarked step before the marks: alignment by wall clock). */
+ * early (an extra unmarked step before the marks: alignment by wall clock);
+ * s = the straggler's collective calls are not recorded (under the span
+ * threshold: it does not wait in them). */
 #define RANK_STEPS 10
 #define RANK_SLOW_NS (3000 * US)
 static void scen_rank(const char *spec)
@@ -1151,10 +1153,13 @@ static void scen_rank(const char *spec)
 		if (ddp)
 			span(0, at, arrive, cp_ddp);
 		span(0, at + 10 * US, arrive - 10 * US, cp_fwd_fn);
-		if (c10d) {
+		/* s: the straggler's calls, which do not wait, are too short to
+		 * be recorded as spans. */
+		int unrecorded = rank == straggler && strchr(flags, 's');
+		if (c10d && !unrecorded) {
 			span(0, arrive, done, cp_wrap);
 			span(0, arrive + 2 * US, done - 1 * US, cp_ar);
-		} else if (ddp) {
+		} else if (ddp && !unrecorded) {
 			span(0, arrive, done, cp_bwd_fn);
 		} else if (nccl) {
 			kernel(0, arrive - 5 * US, cp_step, 0, 0, 13, arrive, done, k_nccl);
