@@ -4,7 +4,9 @@ ranks by `python -m torch.distributed.run --standalone`) under the preload
 with TBPROF_OUT a directory: one trace per rank (rank0.zst, rank1.zst; the
 agent's apart), and `tbanalyze DIR` finds rank 1 (the one that sleeps in
 slow_rank_work every step) as the straggler, at slow_rank_work, with rank 0
-waiting for it in the collectives.  The JSON and the text agree.
+waiting for it in the collectives (DDP's all-reduce inside backward()); the
+same with the gradients averaged by hand (one dist.all_reduce per
+parameter: torch.distributed spans).  The JSON and the text agree.
 
 Exit 77 (skipped) without libtbprof.so or an importable torch.
 """
@@ -29,6 +31,51 @@ def check(cond, what):
     return cond
 
 
+def run_case(tmp, mode, collectives):
+    """One 2-rank run; mode "" is DDP, "allreduce" averages gradients by hand."""
+    print(f"== {mode or 'DDP'}")
+    out = os.path.join(tmp, (mode or "ddp") + "-traces") + "/"
+    env = dict(os.environ, TBPROF_TRACE_ALL="1", LD_PRELOAD=LIB, TBPROF_OUT=out, STRAGGLER="1",
+               STRAGGLER_MS=str(SLEEP_MS), STEPS=str(STEPS), OMP_NUM_THREADS="1", MODE=mode)
+    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                        os.path.join(HERE, "ddp_straggler.py")], env=env, capture_output=True, text=True,
+                       timeout=250)
+    if not check(p.returncode == 0, f"the run exits 0 (got {p.returncode}; stderr {p.stderr[-600:]})"):
+        return
+    check(sorted(p.stdout.split("\n"))[-2:] == ["rank 0 done", "rank 1 done"], f"both ranks ran: {p.stdout!r}")
+    files = sorted(os.listdir(out))
+    check("rank0.zst" in files and "rank1.zst" in files and len([f for f in files if f.startswith("rank")]) == 2,
+          f"one trace per rank: {files}")
+    r = subprocess.run([TBANALYZE, out, "--json"], capture_output=True, text=True, timeout=300)
+    if not check(r.returncode == 0, f"tbanalyze DIR --json exits 0 ({r.stderr.strip()[:300]})"):
+        return
+    rep = json.loads(r.stdout)
+    check([x["rank"] for x in rep["ranks"]] == [0, 1] and all(x["rank_source"] == "recorded" for x in rep["ranks"]),
+          f"ranks 0 and 1, recorded: {[(x['rank'], x['rank_source']) for x in rep['ranks']]}")
+    check(rep["collectives"] == collectives, f"collectives seen as {collectives}: {rep['collectives']}")
+    check(rep["aligned_steps"] >= STEPS - 2, f"steady steps lined up: {rep['aligned_steps']} (of {STEPS})")
+    fs = [f for f in rep["findings"] if f["kind"] == "straggler"]
+    if check(len(fs) == 1, f"one straggler finding: {fs}"):
+        f = fs[0]
+        check(f["rank"] == 1, f"the straggler is rank 1: {f['rank']}")
+        check(f["late_steps"] * 3 >= f["aligned_steps"] * 2,
+              f"late in most steps: {f['late_steps']} of {f['aligned_steps']}")
+        w = f["where"] or {}
+        check(w.get("function") == "slow_rank_work" and str(w.get("file", "")).endswith("ddp_straggler.py"),
+              f"where: {w}")
+        planted = f["aligned_steps"] * SLEEP_MS * 1e6
+        # The sleep is at least as long as asked; the time measured in it
+        # is no less, and not grossly more.
+        check(planted <= w.get("extra_ns", 0) <= 3 * planted, f"extra time {w.get('extra_ns')} vs planted {planted:.0f}")
+        # Rank 0 waits for most of the sleep in the collectives (the rest
+        # is its own share of the step's work, done while rank 1 slept).
+        check(0.5 * planted <= f["wait_ns"] <= 3 * planted, f"rank 0's wait {f['wait_ns']} vs planted {planted:.0f}")
+        check(f["wait_by_rank"] == [{"rank": 0, "wait_ns": f["wait_ns"]}], f"wait_by_rank {f['wait_by_rank']}")
+    t = subprocess.run([TBANALYZE, out], capture_output=True, text=True, timeout=300)
+    check(t.returncode == 0 and "straggler: rank 1," in t.stdout and "slow_rank_work" in t.stdout
+          and "rank 0:" in t.stdout and "rank 1:" in t.stdout, f"text report:\n{t.stdout[:1200]}")
+
+
 def main():
     if not os.path.exists(LIB):
         print("skip: needs libtbprof.so")
@@ -37,46 +84,8 @@ def main():
         print("skip: needs torch")
         return 77
     with tempfile.TemporaryDirectory(prefix="tba-ddp-") as tmp:
-        out = os.path.join(tmp, "traces") + "/"
-        env = dict(os.environ, TBPROF_TRACE_ALL="1", LD_PRELOAD=LIB, TBPROF_OUT=out, STRAGGLER="1",
-                   STRAGGLER_MS=str(SLEEP_MS), STEPS=str(STEPS), OMP_NUM_THREADS="1")
-        p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                            os.path.join(HERE, "ddp_straggler.py")], env=env, capture_output=True, text=True,
-                           timeout=500)
-        if not check(p.returncode == 0, f"the DDP run exits 0 (got {p.returncode}; stderr {p.stderr[-600:]})"):
-            return 1
-        check(sorted(p.stdout.split("\n"))[-2:] == ["rank 0 done", "rank 1 done"], f"both ranks ran: {p.stdout!r}")
-        files = sorted(os.listdir(out))
-        check("rank0.zst" in files and "rank1.zst" in files and len([f for f in files if f.startswith("rank")]) == 2,
-              f"one trace per rank: {files}")
-        r = subprocess.run([TBANALYZE, out, "--json"], capture_output=True, text=True, timeout=300)
-        if not check(r.returncode == 0, f"tbanalyze DIR --json exits 0 ({r.stderr.strip()[:300]})"):
-            return 1
-        rep = json.loads(r.stdout)
-        check([x["rank"] for x in rep["ranks"]] == [0, 1] and all(x["rank_source"] == "recorded" for x in rep["ranks"]),
-              f"ranks 0 and 1, recorded: {[(x['rank'], x['rank_source']) for x in rep['ranks']]}")
-        check(rep["collectives"] == "ddp_backward", f"collectives seen as DDP's backward(): {rep['collectives']}")
-        check(rep["aligned_steps"] >= STEPS - 2, f"steady steps lined up: {rep['aligned_steps']} (of {STEPS})")
-        fs = [f for f in rep["findings"] if f["kind"] == "straggler"]
-        if check(len(fs) == 1, f"one straggler finding: {fs}"):
-            f = fs[0]
-            check(f["rank"] == 1, f"the straggler is rank 1: {f['rank']}")
-            check(f["late_steps"] * 3 >= f["aligned_steps"] * 2,
-                  f"late in most steps: {f['late_steps']} of {f['aligned_steps']}")
-            w = f["where"] or {}
-            check(w.get("function") == "slow_rank_work" and str(w.get("file", "")).endswith("ddp_straggler.py"),
-                  f"where: {w}")
-            planted = f["aligned_steps"] * SLEEP_MS * 1e6
-            # The sleep is at least as long as asked; the time measured in it
-            # is no less, and not grossly more.
-            check(planted <= w.get("extra_ns", 0) <= 3 * planted, f"extra time {w.get('extra_ns')} vs planted {planted:.0f}")
-            # Rank 0 waits for most of the sleep in the all-reduce (the rest
-            # is its own share of the step's work, done while rank 1 slept).
-            check(0.5 * planted <= f["wait_ns"] <= 3 * planted, f"rank 0's wait {f['wait_ns']} vs planted {planted:.0f}")
-            check(f["wait_by_rank"] == [{"rank": 0, "wait_ns": f["wait_ns"]}], f"wait_by_rank {f['wait_by_rank']}")
-        t = subprocess.run([TBANALYZE, out], capture_output=True, text=True, timeout=300)
-        check(t.returncode == 0 and "straggler: rank 1," in t.stdout and "slow_rank_work" in t.stdout
-              and "rank 0:" in t.stdout and "rank 1:" in t.stdout, f"text report:\n{t.stdout[:1200]}")
+        run_case(tmp, "", "ddp_backward")
+        run_case(tmp, "allreduce", "c10d")
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1
