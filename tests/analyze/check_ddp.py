@@ -6,7 +6,9 @@ agent's apart), and `tbanalyze DIR` finds rank 1 (the one that sleeps in
 slow_rank_work every step) as the straggler, at slow_rank_work, with rank 0
 waiting for it in the collectives (DDP's all-reduce inside backward()); the
 same with the gradients averaged by hand (one dist.all_reduce per
-parameter: torch.distributed spans).  The JSON and the text agree.
+parameter: torch.distributed spans).  The JSON and the text agree.  The
+kineto export of the directory is a file per rank that HTA loads as a
+2-rank trace (where HTA is installed).
 
 Exit 77 (skipped) without libtbprof.so or an importable torch.
 """
@@ -29,6 +31,37 @@ def check(cond, what):
     if not cond:
         failures.append(what)
     return cond
+
+
+HTA_RANKS = r"""
+import json, logging, sys
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+t = TraceAnalysis(trace_dir=sys.argv[1])
+print(json.dumps(sorted(int(r) for r in t.t.get_all_traces().keys())))
+"""
+
+
+def check_hta(out, tmp):
+    """The kineto export of the directory: rank<N>.json per rank (the agent
+    left out), which Holistic Trace Analysis loads as a 2-rank trace where
+    it is installed (check_hta.py finds it)."""
+    kdir = os.path.join(tmp, "kineto")
+    r = subprocess.run([TBANALYZE, "export", "--format", "kineto", out, "-o", kdir], capture_output=True, text=True,
+                       timeout=300)
+    if not check(r.returncode == 0, f"export --format kineto DIR -o DIR2 exits 0 ({r.stderr.strip()[:300]})"):
+        return
+    check(sorted(os.listdir(kdir)) == ["rank0.json", "rank1.json"] and "agent.zst" in r.stderr,
+          f"a kineto file per rank, the agent left out: {sorted(os.listdir(kdir))}, {r.stderr.strip()}")
+    sys.path.insert(0, HERE)
+    import check_hta  # noqa: E402  (finds a Python with HTA)
+    py, why = check_hta.hta_python()
+    if not py:
+        print(f"note: HTA not installed, its loading of the export not checked ({why})")
+        return
+    p = subprocess.run([py, "-c", HTA_RANKS, kdir], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0 and p.stdout.strip().splitlines()[-1:] == ["[0, 1]"],
+          f"HTA loads the exported directory as ranks 0 and 1: {p.stdout.strip()[-200:]} {p.stderr.strip()[-300:]}")
 
 
 def run_case(tmp, mode, collectives):
@@ -71,6 +104,8 @@ def run_case(tmp, mode, collectives):
         # is its own share of the step's work, done while rank 1 slept).
         check(0.5 * planted <= f["wait_ns"] <= 3 * planted, f"rank 0's wait {f['wait_ns']} vs planted {planted:.0f}")
         check(f["wait_by_rank"] == [{"rank": 0, "wait_ns": f["wait_ns"]}], f"wait_by_rank {f['wait_by_rank']}")
+    if mode == "":
+        check_hta(out, tmp)
     t = subprocess.run([TBANALYZE, out], capture_output=True, text=True, timeout=300)
     check(t.returncode == 0 and "straggler: rank 1," in t.stdout and "slow_rank_work" in t.stdout
           and "rank 0:" in t.stdout and "rank 1:" in t.stdout, f"text report:\n{t.stdout[:1200]}")

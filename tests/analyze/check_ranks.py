@@ -17,10 +17,12 @@ its extra time in (data.py:31 augment), and the other ranks' wait.  PART:
              several files named instead of a directory
   bad-input  an empty directory, a corrupt or missing trace among good ones,
              two traces claiming one rank, --html with several traces
-  export     export of a directory: one chrome file, a process per rank
+  export     export of a directory: one chrome file, a process per rank;
+             kineto: a file per rank with its rank in distributedInfo
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -213,13 +215,11 @@ def part_bad_input(gen, tmp):
     shutil.copy(os.path.join(d, "rank0.zst"), os.path.join(d, "old-rank0.zst"))
     p = run([d], expect_rc=2)
     check("both rank 0" in p.stderr and "old-rank0.zst" in p.stderr, f"duplicate rank: stderr {p.stderr!r}")
-    # --html is one trace at a time; kineto export too.
+    # --html is one trace at a time.
     d = os.path.join(tmp, "ok")
     gen_run(gen, d, 2, 1, "c10d")
     p = run([d, "--html", os.path.join(tmp, "x.html")], expect_rc=3)
     check("--html" in p.stderr and not os.path.exists(os.path.join(tmp, "x.html")), f"--html: {p.stderr!r}")
-    p = run(["export", "--format", "kineto", d], expect_rc=3)
-    check("kineto" in p.stderr, f"kineto export of a directory: {p.stderr!r}")
 
 
 def part_export(gen, tmp):
@@ -247,6 +247,24 @@ def part_export(gen, tmp):
         ends = list(nccl.values())
         check(all(abs(a - b) < 0.01 for a, b in zip(ends[0], ends[1])) and len(ends[0]) == 10,
               "export: the ranks' collectives do not end together on one time axis")
+    # kineto: a file per rank in a directory, each with its rank where HTA
+    # reads it ("rank":\s+N), ranks from file names too; the agent left out.
+    d = os.path.join(tmp, "named")
+    gen_run(gen, d, 3, 1, "c10d", "n")
+    subprocess.run([gen, "cpu", os.path.join(d, "agent.zst"), os.path.join(tmp, "agent.json")], check=True)
+    kdir = os.path.join(tmp, "kineto")
+    p = run(["export", "--format", "kineto", d, "-o", kdir])
+    check(sorted(os.listdir(kdir)) == ["rank0.json", "rank1.json", "rank2.json"] and "agent.zst" in p.stderr,
+          f"kineto export: files {sorted(os.listdir(kdir))}, stderr {p.stderr!r}")
+    for r in range(3):
+        with open(os.path.join(kdir, f"rank{r}.json")) as f:
+            text = f.read()
+        m = re.search(r'"rank":\s+(\d+)', text)
+        doc = json.loads(text)
+        check(m and int(m.group(1)) == r and doc["distributedInfo"] == {"rank": r, "world_size": 3},
+              f"kineto rank{r}.json: distributedInfo {doc.get('distributedInfo')}")
+    p = run(["export", "--format", "kineto", d], expect_rc=3)
+    check("-o DIR" in p.stderr, f"kineto export of a directory without -o: {p.stderr!r}")
     # Single-trace export is unchanged: no rank process names.
     p = run(["export", os.path.join(d, "rank0.zst")])
     one = json.loads(p.stdout)
