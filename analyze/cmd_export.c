@@ -553,12 +553,6 @@ int cmd_export(int argc, char **argv)
 	}
 	struct stat ps;
 	if (n_paths > 1 || (path && stat(path, &ps) == 0 && S_ISDIR(ps.st_mode))) {
-		if (strcmp(format, "chrome") && !out) {
-			fprintf(stderr, "tbanalyze: export: --format %s of several traces writes one file per rank into a "
-					"directory: -o DIR missing\n",
-				format);
-			return TBA_EXIT_USAGE;
-		}
 		char **list = paths;
 		size_t n = n_paths;
 		if (n_paths == 1) {
@@ -566,7 +560,22 @@ int cmd_export(int argc, char **argv)
 			if (rc)
 				return rc;
 		}
-		int rc = strcmp(format, "chrome") ? export_ranks_kineto(list, n, out) : export_ranks(list, n, out);
+		int rc;
+		if (n == 1) { /* a directory of one trace is that trace */
+			struct analysis defs;
+			uint64_t base, pid;
+			rc = an_load_defs(&defs, list[0], &base, &pid);
+			if (!rc)
+				rc = export_one(&defs, base, pid, list[0], out, !strcmp(format, "kineto"), -1, -1);
+			an_free(&defs);
+		} else if (strcmp(format, "chrome") && !out) {
+			fprintf(stderr, "tbanalyze: export: --format %s of several traces writes one file per rank into a "
+					"directory: -o DIR missing\n",
+				format);
+			rc = TBA_EXIT_USAGE;
+		} else {
+			rc = strcmp(format, "chrome") ? export_ranks_kineto(list, n, out) : export_ranks(list, n, out);
+		}
 		if (list != paths)
 			an_ranks_free_list(list, n);
 		return rc;

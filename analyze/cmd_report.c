@@ -121,19 +121,12 @@ static void usage(FILE *f)
 		an_opts_help);
 }
 
-/* Several traces, or a directory of them: the cross-rank view. */
-static int report_ranks(char **args, size_t n_args, const struct an_opts *opts, int json)
+static int report_one(const char *path, const char *html, const struct an_opts *opts, int json);
+static int html_one_trace(size_t n);
+
+/* Several traces: the cross-rank view. */
+static int report_ranks(char **paths, size_t n, const struct an_opts *opts, int json)
 {
-	char **paths = args;
-	size_t n = n_args;
-	int listed = 0;
-	struct stat st;
-	if (n == 1 && stat(args[0], &st) == 0 && S_ISDIR(st.st_mode)) {
-		int rc = an_ranks_list_dir(args[0], &paths, &n);
-		if (rc)
-			return rc;
-		listed = 1;
-	}
 	struct an_ranks R;
 	int rc = an_ranks_run(&R, paths, n, opts);
 	if (!rc) {
@@ -147,8 +140,6 @@ static int report_ranks(char **args, size_t n_args, const struct an_opts *opts, 
 			rc = TBA_EXIT_INTERNAL;
 		}
 	}
-	if (listed)
-		an_ranks_free_list(paths, n);
 	return rc;
 }
 
@@ -196,16 +187,42 @@ int cmd_report(int argc, char **argv)
 		path = arg;
 	}
 	struct stat ps;
-	if (n_paths > 1 || (path && stat(path, &ps) == 0 && S_ISDIR(ps.st_mode))) {
-		int rc = html ? TBA_EXIT_USAGE : report_ranks(paths, n_paths, &opts, json);
-		if (html)
-			fprintf(stderr, "tbanalyze: --html: one trace at a time (got %zu traces or a directory)\n", n_paths);
+	if (n_paths == 1 && stat(path, &ps) == 0 && S_ISDIR(ps.st_mode)) {
+		/* A directory: its traces, one per rank; a directory of one
+		 * trace (a run that was not distributed) is that trace's report. */
+		char **listed;
+		size_t n_listed;
+		int rc = an_ranks_list_dir(path, &listed, &n_listed);
+		if (rc)
+			return rc;
+		if (n_listed == 1)
+			rc = report_one(listed[0], html, &opts, json);
+		else if (html)
+			rc = html_one_trace(n_listed);
+		else
+			rc = report_ranks(listed, n_listed, &opts, json);
+		an_ranks_free_list(listed, n_listed);
 		return rc;
 	}
+	if (n_paths > 1)
+		return html ? html_one_trace(n_paths) : report_ranks(paths, n_paths, &opts, json);
 	if (!path) {
 		usage(stderr);
 		return TBA_EXIT_USAGE;
 	}
+	return report_one(path, html, &opts, json);
+}
+
+static int html_one_trace(size_t n)
+{
+	fprintf(stderr, "tbanalyze: --html: one trace at a time (got %zu)\n", n);
+	return TBA_EXIT_USAGE;
+}
+
+/* One trace: breakdown and findings as text or JSON, and the HTML page. */
+static int report_one(const char *path, const char *html, const struct an_opts *opts_in, int json)
+{
+	struct an_opts opts = *opts_in;
 
 	/* A bad --html path is refused before a long analysis, without
 	 * truncating or leaving a file. */

@@ -215,6 +215,17 @@ def part_bad_input(gen, tmp):
     shutil.copy(os.path.join(d, "rank0.zst"), os.path.join(d, "old-rank0.zst"))
     p = run([d], expect_rc=2)
     check("both rank 0" in p.stderr and "old-rank0.zst" in p.stderr, f"duplicate rank: stderr {p.stderr!r}")
+    # A directory of one trace (a run that was not distributed) is that
+    # trace: its own report (--html allowed), its own export.
+    d = os.path.join(tmp, "single")
+    gen_run(gen, d, 1, -1, "c10d")
+    one = os.path.join(d, "rank0.zst")
+    for args in ([], ["--json"], ["--where=leaf"]):
+        check(run([d] + args).stdout == run([one] + args).stdout,
+              f"a directory of one trace, {args}: not its report")
+    check(run(["export", d]).stdout == run(["export", one]).stdout, "export of a directory of one trace")
+    run([d, "--html", os.path.join(tmp, "one.html")])
+    check(os.path.exists(os.path.join(tmp, "one.html")), "--html of a directory of one trace")
     # --html is one trace at a time.
     d = os.path.join(tmp, "ok")
     gen_run(gen, d, 2, 1, "c10d")
