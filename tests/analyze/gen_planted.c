@@ -16,7 +16,8 @@
  * records), cpu (spans only; cpu-slow: one function slower), random (nonsense records, ITERS = seed),
  * big (for the bench: ITERS clean steps, written as generated), slow (clean
  * with one kernel 30 us slower, for diff), bigmem (clean with twice the
- * device memory, for diff).
+ * device memory, for diff), rank (one rank of a multi-rank run with a planted
+ * straggler: see scen_rank).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -1071,13 +1072,146 @@ static void write_big(const char *path, long iters, unsigned lag)
 	}
 }
 
+/* ------------------------------------------------------------ ranks
+ * One rank of a data-parallel run (SPEC = "RANK,WORLD,STRAGGLER,MODE[,FLAGS]"):
+ * 10 marked steps (the first warm-up), each loading a batch, a forward pass
+ * and a collective that every rank leaves together once the last one has
+ * arrived.  Rank STRAGGLER (-1: none) also spends 3 ms a step in
+ * data.py:augment first, so the others wait for it in the collective.
+ * Ranks arrive RANK x 3 us apart otherwise (noise, not a straggler).
+ * MODE: c10d (torch.distributed.all_reduce spans, CPU), ddp (DDP: the wait
+ * is inside backward()), nccl (NCCL all-reduce kernels on the GPU), none
+ * (no collective: the straggler's steps end late).  FLAGS: n = no rank in
+ * the process record (the file name says it); e = the trace starts a step
+ * early (an extra unmarked step before the marks: alignment by wall clock);
+ * s = the straggler's collective calls are not recorded (under the span
+ * threshold: it does not wait in them). */
+#define RANK_STEPS 10
+#define RANK_SLOW_NS (3000 * US)
+static void scen_rank(const char *spec)
+{
+	int rank = 0, world = 2, straggler = -1;
+	char mode[16] = "c10d", flags[16] = "";
+	if (sscanf(spec, "%d,%d,%d,%15[a-z0-9],%15[a-z]", &rank, &world, &straggler, mode, flags) < 4 || world < 1 ||
+	    world > 64 || rank < 0 || rank >= world) {
+		fprintf(stderr, "gen_planted rank: bad spec %s (RANK,WORLD,STRAGGLER,MODE[,FLAGS])\n", spec);
+		exit(3);
+	}
+	int c10d = !strcmp(mode, "c10d"), ddp = !strcmp(mode, "ddp"), nccl = !strcmp(mode, "nccl"),
+	    none = !strcmp(mode, "none");
+	if (!c10d && !ddp && !nccl && !none) {
+		fprintf(stderr, "gen_planted rank: unknown mode %s\n", mode);
+		exit(3);
+	}
+	api_only = !nccl;
+	common_defs();
+	struct tbp_record *pr = push(&defs);
+	pr->kind = TBP_K_PROCESS;
+	pr->u.process.pid = 5000 + (uint64_t)rank;
+	if (!strchr(flags, 'n')) {
+		pr->u.process.rank = (uint64_t)rank;
+		pr->u.process.world_size = (uint64_t)world;
+		pr->u.process.local_rank = (uint64_t)rank;
+	} else {
+		pr->u.process.rank = pr->u.process.world_size = pr->u.process.local_rank = UINT64_MAX;
+	}
+	const char *c10d_file = "/opt/py/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py";
+	const char *logger_file = "/opt/py/lib/python3.11/site-packages/torch/distributed/c10d_logger.py";
+	const char *tensor_file = "/opt/py/lib/python3.11/site-packages/torch/_tensor.py";
+	const char *ddp_file = "/opt/py/lib/python3.11/site-packages/torch/nn/parallel/distributed.py";
+	uint64_t cp_loop = site("train.py", "main", 40, 0);
+	uint64_t cp_step = site("train.py", "train_step", 12, cp_loop);
+	uint64_t cp_load = site("data.py", "load_batch", 20, cp_step);
+	uint64_t cp_aug = site("data.py", "augment", 31, cp_load);
+	uint64_t cp_ddp = site(ddp_file, "DistributedDataParallel.forward", 1600, cp_step);
+	uint64_t cp_fwd_fn = site("model.py", "forward", 28, ddp ? cp_ddp : cp_step);
+	uint64_t cp_wrap = site(logger_file, "_exception_logger.<locals>.wrapper", 75, cp_step);
+	uint64_t cp_ar = site(c10d_file, "all_reduce", 2500, cp_wrap);
+	uint64_t cp_bwd_fn = site(tensor_file, "backward", 520, cp_step);
+	uint64_t k_nccl = intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+	uint64_t t = 1000 * US, t_first = t;
+	int early = strchr(flags, 'e') != NULL;
+	for (int i = -early; i < RANK_STEPS; i++) {
+		uint64_t sb = t;
+		if (i >= 0)
+			marker(sb, TBP_MARK_ITER_BEGIN, (uint64_t)i);
+		uint64_t at = sb + 5 * US;
+		uint64_t load_end = at + 200 * US + (rank == straggler ? RANK_SLOW_NS : 0);
+		span(0, at, load_end, cp_load);
+		if (rank == straggler)
+			span(0, at + 50 * US, at + 50 * US + RANK_SLOW_NS, cp_aug);
+		at = load_end;
+		/* Every rank's arrival at the collective, this one's and the last's. */
+		uint64_t arrive = at + 500 * US + (uint64_t)rank * 3 * US;
+		uint64_t last = sb + 5 * US + 200 * US + 500 * US + (uint64_t)(world - 1) * 3 * US;
+		if (straggler >= 0 && straggler < world) {
+			uint64_t sl = sb + 5 * US + 200 * US + RANK_SLOW_NS + 500 * US + (uint64_t)straggler * 3 * US;
+			if (sl > last)
+				last = sl;
+		}
+		uint64_t done = none ? arrive + 300 * US : last + 300 * US;
+		if (ddp)
+			span(0, at, arrive, cp_ddp);
+		span(0, at + 10 * US, arrive - 10 * US, cp_fwd_fn);
+		/* s: the straggler's calls, which do not wait, are too short to
+		 * be recorded as spans. */
+		int unrecorded = rank == straggler && strchr(flags, 's');
+		if (c10d && !unrecorded) {
+			span(0, arrive, done, cp_wrap);
+			span(0, arrive + 2 * US, done - 1 * US, cp_ar);
+		} else if (ddp && !unrecorded) {
+			span(0, arrive, done, cp_bwd_fn);
+		} else if (nccl) {
+			kernel(0, arrive - 5 * US, cp_step, 0, 0, 13, arrive, done, k_nccl);
+			sync_call(0, arrive, done - arrive + 5 * US, cp_step, 0);
+		}
+		uint64_t se = done + 50 * US;
+		span(0, sb + 1 * US, se - 1 * US, cp_step);
+		if (i >= 0)
+			marker(se, TBP_MARK_ITER_END, (uint64_t)i);
+		if (i == 0)
+			marker(se + 1 * US, TBP_MARK_WARMUP_END, 1);
+		t = se + 20 * US;
+	}
+	span(0, t_first - 100 * US, t + 100 * US, cp_loop);
+}
+
+/* What the cross-rank view must find for SPEC (every rank writes the same). */
+static void write_rank_expect(const char *path, const char *spec)
+{
+	int rank = 0, world = 2, straggler = -1;
+	char mode[16] = "c10d";
+	sscanf(spec, "%d,%d,%d,%15[a-z0-9]", &rank, &world, &straggler, mode);
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		exit(4);
+	}
+	/* The others wait from their arrival to the straggler's, each steady step. */
+	uint64_t wait = 0;
+	if (straggler >= 0 && strcmp(mode, "none"))
+		for (int r = 0; r < world; r++)
+			if (r != straggler)
+				wait += (RANK_STEPS - 1) * (RANK_SLOW_NS + (uint64_t)(straggler - r) * 3 * US);
+	fprintf(f, "{\"straggler\": %d, \"file\": \"data.py\", \"function\": \"augment\", \"line\": 31, "
+		   "\"steps\": %d, \"wait_ns\": %" PRIu64 ", \"extra_ns\": %" PRIu64 ", \"world\": %d}\n",
+		straggler, RANK_STEPS - 1, wait, (uint64_t)((RANK_STEPS - 1) * RANK_SLOW_NS), world);
+	fclose(f);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n");
 		return 3;
 	}
 	const char *s = argv[1];
+	if (!strcmp(s, "rank")) {
+		scen_rank(argc > 4 ? argv[4] : "0,2,-1,c10d");
+		write_trace(argv[2]);
+		write_rank_expect(argv[3], argc > 4 ? argv[4] : "0,2,-1,c10d");
+		return 0;
+	}
 	int iters = argc > 4 ? atoi(argv[4]) : 20;
 	if (!strcmp(s, "clean"))
 		scen_clean(iters, 0);
