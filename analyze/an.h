@@ -228,6 +228,7 @@ struct an_kernel_stat {
 struct an_span_stat {
 	uint64_t callpath, count, total_ns;
 	uint64_t self_ns; /* minus the spans directly inside (same thread) */
+	int backward_wait; /* a call of torch's backward() / autograd.grad(): its thread waits on autograd's */
 };
 
 struct an_site_stat { /* GPU and host time per call site (for diff) */

@@ -34,6 +34,7 @@ struct api_ent {
 };
 struct span_ent {
 	uint32_t tid;
+	int backward_wait; /* see struct an_span_stat */
 	uint64_t ts, end, callpath;
 };
 /* A host call or Python span kept with a gap: what the responsible host
@@ -46,6 +47,7 @@ struct gap_call {
 };
 struct gap_span {
 	uint64_t ts, end, callpath;
+	int backward_wait;
 };
 /* One piece of an idle gap (a gap crossing an iteration boundary is cut
  * there), waiting for the spans that explain it: spans reach the file as
@@ -636,6 +638,12 @@ static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 		}
 		return;
 	}
+	/* The thread waiting in backward() itself: that call is the context of
+	 * what autograd's threads did meanwhile. */
+	if (sp->backward_wait && (!g->ctx_cp || sp->end - sp->ts < g->ctx_dur)) {
+		g->ctx_cp = sp->callpath;
+		g->ctx_dur = sp->end - sp->ts;
+	}
 	/* A span running since before the GPU went idle and still running when
 	 * the next launch was issued is a caller of everything (the training
 	 * loop, main): it explains nothing. */
@@ -660,7 +668,8 @@ static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 	} else {
 		g->nspans++;
 	}
-	g->spans[slot] = (struct gap_span){.ts = sp->ts, .end = sp->end, .callpath = sp->callpath};
+	g->spans[slot] = (struct gap_span){
+		.ts = sp->ts, .end = sp->end, .callpath = sp->callpath, .backward_wait = sp->backward_wait};
 }
 
 static int u64_cmp(const void *x, const void *y)
@@ -702,6 +711,15 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t
 		const struct gap_span *sp = &g->spans[i];
 		if (sp->ts <= t && t < sp->end && (!inner || sp->end - sp->ts < inner->end - inner->ts))
 			inner = sp;
+	}
+	if (inner && inner->backward_wait) {
+		/* The thread only waits inside backward(): the host work is the
+		 * autograd engine's, in C++ (its Python, a custom Function's
+		 * backward, is a span of its own thread, which launches), placed
+		 * at the backward() call. */
+		*cp = inner->callpath;
+		*nat = 0;
+		return AN_CAUSE_HOST_OTHER;
 	}
 	if (inner) {
 		*cp = inner->callpath;
@@ -1843,8 +1861,8 @@ out:
 	return steps;
 }
 
-/* The loop: the function whose calls (at least two, on one thread, none
- * inside another) hold at least half of all launches, the most of them;
+/* The loop: the user's function whose calls (at least two, on one thread,
+ * none inside another) hold at least half of all launches, the most of them;
  * between two equal, the one called fewer times (the outer).  The lines'
  * loop (above) instead when it has more steps: the spans' function is then
  * an outer loop's (epochs) or the loop is inline. */
@@ -1855,6 +1873,11 @@ static void steps_detect(struct analysis *a)
 	for (size_t i = 0; i < st->cands.n; i++) {
 		const struct step_cand *c = VEC_AT(&st->cands, struct step_cand, i);
 		if (c->unusable || c->count < 2 || c->count != c->ivs.n || 2 * c->launches < a->n_launch)
+			continue;
+		/* torch's own functions called once per step (Tensor.backward,
+		 * Optimizer.step) are inside the step, not the step. */
+		struct an_frame f;
+		if (an_callpath_frames(a, c->callpath, &f, 1) && an_file_is_library(f.file, f.file_len))
 			continue;
 		if (!best || c->launches > best->launches || (c->launches == best->launches && c->count < best->count))
 			best = c;
@@ -1953,6 +1976,31 @@ COLD_FN void synth_emit(struct analysis *a, uint64_t t)
 	st->next_synth_ts = st->synth_at < st->n_synth ? st->synth[st->synth_at].ts : UINT64_MAX;
 }
 
+static int ends_with(const char *s, size_t n, const char *tail)
+{
+	size_t k = strlen(tail);
+	return n >= k && !memcmp(s + n - k, tail, k);
+}
+
+/* A span of torch's backward() entry points (Tensor.backward,
+ * torch.autograd.backward and .grad, the engine's entry): the calling thread
+ * blocks in them while autograd's threads run the backward pass. */
+static int is_backward_wait(const struct analysis *a, uint64_t cp)
+{
+	struct an_frame f;
+	if (!cp || !an_callpath_frames(a, cp, &f, 1) || !an_file_is_library(f.file, f.file_len))
+		return 0;
+	static const char *const names[] = {"Tensor.backward", "backward", "grad", "_engine_run_backward"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		size_t n = strlen(names[i]);
+		if (f.function_len == n && !memcmp(f.function, names[i], n))
+			return ends_with(f.file, f.file_len, "/torch/_tensor.py") ||
+			       ends_with(f.file, f.file_len, "/torch/autograd/__init__.py") ||
+			       ends_with(f.file, f.file_len, "/torch/autograd/graph.py");
+	}
+	return 0;
+}
+
 static void on_span(struct analysis *a, const struct tbp_record *r)
 {
 	struct an_state *st = a->st;
@@ -1969,6 +2017,8 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 		a->spans.n--;
 	}
 	if (s) {
+		if (!s->count)
+			s->backward_wait = is_backward_wait(a, cp);
 		s->callpath = cp;
 		s->count++;
 		s->total_ns += end - ts;
@@ -2003,6 +2053,7 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 		step_span_pending(a, r->tid, cp, ts, end);
 	struct span_ent *e = &st->span[st->span_n++ % SPAN_RING];
 	e->tid = r->tid;
+	e->backward_wait = s && s->backward_wait;
 	e->ts = ts;
 	e->end = end;
 	e->callpath = cp;
