@@ -36,6 +36,7 @@ struct span_ent {
 	uint32_t tid;
 	int backward_wait; /* see struct an_span_stat */
 	uint64_t ts, end, callpath;
+	uint64_t wait_callpath; /* backward_wait: the user's frame that called backward() */
 };
 /* A host call or Python span kept with a gap: what the responsible host
  * thread was doing during it. */
@@ -48,6 +49,7 @@ struct gap_call {
 struct gap_span {
 	uint64_t ts, end, callpath;
 	int backward_wait;
+	uint64_t wait_callpath;
 };
 /* One piece of an idle gap (a gap crossing an iteration boundary is cut
  * there), waiting for the spans that explain it: spans reach the file as
@@ -669,7 +671,8 @@ static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 		g->nspans++;
 	}
 	g->spans[slot] = (struct gap_span){
-		.ts = sp->ts, .end = sp->end, .callpath = sp->callpath, .backward_wait = sp->backward_wait};
+		.ts = sp->ts, .end = sp->end, .callpath = sp->callpath, .backward_wait = sp->backward_wait,
+		.wait_callpath = sp->wait_callpath};
 }
 
 static int u64_cmp(const void *x, const void *y)
@@ -716,8 +719,8 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t
 		/* The thread only waits inside backward(): the host work is the
 		 * autograd engine's, in C++ (its Python, a custom Function's
 		 * backward, is a span of its own thread, which launches), placed
-		 * at the backward() call. */
-		*cp = inner->callpath;
+		 * at the user's backward() call. */
+		*cp = inner->wait_callpath;
 		*nat = 0;
 		return AN_CAUSE_HOST_OTHER;
 	}
@@ -2054,6 +2057,7 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 	struct span_ent *e = &st->span[st->span_n++ % SPAN_RING];
 	e->tid = r->tid;
 	e->backward_wait = s && s->backward_wait;
+	e->wait_callpath = e->backward_wait ? an_user_callpath(a, cp) : 0;
 	e->ts = ts;
 	e->end = end;
 	e->callpath = cp;
