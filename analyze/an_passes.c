@@ -1818,10 +1818,11 @@ static uint64_t steps_from_lines(struct analysis *a, uint64_t min_steps)
 	a->steps.loop = VEC_AT(&ls.lines, struct loop_line, c->best_line)->node;
 	vec_free(&a->step_ivs);
 	a->step_ivs.item = sizeof(struct an_step);
-	/* Each step from an entry into the line to the next, or to the first
-	 * work of the user's code outside the context before it (the code
-	 * after the loop's body: an evaluation pass, a checkpoint), which is
-	 * then between steps as the runner's time between its iterations. */
+	/* Each step from an entry into the line to the next; when the user's
+	 * code does work outside the context before that (the code after the
+	 * loop's body: an evaluation pass, a checkpoint), to the end of the
+	 * step's own last work: what follows is between steps, as the
+	 * runner's time between its iterations. */
 	uint32_t prev = UINT32_MAX;
 	int open = 0;
 	uint64_t last_end = 0; /* the end of the context's latest work */
@@ -1835,7 +1836,8 @@ static uint64_t steps_from_lines(struct analysis *a, uint64_t min_steps)
 		if (line == UINT32_MAX) {
 			/* Work of no user frame (a library's thread, no Python) leaves the step as it is. */
 			if (open && lp && lp->n) {
-				VEC_AT(&a->step_ivs, struct an_step, a->step_ivs.n - 1)->end = w->ts;
+				struct an_step *d = VEC_AT(&a->step_ivs, struct an_step, a->step_ivs.n - 1);
+				d->end = last_end > d->begin ? last_end : d->begin + 1;
 				open = 0;
 			}
 			continue;

@@ -167,7 +167,7 @@ def check_gaps_within_idle(name, rep):
 
 
 def part_report(gen_path, tmp):
-    for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked"):
+    for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked", "unmarked-inline"):
         trace, exp = gen(gen_path, tmp, scen)
         p = run([trace, "--json"])
         rep = json.loads(p.stdout)
@@ -216,6 +216,21 @@ def part_report(gen_path, tmp):
             # Kept allocations: churn only because every step makes them.
             check(not [f for f in nm["findings"] if f["kind"] == "alloc_churn"],
                   "unmarked --no-markers: allocations kept, no steps to repeat in: no alloc_churn")
+        if scen == "unmarked-inline":
+            # The batch loop inline in train(), called once per epoch: a step per batch (not per epoch, as
+            # train()'s spans would give), each from its forward's line; evaluation between steps.
+            st, want = rep["steps"], exp["steps"]
+            check(st is not None and st["source"] == "detected" and st["count"] == want["count"]
+                  and st["warmup"] == want["warmup"] and st["median_ns"] == want["median_ns"]
+                  and (st["loop"]["python"][0]["line"], st["loop"]["python"][0]["function"]) == (42, "train"),
+                  f"unmarked-inline: a step per batch, from train.py:42 ({st} vs {want})")
+            check(rep["window"]["source"] == "detected_steps" and rep["window"]["iterations"] == want["count"] - 1,
+                  f"unmarked-inline: the window is the steps after warm-up ({rep['window']})")
+            check(rep["idle_breakdown"]["harness_ns"] > 0, "unmarked-inline: evaluation's idle is between steps")
+            nm = json.loads(run([trace, "--json", "--no-markers"]).stdout)
+            check([f for f in nm["findings"] for fr in f["where"]["python"][:1] if fr["function"] == "build_caches"]
+                  and [f for f in nm["findings"] for fr in f["where"]["python"][:1] if fr["function"] == "evaluate"],
+                  "unmarked-inline --no-markers: the one-time work and evaluation are findings without steps")
         if scen == "markers":
             st = rep["steps"]
             check(st is not None and st["source"] == "marks" and st["count"] == 2 and st["warmup"] == 1
