@@ -173,11 +173,11 @@ static void newer_writer(void)
 	CHECK(rc == TBP_END, "newer writer: ends with %s", tbp_error_name(rc));
 	tbp_reader_close(r);
 
-	/* Same file, but the writer says old readers cannot read it. */
-	n = build_file(file, schema, 3, 2, 2, &c);
+	/* Same file, but the writer says readers of this version cannot read it. */
+	n = build_file(file, schema, 3, TBP_FORMAT_VERSION + 1, TBP_FORMAT_VERSION + 1, &c);
 	rc = tbp_reader_open_mem(&r, file, n, "too-new");
-	CHECK(rc == TBP_ERR_VERSION && tbp_reader_offset(r) == 10, "min_reader_version 2: %s at %llu",
-		tbp_error_name(rc), (unsigned long long)tbp_reader_offset(r));
+	CHECK(rc == TBP_ERR_VERSION && tbp_reader_offset(r) == 10, "min_reader_version %u: %s at %llu",
+		TBP_FORMAT_VERSION + 1, tbp_error_name(rc), (unsigned long long)tbp_reader_offset(r));
 	tbp_reader_close(r);
 
 	/* A schema flag this reader does not know, without the version bump:
