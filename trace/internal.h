@@ -140,9 +140,9 @@ static inline uint64_t tbp_unzigzag(uint64_t z)
 }
 
 
-/* Format version 2 codes every column (the kinds column, ts and each
- * field) as runs of a value x: the kind, or zigzag(delta) for ts and the
- * fields.  An entry is the varint of x * 2 + more, a 65-bit number
+/* Format version 2 codes the kinds column, and each ts or field column
+ * whose coding byte says so (TBP_COLUMN_RUNS), as runs of a value x: the
+ * kind, or zigzag(delta) for ts and the fields.  An entry is the varint of x * 2 + more, a 65-bit number
  * (LEB128, at most 10 bytes, the last one carrying bits 63 and 64);
  * more = 1: the varint of (run length - 2) follows, and x repeats that
  * many records.  A column that does not change (a name, a
@@ -150,6 +150,10 @@ static inline uint64_t tbp_unzigzag(uint64_t z)
  * entry per chunk instead of one byte per record: fewer bytes for zstd to
  * read, the writer's main cost (doc/trace-format.md 3.1). */
 #define TBP_RUN_ENTRY_MAX (TBP_VARINT_MAX + 5)
+/* Version 2: the first byte of a ts or field column says how it is coded
+ * for the chunk: a zigzag varint per record (as version 1), or runs. */
+#define TBP_COLUMN_PLAIN 0u
+#define TBP_COLUMN_RUNS 1u
 /* Records per chunk in version 2: runs make a chunk's size no longer bound
  * its record count, so the count is bounded instead (the reader expands
  * the kinds column into a buffer of this many bytes at most). */

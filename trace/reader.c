@@ -38,7 +38,7 @@ struct kind_cursor {
 	unsigned ncols;   /* ts + fields (the blob columns are handled apart) */
 	unsigned nout;    /* fields handed out: min(schema, this library) */
 	uint8_t has_blob, end_from_ts;
-	uint8_t runs;     /* version 2 file: columns are runs (fill_batch_runs) */
+	uint8_t runs;     /* version 2 file: each ts and field column says its coding */
 	uint32_t left;    /* records of this kind in the chunk not yet batched */
 	unsigned bi, bn;  /* next row of the batch, rows decoded */
 	const char *err;  /* set: row bn could not be decoded, for this reason */
@@ -60,8 +60,10 @@ struct kind_cursor {
 	uint64_t row[BATCH][ROW];
 	const uint8_t *blob[BATCH];
 	uint32_t blob_len[BATCH];
-	/* Version 2: each column's current run, its delta and the records it
-	 * still covers (0: the next entry is read first). */
+	/* Version 2: which columns are runs in this chunk, and each one's
+	 * current run: its delta and the records it still covers (0: the next
+	 * entry is read first). */
+	uint8_t col_runs[1 + TBP_SCHEMA_MAX_FIELDS];
 	uint64_t run_delta[1 + TBP_SCHEMA_MAX_FIELDS];
 	uint32_t run_left[1 + TBP_SCHEMA_MAX_FIELDS];
 };
@@ -641,10 +643,15 @@ counted:
 			kc->pos[c] = p;
 			kc->end[c] = p + len;
 			p += len;
+			if (kc->runs && c < kc->ncols) {
+				/* Version 2: the column's coding, first. */
+				if (len == 0 || *kc->pos[c] > TBP_COLUMN_RUNS)
+					return bad_chunk(r, "column without a known coding");
+				kc->col_runs[c] = *kc->pos[c]++;
+				kc->run_left[c] = 0;
+			}
 		}
 		memset(kc->prev, 0, sizeof kc->prev);
-		if (kc->runs)
-			memset(kc->run_left, 0, sizeof kc->run_left);
 		kc->head.kind = (uint8_t)k;
 		kc->head.stream_kind = (uint8_t)r->stream_kind;
 		kc->head.nfields = (uint16_t)kc->nout;
@@ -665,7 +672,7 @@ static int close_chunk(struct tbp_reader *r)
 		const struct kind_cursor *kc = r->cur[k];
 		unsigned nc = ncolumns(&r->schema.kind[k]);
 		for (unsigned c = 0; c < nc; c++)
-			if (kc->pos[c] != kc->end[c] || (kc->runs && c < kc->ncols && kc->run_left[c]))
+			if (kc->pos[c] != kc->end[c] || (kc->runs && c < kc->ncols && kc->col_runs[c] && kc->run_left[c]))
 				return bad_chunk(r, "column longer than its records");
 	}
 	r->cpos = r->chunk_end;
@@ -748,6 +755,88 @@ static inline uint64_t cell_get(const uint8_t *cells, size_t i)
 	return v;
 }
 
+/* One run entry: a one-byte entry (a run of one small delta: a timestamp
+ * column, or the first entry of a constant column) inline, anything else
+ * through tbp_get_run.  Nonzero when malformed. */
+static inline int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta, uint32_t *n)
+{
+	const uint8_t *p = *pp;
+	uint64_t z;
+	if (__builtin_expect(p < e && *p < 0x80 && !(*p & 1), 1)) {
+		z = *p >> 1;
+		*n = 1;
+		*pp = p + 1;
+	} else if (e - p >= 2 && (p[0] & 0x81) == 0x80 && p[1] < 0x80) {
+		z = (p[0] & 0x7fu) >> 1 | (uint64_t)p[1] << 6;
+		*n = 1;
+		*pp = p + 2;
+	} else if (tbp_get_run(pp, e, &z, n)) {
+		return -1;
+	}
+	*delta = tbp_unzigzag(z);
+	return 0;
+}
+
+/* One column coded as runs (version 2) into rows 0..ok of the batch: a
+ * run fills its rows without reading a byte per record, and a run of zero
+ * deltas over rows that already hold the column's value (from the last
+ * full batch) writes nothing, as fill_batch's constant columns.  Returns
+ * the rows filled (fewer than ok: the column ran short). */
+static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok)
+{
+	uint8_t *cells = (uint8_t *)kc->row;
+	const uint8_t *p = kc->pos[c], *e = kc->end[c];
+	uint64_t acc = kc->prev[c], d = kc->run_delta[c];
+	uint32_t left = kc->run_left[c];
+	int dur = c == 1 && kc->end_from_ts; /* end = ts + duration */
+	int keep = c <= kc->nout;
+	uint32_t cbit = 1u << (c % 32), *cword = &kc->const_cols[c / 32];
+	int rows_hold_acc = keep && !dur && (*cword & cbit) && kc->const_val[c] == acc;
+	int still = !dur;
+	unsigned j = 0;
+	while (j < ok) {
+		if (left == 0 && get_run(&p, e, &d, &left))
+			break;
+		unsigned take = left < ok - j ? left : ok - j;
+		left -= take;
+		size_t o = (size_t)j * ROW + c;
+		if (dur) {
+			if (keep)
+				for (unsigned t = 0; t < take; t++)
+					cell_put(cells, o + t * ROW, cell_get(cells, (size_t)(j + t) * ROW) + d);
+		} else if (d == 0) {
+			if (keep && !rows_hold_acc)
+				for (unsigned t = 0; t < take; t++)
+					cell_put(cells, o + t * ROW, acc);
+		} else {
+			still = 0;
+			rows_hold_acc = 0;
+			if (keep) {
+				for (unsigned t = 0; t < take; t++) {
+					acc += d;
+					cell_put(cells, o + t * ROW, acc);
+				}
+			} else {
+				acc += d * take;
+			}
+		}
+		j += take;
+	}
+	/* Every row now holds acc only if the batch was full and the value
+	 * never moved. */
+	if (keep && !dur && j == BATCH && still) {
+		*cword |= cbit;
+		kc->const_val[c] = acc;
+	} else {
+		*cword &= ~cbit;
+	}
+	kc->pos[c] = p;
+	kc->prev[c] = acc;
+	kc->run_delta[c] = d;
+	kc->run_left[c] = left;
+	return j;
+}
+
 /* Decodes the next min(BATCH, left) records of one kind into kc->row.
  * A column that runs short or holds a bad varint stops the batch at the
  * first record it cannot complete: the records before it are handed out
@@ -760,6 +849,14 @@ static void fill_batch(struct kind_cursor *kc)
 	unsigned ok = m;
 	const char *err = NULL;
 	for (unsigned c = 0; c < kc->ncols; c++) {
+		if (kc->runs && kc->col_runs[c]) {
+			unsigned j = fill_column_runs(kc, c, ok);
+			if (j < ok) {
+				ok = j;
+				err = "column shorter than its records";
+			}
+			continue;
+		}
 		const uint8_t *p = kc->pos[c], *e = kc->end[c];
 		uint64_t acc = kc->prev[c];
 		int dur = c == 1 && kc->end_from_ts; /* end = ts + duration */
@@ -942,118 +1039,6 @@ static void fill_batch(struct kind_cursor *kc)
 	kc->err = ok < m ? err : NULL;
 }
 
-/* One run entry: a one-byte entry (a run of one small delta: a timestamp
- * column, or the first entry of a constant column) inline, anything else
- * through tbp_get_run.  Nonzero when malformed. */
-static inline int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta, uint32_t *n)
-{
-	const uint8_t *p = *pp;
-	uint64_t z;
-	if (__builtin_expect(p < e && *p < 0x80 && !(*p & 1), 1)) {
-		z = *p >> 1;
-		*n = 1;
-		*pp = p + 1;
-	} else if (e - p >= 2 && (p[0] & 0x81) == 0x80 && p[1] < 0x80) {
-		z = (p[0] & 0x7fu) >> 1 | (uint64_t)p[1] << 6;
-		*n = 1;
-		*pp = p + 2;
-	} else if (tbp_get_run(pp, e, &z, n)) {
-		return -1;
-	}
-	*delta = tbp_unzigzag(z);
-	return 0;
-}
-
-/* fill_batch for version 2 files: each column is runs of one delta, so
- * a run fills its rows without reading a byte per record; a column that
- * stays put (a run of zero deltas over rows that already hold its value)
- * is not even written, as fill_batch's constant columns. */
-static void fill_batch_runs(struct kind_cursor *kc)
-{
-	unsigned m = kc->left < BATCH ? kc->left : BATCH;
-	uint8_t *cells = (uint8_t *)kc->row;
-	unsigned ok = m;
-	const char *err = NULL;
-	for (unsigned c = 0; c < kc->ncols; c++) {
-		const uint8_t *p = kc->pos[c], *e = kc->end[c];
-		uint64_t acc = kc->prev[c], d = kc->run_delta[c];
-		uint32_t left = kc->run_left[c];
-		int dur = c == 1 && kc->end_from_ts; /* end = ts + duration */
-		int keep = c <= kc->nout;
-		uint32_t cbit = 1u << (c % 32), *cword = &kc->const_cols[c / 32];
-		/* The rows hold acc in this column, from the previous batch. */
-		int rows_hold_acc = keep && !dur && (*cword & cbit) && kc->const_val[c] == acc;
-		int still = !dur;
-		unsigned j = 0;
-		while (j < ok) {
-			if (left == 0 && get_run(&p, e, &d, &left))
-				break;
-			unsigned take = left < ok - j ? left : ok - j;
-			left -= take;
-			size_t o = (size_t)j * ROW + c;
-			if (dur) {
-				if (keep)
-					for (unsigned t = 0; t < take; t++)
-						cell_put(cells, o + t * ROW, cell_get(cells, (size_t)(j + t) * ROW) + d);
-			} else if (d == 0) {
-				if (keep && !rows_hold_acc)
-					for (unsigned t = 0; t < take; t++)
-						cell_put(cells, o + t * ROW, acc);
-			} else {
-				still = 0;
-				rows_hold_acc = 0;
-				if (keep) {
-					for (unsigned t = 0; t < take; t++) {
-						acc += d;
-						cell_put(cells, o + t * ROW, acc);
-					}
-				} else {
-					acc += d * take;
-				}
-			}
-			j += take;
-		}
-		if (j < ok) {
-			ok = j;
-			err = "column shorter than its records";
-		}
-		/* Every row now holds acc only if the batch was full and the
-		 * value never moved. */
-		if (keep && !dur && j == BATCH && still) {
-			*cword |= cbit;
-			kc->const_val[c] = acc;
-		} else {
-			*cword &= ~cbit;
-		}
-		kc->pos[c] = p;
-		kc->prev[c] = acc;
-		kc->run_delta[c] = d;
-		kc->run_left[c] = left;
-	}
-	if (kc->has_blob) {
-		unsigned lc = kc->ncols, bc = lc + 1;
-		const uint8_t *p = kc->pos[lc], *e = kc->end[lc];
-		unsigned j = 0;
-		for (; j < ok; j++) {
-			uint64_t len;
-			if (tbp_get_varint(&p, e, &len) || len > (uint64_t)(kc->end[bc] - kc->pos[bc]))
-				break;
-			kc->blob[j] = kc->pos[bc];
-			kc->blob_len[j] = (uint32_t)len;
-			kc->pos[bc] += len;
-		}
-		if (j < ok) {
-			ok = j;
-			err = "blob runs past its column";
-		}
-		kc->pos[lc] = p;
-	}
-	kc->left -= m;
-	kc->bi = 0;
-	kc->bn = ok;
-	kc->err = ok < m ? err : NULL;
-}
-
 _Static_assert(sizeof(struct rec_head) == 8 && offsetof(struct tbp_record, ts) == 8 &&
 		       offsetof(struct tbp_record, u) == 16 && sizeof(((struct tbp_record *)0)->u.v) == 8 * (ROW - 1),
 	       "a record's head, ts and fields are copied as laid out in a batch row");
@@ -1079,10 +1064,7 @@ static int decode_record(struct tbp_reader *r, struct tbp_record *rec)
 	if (kc->bi == kc->bn) {
 		if (kc->err)
 			return bad_record(r, kc->err);
-		if (kc->runs)
-			fill_batch_runs(kc);
-		else
-			fill_batch(kc);
+		fill_batch(kc);
 		if (kc->bn == 0)
 			return bad_record(r, kc->err ? kc->err : "column shorter than its records");
 	}

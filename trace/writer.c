@@ -44,12 +44,23 @@ struct seek_entry {
 /* The columns of one kind in the open chunk, each its own buffer (so
  * memory follows what each column holds): column 0 is ts, 1..nfields the
  * fields, then (blob kinds) the blob lengths; blob bytes go to `blob`.
- * Column c's open run: the records from number run_start[c] on had delta
- * run_delta[c] (written out when a different delta comes, or at the
- * chunk's end); a record that continues every run touches none of this. */
+ *
+ * Each ts or field column is coded for the whole chunk either as runs or
+ * plain (a value per record; doc/trace-format.md 3.1), chosen when the
+ * kind's chunk starts from how often the column's delta changed in the
+ * kind's previous chunk: runs where it rarely does (names, grids, +1 ids),
+ * plain where it usually does (timestamps), whose values a run entry would
+ * only make longer.  A run column's open run: the records from number
+ * run_start[c] on had delta run_delta[c] (written out when a different
+ * delta comes, or at the chunk's end). */
 struct kind_columns {
-	uint64_t run_delta[1 + TBP_MAX_FIELDS];
+	uint64_t run_delta[1 + TBP_MAX_FIELDS]; /* runs: the open run's; plain: the last delta */
 	uint32_t run_start[1 + TBP_MAX_FIELDS];
+	uint64_t changes[1 + TBP_MAX_FIELDS];   /* records whose delta differed from the last, this chunk */
+	uint64_t run_mask[TBP_MAX_FIELDS];      /* all ones: field coded as runs in this chunk */
+	uint32_t run_cols;       /* bit c: column c (0 ts, 1 + i field i) coded as runs in this chunk */
+	uint32_t next_run_cols;  /* the choice for the kind's next chunk */
+	uint32_t plain_fields;   /* bit i: field i coded plain (a delta, not an end from ts) */
 	uint8_t *col[TBP_MAX_FIELDS + 2];
 	uint32_t cap[TBP_MAX_FIELDS + 2];
 	uint32_t len[TBP_MAX_FIELDS + 2];
@@ -174,6 +185,23 @@ static int reserve_columns(struct kind_columns *kc)
 	return TBP_OK;
 }
 
+/* A plain column's value: the zigzag varint of its delta (most are small:
+ * the one-byte case is kept branch-light). */
+static inline uint32_t put_plain(struct kind_columns *kc, unsigned c, uint64_t d)
+{
+	uint8_t *p = kc->col[c] + kc->len[c];
+	uint64_t z = tbp_zigzag(d);
+	uint32_t n;
+	if (TBP_LIKELY_W(z < 0x80)) {
+		*p = (uint8_t)z;
+		n = 1;
+	} else {
+		n = (uint32_t)tbp_put_varint(p, z);
+	}
+	kc->len[c] += n;
+	return n;
+}
+
 /* Writes column c's open run and starts a new one with delta d.  Every
  * record may end one run per column, which reserve_columns made room for.
  * Runs of one small delta (timestamps of a busy loop) take the short way. */
@@ -219,6 +247,9 @@ int tbp_writer_open_fd(struct tbp_writer **out, int fd, const struct tbp_writer_
 		w->end_from_ts[k] = (tbp_kind_schema_flags(ki) & TBP_SCHEMA_END_FROM_TS) != 0;
 		for (unsigned f = w->end_from_ts[k]; f < ki->nfields; f++)
 			w->delta_mask[k][f] = ~0ull;
+		/* Until a chunk of the kind has shown otherwise: timestamps and
+		 * durations change every record, the other fields seldom. */
+		w->cols[k].next_run_cols = (uint32_t)((2ull << ki->nfields) - 1) & ~(w->end_from_ts[k] ? 3u : 1u);
 		w->cols[k].ncols = (uint8_t)(1 + ki->nfields + (ki->has_blob ? 1 : 0));
 		w->cols[k].nfields = ki->nfields;
 		w->cols[k].has_blob = ki->has_blob ? 1 : 0;
@@ -310,7 +341,15 @@ static int close_runs(struct tbp_writer *w)
 	w->kinds_len += tbp_put_run(w->kinds + w->kinds_len, w->kind_run, w->kind_run_len);
 	for (unsigned i = 0; i < w->npresent; i++) {
 		struct kind_columns *kc = &w->cols[w->present[i]];
+		uint32_t next = 0;
 		for (unsigned c = 0; c <= kc->nfields; c++) {
+			/* Runs for the next chunk where fewer than one record in
+			 * four changed the delta: an entry then stands for four or
+			 * more values, each of which plain would give a byte. */
+			if (kc->changes[c] * 4 < kc->count)
+				next |= 1u << c;
+			if (!(kc->run_cols & (1u << c)))
+				continue;
 			if (kc->cap[c] - kc->len[c] < TBP_RUN_ENTRY_MAX) {
 				uint8_t *p = realloc(kc->col[c], 2 * kc->cap[c]);
 				if (!p)
@@ -322,6 +361,7 @@ static int close_runs(struct tbp_writer *w)
 			kc->len[c] += (uint32_t)tbp_put_run(kc->col[c] + kc->len[c], tbp_zigzag(kc->run_delta[c]),
 				kc->count - kc->run_start[c]);
 		}
+		kc->next_run_cols = next;
 	}
 	return TBP_OK;
 }
@@ -372,7 +412,13 @@ int tbp_writer_end_chunk(struct tbp_writer *w)
 	for (unsigned i = 0; i < w->npresent; i++) {
 		struct kind_columns *kc = &w->cols[w->present[i]];
 		for (unsigned c = 0; c < kc->ncols; c++) {
-			p += tbp_put_varint(p, kc->len[c]);
+			if (c <= kc->nfields) {
+				/* The ts and field columns start with their coding. */
+				p += tbp_put_varint(p, kc->len[c] + 1u);
+				*p++ = kc->run_cols & (1u << c) ? TBP_COLUMN_RUNS : TBP_COLUMN_PLAIN;
+			} else {
+				p += tbp_put_varint(p, kc->len[c]);
+			}
 			memcpy(p, kc->col[c], kc->len[c]);
 			p += kc->len[c];
 			kc->len[c] = 0;
@@ -499,59 +545,90 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 	}
 	uint64_t *prev = w->prev[k];
 	uint64_t *run_delta = kc->run_delta;
-	unsigned i = 0;
 	if (kc->count == 0) {
-		/* First record of this kind in the chunk: deltas start from 0,
-		 * and every column's first run starts here. */
+		/* First record of this kind in the chunk: the columns' coding
+		 * for the chunk; deltas start from 0. */
 		w->present[w->npresent++] = (uint8_t)k;
-		run_delta[0] = rec->ts;
-		prev[0] = rec->ts;
+		uint32_t runs = kc->run_cols = kc->next_run_cols;
+		kc->plain_fields = 0;
+		for (unsigned f = 0; f < TBP_MAX_FIELDS; f++) {
+			kc->run_mask[f] = (runs >> (f + 1)) & 1 ? ~0ull : 0;
+			if (w->delta_mask[k][f] && !kc->run_mask[f])
+				kc->plain_fields |= 1u << f;
+		}
+		memset(kc->run_start, 0, sizeof kc->run_start);
+		memset(kc->changes, 0, sizeof kc->changes);
+		run_delta[0] = prev[0] = rec->ts;
+		unsigned i = 0;
 		if (w->end_from_ts[k]) {
 			run_delta[1] = rec->u.v[0] - rec->ts;
 			i = 1;
 		}
-		for (; i < nfields; i++) {
-			run_delta[i + 1] = rec->u.v[i];
-			prev[i + 1] = rec->u.v[i];
-		}
-		memset(kc->run_start, 0, sizeof kc->run_start);
-		/* The column length prefixes and the open runs end_chunk adds. */
-		added += (size_t)(kc->ncols + 1) * TBP_VARINT_MAX + (size_t)(nfields + 2) * TBP_RUN_ENTRY_MAX;
+		for (; i < nfields; i++)
+			run_delta[i + 1] = prev[i + 1] = rec->u.v[i];
+		for (unsigned c = 0; c <= nfields; c++)
+			if (!(runs & (1u << c)))
+				added += put_plain(kc, c, run_delta[c]);
+		/* The column length prefixes and coding bytes, and the open runs
+		 * end_chunk adds. */
+		added += (size_t)(kc->ncols + 1) * (TBP_VARINT_MAX + 1) + (size_t)(nfields + 2) * TBP_RUN_ENTRY_MAX;
 	} else {
+		uint32_t runs = kc->run_cols;
 		uint64_t d = rec->ts - prev[0];
 		prev[0] = rec->ts;
-		if (TBP_LIKELY_W(d != run_delta[0]))
+		kc->changes[0] += d != run_delta[0];
+		if (!(runs & 1))
+			added += put_plain(kc, 0, d);
+		else if (d != run_delta[0])
 			added += run_break(kc, 0, d);
-		if (w->end_from_ts[k]) {
-			d = rec->u.v[0] - rec->ts;
-			if (d != run_delta[1])
-				added += run_break(kc, 1, d);
-		}
-		/* The fields: does any delta differ from its run's?  Most
-		 * fields repeat, or step by one, so usually none does.  All
-		 * TBP_MAX_FIELDS of them in straight-line arithmetic (a fixed
-		 * length the compiler vectorizes), the differences past the
-		 * kind's fields (whatever the record holds there) and of an
-		 * `end` coded from ts masked off by delta_mask. */
-		const uint64_t *v = rec->u.v, *rd = run_delta + 1, *mask = w->delta_mask[k];
-		uint64_t *pv = prev + 1;
+		run_delta[0] = d;
+		uint64_t dur_delta = run_delta[1];
+		/* The fields, two at a time in straight-line arithmetic over all
+		 * TBP_MAX_FIELDS (a fixed length the compiler vectorizes): each
+		 * delta, whether it differs from the field's last (counted, for
+		 * the next chunk's choice), and whether any run column's does;
+		 * delta_mask drops what the record holds past the kind's fields
+		 * and an `end` coded from ts. */
+		const uint64_t *v = rec->u.v, *rd = run_delta + 1, *dmask = w->delta_mask[k];
+		const uint64_t *rmask = kc->run_mask;
+		uint64_t *pv = prev + 1, *chg = kc->changes + 1;
 		uint64_t dd[TBP_MAX_FIELDS];
-		u64x2 any = {0, 0};
+		u64x2 any_run = {0, 0};
 		for (unsigned f = 0; f < TBP_MAX_FIELDS; f += 2) {
-			u64x2 vf, pf, rf, mf;
+			u64x2 vf, pf, rf, mf, rmf, cf;
 			memcpy(&vf, v + f, sizeof vf);
 			memcpy(&pf, pv + f, sizeof pf);
 			memcpy(&rf, rd + f, sizeof rf);
-			memcpy(&mf, mask + f, sizeof mf);
+			memcpy(&mf, dmask + f, sizeof mf);
+			memcpy(&rmf, rmask + f, sizeof rmf);
+			memcpy(&cf, chg + f, sizeof cf);
 			u64x2 df = vf - pf;
 			memcpy(pv + f, &vf, sizeof vf);
 			memcpy(dd + f, &df, sizeof df);
-			any |= (df ^ rf) & mf;
+			u64x2 x = (df ^ rf) & mf;
+			cf += (x | -x) >> 63;
+			memcpy(chg + f, &cf, sizeof cf);
+			any_run |= x & rmf;
 		}
-		if (any[0] | any[1])
+		if (any_run[0] | any_run[1])
 			for (unsigned f = 0; f < nfields; f++)
-				if ((dd[f] ^ rd[f]) & mask[f])
+				if ((dd[f] ^ rd[f]) & dmask[f] & rmask[f])
 					added += run_break(kc, f + 1, dd[f]);
+		for (uint32_t pm = kc->plain_fields; pm; pm &= pm - 1) {
+			unsigned f = (unsigned)__builtin_ctz(pm);
+			added += put_plain(kc, f + 1, dd[f]);
+		}
+		memcpy(run_delta + 1, dd, sizeof dd);
+		if (w->end_from_ts[k]) {
+			d = rec->u.v[0] - rec->ts;
+			kc->changes[1] += d != dur_delta;
+			run_delta[1] = dur_delta;
+			if (!(runs & 2))
+				added += put_plain(kc, 1, d);
+			else if (d != dur_delta)
+				added += run_break(kc, 1, d);
+			run_delta[1] = d;
+		}
 	}
 	if (kc->has_blob) {
 		unsigned c = 1 + nfields;

@@ -292,18 +292,20 @@ static void short_column_mid_batch(void)
 	tbp_reader_close(r);
 }
 
-/* Version 2's runs, bytes as doc/trace-format.md 3.1 spells them: 5000
- * markers with ts 1000, 1010, ...; marker_kind 1; value 100, 101, ...;
- * label 0.  Then the same chunk with a run one record too long. */
+/* Version 2's columns, bytes as doc/trace-format.md 3.1 spells them: 5000
+ * markers with ts 1000, 1010, ... (runs); marker_kind 1 (runs); value 100,
+ * 101, ... (runs); label 0 (plain: a zero byte per record).  Then the same
+ * chunk with label as runs one record too long. */
 static void runs_v2(void)
 {
 	const struct kind_spec schema[] = {{TBP_K_MARKER, 3, 0}};
 	static const uint8_t kinds[] = {0x3F, 0x86, 0x27};            /* kind 31, 5000 times */
-	static const uint8_t ts[] = {0xA0, 0x1F, 0x29, 0x85, 0x27};   /* 1000 once; +10 4999 times */
-	static const uint8_t mk[] = {0x04, 0x01, 0x85, 0x27};         /* 1 once; +0 4999 times */
-	static const uint8_t value[] = {0x90, 0x03, 0x05, 0x85, 0x27}; /* 100 once; +1 4999 times */
-	static const uint8_t label[] = {0x01, 0x86, 0x27};            /* 0, 5000 times */
-	static const uint8_t label_long[] = {0x01, 0x87, 0x27};       /* 0, 5001 times */
+	/* Each column: its coding (1 runs, 0 plain), then its values. */
+	static const uint8_t ts[] = {1, 0xA0, 0x1F, 0x29, 0x85, 0x27};   /* 1000 once; +10 4999 times */
+	static const uint8_t mk[] = {1, 0x04, 0x01, 0x85, 0x27};         /* 1 once; +0 4999 times */
+	static const uint8_t value[] = {1, 0x90, 0x03, 0x05, 0x85, 0x27}; /* 100 once; +1 4999 times */
+	static uint8_t label[1 + 5000];                                  /* plain: 0 and 4999 deltas 0 */
+	static const uint8_t label_long[] = {1, 0x01, 0x87, 0x27};       /* runs: 0, 5001 times */
 	for (int bad = 0; bad < 2; bad++) {
 		struct buf c = {.n = 0};
 		varint(&c, TBP_STREAM_THREAD);
@@ -316,8 +318,8 @@ static void runs_v2(void)
 		put(&c, mk, sizeof mk);
 		varint(&c, sizeof value);
 		put(&c, value, sizeof value);
-		varint(&c, sizeof label);
-		put(&c, bad ? label_long : label, sizeof label);
+		varint(&c, bad ? sizeof label_long : sizeof label);
+		put(&c, bad ? label_long : label, bad ? sizeof label_long : sizeof label);
 		static uint8_t file[1 << 16];
 		size_t n = build_file(file, schema, 1, 2, 2, &c);
 		struct tbp_reader *r;
