@@ -47,6 +47,7 @@
 #include <time.h>
 
 #include "core.h"
+#include "cupti_support.h"
 #include "tbp_config.h"
 
 #if TBP_HAVE_CUPTI
@@ -97,9 +98,7 @@ void tbp_gpu_call_exit(uint64_t corr) { (void)corr; }
 #else /* TBP_HAVE_CUPTI */
 
 #define CUPTI_SONAME "libcupti.so.13"
-#define BUFFER_BYTES (4u << 20)     /* CUPTI activity buffer: 4 MiB */
-#define BUFFER_POOL_MAX 8           /* buffers kept for reuse */
-#define CORR_MAP_BITS 18            /* last 256 Ki CUPTI correlation ids (6 MiB) */
+#define CORR_MAP_BITS 17            /* last 128 Ki CUPTI correlation ids (24 bytes each: 3 MiB) */
 /* API records kept per thread for the nested join (the hooked driver call
  * inside a static runtime call): a thread's last THREAD_CALLS, for up to
  * API_THREADS threads (32 bytes each: 512 KiB). */
@@ -114,7 +113,7 @@ void tbp_gpu_call_exit(uint64_t corr) { (void)corr; }
  * (cuptiActivityFlushAll(0)), so a completed record reaches us within about
  * that time, well inside HOLD_NS. */
 #define FLUSH_PERIOD_NS 250000000ull
-#define HOLD_MAX (1u << 16)         /* records held at most (184 bytes each: 12 MiB) */
+#define HOLD_MAX (1u << 16)         /* records held at most (192 bytes each: 12 MiB) */
 #define NAME_CACHE_SIZE 4096        /* kernel name -> interned id */
 #define CONTEXT_MAP_SIZE 64
 #define CALIBRATION_ROUNDS 50
@@ -211,7 +210,12 @@ static void *load_cupti(void)
 
 	void *h = dlopen(CUPTI_SONAME, RTLD_NOW | RTLD_NOLOAD);
 	if (h) {
-		snprintf(cupti_path, sizeof cupti_path, "%s (already loaded)", CUPTI_SONAME);
+		/* Name the file: which copy the host loaded is what a user needs to know when it fails. */
+		struct link_map *map = NULL;
+		if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name)
+			snprintf(cupti_path, sizeof cupti_path, "%.4000s (already loaded)", map->l_name);
+		else
+			snprintf(cupti_path, sizeof cupti_path, "%s (already loaded)", CUPTI_SONAME);
 		return h;
 	}
 
@@ -618,36 +622,17 @@ static int convert(const CUpti_Activity *a, struct tbp_record *rec, uint32_t *cu
 	}
 }
 
-/* ------------------------------------------------------------ buffers */
-static uint8_t *buffer_pool[BUFFER_POOL_MAX];
-static unsigned n_buffer_pool;
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-
+/* ------------------------------------------------------------ buffers
+ * From a pool under the TBPROF_CUPTI_BUFFER_SIZE cap (cupti_buffers.c). */
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-	uint8_t *b = NULL;
-	pthread_mutex_lock(&pool_lock);
-	if (n_buffer_pool)
-		b = buffer_pool[--n_buffer_pool];
-	pthread_mutex_unlock(&pool_lock);
-	if (!b)
-		b = aligned_alloc(8, BUFFER_BYTES);
-	*buffer = b;
-	*size = b ? BUFFER_BYTES : 0;
+	*buffer = tbp_cupti_buffer_get(size);
 	*max_records = 0;
 }
 
 static void buffer_release(uint8_t *b)
 {
-	if (!b)
-		return;
-	pthread_mutex_lock(&pool_lock);
-	if (n_buffer_pool < BUFFER_POOL_MAX) {
-		buffer_pool[n_buffer_pool++] = b;
-		b = NULL;
-	}
-	pthread_mutex_unlock(&pool_lock);
-	free(b);
+	tbp_cupti_buffer_put(b);
 }
 
 static uint64_t lost_since_ts;
@@ -674,7 +659,12 @@ static void check_dropped(void)
 /* ------------------------------------------------------------ hold
  * GPU records wait in a min-heap by start time (then arrival order) until
  * HOLD_NS after they arrived, then are joined and written.  Under proc_lock. */
-struct held { struct tbp_record rec; uint64_t arrived, seq; uint32_t cupti_corr; };
+struct held {
+	struct tbp_record rec;
+	uint64_t arrived, seq;
+	uint64_t joined;         /* join_corr when it arrived (the map slot may be reused by the time it goes out) */
+	uint32_t cupti_corr;
+};
 static struct held *hold;
 static size_t n_hold, cap_hold;
 static uint64_t hold_seq;
@@ -708,6 +698,8 @@ static void hold_write_first(void)
 		hold[at] = last;
 
 	uint64_t ours = join_corr(top.cupti_corr);
+	if (!ours)
+		ours = top.joined;
 	unjoined += !ours;
 	top.rec.u.gpu_kernel.corr = ours; /* corr is at the same place in every GPU kind */
 	tbp_emit(&top.rec);
@@ -728,7 +720,7 @@ static void hold_add(const struct tbp_record *rec, uint32_t cupti_corr, uint64_t
 		}
 	}
 	size_t at = n_hold++;
-	struct held e = { *rec, now, hold_seq++, cupti_corr };
+	struct held e = { *rec, now, hold_seq++, join_corr(cupti_corr), cupti_corr };
 	while (at) {
 		size_t up = (at - 1) / 2;
 		if (!held_before(&e, &hold[up]))
@@ -871,6 +863,34 @@ static int cuda_driver_missing(void)
 	if (driver && driver(&version) == 0)
 		return version == 0;
 	return 0;
+}
+
+/* A libcupti that kills its caller in its first call (one from another CUDA stack than the driver it
+ * finds: cupti_probe.c) is never called here; the trace says so, once. 1: API-only from now on. */
+static int cupti_unusable(void)
+{
+	const char *crashed_in = NULL;
+	int sig = 0;
+	uint64_t t0 = tbp_now();
+	enum tbp_cupti_probe verdict = tbp_cupti_probe(cupti_handle, &crashed_in, &sig);
+	if (tbp_cfg.verbose)
+		tbp_log("CUPTI probe (cuptiGetVersion in a copy of the process): %s in %.1f ms",
+			verdict == TBP_PROBE_OK ? "returned" : verdict == TBP_PROBE_CRASHES ? "died" : "no answer",
+			(double)(tbp_now() - t0) / 1e6);
+	if (verdict != TBP_PROBE_CRASHES)
+		return 0;
+	char how[48] = "exited";
+	if (sig)
+		snprintf(how, sizeof how, "died of signal %d", sig);
+	char msg[512];
+	snprintf(msg, sizeof msg, "API-only trace: %.300s cannot work with this CUDA driver (a probe process %s in %s)",
+		 cupti_path, how, crashed_in ? crashed_in : "its first call");
+	tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_CUPTI_ERROR, msg);
+	/* As for other CUPTI errors: the program's stderr stays its own unless asked. */
+	if (tbp_cfg.verbose)
+		tbp_warn_once(&cupti_note_flag, "%s", msg);
+	fall_back();
+	return 1;
 }
 
 static void CUPTIAPI probe_callback(void *userdata, CUpti_CallbackDomain domain,
@@ -1071,6 +1091,9 @@ static void start_locked(void)
 	LOOKUP(get_callback_name, "cuptiGetCallbackName", 0);
 	LOOKUP(unsubscribe, "cuptiUnsubscribe", 0);
 
+	if (cupti_unusable())
+		return;
+
 	/* calloc: untouched pages cost nothing until ids reach them. */
 	corr_map = calloc((size_t)1 << CORR_MAP_BITS, sizeof *corr_map);
 	api_threads = calloc(API_THREADS, sizeof *api_threads);
@@ -1199,10 +1222,10 @@ static void after_fork_child(void)
 	__atomic_store_n(&state, CS_STOPPED, __ATOMIC_RELAXED);
 	pthread_mutex_init(&ctl_lock, NULL);
 	pthread_mutex_init(&proc_lock, NULL);
-	pthread_mutex_init(&pool_lock, NULL);
 	pthread_mutex_init(&flusher_lock, NULL);
 	pthread_cond_init(&flusher_wake, NULL);
 	flusher_started = 0;
+	tbp_cupti_buffers_fork_child();
 }
 
 void tbp_cupti_fork_child(void)
@@ -1262,6 +1285,7 @@ void tbp_cupti_flush(void)
 
 void tbp_cupti_stop(void)
 {
+	tbp_cupti_probe_reap();
 	pthread_mutex_lock(&ctl_lock);
 	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE) {
 		__atomic_store_n(&pushing, 0, __ATOMIC_RELEASE);

@@ -4,6 +4,7 @@
  * through fake_cupti.h.  Nothing here talks to a GPU.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -406,5 +407,37 @@ EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelati
 	if (last)
 		*last = id;
 	__atomic_fetch_add(&pops, 1, __ATOMIC_RELAXED);
+	return CUPTI_SUCCESS;
+}
+
+/* Asks the consumer for a buffer as CUPTI does when it has records to write, without giving it back
+ * (CUPTI under load holds many): the buffer-cap scenario. */
+EXPORT uint8_t *fakecupti_request_buffer(size_t *size)
+{
+	uint8_t *buf = NULL;
+	size_t max_records = 0;
+	*size = 0;
+	if (request_cb)
+		request_cb(&buf, size, &max_records);
+	return buf;
+}
+
+/* Gives a buffer back with no records in it. */
+EXPORT void fakecupti_complete_buffer(uint8_t *buf, size_t size)
+{
+	if (complete_cb && buf)
+		complete_cb(NULL, 0, buf, size, 0);
+}
+
+/* FAKE_CUPTI_CRASH=1: dies here, as the wheel's CUPTI 13.2 does in its first call (this one too) without a
+ * driver that can serve it: the crashing-libcupti scenario. */
+EXPORT CUptiResult cuptiGetVersion(uint32_t *version)
+{
+	const char *crash = getenv("FAKE_CUPTI_CRASH");
+	if (crash && *crash == '1')
+		raise(SIGSEGV);
+	if (!version)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*version = CUPTI_API_VERSION;
 	return CUPTI_SUCCESS;
 }

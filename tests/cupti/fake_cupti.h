@@ -43,4 +43,8 @@ long fakecupti_pushes(void);
 int fakecupti_callbacks_registered(void);
 int fakecupti_ts_callback_registered(void);
 int fakecupti_registering(void);     /* inside a slow cuptiActivityRegisterCallbacks */
+/* Calls the consumer's buffer-request callback (and never gives that buffer back by itself) /
+ * completes a buffer with no records. */
+uint8_t *fakecupti_request_buffer(size_t *size);
+void fakecupti_complete_buffer(uint8_t *buf, size_t size);
 #endif

@@ -296,6 +296,28 @@ static void api_only(const char *why, int no_driver)
 	CHECK(fake_warnings == 0, "silent unless TBPROF_VERBOSE");
 }
 
+/* A libcupti that dies in its first call (cupti_probe.c): the probe's copy of the process dies, this
+ * process never calls it -- no subscribe, no callbacks, no pushes -- and says so once, API-only. */
+static void scenario_crashing_libcupti(void)
+{
+	setenv("FAKE_CUPTI_CRASH", "1", 1);
+	configure((struct fakecupti_config){ 0 });
+	tbp_cupti_start();
+	run_workload();
+	tbp_cupti_flush();
+	tbp_cupti_stop();
+	CHECK(notices(TBP_NOTICE_CUPTI_ERROR) == 1, "%zu CUPTI_ERROR notices", notices(TBP_NOTICE_CUPTI_ERROR));
+	const struct tbp_record *n = nth_kind(TBP_K_NOTICE, 0);
+	CHECK(n && strstr(fake_string(n->u.notice.message), "cannot work with this CUDA driver") &&
+		      strstr(fake_string(n->u.notice.message), "cuptiGetVersion"),
+	      "notice text: %s", n ? fake_string(n->u.notice.message) : "(none)");
+	const struct tbp_record *c = only_clock();
+	CHECK(c && c->u.clock.method == TBP_CLOCK_HOOK_SIDE, "hook-side clock");
+	CHECK(count_gpu() == 0 && fakecupti_pushes() == 0, "nothing collected");
+	CHECK(!fakecupti_callbacks_registered() && !fakecupti_ts_callback_registered(), "libcupti never called");
+	CHECK(fake_warnings == 0, "silent unless TBPROF_VERBOSE");
+}
+
 static void scenario_dropped(void)
 {
 	configure((struct fakecupti_config){ .dropped = 17 });
@@ -306,6 +328,49 @@ static void scenario_dropped(void)
 	CHECK(count_kind(TBP_K_LOST) == 1, "%zu LOST records", count_kind(TBP_K_LOST));
 	const struct tbp_record *l = nth_kind(TBP_K_LOST, 0);
 	CHECK(l && l->u.lost.count == 17 && l->u.lost.source == TBP_LOST_CUPTI, "lost fields");
+}
+
+/* CUPTI asking for buffers faster than it gives them back (issue #15): the first requests share the cap
+ * (TBPROF_CUPTI_BUFFER_SIZE, default 32 MiB), the next get no buffer (CUPTI drops and counts), one notice
+ * says so, and a buffer given back is handed out again.  The old pool allocated on every request. */
+static void scenario_buffer_cap(size_t cap)
+{
+	tbp_cfg.cupti_buffer_bytes = cap;
+	size_t want_cap = cap ? cap : 32u << 20;
+	configure((struct fakecupti_config){ 0 });
+	tbp_cupti_start();
+	uint8_t *held[64];
+	size_t sizes[64], granted = 0, total = 0, refused = 0;
+	for (int i = 0; i < 64; i++) {
+		held[i] = fakecupti_request_buffer(&sizes[i]);
+		if (held[i]) {
+			CHECK(sizes[i] > 0 && ((uintptr_t)held[i] & 7) == 0, "buffer %d: size %zu, aligned", i, sizes[i]);
+			granted++;
+			total += sizes[i];
+		} else {
+			CHECK(sizes[i] == 0, "a refused request says size 0 (got %zu)", sizes[i]);
+			refused++;
+		}
+	}
+	CHECK(total <= want_cap, "%zu bytes handed out, cap %zu", total, want_cap);
+	CHECK(granted >= 4 && total + sizes[0] > want_cap, "%zu buffers, %zu bytes: the cap is used", granted, total);
+	CHECK(refused == 64 - granted, "%zu refused", refused);
+	CHECK(notices(TBP_NOTICE_TEXT) == 1, "%zu notices of the cap", notices(TBP_NOTICE_TEXT));
+	/* One given back: the next request gets that very buffer, nothing new is allocated. */
+	fakecupti_complete_buffer(held[0], sizes[0]);
+	size_t again_size = 0;
+	uint8_t *again = fakecupti_request_buffer(&again_size);
+	CHECK(again == held[0] && again_size == sizes[0], "a buffer given back is reused");
+	size_t none_size = 1;
+	CHECK(!fakecupti_request_buffer(&none_size) && none_size == 0, "still at the cap");
+	for (size_t i = 1; i < granted; i++)
+		fakecupti_complete_buffer(held[i], sizes[i]);
+	fakecupti_complete_buffer(again, again_size);
+	/* Everything back: the workload still runs and joins through the pooled buffers. */
+	run_workload();
+	tbp_cupti_stop();
+	check_workload(0);
+	CHECK(notices(TBP_NOTICE_TEXT) == 1, "the cap is said once");
 }
 
 static void scenario_nesting(void)
@@ -644,7 +709,13 @@ int main(int argc, char **argv)
 		api_only("TBPROF_CUPTI=0", 0);
 	} else if (!strcmp(s, "no-driver")) {
 		api_only("no CUDA driver", 1);
-	} else if (!strcmp(s, "dropped"))
+	} else if (!strcmp(s, "crashing-libcupti"))
+		scenario_crashing_libcupti();
+	else if (!strcmp(s, "buffer-cap"))
+		scenario_buffer_cap(0);
+	else if (!strcmp(s, "buffer-cap-small"))
+		scenario_buffer_cap(1u << 20);
+	else if (!strcmp(s, "dropped"))
 		scenario_dropped();
 	else if (!strcmp(s, "sorted"))
 		scenario_sorted();

@@ -3,9 +3,18 @@
 
     simtorch_check.py script --build B --source S
         tests/simtorch/scripts/train_classifier.py (an example-style training script: no marks, DataLoader,
-        Adam, .item() logging) under simtorch with and without libtbprof: same output apart from values, trace
-        equal to the truth, and a report its author can act on: the top findings placed at the script's own
-        lines (not in torch), a sync hotspot at one of its syncs (.item(), pageable .to(device)).
+        Adam, .item() logging, its batch loop inline in train() called once per epoch, and 30 ms of one-time
+        Python work on its first batch) under simtorch with and without libtbprof: same output apart from
+        values, trace equal to the truth, and a report its author can act on: steps detected, one per batch
+        (epochs x batches, not epochs), the first set apart as warm-up; the top findings placed at the script's
+        own lines (not in torch), a sync hotspot at one of its syncs (.item(), pageable .to(device)); the
+        first batch's one-time work no finding (with --no-markers, which turns steps off, it is one: the
+        check can fail).
+
+    simtorch_check.py backward --build B --source S
+        tests/simtorch/scripts/slow_backward.py (a custom autograd.Function whose backward spends 20 ms in
+        Python, on autograd's device thread, while the main thread waits in loss.backward()): the idle time
+        during backward blamed on that backward's line, not on Tensor.backward or the loss.backward() line.
 
     simtorch_check.py zoo MODEL --build B [--timeout S]
         run.py -m MODEL -d cuda --small, 1 warm-up + 1 measured iteration, train and eval, under simtorch
@@ -292,9 +301,12 @@ def zoo(args):
 def script(args):
     simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
     path = os.path.realpath(os.path.join(args.source, "tests", "simtorch", "scripts", "train_classifier.py"))
-    cmd = [simtorch, sys.executable, path, "--log-interval", "2"]
+    epochs, train_size, batch_size = 2, 256, 32
+    cmd = [simtorch, sys.executable, path, "--log-interval", "2", "--epochs", str(epochs), "--train-size",
+           str(train_size), "--batch-size", str(batch_size), "--lazy-setup-ms", "30"]
     with open(path) as f:
         text = f.readlines()
+    lazy_lines = {n for n, line in enumerate(text, 1) if "build_lookup_table(" in line}
     # Where the script waits for the GPU: the logging .item(), and the pageable host-to-device copies
     # (PyTorch synchronizes the stream after each).
     sync_lines = {n for n, line in enumerate(text, 1) if "loss.item()" in line or "data.to(device)" in line}
@@ -311,9 +323,31 @@ def script(args):
         if shape(plain.stdout) != shape(traced.stdout):
             fail(f"script: stdout differs under libtbprof\n--- plain\n{plain.stdout}--- libtbprof\n{traced.stdout}")
         check_trace(args.build, trace, truth, "script")
-        rep = subprocess.run([os.path.join(args.build, "analyze", "tbanalyze"), trace, "--json"],
-                             capture_output=True, text=True)
-        findings = json.loads(rep.stdout)["findings"] if rep.returncode == 0 else []
+        tbanalyze = os.path.join(args.build, "analyze", "tbanalyze")
+        rep = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True)
+        report = json.loads(rep.stdout) if rep.returncode == 0 else {}
+        findings = report.get("findings", [])
+        steps = report.get("steps") or {}
+        batches = epochs * -(-train_size // batch_size)
+        got = (steps.get("source"), steps.get("count"), steps.get("warmup"))
+        if got != ("detected", batches, 1):
+            fail(f"script: steps (source, count, warm-up) {got}, want ('detected', {batches}, 1): one per batch")
+        else:
+            print(f"script: {batches} steps detected (one per batch), 1 warm-up, "
+                  f"median {steps.get('median_ns')} ns per step")
+
+        def at_lazy(x):
+            return any(os.path.realpath(f["file"]) == path and (f["line"] in lazy_lines or
+                                                                f["function"] == "build_lookup_table")
+                       for f in ((x.get("where") or {}).get("python") or [])[:1])
+        lazy = [x["kind"] for x in findings if at_lazy(x)]
+        if lazy:
+            fail(f"script: the first batch's one-time work reported as steady-state findings: {lazy}")
+        whole = subprocess.run([tbanalyze, trace, "--json", "--no-markers"], capture_output=True, text=True)
+        whole_findings = json.loads(whole.stdout)["findings"] if whole.returncode == 0 else []
+        if not any(x["kind"] == "idle_gap" and at_lazy(x) for x in whole_findings):
+            fail("script: with --no-markers (no steps) no idle_gap at the first batch's one-time work: "
+                 "the check above cannot fail")
         placed = []
         for x in findings[:3]:
             frames = (x.get("where") or {}).get("python") or []
@@ -330,9 +364,65 @@ def script(args):
         print(f"script: top findings {placed}")
 
 
+def backward(args):
+    simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
+    path = os.path.realpath(os.path.join(args.source, "tests", "simtorch", "scripts", "slow_backward.py"))
+    with open(path) as f:
+        text = f.readlines()
+    # The lines of PythonScaledGrad.backward: from its def to the next def/class at its indentation or less.
+    start = next(n for n, line in enumerate(text, 1) if "def backward(ctx, grad)" in line)
+    stop = next((n for n, line in enumerate(text, 1) if n > start and line.strip()
+                 and len(line) - len(line.lstrip()) <= len(text[start - 1]) - len(text[start - 1].lstrip())),
+                len(text) + 1)
+    while start > 1 and text[start - 2].strip().startswith("@"):  # a span's line is the code's first: the decorator's
+        start -= 1
+    backward_lines = set(range(start, stop))
+    call_line = next(n for n, line in enumerate(text, 1) if line.strip() == "loss.backward()")
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "b.zst")
+        libtbprof = os.path.join(args.build, "libtbprof", "libtbprof.so")
+        env = dict(os.environ, LD_PRELOAD=libtbprof, TBPROF_OUT=trace)
+        if not run([simtorch, sys.executable, path, "--steps", "5", "--backward-ms", "20"], env, args.timeout,
+                   "backward (libtbprof)"):
+            return
+        rep = subprocess.run([os.path.join(args.build, "analyze", "tbanalyze"), trace, "--json"],
+                             capture_output=True, text=True)
+        if rep.returncode != 0:
+            fail(f"backward: tbanalyze --json exit {rep.returncode}: {rep.stderr[-500:]}")
+            return
+        report = json.loads(rep.stdout)
+        gaps = [x for x in report["findings"] if x["kind"] == "idle_gap"]
+        if not gaps:
+            fail("backward: no idle_gap finding")
+            return
+        top = max(gaps, key=lambda x: x["total_ns"])
+        frames = (top.get("where") or {}).get("python") or []
+        leaf = frames[0] if frames else {}
+        placed = (os.path.realpath(leaf.get("file", "")), leaf.get("line"), leaf.get("function"))
+        if placed[0] != path or placed[1] not in backward_lines or "backward" not in (placed[2] or ""):
+            fail(f"backward: the largest idle_gap ({top['total_ns']} ns, cause {top.get('cause')}) placed at "
+                 f"{placed}, not in PythonScaledGrad.backward (lines {start}-{stop - 1} of {path})")
+        elif top.get("cause") != "python":
+            fail(f"backward: the largest idle_gap at PythonScaledGrad.backward has cause {top.get('cause')}")
+        else:
+            print(f"backward: {top['total_ns']} ns idle blamed on {placed[2]} line {placed[1]}")
+        context = ((top.get("context") or {}).get("python") or [{}])[0]
+        if (os.path.realpath(context.get("file", "")), context.get("line")) != (path, call_line):
+            fail(f"backward: the gap's context is {context}, not the loss.backward() line {call_line}")
+        # 4 steady steps x 20 ms of Python: on backward, none of it (not even 1 ms) on the waiting thread, which
+        # is inside Tensor.backward at the loss.backward() line (the engine's C++ time there is host_other).
+        waiting = [x for x in gaps if x.get("cause") == "python" and x["total_ns"] >= 1_000_000 and
+                   any(f.get("function") == "Tensor.backward" or
+                       (os.path.realpath(f.get("file", "")) == path and f.get("line") == call_line)
+                       for f in ((x.get("where") or {}).get("python") or [])[:1])]
+        if waiting:
+            fail(f"backward: {sum(x['total_ns'] for x in waiting)} ns of Python idle time placed on the waiting "
+                 f"thread (Tensor.backward / loss.backward() line {call_line})")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["zoo", "script", "join"])
+    ap.add_argument("mode", choices=["zoo", "script", "join", "backward"])
     ap.add_argument("model", nargs="?")
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
@@ -348,6 +438,8 @@ def main():
         zoo(args)
     elif args.mode == "join":
         join(args)
+    elif args.mode == "backward":
+        backward(args)
     else:
         script(args)
     print(f"{len(failures)} failure(s)")
