@@ -450,6 +450,39 @@ void tbp_emit(const struct tbp_record *src)
 	tbp_slot_commit(rec);
 }
 
+/* Waits for the writer at most this long per burst; after a wait that freed
+ * nothing (a writer that cannot keep up) the thread stops waiting for a
+ * second, so a burst never holds it for long. */
+#define PATIENT_WAIT_MS 100
+static __thread uint64_t patient_gave_up_ns;
+
+void tbp_emit_patient(const struct tbp_record *src)
+{
+	if (!src || !TBP_ACTIVE())
+		return;
+	struct tbp_tbuf *b = atomic_load_explicit(&tbp_start_state, memory_order_acquire) == 2
+		? tbp_current_tbuf() : NULL;
+	if (b && b->reserved == atomic_load_explicit(&b->head, memory_order_relaxed)) {
+		for (int drains = 0;; drains++) {
+			uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+			uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
+			/* room for this record and a LOST record before it */
+			if (b->reserved - tail + 2 <= mask + 1)
+				break;
+			uint64_t now = tbp_now();
+			if (drains == 2) {
+				patient_gave_up_ns = now;
+				break;
+			}
+			if (patient_gave_up_ns && now < patient_gave_up_ns + 1000000000ull)
+				break;
+			tbp_ring_pressure(b); /* grow it, if it may */
+			tbp_drain_now(PATIENT_WAIT_MS);
+		}
+	}
+	tbp_emit(src);
+}
+
 /* ------------------------------------------------------------ definitions */
 
 /* Every definition is kept for the life of the process (a forked child's trace starts by writing them

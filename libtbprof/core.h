@@ -96,6 +96,10 @@ void tbp_slot_commit(struct tbp_record *rec) TBP_HIDDEN;
 /* Same, for records of another stream (GPU activity from the CUPTI thread):
  * stream_kind/stream id are set by the caller in rec->stream_kind/rec->tid. */
 void tbp_emit(const struct tbp_record *rec) TBP_HIDDEN;
+/* tbp_emit for a thread that may wait (CUPTI's, libtbprof's own; never the
+ * host's): when the thread's ring is full it lets the writer drain it first
+ * (bounded) instead of losing the record. */
+void tbp_emit_patient(const struct tbp_record *rec) TBP_HIDDEN;
 
 /* Definitions (rare: interning misses).  Copied; ordered before any record
  * committed after this call returns. */

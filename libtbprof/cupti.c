@@ -702,7 +702,9 @@ static void hold_write_first(void)
 		ours = top.joined;
 	unjoined += !ours;
 	top.rec.u.gpu_kernel.corr = ours; /* corr is at the same place in every GPU kind */
-	tbp_emit(&top.rec);
+	/* Releases come in bursts (a second's records at a forced flush): wait
+	 * for the writer rather than lose them; this is never the host's thread. */
+	tbp_emit_patient(&top.rec);
 }
 
 static void hold_add(const struct tbp_record *rec, uint32_t cupti_corr, uint64_t now)
