@@ -608,7 +608,7 @@ static void hold_write_first(void)
 	uint64_t ours = join_corr(top.cupti_corr);
 	unjoined += !ours;
 	top.rec.u.gpu_kernel.corr = ours; /* corr is at the same place in every GPU kind */
-	tbp_emit(&top.rec);
+	tbp_emit_patient(&top.rec);
 }
 
 static void hold_add(const struct tbp_record *rec, uint32_t cupti_corr, uint64_t now)
