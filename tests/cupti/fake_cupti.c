@@ -305,9 +305,53 @@ EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUp
 	return CUPTI_SUCCESS;
 }
 
+/* cfg.shuffle_seed: the queue's records in a random order (same seed, same order). */
+static void shuffle_queue(void)
+{
+	size_t n = 0, off = 0;
+	while (off < queue_len) {
+		off += aligned(record_size(((CUpti_Activity *)(queue + off))->kind));
+		n++;
+	}
+	size_t *offs = malloc(n * sizeof *offs);
+	uint8_t *copy = malloc(queue_len);
+	if (!offs || !copy) {
+		free(offs);
+		free(copy);
+		return;
+	}
+	off = 0;
+	for (size_t i = 0; i < n; i++) {
+		offs[i] = off;
+		off += aligned(record_size(((CUpti_Activity *)(queue + off))->kind));
+	}
+	for (size_t i = n; i > 1; i--) {
+		uint64_t x = cfg.shuffle_seed;
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		cfg.shuffle_seed = x;
+		size_t j = (size_t)(x % i), t = offs[i - 1];
+		offs[i - 1] = offs[j];
+		offs[j] = t;
+	}
+	size_t out = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = aligned(record_size(((CUpti_Activity *)(queue + offs[i]))->kind));
+		memcpy(copy + out, queue + offs[i], len);
+		out += len;
+	}
+	memcpy(queue, copy, queue_len);
+	free(copy);
+	free(offs);
+}
+
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
 	pthread_mutex_lock(&lock);
+	if (cfg.shuffle_seed)
+		shuffle_queue();
+	size_t per_buffer = cfg.records_per_buffer ? cfg.records_per_buffer : cfg.shuffle_seed ? 3 : 0;
 	size_t off = 0;
 	while (off < queue_len) {
 		uint8_t *buf = NULL;
@@ -319,7 +363,7 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 		while (off < queue_len) {
 			CUpti_Activity *a = (CUpti_Activity *)(queue + off);
 			size_t len = aligned(record_size(a->kind));
-			if (used + len > size || (cfg.records_per_buffer && n == cfg.records_per_buffer))
+			if (used + len > size || (per_buffer && n == per_buffer))
 				break;
 			memcpy(buf + used, a, len);
 			used += len;

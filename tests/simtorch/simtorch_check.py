@@ -14,6 +14,17 @@
         end, stream, kind, GEMMs and FFTs included); the report's breakdown equals the truth's timeline over
         the report's window to the nanosecond.
 
+    simtorch_check.py join --build B --source S
+        tests/simtorch/scripts/train_join.py (an MLP trained for 4 steps: GEMMs through simgpu's cuBLAS and
+        cuBLASLt, which launch as a statically linked runtime does) under simtorch with libtbprof, once with
+        CUPTI's buffers in order and once with SIMGPU_CUPTI_SHUFFLE (handed over late, out of time order).  In
+        each trace: the GPU records equal the truth, each is joined to the very launch that made it (its corr is
+        the id simgpu saw pushed for that op) and carries a line of the script, the forward GEMMs the line that
+        calls the model and the backward ones the loss.backward() line; the GPU records are in time order and
+        tbanalyze reports nothing out of order.  The two reports agree on every figure that does not depend on
+        the run's timing (counts per kind, device, stream and kernel name; steps; window iterations); the
+        timed ones equal each run's own truth (check_trace).
+
 Exit 0 pass, 1 fail, 77 skip (no PyTorch CUDA build, or simgpu not built).
 """
 import argparse
@@ -121,6 +132,138 @@ def check_trace(build, trace, truth_path, what):
     print(f"{what}: {len(got)} GPU records (= truth, {len(libs)} library kernels), busy {busy} ns of {hi - lo}")
 
 
+GEMM_NAMES = ("gemm", "nvjet", "splitKreduce", "gemv")
+
+
+def join_check(build, trace, truth_path, script_path, what):
+    """Every GPU record joined to its own launch, at a line of the script; GEMMs at the forward/backward lines.
+    Returns the JSON report, or None."""
+    tbanalyze = os.path.join(build, "analyze", "tbanalyze")
+    dump = subprocess.run([tbanalyze, "dump", trace, "--json"], capture_output=True, text=True)
+    if dump.returncode != 0:
+        fail(f"{what}: tbanalyze dump exit {dump.returncode}: {dump.stderr[-500:]}")
+        return None
+    recs = [json.loads(line) for line in dump.stdout.splitlines() if line.strip()]
+    with open(script_path) as f:
+        lines = f.readlines()
+    marked = {tag: n for n, line in enumerate(lines, 1) for tag in ("forward", "backward") if f"JOIN:{tag}" in line}
+    frames = {r["id"]: (os.path.realpath(r.get("file_str", "")), r["line"]) for r in recs if r["kind"] == "pyframe"}
+    paths = {r["id"]: (r["frame"], r["parent"]) for r in recs if r["kind"] == "callpath"}
+
+    def script_line(cp):
+        """The innermost frame of the script on call path cp (None if the script is not on it)."""
+        seen = 0
+        while cp and seen < 1000:
+            frame, parent = paths.get(cp, (0, 0))
+            file, line = frames.get(frame, ("", 0))
+            if file == script_path:
+                return line
+            cp, seen = parent, seen + 1
+        return None
+
+    api_kinds = {"launch", "memcpy", "memset", "api", "sync", "malloc", "free"}
+    calls = {r["corr"]: r for r in recs if r["kind"] in api_kinds and r.get("corr")}
+    truth = {}
+    for t in read_truth(truth_path):
+        if t["gpu"] == "1" and t["op"] in ("kernel", "memcpy", "memset"):
+            truth[(t["op"], int(t["start"]), int(t["end"]), int(t["stream"]))] = t
+    kinds = {"gpu_kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+    unjoined, wrong, lineless, gemm_lines, last_ts, back = [], [], [], {}, {}, 0
+    for r in recs:
+        if r["kind"] not in kinds:
+            continue
+        if r["ts"] < last_ts.get(r["device"], 0):
+            back += 1
+        last_ts[r["device"]] = max(last_ts.get(r["device"], 0), r["ts"])
+        name = r.get("name_str", kinds[r["kind"]])
+        call = calls.get(r["corr"])
+        if not r["corr"] or call is None:
+            unjoined.append(name)
+            continue
+        t = truth.get((kinds[r["kind"]], r["ts"], r["end"], r["stream"]))
+        if t is None or t.get("ext_id", "-") == "-" or int(t["ext_id"]) != r["corr"]:
+            wrong.append((name, r["corr"], t.get("ext_id") if t else None))
+            continue
+        line = script_line(call.get("callpath", 0))
+        if line is None:
+            lineless.append((name, call.get("api_name")))
+            continue
+        if any(g in name for g in GEMM_NAMES):
+            gemm_lines[line] = gemm_lines.get(line, 0) + 1
+    n_gpu = sum(1 for r in recs if r["kind"] in kinds)
+    if unjoined:
+        fail(f"{what}: {len(unjoined)} of {n_gpu} GPU records joined to no API call, e.g. {unjoined[:3]}")
+    if wrong:
+        fail(f"{what}: {len(wrong)} GPU records joined to another launch than theirs (name, corr, truth id): "
+             f"{wrong[:3]}")
+    if lineless:
+        fail(f"{what}: {len(lineless)} GPU records whose call has no line of the script: {lineless[:3]}")
+    if back:
+        fail(f"{what}: {back} GPU records come after later ones of their device in the trace")
+    # 3 Linear layers x 4 steps forward; backward: the weight gradient of each layer and the input gradient of
+    # the two upper ones (the first layer's input needs none), x 4 steps.
+    fwd, bwd = gemm_lines.get(marked["forward"], 0), gemm_lines.get(marked["backward"], 0)
+    if fwd != 12 or bwd != 20 or set(gemm_lines) - {marked["forward"], marked["backward"]}:
+        fail(f"{what}: GEMMs by script line {gemm_lines}; want 12 at the forward line {marked['forward']}, "
+             f"20 at the backward line {marked['backward']} and none elsewhere")
+    rep = subprocess.run([tbanalyze, trace], capture_output=True, text=True)
+    if rep.returncode != 0 or "out of time order" in rep.stdout + rep.stderr:
+        fail(f"{what}: tbanalyze exit {rep.returncode}; says records are out of order:\n{rep.stdout[-1500:]}")
+    rep = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True)
+    if rep.returncode != 0:
+        fail(f"{what}: tbanalyze --json exit {rep.returncode}")
+        return None
+    report = json.loads(rep.stdout)
+    if report["trace"]["out_of_order"]:
+        fail(f"{what}: report trace.out_of_order {report['trace']['out_of_order']}")
+    print(f"{what}: {n_gpu - len(unjoined) - len(wrong)} of {n_gpu} GPU records joined to their own launch, "
+          f"GEMMs {fwd} at the forward line, {bwd} at the backward line")
+    return report
+
+
+def untimed_figures(report):
+    """The report's figures that do not depend on the run's timing."""
+    return {
+        "counts": {k: v for k, v in report["counts"].items() if k != "python_spans"},
+        "devices": [(d["device"], d["kernels"], d["memcpy"], d["memset"],
+                     sorted((s["stream"], s["kernels"], s["memcpy"], s["memset"]) for s in d["streams"]))
+                    for d in report["devices"]],
+        "kernels": sorted((k["name"], k["count"]) for k in report["kernels"]),
+        "steps": (report["steps"]["count"], report["steps"]["warmup"]),
+        "iterations": report["window"]["iterations"],
+        "out_of_order": report["trace"]["out_of_order"],
+    }
+
+
+def join(args):
+    simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
+    libtbprof = os.path.join(args.build, "libtbprof", "libtbprof.so")
+    path = os.path.realpath(os.path.join(args.source, "tests", "simtorch", "scripts", "train_join.py"))
+    cmd = [simtorch, sys.executable, path]
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    plain = run(cmd, env, args.timeout, "join (plain)")
+    reports = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        # shuffled: many deliveries (every 5 ms), a third of the buffers held back 1 to 3 of them
+        for mode, extra in (("in order", {}), ("shuffled", {"SIMGPU_CUPTI_SHUFFLE": "11",
+                                                             "SIMGPU_CUPTI_FLUSH_MS": "5"})):
+            trace, truth = os.path.join(tmp, f"{len(reports)}.zst"), os.path.join(tmp, f"{len(reports)}.truth")
+            traced = run(cmd, dict(env, LD_PRELOAD=libtbprof, TBPROF_OUT=trace, SIMGPU_TRUTH=truth, **extra),
+                         args.timeout, f"join {mode} (libtbprof)")
+            if not plain or not traced:
+                return
+            if shape(plain.stdout) != shape(traced.stdout):
+                fail(f"join {mode}: stdout differs under libtbprof\n--- plain\n{plain.stdout}--- libtbprof\n"
+                     f"{traced.stdout}")
+            check_trace(args.build, trace, truth, f"join {mode}")
+            reports[mode] = join_check(args.build, trace, truth, path, f"join {mode}")
+    if all(reports.values()):
+        a, b = untimed_figures(reports["in order"]), untimed_figures(reports["shuffled"])
+        if a != b:
+            fail(f"join: the shuffled run's report differs from the in-order one's:\n{a}\n{b}")
+
+
 def zoo(args):
     simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
     libtbprof = os.path.join(args.build, "libtbprof", "libtbprof.so")
@@ -189,7 +332,7 @@ def script(args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["zoo", "script"])
+    ap.add_argument("mode", choices=["zoo", "script", "join"])
     ap.add_argument("model", nargs="?")
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
@@ -203,6 +346,8 @@ def main():
         return SKIP
     if args.mode == "zoo":
         zoo(args)
+    elif args.mode == "join":
+        join(args)
     else:
         script(args)
     print(f"{len(failures)} failure(s)")
