@@ -227,6 +227,8 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	tbp_cfg.native = tbp_env_bool("TBPROF_NATIVE", false);
 	tbp_cfg.native_depth = (unsigned)env_uint("TBPROF_NATIVE_DEPTH", 16, 1, 128, false);
 	tbp_cfg.cupti = tbp_env_bool("TBPROF_CUPTI", true);
+	tbp_cfg.cupti_buffer_bytes =
+		(size_t)env_uint("TBPROF_CUPTI_BUFFER_SIZE", 32ull << 20, 256u << 10, 1ull << 34, true);
 	tbp_cfg.fork_mode = tbp_env_bool("TBPROF_FORK", true) ? 1 : 0;
 	tbp_cfg.trace_all = tbp_env_bool("TBPROF_TRACE_ALL", false);
 	tbp_cfg.verbose = env_verbose("TBPROF_VERBOSE");
@@ -1463,6 +1465,43 @@ void tbp_drain_now(unsigned timeout_ms)
 	}
 }
 
+/* ------------------------------------------------------------ hook registry */
+
+/* Filled by interpose/'s load-time constructors; read lock-free (from signal
+ * handlers and atfork handlers too): an entry is written before the count
+ * that publishes it. */
+static const struct tbp_hook_ops *hook_ops[TBP_MAX_HOOK_OPS];
+static atomic_uint n_hook_ops;
+
+static void hook_ops_restore_default(int sig)
+{
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned i = 0; i < n; i++)
+		if (hook_ops[i]->signal_restore_default)
+			hook_ops[i]->signal_restore_default(sig);
+}
+
+static void tbp_on_signal(int sig);
+/* Serializes the trace start, hook registration and fork. */
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void tbp_register_hook_ops(const struct tbp_hook_ops *ops)
+{
+	pthread_mutex_lock(&start_lock);
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_relaxed);
+	if (n < TBP_MAX_HOOK_OPS) {
+		hook_ops[n] = ops;
+		atomic_store_explicit(&n_hook_ops, n + 1, memory_order_release);
+		/* A library that started the trace from its own constructor ran
+		 * before ours: the handlers are installed now. */
+		if (ops->signals_install && atomic_load(&tbp_start_state) == 2)
+			ops->signals_install(tbp_on_signal);
+	} else {
+		tbp_log("internal: more than %d hook registrations; one ignored", TBP_MAX_HOOK_OPS);
+	}
+	pthread_mutex_unlock(&start_lock);
+}
+
 /* ------------------------------------------------------------ signals */
 
 /* Runs in whichever thread got the signal.  No I/O and no locks: it asks the
@@ -1485,19 +1524,21 @@ static void tbp_on_signal(int sig)
 			futex_wait(&writer_exited, 0, (unsigned)((deadline - now) / 1000000ull) + 1);
 		}
 	}
-	tbp_signal_restore_default(sig);
+	hook_ops_restore_default(sig);
 	raise(sig);   /* delivered when this handler returns (sig is blocked now) */
 	errno = saved_errno;
 }
 
 static void tbp_install_signal_handlers(void)
 {
-	tbp_signals_install(tbp_on_signal);
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned i = 0; i < n; i++)
+		if (hook_ops[i]->signals_install)
+			hook_ops[i]->signals_install(tbp_on_signal);
 }
 
 /* ------------------------------------------------------------ lifecycle */
 
-static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int shutdown_done;
 static atomic_int exit_hook_registered;
 static bool is_fork_child;
@@ -1746,14 +1787,17 @@ static void tbp_atfork_prepare(void)
 	pthread_mutex_lock(&intern_lock);
 	pthread_mutex_lock(&def_lock);
 	pthread_mutex_lock(&registry_lock);
-	if (tbp_interpose_fork_prepare)
-		tbp_interpose_fork_prepare();
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned i = 0; i < n; i++)
+		if (hook_ops[i]->fork_prepare)
+			hook_ops[i]->fork_prepare();
 }
 
 static void tbp_atfork_parent(void)
 {
-	if (tbp_interpose_fork_parent)
-		tbp_interpose_fork_parent();
+	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
+		if (hook_ops[i]->fork_parent)
+			hook_ops[i]->fork_parent();
 	pthread_mutex_unlock(&registry_lock);
 	pthread_mutex_unlock(&def_lock);
 	pthread_mutex_unlock(&intern_lock);
@@ -1774,12 +1818,11 @@ static void tbp_atfork_child(void)
 	pthread_mutex_init(&intern_lock, NULL);
 	pthread_mutex_init(&start_lock, NULL);
 	tbp_py_fork_child();
-	if (tbp_interpose_fork_child)
-		tbp_interpose_fork_child();
+	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
+		if (hook_ops[i]->fork_child)
+			hook_ops[i]->fork_child();
 	if (tbp_cupti_fork_child)
 		tbp_cupti_fork_child();
-	if (tbp_hip_timing_fork_child)
-		tbp_hip_timing_fork_child();
 	if (atomic_load(&tbp_start_state) != 2) {
 		/* The parent was not tracing (not yet, or it could not): the
 		 * child is the same kind of process, nothing else to reset. */

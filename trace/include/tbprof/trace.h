@@ -20,8 +20,8 @@
 extern "C" {
 #endif
 
-#define TBP_FORMAT_VERSION 1
-#define TBP_MIN_READER_VERSION 1
+#define TBP_FORMAT_VERSION 2
+#define TBP_MIN_READER_VERSION 2
 #define TBP_MAX_FIELDS 16
 
 /* Errors: a pinned enum, stable across versions (exit codes and JSON use them). */
