@@ -137,7 +137,9 @@ static const char record_help[] =
 	"    --hip-events\n"
 	"        HIP: time launches and copies with hipEvents (TBPROF_HIP_EVENTS=1).\n"
 	"    --report\n"
-	"        When the command ends, run tbanalyze on each trace it left (stdout).\n"
+	"        When the command ends, run tbanalyze on the traces it left (stdout):\n"
+	"        for a directory OUT with several (a job's ranks), tbanalyze OUT, each\n"
+	"        rank and the cross-rank view; otherwise each trace.\n"
 	"    -q, --quiet\n"
 	"        Do not print where the traces went.\n"
 	"    -v, --verbose\n"
@@ -486,13 +488,18 @@ static int cmp_str(const void *a, const void *b)
  * given (OUT itself; <stem>.<pid>[-N]<ext>; %p and %r as wildcards; every
  * .zst in a directory OUT), traces by their magic, modified since the
  * command started (the coarse clock: file times come from it). */
+static bool out_is_dir(const char *out)
+{
+	struct stat st;
+	size_t len = strlen(out);
+	return (len && out[len - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
 static void find_traces(const char *out, const struct timespec *since, struct found *fd)
 {
 	char dir[PATH_MAX], pat[PATH_MAX], alt[2 * PATH_MAX + 8];
 	struct stat st;
-	size_t len = strlen(out);
-	bool is_dir = (len && out[len - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
-	if (is_dir) {
+	if (out_is_dir(out)) {
 		snprintf(dir, sizeof dir, "%s", out);
 		snprintf(pat, sizeof pat, "*.zst");
 		alt[0] = 0;
@@ -576,20 +583,25 @@ static void print_summary(const struct found *fd, bool trace_all)
 	fputc('\n', stderr);
 }
 
-static void run_reports(const struct found *fd)
+/* --report: tbanalyze on what the run left.  A directory OUT with several
+ * traces (the ranks of a job) is one report, tbanalyze DIR: each rank and
+ * the cross-rank view; otherwise one report per trace. */
+static void run_reports(const struct found *fd, const char *out_dir)
 {
 	char tba[PATH_MAX];
 	if (!find_piece(tba, sizeof tba, "../analyze", TBPROF_INSTALL_BINDIR, "tbanalyze")) {
 		fprintf(stderr, "tbprof: --report: tbanalyze not found beside %s\n", prog_dir ? prog_dir : "tbprof");
 		return;
 	}
-	for (size_t i = 0; i < fd->n; i++) {
-		if (fd->n > 1)
-			printf("%s== %s ==\n", i ? "\n" : "", fd->paths[i]);
+	size_t n = out_dir && fd->n > 1 ? 1 : fd->n;
+	for (size_t i = 0; i < n; i++) {
+		const char *what = n < fd->n ? out_dir : fd->paths[i];
+		if (n > 1)
+			printf("%s== %s ==\n", i ? "\n" : "", what);
 		fflush(stdout);
 		pid_t pid = fork();
 		if (pid == 0) {
-			execl(tba, "tbanalyze", fd->paths[i], (char *)NULL);
+			execl(tba, "tbanalyze", what, (char *)NULL);
 			fprintf(stderr, "tbprof: %s: %s\n", tba, strerror(errno));
 			_exit(EXIT_CANNOT_RUN);
 		}
@@ -681,7 +693,7 @@ static int cmd_record(int argc, char **argv)
 		print_summary(&fd, trace_all);
 	}
 	if (o.report && fd.n)
-		run_reports(&fd);
+		run_reports(&fd, out_is_dir(o.out) ? o.out : NULL);
 	exit_like(status);
 	return 0;
 }

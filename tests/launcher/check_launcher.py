@@ -227,7 +227,16 @@ def scenario_report():
     p = tbprof(["report", "info", os.path.join(d, "trace.zst")])
     if p.returncode != 0 or "process:" not in p.stdout:
         fail(f"tbprof report info: rc {p.returncode}, {p.stdout[:200]!r} {p.stderr!r}")
-    print("ok: --report prints tbanalyze's report after the command's output; tbprof report runs tbanalyze")
+    # the ranks of a job in a directory: one report, tbanalyze DIR's
+    script = os.path.join(d, "spin.py")
+    with open(script, "w") as f:
+        f.write(spin)
+    two = f"RANK=0 WORLD_SIZE=2 {PY} {script} && RANK=1 WORLD_SIZE=2 {PY} {script}"
+    p = tbprof(["record", "--trace-all", "--report", "-o", "ranks", "--", "sh", "-c", two], cwd=d)
+    if p.returncode != 0 or "tbanalyze ranks: 2 traces" not in p.stdout or p.stdout.count("tbanalyze ") != 1:
+        fail(f"--report on a directory: rc {p.returncode}, stdout {p.stdout[:500]!r}, stderr {p.stderr!r}")
+    print("ok: --report prints tbanalyze's report after the command's output (a directory of ranks: one "
+          "cross-rank report); tbprof report runs tbanalyze")
 
 
 def main():
