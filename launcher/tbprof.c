@@ -101,7 +101,9 @@ static const char record_help[] =
 	"\n"
 	"OPTIONS\n"
 	"    -o, --output OUT\n"
-	"        Where the trace goes (TBPROF_OUT; default trace.zst).  OUT is a file\n"
+	"        Where the trace goes (TBPROF_OUT, made absolute: a program that\n"
+	"        changes directory still writes it there; default trace.zst in the\n"
+	"        current directory).  OUT is a file\n"
 	"        when it ends in .zst, holds %p (the pid) or %r (the rank), or is an\n"
 	"        existing file; otherwise it is a directory, created if missing, that\n"
 	"        holds one file per process: rank<N>.zst for each rank of a torchrun,\n"
@@ -379,7 +381,6 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 			if (!*v)
 				usage_error("%s: empty output name", a);
 			o->out = output_name(a, v);
-			set_var(o, "TBPROF_OUT", o->out);
 		} else if (opt_is(argv, argc, &i, "--python-depth", NULL, true, &v)) {
 			check_number("--python-depth", v, 1, 1024, false);
 			set_var(o, "TBPROF_PY_DEPTH", v);
@@ -417,10 +418,24 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 	if (i >= argc)
 		usage_error("no command to run");
 	o->command = argv + i;
-	if (!o->out) {
-		const char *env_out = getenv("TBPROF_OUT");
-		o->out = env_out && *env_out ? env_out : "trace.zst";
+	const char *env_out = getenv("TBPROF_OUT");
+	if (!o->out && env_out && *env_out) {
+		o->out = env_out;   /* the caller's own variable: passed on as it is */
+		return;
 	}
+	if (!o->out)
+		o->out = "trace.zst";
+	/* Made absolute from here: libtbprof resolves a relative name against
+	 * the directory current when tracing starts, and a program that has
+	 * changed directory by then would put its trace where tbprof does
+	 * not look. */
+	static char abs_out[PATH_MAX + 2];
+	char cwd[PATH_MAX];
+	if (o->out[0] != '/' && getcwd(cwd, sizeof cwd) &&
+	    snprintf(abs_out, sizeof abs_out, "%s/%s", cwd, o->out) < (int)sizeof abs_out)
+		set_var(o, "TBPROF_OUT", abs_out);
+	else
+		set_var(o, "TBPROF_OUT", o->out);
 }
 
 /* ------------------------------------------------------------ running */

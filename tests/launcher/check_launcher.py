@@ -185,7 +185,7 @@ def scenario_env():
     if lines[0] != LIB:
         fail(f"LD_PRELOAD {lines[0]!r}, expected the absolute {LIB}")
     want = [("TBPROF_BUFFER_SIZE", "1M"), ("TBPROF_CUPTI", "0"), ("TBPROF_FORK", "0"), ("TBPROF_HIP_EVENTS", "1"),
-            ("TBPROF_NATIVE", "1"), ("TBPROF_NATIVE_DEPTH", "5"), ("TBPROF_OUT", "x/%r.zst"),
+            ("TBPROF_NATIVE", "1"), ("TBPROF_NATIVE_DEPTH", "5"), ("TBPROF_OUT", os.path.join(os.path.realpath(d), "x/%r.zst")),
             ("TBPROF_PYTHON", "0"), ("TBPROF_PY_DEPTH", "9"), ("TBPROF_PY_SPAN_US", "50"),
             ("TBPROF_TRACE_ALL", "1"), ("TBPROF_TSC", "0"), ("TBPROF_VERBOSE", "1")]
     if lines[1] != repr(want):
@@ -195,7 +195,20 @@ def scenario_env():
     p = tbprof(["record", "-q", "--"] + show, cwd=d, extra={"LD_PRELOAD": other})
     if p.stdout.splitlines()[0] != f"{other}:{LIB}":
         fail(f"LD_PRELOAD {p.stdout.splitlines()[0]!r}, expected {other}:{LIB}")
-    print(f"ok: options -> {len(want) - 1} TBPROF_* variables, an inherited one kept; LD_PRELOAD {other}:libtbprof")
+    # a program that changes directory before tracing starts: the trace is
+    # still where tbprof was asked to put it
+    sub = os.path.join(d, "elsewhere")
+    os.mkdir(sub)
+    p = tbprof(["record", "-o", "cd.zst", "--", PY, "-c",
+                f"import os, ctypes; os.chdir({sub!r}); ctypes.CDLL(None).tbprof_marker(0, 0, b'x')"], cwd=d)
+    if p.returncode != 0 or not os.path.exists(os.path.join(d, "cd.zst")) or os.listdir(sub):
+        fail(f"chdir before tracing: rc {p.returncode}, {os.listdir(d)}, {os.listdir(sub)}, {p.stderr!r}")
+    # the caller's own TBPROF_OUT (no -o) is passed on as it is
+    p = tbprof(["record", "-q", "--"] + show, cwd=d, extra={"TBPROF_OUT": "mine-%p.zst"})
+    if "('TBPROF_OUT', 'mine-%p.zst')" not in p.stdout:
+        fail(f"inherited TBPROF_OUT: {p.stdout!r}")
+    print(f"ok: options -> {len(want) - 1} TBPROF_* variables, an inherited one kept; LD_PRELOAD {other}:libtbprof; "
+          "-o absolute (a chdir before tracing starts does not move the trace)")
 
 
 def scenario_wrapper():
