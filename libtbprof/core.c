@@ -963,6 +963,35 @@ static void directory_out(char *base, size_t cap)
 		snprintf(base + len, cap - len, "%s%s", slash ? "" : "/", name);
 }
 
+static void tagged_name(char *dst, size_t cap, const char *base, const char *tag);
+
+/* The output's base name.  torchrun's agent starts before its ranks: with
+ * a plain file name it would take the name and leave the ranks the per-pid
+ * ones, so it writes "<stem>.agent<ext>" (an explicit %r names it
+ * already). */
+static void output_base(char *base, size_t cap, bool *had_pid)
+{
+	expand_out(base, cap, tbp_cfg.out, had_pid);
+	size_t len = strlen(base);
+	directory_out(base, cap);
+	if (strlen(base) == len && tbp_cfg.launcher_agent && !strstr(tbp_cfg.out, "%r")) {
+		char plain[PATH_MAX];
+		snprintf(plain, sizeof plain, "%s", base);
+		tagged_name(base, cap, plain, "agent");
+	}
+}
+
+/* "trace.zst" -> "trace.<tag>.zst": the tag goes after the stem. */
+static void tagged_name(char *dst, size_t cap, const char *base, const char *tag)
+{
+	const char *slash = strrchr(base, '/');
+	const char *dot = strchr(slash ? slash + 1 : base, '.');
+	if (dot)
+		snprintf(dst, cap, "%.*s.%s%s", (int)(dot - base), base, tag, dot);
+	else
+		snprintf(dst, cap, "%s.%s", base, tag);
+}
+
 /* The per-pid name: "trace.zst" -> "trace.<pid>.zst". */
 static void unique_name(char *dst, size_t cap, const char *base, int serial)
 {
@@ -971,12 +1000,7 @@ static void unique_name(char *dst, size_t cap, const char *base, int serial)
 		snprintf(id, sizeof id, "%d-%d", (int)getpid(), serial);
 	else
 		snprintf(id, sizeof id, "%d", (int)getpid());
-	const char *slash = strrchr(base, '/');
-	const char *dot = strchr(slash ? slash + 1 : base, '.');
-	if (dot)
-		snprintf(dst, cap, "%.*s.%s%s", (int)(dot - base), base, id, dot);
-	else
-		snprintf(dst, cap, "%s.%s", base, id);
+	tagged_name(dst, cap, base, id);
 }
 
 /* May we truncate this open regular file?  Only when it is empty or a
@@ -1050,8 +1074,7 @@ static int tbp_open_output(void)
 {
 	bool had_pid;
 	char base[PATH_MAX];
-	expand_out(base, sizeof base, tbp_cfg.out, &had_pid);
-	directory_out(base, sizeof base);
+	output_base(base, sizeof base, &had_pid);
 	snprintf(out_path, sizeof out_path, "%s", base);
 	enum out_refusal refused;
 	struct stat st;
