@@ -100,7 +100,7 @@ def check_straggler(name, rep, exp, unrecorded=False):
     ranks = [r["rank"] for r in rep["ranks"]]
     check(ranks == list(range(exp["world"])), f"{name}: ranks {ranks}")
     for r in rep["ranks"]:
-        check(r["report"]["schema"] == "tbprof-report" and r["report"]["steps"]["count"] == exp["steps"] + 1,
+        check(r["report"]["schema"] == "tbprof-report" and r["report"]["steps"]["count"] == exp["marked_steps"],
               f"{name}: rank {r['rank']}'s own report: steps {r['report'].get('steps')}")
 
 
@@ -151,6 +151,17 @@ def part_ranks(gen, tmp):
         d = os.path.join(tmp, f"unrecorded-{mode}-{world}")
         exp = gen_run(gen, d, world, world - 1, mode, "s")
         check_straggler(f"{mode}, world {world}, the straggler's calls unrecorded", report([d]), exp, unrecorded=True)
+    # Rank 1 counts one more warm-up step: its first steady step is the
+    # others' second; wall clock lines them up (by index they would be a
+    # step apart, and rank 1 a whole step late).
+    for mode, world, straggler in (("c10d", 2, 0), ("ddp", 3, 2), ("nccl", 2, 1)):
+        d = os.path.join(tmp, f"warmup-{mode}-{world}")
+        exp = gen_run(gen, d, world, straggler, mode, "w")
+        rep = report([d])
+        check_straggler(f"{mode}, world {world}, rank 1 with two warm-up steps", rep, exp)
+        if rep:
+            firsts = [r["first_aligned_step"] for r in rep["ranks"]]
+            check(firsts == [0 if r == 1 else 1 for r in range(world)], f"first aligned steps {firsts}")
     # Every trace starts a step early (an extra step before the marks): the same.
     d = os.path.join(tmp, "early")
     exp = gen_run(gen, d, 2, 1, "ddp", "e")

@@ -1085,7 +1085,9 @@ static void write_big(const char *path, long iters, unsigned lag)
  * the process record (the file name says it); e = the trace starts a step
  * early (an extra unmarked step before the marks: alignment by wall clock);
  * s = the straggler's collective calls are not recorded (under the span
- * threshold: it does not wait in them). */
+ * threshold: it does not wait in them); w = rank 1 has two warm-up steps,
+ * the others one (its first steady step is their second: wall clock lines
+ * them up). */
 #define RANK_STEPS 10
 #define RANK_SLOW_NS (3000 * US)
 static void scen_rank(const char *spec)
@@ -1169,8 +1171,9 @@ static void scen_rank(const char *spec)
 		span(0, sb + 1 * US, se - 1 * US, cp_step);
 		if (i >= 0)
 			marker(se, TBP_MARK_ITER_END, (uint64_t)i);
-		if (i == 0)
-			marker(se + 1 * US, TBP_MARK_WARMUP_END, 1);
+		/* w: rank 1 sets two steps apart as warm-up, the others one. */
+		if (i == (strchr(flags, 'w') && rank == 1 ? 1 : 0))
+			marker(se + 1 * US, TBP_MARK_WARMUP_END, (uint64_t)i + 1);
 		t = se + 20 * US;
 	}
 	span(0, t_first - 100 * US, t + 100 * US, cp_loop);
@@ -1180,8 +1183,10 @@ static void scen_rank(const char *spec)
 static void write_rank_expect(const char *path, const char *spec)
 {
 	int rank = 0, world = 2, straggler = -1;
-	char mode[16] = "c10d";
-	sscanf(spec, "%d,%d,%d,%15[a-z0-9]", &rank, &world, &straggler, mode);
+	char mode[16] = "c10d", flags[16] = "";
+	sscanf(spec, "%d,%d,%d,%15[a-z0-9],%15[a-z]", &rank, &world, &straggler, mode, flags);
+	/* w: every rank's steps compared from rank 1's first steady step on. */
+	int steps = RANK_STEPS - 1 - (strchr(flags, 'w') && world > 1);
 	FILE *f = fopen(path, "w");
 	if (!f) {
 		perror(path);
@@ -1192,10 +1197,11 @@ static void write_rank_expect(const char *path, const char *spec)
 	if (straggler >= 0 && strcmp(mode, "none"))
 		for (int r = 0; r < world; r++)
 			if (r != straggler)
-				wait += (RANK_STEPS - 1) * (RANK_SLOW_NS + (uint64_t)(straggler - r) * 3 * US);
+				wait += (uint64_t)steps * (RANK_SLOW_NS + (uint64_t)(straggler - r) * 3 * US);
 	fprintf(f, "{\"straggler\": %d, \"file\": \"data.py\", \"function\": \"augment\", \"line\": 31, "
-		   "\"steps\": %d, \"wait_ns\": %" PRIu64 ", \"extra_ns\": %" PRIu64 ", \"world\": %d}\n",
-		straggler, RANK_STEPS - 1, wait, (uint64_t)((RANK_STEPS - 1) * RANK_SLOW_NS), world);
+		   "\"steps\": %d, \"marked_steps\": %d, \"wait_ns\": %" PRIu64 ", \"extra_ns\": %" PRIu64
+		   ", \"world\": %d}\n",
+		straggler, steps, RANK_STEPS, wait, (uint64_t)(steps * RANK_SLOW_NS), world);
 	fclose(f);
 }
 
