@@ -228,6 +228,7 @@ struct an_kernel_stat {
 struct an_span_stat {
 	uint64_t callpath, count, total_ns;
 	uint64_t self_ns; /* minus the spans directly inside (same thread) */
+	int backward_wait; /* a call of torch's backward() / autograd.grad(): its thread waits on autograd's */
 };
 
 struct an_site_stat { /* GPU and host time per call site (for diff) */
@@ -301,6 +302,7 @@ struct analysis {
 		uint64_t warmup;     /* of which set apart as warm-up */
 		uint64_t median_ns;  /* median time per step after warm-up */
 		uint64_t function;   /* detected: call path of the step function's spans */
+		uint64_t loop;       /* detected from lines: call path at the line each step starts from */
 	} steps;
 	struct vec step_ivs;         /* detected steps (struct an_step), first pass only */
 	struct vec idle_parts; /* struct an_finding (AN_F_IDLE_PART), biggest first */

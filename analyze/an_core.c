@@ -392,7 +392,7 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 		return rc;
 	struct an_opts again = a->opts;
 	struct vec steps = a->step_ivs;
-	uint64_t function = a->steps.function;
+	uint64_t function = a->steps.function, loop = a->steps.loop;
 	a->step_ivs = (struct vec){0};
 	an_free(a);
 	again.synth_steps = steps.data;
@@ -403,6 +403,7 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	a->step_ivs = steps; /* freed with the analysis */
 	a->steps.source = AN_STEPS_DETECTED;
 	a->steps.function = function;
+	a->steps.loop = loop;
 	return rc;
 }
 

@@ -227,6 +227,8 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	tbp_cfg.native = tbp_env_bool("TBPROF_NATIVE", false);
 	tbp_cfg.native_depth = (unsigned)env_uint("TBPROF_NATIVE_DEPTH", 16, 1, 128, false);
 	tbp_cfg.cupti = tbp_env_bool("TBPROF_CUPTI", true);
+	tbp_cfg.cupti_buffer_bytes =
+		(size_t)env_uint("TBPROF_CUPTI_BUFFER_SIZE", 32ull << 20, 256u << 10, 1ull << 34, true);
 	tbp_cfg.fork_mode = tbp_env_bool("TBPROF_FORK", true) ? 1 : 0;
 	tbp_cfg.trace_all = tbp_env_bool("TBPROF_TRACE_ALL", false);
 	tbp_cfg.verbose = env_verbose("TBPROF_VERBOSE");

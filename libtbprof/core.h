@@ -30,6 +30,7 @@ struct tbp_config {
 	bool native;             /* TBPROF_NATIVE: native stacks (default 0) */
 	unsigned native_depth;   /* TBPROF_NATIVE_DEPTH (default 16) */
 	bool cupti;              /* TBPROF_CUPTI (default 1) */
+	size_t cupti_buffer_bytes; /* TBPROF_CUPTI_BUFFER_SIZE: all CUPTI activity buffers (default 32 MiB; 0 = default) */
 	int fork_mode;           /* TBPROF_FORK: 0 inert child, 1 child traces (default 1) */
 	bool trace_all;          /* TBPROF_TRACE_ALL: write a trace even without CUDA use */
 	int verbose;             /* TBPROF_VERBOSE */

@@ -922,14 +922,15 @@ uint64_t tbp_py_callpath(void)
  * to ns with a rate calibrated against CLOCK_MONOTONIC at install time;
  * span timestamps are anchored on a tbp_now() read at the span's end. */
 static double ns_per_tick;            /* 0: ticks are tbp_now() ns */
+static bool counter_ticks;            /* ns_per_tick > 0, as a flag (tested on every call) */
 static uint64_t span_ticks;           /* the span threshold, in ticks */
 static inline __attribute__((always_inline)) uint64_t ticks(void)
 {
 #if defined(__x86_64__)
-	if (TBP_LIKELY(ns_per_tick > 0))
+	if (TBP_LIKELY(counter_ticks))
 		return __builtin_ia32_rdtsc();
 #elif defined(__aarch64__)
-	if (TBP_LIKELY(ns_per_tick > 0)) {
+	if (TBP_LIKELY(counter_ticks)) {
 		uint64_t v;
 		__asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(v));
 		return v;
@@ -945,6 +946,7 @@ static void calibrate_ticks(void)
 {
 #if defined(__x86_64__) || defined(__aarch64__)
 	ns_per_tick = 1; /* let ticks() read the counter */
+	counter_ticks = true;
 	uint64_t n0 = tbp_now(), t0 = ticks(), n1, t1;
 	do {
 		n1 = tbp_now();
@@ -952,6 +954,7 @@ static void calibrate_ticks(void)
 	} while (n1 - n0 < 2000000); /* 2 ms, once */
 	double rate = t1 > t0 ? (double)(n1 - n0) / (double)(t1 - t0) : 0;
 	ns_per_tick = rate > 0.01 && rate < 100 ? rate : 0;
+	counter_ticks = ns_per_tick > 0;
 #endif
 	span_ticks = ns_per_tick > 0 ? (uint64_t)((double)tbp_cfg.py_span_ns / ns_per_tick)
 		: tbp_cfg.py_span_ns;
@@ -1119,31 +1122,59 @@ static __attribute__((noinline)) void record_span(void *tstate, uintptr_t code, 
 	tbp_guard_leave();
 }
 
+/* The stack pointer, roughly: __builtin_frame_address would make the hook
+ * keep a frame pointer (two more instructions on every Python call). */
+static inline __attribute__((always_inline)) uintptr_t stack_pointer(void)
+{
+	uintptr_t sp;
+#if defined(__x86_64__)
+	__asm__("mov %%rsp, %0" : "=r"(sp));
+#elif defined(__aarch64__)
+	__asm__("mov %0, sp" : "=r"(sp));
+#else
+	sp = (uintptr_t)__builtin_frame_address(0);
+#endif
+	return sp;
+}
+
+/* A call of torch's backward()/grad() (note_blocking said so): the same as
+ * the hook's common path, plus the blocking path's bookkeeping, kept out of
+ * the hook so that its frame holds no flag for it across the call. */
+static __attribute__((noinline)) void *eval_blocking(void *tstate, void *frame, int throwflag, uintptr_t code)
+{
+	guard.depth++;
+	uint64_t k0 = ticks();
+	void *result = prev_eval(tstate, frame, throwflag);
+	uint64_t dk = ticks() - k0;
+	guard.depth--;
+	blocking_depth--;
+	atomic_store_explicit(&blocking_path, 0, memory_order_release);
+	if (dk >= span_ticks && TBP_ACTIVE() && is_code(code))
+		record_span(tstate, code, dk);
+	return result;
+}
+
+/* Runs on every Python call while installed: what it costs is what a
+ * traced program pays per call (doc/python.md), so the common path is two
+ * counter reads, the guard's compare, and the few loads below. */
 static void *tbp_eval_frame(void *tstate, void *frame, int throwflag)
 {
-	eval_frame_fn next = prev_eval;
 	if (!TBP_ACTIVE() || atomic_load_explicit(&py_state, memory_order_relaxed) != PY_READY)
-		return next(tstate, frame, throwflag);
+		return prev_eval(tstate, frame, throwflag);
 	struct stack_guard *g = &guard;
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 	if (g->depth == 0)
-		guard_start(g, sp);
-	else if (TBP_UNLIKELY(sp < g->limit || g->depth >= guard_max_depth))
+		guard_start(g, stack_pointer());
+	else if (TBP_UNLIKELY(stack_pointer() < g->limit || g->depth >= guard_max_depth))
 		return step_aside(tstate, frame, throwflag);
 	uintptr_t code = frame_code(frame);
 	/* The name compare first: it rejects almost every call for two loads. */
-	bool blocking = false;
-	if (TBP_UNLIKELY(is_code(code) && maybe_blocking_name(code)))
-		blocking = note_blocking(tstate, code);
+	if (TBP_UNLIKELY(is_code(code) && maybe_blocking_name(code)) && note_blocking(tstate, code))
+		return eval_blocking(tstate, frame, throwflag, code);
 	g->depth++;
 	uint64_t k0 = ticks();
-	void *result = next(tstate, frame, throwflag);
+	void *result = prev_eval(tstate, frame, throwflag);
 	uint64_t dk = ticks() - k0;
-	g->depth--;
-	if (TBP_UNLIKELY(blocking)) {
-		blocking_depth--;
-		atomic_store_explicit(&blocking_path, 0, memory_order_release);
-	}
+	guard.depth--;
 	if (TBP_UNLIKELY(dk >= span_ticks) && TBP_ACTIVE() && is_code(code))
 		record_span(tstate, code, dk);
 	return result;

@@ -188,6 +188,11 @@ unsigned tbp_kind_schema_flags(const struct tbp_kind_info *ki)
 	return flags;
 }
 
+size_t tbp_record_size(void)
+{
+	return sizeof(struct tbp_record);
+}
+
 int tbp_is_trace_prefix(const void *bytes, size_t n)
 {
 	const uint8_t *b = bytes;

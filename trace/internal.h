@@ -139,4 +139,75 @@ static inline uint64_t tbp_unzigzag(uint64_t z)
 	return (z >> 1) ^ (uint64_t)-(int64_t)(z & 1);
 }
 
+
+/* Format version 2 codes the kinds column, and each ts or field column
+ * whose coding byte says so (TBP_COLUMN_RUNS), as runs of a value x: the
+ * kind, or zigzag(delta) for ts and the fields.  An entry is the varint of x * 2 + more, a 65-bit number
+ * (LEB128, at most 10 bytes, the last one carrying bits 63 and 64);
+ * more = 1: the varint of (run length - 2) follows, and x repeats that
+ * many records.  A column that does not change (a name, a
+ * grid, a stream) or changes by a fixed step (a correlation id) is one
+ * entry per chunk instead of one byte per record: fewer bytes for zstd to
+ * read, the writer's main cost (doc/trace-format.md 3.1). */
+#define TBP_RUN_ENTRY_MAX (TBP_VARINT_MAX + 5)
+/* Version 2: the first byte of a ts or field column says how it is coded
+ * for the chunk: a zigzag varint per record (as version 1), or runs. */
+#define TBP_COLUMN_PLAIN 0u
+#define TBP_COLUMN_RUNS 1u
+/* Records per chunk in version 2: runs make a chunk's size no longer bound
+ * its record count, so the count is bounded instead (the reader expands
+ * the kinds column into a buffer of this many bytes at most). */
+#define TBP_CHUNK_MAX_RECORDS 65536u
+static inline size_t tbp_put_run(uint8_t *p, uint64_t z, uint32_t n)
+{
+	uint64_t more = n > 1;
+	size_t len;
+	if (z < (1ull << 63)) {
+		len = tbp_put_varint(p, z << 1 | more);
+	} else {
+		/* Bits 0..62 of the 65-bit entry in nine bytes, bits 63..64
+		 * (the top two bits of z) in the tenth. */
+		uint64_t lo = z << 1 | more;
+		for (len = 0; len < 9; len++, lo >>= 7)
+			p[len] = (uint8_t)(lo | 0x80);
+		p[len++] = (uint8_t)(z >> 62);
+	}
+	if (more)
+		len += tbp_put_varint(p + len, (uint64_t)n - 2);
+	return len;
+}
+/* One run entry from [*pp, end): 0 with its value *x and length *n (1..
+ * TBP_CHUNK_MAX_RECORDS) set, -1 when malformed or cut short. */
+static inline int tbp_get_run(const uint8_t **pp, const uint8_t *end, uint64_t *x, uint32_t *n)
+{
+	const uint8_t *p = *pp;
+	uint64_t v = 0, top = 0;
+	for (unsigned shift = 0;; shift += 7) {
+		if (p >= end)
+			return -1;
+		uint8_t b = *p++;
+		if (shift == 63) {
+			if (b > 3)
+				return -1;
+			v |= (uint64_t)(b & 1) << 63;
+			top = b >> 1;
+			break;
+		}
+		v |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			break;
+	}
+	uint64_t len = 1;
+	if (v & 1) {
+		uint64_t extra;
+		if (tbp_get_varint(&p, end, &extra) || extra > TBP_CHUNK_MAX_RECORDS - 2)
+			return -1;
+		len = extra + 2;
+	}
+	*x = v >> 1 | top << 63;
+	*n = (uint32_t)len;
+	*pp = p;
+	return 0;
+}
+
 #endif

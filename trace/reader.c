@@ -38,6 +38,7 @@ struct kind_cursor {
 	unsigned ncols;   /* ts + fields (the blob columns are handled apart) */
 	unsigned nout;    /* fields handed out: min(schema, this library) */
 	uint8_t has_blob, end_from_ts;
+	uint8_t runs;     /* version 2 file: each ts and field column says its coding */
 	uint32_t left;    /* records of this kind in the chunk not yet batched */
 	unsigned bi, bn;  /* next row of the batch, rows decoded */
 	const char *err;  /* set: row bn could not be decoded, for this reason */
@@ -59,6 +60,12 @@ struct kind_cursor {
 	uint64_t row[BATCH][ROW];
 	const uint8_t *blob[BATCH];
 	uint32_t blob_len[BATCH];
+	/* Version 2: which columns are runs in this chunk, and each one's
+	 * current run: its delta and the records it still covers (0: the next
+	 * entry is read first). */
+	uint8_t col_runs[1 + TBP_SCHEMA_MAX_FIELDS];
+	uint64_t run_delta[1 + TBP_SCHEMA_MAX_FIELDS];
+	uint32_t run_left[1 + TBP_SCHEMA_MAX_FIELDS];
 };
 
 struct tbp_reader {
@@ -86,7 +93,14 @@ struct tbp_reader {
 	uint64_t chunk_left, chunk_index, record_index;
 	unsigned stream_kind;
 	uint64_t stream_id;
+	/* The chunk's kinds, one byte per record: in the content itself when
+	 * the file has them so (version 1, every kind one byte), else expanded
+	 * into kinds_buf (version 2's runs, a version 1 kind over 127). */
+	const uint8_t *kinds;
+	uint8_t *kinds_buf;
+	size_t kinds_buf_cap;
 	size_t kinds_pos, chunk_end;
+	int runs;          /* min_reader_version >= 2: columns are runs */
 	uint8_t present[TBP_SCHEMA_MAX_KIND + 1];
 	unsigned npresent;
 	uint32_t count[TBP_SCHEMA_MAX_KIND + 1];
@@ -228,6 +242,10 @@ static int read_header(struct tbp_reader *r)
 			r->hdr.version, r->hdr.min_reader_version, TBP_FORMAT_VERSION);
 	if (rc != TBP_OK)
 		return fail(r, rc, 8, "%s", why);
+	/* The column coding changed in version 2, so such files say that
+	 * version 1 readers cannot read them (a later version that adds only
+	 * kinds or fields keeps min_reader_version 2 and the runs). */
+	r->runs = r->hdr.min_reader_version >= 2;
 	r->pos += 8 + (size_t)size;
 	r->dctx = ZSTD_createDCtx();
 	if (!r->dctx)
@@ -541,31 +559,58 @@ static int open_chunk(struct tbp_reader *r)
 	r->record_index = 0;
 	if (tbp_get_varint(&p, end, &sk) || tbp_get_varint(&p, end, &sid) || tbp_get_varint(&p, end, &count))
 		return bad_chunk(r, "chunk header runs past the frame");
-	/* Every record takes at least two bytes (its kind and its ts). */
-	if (sk > 255 || count > (uint64_t)(end - p) / 2)
+	/* Version 1: every record takes at least two bytes (its kind and its
+	 * ts).  Version 2: runs take no bytes per record; a chunk holds at
+	 * most TBP_CHUNK_MAX_RECORDS. */
+	if (sk > 255 || (r->runs ? count > TBP_CHUNK_MAX_RECORDS : count > (uint64_t)(end - p) / 2))
 		return bad_chunk(r, "impossible chunk header");
 	r->stream_kind = (unsigned)sk;
 	r->stream_id = sid;
 	r->chunk_left = count;
-	r->kinds_pos = (size_t)(p - base);
+	r->kinds_pos = 0;
 	/* Kinds column: count the records of each kind. */
 	for (unsigned i = 0; i < r->npresent; i++)
 		r->count[r->present[i]] = 0;
 	r->npresent = 0;
-	if (count_kinds_fast(r, p, count, end)) {
+	if (!r->runs && count_kinds_fast(r, p, count, end)) {
+		r->kinds = p;
 		p += count;
 		goto counted;
 	}
-	for (uint64_t i = 0; i < count; i++) {
+	if (r->kinds_buf_cap < count) {
+		/* Version 1 with a kind over 127 (a later writer's), or version
+		 * 2: one byte per record, at most TBP_CHUNK_MAX_RECORDS or half
+		 * the frame's content. */
+		size_t cap = r->kinds_buf_cap ? r->kinds_buf_cap : 4096;
+		while (cap < count)
+			cap *= 2;
+		uint8_t *nb = realloc(r->kinds_buf, cap);
+		if (!nb)
+			return fail(r, TBP_ERR_NOMEM, r->frame_off, "out of memory");
+		r->kinds_buf = nb;
+		r->kinds_buf_cap = cap;
+	}
+	r->kinds = r->kinds_buf;
+	for (uint64_t i = 0; i < count;) {
 		uint64_t kind;
-		if (p < end && *p < 0x80)
+		uint32_t n = 1;
+		if (r->runs) {
+			if (tbp_get_run(&p, end, &kind, &n))
+				return bad_chunk(r, "kinds column runs past the frame");
+			if (n > count - i)
+				return bad_chunk(r, "kinds column longer than the chunk");
+		} else if (p < end && *p < 0x80) {
 			kind = *p++;
-		else if (tbp_get_varint(&p, end, &kind))
+		} else if (tbp_get_varint(&p, end, &kind)) {
 			return bad_chunk(r, "kinds column runs past the frame");
+		}
 		if (kind > TBP_SCHEMA_MAX_KIND || !r->schema.kind[kind].present)
 			return bad_chunk(r, "record kind not in the header's schema");
-		if (r->count[kind]++ == 0)
+		if (r->count[kind] == 0)
 			r->present[r->npresent++] = (uint8_t)kind;
+		r->count[kind] += n;
+		memset(r->kinds_buf + i, (int)kind, n);
+		i += n;
 	}
 counted:
 	/* Column sections follow in increasing kind order. */
@@ -587,6 +632,7 @@ counted:
 			kc->ncols = 1u + se->nfields;
 			kc->has_blob = se->has_blob;
 			kc->end_from_ts = se->end_from_ts && se->nfields > 0;
+			kc->runs = (uint8_t)r->runs;
 			kc->nout = kc->ki ? (se->nfields < kc->ki->nfields ? se->nfields : kc->ki->nfields) : 0;
 		}
 		unsigned nc = ncolumns(se);
@@ -597,6 +643,13 @@ counted:
 			kc->pos[c] = p;
 			kc->end[c] = p + len;
 			p += len;
+			if (kc->runs && c < kc->ncols) {
+				/* Version 2: the column's coding, first. */
+				if (len == 0 || *kc->pos[c] > TBP_COLUMN_RUNS)
+					return bad_chunk(r, "column without a known coding");
+				kc->col_runs[c] = *kc->pos[c]++;
+				kc->run_left[c] = 0;
+			}
 		}
 		memset(kc->prev, 0, sizeof kc->prev);
 		kc->head.kind = (uint8_t)k;
@@ -619,7 +672,7 @@ static int close_chunk(struct tbp_reader *r)
 		const struct kind_cursor *kc = r->cur[k];
 		unsigned nc = ncolumns(&r->schema.kind[k]);
 		for (unsigned c = 0; c < nc; c++)
-			if (kc->pos[c] != kc->end[c])
+			if (kc->pos[c] != kc->end[c] || (kc->runs && c < kc->ncols && kc->col_runs[c] && kc->run_left[c]))
 				return bad_chunk(r, "column longer than its records");
 	}
 	r->cpos = r->chunk_end;
@@ -702,6 +755,88 @@ static inline uint64_t cell_get(const uint8_t *cells, size_t i)
 	return v;
 }
 
+/* One run entry: a one-byte entry (a run of one small delta: a timestamp
+ * column, or the first entry of a constant column) inline, anything else
+ * through tbp_get_run.  Nonzero when malformed. */
+static inline int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta, uint32_t *n)
+{
+	const uint8_t *p = *pp;
+	uint64_t z;
+	if (__builtin_expect(p < e && *p < 0x80 && !(*p & 1), 1)) {
+		z = *p >> 1;
+		*n = 1;
+		*pp = p + 1;
+	} else if (e - p >= 2 && (p[0] & 0x81) == 0x80 && p[1] < 0x80) {
+		z = (p[0] & 0x7fu) >> 1 | (uint64_t)p[1] << 6;
+		*n = 1;
+		*pp = p + 2;
+	} else if (tbp_get_run(pp, e, &z, n)) {
+		return -1;
+	}
+	*delta = tbp_unzigzag(z);
+	return 0;
+}
+
+/* One column coded as runs (version 2) into rows 0..ok of the batch: a
+ * run fills its rows without reading a byte per record, and a run of zero
+ * deltas over rows that already hold the column's value (from the last
+ * full batch) writes nothing, as fill_batch's constant columns.  Returns
+ * the rows filled (fewer than ok: the column ran short). */
+static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok)
+{
+	uint8_t *cells = (uint8_t *)kc->row;
+	const uint8_t *p = kc->pos[c], *e = kc->end[c];
+	uint64_t acc = kc->prev[c], d = kc->run_delta[c];
+	uint32_t left = kc->run_left[c];
+	int dur = c == 1 && kc->end_from_ts; /* end = ts + duration */
+	int keep = c <= kc->nout;
+	uint32_t cbit = 1u << (c % 32), *cword = &kc->const_cols[c / 32];
+	int rows_hold_acc = keep && !dur && (*cword & cbit) && kc->const_val[c] == acc;
+	int still = !dur;
+	unsigned j = 0;
+	while (j < ok) {
+		if (left == 0 && get_run(&p, e, &d, &left))
+			break;
+		unsigned take = left < ok - j ? left : ok - j;
+		left -= take;
+		size_t o = (size_t)j * ROW + c;
+		if (dur) {
+			if (keep)
+				for (unsigned t = 0; t < take; t++)
+					cell_put(cells, o + t * ROW, cell_get(cells, (size_t)(j + t) * ROW) + d);
+		} else if (d == 0) {
+			if (keep && !rows_hold_acc)
+				for (unsigned t = 0; t < take; t++)
+					cell_put(cells, o + t * ROW, acc);
+		} else {
+			still = 0;
+			rows_hold_acc = 0;
+			if (keep) {
+				for (unsigned t = 0; t < take; t++) {
+					acc += d;
+					cell_put(cells, o + t * ROW, acc);
+				}
+			} else {
+				acc += d * take;
+			}
+		}
+		j += take;
+	}
+	/* Every row now holds acc only if the batch was full and the value
+	 * never moved. */
+	if (keep && !dur && j == BATCH && still) {
+		*cword |= cbit;
+		kc->const_val[c] = acc;
+	} else {
+		*cword &= ~cbit;
+	}
+	kc->pos[c] = p;
+	kc->prev[c] = acc;
+	kc->run_delta[c] = d;
+	kc->run_left[c] = left;
+	return j;
+}
+
 /* Decodes the next min(BATCH, left) records of one kind into kc->row.
  * A column that runs short or holds a bad varint stops the batch at the
  * first record it cannot complete: the records before it are handed out
@@ -714,6 +849,14 @@ static void fill_batch(struct kind_cursor *kc)
 	unsigned ok = m;
 	const char *err = NULL;
 	for (unsigned c = 0; c < kc->ncols; c++) {
+		if (kc->runs && kc->col_runs[c]) {
+			unsigned j = fill_column_runs(kc, c, ok);
+			if (j < ok) {
+				ok = j;
+				err = "column shorter than its records";
+			}
+			continue;
+		}
 		const uint8_t *p = kc->pos[c], *e = kc->end[c];
 		uint64_t acc = kc->prev[c];
 		int dur = c == 1 && kc->end_from_ts; /* end = ts + duration */
@@ -915,15 +1058,8 @@ static inline void put_record(const struct kind_cursor *kc, unsigned j, struct t
  * meaning "skipped a kind this reader does not know", or an error. */
 static int decode_record(struct tbp_reader *r, struct tbp_record *rec)
 {
-	const uint8_t *p = r->content + r->kinds_pos;
-	uint64_t kind;
-	/* open_chunk checked the kinds column: every kind is a valid varint
-	 * naming a kind in the schema. */
-	if (*p < 0x80)
-		kind = *p++;
-	else if (tbp_get_varint(&p, r->content + r->content_len, &kind) || kind > TBP_SCHEMA_MAX_KIND)
-		return bad_record(r, "bad kind");
-	r->kinds_pos = (size_t)(p - r->content);
+	/* open_chunk checked the kinds column: every kind is in the schema. */
+	unsigned kind = r->kinds[r->kinds_pos++];
 	struct kind_cursor *kc = r->cur[kind];
 	if (kc->bi == kc->bn) {
 		if (kc->err)
@@ -988,18 +1124,14 @@ int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
 	 * whose batch has rows left, and not the chunk's last record (that one
 	 * closes the chunk).  Exactly what decode_record does for it. */
 	if (__builtin_expect(!r->status && r->chunk_left > 1, 1)) {
-		const uint8_t *p = r->content + r->kinds_pos;
-		unsigned kind = *p;
-		if (__builtin_expect(kind < 0x80, 1)) {
-			struct kind_cursor *kc = r->cur[kind];
-			if (__builtin_expect(kc->bi < kc->bn && kc->ki != NULL, 1)) {
-				unsigned j = kc->bi++;
-				r->kinds_pos++;
-				r->record_index++;
-				r->chunk_left--;
-				put_record(kc, j, rec);
-				return TBP_OK;
-			}
+		struct kind_cursor *kc = r->cur[r->kinds[r->kinds_pos]];
+		if (__builtin_expect(kc->bi < kc->bn && kc->ki != NULL, 1)) {
+			unsigned j = kc->bi++;
+			r->kinds_pos++;
+			r->record_index++;
+			r->chunk_left--;
+			put_record(kc, j, rec);
+			return TBP_OK;
 		}
 	}
 	return reader_next_slow(r, rec);
@@ -1017,14 +1149,11 @@ int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned
 	 * from tbp_reader_next. */
 	if (r->status || r->chunk_left <= 1)
 		goto slow;
-	const uint8_t *kinds = r->content + r->kinds_pos;
+	const uint8_t *kinds = r->kinds + r->kinds_pos;
 	unsigned n = 0;
 	uint64_t left = r->chunk_left;
 	while (n < max && left > 1) {
-		unsigned kind = kinds[n];
-		if (kind >= 0x80)
-			break;
-		struct kind_cursor *kc = r->cur[kind];
+		struct kind_cursor *kc = r->cur[kinds[n]];
 		if (kc->bi >= kc->bn || kc->ki == NULL)
 			break;
 		put_record(kc, kc->bi++, &recs[n]);
@@ -1079,6 +1208,7 @@ void tbp_reader_close(struct tbp_reader *r)
 	}
 	ZSTD_freeDCtx(r->dctx);
 	free(r->content);
+	free(r->kinds_buf);
 	for (unsigned k = 0; k <= TBP_SCHEMA_MAX_KIND; k++)
 		free(r->cur[k]);
 	free(r->name);

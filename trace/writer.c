@@ -2,10 +2,12 @@
  * Trace writer.  Records are grouped in chunks (one stream each) and laid
  * out column by column inside a chunk: the kinds of all records, then per
  * kind its timestamps, then each field, then blobs; every value is the
- * zigzag varint of its delta from the previous record of the same kind.
- * Columns put similar bytes next to each other, which is what lets zstd
- * make a repeated name, grid or +1 correlation id nearly free (a record
- * layout interleaves them with timestamps and compresses ~1.8x worse).
+ * delta from the previous record of the same kind, and each column is
+ * coded as runs of equal deltas (format version 2): a repeated name, grid
+ * or +1 correlation id costs one entry per chunk, not a byte per record,
+ * so zstd, the writer's largest cost, reads a fraction of the bytes.  The
+ * per-record work is a compare per field; bytes are written only when a
+ * run ends.
  * At every flush the frame's bytes are compressed into one checksummed
  * zstd frame and written.  One writer thread owns a writer; buffers grow
  * geometrically and are reused, so nothing mallocs per record.
@@ -25,13 +27,15 @@
 #define FRAME_AUTO_FLUSH (2u << 20)
 #define RAW_INITIAL (1u << 20)
 #define COLUMN_INITIAL 1024u
-/* Worst case of one record without its blob: kind, ts, every field, and
- * the blob length. */
-#define RECORD_MAX (TBP_VARINT_MAX * (3 + TBP_MAX_FIELDS))
+/* Worst case of one record without its blob: the run entries it may end
+ * (kind, ts, every field), and the blob length. */
+#define RECORD_MAX (TBP_RUN_ENTRY_MAX * (2 + TBP_MAX_FIELDS) + TBP_VARINT_MAX)
 #define CHUNK_HEADER_MAX (3 * TBP_VARINT_MAX)
 /* Keeps any single record far below the reader's frame-content limit. */
 #define TBP_MAX_BLOB (64u << 20)
 #define TBP_LIKELY_W(x) __builtin_expect(!!(x), 1)
+/* Two fields at a time (SSE2 / NEON, or what the compiler makes of it). */
+typedef uint64_t u64x2 __attribute__((vector_size(16)));
 
 struct seek_entry {
 	uint64_t offset, first_ts, records;
@@ -39,8 +43,24 @@ struct seek_entry {
 
 /* The columns of one kind in the open chunk, each its own buffer (so
  * memory follows what each column holds): column 0 is ts, 1..nfields the
- * fields, then (blob kinds) the blob lengths; blob bytes go to `blob`. */
+ * fields, then (blob kinds) the blob lengths; blob bytes go to `blob`.
+ *
+ * Each ts or field column is coded for the whole chunk either as runs or
+ * plain (a value per record; doc/trace-format.md 3.1), chosen when the
+ * kind's chunk starts from how often the column's delta changed in the
+ * kind's previous chunk: runs where it rarely does (names, grids, +1 ids),
+ * plain where it usually does (timestamps), whose values a run entry would
+ * only make longer.  A run column's open run: the records from number
+ * run_start[c] on had delta run_delta[c] (written out when a different
+ * delta comes, or at the chunk's end). */
 struct kind_columns {
+	uint64_t run_delta[1 + TBP_MAX_FIELDS]; /* runs: the open run's; plain: the last delta */
+	uint32_t run_start[1 + TBP_MAX_FIELDS];
+	uint64_t changes[1 + TBP_MAX_FIELDS];   /* records whose delta differed from the last, this chunk */
+	uint64_t run_mask[TBP_MAX_FIELDS];      /* all ones: field coded as runs in this chunk */
+	uint32_t run_cols;       /* bit c: column c (0 ts, 1 + i field i) coded as runs in this chunk */
+	uint32_t next_run_cols;  /* the choice for the kind's next chunk */
+	uint32_t plain_fields;   /* bit i: field i coded plain (a delta, not an end from ts) */
 	uint8_t *col[TBP_MAX_FIELDS + 2];
 	uint32_t cap[TBP_MAX_FIELDS + 2];
 	uint32_t len[TBP_MAX_FIELDS + 2];
@@ -70,13 +90,19 @@ struct tbp_writer {
 	size_t chunk_bytes;      /* column bytes so far (for the frame limit) */
 	uint8_t *kinds;          /* kinds column */
 	size_t kinds_len, kinds_cap;
-	size_t kinds_room;       /* kinds that surely fit (one varint each) */
+	size_t kinds_room;       /* run entries that surely fit */
+	unsigned kind_run;       /* the kinds column's open run: this kind ... */
+	uint32_t kind_run_len;   /* ... this many records (0: none yet) */
 	uint8_t present[TBP_K__MAX]; /* kinds with records in the chunk */
 	unsigned npresent;
 
 	struct kind_columns cols[TBP_K__MAX];
 	uint64_t prev[TBP_K__MAX][1 + TBP_MAX_FIELDS];
 	uint8_t end_from_ts[TBP_K__MAX];  /* schema flag, per kind */
+	/* Per kind and field: all ones if the field is coded as a delta from
+	 * the previous record (not past the kind's fields, not an `end`
+	 * coded from ts). */
+	uint64_t delta_mask[TBP_K__MAX][TBP_MAX_FIELDS];
 
 	uint64_t frame_records, frame_first_ts;
 	struct seek_entry *seek;
@@ -141,7 +167,7 @@ static int reserve_columns(struct kind_columns *kc)
 {
 	uint32_t room = UINT32_MAX;
 	for (unsigned c = 0; c < kc->ncols; c++) {
-		if (kc->cap[c] - kc->len[c] < TBP_VARINT_MAX) {
+		if (kc->cap[c] - kc->len[c] < TBP_RUN_ENTRY_MAX) {
 			uint32_t ncap = kc->cap[c] ? 2 * kc->cap[c] : COLUMN_INITIAL;
 			uint8_t *p = realloc(kc->col[c], ncap);
 			if (!p) {
@@ -151,7 +177,7 @@ static int reserve_columns(struct kind_columns *kc)
 			kc->col[c] = p;
 			kc->cap[c] = ncap;
 		}
-		uint32_t fit = (kc->cap[c] - kc->len[c]) / TBP_VARINT_MAX;
+		uint32_t fit = (kc->cap[c] - kc->len[c]) / TBP_RUN_ENTRY_MAX;
 		if (fit < room)
 			room = fit;
 	}
@@ -159,16 +185,48 @@ static int reserve_columns(struct kind_columns *kc)
 	return TBP_OK;
 }
 
-/* Appends the zigzag varint of one delta; most deltas of a column are small
- * (repeated values, +1 ids), so the one-byte case is kept branch-light. */
-static inline uint32_t put_delta(uint8_t *p, uint64_t delta)
+/* A plain column's value: the zigzag varint of its delta (most are small:
+ * the one-byte case is kept branch-light). */
+static inline uint32_t put_plain(struct kind_columns *kc, unsigned c, uint64_t d)
 {
-	uint64_t z = tbp_zigzag(delta);
+	uint8_t *p = kc->col[c] + kc->len[c];
+	uint64_t z = tbp_zigzag(d);
+	uint32_t n;
 	if (TBP_LIKELY_W(z < 0x80)) {
 		*p = (uint8_t)z;
-		return 1;
+		n = 1;
+	} else {
+		n = (uint32_t)tbp_put_varint(p, z);
 	}
-	return (uint32_t)tbp_put_varint(p, z);
+	kc->len[c] += n;
+	return n;
+}
+
+/* Writes column c's open run and starts a new one with delta d.  Every
+ * record may end one run per column, which reserve_columns made room for.
+ * Runs of one small delta (timestamps of a busy loop) take the short way. */
+static inline uint32_t run_break(struct kind_columns *kc, unsigned c, uint64_t d)
+{
+	uint8_t *p = kc->col[c] + kc->len[c];
+	uint64_t z = tbp_zigzag(kc->run_delta[c]);
+	uint32_t run = kc->count - kc->run_start[c], n;
+	if (TBP_LIKELY_W(run == 1 && z < 0x2000)) {
+		uint64_t e = z << 1;
+		if (e < 0x80) {
+			p[0] = (uint8_t)e;
+			n = 1;
+		} else {
+			p[0] = (uint8_t)(e | 0x80);
+			p[1] = (uint8_t)(e >> 7);
+			n = 2;
+		}
+	} else {
+		n = (uint32_t)tbp_put_run(p, z, run);
+	}
+	kc->len[c] += n;
+	kc->run_delta[c] = d;
+	kc->run_start[c] = kc->count;
+	return n;
 }
 
 int tbp_writer_open_fd(struct tbp_writer **out, int fd, const struct tbp_writer_opts *opts)
@@ -187,6 +245,11 @@ int tbp_writer_open_fd(struct tbp_writer **out, int fd, const struct tbp_writer_
 		if (!ki)
 			continue;
 		w->end_from_ts[k] = (tbp_kind_schema_flags(ki) & TBP_SCHEMA_END_FROM_TS) != 0;
+		for (unsigned f = w->end_from_ts[k]; f < ki->nfields; f++)
+			w->delta_mask[k][f] = ~0ull;
+		/* Until a chunk of the kind has shown otherwise: timestamps and
+		 * durations change every record, the other fields seldom. */
+		w->cols[k].next_run_cols = (uint32_t)((2ull << ki->nfields) - 1) & ~(w->end_from_ts[k] ? 3u : 1u);
 		w->cols[k].ncols = (uint8_t)(1 + ki->nfields + (ki->has_blob ? 1 : 0));
 		w->cols[k].nfields = ki->nfields;
 		w->cols[k].has_blob = ki->has_blob ? 1 : 0;
@@ -250,7 +313,8 @@ static void start_chunk(struct tbp_writer *w, unsigned stream_kind, uint64_t str
 	w->chunk_records = 0;
 	w->chunk_bytes = 0;
 	w->kinds_len = 0;
-	w->kinds_room = w->kinds_cap / TBP_VARINT_MAX;
+	w->kinds_room = w->kinds_cap / TBP_RUN_ENTRY_MAX;
+	w->kind_run_len = 0;
 	w->npresent = 0;
 }
 
@@ -267,6 +331,41 @@ int tbp_writer_begin_chunk(struct tbp_writer *w, unsigned stream_kind, uint64_t 
 	return TBP_OK;
 }
 
+/* Writes the runs still open at the chunk's end (one more entry per
+ * column, and one in the kinds column). */
+static int close_runs(struct tbp_writer *w)
+{
+	int rc = reserve(&w->kinds, &w->kinds_cap, w->kinds_len, TBP_RUN_ENTRY_MAX, 4096);
+	if (rc != TBP_OK)
+		return rc;
+	w->kinds_len += tbp_put_run(w->kinds + w->kinds_len, w->kind_run, w->kind_run_len);
+	for (unsigned i = 0; i < w->npresent; i++) {
+		struct kind_columns *kc = &w->cols[w->present[i]];
+		uint32_t next = 0;
+		for (unsigned c = 0; c <= kc->nfields; c++) {
+			/* Runs for the next chunk where fewer than one record in
+			 * four changed the delta: an entry then stands for four or
+			 * more values, each of which plain would give a byte. */
+			if (kc->changes[c] * 4 < kc->count)
+				next |= 1u << c;
+			if (!(kc->run_cols & (1u << c)))
+				continue;
+			if (kc->cap[c] - kc->len[c] < TBP_RUN_ENTRY_MAX) {
+				uint8_t *p = realloc(kc->col[c], 2 * kc->cap[c]);
+				if (!p)
+					return TBP_ERR_NOMEM;
+				kc->col[c] = p;
+				kc->cap[c] *= 2;
+				kc->room = 0; /* recomputed by the next record */
+			}
+			kc->len[c] += (uint32_t)tbp_put_run(kc->col[c] + kc->len[c], tbp_zigzag(kc->run_delta[c]),
+				kc->count - kc->run_start[c]);
+		}
+		kc->next_run_cols = next;
+	}
+	return TBP_OK;
+}
+
 /* Assemble the open chunk's columns into the frame buffer. */
 int tbp_writer_end_chunk(struct tbp_writer *w)
 {
@@ -277,6 +376,7 @@ int tbp_writer_end_chunk(struct tbp_writer *w)
 	w->in_chunk = 0;
 	if (w->chunk_records == 0)
 		return TBP_OK; /* an empty chunk carries nothing */
+	int rc = close_runs(w);
 	/* Kinds in increasing order (few: insertion sort). */
 	for (unsigned i = 1; i < w->npresent; i++)
 		for (unsigned j = i; j > 0 && w->present[j - 1] > w->present[j]; j--) {
@@ -291,7 +391,8 @@ int tbp_writer_end_chunk(struct tbp_writer *w)
 			need += TBP_VARINT_MAX + kc->len[c];
 		need += TBP_VARINT_MAX + kc->blob_len;
 	}
-	int rc = reserve(&w->raw, &w->raw_cap, w->raw_len, need, RAW_INITIAL);
+	if (rc == TBP_OK)
+		rc = reserve(&w->raw, &w->raw_cap, w->raw_len, need, RAW_INITIAL);
 	if (rc != TBP_OK) {
 		/* Drop the chunk rather than leave it half-written. */
 		for (unsigned i = 0; i < w->npresent; i++) {
@@ -311,7 +412,13 @@ int tbp_writer_end_chunk(struct tbp_writer *w)
 	for (unsigned i = 0; i < w->npresent; i++) {
 		struct kind_columns *kc = &w->cols[w->present[i]];
 		for (unsigned c = 0; c < kc->ncols; c++) {
-			p += tbp_put_varint(p, kc->len[c]);
+			if (c <= kc->nfields) {
+				/* The ts and field columns start with their coding. */
+				p += tbp_put_varint(p, kc->len[c] + 1u);
+				*p++ = kc->run_cols & (1u << c) ? TBP_COLUMN_RUNS : TBP_COLUMN_PLAIN;
+			} else {
+				p += tbp_put_varint(p, kc->len[c]);
+			}
 			memcpy(p, kc->col[c], kc->len[c]);
 			p += kc->len[c];
 			kc->len[c] = 0;
@@ -406,12 +513,18 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 		if (rc != TBP_OK)
 			return rc;
 	}
+	if (w->chunk_records == TBP_CHUNK_MAX_RECORDS) {
+		/* The stream goes on in a new chunk. */
+		int rc = tbp_writer_begin_chunk(w, w->chunk_stream_kind, w->chunk_stream_id);
+		if (rc != TBP_OK)
+			return rc;
+	}
 	int rc = TBP_OK;
 	if (kc->room == 0)
 		rc = reserve_columns(kc);
 	if (rc == TBP_OK && w->kinds_room == 0) {
-		rc = reserve(&w->kinds, &w->kinds_cap, w->kinds_len, TBP_VARINT_MAX, 4096);
-		w->kinds_room = (w->kinds_cap - w->kinds_len) / TBP_VARINT_MAX;
+		rc = reserve(&w->kinds, &w->kinds_cap, w->kinds_len, TBP_RUN_ENTRY_MAX, 4096);
+		w->kinds_room = (w->kinds_cap - w->kinds_len) / TBP_RUN_ENTRY_MAX;
 	}
 	if (rc == TBP_OK && blob_len)
 		rc = reserve(&kc->blob, &kc->blob_cap, kc->blob_len, blob_len, 4096);
@@ -420,50 +533,115 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 	kc->room--;
 	w->kinds_room--;
 
+	size_t added = 0;
+	if (TBP_LIKELY_W(w->kind_run == k && w->kind_run_len)) {
+		w->kind_run_len++;
+	} else {
+		if (w->kind_run_len)
+			added = tbp_put_run(w->kinds + w->kinds_len, w->kind_run, w->kind_run_len);
+		w->kinds_len += added;
+		w->kind_run = k;
+		w->kind_run_len = 1;
+	}
 	uint64_t *prev = w->prev[k];
+	uint64_t *run_delta = kc->run_delta;
 	if (kc->count == 0) {
-		/* First record of this kind in the chunk: deltas start from 0. */
-		memset(prev, 0, sizeof w->prev[k]);
+		/* First record of this kind in the chunk: the columns' coding
+		 * for the chunk; deltas start from 0. */
 		w->present[w->npresent++] = (uint8_t)k;
-	}
-	size_t kinds_before = w->kinds_len;
-	if (TBP_LIKELY_W(k < 0x80))
-		w->kinds[w->kinds_len++] = (uint8_t)k;
-	else
-		w->kinds_len += tbp_put_varint(w->kinds + w->kinds_len, k);
-	uint32_t *len = kc->len;
-	uint8_t *const *col = kc->col;
-	uint32_t added, n;
-	added = put_delta(col[0] + len[0], rec->ts - prev[0]);
-	len[0] += added;
-	prev[0] = rec->ts;
-	unsigned i = 0;
-	if (w->end_from_ts[k]) {
-		n = put_delta(col[1] + len[1], rec->u.v[0] - rec->ts);
-		len[1] += n;
-		added += n;
-		i = 1;
-	}
-	for (; i < nfields; i++) {
-		uint64_t v = rec->u.v[i];
-		n = put_delta(col[i + 1] + len[i + 1], v - prev[i + 1]);
-		len[i + 1] += n;
-		added += n;
-		prev[i + 1] = v;
+		uint32_t runs = kc->run_cols = kc->next_run_cols;
+		kc->plain_fields = 0;
+		for (unsigned f = 0; f < TBP_MAX_FIELDS; f++) {
+			kc->run_mask[f] = (runs >> (f + 1)) & 1 ? ~0ull : 0;
+			if (w->delta_mask[k][f] && !kc->run_mask[f])
+				kc->plain_fields |= 1u << f;
+		}
+		memset(kc->run_start, 0, sizeof kc->run_start);
+		memset(kc->changes, 0, sizeof kc->changes);
+		run_delta[0] = prev[0] = rec->ts;
+		unsigned i = 0;
+		if (w->end_from_ts[k]) {
+			run_delta[1] = rec->u.v[0] - rec->ts;
+			i = 1;
+		}
+		for (; i < nfields; i++)
+			run_delta[i + 1] = prev[i + 1] = rec->u.v[i];
+		for (unsigned c = 0; c <= nfields; c++)
+			if (!(runs & (1u << c)))
+				added += put_plain(kc, c, run_delta[c]);
+		/* The column length prefixes and coding bytes, and the open runs
+		 * end_chunk adds. */
+		added += (size_t)(kc->ncols + 1) * (TBP_VARINT_MAX + 1) + (size_t)(nfields + 2) * TBP_RUN_ENTRY_MAX;
+	} else {
+		uint32_t runs = kc->run_cols;
+		uint64_t d = rec->ts - prev[0];
+		prev[0] = rec->ts;
+		kc->changes[0] += d != run_delta[0];
+		if (!(runs & 1))
+			added += put_plain(kc, 0, d);
+		else if (d != run_delta[0])
+			added += run_break(kc, 0, d);
+		run_delta[0] = d;
+		uint64_t dur_delta = run_delta[1];
+		/* The fields, two at a time in straight-line arithmetic over all
+		 * TBP_MAX_FIELDS (a fixed length the compiler vectorizes): each
+		 * delta, whether it differs from the field's last (counted, for
+		 * the next chunk's choice), and whether any run column's does;
+		 * delta_mask drops what the record holds past the kind's fields
+		 * and an `end` coded from ts. */
+		const uint64_t *v = rec->u.v, *rd = run_delta + 1, *dmask = w->delta_mask[k];
+		const uint64_t *rmask = kc->run_mask;
+		uint64_t *pv = prev + 1, *chg = kc->changes + 1;
+		uint64_t dd[TBP_MAX_FIELDS];
+		u64x2 any_run = {0, 0};
+		for (unsigned f = 0; f < TBP_MAX_FIELDS; f += 2) {
+			u64x2 vf, pf, rf, mf, rmf, cf;
+			memcpy(&vf, v + f, sizeof vf);
+			memcpy(&pf, pv + f, sizeof pf);
+			memcpy(&rf, rd + f, sizeof rf);
+			memcpy(&mf, dmask + f, sizeof mf);
+			memcpy(&rmf, rmask + f, sizeof rmf);
+			memcpy(&cf, chg + f, sizeof cf);
+			u64x2 df = vf - pf;
+			memcpy(pv + f, &vf, sizeof vf);
+			memcpy(dd + f, &df, sizeof df);
+			u64x2 x = (df ^ rf) & mf;
+			cf += (x | -x) >> 63;
+			memcpy(chg + f, &cf, sizeof cf);
+			any_run |= x & rmf;
+		}
+		if (any_run[0] | any_run[1])
+			for (unsigned f = 0; f < nfields; f++)
+				if ((dd[f] ^ rd[f]) & dmask[f] & rmask[f])
+					added += run_break(kc, f + 1, dd[f]);
+		for (uint32_t pm = kc->plain_fields; pm; pm &= pm - 1) {
+			unsigned f = (unsigned)__builtin_ctz(pm);
+			added += put_plain(kc, f + 1, dd[f]);
+		}
+		memcpy(run_delta + 1, dd, sizeof dd);
+		if (w->end_from_ts[k]) {
+			d = rec->u.v[0] - rec->ts;
+			kc->changes[1] += d != dur_delta;
+			run_delta[1] = dur_delta;
+			if (!(runs & 2))
+				added += put_plain(kc, 1, d);
+			else if (d != dur_delta)
+				added += run_break(kc, 1, d);
+			run_delta[1] = d;
+		}
 	}
 	if (kc->has_blob) {
 		unsigned c = 1 + nfields;
-		n = (uint32_t)tbp_put_varint(col[c] + len[c], blob_len);
-		len[c] += n;
+		uint32_t n = (uint32_t)tbp_put_varint(kc->col[c] + kc->len[c], blob_len);
+		kc->len[c] += n;
 		added += n;
 		if (blob_len)
 			memcpy(kc->blob + kc->blob_len, rec->blob, blob_len);
 		kc->blob_len += blob_len;
 	}
-	/* Column bytes, the kind, the blob, and (first record of a kind) the
-	 * column length prefixes end_chunk will add. */
-	w->chunk_bytes += added + (w->kinds_len - kinds_before) + blob_len +
-		(kc->count == 0 ? (size_t)(kc->ncols + 1) * TBP_VARINT_MAX : 0);
+	/* Bytes written, the blob, and (first record of a kind) what end_chunk
+	 * will add for this kind: an upper bound for the frame limit. */
+	w->chunk_bytes += added + blob_len;
 	kc->count++;
 	w->chunk_records++;
 	if (rec->ts && (w->frame_first_ts == 0 || rec->ts < w->frame_first_ts))

@@ -590,8 +590,13 @@ static void scen_threads(void)
 		g += 166 * US;
 	}
 	expect_finding("idle_gap", "launch_bound", "train.py", "step", 70, 2);
-	span(0, tb0, g + 10 * US, cp_eng);
-	g = clean_step(g + 20 * US, 0);
+	/* The engine finishes in C++ (no launch, no Python) for 400 us while
+	 * the main thread still waits in backward(): the engine's time, at the
+	 * backward() line, not Python of the waiting thread. */
+	span(0, tb0, g + 410 * US, cp_eng);
+	expect_finding("idle_gap", "host_other", "train.py", "step", 70, 1);
+	expect_split("host_other", 410 * US, "train.py", "step", 70);
+	g = clean_step(g + 440 * US, 0);
 	span(0, t0, g + 30 * US, cp_main);
 }
 
@@ -657,6 +662,79 @@ static void scen_unmarked(uint64_t slow, uint64_t step_gap)
 	exp_steps_warmup = 1;
 	exp_steps_median = lens[2];
 	span(0, t0, g + 50 * US, cp_loop);
+}
+
+/* unmarked-inline: an example script's shape without marks: main() calls
+ * train() once per epoch (train.py:90) and evaluate() after it (train.py:91);
+ * train()'s batch loop is inline (forward at train.py:42 through model.py,
+ * backward at :44, optimizer at :45).  2 epochs of 4 batches: 8 steps, one
+ * per batch (train()'s spans, one per epoch, are not the steps), each from
+ * its forward's first launch to the next one's, the last of an epoch to the
+ * end of its optimizer launch (evaluate() is between steps: its Python, the
+ * GPU idle, is no finding).  The first batch
+ * also builds caches for 2 ms (one-time work: no finding). */
+static void scen_unmarked_inline(void)
+{
+	common_defs();
+	uint64_t cp_m90 = site("train.py", "main", 90, 0), cp_m91 = site("train.py", "main", 91, 0);
+	uint64_t cp_train = site("train.py", "train", 38, cp_m90);
+	uint64_t cp_t42 = site("train.py", "train", 42, cp_m90);
+	uint64_t cp_fwd42 = site("model.py", "forward", 30, cp_t42);
+	uint64_t cp_t44 = site("train.py", "train", 44, cp_m90);
+	uint64_t cp_t45 = site("train.py", "train", 45, cp_m90);
+	uint64_t cp_warm = site("model.py", "build_caches", 90, cp_t42);
+	uint64_t cp_eval = site("train.py", "evaluate", 60, cp_m91);
+	uint64_t cp_evk = site("train.py", "evaluate", 63, cp_m91);
+	uint64_t g = 1000 * US, t0 = g - 100 * US;
+	uint64_t begins[8], ends[8];
+	int n = 0;
+	for (int epoch = 0; epoch < 2; epoch++) {
+		uint64_t tb = g;
+		for (int b = 0; b < 4; b++, n++) {
+			for (int k = 0; k < 7; k++) { /* 3 forward, 3 backward, 1 optimizer kernel of 40 us */
+				uint64_t gs = g + 8 * US, launch = gs - 20 * US;
+				if (!k)
+					begins[n] = launch;
+				if (n && !k && b)
+					ends[n - 1] = launch;
+				kernel(0, launch, k < 3 ? cp_fwd42 : k < 6 ? cp_t44 : cp_t45, 0, 0, 7, gs, gs + 40 * US,
+				       k < 3 ? k_relu : k_gemm);
+				g = gs + 40 * US;
+				if (!n && k == 2) { /* one-time work in the first step, GPU idle */
+					span(0, g + 5 * US, g + 2005 * US, cp_warm);
+					g += 2010 * US;
+				}
+			}
+		}
+		ends[n - 1] = g - 56 * US; /* the end of its optimizer launch (at g - 60 us, 4 us): evaluation is between steps */
+		span(0, tb - 20 * US, g + 5 * US, cp_train);
+		/* evaluate(): 500 us of Python with the GPU idle, then 2 kernels. */
+		span(0, g + 10 * US, g + 510 * US, cp_eval);
+		g += 520 * US;
+		for (int k = 0; k < 2; k++) {
+			uint64_t gs = g + 8 * US;
+			kernel(0, gs - 20 * US, cp_evk, 0, 0, 7, gs, gs + 40 * US, k_relu);
+			g = gs + 40 * US;
+		}
+		g += 30 * US;
+	}
+	uint64_t lens[7];
+	for (int i = 1; i < 8; i++)
+		lens[i - 1] = ends[i] - begins[i];
+	for (int i = 0; i < 7; i++)
+		for (int j = i + 1; j < 7; j++)
+			if (lens[j] < lens[i]) {
+				uint64_t t = lens[i];
+				lens[i] = lens[j];
+				lens[j] = t;
+			}
+	win_begin = begins[1];
+	win_end = ends[7];
+	have_window = 1;
+	exp_steps_count = 8;
+	exp_steps_warmup = 1;
+	exp_steps_median = lens[3];
+	span(0, t0, g + 50 * US, cp_main);
 }
 
 /* slow: model.py:30 forward takes 900 us a step instead of 700 (diff). */
@@ -1208,7 +1286,7 @@ static void write_rank_expect(const char *path, const char *spec)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n");
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n");
 		return 3;
 	}
 	const char *s = argv[1];
@@ -1258,6 +1336,8 @@ int main(int argc, char **argv)
 		scen_threads();
 	else if (!strcmp(s, "unmarked"))
 		scen_unmarked(0, 300 * US);
+	else if (!strcmp(s, "unmarked-inline"))
+		scen_unmarked_inline();
 	else if (!strcmp(s, "unmarked-slow"))
 		scen_unmarked(400 * US, 300 * US);
 	else if (!strcmp(s, "unmarked-fixed")) /* the data loading fixed, one kernel slower: faster steps, more GPU busy */

@@ -525,7 +525,8 @@ def main():
                ("TBPROF_BUFFER_SIZE", "20000000000000000000K"), ("TBPROF_BUFFER_SIZE", "1K"),
                ("TBPROF_PY_SPAN_US", "-1"), ("TBPROF_PY_SPAN_US", "18446744073709551616"),
                ("TBPROF_PY_SPAN_US", "5ms"), ("TBPROF_PY_DEPTH", "0"), ("TBPROF_NATIVE_DEPTH", "500"),
-               ("TBPROF_FORK", "maybe"), ("TBPROF_TSC", "2"), ("TBPROF_ENABLE", "enable")]
+               ("TBPROF_FORK", "maybe"), ("TBPROF_TSC", "2"), ("TBPROF_ENABLE", "enable"),
+               ("TBPROF_CUPTI_BUFFER_SIZE", "64K"), ("TBPROF_CUPTI_BUFFER_SIZE", "32X")]
         for var, val in bad:
             d, rc, out = run_both([HOSTPROG, "plain"], {var: val})
             complete(d, "trace.zst", malloc=1)
@@ -535,6 +536,7 @@ def main():
             if len(lines) != 1 or not lines[0].startswith(f"tbprof: {var}={val}: ") or "default" not in lines[0]:
                 fail(f"{var}={val}: expected one line naming it, got {p.stderr!r}")
         good = {"TBPROF_BUFFER_SIZE": ["4K", "64k", "1M", "2MiB", "65536"], "TBPROF_PY_SPAN_US": ["0", "250"],
+                "TBPROF_CUPTI_BUFFER_SIZE": ["256K", "8M", "1G"],
                 "TBPROF_FORK": ["1", "0", "true", "FALSE", "yes", "No", "on", "off"], "TBPROF_VERBOSE": ["0", "off"]}
         for var, vals in good.items():
             for val in vals:

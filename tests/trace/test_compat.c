@@ -173,11 +173,11 @@ static void newer_writer(void)
 	CHECK(rc == TBP_END, "newer writer: ends with %s", tbp_error_name(rc));
 	tbp_reader_close(r);
 
-	/* Same file, but the writer says old readers cannot read it. */
-	n = build_file(file, schema, 3, 2, 2, &c);
+	/* Same file, but the writer says readers of this version cannot read it. */
+	n = build_file(file, schema, 3, TBP_FORMAT_VERSION + 1, TBP_FORMAT_VERSION + 1, &c);
 	rc = tbp_reader_open_mem(&r, file, n, "too-new");
-	CHECK(rc == TBP_ERR_VERSION && tbp_reader_offset(r) == 10, "min_reader_version 2: %s at %llu",
-		tbp_error_name(rc), (unsigned long long)tbp_reader_offset(r));
+	CHECK(rc == TBP_ERR_VERSION && tbp_reader_offset(r) == 10, "min_reader_version %u: %s at %llu",
+		TBP_FORMAT_VERSION + 1, tbp_error_name(rc), (unsigned long long)tbp_reader_offset(r));
 	tbp_reader_close(r);
 
 	/* A schema flag this reader does not know, without the version bump:
@@ -292,8 +292,60 @@ static void short_column_mid_batch(void)
 	tbp_reader_close(r);
 }
 
+/* Version 2's columns, bytes as doc/trace-format.md 3.1 spells them: 5000
+ * markers with ts 1000, 1010, ... (runs); marker_kind 1 (runs); value 100,
+ * 101, ... (runs); label 0 (plain: a zero byte per record).  Then the same
+ * chunk with label as runs one record too long. */
+static void runs_v2(void)
+{
+	const struct kind_spec schema[] = {{TBP_K_MARKER, 3, 0}};
+	static const uint8_t kinds[] = {0x3F, 0x86, 0x27};            /* kind 31, 5000 times */
+	/* Each column: its coding (1 runs, 0 plain), then its values. */
+	static const uint8_t ts[] = {1, 0xA0, 0x1F, 0x29, 0x85, 0x27};   /* 1000 once; +10 4999 times */
+	static const uint8_t mk[] = {1, 0x04, 0x01, 0x85, 0x27};         /* 1 once; +0 4999 times */
+	static const uint8_t value[] = {1, 0x90, 0x03, 0x05, 0x85, 0x27}; /* 100 once; +1 4999 times */
+	static uint8_t label[1 + 5000];                                  /* plain: 0 and 4999 deltas 0 */
+	static const uint8_t label_long[] = {1, 0x01, 0x87, 0x27};       /* runs: 0, 5001 times */
+	for (int bad = 0; bad < 2; bad++) {
+		struct buf c = {.n = 0};
+		varint(&c, TBP_STREAM_THREAD);
+		varint(&c, 9);
+		varint(&c, 5000);
+		put(&c, kinds, sizeof kinds);
+		varint(&c, sizeof ts);
+		put(&c, ts, sizeof ts);
+		varint(&c, sizeof mk);
+		put(&c, mk, sizeof mk);
+		varint(&c, sizeof value);
+		put(&c, value, sizeof value);
+		varint(&c, bad ? sizeof label_long : sizeof label);
+		put(&c, bad ? label_long : label, bad ? sizeof label_long : sizeof label);
+		static uint8_t file[1 << 16];
+		size_t n = build_file(file, schema, 1, 2, 2, &c);
+		struct tbp_reader *r;
+		int rc = tbp_reader_open_mem(&r, file, n, "runs");
+		CHECK(rc == TBP_OK, "runs: open %s (%s)", tbp_error_name(rc), tbp_reader_detail(r));
+		struct tbp_record rec;
+		unsigned i = 0, wrong = 0;
+		while (rc == TBP_OK && (rc = tbp_reader_next(r, &rec)) == TBP_OK) {
+			wrong += rec.kind != TBP_K_MARKER || rec.ts != 1000 + 10ull * i || rec.u.marker.marker_kind != 1 ||
+				rec.u.marker.value != 100 + i || rec.u.marker.label != 0 || rec.tid != 9;
+			i++;
+		}
+		if (!bad)
+			CHECK(rc == TBP_END && i == 5000 && !wrong, "runs: %s after %u records, %u wrong (%s)",
+				tbp_error_name(rc), i, wrong, tbp_reader_detail(r));
+		else
+			CHECK(rc == TBP_ERR_CORRUPT && i == 4999 && !wrong,
+				"runs, a run past the chunk's records: %s after %u records (%s)", tbp_error_name(rc), i,
+				tbp_reader_detail(r));
+		tbp_reader_close(r);
+	}
+}
+
 int main(void)
 {
+	runs_v2();
 	newer_writer();
 	older_writer();
 	hostile_chunks();

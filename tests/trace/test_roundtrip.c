@@ -159,6 +159,74 @@ static int seek_table(void)
 	return failed;
 }
 
+/* Long runs (format version 2): one stream of 200 k launches whose fields
+ * stay put or step by a fixed amount for thousands of records, so runs
+ * span many reader batches and the writer's TBP_CHUNK_MAX_RECORDS cut;
+ * a marker every 70 k records breaks the kinds column's run, and a field
+ * that jumps between 0 and ~0 takes the 65-bit entries. */
+static int long_runs(void)
+{
+	size_t n = 200000;
+	struct tt_trace t = {.n = n};
+	t.recs = calloc(n, sizeof *t.recs);
+	t.stream_kind = calloc(n, 1);
+	t.stream_id = calloc(n, sizeof *t.stream_id);
+	t.flush_after = calloc(n, 1);
+	t.chunk_break = calloc(n, 1);
+	if (!t.recs || !t.stream_kind || !t.stream_id || !t.flush_after || !t.chunk_break)
+		return 1;
+	uint64_t ts = 1000000, step = 700;
+	for (size_t i = 0; i < n; i++) {
+		struct tbp_record *r = &t.recs[i];
+		t.stream_kind[i] = TBP_STREAM_THREAD;
+		t.stream_id[i] = 42;
+		if (i % 1000 == 999)
+			step += 13;
+		ts += step;
+		r->ts = ts;
+		if (i % 70000 == 69999) {
+			r->kind = TBP_K_MARKER;
+			r->u.marker.value = i;
+			continue;
+		}
+		r->kind = TBP_K_LAUNCH;
+		r->u.launch.end = ts + (i % 5000 < 4000 ? 300 : 300 + i % 7);
+		r->u.launch.api = 3;
+		r->u.launch.corr = 100 + i;
+		r->u.launch.callpath = 7 + i / 30000;
+		r->u.launch.stream = i < 150000 ? 0 : UINT64_MAX - 5;
+		r->u.launch.name = 11;
+		r->u.launch.grid_x = (i / 3000) % 2 ? 0 : ~0ull;
+		r->u.launch.block_x = 256;
+	}
+	t.flush_after[n / 2] = 1;
+	size_t size;
+	uint8_t *d = tt_trace_bytes(&t, &size);
+	struct tbp_reader *r = NULL;
+	int failed = !d || tbp_reader_open_mem(&r, d, size, "long-runs") != TBP_OK;
+	struct tbp_record got;
+	size_t i = 0;
+	int rc = TBP_OK;
+	while (!failed && (rc = tbp_reader_next(r, &got)) == TBP_OK) {
+		if (i >= n || check_equal(&t.recs[i], &got, TBP_STREAM_THREAD, 42, i)) {
+			failed = 1;
+			break;
+		}
+		i++;
+	}
+	if (!failed && (rc != TBP_END || i != n)) {
+		fprintf(stderr, "long runs: %s after %zu of %zu records: %s\n", tbp_error_name(rc), i, n,
+			tbp_reader_detail(r));
+		failed = 1;
+	}
+	if (!failed)
+		printf("long runs: %zu records in %zu bytes (%.2f bytes/record)\n", n, size, (double)size / n);
+	tbp_reader_close(r);
+	free(d);
+	tt_free_trace(&t);
+	return failed;
+}
+
 /* Writer misuse and write failures are reported, never crash. */
 static int writer_errors(void)
 {
@@ -224,6 +292,7 @@ int main(int argc, char **argv)
 	 * refills), with frames cut by the writer's size limit. */
 	if (run_seed(1000, 1, 300000, 1))
 		failed++;
+	failed += long_runs();
 	failed += writer_errors();
 	failed += seek_table();
 	printf("%d seeds + 1 large + writer errors + seek table, %d failed\n", seeds, failed);

@@ -20,8 +20,8 @@
 extern "C" {
 #endif
 
-#define TBP_FORMAT_VERSION 1
-#define TBP_MIN_READER_VERSION 1
+#define TBP_FORMAT_VERSION 2
+#define TBP_MIN_READER_VERSION 2
 #define TBP_MAX_FIELDS 16
 
 /* Errors: a pinned enum, stable across versions (exit codes and JSON use them). */
@@ -261,6 +261,10 @@ struct tbp_record {
 	const void *blob;
 	uint32_t blob_len;
 };
+
+/* sizeof(struct tbp_record) as the library was built: a binding that
+ * mirrors the struct (Python's ctypes, python/tbprof) checks it matches. */
+size_t tbp_record_size(void);
 
 /* Chunk streams: every record belongs to one. */
 enum tbp_stream_kind {
