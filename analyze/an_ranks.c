@@ -860,8 +860,8 @@ static int compare_ranks(struct an_ranks *R)
 	qsort(lens, R->aligned_steps, sizeof *lens, u64_cmp);
 	R->median_step_ns = lens[R->aligned_steps / 2];
 
-	/* The straggler: last in at least two thirds of the steps, late by a
-	 * share of the step that is not noise. */
+	/* The straggler: last in at least two thirds of at least LOOP_MIN
+	 * steps, late by a share of the step that is not noise. */
 	size_t s = 0;
 	for (size_t i = 1; i < n; i++)
 		if (R->r[i].late_steps > R->r[s].late_steps ||
@@ -872,7 +872,8 @@ static int compare_ranks(struct an_ranks *R)
 	uint64_t min_late = R->median_step_ns * STRAGGLER_MIN_SHARE / 100;
 	if (min_late < STRAGGLER_MIN_NS)
 		min_late = STRAGGLER_MIN_NS;
-	int found = k->late_steps * 3 >= R->aligned_steps * 2 && mean >= min_late;
+	/* (a step or two say nothing about a rank being late as a rule) */
+	int found = R->aligned_steps >= LOOP_MIN && k->late_steps * 3 >= R->aligned_steps * 2 && mean >= min_late;
 	if (found) {
 		R->straggler = (long)s;
 		R->straggler_late_ns = mean;

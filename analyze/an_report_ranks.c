@@ -158,8 +158,11 @@ void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 		fprintf(f, "  suggestion: even out the work per rank there (data loading, uneven batches, rank-only "
 			   "logging or checkpointing), or move it off the step\n");
 	} else if (R->n > 1) {
-		fprintf(f, "\nno straggler: no rank arrived last in two thirds of the steps by more than %d%% of a step\n",
-			10);
+		if (R->aligned_steps < 3)
+			fprintf(f, "\nno straggler: too few steps to compare (%" PRIu64 ")\n", R->aligned_steps);
+		else
+			fprintf(f, "\nno straggler: no rank arrived last in two thirds of the steps by more than 10%% of "
+				   "a step\n");
 	}
 	for (size_t i = 0; i < R->n; i++)
 		text_rank(R, &R->r[i], f);

@@ -16,6 +16,7 @@ its extra time in (data.py:31 augment), and the other ranks' wait.  PART:
              step early, a process that is no rank (the agent) left out,
              several files named instead of a directory
   bad-input  an empty directory, a corrupt or missing trace among good ones,
+             unrelated and nonsense traces (no crash, no straggler from one step),
              two traces claiming one rank, --html with several traces
   export     export of a directory: one chrome file, a process per rank;
              kineto: a file per rank with its rank in distributedInfo
@@ -237,6 +238,25 @@ def part_bad_input(gen, tmp):
     check(run(["export", d]).stdout == run(["export", one]).stdout, "export of a directory of one trace")
     run([d, "--html", os.path.join(tmp, "one.html")])
     check(os.path.exists(os.path.join(tmp, "one.html")), "--html of a directory of one trace")
+    # Traces of unrelated programs (and nonsense records): no crash, and a
+    # trace without steps is one step: too few to call any rank late.
+    others = []
+    for scen in ("planted", "cpu", "threads"):
+        t = os.path.join(tmp, scen + ".zst")
+        subprocess.run([gen, scen, t, os.path.join(tmp, scen + ".json")], check=True)
+        others.append(t)
+    rep = report(others)
+    check(rep is not None and rep["findings"] == [] and rep["aligned_steps"] == 1,
+          f"unrelated traces: {rep and (rep['findings'], rep['aligned_steps'])}")
+    for seed in range(1, 7):
+        ts = []
+        for k in range(3):
+            t = os.path.join(tmp, f"random{seed}-{k}.zst")
+            subprocess.run([gen, "random", t, os.path.join(tmp, "r.json"), str(seed * 10 + k)], check=True)
+            ts.append(t)
+        run(ts)
+        run(ts + ["--json"])
+        run(["export"] + ts + ["-o", os.path.join(tmp, "r.json")])
     # --html is one trace at a time.
     d = os.path.join(tmp, "ok")
     gen_run(gen, d, 2, 1, "c10d")
