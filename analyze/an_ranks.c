@@ -278,7 +278,7 @@ static size_t ivl_lower(const struct vec *v, uint64_t t)
 
 /* The steady steps, as the single-trace analysis counted them: the runner's
  * marked iterations after WARMUP_END (all of them without one), or the
- * detected steps after the first, each to the next one's start. */
+ * detected steps after the first. */
 static int rank_steps(struct an_rank *k, struct vec *marks)
 {
 	const struct analysis *a = &k->a;
@@ -308,11 +308,10 @@ static int rank_steps(struct an_rank *k, struct vec *marks)
 	if (a->steps.source == AN_STEPS_DETECTED && a->step_ivs.n >= 2) {
 		for (size_t i = 1; i < a->step_ivs.n; i++) {
 			const struct an_step *s = VEC_AT(&a->step_ivs, struct an_step, i);
-			uint64_t end = i + 1 < a->step_ivs.n ? VEC_AT(&a->step_ivs, struct an_step, i + 1)->begin : s->end;
 			struct an_ivl *v = vec_push(&k->steps);
 			if (!v)
 				return -1;
-			*v = (struct an_ivl){s->begin, end};
+			*v = (struct an_ivl){s->begin, s->end};
 		}
 		return 0;
 	}
