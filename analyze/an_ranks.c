@@ -935,7 +935,7 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 	memset(R, 0, sizeof *R);
 	R->straggler = -1;
 	R->fn_keys.item = sizeof(struct an_fn_key);
-	R->skipped.item = sizeof(const char *);
+	R->skipped.item = sizeof(struct an_skipped);
 	struct an_rank *all = calloc(n, sizeof *all);
 	struct vec *marks = calloc(n, sizeof *marks), *nccl = calloc(n, sizeof *nccl);
 	int rc = TBA_EXIT_OK;
@@ -982,10 +982,10 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 	loaded = 0; /* from here each one is freed or moved to R->r (out of memory midway leaks the rest) */
 	for (size_t i = 0; i < n; i++) {
 		if (any_rank && all[i].rank_source == AN_RANK_ORDER) {
-			const char **p = vec_push(&R->skipped);
+			struct an_skipped *p = vec_push(&R->skipped);
 			if (!p)
 				goto nomem;
-			*p = all[i].path;
+			*p = (struct an_skipped){all[i].path, AN_SKIP_NOT_A_RANK, 0};
 			rank_free(&all[i]);
 			vec_free(&marks[i]);
 			vec_free(&nccl[i]);
@@ -999,13 +999,35 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 		goto out_r;
 	}
 	qsort(R->r, R->n, sizeof *R->r, cmp_rank);
-	for (size_t i = 1; i < R->n; i++)
-		if (R->r[i].rank == R->r[i - 1].rank) {
-			fprintf(stderr, "tbanalyze: %s and %s are both rank %" PRIu64 " (traces of two runs?)\n",
-				R->r[i - 1].path, R->r[i].path, R->r[i].rank);
-			rc = TBA_EXIT_BAD_INPUT;
-			goto out_r;
+	/* Several traces of one rank: the rank's own process took the plain
+	 * name rank<N>.zst (it starts first); the others (processes it spawned
+	 * with its environment: data loader workers; or a trace of another run)
+	 * are listed, not compared.  Without the plain name, the one with the
+	 * most events is the rank's. */
+	size_t kept = 0;
+	for (size_t i = 0; i < R->n;) {
+		size_t j = i, best = i;
+		while (j < R->n && R->r[j].rank == R->r[i].rank) {
+			int plain_j = an_rank_from_name(R->r[j].path) == (long)R->r[j].rank;
+			int plain_b = an_rank_from_name(R->r[best].path) == (long)R->r[best].rank;
+			if (plain_j > plain_b || (plain_j == plain_b && R->r[j].a.events > R->r[best].a.events))
+				best = j;
+			j++;
 		}
+		for (size_t x = i; x < j; x++) {
+			if (x == best) {
+				R->r[kept++] = R->r[x];
+				continue;
+			}
+			struct an_skipped *p = vec_push(&R->skipped);
+			if (!p)
+				goto nomem;
+			*p = (struct an_skipped){R->r[x].path, AN_SKIP_SAME_RANK, R->r[x].rank};
+			rank_free(&R->r[x]);
+		}
+		i = j;
+	}
+	R->n = kept;
 	/* Collectives: torch.distributed calls or NCCL kernels where any rank
 	 * makes them in a loop (one call site at least LOOP_MIN times: not
 	 * just the process group's set-up and tear-down); else, under DDP,

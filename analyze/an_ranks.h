@@ -80,10 +80,21 @@ struct an_rank {
 	uint64_t caused_ns;      /* the others' waiting for it */
 };
 
+/* A trace left out of the comparison, and why. */
+enum an_skip_reason {
+	AN_SKIP_NOT_A_RANK = 1, /* no rank beside traces with one (torchrun's agent) */
+	AN_SKIP_SAME_RANK,      /* another process of a rank (data loader worker), or another run's */
+};
+struct an_skipped {
+	const char *path;
+	int reason;    /* enum an_skip_reason */
+	uint64_t rank; /* AN_SKIP_SAME_RANK: the rank */
+};
+
 struct an_ranks {
 	struct an_rank *r;       /* by rank */
 	size_t n;
-	struct vec skipped;      /* const char *: traces of processes that are not ranks (launcher agent) */
+	struct vec skipped;      /* struct an_skipped: traces left out */
 	int sync_source;         /* enum an_sync_source */
 	uint64_t aligned_steps;
 	uint64_t median_step_ns; /* median over the aligned steps of the slowest rank's step */

@@ -114,8 +114,13 @@ void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 	if (R->n && R->r[0].world_size)
 		fprintf(f, " (world size %" PRIu64 ")", R->r[0].world_size);
 	fputc('\n', f);
-	for (size_t i = 0; i < R->skipped.n; i++)
-		fprintf(f, "not a rank (no rank recorded), left out: %s\n", *VEC_AT(&R->skipped, const char *, i));
+	for (size_t i = 0; i < R->skipped.n; i++) {
+		const struct an_skipped *x = VEC_AT(&R->skipped, struct an_skipped, i);
+		if (x->reason == AN_SKIP_SAME_RANK)
+			fprintf(f, "another process of rank %" PRIu64 " (or another run's), left out: %s\n", x->rank, x->path);
+		else
+			fprintf(f, "not a rank (no rank recorded), left out: %s\n", x->path);
+	}
 	static const char *const sync_text[] = {
 		"none found (the ranks' steps compared by their length)",
 		"torch.distributed calls and NCCL kernels",
@@ -196,10 +201,13 @@ int an_ranks_report_json(const struct an_ranks *R, FILE *f)
 		   ",\"median_step_ns\":%" PRIu64 ",\"collectives_per_step\":%" PRIu64 ",\n\"skipped\":[",
 		sync_source_name(R->sync_source), R->aligned_steps, R->median_step_ns, R->syncs_per_step);
 	for (size_t i = 0; i < R->skipped.n; i++) {
-		const char *p = *VEC_AT(&R->skipped, const char *, i);
-		if (i)
-			fputc(',', f);
-		json_str(f, p, strlen(p));
+		const struct an_skipped *x = VEC_AT(&R->skipped, struct an_skipped, i);
+		fputs(i ? ",{\"trace_file\":" : "{\"trace_file\":", f);
+		json_str(f, x->path, strlen(x->path));
+		if (x->reason == AN_SKIP_SAME_RANK)
+			fprintf(f, ",\"reason\":\"same_rank\",\"rank\":%" PRIu64 "}", x->rank);
+		else
+			fputs(",\"reason\":\"not_a_rank\",\"rank\":null}", f);
 	}
 	fputs("],\n\"findings\":[", f);
 	if (R->straggler >= 0) {

@@ -17,7 +17,7 @@ its extra time in (data.py:31 augment), and the other ranks' wait.  PART:
              several files named instead of a directory
   bad-input  an empty directory, a corrupt or missing trace among good ones,
              unrelated and nonsense traces (no crash, no straggler from one step),
-             two traces claiming one rank, --html with several traces
+             two traces of one rank (the plain name wins), --html with several
   export     export of a directory: one chrome file, a process per rank;
              kineto: a file per rank with its rank in distributedInfo
 """
@@ -174,7 +174,8 @@ def part_ranks(gen, tmp):
     rep = report([d])
     check_straggler("agent beside the ranks", rep, exp)
     if rep:
-        check([os.path.basename(p) for p in rep["skipped"]] == ["agent.zst"], f"skipped: {rep['skipped']}")
+        check([(os.path.basename(x["trace_file"]), x["reason"]) for x in rep["skipped"]] == [("agent.zst", "not_a_rank")],
+              f"skipped: {rep['skipped']}")
     # Files named one by one instead of the directory: the same report.
     d = os.path.join(tmp, "files")
     exp = gen_run(gen, d, 4, 3, "nccl")
@@ -221,12 +222,27 @@ def part_bad_input(gen, tmp):
     missing = os.path.join(tmp, "nope", "rank5.zst")
     p = run([good, missing], expect_rc=2)
     check(missing in p.stderr, f"missing trace: stderr {p.stderr!r}")
-    # Two traces of rank 0 (two runs in one directory).
+    # Two traces of rank 0 (a process rank 0 spawned with its environment,
+    # or another run's): rank<N>.zst is the rank's own, the other listed.
     d = os.path.join(tmp, "dup")
-    gen_run(gen, d, 2, 1, "c10d")
-    shutil.copy(os.path.join(d, "rank0.zst"), os.path.join(d, "old-rank0.zst"))
-    p = run([d], expect_rc=2)
-    check("both rank 0" in p.stderr and "old-rank0.zst" in p.stderr, f"duplicate rank: stderr {p.stderr!r}")
+    exp = gen_run(gen, d, 2, 1, "c10d")
+    shutil.copy(os.path.join(d, "rank0.zst"), os.path.join(d, "rank0.4242.zst"))
+    rep = report([d])
+    check_straggler("a second trace of rank 0", rep, exp)
+    if rep:
+        check([(os.path.basename(x["trace_file"]), x["reason"], x["rank"]) for x in rep["skipped"]]
+              == [("rank0.4242.zst", "same_rank", 0)] and os.path.basename(rep["ranks"][0]["trace_file"]) == "rank0.zst",
+              f"a second trace of rank 0: skipped {rep['skipped']}")
+    check("another process of rank 0" in run([d]).stdout, "a second trace of rank 0: not said in the text")
+    out = os.path.join(tmp, "dup.json")
+    run(["export", d, "-o", out])
+    with open(out) as f:
+        names = sorted(e["args"]["name"] for e in json.load(f)["traceEvents"] if e["name"] == "process_name")
+    check(names[:2] == ["rank 0", "rank 0 (pid 5000, rank0.4242.zst)"], f"export, a second trace of rank 0: {names}")
+    kdir = os.path.join(tmp, "dup-kineto")
+    p = run(["export", "--format", "kineto", d, "-o", kdir])
+    check(sorted(os.listdir(kdir)) == ["rank0.json", "rank1.json"] and "rank0.4242.zst" in p.stderr,
+          f"kineto export, a second trace of rank 0: {sorted(os.listdir(kdir))} {p.stderr!r}")
     # A directory of one trace (a run that was not distributed) is that
     # trace: its own report (--html allowed), its own export.
     d = os.path.join(tmp, "single")
