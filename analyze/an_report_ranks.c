@@ -92,6 +92,8 @@ static void text_rank(const struct an_ranks *R, const struct an_rank *k, FILE *f
 			R->aligned_steps, fmt_ns(k->sync_ns, t1, sizeof t1), fmt_ns(k->wait_ns, t2, sizeof t2),
 			fmt_ns(k->start_lag_ns, t3, sizeof t3), fmt_ns(k->end_lag_ns, t4, sizeof t4));
 	size_t shown = a->findings.n < 3 ? a->findings.n : 3;
+	if (shown > a->opts.top)
+		shown = a->opts.top;
 	if (shown)
 		fprintf(f, "  top findings (`tbanalyze %s` for the full report):\n", k->path);
 	for (size_t i = 0; i < shown; i++) {
@@ -134,9 +136,10 @@ void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 
 	if (R->straggler >= 0) {
 		const struct an_rank *s = &R->r[R->straggler];
-		fprintf(f, "\nstraggler: rank %" PRIu64 ", %s in %" PRIu64 " of %" PRIu64 " steps, %s late per step (mean)\n",
+		fprintf(f, "\nstraggler: rank %" PRIu64 ", %s in %" PRIu64 " of %" PRIu64 " steps, %s %s per step (mean)\n",
 			s->rank, R->sync_source == AN_SYNC_NONE ? "the slowest" : "the last to reach the collectives",
-			R->straggler_steps, R->aligned_steps, fmt_ns(R->straggler_late_ns, t1, sizeof t1));
+			R->straggler_steps, R->aligned_steps, fmt_ns(R->straggler_late_ns, t1, sizeof t1),
+			R->sync_source == AN_SYNC_NONE ? "longer" : "late");
 		if (R->n_fns) {
 			char site[600];
 			fn_label(R, R->fns[0].fn, site, sizeof site);
