@@ -634,6 +634,17 @@ static void align_steps(struct an_ranks *R)
 	R->aligned_steps = aligned;
 }
 
+/* The step's collectives on each rank: [lo[i], hi[i]) in its syncs. */
+static void step_syncs(const struct an_ranks *R, size_t step, size_t *lo, size_t *hi)
+{
+	for (size_t i = 0; i < R->n; i++) {
+		const struct an_rank *k = &R->r[i];
+		const struct an_ivl *s = VEC_AT(&k->steps, struct an_ivl, k->first_step + step);
+		lo[i] = ivl_lower(&k->syncs, s->begin);
+		hi[i] = ivl_lower(&k->syncs, s->end);
+	}
+}
+
 /* A collective call as every rank made it: arrival (start) and time in it
  * per rank, [call * n + rank]. */
 struct step_calls {
@@ -748,6 +759,7 @@ static int compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_t
 {
 	size_t n = R->n, m = SIZE_MAX;
 	uint64_t minb = UINT64_MAX, mine = UINT64_MAX, longest = 0;
+	step_syncs(R, step, lo, hi);
 	for (size_t i = 0; i < n; i++) {
 		struct an_rank *k = &R->r[i];
 		const struct an_ivl *s = VEC_AT(&k->steps, struct an_ivl, k->first_step + step);
@@ -755,8 +767,6 @@ static int compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_t
 		mine = s->end < mine ? s->end : mine;
 		if (s->end - s->begin > longest)
 			longest = s->end - s->begin;
-		lo[i] = ivl_lower(&k->syncs, s->begin);
-		hi[i] = ivl_lower(&k->syncs, s->end);
 		for (size_t j = lo[i]; j < hi[i]; j++) {
 			const struct an_ivl *c = VEC_AT(&k->syncs, struct an_ivl, j);
 			k->sync_ns += c->end - c->begin;
@@ -824,6 +834,35 @@ static int compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_t
 	return 0;
 }
 
+/* The other ranks' time waiting for the straggler: in every call it was
+ * the last to reach (in any step), each one's wait. */
+static int straggler_waits(struct an_ranks *R, size_t s, size_t *lo, size_t *hi, struct step_calls *calls)
+{
+	size_t n = R->n;
+	for (size_t step = 0; step < R->aligned_steps; step++) {
+		step_syncs(R, step, lo, hi);
+		if (match_calls(R, lo, hi, calls))
+			return -1;
+		for (size_t j = 0; j < calls->n_calls; j++) {
+			const uint64_t *at = calls->arrive + j * n, *dur = calls->dur + j * n;
+			size_t last = 0;
+			for (size_t i = 1; i < n; i++)
+				if (at[i] > at[last])
+					last = i;
+			if (last != s)
+				continue;
+			for (size_t i = 0; i < n; i++) {
+				if (i == s)
+					continue;
+				uint64_t w = at[s] - at[i] < dur[i] ? at[s] - at[i] : dur[i];
+				R->r[i].wait_for_straggler_ns += w;
+				R->wait_ns += w;
+			}
+		}
+	}
+	return 0;
+}
+
 static int cmp_fn_extra(const void *x, const void *y)
 {
 	const struct an_rank_fn *a = x, *b = y;
@@ -845,9 +884,9 @@ static int compare_ranks(struct an_ranks *R)
 	uint64_t *tmp = arr + n, *caused = arr + 2 * n, *lens = arr + 3 * n;
 	for (size_t k = 0; k < R->aligned_steps && !bad; k++)
 		bad = compare_step(R, k, arr, tmp, caused, lo, lo + n, &calls, &lens[k]);
-	free(calls.arrive);
-	free(calls.dur);
 	if (bad) {
+		free(calls.arrive);
+		free(calls.dur);
 		free(arr);
 		free(lo);
 		return -1;
@@ -873,16 +912,18 @@ static int compare_ranks(struct an_ranks *R)
 		min_late = STRAGGLER_MIN_NS;
 	/* (a step or two say nothing about a rank being late as a rule) */
 	int found = R->aligned_steps >= LOOP_MIN && k->late_steps * 3 >= R->aligned_steps * 2 && mean >= min_late;
+	int rc = 0;
 	if (found) {
 		R->straggler = (long)s;
 		R->straggler_late_ns = mean;
 		R->straggler_steps = k->late_steps;
-		R->wait_ns = k->caused_ns;
+		rc = straggler_waits(R, s, lo, lo + n, &calls);
 	}
+	free(calls.arrive);
+	free(calls.dur);
 
 	/* Each rank's time by function in its aligned steps, then the
 	 * straggler's excess over the others' median. */
-	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i++)
 		rc = rank_fn_times(R, i, R->aligned_steps);
 	if (!rc && found) {

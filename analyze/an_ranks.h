@@ -77,7 +77,8 @@ struct an_rank {
 	uint64_t sync_ns;        /* time in collectives in all */
 	uint64_t late_steps;     /* aligned steps in which it was the last to arrive */
 	uint64_t late_ns;        /* summed over those: its arrival after the median of the others' */
-	uint64_t caused_ns;      /* the others' waiting for it */
+	uint64_t caused_ns;      /* the others' waiting for it, in the steps it was last in */
+	uint64_t wait_for_straggler_ns; /* of wait_ns, waiting for the straggler */
 };
 
 /* A trace left out of the comparison, and why. */
@@ -106,7 +107,7 @@ struct an_ranks {
 	long straggler;          /* index into r */
 	uint64_t straggler_late_ns;   /* mean lateness per late step */
 	uint64_t straggler_steps;     /* aligned steps in which it was last */
-	uint64_t wait_ns;             /* the other ranks' time lost waiting for it, summed */
+	uint64_t wait_ns;             /* the other ranks' time lost waiting for it (in every call it was last to), summed */
 	struct an_rank_fn fns[5];     /* where it spent the extra time, biggest first */
 	size_t n_fns;
 };

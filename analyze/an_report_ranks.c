@@ -158,7 +158,7 @@ void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 				if ((long)i == R->straggler)
 					continue;
 				fprintf(f, "%srank %" PRIu64 " %s", first ? "" : ", ", R->r[i].rank,
-					fmt_ns(R->r[i].wait_ns, t1, sizeof t1));
+					fmt_ns(R->r[i].wait_for_straggler_ns, t1, sizeof t1));
 				first = 0;
 			}
 			fprintf(f, ")\n");
@@ -223,7 +223,7 @@ int an_ranks_report_json(const struct an_ranks *R, FILE *f)
 			if ((long)i == R->straggler)
 				continue;
 			fprintf(f, "%s{\"rank\":%" PRIu64 ",\"wait_ns\":%" PRIu64 "}", first ? "" : ",", R->r[i].rank,
-				R->r[i].wait_ns);
+				R->r[i].wait_for_straggler_ns);
 			first = 0;
 		}
 		fputs("],\"where\":", f);
