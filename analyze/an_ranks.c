@@ -954,6 +954,54 @@ static int compare_ranks(struct an_ranks *R)
 	return rc;
 }
 
+/* ------------------------------------------------------------ clocks */
+static void shift_ivls(struct vec *v, int64_t by)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		struct an_ivl *x = VEC_AT(v, struct an_ivl, i);
+		x->begin += (uint64_t)by;
+		x->end += (uint64_t)by;
+	}
+}
+
+/* Traces of one machine share CLOCK_MONOTONIC.  Ranks on several machines
+ * do not (each counts from its own boot): their times are put on the first
+ * rank's clock through each process's wall clock at its start (the process
+ * record's realtime_ns and monotonic_ns, read together), as good as the
+ * machines' clock synchronisation (NTP: about a millisecond). */
+static void align_clocks(struct an_ranks *R)
+{
+	const struct analysis *a0 = R->n ? &R->r[0].a : NULL;
+	int several_hosts = 0;
+	for (size_t i = 1; i < R->n && a0->has_process; i++) {
+		const struct analysis *a = &R->r[i].a;
+		if (!a->has_process)
+			return; /* (not comparable: leave every trace as it is) */
+		size_t l0, l;
+		const char *h0 = an_string(a0, a0->process.host, &l0), *h = an_string(a, a->process.host, &l);
+		several_hosts |= h0 && h && (l0 != l || memcmp(h0, h, l));
+	}
+	if (!several_hosts)
+		return;
+	for (size_t i = 0; i < R->n; i++)
+		if (!R->r[i].a.process.realtime_ns || !R->r[i].a.process.monotonic_ns)
+			return;
+	R->wall_clock_aligned = 1;
+	int64_t base = (int64_t)(a0->process.realtime_ns - a0->process.monotonic_ns);
+	for (size_t i = 1; i < R->n; i++) {
+		struct an_rank *k = &R->r[i];
+		int64_t by = (int64_t)(k->a.process.realtime_ns - k->a.process.monotonic_ns) - base;
+		k->clock_shift_ns = by;
+		shift_ivls(&k->steps, by);
+		shift_ivls(&k->syncs, by);
+		struct raw_span *sp = k->spans.data;
+		for (size_t j = 0; j < k->spans.n; j++) {
+			sp[j].ts += (uint64_t)by;
+			sp[j].end += (uint64_t)by;
+		}
+	}
+}
+
 /* ------------------------------------------------------------ loading */
 static void rank_free(struct an_rank *k)
 {
@@ -1106,6 +1154,7 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 		    (!k->steps.n && steps_from_syncs(k)))
 			goto nomem;
 	}
+	align_clocks(R);
 	if (compare_ranks(R))
 		goto nomem;
 	goto out;

@@ -71,6 +71,7 @@ struct an_rank {
 	int ddp;                 /* DistributedDataParallel code ran */
 	/* Results over the aligned steps. */
 	size_t first_step;       /* index of its first aligned step in steps */
+	int64_t clock_shift_ns;  /* added to its times (another machine's clock), 0 on one machine */
 	uint64_t start_lag_ns;   /* mean: step start after the earliest rank's */
 	uint64_t end_lag_ns;     /* mean: step end after the earliest rank's */
 	uint64_t wait_ns;        /* time in collectives waiting for a later rank */
@@ -97,6 +98,7 @@ struct an_ranks {
 	size_t n;
 	struct vec skipped;      /* struct an_skipped: traces left out */
 	int sync_source;         /* enum an_sync_source */
+	int wall_clock_aligned;  /* ranks of several machines: put on rank 0's clock by their wall clocks */
 	uint64_t aligned_steps;
 	uint64_t median_step_ns; /* median over the aligned steps of the slowest rank's step */
 	uint64_t syncs_per_step; /* collective calls matched per aligned step (the fewest) */

@@ -129,6 +129,10 @@ void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 		"DDP's gradient all-reduce, waited for in backward()",
 	};
 	fprintf(f, "collectives: %s\n", sync_text[R->sync_source]);
+	if (R->wall_clock_aligned)
+		fprintf(f, "clocks: ranks on several machines, put on rank %" PRIu64 "'s clock by their wall clocks "
+			   "(as close as the machines' clock synchronisation)\n",
+			R->r[0].rank);
 	if (R->n > 1)
 		fprintf(f, "aligned steps: %" PRIu64 " (steady state, %s), median %s per step\n", R->aligned_steps,
 			R->sync_source == AN_SYNC_NONE ? "the k-th of each rank" : "lined up by wall clock",
@@ -201,8 +205,9 @@ static void json_fn(const struct an_ranks *R, const struct an_rank_fn *x, FILE *
 int an_ranks_report_json(const struct an_ranks *R, FILE *f)
 {
 	fprintf(f, "{\"schema\":\"tbprof-ranks\",\"schema_version\":1,\"collectives\":\"%s\",\"aligned_steps\":%" PRIu64
-		   ",\"median_step_ns\":%" PRIu64 ",\"collectives_per_step\":%" PRIu64 ",\n\"skipped\":[",
-		sync_source_name(R->sync_source), R->aligned_steps, R->median_step_ns, R->syncs_per_step);
+		   ",\"median_step_ns\":%" PRIu64 ",\"collectives_per_step\":%" PRIu64 ",\"clock\":\"%s\",\n\"skipped\":[",
+		sync_source_name(R->sync_source), R->aligned_steps, R->median_step_ns, R->syncs_per_step,
+		R->wall_clock_aligned ? "wall_clock" : "monotonic");
 	for (size_t i = 0; i < R->skipped.n; i++) {
 		const struct an_skipped *x = VEC_AT(&R->skipped, struct an_skipped, i);
 		fputs(i ? ",{\"trace_file\":" : "{\"trace_file\":", f);
@@ -243,8 +248,8 @@ int an_ranks_report_json(const struct an_ranks *R, FILE *f)
 	for (size_t i = 0; i < R->n; i++) {
 		const struct an_rank *k = &R->r[i];
 		fprintf(f, "%s\n{\"rank\":%" PRIu64 ",\"rank_source\":\"%s\",\"world_size\":%" PRIu64 ",\"pid\":%" PRIu64
-			   ",\"trace_file\":",
-			i ? "," : "", k->rank, rank_source_name(k->rank_source), k->world_size, k->pid);
+			   ",\"clock_shift_ns\":%" PRId64 ",\"trace_file\":",
+			i ? "," : "", k->rank, rank_source_name(k->rank_source), k->world_size, k->pid, k->clock_shift_ns);
 		json_str(f, k->path, strlen(k->path));
 		fputs(",\"steps_function\":", f);
 		struct an_frame sf;

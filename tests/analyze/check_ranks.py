@@ -13,7 +13,7 @@ its extra time in (data.py:31 augment), and the other ranks' wait.  PART:
   ranks      where a rank number comes from (recorded beats the file name,
              rank<N>.zst without one), the straggler's collectives too
              short to be recorded, alignment of a trace that starts a
-             step early, a process that is no rank (the agent) left out,
+             step early, ranks on several machines (wall clock), a process that is no rank (the agent) left out,
              several files named instead of a directory
   bad-input  an empty directory, a corrupt or missing trace among good ones,
              unrelated and nonsense traces (no crash, no straggler from one step),
@@ -74,6 +74,8 @@ def report(args):
 def check_straggler(name, rep, exp, unrecorded=False):
     if rep is None:
         return
+    if "clock" in rep and "machines" not in name:
+        check(rep["clock"] == "monotonic", f"{name}: one machine, yet clock {rep['clock']}")
     fs = [f for f in rep["findings"] if f["kind"] == "straggler"]
     if exp["straggler"] < 0:
         check(not fs, f"{name}: balanced ranks, but a straggler was reported: {fs}")
@@ -163,6 +165,17 @@ def part_ranks(gen, tmp):
         if rep:
             firsts = [r["first_aligned_step"] for r in rep["ranks"]]
             check(firsts == [0 if r == 1 else 1 for r in range(world)], f"first aligned steps {firsts}")
+    # Each rank on its own machine: monotonic clocks 7.5 s apart, put on
+    # rank 0's clock by the wall clock; without that nothing lines up.
+    for mode, world, straggler in (("c10d", 2, 1), ("ddp", 3, 0), ("nccl", 4, 2)):
+        d = os.path.join(tmp, f"hosts-{mode}-{world}")
+        exp = gen_run(gen, d, world, straggler, mode, "h")
+        rep = report([d])
+        check_straggler(f"{mode}, {world} machines", rep, exp)
+        if rep:
+            check(rep["clock"] == "wall_clock" and [r["clock_shift_ns"] for r in rep["ranks"]]
+                  == [-r * 7500000000 for r in range(world)], f"{mode}, {world} machines: clock {rep['clock']}, "
+                  f"shifts {[r['clock_shift_ns'] for r in rep['ranks']]}")
     # Every trace starts a step early (an extra step before the marks): the same.
     d = os.path.join(tmp, "early")
     exp = gen_run(gen, d, 2, 1, "ddp", "e")

@@ -1165,7 +1165,8 @@ static void write_big(const char *path, long iters, unsigned lag)
  * s = the straggler's collective calls are not recorded (under the span
  * threshold: it does not wait in them); w = rank 1 has two warm-up steps,
  * the others one (its first steady step is their second: wall clock lines
- * them up). */
+ * them up); h = each rank on its own machine (CLOCK_MONOTONIC apart,
+ * wall clocks agreeing). */
 #define RANK_STEPS 10
 #define RANK_SLOW_NS (3000 * US)
 static void scen_rank(const char *spec)
@@ -1195,6 +1196,15 @@ static void scen_rank(const char *spec)
 	} else {
 		pr->u.process.rank = pr->u.process.world_size = pr->u.process.local_rank = UINT64_MAX;
 	}
+	/* h: each rank on its own machine, whose CLOCK_MONOTONIC counts from
+	 * its own boot (RANK x 7.5 s later); the wall clocks agree. */
+	uint64_t clock_base = strchr(flags, 'h') ? (uint64_t)rank * 7500000 * US : 0;
+	char host_name[32];
+	snprintf(host_name, sizeof host_name, "node%d", strchr(flags, 'h') ? rank : 0);
+	pr->u.process.host = intern(strdup(host_name));
+	pr->ts = clock_base + 900 * US;
+	pr->u.process.monotonic_ns = pr->ts;
+	pr->u.process.realtime_ns = 1700000000000000000ULL + 900 * US;
 	const char *c10d_file = "/opt/py/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py";
 	const char *logger_file = "/opt/py/lib/python3.11/site-packages/torch/distributed/c10d_logger.py";
 	const char *tensor_file = "/opt/py/lib/python3.11/site-packages/torch/_tensor.py";
@@ -1209,7 +1219,7 @@ static void scen_rank(const char *spec)
 	uint64_t cp_ar = site(c10d_file, "all_reduce", 2500, cp_wrap);
 	uint64_t cp_bwd_fn = site(tensor_file, "backward", 520, cp_step);
 	uint64_t k_nccl = intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
-	uint64_t t = 1000 * US, t_first = t;
+	uint64_t t = clock_base + 1000 * US, t_first = t;
 	int early = strchr(flags, 'e') != NULL;
 	for (int i = -early; i < RANK_STEPS; i++) {
 		uint64_t sb = t;
