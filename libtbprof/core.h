@@ -96,9 +96,12 @@ void tbp_slot_commit(struct tbp_record *rec) TBP_HIDDEN;
 /* Same, for records of another stream (GPU activity from the CUPTI thread):
  * stream_kind/stream id are set by the caller in rec->stream_kind/rec->tid. */
 void tbp_emit(const struct tbp_record *rec) TBP_HIDDEN;
-/* tbp_emit for a thread that may wait (CUPTI's, libtbprof's own; never the
- * host's): when the thread's ring is full it lets the writer drain it first
- * (bounded) instead of losing the record. */
+/* Same, for a thread off the program's critical path (CUPTI's buffer
+ * processing, HIP's event harvest): a full ring waits for the writer, up to
+ * TBP_PATIENT_WAIT_MS in all until it drains, instead of dropping.  A ring
+ * starts small and grows only at some heads, so a burst of thousands of GPU
+ * records handed over at once would otherwise be lost to a ring still growing. */
+#define TBP_PATIENT_WAIT_MS 200
 void tbp_emit_patient(const struct tbp_record *rec) TBP_HIDDEN;
 
 /* Definitions (rare: interning misses).  Copied; ordered before any record

@@ -702,8 +702,6 @@ static void hold_write_first(void)
 		ours = top.joined;
 	unjoined += !ours;
 	top.rec.u.gpu_kernel.corr = ours; /* corr is at the same place in every GPU kind */
-	/* Releases come in bursts (a second's records at a forced flush): wait
-	 * for the writer rather than lose them; this is never the host's thread. */
 	tbp_emit_patient(&top.rec);
 }
 
