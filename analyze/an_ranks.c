@@ -278,7 +278,7 @@ static size_t ivl_lower(const struct vec *v, uint64_t t)
 
 /* The steady steps, as the single-trace analysis counted them: the runner's
  * marked iterations after WARMUP_END (all of them without one), or the
- * detected steps after the first, each to the next one's start. */
+ * detected steps after the first. */
 static int rank_steps(struct an_rank *k, struct vec *marks)
 {
 	const struct analysis *a = &k->a;
@@ -308,11 +308,10 @@ static int rank_steps(struct an_rank *k, struct vec *marks)
 	if (a->steps.source == AN_STEPS_DETECTED && a->step_ivs.n >= 2) {
 		for (size_t i = 1; i < a->step_ivs.n; i++) {
 			const struct an_step *s = VEC_AT(&a->step_ivs, struct an_step, i);
-			uint64_t end = i + 1 < a->step_ivs.n ? VEC_AT(&a->step_ivs, struct an_step, i + 1)->begin : s->end;
 			struct an_ivl *v = vec_push(&k->steps);
 			if (!v)
 				return -1;
-			*v = (struct an_ivl){s->begin, end};
+			*v = (struct an_ivl){s->begin, s->end};
 		}
 		return 0;
 	}
@@ -635,6 +634,17 @@ static void align_steps(struct an_ranks *R)
 	R->aligned_steps = aligned;
 }
 
+/* The step's collectives on each rank: [lo[i], hi[i]) in its syncs. */
+static void step_syncs(const struct an_ranks *R, size_t step, size_t *lo, size_t *hi)
+{
+	for (size_t i = 0; i < R->n; i++) {
+		const struct an_rank *k = &R->r[i];
+		const struct an_ivl *s = VEC_AT(&k->steps, struct an_ivl, k->first_step + step);
+		lo[i] = ivl_lower(&k->syncs, s->begin);
+		hi[i] = ivl_lower(&k->syncs, s->end);
+	}
+}
+
 /* A collective call as every rank made it: arrival (start) and time in it
  * per rank, [call * n + rank]. */
 struct step_calls {
@@ -749,6 +759,7 @@ static int compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_t
 {
 	size_t n = R->n, m = SIZE_MAX;
 	uint64_t minb = UINT64_MAX, mine = UINT64_MAX, longest = 0;
+	step_syncs(R, step, lo, hi);
 	for (size_t i = 0; i < n; i++) {
 		struct an_rank *k = &R->r[i];
 		const struct an_ivl *s = VEC_AT(&k->steps, struct an_ivl, k->first_step + step);
@@ -756,8 +767,6 @@ static int compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_t
 		mine = s->end < mine ? s->end : mine;
 		if (s->end - s->begin > longest)
 			longest = s->end - s->begin;
-		lo[i] = ivl_lower(&k->syncs, s->begin);
-		hi[i] = ivl_lower(&k->syncs, s->end);
 		for (size_t j = lo[i]; j < hi[i]; j++) {
 			const struct an_ivl *c = VEC_AT(&k->syncs, struct an_ivl, j);
 			k->sync_ns += c->end - c->begin;
@@ -825,6 +834,35 @@ static int compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_t
 	return 0;
 }
 
+/* The other ranks' time waiting for the straggler: in every call it was
+ * the last to reach (in any step), each one's wait. */
+static int straggler_waits(struct an_ranks *R, size_t s, size_t *lo, size_t *hi, struct step_calls *calls)
+{
+	size_t n = R->n;
+	for (size_t step = 0; step < R->aligned_steps; step++) {
+		step_syncs(R, step, lo, hi);
+		if (match_calls(R, lo, hi, calls))
+			return -1;
+		for (size_t j = 0; j < calls->n_calls; j++) {
+			const uint64_t *at = calls->arrive + j * n, *dur = calls->dur + j * n;
+			size_t last = 0;
+			for (size_t i = 1; i < n; i++)
+				if (at[i] > at[last])
+					last = i;
+			if (last != s)
+				continue;
+			for (size_t i = 0; i < n; i++) {
+				if (i == s)
+					continue;
+				uint64_t w = at[s] - at[i] < dur[i] ? at[s] - at[i] : dur[i];
+				R->r[i].wait_for_straggler_ns += w;
+				R->wait_ns += w;
+			}
+		}
+	}
+	return 0;
+}
+
 static int cmp_fn_extra(const void *x, const void *y)
 {
 	const struct an_rank_fn *a = x, *b = y;
@@ -846,9 +884,9 @@ static int compare_ranks(struct an_ranks *R)
 	uint64_t *tmp = arr + n, *caused = arr + 2 * n, *lens = arr + 3 * n;
 	for (size_t k = 0; k < R->aligned_steps && !bad; k++)
 		bad = compare_step(R, k, arr, tmp, caused, lo, lo + n, &calls, &lens[k]);
-	free(calls.arrive);
-	free(calls.dur);
 	if (bad) {
+		free(calls.arrive);
+		free(calls.dur);
 		free(arr);
 		free(lo);
 		return -1;
@@ -860,8 +898,8 @@ static int compare_ranks(struct an_ranks *R)
 	qsort(lens, R->aligned_steps, sizeof *lens, u64_cmp);
 	R->median_step_ns = lens[R->aligned_steps / 2];
 
-	/* The straggler: last in at least two thirds of the steps, late by a
-	 * share of the step that is not noise. */
+	/* The straggler: last in at least two thirds of at least LOOP_MIN
+	 * steps, late by a share of the step that is not noise. */
 	size_t s = 0;
 	for (size_t i = 1; i < n; i++)
 		if (R->r[i].late_steps > R->r[s].late_steps ||
@@ -872,17 +910,20 @@ static int compare_ranks(struct an_ranks *R)
 	uint64_t min_late = R->median_step_ns * STRAGGLER_MIN_SHARE / 100;
 	if (min_late < STRAGGLER_MIN_NS)
 		min_late = STRAGGLER_MIN_NS;
-	int found = k->late_steps * 3 >= R->aligned_steps * 2 && mean >= min_late;
+	/* (a step or two say nothing about a rank being late as a rule) */
+	int found = R->aligned_steps >= LOOP_MIN && k->late_steps * 3 >= R->aligned_steps * 2 && mean >= min_late;
+	int rc = 0;
 	if (found) {
 		R->straggler = (long)s;
 		R->straggler_late_ns = mean;
 		R->straggler_steps = k->late_steps;
-		R->wait_ns = k->caused_ns;
+		rc = straggler_waits(R, s, lo, lo + n, &calls);
 	}
+	free(calls.arrive);
+	free(calls.dur);
 
 	/* Each rank's time by function in its aligned steps, then the
 	 * straggler's excess over the others' median. */
-	int rc = 0;
 	for (size_t i = 0; i < n && !rc; i++)
 		rc = rank_fn_times(R, i, R->aligned_steps);
 	if (!rc && found) {
@@ -913,6 +954,54 @@ static int compare_ranks(struct an_ranks *R)
 	return rc;
 }
 
+/* ------------------------------------------------------------ clocks */
+static void shift_ivls(struct vec *v, int64_t by)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		struct an_ivl *x = VEC_AT(v, struct an_ivl, i);
+		x->begin += (uint64_t)by;
+		x->end += (uint64_t)by;
+	}
+}
+
+/* Traces of one machine share CLOCK_MONOTONIC.  Ranks on several machines
+ * do not (each counts from its own boot): their times are put on the first
+ * rank's clock through each process's wall clock at its start (the process
+ * record's realtime_ns and monotonic_ns, read together), as good as the
+ * machines' clock synchronisation (NTP: about a millisecond). */
+static void align_clocks(struct an_ranks *R)
+{
+	const struct analysis *a0 = R->n ? &R->r[0].a : NULL;
+	int several_hosts = 0;
+	for (size_t i = 1; i < R->n && a0->has_process; i++) {
+		const struct analysis *a = &R->r[i].a;
+		if (!a->has_process)
+			return; /* (not comparable: leave every trace as it is) */
+		size_t l0, l;
+		const char *h0 = an_string(a0, a0->process.host, &l0), *h = an_string(a, a->process.host, &l);
+		several_hosts |= h0 && h && (l0 != l || memcmp(h0, h, l));
+	}
+	if (!several_hosts)
+		return;
+	for (size_t i = 0; i < R->n; i++)
+		if (!R->r[i].a.process.realtime_ns || !R->r[i].a.process.monotonic_ns)
+			return;
+	R->wall_clock_aligned = 1;
+	int64_t base = (int64_t)(a0->process.realtime_ns - a0->process.monotonic_ns);
+	for (size_t i = 1; i < R->n; i++) {
+		struct an_rank *k = &R->r[i];
+		int64_t by = (int64_t)(k->a.process.realtime_ns - k->a.process.monotonic_ns) - base;
+		k->clock_shift_ns = by;
+		shift_ivls(&k->steps, by);
+		shift_ivls(&k->syncs, by);
+		struct raw_span *sp = k->spans.data;
+		for (size_t j = 0; j < k->spans.n; j++) {
+			sp[j].ts += (uint64_t)by;
+			sp[j].end += (uint64_t)by;
+		}
+	}
+}
+
 /* ------------------------------------------------------------ loading */
 static void rank_free(struct an_rank *k)
 {
@@ -935,7 +1024,7 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 	memset(R, 0, sizeof *R);
 	R->straggler = -1;
 	R->fn_keys.item = sizeof(struct an_fn_key);
-	R->skipped.item = sizeof(const char *);
+	R->skipped.item = sizeof(struct an_skipped);
 	struct an_rank *all = calloc(n, sizeof *all);
 	struct vec *marks = calloc(n, sizeof *marks), *nccl = calloc(n, sizeof *nccl);
 	int rc = TBA_EXIT_OK;
@@ -982,10 +1071,10 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 	loaded = 0; /* from here each one is freed or moved to R->r (out of memory midway leaks the rest) */
 	for (size_t i = 0; i < n; i++) {
 		if (any_rank && all[i].rank_source == AN_RANK_ORDER) {
-			const char **p = vec_push(&R->skipped);
+			struct an_skipped *p = vec_push(&R->skipped);
 			if (!p)
 				goto nomem;
-			*p = all[i].path;
+			*p = (struct an_skipped){all[i].path, AN_SKIP_NOT_A_RANK, 0};
 			rank_free(&all[i]);
 			vec_free(&marks[i]);
 			vec_free(&nccl[i]);
@@ -999,13 +1088,35 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 		goto out_r;
 	}
 	qsort(R->r, R->n, sizeof *R->r, cmp_rank);
-	for (size_t i = 1; i < R->n; i++)
-		if (R->r[i].rank == R->r[i - 1].rank) {
-			fprintf(stderr, "tbanalyze: %s and %s are both rank %" PRIu64 " (traces of two runs?)\n",
-				R->r[i - 1].path, R->r[i].path, R->r[i].rank);
-			rc = TBA_EXIT_BAD_INPUT;
-			goto out_r;
+	/* Several traces of one rank: the rank's own process took the plain
+	 * name rank<N>.zst (it starts first); the others (processes it spawned
+	 * with its environment: data loader workers; or a trace of another run)
+	 * are listed, not compared.  Without the plain name, the one with the
+	 * most events is the rank's. */
+	size_t kept = 0;
+	for (size_t i = 0; i < R->n;) {
+		size_t j = i, best = i;
+		while (j < R->n && R->r[j].rank == R->r[i].rank) {
+			int plain_j = an_rank_from_name(R->r[j].path) == (long)R->r[j].rank;
+			int plain_b = an_rank_from_name(R->r[best].path) == (long)R->r[best].rank;
+			if (plain_j > plain_b || (plain_j == plain_b && R->r[j].a.events > R->r[best].a.events))
+				best = j;
+			j++;
 		}
+		for (size_t x = i; x < j; x++) {
+			if (x == best) {
+				R->r[kept++] = R->r[x];
+				continue;
+			}
+			struct an_skipped *p = vec_push(&R->skipped);
+			if (!p)
+				goto nomem;
+			*p = (struct an_skipped){R->r[x].path, AN_SKIP_SAME_RANK, R->r[x].rank};
+			rank_free(&R->r[x]);
+		}
+		i = j;
+	}
+	R->n = kept;
 	/* Collectives: torch.distributed calls or NCCL kernels where any rank
 	 * makes them in a loop (one call site at least LOOP_MIN times: not
 	 * just the process group's set-up and tear-down); else, under DDP,
@@ -1043,6 +1154,7 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 		    (!k->steps.n && steps_from_syncs(k)))
 			goto nomem;
 	}
+	align_clocks(R);
 	if (compare_ranks(R))
 		goto nomem;
 	goto out;

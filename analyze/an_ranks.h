@@ -71,20 +71,34 @@ struct an_rank {
 	int ddp;                 /* DistributedDataParallel code ran */
 	/* Results over the aligned steps. */
 	size_t first_step;       /* index of its first aligned step in steps */
+	int64_t clock_shift_ns;  /* added to its times (another machine's clock), 0 on one machine */
 	uint64_t start_lag_ns;   /* mean: step start after the earliest rank's */
 	uint64_t end_lag_ns;     /* mean: step end after the earliest rank's */
 	uint64_t wait_ns;        /* time in collectives waiting for a later rank */
 	uint64_t sync_ns;        /* time in collectives in all */
 	uint64_t late_steps;     /* aligned steps in which it was the last to arrive */
 	uint64_t late_ns;        /* summed over those: its arrival after the median of the others' */
-	uint64_t caused_ns;      /* the others' waiting for it */
+	uint64_t caused_ns;      /* the others' waiting for it, in the steps it was last in */
+	uint64_t wait_for_straggler_ns; /* of wait_ns, waiting for the straggler */
+};
+
+/* A trace left out of the comparison, and why. */
+enum an_skip_reason {
+	AN_SKIP_NOT_A_RANK = 1, /* no rank beside traces with one (torchrun's agent) */
+	AN_SKIP_SAME_RANK,      /* another process of a rank (data loader worker), or another run's */
+};
+struct an_skipped {
+	const char *path;
+	int reason;    /* enum an_skip_reason */
+	uint64_t rank; /* AN_SKIP_SAME_RANK: the rank */
 };
 
 struct an_ranks {
 	struct an_rank *r;       /* by rank */
 	size_t n;
-	struct vec skipped;      /* const char *: traces of processes that are not ranks (launcher agent) */
+	struct vec skipped;      /* struct an_skipped: traces left out */
 	int sync_source;         /* enum an_sync_source */
+	int wall_clock_aligned;  /* ranks of several machines: put on rank 0's clock by their wall clocks */
 	uint64_t aligned_steps;
 	uint64_t median_step_ns; /* median over the aligned steps of the slowest rank's step */
 	uint64_t syncs_per_step; /* collective calls matched per aligned step (the fewest) */
@@ -95,7 +109,7 @@ struct an_ranks {
 	long straggler;          /* index into r */
 	uint64_t straggler_late_ns;   /* mean lateness per late step */
 	uint64_t straggler_steps;     /* aligned steps in which it was last */
-	uint64_t wait_ns;             /* the other ranks' time lost waiting for it, summed */
+	uint64_t wait_ns;             /* the other ranks' time lost waiting for it (in every call it was last to), summed */
 	struct an_rank_fn fns[5];     /* where it spent the extra time, biggest first */
 	size_t n_fns;
 };

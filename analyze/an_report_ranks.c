@@ -92,6 +92,8 @@ static void text_rank(const struct an_ranks *R, const struct an_rank *k, FILE *f
 			R->aligned_steps, fmt_ns(k->sync_ns, t1, sizeof t1), fmt_ns(k->wait_ns, t2, sizeof t2),
 			fmt_ns(k->start_lag_ns, t3, sizeof t3), fmt_ns(k->end_lag_ns, t4, sizeof t4));
 	size_t shown = a->findings.n < 3 ? a->findings.n : 3;
+	if (shown > a->opts.top)
+		shown = a->opts.top;
 	if (shown)
 		fprintf(f, "  top findings (`tbanalyze %s` for the full report):\n", k->path);
 	for (size_t i = 0; i < shown; i++) {
@@ -114,14 +116,23 @@ void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 	if (R->n && R->r[0].world_size)
 		fprintf(f, " (world size %" PRIu64 ")", R->r[0].world_size);
 	fputc('\n', f);
-	for (size_t i = 0; i < R->skipped.n; i++)
-		fprintf(f, "not a rank (no rank recorded), left out: %s\n", *VEC_AT(&R->skipped, const char *, i));
+	for (size_t i = 0; i < R->skipped.n; i++) {
+		const struct an_skipped *x = VEC_AT(&R->skipped, struct an_skipped, i);
+		if (x->reason == AN_SKIP_SAME_RANK)
+			fprintf(f, "another process of rank %" PRIu64 " (or another run's), left out: %s\n", x->rank, x->path);
+		else
+			fprintf(f, "not a rank (no rank recorded), left out: %s\n", x->path);
+	}
 	static const char *const sync_text[] = {
 		"none found (the ranks' steps compared by their length)",
 		"torch.distributed calls and NCCL kernels",
 		"DDP's gradient all-reduce, waited for in backward()",
 	};
 	fprintf(f, "collectives: %s\n", sync_text[R->sync_source]);
+	if (R->wall_clock_aligned)
+		fprintf(f, "clocks: ranks on several machines, put on rank %" PRIu64 "'s clock by their wall clocks "
+			   "(as close as the machines' clock synchronisation)\n",
+			R->r[0].rank);
 	if (R->n > 1)
 		fprintf(f, "aligned steps: %" PRIu64 " (steady state, %s), median %s per step\n", R->aligned_steps,
 			R->sync_source == AN_SYNC_NONE ? "the k-th of each rank" : "lined up by wall clock",
@@ -129,9 +140,10 @@ void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 
 	if (R->straggler >= 0) {
 		const struct an_rank *s = &R->r[R->straggler];
-		fprintf(f, "\nstraggler: rank %" PRIu64 ", %s in %" PRIu64 " of %" PRIu64 " steps, %s late per step (mean)\n",
+		fprintf(f, "\nstraggler: rank %" PRIu64 ", %s in %" PRIu64 " of %" PRIu64 " steps, %s %s per step (mean)\n",
 			s->rank, R->sync_source == AN_SYNC_NONE ? "the slowest" : "the last to reach the collectives",
-			R->straggler_steps, R->aligned_steps, fmt_ns(R->straggler_late_ns, t1, sizeof t1));
+			R->straggler_steps, R->aligned_steps, fmt_ns(R->straggler_late_ns, t1, sizeof t1),
+			R->sync_source == AN_SYNC_NONE ? "longer" : "late");
 		if (R->n_fns) {
 			char site[600];
 			fn_label(R, R->fns[0].fn, site, sizeof site);
@@ -150,7 +162,7 @@ void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 				if ((long)i == R->straggler)
 					continue;
 				fprintf(f, "%srank %" PRIu64 " %s", first ? "" : ", ", R->r[i].rank,
-					fmt_ns(R->r[i].wait_ns, t1, sizeof t1));
+					fmt_ns(R->r[i].wait_for_straggler_ns, t1, sizeof t1));
 				first = 0;
 			}
 			fprintf(f, ")\n");
@@ -158,8 +170,11 @@ void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 		fprintf(f, "  suggestion: even out the work per rank there (data loading, uneven batches, rank-only "
 			   "logging or checkpointing), or move it off the step\n");
 	} else if (R->n > 1) {
-		fprintf(f, "\nno straggler: no rank arrived last in two thirds of the steps by more than %d%% of a step\n",
-			10);
+		if (R->aligned_steps < 3)
+			fprintf(f, "\nno straggler: too few steps to compare (%" PRIu64 ")\n", R->aligned_steps);
+		else
+			fprintf(f, "\nno straggler: no rank arrived last in two thirds of the steps by more than 10%% of "
+				   "a step\n");
 	}
 	for (size_t i = 0; i < R->n; i++)
 		text_rank(R, &R->r[i], f);
@@ -190,13 +205,17 @@ static void json_fn(const struct an_ranks *R, const struct an_rank_fn *x, FILE *
 int an_ranks_report_json(const struct an_ranks *R, FILE *f)
 {
 	fprintf(f, "{\"schema\":\"tbprof-ranks\",\"schema_version\":1,\"collectives\":\"%s\",\"aligned_steps\":%" PRIu64
-		   ",\"median_step_ns\":%" PRIu64 ",\"collectives_per_step\":%" PRIu64 ",\n\"skipped\":[",
-		sync_source_name(R->sync_source), R->aligned_steps, R->median_step_ns, R->syncs_per_step);
+		   ",\"median_step_ns\":%" PRIu64 ",\"collectives_per_step\":%" PRIu64 ",\"clock\":\"%s\",\n\"skipped\":[",
+		sync_source_name(R->sync_source), R->aligned_steps, R->median_step_ns, R->syncs_per_step,
+		R->wall_clock_aligned ? "wall_clock" : "monotonic");
 	for (size_t i = 0; i < R->skipped.n; i++) {
-		const char *p = *VEC_AT(&R->skipped, const char *, i);
-		if (i)
-			fputc(',', f);
-		json_str(f, p, strlen(p));
+		const struct an_skipped *x = VEC_AT(&R->skipped, struct an_skipped, i);
+		fputs(i ? ",{\"trace_file\":" : "{\"trace_file\":", f);
+		json_str(f, x->path, strlen(x->path));
+		if (x->reason == AN_SKIP_SAME_RANK)
+			fprintf(f, ",\"reason\":\"same_rank\",\"rank\":%" PRIu64 "}", x->rank);
+		else
+			fputs(",\"reason\":\"not_a_rank\",\"rank\":null}", f);
 	}
 	fputs("],\n\"findings\":[", f);
 	if (R->straggler >= 0) {
@@ -209,7 +228,7 @@ int an_ranks_report_json(const struct an_ranks *R, FILE *f)
 			if ((long)i == R->straggler)
 				continue;
 			fprintf(f, "%s{\"rank\":%" PRIu64 ",\"wait_ns\":%" PRIu64 "}", first ? "" : ",", R->r[i].rank,
-				R->r[i].wait_ns);
+				R->r[i].wait_for_straggler_ns);
 			first = 0;
 		}
 		fputs("],\"where\":", f);
@@ -229,8 +248,8 @@ int an_ranks_report_json(const struct an_ranks *R, FILE *f)
 	for (size_t i = 0; i < R->n; i++) {
 		const struct an_rank *k = &R->r[i];
 		fprintf(f, "%s\n{\"rank\":%" PRIu64 ",\"rank_source\":\"%s\",\"world_size\":%" PRIu64 ",\"pid\":%" PRIu64
-			   ",\"trace_file\":",
-			i ? "," : "", k->rank, rank_source_name(k->rank_source), k->world_size, k->pid);
+			   ",\"clock_shift_ns\":%" PRId64 ",\"trace_file\":",
+			i ? "," : "", k->rank, rank_source_name(k->rank_source), k->world_size, k->pid, k->clock_shift_ns);
 		json_str(f, k->path, strlen(k->path));
 		fputs(",\"steps_function\":", f);
 		struct an_frame sf;

@@ -338,17 +338,23 @@ static void export_rank_of(const struct analysis *defs, char **paths, size_t n, 
 			ranks[i] = (int64_t)i;
 }
 
-/* Two traces of one rank (two runs in one directory): named, exit 2. */
-static int export_rank_dups(char **paths, size_t n, const int64_t *ranks)
+/* Which trace is its rank's own: the one named rank<N>.zst (the rank's
+ * process starts first and takes the plain name), else the one with the
+ * most records; the others of a rank (processes it spawned with its
+ * environment, or another run's) are not, nor is a trace without a rank. */
+static void export_rank_own(const struct analysis *defs, char **paths, size_t n, const int64_t *ranks, int *own)
 {
-	for (size_t i = 0; i < n; i++)
-		for (size_t j = 0; j < i; j++)
-			if (ranks[i] >= 0 && ranks[j] == ranks[i]) {
-				fprintf(stderr, "tbanalyze: %s and %s are both rank %" PRId64 " (traces of two runs?)\n",
-					paths[j], paths[i], ranks[i]);
-				return TBA_EXIT_BAD_INPUT;
-			}
-	return TBA_EXIT_OK;
+	for (size_t i = 0; i < n; i++) {
+		own[i] = ranks[i] >= 0;
+		for (size_t j = 0; j < n && own[i]; j++) {
+			if (j == i || ranks[j] != ranks[i])
+				continue;
+			int plain_i = an_rank_from_name(paths[i]) == ranks[i], plain_j = an_rank_from_name(paths[j]) == ranks[j];
+			if (plain_j > plain_i || (plain_j == plain_i && (defs[j].records > defs[i].records ||
+									  (defs[j].records == defs[i].records && j < i))))
+				own[i] = 0;
+		}
+	}
 }
 
 /* Several traces of one run in one chrome file: every rank's host as a
@@ -359,10 +365,11 @@ static int export_ranks(char **paths, size_t n, const char *out)
 	struct analysis *defs = calloc(n, sizeof *defs);
 	uint64_t *firsts = calloc(n, sizeof *firsts), *pids = calloc(n, sizeof *pids);
 	int64_t *ranks = calloc(n, sizeof *ranks);
+	int *own = calloc(n, sizeof *own);
 	int rc = TBA_EXIT_OK;
 	size_t loaded = 0;
 	FILE *f = NULL;
-	if (!defs || !firsts || !pids || !ranks) {
+	if (!defs || !firsts || !pids || !ranks || !own) {
 		fprintf(stderr, "tbanalyze: out of memory\n");
 		rc = TBA_EXIT_INTERNAL;
 		goto out;
@@ -374,12 +381,10 @@ static int export_ranks(char **paths, size_t n, const char *out)
 		if (!rc && firsts[i] && firsts[i] < base)
 			base = firsts[i];
 	}
-	if (!rc) {
-		export_rank_of(defs, paths, n, ranks);
-		rc = export_rank_dups(paths, n, ranks);
-	}
 	if (rc)
 		goto out;
+	export_rank_of(defs, paths, n, ranks);
+	export_rank_own(defs, paths, n, ranks, own);
 	if (base == UINT64_MAX)
 		base = 0;
 	f = out ? fopen(out, "w") : stdout;
@@ -407,19 +412,26 @@ static int export_ranks(char **paths, size_t n, const char *out)
 		ev_begin(&x);
 		fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"name\":",
 			host_pid);
-		char label[64];
-		if (rank >= 0)
+		/* Another process of a rank goes right after it, by its pid; a
+		 * process that is no rank (the agent) last, by its file name. */
+		char label[96];
+		int64_t sort = rank * 100;
+		if (rank >= 0 && own[i]) {
 			snprintf(label, sizeof label, "rank %" PRId64, rank);
-		else
+		} else if (rank >= 0) {
+			snprintf(label, sizeof label, "rank %" PRId64 " (pid %" PRIu64 ", %.40s)", rank, pids[i], base_name);
+			sort += 50;
+		} else {
 			snprintf(label, sizeof label, "%.50s", base_name);
+			x.rank = rank = INT32_MAX;
+			sort = rank * 100;
+		}
 		json_str(f, label, strlen(label));
 		fputs("}}", f);
-		if (rank < 0)
-			x.rank = rank = INT32_MAX; /* sorts after every rank */
 		ev_begin(&x);
 		fprintf(f, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%" PRIu64
 			   ",\"tid\":0,\"args\":{\"sort_index\":%" PRId64 "}}",
-			host_pid, rank * 100);
+			host_pid, sort);
 		struct tbp_reader *r;
 		rc = an_open(&r, paths[i]);
 		if (rc)
@@ -447,6 +459,7 @@ out:
 	free(firsts);
 	free(pids);
 	free(ranks);
+	free(own);
 	return rc;
 }
 
@@ -470,10 +483,11 @@ static int export_ranks_kineto(char **paths, size_t n, const char *outdir)
 	struct analysis *defs = calloc(n, sizeof *defs);
 	uint64_t *firsts = calloc(n, sizeof *firsts), *pids = calloc(n, sizeof *pids);
 	int64_t *ranks = calloc(n, sizeof *ranks);
+	int *own = calloc(n, sizeof *own);
 	char *name = malloc(strlen(outdir) + 40);
 	int rc = TBA_EXIT_OK;
 	size_t loaded = 0;
-	if (!defs || !firsts || !pids || !ranks || !name) {
+	if (!defs || !firsts || !pids || !ranks || !own || !name) {
 		fprintf(stderr, "tbanalyze: out of memory\n");
 		rc = TBA_EXIT_INTERNAL;
 		goto out;
@@ -490,16 +504,21 @@ static int export_ranks_kineto(char **paths, size_t n, const char *outdir)
 	}
 	if (!rc) {
 		export_rank_of(defs, paths, n, ranks);
-		rc = export_rank_dups(paths, n, ranks);
+		export_rank_own(defs, paths, n, ranks, own);
 	}
 	size_t n_ranks = 0;
 	for (size_t i = 0; i < n; i++)
-		n_ranks += ranks[i] >= 0;
+		n_ranks += own[i];
 	if ((int64_t)n_ranks > world)
 		world = (int64_t)n_ranks;
 	for (size_t i = 0; i < n && !rc; i++) {
 		if (ranks[i] < 0) {
 			fprintf(stderr, "tbanalyze: %s: not a rank (no rank recorded), left out\n", paths[i]);
+			continue;
+		}
+		if (!own[i]) {
+			fprintf(stderr, "tbanalyze: %s: another process of rank %" PRId64 " (or another run's), left out\n",
+				paths[i], ranks[i]);
 			continue;
 		}
 		sprintf(name, "%s/rank%" PRId64 ".json", outdir, ranks[i]);
@@ -512,6 +531,7 @@ out:
 	free(firsts);
 	free(pids);
 	free(ranks);
+	free(own);
 	free(name);
 	return rc;
 }

@@ -1333,6 +1333,40 @@ static void drain_once(bool final)
 	}
 }
 
+/* Would the next record of this thread's ring be dropped?  (As tbp_reserve
+ * decides, growth at this head included.) */
+static bool ring_full(const struct tbp_tbuf *b)
+{
+	uint64_t head = b->reserved;
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
+	if (b->grow && (head & mask) == 0 && (head & (mask + 1)) != 0)
+		mask = mask * 2 + 1;
+	return head - tail + (b->lost ? 2 : 1) > mask + 1;
+}
+
+/* Wait budget left to this thread, reset once its ring has room again. */
+static __thread uint64_t patient_budget_ns = TBP_PATIENT_WAIT_MS * 1000000ull;
+
+void tbp_emit_patient(const struct tbp_record *src)
+{
+	struct tbp_tbuf *b = tbp_tls_buf;
+	if (b && TBP_ACTIVE() && ring_full(b)) {
+		while (patient_budget_ns && ring_full(b) && !atomic_load(&writer_exited) &&
+		       !atomic_load(&signal_pending)) {
+			tbp_ring_pressure(b);
+			struct timespec nap = { 0, 50000 };
+			uint64_t t0 = tbp_now();
+			nanosleep(&nap, NULL);
+			uint64_t spent = tbp_now() - t0;
+			patient_budget_ns = spent < patient_budget_ns ? patient_budget_ns - spent : 0;
+		}
+	} else {
+		patient_budget_ns = TBP_PATIENT_WAIT_MS * 1000000ull;
+	}
+	tbp_emit(src);
+}
+
 /* ------------------------------------------------------------ hook clock */
 
 #if defined(__x86_64__)

@@ -8,7 +8,9 @@ waiting for it in the collectives (DDP's all-reduce inside backward()); the
 same with the gradients averaged by hand (one dist.all_reduce per
 parameter: torch.distributed spans).  The JSON and the text agree.  The
 kineto export of the directory is a file per rank that HTA loads as a
-2-rank trace (where HTA is installed).
+2-rank trace (where HTA is installed).  Under simtorch (pip PyTorch's CUDA
+build on simgpu), DDP with the model on the GPU: the same straggler, the
+steps found by each rank's own analysis (from its launches).
 
 Exit 77 (skipped) without libtbprof.so or an importable torch.
 """
@@ -64,18 +66,22 @@ def check_hta(out, tmp):
           f"HTA loads the exported directory as ranks 0 and 1: {p.stdout.strip()[-200:]} {p.stderr.strip()[-300:]}")
 
 
-def run_case(tmp, mode, collectives):
-    """One 2-rank run; mode "" is DDP, "allreduce" averages gradients by hand."""
-    print(f"== {mode or 'DDP'}")
-    out = os.path.join(tmp, (mode or "ddp") + "-traces") + "/"
+def run_case(tmp, mode, collectives, simtorch=None):
+    """One 2-rank run; mode "" is DDP, "allreduce" averages gradients by
+    hand; with simtorch, DDP with the model on simgpu's GPU."""
+    print(f"== {mode or 'DDP'}{' on simgpu' if simtorch else ''}")
+    out = os.path.join(tmp, (mode or "ddp") + ("-gpu" if simtorch else "") + "-traces") + "/"
     env = dict(os.environ, TBPROF_TRACE_ALL="1", LD_PRELOAD=LIB, TBPROF_OUT=out, STRAGGLER="1",
-               STRAGGLER_MS=str(SLEEP_MS), STEPS=str(STEPS), OMP_NUM_THREADS="1", MODE=mode)
-    p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               STRAGGLER_MS=str(SLEEP_MS), STEPS=str(STEPS), OMP_NUM_THREADS="1", MODE=mode,
+               DEVICE="cuda" if simtorch else "cpu")
+    p = subprocess.run(([simtorch] if simtorch else []) +
+                       [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                         os.path.join(HERE, "ddp_straggler.py")], env=env, capture_output=True, text=True,
                        timeout=250)
     if not check(p.returncode == 0, f"the run exits 0 (got {p.returncode}; stderr {p.stderr[-600:]})"):
         return
-    check(sorted(p.stdout.split("\n"))[-2:] == ["rank 0 done", "rank 1 done"], f"both ranks ran: {p.stdout!r}")
+    # (the workers run python -u: their lines may interleave)
+    check(p.stdout.count("rank 0 done") == 1 and p.stdout.count("rank 1 done") == 1, f"both ranks ran: {p.stdout!r}")
     files = sorted(os.listdir(out))
     check("rank0.zst" in files and "rank1.zst" in files and len([f for f in files if f.startswith("rank")]) == 2,
           f"one trace per rank: {files}")
@@ -104,7 +110,14 @@ def run_case(tmp, mode, collectives):
         # is its own share of the step's work, done while rank 1 slept).
         check(0.5 * planted <= f["wait_ns"] <= 3 * planted, f"rank 0's wait {f['wait_ns']} vs planted {planted:.0f}")
         check(f["wait_by_rank"] == [{"rank": 0, "wait_ns": f["wait_ns"]}], f"wait_by_rank {f['wait_by_rank']}")
-    if mode == "":
+    if simtorch:
+        # With GPU work, each rank's own analysis found its steps (from the
+        # launches), and the GPU timeline is in its section.
+        check(all(x["steps_function"] is None and x["report"]["steps"]["source"] == "detected"
+                  and x["report"]["trace"]["gpu_timeline"] for x in rep["ranks"]),
+              f"simgpu: steps detected by each rank's analysis, GPU timeline: "
+              f"{[(x['steps_function'], x['report']['steps'], x['report']['trace']['gpu_timeline']) for x in rep['ranks']]}")
+    elif mode == "":
         check_hta(out, tmp)
     t = subprocess.run([TBANALYZE, out], capture_output=True, text=True, timeout=300)
     check(t.returncode == 0 and "straggler: rank 1," in t.stdout and "slow_rank_work" in t.stdout
@@ -121,6 +134,11 @@ def main():
     with tempfile.TemporaryDirectory(prefix="tba-ddp-") as tmp:
         run_case(tmp, "", "ddp_backward")
         run_case(tmp, "allreduce", "c10d")
+        simtorch = os.path.join(os.environ.get("TBP_BUILD_ROOT", ""), "tests", "simgpu", "simtorch")
+        if os.path.exists(simtorch):
+            run_case(tmp, "", "ddp_backward", simtorch)
+        else:
+            print(f"note: {simtorch} not built: the GPU case not run")
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1

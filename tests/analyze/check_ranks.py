@@ -13,10 +13,11 @@ its extra time in (data.py:31 augment), and the other ranks' wait.  PART:
   ranks      where a rank number comes from (recorded beats the file name,
              rank<N>.zst without one), the straggler's collectives too
              short to be recorded, alignment of a trace that starts a
-             step early, a process that is no rank (the agent) left out,
+             step early, ranks on several machines (wall clock), a process that is no rank (the agent) left out,
              several files named instead of a directory
   bad-input  an empty directory, a corrupt or missing trace among good ones,
-             two traces claiming one rank, --html with several traces
+             unrelated and nonsense traces (no crash, no straggler from one step),
+             two traces of one rank (the plain name wins), --html with several
   export     export of a directory: one chrome file, a process per rank;
              kineto: a file per rank with its rank in distributedInfo
 """
@@ -73,6 +74,8 @@ def report(args):
 def check_straggler(name, rep, exp, unrecorded=False):
     if rep is None:
         return
+    if "clock" in rep and "machines" not in name:
+        check(rep["clock"] == "monotonic", f"{name}: one machine, yet clock {rep['clock']}")
     fs = [f for f in rep["findings"] if f["kind"] == "straggler"]
     if exp["straggler"] < 0:
         check(not fs, f"{name}: balanced ranks, but a straggler was reported: {fs}")
@@ -100,7 +103,7 @@ def check_straggler(name, rep, exp, unrecorded=False):
     ranks = [r["rank"] for r in rep["ranks"]]
     check(ranks == list(range(exp["world"])), f"{name}: ranks {ranks}")
     for r in rep["ranks"]:
-        check(r["report"]["schema"] == "tbprof-report" and r["report"]["steps"]["count"] == exp["steps"] + 1,
+        check(r["report"]["schema"] == "tbprof-report" and r["report"]["steps"]["count"] == exp["marked_steps"],
               f"{name}: rank {r['rank']}'s own report: steps {r['report'].get('steps')}")
 
 
@@ -151,6 +154,28 @@ def part_ranks(gen, tmp):
         d = os.path.join(tmp, f"unrecorded-{mode}-{world}")
         exp = gen_run(gen, d, world, world - 1, mode, "s")
         check_straggler(f"{mode}, world {world}, the straggler's calls unrecorded", report([d]), exp, unrecorded=True)
+    # Rank 1 counts one more warm-up step: its first steady step is the
+    # others' second; wall clock lines them up (by index they would be a
+    # step apart, and rank 1 a whole step late).
+    for mode, world, straggler in (("c10d", 2, 0), ("ddp", 3, 2), ("nccl", 2, 1)):
+        d = os.path.join(tmp, f"warmup-{mode}-{world}")
+        exp = gen_run(gen, d, world, straggler, mode, "w")
+        rep = report([d])
+        check_straggler(f"{mode}, world {world}, rank 1 with two warm-up steps", rep, exp)
+        if rep:
+            firsts = [r["first_aligned_step"] for r in rep["ranks"]]
+            check(firsts == [0 if r == 1 else 1 for r in range(world)], f"first aligned steps {firsts}")
+    # Each rank on its own machine: monotonic clocks 7.5 s apart, put on
+    # rank 0's clock by the wall clock; without that nothing lines up.
+    for mode, world, straggler in (("c10d", 2, 1), ("ddp", 3, 0), ("nccl", 4, 2)):
+        d = os.path.join(tmp, f"hosts-{mode}-{world}")
+        exp = gen_run(gen, d, world, straggler, mode, "h")
+        rep = report([d])
+        check_straggler(f"{mode}, {world} machines", rep, exp)
+        if rep:
+            check(rep["clock"] == "wall_clock" and [r["clock_shift_ns"] for r in rep["ranks"]]
+                  == [-r * 7500000000 for r in range(world)], f"{mode}, {world} machines: clock {rep['clock']}, "
+                  f"shifts {[r['clock_shift_ns'] for r in rep['ranks']]}")
     # Every trace starts a step early (an extra step before the marks): the same.
     d = os.path.join(tmp, "early")
     exp = gen_run(gen, d, 2, 1, "ddp", "e")
@@ -162,7 +187,8 @@ def part_ranks(gen, tmp):
     rep = report([d])
     check_straggler("agent beside the ranks", rep, exp)
     if rep:
-        check([os.path.basename(p) for p in rep["skipped"]] == ["agent.zst"], f"skipped: {rep['skipped']}")
+        check([(os.path.basename(x["trace_file"]), x["reason"]) for x in rep["skipped"]] == [("agent.zst", "not_a_rank")],
+              f"skipped: {rep['skipped']}")
     # Files named one by one instead of the directory: the same report.
     d = os.path.join(tmp, "files")
     exp = gen_run(gen, d, 4, 3, "nccl")
@@ -209,12 +235,27 @@ def part_bad_input(gen, tmp):
     missing = os.path.join(tmp, "nope", "rank5.zst")
     p = run([good, missing], expect_rc=2)
     check(missing in p.stderr, f"missing trace: stderr {p.stderr!r}")
-    # Two traces of rank 0 (two runs in one directory).
+    # Two traces of rank 0 (a process rank 0 spawned with its environment,
+    # or another run's): rank<N>.zst is the rank's own, the other listed.
     d = os.path.join(tmp, "dup")
-    gen_run(gen, d, 2, 1, "c10d")
-    shutil.copy(os.path.join(d, "rank0.zst"), os.path.join(d, "old-rank0.zst"))
-    p = run([d], expect_rc=2)
-    check("both rank 0" in p.stderr and "old-rank0.zst" in p.stderr, f"duplicate rank: stderr {p.stderr!r}")
+    exp = gen_run(gen, d, 2, 1, "c10d")
+    shutil.copy(os.path.join(d, "rank0.zst"), os.path.join(d, "rank0.4242.zst"))
+    rep = report([d])
+    check_straggler("a second trace of rank 0", rep, exp)
+    if rep:
+        check([(os.path.basename(x["trace_file"]), x["reason"], x["rank"]) for x in rep["skipped"]]
+              == [("rank0.4242.zst", "same_rank", 0)] and os.path.basename(rep["ranks"][0]["trace_file"]) == "rank0.zst",
+              f"a second trace of rank 0: skipped {rep['skipped']}")
+    check("another process of rank 0" in run([d]).stdout, "a second trace of rank 0: not said in the text")
+    out = os.path.join(tmp, "dup.json")
+    run(["export", d, "-o", out])
+    with open(out) as f:
+        names = sorted(e["args"]["name"] for e in json.load(f)["traceEvents"] if e["name"] == "process_name")
+    check(names[:2] == ["rank 0", "rank 0 (pid 5000, rank0.4242.zst)"], f"export, a second trace of rank 0: {names}")
+    kdir = os.path.join(tmp, "dup-kineto")
+    p = run(["export", "--format", "kineto", d, "-o", kdir])
+    check(sorted(os.listdir(kdir)) == ["rank0.json", "rank1.json"] and "rank0.4242.zst" in p.stderr,
+          f"kineto export, a second trace of rank 0: {sorted(os.listdir(kdir))} {p.stderr!r}")
     # A directory of one trace (a run that was not distributed) is that
     # trace: its own report (--html allowed), its own export.
     d = os.path.join(tmp, "single")
@@ -226,6 +267,25 @@ def part_bad_input(gen, tmp):
     check(run(["export", d]).stdout == run(["export", one]).stdout, "export of a directory of one trace")
     run([d, "--html", os.path.join(tmp, "one.html")])
     check(os.path.exists(os.path.join(tmp, "one.html")), "--html of a directory of one trace")
+    # Traces of unrelated programs (and nonsense records): no crash, and a
+    # trace without steps is one step: too few to call any rank late.
+    others = []
+    for scen in ("planted", "cpu", "threads"):
+        t = os.path.join(tmp, scen + ".zst")
+        subprocess.run([gen, scen, t, os.path.join(tmp, scen + ".json")], check=True)
+        others.append(t)
+    rep = report(others)
+    check(rep is not None and rep["findings"] == [] and rep["aligned_steps"] == 1,
+          f"unrelated traces: {rep and (rep['findings'], rep['aligned_steps'])}")
+    for seed in range(1, 7):
+        ts = []
+        for k in range(3):
+            t = os.path.join(tmp, f"random{seed}-{k}.zst")
+            subprocess.run([gen, "random", t, os.path.join(tmp, "r.json"), str(seed * 10 + k)], check=True)
+            ts.append(t)
+        run(ts)
+        run(ts + ["--json"])
+        run(["export"] + ts + ["-o", os.path.join(tmp, "r.json")])
     # --html is one trace at a time.
     d = os.path.join(tmp, "ok")
     gen_run(gen, d, 2, 1, "c10d")

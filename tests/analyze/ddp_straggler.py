@@ -2,7 +2,8 @@
 torch.distributed.run: rank STRAGGLER (env, default 1; -1 none) spends
 STRAGGLER_MS (default 20) ms more than the others in slow_rank_work every
 step, so the other ranks wait for it in DDP's gradient all-reduce (MODE=allreduce:
-no DDP, one dist.all_reduce per parameter gradient)."""
+no DDP, one dist.all_reduce per parameter gradient; DEVICE=cuda: the model
+on the GPU, simgpu's under simtorch)."""
 import os, sys, time
 import torch
 import torch.distributed as dist
@@ -42,11 +43,13 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(1)
     model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 256))
+    dev = os.environ.get("DEVICE", "cpu")
+    model.to(dev)
     # MODE=allreduce: no DDP, gradients all-reduced by hand.
     ddp = model if os.environ.get("MODE") == "allreduce" else nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
-    x = torch.randn(64, 256)
-    y = torch.randn(64, 256)
+    x = torch.randn(64, 256, device=dev)
+    y = torch.randn(64, 256, device=dev)
     for i in range(steps):
         loss = train_step(ddp, opt, x, y, rank, straggler, ms)
     dist.destroy_process_group()

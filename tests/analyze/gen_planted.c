@@ -1163,7 +1163,10 @@ static void write_big(const char *path, long iters, unsigned lag)
  * the process record (the file name says it); e = the trace starts a step
  * early (an extra unmarked step before the marks: alignment by wall clock);
  * s = the straggler's collective calls are not recorded (under the span
- * threshold: it does not wait in them). */
+ * threshold: it does not wait in them); w = rank 1 has two warm-up steps,
+ * the others one (its first steady step is their second: wall clock lines
+ * them up); h = each rank on its own machine (CLOCK_MONOTONIC apart,
+ * wall clocks agreeing). */
 #define RANK_STEPS 10
 #define RANK_SLOW_NS (3000 * US)
 static void scen_rank(const char *spec)
@@ -1193,6 +1196,15 @@ static void scen_rank(const char *spec)
 	} else {
 		pr->u.process.rank = pr->u.process.world_size = pr->u.process.local_rank = UINT64_MAX;
 	}
+	/* h: each rank on its own machine, whose CLOCK_MONOTONIC counts from
+	 * its own boot (RANK x 7.5 s later); the wall clocks agree. */
+	uint64_t clock_base = strchr(flags, 'h') ? (uint64_t)rank * 7500000 * US : 0;
+	char host_name[32];
+	snprintf(host_name, sizeof host_name, "node%d", strchr(flags, 'h') ? rank : 0);
+	pr->u.process.host = intern(strdup(host_name));
+	pr->ts = clock_base + 900 * US;
+	pr->u.process.monotonic_ns = pr->ts;
+	pr->u.process.realtime_ns = 1700000000000000000ULL + 900 * US;
 	const char *c10d_file = "/opt/py/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py";
 	const char *logger_file = "/opt/py/lib/python3.11/site-packages/torch/distributed/c10d_logger.py";
 	const char *tensor_file = "/opt/py/lib/python3.11/site-packages/torch/_tensor.py";
@@ -1207,7 +1219,7 @@ static void scen_rank(const char *spec)
 	uint64_t cp_ar = site(c10d_file, "all_reduce", 2500, cp_wrap);
 	uint64_t cp_bwd_fn = site(tensor_file, "backward", 520, cp_step);
 	uint64_t k_nccl = intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
-	uint64_t t = 1000 * US, t_first = t;
+	uint64_t t = clock_base + 1000 * US, t_first = t;
 	int early = strchr(flags, 'e') != NULL;
 	for (int i = -early; i < RANK_STEPS; i++) {
 		uint64_t sb = t;
@@ -1247,8 +1259,9 @@ static void scen_rank(const char *spec)
 		span(0, sb + 1 * US, se - 1 * US, cp_step);
 		if (i >= 0)
 			marker(se, TBP_MARK_ITER_END, (uint64_t)i);
-		if (i == 0)
-			marker(se + 1 * US, TBP_MARK_WARMUP_END, 1);
+		/* w: rank 1 sets two steps apart as warm-up, the others one. */
+		if (i == (strchr(flags, 'w') && rank == 1 ? 1 : 0))
+			marker(se + 1 * US, TBP_MARK_WARMUP_END, (uint64_t)i + 1);
 		t = se + 20 * US;
 	}
 	span(0, t_first - 100 * US, t + 100 * US, cp_loop);
@@ -1258,8 +1271,10 @@ static void scen_rank(const char *spec)
 static void write_rank_expect(const char *path, const char *spec)
 {
 	int rank = 0, world = 2, straggler = -1;
-	char mode[16] = "c10d";
-	sscanf(spec, "%d,%d,%d,%15[a-z0-9]", &rank, &world, &straggler, mode);
+	char mode[16] = "c10d", flags[16] = "";
+	sscanf(spec, "%d,%d,%d,%15[a-z0-9],%15[a-z]", &rank, &world, &straggler, mode, flags);
+	/* w: every rank's steps compared from rank 1's first steady step on. */
+	int steps = RANK_STEPS - 1 - (strchr(flags, 'w') && world > 1);
 	FILE *f = fopen(path, "w");
 	if (!f) {
 		perror(path);
@@ -1270,10 +1285,11 @@ static void write_rank_expect(const char *path, const char *spec)
 	if (straggler >= 0 && strcmp(mode, "none"))
 		for (int r = 0; r < world; r++)
 			if (r != straggler)
-				wait += (RANK_STEPS - 1) * (RANK_SLOW_NS + (uint64_t)(straggler - r) * 3 * US);
+				wait += (uint64_t)steps * (RANK_SLOW_NS + (uint64_t)(straggler - r) * 3 * US);
 	fprintf(f, "{\"straggler\": %d, \"file\": \"data.py\", \"function\": \"augment\", \"line\": 31, "
-		   "\"steps\": %d, \"wait_ns\": %" PRIu64 ", \"extra_ns\": %" PRIu64 ", \"world\": %d}\n",
-		straggler, RANK_STEPS - 1, wait, (uint64_t)((RANK_STEPS - 1) * RANK_SLOW_NS), world);
+		   "\"steps\": %d, \"marked_steps\": %d, \"wait_ns\": %" PRIu64 ", \"extra_ns\": %" PRIu64
+		   ", \"world\": %d}\n",
+		straggler, steps, RANK_STEPS, wait, (uint64_t)(steps * RANK_SLOW_NS), world);
 	fclose(f);
 }
 
