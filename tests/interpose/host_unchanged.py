@@ -589,11 +589,14 @@ def main():
         expect_files(d, ["trace.zst"])
         kinds = complete(d, "trace.zst", process=1)
         print(f"ok: TBPROF_TRACE_ALL=1: python unchanged, trace with {kinds}")
-        for cmd in (["ls", "-l", "/usr/include/linux"], ["sh", "-c", "env >/dev/null; readlink /proc/self/exe"],
-                    ["timeout", "60", "true"]):
+        helpers = [["ls", "-l", "/usr/include/linux"], ["timeout", "60", "true"]]
+        # dash and bash crash with the TSan runtime preloaded, tbprof or not
+        if os.environ.get("TBP_SANITIZER") != "thread":
+            helpers.append(["sh", "-c", "env >/dev/null; readlink /proc/self/exe"])
+        for cmd in helpers:
             d, rc, out = run_both(cmd, {"TBPROF_TRACE_ALL": "1"})
             expect_files(d, [])
-        print("ok: TBPROF_TRACE_ALL=1: ls, sh with helpers and timeout leave no file")
+        print(f"ok: TBPROF_TRACE_ALL=1: {', '.join(c[0] for c in helpers)} leave no file")
         # a CUDA user is traced as without TBPROF_TRACE_ALL
         d, rc, out = run_both([HOSTPROG, "plain"], {"TBPROF_TRACE_ALL": "1"})
         expect_files(d, ["trace.zst"])
