@@ -126,6 +126,11 @@ int an_ranks_list_dir(const char *dir, char ***paths, size_t *n);
 void an_ranks_free_list(char **paths, size_t n);
 /* Rank number from a file name rank<N>.zst (any directory); -1 when not. */
 long an_rank_from_name(const char *path);
+/* Ranks on several machines (process records naming different hosts):
+ * shift[i] = what to add to trace i's times to put them on trace 0's clock
+ * (through each process's wall clock at start); returns 1.  On one machine
+ * (or without the process facts) 0, every shift 0. */
+int an_clock_shifts(const struct analysis *const *as, size_t n, int64_t *shift);
 /* A function's display data: leaf frame of its user call path on rank r. */
 int an_ranks_fn_frame(const struct an_ranks *R, uint64_t fn, struct an_frame *out, const struct an_rank **on);
 
