@@ -5,11 +5,13 @@
  *
  * Traces of one machine share CLOCK_MONOTONIC (every timestamp in a trace is
  * that clock's), so the k-th steady step of each rank can be lined up by
- * wall clock directly.  The straggler is the rank that reaches the step's
- * collectives last (or, without collectives, ends its steps last); the
- * others' time in those collectives until it arrives is the time they lost
- * waiting; the Python function where the straggler spent the extra time is
- * the one whose time (outside collectives) exceeds the other ranks' most.
+ * wall clock directly; ranks on several machines are put on one clock
+ * through each process's wall clock at its start.  The straggler is the
+ * rank that reaches the step's collectives last (or, without collectives,
+ * takes longest over its steps); the others' time in those collectives
+ * until it arrives is the time they lost waiting; the Python function where
+ * the straggler spent the extra time is the one whose time (outside
+ * collectives) exceeds the other ranks' most.
  */
 #ifndef TBANALYZE_AN_RANKS_H
 #define TBANALYZE_AN_RANKS_H
