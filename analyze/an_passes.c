@@ -199,9 +199,11 @@ struct an_state {
 	uint64_t warmup_value; /* WARMUP_END's value */
 	uint64_t next_synth_ts;
 	/* The launches, copies and memsets in time order, consecutive ones
-	 * from one call path as one run (at most WORK_RUNS_MAX runs). */
+	 * from one call path as one run (at most WORK_RUNS_MAX runs), kept
+	 * while they may serve: a first pass, until a mark shows the steps. */
 	struct vec work_runs; /* struct work_run */
 	uint64_t work_run_cp; /* the last run's call path */
+	int work_runs_on;
 	int work_runs_full;
 	struct pend_span *pend; /* spans waiting for the launches inside them */
 	size_t pend_head, pend_n;
@@ -218,11 +220,28 @@ struct step_cand {
 	int unusable; /* calls on several threads, or one inside another: not a loop's steps */
 	struct vec ivs; /* struct an_step */
 };
-/* 1 Mi runs (32 MiB): a trace with more detects its steps from spans only. */
+/* 1 Mi runs (16 MiB): a trace with more detects its steps from spans only.
+ * A run is its first call's start and, packed, its call path (ids are
+ * interned in order: a trace with one past 2^32 detects from spans only)
+ * and how long after its start its last call ended (ns, at most 4.3 s: a
+ * longer run of one line's work is a loop of that line, not a step). */
 #define WORK_RUNS_MAX (1u << 20)
+#define WORK_RUN_CP_MAX (1ull << 32)
 struct work_run {
-	uint64_t ts, end, callpath, n; /* the first call's start, the last one's end */
+	uint64_t ts, packed;
 };
+static inline uint64_t work_run_pack(uint64_t cp, uint64_t dur)
+{
+	return cp << 32 | (dur < UINT32_MAX ? dur : UINT32_MAX);
+}
+static inline uint64_t work_run_cp(const struct work_run *w)
+{
+	return w->packed >> 32;
+}
+static inline uint64_t work_run_end(const struct work_run *w)
+{
+	return w->ts + (uint32_t)w->packed;
+}
 struct iter_len {
 	uint64_t ns;
 	int phase;
@@ -459,13 +478,12 @@ static __attribute__((noinline)) void work_run_add(struct an_state *st, uint64_t
 {
 	struct work_run *w;
 	st->work_run_cp = cp;
-	if (st->work_runs_full)
-		return;
-	if (st->work_runs.n >= WORK_RUNS_MAX || !(w = vec_push(&st->work_runs))) {
+	if (cp >= WORK_RUN_CP_MAX || st->work_runs.n >= WORK_RUNS_MAX || !(w = vec_push(&st->work_runs))) {
 		st->work_runs_full = 1;
+		st->work_runs_on = 0;
 		return;
 	}
-	*w = (struct work_run){.ts = ts, .end = end, .callpath = cp, .n = 1};
+	*w = (struct work_run){.ts = ts, .packed = work_run_pack(cp, end - ts)};
 }
 
 /* The finding for (kind, cause, phase, site); created on first use. */
@@ -1310,11 +1328,10 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 		a->n_errors++;
 	/* The lines of a training loop repeat in its work's call paths: step
 	 * detection reads them (a trace without marks, first pass). */
-	if ((kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET) && !failed && !a->opts.synth_steps) {
+	if ((kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET) && !failed && st->work_runs_on) {
 		if (st->work_runs.n && c->callpath == st->work_run_cp) {
 			struct work_run *w = VEC_AT(&st->work_runs, struct work_run, st->work_runs.n - 1);
-			w->n++;
-			w->end = end;
+			w->packed = work_run_pack(c->callpath, end - w->ts);
 		} else {
 			work_run_add(st, ts, end, c->callpath);
 		}
@@ -1520,6 +1537,11 @@ static void on_marker(struct analysis *a, const struct tbp_record *r)
 		return;
 	switch (r->u.marker.marker_kind) {
 	case TBP_MARK_ITER_BEGIN:
+		if (st->work_runs_on && !st->in_synth) { /* marked steps: none to detect */
+			st->work_runs_on = 0;
+			vec_free(&st->work_runs);
+			st->work_runs.item = sizeof(struct work_run);
+		}
 		st->iter_markers = 1;
 		st->in_iter = 1;
 		st->iter_begin_ts = r->ts;
@@ -1670,7 +1692,7 @@ static void step_span_pending(struct analysis *a, uint32_t tid, uint64_t cp, uin
 #define LOOP_MIN_STEPS 3
 #define LOOP_FRAMES 8 /* user frames of one call path looked at, innermost first (of 256 frames at most) */
 struct loop_ctx {
-	uint64_t work;       /* launches, copies and memsets in the context */
+	uint64_t work;       /* runs of work in the context */
 	uint32_t prev_line;  /* index of the line of its latest work, UINT32_MAX: none yet */
 	uint32_t best_line;  /* its steps' line (index), UINT32_MAX: none */
 };
@@ -1772,13 +1794,13 @@ static uint64_t steps_from_lines(struct analysis *a, uint64_t min_steps)
 	uint64_t total = 0, steps = 0;
 	for (size_t i = 0; i < runs->n; i++) {
 		const struct work_run *w = VEC_AT(runs, struct work_run, i);
-		const struct loop_path *lp = loop_path_of(a, &ls, w->callpath);
-		total += w->n;
+		const struct loop_path *lp = loop_path_of(a, &ls, work_run_cp(w));
+		total++;
 		if (!lp)
 			goto out;
 		for (uint32_t k = 0; k < lp->n; k++) {
 			struct loop_ctx *c = VEC_AT(&ls.ctxs, struct loop_ctx, lp->ctx[k]);
-			c->work += w->n;
+			c->work++;
 			if (c->prev_line != lp->line[k]) {
 				struct loop_line *l = VEC_AT(&ls.lines, struct loop_line, lp->line[k]);
 				if (!l->entries++)
@@ -1795,7 +1817,7 @@ static uint64_t steps_from_lines(struct analysis *a, uint64_t min_steps)
 		if (!b || l->entries > b->entries || (l->entries == b->entries && l->first_run < b->first_run))
 			c->best_line = (uint32_t)i;
 	}
-	/* The loop: a context whose work is at least half of all, with the
+	/* The loop: a context with at least half of all runs of work, with the
 	 * most steps (more than the spans' candidate found); between equals,
 	 * the one with the most work (the loop's own function, not one it
 	 * calls once per step). */
@@ -1815,7 +1837,6 @@ static uint64_t steps_from_lines(struct analysis *a, uint64_t min_steps)
 		goto out;
 	}
 	const struct loop_ctx *c = VEC_AT(&ls.ctxs, struct loop_ctx, best);
-	a->steps.loop = VEC_AT(&ls.lines, struct loop_line, c->best_line)->node;
 	vec_free(&a->step_ivs);
 	a->step_ivs.item = sizeof(struct an_step);
 	/* Each step from an entry into the line to the next; when the user's
@@ -1828,7 +1849,7 @@ static uint64_t steps_from_lines(struct analysis *a, uint64_t min_steps)
 	uint64_t last_end = 0; /* the end of the context's latest work */
 	for (size_t i = 0; i < runs->n; i++) {
 		const struct work_run *w = VEC_AT(runs, struct work_run, i);
-		const struct loop_path *lp = loop_path_of(a, &ls, w->callpath);
+		const struct loop_path *lp = loop_path_of(a, &ls, work_run_cp(w));
 		uint32_t line = UINT32_MAX;
 		for (uint32_t k = 0; lp && k < lp->n; k++)
 			if (lp->ctx[k] == best)
@@ -1842,8 +1863,8 @@ static uint64_t steps_from_lines(struct analysis *a, uint64_t min_steps)
 			}
 			continue;
 		}
-		if (w->end > last_end)
-			last_end = w->end;
+		if (work_run_end(w) > last_end)
+			last_end = work_run_end(w);
 		if (line == c->best_line && prev != c->best_line) {
 			if (open)
 				VEC_AT(&a->step_ivs, struct an_step, a->step_ivs.n - 1)->end = w->ts;
@@ -1861,6 +1882,7 @@ static uint64_t steps_from_lines(struct analysis *a, uint64_t min_steps)
 		struct an_step *d = VEC_AT(&a->step_ivs, struct an_step, a->step_ivs.n - 1);
 		d->end = last_end > d->begin ? last_end : d->begin + 1;
 	}
+	a->steps.loop = VEC_AT(&ls.lines, struct loop_line, c->best_line)->node;
 out:
 	loop_scan_free(&ls);
 	return steps;
@@ -2285,6 +2307,7 @@ int an_pass_init(struct analysis *a)
 	st->expect_gpu = 1;
 	st->cands.item = sizeof(struct step_cand);
 	st->work_runs.item = sizeof(struct work_run);
+	st->work_runs_on = !a->opts.synth_steps && !a->opts.no_markers;
 	st->pend_due = UINT64_MAX;
 	st->iters.item = sizeof(struct iter_len);
 	a->st = st;

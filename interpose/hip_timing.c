@@ -136,7 +136,7 @@ static void *emitter_main(void *arg)
 		emitter_busy = 1;
 		pthread_mutex_unlock(&timing_lock);
 		for (size_t i = 0; i < n; i++)
-			tbp_emit(&batch[i]);
+			tbp_emit_patient(&batch[i]);
 		pthread_mutex_lock(&timing_lock);
 		emitter_busy = 0;
 		pthread_cond_broadcast(&drained_cond);

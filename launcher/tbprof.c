@@ -101,14 +101,16 @@ static const char record_help[] =
 	"\n"
 	"OPTIONS\n"
 	"    -o, --output OUT\n"
-	"        Where the trace goes (TBPROF_OUT; default trace.zst).  OUT is a file\n"
-	"        when it ends in .zst, holds %p (the pid) or %r (the rank), or is an\n"
-	"        existing file; otherwise it is a directory, created if missing, that\n"
-	"        holds one file per process: rank<N>.zst for each rank of a torchrun,\n"
-	"        mpirun or srun job, agent.zst for torchrun's agent, trace.zst\n"
-	"        otherwise.  A second process of the same run gets <stem>.<pid>.zst.\n"
-	"        A symlink at OUT is not followed and a file that is not a trace is\n"
-	"        not overwritten: the trace goes beside it.\n"
+	"        Where the trace goes (TBPROF_OUT; default trace.zst).  Passed on as an\n"
+	"        absolute path: a program that changes directory still writes there.\n"
+	"        OUT is a file when it ends in .zst, holds %p (the pid) or %r (the\n"
+	"        rank), or is an existing file; otherwise it is a directory, created\n"
+	"        if missing, that holds one file per process: rank<N>.zst for each\n"
+	"        rank of a torchrun, mpirun or srun job, agent.zst for torchrun's\n"
+	"        agent, trace.zst otherwise.  A second process of the same run gets\n"
+	"        <stem>.<pid>.zst; torchrun's agent, with a file name,\n"
+	"        <stem>.agent.zst.  A symlink at OUT is not followed and a file that\n"
+	"        is not a trace is not overwritten: the trace goes beside it.\n"
 	"    --trace-all\n"
 	"        Trace every Python process from its start, even one that never uses\n"
 	"        the GPU (CPU runs: Python spans; a torchrun agent).  Without it only\n"
@@ -136,7 +138,9 @@ static const char record_help[] =
 	"    --hip-events\n"
 	"        HIP: time launches and copies with hipEvents (TBPROF_HIP_EVENTS=1).\n"
 	"    --report\n"
-	"        When the command ends, run tbanalyze on each trace it left (stdout).\n"
+	"        When the command ends, run tbanalyze on the traces it left (stdout):\n"
+	"        for a directory OUT with several (a job's ranks), tbanalyze OUT, each\n"
+	"        rank and the cross-rank view; otherwise each trace.\n"
 	"    -q, --quiet\n"
 	"        Do not print where the traces went.\n"
 	"    -v, --verbose\n"
@@ -376,7 +380,6 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 			if (!*v)
 				usage_error("%s: empty output name", a);
 			o->out = output_name(a, v);
-			set_var(o, "TBPROF_OUT", o->out);
 		} else if (opt_is(argv, argc, &i, "--python-depth", NULL, true, &v)) {
 			check_number("--python-depth", v, 1, 1024, false);
 			set_var(o, "TBPROF_PY_DEPTH", v);
@@ -414,10 +417,24 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 	if (i >= argc)
 		usage_error("no command to run");
 	o->command = argv + i;
-	if (!o->out) {
-		const char *env_out = getenv("TBPROF_OUT");
-		o->out = env_out && *env_out ? env_out : "trace.zst";
+	const char *env_out = getenv("TBPROF_OUT");
+	if (!o->out && env_out && *env_out) {
+		o->out = env_out;   /* the caller's own variable: passed on as it is */
+		return;
 	}
+	if (!o->out)
+		o->out = "trace.zst";
+	/* Made absolute from here: libtbprof resolves a relative name against
+	 * the directory current when tracing starts, and a program that has
+	 * changed directory by then would put its trace where tbprof does
+	 * not look. */
+	static char abs_out[PATH_MAX + 2];
+	char cwd[PATH_MAX];
+	if (o->out[0] != '/' && getcwd(cwd, sizeof cwd) &&
+	    snprintf(abs_out, sizeof abs_out, "%s/%s", cwd, o->out) < (int)sizeof abs_out)
+		set_var(o, "TBPROF_OUT", abs_out);
+	else
+		set_var(o, "TBPROF_OUT", o->out);
 }
 
 /* ------------------------------------------------------------ running */
@@ -485,13 +502,18 @@ static int cmp_str(const void *a, const void *b)
  * given (OUT itself; <stem>.<pid>[-N]<ext>; %p and %r as wildcards; every
  * .zst in a directory OUT), traces by their magic, modified since the
  * command started (the coarse clock: file times come from it). */
+static bool out_is_dir(const char *out)
+{
+	struct stat st;
+	size_t len = strlen(out);
+	return (len && out[len - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
 static void find_traces(const char *out, const struct timespec *since, struct found *fd)
 {
 	char dir[PATH_MAX], pat[PATH_MAX], alt[2 * PATH_MAX + 8];
 	struct stat st;
-	size_t len = strlen(out);
-	bool is_dir = (len && out[len - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
-	if (is_dir) {
+	if (out_is_dir(out)) {
 		snprintf(dir, sizeof dir, "%s", out);
 		snprintf(pat, sizeof pat, "*.zst");
 		alt[0] = 0;
@@ -575,20 +597,25 @@ static void print_summary(const struct found *fd, bool trace_all)
 	fputc('\n', stderr);
 }
 
-static void run_reports(const struct found *fd)
+/* --report: tbanalyze on what the run left.  A directory OUT with several
+ * traces (the ranks of a job) is one report, tbanalyze DIR: each rank and
+ * the cross-rank view; otherwise one report per trace. */
+static void run_reports(const struct found *fd, const char *out_dir)
 {
 	char tba[PATH_MAX];
 	if (!find_piece(tba, sizeof tba, "../analyze", TBPROF_INSTALL_BINDIR, "tbanalyze")) {
 		fprintf(stderr, "tbprof: --report: tbanalyze not found beside %s\n", prog_dir ? prog_dir : "tbprof");
 		return;
 	}
-	for (size_t i = 0; i < fd->n; i++) {
-		if (fd->n > 1)
-			printf("%s== %s ==\n", i ? "\n" : "", fd->paths[i]);
+	size_t n = out_dir && fd->n > 1 ? 1 : fd->n;
+	for (size_t i = 0; i < n; i++) {
+		const char *what = n < fd->n ? out_dir : fd->paths[i];
+		if (n > 1)
+			printf("%s== %s ==\n", i ? "\n" : "", what);
 		fflush(stdout);
 		pid_t pid = fork();
 		if (pid == 0) {
-			execl(tba, "tbanalyze", fd->paths[i], (char *)NULL);
+			execl(tba, "tbanalyze", what, (char *)NULL);
 			fprintf(stderr, "tbprof: %s: %s\n", tba, strerror(errno));
 			_exit(EXIT_CANNOT_RUN);
 		}
@@ -680,7 +707,7 @@ static int cmd_record(int argc, char **argv)
 		print_summary(&fd, trace_all);
 	}
 	if (o.report && fd.n)
-		run_reports(&fd);
+		run_reports(&fd, out_is_dir(o.out) ? o.out : NULL);
 	exit_like(status);
 	return 0;
 }

@@ -963,6 +963,35 @@ static void directory_out(char *base, size_t cap)
 		snprintf(base + len, cap - len, "%s%s", slash ? "" : "/", name);
 }
 
+static void tagged_name(char *dst, size_t cap, const char *base, const char *tag);
+
+/* The output's base name.  torchrun's agent starts before its ranks: with
+ * a plain file name it would take the name and leave the ranks the per-pid
+ * ones, so it writes "<stem>.agent<ext>" (an explicit %r names it
+ * already). */
+static void output_base(char *base, size_t cap, bool *had_pid)
+{
+	expand_out(base, cap, tbp_cfg.out, had_pid);
+	size_t len = strlen(base);
+	directory_out(base, cap);
+	if (strlen(base) == len && tbp_cfg.launcher_agent && !strstr(tbp_cfg.out, "%r")) {
+		char plain[PATH_MAX];
+		snprintf(plain, sizeof plain, "%s", base);
+		tagged_name(base, cap, plain, "agent");
+	}
+}
+
+/* "trace.zst" -> "trace.<tag>.zst": the tag goes after the stem. */
+static void tagged_name(char *dst, size_t cap, const char *base, const char *tag)
+{
+	const char *slash = strrchr(base, '/');
+	const char *dot = strchr(slash ? slash + 1 : base, '.');
+	if (dot)
+		snprintf(dst, cap, "%.*s.%s%s", (int)(dot - base), base, tag, dot);
+	else
+		snprintf(dst, cap, "%s.%s", base, tag);
+}
+
 /* The per-pid name: "trace.zst" -> "trace.<pid>.zst". */
 static void unique_name(char *dst, size_t cap, const char *base, int serial)
 {
@@ -971,12 +1000,7 @@ static void unique_name(char *dst, size_t cap, const char *base, int serial)
 		snprintf(id, sizeof id, "%d-%d", (int)getpid(), serial);
 	else
 		snprintf(id, sizeof id, "%d", (int)getpid());
-	const char *slash = strrchr(base, '/');
-	const char *dot = strchr(slash ? slash + 1 : base, '.');
-	if (dot)
-		snprintf(dst, cap, "%.*s.%s%s", (int)(dot - base), base, id, dot);
-	else
-		snprintf(dst, cap, "%s.%s", base, id);
+	tagged_name(dst, cap, base, id);
 }
 
 /* May we truncate this open regular file?  Only when it is empty or a
@@ -1050,8 +1074,7 @@ static int tbp_open_output(void)
 {
 	bool had_pid;
 	char base[PATH_MAX];
-	expand_out(base, sizeof base, tbp_cfg.out, &had_pid);
-	directory_out(base, sizeof base);
+	output_base(base, sizeof base, &had_pid);
 	snprintf(out_path, sizeof out_path, "%s", base);
 	enum out_refusal refused;
 	struct stat st;
@@ -1308,6 +1331,40 @@ static void drain_once(bool final)
 		pthread_mutex_unlock(&registry_lock);
 		munmap(b, b->map_bytes);
 	}
+}
+
+/* Would the next record of this thread's ring be dropped?  (As tbp_reserve
+ * decides, growth at this head included.) */
+static bool ring_full(const struct tbp_tbuf *b)
+{
+	uint64_t head = b->reserved;
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
+	if (b->grow && (head & mask) == 0 && (head & (mask + 1)) != 0)
+		mask = mask * 2 + 1;
+	return head - tail + (b->lost ? 2 : 1) > mask + 1;
+}
+
+/* Wait budget left to this thread, reset once its ring has room again. */
+static __thread uint64_t patient_budget_ns = TBP_PATIENT_WAIT_MS * 1000000ull;
+
+void tbp_emit_patient(const struct tbp_record *src)
+{
+	struct tbp_tbuf *b = tbp_tls_buf;
+	if (b && TBP_ACTIVE() && ring_full(b)) {
+		while (patient_budget_ns && ring_full(b) && !atomic_load(&writer_exited) &&
+		       !atomic_load(&signal_pending)) {
+			tbp_ring_pressure(b);
+			struct timespec nap = { 0, 50000 };
+			uint64_t t0 = tbp_now();
+			nanosleep(&nap, NULL);
+			uint64_t spent = tbp_now() - t0;
+			patient_budget_ns = spent < patient_budget_ns ? patient_budget_ns - spent : 0;
+		}
+	} else {
+		patient_budget_ns = TBP_PATIENT_WAIT_MS * 1000000ull;
+	}
+	tbp_emit(src);
 }
 
 /* ------------------------------------------------------------ hook clock */

@@ -96,6 +96,13 @@ void tbp_slot_commit(struct tbp_record *rec) TBP_HIDDEN;
 /* Same, for records of another stream (GPU activity from the CUPTI thread):
  * stream_kind/stream id are set by the caller in rec->stream_kind/rec->tid. */
 void tbp_emit(const struct tbp_record *rec) TBP_HIDDEN;
+/* Same, for a thread off the program's critical path (CUPTI's buffer
+ * processing, HIP's event harvest): a full ring waits for the writer, up to
+ * TBP_PATIENT_WAIT_MS in all until it drains, instead of dropping.  A ring
+ * starts small and grows only at some heads, so a burst of thousands of GPU
+ * records handed over at once would otherwise be lost to a ring still growing. */
+#define TBP_PATIENT_WAIT_MS 200
+void tbp_emit_patient(const struct tbp_record *rec) TBP_HIDDEN;
 
 /* Definitions (rare: interning misses).  Copied; ordered before any record
  * committed after this call returns. */

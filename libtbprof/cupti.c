@@ -32,8 +32,9 @@
  * convert every GPU timestamp; the CLOCK record says which, and how exact.
  *
  * Threads: buffer callbacks run on CUPTI's thread (or on the thread calling
- * cuptiActivityFlushAll); one mutex serialises record processing.  Start,
- * flush and stop are serialised by another.  The per-call hot path touches
+ * cuptiActivityFlushAll: ours every FLUSH_PERIOD_NS, see "periodic flush");
+ * one mutex serialises record processing.  Start, flush and stop are
+ * serialised by another.  The per-call hot path touches
  * only a flag, a thread-local and the CUPTI push/pop.
  */
 #include <dlfcn.h>
@@ -97,11 +98,12 @@ void tbp_gpu_call_exit(uint64_t corr) { (void)corr; }
 #else /* TBP_HAVE_CUPTI */
 
 #define CUPTI_SONAME "libcupti.so.13"
-#define CORR_MAP_BITS 17            /* last 128 Ki CUPTI correlation ids (4 MiB) */
-/* A driver call made inside a static runtime call gets a correlation id a
- * little after the runtime call's (ids are handed out process-wide in call
- * order): how far past it to look, for calls on other threads in between. */
-#define NESTED_SCAN 512
+#define CORR_MAP_BITS 17            /* last 128 Ki CUPTI correlation ids (24 bytes each: 3 MiB) */
+/* API records kept per thread for the nested join (the hooked driver call
+ * inside a static runtime call): a thread's last THREAD_CALLS, for up to
+ * API_THREADS threads (32 bytes each: 512 KiB). */
+#define THREAD_CALLS 256
+#define API_THREADS 64
 /* GPU records wait this long after arriving before they are written, so
  * that records CUPTI delivers later but which started earlier go first. */
 #define HOLD_NS 1000000000ull
@@ -111,7 +113,7 @@ void tbp_gpu_call_exit(uint64_t corr) { (void)corr; }
  * (cuptiActivityFlushAll(0)), so a completed record reaches us within about
  * that time, well inside HOLD_NS. */
 #define FLUSH_PERIOD_NS 250000000ull
-#define HOLD_MAX (1u << 16)         /* records held at most (184 bytes each: 12 MiB) */
+#define HOLD_MAX (1u << 16)         /* records held at most (192 bytes each: 12 MiB) */
 #define NAME_CACHE_SIZE 4096        /* kernel name -> interned id */
 #define CONTEXT_MAP_SIZE 64
 #define CALIBRATION_ROUNDS 50
@@ -261,16 +263,16 @@ static const char *result_string(CUptiResult r)
 }
 
 /* ------------------------------------------------------------ correlation map
- * Per CUPTI correlation id: our corr (from its EXTERNAL_CORRELATION pair) and
- * its API record (thread, interval).  Direct-mapped: ids grow monotonically,
- * so an entry is only overwritten by a call 2^CORR_MAP_BITS ids later (GPU
- * records wait at most HOLD_NS, far fewer calls).  Only touched under
- * proc_lock. */
+ * Per CUPTI correlation id: our corr from its EXTERNAL_CORRELATION pair, the
+ * corr of the hooked call nested in it (below), and the thread of its API
+ * record.  Direct-mapped: ids grow monotonically, so an entry is only
+ * overwritten by a call 2^CORR_MAP_BITS ids later (GPU records wait about
+ * HOLD_NS, far fewer calls).  Only touched under proc_lock. */
 struct corr_slot {
 	uint32_t cupti;
-	uint32_t api_tid;        /* thread of the API record */
+	uint32_t api_tid_plus1;  /* thread of its API record + 1; 0: none seen */
 	uint64_t ours;           /* 0: no pair seen */
-	uint64_t api_start, api_end; /* CUPTI clock; api_end 0: no API record seen */
+	uint64_t nested;         /* pair of a hooked call inside this one, same thread */
 };
 static struct corr_slot *corr_map;
 
@@ -282,30 +284,115 @@ static struct corr_slot *corr_slot(uint32_t cupti_corr)
 	return s;
 }
 
-static const struct corr_slot *corr_find(uint32_t cupti_corr)
+static struct corr_slot *corr_find(uint32_t cupti_corr)
 {
-	const struct corr_slot *s = &corr_map[cupti_corr & ((1u << CORR_MAP_BITS) - 1)];
+	struct corr_slot *s = &corr_map[cupti_corr & ((1u << CORR_MAP_BITS) - 1)];
 	return s->cupti == cupti_corr ? s : NULL;
 }
 
 /* Our corr for a GPU record carrying CUPTI correlation id `cupti_corr`, 0
  * if none is known: the pair of its API record, else (a static runtime's
- * call, which we could not hook) the pair of the API record of a hooked call
- * made on the same thread inside that call's interval. */
+ * call, which we could not hook) the pair of the hooked call made on the
+ * same thread inside that call's interval. */
 static uint64_t join_corr(uint32_t cupti_corr)
 {
 	const struct corr_slot *s = corr_find(cupti_corr);
-	if (!s)
-		return 0;
-	if (s->ours || !s->api_end)
-		return s->ours;
-	for (uint32_t id = cupti_corr + 1; id != cupti_corr + 1 + NESTED_SCAN; id++) {
-		const struct corr_slot *in = corr_find(id);
-		if (in && in->ours && in->api_end && in->api_tid == s->api_tid &&
-		    in->api_start >= s->api_start && in->api_end <= s->api_end)
-			return in->ours;
+	return !s ? 0 : s->ours ? s->ours : s->nested;
+}
+
+/* ------------------------------------------------------------ nesting
+ * A static runtime's call R (no pair: we could not hook it) encloses the
+ * hooked driver call D it makes, on the same thread: D's interval lies in
+ * R's.  Each thread's recent API records are kept in arrival order, and the
+ * link R -> D's pair is made as soon as both records and D's pair are known,
+ * whichever comes last (CUPTI may deliver them in any order).  Only
+ * touched under proc_lock. */
+struct thread_call {
+	uint32_t cupti;
+	uint32_t unused;
+	uint64_t start, end;     /* CUPTI clock */
+	uint64_t ours;           /* its pair, 0: none (yet) */
+};
+struct api_thread {
+	uint32_t tid_plus1;      /* 0: free */
+	uint32_t next;           /* ring position of the next record */
+	struct thread_call calls[THREAD_CALLS];
+};
+static struct api_thread *api_threads;
+
+static struct api_thread *api_thread(uint32_t tid)
+{
+	unsigned home = (tid * 2654435761u) % API_THREADS;
+	for (unsigned i = 0; i < API_THREADS; i++) {
+		struct api_thread *t = &api_threads[(home + i) % API_THREADS];
+		if (t->tid_plus1 == tid + 1)
+			return t;
+		if (!t->tid_plus1) {
+			t->tid_plus1 = tid + 1;
+			return t;
+		}
 	}
-	return 0;
+	/* More threads than slots: the home slot starts over for this one. */
+	struct api_thread *t = &api_threads[home];
+	memset(t, 0, sizeof *t);
+	t->tid_plus1 = tid + 1;
+	return t;
+}
+
+/* `c` just became complete enough to link: an enclosing call without a pair
+ * gets c's pair as its nested one, or c (without a pair) gets the pair of a
+ * call it encloses. */
+static void link_nested(struct api_thread *t, const struct thread_call *c)
+{
+	/* Newest first: the partner is usually the record just before. */
+	for (unsigned k = 1; k <= THREAD_CALLS; k++) {
+		const struct thread_call *o = &t->calls[(t->next + THREAD_CALLS - k) % THREAD_CALLS];
+		if (!o->cupti || o == c)
+			continue;
+		if (c->ours && !o->ours && o->start <= c->start && c->end <= o->end) {
+			/* static runtime calls do not nest: one encloses c at most */
+			struct corr_slot *s = corr_find(o->cupti);
+			if (s && !s->nested)
+				s->nested = c->ours;
+			return;
+		} else if (!c->ours && o->ours && c->start <= o->start && o->end <= c->end) {
+			struct corr_slot *s = corr_find(c->cupti);
+			if (s && !s->nested)
+				s->nested = o->ours;
+			return;
+		}
+	}
+}
+
+static void api_record_seen(const CUpti_ActivityAPI *r)
+{
+	struct corr_slot *s = corr_slot(r->correlationId);
+	s->api_tid_plus1 = r->threadId + 1;
+	struct api_thread *t = api_thread(r->threadId);
+	struct thread_call *c = &t->calls[t->next];
+	t->next = (t->next + 1) % THREAD_CALLS;
+	c->cupti = r->correlationId;
+	c->start = r->start;
+	c->end = r->end;
+	c->ours = s->ours;
+	link_nested(t, c);
+}
+
+static void pair_seen(uint32_t cupti_corr, uint64_t ours)
+{
+	struct corr_slot *s = corr_slot(cupti_corr);
+	s->ours = ours;
+	if (!s->api_tid_plus1)
+		return; /* linked when its API record comes */
+	struct api_thread *t = api_thread(s->api_tid_plus1 - 1);
+	for (unsigned i = 0; i < THREAD_CALLS; i++) {
+		struct thread_call *c = &t->calls[i];
+		if (c->cupti == cupti_corr) {
+			c->ours = ours;
+			link_nested(t, c);
+			return;
+		}
+	}
 }
 
 /* ------------------------------------------------------------ context -> device
@@ -572,7 +659,12 @@ static void check_dropped(void)
 /* ------------------------------------------------------------ hold
  * GPU records wait in a min-heap by start time (then arrival order) until
  * HOLD_NS after they arrived, then are joined and written.  Under proc_lock. */
-struct held { struct tbp_record rec; uint64_t arrived, seq; uint32_t cupti_corr; };
+struct held {
+	struct tbp_record rec;
+	uint64_t arrived, seq;
+	uint64_t joined;         /* join_corr when it arrived (the map slot may be reused by the time it goes out) */
+	uint32_t cupti_corr;
+};
 static struct held *hold;
 static size_t n_hold, cap_hold;
 static uint64_t hold_seq;
@@ -606,9 +698,11 @@ static void hold_write_first(void)
 		hold[at] = last;
 
 	uint64_t ours = join_corr(top.cupti_corr);
+	if (!ours)
+		ours = top.joined;
 	unjoined += !ours;
 	top.rec.u.gpu_kernel.corr = ours; /* corr is at the same place in every GPU kind */
-	tbp_emit(&top.rec);
+	tbp_emit_patient(&top.rec);
 }
 
 static void hold_add(const struct tbp_record *rec, uint32_t cupti_corr, uint64_t now)
@@ -626,7 +720,7 @@ static void hold_add(const struct tbp_record *rec, uint32_t cupti_corr, uint64_t
 		}
 	}
 	size_t at = n_hold++;
-	struct held e = { *rec, now, hold_seq++, cupti_corr };
+	struct held e = { *rec, now, hold_seq++, join_corr(cupti_corr), cupti_corr };
 	while (at) {
 		size_t up = (at - 1) / 2;
 		if (!held_before(&e, &hold[up]))
@@ -658,15 +752,11 @@ static void process_buffer(uint8_t *buffer, size_t valid)
 		if (a->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
 			const CUpti_ActivityExternalCorrelation *e = (const void *)a;
 			if (e->externalKind == EXTERNAL_KIND && e->externalId)
-				corr_slot(e->correlationId)->ours = e->externalId;
+				pair_seen(e->correlationId, e->externalId);
 			continue;
 		}
 		if (a->kind == CUPTI_ACTIVITY_KIND_RUNTIME || a->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
-			const CUpti_ActivityAPI *r = (const void *)a;
-			struct corr_slot *slot = corr_slot(r->correlationId);
-			slot->api_tid = r->threadId;
-			slot->api_start = r->start;
-			slot->api_end = r->end ? r->end : 1;
+			api_record_seen((const CUpti_ActivityAPI *)(const void *)a);
 			continue;
 		}
 		if (convert(a, &rec, &cupti_corr))
@@ -1006,7 +1096,12 @@ static void start_locked(void)
 
 	/* calloc: untouched pages cost nothing until ids reach them. */
 	corr_map = calloc((size_t)1 << CORR_MAP_BITS, sizeof *corr_map);
-	if (!corr_map) {
+	api_threads = calloc(API_THREADS, sizeof *api_threads);
+	if (!corr_map || !api_threads) {
+		free(corr_map);
+		free(api_threads);
+		corr_map = NULL;
+		api_threads = NULL;
 		tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_CUPTI_ERROR, "API-only trace: out of memory for CUPTI");
 		fall_back();
 		return;

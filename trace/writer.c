@@ -14,6 +14,7 @@
  * doc/trace-format.md describes the bytes.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +62,8 @@ struct kind_columns {
 	uint32_t run_cols;       /* bit c: column c (0 ts, 1 + i field i) coded as runs in this chunk */
 	uint32_t next_run_cols;  /* the choice for the kind's next chunk */
 	uint32_t plain_fields;   /* bit i: field i coded plain (a delta, not an end from ts) */
+	bool vector_fields;      /* this chunk: fields compared two at a time (most are runs) */
+	bool next_vector;        /* the choice for the kind's next chunk (close_runs) */
 	uint8_t *col[TBP_MAX_FIELDS + 2];
 	uint32_t cap[TBP_MAX_FIELDS + 2];
 	uint32_t len[TBP_MAX_FIELDS + 2];
@@ -345,8 +348,10 @@ static int close_runs(struct tbp_writer *w)
 		for (unsigned c = 0; c <= kc->nfields; c++) {
 			/* Runs for the next chunk where fewer than one record in
 			 * four changed the delta: an entry then stands for four or
-			 * more values, each of which plain would give a byte. */
-			if (kc->changes[c] * 4 < kc->count)
+			 * more values, each of which plain would give a byte.
+			 * (changes counts 4 per change: the comparison is with
+			 * count, not count / 4.) */
+			if (kc->changes[c] < kc->count)
 				next |= 1u << c;
 			if (!(kc->run_cols & (1u << c)))
 				continue;
@@ -362,6 +367,15 @@ static int close_runs(struct tbp_writer *w)
 				kc->count - kc->run_start[c]);
 		}
 		kc->next_run_cols = next;
+		/* Two fields at a time pays off when most fields are runs and
+		 * they seldom break (a repeated kernel's launches: fewer than one
+		 * break in eight records), else every break costs a scan. */
+		uint64_t breaks = 0;
+		for (unsigned c = 1; c <= kc->nfields; c++)
+			if (next & (1u << c))
+				breaks += kc->changes[c];
+		kc->next_vector = (unsigned)__builtin_popcount(next >> 1) * 4 >= kc->nfields * 3u &&
+			breaks * 2 < kc->count;
 	}
 	return TBP_OK;
 }
@@ -551,8 +565,10 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 		w->present[w->npresent++] = (uint8_t)k;
 		uint32_t runs = kc->run_cols = kc->next_run_cols;
 		kc->plain_fields = 0;
+		kc->vector_fields = kc->next_vector;
 		for (unsigned f = 0; f < TBP_MAX_FIELDS; f++) {
-			kc->run_mask[f] = (runs >> (f + 1)) & 1 ? ~0ull : 0;
+			/* Only the kind's fields: the run check compares nothing else. */
+			kc->run_mask[f] = (runs >> (f + 1)) & 1 && w->delta_mask[k][f] ? ~0ull : 0;
 			if (w->delta_mask[k][f] && !kc->run_mask[f])
 				kc->plain_fields |= 1u << f;
 		}
@@ -576,7 +592,7 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 		uint32_t runs = kc->run_cols;
 		uint64_t d = rec->ts - prev[0];
 		prev[0] = rec->ts;
-		kc->changes[0] += d != run_delta[0];
+		kc->changes[0] += d != run_delta[0] ? 4 : 0;
 		if (!(runs & 1))
 			added += put_plain(kc, 0, d);
 		else if (d != run_delta[0])
@@ -585,43 +601,82 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 		uint64_t dur_delta = run_delta[1];
 		/* The fields, two at a time in straight-line arithmetic over all
 		 * TBP_MAX_FIELDS (a fixed length the compiler vectorizes): each
-		 * delta, whether it differs from the field's last (counted, for
-		 * the next chunk's choice), and whether any run column's does;
+		 * delta, and whether any run column's differs from its run's;
 		 * delta_mask drops what the record holds past the kind's fields
-		 * and an `end` coded from ts. */
-		const uint64_t *v = rec->u.v, *rd = run_delta + 1, *dmask = w->delta_mask[k];
+		 * and an `end` coded from ts.  Every fourth record also counts,
+		 * for the next chunk's choice, the fields whose delta changed
+		 * (16 per change: 4 as every count here, times the four records
+		 * the sample stands for). */
+		const uint64_t *v = rec->u.v, *dmask = w->delta_mask[k];
 		const uint64_t *rmask = kc->run_mask;
-		uint64_t *pv = prev + 1, *chg = kc->changes + 1;
+		uint64_t *pv = prev + 1, *chg = kc->changes + 1, *rd = run_delta + 1;
+		if (!kc->vector_fields) {
+			/* Most fields plain: field by field, each as its coding
+			 * says (the vector compare would not pay for itself). */
+			unsigned f = w->end_from_ts[k];
+			for (; f < nfields; f++) {
+				uint64_t df = v[f] - pv[f];
+				pv[f] = v[f];
+				if (df == rd[f])
+					continue; /* a run goes on, or a plain value repeats */
+				chg[f] += 4;
+				if (rmask[f]) {
+					added += run_break(kc, f + 1, df);
+					continue;
+				}
+				rd[f] = df;
+			}
+			for (uint32_t pm = kc->plain_fields; pm; pm &= pm - 1) {
+				f = (unsigned)__builtin_ctz(pm);
+				added += put_plain(kc, f + 1, rd[f]);
+			}
+			goto fields_done;
+		}
 		uint64_t dd[TBP_MAX_FIELDS];
 		u64x2 any_run = {0, 0};
-		for (unsigned f = 0; f < TBP_MAX_FIELDS; f += 2) {
-			u64x2 vf, pf, rf, mf, rmf, cf;
-			memcpy(&vf, v + f, sizeof vf);
-			memcpy(&pf, pv + f, sizeof pf);
-			memcpy(&rf, rd + f, sizeof rf);
-			memcpy(&mf, dmask + f, sizeof mf);
-			memcpy(&rmf, rmask + f, sizeof rmf);
-			memcpy(&cf, chg + f, sizeof cf);
-			u64x2 df = vf - pf;
-			memcpy(pv + f, &vf, sizeof vf);
-			memcpy(dd + f, &df, sizeof df);
-			u64x2 x = (df ^ rf) & mf;
-			cf += (x | -x) >> 63;
-			memcpy(chg + f, &cf, sizeof cf);
-			any_run |= x & rmf;
+		if (kc->count & 3) {
+			for (unsigned f = 0; f < TBP_MAX_FIELDS; f += 2) {
+				u64x2 vf, pf, rf, rmf;
+				memcpy(&vf, v + f, sizeof vf);
+				memcpy(&pf, pv + f, sizeof pf);
+				memcpy(&rf, rd + f, sizeof rf);
+				memcpy(&rmf, rmask + f, sizeof rmf);
+				u64x2 df = vf - pf;
+				memcpy(pv + f, &vf, sizeof vf);
+				memcpy(dd + f, &df, sizeof df);
+				any_run |= (df ^ rf) & rmf;
+			}
+		} else {
+			for (unsigned f = 0; f < TBP_MAX_FIELDS; f += 2) {
+				u64x2 vf, pf, rf, mf, rmf, cf;
+				memcpy(&vf, v + f, sizeof vf);
+				memcpy(&pf, pv + f, sizeof pf);
+				memcpy(&rf, rd + f, sizeof rf);
+				memcpy(&mf, dmask + f, sizeof mf);
+				memcpy(&rmf, rmask + f, sizeof rmf);
+				memcpy(&cf, chg + f, sizeof cf);
+				u64x2 df = vf - pf;
+				memcpy(pv + f, &vf, sizeof vf);
+				memcpy(dd + f, &df, sizeof df);
+				u64x2 x = (df ^ rf) & mf;
+				cf += ((x | -x) >> 63) << 4;
+				memcpy(chg + f, &cf, sizeof cf);
+				any_run |= x & rmf;
+			}
 		}
 		if (any_run[0] | any_run[1])
 			for (unsigned f = 0; f < nfields; f++)
-				if ((dd[f] ^ rd[f]) & dmask[f] & rmask[f])
+				if ((dd[f] ^ rd[f]) & rmask[f])
 					added += run_break(kc, f + 1, dd[f]);
 		for (uint32_t pm = kc->plain_fields; pm; pm &= pm - 1) {
 			unsigned f = (unsigned)__builtin_ctz(pm);
 			added += put_plain(kc, f + 1, dd[f]);
 		}
 		memcpy(run_delta + 1, dd, sizeof dd);
+	fields_done:
 		if (w->end_from_ts[k]) {
 			d = rec->u.v[0] - rec->ts;
-			kc->changes[1] += d != dur_delta;
+			kc->changes[1] += d != dur_delta ? 4 : 0;
 			run_delta[1] = dur_delta;
 			if (!(runs & 2))
 				added += put_plain(kc, 1, d);

@@ -27,7 +27,7 @@ change in the machine's load hits both sides of a ratio alike.
    none (goal for tbprof: <= x1.03) and tbprof's time as a ratio to
    torch.profiler's.
 
-Usage: bench_overhead.py [--quick]
+Usage: bench_overhead.py [--quick] [--sections=1,2,3]
 env: TBPROF_LIB, SIMGPU_DIR, LAUNCH_LOOP (section 1 skipped without them),
      TBANALYZE (drop counts), BENCH_ROUNDS (default 5; 7 for the launch loop)
 """
@@ -46,12 +46,15 @@ SIMGPU = os.environ.get("SIMGPU_DIR", "")
 LAUNCH_LOOP = os.environ.get("LAUNCH_LOOP", "")
 TBANALYZE = os.environ.get("TBANALYZE", "")
 QUICK = "--quick" in sys.argv
+SECTIONS = next((a.split("=", 1)[1].split(",") for a in sys.argv if a.startswith("--sections=")), ["1", "2", "3"])
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3" if QUICK else "5"))
 ZERO_COST = {"SIMGPU_LAUNCH_NS": "0", "SIMGPU_QUEUE_NS": "0", "SIMGPU_KERNEL_BASE_NS": "0",
              "SIMGPU_KERNEL_NS_PER_BLOCK": "0", "SIMGPU_SYNC_NS": "0"}
-# Variables of ours that must not leak into a run from the caller's environment.
-OURS = ("LD_PRELOAD", "TBPROF_TRACE_ALL", "TBPROF_PY_SPAN_US", "TBPROF_OUT", "TBPROF_CUPTI", "TBPROF_PYTHON",
-        "TBPROF_BUFFER_SIZE")
+# Variables that must not leak into a run from the caller's environment
+# (meson puts the build's library folders, simgpu's included, in
+# LD_LIBRARY_PATH: PyTorch would load simgpu's libcudart.so.13).
+OURS = ("LD_PRELOAD", "LD_LIBRARY_PATH", "TBPROF_TRACE_ALL", "TBPROF_PY_SPAN_US", "TBPROF_OUT", "TBPROF_CUPTI",
+        "TBPROF_PYTHON", "TBPROF_BUFFER_SIZE")
 
 
 def run(cmd, extra, cwd=None):
@@ -236,6 +239,6 @@ def cpu_loop():
 
 
 if __name__ == "__main__":
-    launch_loop()
-    python_calls()
-    cpu_loop()
+    for number, section in (("1", launch_loop), ("2", python_calls), ("3", cpu_loop)):
+        if number in SECTIONS:
+            section()

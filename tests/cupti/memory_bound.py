@@ -9,8 +9,8 @@ through simgpu's stand-in) under libtbprof, at SHORT and LONG launches.  Checks,
   TBPROF_CUPTI_BUFFER_SIZE + MARGIN (per-thread rings at TBPROF_BUFFER_SIZE for the launching thread and
   the stand-in's delivery thread, the stand-in's own record queue, the writer's compression state);
 - the long run's peak exceeds the short run's by less than GROWTH: memory does not follow run length;
-- every launch is accounted for: host side, host records + lost (buffer_full) == launches + the loop's
-  2 other calls, exactly;
+- every launch is accounted for: host side, host records <= launches + the loop's 2 other calls <=
+  host records + lost (buffer_full: a ring's drops, GPU records written on that thread included);
   GPU side, kernel records <= launches <= kernel records + lost (cupti).  (The stand-in, as CUPTI, counts
   every dropped record, of whatever kind -- kernel, its correlation pair, its API record -- so the GPU
   side is an inequality.)
@@ -118,9 +118,11 @@ def main():
         host = sum(kinds.get(k, 0) for k in HOST_KINDS)
         print(f"  host records {host} ({launches} launches) + lost {lost_host}; "
               f"kernels {kernels} + lost (cupti) {lost_gpu}")
-        if launches > n or host + lost_host != n + OTHER_CALLS:
-            fail(f"{n} launches: {host} host records ({launches} launches) + {lost_host} lost != "
-                 f"{n} + {OTHER_CALLS}")
+        # A thread's LOST count is every record its ring refused, GPU records it wrote for CUPTI included
+        # (CUPTI's buffers may be processed on the launching thread), so this side is an inequality too.
+        if not launches <= n or not host <= n + OTHER_CALLS <= host + lost_host:
+            fail(f"{n} launches: {host} host records ({launches} launches) + {lost_host} lost do not account "
+                 f"for {n} + {OTHER_CALLS} calls")
         if not kernels <= n <= kernels + lost_gpu:
             fail(f"{n} launches: {kernels} kernels, {lost_gpu} lost by CUPTI: launches unaccounted for")
     if SHORT in peaks and LONG in peaks and peaks[LONG] - peaks[SHORT] > GROWTH:

@@ -197,6 +197,8 @@ def main():
     ap.add_argument("--simgpu-dir", required=True)
     ap.add_argument("--trace-lines", required=True)
     ap.add_argument("--args", nargs="*", default=["3"])
+    ap.add_argument("--sim-env", action="append", default=[], metavar="VAR=VALUE",
+                    help="a simgpu knob for both runs (the caller's SIMGPU_* are not passed on)")
     o = ap.parse_args()
     o.program, o.simgpu_dir, o.trace_lines = (os.path.abspath(p) for p in
                                               (o.program, o.simgpu_dir, o.trace_lines))
@@ -238,6 +240,7 @@ def check(o, lib, mode, extra_env):
         base = {k: v for k, v in os.environ.items()
                 if not k.startswith(("TBPROF_", "SIMGPU_", "LD_"))}
         base["LD_LIBRARY_PATH"] = o.simgpu_dir
+        base.update(kv.split("=", 1) for kv in o.sim_env)
         base["SIMGPU_TRUTH"] = os.path.join(tmp, "truth-ref.tsv")
         if mode == "busy":
             base["SIMGPU_CUPTI_BUSY"] = "1"

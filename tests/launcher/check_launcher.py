@@ -185,7 +185,7 @@ def scenario_env():
     if lines[0] != LIB:
         fail(f"LD_PRELOAD {lines[0]!r}, expected the absolute {LIB}")
     want = [("TBPROF_BUFFER_SIZE", "1M"), ("TBPROF_CUPTI", "0"), ("TBPROF_FORK", "0"), ("TBPROF_HIP_EVENTS", "1"),
-            ("TBPROF_NATIVE", "1"), ("TBPROF_NATIVE_DEPTH", "5"), ("TBPROF_OUT", "x/%r.zst"),
+            ("TBPROF_NATIVE", "1"), ("TBPROF_NATIVE_DEPTH", "5"), ("TBPROF_OUT", os.path.join(os.path.realpath(d), "x/%r.zst")),
             ("TBPROF_PYTHON", "0"), ("TBPROF_PY_DEPTH", "9"), ("TBPROF_PY_SPAN_US", "50"),
             ("TBPROF_TRACE_ALL", "1"), ("TBPROF_TSC", "0"), ("TBPROF_VERBOSE", "1")]
     if lines[1] != repr(want):
@@ -195,7 +195,20 @@ def scenario_env():
     p = tbprof(["record", "-q", "--"] + show, cwd=d, extra={"LD_PRELOAD": other})
     if p.stdout.splitlines()[0] != f"{other}:{LIB}":
         fail(f"LD_PRELOAD {p.stdout.splitlines()[0]!r}, expected {other}:{LIB}")
-    print(f"ok: options -> {len(want) - 1} TBPROF_* variables, an inherited one kept; LD_PRELOAD {other}:libtbprof")
+    # a program that changes directory before tracing starts: the trace is
+    # still where tbprof was asked to put it
+    sub = os.path.join(d, "elsewhere")
+    os.mkdir(sub)
+    p = tbprof(["record", "-o", "cd.zst", "--", PY, "-c",
+                f"import os, ctypes; os.chdir({sub!r}); ctypes.CDLL(None).tbprof_marker(0, 0, b'x')"], cwd=d)
+    if p.returncode != 0 or not os.path.exists(os.path.join(d, "cd.zst")) or os.listdir(sub):
+        fail(f"chdir before tracing: rc {p.returncode}, {os.listdir(d)}, {os.listdir(sub)}, {p.stderr!r}")
+    # the caller's own TBPROF_OUT (no -o) is passed on as it is
+    p = tbprof(["record", "-q", "--"] + show, cwd=d, extra={"TBPROF_OUT": "mine-%p.zst"})
+    if "('TBPROF_OUT', 'mine-%p.zst')" not in p.stdout:
+        fail(f"inherited TBPROF_OUT: {p.stdout!r}")
+    print(f"ok: options -> {len(want) - 1} TBPROF_* variables, an inherited one kept; LD_PRELOAD {other}:libtbprof; "
+          "-o absolute (a chdir before tracing starts does not move the trace)")
 
 
 def scenario_wrapper():
@@ -227,7 +240,16 @@ def scenario_report():
     p = tbprof(["report", "info", os.path.join(d, "trace.zst")])
     if p.returncode != 0 or "process:" not in p.stdout:
         fail(f"tbprof report info: rc {p.returncode}, {p.stdout[:200]!r} {p.stderr!r}")
-    print("ok: --report prints tbanalyze's report after the command's output; tbprof report runs tbanalyze")
+    # the ranks of a job in a directory: one report, tbanalyze DIR's
+    script = os.path.join(d, "spin.py")
+    with open(script, "w") as f:
+        f.write(spin)
+    two = f"RANK=0 WORLD_SIZE=2 {PY} {script} && RANK=1 WORLD_SIZE=2 {PY} {script}"
+    p = tbprof(["record", "--trace-all", "--report", "-o", "ranks", "--", "sh", "-c", two], cwd=d)
+    if p.returncode != 0 or "tbanalyze ranks: 2 traces" not in p.stdout or p.stdout.count("tbanalyze ") != 1:
+        fail(f"--report on a directory: rc {p.returncode}, stdout {p.stdout[:500]!r}, stderr {p.stderr!r}")
+    print("ok: --report prints tbanalyze's report after the command's output (a directory of ranks: one "
+          "cross-rank report); tbprof report runs tbanalyze")
 
 
 def main():

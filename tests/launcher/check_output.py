@@ -178,7 +178,11 @@ def scenario_ranks():
         run([PY, "-c", SPIN], d, dict(extra, TBPROF_TRACE_ALL="1", TBPROF_OUT="t-%r.zst"))
         if not os.path.exists(os.path.join(d, name)):
             fail(f"%r with {extra}: {files(d)}, expected {name}")
-    print(f"ok: directory output {want}, new/rank3.zst, %r expanded")
+    # torchrun's agent with a file name: named apart, the ranks keep the name
+    run([PY, "-c", SPIN], d, {"TORCHELASTIC_RUN_ID": "job", "TBPROF_TRACE_ALL": "1", "TBPROF_OUT": "job.zst"})
+    if not os.path.exists(os.path.join(d, "job.agent.zst")) or os.path.exists(os.path.join(d, "job.zst")):
+        fail(f"agent with TBPROF_OUT=job.zst: {files(d)}, expected job.agent.zst")
+    print(f"ok: directory output {want}, new/rank3.zst, %r expanded, the agent's job.agent.zst")
 
 
 def main():
