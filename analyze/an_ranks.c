@@ -966,31 +966,43 @@ static void shift_ivls(struct vec *v, int64_t by)
 
 /* Traces of one machine share CLOCK_MONOTONIC.  Ranks on several machines
  * do not (each counts from its own boot): their times are put on the first
- * rank's clock through each process's wall clock at its start (the process
+ * trace's clock through each process's wall clock at its start (the process
  * record's realtime_ns and monotonic_ns, read together), as good as the
  * machines' clock synchronisation (NTP: about a millisecond). */
-static void align_clocks(struct an_ranks *R)
+int an_clock_shifts(const struct analysis *const *as, size_t n, int64_t *shift)
 {
-	const struct analysis *a0 = R->n ? &R->r[0].a : NULL;
 	int several_hosts = 0;
-	for (size_t i = 1; i < R->n && a0->has_process; i++) {
-		const struct analysis *a = &R->r[i].a;
-		if (!a->has_process)
-			return; /* (not comparable: leave every trace as it is) */
+	for (size_t i = 0; i < n; i++) {
+		shift[i] = 0;
+		if (!as[i]->has_process || !as[i]->process.realtime_ns || !as[i]->process.monotonic_ns)
+			return 0; /* (not comparable: every trace as it is) */
 		size_t l0, l;
-		const char *h0 = an_string(a0, a0->process.host, &l0), *h = an_string(a, a->process.host, &l);
+		const char *h0 = an_string(as[0], as[0]->process.host, &l0), *h = an_string(as[i], as[i]->process.host, &l);
 		several_hosts |= h0 && h && (l0 != l || memcmp(h0, h, l));
 	}
 	if (!several_hosts)
-		return;
+		return 0;
+	int64_t base = (int64_t)(as[0]->process.realtime_ns - as[0]->process.monotonic_ns);
+	for (size_t i = 1; i < n; i++)
+		shift[i] = (int64_t)(as[i]->process.realtime_ns - as[i]->process.monotonic_ns) - base;
+	return 1;
+}
+
+static int align_clocks(struct an_ranks *R)
+{
+	const struct analysis **as = calloc(R->n ? R->n : 1, sizeof *as);
+	int64_t *shift = calloc(R->n ? R->n : 1, sizeof *shift);
+	if (!as || !shift) {
+		free(as);
+		free(shift);
+		return -1;
+	}
 	for (size_t i = 0; i < R->n; i++)
-		if (!R->r[i].a.process.realtime_ns || !R->r[i].a.process.monotonic_ns)
-			return;
-	R->wall_clock_aligned = 1;
-	int64_t base = (int64_t)(a0->process.realtime_ns - a0->process.monotonic_ns);
-	for (size_t i = 1; i < R->n; i++) {
+		as[i] = &R->r[i].a;
+	R->wall_clock_aligned = an_clock_shifts(as, R->n, shift);
+	for (size_t i = 1; i < R->n && R->wall_clock_aligned; i++) {
 		struct an_rank *k = &R->r[i];
-		int64_t by = (int64_t)(k->a.process.realtime_ns - k->a.process.monotonic_ns) - base;
+		int64_t by = shift[i];
 		k->clock_shift_ns = by;
 		shift_ivls(&k->steps, by);
 		shift_ivls(&k->syncs, by);
@@ -1000,6 +1012,9 @@ static void align_clocks(struct an_ranks *R)
 			sp[j].end += (uint64_t)by;
 		}
 	}
+	free(as);
+	free(shift);
+	return 0;
 }
 
 /* ------------------------------------------------------------ loading */
@@ -1154,8 +1169,7 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 		    (!k->steps.n && steps_from_syncs(k)))
 			goto nomem;
 	}
-	align_clocks(R);
-	if (compare_ranks(R))
+	if (align_clocks(R) || compare_ranks(R))
 		goto nomem;
 	goto out;
 nomem:

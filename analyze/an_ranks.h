@@ -5,11 +5,13 @@
  *
  * Traces of one machine share CLOCK_MONOTONIC (every timestamp in a trace is
  * that clock's), so the k-th steady step of each rank can be lined up by
- * wall clock directly.  The straggler is the rank that reaches the step's
- * collectives last (or, without collectives, ends its steps last); the
- * others' time in those collectives until it arrives is the time they lost
- * waiting; the Python function where the straggler spent the extra time is
- * the one whose time (outside collectives) exceeds the other ranks' most.
+ * wall clock directly; ranks on several machines are put on one clock
+ * through each process's wall clock at its start.  The straggler is the
+ * rank that reaches the step's collectives last (or, without collectives,
+ * takes longest over its steps); the others' time in those collectives
+ * until it arrives is the time they lost waiting; the Python function where
+ * the straggler spent the extra time is the one whose time (outside
+ * collectives) exceeds the other ranks' most.
  */
 #ifndef TBANALYZE_AN_RANKS_H
 #define TBANALYZE_AN_RANKS_H
@@ -126,6 +128,11 @@ int an_ranks_list_dir(const char *dir, char ***paths, size_t *n);
 void an_ranks_free_list(char **paths, size_t n);
 /* Rank number from a file name rank<N>.zst (any directory); -1 when not. */
 long an_rank_from_name(const char *path);
+/* Ranks on several machines (process records naming different hosts):
+ * shift[i] = what to add to trace i's times to put them on trace 0's clock
+ * (through each process's wall clock at start); returns 1.  On one machine
+ * (or without the process facts) 0, every shift 0. */
+int an_clock_shifts(const struct analysis *const *as, size_t n, int64_t *shift);
 /* A function's display data: leaf frame of its user call path on rank r. */
 int an_ranks_fn_frame(const struct an_ranks *R, uint64_t fn, struct an_frame *out, const struct an_rank **on);
 

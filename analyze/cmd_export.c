@@ -364,27 +364,33 @@ static int export_ranks(char **paths, size_t n, const char *out)
 {
 	struct analysis *defs = calloc(n, sizeof *defs);
 	uint64_t *firsts = calloc(n, sizeof *firsts), *pids = calloc(n, sizeof *pids);
-	int64_t *ranks = calloc(n, sizeof *ranks);
+	int64_t *ranks = calloc(n, sizeof *ranks), *shifts = calloc(n, sizeof *shifts);
+	const struct analysis **as = calloc(n, sizeof *as);
 	int *own = calloc(n, sizeof *own);
 	int rc = TBA_EXIT_OK;
 	size_t loaded = 0;
 	FILE *f = NULL;
-	if (!defs || !firsts || !pids || !ranks || !own) {
+	if (!defs || !firsts || !pids || !ranks || !own || !shifts || !as) {
 		fprintf(stderr, "tbanalyze: out of memory\n");
 		rc = TBA_EXIT_INTERNAL;
 		goto out;
 	}
-	uint64_t base = UINT64_MAX;
 	for (size_t i = 0; i < n && !rc; i++) {
 		loaded = i + 1;
 		rc = an_load_defs(&defs[i], paths[i], &firsts[i], &pids[i]);
-		if (!rc && firsts[i] && firsts[i] < base)
-			base = firsts[i];
 	}
 	if (rc)
 		goto out;
 	export_rank_of(defs, paths, n, ranks);
 	export_rank_own(defs, paths, n, ranks, own);
+	/* Ranks on several machines: on the first one's clock, by wall clock. */
+	for (size_t i = 0; i < n; i++)
+		as[i] = &defs[i];
+	an_clock_shifts(as, n, shifts);
+	uint64_t base = UINT64_MAX;
+	for (size_t i = 0; i < n; i++)
+		if (firsts[i] && firsts[i] + (uint64_t)shifts[i] < base)
+			base = firsts[i] + (uint64_t)shifts[i];
 	if (base == UINT64_MAX)
 		base = 0;
 	f = out ? fopen(out, "w") : stdout;
@@ -407,7 +413,9 @@ static int export_ranks(char **paths, size_t n, const char *out)
 				host_pid = 0;
 		if (!host_pid)
 			host_pid = (1u << 22) + 1 + i;
-		struct exporter x = {.f = f, .defs = &defs[i], .base = base, .host_pid = host_pid, .first = first,
+		/* (a shifted trace's times are measured from base less its shift) */
+		struct exporter x = {.f = f, .defs = &defs[i], .base = base - (uint64_t)shifts[i], .host_pid = host_pid,
+				     .first = first,
 				     .multi = 1, .rank = rank, .gpu_pid_base = (1u << 23) + 64 * (uint64_t)i};
 		ev_begin(&x);
 		fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"name\":",
@@ -460,6 +468,8 @@ out:
 	free(pids);
 	free(ranks);
 	free(own);
+	free(shifts);
+	free(as);
 	return rc;
 }
 

@@ -336,6 +336,21 @@ def part_export(gen, tmp):
               f"kineto rank{r}.json: distributedInfo {doc.get('distributedInfo')}")
     p = run(["export", "--format", "kineto", d], expect_rc=3)
     check("-o DIR" in p.stderr, f"kineto export of a directory without -o: {p.stderr!r}")
+    # Ranks on several machines (monotonic clocks 7.5 s apart): one time
+    # axis by the wall clocks, the collectives ending together again.
+    d = os.path.join(tmp, "hosts")
+    gen_run(gen, d, 2, 1, "nccl", "h")
+    out = os.path.join(tmp, "hosts.json")
+    run(["export", d, "-o", out])
+    with open(out) as f:
+        ev = json.load(f)["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in ev if e["ph"] == "M" and e["name"] == "process_name"}
+    ends = {}
+    for e in ev:
+        if e.get("cat") == "kernel" and e["name"].startswith("nccl"):
+            ends.setdefault(names[e["pid"]], []).append(float(e["ts"]) + float(e["dur"]))
+    check(len(ends) == 2 and all(abs(a - b) < 0.01 for a, b in zip(*ends.values())),
+          f"export of ranks on two machines: the collectives do not end together ({list(ends.items())[:1]})")
     # Single-trace export is unchanged: no rank process names.
     p = run(["export", os.path.join(d, "rank0.zst")])
     one = json.loads(p.stdout)
