@@ -295,7 +295,8 @@ struct analysis {
 	struct vec sites;    /* struct an_site_stat */
 	struct an_idle_breakdown idle;
 	/* Training steps: from the runner's marks, else detected from the loop
-	 * whose calls hold most launches (an_run's second pass). */
+	 * (a step function whose calls hold most launches, or the lines of an
+	 * inline loop) and marked by an_run's second pass. */
 	struct {
 		int source;          /* enum an_steps_source */
 		uint64_t count;      /* steps in the trace, warm-up included */

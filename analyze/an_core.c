@@ -382,9 +382,9 @@ static int run_once(struct analysis *a, const char *path, const struct an_opts *
 
 
 /* A trace without the runner's marks whose training loop was found (the
- * first pass detects it from the spans): analysed again with the steps
- * marked as the runner would, so that the first step is warm-up and the
- * breakdown and findings are the steady state's. */
+ * first pass detects it from the spans or the work's lines): analysed
+ * again with the steps marked as the runner would, so that the first step
+ * is warm-up and the breakdown and findings are the steady state's. */
 int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 {
 	int rc = run_once(a, path, opts);
