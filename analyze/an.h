@@ -228,6 +228,7 @@ struct an_kernel_stat {
 struct an_span_stat {
 	uint64_t callpath, count, total_ns;
 	uint64_t self_ns; /* minus the spans directly inside (same thread) */
+	int backward_wait; /* a call of torch's backward() / autograd.grad(): its thread waits on autograd's */
 };
 
 struct an_site_stat { /* GPU and host time per call site (for diff) */
@@ -278,6 +279,10 @@ struct analysis {
 	uint64_t unmatched_gpu;  /* GPU records with no API record by corr */
 	uint64_t n_spans;
 	uint64_t proc_cwd;       /* string id of the traced process's cwd (PROCESS), 0 = none */
+	/* The traced process's first PROCESS record (rank facts: tbp_process_rank
+	 * and friends give -1 for none); has_process 0 = none read yet. */
+	int has_process;
+	struct tbp_process process;
 
 	/* Results (filled by an_finish). */
 	struct vec devices;  /* struct an_device */
@@ -297,6 +302,7 @@ struct analysis {
 		uint64_t warmup;     /* of which set apart as warm-up */
 		uint64_t median_ns;  /* median time per step after warm-up */
 		uint64_t function;   /* detected: call path of the step function's spans */
+		uint64_t loop;       /* detected from lines: call path at the line each step starts from */
 	} steps;
 	struct vec step_ivs;         /* detected steps (struct an_step), first pass only */
 	struct vec idle_parts; /* struct an_finding (AN_F_IDLE_PART), biggest first */

@@ -392,7 +392,7 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 		return rc;
 	struct an_opts again = a->opts;
 	struct vec steps = a->step_ivs;
-	uint64_t function = a->steps.function;
+	uint64_t function = a->steps.function, loop = a->steps.loop;
 	a->step_ivs = (struct vec){0};
 	an_free(a);
 	again.synth_steps = steps.data;
@@ -403,6 +403,7 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	a->step_ivs = steps; /* freed with the analysis */
 	a->steps.source = AN_STEPS_DETECTED;
 	a->steps.function = function;
+	a->steps.loop = loop;
 	return rc;
 }
 
@@ -639,8 +640,11 @@ int an_load_defs(struct analysis *a, const char *path, uint64_t *first_ts, uint6
 	int st;
 	while ((st = tr_next(r, path, &rec)) > 0) {
 		a->records++;
-		if (rec.kind == TBP_K_PROCESS && !*pid)
+		if (rec.kind == TBP_K_PROCESS && !a->has_process) {
 			*pid = rec.u.process.pid;
+			a->has_process = 1;
+			a->process = rec.u.process;
+		}
 		if (defs_add(a->defs, &rec)) {
 			tbp_reader_close(r);
 			fprintf(stderr, "tbanalyze: %s: out of memory\n", path);

@@ -34,7 +34,9 @@ struct api_ent {
 };
 struct span_ent {
 	uint32_t tid;
+	int backward_wait; /* see struct an_span_stat */
 	uint64_t ts, end, callpath;
+	uint64_t wait_callpath; /* backward_wait: the user's frame that called backward() */
 };
 /* A host call or Python span kept with a gap: what the responsible host
  * thread was doing during it. */
@@ -46,6 +48,8 @@ struct gap_call {
 };
 struct gap_span {
 	uint64_t ts, end, callpath;
+	int backward_wait;
+	uint64_t wait_callpath;
 };
 /* One piece of an idle gap (a gap crossing an iteration boundary is cut
  * there), waiting for the spans that explain it: spans reach the file as
@@ -194,6 +198,13 @@ struct an_state {
 	int in_synth;
 	uint64_t warmup_value; /* WARMUP_END's value */
 	uint64_t next_synth_ts;
+	/* The launches, copies and memsets in time order, consecutive ones
+	 * from one call path as one run (at most WORK_RUNS_MAX runs), kept
+	 * while they may serve: a first pass, until a mark shows the steps. */
+	struct vec work_runs; /* struct work_run */
+	uint64_t work_run_cp; /* the last run's call path */
+	int work_runs_on;
+	int work_runs_full;
 	struct pend_span *pend; /* spans waiting for the launches inside them */
 	size_t pend_head, pend_n;
 	uint64_t pend_due;      /* end of the oldest pending span, UINT64_MAX: none */
@@ -209,6 +220,28 @@ struct step_cand {
 	int unusable; /* calls on several threads, or one inside another: not a loop's steps */
 	struct vec ivs; /* struct an_step */
 };
+/* 1 Mi runs (16 MiB): a trace with more detects its steps from spans only.
+ * A run is its first call's start and, packed, its call path (ids are
+ * interned in order: a trace with one past 2^32 detects from spans only)
+ * and how long after its start its last call ended (ns, at most 4.3 s: a
+ * longer run of one line's work is a loop of that line, not a step). */
+#define WORK_RUNS_MAX (1u << 20)
+#define WORK_RUN_CP_MAX (1ull << 32)
+struct work_run {
+	uint64_t ts, packed;
+};
+static inline uint64_t work_run_pack(uint64_t cp, uint64_t dur)
+{
+	return cp << 32 | (dur < UINT32_MAX ? dur : UINT32_MAX);
+}
+static inline uint64_t work_run_cp(const struct work_run *w)
+{
+	return w->packed >> 32;
+}
+static inline uint64_t work_run_end(const struct work_run *w)
+{
+	return w->ts + (uint32_t)w->packed;
+}
 struct iter_len {
 	uint64_t ns;
 	int phase;
@@ -439,6 +472,20 @@ static uint64_t hash_combine(uint64_t h, uint64_t v)
 	return h ^ (h >> 31);
 }
 
+/* A new run of work from another call path than the last one's (out of
+ * line: most launches continue a run or come from a path seen before). */
+static __attribute__((noinline)) void work_run_add(struct an_state *st, uint64_t ts, uint64_t end, uint64_t cp)
+{
+	struct work_run *w;
+	st->work_run_cp = cp;
+	if (cp >= WORK_RUN_CP_MAX || st->work_runs.n >= WORK_RUNS_MAX || !(w = vec_push(&st->work_runs))) {
+		st->work_runs_full = 1;
+		st->work_runs_on = 0;
+		return;
+	}
+	*w = (struct work_run){.ts = ts, .packed = work_run_pack(cp, end - ts)};
+}
+
 /* The finding for (kind, cause, phase, site); created on first use. */
 static struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, uint64_t cp, uint64_t nat)
 {
@@ -611,6 +658,12 @@ static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 		}
 		return;
 	}
+	/* The thread waiting in backward() itself: that call is the context of
+	 * what autograd's threads did meanwhile. */
+	if (sp->backward_wait && (!g->ctx_cp || sp->end - sp->ts < g->ctx_dur)) {
+		g->ctx_cp = sp->callpath;
+		g->ctx_dur = sp->end - sp->ts;
+	}
 	/* A span running since before the GPU went idle and still running when
 	 * the next launch was issued is a caller of everything (the training
 	 * loop, main): it explains nothing. */
@@ -635,7 +688,9 @@ static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 	} else {
 		g->nspans++;
 	}
-	g->spans[slot] = (struct gap_span){.ts = sp->ts, .end = sp->end, .callpath = sp->callpath};
+	g->spans[slot] = (struct gap_span){
+		.ts = sp->ts, .end = sp->end, .callpath = sp->callpath, .backward_wait = sp->backward_wait,
+		.wait_callpath = sp->wait_callpath};
 }
 
 static int u64_cmp(const void *x, const void *y)
@@ -677,6 +732,15 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t
 		const struct gap_span *sp = &g->spans[i];
 		if (sp->ts <= t && t < sp->end && (!inner || sp->end - sp->ts < inner->end - inner->ts))
 			inner = sp;
+	}
+	if (inner && inner->backward_wait) {
+		/* The thread only waits inside backward(): the host work is the
+		 * autograd engine's, in C++ (its Python, a custom Function's
+		 * backward, is a span of its own thread, which launches), placed
+		 * at the user's backward() call. */
+		*cp = inner->wait_callpath;
+		*nat = 0;
+		return AN_CAUSE_HOST_OTHER;
 	}
 	if (inner) {
 		*cp = inner->callpath;
@@ -1262,6 +1326,16 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	int failed = c->result != 0 && c->result != 600;
 	if (failed)
 		a->n_errors++;
+	/* The lines of a training loop repeat in its work's call paths: step
+	 * detection reads them (a trace without marks, first pass). */
+	if ((kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET) && !failed && st->work_runs_on) {
+		if (st->work_runs.n && c->callpath == st->work_run_cp) {
+			struct work_run *w = VEC_AT(&st->work_runs, struct work_run, st->work_runs.n - 1);
+			w->packed = work_run_pack(c->callpath, end - w->ts);
+		} else {
+			work_run_add(st, ts, end, c->callpath);
+		}
+	}
 	switch (kind) {
 	case TBP_K_LAUNCH:
 		if (!failed) {
@@ -1463,6 +1537,11 @@ static void on_marker(struct analysis *a, const struct tbp_record *r)
 		return;
 	switch (r->u.marker.marker_kind) {
 	case TBP_MARK_ITER_BEGIN:
+		if (st->work_runs_on && !st->in_synth) { /* marked steps: none to detect */
+			st->work_runs_on = 0;
+			vec_free(&st->work_runs);
+			st->work_runs.item = sizeof(struct work_run);
+		}
 		st->iter_markers = 1;
 		st->in_iter = 1;
 		st->iter_begin_ts = r->ts;
@@ -1592,9 +1671,228 @@ static void step_span_pending(struct analysis *a, uint32_t tid, uint64_t cp, uin
 		st->pend_due = end;
 }
 
-/* The loop: the function whose calls (at least two, on one thread, none
- * inside another) hold at least half of all launches, the most of them;
- * between two equal, the one called fewer times (the outer). */
+/* Steps from the lines of the loop.  A loop's body runs the same lines over
+ * and over; every launch, copy or memset carries the line of each frame of
+ * its call path.  A context is one function called from one place (a call
+ * path node's parent and the function: two calls of train() from the same
+ * line of main() are one context, so are the iterations of a loop in it);
+ * in its own work, in time order, each line of the body is entered once
+ * per iteration.  A context's steps are the entries into its most entered
+ * line (between equals, the one entered first: the body's first line that
+ * does GPU work), each step from there to the next entry (or to the user's
+ * code after the loop's body, see below).  An inline loop,
+ * a loop calling a function per step and a batch loop inside an epoch loop
+ * all give one step per batch: the epoch loop's line is entered once per
+ * epoch, its batch loop's lines once per batch.  Only the user's frames
+ * are contexts: torch's own loops (over parameters, over modules) are not
+ * training steps. */
+/* A line entered twice may be code before and after another (a single
+ * step's forward and its optimizer step): a loop's line is entered at least
+ * three times (the warm-up step and two of the steady state). */
+#define LOOP_MIN_STEPS 3
+#define LOOP_FRAMES 8 /* user frames of one call path looked at, innermost first (of 256 frames at most) */
+struct loop_ctx {
+	uint64_t work;       /* runs of work in the context */
+	uint32_t prev_line;  /* index of the line of its latest work, UINT32_MAX: none yet */
+	uint32_t best_line;  /* its steps' line (index), UINT32_MAX: none */
+};
+struct loop_line {
+	uint32_t ctx;
+	uint64_t node;      /* a call path node at this line (the report's "loop") */
+	uint64_t entries;   /* times entered from another line of its context */
+	size_t first_run;   /* run of the first entry */
+};
+struct loop_path { /* per call path of the work: its frames' contexts and lines */
+	uint32_t n;
+	uint32_t ctx[LOOP_FRAMES], line[LOOP_FRAMES];
+};
+struct loop_scan {
+	struct vec ctxs, lines, paths; /* struct loop_ctx, loop_line, loop_path */
+	struct u64map ctx_idx, line_idx, path_idx;
+};
+
+static uint64_t bytes_hash(uint64_t h, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/* The contexts and lines of call path cp's user frames (index into
+ * ls->paths), made on first sight. */
+static const struct loop_path *loop_path_of(const struct analysis *a, struct loop_scan *ls, uint64_t cp)
+{
+	uint64_t *ix = u64map_get(&ls->path_idx, cp);
+	if (ix)
+		return VEC_AT(&ls->paths, struct loop_path, *ix);
+	struct loop_path lp = {0};
+	uint64_t node = cp;
+	for (unsigned depth = 0; node && depth < 256 && lp.n < LOOP_FRAMES; depth++) {
+		struct an_frame f;
+		if (!an_callpath_frames(a, node, &f, 1))
+			break;
+		uint64_t parent = an_callpath_parent(a, node);
+		if (!an_file_is_library(f.file, f.file_len)) {
+			uint64_t key = hash_combine(bytes_hash(bytes_hash(0xcbf29ce484222325ULL, f.file, f.file_len),
+							       f.function, f.function_len), parent) >> 1;
+			uint64_t *c = u64map_get(&ls->ctx_idx, key);
+			uint32_t ci;
+			if (c) {
+				ci = (uint32_t)*c;
+			} else {
+				struct loop_ctx *x = vec_push(&ls->ctxs);
+				if (!x || u64map_put(&ls->ctx_idx, key, ls->ctxs.n - 1))
+					return NULL;
+				x->prev_line = x->best_line = UINT32_MAX;
+				ci = (uint32_t)(ls->ctxs.n - 1);
+			}
+			uint64_t lkey = hash_combine(key, f.line) >> 1;
+			uint64_t *l = u64map_get(&ls->line_idx, lkey);
+			uint32_t li;
+			if (l) {
+				li = (uint32_t)*l;
+			} else {
+				struct loop_line *y = vec_push(&ls->lines);
+				if (!y || u64map_put(&ls->line_idx, lkey, ls->lines.n - 1))
+					return NULL;
+				y->ctx = ci;
+				y->node = node;
+				li = (uint32_t)(ls->lines.n - 1);
+			}
+			lp.ctx[lp.n] = ci;
+			lp.line[lp.n++] = li;
+		}
+		node = parent;
+	}
+	struct loop_path *p = vec_push(&ls->paths);
+	if (!p || u64map_put(&ls->path_idx, cp, ls->paths.n - 1))
+		return NULL;
+	*p = lp;
+	return p;
+}
+
+static void loop_scan_free(struct loop_scan *ls)
+{
+	vec_free(&ls->ctxs);
+	vec_free(&ls->lines);
+	vec_free(&ls->paths);
+	u64map_free(&ls->ctx_idx);
+	u64map_free(&ls->line_idx);
+	u64map_free(&ls->path_idx);
+}
+
+/* The steps of the loop found in the work's lines into a->step_ivs;
+ * returns their count (0: none found, or more runs than kept). */
+static uint64_t steps_from_lines(struct analysis *a, uint64_t min_steps)
+{
+	struct an_state *st = a->st;
+	const struct vec *runs = &st->work_runs;
+	if (st->work_runs_full || runs->n < 2)
+		return 0;
+	struct loop_scan ls = {.ctxs.item = sizeof(struct loop_ctx), .lines.item = sizeof(struct loop_line),
+			       .paths.item = sizeof(struct loop_path)};
+	uint64_t total = 0, steps = 0;
+	for (size_t i = 0; i < runs->n; i++) {
+		const struct work_run *w = VEC_AT(runs, struct work_run, i);
+		const struct loop_path *lp = loop_path_of(a, &ls, work_run_cp(w));
+		total++;
+		if (!lp)
+			goto out;
+		for (uint32_t k = 0; k < lp->n; k++) {
+			struct loop_ctx *c = VEC_AT(&ls.ctxs, struct loop_ctx, lp->ctx[k]);
+			c->work++;
+			if (c->prev_line != lp->line[k]) {
+				struct loop_line *l = VEC_AT(&ls.lines, struct loop_line, lp->line[k]);
+				if (!l->entries++)
+					l->first_run = i;
+				c->prev_line = lp->line[k];
+			}
+		}
+	}
+	for (size_t i = 0; i < ls.lines.n; i++) {
+		const struct loop_line *l = VEC_AT(&ls.lines, struct loop_line, i);
+		struct loop_ctx *c = VEC_AT(&ls.ctxs, struct loop_ctx, l->ctx);
+		const struct loop_line *b = c->best_line == UINT32_MAX ? NULL
+						: VEC_AT(&ls.lines, struct loop_line, c->best_line);
+		if (!b || l->entries > b->entries || (l->entries == b->entries && l->first_run < b->first_run))
+			c->best_line = (uint32_t)i;
+	}
+	/* The loop: a context with at least half of all runs of work, with the
+	 * most steps (more than the spans' candidate found); between equals,
+	 * the one with the most work (the loop's own function, not one it
+	 * calls once per step). */
+	uint32_t best = UINT32_MAX;
+	uint64_t best_work = 0;
+	for (size_t i = 0; i < ls.ctxs.n; i++) {
+		const struct loop_ctx *c = VEC_AT(&ls.ctxs, struct loop_ctx, i);
+		if (c->best_line == UINT32_MAX || 2 * c->work < total)
+			continue;
+		uint64_t n = VEC_AT(&ls.lines, struct loop_line, c->best_line)->entries;
+		if (n < LOOP_MIN_STEPS || n <= min_steps || n < steps || (n == steps && c->work <= best_work))
+			continue;
+		best = (uint32_t)i, steps = n, best_work = c->work;
+	}
+	if (best == UINT32_MAX) {
+		steps = 0;
+		goto out;
+	}
+	const struct loop_ctx *c = VEC_AT(&ls.ctxs, struct loop_ctx, best);
+	vec_free(&a->step_ivs);
+	a->step_ivs.item = sizeof(struct an_step);
+	/* Each step from an entry into the line to the next; when the user's
+	 * code does work outside the context before that (the code after the
+	 * loop's body: an evaluation pass, a checkpoint), to the end of the
+	 * step's own last work: what follows is between steps, as the
+	 * runner's time between its iterations. */
+	uint32_t prev = UINT32_MAX;
+	int open = 0;
+	uint64_t last_end = 0; /* the end of the context's latest work */
+	for (size_t i = 0; i < runs->n; i++) {
+		const struct work_run *w = VEC_AT(runs, struct work_run, i);
+		const struct loop_path *lp = loop_path_of(a, &ls, work_run_cp(w));
+		uint32_t line = UINT32_MAX;
+		for (uint32_t k = 0; lp && k < lp->n; k++)
+			if (lp->ctx[k] == best)
+				line = lp->line[k];
+		if (line == UINT32_MAX) {
+			/* Work of no user frame (a library's thread, no Python) leaves the step as it is. */
+			if (open && lp && lp->n) {
+				struct an_step *d = VEC_AT(&a->step_ivs, struct an_step, a->step_ivs.n - 1);
+				d->end = last_end > d->begin ? last_end : d->begin + 1;
+				open = 0;
+			}
+			continue;
+		}
+		if (work_run_end(w) > last_end)
+			last_end = work_run_end(w);
+		if (line == c->best_line && prev != c->best_line) {
+			if (open)
+				VEC_AT(&a->step_ivs, struct an_step, a->step_ivs.n - 1)->end = w->ts;
+			struct an_step *d = vec_push(&a->step_ivs);
+			if (!d) {
+				steps = 0;
+				goto out;
+			}
+			d->begin = w->ts;
+			open = 1;
+		}
+		prev = line;
+	}
+	if (open) { /* the last: to the end of its work */
+		struct an_step *d = VEC_AT(&a->step_ivs, struct an_step, a->step_ivs.n - 1);
+		d->end = last_end > d->begin ? last_end : d->begin + 1;
+	}
+	a->steps.loop = VEC_AT(&ls.lines, struct loop_line, c->best_line)->node;
+out:
+	loop_scan_free(&ls);
+	return steps;
+}
+
+/* The loop: the user's function whose calls (at least two, on one thread,
+ * none inside another) hold at least half of all launches, the most of them;
+ * between two equal, the one called fewer times (the outer).  The lines'
+ * loop (above) instead when it has more steps: the spans' function is then
+ * an outer loop's (epochs) or the loop is inline. */
 static void steps_detect(struct analysis *a)
 {
 	struct an_state *st = a->st;
@@ -1603,8 +1901,17 @@ static void steps_detect(struct analysis *a)
 		const struct step_cand *c = VEC_AT(&st->cands, struct step_cand, i);
 		if (c->unusable || c->count < 2 || c->count != c->ivs.n || 2 * c->launches < a->n_launch)
 			continue;
+		/* torch's own functions called once per step (Tensor.backward,
+		 * Optimizer.step) are inside the step, not the step. */
+		struct an_frame f;
+		if (an_callpath_frames(a, c->callpath, &f, 1) && an_file_is_library(f.file, f.file_len))
+			continue;
 		if (!best || c->launches > best->launches || (c->launches == best->launches && c->count < best->count))
 			best = c;
+	}
+	if (steps_from_lines(a, best ? best->count : 0)) {
+		a->steps.source = AN_STEPS_DETECTED;
+		return;
 	}
 	if (!best)
 		return;
@@ -1617,6 +1924,10 @@ static void steps_detect(struct analysis *a)
 		if (!d)
 			return;
 		*d = *VEC_AT(&best->ivs, struct an_step, i);
+		/* A step function's step lasts until the next call (the loop's
+		 * own work between the calls is the step's too). */
+		if (i)
+			(d - 1)->end = d->begin;
 	}
 }
 
@@ -1648,9 +1959,8 @@ static void steps_finish(struct analysis *a)
 	free(lens);
 }
 
-/* The detected steps marked as the runner marks iterations: each step from
- * its start to the next one's (the last to its end), warm-up after the
- * first. */
+/* The detected steps marked as the runner marks iterations, [begin, end)
+ * each, warm-up after the first. */
 static int synth_init(struct analysis *a)
 {
 	struct an_state *st = a->st;
@@ -1663,7 +1973,7 @@ static int synth_init(struct analysis *a)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
 		const struct an_step *s = &a->opts.synth_steps[i];
-		uint64_t end = i + 1 < n ? a->opts.synth_steps[i + 1].begin : s->end;
+		uint64_t end = s->end;
 		st->synth[st->n_synth++] = (struct synth_mark){s->begin, TBP_MARK_ITER_BEGIN};
 		st->synth[st->n_synth++] = (struct synth_mark){end, TBP_MARK_ITER_END};
 		if (!i)
@@ -1693,6 +2003,31 @@ COLD_FN void synth_emit(struct analysis *a, uint64_t t)
 	st->next_synth_ts = st->synth_at < st->n_synth ? st->synth[st->synth_at].ts : UINT64_MAX;
 }
 
+static int ends_with(const char *s, size_t n, const char *tail)
+{
+	size_t k = strlen(tail);
+	return n >= k && !memcmp(s + n - k, tail, k);
+}
+
+/* A span of torch's backward() entry points (Tensor.backward,
+ * torch.autograd.backward and .grad, the engine's entry): the calling thread
+ * blocks in them while autograd's threads run the backward pass. */
+static int is_backward_wait(const struct analysis *a, uint64_t cp)
+{
+	struct an_frame f;
+	if (!cp || !an_callpath_frames(a, cp, &f, 1) || !an_file_is_library(f.file, f.file_len))
+		return 0;
+	static const char *const names[] = {"Tensor.backward", "backward", "grad", "_engine_run_backward"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		size_t n = strlen(names[i]);
+		if (f.function_len == n && !memcmp(f.function, names[i], n))
+			return ends_with(f.file, f.file_len, "/torch/_tensor.py") ||
+			       ends_with(f.file, f.file_len, "/torch/autograd/__init__.py") ||
+			       ends_with(f.file, f.file_len, "/torch/autograd/graph.py");
+	}
+	return 0;
+}
+
 static void on_span(struct analysis *a, const struct tbp_record *r)
 {
 	struct an_state *st = a->st;
@@ -1709,6 +2044,8 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 		a->spans.n--;
 	}
 	if (s) {
+		if (!s->count)
+			s->backward_wait = is_backward_wait(a, cp);
 		s->callpath = cp;
 		s->count++;
 		s->total_ns += end - ts;
@@ -1743,6 +2080,8 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 		step_span_pending(a, r->tid, cp, ts, end);
 	struct span_ent *e = &st->span[st->span_n++ % SPAN_RING];
 	e->tid = r->tid;
+	e->backward_wait = s && s->backward_wait;
+	e->wait_callpath = e->backward_wait ? an_user_callpath(a, cp) : 0;
 	e->ts = ts;
 	e->end = end;
 	e->callpath = cp;
@@ -1864,6 +2203,10 @@ static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 	case TBP_K_PROCESS:
 		if (!a->proc_cwd)
 			a->proc_cwd = r->u.process.cwd;
+		if (!a->has_process) {
+			a->has_process = 1;
+			a->process = r->u.process;
+		}
 		break;
 	case TBP_K_DEVICE: {
 		struct an_device *d = get_device(a, r->u.device.device);
@@ -1963,6 +2306,8 @@ int an_pass_init(struct analysis *a)
 	/* Without CUPTI nothing will claim a correlation id: do not keep them. */
 	st->expect_gpu = 1;
 	st->cands.item = sizeof(struct step_cand);
+	st->work_runs.item = sizeof(struct work_run);
+	st->work_runs_on = !a->opts.synth_steps && !a->opts.no_markers;
 	st->pend_due = UINT64_MAX;
 	st->iters.item = sizeof(struct iter_len);
 	a->st = st;
@@ -2248,6 +2593,7 @@ void an_pass_free(struct analysis *a)
 	for (size_t i = 0; i < st->cands.n; i++)
 		vec_free(&VEC_AT(&st->cands, struct step_cand, i)->ivs);
 	vec_free(&st->cands);
+	vec_free(&st->work_runs);
 	u64map_free(&st->cand_idx);
 	vec_free(&st->iters);
 	free(st->synth);

@@ -150,11 +150,6 @@ static void text_where_lib(const struct analysis *a, FILE *f, uint64_t cp, uint6
 		fprintf(f, "%sat   (no call path recorded)\n", indent);
 }
 
-static void text_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat, const char *indent)
-{
-	text_where_lib(a, f, cp, nat, indent, NULL, 0);
-}
-
 /* Frames of a finding's recorded call path inside the library, below the
  * user frame it is placed at (leaf first); 0 when placed at its leaf. */
 static size_t library_frames(const struct analysis *a, const struct an_finding *x, struct an_frame *fr, size_t max)
@@ -202,6 +197,13 @@ static const char *edge_name(int edge)
 
 /* The window's idle time by cause (all devices), with the call sites that
  * take most of each. */
+/* Idle outside every step: the runner's between its marked iterations; with
+ * detected steps, the script's code after the loop's body (evaluation). */
+static const char *between_label(const struct analysis *a)
+{
+	return a->steps.source == AN_STEPS_DETECTED ? "between steps (outside the loop)" : "between iterations (runner)";
+}
+
 static void text_idle_breakdown(const struct analysis *a, FILE *f)
 {
 	const struct an_idle_breakdown *ib = &a->idle;
@@ -213,7 +215,7 @@ static void text_idle_breakdown(const struct analysis *a, FILE *f)
 		if (ib->by_cause[c])
 			fprintf(f, "  %s %.1f%%", an_cause_name(c), pct(ib->by_cause[c], ib->idle_ns));
 	if (ib->harness_ns)
-		fprintf(f, "  between iterations (runner) %.1f%%", pct(ib->harness_ns, ib->idle_ns));
+		fprintf(f, "  %s %.1f%%", between_label(a), pct(ib->harness_ns, ib->idle_ns));
 	fputc('\n', f);
 	if (ib->leading_ns || ib->trailing_ns)
 		fprintf(f, "      of which before the first GPU work %s, after the last %s\n",
@@ -526,6 +528,10 @@ void an_report_text(const struct analysis *a, FILE *f)
 			fprintf(f, ": the loop at %s", site);
 			an_site_label(a, a->steps.function, 0, site, sizeof site);
 			fprintf(f, " calling %s", site);
+		} else if (a->steps.loop) {
+			char site[512];
+			an_site_label(a, a->steps.loop, 0, site, sizeof site);
+			fprintf(f, ": the loop whose steps start at %s", site);
 		}
 		fprintf(f, "), %" PRIu64 " warm-up set apart, median %s per step\n", a->steps.warmup,
 			fmt_ns(a->steps.median_ns, t2, sizeof t2));
@@ -778,6 +784,8 @@ int an_report_json(const struct analysis *a, FILE *f)
 			a->steps.count, an_steps_source_name(a->steps.source), a->steps.warmup, a->steps.median_ns);
 		if (a->steps.function)
 			json_where(a, f, an_callpath_parent(a, a->steps.function), 0);
+		else if (a->steps.loop)
+			json_where(a, f, a->steps.loop, 0);
 		else
 			fputs("null", f);
 		fputc('}', f);
@@ -960,7 +968,7 @@ static void html_idle_bar(const struct analysis *a, FILE *f)
 		if (!ns)
 			continue;
 		double bw = w * (double)ns / (double)ib->idle_ns;
-		const char *name = c < AN_CAUSE_N ? an_cause_name(c) : "between iterations (runner)";
+		const char *name = c < AN_CAUSE_N ? an_cause_name(c) : between_label(a);
 		fprintf(f, "<rect class=\"idle-%s\" x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"26\" fill=\"%s\"><title>%s %.1f%% (%s)</title></rect>\n",
 			c < AN_CAUSE_N ? name : "harness", x, bw, c < AN_CAUSE_N ? cause_color[c] : "#cccccc", name,
 			pct(ns, ib->idle_ns), fmt_ns(ns, t1, sizeof t1));

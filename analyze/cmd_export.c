@@ -15,9 +15,12 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "an.h"
+#include "an_ranks.h"
 #include "cmd.h"
 #include "tr_common.h"
 
@@ -28,6 +31,12 @@ struct exporter {
 	int kineto;
 	uint64_t events;
 	int first;
+	/* Several ranks in one file: a rank's GPUs are processes gpu_pid_base +
+	 * device, named when first seen (devices below 64 tracked). */
+	int multi;
+	int64_t rank;
+	uint64_t gpu_pid_base;
+	uint64_t gpus_named;
 };
 
 static void ts_us(FILE *f, uint64_t ns, uint64_t base)
@@ -40,6 +49,24 @@ static void ev_begin(struct exporter *x)
 {
 	fputs(x->first ? "\n" : ",\n", x->f);
 	x->first = 0;
+}
+
+static uint64_t gpu_pid(struct exporter *x, uint64_t device)
+{
+	if (x->multi && device < 64 && !(x->gpus_named >> device & 1)) {
+		x->gpus_named |= 1ULL << device;
+		ev_begin(x);
+		fprintf(x->f,
+			"{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"name\":\"rank %" PRId64
+			" GPU %" PRIu64 "\"}}",
+			x->gpu_pid_base + device, x->rank, device);
+		ev_begin(x);
+		fprintf(x->f,
+			"{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"sort_index\":%" PRId64
+			"}}",
+			x->gpu_pid_base + device, x->rank * 100 + 1 + (int64_t)device);
+	}
+	return x->gpu_pid_base + device;
 }
 
 static void name_str(struct exporter *x, uint64_t id, const char *fallback)
@@ -136,6 +163,7 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 	case TBP_K_GPU_MEMSET: {
 		const struct tbp_gpu_kernel *g = &r->u.gpu_kernel;
 		uint64_t end = g->end < r->ts ? r->ts : g->end;
+		uint64_t gp = gpu_pid(x, g->device); /* (its name first, when new) */
 		ev_begin(x);
 		if (r->kind == TBP_K_GPU_KERNEL) {
 			fputs("{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":", f);
@@ -147,7 +175,7 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 		} else {
 			fputs("{\"ph\":\"X\",\"cat\":\"gpu_memset\",\"name\":\"Memset (Device)\"", f);
 		}
-		fprintf(f, ",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", g->device, g->stream);
+		fprintf(f, ",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", gp, g->stream);
 		ts_us(f, r->ts, x->base);
 		fputs(",\"dur\":", f);
 		ts_us(f, end, r->ts);
@@ -169,7 +197,7 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 		if (x->kineto && g->corr) {
 			ev_begin(x);
 			fprintf(f, "{\"ph\":\"f\",\"id\":%" PRIu64 ",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", g->corr,
-				g->device, g->stream);
+				gp, g->stream);
 			ts_us(f, r->ts, x->base);
 			fputs(",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}", f);
 		}
@@ -224,13 +252,295 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tbanalyze export [--format chrome|kineto] TRACE.zst [-o OUT.json]\n"
+		   "       tbanalyze export DIR | TRACE.zst TRACE.zst... [-o OUT.json]\n"
+		   "  several traces (one per rank, or a directory of them): one chrome file, a process per rank;\n"
+		   "  with --format kineto, -o DIR gets DIR/rank<N>.json per rank (HTA loads DIR as a multi-rank trace)\n"
 		   "  chrome: Trace Event Format (Perfetto, chrome://tracing)\n"
 		   "  kineto: PyTorch profiler conventions (Holistic Trace Analysis)\n");
+}
+
+/* One trace into one file (out NULL: standard output).  rank >= 0 stands
+ * for the trace's own in kineto's distributedInfo (ranks known by file name
+ * or place), with world. */
+static int export_one(const struct analysis *defs, uint64_t base, uint64_t pid, const char *path, const char *out,
+		      int kineto, int64_t rank, int64_t world)
+{
+	struct tbp_reader *r;
+	int rc = an_open(&r, path);
+	if (rc)
+		return rc;
+	FILE *f = out ? fopen(out, "w") : stdout;
+	if (!f) {
+		fprintf(stderr, "tbanalyze: %s: %s\n", out, strerror(errno));
+		tbp_reader_close(r);
+		return TBA_EXIT_INTERNAL;
+	}
+	/* pid_max is at most 2^22 on Linux: above it cannot clash with a device. */
+	struct exporter x = {.f = f, .defs = defs, .base = base, .host_pid = pid ? pid : (1u << 22) + 1,
+			     .kineto = kineto, .first = 1};
+	fputs("{", f);
+	if (x.kineto) {
+		/* HTA takes each file's rank from distributedInfo.rank: a
+		 * directory of rank<N>.json loads as a multi-rank trace.  A
+		 * process outside a job is rank 0 of 1, as the PyTorch profiler
+		 * writes it. */
+		if (rank < 0) {
+			rank = defs->has_process ? tbp_process_rank(&defs->process) : -1;
+			world = defs->has_process ? tbp_process_world_size(&defs->process) : -1;
+		}
+		if (rank < 0)
+			rank = 0, world = 1;
+		/* "rank": N with the space: HTA finds a file's rank with the
+		 * regular expression "rank":\s+(\d+) (hta/common/trace_file.py)
+		 * and takes a file it cannot match for rank 0. */
+		fprintf(f, "\"schemaVersion\":1,\"distributedInfo\":{\"rank\": %" PRId64, rank);
+		if (world > 0)
+			fprintf(f, ",\"world_size\":%" PRId64, world);
+		fprintf(f, "},\"deviceProperties\":[],\"baseTimeNanoseconds\":%" PRIu64 ",\"traceName\":", base);
+		json_str(f, path, strlen(path));
+		fputs(",", f);
+	}
+	fputs("\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
+	ev_begin(&x);
+	fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"name\":\"host\"}}",
+		x.host_pid);
+	struct tbp_record rec;
+	int st;
+	while ((st = tr_next(r, path, &rec)) > 0)
+		export_record(&x, &rec);
+	rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
+	fprintf(f, "\n]}\n");
+	tbp_reader_close(r);
+	int werr = ferror(f);
+	if (out ? fclose(f) : fflush(f))
+		werr = 1;
+	if (werr && !rc) {
+		fprintf(stderr, "tbanalyze: %s: write failed\n", out ? out : "standard output");
+		rc = TBA_EXIT_INTERNAL;
+	}
+	return rc;
+}
+
+/* The ranks of the traces, as the report takes them: recorded, else the
+ * file name's rank<N>.zst; when no trace has either, their places; -1 for a
+ * trace without one beside traces with one (torchrun's agent). */
+static void export_rank_of(const struct analysis *defs, char **paths, size_t n, int64_t *ranks)
+{
+	int any = 0;
+	for (size_t i = 0; i < n; i++) {
+		ranks[i] = defs[i].has_process ? tbp_process_rank(&defs[i].process) : -1;
+		if (ranks[i] < 0)
+			ranks[i] = an_rank_from_name(paths[i]);
+		any |= ranks[i] >= 0;
+	}
+	if (!any)
+		for (size_t i = 0; i < n; i++)
+			ranks[i] = (int64_t)i;
+}
+
+/* Which trace is its rank's own: the one named rank<N>.zst (the rank's
+ * process starts first and takes the plain name), else the one with the
+ * most records; the others of a rank (processes it spawned with its
+ * environment, or another run's) are not, nor is a trace without a rank. */
+static void export_rank_own(const struct analysis *defs, char **paths, size_t n, const int64_t *ranks, int *own)
+{
+	for (size_t i = 0; i < n; i++) {
+		own[i] = ranks[i] >= 0;
+		for (size_t j = 0; j < n && own[i]; j++) {
+			if (j == i || ranks[j] != ranks[i])
+				continue;
+			int plain_i = an_rank_from_name(paths[i]) == ranks[i], plain_j = an_rank_from_name(paths[j]) == ranks[j];
+			if (plain_j > plain_i || (plain_j == plain_i && (defs[j].records > defs[i].records ||
+									  (defs[j].records == defs[i].records && j < i))))
+				own[i] = 0;
+		}
+	}
+}
+
+/* Several traces of one run in one chrome file: every rank's host as a
+ * process named "rank N", its GPUs as processes "rank N GPU d", all on
+ * one time axis (the traces of one machine share CLOCK_MONOTONIC). */
+static int export_ranks(char **paths, size_t n, const char *out)
+{
+	struct analysis *defs = calloc(n, sizeof *defs);
+	uint64_t *firsts = calloc(n, sizeof *firsts), *pids = calloc(n, sizeof *pids);
+	int64_t *ranks = calloc(n, sizeof *ranks);
+	int *own = calloc(n, sizeof *own);
+	int rc = TBA_EXIT_OK;
+	size_t loaded = 0;
+	FILE *f = NULL;
+	if (!defs || !firsts || !pids || !ranks || !own) {
+		fprintf(stderr, "tbanalyze: out of memory\n");
+		rc = TBA_EXIT_INTERNAL;
+		goto out;
+	}
+	uint64_t base = UINT64_MAX;
+	for (size_t i = 0; i < n && !rc; i++) {
+		loaded = i + 1;
+		rc = an_load_defs(&defs[i], paths[i], &firsts[i], &pids[i]);
+		if (!rc && firsts[i] && firsts[i] < base)
+			base = firsts[i];
+	}
+	if (rc)
+		goto out;
+	export_rank_of(defs, paths, n, ranks);
+	export_rank_own(defs, paths, n, ranks, own);
+	if (base == UINT64_MAX)
+		base = 0;
+	f = out ? fopen(out, "w") : stdout;
+	if (!f) {
+		fprintf(stderr, "tbanalyze: %s: %s\n", out, strerror(errno));
+		rc = TBA_EXIT_INTERNAL;
+		goto out;
+	}
+	fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
+	int first = 1;
+	for (size_t i = 0; i < n && !rc; i++) {
+		/* A process that is no rank (the agent) goes last, by its file name. */
+		int64_t rank = ranks[i];
+		const char *base_name = strrchr(paths[i], '/') ? strrchr(paths[i], '/') + 1 : paths[i];
+		/* Processes of two machines may share a pid: then the rank's
+		 * place stands in, above pid_max (2^22) and below its GPUs'. */
+		uint64_t host_pid = pids[i];
+		for (size_t j = 0; j < n && host_pid; j++)
+			if (j != i && pids[j] == host_pid)
+				host_pid = 0;
+		if (!host_pid)
+			host_pid = (1u << 22) + 1 + i;
+		struct exporter x = {.f = f, .defs = &defs[i], .base = base, .host_pid = host_pid, .first = first,
+				     .multi = 1, .rank = rank, .gpu_pid_base = (1u << 23) + 64 * (uint64_t)i};
+		ev_begin(&x);
+		fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"name\":",
+			host_pid);
+		/* Another process of a rank goes right after it, by its pid; a
+		 * process that is no rank (the agent) last, by its file name. */
+		char label[96];
+		int64_t sort = rank * 100;
+		if (rank >= 0 && own[i]) {
+			snprintf(label, sizeof label, "rank %" PRId64, rank);
+		} else if (rank >= 0) {
+			snprintf(label, sizeof label, "rank %" PRId64 " (pid %" PRIu64 ", %.40s)", rank, pids[i], base_name);
+			sort += 50;
+		} else {
+			snprintf(label, sizeof label, "%.50s", base_name);
+			x.rank = rank = INT32_MAX;
+			sort = rank * 100;
+		}
+		json_str(f, label, strlen(label));
+		fputs("}}", f);
+		ev_begin(&x);
+		fprintf(f, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%" PRIu64
+			   ",\"tid\":0,\"args\":{\"sort_index\":%" PRId64 "}}",
+			host_pid, sort);
+		struct tbp_reader *r;
+		rc = an_open(&r, paths[i]);
+		if (rc)
+			break;
+		struct tbp_record rec;
+		int st;
+		while ((st = tr_next(r, paths[i], &rec)) > 0)
+			export_record(&x, &rec);
+		rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
+		tbp_reader_close(r);
+		first = x.first;
+	}
+	fprintf(f, "\n]}\n");
+	int werr = ferror(f);
+	if (out ? fclose(f) : fflush(f))
+		werr = 1;
+	if (werr && !rc) {
+		fprintf(stderr, "tbanalyze: %s: write failed\n", out ? out : "standard output");
+		rc = TBA_EXIT_INTERNAL;
+	}
+out:
+	for (size_t i = 0; i < loaded; i++)
+		an_free(&defs[i]);
+	free(defs);
+	free(firsts);
+	free(pids);
+	free(ranks);
+	free(own);
+	return rc;
+}
+
+/* Several traces in kineto form: OUT/rank<N>.json each, with its rank in
+ * distributedInfo, the directory Holistic Trace Analysis loads as one
+ * multi-rank trace. */
+static int export_ranks_kineto(char **paths, size_t n, const char *outdir)
+{
+	struct stat st;
+	const char *why = NULL;
+	if (stat(outdir, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			why = "not a directory";
+	} else if (mkdir(outdir, 0777)) {
+		why = strerror(errno);
+	}
+	if (why) {
+		fprintf(stderr, "tbanalyze: %s: %s (a kineto export of several traces writes a directory)\n", outdir, why);
+		return TBA_EXIT_INTERNAL;
+	}
+	struct analysis *defs = calloc(n, sizeof *defs);
+	uint64_t *firsts = calloc(n, sizeof *firsts), *pids = calloc(n, sizeof *pids);
+	int64_t *ranks = calloc(n, sizeof *ranks);
+	int *own = calloc(n, sizeof *own);
+	char *name = malloc(strlen(outdir) + 40);
+	int rc = TBA_EXIT_OK;
+	size_t loaded = 0;
+	if (!defs || !firsts || !pids || !ranks || !own || !name) {
+		fprintf(stderr, "tbanalyze: out of memory\n");
+		rc = TBA_EXIT_INTERNAL;
+		goto out;
+	}
+	int64_t world = 0;
+	for (size_t i = 0; i < n && !rc; i++) {
+		loaded = i + 1;
+		rc = an_load_defs(&defs[i], paths[i], &firsts[i], &pids[i]);
+		if (rc)
+			break;
+		int64_t w = defs[i].has_process ? tbp_process_world_size(&defs[i].process) : -1;
+		if (w > world)
+			world = w;
+	}
+	if (!rc) {
+		export_rank_of(defs, paths, n, ranks);
+		export_rank_own(defs, paths, n, ranks, own);
+	}
+	size_t n_ranks = 0;
+	for (size_t i = 0; i < n; i++)
+		n_ranks += own[i];
+	if ((int64_t)n_ranks > world)
+		world = (int64_t)n_ranks;
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (ranks[i] < 0) {
+			fprintf(stderr, "tbanalyze: %s: not a rank (no rank recorded), left out\n", paths[i]);
+			continue;
+		}
+		if (!own[i]) {
+			fprintf(stderr, "tbanalyze: %s: another process of rank %" PRId64 " (or another run's), left out\n",
+				paths[i], ranks[i]);
+			continue;
+		}
+		sprintf(name, "%s/rank%" PRId64 ".json", outdir, ranks[i]);
+		rc = export_one(&defs[i], firsts[i], pids[i], paths[i], name, 1, ranks[i], world);
+	}
+out:
+	for (size_t i = 0; i < loaded; i++)
+		an_free(&defs[i]);
+	free(defs);
+	free(firsts);
+	free(pids);
+	free(ranks);
+	free(own);
+	free(name);
+	return rc;
 }
 
 int cmd_export(int argc, char **argv)
 {
 	const char *path = NULL, *out = NULL, *format = "chrome";
+	char *paths[argc]; /* the traces named, for several */
+	size_t n_paths = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
@@ -258,11 +568,37 @@ int cmd_export(int argc, char **argv)
 			usage(stderr);
 			return TBA_EXIT_USAGE;
 		}
-		if (path) {
-			fprintf(stderr, "tbanalyze: export: one trace at a time\n");
-			return TBA_EXIT_USAGE;
-		}
+		paths[n_paths++] = argv[i];
 		path = arg;
+	}
+	struct stat ps;
+	if (n_paths > 1 || (path && stat(path, &ps) == 0 && S_ISDIR(ps.st_mode))) {
+		char **list = paths;
+		size_t n = n_paths;
+		if (n_paths == 1) {
+			int rc = an_ranks_list_dir(path, &list, &n);
+			if (rc)
+				return rc;
+		}
+		int rc;
+		if (n == 1) { /* a directory of one trace is that trace */
+			struct analysis defs;
+			uint64_t base, pid;
+			rc = an_load_defs(&defs, list[0], &base, &pid);
+			if (!rc)
+				rc = export_one(&defs, base, pid, list[0], out, !strcmp(format, "kineto"), -1, -1);
+			an_free(&defs);
+		} else if (strcmp(format, "chrome") && !out) {
+			fprintf(stderr, "tbanalyze: export: --format %s of several traces writes one file per rank into a "
+					"directory: -o DIR missing\n",
+				format);
+			rc = TBA_EXIT_USAGE;
+		} else {
+			rc = strcmp(format, "chrome") ? export_ranks_kineto(list, n, out) : export_ranks(list, n, out);
+		}
+		if (list != paths)
+			an_ranks_free_list(list, n);
+		return rc;
 	}
 	if (!path || (strcmp(format, "chrome") && strcmp(format, "kineto"))) {
 		if (path)
@@ -274,51 +610,8 @@ int cmd_export(int argc, char **argv)
 	struct analysis defs;
 	uint64_t base, pid;
 	int rc = an_load_defs(&defs, path, &base, &pid);
-	if (rc) {
-		an_free(&defs);
-		return rc;
-	}
-	struct tbp_reader *r;
-	rc = an_open(&r, path);
-	if (rc) {
-		an_free(&defs);
-		return rc;
-	}
-	FILE *f = out ? fopen(out, "w") : stdout;
-	if (!f) {
-		fprintf(stderr, "tbanalyze: %s: %s\n", out, strerror(errno));
-		tbp_reader_close(r);
-		an_free(&defs);
-		return TBA_EXIT_INTERNAL;
-	}
-	/* pid_max is at most 2^22 on Linux: above it cannot clash with a device. */
-	struct exporter x = {.f = f, .defs = &defs, .base = base, .host_pid = pid ? pid : (1u << 22) + 1,
-			     .kineto = !strcmp(format, "kineto"), .first = 1};
-	fputs("{", f);
-	if (x.kineto) {
-		fprintf(f, "\"schemaVersion\":1,\"distributedInfo\":{\"rank\": 0,\"world_size\":1},"
-			   "\"deviceProperties\":[],\"baseTimeNanoseconds\":%" PRIu64 ",\"traceName\":", base);
-		json_str(f, path, strlen(path));
-		fputs(",", f);
-	}
-	fputs("\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f);
-	ev_begin(&x);
-	fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"name\":\"host\"}}",
-		x.host_pid);
-	struct tbp_record rec;
-	int st;
-	while ((st = tr_next(r, path, &rec)) > 0)
-		export_record(&x, &rec);
-	rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
-	fprintf(f, "\n]}\n");
-	tbp_reader_close(r);
+	if (!rc)
+		rc = export_one(&defs, base, pid, path, out, !strcmp(format, "kineto"), -1, -1);
 	an_free(&defs);
-	int werr = ferror(f);
-	if (out ? fclose(f) : fflush(f))
-		werr = 1;
-	if (werr && !rc) {
-		fprintf(stderr, "tbanalyze: %s: write failed\n", out ? out : "standard output");
-		rc = TBA_EXIT_INTERNAL;
-	}
 	return rc;
 }

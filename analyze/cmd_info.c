@@ -183,13 +183,6 @@ static int observe(struct info *in, const struct tbp_record *rec)
 	}
 }
 
-/* Rank facts are "not set" as 0 or all-ones (libtbprof writes -1 when no
- * launcher variable was found). */
-static int rank_set(const struct tbp_process *p)
-{
-	return p->world_size != 0 && p->world_size != UINT64_MAX;
-}
-
 static const char *const feature_names[] = {"cupti", "python", "native", "hip"};
 
 /* What a notice code means, for notices that carry no message string. */
@@ -274,9 +267,9 @@ static void print_text(FILE *f, const char *path, struct info *in, const struct 
 		fprintf(f, "\n  cwd:        ");
 		print_str_text(f, in, p->cwd);
 		fprintf(f, "\n  started:    %s (realtime) = %" PRIu64 " ns (monotonic)\n", when, p->monotonic_ns);
-		if (rank_set(p))
-			fprintf(f, "  rank:       %" PRIu64 " of %" PRIu64 " (local rank %" PRIu64 ")\n", p->rank,
-				p->world_size, p->local_rank);
+		if (tbp_process_rank(p) >= 0)
+			fprintf(f, "  rank:       %" PRId64 " of %" PRId64 " (local rank %" PRId64 ")\n",
+				tbp_process_rank(p), tbp_process_world_size(p), tbp_process_local_rank(p));
 	}
 	if (in->processes.dropped)
 		fprintf(f, "  (%zu more process records)\n", in->processes.dropped);
@@ -382,9 +375,9 @@ static void print_json(FILE *f, const char *path, struct info *in, const struct 
 		fputs(",\"cwd\":", f);
 		print_str_json(f, in, p->cwd);
 		fprintf(f, ",\"realtime_ns\":%" PRIu64 ",\"monotonic_ns\":%" PRIu64, p->realtime_ns, p->monotonic_ns);
-		if (rank_set(p))
-			fprintf(f, ",\"rank\":%" PRIu64 ",\"world_size\":%" PRIu64 ",\"local_rank\":%" PRIu64, p->rank,
-				p->world_size, p->local_rank);
+		if (tbp_process_rank(p) >= 0)
+			fprintf(f, ",\"rank\":%" PRId64 ",\"world_size\":%" PRId64 ",\"local_rank\":%" PRId64,
+				tbp_process_rank(p), tbp_process_world_size(p), tbp_process_local_rank(p));
 		fputc('}', f);
 	}
 	fprintf(f, "],\"first_ts\":%" PRIu64 ",\"last_ts\":%" PRIu64 ",\"records\":%" PRIu64 ",\"kinds\":{",

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "an.h"
+#include "an_ranks.h"
 #include "cmd.h"
 
 const char an_opts_help[] =
@@ -111,10 +112,35 @@ int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tbanalyze [report] TRACE.zst [--json] [--html FILE] [options]\n"
+		   "       tbanalyze [report] DIR | TRACE.zst TRACE.zst... [--json] [options]\n"
+		   "  several traces (or a directory of them, one per rank): a section per rank and the\n"
+		   "  cross-rank findings (straggler)\n"
 		   "  --json              print the report as JSON (doc/report-schema.md)\n"
 		   "  --html FILE         also write a self-contained HTML page\n"
 		   "%s",
 		an_opts_help);
+}
+
+static int report_one(const char *path, const char *html, const struct an_opts *opts, int json);
+static int html_one_trace(size_t n);
+
+/* Several traces: the cross-rank view. */
+static int report_ranks(char **paths, size_t n, const struct an_opts *opts, int json)
+{
+	struct an_ranks R;
+	int rc = an_ranks_run(&R, paths, n, opts);
+	if (!rc) {
+		if (json)
+			an_ranks_report_json(&R, stdout);
+		else
+			an_ranks_report_text(&R, stdout);
+		an_ranks_free(&R);
+		if (fflush(stdout) || ferror(stdout)) {
+			fprintf(stderr, "tbanalyze: write error on standard output\n");
+			rc = TBA_EXIT_INTERNAL;
+		}
+	}
+	return rc;
 }
 
 int cmd_report(int argc, char **argv)
@@ -122,6 +148,8 @@ int cmd_report(int argc, char **argv)
 	struct an_opts opts;
 	an_opts_default(&opts);
 	const char *path = NULL, *html = NULL;
+	char *paths[argc]; /* the traces named, for several */
+	size_t n_paths = 0;
 	int json = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
@@ -155,16 +183,46 @@ int cmd_report(int argc, char **argv)
 			usage(stderr);
 			return TBA_EXIT_USAGE;
 		}
-		if (path) {
-			fprintf(stderr, "tbanalyze: report: one trace at a time (got %s and %s)\n", path, arg);
-			return TBA_EXIT_USAGE;
-		}
+		paths[n_paths++] = argv[i];
 		path = arg;
 	}
+	struct stat ps;
+	if (n_paths == 1 && stat(path, &ps) == 0 && S_ISDIR(ps.st_mode)) {
+		/* A directory: its traces, one per rank; a directory of one
+		 * trace (a run that was not distributed) is that trace's report. */
+		char **listed;
+		size_t n_listed;
+		int rc = an_ranks_list_dir(path, &listed, &n_listed);
+		if (rc)
+			return rc;
+		if (n_listed == 1)
+			rc = report_one(listed[0], html, &opts, json);
+		else if (html)
+			rc = html_one_trace(n_listed);
+		else
+			rc = report_ranks(listed, n_listed, &opts, json);
+		an_ranks_free_list(listed, n_listed);
+		return rc;
+	}
+	if (n_paths > 1)
+		return html ? html_one_trace(n_paths) : report_ranks(paths, n_paths, &opts, json);
 	if (!path) {
 		usage(stderr);
 		return TBA_EXIT_USAGE;
 	}
+	return report_one(path, html, &opts, json);
+}
+
+static int html_one_trace(size_t n)
+{
+	fprintf(stderr, "tbanalyze: --html: one trace at a time (got %zu)\n", n);
+	return TBA_EXIT_USAGE;
+}
+
+/* One trace: breakdown and findings as text or JSON, and the HTML page. */
+static int report_one(const char *path, const char *html, const struct an_opts *opts_in, int json)
+{
+	struct an_opts opts = *opts_in;
 
 	/* A bad --html path is refused before a long analysis, without
 	 * truncating or leaving a file. */

@@ -22,7 +22,9 @@ static const struct verb verbs[] = {
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tbanalyze [VERB] TRACE.zst [options]\n\nverbs:\n");
+	fprintf(f, "usage: tbanalyze [VERB] TRACE.zst [options]\n"
+		   "       tbanalyze [report|export] DIR|TRACE.zst... [options]   (one trace per rank: the cross-rank view)\n"
+		   "\nverbs:\n");
 	for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
 		fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
 	fprintf(f, "\n`tbanalyze VERB --help` describes a verb's options; `tbanalyze --version` prints the version.\n"

@@ -30,7 +30,6 @@
 #include <time.h>
 
 #include "hip_internal.h"
-#include "core_priv.h"   /* tbp_env_bool */
 
 /* Our CLOCK.domain for hipEvent-derived GPU timestamps (CUPTI uses 1). */
 #define TBP_CLOCK_DOMAIN_HIP_EVENTS 2
@@ -137,7 +136,7 @@ static void *emitter_main(void *arg)
 		emitter_busy = 1;
 		pthread_mutex_unlock(&timing_lock);
 		for (size_t i = 0; i < n; i++)
-			tbp_emit(&batch[i]);
+			tbp_emit_patient(&batch[i]);
 		pthread_mutex_lock(&timing_lock);
 		emitter_busy = 0;
 		pthread_cond_broadcast(&drained_cond);
@@ -203,12 +202,14 @@ static void child_after_fork(void)
 	pthread_cond_init(&drained_cond, NULL);
 }
 
-/* From libtbprof's atfork child handler, registered at load: a handler
- * registered here, at first use under timing_lock, would miss a fork that
- * races that first use.  The reset is harmless before any use. */
-void tbp_hip_timing_fork_child(void)
+/* Lent to libtbprof's atfork child handler at load: a handler registered
+ * at first use under timing_lock would miss a fork that races that first
+ * use.  The reset is harmless before any use. */
+static const struct tbp_hook_ops hip_timing_ops = { .fork_child = child_after_fork };
+
+__attribute__((constructor(102))) static void hip_timing_register(void)
 {
-	child_after_fork();
+	tbp_register_hook_ops(&hip_timing_ops);
 }
 
 /* ------------------------------------------------------------ setup */

@@ -35,28 +35,40 @@ static size_t upper(uint64_t ptr)
 	return lo;
 }
 
-/* Fork (called from libtbprof's atfork handlers): the map's lock and the
+/* Fork (lent to libtbprof's atfork handlers through tbp_register_hook_ops): the map's lock and the
  * kernel-name table's are leaves, taken last and released first. */
 void tbp_names_fork_prepare(void) TBP_HIDDEN;
 void tbp_names_fork_parent(void) TBP_HIDDEN;
 void tbp_names_fork_child(void) TBP_HIDDEN;
 
-void tbp_interpose_fork_prepare(void)
+static void memmap_fork_prepare(void)
 {
 	pthread_mutex_lock(&mem_lock);
 	tbp_names_fork_prepare();
 }
 
-void tbp_interpose_fork_parent(void)
+static void memmap_fork_parent(void)
 {
 	tbp_names_fork_parent();
 	pthread_mutex_unlock(&mem_lock);
 }
 
-void tbp_interpose_fork_child(void)
+static void memmap_fork_child(void)
 {
 	tbp_names_fork_child();
 	pthread_mutex_init(&mem_lock, NULL);
+}
+
+static const struct tbp_hook_ops memmap_ops = {
+	.fork_prepare = memmap_fork_prepare,
+	.fork_parent = memmap_fork_parent,
+	.fork_child = memmap_fork_child,
+};
+
+/* After tbp_dlsym_init (101), before any default-priority constructor. */
+__attribute__((constructor(102))) static void memmap_register(void)
+{
+	tbp_register_hook_ops(&memmap_ops);
 }
 
 void tbp_mem_add(uint64_t ptr, uint64_t bytes, unsigned kind)

@@ -1,7 +1,7 @@
 /*
  * Kernel names.  __cudaRegisterFunction gives host stub -> mangled device
- * name; __cudaGetKernel gives cudaKernel_t -> host stub; cuLaunchKernel
- * callers have a CUfunction whose name comes from cuFuncGetName.
+ * name; __cudaGetKernel gives cudaKernel_t -> host stub; driver launches
+ * pass a CUfunction or a CUkernel, named by cuFuncGetName / cuKernelGetName.
  *
  * Registration only stores the (static) mangled string pointer: a large
  * library registers tens of thousands of kernels and most never launch.
@@ -244,8 +244,25 @@ uint64_t tbp_names_lookup(const void *key)
 	return id;
 }
 
-typedef int (*cu_func_get_name_fn)(const char **, void *);
+typedef int (*cu_get_name_fn)(const char **, void *);
 
+/* The driver's function, from the driver the process uses (libtbprof does not link it), or NULL. */
+static cu_get_name_fn driver_name_function(const char *symbol)
+{
+	cu_get_name_fn f = (cu_get_name_fn)tbp_real_dlsym(RTLD_NEXT, symbol);
+	if (!f) {
+		void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+		if (h)
+			f = (cu_get_name_fn)tbp_real_dlsym(h, symbol);
+	}
+	return f;
+}
+
+/* A driver launch's function handle is a CUfunction or, since CUDA 12, a CUkernel (cuLibraryGetKernel:
+ * libraries whose statically linked runtime loads their kernels as a CUlibrary launch them so, cuBLASLt's
+ * GEMMs through cuLaunchKernelEx on the H100).  cuFuncGetName names only the first and answers
+ * CUDA_ERROR_INVALID_HANDLE for the second, cuKernelGetName the reverse: ask one, then the other.  Once per
+ * handle; the id is cached in the name table. */
 uint64_t tbp_names_cufunction(const void *func)
 {
 	struct name_slot *s = find((uintptr_t)func);
@@ -254,22 +271,23 @@ uint64_t tbp_names_cufunction(const void *func)
 		if (id)
 			return id;
 	}
-	static cu_func_get_name_fn get_name;
+	static cu_get_name_fn func_get_name, kernel_get_name;
 	static int looked;
 	if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {
-		cu_func_get_name_fn f = (cu_func_get_name_fn)tbp_real_dlsym(RTLD_NEXT, "cuFuncGetName");
-		if (!f) {
-			void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-			if (h)
-				f = (cu_func_get_name_fn)tbp_real_dlsym(h, "cuFuncGetName");
-		}
-		__atomic_store_n(&get_name, f, __ATOMIC_RELAXED);
+		__atomic_store_n(&func_get_name, driver_name_function("cuFuncGetName"), __ATOMIC_RELAXED);
+		__atomic_store_n(&kernel_get_name, driver_name_function("cuKernelGetName"), __ATOMIC_RELAXED);
 		__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);
 	}
-	cu_func_get_name_fn f = __atomic_load_n(&get_name, __ATOMIC_RELAXED);
+	cu_get_name_fn by_function = __atomic_load_n(&func_get_name, __ATOMIC_RELAXED);
+	cu_get_name_fn by_kernel = __atomic_load_n(&kernel_get_name, __ATOMIC_RELAXED);
 	const char *mangled = NULL;
-	if (!f || !func || f(&mangled, (void *)func) != 0 || !mangled)
+	if (!func)
 		return unknown();
+	if (!by_function || by_function(&mangled, (void *)func) != 0 || !mangled) {
+		mangled = NULL;
+		if (!by_kernel || by_kernel(&mangled, (void *)func) != 0 || !mangled)
+			return unknown();
+	}
 	uint64_t id = tbp_intern_kernel_name(mangled);
 	if (!id)
 		return unknown();

@@ -2,7 +2,7 @@
  * sigaction/signal interposers: the program never sees tbprof's
  * final-flush handler.
  *
- * tbprof installs it (tbp_signals_install, at trace start) for SIGINT,
+ * tbprof installs it (signals_install, lent to the core, at trace start) for SIGINT,
  * SIGTERM, SIGHUP, SIGQUIT and SIGABRT where the disposition is SIG_DFL.
  * For such a signal, `view` holds the disposition the program would have
  * without tbprof; the program's calls are answered from it:
@@ -29,7 +29,7 @@
 #include <string.h>
 
 #include "core.h"
-#include "core_priv.h"
+#include "core_priv.h"   /* tbp_real_dlsym, tbp_start_state */
 
 extern int __sigaction(int, const struct sigaction *, struct sigaction *);
 
@@ -95,7 +95,7 @@ static bool install_one(size_t i, const struct sigaction *program_view)
 	return true;
 }
 
-void tbp_signals_install(void (*handler)(int))
+static void signals_install(void (*handler)(int))
 {
 	flush_handler = handler;
 	for (size_t i = 0; i < N_HANDLED; i++) {
@@ -110,7 +110,7 @@ void tbp_signals_install(void (*handler)(int))
 	}
 }
 
-void tbp_signal_restore_default(int sig)
+static void signal_restore_default(int sig)
 {
 	int i = handled_index(sig);
 	if (i >= 0)
@@ -120,6 +120,16 @@ void tbp_signal_restore_default(int sig)
 	dfl.sa_handler = SIG_DFL;
 	sigemptyset(&dfl.sa_mask);
 	own_sigaction(sig, &dfl, NULL);
+}
+
+static const struct tbp_hook_ops signal_ops = {
+	.signals_install = signals_install,
+	.signal_restore_default = signal_restore_default,
+};
+
+__attribute__((constructor(102))) static void signal_register(void)
+{
+	tbp_register_hook_ops(&signal_ops);
 }
 
 TBP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)

@@ -169,6 +169,47 @@ static int env_verbose(const char *name)
 	return tbp_env_bool(name, false) ? 1 : 0;
 }
 
+/* A non-negative decimal below 2^31 from a launcher's variable, else -1.
+ * These variables are not ours: a malformed one is ignored silently (the
+ * program may not even be distributed). */
+static int64_t env_rank_value(const char *name)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return -1;
+	int64_t n = 0;
+	for (; *v; v++) {
+		if (*v < '0' || *v > '9' || n > (INT32_MAX - 9) / 10)
+			return -1;
+		n = n * 10 + (*v - '0');
+	}
+	return n;
+}
+
+/* Rank, world size and local rank, from the first launcher that set a
+ * rank: torchrun and torch.distributed (RANK, WORLD_SIZE, LOCAL_RANK), Open
+ * MPI's mpirun (OMPI_COMM_WORLD_*), Slurm's srun (SLURM_PROCID, SLURM_NTASKS,
+ * SLURM_LOCALID).  torchrun sets RANK for its workers, so under srun a
+ * worker is the torchrun rank, not the srun task. */
+static void tbp_rank_from_env(void)
+{
+	static const char *const vars[][3] = {
+		{"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+		{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+		{"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+	};
+	tbp_cfg.rank = tbp_cfg.world_size = tbp_cfg.local_rank = -1;
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+		int64_t rank = env_rank_value(vars[i][0]);
+		if (rank < 0)
+			continue;
+		tbp_cfg.rank = rank;
+		tbp_cfg.world_size = env_rank_value(vars[i][1]);
+		tbp_cfg.local_rank = env_rank_value(vars[i][2]);
+		return;
+	}
+}
+
 /* The constructor only reads the environment: no allocation, no thread, no
  * file, so a process that never touches the GPU is not disturbed at all. */
 static void tbp_start_trace_all(void);
@@ -186,16 +227,25 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	tbp_cfg.native = tbp_env_bool("TBPROF_NATIVE", false);
 	tbp_cfg.native_depth = (unsigned)env_uint("TBPROF_NATIVE_DEPTH", 16, 1, 128, false);
 	tbp_cfg.cupti = tbp_env_bool("TBPROF_CUPTI", true);
+	tbp_cfg.cupti_buffer_bytes =
+		(size_t)env_uint("TBPROF_CUPTI_BUFFER_SIZE", 32ull << 20, 256u << 10, 1ull << 34, true);
 	tbp_cfg.fork_mode = tbp_env_bool("TBPROF_FORK", true) ? 1 : 0;
 	tbp_cfg.trace_all = tbp_env_bool("TBPROF_TRACE_ALL", false);
 	tbp_cfg.verbose = env_verbose("TBPROF_VERBOSE");
 	tsc_wanted = tbp_env_bool("TBPROF_TSC", true);
+	tbp_rank_from_env();
 	TBP_SET_ACTIVE(tbp_cfg.enabled);
 	/* Now, not at trace start: a fork while another thread is starting
 	 * the trace (holding its locks) must already run the handlers. */
 	if (tbp_cfg.enabled)
 		tbp_register_atfork();
-	if (tbp_cfg.enabled && tbp_cfg.trace_all)
+	/* TBPROF_TRACE_ALL traces every Python process from its start; other
+	 * processes (the shells, env, readlink, timeout of a pyenv shim or a
+	 * conda wrapper) only when they use CUDA/HIP, as without it, so they
+	 * never take the output name from the Python process.  The
+	 * interpreter's symbols are there before any constructor runs: in the
+	 * executable or in a libpython it was linked with. */
+	if (tbp_cfg.enabled && tbp_cfg.trace_all && dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
 		tbp_start_trace_all();
 }
 
@@ -622,12 +672,38 @@ static uint64_t intern_file(const char *path, bool nul_to_space)
 	return tbp_intern_string(buf, (size_t)n);
 }
 
-static uint64_t env_u64(const char *name)
+/* Is this process torchrun's agent (`torchrun`, `python -m
+ * torch.distributed.run` or the older `torch.distributed.launch`)?  It starts
+ * the ranks and has no rank of its own, but under srun or mpirun it carries
+ * the task's SLURM_PROCID / OMPI rank; its workers get RANK and
+ * TORCHELASTIC_RUN_ID, so a process with TORCHELASTIC_RUN_ID and no RANK is
+ * an agent too (an agent launched by another). */
+static bool tbp_is_launcher_agent(void)
 {
-	const char *v = getenv(name);
-	if (!v || !*v)
-		return UINT64_MAX;   /* "not set" */
-	return strtoull(v, NULL, 10);
+	if (getenv("TORCHELASTIC_RUN_ID") && !getenv("RANK"))
+		return true;
+	char buf[4096];
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	/* argv[0] and argv[1] (the script, under an interpreter), and the
+	 * module after -m */
+	int argi = 0;
+	bool after_m = false;
+	for (char *a = buf; a < buf + n && argi < 8; a += strlen(a) + 1, argi++) {
+		const char *slash = strrchr(a, '/');
+		const char *base = slash ? slash + 1 : a;
+		if ((argi < 2 && !strcmp(base, "torchrun")) ||
+		    (after_m && (!strcmp(a, "torch.distributed.run") || !strcmp(a, "torch.distributed.launch"))))
+			return true;
+		after_m = !strcmp(a, "-m");
+	}
+	return false;
 }
 
 static void tbp_build_process_record(void)
@@ -653,9 +729,11 @@ static void tbp_build_process_record(void)
 		r->u.process.cwd = tbp_intern_string(path, strlen(path));
 	r->u.process.realtime_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
 	r->u.process.monotonic_ns = r->ts;
-	r->u.process.rank = env_u64("RANK");
-	r->u.process.world_size = env_u64("WORLD_SIZE");
-	r->u.process.local_rank = env_u64("LOCAL_RANK");
+	/* -1 (all ones on disk) = none; the agent launches ranks, it is none */
+	bool ranked = tbp_cfg.rank >= 0 && !tbp_cfg.launcher_agent;
+	r->u.process.rank = (uint64_t)(ranked ? tbp_cfg.rank : -1);
+	r->u.process.world_size = (uint64_t)(ranked ? tbp_cfg.world_size : -1);
+	r->u.process.local_rank = (uint64_t)(ranked ? tbp_cfg.local_rank : -1);
 }
 
 static void tbp_announce_thread(struct tbp_tbuf *b)
@@ -834,7 +912,10 @@ static bool file_is_from_this_session(const char *path)
 	return same;
 }
 
-/* Expand %p to the pid. */
+static const char *out_path_shown(char *buf, size_t len);
+
+/* Expand %p to the pid and %r to the rank (the agent's "agent", any other
+ * process's "norank"). */
 static void expand_out(char *dst, size_t cap, const char *pattern, bool *had_pid)
 {
 	size_t o = 0;
@@ -844,6 +925,12 @@ static void expand_out(char *dst, size_t cap, const char *pattern, bool *had_pid
 			o += (size_t)snprintf(dst + o, cap - o, "%d", (int)getpid());
 			p++;
 			*had_pid = true;
+		} else if (p[0] == '%' && p[1] == 'r') {
+			if (tbp_cfg.rank >= 0 && !tbp_cfg.launcher_agent)
+				o += (size_t)snprintf(dst + o, cap - o, "%lld", (long long)tbp_cfg.rank);
+			else
+				o += (size_t)snprintf(dst + o, cap - o, "%s", tbp_cfg.launcher_agent ? "agent" : "norank");
+			p++;
 		} else {
 			dst[o++] = *p;
 		}
@@ -851,6 +938,58 @@ static void expand_out(char *dst, size_t cap, const char *pattern, bool *had_pid
 			o = cap - 1;
 	}
 	dst[o] = 0;
+}
+
+/* TBPROF_OUT naming a directory (an existing one, or any name ending in
+ * '/', created here): each process writes a file in it named by what it
+ * is, so a torchrun job leaves rank0.zst, rank1.zst ... side by side;
+ * torchrun's agent writes agent.zst, a process outside a job trace.zst.
+ * The session rules below then apply to that name. */
+static void directory_out(char *base, size_t cap)
+{
+	size_t len = strlen(base);
+	struct stat st;
+	bool slash = len > 0 && base[len - 1] == '/';
+	if (slash && len > 1)
+		mkdir(base, 0777);   /* EEXIST is fine; other failures show when the file is opened */
+	if (!slash && (stat(base, &st) != 0 || !S_ISDIR(st.st_mode)))
+		return;
+	char name[32];
+	if (tbp_cfg.rank >= 0 && !tbp_cfg.launcher_agent)
+		snprintf(name, sizeof name, "rank%lld.zst", (long long)tbp_cfg.rank);
+	else
+		snprintf(name, sizeof name, "%s", tbp_cfg.launcher_agent ? "agent.zst" : "trace.zst");
+	if (len + strlen(name) + 2 < cap)
+		snprintf(base + len, cap - len, "%s%s", slash ? "" : "/", name);
+}
+
+static void tagged_name(char *dst, size_t cap, const char *base, const char *tag);
+
+/* The output's base name.  torchrun's agent starts before its ranks: with
+ * a plain file name it would take the name and leave the ranks the per-pid
+ * ones, so it writes "<stem>.agent<ext>" (an explicit %r names it
+ * already). */
+static void output_base(char *base, size_t cap, bool *had_pid)
+{
+	expand_out(base, cap, tbp_cfg.out, had_pid);
+	size_t len = strlen(base);
+	directory_out(base, cap);
+	if (strlen(base) == len && tbp_cfg.launcher_agent && !strstr(tbp_cfg.out, "%r")) {
+		char plain[PATH_MAX];
+		snprintf(plain, sizeof plain, "%s", base);
+		tagged_name(base, cap, plain, "agent");
+	}
+}
+
+/* "trace.zst" -> "trace.<tag>.zst": the tag goes after the stem. */
+static void tagged_name(char *dst, size_t cap, const char *base, const char *tag)
+{
+	const char *slash = strrchr(base, '/');
+	const char *dot = strchr(slash ? slash + 1 : base, '.');
+	if (dot)
+		snprintf(dst, cap, "%.*s.%s%s", (int)(dot - base), base, tag, dot);
+	else
+		snprintf(dst, cap, "%s.%s", base, tag);
 }
 
 /* The per-pid name: "trace.zst" -> "trace.<pid>.zst". */
@@ -861,59 +1000,110 @@ static void unique_name(char *dst, size_t cap, const char *base, int serial)
 		snprintf(id, sizeof id, "%d-%d", (int)getpid(), serial);
 	else
 		snprintf(id, sizeof id, "%d", (int)getpid());
-	const char *slash = strrchr(base, '/');
-	const char *dot = strchr(slash ? slash + 1 : base, '.');
-	if (dot)
-		snprintf(dst, cap, "%.*s.%s%s", (int)(dot - base), base, id, dot);
-	else
-		snprintf(dst, cap, "%s.%s", base, id);
+	tagged_name(dst, cap, base, id);
 }
 
-/* Opens the output.  The first traced process of a session takes the plain
- * name (overwriting a stale file from an earlier run); any other process
- * (a live holder of the lock, or a file written earlier in this session,
- * see session_compute) gets the per-pid name, created with O_EXCL.  Only those two
- * rules lead to the per-pid name: a path that cannot be written (missing
- * directory, a directory, no permission) is an error, reported by the
- * caller, and not a reason to write somewhere else.  A path that is not a
- * regular file (/dev/null, a FIFO) is written as it is. */
-static int tbp_open_output(void)
+/* May we truncate this open regular file?  Only when it is empty or a
+ * tbprof trace (by its magic); anything else is the user's data.  fd is
+ * write-only (a FIFO must not be opened for reading), so the bytes are
+ * read through a second, read-only open of the same file; a file we
+ * cannot read is not ours to overwrite either. */
+static bool fd_may_truncate(int fd, const struct stat *st)
 {
-	bool had_pid;
-	char base[PATH_MAX];
-	expand_out(base, sizeof base, tbp_cfg.out, &had_pid);
-	snprintf(out_path, sizeof out_path, "%s", base);
-	if (had_pid)
-		return open(base, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	int fd = open(base, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
+	if (st->st_size == 0)
+		return true;
+	char self[64];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+	int rfd = open(self, O_RDONLY | O_CLOEXEC);
+	if (rfd < 0)
+		return false;
+	unsigned char head[TBP_TRACE_PREFIX_LEN];
+	ssize_t n = pread(rfd, head, sizeof head, 0);
+	close(rfd);
+	return n > 0 && tbp_is_trace_prefix(head, (size_t)n);
+}
+
+enum out_refusal { OUT_OK, OUT_IS_SYMLINK, OUT_NOT_A_TRACE };
+
+/* Opens an existing-or-new output without following a symlink at it;
+ * sets *refused when the path is a symlink or a file we must not truncate
+ * (then returns -1 with nothing changed on disk). */
+static int open_output_checked(const char *path, bool truncate, enum out_refusal *refused, struct stat *st)
+{
+	*refused = OUT_OK;
+	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		if (errno == ELOOP)
+			*refused = OUT_IS_SYMLINK;
 		return -1;
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
+	}
+	if (fstat(fd, st) != 0) {
 		int e = errno;
 		close(fd);
 		errno = e;
 		return -1;
 	}
-	if (!S_ISREG(st.st_mode))
-		return fd;
-	bool mine = flock(fd, LOCK_EX | LOCK_NB) == 0;
-	if (mine && st.st_size > 0 && file_is_from_this_session(base))
-		mine = false;  /* an earlier process of this session wrote it */
-	if (mine) {
-		if (ftruncate(fd, 0) != 0) {
-			int e = errno;
-			close(fd);
-			errno = e;
-			return -1;
-		}
-		return fd;
+	if (!S_ISREG(st->st_mode))
+		return fd;   /* /dev/null, a FIFO: written as they are */
+	if (!fd_may_truncate(fd, st)) {
+		close(fd);
+		*refused = OUT_NOT_A_TRACE;
+		return -1;
 	}
-	close(fd);
+	if (truncate && st->st_size > 0 && ftruncate(fd, 0) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+/* Opens the output.  The first traced process of a session takes the plain
+ * name (overwriting a stale trace from an earlier run); any other process
+ * (a live holder of the lock, or a file written earlier in this session,
+ * see session_compute) gets the per-pid name, created with O_EXCL.  The
+ * output is never a symlink followed nor a file that is not a trace
+ * truncated: such a path is refused with one line on stderr and the trace
+ * goes beside it under the per-pid name, so no data is lost.  Otherwise a
+ * path that cannot be written (missing directory, a directory, no
+ * permission) is an error, reported by the caller, and not a reason to
+ * write somewhere else.  A path that is not a regular file (/dev/null, a
+ * FIFO) is written as it is. */
+static int tbp_open_output(void)
+{
+	bool had_pid;
+	char base[PATH_MAX];
+	output_base(base, sizeof base, &had_pid);
+	snprintf(out_path, sizeof out_path, "%s", base);
+	enum out_refusal refused;
+	struct stat st;
+	int fd = open_output_checked(base, had_pid, &refused, &st);
+	if (fd < 0 && refused == OUT_OK)
+		return -1;
+	if (fd >= 0 && (had_pid || !S_ISREG(st.st_mode)))
+		return fd;
+	if (fd >= 0) {
+		bool mine = flock(fd, LOCK_EX | LOCK_NB) == 0;
+		if (mine && st.st_size > 0 && file_is_from_this_session(base))
+			mine = false;  /* an earlier process of this session wrote it */
+		if (mine) {
+			if (ftruncate(fd, 0) != 0) {
+				int e = errno;
+				close(fd);
+				errno = e;
+				return -1;
+			}
+			return fd;
+		}
+		close(fd);
+	}
 	char uniq[PATH_MAX];
 	/* trace.PID.zst, or, when that is a trace of this session (an
 	 * earlier image of this very process, before an exec), the first free
-	 * trace.PID-N.zst.  One from another session is a reused pid's: ours. */
+	 * trace.PID-N.zst.  One from another session is a reused pid's: ours,
+	 * if it is a trace (never a symlink, nor anything else). */
+	fd = -1;
 	for (int serial = 0; serial < 1000; serial++) {
 		unique_name(uniq, sizeof uniq, base, serial);
 		snprintf(out_path, sizeof out_path, "%s", uniq);
@@ -921,12 +1111,22 @@ static int tbp_open_output(void)
 		if (fd >= 0 || errno != EEXIST)
 			break;
 		if (!file_is_from_this_session(uniq)) {
-			fd = open(uniq, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-			break;
+			enum out_refusal r2;
+			struct stat st2;
+			fd = open_output_checked(uniq, true, &r2, &st2);
+			if (fd >= 0 || r2 == OUT_OK)
+				break;
 		}
 	}
 	if (fd >= 0)
 		flock(fd, LOCK_EX | LOCK_NB);
+	if (fd >= 0 && refused != OUT_OK) {
+		char shown[2 * PATH_MAX + 2];
+		const char *to = out_path_shown(shown, sizeof shown);
+		tbp_log("%s %s: not %s it; the trace goes to %s", base,
+			refused == OUT_IS_SYMLINK ? "is a symbolic link" : "exists and is not a tbprof trace",
+			refused == OUT_IS_SYMLINK ? "following" : "overwriting", to);
+	}
 	return fd;
 }
 
@@ -939,6 +1139,13 @@ static atomic_int writer_exited;      /* futex word: 1 when finished */
 static atomic_int signal_pending;     /* signal number whose handler waits */
 static atomic_int drain_seq;          /* futex word: bumped after each drain */
 static uint64_t records_written;
+/* Did any thread record an event (anything but its THREAD announcement)?
+ * A trace without one holds only the header and the process's
+ * definitions: nothing to analyze, so the file is removed at the end
+ * (a launcher script's helper, a Python process that did nothing). */
+static bool events_written;
+/* out_path made absolute when it was opened: the program may chdir. */
+static char out_path_abs[2 * PATH_MAX + 2];
 static bool process_written;
 static int write_error_warned;
 
@@ -1018,6 +1225,8 @@ static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 			b->lost_reported += r->u.lost.count;
 		rc = tbp_writer_add(writer, r);
 		records_written++;
+		if (r->kind != TBP_K_THREAD)
+			events_written = true;
 	}
 	uint64_t unreported = atomic_load_explicit(&b->lost_total, memory_order_acquire) - b->lost_reported;
 	if (last && unreported && rc == TBP_OK) {
@@ -1038,6 +1247,7 @@ static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 			l.u.lost.since_ts = 0;   /* first drop time is the producer's */
 			rc = tbp_writer_add(writer, &l);
 			records_written++;
+			events_written = true;
 			b->lost_reported += unreported;
 		}
 	}
@@ -1123,6 +1333,40 @@ static void drain_once(bool final)
 	}
 }
 
+/* Would the next record of this thread's ring be dropped?  (As tbp_reserve
+ * decides, growth at this head included.) */
+static bool ring_full(const struct tbp_tbuf *b)
+{
+	uint64_t head = b->reserved;
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
+	if (b->grow && (head & mask) == 0 && (head & (mask + 1)) != 0)
+		mask = mask * 2 + 1;
+	return head - tail + (b->lost ? 2 : 1) > mask + 1;
+}
+
+/* Wait budget left to this thread, reset once its ring has room again. */
+static __thread uint64_t patient_budget_ns = TBP_PATIENT_WAIT_MS * 1000000ull;
+
+void tbp_emit_patient(const struct tbp_record *src)
+{
+	struct tbp_tbuf *b = tbp_tls_buf;
+	if (b && TBP_ACTIVE() && ring_full(b)) {
+		while (patient_budget_ns && ring_full(b) && !atomic_load(&writer_exited) &&
+		       !atomic_load(&signal_pending)) {
+			tbp_ring_pressure(b);
+			struct timespec nap = { 0, 50000 };
+			uint64_t t0 = tbp_now();
+			nanosleep(&nap, NULL);
+			uint64_t spent = tbp_now() - t0;
+			patient_budget_ns = spent < patient_budget_ns ? patient_budget_ns - spent : 0;
+		}
+	} else {
+		patient_budget_ns = TBP_PATIENT_WAIT_MS * 1000000ull;
+	}
+	tbp_emit(src);
+}
+
 /* ------------------------------------------------------------ hook clock */
 
 #if defined(__x86_64__)
@@ -1190,6 +1434,18 @@ static void tsc_recalibrate(void)
 }
 #endif
 
+/* A trace with no event leaves no file (see events_written): removed
+ * only while the path still names the file we wrote, a regular one. */
+static void remove_if_empty(void)
+{
+	struct stat st;
+	if (events_written || !out_path_abs[0] || lstat(out_path_abs, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_dev != out_dev || st.st_ino != out_ino)
+		return;
+	if (unlink(out_path_abs) == 0 && tbp_cfg.verbose)
+		tbp_log("pid %d recorded no event: %s removed", (int)getpid(), out_path_abs);
+}
+
 static void *tbp_writer_main(void *arg)
 {
 	(void)arg;
@@ -1207,8 +1463,10 @@ static void *tbp_writer_main(void *arg)
 		if (stop)
 			break;
 	}
-	if (writer && out_still_ours())
+	if (writer && out_still_ours()) {
 		tbp_writer_close(writer);
+		remove_if_empty();
+	}
 	writer = NULL;
 	out_fd = -1;
 	atomic_store(&writer_exited, 1);
@@ -1241,6 +1499,43 @@ void tbp_drain_now(unsigned timeout_ms)
 	}
 }
 
+/* ------------------------------------------------------------ hook registry */
+
+/* Filled by interpose/'s load-time constructors; read lock-free (from signal
+ * handlers and atfork handlers too): an entry is written before the count
+ * that publishes it. */
+static const struct tbp_hook_ops *hook_ops[TBP_MAX_HOOK_OPS];
+static atomic_uint n_hook_ops;
+
+static void hook_ops_restore_default(int sig)
+{
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned i = 0; i < n; i++)
+		if (hook_ops[i]->signal_restore_default)
+			hook_ops[i]->signal_restore_default(sig);
+}
+
+static void tbp_on_signal(int sig);
+/* Serializes the trace start, hook registration and fork. */
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void tbp_register_hook_ops(const struct tbp_hook_ops *ops)
+{
+	pthread_mutex_lock(&start_lock);
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_relaxed);
+	if (n < TBP_MAX_HOOK_OPS) {
+		hook_ops[n] = ops;
+		atomic_store_explicit(&n_hook_ops, n + 1, memory_order_release);
+		/* A library that started the trace from its own constructor ran
+		 * before ours: the handlers are installed now. */
+		if (ops->signals_install && atomic_load(&tbp_start_state) == 2)
+			ops->signals_install(tbp_on_signal);
+	} else {
+		tbp_log("internal: more than %d hook registrations; one ignored", TBP_MAX_HOOK_OPS);
+	}
+	pthread_mutex_unlock(&start_lock);
+}
+
 /* ------------------------------------------------------------ signals */
 
 /* Runs in whichever thread got the signal.  No I/O and no locks: it asks the
@@ -1263,19 +1558,21 @@ static void tbp_on_signal(int sig)
 			futex_wait(&writer_exited, 0, (unsigned)((deadline - now) / 1000000ull) + 1);
 		}
 	}
-	tbp_signal_restore_default(sig);
+	hook_ops_restore_default(sig);
 	raise(sig);   /* delivered when this handler returns (sig is blocked now) */
 	errno = saved_errno;
 }
 
 static void tbp_install_signal_handlers(void)
 {
-	tbp_signals_install(tbp_on_signal);
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned i = 0; i < n; i++)
+		if (hook_ops[i]->signals_install)
+			hook_ops[i]->signals_install(tbp_on_signal);
 }
 
 /* ------------------------------------------------------------ lifecycle */
 
-static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_int shutdown_done;
 static atomic_int exit_hook_registered;
 static bool is_fork_child;
@@ -1334,6 +1631,7 @@ static void tbp_start_slow(void)
 		key_made = true;
 	}
 	session_compute();
+	tbp_cfg.launcher_agent = tbp_is_launcher_agent();
 	out_fd = tbp_open_output();
 	if (out_fd < 0) {
 		int e = errno;
@@ -1347,6 +1645,11 @@ static void tbp_start_slow(void)
 	struct tbp_writer_opts opts = { .compression_level = 0, .features = tbp_start_features() };
 	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
 		opts.features |= TBP_FEAT_NATIVE;
+	{
+		char shown[2 * PATH_MAX + 2];
+		snprintf(out_path_abs, sizeof out_path_abs, "%s", out_path_shown(shown, sizeof shown));
+	}
+	events_written = false;
 	out_fd = move_fd_high(out_fd);
 	struct stat out_st;
 	if (fstat(out_fd, &out_st) == 0) {
@@ -1518,14 +1821,17 @@ static void tbp_atfork_prepare(void)
 	pthread_mutex_lock(&intern_lock);
 	pthread_mutex_lock(&def_lock);
 	pthread_mutex_lock(&registry_lock);
-	if (tbp_interpose_fork_prepare)
-		tbp_interpose_fork_prepare();
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned i = 0; i < n; i++)
+		if (hook_ops[i]->fork_prepare)
+			hook_ops[i]->fork_prepare();
 }
 
 static void tbp_atfork_parent(void)
 {
-	if (tbp_interpose_fork_parent)
-		tbp_interpose_fork_parent();
+	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
+		if (hook_ops[i]->fork_parent)
+			hook_ops[i]->fork_parent();
 	pthread_mutex_unlock(&registry_lock);
 	pthread_mutex_unlock(&def_lock);
 	pthread_mutex_unlock(&intern_lock);
@@ -1546,12 +1852,11 @@ static void tbp_atfork_child(void)
 	pthread_mutex_init(&intern_lock, NULL);
 	pthread_mutex_init(&start_lock, NULL);
 	tbp_py_fork_child();
-	if (tbp_interpose_fork_child)
-		tbp_interpose_fork_child();
+	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
+		if (hook_ops[i]->fork_child)
+			hook_ops[i]->fork_child();
 	if (tbp_cupti_fork_child)
 		tbp_cupti_fork_child();
-	if (tbp_hip_timing_fork_child)
-		tbp_hip_timing_fork_child();
 	if (atomic_load(&tbp_start_state) != 2) {
 		/* The parent was not tracing (not yet, or it could not): the
 		 * child is the same kind of process, nothing else to reset. */

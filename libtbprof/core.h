@@ -30,9 +30,14 @@ struct tbp_config {
 	bool native;             /* TBPROF_NATIVE: native stacks (default 0) */
 	unsigned native_depth;   /* TBPROF_NATIVE_DEPTH (default 16) */
 	bool cupti;              /* TBPROF_CUPTI (default 1) */
+	size_t cupti_buffer_bytes; /* TBPROF_CUPTI_BUFFER_SIZE: all CUPTI activity buffers (default 32 MiB; 0 = default) */
 	int fork_mode;           /* TBPROF_FORK: 0 inert child, 1 child traces (default 1) */
 	bool trace_all;          /* TBPROF_TRACE_ALL: write a trace even without CUDA use */
 	int verbose;             /* TBPROF_VERBOSE */
+	/* The process's place in a distributed job, from the launcher's
+	 * variables (tbp_rank_from_env); -1 when not set. */
+	int64_t rank, world_size, local_rank;
+	bool launcher_agent;     /* torchrun's agent: launches ranks, is none (decided at start) */
 };
 extern struct tbp_config tbp_cfg TBP_HIDDEN;
 
@@ -54,6 +59,32 @@ static inline uint64_t tbp_now(void)
 bool tbp_guard_enter(void) TBP_HIDDEN;
 void tbp_guard_leave(void) TBP_HIDDEN;
 
+/* What the hook layer (interpose/) lends the core.  Each hook module that
+ * holds locks or owns signal dispositions registers its part from a load-time
+ * constructor, so the core reaches hooks only through this table and never
+ * names them (layers call down).  Any member may be NULL. */
+struct tbp_hook_ops {
+	/* Fork: leaf locks taken after the core's own, released (parent) or
+	 * reset with any per-process state (child) before the core's. */
+	void (*fork_prepare)(void);
+	void (*fork_parent)(void);
+	void (*fork_child)(void);
+	/* Installs `handler` for the signals tbprof flushes on, hidden from the
+	 * program; signal_restore_default puts SIG_DFL back for one of them
+	 * (called from the handler, so it must be async-signal-safe). */
+	void (*signals_install)(void (*handler)(int));
+	void (*signal_restore_default)(int sig);
+};
+/* At most TBP_MAX_HOOK_OPS registrations; `ops` must stay valid for the
+ * process's life.  A registration made after the trace started installs its
+ * signal handlers at once. */
+#define TBP_MAX_HOOK_OPS 8
+void tbp_register_hook_ops(const struct tbp_hook_ops *ops) TBP_HIDDEN;
+
+/* A TBPROF_* boolean: 1/0, true/false, yes/no, on/off (any case); anything
+ * else is one line on stderr and the default. */
+bool tbp_env_bool(const char *name, bool dflt) TBP_HIDDEN;
+
 /* Lazy start: first hook call starts the writer thread, opens the file. */
 void tbp_ensure_started(void) TBP_HIDDEN;
 
@@ -65,6 +96,13 @@ void tbp_slot_commit(struct tbp_record *rec) TBP_HIDDEN;
 /* Same, for records of another stream (GPU activity from the CUPTI thread):
  * stream_kind/stream id are set by the caller in rec->stream_kind/rec->tid. */
 void tbp_emit(const struct tbp_record *rec) TBP_HIDDEN;
+/* Same, for a thread off the program's critical path (CUPTI's buffer
+ * processing, HIP's event harvest): a full ring waits for the writer, up to
+ * TBP_PATIENT_WAIT_MS in all until it drains, instead of dropping.  A ring
+ * starts small and grows only at some heads, so a burst of thousands of GPU
+ * records handed over at once would otherwise be lost to a ring still growing. */
+#define TBP_PATIENT_WAIT_MS 200
+void tbp_emit_patient(const struct tbp_record *rec) TBP_HIDDEN;
 
 /* Definitions (rare: interning misses).  Copied; ordered before any record
  * committed after this call returns. */

@@ -232,17 +232,6 @@ bool tbp_hip_runtime_loaded(void) TBP_HIDDEN __attribute__((weak));
 /* Called by the exec* hooks (interpose/exec.c) before the real exec. */
 void tbp_before_exec(void) TBP_HIDDEN;
 
-/* A TBPROF_* boolean: 1/0, true/false, yes/no, on/off (any case); anything
- * else is one line on stderr and the default. */
-bool tbp_env_bool(const char *name, bool dflt) TBP_HIDDEN;
-
-/* Signals (interpose/signal.c, built without sanitizer instrumentation:
- * a sanitizer runtime calls sigaction while it initializes).  Installs
- * `handler` for SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGABRT where the
- * disposition is the default, hidden from the program's sigaction/signal;
- * restore_default puts SIG_DFL back (from the handler, before re-raising). */
-void tbp_signals_install(void (*handler)(int)) TBP_HIDDEN;
-void tbp_signal_restore_default(int sig) TBP_HIDDEN;
 
 /* Native stacks (native.c); 0 when disabled or not built with libunwind.
  * Fork: its lock is taken before the core's definition locks (a stack is
@@ -256,21 +245,11 @@ void tbp_py_fork_prepare(void) TBP_HIDDEN;
 void tbp_py_fork_parent(void) TBP_HIDDEN;
 void tbp_py_fork_child(void) TBP_HIDDEN;
 
-/* The interposers' leaf locks (interpose/memmap.c, names.c; weak: absent
- * in builds without CUDA and HIP hooks), held across fork after the core's
- * own so a child never inherits one locked by another thread. */
-void tbp_interpose_fork_prepare(void) TBP_HIDDEN __attribute__((weak));
-void tbp_interpose_fork_parent(void) TBP_HIDDEN __attribute__((weak));
-void tbp_interpose_fork_child(void) TBP_HIDDEN __attribute__((weak));
-
 /* cupti.c: in a child forked while CUPTI was started or starting, CUPTI is
  * off for good (CUDA cannot be used after fork) and its locks are reset.
  * Called from the core's atfork child handler, registered at load: a
  * registration made inside CUPTI's start, under its lock, would come too
  * late for a fork racing that start. */
 void tbp_cupti_fork_child(void) TBP_HIDDEN __attribute__((weak));
-/* interpose/hip_timing.c (weak: absent without HIP): the hipEvent timing's
- * lock, emitter and events reset in every child. */
-void tbp_hip_timing_fork_child(void) TBP_HIDDEN __attribute__((weak));
 
 #endif

@@ -8,11 +8,23 @@
  * Joining: around every real GPU API call the hooks call
  * tbp_gpu_call_enter/exit(corr); we push our corr as a CUPTI external
  * correlation id (kind CUSTOM2) for the calling thread.  CUPTI then writes an
- * EXTERNAL_CORRELATION record (CUPTI correlation id -> our corr) ahead of the
- * API's own activity, and every kernel/copy/memset/sync record carries the
- * CUPTI correlation id of the call that caused it.  We keep the recent pairs
- * in a bounded direct-mapped table and rewrite each GPU record's corr to ours.
- * Records whose pair has not been seen yet wait (bounded) for later buffers.
+ * EXTERNAL_CORRELATION record (CUPTI correlation id of the API record it
+ * writes for that call -> our corr), and every kernel/copy/memset/sync record
+ * carries the CUPTI correlation id of the API call that caused it.  API
+ * records are enabled only for the launch, copy, memset and sync callback ids
+ * (runtime and driver); we keep each one's correlation id, thread and
+ * interval.  A GPU record whose API record has our id is joined directly; one
+ * whose API record has none (a runtime linked statically into cuBLASLt,
+ * cuDNN, NCCL: CUPTI sees its runtime call, which no preload can hook, and
+ * our hook sees only the driver call it makes through cuGetProcAddress) is
+ * joined to the hooked call that ran on the same thread inside that API
+ * record's interval.  doc/gpu.md has the paths.
+ *
+ * Order: CUPTI hands buffers over late and out of time order (per-stream
+ * buffers, each delivered when full or flushed).  GPU records wait in a
+ * bounded min-heap by start time for HOLD_NS after they arrive (or until a
+ * forced flush has delivered everything, or the heap is full) and are joined
+ * and written in time order, so the trace does not depend on delivery order.
  *
  * Clock: we register a timestamp callback returning CLOCK_MONOTONIC ns, so
  * GPU times arrive in our domain.  If CUPTI refuses it, we calibrate an offset
@@ -20,18 +32,22 @@
  * convert every GPU timestamp; the CLOCK record says which, and how exact.
  *
  * Threads: buffer callbacks run on CUPTI's thread (or on the thread calling
- * cuptiActivityFlushAll); one mutex serialises record processing.  Start,
- * flush and stop are serialised by another.  The per-call hot path touches
+ * cuptiActivityFlushAll: ours every FLUSH_PERIOD_NS, see "periodic flush");
+ * one mutex serialises record processing.  Start, flush and stop are
+ * serialised by another.  The per-call hot path touches
  * only a flag, a thread-local and the CUPTI push/pop.
  */
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core.h"
+#include "cupti_support.h"
 #include "tbp_config.h"
 
 #if TBP_HAVE_CUPTI
@@ -82,11 +98,22 @@ void tbp_gpu_call_exit(uint64_t corr) { (void)corr; }
 #else /* TBP_HAVE_CUPTI */
 
 #define CUPTI_SONAME "libcupti.so.13"
-#define BUFFER_BYTES (4u << 20)     /* CUPTI activity buffer: 4 MiB */
-#define BUFFER_POOL_MAX 8           /* buffers kept for reuse */
-#define CORR_MAP_BITS 17            /* last 128 Ki CUPTI correlation ids */
-#define PENDING_MAX 4096            /* GPU records waiting for their pair */
-#define PENDING_MAX_AGE 2           /* buffers a record may wait */
+#define CORR_MAP_BITS 17            /* last 128 Ki CUPTI correlation ids (24 bytes each: 3 MiB) */
+/* API records kept per thread for the nested join (the hooked driver call
+ * inside a static runtime call): a thread's last THREAD_CALLS, for up to
+ * API_THREADS threads (32 bytes each: 512 KiB). */
+#define THREAD_CALLS 256
+#define API_THREADS 64
+/* GPU records wait this long after arriving before they are written, so
+ * that records CUPTI delivers later but which started earlier go first. */
+#define HOLD_NS 1000000000ull
+/* CUPTI hands a buffer over when it is full, or on a flush: a quiet
+ * stream's half-full buffer could stay behind for the whole run.  Every
+ * FLUSH_PERIOD_NS a thread of ours asks for the completed records
+ * (cuptiActivityFlushAll(0)), so a completed record reaches us within about
+ * that time, well inside HOLD_NS. */
+#define FLUSH_PERIOD_NS 250000000ull
+#define HOLD_MAX (1u << 16)         /* records held at most (192 bytes each: 12 MiB) */
 #define NAME_CACHE_SIZE 4096        /* kernel name -> interned id */
 #define CONTEXT_MAP_SIZE 64
 #define CALIBRATION_ROUNDS 50
@@ -113,6 +140,9 @@ static struct {
 	CUptiResult (*get_result_string)(CUptiResult, const char **);
 	CUptiResult (*subscribe)(CUpti_SubscriberHandle *, CUpti_CallbackFunc, void *);
 	CUptiResult (*unsubscribe)(CUpti_SubscriberHandle);
+	CUptiResult (*enable_runtime_api)(CUpti_CallbackId, uint8_t);
+	CUptiResult (*enable_driver_api)(CUpti_CallbackId, uint8_t);
+	CUptiResult (*get_callback_name)(CUpti_CallbackDomain, uint32_t, const char **);
 } api;
 
 enum cupti_state {
@@ -134,6 +164,10 @@ static int64_t clock_offset_ns;
 /* Activity kinds we enabled (so stop disables exactly those). */
 static CUpti_ActivityKind enabled_kinds[16];
 static unsigned n_enabled_kinds;
+/* API callback ids we enabled one by one (runtime, driver), for stop. */
+#define API_IDS_MAX 512
+static uint16_t enabled_api_ids[2][API_IDS_MAX];
+static unsigned n_enabled_api_ids[2];
 
 /* ------------------------------------------------------------ loading */
 
@@ -176,7 +210,12 @@ static void *load_cupti(void)
 
 	void *h = dlopen(CUPTI_SONAME, RTLD_NOW | RTLD_NOLOAD);
 	if (h) {
-		snprintf(cupti_path, sizeof cupti_path, "%s (already loaded)", CUPTI_SONAME);
+		/* Name the file: which copy the host loaded is what a user needs to know when it fails. */
+		struct link_map *map = NULL;
+		if (dlinfo(h, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name)
+			snprintf(cupti_path, sizeof cupti_path, "%.4000s (already loaded)", map->l_name);
+		else
+			snprintf(cupti_path, sizeof cupti_path, "%s (already loaded)", CUPTI_SONAME);
 		return h;
 	}
 
@@ -224,30 +263,137 @@ static const char *result_string(CUptiResult r)
 }
 
 /* ------------------------------------------------------------ correlation map
- * Direct-mapped by CUPTI correlation id: ids grow monotonically, so an entry
- * is only overwritten by a call 2^CORR_MAP_BITS ids later.  Only touched
- * under proc_lock. */
-struct corr_slot { uint32_t cupti; uint32_t used; uint64_t ours; };
+ * Per CUPTI correlation id: our corr from its EXTERNAL_CORRELATION pair, the
+ * corr of the hooked call nested in it (below), and the thread of its API
+ * record.  Direct-mapped: ids grow monotonically, so an entry is only
+ * overwritten by a call 2^CORR_MAP_BITS ids later (GPU records wait about
+ * HOLD_NS, far fewer calls).  Only touched under proc_lock. */
+struct corr_slot {
+	uint32_t cupti;
+	uint32_t api_tid_plus1;  /* thread of its API record + 1; 0: none seen */
+	uint64_t ours;           /* 0: no pair seen */
+	uint64_t nested;         /* pair of a hooked call inside this one, same thread */
+};
 static struct corr_slot *corr_map;
 
-static void corr_put(uint32_t cupti_corr, uint64_t ours)
+static struct corr_slot *corr_slot(uint32_t cupti_corr)
 {
 	struct corr_slot *s = &corr_map[cupti_corr & ((1u << CORR_MAP_BITS) - 1)];
-	s->cupti = cupti_corr;
-	s->ours = ours;
-	s->used = 1;
+	if (s->cupti != cupti_corr)
+		memset(s, 0, sizeof *s), s->cupti = cupti_corr;
+	return s;
 }
 
-static uint64_t corr_get(uint32_t cupti_corr)
+static struct corr_slot *corr_find(uint32_t cupti_corr)
 {
-	const struct corr_slot *s = &corr_map[cupti_corr & ((1u << CORR_MAP_BITS) - 1)];
-	return (s->used && s->cupti == cupti_corr) ? s->ours : 0;
+	struct corr_slot *s = &corr_map[cupti_corr & ((1u << CORR_MAP_BITS) - 1)];
+	return s->cupti == cupti_corr ? s : NULL;
 }
 
-/* GPU records whose EXTERNAL_CORRELATION pair is not known yet. */
-struct pending { struct tbp_record rec; uint32_t cupti_corr; uint32_t age; };
-static struct pending *pending;
-static unsigned n_pending;
+/* Our corr for a GPU record carrying CUPTI correlation id `cupti_corr`, 0
+ * if none is known: the pair of its API record, else (a static runtime's
+ * call, which we could not hook) the pair of the hooked call made on the
+ * same thread inside that call's interval. */
+static uint64_t join_corr(uint32_t cupti_corr)
+{
+	const struct corr_slot *s = corr_find(cupti_corr);
+	return !s ? 0 : s->ours ? s->ours : s->nested;
+}
+
+/* ------------------------------------------------------------ nesting
+ * A static runtime's call R (no pair: we could not hook it) encloses the
+ * hooked driver call D it makes, on the same thread: D's interval lies in
+ * R's.  Each thread's recent API records are kept in arrival order, and the
+ * link R -> D's pair is made as soon as both records and D's pair are known,
+ * whichever comes last (CUPTI may deliver them in any order).  Only
+ * touched under proc_lock. */
+struct thread_call {
+	uint32_t cupti;
+	uint32_t unused;
+	uint64_t start, end;     /* CUPTI clock */
+	uint64_t ours;           /* its pair, 0: none (yet) */
+};
+struct api_thread {
+	uint32_t tid_plus1;      /* 0: free */
+	uint32_t next;           /* ring position of the next record */
+	struct thread_call calls[THREAD_CALLS];
+};
+static struct api_thread *api_threads;
+
+static struct api_thread *api_thread(uint32_t tid)
+{
+	unsigned home = (tid * 2654435761u) % API_THREADS;
+	for (unsigned i = 0; i < API_THREADS; i++) {
+		struct api_thread *t = &api_threads[(home + i) % API_THREADS];
+		if (t->tid_plus1 == tid + 1)
+			return t;
+		if (!t->tid_plus1) {
+			t->tid_plus1 = tid + 1;
+			return t;
+		}
+	}
+	/* More threads than slots: the home slot starts over for this one. */
+	struct api_thread *t = &api_threads[home];
+	memset(t, 0, sizeof *t);
+	t->tid_plus1 = tid + 1;
+	return t;
+}
+
+/* `c` just became complete enough to link: an enclosing call without a pair
+ * gets c's pair as its nested one, or c (without a pair) gets the pair of a
+ * call it encloses. */
+static void link_nested(struct api_thread *t, const struct thread_call *c)
+{
+	/* Newest first: the partner is usually the record just before. */
+	for (unsigned k = 1; k <= THREAD_CALLS; k++) {
+		const struct thread_call *o = &t->calls[(t->next + THREAD_CALLS - k) % THREAD_CALLS];
+		if (!o->cupti || o == c)
+			continue;
+		if (c->ours && !o->ours && o->start <= c->start && c->end <= o->end) {
+			/* static runtime calls do not nest: one encloses c at most */
+			struct corr_slot *s = corr_find(o->cupti);
+			if (s && !s->nested)
+				s->nested = c->ours;
+			return;
+		} else if (!c->ours && o->ours && c->start <= o->start && o->end <= c->end) {
+			struct corr_slot *s = corr_find(c->cupti);
+			if (s && !s->nested)
+				s->nested = o->ours;
+			return;
+		}
+	}
+}
+
+static void api_record_seen(const CUpti_ActivityAPI *r)
+{
+	struct corr_slot *s = corr_slot(r->correlationId);
+	s->api_tid_plus1 = r->threadId + 1;
+	struct api_thread *t = api_thread(r->threadId);
+	struct thread_call *c = &t->calls[t->next];
+	t->next = (t->next + 1) % THREAD_CALLS;
+	c->cupti = r->correlationId;
+	c->start = r->start;
+	c->end = r->end;
+	c->ours = s->ours;
+	link_nested(t, c);
+}
+
+static void pair_seen(uint32_t cupti_corr, uint64_t ours)
+{
+	struct corr_slot *s = corr_slot(cupti_corr);
+	s->ours = ours;
+	if (!s->api_tid_plus1)
+		return; /* linked when its API record comes */
+	struct api_thread *t = api_thread(s->api_tid_plus1 - 1);
+	for (unsigned i = 0; i < THREAD_CALLS; i++) {
+		struct thread_call *c = &t->calls[i];
+		if (c->cupti == cupti_corr) {
+			c->ours = ours;
+			link_nested(t, c);
+			return;
+		}
+	}
+}
 
 /* ------------------------------------------------------------ context -> device
  * Synchronization records carry a context but no device. */
@@ -476,36 +622,17 @@ static int convert(const CUpti_Activity *a, struct tbp_record *rec, uint32_t *cu
 	}
 }
 
-/* ------------------------------------------------------------ buffers */
-static uint8_t *buffer_pool[BUFFER_POOL_MAX];
-static unsigned n_buffer_pool;
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-
+/* ------------------------------------------------------------ buffers
+ * From a pool under the TBPROF_CUPTI_BUFFER_SIZE cap (cupti_buffers.c). */
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-	uint8_t *b = NULL;
-	pthread_mutex_lock(&pool_lock);
-	if (n_buffer_pool)
-		b = buffer_pool[--n_buffer_pool];
-	pthread_mutex_unlock(&pool_lock);
-	if (!b)
-		b = aligned_alloc(8, BUFFER_BYTES);
-	*buffer = b;
-	*size = b ? BUFFER_BYTES : 0;
+	*buffer = tbp_cupti_buffer_get(size);
 	*max_records = 0;
 }
 
 static void buffer_release(uint8_t *b)
 {
-	if (!b)
-		return;
-	pthread_mutex_lock(&pool_lock);
-	if (n_buffer_pool < BUFFER_POOL_MAX) {
-		buffer_pool[n_buffer_pool++] = b;
-		b = NULL;
-	}
-	pthread_mutex_unlock(&pool_lock);
-	free(b);
+	tbp_cupti_buffer_put(b);
 }
 
 static uint64_t lost_since_ts;
@@ -529,104 +656,112 @@ static void check_dropped(void)
 	tbp_emit(&rec);
 }
 
-/* Records of one buffer go out sorted by start time: CUPTI delivers them
- * as work completes (a long kernel after the short ones that started
- * later; host-side sync records late), and readers expect each stream in
- * time order.  Under proc_lock. */
-struct batch_key { uint64_t ts; uint32_t index; };
-static struct tbp_record *batch;
-static struct batch_key *batch_keys;
-static size_t n_batch, cap_batch;
+/* ------------------------------------------------------------ hold
+ * GPU records wait in a min-heap by start time (then arrival order) until
+ * HOLD_NS after they arrived, then are joined and written.  Under proc_lock. */
+struct held {
+	struct tbp_record rec;
+	uint64_t arrived, seq;
+	uint64_t joined;         /* join_corr when it arrived (the map slot may be reused by the time it goes out) */
+	uint32_t cupti_corr;
+};
+static struct held *hold;
+static size_t n_hold, cap_hold;
+static uint64_t hold_seq;
+static uint64_t unjoined;        /* GPU records written with corr 0 */
+static uint64_t forced_out;      /* written before HOLD_NS because the heap was full */
 
-static void batch_add(const struct tbp_record *rec)
+static inline int held_before(const struct held *a, const struct held *b)
 {
-	if (n_batch == cap_batch) {
-		size_t cap = cap_batch ? cap_batch * 2 : 1024;
-		struct tbp_record *b = realloc(batch, cap * sizeof *b);
-		if (b)
-			batch = b;
-		struct batch_key *k = b ? realloc(batch_keys, cap * sizeof *k) : NULL;
-		if (k)
-			batch_keys = k;
-		if (!b || !k) {
-			tbp_emit(rec); /* no memory: unsorted beats lost */
-			return;
-		}
-		cap_batch = cap;
+	return a->rec.ts != b->rec.ts ? a->rec.ts < b->rec.ts : a->seq < b->seq;
+}
+
+static void hold_write_first(void)
+{
+	struct held top = hold[0];
+	/* pop: the last element sifts down from the root */
+	struct held last = hold[--n_hold];
+	size_t at = 0;
+	for (;;) {
+		size_t l = 2 * at + 1, r = l + 1, min = at;
+		const struct held *mv = &last;
+		if (l < n_hold && held_before(&hold[l], mv))
+			min = l, mv = &hold[l];
+		if (r < n_hold && held_before(&hold[r], mv))
+			min = r;
+		if (min == at)
+			break;
+		hold[at] = hold[min];
+		at = min;
 	}
-	batch[n_batch++] = *rec;
+	if (n_hold)
+		hold[at] = last;
+
+	uint64_t ours = join_corr(top.cupti_corr);
+	if (!ours)
+		ours = top.joined;
+	unjoined += !ours;
+	top.rec.u.gpu_kernel.corr = ours; /* corr is at the same place in every GPU kind */
+	tbp_emit_patient(&top.rec);
 }
 
-static int batch_key_cmp(const void *pa, const void *pb)
+static void hold_add(const struct tbp_record *rec, uint32_t cupti_corr, uint64_t now)
 {
-	const struct batch_key *a = pa, *b = pb;
-	if (a->ts != b->ts)
-		return a->ts < b->ts ? -1 : 1;
-	return a->index < b->index ? -1 : a->index > b->index;
-}
-
-static void batch_emit(void)
-{
-	for (size_t i = 0; i < n_batch; i++) {
-		batch_keys[i].ts = batch[i].ts;
-		batch_keys[i].index = (uint32_t)i;
-	}
-	qsort(batch_keys, n_batch, sizeof *batch_keys, batch_key_cmp);
-	for (size_t i = 0; i < n_batch; i++)
-		tbp_emit(&batch[batch_keys[i].index]);
-	n_batch = 0;
-}
-
-/* Retry waiting records; pass on the matched ones, and (final, or too old,
- * or over the bound) the unmatched ones with corr 0.  Under proc_lock. */
-static void drain_pending(int final)
-{
-	unsigned keep = 0;
-	for (unsigned i = 0; i < n_pending; i++) {
-		struct pending *p = &pending[i];
-		uint64_t ours = corr_get(p->cupti_corr);
-		if (ours || final || ++p->age > PENDING_MAX_AGE) {
-			p->rec.u.gpu_kernel.corr = ours; /* corr is at the same place in every GPU kind */
-			batch_add(&p->rec);
+	if (n_hold == cap_hold) {
+		size_t cap = cap_hold ? cap_hold * 2 : 1024;
+		struct held *h = cap <= HOLD_MAX ? realloc(hold, cap * sizeof *h) : NULL;
+		if (h) {
+			hold = h;
+			cap_hold = cap;
 		} else {
-			pending[keep++] = *p;
+			/* Full (or no memory): the earliest goes out now. */
+			forced_out++;
+			hold_write_first();
 		}
 	}
-	n_pending = keep;
+	size_t at = n_hold++;
+	struct held e = { *rec, now, hold_seq++, join_corr(cupti_corr), cupti_corr };
+	while (at) {
+		size_t up = (at - 1) / 2;
+		if (!held_before(&e, &hold[up]))
+			break;
+		hold[at] = hold[up];
+		at = up;
+	}
+	hold[at] = e;
 }
 
-/* One completed buffer: in CUPTI's order, learn correlation pairs and emit
- * GPU records; records seen before their pair wait in `pending`. */
+/* Writes what has waited HOLD_NS (everything when `all`). */
+static void hold_release(int all)
+{
+	uint64_t now = tbp_now();
+	while (n_hold && (all || hold[0].arrived + HOLD_NS <= now))
+		hold_write_first();
+}
+
+/* One completed buffer: learn correlation pairs and API records, hold GPU
+ * records (joined when written). */
 static void process_buffer(uint8_t *buffer, size_t valid)
 {
 	CUpti_Activity *a = NULL;
 	struct tbp_record rec;
 	uint32_t cupti_corr;
+	uint64_t now = tbp_now();
 
 	while (api.get_next_record(buffer, valid, &a) == CUPTI_SUCCESS) {
 		if (a->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
 			const CUpti_ActivityExternalCorrelation *e = (const void *)a;
 			if (e->externalKind == EXTERNAL_KIND && e->externalId)
-				corr_put(e->correlationId, e->externalId);
+				pair_seen(e->correlationId, e->externalId);
 			continue;
 		}
-		if (!convert(a, &rec, &cupti_corr))
-			continue;
-		uint64_t ours = corr_get(cupti_corr);
-		if (ours) {
-			rec.u.gpu_kernel.corr = ours;
-			batch_add(&rec);
+		if (a->kind == CUPTI_ACTIVITY_KIND_RUNTIME || a->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+			api_record_seen((const CUpti_ActivityAPI *)(const void *)a);
 			continue;
 		}
-		if (n_pending == PENDING_MAX)
-			drain_pending(1);
-		pending[n_pending].rec = rec;
-		pending[n_pending].cupti_corr = cupti_corr;
-		pending[n_pending].age = 0;
-		n_pending++;
+		if (convert(a, &rec, &cupti_corr))
+			hold_add(&rec, cupti_corr, now);
 	}
-	drain_pending(0);
-	batch_emit();
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
@@ -637,6 +772,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 	/* After stop (or when another tool's records reach us) drop silently. */
 	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE && buffer) {
 		process_buffer(buffer, valid);
+		hold_release(0);
 		check_dropped();
 	}
 	pthread_mutex_unlock(&proc_lock);
@@ -729,10 +865,183 @@ static int cuda_driver_missing(void)
 	return 0;
 }
 
+/* A libcupti that kills its caller in its first call (one from another CUDA stack than the driver it
+ * finds: cupti_probe.c) is never called here; the trace says so, once. 1: API-only from now on. */
+static int cupti_unusable(void)
+{
+	const char *crashed_in = NULL;
+	int sig = 0;
+	uint64_t t0 = tbp_now();
+	enum tbp_cupti_probe verdict = tbp_cupti_probe(cupti_handle, &crashed_in, &sig);
+	if (tbp_cfg.verbose)
+		tbp_log("CUPTI probe (cuptiGetVersion in a copy of the process): %s in %.1f ms",
+			verdict == TBP_PROBE_OK ? "returned" : verdict == TBP_PROBE_CRASHES ? "died" : "no answer",
+			(double)(tbp_now() - t0) / 1e6);
+	if (verdict != TBP_PROBE_CRASHES)
+		return 0;
+	char how[48] = "exited";
+	if (sig)
+		snprintf(how, sizeof how, "died of signal %d", sig);
+	char msg[512];
+	snprintf(msg, sizeof msg, "API-only trace: %.300s cannot work with this CUDA driver (a probe process %s in %s)",
+		 cupti_path, how, crashed_in ? crashed_in : "its first call");
+	tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_CUPTI_ERROR, msg);
+	/* As for other CUPTI errors: the program's stderr stays its own unless asked. */
+	if (tbp_cfg.verbose)
+		tbp_warn_once(&cupti_note_flag, "%s", msg);
+	fall_back();
+	return 1;
+}
+
 static void CUPTIAPI probe_callback(void *userdata, CUpti_CallbackDomain domain,
 				    CUpti_CallbackId cbid, const void *data)
 {
 	(void)userdata; (void)domain; (void)cbid; (void)data;
+}
+
+/* ------------------------------------------------------------ periodic flush */
+static pthread_mutex_t flusher_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t flusher_wake = PTHREAD_COND_INITIALIZER;
+static int flusher_started;
+
+static void *flusher_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "tbprof-cupti");
+	for (;;) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += (long)(FLUSH_PERIOD_NS % 1000000000ull);
+		until.tv_sec += (time_t)(FLUSH_PERIOD_NS / 1000000000ull) + until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
+		pthread_mutex_lock(&flusher_lock);
+		if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE)
+			pthread_cond_timedwait(&flusher_wake, &flusher_lock, &until);
+		pthread_mutex_unlock(&flusher_lock);
+		if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) != CS_ACTIVE)
+			return NULL;
+		/* Never wait for start, flush or stop: skip a round instead. */
+		if (pthread_mutex_trylock(&ctl_lock) != 0)
+			continue;
+		int active = __atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE;
+		if (active) {
+			api.flush_all(0);
+			/* Records whose hold is over go out even when no new
+			 * buffer comes (a program gone quiet). */
+			pthread_mutex_lock(&proc_lock);
+			hold_release(0);
+			pthread_mutex_unlock(&proc_lock);
+		}
+		pthread_mutex_unlock(&ctl_lock);
+		if (!active)
+			return NULL;
+	}
+}
+
+/* Under ctl_lock, once active.  Signals stay with the program's threads. */
+static void start_flusher(void)
+{
+	sigset_t all, old;
+	pthread_t thread;
+	pthread_attr_t attr;
+	sigfillset(&all);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&thread, &attr, flusher_main, NULL) == 0)
+		flusher_started = 1;
+	else if (tbp_cfg.verbose)
+		tbp_log("CUPTI: no periodic flush thread: GPU records may come later than the reorder hold");
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+}
+
+static void stop_flusher(void)
+{
+	if (!flusher_started)
+		return;
+	pthread_mutex_lock(&flusher_lock);
+	pthread_cond_broadcast(&flusher_wake);
+	pthread_mutex_unlock(&flusher_lock);
+}
+
+/* The API calls whose records join GPU work to its call: launches (kernel,
+ * cooperative, graph), copies, memsets and the syncs that make
+ * SYNCHRONIZATION records.  Matched on the names cuptiGetCallbackName gives
+ * (with or without a version suffix); everything else PyTorch calls per op
+ * (cudaGetDevice, cudaStreamIsCapturing, ...) makes no record, which is most
+ * of what API records cost.  Indexed by the domain minus 1. */
+static const char *const api_record_prefixes[2][11] = {
+	{ "cudaLaunch", "__cudaLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset", "cudaDeviceSynchronize",
+	  "cudaStreamSynchronize", "cudaEventSynchronize", "cudaStreamWaitEvent",
+	  "cudaThreadSynchronize", NULL },
+	{ "cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset", "cuCtxSynchronize",
+	  "cuStreamSynchronize", "cuEventSynchronize", "cuStreamWaitEvent", NULL, NULL, NULL },
+};
+
+static int api_record_wanted(unsigned domain_index, const char *name)
+{
+	for (const char *const *p = api_record_prefixes[domain_index]; *p; p++)
+		if (strncmp(name, *p, strlen(*p)) == 0)
+			return 1;
+	return 0;
+}
+
+/* Turns API records on for the calls above, one callback id at a time
+ * (cuptiActivityEnableRuntimeApi / DriverApi, CUDA 12+); where CUPTI cannot,
+ * for every call (the RUNTIME and DRIVER kinds: each call then costs a
+ * record).  0, or -1 when another tool holds CUPTI (cupti_in_use said so). */
+static int enable_api_records(void)
+{
+	static const struct {
+		CUpti_CallbackDomain domain;
+		CUpti_ActivityKind kind;
+		uint32_t n_ids; /* callback ids to try: the header's, and room for newer ones */
+	} domains[2] = {
+		{ CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_SIZE + 256 },
+		{ CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_SIZE + 256 },
+	};
+	for (unsigned d = 0; d < 2; d++) {
+		CUptiResult (*enable_one)(CUpti_CallbackId, uint8_t) =
+			d == 0 ? api.enable_runtime_api : api.enable_driver_api;
+		unsigned n = 0;
+		CUptiResult r = CUPTI_ERROR_NOT_SUPPORTED;
+		if (enable_one && api.get_callback_name) {
+			for (uint32_t cbid = 1; cbid < domains[d].n_ids; cbid++) {
+				const char *name = NULL;
+				if (api.get_callback_name(domains[d].domain, cbid, &name) != CUPTI_SUCCESS ||
+				    !name || !api_record_wanted(d, name))
+					continue;
+				r = enable_one(cbid, 1);
+				if (r != CUPTI_SUCCESS)
+					break;
+				if (n_enabled_api_ids[d] < API_IDS_MAX)
+					enabled_api_ids[d][n_enabled_api_ids[d]++] = (uint16_t)cbid;
+				n++;
+			}
+		}
+		if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+			cupti_in_use(d == 0 ? "cuptiActivityEnableRuntimeApi" : "cuptiActivityEnableDriverApi");
+			return -1;
+		}
+		if (n && r == CUPTI_SUCCESS)
+			continue;
+		/* Per-id control missing or refused: the whole kind (every call's record). */
+		for (unsigned i = 0; i < n_enabled_api_ids[d]; i++)
+			enable_one(enabled_api_ids[d][i], 0);
+		n_enabled_api_ids[d] = 0;
+		r = api.activity_enable(domains[d].kind);
+		if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+			cupti_in_use("cuptiActivityEnable");
+			return -1;
+		}
+		if (r == CUPTI_SUCCESS)
+			enabled_kinds[n_enabled_kinds++] = domains[d].kind;
+		else if (tbp_cfg.verbose)
+			tbp_log("CUPTI API records of domain %d not enabled: %s", (int)domains[d].domain,
+				result_string(r));
+	}
+	return 0;
 }
 
 static void start_locked(void)
@@ -777,15 +1086,22 @@ static void start_locked(void)
 	LOOKUP(get_timestamp, "cuptiGetTimestamp", 0);
 	LOOKUP(get_result_string, "cuptiGetResultString", 0);
 	LOOKUP(subscribe, "cuptiSubscribe", 0);
+	LOOKUP(enable_runtime_api, "cuptiActivityEnableRuntimeApi", 0);
+	LOOKUP(enable_driver_api, "cuptiActivityEnableDriverApi", 0);
+	LOOKUP(get_callback_name, "cuptiGetCallbackName", 0);
 	LOOKUP(unsubscribe, "cuptiUnsubscribe", 0);
 
+	if (cupti_unusable())
+		return;
+
+	/* calloc: untouched pages cost nothing until ids reach them. */
 	corr_map = calloc((size_t)1 << CORR_MAP_BITS, sizeof *corr_map);
-	pending = calloc(PENDING_MAX, sizeof *pending);
-	if (!corr_map || !pending) {
+	api_threads = calloc(API_THREADS, sizeof *api_threads);
+	if (!corr_map || !api_threads) {
 		free(corr_map);
-		free(pending);
+		free(api_threads);
 		corr_map = NULL;
-		pending = NULL;
+		api_threads = NULL;
 		tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_CUPTI_ERROR, "API-only trace: out of memory for CUPTI");
 		fall_back();
 		return;
@@ -840,13 +1156,12 @@ static void start_locked(void)
 		return;
 	}
 
-	/* Correlation pairs first so no GPU record precedes its pair's kind.
-	 * EXTERNAL_CORRELATION records accompany API activity records, so the
-	 * runtime and driver API kinds are on too (their records are skipped). */
+	/* API records (which EXTERNAL_CORRELATION records accompany), then the
+	 * pairs, then GPU work: no GPU record precedes what joins it. */
+	if (enable_api_records() != 0)
+		return; /* in use: cupti_in_use said so */
 	static const struct { CUpti_ActivityKind kind; int required; } kinds[] = {
 		{ CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, 1 },
-		{ CUPTI_ACTIVITY_KIND_RUNTIME, 0 },
-		{ CUPTI_ACTIVITY_KIND_DRIVER, 0 },
 		{ CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, 1 },
 		{ CUPTI_ACTIVITY_KIND_MEMCPY, 1 },
 		{ CUPTI_ACTIVITY_KIND_MEMCPY2, 0 },
@@ -878,6 +1193,7 @@ static void start_locked(void)
 	lost_since_ts = tbp_now();
 	__atomic_store_n(&state, CS_ACTIVE, __ATOMIC_RELEASE);
 	__atomic_store_n(&pushing, 1, __ATOMIC_RELEASE);
+	start_flusher();
 	if (tbp_cfg.verbose)
 		tbp_log("CUPTI active (%s), clock %s offset %lld ns +- %llu ns", cupti_path,
 			method == TBP_CLOCK_CUPTI_CALLBACK ? "callback" : "bracketed",
@@ -906,7 +1222,10 @@ static void after_fork_child(void)
 	__atomic_store_n(&state, CS_STOPPED, __ATOMIC_RELAXED);
 	pthread_mutex_init(&ctl_lock, NULL);
 	pthread_mutex_init(&proc_lock, NULL);
-	pthread_mutex_init(&pool_lock, NULL);
+	pthread_mutex_init(&flusher_lock, NULL);
+	pthread_cond_init(&flusher_wake, NULL);
+	flusher_started = 0;
+	tbp_cupti_buffers_fork_child();
 }
 
 void tbp_cupti_fork_child(void)
@@ -956,6 +1275,8 @@ void tbp_cupti_flush(void)
 		 * this thread; FORCED includes partly filled ones. */
 		api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		pthread_mutex_lock(&proc_lock);
+		/* Everything CUPTI had is delivered: nothing can come before it. */
+		hold_release(1);
 		check_dropped();
 		pthread_mutex_unlock(&proc_lock);
 	}
@@ -964,14 +1285,18 @@ void tbp_cupti_flush(void)
 
 void tbp_cupti_stop(void)
 {
+	tbp_cupti_probe_reap();
 	pthread_mutex_lock(&ctl_lock);
 	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE) {
 		__atomic_store_n(&pushing, 0, __ATOMIC_RELEASE);
 		api.flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 		pthread_mutex_lock(&proc_lock);
 		check_dropped();
-		drain_pending(1);
-		batch_emit();
+		hold_release(1);
+		if (tbp_cfg.verbose)
+			tbp_log("CUPTI: %llu GPU records joined to no API call, %llu written before "
+				"their hold ended (hold full)", (unsigned long long)unjoined,
+				(unsigned long long)forced_out);
 		__atomic_store_n(&state, CS_STOPPED, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&proc_lock);
 		/* Stop collecting what nobody will read; libcupti stays loaded
@@ -979,6 +1304,12 @@ void tbp_cupti_stop(void)
 		for (unsigned i = n_enabled_kinds; i-- > 0;)
 			api.activity_disable(enabled_kinds[i]);
 		n_enabled_kinds = 0;
+		for (unsigned i = 0; i < n_enabled_api_ids[0]; i++)
+			api.enable_runtime_api(enabled_api_ids[0][i], 0);
+		for (unsigned i = 0; i < n_enabled_api_ids[1]; i++)
+			api.enable_driver_api(enabled_api_ids[1][i], 0);
+		n_enabled_api_ids[0] = n_enabled_api_ids[1] = 0;
+		stop_flusher();
 	} else if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_IDLE) {
 		__atomic_store_n(&state, CS_STOPPED, __ATOMIC_RELEASE);
 	}

@@ -188,6 +188,19 @@ unsigned tbp_kind_schema_flags(const struct tbp_kind_info *ki)
 	return flags;
 }
 
+size_t tbp_record_size(void)
+{
+	return sizeof(struct tbp_record);
+}
+
+int tbp_is_trace_prefix(const void *bytes, size_t n)
+{
+	const uint8_t *b = bytes;
+	/* skippable frame magic, u32 content size, then the file magic */
+	return n >= 8 + TBP_FILE_MAGIC_LEN && tbp_get_le32(b) == TBP_MAGIC_HEADER_FRAME &&
+	       !memcmp(b + 8, TBP_FILE_MAGIC, TBP_FILE_MAGIC_LEN);
+}
+
 size_t tbp_header_encoded_max(void)
 {
 	/* magic + version + min_reader + features + count + per kind 3 varints + crc */

@@ -167,7 +167,7 @@ def check_gaps_within_idle(name, rep):
 
 
 def part_report(gen_path, tmp):
-    for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked"):
+    for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked", "unmarked-inline"):
         trace, exp = gen(gen_path, tmp, scen)
         p = run([trace, "--json"])
         rep = json.loads(p.stdout)
@@ -216,6 +216,21 @@ def part_report(gen_path, tmp):
             # Kept allocations: churn only because every step makes them.
             check(not [f for f in nm["findings"] if f["kind"] == "alloc_churn"],
                   "unmarked --no-markers: allocations kept, no steps to repeat in: no alloc_churn")
+        if scen == "unmarked-inline":
+            # The batch loop inline in train(), called once per epoch: a step per batch (not per epoch, as
+            # train()'s spans would give), each from its forward's line; evaluation between steps.
+            st, want = rep["steps"], exp["steps"]
+            check(st is not None and st["source"] == "detected" and st["count"] == want["count"]
+                  and st["warmup"] == want["warmup"] and st["median_ns"] == want["median_ns"]
+                  and (st["loop"]["python"][0]["line"], st["loop"]["python"][0]["function"]) == (42, "train"),
+                  f"unmarked-inline: a step per batch, from train.py:42 ({st} vs {want})")
+            check(rep["window"]["source"] == "detected_steps" and rep["window"]["iterations"] == want["count"] - 1,
+                  f"unmarked-inline: the window is the steps after warm-up ({rep['window']})")
+            check(rep["idle_breakdown"]["harness_ns"] > 0, "unmarked-inline: evaluation's idle is between steps")
+            nm = json.loads(run([trace, "--json", "--no-markers"]).stdout)
+            check([f for f in nm["findings"] for fr in f["where"]["python"][:1] if fr["function"] == "build_caches"]
+                  and [f for f in nm["findings"] for fr in f["where"]["python"][:1] if fr["function"] == "evaluate"],
+                  "unmarked-inline --no-markers: the one-time work and evaluation are findings without steps")
         if scen == "markers":
             st = rep["steps"]
             check(st is not None and st["source"] == "marks" and st["count"] == 2 and st["warmup"] == 1
@@ -225,10 +240,12 @@ def part_report(gen_path, tmp):
             # Tensor.backward is their context, placed at the backward() line.
             gaps = [f for f in rep["findings"] if f["kind"] == "idle_gap"]
             ctx = {(f["context"]["python"][0]["file"], f["context"]["python"][0]["line"]) for f in gaps if "context" in f}
-            check(len(gaps) == 3 and all("context" in f for f in gaps) and ctx == {("train.py", 70)},
+            check(len(gaps) == 4 and all("context" in f for f in gaps) and ctx == {("train.py", 70)},
                   f"threads: every gap has the backward() line as context ({ctx})")
+            # The engine: its C++ launches, and its C++ time after them while the main thread still waits in
+            # Tensor.backward (host_other at the backward() line, not Python of the waiting thread).
             eng = [f for f in gaps if f["cause"] in ("host_other", "launch_bound")]
-            check(len(eng) == 2 and all(f.get("autograd_engine") is True and f.get("kernel") == "vectorized_elementwise_kernel<relu>"
+            check(len(eng) == 3 and all(f.get("autograd_engine") is True and f.get("kernel") == "vectorized_elementwise_kernel<relu>"
                                         for f in eng)
                   and "autograd engine" in run([trace]).stdout,
                   f"threads: C++ launches during backward() (no path, or the path lent by the tracer) are the autograd engine's ({eng})")

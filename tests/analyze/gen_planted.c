@@ -16,7 +16,8 @@
  * records), cpu (spans only; cpu-slow: one function slower), random (nonsense records, ITERS = seed),
  * big (for the bench: ITERS clean steps, written as generated), slow (clean
  * with one kernel 30 us slower, for diff), bigmem (clean with twice the
- * device memory, for diff).
+ * device memory, for diff), rank (one rank of a multi-rank run with a planted
+ * straggler: see scen_rank).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -589,8 +590,13 @@ static void scen_threads(void)
 		g += 166 * US;
 	}
 	expect_finding("idle_gap", "launch_bound", "train.py", "step", 70, 2);
-	span(0, tb0, g + 10 * US, cp_eng);
-	g = clean_step(g + 20 * US, 0);
+	/* The engine finishes in C++ (no launch, no Python) for 400 us while
+	 * the main thread still waits in backward(): the engine's time, at the
+	 * backward() line, not Python of the waiting thread. */
+	span(0, tb0, g + 410 * US, cp_eng);
+	expect_finding("idle_gap", "host_other", "train.py", "step", 70, 1);
+	expect_split("host_other", 410 * US, "train.py", "step", 70);
+	g = clean_step(g + 440 * US, 0);
 	span(0, t0, g + 30 * US, cp_main);
 }
 
@@ -656,6 +662,79 @@ static void scen_unmarked(uint64_t slow, uint64_t step_gap)
 	exp_steps_warmup = 1;
 	exp_steps_median = lens[2];
 	span(0, t0, g + 50 * US, cp_loop);
+}
+
+/* unmarked-inline: an example script's shape without marks: main() calls
+ * train() once per epoch (train.py:90) and evaluate() after it (train.py:91);
+ * train()'s batch loop is inline (forward at train.py:42 through model.py,
+ * backward at :44, optimizer at :45).  2 epochs of 4 batches: 8 steps, one
+ * per batch (train()'s spans, one per epoch, are not the steps), each from
+ * its forward's first launch to the next one's, the last of an epoch to the
+ * end of its optimizer launch (evaluate() is between steps: its Python, the
+ * GPU idle, is no finding).  The first batch
+ * also builds caches for 2 ms (one-time work: no finding). */
+static void scen_unmarked_inline(void)
+{
+	common_defs();
+	uint64_t cp_m90 = site("train.py", "main", 90, 0), cp_m91 = site("train.py", "main", 91, 0);
+	uint64_t cp_train = site("train.py", "train", 38, cp_m90);
+	uint64_t cp_t42 = site("train.py", "train", 42, cp_m90);
+	uint64_t cp_fwd42 = site("model.py", "forward", 30, cp_t42);
+	uint64_t cp_t44 = site("train.py", "train", 44, cp_m90);
+	uint64_t cp_t45 = site("train.py", "train", 45, cp_m90);
+	uint64_t cp_warm = site("model.py", "build_caches", 90, cp_t42);
+	uint64_t cp_eval = site("train.py", "evaluate", 60, cp_m91);
+	uint64_t cp_evk = site("train.py", "evaluate", 63, cp_m91);
+	uint64_t g = 1000 * US, t0 = g - 100 * US;
+	uint64_t begins[8], ends[8];
+	int n = 0;
+	for (int epoch = 0; epoch < 2; epoch++) {
+		uint64_t tb = g;
+		for (int b = 0; b < 4; b++, n++) {
+			for (int k = 0; k < 7; k++) { /* 3 forward, 3 backward, 1 optimizer kernel of 40 us */
+				uint64_t gs = g + 8 * US, launch = gs - 20 * US;
+				if (!k)
+					begins[n] = launch;
+				if (n && !k && b)
+					ends[n - 1] = launch;
+				kernel(0, launch, k < 3 ? cp_fwd42 : k < 6 ? cp_t44 : cp_t45, 0, 0, 7, gs, gs + 40 * US,
+				       k < 3 ? k_relu : k_gemm);
+				g = gs + 40 * US;
+				if (!n && k == 2) { /* one-time work in the first step, GPU idle */
+					span(0, g + 5 * US, g + 2005 * US, cp_warm);
+					g += 2010 * US;
+				}
+			}
+		}
+		ends[n - 1] = g - 56 * US; /* the end of its optimizer launch (at g - 60 us, 4 us): evaluation is between steps */
+		span(0, tb - 20 * US, g + 5 * US, cp_train);
+		/* evaluate(): 500 us of Python with the GPU idle, then 2 kernels. */
+		span(0, g + 10 * US, g + 510 * US, cp_eval);
+		g += 520 * US;
+		for (int k = 0; k < 2; k++) {
+			uint64_t gs = g + 8 * US;
+			kernel(0, gs - 20 * US, cp_evk, 0, 0, 7, gs, gs + 40 * US, k_relu);
+			g = gs + 40 * US;
+		}
+		g += 30 * US;
+	}
+	uint64_t lens[7];
+	for (int i = 1; i < 8; i++)
+		lens[i - 1] = ends[i] - begins[i];
+	for (int i = 0; i < 7; i++)
+		for (int j = i + 1; j < 7; j++)
+			if (lens[j] < lens[i]) {
+				uint64_t t = lens[i];
+				lens[i] = lens[j];
+				lens[j] = t;
+			}
+	win_begin = begins[1];
+	win_end = ends[7];
+	have_window = 1;
+	exp_steps_count = 8;
+	exp_steps_warmup = 1;
+	exp_steps_median = lens[3];
+	span(0, t0, g + 50 * US, cp_main);
 }
 
 /* slow: model.py:30 forward takes 900 us a step instead of 700 (diff). */
@@ -1071,13 +1150,162 @@ static void write_big(const char *path, long iters, unsigned lag)
 	}
 }
 
+/* ------------------------------------------------------------ ranks
+ * One rank of a data-parallel run (SPEC = "RANK,WORLD,STRAGGLER,MODE[,FLAGS]"):
+ * 10 marked steps (the first warm-up), each loading a batch, a forward pass
+ * and a collective that every rank leaves together once the last one has
+ * arrived.  Rank STRAGGLER (-1: none) also spends 3 ms a step in
+ * data.py:augment first, so the others wait for it in the collective.
+ * Ranks arrive RANK x 3 us apart otherwise (noise, not a straggler).
+ * MODE: c10d (torch.distributed.all_reduce spans, CPU), ddp (DDP: the wait
+ * is inside backward()), nccl (NCCL all-reduce kernels on the GPU), none
+ * (no collective: the straggler's steps end late).  FLAGS: n = no rank in
+ * the process record (the file name says it); e = the trace starts a step
+ * early (an extra unmarked step before the marks: alignment by wall clock);
+ * s = the straggler's collective calls are not recorded (under the span
+ * threshold: it does not wait in them); w = rank 1 has two warm-up steps,
+ * the others one (its first steady step is their second: wall clock lines
+ * them up); h = each rank on its own machine (CLOCK_MONOTONIC apart,
+ * wall clocks agreeing). */
+#define RANK_STEPS 10
+#define RANK_SLOW_NS (3000 * US)
+static void scen_rank(const char *spec)
+{
+	int rank = 0, world = 2, straggler = -1;
+	char mode[16] = "c10d", flags[16] = "";
+	if (sscanf(spec, "%d,%d,%d,%15[a-z0-9],%15[a-z]", &rank, &world, &straggler, mode, flags) < 4 || world < 1 ||
+	    world > 64 || rank < 0 || rank >= world) {
+		fprintf(stderr, "gen_planted rank: bad spec %s (RANK,WORLD,STRAGGLER,MODE[,FLAGS])\n", spec);
+		exit(3);
+	}
+	int c10d = !strcmp(mode, "c10d"), ddp = !strcmp(mode, "ddp"), nccl = !strcmp(mode, "nccl"),
+	    none = !strcmp(mode, "none");
+	if (!c10d && !ddp && !nccl && !none) {
+		fprintf(stderr, "gen_planted rank: unknown mode %s\n", mode);
+		exit(3);
+	}
+	api_only = !nccl;
+	common_defs();
+	struct tbp_record *pr = push(&defs);
+	pr->kind = TBP_K_PROCESS;
+	pr->u.process.pid = 5000 + (uint64_t)rank;
+	if (!strchr(flags, 'n')) {
+		pr->u.process.rank = (uint64_t)rank;
+		pr->u.process.world_size = (uint64_t)world;
+		pr->u.process.local_rank = (uint64_t)rank;
+	} else {
+		pr->u.process.rank = pr->u.process.world_size = pr->u.process.local_rank = UINT64_MAX;
+	}
+	/* h: each rank on its own machine, whose CLOCK_MONOTONIC counts from
+	 * its own boot (RANK x 7.5 s later); the wall clocks agree. */
+	uint64_t clock_base = strchr(flags, 'h') ? (uint64_t)rank * 7500000 * US : 0;
+	char host_name[32];
+	snprintf(host_name, sizeof host_name, "node%d", strchr(flags, 'h') ? rank : 0);
+	pr->u.process.host = intern(strdup(host_name));
+	pr->ts = clock_base + 900 * US;
+	pr->u.process.monotonic_ns = pr->ts;
+	pr->u.process.realtime_ns = 1700000000000000000ULL + 900 * US;
+	const char *c10d_file = "/opt/py/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py";
+	const char *logger_file = "/opt/py/lib/python3.11/site-packages/torch/distributed/c10d_logger.py";
+	const char *tensor_file = "/opt/py/lib/python3.11/site-packages/torch/_tensor.py";
+	const char *ddp_file = "/opt/py/lib/python3.11/site-packages/torch/nn/parallel/distributed.py";
+	uint64_t cp_loop = site("train.py", "main", 40, 0);
+	uint64_t cp_step = site("train.py", "train_step", 12, cp_loop);
+	uint64_t cp_load = site("data.py", "load_batch", 20, cp_step);
+	uint64_t cp_aug = site("data.py", "augment", 31, cp_load);
+	uint64_t cp_ddp = site(ddp_file, "DistributedDataParallel.forward", 1600, cp_step);
+	uint64_t cp_fwd_fn = site("model.py", "forward", 28, ddp ? cp_ddp : cp_step);
+	uint64_t cp_wrap = site(logger_file, "_exception_logger.<locals>.wrapper", 75, cp_step);
+	uint64_t cp_ar = site(c10d_file, "all_reduce", 2500, cp_wrap);
+	uint64_t cp_bwd_fn = site(tensor_file, "backward", 520, cp_step);
+	uint64_t k_nccl = intern("ncclDevKernel_AllReduce_Sum_f32_RING_LL");
+	uint64_t t = clock_base + 1000 * US, t_first = t;
+	int early = strchr(flags, 'e') != NULL;
+	for (int i = -early; i < RANK_STEPS; i++) {
+		uint64_t sb = t;
+		if (i >= 0)
+			marker(sb, TBP_MARK_ITER_BEGIN, (uint64_t)i);
+		uint64_t at = sb + 5 * US;
+		uint64_t load_end = at + 200 * US + (rank == straggler ? RANK_SLOW_NS : 0);
+		span(0, at, load_end, cp_load);
+		if (rank == straggler)
+			span(0, at + 50 * US, at + 50 * US + RANK_SLOW_NS, cp_aug);
+		at = load_end;
+		/* Every rank's arrival at the collective, this one's and the last's. */
+		uint64_t arrive = at + 500 * US + (uint64_t)rank * 3 * US;
+		uint64_t last = sb + 5 * US + 200 * US + 500 * US + (uint64_t)(world - 1) * 3 * US;
+		if (straggler >= 0 && straggler < world) {
+			uint64_t sl = sb + 5 * US + 200 * US + RANK_SLOW_NS + 500 * US + (uint64_t)straggler * 3 * US;
+			if (sl > last)
+				last = sl;
+		}
+		uint64_t done = none ? arrive + 300 * US : last + 300 * US;
+		if (ddp)
+			span(0, at, arrive, cp_ddp);
+		span(0, at + 10 * US, arrive - 10 * US, cp_fwd_fn);
+		/* s: the straggler's calls, which do not wait, are too short to
+		 * be recorded as spans. */
+		int unrecorded = rank == straggler && strchr(flags, 's');
+		if (c10d && !unrecorded) {
+			span(0, arrive, done, cp_wrap);
+			span(0, arrive + 2 * US, done - 1 * US, cp_ar);
+		} else if (ddp && !unrecorded) {
+			span(0, arrive, done, cp_bwd_fn);
+		} else if (nccl) {
+			kernel(0, arrive - 5 * US, cp_step, 0, 0, 13, arrive, done, k_nccl);
+			sync_call(0, arrive, done - arrive + 5 * US, cp_step, 0);
+		}
+		uint64_t se = done + 50 * US;
+		span(0, sb + 1 * US, se - 1 * US, cp_step);
+		if (i >= 0)
+			marker(se, TBP_MARK_ITER_END, (uint64_t)i);
+		/* w: rank 1 sets two steps apart as warm-up, the others one. */
+		if (i == (strchr(flags, 'w') && rank == 1 ? 1 : 0))
+			marker(se + 1 * US, TBP_MARK_WARMUP_END, (uint64_t)i + 1);
+		t = se + 20 * US;
+	}
+	span(0, t_first - 100 * US, t + 100 * US, cp_loop);
+}
+
+/* What the cross-rank view must find for SPEC (every rank writes the same). */
+static void write_rank_expect(const char *path, const char *spec)
+{
+	int rank = 0, world = 2, straggler = -1;
+	char mode[16] = "c10d", flags[16] = "";
+	sscanf(spec, "%d,%d,%d,%15[a-z0-9],%15[a-z]", &rank, &world, &straggler, mode, flags);
+	/* w: every rank's steps compared from rank 1's first steady step on. */
+	int steps = RANK_STEPS - 1 - (strchr(flags, 'w') && world > 1);
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		exit(4);
+	}
+	/* The others wait from their arrival to the straggler's, each steady step. */
+	uint64_t wait = 0;
+	if (straggler >= 0 && strcmp(mode, "none"))
+		for (int r = 0; r < world; r++)
+			if (r != straggler)
+				wait += (uint64_t)steps * (RANK_SLOW_NS + (uint64_t)(straggler - r) * 3 * US);
+	fprintf(f, "{\"straggler\": %d, \"file\": \"data.py\", \"function\": \"augment\", \"line\": 31, "
+		   "\"steps\": %d, \"marked_steps\": %d, \"wait_ns\": %" PRIu64 ", \"extra_ns\": %" PRIu64
+		   ", \"world\": %d}\n",
+		straggler, steps, RANK_STEPS, wait, (uint64_t)(steps * RANK_SLOW_NS), world);
+	fclose(f);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n");
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n");
 		return 3;
 	}
 	const char *s = argv[1];
+	if (!strcmp(s, "rank")) {
+		scen_rank(argc > 4 ? argv[4] : "0,2,-1,c10d");
+		write_trace(argv[2]);
+		write_rank_expect(argv[3], argc > 4 ? argv[4] : "0,2,-1,c10d");
+		return 0;
+	}
 	int iters = argc > 4 ? atoi(argv[4]) : 20;
 	if (!strcmp(s, "clean"))
 		scen_clean(iters, 0);
@@ -1118,6 +1346,8 @@ int main(int argc, char **argv)
 		scen_threads();
 	else if (!strcmp(s, "unmarked"))
 		scen_unmarked(0, 300 * US);
+	else if (!strcmp(s, "unmarked-inline"))
+		scen_unmarked_inline();
 	else if (!strcmp(s, "unmarked-slow"))
 		scen_unmarked(400 * US, 300 * US);
 	else if (!strcmp(s, "unmarked-fixed")) /* the data loading fixed, one kernel slower: faster steps, more GPU busy */

@@ -4,6 +4,7 @@
  * through fake_cupti.h.  Nothing here talks to a GPU.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -304,9 +305,53 @@ EXPORT CUptiResult cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid, CUp
 	return CUPTI_SUCCESS;
 }
 
+/* cfg.shuffle_seed: the queue's records in a random order (same seed, same order). */
+static void shuffle_queue(void)
+{
+	size_t n = 0, off = 0;
+	while (off < queue_len) {
+		off += aligned(record_size(((CUpti_Activity *)(queue + off))->kind));
+		n++;
+	}
+	size_t *offs = malloc(n * sizeof *offs);
+	uint8_t *copy = malloc(queue_len);
+	if (!offs || !copy) {
+		free(offs);
+		free(copy);
+		return;
+	}
+	off = 0;
+	for (size_t i = 0; i < n; i++) {
+		offs[i] = off;
+		off += aligned(record_size(((CUpti_Activity *)(queue + off))->kind));
+	}
+	for (size_t i = n; i > 1; i--) {
+		uint64_t x = cfg.shuffle_seed;
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		cfg.shuffle_seed = x;
+		size_t j = (size_t)(x % i), t = offs[i - 1];
+		offs[i - 1] = offs[j];
+		offs[j] = t;
+	}
+	size_t out = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = aligned(record_size(((CUpti_Activity *)(queue + offs[i]))->kind));
+		memcpy(copy + out, queue + offs[i], len);
+		out += len;
+	}
+	memcpy(queue, copy, queue_len);
+	free(copy);
+	free(offs);
+}
+
 EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 {
 	pthread_mutex_lock(&lock);
+	if (cfg.shuffle_seed)
+		shuffle_queue();
+	size_t per_buffer = cfg.records_per_buffer ? cfg.records_per_buffer : cfg.shuffle_seed ? 3 : 0;
 	size_t off = 0;
 	while (off < queue_len) {
 		uint8_t *buf = NULL;
@@ -318,7 +363,7 @@ EXPORT CUptiResult cuptiActivityFlushAll(uint32_t flag)
 		while (off < queue_len) {
 			CUpti_Activity *a = (CUpti_Activity *)(queue + off);
 			size_t len = aligned(record_size(a->kind));
-			if (used + len > size || (cfg.records_per_buffer && n == cfg.records_per_buffer))
+			if (used + len > size || (per_buffer && n == per_buffer))
 				break;
 			memcpy(buf + used, a, len);
 			used += len;
@@ -362,5 +407,37 @@ EXPORT CUptiResult cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelati
 	if (last)
 		*last = id;
 	__atomic_fetch_add(&pops, 1, __ATOMIC_RELAXED);
+	return CUPTI_SUCCESS;
+}
+
+/* Asks the consumer for a buffer as CUPTI does when it has records to write, without giving it back
+ * (CUPTI under load holds many): the buffer-cap scenario. */
+EXPORT uint8_t *fakecupti_request_buffer(size_t *size)
+{
+	uint8_t *buf = NULL;
+	size_t max_records = 0;
+	*size = 0;
+	if (request_cb)
+		request_cb(&buf, size, &max_records);
+	return buf;
+}
+
+/* Gives a buffer back with no records in it. */
+EXPORT void fakecupti_complete_buffer(uint8_t *buf, size_t size)
+{
+	if (complete_cb && buf)
+		complete_cb(NULL, 0, buf, size, 0);
+}
+
+/* FAKE_CUPTI_CRASH=1: dies here, as the wheel's CUPTI 13.2 does in its first call (this one too) without a
+ * driver that can serve it: the crashing-libcupti scenario. */
+EXPORT CUptiResult cuptiGetVersion(uint32_t *version)
+{
+	const char *crash = getenv("FAKE_CUPTI_CRASH");
+	if (crash && *crash == '1')
+		raise(SIGSEGV);
+	if (!version)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	*version = CUPTI_API_VERSION;
 	return CUPTI_SUCCESS;
 }

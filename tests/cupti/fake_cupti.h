@@ -16,6 +16,8 @@ struct fakecupti_config {
 	size_t records_per_buffer; /* 0: one buffer for everything */
 	unsigned start_delay_ms;   /* cuptiActivityRegisterCallbacks takes this long */
 	int no_driver;             /* cudaDriverGetVersion (also exported here) says 0 */
+	uint64_t shuffle_seed;     /* nonzero: each flush hands the records over in a random order
+				    * (xorshift from this seed), records_per_buffer (default 3) a buffer */
 };
 
 enum fakecupti_op_kind { FAKE_KERNEL, FAKE_MEMCPY, FAKE_MEMSET, FAKE_SYNC, FAKE_PEER };
@@ -41,4 +43,8 @@ long fakecupti_pushes(void);
 int fakecupti_callbacks_registered(void);
 int fakecupti_ts_callback_registered(void);
 int fakecupti_registering(void);     /* inside a slow cuptiActivityRegisterCallbacks */
+/* Calls the consumer's buffer-request callback (and never gives that buffer back by itself) /
+ * completes a buffer with no records. */
+uint8_t *fakecupti_request_buffer(size_t *size);
+void fakecupti_complete_buffer(uint8_t *buf, size_t size);
 #endif

@@ -19,6 +19,10 @@ MODE:
   disabled        TBPROF_CUPTI=0: API records only, no CUPTI activity
   dropped         SIMGPU_CUPTI_QUEUE_LIMIT=40 (simgpu's CUPTI drops records): LOST
                   records (source CUPTI) account for it; what is kept is true
+  shuffle         SIMGPU_CUPTI_SHUFFLE (buffers handed over late and out of time
+                  order, seeds 1 and 7): as callback
+In callback, no-ts-callback and shuffle the GPU records of each device must
+also come in time order in the file.
 
 Exit 0 pass, 1 fail, 77 skip (prerequisite not built).
 """
@@ -188,11 +192,13 @@ def compare_with_truth(recs, truth, tolerance):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["callback", "no-ts-callback", "no-libcupti", "busy",
-                                     "disabled", "dropped"])
+                                     "disabled", "dropped", "shuffle"])
     ap.add_argument("--program", required=True)
     ap.add_argument("--simgpu-dir", required=True)
     ap.add_argument("--trace-lines", required=True)
     ap.add_argument("--args", nargs="*", default=["3"])
+    ap.add_argument("--sim-env", action="append", default=[], metavar="VAR=VALUE",
+                    help="a simgpu knob for both runs (the caller's SIMGPU_* are not passed on)")
     o = ap.parse_args()
     o.program, o.simgpu_dir, o.trace_lines = (os.path.abspath(p) for p in
                                               (o.program, o.simgpu_dir, o.trace_lines))
@@ -206,12 +212,37 @@ def main():
             print("SKIP: %s not built (%s)" % (what, path or "unset"))
             return SKIP
 
+    if o.mode == "shuffle":
+        for seed in ("1", "7"):
+            rc = check(o, lib, "callback", {"SIMGPU_CUPTI_SHUFFLE": seed})
+            if rc:
+                return rc
+        return 0
+    return check(o, lib, o.mode, {})
+
+
+def gpu_in_time_order(recs):
+    """The GPU records of each device in the file's order never go back in time."""
+    last = {}
+    back = 0
+    for k, f, _ in recs:
+        if k in GPU_KIND.values():
+            dev = f.get("device", 0)
+            if f["ts"] < last.get(dev, 0):
+                back += 1
+            last[dev] = max(last.get(dev, 0), f["ts"])
+    if back:
+        fail("%d GPU records come after later ones of their device in the trace" % back)
+
+
+def check(o, lib, mode, extra_env):
     with tempfile.TemporaryDirectory(prefix="tbp-cupti-") as tmp:
         base = {k: v for k, v in os.environ.items()
                 if not k.startswith(("TBPROF_", "SIMGPU_", "LD_"))}
         base["LD_LIBRARY_PATH"] = o.simgpu_dir
+        base.update(kv.split("=", 1) for kv in o.sim_env)
         base["SIMGPU_TRUTH"] = os.path.join(tmp, "truth-ref.tsv")
-        if o.mode == "busy":
+        if mode == "busy":
             base["SIMGPU_CUPTI_BUSY"] = "1"
         ref_rc, ref_out, _ = run(o.program, o.args, base, tmp)
 
@@ -219,15 +250,16 @@ def main():
         env["LD_PRELOAD"] = lib
         env["TBPROF_OUT"] = os.path.join(tmp, "trace.zst")
         env["SIMGPU_TRUTH"] = os.path.join(tmp, "truth.tsv")
-        if o.mode == "no-ts-callback":
+        env.update(extra_env)
+        if mode == "no-ts-callback":
             env["SIMGPU_CUPTI_NO_TS_CALLBACK"] = "1"
-        if o.mode == "no-libcupti":
+        if mode == "no-libcupti":
             # The runtime must stay simgpu's: only libcupti must be missing,
             # so point the explicit override at nothing.
             env["TBPROF_CUPTI_PATH"] = os.path.join(tmp, "nowhere", "libcupti.so.13")
-        if o.mode == "disabled":
+        if mode == "disabled":
             env["TBPROF_CUPTI"] = "0"
-        if o.mode == "dropped":
+        if mode == "dropped":
             # Records pile up in simgpu's CUPTI until a flush; beyond 40 it drops.
             env["SIMGPU_CUPTI_QUEUE_LIMIT"] = "40"
             env["SIMGPU_CUPTI_FLUSH_MS"] = "100000"
@@ -236,9 +268,9 @@ def main():
         if (rc, out) != (ref_rc, ref_out):
             fail("program changed by the preload: exit %d vs %d, stdout %s" %
                  (rc, ref_rc, "same" if out == ref_out else "differs"))
-        if o.mode != "busy" and "tbprof" in err:
+        if mode != "busy" and "tbprof" in err:
             fail("tbprof wrote to stderr: %s" % err.strip())
-        if o.mode == "busy" and err.count("tbprof") > 1:
+        if mode == "busy" and err.count("tbprof") > 1:
             fail("more than one tbprof warning: %s" % err.strip())
         if not os.path.exists(env["TBPROF_OUT"]):
             fail("no trace written")
@@ -251,16 +283,17 @@ def main():
             fail("no API records in the trace")
         cl = clocks(recs)
 
-        if o.mode in ("callback", "no-ts-callback"):
-            want = CLOCK_CUPTI_CALLBACK if o.mode == "callback" else CLOCK_BRACKETED
+        if mode in ("callback", "no-ts-callback"):
+            want = CLOCK_CUPTI_CALLBACK if mode == "callback" else CLOCK_BRACKETED
             if len(cl) != 1 or cl[0]["method"] != want:
                 fail("CLOCK records %s, want one with method %d" % (cl, want))
                 return 1
-            tol = 0 if o.mode == "callback" else cl[0]["uncertainty_ns"]
+            tol = 0 if mode == "callback" else cl[0]["uncertainty_ns"]
             n = compare_with_truth(recs, truth, tol)
+            gpu_in_time_order(recs)
             print("%s: %d GPU ops matched truth (tolerance %d ns), %d API records"
-                  % (o.mode, n, tol, api_count))
-        elif o.mode == "dropped":
+                  % (mode, n, tol, api_count))
+        elif mode == "dropped":
             lost = sum(f["count"] for k, f, _ in recs if k == "lost" and f.get("source") == LOST_CUPTI)
             gpu_truth = [t for t in truth if t.get("gpu") == "1" and t.get("captured", "0") == "0"
                          and t["op"] in GPU_KIND]
@@ -278,8 +311,8 @@ def main():
                   % (gpu_count, len(gpu_truth), lost))
         else:
             if gpu_count:
-                fail("%d GPU records in a %s trace" % (gpu_count, o.mode))
-            if o.mode == "no-libcupti":
+                fail("%d GPU records in a %s trace" % (gpu_count, mode))
+            if mode == "no-libcupti":
                 nn = notices(recs, NOTICE_NO_CUPTI)
                 if len(nn) != 1 or len([1 for k, _, _ in recs if k == "notice"]) != 1:
                     fail("want exactly one notice (NO_CUPTI), got %s" %
@@ -288,18 +321,18 @@ def main():
                     msg = strings_of(recs).get(nn[0]["message"], "")
                     if msg != "API-only trace: libcupti not found":
                         fail("notice text %r" % msg)
-            if o.mode == "busy":
+            if mode == "busy":
                 if len(notices(recs, NOTICE_CUPTI_IN_USE)) != 1:
                     fail("want one CUPTI_IN_USE notice")
                 if "in use by another tool" not in err:
                     fail("no warning on stderr")
-            if o.mode in ("no-libcupti", "busy"):
+            if mode in ("no-libcupti", "busy"):
                 if len(cl) != 1 or cl[0]["method"] != CLOCK_HOOK_SIDE:
                     fail("CLOCK records %s, want one hook-side" % cl)
-            if o.mode == "disabled" and any(c["method"] != CLOCK_HOOK_SIDE for c in cl):
+            if mode == "disabled" and any(c["method"] != CLOCK_HOOK_SIDE for c in cl):
                 # the hooks do not start CUPTI at all with TBPROF_CUPTI=0
                 fail("CLOCK records %s, want none or hook-side" % cl)
-            print("%s: %d API records, no GPU records" % (o.mode, api_count))
+            print("%s: %d API records, no GPU records" % (mode, api_count))
     return 1 if failures else 0
 
 

@@ -65,7 +65,7 @@ static const struct tbp_record *gpu_by_corr(uint64_t corr)
 /* A plan of API calls, each with one GPU op (or none), run through the
  * hooks' protocol: corr = next, enter, op, exit. */
 struct call { uint64_t corr; struct fakecupti_op op; int has_op; };
-static struct call calls[64];
+static struct call calls[256];
 static size_t ncalls;
 static uint64_t next_corr = 1000;
 
@@ -296,6 +296,28 @@ static void api_only(const char *why, int no_driver)
 	CHECK(fake_warnings == 0, "silent unless TBPROF_VERBOSE");
 }
 
+/* A libcupti that dies in its first call (cupti_probe.c): the probe's copy of the process dies, this
+ * process never calls it -- no subscribe, no callbacks, no pushes -- and says so once, API-only. */
+static void scenario_crashing_libcupti(void)
+{
+	setenv("FAKE_CUPTI_CRASH", "1", 1);
+	configure((struct fakecupti_config){ 0 });
+	tbp_cupti_start();
+	run_workload();
+	tbp_cupti_flush();
+	tbp_cupti_stop();
+	CHECK(notices(TBP_NOTICE_CUPTI_ERROR) == 1, "%zu CUPTI_ERROR notices", notices(TBP_NOTICE_CUPTI_ERROR));
+	const struct tbp_record *n = nth_kind(TBP_K_NOTICE, 0);
+	CHECK(n && strstr(fake_string(n->u.notice.message), "cannot work with this CUDA driver") &&
+		      strstr(fake_string(n->u.notice.message), "cuptiGetVersion"),
+	      "notice text: %s", n ? fake_string(n->u.notice.message) : "(none)");
+	const struct tbp_record *c = only_clock();
+	CHECK(c && c->u.clock.method == TBP_CLOCK_HOOK_SIDE, "hook-side clock");
+	CHECK(count_gpu() == 0 && fakecupti_pushes() == 0, "nothing collected");
+	CHECK(!fakecupti_callbacks_registered() && !fakecupti_ts_callback_registered(), "libcupti never called");
+	CHECK(fake_warnings == 0, "silent unless TBPROF_VERBOSE");
+}
+
 static void scenario_dropped(void)
 {
 	configure((struct fakecupti_config){ .dropped = 17 });
@@ -306,6 +328,49 @@ static void scenario_dropped(void)
 	CHECK(count_kind(TBP_K_LOST) == 1, "%zu LOST records", count_kind(TBP_K_LOST));
 	const struct tbp_record *l = nth_kind(TBP_K_LOST, 0);
 	CHECK(l && l->u.lost.count == 17 && l->u.lost.source == TBP_LOST_CUPTI, "lost fields");
+}
+
+/* CUPTI asking for buffers faster than it gives them back (issue #15): the first requests share the cap
+ * (TBPROF_CUPTI_BUFFER_SIZE, default 32 MiB), the next get no buffer (CUPTI drops and counts), one notice
+ * says so, and a buffer given back is handed out again.  The old pool allocated on every request. */
+static void scenario_buffer_cap(size_t cap)
+{
+	tbp_cfg.cupti_buffer_bytes = cap;
+	size_t want_cap = cap ? cap : 32u << 20;
+	configure((struct fakecupti_config){ 0 });
+	tbp_cupti_start();
+	uint8_t *held[64];
+	size_t sizes[64], granted = 0, total = 0, refused = 0;
+	for (int i = 0; i < 64; i++) {
+		held[i] = fakecupti_request_buffer(&sizes[i]);
+		if (held[i]) {
+			CHECK(sizes[i] > 0 && ((uintptr_t)held[i] & 7) == 0, "buffer %d: size %zu, aligned", i, sizes[i]);
+			granted++;
+			total += sizes[i];
+		} else {
+			CHECK(sizes[i] == 0, "a refused request says size 0 (got %zu)", sizes[i]);
+			refused++;
+		}
+	}
+	CHECK(total <= want_cap, "%zu bytes handed out, cap %zu", total, want_cap);
+	CHECK(granted >= 4 && total + sizes[0] > want_cap, "%zu buffers, %zu bytes: the cap is used", granted, total);
+	CHECK(refused == 64 - granted, "%zu refused", refused);
+	CHECK(notices(TBP_NOTICE_TEXT) == 1, "%zu notices of the cap", notices(TBP_NOTICE_TEXT));
+	/* One given back: the next request gets that very buffer, nothing new is allocated. */
+	fakecupti_complete_buffer(held[0], sizes[0]);
+	size_t again_size = 0;
+	uint8_t *again = fakecupti_request_buffer(&again_size);
+	CHECK(again == held[0] && again_size == sizes[0], "a buffer given back is reused");
+	size_t none_size = 1;
+	CHECK(!fakecupti_request_buffer(&none_size) && none_size == 0, "still at the cap");
+	for (size_t i = 1; i < granted; i++)
+		fakecupti_complete_buffer(held[i], sizes[i]);
+	fakecupti_complete_buffer(again, again_size);
+	/* Everything back: the workload still runs and joins through the pooled buffers. */
+	run_workload();
+	tbp_cupti_stop();
+	check_workload(0);
+	CHECK(notices(TBP_NOTICE_TEXT) == 1, "the cap is said once");
 }
 
 static void scenario_nesting(void)
@@ -509,6 +574,108 @@ static void scenario_sorted(void)
 	CHECK(n == 12 && disorder == 0, "%zu kernels, %zu out of start order", n, disorder);
 }
 
+/* One run of the `shuffled` workload in a child: CUPTI's records handed
+ * over in the order `seed` gives (0: as they came), in several flushes, one
+ * of them after the hold of the first records is over.  The child writes its
+ * GPU records (kind, start, end, stream, corr), in the order written, to
+ * `path`. */
+static void shuffled_child(uint64_t seed, const char *path)
+{
+	configure((struct fakecupti_config){ .shuffle_seed = seed });
+	tbp_cupti_start();
+	const uint64_t base = 5000000000000ull; /* fixed: both children script the same times */
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < 24; i++) {
+			/* three streams; a long op on stream 2 overlapping later short ones */
+			uint64_t start = base + (uint64_t)round * 100000000ull + (uint64_t)i * 1000;
+			struct fakecupti_op op = { .kind = i % 5 == 4 ? FAKE_MEMSET : i % 7 == 3 ? FAKE_MEMCPY : FAKE_KERNEL,
+						   .name = "_Z1kv", .stream = (uint32_t)i % 3, .start = start,
+						   .end = start + (i % 3 == 2 ? 9000 : 500), .bytes = 64,
+						   .copy_kind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD };
+			api_call(&op);
+			if (i % 8 == 7)
+				cuptiActivityFlushAll(0);
+		}
+		if (round == 1) {
+			/* the first rounds' records are past their hold at the next delivery */
+			struct timespec d = { 1, 100000000L };
+			nanosleep(&d, NULL);
+		}
+	}
+	tbp_cupti_stop();
+	FILE *f = fopen(path, "w");
+	if (!f)
+		_exit(3);
+	for (size_t i = 0; i < fake_nrecords; i++) {
+		const struct tbp_record *r = &fake_records[i];
+		if (r->kind >= TBP_K_GPU_KERNEL && r->kind <= TBP_K_GPU_SYNC)
+			fprintf(f, "%u %llu %llu %llu %llu\n", r->kind, (unsigned long long)r->ts,
+				(unsigned long long)r->u.gpu_kernel.end, (unsigned long long)r->u.gpu_kernel.stream,
+				(unsigned long long)r->u.gpu_kernel.corr);
+	}
+	fclose(f);
+	_exit(0);
+}
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	static char buf[2][1 << 16];
+	static int which;
+	char *b = buf[which++ & 1];
+	size_t n = fread(b, 1, sizeof buf[0] - 1, f);
+	b[n] = 0;
+	fclose(f);
+	return b;
+}
+
+/* The same GPU work handed over in order and shuffled (two seeds) gives the
+ * same GPU records, in the same (start-time) order, each joined. */
+static void scenario_shuffled(void)
+{
+	char dir[] = "/tmp/tbp-shuffled-XXXXXX";
+	if (!mkdtemp(dir)) {
+		CHECK(0, "mkdtemp");
+		return;
+	}
+	static const uint64_t seeds[] = { 0, 1, 77 };
+	char paths[3][64];
+	for (int i = 0; i < 3; i++) {
+		snprintf(paths[i], sizeof paths[i], "%s/%d", dir, i);
+		pid_t pid = fork();
+		if (pid == 0)
+			shuffled_child(seeds[i], paths[i]);
+		int st = 0;
+		waitpid(pid, &st, 0);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %d exit status %d", i, st);
+	}
+	const char *ordered = slurp(paths[0]);
+	size_t lines = 0, unjoined = 0, disorder = 0;
+	unsigned long long last = 0;
+	for (const char *p = ordered; p && *p; p = strchr(p, '\n') + 1) {
+		unsigned kind;
+		unsigned long long ts, end, stream, corr;
+		if (sscanf(p, "%u %llu %llu %llu %llu", &kind, &ts, &end, &stream, &corr) != 5)
+			break;
+		lines++;
+		unjoined += corr == 0;
+		disorder += ts < last;
+		last = ts;
+	}
+	CHECK(ordered && lines == 72 && unjoined == 0 && disorder == 0,
+	      "in order: %zu GPU records (want 72), %zu unjoined, %zu out of start order", lines, unjoined, disorder);
+	for (int i = 1; i < 3; i++) {
+		const char *shuffled = slurp(paths[i]);
+		CHECK(ordered && shuffled && strcmp(ordered, shuffled) == 0,
+		      "seed %llu: the GPU records differ from the in-order run's", (unsigned long long)seeds[i]);
+		unlink(paths[i]);
+	}
+	unlink(paths[0]);
+	rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2) {
@@ -542,10 +709,18 @@ int main(int argc, char **argv)
 		api_only("TBPROF_CUPTI=0", 0);
 	} else if (!strcmp(s, "no-driver")) {
 		api_only("no CUDA driver", 1);
-	} else if (!strcmp(s, "dropped"))
+	} else if (!strcmp(s, "crashing-libcupti"))
+		scenario_crashing_libcupti();
+	else if (!strcmp(s, "buffer-cap"))
+		scenario_buffer_cap(0);
+	else if (!strcmp(s, "buffer-cap-small"))
+		scenario_buffer_cap(1u << 20);
+	else if (!strcmp(s, "dropped"))
 		scenario_dropped();
 	else if (!strcmp(s, "sorted"))
 		scenario_sorted();
+	else if (!strcmp(s, "shuffled"))
+		scenario_shuffled();
 	else if (!strcmp(s, "bench"))
 		scenario_bench();
 	else if (!strcmp(s, "foreign-ids"))

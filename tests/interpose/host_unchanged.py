@@ -490,7 +490,7 @@ def main():
         with open(ro, "w") as f:
             f.write("keep")
         os.chmod(ro, 0o444)
-        cases = ["/dev/full", tmp, ro]
+        cases = ["/dev/full", os.path.join(tmp, "missing") + "/sub/", ro]
         if os.geteuid() == 0:
             cases.pop()   # root writes read-only files
         for bad in cases:
@@ -498,7 +498,8 @@ def main():
             p = subprocess.run([HOSTPROG, "plain"], cwd=d, env=preload_env({"TBPROF_OUT": bad}),
                                capture_output=True, text=True, timeout=60)
             lines = [l for l in p.stderr.splitlines() if l.startswith("tbprof: ")]
-            if len(lines) != 1 or not lines[0].startswith(f"tbprof: cannot write trace to {bad}: ") \
+            shown = bad + "trace.zst" if bad.endswith("/") else bad
+            if len(lines) != 1 or not lines[0].startswith(f"tbprof: cannot write trace to {shown}: ") \
                     or not lines[0].endswith("; tracing disabled"):
                 fail(f"TBPROF_OUT={bad}: expected one error line, got {p.stderr!r}")
             left = [f for f in os.listdir(tmp) if f != "ro.zst"] + traces(d)
@@ -524,7 +525,8 @@ def main():
                ("TBPROF_BUFFER_SIZE", "20000000000000000000K"), ("TBPROF_BUFFER_SIZE", "1K"),
                ("TBPROF_PY_SPAN_US", "-1"), ("TBPROF_PY_SPAN_US", "18446744073709551616"),
                ("TBPROF_PY_SPAN_US", "5ms"), ("TBPROF_PY_DEPTH", "0"), ("TBPROF_NATIVE_DEPTH", "500"),
-               ("TBPROF_FORK", "maybe"), ("TBPROF_TSC", "2"), ("TBPROF_ENABLE", "enable")]
+               ("TBPROF_FORK", "maybe"), ("TBPROF_TSC", "2"), ("TBPROF_ENABLE", "enable"),
+               ("TBPROF_CUPTI_BUFFER_SIZE", "64K"), ("TBPROF_CUPTI_BUFFER_SIZE", "32X")]
         for var, val in bad:
             d, rc, out = run_both([HOSTPROG, "plain"], {var: val})
             complete(d, "trace.zst", malloc=1)
@@ -534,6 +536,7 @@ def main():
             if len(lines) != 1 or not lines[0].startswith(f"tbprof: {var}={val}: ") or "default" not in lines[0]:
                 fail(f"{var}={val}: expected one line naming it, got {p.stderr!r}")
         good = {"TBPROF_BUFFER_SIZE": ["4K", "64k", "1M", "2MiB", "65536"], "TBPROF_PY_SPAN_US": ["0", "250"],
+                "TBPROF_CUPTI_BUFFER_SIZE": ["256K", "8M", "1G"],
                 "TBPROF_FORK": ["1", "0", "true", "FALSE", "yes", "No", "on", "off"], "TBPROF_VERBOSE": ["0", "off"]}
         for var, vals in good.items():
             for val in vals:
@@ -578,11 +581,63 @@ def main():
         expect_files(d, [])
         print("ok: TBPROF_ENABLE=0: programs unchanged, no trace file")
     elif s == "trace-all":
-        # TBPROF_TRACE_ALL=1: a process without CUDA still leaves a complete trace
-        d, rc, out = run_both(["ls", "-l", "/usr/include/linux"], {"TBPROF_TRACE_ALL": "1"})
+        # TBPROF_TRACE_ALL=1: a Python process without CUDA still leaves a
+        # complete trace; a process that is neither Python nor a CUDA user
+        # (ls, a shell, timeout) leaves none, so it cannot take the name
+        d, rc, out = run_both([sys.executable, "-c", "import time; time.sleep(0.01); print('hi')"],
+                              {"TBPROF_TRACE_ALL": "1"})
         expect_files(d, ["trace.zst"])
         kinds = complete(d, "trace.zst", process=1)
-        print(f"ok: TBPROF_TRACE_ALL=1: ls unchanged, trace with {kinds}")
+        print(f"ok: TBPROF_TRACE_ALL=1: python unchanged, trace with {kinds}")
+        for cmd in (["ls", "-l", "/usr/include/linux"], ["sh", "-c", "env >/dev/null; readlink /proc/self/exe"],
+                    ["timeout", "60", "true"]):
+            d, rc, out = run_both(cmd, {"TBPROF_TRACE_ALL": "1"})
+            expect_files(d, [])
+        print("ok: TBPROF_TRACE_ALL=1: ls, sh with helpers and timeout leave no file")
+        # a CUDA user is traced as without TBPROF_TRACE_ALL
+        d, rc, out = run_both([HOSTPROG, "plain"], {"TBPROF_TRACE_ALL": "1"})
+        expect_files(d, ["trace.zst"])
+        complete(d, "trace.zst", malloc=1)
+        print("ok: TBPROF_TRACE_ALL=1: a CUDA program is traced")
+    elif s == "rank":
+        # The launcher's rank variables land in the PROCESS record (tbanalyze
+        # info shows them); torchrun's agent and a plain process have none.
+        import json
+        cases = [
+            ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}, [], (1, 2, 1)),
+            ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "0"}, [], (3, 4, 0)),
+            ({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1"}, [], (5, 8, 1)),
+            # torchrun sets RANK for its workers: it wins over the srun task's
+            ({"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"}, [], (0, 2, 0)),
+            ({"RANK": "x1"}, [], None),
+            ({}, [], None),
+            # the agent under srun carries SLURM_PROCID but is no rank
+            ({"SLURM_PROCID": "5", "SLURM_NTASKS": "8"}, ["-m", "torch.distributed.run"], None),
+            ({"TORCHELASTIC_RUN_ID": "x"}, [], None),
+        ]
+        for extra, pyargs, want in cases:
+            env = dict(extra, TBPROF_TRACE_ALL="1")
+            # a stub module of torchrun's name: the command line is the agent's
+            if pyargs:
+                stub = tempfile.mkdtemp(prefix="tbp-agent-")
+                os.makedirs(os.path.join(stub, "torch", "distributed"))
+                for f in ("torch/__init__.py", "torch/distributed/__init__.py"):
+                    open(os.path.join(stub, f), "w").close()
+                with open(os.path.join(stub, "torch", "distributed", "run.py"), "w") as f:
+                    f.write("print('agent')\n")
+                env["PYTHONPATH"] = stub
+                cmd = [sys.executable] + pyargs
+            else:
+                cmd = [sys.executable, "-c", "print('rank')"]
+            d, rc, out = run_both(cmd, env)
+            name = traces(d)[0] if traces(d) else fail(f"{extra}: no trace ({traces(d)})")
+            info = subprocess.run([os.environ["TBANALYZE"], "info", "--json", os.path.join(d, name)],
+                                  capture_output=True, text=True)
+            proc = json.loads(info.stdout)["processes"][0]
+            got = (proc["rank"], proc["world_size"], proc["local_rank"]) if "rank" in proc else None
+            if got != want:
+                fail(f"{extra} {pyargs}: rank facts {got}, expected {want}")
+            print(f"ok: {extra} {pyargs}: rank facts {got}")
     elif s == "no-cuda":
         # processes that never touch CUDA leave no file and behave the same
         d, rc, out = run_both(["ls", "-l", "/usr/include/linux"])

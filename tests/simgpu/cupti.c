@@ -36,6 +36,8 @@ static bool busy_knob, no_ts_callback_knob;
 static uint64_t gpu_clock_offset = 1000000000000000000ull; /* SIMGPU_GPU_CLOCK_OFFSET_NS */
 static size_t queue_limit;                                   /* SIMGPU_CUPTI_QUEUE_LIMIT, 0 = none */
 static atomic_uint flush_period_ms = 100;                     /* SIMGPU_CUPTI_FLUSH_MS or cuptiActivityFlushPeriod */
+static uint64_t shuffle_state;                               /* SIMGPU_CUPTI_SHUFFLE seed, 0 = in order */
+static size_t n_held;                                        /* shuffle: records held back (deliver_lock) */
 
 /* Functions of the runtime stand-in, found at run time (never linked). */
 static void (*rt_set_observer)(simgpu_observer_fn, void *);
@@ -45,6 +47,10 @@ static int (*rt_stream_get_id)(void *, unsigned long long *);
 
 static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool enabled[CUPTI_ACTIVITY_KIND_COUNT];
+/* API records per callback id, by domain (SIMGPU_API_RUNTIME, SIMGPU_API_DRIVER): set all at once by
+ * cuptiActivityEnable(RUNTIME / DRIVER), one at a time by cuptiActivityEnableRuntimeApi / DriverApi. */
+#define API_CBID_MAX 1024
+static bool api_enabled[2][API_CBID_MAX];
 static CUpti_BuffersCallbackRequestFunc buffer_requested;
 static CUpti_BuffersCallbackCompleteFunc buffer_completed;
 static _Atomic(CUpti_TimestampCallbackFunc) ts_callback;
@@ -72,7 +78,7 @@ static size_t n_pend, cap_pend;
 static size_t dropped;
 /* Graph launches report several ops under one correlation id, on the calling
  * thread: one API/external-correlation record per call. */
-static __thread uint32_t last_api_corr, last_ext_corr;
+static __thread uint32_t last_api_corr;
 static int64_t next_grid_id = 1;
 
 static pthread_mutex_t deliver_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -155,6 +161,7 @@ static void at_fork_child(void)
 	pthread_mutex_init(&state_lock, NULL);
 	pthread_mutex_init(&deliver_lock, NULL);
 	n_pend = 0;
+	n_held = 0;
 	worker_started = false;
 	if (buffer_requested)
 		start_worker();
@@ -167,6 +174,7 @@ static void init(void)
 	gpu_clock_offset = env_u64("SIMGPU_GPU_CLOCK_OFFSET_NS", gpu_clock_offset);
 	queue_limit = (size_t)env_u64("SIMGPU_CUPTI_QUEUE_LIMIT", 0);
 	flush_period_ms = (unsigned)env_u64("SIMGPU_CUPTI_FLUSH_MS", flush_period_ms);
+	shuffle_state = env_u64("SIMGPU_CUPTI_SHUFFLE", 0);
 	find_runtime();
 	pthread_atfork(at_fork_prepare, at_fork_parent, at_fork_child);
 }
@@ -206,21 +214,30 @@ static void queue_record(const union any_record *r, size_t size, uint64_t ready)
 	n_pend++;
 }
 
-static const struct { const char *name; int cbid; } runtime_cbids[] = {
+struct cbid_name { const char *name; int cbid; };
+static const struct cbid_name runtime_cbids[] = {
 #include "runtime_cbids.inc"
 };
+static const struct cbid_name driver_cbids[] = {
+#include "driver_cbids.inc"
+};
+static const struct { const struct cbid_name *table; size_t n; } cbid_tables[2] = {
+	[SIMGPU_API_RUNTIME] = { runtime_cbids, sizeof(runtime_cbids) / sizeof(runtime_cbids[0]) },
+	[SIMGPU_API_DRIVER] = { driver_cbids, sizeof(driver_cbids) / sizeof(driver_cbids[0]) },
+};
 
-static int cbid_of(const char *api)
+static int cbid_of(unsigned domain, const char *api)
 {
-	/* API names are string literals of the runtime: cache by address (state_lock held). */
-	static struct { const char *api; int cbid; } cache[64];
-	size_t slot = ((uintptr_t)api >> 3) & 63;
+	/* API names are string literals of the runtime and driver (distinct per domain): cache by
+	 * address (state_lock held). */
+	static struct { const char *api; int cbid; } cache[256];
+	size_t slot = ((uintptr_t)api >> 3) & 255;
 	if (cache[slot].api == api)
 		return cache[slot].cbid;
 	int cbid = 0;
-	for (size_t i = 0; i < sizeof(runtime_cbids) / sizeof(runtime_cbids[0]); i++) {
-		if (strcmp(runtime_cbids[i].name, api) == 0) {
-			cbid = runtime_cbids[i].cbid;
+	for (size_t i = 0; i < cbid_tables[domain].n; i++) {
+		if (strcmp(cbid_tables[domain].table[i].name, api) == 0) {
+			cbid = cbid_tables[domain].table[i].cbid;
 			break;
 		}
 	}
@@ -334,25 +351,30 @@ static void observe(const struct simgpu_op *op, void *arg)
 		s->returnValue = (uint32_t)op->result;
 		queue_record(&r, sizeof(CUpti_ActivitySynchronization2), op->end_ns);
 	}
-	if (op->has_ext && enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION] && op->correlation_id != last_ext_corr) {
-		last_ext_corr = op->correlation_id;
+	/* The call's API record, if its callback id is enabled, with the external id pushed at the call
+	 * paired to it (as real CUPTI: no API record, no pair).  A driver call inside a static runtime
+	 * call has an id of its own (api_corr); its device work carries the runtime call's. */
+	unsigned domain = op->api_domain == SIMGPU_API_DRIVER ? SIMGPU_API_DRIVER : SIMGPU_API_RUNTIME;
+	uint32_t api_corr = op->api_corr ? op->api_corr : op->correlation_id;
+	int cbid = cbid_of(domain, op->api);
+	if (cbid >= 0 && cbid < API_CBID_MAX && api_enabled[domain][cbid] && api_corr != last_api_corr) {
+		last_api_corr = api_corr;
+		if (op->has_ext && enabled[CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION]) {
+			memset(&r, 0, sizeof(r));
+			r.ext.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
+			r.ext.externalKind = (CUpti_ExternalCorrelationKind)op->ext_kind;
+			r.ext.externalId = op->ext_id;
+			r.ext.correlationId = api_corr;
+			queue_record(&r, sizeof(CUpti_ActivityExternalCorrelation), op->host_end_ns);
+		}
 		memset(&r, 0, sizeof(r));
-		r.ext.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
-		r.ext.externalKind = (CUpti_ExternalCorrelationKind)op->ext_kind;
-		r.ext.externalId = op->ext_id;
-		r.ext.correlationId = op->correlation_id;
-		queue_record(&r, sizeof(CUpti_ActivityExternalCorrelation), op->host_end_ns);
-	}
-	if (enabled[CUPTI_ACTIVITY_KIND_RUNTIME] && op->correlation_id != last_api_corr) {
-		last_api_corr = op->correlation_id;
-		memset(&r, 0, sizeof(r));
-		r.api.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
-		r.api.cbid = (CUpti_CallbackId)cbid_of(op->api);
+		r.api.kind = domain == SIMGPU_API_DRIVER ? CUPTI_ACTIVITY_KIND_DRIVER : CUPTI_ACTIVITY_KIND_RUNTIME;
+		r.api.cbid = (CUpti_CallbackId)cbid;
 		r.api.start = to_record_clock(op->host_start_ns);
 		r.api.end = to_record_clock(op->host_end_ns);
 		r.api.processId = op->pid;
 		r.api.threadId = op->tid;
-		r.api.correlationId = op->correlation_id;
+		r.api.correlationId = api_corr;
 		r.api.returnValue = (uint32_t)op->result;
 		queue_record(&r, sizeof(CUpti_ActivityAPI), op->host_end_ns);
 	}
@@ -365,6 +387,191 @@ static void observe(const struct simgpu_op *op, void *arg)
 static struct pending *spare, *later;
 static size_t cap_spare, cap_later;
 
+/* Fills consumer buffers with records[0..n) in order, as many per buffer as fit. */
+static void hand_over(const struct pending *records, size_t n, CUpti_BuffersCallbackRequestFunc req,
+	CUpti_BuffersCallbackCompleteFunc done)
+{
+	size_t i = 0;
+	while (i < n) {
+		uint8_t *buf = NULL;
+		size_t size = 0, max_records = 0;
+		req(&buf, &size, &max_records);
+		uint8_t *base = buf;
+		size_t room = size;
+		if (buf && ((uintptr_t)buf & (RECORD_ALIGN - 1))) {
+			size_t skip = RECORD_ALIGN - ((uintptr_t)buf & (RECORD_ALIGN - 1));
+			base = skip < size ? buf + skip : NULL;
+			room = skip < size ? size - skip : 0;
+		}
+		if (!base || room < records[i].size) {
+			/* No usable buffer: this record is lost, as CUPTI drops it. */
+			pthread_mutex_lock(&state_lock);
+			dropped++;
+			pthread_mutex_unlock(&state_lock);
+			i++;
+			if (buf)
+				done(NULL, 0, buf, size, 0);
+			continue;
+		}
+		size_t used = 0, count = 0;
+		while (i < n && used + records[i].size <= room && (max_records == 0 || count < max_records)) {
+			memcpy(base + used, &records[i].rec, records[i].size);
+			used += records[i].size;
+			count++;
+			i++;
+		}
+		done(NULL, 0, buf, size, used + (size_t)(base - buf));
+	}
+}
+
+/* ------------------------------------------------------------------ SIMGPU_CUPTI_SHUFFLE
+ * Real CUPTI keeps device records in per-stream buffers and API/correlation records in a global
+ * one, and hands a buffer over when it is full or flushed: under load records of one stream
+ * arrive after later ones of another, and a little-used buffer can stay behind for a long time.
+ * Here each delivery splits its records into those buffers (one per stream, one global), holds
+ * about a third of them back for 1 to 3 further deliveries, and hands the rest plus the held ones
+ * now due over in a shuffled order.  Choices come from a xorshift generator seeded with the
+ * knob's value: a given seed makes the same choices for the same sequence of deliveries.  A
+ * forced flush hands everything over (still shuffled).  Touched only under deliver_lock. */
+struct held_record { struct pending p; uint32_t group; uint64_t due_round; };
+static struct held_record *held;
+static size_t cap_held;
+static uint64_t delivery_round;
+static struct held_record *shuffle_work;
+static size_t cap_shuffle_work;
+static struct pending *shuffle_out;
+static size_t cap_shuffle_out;
+struct shuffle_group { size_t start, n; };
+static struct shuffle_group *shuffle_groups;
+static size_t cap_shuffle_groups;
+
+static uint64_t shuffle_next(void)
+{
+	uint64_t x = shuffle_state;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	shuffle_state = x;
+	return x;
+}
+
+/* The buffer a record goes to: its stream's for device activity, the global one (UINT32_MAX)
+ * for API, correlation and synchronization records. */
+static uint32_t buffer_group(const union any_record *r)
+{
+	switch (r->head.kind) {
+	case CUPTI_ACTIVITY_KIND_KERNEL:
+	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return r->kernel.streamId;
+	case CUPTI_ACTIVITY_KIND_MEMCPY: return r->memcpy.streamId;
+	case CUPTI_ACTIVITY_KIND_MEMSET: return r->memset.streamId;
+	default: return UINT32_MAX;
+	}
+}
+
+static int held_cmp(const void *pa, const void *pb)
+{
+	const struct held_record *a = pa, *b = pb;
+	if (a->group != b->group)
+		return a->group < b->group ? -1 : 1;
+	if (a->due_round != b->due_round) /* here: the position it came in, to keep each buffer's order */
+		return a->due_round < b->due_round ? -1 : 1;
+	return 0;
+}
+
+static bool grow(void **array, size_t *cap, size_t need, size_t elem)
+{
+	if (need <= *cap)
+		return true;
+	size_t ncap = *cap ? *cap : 256;
+	while (ncap < need)
+		ncap *= 2;
+	void *n = realloc(*array, ncap * elem);
+	if (!n)
+		return false;
+	*array = n;
+	*cap = ncap;
+	return true;
+}
+
+static void hand_over_shuffled(const struct pending *records, size_t n, bool forced,
+	CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc done)
+{
+	delivery_round++;
+	/* This delivery's records plus the held ones now due, each tagged with its buffer. */
+	size_t n_due = 0;
+	for (size_t i = 0; i < n_held; i++)
+		n_due += forced || held[i].due_round <= delivery_round;
+	if (!grow((void **)&shuffle_work, &cap_shuffle_work, n + n_due, sizeof(*shuffle_work)) ||
+	    !grow((void **)&shuffle_out, &cap_shuffle_out, n + n_due, sizeof(*shuffle_out)) ||
+	    !grow((void **)&shuffle_groups, &cap_shuffle_groups, n + n_due, sizeof(*shuffle_groups))) {
+		hand_over(records, n, req, done); /* no memory to shuffle: in order beats lost */
+		return;
+	}
+	size_t w = 0, keep = 0, n_groups = 0, n_out = 0;
+	/* Held ones first (they are older), then this delivery's; sorting by (buffer, position) keeps
+	 * each buffer's records in the order they came. */
+	for (size_t i = 0; i < n_held; i++) {
+		if (forced || held[i].due_round <= delivery_round) {
+			shuffle_work[w] = held[i];
+			shuffle_work[w].due_round = w;
+			w++;
+		} else {
+			held[keep++] = held[i];
+		}
+	}
+	n_held = keep;
+	size_t first_new = w;
+	for (size_t i = 0; i < n; i++) {
+		shuffle_work[w].p = records[i];
+		shuffle_work[w].group = buffer_group(&records[i].rec);
+		shuffle_work[w].due_round = w;
+		w++;
+	}
+	/* Which of this delivery's buffers stay behind (decided per buffer, in buffer order). */
+	qsort(shuffle_work + first_new, w - first_new, sizeof(*shuffle_work), held_cmp);
+	size_t kept = first_new;
+	for (size_t i = first_new; i < w;) {
+		size_t j = i;
+		while (j < w && shuffle_work[j].group == shuffle_work[i].group)
+			j++;
+		uint64_t r = shuffle_next();
+		if (!forced && r % 3 == 0 && grow((void **)&held, &cap_held, n_held + (j - i), sizeof(*held))) {
+			uint64_t due = delivery_round + 1 + (r >> 8) % 3;
+			for (size_t k = i; k < j; k++) {
+				held[n_held] = shuffle_work[k];
+				held[n_held].due_round = due;
+				n_held++;
+			}
+		} else {
+			memmove(&shuffle_work[kept], &shuffle_work[i], (j - i) * sizeof(*shuffle_work));
+			kept += j - i;
+		}
+		i = j;
+	}
+	w = kept;
+	qsort(shuffle_work, first_new, sizeof(*shuffle_work), held_cmp);
+	/* Buffers: runs of one group (the due held ones and this delivery's are separate buffers). */
+	for (size_t i = 0; i < w;) {
+		size_t end = i < first_new ? first_new : w, j = i + 1;
+		while (j < end && shuffle_work[j].group == shuffle_work[i].group)
+			j++;
+		shuffle_groups[n_groups].start = n_out;
+		shuffle_groups[n_groups].n = j - i;
+		n_groups++;
+		for (size_t k = i; k < j; k++)
+			shuffle_out[n_out++] = shuffle_work[k].p;
+		i = j;
+	}
+	for (size_t i = n_groups; i > 1; i--) {
+		size_t j = (size_t)(shuffle_next() % i);
+		struct shuffle_group t = shuffle_groups[i - 1];
+		shuffle_groups[i - 1] = shuffle_groups[j];
+		shuffle_groups[j] = t;
+	}
+	for (size_t g = 0; g < n_groups; g++)
+		hand_over(shuffle_out + shuffle_groups[g].start, shuffle_groups[g].n, req, done);
+}
+
 /* Hands every record that is complete (or all, when forced) to the consumer. */
 static void deliver(bool forced)
 {
@@ -372,7 +579,9 @@ static void deliver(bool forced)
 	pthread_mutex_lock(&state_lock);
 	CUpti_BuffersCallbackRequestFunc req = buffer_requested;
 	CUpti_BuffersCallbackCompleteFunc done = buffer_completed;
-	if (!req || !done || n_pend == 0) {
+	/* Held-back buffers (SIMGPU_CUPTI_SHUFFLE) count every delivery, with new records or not, so
+	 * none stays behind more than three of them even when the program goes quiet. */
+	if (!req || !done || (n_pend == 0 && n_held == 0)) {
 		pthread_mutex_unlock(&state_lock);
 		pthread_mutex_unlock(&deliver_lock);
 		return;
@@ -407,37 +616,10 @@ static void deliver(bool forced)
 	}
 
 	/* Consumer callbacks run without our state lock: they may call back into us. */
-	size_t i = 0;
-	while (i < n_take) {
-		uint8_t *buf = NULL;
-		size_t size = 0, max_records = 0;
-		req(&buf, &size, &max_records);
-		uint8_t *base = buf;
-		size_t room = size;
-		if (buf && ((uintptr_t)buf & (RECORD_ALIGN - 1))) {
-			size_t skip = RECORD_ALIGN - ((uintptr_t)buf & (RECORD_ALIGN - 1));
-			base = skip < size ? buf + skip : NULL;
-			room = skip < size ? size - skip : 0;
-		}
-		if (!base || room < batch[i].size) {
-			/* No usable buffer: this record is lost, as CUPTI drops it. */
-			pthread_mutex_lock(&state_lock);
-			dropped++;
-			pthread_mutex_unlock(&state_lock);
-			i++;
-			if (buf)
-				done(NULL, 0, buf, size, 0);
-			continue;
-		}
-		size_t used = 0, count = 0;
-		while (i < n_take && used + batch[i].size <= room && (max_records == 0 || count < max_records)) {
-			memcpy(base + used, &batch[i].rec, batch[i].size);
-			used += batch[i].size;
-			count++;
-			i++;
-		}
-		done(NULL, 0, buf, size, used + (size_t)(base - buf));
-	}
+	if (shuffle_state)
+		hand_over_shuffled(batch, n_take, forced, req, done);
+	else
+		hand_over(batch, n_take, req, done);
 
 	/* Requeue the unfinished ones; the emptied batch array becomes the next spare. */
 	if (n_later) {
@@ -534,9 +716,54 @@ EXPORT CUptiResult cuptiActivityEnable(CUpti_ActivityKind kind)
 		return CUPTI_ERROR_NOT_INITIALIZED;
 	pthread_mutex_lock(&state_lock);
 	enabled[kind] = true;
+	/* The whole kind overrides per-API settings made before. */
+	if (kind == CUPTI_ACTIVITY_KIND_RUNTIME || kind == CUPTI_ACTIVITY_KIND_DRIVER)
+		memset(api_enabled[kind == CUPTI_ACTIVITY_KIND_DRIVER], 1, sizeof(api_enabled[0]));
 	install_observer();
 	pthread_mutex_unlock(&state_lock);
 	return CUPTI_SUCCESS;
+}
+
+static CUptiResult enable_api(unsigned domain, CUpti_CallbackId cbid, uint8_t enable)
+{
+	ensure_init();
+	if (busy_knob)
+		return CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+	if (!rt_set_observer)
+		return CUPTI_ERROR_NOT_INITIALIZED;
+	if (cbid >= API_CBID_MAX)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	pthread_mutex_lock(&state_lock);
+	api_enabled[domain][cbid] = enable != 0;
+	install_observer();
+	pthread_mutex_unlock(&state_lock);
+	return CUPTI_SUCCESS;
+}
+
+EXPORT CUptiResult cuptiActivityEnableRuntimeApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+	return enable_api(SIMGPU_API_RUNTIME, cbid, enable);
+}
+
+EXPORT CUptiResult cuptiActivityEnableDriverApi(CUpti_CallbackId cbid, uint8_t enable)
+{
+	return enable_api(SIMGPU_API_DRIVER, cbid, enable);
+}
+
+EXPORT CUptiResult cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t cbid, const char **name)
+{
+	if (!name)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	unsigned d = domain == CUPTI_CB_DOMAIN_DRIVER_API ? SIMGPU_API_DRIVER : SIMGPU_API_RUNTIME;
+	if (domain != CUPTI_CB_DOMAIN_DRIVER_API && domain != CUPTI_CB_DOMAIN_RUNTIME_API)
+		return CUPTI_ERROR_INVALID_PARAMETER;
+	for (size_t i = 0; i < cbid_tables[d].n; i++) {
+		if ((uint32_t)cbid_tables[d].table[i].cbid == cbid) {
+			*name = cbid_tables[d].table[i].name;
+			return CUPTI_SUCCESS;
+		}
+	}
+	return CUPTI_ERROR_INVALID_PARAMETER;
 }
 
 EXPORT CUptiResult cuptiActivityEnableAndDump(CUpti_ActivityKind kind) { return cuptiActivityEnable(kind); }
@@ -548,6 +775,8 @@ EXPORT CUptiResult cuptiActivityDisable(CUpti_ActivityKind kind)
 		return CUPTI_ERROR_INVALID_KIND;
 	pthread_mutex_lock(&state_lock);
 	enabled[kind] = false;
+	if (kind == CUPTI_ACTIVITY_KIND_RUNTIME || kind == CUPTI_ACTIVITY_KIND_DRIVER)
+		memset(api_enabled[kind == CUPTI_ACTIVITY_KIND_DRIVER], 0, sizeof(api_enabled[0]));
 	pthread_mutex_unlock(&state_lock);
 	return CUPTI_SUCCESS;
 }
@@ -733,6 +962,7 @@ EXPORT CUptiResult cuptiFinalize(void)
 	deliver(true);
 	pthread_mutex_lock(&state_lock);
 	memset(enabled, 0, sizeof(enabled));
+	memset(api_enabled, 0, sizeof(api_enabled));
 	ts_callback = NULL;
 	subscribed = false;
 	pthread_mutex_unlock(&state_lock);

@@ -13,6 +13,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -356,32 +357,88 @@ EXPORT CUresult cuLibraryLoadData(CUlibrary *lib, const void *code, CUjit_option
 	return cuModuleLoadData((CUmodule *)lib, code);
 }
 EXPORT CUresult cuLibraryUnload(CUlibrary lib) { return cuModuleUnload((CUmodule)lib); }
+/* A CUkernel (cuLibraryGetKernel) is a handle of its own, as in the real driver: the functions that take a
+ * CUfunction refuse it (cuFuncGetName answers CUDA_ERROR_INVALID_HANDLE; cuKernelGetName names it), while
+ * the launch functions take either (CUDA 12's cuLaunchKernel and cuLaunchKernelEx accept a CUkernel
+ * where a CUfunction is expected; a library whose statically linked runtime loads its kernels as a
+ * CUlibrary launches them so).  Few per process: interned by function, found by a scan. */
+#define CUKERNELS_MAX 4096
+struct sim_cukernel { void *function; };
+static struct sim_cukernel *cukernels[CUKERNELS_MAX];
+static size_t n_cukernels;
+static pthread_mutex_t cukernels_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct sim_cukernel *cukernel_of(const void *handle)
+{
+	struct sim_cukernel *found = NULL;
+	pthread_mutex_lock(&cukernels_lock);
+	for (size_t i = 0; i < n_cukernels && !found; i++)
+		if ((const void *)cukernels[i] == handle)
+			found = cukernels[i];
+	pthread_mutex_unlock(&cukernels_lock);
+	return found;
+}
+
+/* The function a launch runs: a CUfunction as it is, a CUkernel's function. */
+static CUfunction launched_function(CUfunction f)
+{
+	if (simgpu_kernel_name(f))
+		return f;
+	struct sim_cukernel *k = cukernel_of(f);
+	return k ? (CUfunction)k->function : f;
+}
+
 EXPORT CUresult cuLibraryGetKernel(CUkernel *k, CUlibrary lib, const char *name)
 {
-	return cuModuleGetFunction((CUfunction *)k, (CUmodule)lib, name);
+	CUfunction f;
+	if (!k)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult r = cuModuleGetFunction(&f, (CUmodule)lib, name);
+	if (r != CUDA_SUCCESS)
+		return r;
+	pthread_mutex_lock(&cukernels_lock);
+	struct sim_cukernel *found = NULL;
+	for (size_t i = 0; i < n_cukernels && !found; i++)
+		if (cukernels[i]->function == (void *)f)
+			found = cukernels[i];
+	if (!found && n_cukernels < CUKERNELS_MAX && (found = calloc(1, sizeof *found))) {
+		found->function = f;
+		cukernels[n_cukernels++] = found;
+	}
+	pthread_mutex_unlock(&cukernels_lock);
+	*k = (CUkernel)found;
+	return found ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 EXPORT CUresult cuKernelGetFunction(CUfunction *f, CUkernel k)
 {
-	if (!f || !simgpu_kernel_name(k))
+	struct sim_cukernel *ck = cukernel_of(k);
+	if (!f || !ck)
 		return CUDA_ERROR_INVALID_HANDLE;
-	*f = (CUfunction)k;
+	*f = (CUfunction)ck->function;
 	return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuFuncGetName(const char **name, CUfunction f)
 {
-	if (!name)
+	if (!name || !f)
 		return CUDA_ERROR_INVALID_VALUE;
 	*name = simgpu_kernel_name(f);
 	return *name ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
-EXPORT CUresult cuKernelGetName(const char **name, CUkernel k) { return cuFuncGetName(name, (CUfunction)k); }
+EXPORT CUresult cuKernelGetName(const char **name, CUkernel k)
+{
+	if (!name || !k)
+		return CUDA_ERROR_INVALID_VALUE;
+	struct sim_cukernel *ck = cukernel_of(k);
+	*name = ck ? simgpu_kernel_name(ck->function) : NULL;
+	return *name ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
 
 EXPORT CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction f)
 {
 	if (!pi)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!simgpu_kernel_name(f))
+	if (!simgpu_kernel_name(launched_function(f)))
 		return CUDA_ERROR_INVALID_HANDLE;
 	switch (attrib) {
 	case CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
@@ -417,6 +474,7 @@ static CUresult do_launch(const char *api, CUfunction f, unsigned gx, unsigned g
 	unsigned by, unsigned bz, unsigned shmem, CUstream s, int ptsz)
 {
 	unsigned grid[3] = { gx, gy, gz }, block[3] = { bx, by, bz };
+	f = launched_function(f);
 	DRIVER_CALL(simgpu_launch(api, f, grid, block, shmem, s, ptsz));
 }
 

@@ -25,7 +25,11 @@ struct simlib_driver {
 	CUresult (*launch_ex)(const CUlaunchConfig *, CUfunction, void **, void **);
 	CUresult (*module_load)(CUmodule *, const void *);
 	CUresult (*get_function)(CUfunction *, CUmodule, const char *);
+	CUresult (*library_load)(CUlibrary *, const void *, CUjit_option *, void **, unsigned, CUlibraryOption *,
+		void **, unsigned);
+	CUresult (*get_kernel)(CUkernel *, CUlibrary, const char *);
 	CUmodule module;
+	CUlibrary library;
 };
 
 static struct simlib_driver simlib_drv;
@@ -46,15 +50,38 @@ static void simlib_load(void)
 	gpa("cuLaunchKernelEx", (void **)&simlib_drv.launch_ex, 12000, 0, &st);
 	gpa("cuModuleLoadData", (void **)&simlib_drv.module_load, 12000, 0, &st);
 	gpa("cuModuleGetFunction", (void **)&simlib_drv.get_function, 12000, 0, &st);
+	gpa("cuLibraryLoadData", (void **)&simlib_drv.library_load, 12000, 0, &st);
+	gpa("cuLibraryGetKernel", (void **)&simlib_drv.get_kernel, 12000, 0, &st);
 	static const char image[] = "simgpu library module";
 	if (simlib_drv.module_load && simlib_drv.module_load(&simlib_drv.module, image) != CUDA_SUCCESS)
 		simlib_drv.module = NULL;
+	if (!simlib_drv.library_load || !simlib_drv.get_kernel ||
+	    simlib_drv.library_load(&simlib_drv.library, image, NULL, NULL, 0, NULL, NULL, 0) != CUDA_SUCCESS)
+		simlib_drv.library = NULL;
 }
 
 static inline const struct simlib_driver *simlib_driver(void)
 {
 	pthread_once(&simlib_once, simlib_load);
-	return simlib_drv.module && simlib_drv.launch && simlib_drv.launch_ex ? &simlib_drv : NULL;
+	return simlib_drv.module && simlib_drv.library && simlib_drv.launch && simlib_drv.launch_ex ? &simlib_drv
+												     : NULL;
+}
+
+/* The static runtime's own work inside its call, before it reaches the driver (checking arguments,
+ * packing parameters): SIMGPU_STATIC_RUNTIME_NS of host time (default 0).  A longer call lets other
+ * threads' driver calls fall inside it, as they do on a busy machine. */
+static inline void simlib_runtime_work(void)
+{
+	static int64_t ns = -1;
+	if (ns < 0) {
+		const char *v = getenv("SIMGPU_STATIC_RUNTIME_NS");
+		ns = v ? (int64_t)strtoull(v, NULL, 10) : 0;
+	}
+	if (ns > 0) {
+		uint64_t until = simgpu_now_ns() + (uint64_t)ns;
+		while (simgpu_now_ns() < until)
+			; /* spin: a sleep would let the scheduler decide what overlaps */
+	}
 }
 
 /* Launches kernel `name` on `stream` lasting `ns`, through cuLaunchKernelEx (ex != 0, as cuBLASLt does)
@@ -65,11 +92,15 @@ static inline CUresult simlib_launch(const char *name, unsigned gx, unsigned gy,
 	const struct simlib_driver *d = simlib_driver();
 	if (!d)
 		return CUDA_ERROR_NO_DEVICE;
+	/* cuBLASLt's launches (ex) pass a CUkernel, as a statically linked runtime that loads its kernels as a
+	 * CUlibrary does: only cuKernelGetName names it (the H100's cuLaunchKernelEx records had none from
+	 * cuFuncGetName).  cuBLAS and cuFFT pass a CUfunction. */
 	CUfunction f;
-	CUresult r = d->get_function(&f, d->module, name);
+	CUresult r = ex ? d->get_kernel((CUkernel *)&f, d->library, name) : d->get_function(&f, d->module, name);
 	if (r != CUDA_SUCCESS)
 		return r;
 	simgpu_static_begin(ex ? "cudaLaunchKernelExC" : "cudaLaunchKernel");
+	simlib_runtime_work();
 	simgpu_next_kernel_ns(ns);
 	if (ex) {
 		CUlaunchConfig cfg = { 0 };

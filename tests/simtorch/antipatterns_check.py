@@ -8,12 +8,19 @@ without --fixed, and reads tbanalyze --json:
 - pre-fix: kernel_burst (zero_grad's per-parameter zero_, memsets on CUDA) at the zero_() line, scalar_copy at
   the torch.tensor(scalar) line, ping_pong at the head's .to() lines, sync_hotspot at the .item() line;
 - --fixed: none of these findings at those lines, and no scalar copy, ping-pong or sync hotspot in the model;
-- kernels that autograd's device thread launches during loss.backward() carry that line in their call path.
+- kernels that autograd's device thread launches during loss.backward() carry that line in their call path;
+- on every run: no finding placed in the runner (run.py, runner/), the runner's cost shown apart (its findings
+  under "harness", the idle between iterations as harness_ns), and the report's time per step within 5 % of
+  run.py's "GPU Time per batch";
+- --small with batch 1024 (8 measured iterations), pre-fix vs --fixed (each pair run at the same time, so that
+  both see the same machine load): `tbanalyze diff` judges by time per step,
+  says improved and exits 0; the reverse order says regressed and exits 1.
 Exit 0 pass, 1 fail, 77 skip.
 """
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -46,22 +53,106 @@ def in_model(path):
     return bool(path) and path.endswith(MODEL_FILE)
 
 
-def traced_run(args, tmp, fixed):
-    trace = os.path.join(tmp, "fixed.zst" if fixed else "prefix.zst")
-    cmd = [os.path.join(args.build, "tests", "simgpu", "simtorch"), sys.executable,
-           os.path.join(args.source, "run.py"), "-m", "paper_antipatterns", "-d", "cuda", "-t", "train", "--small",
-           "--niter", "12", "--nwarmup", "1"] + (["--fixed"] if fixed else [])
-    env = dict(os.environ, LD_PRELOAD=os.path.join(args.build, "libtbprof", "libtbprof.so"), TBPROF_OUT=trace)
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    if p.returncode != 0:
-        fail(f"run.py {'--fixed ' if fixed else ''}exit {p.returncode}: {p.stderr[-2000:]}")
-        return None, None
+def in_runner(path):
+    parts = os.path.normpath(path or "").split(os.sep)
+    return "runner" in parts[:-1] or parts[-1] == "run.py"
+
+
+def traced_runs(args, tmp, small=True):
+    """Pre-fix and --fixed, run at the same time: on a shared machine both see the same load, so their times
+    per step compare (run one after the other, a change of load between them moved the ratio by 20 %).
+    Returns {fixed: (trace, report)}."""
+    # For the diff, --small with batch 1024: ~9 ms of simulated GPU work per step against ~5 ms of host work
+    # on an idle machine, which the pre-fix syncs (one per attention call, .item()) serialize: the fix is
+    # worth about a third of a step there; on a loaded machine each of those syncs also waits to be
+    # scheduled again (-44 % at load 10 on 2 cores).  The full size was host-bound under load: its 12
+    # blocks' launches dwarf what the fixes remove (+1 % at load 11, -12 % idle, so no verdict either way).
+    size = ["--small", "--niter", "12"] if small else ["--small", "--bs", "1024", "--niter", "8"]
+    runs = []
+    for fixed in (False, True):
+        name = ("fixed" if fixed else "prefix") + ("" if small else "-bs1024")
+        trace = os.path.join(tmp, name + ".zst")
+        cmd = [os.path.join(args.build, "tests", "simgpu", "simtorch"), sys.executable,
+               os.path.join(args.source, "run.py"), "-m", "paper_antipatterns", "-d", "cuda", "-t", "train",
+               "--nwarmup", "1"] + size + (["--fixed"] if fixed else [])
+        env = dict(os.environ, LD_PRELOAD=os.path.join(args.build, "libtbprof", "libtbprof.so"), TBPROF_OUT=trace)
+        out, err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        runs.append((fixed, name, trace, out, err, subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)))
+    results = {}
+    for fixed, name, trace, out, err, p in runs:
+        try:
+            rc = p.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            rc = "timeout"
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+        if rc != 0:
+            fail(f"run.py {'--fixed ' if fixed else ''}exit {rc}: {stderr[-2000:]}")
+            results[fixed] = (None, None)
+            continue
+        tbanalyze = os.path.join(args.build, "analyze", "tbanalyze")
+        rep = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True)
+        if rep.returncode != 0:
+            fail(f"tbanalyze --json exit {rep.returncode}: {rep.stderr[-500:]}")
+            results[fixed] = (None, None)
+            continue
+        report = json.loads(rep.stdout)
+        check_runner_apart(name, report)
+        check_time_per_step(name, report, stdout)
+        results[fixed] = (trace, report)
+    return results
+
+
+def check_runner_apart(name, report):
+    """The runner is the harness: none of its lines is a finding about the model; its cost is shown apart."""
+    for x in report["findings"]:
+        f, line = placed(x)
+        if in_runner(f):
+            fail(f"{name}: {x['kind']} placed in the runner at {f}:{line}")
+    harness = [placed(x) for x in report.get("harness", [])]
+    if any(not in_runner(f) for f, _ in harness):
+        fail(f"{name}: harness findings placed outside the runner: {harness}")
+    if not harness or not report["idle_breakdown"].get("harness_ns"):
+        fail(f"{name}: the runner's cost not shown apart (harness {harness}, "
+             f"harness_ns {report['idle_breakdown'].get('harness_ns')})")
+
+
+def check_time_per_step(name, report, stdout):
+    m = re.search(r"GPU Time per batch:\s*([0-9.]+) milliseconds", stdout)
+    steps = report.get("steps") or {}
+    if not m or not steps.get("median_ns"):
+        fail(f"{name}: no run.py GPU time per batch ({bool(m)}) or no time per step in the report ({steps})")
+        return
+    runner_ns, ours = float(m.group(1)) * 1e6, steps["median_ns"]
+    if abs(ours - runner_ns) > 0.05 * runner_ns:
+        fail(f"{name}: time per step {ours / 1e6:.3f} ms, run.py's GPU time per batch {runner_ns / 1e6:.3f} ms "
+             f"(more than 5 % apart)")
+    else:
+        print(f"{name}: time per step {ours / 1e6:.3f} ms, run.py {runner_ns / 1e6:.3f} ms "
+              f"({steps.get('source')}, {steps.get('count')} steps, {steps.get('warmup')} warm-up)")
+
+
+def check_diff(args, before, after):
+    """The fix is judged by time per step: improved (exit 0); the other way round, regressed (exit 1)."""
     tbanalyze = os.path.join(args.build, "analyze", "tbanalyze")
-    rep = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True)
-    if rep.returncode != 0:
-        fail(f"tbanalyze --json exit {rep.returncode}: {rep.stderr[-500:]}")
-        return None, None
-    return trace, json.loads(rep.stdout)
+    for a, b, want, want_rc in ((before, after, "improved", 0), (after, before, "regressed", 1)):
+        p = subprocess.run([tbanalyze, "diff", a, b, "--json"], capture_output=True, text=True)
+        try:
+            d = json.loads(p.stdout)
+        except ValueError:
+            fail(f"diff {os.path.basename(a)} {os.path.basename(b)}: exit {p.returncode}, no JSON: {p.stderr[-500:]}")
+            continue
+        tps = d.get("time_per_step") or {}
+        got = (d.get("judged_by"), tps.get("verdict"), p.returncode)
+        if got != ("time_per_step", want, want_rc):
+            fail(f"diff {os.path.basename(a)} {os.path.basename(b)}: (judged_by, verdict, exit) {got}, want "
+                 f"('time_per_step', '{want}', {want_rc}); time per step {tps}")
+        else:
+            print(f"diff {os.path.basename(a)} -> {os.path.basename(b)}: {want} "
+                  f"({tps.get('change_pct')} %), exit {p.returncode}")
 
 
 def backward_line_on_autograd_thread(args, trace, backward_line):
@@ -123,7 +214,8 @@ def main():
     want["ping_pong"] = {source_line(args.source, "self.model.head.to(self.device)")} | set(to_cpu)
     backward_line = source_line(args.source, "loss.backward()")
     with tempfile.TemporaryDirectory() as tmp:
-        trace, report = traced_run(args, tmp, fixed=False)
+        small = traced_runs(args, tmp)
+        trace, report = small[False]
         if report:
             for kind, lines in want.items():
                 sites = [placed(x) for x in report["findings"] if x["kind"] == kind]
@@ -133,7 +225,7 @@ def main():
                 else:
                     fail(f"pre-fix: no {kind} at lines {sorted(lines)} of {MODEL_FILE}; {kind} placed at {sites}")
             backward_line_on_autograd_thread(args, trace, backward_line)
-        trace, report = traced_run(args, tmp, fixed=True)
+        trace, report = small[True]
         if report:
             pattern_lines = set().union(*want.values())
             for x in report["findings"]:
@@ -142,6 +234,10 @@ def main():
                 # is no pre-fix pattern.  The patterns' own lines, and copies/syncs anywhere, must be gone.
                 if x["kind"] in want and in_model(f) and (line in pattern_lines or x["kind"] != "kernel_burst"):
                     fail(f"--fixed: {x['kind']} still reported at line {line}")
+        big_batch = traced_runs(args, tmp, small=False)
+        before, after = big_batch[False][0], big_batch[True][0]
+        if before and after:
+            check_diff(args, before, after)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 

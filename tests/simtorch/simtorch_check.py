@@ -3,9 +3,18 @@
 
     simtorch_check.py script --build B --source S
         tests/simtorch/scripts/train_classifier.py (an example-style training script: no marks, DataLoader,
-        Adam, .item() logging) under simtorch with and without libtbprof: same output apart from values, trace
-        equal to the truth, and a report its author can act on: the top findings placed at the script's own
-        lines (not in torch), a sync hotspot at one of its syncs (.item(), pageable .to(device)).
+        Adam, .item() logging, its batch loop inline in train() called once per epoch, and 30 ms of one-time
+        Python work on its first batch) under simtorch with and without libtbprof: same output apart from
+        values, trace equal to the truth, and a report its author can act on: steps detected, one per batch
+        (epochs x batches, not epochs), the first set apart as warm-up; the top findings placed at the script's
+        own lines (not in torch), a sync hotspot at one of its syncs (.item(), pageable .to(device)); the
+        first batch's one-time work no finding (with --no-markers, which turns steps off, it is one: the
+        check can fail).
+
+    simtorch_check.py backward --build B --source S
+        tests/simtorch/scripts/slow_backward.py (a custom autograd.Function whose backward spends 20 ms in
+        Python, on autograd's device thread, while the main thread waits in loss.backward()): the idle time
+        during backward blamed on that backward's line, not on Tensor.backward or the loss.backward() line.
 
     simtorch_check.py zoo MODEL --build B [--timeout S]
         run.py -m MODEL -d cuda --small, 1 warm-up + 1 measured iteration, train and eval, under simtorch
@@ -13,6 +22,17 @@
         lines included); the trace's kernels, copies and memsets equal simgpu's ground truth (count, start,
         end, stream, kind, GEMMs and FFTs included); the report's breakdown equals the truth's timeline over
         the report's window to the nanosecond.
+
+    simtorch_check.py join --build B --source S
+        tests/simtorch/scripts/train_join.py (an MLP trained for 4 steps: GEMMs through simgpu's cuBLAS and
+        cuBLASLt, which launch as a statically linked runtime does) under simtorch with libtbprof, once with
+        CUPTI's buffers in order and once with SIMGPU_CUPTI_SHUFFLE (handed over late, out of time order).  In
+        each trace: the GPU records equal the truth, each is joined to the very launch that made it (its corr is
+        the id simgpu saw pushed for that op) and carries a line of the script, the forward GEMMs the line that
+        calls the model and the backward ones the loss.backward() line; the GPU records are in time order and
+        tbanalyze reports nothing out of order.  The two reports agree on every figure that does not depend on
+        the run's timing (counts per kind, device, stream and kernel name; steps; window iterations); the
+        timed ones equal each run's own truth (check_trace).
 
 Exit 0 pass, 1 fail, 77 skip (no PyTorch CUDA build, or simgpu not built).
 """
@@ -121,6 +141,138 @@ def check_trace(build, trace, truth_path, what):
     print(f"{what}: {len(got)} GPU records (= truth, {len(libs)} library kernels), busy {busy} ns of {hi - lo}")
 
 
+GEMM_NAMES = ("gemm", "nvjet", "splitKreduce", "gemv")
+
+
+def join_check(build, trace, truth_path, script_path, what):
+    """Every GPU record joined to its own launch, at a line of the script; GEMMs at the forward/backward lines.
+    Returns the JSON report, or None."""
+    tbanalyze = os.path.join(build, "analyze", "tbanalyze")
+    dump = subprocess.run([tbanalyze, "dump", trace, "--json"], capture_output=True, text=True)
+    if dump.returncode != 0:
+        fail(f"{what}: tbanalyze dump exit {dump.returncode}: {dump.stderr[-500:]}")
+        return None
+    recs = [json.loads(line) for line in dump.stdout.splitlines() if line.strip()]
+    with open(script_path) as f:
+        lines = f.readlines()
+    marked = {tag: n for n, line in enumerate(lines, 1) for tag in ("forward", "backward") if f"JOIN:{tag}" in line}
+    frames = {r["id"]: (os.path.realpath(r.get("file_str", "")), r["line"]) for r in recs if r["kind"] == "pyframe"}
+    paths = {r["id"]: (r["frame"], r["parent"]) for r in recs if r["kind"] == "callpath"}
+
+    def script_line(cp):
+        """The innermost frame of the script on call path cp (None if the script is not on it)."""
+        seen = 0
+        while cp and seen < 1000:
+            frame, parent = paths.get(cp, (0, 0))
+            file, line = frames.get(frame, ("", 0))
+            if file == script_path:
+                return line
+            cp, seen = parent, seen + 1
+        return None
+
+    api_kinds = {"launch", "memcpy", "memset", "api", "sync", "malloc", "free"}
+    calls = {r["corr"]: r for r in recs if r["kind"] in api_kinds and r.get("corr")}
+    truth = {}
+    for t in read_truth(truth_path):
+        if t["gpu"] == "1" and t["op"] in ("kernel", "memcpy", "memset"):
+            truth[(t["op"], int(t["start"]), int(t["end"]), int(t["stream"]))] = t
+    kinds = {"gpu_kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+    unjoined, wrong, lineless, gemm_lines, last_ts, back = [], [], [], {}, {}, 0
+    for r in recs:
+        if r["kind"] not in kinds:
+            continue
+        if r["ts"] < last_ts.get(r["device"], 0):
+            back += 1
+        last_ts[r["device"]] = max(last_ts.get(r["device"], 0), r["ts"])
+        name = r.get("name_str", kinds[r["kind"]])
+        call = calls.get(r["corr"])
+        if not r["corr"] or call is None:
+            unjoined.append(name)
+            continue
+        t = truth.get((kinds[r["kind"]], r["ts"], r["end"], r["stream"]))
+        if t is None or t.get("ext_id", "-") == "-" or int(t["ext_id"]) != r["corr"]:
+            wrong.append((name, r["corr"], t.get("ext_id") if t else None))
+            continue
+        line = script_line(call.get("callpath", 0))
+        if line is None:
+            lineless.append((name, call.get("api_name")))
+            continue
+        if any(g in name for g in GEMM_NAMES):
+            gemm_lines[line] = gemm_lines.get(line, 0) + 1
+    n_gpu = sum(1 for r in recs if r["kind"] in kinds)
+    if unjoined:
+        fail(f"{what}: {len(unjoined)} of {n_gpu} GPU records joined to no API call, e.g. {unjoined[:3]}")
+    if wrong:
+        fail(f"{what}: {len(wrong)} GPU records joined to another launch than theirs (name, corr, truth id): "
+             f"{wrong[:3]}")
+    if lineless:
+        fail(f"{what}: {len(lineless)} GPU records whose call has no line of the script: {lineless[:3]}")
+    if back:
+        fail(f"{what}: {back} GPU records come after later ones of their device in the trace")
+    # 3 Linear layers x 4 steps forward; backward: the weight gradient of each layer and the input gradient of
+    # the two upper ones (the first layer's input needs none), x 4 steps.
+    fwd, bwd = gemm_lines.get(marked["forward"], 0), gemm_lines.get(marked["backward"], 0)
+    if fwd != 12 or bwd != 20 or set(gemm_lines) - {marked["forward"], marked["backward"]}:
+        fail(f"{what}: GEMMs by script line {gemm_lines}; want 12 at the forward line {marked['forward']}, "
+             f"20 at the backward line {marked['backward']} and none elsewhere")
+    rep = subprocess.run([tbanalyze, trace], capture_output=True, text=True)
+    if rep.returncode != 0 or "out of time order" in rep.stdout + rep.stderr:
+        fail(f"{what}: tbanalyze exit {rep.returncode}; says records are out of order:\n{rep.stdout[-1500:]}")
+    rep = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True)
+    if rep.returncode != 0:
+        fail(f"{what}: tbanalyze --json exit {rep.returncode}")
+        return None
+    report = json.loads(rep.stdout)
+    if report["trace"]["out_of_order"]:
+        fail(f"{what}: report trace.out_of_order {report['trace']['out_of_order']}")
+    print(f"{what}: {n_gpu - len(unjoined) - len(wrong)} of {n_gpu} GPU records joined to their own launch, "
+          f"GEMMs {fwd} at the forward line, {bwd} at the backward line")
+    return report
+
+
+def untimed_figures(report):
+    """The report's figures that do not depend on the run's timing."""
+    return {
+        "counts": {k: v for k, v in report["counts"].items() if k != "python_spans"},
+        "devices": [(d["device"], d["kernels"], d["memcpy"], d["memset"],
+                     sorted((s["stream"], s["kernels"], s["memcpy"], s["memset"]) for s in d["streams"]))
+                    for d in report["devices"]],
+        "kernels": sorted((k["name"], k["count"]) for k in report["kernels"]),
+        "steps": (report["steps"]["count"], report["steps"]["warmup"]),
+        "iterations": report["window"]["iterations"],
+        "out_of_order": report["trace"]["out_of_order"],
+    }
+
+
+def join(args):
+    simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
+    libtbprof = os.path.join(args.build, "libtbprof", "libtbprof.so")
+    path = os.path.realpath(os.path.join(args.source, "tests", "simtorch", "scripts", "train_join.py"))
+    cmd = [simtorch, sys.executable, path]
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    plain = run(cmd, env, args.timeout, "join (plain)")
+    reports = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        # shuffled: many deliveries (every 5 ms), a third of the buffers held back 1 to 3 of them
+        for mode, extra in (("in order", {}), ("shuffled", {"SIMGPU_CUPTI_SHUFFLE": "11",
+                                                             "SIMGPU_CUPTI_FLUSH_MS": "5"})):
+            trace, truth = os.path.join(tmp, f"{len(reports)}.zst"), os.path.join(tmp, f"{len(reports)}.truth")
+            traced = run(cmd, dict(env, LD_PRELOAD=libtbprof, TBPROF_OUT=trace, SIMGPU_TRUTH=truth, **extra),
+                         args.timeout, f"join {mode} (libtbprof)")
+            if not plain or not traced:
+                return
+            if shape(plain.stdout) != shape(traced.stdout):
+                fail(f"join {mode}: stdout differs under libtbprof\n--- plain\n{plain.stdout}--- libtbprof\n"
+                     f"{traced.stdout}")
+            check_trace(args.build, trace, truth, f"join {mode}")
+            reports[mode] = join_check(args.build, trace, truth, path, f"join {mode}")
+    if all(reports.values()):
+        a, b = untimed_figures(reports["in order"]), untimed_figures(reports["shuffled"])
+        if a != b:
+            fail(f"join: the shuffled run's report differs from the in-order one's:\n{a}\n{b}")
+
+
 def zoo(args):
     simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
     libtbprof = os.path.join(args.build, "libtbprof", "libtbprof.so")
@@ -149,9 +301,12 @@ def zoo(args):
 def script(args):
     simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
     path = os.path.realpath(os.path.join(args.source, "tests", "simtorch", "scripts", "train_classifier.py"))
-    cmd = [simtorch, sys.executable, path, "--log-interval", "2"]
+    epochs, train_size, batch_size = 2, 256, 32
+    cmd = [simtorch, sys.executable, path, "--log-interval", "2", "--epochs", str(epochs), "--train-size",
+           str(train_size), "--batch-size", str(batch_size), "--lazy-setup-ms", "30"]
     with open(path) as f:
         text = f.readlines()
+    lazy_lines = {n for n, line in enumerate(text, 1) if "build_lookup_table(" in line}
     # Where the script waits for the GPU: the logging .item(), and the pageable host-to-device copies
     # (PyTorch synchronizes the stream after each).
     sync_lines = {n for n, line in enumerate(text, 1) if "loss.item()" in line or "data.to(device)" in line}
@@ -168,9 +323,31 @@ def script(args):
         if shape(plain.stdout) != shape(traced.stdout):
             fail(f"script: stdout differs under libtbprof\n--- plain\n{plain.stdout}--- libtbprof\n{traced.stdout}")
         check_trace(args.build, trace, truth, "script")
-        rep = subprocess.run([os.path.join(args.build, "analyze", "tbanalyze"), trace, "--json"],
-                             capture_output=True, text=True)
-        findings = json.loads(rep.stdout)["findings"] if rep.returncode == 0 else []
+        tbanalyze = os.path.join(args.build, "analyze", "tbanalyze")
+        rep = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True)
+        report = json.loads(rep.stdout) if rep.returncode == 0 else {}
+        findings = report.get("findings", [])
+        steps = report.get("steps") or {}
+        batches = epochs * -(-train_size // batch_size)
+        got = (steps.get("source"), steps.get("count"), steps.get("warmup"))
+        if got != ("detected", batches, 1):
+            fail(f"script: steps (source, count, warm-up) {got}, want ('detected', {batches}, 1): one per batch")
+        else:
+            print(f"script: {batches} steps detected (one per batch), 1 warm-up, "
+                  f"median {steps.get('median_ns')} ns per step")
+
+        def at_lazy(x):
+            return any(os.path.realpath(f["file"]) == path and (f["line"] in lazy_lines or
+                                                                f["function"] == "build_lookup_table")
+                       for f in ((x.get("where") or {}).get("python") or [])[:1])
+        lazy = [x["kind"] for x in findings if at_lazy(x)]
+        if lazy:
+            fail(f"script: the first batch's one-time work reported as steady-state findings: {lazy}")
+        whole = subprocess.run([tbanalyze, trace, "--json", "--no-markers"], capture_output=True, text=True)
+        whole_findings = json.loads(whole.stdout)["findings"] if whole.returncode == 0 else []
+        if not any(x["kind"] == "idle_gap" and at_lazy(x) for x in whole_findings):
+            fail("script: with --no-markers (no steps) no idle_gap at the first batch's one-time work: "
+                 "the check above cannot fail")
         placed = []
         for x in findings[:3]:
             frames = (x.get("where") or {}).get("python") or []
@@ -187,9 +364,65 @@ def script(args):
         print(f"script: top findings {placed}")
 
 
+def backward(args):
+    simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
+    path = os.path.realpath(os.path.join(args.source, "tests", "simtorch", "scripts", "slow_backward.py"))
+    with open(path) as f:
+        text = f.readlines()
+    # The lines of PythonScaledGrad.backward: from its def to the next def/class at its indentation or less.
+    start = next(n for n, line in enumerate(text, 1) if "def backward(ctx, grad)" in line)
+    stop = next((n for n, line in enumerate(text, 1) if n > start and line.strip()
+                 and len(line) - len(line.lstrip()) <= len(text[start - 1]) - len(text[start - 1].lstrip())),
+                len(text) + 1)
+    while start > 1 and text[start - 2].strip().startswith("@"):  # a span's line is the code's first: the decorator's
+        start -= 1
+    backward_lines = set(range(start, stop))
+    call_line = next(n for n, line in enumerate(text, 1) if line.strip() == "loss.backward()")
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = os.path.join(tmp, "b.zst")
+        libtbprof = os.path.join(args.build, "libtbprof", "libtbprof.so")
+        env = dict(os.environ, LD_PRELOAD=libtbprof, TBPROF_OUT=trace)
+        if not run([simtorch, sys.executable, path, "--steps", "5", "--backward-ms", "20"], env, args.timeout,
+                   "backward (libtbprof)"):
+            return
+        rep = subprocess.run([os.path.join(args.build, "analyze", "tbanalyze"), trace, "--json"],
+                             capture_output=True, text=True)
+        if rep.returncode != 0:
+            fail(f"backward: tbanalyze --json exit {rep.returncode}: {rep.stderr[-500:]}")
+            return
+        report = json.loads(rep.stdout)
+        gaps = [x for x in report["findings"] if x["kind"] == "idle_gap"]
+        if not gaps:
+            fail("backward: no idle_gap finding")
+            return
+        top = max(gaps, key=lambda x: x["total_ns"])
+        frames = (top.get("where") or {}).get("python") or []
+        leaf = frames[0] if frames else {}
+        placed = (os.path.realpath(leaf.get("file", "")), leaf.get("line"), leaf.get("function"))
+        if placed[0] != path or placed[1] not in backward_lines or "backward" not in (placed[2] or ""):
+            fail(f"backward: the largest idle_gap ({top['total_ns']} ns, cause {top.get('cause')}) placed at "
+                 f"{placed}, not in PythonScaledGrad.backward (lines {start}-{stop - 1} of {path})")
+        elif top.get("cause") != "python":
+            fail(f"backward: the largest idle_gap at PythonScaledGrad.backward has cause {top.get('cause')}")
+        else:
+            print(f"backward: {top['total_ns']} ns idle blamed on {placed[2]} line {placed[1]}")
+        context = ((top.get("context") or {}).get("python") or [{}])[0]
+        if (os.path.realpath(context.get("file", "")), context.get("line")) != (path, call_line):
+            fail(f"backward: the gap's context is {context}, not the loss.backward() line {call_line}")
+        # 4 steady steps x 20 ms of Python: on backward, none of it (not even 1 ms) on the waiting thread, which
+        # is inside Tensor.backward at the loss.backward() line (the engine's C++ time there is host_other).
+        waiting = [x for x in gaps if x.get("cause") == "python" and x["total_ns"] >= 1_000_000 and
+                   any(f.get("function") == "Tensor.backward" or
+                       (os.path.realpath(f.get("file", "")) == path and f.get("line") == call_line)
+                       for f in ((x.get("where") or {}).get("python") or [])[:1])]
+        if waiting:
+            fail(f"backward: {sum(x['total_ns'] for x in waiting)} ns of Python idle time placed on the waiting "
+                 f"thread (Tensor.backward / loss.backward() line {call_line})")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["zoo", "script"])
+    ap.add_argument("mode", choices=["zoo", "script", "join", "backward"])
     ap.add_argument("model", nargs="?")
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
@@ -203,6 +436,10 @@ def main():
         return SKIP
     if args.mode == "zoo":
         zoo(args)
+    elif args.mode == "join":
+        join(args)
+    elif args.mode == "backward":
+        backward(args)
     else:
         script(args)
     print(f"{len(failures)} failure(s)")

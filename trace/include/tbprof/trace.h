@@ -167,6 +167,22 @@ struct tbp_process {
 	uint64_t pid, ppid, host, cmdline, exe, realtime_ns, monotonic_ns, rank, world_size,
 		local_rank, cwd;
 };
+/* The process's place in a distributed job (rank, world size, local rank,
+ * from torchrun's, mpirun's or srun's variables), or -1 when it has none:
+ * libtbprof writes all ones for "none" (a process outside a job, torchrun's
+ * agent), and a trace without these fields reads them as 0 world size. */
+static inline int64_t tbp_process_rank(const struct tbp_process *p)
+{
+	return p->rank != UINT64_MAX && p->world_size != 0 && p->rank <= INT32_MAX ? (int64_t)p->rank : -1;
+}
+static inline int64_t tbp_process_world_size(const struct tbp_process *p)
+{
+	return tbp_process_rank(p) >= 0 && p->world_size <= INT32_MAX ? (int64_t)p->world_size : -1;
+}
+static inline int64_t tbp_process_local_rank(const struct tbp_process *p)
+{
+	return tbp_process_rank(p) >= 0 && p->local_rank <= INT32_MAX ? (int64_t)p->local_rank : -1;
+}
 struct tbp_thread { uint64_t tid, name; };
 struct tbp_string { uint64_t id; };             /* blob: the bytes (no NUL) */
 struct tbp_pyframe { uint64_t id, file, function, line; };
@@ -246,6 +262,10 @@ struct tbp_record {
 	uint32_t blob_len;
 };
 
+/* sizeof(struct tbp_record) as the library was built: a binding that
+ * mirrors the struct (Python's ctypes, python/tbprof) checks it matches. */
+size_t tbp_record_size(void);
+
 /* Chunk streams: every record belongs to one. */
 enum tbp_stream_kind {
 	TBP_STREAM_DEFS = 0,    /* interned definitions, process facts; id 0 */
@@ -264,6 +284,13 @@ struct tbp_kind_info {
 };
 /* NULL for unknown kinds. */
 const struct tbp_kind_info *tbp_kind_lookup(unsigned kind);
+
+/* Do these first bytes of a file (n of them, 16 suffice) begin a tbprof
+ * trace: a header frame with the file magic?  Only the magic: a damaged
+ * or truncated trace still is one.  Lets a writer tell its own earlier
+ * output, which it may overwrite, from any other file, which it must not. */
+#define TBP_TRACE_PREFIX_LEN 16
+int tbp_is_trace_prefix(const void *bytes, size_t n);
 
 /* ---------------------------------------------------------------- writer
  * Not thread-safe: one writer thread owns it.  Records are grouped in

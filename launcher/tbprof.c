@@ -1,0 +1,746 @@
+/*
+ * tbprof: the command that profiles a program with libtbprof.
+ *
+ *   tbprof record [OPTIONS] [--] COMMAND [ARGS...]
+ *   tbprof report ARGS...          (runs tbanalyze ARGS...)
+ *
+ * `record` runs COMMAND with libtbprof preloaded (the library installed
+ * beside this program, by absolute path, after the caller's own LD_PRELOAD
+ * entries), its options turned into the TBPROF_* variables libtbprof reads
+ * (doc/config.md), then says where the traces went and, with --report,
+ * runs tbanalyze on them.  It exits as the command did: with its status,
+ * or, when the command died of a signal, by the same signal (so a shell
+ * sees 128+N, as it would for the command itself).  Signals sent to
+ * tbprof alone (kill PID) are passed on to the command; the terminal's
+ * (Ctrl-C) reach the command directly, so tbprof does not pass those twice.
+ *
+ * Why C and not a shell script: a script that waits for its child cannot
+ * forward signals without races, nor tell the terminal's Ctrl-C from a
+ * kill aimed at it, nor die of the child's signal after reporting.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tbp_config.h"
+#include "tbprof/trace.h"
+
+/* Exit statuses of tbprof's own failures (the command's are passed on). */
+enum {
+	EXIT_USAGE = 2,        /* bad command line */
+	EXIT_CANNOT_RUN = 126, /* the command exists but cannot be executed (as shells) */
+	EXIT_NOT_FOUND = 127,  /* the command was not found (as shells) */
+};
+
+static const char main_help[] =
+	"NAME\n"
+	"    tbprof - profile a PyTorch (or any CUDA/HIP) program: why is the GPU idle?\n"
+	"\n"
+	"SYNOPSIS\n"
+	"    tbprof record [OPTIONS] [--] COMMAND [ARGS...]\n"
+	"    tbprof report TRACE... [TBANALYZE OPTIONS]\n"
+	"    tbprof --help | --version\n"
+	"\n"
+	"DESCRIPTION\n"
+	"    `tbprof record` runs COMMAND with libtbprof preloaded: every CUDA/HIP call,\n"
+	"    the GPU timeline (CUPTI) and the Python call path of each event are written\n"
+	"    to a trace (trace.zst by default), which `tbprof report` (tbanalyze) turns\n"
+	"    into a breakdown of GPU time and findings naming the Python lines that keep\n"
+	"    the GPU idle.  The command runs unmodified; its output and exit status are\n"
+	"    its own.\n"
+	"\n"
+	"    `tbprof record --help` lists the options.  `tbprof report` is `tbanalyze`:\n"
+	"    `tbprof report trace.zst`, `--json`, `--html FILE`, `info`, `diff`, `export`\n"
+	"    (tbanalyze --help).\n"
+	"\n"
+	"EXAMPLES\n"
+	"    tbprof record python train.py                 # writes trace.zst\n"
+	"    tbprof record --report -o run.zst -- python run.py -m hf_Bert -d cuda -t train\n"
+	"    tbprof record --trace-all -o traces/ -- torchrun --nproc_per_node 2 train.py\n"
+	"                                                  # traces/rank0.zst, rank1.zst\n"
+	"    tbprof report trace.zst\n"
+	"\n"
+	"EXIT STATUS\n"
+	"    record: the command's; 128+N (by dying of signal N) when it died of signal N;\n"
+	"    2 on a bad command line, 126 when COMMAND cannot be executed, 127 when it is\n"
+	"    not found.  report: tbanalyze's.\n"
+	"\n"
+	"SEE ALSO\n"
+	"    tbanalyze --help; doc/launcher.md, doc/config.md (the TBPROF_* variables).\n";
+
+static const char record_help[] =
+	"NAME\n"
+	"    tbprof record - run a command under libtbprof and write its GPU trace\n"
+	"\n"
+	"SYNOPSIS\n"
+	"    tbprof record [OPTIONS] [--] COMMAND [ARGS...]\n"
+	"\n"
+	"DESCRIPTION\n"
+	"    Runs COMMAND with libtbprof.so preloaded (the one installed beside tbprof,\n"
+	"    after any LD_PRELOAD entries already set) and the options below set as the\n"
+	"    TBPROF_* variables of doc/config.md (a TBPROF_* variable already in the\n"
+	"    environment applies unless an option sets it).  Every process of the\n"
+	"    command that uses CUDA/HIP (with --trace-all: every Python process) writes\n"
+	"    its own trace; shells and helper programs write none.  When the command\n"
+	"    ends, tbprof prints on stderr where the traces went.\n"
+	"\n"
+	"    Options end at the first argument that is not one, or at `--`.\n"
+	"\n"
+	"OPTIONS\n"
+	"    -o, --output OUT\n"
+	"        Where the trace goes (TBPROF_OUT; default trace.zst).  Passed on as an\n"
+	"        absolute path: a program that changes directory still writes there.\n"
+	"        OUT is a file when it ends in .zst, holds %p (the pid) or %r (the\n"
+	"        rank), or is an existing file; otherwise it is a directory, created\n"
+	"        if missing, that holds one file per process: rank<N>.zst for each\n"
+	"        rank of a torchrun, mpirun or srun job, agent.zst for torchrun's\n"
+	"        agent, trace.zst otherwise.  A second process of the same run gets\n"
+	"        <stem>.<pid>.zst; torchrun's agent, with a file name,\n"
+	"        <stem>.agent.zst.  A symlink at OUT is not followed and a file that\n"
+	"        is not a trace is not overwritten: the trace goes beside it.\n"
+	"    --trace-all\n"
+	"        Trace every Python process from its start, even one that never uses\n"
+	"        the GPU (CPU runs: Python spans; a torchrun agent).  Without it only\n"
+	"        processes that call CUDA/HIP leave a trace.  (TBPROF_TRACE_ALL=1)\n"
+	"    --python-depth N\n"
+	"        Python frames kept per call path, 1..1024 (TBPROF_PY_DEPTH; 32).\n"
+	"    --span-us N\n"
+	"        Record Python calls longer than N microseconds as spans; 0: none\n"
+	"        (TBPROF_PY_SPAN_US; 100).\n"
+	"    --no-python\n"
+	"        No Python call paths nor spans (TBPROF_PYTHON=0).\n"
+	"    --no-cupti\n"
+	"        No GPU timeline from CUPTI: API calls with host times only\n"
+	"        (TBPROF_CUPTI=0).\n"
+	"    --native\n"
+	"        Native call stacks on every API call, symbolized by tbanalyze\n"
+	"        (TBPROF_NATIVE=1; builds with libunwind).\n"
+	"    --native-depth N\n"
+	"        Native frames per stack, 1..128 (TBPROF_NATIVE_DEPTH; 16).\n"
+	"    --buffer-size SIZE\n"
+	"        Largest per-thread buffer, 4K..16G, suffixes K M G T\n"
+	"        (TBPROF_BUFFER_SIZE; 8M).  When full, events are dropped and counted.\n"
+	"    --no-fork\n"
+	"        Forked children without exec are not traced (TBPROF_FORK=0).\n"
+	"    --hip-events\n"
+	"        HIP: time launches and copies with hipEvents (TBPROF_HIP_EVENTS=1).\n"
+	"    --report\n"
+	"        When the command ends, run tbanalyze on the traces it left (stdout):\n"
+	"        for a directory OUT with several (a job's ranks), tbanalyze OUT, each\n"
+	"        rank and the cross-rank view; otherwise each trace.\n"
+	"    -q, --quiet\n"
+	"        Do not print where the traces went.\n"
+	"    -v, --verbose\n"
+	"        libtbprof names each trace file as it opens it (TBPROF_VERBOSE=1).\n"
+	"    -h, --help\n"
+	"        This text.\n"
+	"\n"
+	"EXIT STATUS\n"
+	"    The command's.  When the command dies of a signal, tbprof dies of the same\n"
+	"    signal after printing where the traces went (without a core dump of its\n"
+	"    own), so the caller sees what it would see for the command: a shell's $?\n"
+	"    is 128+N.  If that signal does not end tbprof, it exits with 128+N, as\n"
+	"    `timeout` does.  A signal sent to tbprof itself (kill PID: TERM, INT,\n"
+	"    HUP, QUIT, USR1, USR2, ALRM) is passed on to the command; the terminal's\n"
+	"    Ctrl-C and Ctrl-\\ reach the command directly.  tbprof's own failures:\n"
+	"    2 bad command line (the option is named), 126 COMMAND cannot be\n"
+	"    executed, 127 COMMAND not found.\n"
+	"\n"
+	"ENVIRONMENT\n"
+	"    LD_PRELOAD    kept; libtbprof.so is added after its entries.\n"
+	"    TBPROF_*      passed on; options override them.\n"
+	"\n"
+	"EXAMPLES\n"
+	"    tbprof record python train.py\n"
+	"    tbprof record -o before.zst --report -- python run.py -m resnet50 -d cuda\n"
+	"    tbprof record --trace-all -o out/ -- python -m torch.distributed.run \\\n"
+	"        --nproc_per_node 2 train.py          # out/rank0.zst, out/rank1.zst\n";
+
+static const char *prog_dir;   /* directory of this executable */
+
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("tbprof record: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (tbprof record --help)\n", stderr);
+	exit(EXIT_USAGE);
+}
+
+/* ------------------------------------------------------------ finding the pieces */
+
+static bool is_file(const char *path)
+{
+	struct stat st;
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The directory the running executable is in (symlinks resolved). */
+static const char *find_prog_dir(void)
+{
+	static char dir[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof dir - 1);
+	if (n <= 0)
+		return NULL;
+	dir[n] = 0;
+	char *slash = strrchr(dir, '/');
+	if (slash)
+		*slash = 0;
+	return dir;
+}
+
+/* `to` relative to `from` (both absolute, normalized): the path that
+ * leads from the install bindir to the install libdir, applied to wherever
+ * tbprof runs from, so an install moved as a whole (DESTDIR, a copied
+ * prefix) still finds its own library. */
+static void relative_path(char *out, size_t cap, const char *from, const char *to)
+{
+	size_t common = 0, i = 0;
+	for (; from[i] && from[i] == to[i]; i++)
+		if (from[i] == '/')
+			common = i + 1;
+	if (!from[i] && (to[i] == '/' || !to[i]))
+		common = i + (to[i] == '/');
+	out[0] = 0;
+	size_t o = 0;
+	for (const char *p = from + common; *p;) {
+		o += (size_t)snprintf(out + o, cap - o, "../");
+		const char *next = strchr(p, '/');
+		if (!next)
+			break;
+		p = next + 1;
+	}
+	if (o >= cap)
+		o = cap - 1;
+	snprintf(out + o, cap - o, "%s", to + common);
+}
+
+/* Path of a piece that lives `build_rel` from tbprof in the build tree
+ * (tests run it from there) or in `install_dir` once installed. */
+static bool find_piece(char *out, size_t cap, const char *build_rel, const char *install_dir, const char *name)
+{
+	if (!prog_dir)
+		return false;
+	snprintf(out, cap, "%s/%s/%s", prog_dir, build_rel, name);
+	if (is_file(out))
+		return true;
+	char rel[PATH_MAX];
+	relative_path(rel, sizeof rel, TBPROF_INSTALL_BINDIR, install_dir);
+	snprintf(out, cap, "%s/%s%s%s", prog_dir, rel, rel[0] ? "/" : "", name);
+	if (is_file(out))
+		return true;
+	snprintf(out, cap, "%s/%s", install_dir, name);
+	return is_file(out);
+}
+
+/* ------------------------------------------------------------ options */
+
+struct setting {
+	const char *var, *value;
+};
+
+struct record_opts {
+	const char *out;
+	struct setting env[16];
+	int nenv;
+	bool report, quiet;
+	char **command;
+};
+
+static void set_var(struct record_opts *o, const char *var, const char *value)
+{
+	for (int i = 0; i < o->nenv; i++)
+		if (!strcmp(o->env[i].var, var)) {
+			o->env[i].value = value;
+			return;
+		}
+	o->env[o->nenv++] = (struct setting){var, value};
+}
+
+/* An unsigned decimal within [lo, hi], with K/M/G/T (powers of 1024, an
+ * optional trailing B or iB) when `size`: the same grammar libtbprof
+ * accepts, checked here so a typo is an error now, not a warning in the
+ * middle of the command's output. */
+static void check_number(const char *opt, const char *v, unsigned long long lo, unsigned long long hi, bool size)
+{
+	const char *p = v;
+	unsigned long long n = 0;
+	bool ok = *p >= '0' && *p <= '9';
+	for (; ok && *p >= '0' && *p <= '9'; p++) {
+		if (n > (ULLONG_MAX - 9) / 10)
+			ok = false;
+		n = n * 10 + (unsigned)(*p - '0');
+	}
+	if (ok && *p && size) {
+		unsigned shift = *p == 'K' || *p == 'k' ? 10 : *p == 'M' || *p == 'm' ? 20 : *p == 'G' || *p == 'g' ? 30
+			: *p == 'T' || *p == 't' ? 40 : 0;
+		ok = shift && n <= (ULLONG_MAX >> shift);
+		n <<= shift;
+		p++;
+		if (*p == 'i' && (p[1] == 'B' || p[1] == 'b'))
+			p++;
+		if (*p == 'B' || *p == 'b')
+			p++;
+	}
+	if (!ok || *p || n < lo || n > hi) {
+		if (size)
+			usage_error("%s: '%s' is not a size from %llu to %llu bytes (suffixes K, M, G, T)", opt, v, lo, hi);
+		usage_error("%s: '%s' is not a number from %llu to %llu", opt, v, lo, hi);
+	}
+}
+
+/* Matches argv[*i] against --name / --name=VALUE / -s [VALUE]; returns the
+ * value (advancing *i past it) for options that take one. */
+static bool opt_is(char **argv, int argc, int *i, const char *lng, const char *shrt, bool takes_value,
+	const char **value)
+{
+	const char *a = argv[*i];
+	size_t len = strlen(lng);
+	bool eq = takes_value && !strncmp(a, lng, len) && a[len] == '=';
+	if (!eq && strcmp(a, lng) && !(shrt && !strcmp(a, shrt)))
+		return false;
+	if (!takes_value) {
+		return true;
+	}
+	if (eq) {
+		*value = a + len + 1;
+		return true;
+	}
+	if (*i + 1 >= argc)
+		usage_error("%s needs a value", a);
+	*value = argv[++*i];
+	return true;
+}
+
+/* -o OUT: a file when it ends in .zst, holds %p or %r, or is an existing
+ * file; otherwise a directory, created now (with its parents) so a
+ * mistake shows before the command runs, and passed on with a trailing
+ * '/' so libtbprof takes it as one: `-o traces` leaves traces/rank0.zst,
+ * traces/rank1.zst ... or traces/trace.zst. */
+static const char *output_name(const char *opt, const char *v)
+{
+	size_t len = strlen(v);
+	struct stat st;
+	if ((len >= 4 && !strcmp(v + len - 4, ".zst")) || strstr(v, "%p") || strstr(v, "%r") ||
+	    (stat(v, &st) == 0 && !S_ISDIR(st.st_mode)))
+		return v;
+	char *dir = malloc(len + 2);
+	if (!dir)
+		usage_error("%s: out of memory", opt);
+	memcpy(dir, v, len + 1);
+	for (char *p = dir + 1; ; p++) {
+		if (*p != '/' && *p)
+			continue;
+		char c = *p;
+		*p = 0;
+		if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+			usage_error("%s: cannot create directory %s: %s", opt, dir, strerror(errno));
+		*p = c;
+		if (!c)
+			break;
+	}
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		usage_error("%s: %s is not a directory", opt, dir);
+	if (dir[len - 1] != '/')
+		memcpy(dir + len, "/", 2);
+	return dir;
+}
+
+static void parse_record(int argc, char **argv, struct record_opts *o)
+{
+	int i = 0;
+	for (; i < argc; i++) {
+		const char *a = argv[i], *v = NULL;
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		}
+		if (a[0] != '-' || !a[1])
+			break;
+		if (opt_is(argv, argc, &i, "--help", "-h", false, NULL)) {
+			fputs(record_help, stdout);
+			exit(0);
+		} else if (opt_is(argv, argc, &i, "--output", "-o", true, &v)) {
+			if (!*v)
+				usage_error("%s: empty output name", a);
+			o->out = output_name(a, v);
+		} else if (opt_is(argv, argc, &i, "--python-depth", NULL, true, &v)) {
+			check_number("--python-depth", v, 1, 1024, false);
+			set_var(o, "TBPROF_PY_DEPTH", v);
+		} else if (opt_is(argv, argc, &i, "--span-us", NULL, true, &v)) {
+			check_number("--span-us", v, 0, 3600000000ull, false);
+			set_var(o, "TBPROF_PY_SPAN_US", v);
+		} else if (opt_is(argv, argc, &i, "--native-depth", NULL, true, &v)) {
+			check_number("--native-depth", v, 1, 128, false);
+			set_var(o, "TBPROF_NATIVE_DEPTH", v);
+		} else if (opt_is(argv, argc, &i, "--buffer-size", NULL, true, &v)) {
+			check_number("--buffer-size", v, 4096, 1ull << 34, true);
+			set_var(o, "TBPROF_BUFFER_SIZE", v);
+		} else if (opt_is(argv, argc, &i, "--trace-all", NULL, false, NULL)) {
+			set_var(o, "TBPROF_TRACE_ALL", "1");
+		} else if (opt_is(argv, argc, &i, "--no-python", NULL, false, NULL)) {
+			set_var(o, "TBPROF_PYTHON", "0");
+		} else if (opt_is(argv, argc, &i, "--no-cupti", NULL, false, NULL)) {
+			set_var(o, "TBPROF_CUPTI", "0");
+		} else if (opt_is(argv, argc, &i, "--native", NULL, false, NULL)) {
+			set_var(o, "TBPROF_NATIVE", "1");
+		} else if (opt_is(argv, argc, &i, "--no-fork", NULL, false, NULL)) {
+			set_var(o, "TBPROF_FORK", "0");
+		} else if (opt_is(argv, argc, &i, "--hip-events", NULL, false, NULL)) {
+			set_var(o, "TBPROF_HIP_EVENTS", "1");
+		} else if (opt_is(argv, argc, &i, "--verbose", "-v", false, NULL)) {
+			set_var(o, "TBPROF_VERBOSE", "1");
+		} else if (opt_is(argv, argc, &i, "--report", NULL, false, NULL)) {
+			o->report = true;
+		} else if (opt_is(argv, argc, &i, "--quiet", "-q", false, NULL)) {
+			o->quiet = true;
+		} else {
+			usage_error("unknown option '%s'", a);
+		}
+	}
+	if (i >= argc)
+		usage_error("no command to run");
+	o->command = argv + i;
+	const char *env_out = getenv("TBPROF_OUT");
+	if (!o->out && env_out && *env_out) {
+		o->out = env_out;   /* the caller's own variable: passed on as it is */
+		return;
+	}
+	if (!o->out)
+		o->out = "trace.zst";
+	/* Made absolute from here: libtbprof resolves a relative name against
+	 * the directory current when tracing starts, and a program that has
+	 * changed directory by then would put its trace where tbprof does
+	 * not look. */
+	static char abs_out[PATH_MAX + 2];
+	char cwd[PATH_MAX];
+	if (o->out[0] != '/' && getcwd(cwd, sizeof cwd) &&
+	    snprintf(abs_out, sizeof abs_out, "%s/%s", cwd, o->out) < (int)sizeof abs_out)
+		set_var(o, "TBPROF_OUT", abs_out);
+	else
+		set_var(o, "TBPROF_OUT", o->out);
+}
+
+/* ------------------------------------------------------------ running */
+
+static volatile sig_atomic_t child_pid;
+
+/* A signal for tbprof: pass it on to the command.  Not when the kernel
+ * sent it (SI_KERNEL: the terminal's Ctrl-C, Ctrl-\, hangup go to the
+ * whole foreground process group, the command got its own copy). */
+static void forward_signal(int sig, siginfo_t *si, void *ctx)
+{
+	(void)ctx;
+	if (child_pid > 0 && si->si_code != SI_KERNEL)
+		kill(child_pid, sig);
+}
+
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
+
+static void child_exec(const struct record_opts *o, const char *lib)
+{
+	for (int i = 0; i < o->nenv; i++)
+		setenv(o->env[i].var, o->env[i].value, 1);
+	const char *old = getenv("LD_PRELOAD");
+	if (!old || !*old) {
+		setenv("LD_PRELOAD", lib, 1);
+	} else if (!strstr(old, lib)) {
+		/* after the caller's entries: a sanitizer runtime must stay first */
+		size_t len = strlen(old) + strlen(lib) + 2;
+		char *both = malloc(len);
+		if (!both)
+			_exit(EXIT_CANNOT_RUN);
+		snprintf(both, len, "%s:%s", old, lib);
+		setenv("LD_PRELOAD", both, 1);
+	}
+	execvp(o->command[0], o->command);
+	int e = errno;
+	fprintf(stderr, "tbprof: %s: %s\n", o->command[0], strerror(e));
+	_exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN);
+}
+
+/* ------------------------------------------------------------ the traces left */
+
+struct found {
+	char **paths;
+	size_t n, cap;
+};
+
+static bool file_is_trace(const char *path)
+{
+	unsigned char head[TBP_TRACE_PREFIX_LEN];
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return false;
+	size_t n = fread(head, 1, sizeof head, f);
+	fclose(f);
+	return tbp_is_trace_prefix(head, n);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The traces this run wrote: in OUT's directory, names libtbprof may have
+ * given (OUT itself; <stem>.<pid>[-N]<ext>; %p and %r as wildcards; every
+ * .zst in a directory OUT), traces by their magic, modified since the
+ * command started (the coarse clock: file times come from it). */
+static bool out_is_dir(const char *out)
+{
+	struct stat st;
+	size_t len = strlen(out);
+	return (len && out[len - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+static void find_traces(const char *out, const struct timespec *since, struct found *fd)
+{
+	char dir[PATH_MAX], pat[PATH_MAX], alt[2 * PATH_MAX + 8];
+	struct stat st;
+	if (out_is_dir(out)) {
+		snprintf(dir, sizeof dir, "%s", out);
+		snprintf(pat, sizeof pat, "*.zst");
+		alt[0] = 0;
+	} else {
+		const char *slash = strrchr(out, '/');
+		if (slash)
+			snprintf(dir, sizeof dir, "%.*s", (int)(slash - out + (slash == out)), out);
+		else
+			snprintf(dir, sizeof dir, ".");
+		const char *base = slash ? slash + 1 : out;
+		size_t o = 0;
+		for (const char *p = base; *p && o + 2 < sizeof pat; p++) {
+			if (p[0] == '%' && (p[1] == 'p' || p[1] == 'r')) {
+				pat[o++] = '*';
+				p++;
+			} else if (strchr("*?[\\", *p)) {
+				pat[o++] = '\\';
+				pat[o++] = *p;
+			} else {
+				pat[o++] = *p;
+			}
+		}
+		pat[o] = 0;
+		/* <stem>.<pid><ext>: the stem ends at the first dot */
+		char *dot = strchr(pat, '.');
+		if (dot)
+			snprintf(alt, sizeof alt, "%.*s.*%s", (int)(dot - pat), pat, dot);
+		else
+			snprintf(alt, sizeof alt, "%s.*", pat);
+	}
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (fnmatch(pat, e->d_name, 0) && (!alt[0] || fnmatch(alt, e->d_name, 0)))
+			continue;
+		char path[2 * PATH_MAX + 2];
+		if (!strcmp(dir, "."))
+			snprintf(path, sizeof path, "%s", e->d_name);
+		else
+			snprintf(path, sizeof path, "%s%s%s", dir, dir[strlen(dir) - 1] == '/' ? "" : "/", e->d_name);
+		if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+			continue;
+		if (st.st_mtim.tv_sec < since->tv_sec ||
+		    (st.st_mtim.tv_sec == since->tv_sec && st.st_mtim.tv_nsec < since->tv_nsec))
+			continue;
+		if (!file_is_trace(path))
+			continue;
+		if (fd->n == fd->cap) {
+			size_t cap = fd->cap ? 2 * fd->cap : 8;
+			char **p = realloc(fd->paths, cap * sizeof *p);
+			if (!p)
+				break;
+			fd->paths = p;
+			fd->cap = cap;
+		}
+		fd->paths[fd->n] = strdup(path);
+		if (fd->paths[fd->n])
+			fd->n++;
+	}
+	closedir(d);
+	qsort(fd->paths, fd->n, sizeof *fd->paths, cmp_str);
+}
+
+static void print_summary(const struct found *fd, bool trace_all)
+{
+	if (!fd->n) {
+		fprintf(stderr, "tbprof: no trace written: no process of the command used CUDA/HIP%s\n",
+			trace_all ? " nor ran Python long enough to record anything"
+				  : " (--trace-all traces CPU-only Python programs)");
+		return;
+	}
+	if (fd->n == 1) {
+		fprintf(stderr, "tbprof: trace written to %s\n", fd->paths[0]);
+		return;
+	}
+	fprintf(stderr, "tbprof: %zu traces written:", fd->n);
+	for (size_t i = 0; i < fd->n; i++)
+		fprintf(stderr, " %s", fd->paths[i]);
+	fputc('\n', stderr);
+}
+
+/* --report: tbanalyze on what the run left.  A directory OUT with several
+ * traces (the ranks of a job) is one report, tbanalyze DIR: each rank and
+ * the cross-rank view; otherwise one report per trace. */
+static void run_reports(const struct found *fd, const char *out_dir)
+{
+	char tba[PATH_MAX];
+	if (!find_piece(tba, sizeof tba, "../analyze", TBPROF_INSTALL_BINDIR, "tbanalyze")) {
+		fprintf(stderr, "tbprof: --report: tbanalyze not found beside %s\n", prog_dir ? prog_dir : "tbprof");
+		return;
+	}
+	size_t n = out_dir && fd->n > 1 ? 1 : fd->n;
+	for (size_t i = 0; i < n; i++) {
+		const char *what = n < fd->n ? out_dir : fd->paths[i];
+		if (n > 1)
+			printf("%s== %s ==\n", i ? "\n" : "", what);
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid == 0) {
+			execl(tba, "tbanalyze", what, (char *)NULL);
+			fprintf(stderr, "tbprof: %s: %s\n", tba, strerror(errno));
+			_exit(EXIT_CANNOT_RUN);
+		}
+		int status;
+		while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+	}
+}
+
+/* Ends tbprof as the command ended: its exit status, or death by its
+ * signal (no core file of tbprof's own: the command dumped its core, if
+ * any), else 128+N. */
+static void exit_like(int status)
+{
+	if (WIFEXITED(status))
+		exit(WEXITSTATUS(status));
+	int sig = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+	struct rlimit no_core = {0, 0};
+	setrlimit(RLIMIT_CORE, &no_core);
+	fflush(NULL);
+	signal(sig, SIG_DFL);
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+	exit(128 + sig);
+}
+
+static int cmd_record(int argc, char **argv)
+{
+	struct record_opts o = {0};
+	parse_record(argc, argv, &o);
+	char lib[PATH_MAX];
+	if (!find_piece(lib, sizeof lib, "../libtbprof", TBPROF_INSTALL_LIBDIR, "libtbprof.so")) {
+		fprintf(stderr, "tbprof: libtbprof.so not found (looked beside %s and in %s)\n",
+			prog_dir ? prog_dir : "tbprof", TBPROF_INSTALL_LIBDIR);
+		return EXIT_CANNOT_RUN;
+	}
+	char abs_lib[PATH_MAX];
+	if (realpath(lib, abs_lib))
+		snprintf(lib, sizeof lib, "%s", abs_lib);
+
+	struct timespec start;
+	clock_gettime(CLOCK_REALTIME_COARSE, &start);
+
+	/* Signals blocked across fork: a forwarded signal never finds
+	 * child_pid unset, and the child starts with the caller's mask. */
+	sigset_t all, old;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	pid_t pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "tbprof: fork: %s\n", strerror(errno));
+		return EXIT_CANNOT_RUN;
+	}
+	if (pid == 0) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		child_exec(&o, lib);
+	}
+	child_pid = pid;
+	struct sigaction sa = {0};
+	sa.sa_sigaction = forward_signal;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+		sigaction(forwarded[i], &sa, NULL);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			fprintf(stderr, "tbprof: waitpid: %s\n", strerror(errno));
+			return EXIT_CANNOT_RUN;
+		}
+	}
+	child_pid = 0;
+	/* The command's own launch failures (127, 126) are not a run. */
+	bool ran = !(WIFEXITED(status) && (WEXITSTATUS(status) == EXIT_NOT_FOUND ||
+					   WEXITSTATUS(status) == EXIT_CANNOT_RUN));
+	struct found fd = {0};
+	find_traces(o.out, &start, &fd);
+	if (!o.quiet && (ran || fd.n)) {
+		const char *ta = getenv("TBPROF_TRACE_ALL");
+		bool trace_all = ta && *ta && strcmp(ta, "0");
+		for (int i = 0; i < o.nenv; i++)
+			if (!strcmp(o.env[i].var, "TBPROF_TRACE_ALL"))
+				trace_all = true;
+		print_summary(&fd, trace_all);
+	}
+	if (o.report && fd.n)
+		run_reports(&fd, out_is_dir(o.out) ? o.out : NULL);
+	exit_like(status);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	prog_dir = find_prog_dir();
+	if (argc < 2) {
+		fputs(main_help, stderr);
+		return EXIT_USAGE;
+	}
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+		fputs(main_help, stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "--version")) {
+		printf("tbprof %s\n", TBPROF_VERSION);
+		return 0;
+	}
+	if (!strcmp(cmd, "record"))
+		return cmd_record(argc - 2, argv + 2);
+	if (!strcmp(cmd, "report")) {
+		char tba[PATH_MAX];
+		if (!find_piece(tba, sizeof tba, "../analyze", TBPROF_INSTALL_BINDIR, "tbanalyze")) {
+			fprintf(stderr, "tbprof: tbanalyze not found beside %s\n", prog_dir ? prog_dir : "tbprof");
+			return EXIT_NOT_FOUND;
+		}
+		argv[1] = "tbanalyze";
+		execv(tba, argv + 1);
+		fprintf(stderr, "tbprof: %s: %s\n", tba, strerror(errno));
+		return EXIT_CANNOT_RUN;
+	}
+	fprintf(stderr, "tbprof: unknown command '%s' (tbprof --help: record, report)\n", cmd);
+	return EXIT_USAGE;
+}

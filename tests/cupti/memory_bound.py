@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Memory under a CUPTI-on launch loop is bounded by configuration, not by run length (issue #15).
+
+    memory_bound.py --program simgpu_launch_loop --simgpu-dir D
+
+simgpu's launch loop with zero simulated costs (launches as fast as the host can make them, CUPTI on
+through simgpu's stand-in) under libtbprof, at SHORT and LONG launches.  Checks, not timed:
+- peak RSS of the traced run minus that of the same run without libtbprof stays under
+  TBPROF_CUPTI_BUFFER_SIZE + MARGIN (per-thread rings at TBPROF_BUFFER_SIZE for the launching thread and
+  the stand-in's delivery thread, the stand-in's own record queue, the writer's compression state);
+- the long run's peak exceeds the short run's by less than GROWTH: memory does not follow run length;
+- every launch is accounted for: host side, host records <= launches + the loop's 2 other calls <=
+  host records + lost (buffer_full: a ring's drops, GPU records written on that thread included);
+  GPU side, kernel records <= launches <= kernel records + lost (cupti).  (The stand-in, as CUPTI, counts
+  every dropped record, of whatever kind -- kernel, its correlation pair, its API record -- so the GPU
+  side is an inequality.)
+
+The stand-in queues records internally until it delivers them (real CUPTI writes them into our buffers
+as they happen); SIMGPU_CUPTI_QUEUE_LIMIT bounds that queue as CUPTI's own staging is bounded, and its
+drops are counted as CUPTI's.  Exit 0 pass, 1 fail, 77 skip.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+MiB = 1 << 20
+SHORT, LONG = 500_000, 2_000_000
+CUPTI_CAP = 32 * MiB           # TBPROF_CUPTI_BUFFER_SIZE, set explicitly below
+RING = 8 * MiB                 # TBPROF_BUFFER_SIZE (default)
+QUEUE_LIMIT = 65536            # stand-in records held before it drops
+STANDIN_RECORD = 256           # bytes per record the stand-in holds (a CUpti_ActivityKernel10 and its time)
+# The stand-in's queue is an array swapped with a spare at each delivery, plus one for records not ended.
+MARGIN = 2 * RING + 3 * QUEUE_LIMIT * STANDIN_RECORD + 24 * MiB
+GROWTH = 16 * MiB
+# Host records the loop makes besides its launches: cudaStreamCreateWithFlags, cudaDeviceSynchronize.
+HOST_KINDS = ("api", "launch", "sync", "memcpy", "memset", "malloc", "free")
+OTHER_CALLS = 2
+
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL:", msg)
+
+
+def run(cmd, env):
+    """(exit status, stdout, stderr, peak RSS in bytes) of one child."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.dup2(w, 1)
+        os.execve(cmd[0], cmd, env)
+    os.close(w)
+    out = b""
+    while True:
+        chunk = os.read(r, 65536)
+        if not chunk:
+            break
+        out += chunk
+    os.close(r)
+    _, status, usage = os.wait4(pid, 0)
+    return os.waitstatus_to_exitcode(status), out.decode(), usage.ru_maxrss * 1024
+
+
+def counts(tbanalyze, trace):
+    info = subprocess.run([tbanalyze, "info", trace, "--json"], capture_output=True, text=True)
+    if info.returncode != 0:
+        fail(f"tbanalyze info {trace}: exit {info.returncode}: {info.stderr[-300:]}")
+        return None
+    return json.loads(info.stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--program", required=True)
+    ap.add_argument("--simgpu-dir", required=True)
+    args = ap.parse_args()
+    lib, tbanalyze = os.environ["TBPROF_LIB"], os.environ["TBANALYZE"]
+    tmp = tempfile.mkdtemp(prefix="tbp-memory-bound-")
+    base = dict(os.environ)
+    base.pop("LD_PRELOAD", None)
+    base.update({"LD_LIBRARY_PATH": args.simgpu_dir, "SIMGPU_LAUNCH_NS": "0", "SIMGPU_QUEUE_NS": "0",
+                 "SIMGPU_KERNEL_BASE_NS": "0", "SIMGPU_KERNEL_NS_PER_BLOCK": "0",
+                 "SIMGPU_CUPTI_QUEUE_LIMIT": str(QUEUE_LIMIT)})
+    base.pop("SIMGPU_TRUTH", None)
+    peaks = {}
+    for n in (SHORT, LONG):
+        rc, out, plain_rss = run([args.program, str(n)], base)
+        if rc != 0:
+            fail(f"{n} launches without libtbprof: exit {rc}")
+            continue
+        env = dict(base, LD_PRELOAD=lib, TBPROF_OUT=os.path.join(tmp, f"t{n}.zst"),
+                   TBPROF_CUPTI_BUFFER_SIZE=str(CUPTI_CAP))
+        rc, out, rss = run([args.program, str(n)], env)
+        if rc != 0:
+            fail(f"{n} launches under libtbprof: exit {rc}")
+            continue
+        added = rss - plain_rss
+        peaks[n] = rss
+        print(f"{n} launches: peak RSS {plain_rss / MiB:.1f} MiB plain, {rss / MiB:.1f} MiB traced "
+              f"(+{added / MiB:.1f} MiB; bound {(CUPTI_CAP + MARGIN) / MiB:.0f} MiB)")
+        if added > CUPTI_CAP + MARGIN:
+            fail(f"{n} launches: libtbprof added {added / MiB:.1f} MiB, over the cap "
+                 f"{CUPTI_CAP / MiB:.0f} MiB + margin {MARGIN / MiB:.0f} MiB")
+        info = counts(tbanalyze, env["TBPROF_OUT"])
+        if not info:
+            continue
+        kinds = info.get("kinds", {})
+        lost = info["lost"]
+        launches = kinds.get("launch", 0)
+        kernels = kinds.get("gpu_kernel", 0)
+        lost_host, lost_gpu = lost.get("buffer_full", 0), lost.get("cupti", 0)
+        host = sum(kinds.get(k, 0) for k in HOST_KINDS)
+        print(f"  host records {host} ({launches} launches) + lost {lost_host}; "
+              f"kernels {kernels} + lost (cupti) {lost_gpu}")
+        # A thread's LOST count is every record its ring refused, GPU records it wrote for CUPTI included
+        # (CUPTI's buffers may be processed on the launching thread), so this side is an inequality too.
+        if not launches <= n or not host <= n + OTHER_CALLS <= host + lost_host:
+            fail(f"{n} launches: {host} host records ({launches} launches) + {lost_host} lost do not account "
+                 f"for {n} + {OTHER_CALLS} calls")
+        if not kernels <= n <= kernels + lost_gpu:
+            fail(f"{n} launches: {kernels} kernels, {lost_gpu} lost by CUPTI: launches unaccounted for")
+    if SHORT in peaks and LONG in peaks and peaks[LONG] - peaks[SHORT] > GROWTH:
+        fail(f"peak RSS grows with run length: {peaks[SHORT] / MiB:.1f} MiB at {SHORT} launches, "
+             f"{peaks[LONG] / MiB:.1f} MiB at {LONG}")
+    if failures:
+        print(f"{len(failures)} failure(s); traces in {tmp}")
+        return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""The `tbprof` command (suite 'launcher').
+
+Usage: check_launcher.py SCENARIO
+  help      tbprof --help / record --help: man-page sections, every option
+  badopts   bad options are named, exit status 2, the command never runs
+  exit      the exit status is the command's, also when it dies of a signal
+  forward   a signal sent to tbprof reaches the command
+  env       options become TBPROF_* variables; the caller's LD_PRELOAD is kept
+  wrapper   a wrapper script under tbprof record leaves one trace, named
+  report    --report runs tbanalyze on the trace
+Environment: TBPROF_CMD (build/launcher/tbprof), TBPROF_LIB, TBANALYZE.
+"""
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+TBPROF = os.environ["TBPROF_CMD"]
+LIB = os.path.realpath(os.environ["TBPROF_LIB"])
+PY = sys.executable
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def clean_env(extra=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TBPROF_") and k != "LD_PRELOAD"}
+    env.update(extra or {})
+    return env
+
+
+def tbprof(args, cwd=None, extra=None, timeout=120, **kw):
+    return subprocess.run([TBPROF] + args, cwd=cwd or tempfile.mkdtemp(prefix="tbp-cmd-"), env=clean_env(extra),
+                          capture_output=True, text=True, timeout=timeout, **kw)
+
+
+def scenario_help():
+    p = tbprof(["--help"])
+    if p.returncode != 0 or "SYNOPSIS" not in p.stdout or "tbprof record" not in p.stdout:
+        fail(f"tbprof --help: rc {p.returncode}, {p.stdout[:200]!r}")
+    p = tbprof(["record", "--help"])
+    for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "EXIT STATUS", "ENVIRONMENT", "EXAMPLES"):
+        if "\n" + section + "\n" not in "\n" + p.stdout:
+            fail(f"record --help lacks the {section} section")
+    for opt in ("--output", "--trace-all", "--python-depth", "--span-us", "--no-python", "--no-cupti", "--native",
+                "--native-depth", "--buffer-size", "--no-fork", "--hip-events", "--report", "--quiet", "--verbose"):
+        if opt not in p.stdout:
+            fail(f"record --help does not document {opt}")
+    if p.returncode != 0:
+        fail(f"record --help: rc {p.returncode}")
+    p = tbprof([])
+    if p.returncode != 2 or "SYNOPSIS" not in p.stderr:
+        fail(f"tbprof without arguments: rc {p.returncode}, stderr {p.stderr[:100]!r}")
+    p = tbprof(["--version"])
+    if p.returncode != 0 or not p.stdout.startswith("tbprof "):
+        fail(f"--version: {p.stdout!r}")
+    print("ok: --help, record --help (all sections and options), no arguments: 2, --version")
+
+
+def scenario_badopts():
+    d = tempfile.mkdtemp(prefix="tbp-cmd-")
+    marker = os.path.join(d, "ran")
+    cmd = ["touch", marker]
+    cases = [
+        (["record", "--bogus", "--"] + cmd, "'--bogus'"),
+        (["record", "-x"] + cmd, "'-x'"),
+        (["record", "--python-depth", "0"] + cmd, "--python-depth: '0'"),
+        (["record", "--python-depth=abc"] + cmd, "--python-depth: 'abc'"),
+        (["record", "--span-us", "-5"] + cmd, "--span-us: '-5'"),
+        (["record", "--buffer-size", "12Q"] + cmd, "--buffer-size: '12Q'"),
+        (["record", "--buffer-size", "1K"] + cmd, "--buffer-size: '1K'"),
+        (["record", "--native-depth", "500"] + cmd, "--native-depth: '500'"),
+        (["record", "-o", ""] + cmd, "-o: empty"),
+        (["record", "--output"], "--output needs a value"),
+        (["record"], "no command"),
+        (["record", "--trace-all", "--"], "no command"),
+        (["recrod"] + cmd, "'recrod'"),
+    ]
+    for args, words in cases:
+        p = tbprof(args, cwd=d)
+        lines = p.stderr.strip().splitlines()
+        if p.returncode != 2 or len(lines) != 1 or words not in lines[0]:
+            fail(f"tbprof {args}: rc {p.returncode}, stderr {p.stderr!r}; expected 2 and one line with {words!r}")
+        if os.path.exists(marker):
+            fail(f"tbprof {args}: the command ran")
+    # good spellings are accepted
+    p = tbprof(["record", "-q", "--buffer-size=64K", "--span-us", "0", "--python-depth=8", "--native-depth", "4",
+                "--"] + cmd, cwd=d)
+    if p.returncode != 0 or not os.path.exists(marker):
+        fail(f"good options: rc {p.returncode}, {p.stderr!r}")
+    print(f"ok: {len(cases)} bad command lines: exit 2, one line naming the option, nothing run")
+
+
+def expect_like_bare(cmd, want_rc):
+    """tbprof record CMD ends as CMD does: subprocess sees the same
+    returncode (negative: death by that signal), a shell the same $?."""
+    bare = subprocess.run(cmd, capture_output=True, env=clean_env(), timeout=60)
+    traced = tbprof(["record", "-q", "--"] + cmd)
+    if bare.returncode != want_rc or traced.returncode != want_rc:
+        fail(f"{cmd}: bare rc {bare.returncode}, under tbprof {traced.returncode}, expected {want_rc}")
+    sh = subprocess.run(["sh", "-c", '"$@"; echo "status=$?"', "sh", TBPROF, "record", "-q", "--"] + cmd,
+                        capture_output=True, text=True, env=clean_env(), timeout=60)
+    sh_bare = subprocess.run(["sh", "-c", '"$@"; echo "status=$?"', "sh"] + cmd,
+                             capture_output=True, text=True, env=clean_env(), timeout=60)
+    if sh.stdout.splitlines()[-1] != sh_bare.stdout.splitlines()[-1]:
+        fail(f"{cmd}: a shell sees {sh.stdout.splitlines()[-1]} under tbprof, {sh_bare.stdout.splitlines()[-1]} bare")
+    return sh.stdout.splitlines()[-1]
+
+
+def scenario_exit():
+    seen = []
+    for code in (0, 1, 3, 42, 255):
+        seen.append(expect_like_bare([PY, "-c", f"import sys; sys.exit({code})"], code))
+    for sig in (signal.SIGTERM, signal.SIGKILL, signal.SIGINT, signal.SIGSEGV, signal.SIGABRT):
+        # the core-dumping ones without a core file
+        script = "import os, signal, resource; resource.setrlimit(resource.RLIMIT_CORE, (0, 0)); "
+        if sig != signal.SIGKILL:
+            script += f"signal.signal({int(sig)}, signal.SIG_DFL); "
+        script += f"os.kill(os.getpid(), {int(sig)})"
+        seen.append(expect_like_bare([PY, "-c", script], -int(sig)))
+    # a CUDA program's status through the preload too (tracing on)
+    p = tbprof(["record", "--trace-all", "--", PY, "-c", "import time; time.sleep(0.02); raise SystemExit(5)"])
+    if p.returncode != 5 or "tbprof: trace written to trace.zst" not in p.stderr:
+        fail(f"traced python exit 5: rc {p.returncode}, {p.stderr!r}")
+    noexec = os.path.join(tempfile.mkdtemp(prefix="tbp-cmd-"), "data.txt")
+    with open(noexec, "w") as f:
+        f.write("not a program\n")
+    os.chmod(noexec, 0o644)
+    for cmd, rc in ((["/nonexistent/cmd"], 127), ([noexec], 126)):
+        p = tbprof(["record", "--"] + cmd)
+        if p.returncode != rc or cmd[0] not in p.stderr:
+            fail(f"{cmd}: rc {p.returncode}, expected {rc}; {p.stderr!r}")
+    print(f"ok: exit statuses and signal deaths as without tbprof ({', '.join(seen)}); 127/126")
+
+
+def scenario_forward():
+    d = tempfile.mkdtemp(prefix="tbp-cmd-")
+    script = os.path.join(d, "waiter.py")
+    with open(script, "w") as f:
+        f.write("import signal, sys, time\n"
+                "def on(sig, frame):\n"
+                "    print('got', signal.Signals(sig).name, flush=True)\n"
+                "    sys.exit(7)\n"
+                "for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP):\n"
+                "    signal.signal(s, on)\n"
+                "print('ready', flush=True)\n"
+                "time.sleep(60)\n"
+                "sys.exit(1)\n")
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP):
+        p = subprocess.Popen([TBPROF, "record", "-q", "--", PY, script], cwd=d, env=clean_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if p.stdout.readline() != "ready\n":
+            fail("the command did not start")
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=30)
+        if p.returncode != 7 or out != f"got {sig.name}\n":
+            fail(f"{sig.name} to tbprof: rc {p.returncode}, stdout {out!r}, stderr {err!r}")
+    # the command dies of the forwarded signal: tbprof dies of it too
+    p = subprocess.Popen([TBPROF, "record", "-q", "--", PY, "-c", "print('ready', flush=True); import time; time.sleep(60)"],
+                         cwd=d, env=clean_env(), stdout=subprocess.PIPE, text=True)
+    p.stdout.readline()
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=30)
+    if p.returncode != -signal.SIGTERM:
+        fail(f"SIGTERM to tbprof, command with default handler: rc {p.returncode}")
+    print("ok: TERM, USR1, HUP sent to tbprof reach the command; its death by TERM is tbprof's")
+
+
+def scenario_env():
+    d = tempfile.mkdtemp(prefix="tbp-cmd-")
+    show = [PY, "-c", "import os; print(os.environ.get('LD_PRELOAD')); "
+                      "print(sorted((k, v) for k, v in os.environ.items() if k.startswith('TBPROF_')))"]
+    args = ["record", "-q", "-o", "x/%r.zst", "--python-depth", "9", "--span-us=50", "--no-cupti", "--native",
+            "--native-depth", "5", "--buffer-size", "1M", "--trace-all", "--no-fork", "--hip-events", "-v",
+            "--no-python", "--"]
+    p = tbprof(args + show, cwd=d, extra={"TBPROF_TSC": "0"})
+    lines = p.stdout.splitlines()
+    if p.returncode != 0 or len(lines) != 2:
+        fail(f"rc {p.returncode}, {p.stdout!r} {p.stderr!r}")
+    if lines[0] != LIB:
+        fail(f"LD_PRELOAD {lines[0]!r}, expected the absolute {LIB}")
+    want = [("TBPROF_BUFFER_SIZE", "1M"), ("TBPROF_CUPTI", "0"), ("TBPROF_FORK", "0"), ("TBPROF_HIP_EVENTS", "1"),
+            ("TBPROF_NATIVE", "1"), ("TBPROF_NATIVE_DEPTH", "5"), ("TBPROF_OUT", os.path.join(os.path.realpath(d), "x/%r.zst")),
+            ("TBPROF_PYTHON", "0"), ("TBPROF_PY_DEPTH", "9"), ("TBPROF_PY_SPAN_US", "50"),
+            ("TBPROF_TRACE_ALL", "1"), ("TBPROF_TSC", "0"), ("TBPROF_VERBOSE", "1")]
+    if lines[1] != repr(want):
+        fail(f"TBPROF_* variables {lines[1]}, expected {want}")
+    # the caller's LD_PRELOAD entries stay, first
+    other = "libm.so.6"
+    p = tbprof(["record", "-q", "--"] + show, cwd=d, extra={"LD_PRELOAD": other})
+    if p.stdout.splitlines()[0] != f"{other}:{LIB}":
+        fail(f"LD_PRELOAD {p.stdout.splitlines()[0]!r}, expected {other}:{LIB}")
+    # a program that changes directory before tracing starts: the trace is
+    # still where tbprof was asked to put it
+    sub = os.path.join(d, "elsewhere")
+    os.mkdir(sub)
+    p = tbprof(["record", "-o", "cd.zst", "--", PY, "-c",
+                f"import os, ctypes; os.chdir({sub!r}); ctypes.CDLL(None).tbprof_marker(0, 0, b'x')"], cwd=d)
+    if p.returncode != 0 or not os.path.exists(os.path.join(d, "cd.zst")) or os.listdir(sub):
+        fail(f"chdir before tracing: rc {p.returncode}, {os.listdir(d)}, {os.listdir(sub)}, {p.stderr!r}")
+    # the caller's own TBPROF_OUT (no -o) is passed on as it is
+    p = tbprof(["record", "-q", "--"] + show, cwd=d, extra={"TBPROF_OUT": "mine-%p.zst"})
+    if "('TBPROF_OUT', 'mine-%p.zst')" not in p.stdout:
+        fail(f"inherited TBPROF_OUT: {p.stdout!r}")
+    print(f"ok: options -> {len(want) - 1} TBPROF_* variables, an inherited one kept; LD_PRELOAD {other}:libtbprof; "
+          "-o absolute (a chdir before tracing starts does not move the trace)")
+
+
+def scenario_wrapper():
+    d = tempfile.mkdtemp(prefix="tbp-cmd-")
+    wrapper = os.path.join(d, "python3")
+    with open(wrapper, "w") as f:
+        f.write(f"#!/bin/sh\nenv >/dev/null\nreadlink -f \"$0\" >/dev/null\nexec {PY} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    work = os.path.join(d, "work")
+    os.mkdir(work)
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 0.05: pass\n"
+    for cmd in ([wrapper, "-c", spin], ["timeout", "60", wrapper, "-c", spin]):
+        for f in os.listdir(work):
+            os.unlink(os.path.join(work, f))
+        p = tbprof(["record", "--trace-all", "-o", "train.zst", "--"] + cmd, cwd=work)
+        if p.returncode != 0 or sorted(os.listdir(work)) != ["train.zst"]:
+            fail(f"{cmd}: rc {p.returncode}, files {sorted(os.listdir(work))}, stderr {p.stderr!r}")
+        if p.stderr.strip() != "tbprof: trace written to train.zst":
+            fail(f"{cmd}: summary {p.stderr!r}")
+    print("ok: a wrapper script (and timeout + wrapper) under tbprof record: one trace, train.zst, reported")
+
+
+def scenario_report():
+    d = tempfile.mkdtemp(prefix="tbp-cmd-")
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 0.05: pass\nprint('out')\n"
+    p = tbprof(["record", "--trace-all", "--report", "--", PY, "-c", spin], cwd=d)
+    if p.returncode != 0 or not p.stdout.startswith("out\ntbanalyze report: trace.zst"):
+        fail(f"--report: rc {p.returncode}, stdout {p.stdout[:300]!r}, stderr {p.stderr!r}")
+    p = tbprof(["report", "info", os.path.join(d, "trace.zst")])
+    if p.returncode != 0 or "process:" not in p.stdout:
+        fail(f"tbprof report info: rc {p.returncode}, {p.stdout[:200]!r} {p.stderr!r}")
+    # the ranks of a job in a directory: one report, tbanalyze DIR's
+    script = os.path.join(d, "spin.py")
+    with open(script, "w") as f:
+        f.write(spin)
+    two = f"RANK=0 WORLD_SIZE=2 {PY} {script} && RANK=1 WORLD_SIZE=2 {PY} {script}"
+    p = tbprof(["record", "--trace-all", "--report", "-o", "ranks", "--", "sh", "-c", two], cwd=d)
+    if p.returncode != 0 or "tbanalyze ranks: 2 traces" not in p.stdout or p.stdout.count("tbanalyze ") != 1:
+        fail(f"--report on a directory: rc {p.returncode}, stdout {p.stdout[:500]!r}, stderr {p.stderr!r}")
+    print("ok: --report prints tbanalyze's report after the command's output (a directory of ranks: one "
+          "cross-rank report); tbprof report runs tbanalyze")
+
+
+def main():
+    if len(sys.argv) != 2:
+        fail(__doc__)
+    fn = globals().get("scenario_" + sys.argv[1])
+    if not fn:
+        fail("unknown scenario " + sys.argv[1])
+    fn()
+
+
+if __name__ == "__main__":
+    main()
