@@ -716,6 +716,7 @@ static bool layout_313_from_debug(struct py_layout *out)
 }
 
 static void *s_backward, *s_grad; /* interned names for the blocking-call check */
+static void *s_find_and_load;       /* importlib's import of one module (eval_import) */
 static void install_eval_hook(void);
 
 static void give_up(const char *why)
@@ -973,7 +974,19 @@ static uintptr_t frame_code(void *frame)
 static inline bool maybe_blocking_name(uintptr_t code)
 {
 	uintptr_t name = rd_ptr(code, L.co_shortname);
-	return name == (uintptr_t)s_backward || name == (uintptr_t)s_grad;
+	return name == (uintptr_t)s_backward || name == (uintptr_t)s_grad || name == (uintptr_t)s_find_and_load;
+}
+
+/* Is `code` importlib's _find_and_load (the import of one module)? */
+static bool is_import_call(uintptr_t code)
+{
+	if (rd_ptr(code, L.co_shortname) != (uintptr_t)s_find_and_load)
+		return false;
+	char buf[64];
+	const char *p;
+	static const char file[] = "<frozen importlib._bootstrap>";
+	ssize_t n = str_utf8(rd_ptr(code, L.co_filename), buf, sizeof buf, &p);
+	return n == (ssize_t)sizeof file - 1 && memcmp(p, file, sizeof file - 1) == 0;
 }
 
 /* Is `code` torch's Tensor.backward / autograd.backward / autograd.grad? */
@@ -1062,8 +1075,10 @@ static __attribute__((noinline, cold)) void guard_start(struct stack_guard *g, u
 	g->limit = limit > floor ? limit : floor;
 }
 
-/* Too deep for the hook: run this call and all below it without it. */
-static __attribute__((noinline)) void *step_aside(void *tstate, void *frame, int throwflag)
+/* Too deep for the hook (or an import, eval_import): run this call and all
+ * below it without it.  `counted`: a step-aside for depth (TBPROF_VERBOSE
+ * reports them). */
+static __attribute__((noinline)) void *step_aside(void *tstate, void *frame, int throwflag, bool counted)
 {
 	eval_frame_fn next = prev_eval;
 	void *interp = py.interp_main();
@@ -1071,7 +1086,8 @@ static __attribute__((noinline)) void *step_aside(void *tstate, void *frame, int
 	if (!hook_suspended && interp && py.get_eval(interp) == (eval_frame_fn)tbp_eval_frame) {
 		py.set_eval(interp, prev_eval);
 		hook_suspended = removed = true;
-		atomic_fetch_add_explicit(&hook_suspensions, 1, memory_order_relaxed);
+		if (counted)
+			atomic_fetch_add_explicit(&hook_suspensions, 1, memory_order_relaxed);
 	}
 	void *result = next(tstate, frame, throwflag);
 	/* Still ours to undo (tbp_py_test_hook clears it) and nobody has
@@ -1154,6 +1170,22 @@ static __attribute__((noinline)) void *eval_blocking(void *tstate, void *frame, 
 	return result;
 }
 
+/* An import: the module's whole import runs without the hook (stepped
+ * aside, as for deep recursion), timed here as one span.  A PEP 523 hook
+ * makes every Python call take CPython's slow path (~200 instructions
+ * more, 3.11), and `import torch` alone makes millions of them: with the
+ * hook inside imports its process CPU time grew ~7 %; the price is no spans
+ * inside an import but the import's own. */
+static __attribute__((noinline)) void *eval_import(void *tstate, void *frame, int throwflag, uintptr_t code)
+{
+	uint64_t k0 = ticks();
+	void *result = step_aside(tstate, frame, throwflag, false);
+	uint64_t dk = ticks() - k0;
+	if (dk >= span_ticks && TBP_ACTIVE() && is_code(code))
+		record_span(tstate, code, dk);
+	return result;
+}
+
 /* Runs on every Python call while installed: what it costs is what a
  * traced program pays per call (doc/python.md), so the common path is two
  * counter reads, the guard's compare, and the few loads below. */
@@ -1165,11 +1197,15 @@ static void *tbp_eval_frame(void *tstate, void *frame, int throwflag)
 	if (g->depth == 0)
 		guard_start(g, stack_pointer());
 	else if (TBP_UNLIKELY(stack_pointer() < g->limit || g->depth >= guard_max_depth))
-		return step_aside(tstate, frame, throwflag);
+		return step_aside(tstate, frame, throwflag, true);
 	uintptr_t code = frame_code(frame);
 	/* The name compare first: it rejects almost every call for two loads. */
-	if (TBP_UNLIKELY(is_code(code) && maybe_blocking_name(code)) && note_blocking(tstate, code))
-		return eval_blocking(tstate, frame, throwflag, code);
+	if (TBP_UNLIKELY(is_code(code) && maybe_blocking_name(code))) {
+		if (is_import_call(code))
+			return eval_import(tstate, frame, throwflag, code);
+		if (note_blocking(tstate, code))
+			return eval_blocking(tstate, frame, throwflag, code);
+	}
 	g->depth++;
 	uint64_t k0 = ticks();
 	void *result = prev_eval(tstate, frame, throwflag);
@@ -1192,6 +1228,7 @@ static int install_with_gil(void *unused)
 	if (py.intern_from_string) {
 		s_backward = py.intern_from_string("backward");
 		s_grad = py.intern_from_string("grad");
+		s_find_and_load = py.intern_from_string("_find_and_load");
 	}
 	eval_frame_fn current = py.get_eval(interp);
 	if (current == (eval_frame_fn)tbp_eval_frame)

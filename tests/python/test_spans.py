@@ -91,6 +91,25 @@ if sys.version_info >= (3, 12):
           [frames(p, 2) for _, _, p, _ in spans() if frames(p, 1) == [(SITE["slow_def"], "slow")]],
           [[(SITE["slow_def"], "slow"), (SITE["monitored"], "<module>")]])
 
+# An import runs without the hook (CPython's uninlined call path on every
+# call inside it cost `import torch` ~7 % CPU): the import itself is one span
+# (importlib's _find_and_load), nothing inside it; the hook is back after.
+moddir = tempfile.mkdtemp()
+with open(os.path.join(moddir, "tbp_slow_module.py"), "w") as f:
+    f.write("import time\n\ndef slow_in_module():\n    time.sleep(0.005)\n\nslow_in_module()\n")
+sys.path.insert(0, moddir)
+pydll.tpy_clear_spans()
+import tbp_slow_module  # noqa: E402,F401  site:import
+leaves = [describe(p)[0] for _, _, p, _ in spans()]
+check("no span inside an import", [leaf for leaf in leaves if leaf[2] == "slow_in_module"], [])
+check("the import is one span", [leaf[0] for leaf in leaves if leaf[2] == "_find_and_load"],
+      ["<frozen importlib._bootstrap>"])
+pydll.tpy_clear_spans()
+slow()  # site:after_import
+check("spans again after the import",
+      [frames(p, 2) for _, _, p, _ in spans() if frames(p, 1) == [(SITE["slow_def"], "slow")]],
+      [[(SITE["slow_def"], "slow"), (SITE["after_import"], "<module>")]])
+
 # Spans from another Python thread carry that thread's path.
 pydll.tpy_clear_spans()
 
