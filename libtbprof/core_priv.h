@@ -1,5 +1,5 @@
 /*
- * Private interface between libtbprof core (core.c) and the hooks in
+ * Private interface between libtbprof core (config.c, ring.c, ...) and the hooks in
  * interpose/.  Not part of the core.h contract: only the core and the hook
  * files (same owner) use it.
  */
@@ -90,15 +90,15 @@ static inline void tbp_hook_ticks_to_ns(uint64_t *a, uint64_t *b)
 }
 
 /* ------------------------------------------------------------ hot path
- * The per-call steps of a hook, inlined into it (core.c keeps the
+ * The per-call steps of a hook, inlined into it (the core keeps the
  * out-of-line functions of core.h for everyone else, and the slow paths).
- * A launch is ~100 instructions of bookkeeping; each call into core.c,
+ * A launch is ~100 instructions of bookkeeping; each call into the core,
  * each __errno_location and each general-dynamic TLS access was a
  * measurable part of it (bench/interpose, callgrind).
  */
 
 /* One thread's ring (single producer: the thread; single consumer: the
- * writer).  See the threading model at the top of core.c. */
+ * writer).  See the threading model at the top of ring.c. */
 struct tbp_tbuf {
 	struct tbp_record *slots;
 	size_t map_bytes;

@@ -1,0 +1,488 @@
+/*
+ * libtbprof core, lifecycle: what interpose/ lends the core (tbp_register_hook_ops), the
+ * flush on fatal signals, lazy start, exit, fork, notices and markers.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "core_priv.h"
+#include "core_internal.h"
+#include "tbp_config.h"
+
+/* ------------------------------------------------------------ hook registry */
+
+/* Filled by interpose/'s load-time constructors; read lock-free (from signal
+ * handlers and atfork handlers too): an entry is written before the count
+ * that publishes it. */
+static const struct tbp_hook_ops *hook_ops[TBP_MAX_HOOK_OPS];
+static atomic_uint n_hook_ops;
+
+static void hook_ops_restore_default(int sig)
+{
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned i = 0; i < n; i++)
+		if (hook_ops[i]->signal_restore_default)
+			hook_ops[i]->signal_restore_default(sig);
+}
+
+static void tbp_on_signal(int sig);
+/* Serializes the trace start, hook registration and fork. */
+static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void tbp_register_hook_ops(const struct tbp_hook_ops *ops)
+{
+	pthread_mutex_lock(&start_lock);
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_relaxed);
+	if (n < TBP_MAX_HOOK_OPS) {
+		hook_ops[n] = ops;
+		atomic_store_explicit(&n_hook_ops, n + 1, memory_order_release);
+		/* A library that started the trace from its own constructor ran
+		 * before ours: the handlers are installed now. */
+		if (ops->signals_install && atomic_load(&tbp_start_state) == 2)
+			ops->signals_install(tbp_on_signal);
+	} else {
+		tbp_log("internal: more than %d hook registrations; one ignored", TBP_MAX_HOOK_OPS);
+	}
+	pthread_mutex_unlock(&start_lock);
+}
+
+/* ------------------------------------------------------------ signals */
+
+/* Runs in whichever thread got the signal.  No I/O and no locks: it asks the
+ * writer for a final drain, waits for it at most 2 s, then dies of the same
+ * signal with the default disposition so the exit status is unchanged.
+ * Installed, and hidden from the program, by interpose/signal.c. */
+static void tbp_on_signal(int sig)
+{
+	int saved_errno = errno;
+	TBP_SET_ACTIVE(0);
+	if (atomic_load(&tbp_start_state) == 2 && !atomic_load(&writer_exited)) {
+		atomic_store(&signal_pending, sig);
+		atomic_store(&writer_wake, 1);
+		futex_wake_all(&writer_wake);
+		uint64_t deadline = tbp_now() + 2000000000ull;
+		while (!atomic_load(&writer_exited)) {
+			uint64_t now = tbp_now();
+			if (now >= deadline)
+				break;
+			futex_wait(&writer_exited, 0, (unsigned)((deadline - now) / 1000000ull) + 1);
+		}
+	}
+	hook_ops_restore_default(sig);
+	raise(sig);   /* delivered when this handler returns (sig is blocked now) */
+	errno = saved_errno;
+}
+
+static void tbp_install_signal_handlers(void)
+{
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned i = 0; i < n; i++)
+		if (hook_ops[i]->signals_install)
+			hook_ops[i]->signals_install(tbp_on_signal);
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+static atomic_int shutdown_done;
+static atomic_int exit_hook_registered;
+static bool is_fork_child;
+static pid_t fork_parent_pid;
+static void tbp_shutdown(void);
+static void tbp_atfork_prepare(void);
+static void tbp_atfork_parent(void);
+static void tbp_atfork_child(void);
+
+/* Header features, decided when the writer opens (they cannot change
+ * later): HIP when a HIP call started the trace or the HIP runtime is
+ * loaded; CUPTI when it is wanted and the trace is not a HIP one (CUPTI
+ * is only ever started by CUDA hooks); PYTHON when wanted and this process
+ * runs CPython; NATIVE when wanted and built with libunwind. */
+static uint32_t tbp_start_features(void)
+{
+	unsigned lib = __atomic_load_n(&tbp_started_by_lib, __ATOMIC_RELAXED);
+	bool hip = lib == 3   /* TBP_LIB_HIP */
+		|| (lib == 0 && tbp_hip_runtime_loaded && tbp_hip_runtime_loaded());
+	uint32_t f = 0;
+	if (hip)
+		f |= TBP_FEAT_HIP;
+	if (tbp_cfg.cupti && !hip)
+		f |= TBP_FEAT_CUPTI;
+	if (tbp_cfg.python && dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+		f |= TBP_FEAT_PYTHON;
+	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
+		f |= TBP_FEAT_NATIVE;
+	return f;
+}
+
+static pid_t trace_pid;   /* the process whose trace the writer writes */
+
+/* The output path for a message: absolute, so "Permission denied" on a
+ * relative name says which directory. */
+const char *out_path_shown(char *buf, size_t len)
+{
+	char cwd[PATH_MAX];
+	if (out_path[0] == '/' || !getcwd(cwd, sizeof cwd))
+		return out_path;
+	int n = snprintf(buf, len, "%s/%s", cwd, out_path);
+	return n > 0 && (size_t)n < len ? buf : out_path;
+}
+
+static void tbp_start_slow(void)
+{
+	pthread_mutex_lock(&start_lock);
+	if (atomic_load(&tbp_start_state) != 0 || !TBP_ACTIVE()) {
+		pthread_mutex_unlock(&start_lock);
+		return;
+	}
+	atomic_store(&tbp_start_state, 1);
+	static bool key_made;
+	if (!key_made) {
+		pthread_key_create(&tbuf_key, tbp_tbuf_retire);
+		key_made = true;
+	}
+	session_compute();
+	tbp_cfg.launcher_agent = tbp_is_launcher_agent();
+	out_fd = tbp_open_output();
+	if (out_fd < 0) {
+		int e = errno;
+		char shown[2 * PATH_MAX + 2];
+		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown), strerror(e));
+		atomic_store(&tbp_start_state, 3);
+		TBP_SET_ACTIVE(0);
+		pthread_mutex_unlock(&start_lock);
+		return;
+	}
+	struct tbp_writer_opts opts = { .compression_level = 0, .features = tbp_start_features() };
+	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
+		opts.features |= TBP_FEAT_NATIVE;
+	{
+		char shown[2 * PATH_MAX + 2];
+		snprintf(out_path_abs, sizeof out_path_abs, "%s", out_path_shown(shown, sizeof shown));
+	}
+	events_written = false;
+	out_fd = move_fd_high(out_fd);
+	struct stat out_st;
+	if (fstat(out_fd, &out_st) == 0) {
+		out_dev = out_st.st_dev;
+		out_ino = out_st.st_ino;
+	}
+	out_gone = false;
+	errno = 0;
+	int rc = tbp_writer_open_fd(&writer, out_fd, &opts);
+	if (rc != TBP_OK) {
+		int e = errno;
+		out_fd = -1;   /* closed by tbp_writer_open_fd */
+		char shown[2 * PATH_MAX + 2];
+		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown),
+			e ? strerror(e) : tbp_error_name(rc));
+		atomic_store(&tbp_start_state, 3);
+		TBP_SET_ACTIVE(0);
+		pthread_mutex_unlock(&start_lock);
+		return;
+	}
+	trace_pid = getpid();
+	tbp_intern_string(session_text, strlen(session_text));   /* see session_compute */
+	if (tbp_cfg.verbose)
+		tbp_log("tracing pid %d to %s", (int)getpid(), out_path);
+	process_written = false;
+	records_written = 0;
+	tbp_build_process_record();
+	atomic_store(&writer_stop, 0);
+	atomic_store(&writer_exited, 0);
+	atomic_store(&signal_pending, 0);
+	/* The writer must not take the program's signals. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&writer_thread, NULL, tbp_writer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0) {
+		tbp_log("cannot start writer thread: %s; tracing disabled", strerror(rc));
+		tbp_writer_close(writer);
+		writer = NULL;
+		atomic_store(&tbp_start_state, 3);
+		TBP_SET_ACTIVE(0);
+		pthread_mutex_unlock(&start_lock);
+		return;
+	}
+	tbp_install_signal_handlers();
+	atomic_store(&tbp_start_state, 2);
+	pthread_mutex_unlock(&start_lock);
+	if (is_fork_child) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "forked child of pid %d", (int)fork_parent_pid);
+		tbp_notice(TBP_NOTE_INFO, TBP_NOTICE_FORK_CHILD, msg);
+		/* Workers often end with _exit (no exit handlers) soon after:
+		 * put the definitions and PROCESS record out now, so no file is
+		 * ever only a header. */
+		tbp_drain_now(200);
+	}
+	tbp_py_init();
+}
+
+void tbp_ensure_started(void)
+{
+	if (TBP_LIKELY(atomic_load_explicit(&tbp_start_state, memory_order_acquire) == 2))
+		return;
+	if (!TBP_ACTIVE() || atomic_load(&tbp_start_state) == 3)
+		return;
+	__atomic_store_n(&fork_child_waiting, 0, __ATOMIC_RELAXED);
+	tbp_start_slow();
+	/* A marker-only process: no GPU runtime to order against. */
+}
+
+static void tbp_register_exit_hook(void)
+{
+	if (atomic_exchange(&exit_hook_registered, 1))
+		return;
+	atexit(tbp_shutdown);
+}
+
+void tbp_note_gpu_used(void)
+{
+	if (__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED))
+		return;
+	__atomic_store_n(&tbp_gpu_used, 1, __ATOMIC_RELAXED);
+	/* Registered now, after the GPU runtime's own exit handlers (it set them
+	 * up inside the call that just returned), so ours runs first.  A marker
+	 * may have registered one earlier; shutdown is idempotent. */
+	atomic_store(&exit_hook_registered, 1);
+	atexit(tbp_shutdown);
+}
+
+void tbp_start_trace_all(void)
+{
+	/* Explicit opt-in (TBPROF_TRACE_ALL): a trace even without GPU use. */
+	tbp_start_slow();
+	tbp_register_exit_hook();
+}
+
+static void tbp_shutdown(void)
+{
+	if (atomic_exchange(&shutdown_done, 1))
+		return;
+	if (atomic_load(&tbp_start_state) != 2)
+		return;
+	int guard = tbp_tls_guard;
+	tbp_tls_guard = 1;
+	if (__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED)) {
+		tbp_cupti_flush();
+		tbp_cupti_stop();
+	}
+	tbp_py_shutdown();
+	atomic_store(&writer_stop, 1);
+	atomic_store(&writer_wake, 1);
+	futex_wake_all(&writer_wake);
+	/* Bounded wait: never hang the program's exit. */
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 2;
+	if (pthread_timedjoin_np(writer_thread, NULL, &deadline) != 0)
+		tbp_log("writer did not finish within 2 s at exit; the trace may be truncated");
+	TBP_SET_ACTIVE(0);
+	atomic_store(&tbp_start_state, 3);
+	tbp_tls_guard = guard;
+}
+
+/* exec replaces the process without exit handlers: finish the trace as
+ * exit would (CUPTI flush, final drain, END, seek table).  If the exec then
+ * fails, the process goes on untraced, exactly as without tbprof.  Not in
+ * a vfork child (it shares our memory but is another pid): the trace and
+ * the writer are the parent's. */
+void tbp_before_exec(void)
+{
+	if (atomic_load(&tbp_start_state) != 2 || getpid() != trace_pid)
+		return;
+	int saved_errno = errno;
+	if (tbp_cfg.verbose)
+		tbp_log("exec: finishing the trace of pid %d", (int)trace_pid);
+	tbp_shutdown();
+	errno = saved_errno;
+}
+
+__attribute__((destructor)) static void tbp_fini(void)
+{
+	tbp_shutdown();
+}
+
+/* ------------------------------------------------------------ fork */
+
+/* Per thread: two threads may fork at once.  The forking thread's value is
+ * still there in the child. */
+static __thread sigset_t fork_saved_mask __attribute__((tls_model("initial-exec")));
+
+void tbp_register_atfork(void)
+{
+	pthread_atfork(tbp_atfork_prepare, tbp_atfork_parent, tbp_atfork_child);
+}
+
+/* Every lock tbprof holds is taken here, in the order the code nests them
+ * (Python set-up, start, native stacks, strings, definitions, thread
+ * registry, then the interposers' leaf locks), so the child never inherits
+ * one held by a thread it does not have. */
+static void tbp_atfork_prepare(void)
+{
+	sigset_t all;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &fork_saved_mask);
+	tbp_py_fork_prepare();
+	pthread_mutex_lock(&start_lock);
+	tbp_native_fork_prepare();
+	pthread_mutex_lock(&intern_lock);
+	pthread_mutex_lock(&def_lock);
+	pthread_mutex_lock(&registry_lock);
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned i = 0; i < n; i++)
+		if (hook_ops[i]->fork_prepare)
+			hook_ops[i]->fork_prepare();
+}
+
+static void tbp_atfork_parent(void)
+{
+	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
+		if (hook_ops[i]->fork_parent)
+			hook_ops[i]->fork_parent();
+	pthread_mutex_unlock(&registry_lock);
+	pthread_mutex_unlock(&def_lock);
+	pthread_mutex_unlock(&intern_lock);
+	tbp_native_fork_parent();
+	pthread_mutex_unlock(&start_lock);
+	tbp_py_fork_parent();
+	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+}
+
+/* The child has one thread and no writer.  Rings of the parent's other
+ * threads are unmapped; this thread's ring is emptied (the parent writes
+ * those records).  Definitions are kept and replayed into the child's own
+ * file, so interned ids remain valid. */
+static void tbp_atfork_child(void)
+{
+	pthread_mutex_init(&registry_lock, NULL);
+	pthread_mutex_init(&def_lock, NULL);
+	pthread_mutex_init(&intern_lock, NULL);
+	pthread_mutex_init(&start_lock, NULL);
+	tbp_py_fork_child();
+	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
+		if (hook_ops[i]->fork_child)
+			hook_ops[i]->fork_child();
+	if (tbp_cupti_fork_child)
+		tbp_cupti_fork_child();
+	if (atomic_load(&tbp_start_state) != 2) {
+		/* The parent was not tracing (not yet, or it could not): the
+		 * child is the same kind of process, nothing else to reset. */
+		tbp_native_reset_after_fork();
+		pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+		return;
+	}
+	struct tbp_tbuf *mine = tbp_tls_buf;
+	struct tbp_tbuf *b = registry;
+	registry = NULL;
+	while (b) {
+		struct tbp_tbuf *next = b->next;
+		if (b != mine)
+			munmap(b, b->map_bytes);
+		b = next;
+	}
+	if (mine) {
+		atomic_store(&mine->head, 0);
+		atomic_store(&mine->tail, 0);
+		mine->reserved = 0;
+		mine->lost = 0;
+		atomic_store(&mine->lost_total, 0);
+		mine->lost_reported = 0;
+		atomic_store(&mine->retired, 0);
+		mine->thread_announced = false;
+		mine->tid = (uint32_t)tbp_gettid();
+		mine->next = NULL;
+		registry = mine;
+	}
+	if (out_fd >= 0)
+		close(out_fd);   /* the parent's file and lock stay the parent's */
+	out_fd = -1;
+	out_gone = false;
+	writer = NULL;       /* the parent's writer state: not ours to flush */
+	def_written = 0;
+	process_written = false;
+	atomic_store(&writer_wake, 0);
+	atomic_store(&writer_stop, 0);
+	atomic_store(&writer_exited, 0);
+	atomic_store(&signal_pending, 0);
+	atomic_store(&shutdown_done, 0);
+	atomic_store(&lost_total_all, 0);
+	int was_running = atomic_load(&tbp_start_state) == 2;
+	atomic_store(&tbp_start_state, 0);
+	is_fork_child = true;
+	fork_parent_pid = getppid();
+	tbp_native_reset_after_fork();
+	/* A child of a tracing parent traces only with TBPROF_FORK=1 (the
+	 * default); a child of a parent that never started behaves as the
+	 * parent would have. */
+	if (was_running)
+		TBP_SET_ACTIVE(tbp_cfg.enabled && tbp_cfg.fork_mode);
+	fork_child_waiting = 1;
+	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
+	if (mine && TBP_ACTIVE())
+		mine->thread_announced = false;
+}
+
+/* ------------------------------------------------------------ notices, markers */
+
+void tbp_notice(unsigned level, unsigned code, const char *message)
+{
+	if (!TBP_ACTIVE())
+		return;
+	bool entered = tbp_guard_enter();
+	uint64_t msg = message ? tbp_intern_string(message, strlen(message)) : 0;
+	struct tbp_record *rec = tbp_slot_acquire(TBP_K_NOTICE);
+	if (rec) {
+		rec->ts = tbp_now();
+		rec->u.notice.level = level;
+		rec->u.notice.code = code;
+		rec->u.notice.message = msg;
+		tbp_slot_commit(rec);
+	}
+	if (entered)
+		tbp_guard_leave();
+}
+
+TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label)
+{
+	if (!tbp_cfg.enabled || !TBP_ACTIVE())
+		return -1;
+	int saved_errno = errno;
+	if (!tbp_guard_enter()) {
+		errno = saved_errno;
+		return 0;
+	}
+	tbp_ensure_started();
+	tbp_register_exit_hook();
+	uint64_t label_id = label ? tbp_intern_string(label, strlen(label)) : 0;
+	struct tbp_record *rec = tbp_slot_acquire(TBP_K_MARKER);
+	if (rec) {
+		rec->ts = tbp_now();
+		rec->u.marker.marker_kind = (uint64_t)kind;
+		rec->u.marker.value = (uint64_t)value;
+		rec->u.marker.label = label_id;
+		tbp_slot_commit(rec);
+	}
+	tbp_guard_leave();
+	errno = saved_errno;
+	return TBP_ACTIVE() ? 0 : -1;
+}

@@ -1,0 +1,329 @@
+/*
+ * libtbprof core, the one writer thread: drains every ring in time order into the trace
+ * writer, flushes on request, and the final drain at exit.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "core_priv.h"
+#include "core_internal.h"
+#include "tbp_config.h"
+
+/* ------------------------------------------------------------ writer thread */
+
+struct tbp_writer *writer;
+pthread_t writer_thread;
+atomic_int writer_stop;        /* 1: final drain and exit */
+atomic_int writer_exited;      /* futex word: 1 when finished */
+atomic_int signal_pending;     /* signal number whose handler waits */
+atomic_int drain_seq;          /* futex word: bumped after each drain */
+uint64_t records_written;
+/* Did any thread record an event (anything but its THREAD announcement)?
+ * A trace without one holds only the header and the process's
+ * definitions: nothing to analyze, so the file is removed at the end
+ * (a launcher script's helper, a Python process that did nothing). */
+bool events_written;
+/* out_path made absolute when it was opened: the program may chdir. */
+char out_path_abs[2 * PATH_MAX + 2];
+bool process_written;
+static int write_error_warned;
+
+struct snap {
+	struct tbp_tbuf *b;
+	uint64_t head;
+	int retired;
+};
+static struct snap *snaps;
+static size_t snaps_cap;
+
+static void writer_fail(int rc)
+{
+	tbp_warn_once(&write_error_warned, "writing %s failed (%s); tracing stops", out_path,
+		tbp_error_name(rc));
+	TBP_SET_ACTIVE(0);
+}
+
+static int write_defs(void)
+{
+	int rc = TBP_OK;
+	pthread_mutex_lock(&def_lock);
+	size_t upto = def_count;
+	pthread_mutex_unlock(&def_lock);
+	/* def_hist entries below def_count are immutable; the array may be
+	 * reallocated, so index it under the lock each time. */
+	if (upto > def_written || !process_written) {
+		rc = tbp_writer_begin_chunk(writer, TBP_STREAM_DEFS, 0);
+		for (size_t i = def_written; rc == TBP_OK && i < upto; i++) {
+			pthread_mutex_lock(&def_lock);
+			struct tbp_def *d = def_hist[i];
+			pthread_mutex_unlock(&def_lock);
+			struct tbp_record def;
+			def_record(d, &def);
+			rc = tbp_writer_add(writer, &def);
+			records_written++;
+		}
+		if (rc == TBP_OK && !process_written) {
+			rc = tbp_writer_add(writer, &process_rec);
+			records_written++;
+			process_written = true;
+		}
+		if (rc == TBP_OK)
+			rc = tbp_writer_end_chunk(writer);
+		def_written = upto;
+	}
+	return rc;
+}
+
+/* Writes a ring's records from tail to head.  `last`: the thread will not
+ * record again (it exited, or this is the final drain), so drops it never
+ * got to report in a LOST record of its own are reported here. */
+static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
+{
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
+	/* After the head (acquired by the caller): right for every record up to it. */
+	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
+	int rc = TBP_OK;
+	bool open_chunk = false;
+	uint8_t cur_kind = 0;
+	uint32_t cur_tid = 0;
+	for (; tail < head && rc == TBP_OK; tail++) {
+		const struct tbp_record *r = &b->slots[tail & mask];
+		if (!open_chunk || r->stream_kind != cur_kind || r->tid != cur_tid) {
+			if (open_chunk)
+				rc = tbp_writer_end_chunk(writer);
+			if (rc != TBP_OK)
+				break;
+			cur_kind = r->stream_kind;
+			cur_tid = r->tid;
+			rc = tbp_writer_begin_chunk(writer, cur_kind, cur_tid);
+			open_chunk = rc == TBP_OK;
+			if (!open_chunk)
+				break;
+		}
+		if (r->kind == TBP_K_LOST && r->u.lost.source == TBP_LOST_BUFFER_FULL)
+			b->lost_reported += r->u.lost.count;
+		rc = tbp_writer_add(writer, r);
+		records_written++;
+		if (r->kind != TBP_K_THREAD)
+			events_written = true;
+	}
+	uint64_t unreported = atomic_load_explicit(&b->lost_total, memory_order_acquire) - b->lost_reported;
+	if (last && unreported && rc == TBP_OK) {
+		if (!open_chunk || cur_kind != TBP_STREAM_THREAD || cur_tid != b->tid) {
+			if (open_chunk)
+				rc = tbp_writer_end_chunk(writer);
+			open_chunk = false;
+			if (rc == TBP_OK)
+				rc = tbp_writer_begin_chunk(writer, TBP_STREAM_THREAD, b->tid);
+			open_chunk = rc == TBP_OK;
+		}
+		if (open_chunk) {
+			struct tbp_record l = { .kind = TBP_K_LOST, .stream_kind = TBP_STREAM_THREAD };
+			l.tid = b->tid;
+			l.ts = tbp_now();
+			l.u.lost.count = unreported;
+			l.u.lost.source = TBP_LOST_BUFFER_FULL;
+			l.u.lost.since_ts = 0;   /* first drop time is the producer's */
+			rc = tbp_writer_add(writer, &l);
+			records_written++;
+			events_written = true;
+			b->lost_reported += unreported;
+		}
+	}
+	if (open_chunk && rc == TBP_OK)
+		rc = tbp_writer_end_chunk(writer);
+	/* Even on error the slots are released: the producer must never block. */
+	atomic_store_explicit(&b->tail, head, memory_order_release);
+	return rc;
+}
+
+void drain_once(bool final)
+{
+	/* 1. Snapshot every ring's committed position. */
+	size_t n = 0;
+	pthread_mutex_lock(&registry_lock);
+	for (struct tbp_tbuf *b = registry; b; b = b->next) {
+		if (n == snaps_cap) {
+			size_t ncap = snaps_cap ? snaps_cap * 2 : 64;
+			struct snap *s = realloc(snaps, ncap * sizeof *s);
+			if (!s)
+				break;
+			snaps = s;
+			snaps_cap = ncap;
+		}
+		snaps[n].b = b;
+		snaps[n].retired = atomic_load_explicit(&b->retired, memory_order_acquire);
+		snaps[n].head = atomic_load_explicit(&b->head, memory_order_acquire);
+		n++;
+	}
+	pthread_mutex_unlock(&registry_lock);
+	if (!writer)
+		return;
+	if (!out_still_ours()) {
+		/* The program closed our descriptor (its number may now be one of
+		 * its files): drop what is pending, never write there again. */
+		uint64_t dropped = 0;
+		for (size_t i = 0; i < n; i++) {
+			struct tbp_tbuf *b = snaps[i].b;
+			dropped += snaps[i].head - atomic_load_explicit(&b->tail, memory_order_relaxed);
+			atomic_store_explicit(&b->tail, snaps[i].head, memory_order_release);
+		}
+		atomic_fetch_add(&lost_total_all, dropped);
+		TBP_SET_ACTIVE(0);
+		tbp_warn_once(&out_gone_warned, "the program closed the trace file descriptor of %s; "
+			"tracing stops (%llu records not written)", out_path, (unsigned long long)dropped);
+		/* The writer's buffers are abandoned: closing or flushing it would
+		 * touch a descriptor that is no longer ours. */
+		writer = NULL;
+		return;
+	}
+	/* 2. Definitions queued before those commits. */
+	int rc = write_defs();
+	/* 3. Each thread's records. */
+	for (size_t i = 0; i < n && rc == TBP_OK; i++)
+		rc = write_ring(snaps[i].b, snaps[i].head, final || snaps[i].retired);
+	if (rc == TBP_OK && final) {
+		if (tbp_writer_begin_chunk(writer, TBP_STREAM_DEFS, 0) == TBP_OK) {
+			struct tbp_record end = { .kind = TBP_K_END, .stream_kind = TBP_STREAM_DEFS };
+			end.ts = tbp_now();
+			end.u.end.records = records_written;
+			end.u.end.lost = atomic_load(&lost_total_all);
+			tbp_writer_add(writer, &end);
+			tbp_writer_end_chunk(writer);
+		}
+	}
+	if (rc == TBP_OK)
+		rc = out_still_ours() ? tbp_writer_flush(writer) : TBP_ERR_IO;
+	if (rc != TBP_OK)
+		writer_fail(rc);
+	/* 4. Free the rings of exited threads once fully written. */
+	for (size_t i = 0; i < n; i++) {
+		struct tbp_tbuf *b = snaps[i].b;
+		if (!snaps[i].retired || atomic_load_explicit(&b->head, memory_order_acquire) != snaps[i].head)
+			continue;
+		pthread_mutex_lock(&registry_lock);
+		for (struct tbp_tbuf **pp = &registry; *pp; pp = &(*pp)->next)
+			if (*pp == b) {
+				*pp = b->next;
+				break;
+			}
+		pthread_mutex_unlock(&registry_lock);
+		munmap(b, b->map_bytes);
+	}
+}
+
+/* Would the next record of this thread's ring be dropped?  (As tbp_reserve
+ * decides, growth at this head included.) */
+static bool ring_full(const struct tbp_tbuf *b)
+{
+	uint64_t head = b->reserved;
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
+	if (b->grow && (head & mask) == 0 && (head & (mask + 1)) != 0)
+		mask = mask * 2 + 1;
+	return head - tail + (b->lost ? 2 : 1) > mask + 1;
+}
+
+/* Wait budget left to this thread, reset once its ring has room again. */
+static __thread uint64_t patient_budget_ns = TBP_PATIENT_WAIT_MS * 1000000ull;
+
+void tbp_emit_patient(const struct tbp_record *src)
+{
+	struct tbp_tbuf *b = tbp_tls_buf;
+	if (b && TBP_ACTIVE() && ring_full(b)) {
+		while (patient_budget_ns && ring_full(b) && !atomic_load(&writer_exited) &&
+		       !atomic_load(&signal_pending)) {
+			tbp_ring_pressure(b);
+			struct timespec nap = { 0, 50000 };
+			uint64_t t0 = tbp_now();
+			nanosleep(&nap, NULL);
+			uint64_t spent = tbp_now() - t0;
+			patient_budget_ns = spent < patient_budget_ns ? patient_budget_ns - spent : 0;
+		}
+	} else {
+		patient_budget_ns = TBP_PATIENT_WAIT_MS * 1000000ull;
+	}
+	tbp_emit(src);
+}
+
+/* A trace with no event leaves no file (see events_written): removed
+ * only while the path still names the file we wrote, a regular one. */
+static void remove_if_empty(void)
+{
+	struct stat st;
+	if (events_written || !out_path_abs[0] || lstat(out_path_abs, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_dev != out_dev || st.st_ino != out_ino)
+		return;
+	if (unlink(out_path_abs) == 0 && tbp_cfg.verbose)
+		tbp_log("pid %d recorded no event: %s removed", (int)getpid(), out_path_abs);
+}
+
+void *tbp_writer_main(void *arg)
+{
+	(void)arg;
+	pthread_setname_np(pthread_self(), "tbprof-writer");
+	tbp_tls_guard = 1;   /* nothing this thread does is traced */
+	for (;;) {
+		if (!atomic_load(&writer_stop) && !atomic_load(&signal_pending))
+			futex_wait(&writer_wake, 0, 100);
+		atomic_store(&writer_wake, 0);
+		bool stop = atomic_load(&writer_stop) || atomic_load(&signal_pending);
+		tsc_recalibrate();
+		drain_once(stop);
+		atomic_fetch_add(&drain_seq, 1);
+		futex_wake_all(&drain_seq);
+		if (stop)
+			break;
+	}
+	if (writer && out_still_ours()) {
+		tbp_writer_close(writer);
+		remove_if_empty();
+	}
+	writer = NULL;
+	out_fd = -1;
+	atomic_store(&writer_exited, 1);
+	futex_wake_all(&writer_exited);
+	return NULL;
+}
+
+void tbp_drain_now(unsigned timeout_ms)
+{
+	if (atomic_load(&tbp_start_state) != 2 || atomic_load(&writer_exited))
+		return;
+	int seq = atomic_load(&drain_seq);
+	/* One drain may already be under way with an older snapshot: wait for
+	 * two completions so the one that follows our request is included. */
+	uint64_t deadline = tbp_now() + (uint64_t)timeout_ms * 1000000ull;
+	atomic_store(&writer_wake, 1);
+	futex_wake_all(&writer_wake);
+	for (;;) {
+		int cur = atomic_load(&drain_seq);
+		if (cur - seq >= 2 || atomic_load(&writer_exited))
+			return;
+		uint64_t now = tbp_now();
+		if (now >= deadline)
+			return;
+		if (cur - seq == 1) {
+			atomic_store(&writer_wake, 1);
+			futex_wake_all(&writer_wake);
+		}
+		futex_wait(&drain_seq, cur, (unsigned)((deadline - now) / 1000000ull) + 1);
+	}
+}
