@@ -5,9 +5,16 @@
  * The runtime stand-in (libcudart.so.13 from this directory) calls our
  * observer for every operation it logs in its ground truth; we turn each one
  * into the CUDA 13 activity records a consumer enabled (real struct layouts
- * from cupti_activity.h), queue them, and hand them over in the consumer's
- * buffers: from a delivery thread once the (virtual) work has ended, or on
- * cuptiActivityFlushAll.  Knobs and clock rules: README.md.
+ * from cupti_activity.h) and, as real CUPTI does, writes each one into a
+ * buffer of the consumer's as soon as the (virtual) work has ended: a record
+ * whose work is still running waits in a staging queue until it ends.  When
+ * the current buffer is full it asks the consumer for another
+ * (bufferRequested, on the thread that made the record); with none given it
+ * drops records and counts them (cuptiActivityGetNumDroppedRecords).  Full
+ * buffers, and the partly filled one, go back through bufferCompleted from a
+ * delivery thread every flush period, or on cuptiActivityFlushAll: between
+ * two deliveries it holds as many of the consumer's buffers as the records
+ * made need.  Knobs and clock rules: README.md.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -76,6 +83,18 @@ struct pending {
 static struct pending *pend;
 static size_t n_pend, cap_pend;
 static size_t dropped;
+/* The consumer's buffers (state_lock): the one records go into now, and those full or handed back
+ * unused, waiting for the next delivery.  Not used with SIMGPU_CUPTI_SHUFFLE, which queues every
+ * record in pend and fills buffers at delivery. */
+struct consumer_buffer {
+	uint8_t *buf;
+	size_t size, used; /* used counts from buf, alignment padding included */
+	size_t max_records, n_records;
+};
+static struct consumer_buffer open_buffer;
+static struct consumer_buffer *full_buffers, *spare_full_buffers;
+static size_t n_full, cap_full, cap_spare_full;
+static size_t n_in_buffers; /* records in open_buffer and full_buffers (SIMGPU_CUPTI_QUEUE_LIMIT) */
 /* Graph launches report several ops under one correlation id, on the calling
  * thread: one API/external-correlation record per call. */
 static __thread uint32_t last_api_corr;
@@ -162,6 +181,9 @@ static void at_fork_child(void)
 	pthread_mutex_init(&deliver_lock, NULL);
 	n_pend = 0;
 	n_held = 0;
+	memset(&open_buffer, 0, sizeof(open_buffer));
+	n_full = 0;
+	n_in_buffers = 0;
 	worker_started = false;
 	if (buffer_requested)
 		start_worker();
@@ -191,11 +213,82 @@ static uint64_t to_record_clock(uint64_t mono)
 
 /* ------------------------------------------------------------------ records from ops */
 
+static void close_open_buffer(void)
+{
+	/* state_lock held */
+	if (!open_buffer.buf)
+		return;
+	if (n_full == cap_full) {
+		size_t ncap = cap_full ? cap_full * 2 : 64;
+		struct consumer_buffer *nf = realloc(full_buffers, ncap * sizeof(*nf));
+		if (!nf)
+			return; /* keep writing into it; it goes back at the next delivery that finds room */
+		full_buffers = nf;
+		cap_full = ncap;
+	}
+	full_buffers[n_full++] = open_buffer;
+	memset(&open_buffer, 0, sizeof(open_buffer));
+}
+
+/* A fresh buffer from the consumer, aligned start in open_buffer.used; false if none came. */
+static bool request_buffer(void)
+{
+	/* state_lock held: as real CUPTI, the request is made on the thread whose record needs room
+	 * (bufferRequested must not call back into the activity API). */
+	uint8_t *buf = NULL;
+	size_t size = 0, max_records = 0;
+	buffer_requested(&buf, &size, &max_records);
+	if (!buf || !size)
+		return false;
+	size_t skip = ((uintptr_t)buf & (RECORD_ALIGN - 1)) ? RECORD_ALIGN - ((uintptr_t)buf & (RECORD_ALIGN - 1)) : 0;
+	open_buffer = (struct consumer_buffer){ buf, size, skip < size ? skip : size, max_records, 0 };
+	return true;
+}
+
+static bool open_buffer_fits(size_t size)
+{
+	return open_buffer.buf && open_buffer.used + size <= open_buffer.size &&
+	       (open_buffer.max_records == 0 || open_buffer.n_records < open_buffer.max_records);
+}
+
+/* Writes one complete record into the consumer's buffer, asking for another when it is full;
+ * drops it (counted) when the consumer gives none or one too small for it. */
+static void write_record(const union any_record *r, size_t size)
+{
+	/* state_lock held */
+	if (!open_buffer_fits(size)) {
+		close_open_buffer();
+		if (open_buffer.buf) { /* no memory to list it: it stays open, and this record is lost */
+			dropped++;
+			return;
+		}
+		if (!request_buffer() || !open_buffer_fits(size)) {
+			/* A buffer too small for the record goes back empty at the next delivery. */
+			if (open_buffer.buf && open_buffer.n_records == 0) {
+				open_buffer.used = 0;
+				close_open_buffer();
+			}
+			dropped++;
+			return;
+		}
+	}
+	memcpy(open_buffer.buf + open_buffer.used, r, size);
+	open_buffer.used += size;
+	open_buffer.n_records++;
+	n_in_buffers++;
+}
+
 static void queue_record(const union any_record *r, size_t size, uint64_t ready)
 {
 	/* state_lock held */
-	if (queue_limit && n_pend >= queue_limit) {
+	if (queue_limit && n_pend + n_in_buffers >= queue_limit) {
 		dropped++;
+		return;
+	}
+	/* Ended work goes straight into the consumer's buffer (the record exists from then on);
+	 * running work waits.  SIMGPU_CUPTI_SHUFFLE queues everything and fills buffers at delivery. */
+	if (!shuffle_state && buffer_requested && ready <= mono_now()) {
+		write_record(r, size);
 		return;
 	}
 	if (n_pend == cap_pend) {
@@ -572,9 +665,55 @@ static void hand_over_shuffled(const struct pending *records, size_t n, bool for
 		hand_over(shuffle_out + shuffle_groups[g].start, shuffle_groups[g].n, req, done);
 }
 
-/* Hands every record that is complete (or all, when forced) to the consumer. */
+/* Writes the staged records whose work has ended (all, when forced) into the consumer's buffers,
+ * then hands every buffer with records -- full ones and the one being filled -- back. */
+static void deliver_buffers(bool forced)
+{
+	pthread_mutex_lock(&deliver_lock);
+	pthread_mutex_lock(&state_lock);
+	CUpti_BuffersCallbackCompleteFunc done = buffer_completed;
+	if (!buffer_requested || !done) {
+		pthread_mutex_unlock(&state_lock);
+		pthread_mutex_unlock(&deliver_lock);
+		return;
+	}
+	uint64_t now = mono_now();
+	size_t keep = 0;
+	for (size_t i = 0; i < n_pend; i++) {
+		if (forced || pend[i].ready_ns <= now)
+			write_record(&pend[i].rec, pend[i].size);
+		else
+			pend[keep++] = pend[i];
+	}
+	n_pend = keep;
+	if (open_buffer.n_records)
+		close_open_buffer();
+	/* Swap the list out (no copy): the program's threads go on filling new buffers meanwhile. */
+	struct consumer_buffer *batch = full_buffers;
+	size_t n_batch = n_full, cap_batch = cap_full;
+	full_buffers = spare_full_buffers;
+	cap_full = cap_spare_full;
+	n_full = 0;
+	n_in_buffers = open_buffer.n_records;
+	pthread_mutex_unlock(&state_lock);
+
+	/* Consumer callbacks run without our state lock: they may call back into us. */
+	for (size_t i = 0; i < n_batch; i++)
+		done(NULL, 0, batch[i].buf, batch[i].size, batch[i].n_records ? batch[i].used : 0);
+
+	spare_full_buffers = batch;
+	cap_spare_full = cap_batch;
+	pthread_mutex_unlock(&deliver_lock);
+}
+
+/* SIMGPU_CUPTI_SHUFFLE: hands every record that is complete (or all, when forced) to the consumer,
+ * in buffers requested now. */
 static void deliver(bool forced)
 {
+	if (!shuffle_state) {
+		deliver_buffers(forced);
+		return;
+	}
 	pthread_mutex_lock(&deliver_lock);
 	pthread_mutex_lock(&state_lock);
 	CUpti_BuffersCallbackRequestFunc req = buffer_requested;
