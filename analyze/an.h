@@ -253,6 +253,7 @@ struct analysis {
 	uint64_t records;    /* all records */
 	uint64_t lost;       /* sum of LOST counts */
 	uint64_t end_lost;   /* END record's lost */
+	uint64_t lost_by_source[8]; /* LOST counts by source (TBP_LOST_*; 0: unknown source) */
 	int truncated;
 	uint64_t truncated_at;
 	int has_end;

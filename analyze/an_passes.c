@@ -2189,6 +2189,7 @@ static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 		break;
 	case TBP_K_LOST:
 		a->lost += r->u.lost.count;
+		a->lost_by_source[r->u.lost.source < 8 ? r->u.lost.source : 0] += r->u.lost.count;
 		break;
 	case TBP_K_END:
 		a->has_end = 1;

@@ -506,6 +506,48 @@ static const struct an_stream *stream_at(const struct analysis *a, const struct 
 {
 	return VEC_AT(&a->streams, struct an_stream, refs ? refs[k].ix : k);
 }
+/* What each source of LOST records means, for a reader who has not read the trace format. */
+static const char *lost_source_meaning(unsigned source)
+{
+	switch (source) {
+	case TBP_LOST_BUFFER_FULL: return "a thread's buffer was full";
+	case TBP_LOST_CUPTI: return "CUPTI had no buffer";
+	case TBP_LOST_WRITE_ERROR: return "the trace file could not be written";
+	case TBP_LOST_SIGNAL: return "the process died of a signal before they were written";
+	default: return "unknown source";
+	}
+}
+
+/* " (cupti 1200: CUPTI had no buffer; buffer_full 34: ...)", biggest first; "" when nothing was lost
+ * or only the END record counted it (no source known). */
+static void lost_by_source_text(const struct analysis *a, char *out, size_t size)
+{
+	out[0] = 0;
+	if (!a->lost)
+		return;
+	unsigned order[8], n = 0;
+	for (unsigned s = 0; s < 8; s++)
+		if (a->lost_by_source[s])
+			order[n++] = s;
+	for (unsigned i = 1; i < n; i++)
+		for (unsigned j = i; j > 0 && a->lost_by_source[order[j]] > a->lost_by_source[order[j - 1]]; j--) {
+			unsigned t = order[j];
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	size_t at = 0;
+	for (unsigned i = 0; i < n && at < size; i++) {
+		unsigned s = order[i];
+		int w = snprintf(out + at, size - at, "%s%s %" PRIu64 ": %s", i ? "; " : " (",
+				 s ? tr_lost_source_name(s) : "other", a->lost_by_source[s], lost_source_meaning(s));
+		if (w < 0)
+			break;
+		at += (size_t)w;
+	}
+	if (at < size)
+		snprintf(out + at, size - at, ")");
+}
+
 
 void an_report_text(const struct analysis *a, FILE *f)
 {
@@ -635,8 +677,10 @@ void an_report_text(const struct analysis *a, FILE *f)
 		fprintf(f, "  not freed at the end of the trace: %" PRIu64 " blocks, %s\n", a->mem_leak_count,
 			fmt_bytes(a->mem_leak_bytes, b1, sizeof b1));
 
-	fprintf(f, "\ntrace: %" PRIu64 " events, %" PRIu64 " lost%s%s\n", a->events, a->lost ? a->lost : a->end_lost,
-		a->truncated ? ", TRUNCATED (report covers the complete part)" : "",
+	char by_source[400];
+	lost_by_source_text(a, by_source, sizeof by_source);
+	fprintf(f, "\ntrace: %" PRIu64 " events, %" PRIu64 " lost%s%s%s\n", a->events, a->lost ? a->lost : a->end_lost,
+		by_source, a->truncated ? ", TRUNCATED (report covers the complete part)" : "",
 		!a->truncated && !a->has_end ? ", no end record (process did not shut down cleanly)" : "");
 	if (a->reorder_forced || a->late_records)
 		fprintf(f, "note: %" PRIu64 " records arrived out of time order beyond the reorder window\n",
@@ -768,11 +812,16 @@ int an_report_json(const struct analysis *a, FILE *f)
 	json_str(f, a->path, strlen(a->path));
 	fprintf(f, ",\n\"trace\":{\"events\":%" PRIu64 ",\"records\":%" PRIu64 ",\"lost_events\":%" PRIu64
 		   ",\"truncated\":%s,\"clean_end\":%s,\"gpu_timeline\":%s,\"api_only\":%s,\"out_of_order\":%" PRIu64
-		   ",\"window_remeasured\":%s}",
+		   ",\"window_remeasured\":%s,\"lost_by_source\":{",
 		a->events, a->records, a->lost ? a->lost : a->end_lost, a->truncated ? "true" : "false",
 		a->has_end ? "true" : "false", gpu ? "true" : "false",
 		!gpu && (a->n_launch + a->n_memcpy + a->n_memset) ? "true" : "false", a->late_records,
 		a->window_second_pass ? "true" : "false");
+	for (unsigned s = 0, n = 0; s < 8; s++)
+		if (a->lost_by_source[s])
+			fprintf(f, "%s\"%s\":%" PRIu64, n++ ? "," : "", s ? tr_lost_source_name(s) : "other",
+				a->lost_by_source[s]);
+	fprintf(f, "}}");
 	fprintf(f, ",\n\"window\":{\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"source\":\"%s\",\"iterations\":%" PRIu64
 		   ",\"warmup_excluded\":%s}",
 		a->markers_used ? a->win_begin : a->first_ts, a->markers_used ? a->win_end : a->last_ts,

@@ -78,6 +78,27 @@ def counts(tbanalyze, trace):
     return json.loads(info.stdout)
 
 
+def check_report_lost(tbanalyze, trace, lost):
+    """tbanalyze report names the lost events by source, with what each means, in text and JSON."""
+    if not lost.get("cupti"):
+        fail(f"no CUPTI drops in {trace}: the cap was never reached, the report check means nothing")
+    text = subprocess.run([tbanalyze, "report", trace], capture_output=True, text=True)
+    line = next((l for l in text.stdout.splitlines() if l.startswith("trace: ")), "")
+    print("  report:", line)
+    meaning = {"cupti": "CUPTI had no buffer", "buffer_full": "a thread's buffer was full"}
+    for source, count in lost.items():
+        if source != "total" and f"{source} {count}: {meaning.get(source, '')}" not in line:
+            fail(f"report's trace line does not show {source} {count}: {line!r}")
+    rep = subprocess.run([tbanalyze, "report", trace, "--json"], capture_output=True, text=True)
+    try:
+        by_source = json.loads(rep.stdout)["trace"]["lost_by_source"]
+    except (ValueError, KeyError) as e:
+        fail(f"report --json: no trace.lost_by_source ({e})")
+        return
+    if by_source != {k: v for k, v in lost.items() if k != "total"}:
+        fail(f"report --json lost_by_source {by_source} != info's {lost}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--program", required=True)
@@ -127,6 +148,8 @@ def main():
                  f"for {n} + {OTHER_CALLS} calls")
         if not kernels <= n <= kernels + lost_gpu:
             fail(f"{n} launches: {kernels} kernels, {lost_gpu} lost by CUPTI: launches unaccounted for")
+        if n == SHORT:
+            check_report_lost(tbanalyze, env["TBPROF_OUT"], lost)
     if SHORT in peaks and LONG in peaks and peaks[LONG] - peaks[SHORT] > GROWTH:
         fail(f"peak RSS grows with run length: {peaks[SHORT] / MiB:.1f} MiB at {SHORT} launches, "
              f"{peaks[LONG] / MiB:.1f} MiB at {LONG}")
