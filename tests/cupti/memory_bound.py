@@ -35,7 +35,8 @@ SHORT, LONG = 500_000, 2_000_000
 CUPTI_CAP = 32 * MiB           # TBPROF_CUPTI_BUFFER_SIZE, set explicitly below
 RING = 8 * MiB                 # TBPROF_BUFFER_SIZE (default)
 # Per-thread rings for the launching thread and the stand-in's delivery thread, plus the writer's
-# compression state, the analyzer-side hold of GPU records and the allocator's slack.
+# compression state, the GPU records libtbprof holds for time order, the correlation map and the
+# allocator's slack.
 MARGIN = 2 * RING + 24 * MiB
 GROWTH = 16 * MiB
 # Host records the loop makes besides its launches: cudaStreamCreateWithFlags, cudaDeviceSynchronize.
