@@ -44,7 +44,6 @@ static uint64_t gpu_clock_offset = 1000000000000000000ull; /* SIMGPU_GPU_CLOCK_O
 static size_t queue_limit;                                   /* SIMGPU_CUPTI_QUEUE_LIMIT, 0 = none */
 static atomic_uint flush_period_ms = 100;                     /* SIMGPU_CUPTI_FLUSH_MS or cuptiActivityFlushPeriod */
 static uint64_t shuffle_state;                               /* SIMGPU_CUPTI_SHUFFLE seed, 0 = in order */
-static size_t n_held;                                        /* shuffle: records held back (deliver_lock) */
 
 /* Functions of the runtime stand-in, found at run time (never linked). */
 static void (*rt_set_observer)(simgpu_observer_fn, void *);
@@ -83,17 +82,18 @@ struct pending {
 static struct pending *pend;
 static size_t n_pend, cap_pend;
 static size_t dropped;
-/* The consumer's buffers (state_lock): the one records go into now, and those full or handed back
- * unused, waiting for the next delivery.  Not used with SIMGPU_CUPTI_SHUFFLE, which queues every
- * record in pend and fills buffers at delivery. */
+/* The consumer's buffers (state_lock): the one records go into now (one global buffer, as CUPTI
+ * since CUDA 8: completion callbacks get no context or stream), and those full, handed back unused
+ * or held back (SIMGPU_CUPTI_SHUFFLE), waiting for a delivery. */
 struct consumer_buffer {
 	uint8_t *buf;
 	size_t size, used; /* used counts from buf, alignment padding included */
 	size_t max_records, n_records;
+	uint64_t due_round; /* SIMGPU_CUPTI_SHUFFLE: held back until this delivery; 0 = not decided yet */
 };
-static struct consumer_buffer open_buffer;
-static struct consumer_buffer *full_buffers, *spare_full_buffers;
-static size_t n_full, cap_full, cap_spare_full;
+static struct consumer_buffer open_buffer; /* buf NULL: none */
+static struct consumer_buffer *full_buffers, *delivery_batch;
+static size_t n_full, cap_full, cap_delivery_batch;
 static size_t n_in_buffers; /* records in open_buffer and full_buffers (SIMGPU_CUPTI_QUEUE_LIMIT) */
 /* Graph launches report several ops under one correlation id, on the calling
  * thread: one API/external-correlation record per call. */
@@ -180,7 +180,6 @@ static void at_fork_child(void)
 	pthread_mutex_init(&state_lock, NULL);
 	pthread_mutex_init(&deliver_lock, NULL);
 	n_pend = 0;
-	n_held = 0;
 	memset(&open_buffer, 0, sizeof(open_buffer));
 	n_full = 0;
 	n_in_buffers = 0;
@@ -213,24 +212,24 @@ static uint64_t to_record_clock(uint64_t mono)
 
 /* ------------------------------------------------------------------ records from ops */
 
-static void close_open_buffer(void)
+/* Moves the open buffer to the list waiting for a delivery; false when no memory to list it. */
+static bool close_open_buffer(void)
 {
 	/* state_lock held */
-	if (!open_buffer.buf)
-		return;
 	if (n_full == cap_full) {
 		size_t ncap = cap_full ? cap_full * 2 : 64;
 		struct consumer_buffer *nf = realloc(full_buffers, ncap * sizeof(*nf));
 		if (!nf)
-			return; /* keep writing into it; it goes back at the next delivery that finds room */
+			return false;
 		full_buffers = nf;
 		cap_full = ncap;
 	}
 	full_buffers[n_full++] = open_buffer;
 	memset(&open_buffer, 0, sizeof(open_buffer));
+	return true;
 }
 
-/* A fresh buffer from the consumer, aligned start in open_buffer.used; false if none came. */
+/* A fresh buffer from the consumer, opened; false if none came. */
 static bool request_buffer(void)
 {
 	/* state_lock held: as real CUPTI, the request is made on the thread whose record needs room
@@ -241,7 +240,7 @@ static bool request_buffer(void)
 	if (!buf || !size)
 		return false;
 	size_t skip = ((uintptr_t)buf & (RECORD_ALIGN - 1)) ? RECORD_ALIGN - ((uintptr_t)buf & (RECORD_ALIGN - 1)) : 0;
-	open_buffer = (struct consumer_buffer){ buf, size, skip < size ? skip : size, max_records, 0 };
+	open_buffer = (struct consumer_buffer){ buf, size, skip < size ? skip : size, max_records, 0, 0 };
 	return true;
 }
 
@@ -251,23 +250,25 @@ static bool open_buffer_fits(size_t size)
 	       (open_buffer.max_records == 0 || open_buffer.n_records < open_buffer.max_records);
 }
 
-/* Writes one complete record into the consumer's buffer, asking for another when it is full;
- * drops it (counted) when the consumer gives none or one too small for it. */
+/* Writes one complete record into the consumer's buffer, asking for another when it is full; drops
+ * it (counted) when the consumer gives none or one too small for it. */
 static void write_record(const union any_record *r, size_t size)
 {
 	/* state_lock held */
 	if (!open_buffer_fits(size)) {
-		close_open_buffer();
-		if (open_buffer.buf) { /* no memory to list it: it stays open, and this record is lost */
+		if (open_buffer.buf && !close_open_buffer()) {
+			dropped++; /* no memory to list it: it stays open, and this record is lost */
+			return;
+		}
+		if (!request_buffer()) {
 			dropped++;
 			return;
 		}
-		if (!request_buffer() || !open_buffer_fits(size)) {
-			/* A buffer too small for the record goes back empty at the next delivery. */
-			if (open_buffer.buf && open_buffer.n_records == 0) {
-				open_buffer.used = 0;
-				close_open_buffer();
-			}
+		if (!open_buffer_fits(size)) {
+			/* Too small for the record: it goes back empty at the next delivery. */
+			open_buffer.used = 0;
+			if (!close_open_buffer())
+				open_buffer.used = open_buffer.size; /* never fits: the next record asks again */
 			dropped++;
 			return;
 		}
@@ -286,8 +287,8 @@ static void queue_record(const union any_record *r, size_t size, uint64_t ready)
 		return;
 	}
 	/* Ended work goes straight into the consumer's buffer (the record exists from then on);
-	 * running work waits.  SIMGPU_CUPTI_SHUFFLE queues everything and fills buffers at delivery. */
-	if (!shuffle_state && buffer_requested && ready <= mono_now()) {
+	 * running work waits. */
+	if (buffer_requested && ready <= mono_now()) {
 		write_record(r, size);
 		return;
 	}
@@ -474,69 +475,15 @@ static void observe(const struct simgpu_op *op, void *arg)
 	pthread_mutex_unlock(&state_lock);
 }
 
-/* ------------------------------------------------------------------ delivery */
-
-/* Touched only by the thread holding deliver_lock. */
-static struct pending *spare, *later;
-static size_t cap_spare, cap_later;
-
-/* Fills consumer buffers with records[0..n) in order, as many per buffer as fit. */
-static void hand_over(const struct pending *records, size_t n, CUpti_BuffersCallbackRequestFunc req,
-	CUpti_BuffersCallbackCompleteFunc done)
-{
-	size_t i = 0;
-	while (i < n) {
-		uint8_t *buf = NULL;
-		size_t size = 0, max_records = 0;
-		req(&buf, &size, &max_records);
-		uint8_t *base = buf;
-		size_t room = size;
-		if (buf && ((uintptr_t)buf & (RECORD_ALIGN - 1))) {
-			size_t skip = RECORD_ALIGN - ((uintptr_t)buf & (RECORD_ALIGN - 1));
-			base = skip < size ? buf + skip : NULL;
-			room = skip < size ? size - skip : 0;
-		}
-		if (!base || room < records[i].size) {
-			/* No usable buffer: this record is lost, as CUPTI drops it. */
-			pthread_mutex_lock(&state_lock);
-			dropped++;
-			pthread_mutex_unlock(&state_lock);
-			i++;
-			if (buf)
-				done(NULL, 0, buf, size, 0);
-			continue;
-		}
-		size_t used = 0, count = 0;
-		while (i < n && used + records[i].size <= room && (max_records == 0 || count < max_records)) {
-			memcpy(base + used, &records[i].rec, records[i].size);
-			used += records[i].size;
-			count++;
-			i++;
-		}
-		done(NULL, 0, buf, size, used + (size_t)(base - buf));
-	}
-}
-
-/* ------------------------------------------------------------------ SIMGPU_CUPTI_SHUFFLE
- * Real CUPTI keeps device records in per-stream buffers and API/correlation records in a global
- * one, and hands a buffer over when it is full or flushed: under load records of one stream
- * arrive after later ones of another, and a little-used buffer can stay behind for a long time.
- * Here each delivery splits its records into those buffers (one per stream, one global), holds
- * about a third of them back for 1 to 3 further deliveries, and hands the rest plus the held ones
- * now due over in a shuffled order.  Choices come from a xorshift generator seeded with the
- * knob's value: a given seed makes the same choices for the same sequence of deliveries.  A
- * forced flush hands everything over (still shuffled).  Touched only under deliver_lock. */
-struct held_record { struct pending p; uint32_t group; uint64_t due_round; };
-static struct held_record *held;
-static size_t cap_held;
-static uint64_t delivery_round;
-static struct held_record *shuffle_work;
-static size_t cap_shuffle_work;
-static struct pending *shuffle_out;
-static size_t cap_shuffle_out;
-struct shuffle_group { size_t start, n; };
-static struct shuffle_group *shuffle_groups;
-static size_t cap_shuffle_groups;
+/* ------------------------------------------------------------------ delivery
+ * SIMGPU_CUPTI_SHUFFLE: under load real CUPTI hands buffers over late and out of order, so records
+ * arrive after later ones and a buffer can stay behind for a long time.  Here each delivery holds
+ * about a third of its new buffers back for 1 to 3 further deliveries (the consumer's buffers stay
+ * with us meanwhile) and hands the rest, plus the held ones now due, over in a shuffled order.
+ * Choices come from a xorshift generator seeded with the knob's value: a given seed makes the same
+ * choices for the same sequence of deliveries.  A forced flush hands everything over (still
+ * shuffled). */
+static uint64_t delivery_round; /* deliver_lock */
 
 static uint64_t shuffle_next(void)
 {
@@ -548,126 +495,10 @@ static uint64_t shuffle_next(void)
 	return x;
 }
 
-/* The buffer a record goes to: its stream's for device activity, the global one (UINT32_MAX)
- * for API, correlation and synchronization records. */
-static uint32_t buffer_group(const union any_record *r)
-{
-	switch (r->head.kind) {
-	case CUPTI_ACTIVITY_KIND_KERNEL:
-	case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return r->kernel.streamId;
-	case CUPTI_ACTIVITY_KIND_MEMCPY: return r->memcpy.streamId;
-	case CUPTI_ACTIVITY_KIND_MEMSET: return r->memset.streamId;
-	default: return UINT32_MAX;
-	}
-}
-
-static int held_cmp(const void *pa, const void *pb)
-{
-	const struct held_record *a = pa, *b = pb;
-	if (a->group != b->group)
-		return a->group < b->group ? -1 : 1;
-	if (a->due_round != b->due_round) /* here: the position it came in, to keep each buffer's order */
-		return a->due_round < b->due_round ? -1 : 1;
-	return 0;
-}
-
-static bool grow(void **array, size_t *cap, size_t need, size_t elem)
-{
-	if (need <= *cap)
-		return true;
-	size_t ncap = *cap ? *cap : 256;
-	while (ncap < need)
-		ncap *= 2;
-	void *n = realloc(*array, ncap * elem);
-	if (!n)
-		return false;
-	*array = n;
-	*cap = ncap;
-	return true;
-}
-
-static void hand_over_shuffled(const struct pending *records, size_t n, bool forced,
-	CUpti_BuffersCallbackRequestFunc req, CUpti_BuffersCallbackCompleteFunc done)
-{
-	delivery_round++;
-	/* This delivery's records plus the held ones now due, each tagged with its buffer. */
-	size_t n_due = 0;
-	for (size_t i = 0; i < n_held; i++)
-		n_due += forced || held[i].due_round <= delivery_round;
-	if (!grow((void **)&shuffle_work, &cap_shuffle_work, n + n_due, sizeof(*shuffle_work)) ||
-	    !grow((void **)&shuffle_out, &cap_shuffle_out, n + n_due, sizeof(*shuffle_out)) ||
-	    !grow((void **)&shuffle_groups, &cap_shuffle_groups, n + n_due, sizeof(*shuffle_groups))) {
-		hand_over(records, n, req, done); /* no memory to shuffle: in order beats lost */
-		return;
-	}
-	size_t w = 0, keep = 0, n_groups = 0, n_out = 0;
-	/* Held ones first (they are older), then this delivery's; sorting by (buffer, position) keeps
-	 * each buffer's records in the order they came. */
-	for (size_t i = 0; i < n_held; i++) {
-		if (forced || held[i].due_round <= delivery_round) {
-			shuffle_work[w] = held[i];
-			shuffle_work[w].due_round = w;
-			w++;
-		} else {
-			held[keep++] = held[i];
-		}
-	}
-	n_held = keep;
-	size_t first_new = w;
-	for (size_t i = 0; i < n; i++) {
-		shuffle_work[w].p = records[i];
-		shuffle_work[w].group = buffer_group(&records[i].rec);
-		shuffle_work[w].due_round = w;
-		w++;
-	}
-	/* Which of this delivery's buffers stay behind (decided per buffer, in buffer order). */
-	qsort(shuffle_work + first_new, w - first_new, sizeof(*shuffle_work), held_cmp);
-	size_t kept = first_new;
-	for (size_t i = first_new; i < w;) {
-		size_t j = i;
-		while (j < w && shuffle_work[j].group == shuffle_work[i].group)
-			j++;
-		uint64_t r = shuffle_next();
-		if (!forced && r % 3 == 0 && grow((void **)&held, &cap_held, n_held + (j - i), sizeof(*held))) {
-			uint64_t due = delivery_round + 1 + (r >> 8) % 3;
-			for (size_t k = i; k < j; k++) {
-				held[n_held] = shuffle_work[k];
-				held[n_held].due_round = due;
-				n_held++;
-			}
-		} else {
-			memmove(&shuffle_work[kept], &shuffle_work[i], (j - i) * sizeof(*shuffle_work));
-			kept += j - i;
-		}
-		i = j;
-	}
-	w = kept;
-	qsort(shuffle_work, first_new, sizeof(*shuffle_work), held_cmp);
-	/* Buffers: runs of one group (the due held ones and this delivery's are separate buffers). */
-	for (size_t i = 0; i < w;) {
-		size_t end = i < first_new ? first_new : w, j = i + 1;
-		while (j < end && shuffle_work[j].group == shuffle_work[i].group)
-			j++;
-		shuffle_groups[n_groups].start = n_out;
-		shuffle_groups[n_groups].n = j - i;
-		n_groups++;
-		for (size_t k = i; k < j; k++)
-			shuffle_out[n_out++] = shuffle_work[k].p;
-		i = j;
-	}
-	for (size_t i = n_groups; i > 1; i--) {
-		size_t j = (size_t)(shuffle_next() % i);
-		struct shuffle_group t = shuffle_groups[i - 1];
-		shuffle_groups[i - 1] = shuffle_groups[j];
-		shuffle_groups[j] = t;
-	}
-	for (size_t g = 0; g < n_groups; g++)
-		hand_over(shuffle_out + shuffle_groups[g].start, shuffle_groups[g].n, req, done);
-}
-
 /* Writes the staged records whose work has ended (all, when forced) into the consumer's buffers,
- * then hands every buffer with records -- full ones and the one being filled -- back. */
-static void deliver_buffers(bool forced)
+ * then hands every buffer with records -- full ones and those being filled -- back (with
+ * SIMGPU_CUPTI_SHUFFLE: less those held back, in shuffled order). */
+static void deliver(bool forced)
 {
 	pthread_mutex_lock(&deliver_lock);
 	pthread_mutex_lock(&state_lock);
@@ -677,6 +508,7 @@ static void deliver_buffers(bool forced)
 		pthread_mutex_unlock(&deliver_lock);
 		return;
 	}
+	delivery_round++;
 	uint64_t now = mono_now();
 	size_t keep = 0;
 	for (size_t i = 0; i < n_pend; i++) {
@@ -688,87 +520,45 @@ static void deliver_buffers(bool forced)
 	n_pend = keep;
 	if (open_buffer.n_records)
 		close_open_buffer();
-	/* Swap the list out (no copy): the program's threads go on filling new buffers meanwhile. */
-	struct consumer_buffer *batch = full_buffers;
-	size_t n_batch = n_full, cap_batch = cap_full;
-	full_buffers = spare_full_buffers;
-	cap_full = cap_spare_full;
-	n_full = 0;
-	n_in_buffers = open_buffer.n_records;
+	/* What goes now into delivery_batch; what is held back stays listed.  The program's threads go
+	 * on filling new buffers while the batch is handed over. */
+	size_t n_batch = 0;
+	if (cap_delivery_batch < n_full) {
+		struct consumer_buffer *nb = realloc(delivery_batch, cap_full * sizeof(*nb));
+		if (nb) {
+			delivery_batch = nb;
+			cap_delivery_batch = cap_full;
+		}
+	}
+	keep = 0;
+	n_in_buffers = 0;
+	for (size_t i = 0; i < n_full; i++) {
+		struct consumer_buffer *b = &full_buffers[i];
+		if (shuffle_state && !forced && b->due_round == 0) {
+			uint64_t r = shuffle_next();
+			b->due_round = r % 3 == 0 ? delivery_round + 1 + (r >> 8) % 3 : delivery_round;
+		}
+		if ((forced || b->due_round <= delivery_round) && n_batch < cap_delivery_batch) {
+			delivery_batch[n_batch++] = *b;
+		} else {
+			n_in_buffers += b->n_records;
+			full_buffers[keep++] = *b;
+		}
+	}
+	n_full = keep;
+	for (size_t i = n_batch; shuffle_state && i > 1; i--) {
+		size_t j = (size_t)(shuffle_next() % i);
+		struct consumer_buffer t = delivery_batch[i - 1];
+		delivery_batch[i - 1] = delivery_batch[j];
+		delivery_batch[j] = t;
+	}
 	pthread_mutex_unlock(&state_lock);
 
 	/* Consumer callbacks run without our state lock: they may call back into us. */
-	for (size_t i = 0; i < n_batch; i++)
-		done(NULL, 0, batch[i].buf, batch[i].size, batch[i].n_records ? batch[i].used : 0);
-
-	spare_full_buffers = batch;
-	cap_spare_full = cap_batch;
-	pthread_mutex_unlock(&deliver_lock);
-}
-
-/* SIMGPU_CUPTI_SHUFFLE: hands every record that is complete (or all, when forced) to the consumer,
- * in buffers requested now. */
-static void deliver(bool forced)
-{
-	if (!shuffle_state) {
-		deliver_buffers(forced);
-		return;
-	}
-	pthread_mutex_lock(&deliver_lock);
-	pthread_mutex_lock(&state_lock);
-	CUpti_BuffersCallbackRequestFunc req = buffer_requested;
-	CUpti_BuffersCallbackCompleteFunc done = buffer_completed;
-	/* Held-back buffers (SIMGPU_CUPTI_SHUFFLE) count every delivery, with new records or not, so
-	 * none stays behind more than three of them even when the program goes quiet. */
-	if (!req || !done || (n_pend == 0 && n_held == 0)) {
-		pthread_mutex_unlock(&state_lock);
-		pthread_mutex_unlock(&deliver_lock);
-		return;
-	}
-	/* Swap the queue out (no copy): the program's threads go on queueing into the spare array. */
-	struct pending *batch = pend;
-	size_t n_batch = n_pend, cap_batch = cap_pend;
-	pend = spare;
-	cap_pend = cap_spare;
-	n_pend = 0;
-	pthread_mutex_unlock(&state_lock);
-
-	/* Keep what has not ended yet for a later delivery. */
-	uint64_t now = mono_now();
-	size_t n_take = 0, n_later = 0;
 	for (size_t i = 0; i < n_batch; i++) {
-		if (forced || batch[i].ready_ns <= now) {
-			batch[n_take++] = batch[i];
-			continue;
-		}
-		if (n_later == cap_later) {
-			size_t ncap = cap_later ? cap_later * 2 : 256;
-			struct pending *nl = realloc(later, ncap * sizeof(*nl));
-			if (!nl) {
-				batch[n_take++] = batch[i]; /* cannot hold it back: deliver it early */
-				continue;
-			}
-			later = nl;
-			cap_later = ncap;
-		}
-		later[n_later++] = batch[i];
+		const struct consumer_buffer *b = &delivery_batch[i];
+		done(NULL, 0, b->buf, b->size, b->n_records ? b->used : 0);
 	}
-
-	/* Consumer callbacks run without our state lock: they may call back into us. */
-	if (shuffle_state)
-		hand_over_shuffled(batch, n_take, forced, req, done);
-	else
-		hand_over(batch, n_take, req, done);
-
-	/* Requeue the unfinished ones; the emptied batch array becomes the next spare. */
-	if (n_later) {
-		pthread_mutex_lock(&state_lock);
-		for (size_t k = 0; k < n_later; k++)
-			queue_record(&later[k].rec, later[k].size, later[k].ready_ns);
-		pthread_mutex_unlock(&state_lock);
-	}
-	spare = batch;
-	cap_spare = cap_batch;
 	pthread_mutex_unlock(&deliver_lock);
 }
 
