@@ -7,6 +7,9 @@
  *   busy      SIMGPU_CUPTI_BUSY=1: subscribe/enable refused, the program is unaffected
  *   drop      SIMGPU_CUPTI_QUEUE_LIMIT=10 and too-small buffers: records dropped and counted
  *   worker    records arrive from simgpu's delivery thread without any flush
+ *   hold      zero simulated costs, no delivery for a long time: records go into our buffers at the
+ *             call, a new buffer is asked for whenever one is full, all of them stay with CUPTI until a
+ *             flush; asked buffers refused: records dropped and counted
  * SIMGPU_TRUTH must name a file this test may truncate.
  */
 #define _GNU_SOURCE
@@ -38,8 +41,23 @@ static pthread_t main_thread;
 static atomic_bool delivered_off_main;
 static size_t buffer_bytes = 64 * 1024;
 
+/* hold: buffers out with CUPTI now and at most, requests while none had come back, refusal. */
+static atomic_int buffers_out, max_buffers_out, requests_before_first_back;
+static atomic_bool any_back, refuse_buffers;
+
 static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
+	if (refuse_buffers) {
+		*buffer = NULL;
+		*size = 0;
+		*max_records = 0;
+		return;
+	}
+	if (!any_back)
+		requests_before_first_back++;
+	int out = ++buffers_out;
+	if (out > max_buffers_out)
+		max_buffers_out = out;
 	void *p = NULL;
 	if (posix_memalign(&p, 8, buffer_bytes) != 0)
 		p = NULL;
@@ -52,6 +70,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 {
 	if (!pthread_equal(pthread_self(), main_thread))
 		delivered_off_main = true;
+	any_back = true;
+	buffers_out--;
 	CUpti_Activity *r = NULL;
 	while (valid && cuptiActivityGetNextRecord(buffer, valid, &r) == CUPTI_SUCCESS && n_recs < MAX_RECORDS) {
 		struct rec *o = &recs[n_recs++];
@@ -493,6 +513,37 @@ static int test_drop(void)
 	return tu_finish("drop");
 }
 
+static int test_hold(void)
+{
+	CUPTI_OK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+	CUPTI_OK(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+	buffer_bytes = 4 * sizeof(CUpti_ActivityKernel10); /* 4 records a buffer */
+	for (int i = 0; i < 40; i++)
+		EXPECT_OK(tu_launch(K_SHORT, 0));
+	/* Nothing delivered yet (no flush, delivery period 100 s), but every record is in a buffer. */
+	EXPECT(n_delivered == 0, "delivered before any flush: %d", (int)n_delivered);
+	EXPECT(buffers_out == 10 && requests_before_first_back == 10,
+		"40 records of 4 a buffer: %d buffers with CUPTI, %d asked for before any came back",
+		(int)buffers_out, (int)requests_before_first_back);
+	/* The consumer gives no more: records are dropped and counted, those already written are kept. */
+	refuse_buffers = true;
+	for (int i = 0; i < 6; i++)
+		EXPECT_OK(tu_launch(K_SHORT, 0));
+	CUPTI_OK(cuptiActivityFlushAll(0));
+	size_t dropped = 0;
+	CUPTI_OK(cuptiActivityGetNumDroppedRecords(NULL, 0, &dropped));
+	EXPECT(n_recs == 40 && dropped == 6, "after refusals: %d delivered (want 40), %zu dropped (want 6)", n_recs,
+		dropped);
+	EXPECT(buffers_out == 0 && max_buffers_out == 10, "flush gave back every buffer: %d out, at most %d",
+		(int)buffers_out, (int)max_buffers_out);
+	/* Buffers again: the next records get one. */
+	refuse_buffers = false;
+	EXPECT_OK(tu_launch(K_SHORT, 0));
+	CUPTI_OK(cuptiActivityFlushAll(0));
+	EXPECT(n_recs == 41, "a record after buffers came back: %d delivered", n_recs);
+	return tu_finish("hold");
+}
+
 static int test_worker(void)
 {
 	CUPTI_OK(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
@@ -528,6 +579,8 @@ int main(int argc, char **argv)
 		return test_drop();
 	if (!strcmp(what, "worker"))
 		return test_worker();
-	fprintf(stderr, "usage: SIMGPU_TRUTH=path test_cupti records|gpuclock|busy|drop|worker\n");
+	if (!strcmp(what, "hold"))
+		return test_hold();
+	fprintf(stderr, "usage: SIMGPU_TRUTH=path test_cupti records|gpuclock|busy|drop|worker|hold\n");
 	return 3;
 }
