@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "an_fmt.h"
 #include "an.h"
 #include "tr_common.h"
 
@@ -15,25 +16,6 @@
 void json_str(FILE *f, const char *s, size_t len)
 {
 	tr_json_string(f, s ? s : "", s ? len : 0);
-}
-
-static double pct(uint64_t part, uint64_t whole)
-{
-	return whole ? 100.0 * (double)part / (double)whole : 0.0;
-}
-
-/* "1.234 ms" style, picking the unit by size. */
-static const char *fmt_ns(uint64_t ns, char *buf, size_t len)
-{
-	if (ns >= 1000000000ULL)
-		snprintf(buf, len, "%.3f s", ns / 1e9);
-	else if (ns >= 1000000ULL)
-		snprintf(buf, len, "%.3f ms", ns / 1e6);
-	else if (ns >= 1000ULL)
-		snprintf(buf, len, "%.1f us", ns / 1e3);
-	else
-		snprintf(buf, len, "%" PRIu64 " ns", ns);
-	return buf;
 }
 
 static const char *fmt_bytes(uint64_t b, char *buf, size_t len)

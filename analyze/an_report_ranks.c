@@ -4,25 +4,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "an_fmt.h"
 #include "an_ranks.h"
-
-static const char *fmt_ns(uint64_t ns, char *buf, size_t len)
-{
-	if (ns >= 1000000000ULL)
-		snprintf(buf, len, "%.3f s", ns / 1e9);
-	else if (ns >= 1000000ULL)
-		snprintf(buf, len, "%.3f ms", ns / 1e6);
-	else if (ns >= 1000ULL)
-		snprintf(buf, len, "%.1f us", ns / 1e3);
-	else
-		snprintf(buf, len, "%" PRIu64 " ns", ns);
-	return buf;
-}
-
-static double pct(uint64_t part, uint64_t whole)
-{
-	return whole ? 100.0 * (double)part / (double)whole : 0.0;
-}
 
 static const char *sync_source_name(int s)
 {

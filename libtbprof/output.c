@@ -30,15 +30,26 @@
 
 struct tbp_record process_rec;
 
+/* Reads a small file (under /proc) into buf, NUL-terminated; its length, or
+ * -1 when it cannot be read or is empty. */
+static ssize_t read_small_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return n;
+}
+
 static uint64_t intern_file(const char *path, bool nul_to_space)
 {
 	char buf[8192];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
+	ssize_t n = read_small_file(path, buf, sizeof buf);
+	if (n < 0)
 		return 0;
 	while (n > 0 && buf[n - 1] == 0)
 		n--;
@@ -60,14 +71,9 @@ bool tbp_is_launcher_agent(void)
 	if (getenv("TORCHELASTIC_RUN_ID") && !getenv("RANK"))
 		return true;
 	char buf[4096];
-	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	ssize_t n = read_small_file("/proc/self/cmdline", buf, sizeof buf);
+	if (n < 0)
 		return false;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
 	/* argv[0] and argv[1] (the script, under an interpreter), and the
 	 * module after -m */
 	int argi = 0;
@@ -189,14 +195,8 @@ static bool proc_stat_ids(pid_t pid, pid_t *ppid, unsigned long long *start_tick
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_small_file(path, buf, sizeof buf) < 0)
 		return false;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = 0;
 	char *p = strrchr(buf, ')');   /* the command name may hold spaces */
 	if (!p)
 		return false;
@@ -254,13 +254,9 @@ void session_compute(void)
 		ticks = up_ticks;
 	}
 	char boot[40] = "";
-	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		ssize_t n = read(fd, boot, sizeof boot - 1);
-		close(fd);
-		boot[n > 0 ? n : 0] = 0;
-		boot[strcspn(boot, "\n")] = 0;
-	}
+	if (read_small_file("/proc/sys/kernel/random/boot_id", boot, sizeof boot) < 0)
+		boot[0] = 0;
+	boot[strcspn(boot, "\n")] = 0;
 	snprintf(session_text, sizeof session_text, SESSION_PREFIX "%d %llu %s", (int)pid, ticks, boot);
 }
 
