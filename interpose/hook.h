@@ -157,7 +157,7 @@ static inline __attribute__((always_inline)) struct tbp_record *tbp_call_end(str
 		rec->u.call.result = (uint64_t)result;
 		rec->u.call.corr = cs->corr;
 		rec->u.call.device = (uint64_t)device;
-		if (tbp_cfg.python)
+		if (tbp_cfg.python && !__atomic_load_n(&tbp_py_inert, __ATOMIC_RELAXED))
 			rec->u.call.callpath = tbp_py_callpath();
 		/* Skips the hook's own frame (this function is always inlined
 		 * into it): the stack starts at the program's call. */
