@@ -73,9 +73,9 @@ static inline uint64_t tbp_hook_stamp(bool tsc)
 }
 
 /* Converts two TSC readings to CLOCK_MONOTONIC ns with one snapshot.
- * Always inlined: gcc kept it (and the slot reservation below) out of line
- * in the larger hooks, a call and prologue per launch (callgrind). */
-static inline __attribute__((always_inline)) void tbp_hook_ticks_to_ns(uint64_t *a, uint64_t *b)
+ * Left to gcc: forcing it (and the slot reservation below) inline cost 5
+ * more instructions per launch in register pressure (callgrind). */
+static inline void tbp_hook_ticks_to_ns(uint64_t *a, uint64_t *b)
 {
 	uint64_t seq, tb, mb, mult;
 	for (;;) {
@@ -187,7 +187,7 @@ static inline void tbp_record_zero(struct tbp_record *rec)
 /* tbp_slot_acquire's common case: running, this thread has a ring with
  * room, nothing lost to report, no slot already open (signal handler
  * re-entry).  Anything else takes the out-of-line path. */
-static inline __attribute__((always_inline)) struct tbp_record *tbp_slot_acquire_inline(unsigned kind)
+static inline struct tbp_record *tbp_slot_acquire_inline(unsigned kind)
 {
 	struct tbp_tbuf *b = tbp_tls_buf;
 	if (TBP_UNLIKELY(!b || !TBP_ACTIVE() || b->lost ||
