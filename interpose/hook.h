@@ -157,7 +157,7 @@ static inline __attribute__((always_inline)) struct tbp_record *tbp_call_end(str
 		rec->u.call.result = (uint64_t)result;
 		rec->u.call.corr = cs->corr;
 		rec->u.call.device = (uint64_t)device;
-		if (tbp_cfg.python)
+		if (tbp_cfg.python && !__atomic_load_n(&tbp_py_inert, __ATOMIC_RELAXED))
 			rec->u.call.callpath = tbp_py_callpath();
 		/* Skips the hook's own frame (this function is always inlined
 		 * into it): the stack starts at the program's call. */
@@ -209,9 +209,32 @@ static inline void tbp_call_finish(struct tbp_callstate *cs, struct tbp_record *
 /* ---- kernel names (names.c): lock-free lookup on the launch path */
 void tbp_names_register(const void *key, const char *mangled) TBP_HIDDEN;
 void tbp_names_alias(const void *key, const void *existing_key) TBP_HIDDEN;
+/* A launch loop names the same kernel again and again: each thread keeps
+ * the last (key, id) it looked up, valid while tbp_names_generation has not
+ * moved.  Every change of a slot's key or id other than its first interning
+ * (registration, alias, a driver's name, a table replaced) is made under
+ * the names lock and then bumps the generation (release), so a cached id is
+ * the one the table would give.  The table's hash probe, a call with its
+ * prologue, was ~30 of a launch's ~300 instructions (callgrind). */
+struct tbp_last_name {
+	uintptr_t key;
+	uint64_t generation;
+	uint64_t id;
+};
+extern uint64_t tbp_names_generation TBP_HIDDEN;
+extern __thread struct tbp_last_name tbp_last_name __attribute__((tls_model("initial-exec"))) TBP_HIDDEN;
+/* The table's answer; caches it for the thread under `generation`. */
+uint64_t tbp_names_lookup_slow(const void *key, uint64_t generation) TBP_HIDDEN;
+
 /* Interned (demangled) name id for a host stub / cudaKernel_t / CUfunction,
- * or the id of "?" when unknown. */
-uint64_t tbp_names_lookup(const void *key) TBP_HIDDEN;
+ * or the id of "?" when unknown (never cached: a later registration names it). */
+static inline uint64_t tbp_names_lookup(const void *key)
+{
+	uint64_t generation = __atomic_load_n(&tbp_names_generation, __ATOMIC_ACQUIRE);
+	if (TBP_LIKELY(tbp_last_name.key == (uintptr_t)key && tbp_last_name.generation == generation && key))
+		return tbp_last_name.id;
+	return tbp_names_lookup_slow(key, generation);
+}
 /* Name for a CUfunction through cuFuncGetName (cached). */
 uint64_t tbp_names_cufunction(const void *func) TBP_HIDDEN;
 

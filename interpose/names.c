@@ -39,6 +39,10 @@ struct name_table {
  * may still be in one (an id cached in an old slot is looked up again: same name, same id). */
 static struct name_table *slots;
 static pthread_mutex_t names_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The launch path's one-entry cache (hook.h, tbp_names_lookup). */
+uint64_t tbp_names_generation;
+__thread struct tbp_last_name tbp_last_name __attribute__((tls_model("initial-exec")));
 static uint64_t unknown_id;
 static int table_full_warned;
 
@@ -133,6 +137,9 @@ static void put_locked(uintptr_t key, const char *mangled, uint64_t id)
 		grow_locked();
 	if (!table_put(slots, key, mangled, id))
 		tbp_warn_once(&table_full_warned, "kernel name table full; some kernels will be named \"?\"");
+	/* After the slot: a lookup that reads the new generation (acquire)
+	 * then finds the new slot, and one that read the old caches under it. */
+	__atomic_store_n(&tbp_names_generation, tbp_names_generation + 1, __ATOMIC_RELEASE);
 }
 
 void tbp_names_fork_prepare(void) TBP_HIDDEN;
@@ -228,19 +235,20 @@ static uint64_t unknown(void)
 	return id;
 }
 
-uint64_t tbp_names_lookup(const void *key)
+uint64_t tbp_names_lookup_slow(const void *key, uint64_t generation)
 {
 	struct name_slot *s = find((uintptr_t)key);
 	if (TBP_UNLIKELY(!s))
-		return unknown();
+		return unknown();   /* not cached: a later registration names it */
 	uint64_t id = __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
-	if (TBP_LIKELY(id != 0))
-		return id;
-	const char *mangled = __atomic_load_n(&s->mangled, __ATOMIC_RELAXED);
-	id = mangled ? tbp_intern_kernel_name(mangled) : 0;
-	if (!id)
-		return unknown();
-	__atomic_store_n(&s->id, id, __ATOMIC_RELEASE);
+	if (TBP_UNLIKELY(id == 0)) {
+		const char *mangled = __atomic_load_n(&s->mangled, __ATOMIC_RELAXED);
+		id = mangled ? tbp_intern_kernel_name(mangled) : 0;
+		if (!id)
+			return unknown();
+		__atomic_store_n(&s->id, id, __ATOMIC_RELEASE);
+	}
+	tbp_last_name = (struct tbp_last_name){ (uintptr_t)key, generation, id };
 	return id;
 }
 

@@ -125,6 +125,10 @@ void tbp_cupti_stop(void) TBP_HIDDEN;
 /* Python call path of the calling thread: interned TBP_K_CALLPATH id, or 0
  * (no Python, disabled, unsupported).  Safe with or without the GIL held. */
 uint64_t tbp_py_callpath(void) TBP_HIDDEN;
+/* Set once Python call paths are known to be unavailable for good (not a
+ * Python process, or given up): hooks skip tbp_py_callpath's call, ~18 of
+ * a launch's instructions in a C program (callgrind). */
+extern bool tbp_py_inert TBP_HIDDEN;
 void tbp_py_init(void) TBP_HIDDEN;       /* lazy, idempotent */
 void tbp_py_shutdown(void) TBP_HIDDEN;
 /* Hooks that wait for the GPU call these so kernels from threads without

@@ -70,6 +70,7 @@ const struct py_layout *tbp_py_layout_for(unsigned minor)
 
 enum py_state { PY_UNINIT = 0, PY_WAITING = 1, PY_READY = 2, PY_INERT = 3 };
 static _Atomic int py_state;
+bool tbp_py_inert;
 static pthread_mutex_t py_init_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct py_layout L;     /* the running interpreter's layout */
 static int notice_flag;
@@ -726,6 +727,7 @@ static void give_up(const char *why)
 	tbp_warn_once(&notice_flag, "%s", msg);
 	tbp_notice(TBP_NOTE_WARN, TBP_NOTICE_NO_PYTHON_PATHS, msg);
 	atomic_store(&py_state, PY_INERT);
+	__atomic_store_n(&tbp_py_inert, true, __ATOMIC_RELAXED);
 }
 
 /* Tracing can start before the interpreter does (TBPROF_TRACE_ALL starts
@@ -798,6 +800,7 @@ static void try_init(void)
 		goto out;
 	if (st == PY_UNINIT && !resolve()) {
 		atomic_store(&py_state, PY_INERT); /* not a Python process */
+		__atomic_store_n(&tbp_py_inert, true, __ATOMIC_RELAXED);
 		goto out;
 	}
 	if (!py.is_initialized()) {
