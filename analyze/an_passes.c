@@ -72,11 +72,11 @@ struct pgap {
 };
 /* What a GPU record needs of the call that launched it. */
 struct corr_ent {
-	uint64_t callpath, native, ts;
+	uint64_t callpath, native, ts, end; /* end: when the call returned */
 	uint32_t tid;
 	uint32_t site; /* index + 1 in a->sites of the call's site, 0 = none */
 };
-/* 4096 entries (160 KiB, cache-resident): in time order, the launches
+/* 4096 entries (192 KiB, cache-resident): in time order, the launches
  * still waiting for their GPU side are about the runtime's queue depth. */
 #define CORR_RING (1u << 12)
 /* key + 1 -> index into a vector (0: empty slot); a miss falls back to the
@@ -894,7 +894,11 @@ COLD_FN void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64
 		g.resume = launch->ts;
 		g.tid = launch->tid;
 		g.has_tid = 1;
-		g.queued = launch->ts <= start;
+		/* Queued: the call that submitted the next work had returned before
+		 * the GPU ran dry, so the GPU side waited (latency, an event, another
+		 * stream).  A call still running then (a pageable copy staging its
+		 * data, a slow first launch) delivered the work late: the host's. */
+		g.queued = (launch->end ? launch->end : launch->ts) <= start;
 	}
 	size_t n = st->api_n < API_RING ? st->api_n : API_RING;
 	if (!g.has_tid && n) {
@@ -1194,8 +1198,10 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	if (d->busy.open && s > d->busy.end) {
 		uint64_t idle = s - d->busy.end;
 		d->idle_total += idle;
-		/* An unjoined record's launch is no_launch, ts 0: not late. */
-		int host_wait = api->ts > d->busy.end;
+		/* Late when its call had not returned when the GPU ran dry (as
+		 * gap_new's queued).  An unjoined record's launch is no_launch,
+		 * ts and end 0: not late. */
+		int host_wait = (api->end ? api->end : api->ts) > d->busy.end;
 		if (idle >= a->opts.gap_ns)
 			gap_long(a, d, s, joined ? api : NULL, kind == TBP_K_GPU_KERNEL ? g->name : 0);
 		else
@@ -1313,6 +1319,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			ce->callpath = c->callpath;
 			ce->native = c->native;
 			ce->ts = ts;
+			ce->end = ts + dur;
 			ce->tid = r->tid;
 			/* The GPU side adds its time to the same site: no second lookup. */
 			ce->site = ss && a->sites.n < UINT32_MAX

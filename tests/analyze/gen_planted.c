@@ -403,6 +403,19 @@ static uint64_t planted_body(uint64_t g)
 	}
 	expect_finding("idle_gap", "host_other", NULL, NULL, 0, 2);
 	expect_split("host_other", 2 * 80 * US, NULL, NULL, 0);
+	/* idle_gap/launch_bound x2: an 8 MiB copy whose call is still running
+	 * when the GPU runs dry (a pageable copy staging its data; simgpu copying
+	 * "device" bytes on the host): the work arrives late because of the
+	 * host's call, not a GPU-side wait (it was called queued before). */
+	uint64_t cp_stage = site("loader.py", "stage", 21, cp_main);
+	for (int i = 0; i < 2; i++) {
+		uint64_t gs = g + 150 * US;
+		copy(0, g - 40 * US, 185 * US, cp_stage, 0, 7, 8 << 20, TBP_COPY_D2D, TBP_COPYF_ASYNC, 0x10000,
+		     0x20000, gs, gs + 20 * US);
+		g = clean_step(gs + 20 * US, 0);
+	}
+	expect_finding("idle_gap", "launch_bound", "loader.py", "stage", 21, 2);
+	expect_split("launch_bound", 2 * 150 * US, "loader.py", "stage", 21);
 	/* kernel_burst x2 bursts of 20 tiny kernels with 5 us idle between. */
 	for (int b = 0; b < 2; b++) {
 		for (int k = 0; k < 20; k++) {
