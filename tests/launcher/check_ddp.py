@@ -10,6 +10,7 @@ Environment: TBPROF_CMD, TBANALYZE.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -67,8 +68,10 @@ def main():
         fail("the DDP job under tbprof did not finish in 600 s")
     if p.returncode != 0:
         fail(f"rc {p.returncode}\nstdout {p.stdout}\nstderr {p.stderr[-3000:]}")
-    lines = sorted(l for l in p.stdout.splitlines() if l.startswith("rank "))
-    if len(lines) != 2 or not lines[0].startswith("rank 0 of 2") or not lines[1].startswith("rank 1 of 2"):
+    # Two processes share the pipe and print() writes the text and its newline separately, so their lines
+    # may interleave ("rank 1 of 2: loss 1.02rank 0 of 2: loss 1.02\n\n"): look for each rank's report.
+    ranks = sorted(re.findall(r"rank (\d+) of 2: loss", p.stdout))
+    if ranks != ["0", "1"]:
         fail(f"training output {p.stdout!r}")
     out = os.path.join(tmp, "traces")
     got = sorted(os.listdir(out))
