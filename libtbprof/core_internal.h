@@ -67,5 +67,9 @@ void tbp_announce_thread(struct tbp_tbuf *b);
 struct tbp_record *tbp_reserve(struct tbp_tbuf *b, unsigned kind, uint64_t ts);
 /* clock.c: the writer re-reads the TSC/monotonic pair between drains. */
 void tsc_recalibrate(void);
+/* writer_thread.c: held while the writer drains; taken first across fork. */
+extern pthread_mutex_t writer_busy_lock;
+/* writer_thread.c: 1 once the writer thread runs our code (its start-up is over). */
+extern atomic_int writer_running;
 
 #endif

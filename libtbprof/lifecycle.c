@@ -222,6 +222,13 @@ static void tbp_start_slow(void)
 		pthread_mutex_unlock(&start_lock);
 		return;
 	}
+	/* Until the writer runs our code, its thread may still be inside the
+	 * runtime's thread start-up, allocating under the allocator's locks: a
+	 * fork then leaves them locked in the child (ASan's allocator has no fork
+	 * handler: host_fork's child hung in its first malloc). Bounded wait. */
+	uint64_t started_by = tbp_now() + 1000000000ull;
+	while (!atomic_load(&writer_running) && tbp_now() < started_by)
+		futex_wait(&writer_running, 0, 10);
 	tbp_install_signal_handlers();
 	atomic_store(&tbp_start_state, 2);
 	pthread_mutex_unlock(&start_lock);
@@ -334,7 +341,7 @@ void tbp_register_atfork(void)
 }
 
 /* Every lock tbprof holds is taken here, in the order the code nests them
- * (Python set-up, start, native stacks, strings, definitions, thread
+ * (the writer's drain, Python set-up, start, native stacks, strings, definitions, thread
  * registry, then the interposers' leaf locks), so the child never inherits
  * one held by a thread it does not have. */
 static void tbp_atfork_prepare(void)
@@ -342,6 +349,8 @@ static void tbp_atfork_prepare(void)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &fork_saved_mask);
+	/* First: the writer may need the locks below to finish its drain. */
+	pthread_mutex_lock(&writer_busy_lock);
 	tbp_py_fork_prepare();
 	pthread_mutex_lock(&start_lock);
 	tbp_native_fork_prepare();
@@ -365,6 +374,7 @@ static void tbp_atfork_parent(void)
 	tbp_native_fork_parent();
 	pthread_mutex_unlock(&start_lock);
 	tbp_py_fork_parent();
+	pthread_mutex_unlock(&writer_busy_lock);
 	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
 
@@ -374,6 +384,8 @@ static void tbp_atfork_parent(void)
  * file, so interned ids remain valid. */
 static void tbp_atfork_child(void)
 {
+	pthread_mutex_init(&writer_busy_lock, NULL);
+	atomic_store(&writer_running, 0);   /* the parent's writer is not the child's */
 	pthread_mutex_init(&registry_lock, NULL);
 	pthread_mutex_init(&def_lock, NULL);
 	pthread_mutex_init(&intern_lock, NULL);

@@ -275,18 +275,29 @@ static void remove_if_empty(void)
 		tbp_log("pid %d recorded no event: %s removed", (int)getpid(), out_path_abs);
 }
 
+pthread_mutex_t writer_busy_lock = PTHREAD_MUTEX_INITIALIZER;
+atomic_int writer_running;
+
 void *tbp_writer_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "tbprof-writer");
 	tbp_tls_guard = 1;   /* nothing this thread does is traced */
+	atomic_store(&writer_running, 1);
+	futex_wake_all(&writer_running);
 	for (;;) {
 		if (!atomic_load(&writer_stop) && !atomic_load(&signal_pending))
 			futex_wait(&writer_wake, 0, 100);
 		atomic_store(&writer_wake, 0);
 		bool stop = atomic_load(&writer_stop) || atomic_load(&signal_pending);
+		/* Held while the writer works (it allocates: zstd, buffers), so a fork
+		 * waits for the drain to end rather than copy a lock inside malloc
+		 * that this thread holds (ASan's allocator has no fork handler: the
+		 * child's first malloc hung; host_fork failed 3 in 32 runs). */
+		pthread_mutex_lock(&writer_busy_lock);
 		tsc_recalibrate();
 		drain_once(stop);
+		pthread_mutex_unlock(&writer_busy_lock);
 		atomic_fetch_add(&drain_seq, 1);
 		futex_wake_all(&drain_seq);
 		if (stop)
