@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Suite 'ranks', test ranks-real-ddp: a real CPU DDP run (gloo backend, 2
-ranks by `python -m torch.distributed.run --standalone`) under the preload
-with TBPROF_OUT a directory: one trace per rank (rank0.zst, rank1.zst; the
+ranks by `python -m torch.distributed.run --standalone`) under `tbprof record
+--trace-all -o DIR` (the preload directly when TBPROF_CMD is unset): one trace per rank (rank0.zst, rank1.zst; the
 agent's apart), and `tbanalyze DIR` finds rank 1 (the one that sleeps in
 slow_rank_work every step) as the straggler, at slow_rank_work, with rank 0
 waiting for it in the collectives (DDP's all-reduce inside backward()); the
@@ -21,6 +21,7 @@ import sys
 import tempfile
 
 LIB = os.environ.get("TBPROF_LIB", "")
+TBPROF_CMD = os.environ.get("TBPROF_CMD", "")  # the launcher (tbprof record)
 TBANALYZE = os.environ.get("TBANALYZE", "tbanalyze")
 HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS, SLEEP_MS = 12, 20
@@ -71,13 +72,18 @@ def run_case(tmp, mode, collectives, simtorch=None):
     hand; with simtorch, DDP with the model on simgpu's GPU."""
     print(f"== {mode or 'DDP'}{' on simgpu' if simtorch else ''}")
     out = os.path.join(tmp, (mode or "ddp") + ("-gpu" if simtorch else "") + "-traces") + "/"
-    env = dict(os.environ, TBPROF_TRACE_ALL="1", LD_PRELOAD=LIB, TBPROF_OUT=out, STRAGGLER="1",
-               STRAGGLER_MS=str(SLEEP_MS), STEPS=str(STEPS), OMP_NUM_THREADS="1", MODE=mode,
-               DEVICE="cuda" if simtorch else "cpu")
-    p = subprocess.run(([simtorch] if simtorch else []) +
-                       [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                        os.path.join(HERE, "ddp_straggler.py")], env=env, capture_output=True, text=True,
-                       timeout=250)
+    env = dict(os.environ, STRAGGLER="1", STRAGGLER_MS=str(SLEEP_MS), STEPS=str(STEPS), OMP_NUM_THREADS="1",
+               MODE=mode, DEVICE="cuda" if simtorch else "cpu")
+    job = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           os.path.join(HERE, "ddp_straggler.py")]
+    if TBPROF_CMD and not simtorch:
+        # As a user would: the launcher, a directory as the output.
+        env.pop("LD_PRELOAD", None)
+        cmd = [TBPROF_CMD, "record", "--trace-all", "-o", out, "--"] + job
+    else:
+        env.update(TBPROF_TRACE_ALL="1", LD_PRELOAD=LIB, TBPROF_OUT=out)
+        cmd = ([simtorch] if simtorch else []) + job
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=250)
     if not check(p.returncode == 0, f"the run exits 0 (got {p.returncode}; stderr {p.stderr[-600:]})"):
         return
     # (the workers run python -u: their lines may interleave)
