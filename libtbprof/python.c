@@ -923,41 +923,96 @@ uint64_t tbp_py_callpath(void)
 
 /* Cheap ticks for timing every Python call: the hook runs on each call,
  * and two clock_gettime calls cost more than the rest of it.  Converted
- * to ns with a rate calibrated against CLOCK_MONOTONIC at install time;
- * span timestamps are anchored on a tbp_now() read at the span's end. */
-static double ns_per_tick;            /* 0: ticks are tbp_now() ns */
+ * to ns with a rate measured against CLOCK_MONOTONIC (tick_rate), and
+ * span timestamps are anchored on a tbp_now() read at the span's end.
+ *
+ * The rate is measured between (counter, monotonic) pairs read as close
+ * together as possible, first 2 ms apart at install time, then again
+ * whenever a span ends 8 times the last baseline after the first pair:
+ * on a loaded VM a pair read across a preemption put the 2 ms rate 10 %
+ * off, and every span's length with it (a planted 20 ms sleep read
+ * 18.3 ms). */
+static double ns_per_tick;            /* 0: ticks are tbp_now() ns; written by tick_rate only */
 static bool counter_ticks;            /* ns_per_tick > 0, as a flag (tested on every call) */
 static uint64_t span_ticks;           /* the span threshold, in ticks */
-static inline __attribute__((always_inline)) uint64_t ticks(void)
+static uint64_t rate_tick0, rate_ns0; /* the first pair */
+static uint64_t rate_next_ns;         /* re-measure at spans ending after this */
+static atomic_flag rate_busy = ATOMIC_FLAG_INIT;
+
+static inline __attribute__((always_inline)) uint64_t counter(void)
 {
 #if defined(__x86_64__)
-	if (TBP_LIKELY(counter_ticks))
-		return __builtin_ia32_rdtsc();
+	return __builtin_ia32_rdtsc();
 #elif defined(__aarch64__)
-	if (TBP_LIKELY(counter_ticks)) {
-		uint64_t v;
-		__asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(v));
-		return v;
-	}
+	uint64_t v;
+	__asm__ volatile("isb; mrs %0, cntvct_el0" : "=r"(v));
+	return v;
+#else
+	return 0;
+#endif
+}
+static inline __attribute__((always_inline)) uint64_t ticks(void)
+{
+#if defined(__x86_64__) || defined(__aarch64__)
+	if (TBP_LIKELY(counter_ticks))
+		return counter();
 #endif
 	return tbp_now();
 }
 static inline uint64_t ticks_to_ns(uint64_t t)
 {
-	return ns_per_tick > 0 ? (uint64_t)((double)t * ns_per_tick) : t;
+	double r;
+	__atomic_load(&ns_per_tick, &r, __ATOMIC_RELAXED);
+	return r > 0 ? (uint64_t)((double)t * r) : t;
 }
+
+/* A (counter, monotonic ns) pair: of a few tries, the one whose monotonic
+ * read the counter brackets most tightly, the counter taken at its middle. */
+static void tick_pair(uint64_t *tick, uint64_t *ns)
+{
+	uint64_t best = UINT64_MAX;
+	for (int i = 0; i < 7; i++) {
+		uint64_t a = counter(), n = tbp_now(), b = counter();
+		if (b >= a && b - a < best) {
+			best = b - a;
+			*tick = a + (b - a) / 2;
+			*ns = n;
+		}
+	}
+}
+
+/* The counter's rate from the first pair to one read now. */
+static void tick_rate(void)
+{
+	uint64_t t1 = 0, n1 = 0;
+	tick_pair(&t1, &n1);
+	if (t1 <= rate_tick0 || n1 <= rate_ns0)
+		return;
+	double rate = (double)(n1 - rate_ns0) / (double)(t1 - rate_tick0);
+	if (rate > 0.01 && rate < 100)
+		__atomic_store(&ns_per_tick, &rate, __ATOMIC_RELAXED);
+	rate_next_ns = n1 + 7 * (n1 - rate_ns0);
+}
+
+/* From a span's end (rare: spans are calls longer than the threshold). */
+static inline void tick_rate_refine(uint64_t now)
+{
+	if (TBP_UNLIKELY(counter_ticks && now >= rate_next_ns) && !atomic_flag_test_and_set(&rate_busy)) {
+		if (now >= rate_next_ns)
+			tick_rate();
+		atomic_flag_clear(&rate_busy);
+	}
+}
+
 static void calibrate_ticks(void)
 {
 #if defined(__x86_64__) || defined(__aarch64__)
-	ns_per_tick = 1; /* let ticks() read the counter */
-	counter_ticks = true;
-	uint64_t n0 = tbp_now(), t0 = ticks(), n1, t1;
-	do {
-		n1 = tbp_now();
-		t1 = ticks();
-	} while (n1 - n0 < 2000000); /* 2 ms, once */
-	double rate = t1 > t0 ? (double)(n1 - n0) / (double)(t1 - t0) : 0;
-	ns_per_tick = rate > 0.01 && rate < 100 ? rate : 0;
+	tick_pair(&rate_tick0, &rate_ns0);
+	uint64_t n;
+	do
+		n = tbp_now();
+	while (n - rate_ns0 < 2000000); /* 2 ms, once */
+	tick_rate();
 	counter_ticks = ns_per_tick > 0;
 #endif
 	span_ticks = ns_per_tick > 0 ? (uint64_t)((double)tbp_cfg.py_span_ns / ns_per_tick)
@@ -1125,8 +1180,9 @@ static __attribute__((noinline)) void record_span(void *tstate, uintptr_t code, 
 {
 	if (!tbp_guard_enter())
 		return;
-	uint64_t elapsed = ticks_to_ns(dk);
-	uint64_t t1 = tbp_now(), t0 = t1 - elapsed;
+	uint64_t t1 = tbp_now();
+	tick_rate_refine(t1);
+	uint64_t elapsed = ticks_to_ns(dk), t0 = t1 - elapsed;
 	/* The callee's frame is gone; its code object is still held by
 	 * the caller (function object on the caller's stack). */
 	uint64_t parent = thread_callpath(top_frame((uintptr_t)tstate));
@@ -1266,6 +1322,16 @@ int tbp_py_test_hook(int on)
 		return 1;
 	}
 	return 0;
+}
+
+int tbp_py_test_upset_rate(double factor)
+{
+	if (!counter_ticks)
+		return 0;
+	double r = ns_per_tick * factor;
+	__atomic_store(&ns_per_tick, &r, __ATOMIC_RELAXED);
+	rate_next_ns = 0;
+	return 1;
 }
 
 static void install_eval_hook(void)

@@ -41,5 +41,9 @@ int tbp_py_line_310(const uint8_t *table, size_t size, int firstlineno, uint32_t
 void tbp_py_test_override_minor(unsigned minor);
 /* Tests/benchmarks only, GIL held: remove (0) or restore (1) the span hook. */
 int tbp_py_test_hook(int on);
+/* Tests only: scale the counter's rate by `factor` and re-measure it from
+ * the next span on, as after a calibration read across a preemption.
+ * 0 without a counter. */
+int tbp_py_test_upset_rate(double factor);
 
 #endif

@@ -145,6 +145,7 @@ API void tpy_setup(int python, unsigned depth, unsigned long long span_ns)
 }
 API void tpy_override_minor(unsigned minor) { tbp_py_test_override_minor(minor); }
 API int tpy_hook(int on) { return tbp_py_test_hook(on); }
+API int tpy_upset_rate(double factor) { return tbp_py_test_upset_rate(factor); }
 API void tpy_set_depth(unsigned depth) { tbp_cfg.py_depth = depth; }
 API void tpy_set_active(int active) { tbp_active = active; }
 API unsigned long long tpy_callpath(void) { return tbp_py_callpath(); }

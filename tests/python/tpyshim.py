@@ -16,6 +16,7 @@ for lib in (cdll, pydll):
     lib.tpy_bench.restype = ctypes.c_double
     lib.tpy_setup.argtypes = [ctypes.c_int, ctypes.c_uint, ctypes.c_ulonglong]
     lib.tpy_note_wait.argtypes = [ctypes.c_ulonglong]
+    lib.tpy_upset_rate.argtypes = [ctypes.c_double]
     lib.tpy_describe.argtypes = [ctypes.c_ulonglong, ctypes.c_char_p, ctypes.c_int]
 
 
