@@ -133,11 +133,23 @@ void tbp_wake_writer(void) TBP_HIDDEN;
 /* A ring passed half full: wakes the writer, and asks for a bigger ring if it may grow. */
 void tbp_ring_pressure(struct tbp_tbuf *b) TBP_HIDDEN;
 
+/* Correlation ids are unique in the process, not ordered across threads:
+ * each thread takes them from a block of TBP_CORR_BLOCK it reserves with
+ * one atomic add, so threads that launch at once do not pass one counter's
+ * cache line back and forth on every launch. */
+#define TBP_CORR_BLOCK 256u
+struct tbp_corr_block {
+	uint64_t next, end;
+};
+extern __thread struct tbp_corr_block tbp_tls_corr __attribute__((tls_model("initial-exec"))) TBP_HIDDEN;
+void tbp_corr_refill(struct tbp_corr_block *c) TBP_HIDDEN;
 /* tbp_corr_next without the call. */
-extern _Atomic uint64_t tbp_corr_counter TBP_HIDDEN;
 static inline uint64_t tbp_corr_next_inline(void)
 {
-	return atomic_fetch_add_explicit(&tbp_corr_counter, 1, memory_order_relaxed) + 1;
+	struct tbp_corr_block *c = &tbp_tls_corr;
+	if (TBP_UNLIKELY(c->next == c->end))
+		tbp_corr_refill(c);
+	return c->next++;
 }
 
 static inline bool tbp_guard_enter_inline(void)

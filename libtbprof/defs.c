@@ -219,7 +219,16 @@ out:
 	return id;
 }
 
-_Atomic uint64_t tbp_corr_counter;
+static _Atomic uint64_t corr_counter;
+__thread struct tbp_corr_block tbp_tls_corr __attribute__((tls_model("initial-exec")));
+
+/* Never 0: 0 means "no correlation" in records. */
+__attribute__((noinline, cold)) void tbp_corr_refill(struct tbp_corr_block *c)
+{
+	uint64_t first = atomic_fetch_add_explicit(&corr_counter, TBP_CORR_BLOCK, memory_order_relaxed) + 1;
+	c->next = first;
+	c->end = first + TBP_CORR_BLOCK;
+}
 
 uint64_t tbp_corr_next(void)
 {
