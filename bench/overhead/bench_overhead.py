@@ -6,14 +6,17 @@ Every figure comes from alternating runs (A B, then B A, ...) of separate
 processes, and is the median over the rounds of the per-round ratio, so a
 change in the machine's load hits both sides of a ratio alike.
 
-1. Launch loop: simgpu's launch loop (>= 1 M launches of an empty kernel,
-   every simulated cost zero), TBPROF_CUPTI=0, with vs without the preload:
-   whole-process CPU time per launch (user + sys of the process: the
-   launching thread's hook and the writer thread's encoding and
-   compression), the added ns per launch (goal <= 60) and the ratio; the
-   records the last traced run dropped (a writer that cannot keep up drops
-   rather than blocks).  Also with TBPROF_BUFFER_SIZE=512M, where nothing is
-   dropped at this rate, so every launch is encoded.
+1. Launch loop: simgpu's launch loop (an empty kernel, every simulated
+   cost zero, a fixed warm-up of 1000 launches), TBPROF_CUPTI=0, with vs
+   without the preload: whole-process CPU time per launch (user + sys of
+   the process: the launching thread's hook and the writer thread's
+   encoding and compression) as the slope between runs of N and 3N
+   launches, so what a process pays once (start-up, the final flush) is
+   not spread over the launches and is shown apart; the added ns per
+   launch (goal <= 60) and the ratio; the records the last traced run
+   dropped (a writer that cannot keep up drops rather than blocks).  Also
+   with TBPROF_BUFFER_SIZE=512M, where nothing is dropped at this rate, so
+   every launch is encoded.
 2. Python calls: ns per call of an empty Python function (1 M calls) without
    the preload, with it and the span hook (TBPROF_TRACE_ALL=1), and with it
    but no hook (TBPROF_PY_SPAN_US=0); with valgrind, also instructions per
@@ -107,25 +110,35 @@ def launch_loop():
         return
     n = 300000 if QUICK else 1000000
     tmp = tempfile.mkdtemp(prefix="tbp-bench-")
-    base = dict(ZERO_COST, LD_LIBRARY_PATH=SIMGPU, TBPROF_PYTHON="0", TBPROF_CUPTI="0")
-    print("1. launch loop on simgpu (zero simulated cost), TBPROF_CUPTI=0, %d launches, %d alternating rounds:"
-          % (n, max(ROUNDS, 7)))
+    base = dict(ZERO_COST, LD_LIBRARY_PATH=SIMGPU, TBPROF_PYTHON="0", TBPROF_CUPTI="0", LAUNCH_LOOP_WARMUP="1000")
+    rounds = max(ROUNDS, 7)
+    print("1. launch loop on simgpu (zero simulated cost), TBPROF_CUPTI=0, slope between %d and %d launches, "
+          "%d alternating rounds:" % (n, 3 * n, rounds))
     for label, extra in (("default ring", {}), ("TBPROF_BUFFER_SIZE=512M", {"TBPROF_BUFFER_SIZE": "512M"})):
         trace = os.path.join(tmp, "trace.zst")
 
-        def one(preload):
+        def one(arg):
+            launches, preload = arg
             env = dict(base, **extra)
             if preload:
                 env.update(LD_PRELOAD=LIB, TBPROF_OUT=trace)
-            _, wall, cpu, _ = run([LAUNCH_LOOP, str(n)], env, cwd=tmp)
-            return {"cpu": cpu * 1e9 / n, "wall": wall * 1e9 / n}
-        res = alternate([("without", False), ("with", True)], max(ROUNDS, 7), one)
+            _, _, cpu, _ = run([LAUNCH_LOOP, str(launches)], env, cwd=tmp)
+            return {"cpu": cpu * 1e9}
+        res = alternate([("without", (n, False)), ("with", (n, True)), ("without3", (3 * n, False)),
+                         ("with3", (3 * n, True))], rounds, one)
         lost = lost_in(trace)
-        added = statistics.median(x["cpu"] - y["cpu"] for x, y in zip(res["with"], res["without"]))
+
+        def per_launch(a, b):
+            return [(y["cpu"] - x["cpu"]) / (2 * n) for x, y in zip(res[a], res[b])]
+        without, with_ = per_launch("without", "without3"), per_launch("with", "with3")
+        added = statistics.median(w - o for w, o in zip(with_, without))
+        once = statistics.median((x["cpu"] - n * w) - (y["cpu"] - n * o)
+                                 for x, y, w, o in zip(res["with"], res["without"], with_, without)) / 1e6
         print("   %-24s process CPU per launch %6.1f ns without, %6.1f ns with: added %5.1f ns (goal <= 60), "
-              "x%.3f%s" % (label, med(res, "without", "cpu"), med(res, "with", "cpu"), added,
-                           ratio(res, "with", "without", "cpu"),
-                           "; last run: %d of %d records dropped" % (lost[0], lost[0] + lost[1]) if lost else ""))
+              "x%.3f; once per process %+.1f ms%s"
+              % (label, statistics.median(without), statistics.median(with_), added,
+                 statistics.median(w / o for w, o in zip(with_, without)), once,
+                 "; last run: %d of %d records dropped" % (lost[0], lost[0] + lost[1]) if lost else ""))
     shutil.rmtree(tmp, ignore_errors=True)
 
 
