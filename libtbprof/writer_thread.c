@@ -103,8 +103,17 @@ static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 	bool open_chunk = false;
 	uint8_t cur_kind = 0;
 	uint32_t cur_tid = 0;
-	for (; tail < head && rc == TBP_OK; tail++) {
+	while (tail < head && rc == TBP_OK) {
 		const struct tbp_record *r = &b->slots[tail & mask];
+		/* The records up to the ring's end, the next chunk change or the
+		 * next LOST or THREAD record go to the writer in one batch. */
+		uint64_t n = 1, upto = mask + 1 - (tail & mask);
+		if (upto > head - tail)
+			upto = head - tail;
+		if (r->kind != TBP_K_LOST && r->kind != TBP_K_THREAD)
+			while (n < upto && r[n].stream_kind == r->stream_kind && r[n].tid == r->tid &&
+			       r[n].kind != TBP_K_LOST && r[n].kind != TBP_K_THREAD)
+				n++;
 		if (!open_chunk || r->stream_kind != cur_kind || r->tid != cur_tid) {
 			if (open_chunk)
 				rc = tbp_writer_end_chunk(writer);
@@ -119,10 +128,11 @@ static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 		}
 		if (r->kind == TBP_K_LOST && r->u.lost.source == TBP_LOST_BUFFER_FULL)
 			b->lost_reported += r->u.lost.count;
-		rc = tbp_writer_add(writer, r);
-		records_written++;
+		rc = n == 1 ? tbp_writer_add(writer, r) : tbp_writer_add_batch(writer, r, n);
+		records_written += n;
 		if (r->kind != TBP_K_THREAD)
 			events_written = true;
+		tail += n;
 	}
 	uint64_t unreported = atomic_load_explicit(&b->lost_total, memory_order_acquire) - b->lost_reported;
 	if (last && unreported && rc == TBP_OK) {

@@ -208,11 +208,11 @@ static inline uint32_t put_plain(struct kind_columns *kc, unsigned c, uint64_t d
 /* Writes column c's open run and starts a new one with delta d.  Every
  * record may end one run per column, which reserve_columns made room for.
  * Runs of one small delta (timestamps of a busy loop) take the short way. */
-static inline uint32_t run_break(struct kind_columns *kc, unsigned c, uint64_t d)
+static inline uint32_t run_break_at(struct kind_columns *kc, unsigned c, uint64_t d, uint32_t index)
 {
 	uint8_t *p = kc->col[c] + kc->len[c];
 	uint64_t z = tbp_zigzag(kc->run_delta[c]);
-	uint32_t run = kc->count - kc->run_start[c], n;
+	uint32_t run = index - kc->run_start[c], n;
 	if (TBP_LIKELY_W(run == 1 && z < 0x2000)) {
 		uint64_t e = z << 1;
 		if (e < 0x80) {
@@ -228,8 +228,13 @@ static inline uint32_t run_break(struct kind_columns *kc, unsigned c, uint64_t d
 	}
 	kc->len[c] += n;
 	kc->run_delta[c] = d;
-	kc->run_start[c] = kc->count;
+	kc->run_start[c] = index;
 	return n;
+}
+
+static inline uint32_t run_break(struct kind_columns *kc, unsigned c, uint64_t d)
+{
+	return run_break_at(kc, c, d, kc->count);
 }
 
 int tbp_writer_open_fd(struct tbp_writer **out, int fd, const struct tbp_writer_opts *opts)
@@ -702,6 +707,148 @@ int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec)
 	if (rec->ts && (w->frame_first_ts == 0 || rec->ts < w->frame_first_ts))
 		w->frame_first_ts = rec->ts;
 	w->frame_records++;
+	return TBP_OK;
+}
+
+/* ------------------------------------------------------------ batches
+ *
+ * A run of records of one kind, coded a column at a time: the same bytes
+ * per column as record by record (each column is its own buffer), but each
+ * column's loop keeps its previous value and open run in registers and
+ * reads one field of each record, where tbp_writer_add walks every field
+ * of one record and re-checks the chunk, frame and room for each.  A
+ * writer thread draining a launch loop spent most of its time in that
+ * per-record walk.  The `changes` counts (the next chunk's choice of
+ * coding) count every record here, 4 per change, as the per-record path
+ * does for timestamps. */
+#define BATCH_MAX 1024u
+
+/* Every column of kc gets room for n more values of any size. */
+static int reserve_columns_for(struct kind_columns *kc, uint32_t n)
+{
+	for (unsigned c = 0; c < kc->ncols; c++) {
+		size_t need = (size_t)n * TBP_RUN_ENTRY_MAX;
+		if (kc->cap[c] - kc->len[c] >= need)
+			continue;
+		size_t ncap = kc->cap[c] ? kc->cap[c] : COLUMN_INITIAL;
+		while (ncap - kc->len[c] < need)
+			ncap *= 2;
+		if (ncap > UINT32_MAX)
+			return TBP_ERR_NOMEM;
+		uint8_t *p = realloc(kc->col[c], ncap);
+		if (!p)
+			return TBP_ERR_NOMEM;
+		kc->col[c] = p;
+		kc->cap[c] = (uint32_t)ncap;
+	}
+	kc->room = 0; /* tbp_writer_add recomputes it */
+	return TBP_OK;
+}
+
+/* One column over n records: the value VAL of record i, coded as its
+ * delta from the record before (DELTA) or as it is (an end coded from ts).
+ * A run column writes an entry where the delta changes; a plain column
+ * writes every one. */
+#define CODE_COLUMN(c, VAL, DELTA)                                                           \
+	do {                                                                                  \
+		uint64_t rd_ = kc->run_delta[c], prev_ = prev[c], chg_ = 0;                       \
+		uint32_t bytes_ = 0;                                                              \
+		if ((kc->run_cols >> (c)) & 1) {                                                  \
+			for (uint32_t i = 0; i < n; i++) {                                            \
+				uint64_t v_ = (VAL), d_ = (DELTA) ? v_ - prev_ : v_;                      \
+				prev_ = v_;                                                               \
+				if (TBP_LIKELY_W(d_ == rd_))                                              \
+					continue;                                                             \
+				chg_ += 4;                                                                \
+				kc->run_delta[c] = rd_;                                                   \
+				bytes_ += run_break_at(kc, c, d_, base + i);                              \
+				rd_ = d_;                                                                 \
+			}                                                                             \
+		} else {                                                                          \
+			for (uint32_t i = 0; i < n; i++) {                                            \
+				uint64_t v_ = (VAL), d_ = (DELTA) ? v_ - prev_ : v_;                      \
+				prev_ = v_;                                                               \
+				chg_ += d_ != rd_ ? 4 : 0;                                                \
+				rd_ = d_;                                                                 \
+				bytes_ += put_plain(kc, c, d_);                                           \
+			}                                                                             \
+		}                                                                                 \
+		kc->run_delta[c] = rd_;                                                           \
+		kc->changes[c] += chg_;                                                           \
+		if (DELTA)                                                                        \
+			prev[c] = prev_;                                                              \
+		added += bytes_;                                                                  \
+	} while (0)
+
+/* n records of kind k after at least one of that kind in the open chunk,
+ * the kinds column's open run being k's: all fit in the chunk and frame
+ * (the caller checked). */
+static int add_same_kind(struct tbp_writer *w, unsigned k, const struct tbp_record *recs, uint32_t n)
+{
+	struct kind_columns *kc = &w->cols[k];
+	int rc = reserve_columns_for(kc, n);
+	if (rc != TBP_OK)
+		return rc;
+	uint64_t *prev = w->prev[k];
+	uint32_t base = kc->count;
+	size_t added = 0;
+	CODE_COLUMN(0, recs[i].ts, true);
+	unsigned f = 0;
+	if (w->end_from_ts[k]) {
+		CODE_COLUMN(1, recs[i].u.v[0] - recs[i].ts, false);
+		f = 1;
+	}
+	for (; f < kc->nfields; f++)
+		CODE_COLUMN(f + 1, recs[i].u.v[f], true);
+	uint64_t first_ts = w->frame_first_ts;
+	for (uint32_t i = 0; i < n; i++)
+		if (recs[i].ts && (first_ts == 0 || recs[i].ts < first_ts))
+			first_ts = recs[i].ts;
+	w->frame_first_ts = first_ts;
+	w->chunk_bytes += added;
+	kc->count += n;
+	w->chunk_records += n;
+	w->frame_records += n;
+	w->kind_run_len += n;
+	return TBP_OK;
+}
+
+int tbp_writer_add_batch(struct tbp_writer *w, const struct tbp_record *recs, size_t n)
+{
+	if (!w || (!recs && n))
+		return TBP_ERR_ARG;
+	size_t i = 0;
+	while (i < n) {
+		/* The first record of a kind's run goes the per-record way: it
+		 * checks the record, starts the kind in the chunk, the kinds
+		 * column's run, and cuts the chunk or frame when due. */
+		int rc = tbp_writer_add(w, &recs[i]);
+		if (rc != TBP_OK)
+			return rc;
+		unsigned k = recs[i].kind;
+		i++;
+		struct kind_columns *kc = &w->cols[k];
+		if (kc->has_blob)
+			continue;
+		size_t j = i;
+		while (j < n && j - i < BATCH_MAX && recs[j].kind == k)
+			j++;
+		uint32_t m = (uint32_t)(j - i);
+		/* What the frame and the chunk still take, at the worst case
+		 * per record; the rest goes on record by record. */
+		size_t used = w->raw_len + CHUNK_HEADER_MAX + w->chunk_bytes;
+		size_t fit = used < FRAME_AUTO_FLUSH ? (FRAME_AUTO_FLUSH - used) / RECORD_MAX : 0;
+		if (m > fit)
+			m = (uint32_t)fit;
+		if (m > TBP_CHUNK_MAX_RECORDS - w->chunk_records)
+			m = TBP_CHUNK_MAX_RECORDS - w->chunk_records;
+		if (m < 2)
+			continue;
+		rc = add_same_kind(w, k, &recs[i], m);
+		if (rc != TBP_OK)
+			return rc;
+		i += m;
+	}
 	return TBP_OK;
 }
 

@@ -285,14 +285,19 @@ int main(int argc, char **argv)
 {
 	int seeds = argc > 1 ? atoi(argv[1]) : 40;
 	int failed = 0;
-	for (int s = 1; s <= seeds; s++)
-		if (run_seed((uint64_t)s, s & 1, 1500, 0))
+	/* Record by record, then the same traces through tbp_writer_add_batch
+	 * (runs of a kind coded a column at a time): the same records back. */
+	for (tt_batch_writes = 0; tt_batch_writes < 2; tt_batch_writes++) {
+		for (int s = 1; s <= seeds; s++)
+			if (run_seed((uint64_t)s, s & 1, 1500, 0))
+				failed++;
+		/* A file of several MB through the streaming file reader (window
+		 * refills), with frames cut by the writer's size limit. */
+		if (run_seed(1000, 1, 300000, 1))
 			failed++;
-	/* A file of several MB through the streaming file reader (window
-	 * refills), with frames cut by the writer's size limit. */
-	if (run_seed(1000, 1, 300000, 1))
-		failed++;
-	failed += long_runs();
+		failed += long_runs();
+	}
+	tt_batch_writes = 0;
 	failed += writer_errors();
 	failed += seek_table();
 	printf("%d seeds + 1 large + writer errors + seek table, %d failed\n", seeds, failed);

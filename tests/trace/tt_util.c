@@ -103,6 +103,8 @@ void tt_free_trace(struct tt_trace *t)
 	memset(t, 0, sizeof *t);
 }
 
+int tt_batch_writes;
+
 int tt_write_trace(const struct tt_trace *t, int fd)
 {
 	struct tbp_writer *w;
@@ -126,7 +128,17 @@ int tt_write_trace(const struct tt_trace *t, int fd)
 			if (rc != TBP_OK)
 				break;
 		}
-		rc = tbp_writer_add(w, &t->recs[i]);
+		if (tt_batch_writes) {
+			/* Up to the next chunk change or flush, in one call. */
+			size_t j = i + 1;
+			while (j < t->n && !t->flush_after[j - 1] && !t->chunk_break[j] &&
+			       t->stream_kind[j] == sk && t->stream_id[j] == sid)
+				j++;
+			rc = tbp_writer_add_batch(w, &t->recs[i], j - i);
+			i = j - 1;
+		} else {
+			rc = tbp_writer_add(w, &t->recs[i]);
+		}
 		if (rc == TBP_OK && t->flush_after[i])
 			rc = tbp_writer_flush(w);
 		if (rc != TBP_OK)

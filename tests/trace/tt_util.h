@@ -46,6 +46,9 @@ struct tt_synth_opts {
 void tt_synth_trace(struct tt_trace *t, const struct tt_synth_opts *o);
 
 /* Writes the trace through tbp_writer to fd (taken over).  0 or -1. */
+/* Nonzero: tt_write_trace hands the writer each stretch between chunk
+ * changes and flushes in one tbp_writer_add_batch call. */
+extern int tt_batch_writes;
 int tt_write_trace(const struct tt_trace *t, int fd);
 
 /* The written trace as bytes in memory (via a temporary file). */

@@ -313,6 +313,9 @@ int tbp_writer_open_fd(struct tbp_writer **out, int fd, const struct tbp_writer_
 int tbp_writer_open(struct tbp_writer **out, const char *path, const struct tbp_writer_opts *opts);
 int tbp_writer_begin_chunk(struct tbp_writer *w, unsigned stream_kind, uint64_t stream_id);
 int tbp_writer_add(struct tbp_writer *w, const struct tbp_record *rec);
+/* recs[0..n) in order, as tbp_writer_add would add them one by one (same
+ * records read back); runs of one kind are coded a column at a time. */
+int tbp_writer_add_batch(struct tbp_writer *w, const struct tbp_record *recs, size_t n);
 int tbp_writer_end_chunk(struct tbp_writer *w);
 /* End the current frame (if any records) and write it out. */
 int tbp_writer_flush(struct tbp_writer *w);
