@@ -780,6 +780,41 @@ static int reserve_columns_for(struct kind_columns *kc, uint32_t n)
 		added += bytes_;                                                                  \
 	} while (0)
 
+/* Columns c and c + 1, both runs of deltas, over n records: v points at
+ * the pair's values in the first record (records are sizeof(struct
+ * tbp_record) apart), prev at the pair's previous values. */
+static uint32_t code_run_pair(struct kind_columns *kc, uint64_t *prev, unsigned c, const uint64_t *v, uint32_t n,
+	uint32_t base)
+{
+	u64x2 pv, rd, chg = {0, 0};
+	memcpy(&pv, prev, sizeof pv);
+	memcpy(&rd, kc->run_delta + c, sizeof rd);
+	uint32_t bytes = 0;
+	const char *at = (const char *)v;
+	for (uint32_t i = 0; i < n; i++, at += sizeof(struct tbp_record)) {
+		u64x2 x;
+		memcpy(&x, at, sizeof x);
+		u64x2 d = x - pv;
+		pv = x;
+		u64x2 diff = d ^ rd;
+		if (TBP_LIKELY_W((diff[0] | diff[1]) == 0))
+			continue;
+		for (unsigned l = 0; l < 2; l++) {
+			if (!diff[l])
+				continue;
+			chg[l] += 4;
+			kc->run_delta[c + l] = rd[l];
+			bytes += run_break_at(kc, c + l, d[l], base + i);
+			rd[l] = d[l];
+		}
+	}
+	memcpy(prev, &pv, sizeof pv);
+	memcpy(kc->run_delta + c, &rd, sizeof rd);
+	kc->changes[c] += chg[0];
+	kc->changes[c + 1] += chg[1];
+	return bytes;
+}
+
 /* n records of kind k after at least one of that kind in the open chunk,
  * the kinds column's open run being k's: all fit in the chunk and frame
  * (the caller checked). */
@@ -798,6 +833,11 @@ static int add_same_kind(struct tbp_writer *w, unsigned k, const struct tbp_reco
 		CODE_COLUMN(1, recs[i].u.v[0] - recs[i].ts, false);
 		f = 1;
 	}
+	/* Two adjacent run columns at a time where both are runs (most of a
+	 * repeated launch's fields): one 16-byte subtract and compare per
+	 * record for the pair. */
+	for (; f + 1 < kc->nfields && ((kc->run_cols >> (f + 1)) & 3) == 3; f += 2)
+		added += code_run_pair(kc, prev + f + 1, f + 1, &recs->u.v[f], n, base);
 	for (; f < kc->nfields; f++)
 		CODE_COLUMN(f + 1, recs[i].u.v[f], true);
 	uint64_t first_ts = w->frame_first_ts;
