@@ -140,8 +140,22 @@ struct an_finding {
 	uint64_t leaf_callpath;            /* the call path as recorded, when placed at a user frame */
 	uint64_t kernel_name;              /* idle gap: a kernel that ended one of the gaps (string id) */
 	int context_backward;              /* idle gap: the context is inside a backward() */
+	uint64_t site_ns;                  /* idle gap: of the gaps' time, what is at the finding's site */
+	uint64_t copy_ns;                  /* idle gap: of site_ns, the host inside a copy call there */
+	uint8_t copy_bits;                 /* idle gap: those copies' an_copy_bits(), or-ed */
 	int harness;                       /* placed in the runner's own code */
 };
+
+/* A copy call's direction and host memory, for idle gaps spent inside one:
+ * bit (copy_kind - 1) for H2D, D2H, D2D; AN_COPY_PAGEABLE when the host
+ * side is pageable memory. */
+enum { AN_COPY_H2D = 1, AN_COPY_D2H = 2, AN_COPY_D2D = 4, AN_COPY_OTHER = 8, AN_COPY_PAGEABLE = 16 };
+static inline uint8_t an_copy_bits(uint64_t copy_kind, uint64_t flags)
+{
+	uint8_t b = copy_kind == TBP_COPY_H2D ? AN_COPY_H2D : copy_kind == TBP_COPY_D2H ? AN_COPY_D2H
+		: copy_kind == TBP_COPY_D2D ? AN_COPY_D2D : AN_COPY_OTHER;
+	return (uint8_t)(b | (flags & TBP_COPYF_PAGEABLE ? AN_COPY_PAGEABLE : 0));
+}
 
 /* Window-wide idle time by cause, summed over devices (an_pass_finish). */
 struct an_idle_breakdown {
@@ -363,6 +377,8 @@ void an_site_label(const struct analysis *a, uint64_t callpath, uint64_t native,
 /* Stable text key of a call site (whole path), for diff across traces. */
 void an_site_key(const struct analysis *a, uint64_t callpath, uint64_t native, char *buf, size_t len);
 const char *an_suggestion(const struct analysis *a, const struct an_finding *f);
+int an_finding_in_copy(const struct an_finding *f);
+const char *an_copy_label(uint8_t bits);
 int an_finding_is_engine(const struct an_finding *f);
 
 /* ------------------------------------------------------------ loading */

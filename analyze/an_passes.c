@@ -30,6 +30,7 @@
 struct api_ent {
 	uint32_t tid;
 	uint8_t kind;
+	uint8_t copy; /* a copy call: an_copy_bits(), else 0 */
 	uint64_t ts, end, callpath, native;
 };
 struct span_ent {
@@ -45,6 +46,7 @@ struct span_ent {
 struct gap_call {
 	uint64_t ts, end, callpath, native;
 	int sync;
+	uint8_t copy; /* a copy call: an_copy_bits(), else 0 */
 };
 struct gap_span {
 	uint64_t ts, end, callpath;
@@ -701,24 +703,33 @@ static int u64_cmp(const void *x, const void *y)
 
 struct gap_part {
 	uint8_t cause;
+	uint8_t copy;      /* an_copy_bits() of the copy calls the host was inside */
 	uint64_t cp, nat, ns;
+	uint64_t copy_ns;  /* of ns, inside a copy call */
 };
 #define GAP_PARTS (2 * (GAP_CALLS + GAP_SPANS) + 4)
 
-static void part_add(struct gap_part *parts, size_t *n, int cause, uint64_t cp, uint64_t nat, uint64_t ns)
+static void part_add(struct gap_part *parts, size_t *n, int cause, uint64_t cp, uint64_t nat, uint64_t ns,
+		     uint8_t copy)
 {
+	uint64_t copy_ns = copy ? ns : 0;
 	for (size_t i = 0; i < *n; i++)
 		if (parts[i].cause == cause && parts[i].cp == cp && parts[i].nat == nat) {
 			parts[i].ns += ns;
+			parts[i].copy_ns += copy_ns;
+			parts[i].copy |= copy;
 			return;
 		}
 	if (*n < GAP_PARTS)
-		parts[(*n)++] = (struct gap_part){.cause = (uint8_t)cause, .cp = cp, .nat = nat, .ns = ns};
+		parts[(*n)++] = (struct gap_part){.cause = (uint8_t)cause, .copy = copy, .cp = cp, .nat = nat, .ns = ns,
+						  .copy_ns = copy_ns};
 }
 
-/* What the host was doing at instant t of the piece (see above). */
-static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t *nat)
+/* What the host was doing at instant t of the piece (see above); *copy:
+ * the copy call it was inside, if any (an_copy_bits()). */
+static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t *nat, uint8_t *copy)
 {
+	*copy = 0;
 	for (unsigned i = 0; i < g->ncalls; i++) {
 		const struct gap_call *c = &g->calls[i];
 		if (c->sync && c->ts <= t && t < c->end) {
@@ -754,6 +765,8 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t
 		if (c->end > t) {
 			*cp = c->callpath;
 			*nat = c->native;
+			if (c->ts <= t)
+				*copy = c->copy;
 			return c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
 		}
 	}
@@ -767,7 +780,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	struct gap_part parts[GAP_PARTS];
 	size_t np = 0;
 	if (g->queued) {
-		part_add(parts, &np, AN_CAUSE_QUEUED, g->launch_cp, g->launch_nat, len);
+		part_add(parts, &np, AN_CAUSE_QUEUED, g->launch_cp, g->launch_nat, len, 0);
 	} else {
 		uint64_t pts[2 + 2 * (GAP_CALLS + GAP_SPANS)];
 		size_t n = 0;
@@ -788,8 +801,9 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 			if (hi <= lo)
 				continue;
 			uint64_t cp, nat;
-			int cause = gap_cause_at(g, lo, &cp, &nat);
-			part_add(parts, &np, cause, cp, nat, hi - lo);
+			uint8_t copy;
+			int cause = gap_cause_at(g, lo, &cp, &nat, &copy);
+			part_add(parts, &np, cause, cp, nat, hi - lo, copy);
 		}
 	}
 	uint64_t by_cause[AN_CAUSE_N] = {0};
@@ -849,6 +863,11 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		f->context_callpath = g->ctx_cp;
 	if (!f->kernel_name)
 		f->kernel_name = g->kernel_name;
+	if (site) {
+		f->site_ns += site->ns;
+		f->copy_ns += site->copy_ns;
+		f->copy_bits |= site->copy;
+	}
 }
 
 COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
@@ -921,7 +940,8 @@ COLD_FN void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64
 		if (e->tid != g.tid || e->ts >= end || e->end <= start)
 			continue;
 		tmp[GAP_CALLS - 1 - kept++] = (struct gap_call){
-			.ts = e->ts, .end = e->end, .callpath = e->callpath, .native = e->native, .sync = e->kind == TBP_K_SYNC};
+			.ts = e->ts, .end = e->end, .callpath = e->callpath, .native = e->native, .sync = e->kind == TBP_K_SYNC,
+			.copy = e->copy};
 	}
 	memcpy(g.calls, &tmp[GAP_CALLS - kept], kept * sizeof tmp[0]);
 	g.ncalls = kept;
@@ -1296,6 +1316,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	ae->end = end;
 	ae->callpath = c->callpath;
 	ae->native = c->native;
+	ae->copy = kind == TBP_K_MEMCPY ? an_copy_bits(r->u.memcpy.copy_kind, r->u.memcpy.flags) : 0;
 
 	/* A scalar copy's stall includes the sync right after it. */
 	if (th && th->scalar_pending) {

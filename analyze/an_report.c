@@ -42,6 +42,27 @@ static unsigned active_devices(const struct analysis *a)
 	return n;
 }
 
+/* An idle-gap finding whose time at its site was mostly the host inside
+ * copy calls (a pageable copy staging its bytes): its advice is about the
+ * copy, not about launches. */
+int an_finding_in_copy(const struct an_finding *f)
+{
+	return f->kind == AN_F_IDLE_GAP && f->cause == AN_CAUSE_LAUNCH_BOUND && f->copy_ns &&
+	       f->copy_ns * 2 >= f->site_ns;
+}
+
+/* "pageable host-to-device", "device-to-host", "mixed", ... */
+const char *an_copy_label(uint8_t bits)
+{
+	int pageable = (bits & AN_COPY_PAGEABLE) != 0;
+	switch (bits & ~AN_COPY_PAGEABLE) {
+	case AN_COPY_H2D: return pageable ? "pageable host-to-device" : "host-to-device";
+	case AN_COPY_D2H: return pageable ? "pageable device-to-host" : "device-to-host";
+	case AN_COPY_D2D: return "device-to-device";
+	default: return pageable ? "pageable" : "mixed";
+	}
+}
+
 const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 {
 	static char buf[512];
@@ -57,6 +78,21 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 			       "the critical path (DataLoader workers, precompute, overlap it with GPU work) or "
 			       "move the computation to the GPU";
 		case AN_CAUSE_LAUNCH_BOUND:
+			if (an_finding_in_copy(f)) {
+				if ((f->copy_bits & (AN_COPY_H2D | AN_COPY_PAGEABLE)) == (AN_COPY_H2D | AN_COPY_PAGEABLE))
+					return "the host was inside a host-to-device copy from pageable memory while the GPU "
+					       "sat idle (the call stages the bytes itself): copy from pinned memory "
+					       "(DataLoader(pin_memory=True), tensor.pin_memory()) with non_blocking=True, "
+					       "or prepare the next batch on the GPU ahead of the step";
+				if ((f->copy_bits & (AN_COPY_D2H | AN_COPY_PAGEABLE)) == (AN_COPY_D2H | AN_COPY_PAGEABLE))
+					return "the host was inside a device-to-host copy into pageable memory while the GPU "
+					       "sat idle (it returns only when the bytes are there): copy into a pinned "
+					       "buffer with non_blocking=True and read it after the next step is queued, "
+					       "or copy less often";
+				return "the host was inside a copy call while the GPU sat idle: issue the copy earlier "
+				       "and asynchronously (non_blocking=True from pinned memory) so the GPU has work "
+				       "queued behind it";
+			}
 			return "the next launch was issued late (launch-bound): batch small ops "
 			       "(torch._foreach_*, fused ops), use torch.compile or CUDA graphs";
 		case AN_CAUSE_QUEUED:
@@ -228,6 +264,9 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 			fprintf(f, " (%.1f%% of the window)", pct(x->total_ns, a->total.window_ns));
 		fprintf(f, ", longest %s\n", fmt_ns(x->max_ns, t2, sizeof t2));
 		text_cause_split(f, x);
+		if (an_finding_in_copy(x))
+			fprintf(f, "      of it %s inside %s copy calls here\n", fmt_ns(x->copy_ns, t1, sizeof t1),
+				an_copy_label(x->copy_bits));
 		break;
 	case AN_F_KERNEL_BURST:
 		/* Spans are merged across streams, idle is the device's: both
@@ -774,6 +813,11 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 		const char *k = an_string(a, x->kernel_name, &kl);
 		fprintf(f, ",\"kernel\":");
 		json_str(f, k ? k : "", k ? kl : 0);
+	}
+	if (x->kind == AN_F_IDLE_GAP && x->copy_ns) {
+		fprintf(f, ",\"in_copy_ns\":%" PRIu64 ",\"copy\":", x->copy_ns);
+		const char *l = an_copy_label(x->copy_bits);
+		json_str(f, l, strlen(l));
 	}
 	if (x->kind == AN_F_IDLE_GAP && x->other_callpath && x->other_callpath != x->callpath) {
 		fprintf(f, ",\"resumed_by\":");

@@ -90,6 +90,17 @@ def check_findings(name, rep, exp):
             check(got[k]["count"] == e["count"], f"{name}: {k} count {got[k]['count']} != {e['count']}")
             check(got[k]["total_ns"] > 0, f"{name}: {k} has no time")
             check(bool(got[k]["suggestion"]), f"{name}: {k} has no suggestion")
+            if e["kind"] == "idle_gap":
+                # Time the host spent inside copy calls at the site, exactly
+                # as planted, and advice about the copy, not about launches.
+                check(got[k].get("in_copy_ns", 0) == e.get("in_copy_ns", 0) and got[k].get("copy") == e.get("copy"),
+                      f"{name}: {k} in copy calls {got[k].get('in_copy_ns')} {got[k].get('copy')!r} != "
+                      f"{e.get('in_copy_ns')} {e.get('copy')!r}")
+                copy_advice = "copy" in got[k]["suggestion"] and "batch small ops" not in got[k]["suggestion"]
+                check(copy_advice == bool(e.get("in_copy_ns")) or e["cause"] != "launch_bound",
+                      f"{name}: {k} suggestion fits what the host did: {got[k]['suggestion']!r}")
+                if e.get("copy") == "pageable host-to-device":
+                    check("pin" in got[k]["suggestion"], f"{name}: {k} suggests pinned memory")
             if e["file"] is None:
                 check(len(got[k]["where"]["native"]) > 0, f"{name}: {k} should name native frames")
     for k in got:
