@@ -63,6 +63,8 @@ const char *an_copy_label(uint8_t bits)
 	}
 }
 
+static int finding_in_dataloader(const struct analysis *a, const struct an_finding *x);
+
 const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 {
 	static char buf[512];
@@ -74,6 +76,10 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 			       "inside the loop (.item(), .cpu(), printing a tensor), or sync after the next "
 			       "step's work is queued";
 		case AN_CAUSE_PYTHON:
+			if (finding_in_dataloader(a, f))
+				return "the loop waited here for the DataLoader's next batch while the GPU sat idle: "
+				       "its workers do not keep up: more num_workers, a cheaper __getitem__ (decode "
+				       "or augment on the GPU), persistent_workers=True, a larger prefetch_factor";
 			return "the host was busy in this Python function while the GPU sat idle: take it off "
 			       "the critical path (DataLoader workers, precompute, overlap it with GPU work) or "
 			       "move the computation to the GPU";
@@ -180,6 +186,24 @@ static size_t library_frames(const struct analysis *a, const struct an_finding *
 		if (!an_callpath_frames(a, node, &fr[n++], 1))
 			return 0;
 	return n;
+}
+
+/* An idle gap blamed on Python whose recorded frames below the user's line
+ * are in torch's DataLoader: the loop waited for a batch (from workers, or
+ * made in the loop's own process by the dataset's __getitem__ when it has
+ * no Python frames of the user's below). */
+static int finding_in_dataloader(const struct analysis *a, const struct an_finding *x)
+{
+	if (x->kind != AN_F_IDLE_GAP || x->cause != AN_CAUSE_PYTHON)
+		return 0;
+	struct an_frame fr[MAX_FRAMES];
+	size_t n = library_frames(a, x, fr, MAX_FRAMES);
+	static const char file[] = "torch/utils/data/dataloader.py";
+	for (size_t i = 0; i < n; i++)
+		if (fr[i].file_len >= sizeof file - 1 &&
+		    !memcmp(fr[i].file + fr[i].file_len - (sizeof file - 1), file, sizeof file - 1))
+			return 1;
+	return 0;
 }
 
 /* The gaps' host work was launching from a thread with no Python of its own

@@ -90,6 +90,9 @@ def check_findings(name, rep, exp):
             check(got[k]["count"] == e["count"], f"{name}: {k} count {got[k]['count']} != {e['count']}")
             check(got[k]["total_ns"] > 0, f"{name}: {k} has no time")
             check(bool(got[k]["suggestion"]), f"{name}: {k} has no suggestion")
+            if e.get("advice"):
+                check(e["advice"] in got[k]["suggestion"],
+                      f"{name}: {k} suggestion mentions {e['advice']!r}: {got[k]['suggestion']!r}")
             if e["kind"] == "idle_gap":
                 # Time the host spent inside copy calls at the site, exactly
                 # as planted, and advice about the copy, not about launches.
@@ -342,7 +345,8 @@ def part_options(gen_path, tmp):
     rep = json.loads(run([trace, "--json", "--gap-us", "250"]).stdout)
     gaps = [finding_key(f) for f in rep["findings"] if f["kind"] == "idle_gap"]
     check(sorted(gaps) == [("idle_gap", "python", "data.py", "preprocess", 12),
-                           ("idle_gap", "python", "log.py", "log_metrics", 7)], f"--gap-us 250: {gaps}")
+                           ("idle_gap", "python", "log.py", "log_metrics", 7),
+                           ("idle_gap", "python", "train.py", "main", 119)], f"--gap-us 250: {gaps}")
     rep = json.loads(run([trace, "--json", "--burst-min", "21"]).stdout)
     check(not [f for f in rep["findings"] if f["kind"] == "kernel_burst"], "--burst-min 21: bursts of 20 not reported")
     rep = json.loads(run([trace, "--json", "--scalar-bytes=2", "--sync-min", "13", "--churn-min", "61",

@@ -248,14 +248,21 @@ struct expect_f {
 	uint64_t line, count;
 	uint64_t in_copy_ns;  /* idle_gap: of its time at the site, inside copy calls */
 	const char *copy;     /* and those copies' label ("pageable host-to-device", ...) */
+	const char *advice;   /* words the suggestion must hold, or NULL */
 };
-static struct expect_f expect[32];
+static struct expect_f expect[48];
 static size_t n_expect;
 
 static void expect_finding(const char *kind, const char *cause, const char *file, const char *func, uint64_t line,
 			   uint64_t count)
 {
-	expect[n_expect++] = (struct expect_f){kind, cause, file, func, line, count, 0, NULL};
+	expect[n_expect++] = (struct expect_f){kind, cause, file, func, line, count, 0, NULL, NULL};
+}
+
+/* Words the last expected finding's suggestion must hold. */
+static void expect_advice(const char *words)
+{
+	expect[n_expect - 1].advice = words;
 }
 
 /* The last expected finding's time inside copy calls at its site. */
@@ -271,7 +278,7 @@ struct expect_split {
 	const char *cause, *file, *function, *edge;
 	uint64_t line, ns;
 };
-static struct expect_split splits[16];
+static struct expect_split splits[32];
 static size_t n_splits;
 
 static void expect_split_edge(const char *edge, const char *cause, uint64_t ns, const char *file, const char *func,
@@ -398,6 +405,20 @@ static uint64_t planted_body(uint64_t g)
 	}
 	expect_finding("idle_gap", "python", "data.py", "preprocess", 12, 4);
 	expect_split("python", 4 * 285 * US, "data.py", "preprocess", 12);
+	/* idle_gap/python x2: the loop waits in the DataLoader's __next__ for
+	 * a batch from its workers: placed at the loop's line, with advice
+	 * about the loader (its workers do not keep up). */
+	uint64_t cp_for = site("train.py", "main", 119, 0);
+	uint64_t cp_next = site("/opt/py/lib/python3.11/site-packages/torch/utils/data/dataloader.py",
+				"_BaseDataLoaderIter.__next__", 733, cp_for);
+	for (int i = 0; i < 2; i++) {
+		span(0, g + 5 * US, g + 295 * US, cp_next);
+		g = gap_then_kernel(g, 300 * US, 0, cp_fwd, 0);
+		g = clean_step(g, 0);
+	}
+	expect_finding("idle_gap", "python", "train.py", "main", 119, 2);
+	expect_advice("num_workers");
+	expect_split("python", 2 * 290 * US, "train.py", "main", 119);
 	/* idle_gap/launch_bound x3: nothing else going on, the launch is late. */
 	for (int i = 0; i < 3; i++) {
 		g = gap_then_kernel(g, 100 * US, 0, cp_late, 0);
@@ -1071,6 +1092,8 @@ static void write_expect(const char *path)
 		fprintf(f, ", \"line\": %" PRIu64 ", \"count\": %" PRIu64 ", \"in_copy_ns\": %" PRIu64 ", \"copy\": ",
 			expect[i].line, expect[i].count, expect[i].in_copy_ns);
 		json_or_null(f, expect[i].copy);
+		fprintf(f, ", \"advice\": ");
+		json_or_null(f, expect[i].advice);
 		fputc('}', f);
 	}
 	if (exp_steps_count)
