@@ -478,9 +478,14 @@ void an_site_key(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf,
 	size_t n = an_callpath_frames(a, cp, fr, 64), used = 0;
 	buf[0] = 0;
 	for (size_t i = 0; i < n && used + 1 < len; i++) {
+		/* Files as displayed (an installed package's from the package,
+		 * the program's relative to where it ran, the standard library's
+		 * from its version): two checkouts or virtual environments of one
+		 * program give the same keys. */
+		size_t fl;
+		const char *file = an_display_path(a, fr[i].file, fr[i].file_len, &fl);
 		int w = snprintf(buf + used, len - used, "%s%.*s:%" PRIu64 ":%.*s", i ? "<" : "",
-				 (int)fr[i].file_len, fr[i].file, fr[i].line, (int)fr[i].function_len,
-				 fr[i].function);
+				 (int)fl, file, fr[i].line, (int)fr[i].function_len, fr[i].function);
 		if (w < 0)
 			break;
 		used += (size_t)w;

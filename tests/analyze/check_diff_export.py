@@ -41,6 +41,14 @@ def parts(gen, run, check):
               f"diff CPU runs: the slower Python path and the window regressed, nothing else ({reg})")
         fwd = [c for c in rep["changes"] if c["type"] == "python_path" and c["name"].startswith("model.py:30")]
         check(fwd and fwd[0]["b"] - fwd[0]["a"] == 10 * 200000, f"diff CPU runs: +200 us a step on forward ({fwd})")
+        # The same program from another checkout and virtual environment (two
+        # CI jobs): its paths are the same paths, nothing appears or vanishes.
+        mv, _ = gen(gen_path, tmp, "cpu-moved")
+        rep = json.loads(run(["diff", c1, mv, "--json"], expect_rc=0).stdout)
+        moved = [(c["type"], c["name"], c["a"], c["b"]) for c in rep["changes"] if c["type"] != "overall"
+                 and (c["a"] == 0 or c["b"] == 0 or c["a"] != c["b"])]
+        check(not moved and any(c["type"] == "python_path" for c in rep["changes"]),
+              f"diff of two checkouts of one program: every path matched, none changed ({moved[:4]})")
         # Twice the device memory from the same call site: a memory regression.
         m, _ = gen(gen_path, tmp, "bigmem")
         rep = json.loads(run(["diff", a, m, "--json"], expect_rc=1).stdout)

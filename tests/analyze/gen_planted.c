@@ -795,23 +795,40 @@ static void scen_unmarked_inline(void)
 	span(0, t0, g + 50 * US, cp_main);
 }
 
-/* slow: model.py:30 forward takes 900 us a step instead of 700 (diff). */
-static void scen_cpu(int slow)
+/* prefix + rest, kept for the trace's life. */
+static const char *joined(const char *prefix, const char *rest)
+{
+	size_t a = strlen(prefix), b = strlen(rest);
+	char *p = malloc(a + b + 1);
+	if (!p)
+		abort();
+	memcpy(p, prefix, a);
+	memcpy(p + a, rest, b + 1);
+	return p;
+}
+
+/* slow: model.py:30 forward takes 900 us a step instead of 700 (diff).
+ * moved: the same program from another checkout and virtual environment
+ * (/srv/ci/job7: its files by absolute path), as two CI jobs record it. */
+static void scen_cpu(int slow, int moved)
 {
 	common_defs();
 	/* The traced program ran in /home/u/proj: its files show relative to it. */
+	const char *proj = moved ? "/srv/ci/job7/proj" : "/home/u/proj";
+	const char *own = moved ? "/srv/ci/job7/proj/" : ""; /* its files as CPython names them */
 	struct tbp_record *pr = push(&defs);
 	pr->kind = TBP_K_PROCESS;
 	pr->u.process.pid = 4242;
-	pr->u.process.cwd = intern("/home/u/proj");
-	uint64_t cp_load = site("data.py", "load_batch", 21, cp_main);
-	uint64_t cp_model = site("model.py", "forward", 30, cp_main);
+	pr->u.process.cwd = intern(proj);
+	uint64_t cp_load = site(joined(own, "data.py"), "load_batch", 21, cp_main);
+	uint64_t cp_model = site(joined(own, "model.py"), "forward", 30, cp_main);
 	/* One library line reached by two call paths: one row by line, one
 	 * function row; shown relative to site-packages. */
-	const char *linear = "/opt/py/lib/python3.11/site-packages/torch/nn/modules/linear.py";
+	const char *linear = joined(moved ? "/srv/ci/job7/venv" : "/opt/py",
+				    "/lib/python3.11/site-packages/torch/nn/modules/linear.py");
 	uint64_t cp_lin_m = site(linear, "Linear.forward", 130, cp_model);
 	uint64_t cp_lin_l = site(linear, "Linear.forward", 130, cp_load);
-	uint64_t cp_util = site("/home/u/proj/lib/util.py", "helper", 7, cp_model);
+	uint64_t cp_util = site(joined(proj, "/lib/util.py"), "helper", 7, cp_model);
 	uint64_t t = 1000 * US;
 	for (int i = 0; i < 10; i++) {
 		span(0, t, t + 300 * US, cp_load);
@@ -826,7 +843,8 @@ static void scen_cpu(int slow)
 	}
 	/* Only the inner call of a recursion is long enough to be a span: its
 	 * function's inclusive time is unknown ("nested"), not 0. */
-	uint64_t cp_find = site("imp.py", "find", 5, site("imp.py", "find", 5, cp_main));
+	const char *imp = joined(own, "imp.py");
+	uint64_t cp_find = site(imp, "find", 5, site(imp, "find", 5, cp_main));
 	span(0, 1600 * US, 1650 * US, cp_find);
 	span(0, 900 * US, t + 10 * US, cp_main);
 }
@@ -1400,9 +1418,11 @@ int main(int argc, char **argv)
 				expect[w++] = expect[i];
 		n_expect = w;
 	} else if (!strcmp(s, "cpu"))
-		scen_cpu(0);
+		scen_cpu(0, 0);
 	else if (!strcmp(s, "cpu-slow"))
-		scen_cpu(1);
+		scen_cpu(1, 0);
+	else if (!strcmp(s, "cpu-moved"))
+		scen_cpu(0, 1);
 	else if (!strcmp(s, "bursts2"))
 		scen_bursts2();
 	else if (!strcmp(s, "threads"))
