@@ -59,6 +59,7 @@ struct an_opts {
 	 * runner would (the first one warm-up). */
 	const struct an_step *synth_steps;
 	size_t n_synth_steps;
+	size_t synth_warmup;      /* of them, warm-up (0: the first) */
 };
 void an_opts_default(struct an_opts *o);
 /* Parses one analysis option at argv[*i] (advancing *i past its value):
@@ -249,6 +250,7 @@ struct an_site_stat { /* GPU and host time per call site (for diff) */
 	uint64_t callpath, native;
 	uint64_t gpu_ns, api_ns, calls;
 	uint64_t alloc_bytes; /* device memory allocated here */
+	uint64_t first_iter, last_iter, iters; /* iterations (1-based) with a call from here */
 };
 
 /* ------------------------------------------------------------ the analysis */

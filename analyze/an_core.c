@@ -381,6 +381,24 @@ static int window_second_pass(struct analysis *a, const char *path)
 static int run_once(struct analysis *a, const char *path, const struct an_opts *opts);
 
 
+/* Steps that are warm-up when the first is not enough: work that recurs in
+ * the loop (in at least an eighth of the steps) but is first called in a
+ * later step — the optimizer's first step under gradient accumulation,
+ * where its state is allocated and torch._dynamo imported — pays its
+ * first-time cost there.  The warm-up then runs through that step, as long
+ * as it is within the first eighth of the steps (work that starts later,
+ * or a periodic evaluation, is the loop's, not its start-up). */
+static size_t late_warmup(const struct analysis *a, size_t nsteps)
+{
+	size_t limit = nsteps / 8, warmup = 1;
+	for (size_t i = 0; i < a->sites.n; i++) {
+		const struct an_site_stat *s = VEC_AT(&a->sites, struct an_site_stat, i);
+		if (s->iters >= 2 && s->iters * 8 >= nsteps && s->first_iter > warmup && s->first_iter <= limit)
+			warmup = s->first_iter;
+	}
+	return warmup;
+}
+
 /* A trace without the runner's marks whose training loop was found (the
  * first pass detects it from the spans or the work's lines): analysed
  * again with the steps marked as the runner would, so that the first step
@@ -398,6 +416,12 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	again.synth_steps = steps.data;
 	again.n_synth_steps = steps.n;
 	rc = run_once(a, path, &again);
+	size_t warmup = rc ? 1 : late_warmup(a, steps.n);
+	if (warmup > 1) {
+		an_free(a);
+		again.synth_warmup = warmup;
+		rc = run_once(a, path, &again);
+	}
 	a->opts.synth_steps = NULL;
 	a->opts.n_synth_steps = 0;
 	a->step_ivs = steps; /* freed with the analysis */

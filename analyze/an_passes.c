@@ -1332,6 +1332,12 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	if (ss) {
 		ss->api_ns += dur;
 		ss->calls++;
+		if (st->in_iter && ss->last_iter != st->iter_no) {
+			if (!ss->iters)
+				ss->first_iter = st->iter_no;
+			ss->last_iter = st->iter_no;
+			ss->iters++;
+		}
 	}
 	/* A call the runtime refused has no GPU side to wait for. */
 	if (st->expect_gpu && !c->result && (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET)) {
@@ -1988,7 +1994,7 @@ static void steps_finish(struct analysis *a)
 }
 
 /* The detected steps marked as the runner marks iterations, [begin, end)
- * each, warm-up after the first. */
+ * each, warm-up after the first (or opts.synth_warmup). */
 static int synth_init(struct analysis *a)
 {
 	struct an_state *st = a->st;
@@ -2004,7 +2010,7 @@ static int synth_init(struct analysis *a)
 		uint64_t end = s->end;
 		st->synth[st->n_synth++] = (struct synth_mark){s->begin, TBP_MARK_ITER_BEGIN};
 		st->synth[st->n_synth++] = (struct synth_mark){end, TBP_MARK_ITER_END};
-		if (!i)
+		if (i + 1 == (a->opts.synth_warmup ? a->opts.synth_warmup : 1))
 			st->synth[st->n_synth++] = (struct synth_mark){end, TBP_MARK_WARMUP_END};
 	}
 	st->next_synth_ts = st->synth[0].ts;

@@ -306,7 +306,10 @@ static int rank_steps(struct an_rank *k, struct vec *marks)
 		return 0;
 	}
 	if (a->steps.source == AN_STEPS_DETECTED && a->step_ivs.n >= 2) {
-		for (size_t i = 1; i < a->step_ivs.n; i++) {
+		/* After the warm-up the analysis set apart (the first step, or
+		 * through the first call of late recurring work). */
+		size_t first = a->steps.warmup >= 1 && a->steps.warmup < a->step_ivs.n ? a->steps.warmup : 1;
+		for (size_t i = first; i < a->step_ivs.n; i++) {
 			const struct an_step *s = VEC_AT(&a->step_ivs, struct an_step, i);
 			struct an_ivl *v = vec_push(&k->steps);
 			if (!v)

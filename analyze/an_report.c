@@ -599,7 +599,12 @@ void an_report_text(const struct analysis *a, FILE *f)
 	char t1[32], t2[32], t3[32], t4[32], b1[32];
 	fprintf(f, "tbanalyze report: %s\n", a->path);
 	uint64_t win = a->total.window_ns;
-	if (a->markers_used && a->steps.source == AN_STEPS_DETECTED)
+	if (a->markers_used && a->steps.source == AN_STEPS_DETECTED && a->steps.warmup > 1)
+		fprintf(f, "window: %s, %" PRIu64 " step%s after the first %" PRIu64 " (warm-up: work of the loop "
+			   "first called in step %" PRIu64 "), detected (no marks in the trace)\n",
+			fmt_ns(win, t1, sizeof t1), a->iterations, a->iterations == 1 ? "" : "s", a->steps.warmup,
+			a->steps.warmup);
+	else if (a->markers_used && a->steps.source == AN_STEPS_DETECTED)
 		fprintf(f, "window: %s, %" PRIu64 " step%s after the first (warm-up), detected (no marks in the trace)\n",
 			fmt_ns(win, t1, sizeof t1), a->iterations, a->iterations == 1 ? "" : "s");
 	else if (a->markers_used)

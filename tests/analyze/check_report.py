@@ -181,7 +181,8 @@ def check_gaps_within_idle(name, rep):
 
 
 def part_report(gen_path, tmp):
-    for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked", "unmarked-inline"):
+    for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked", "unmarked-inline",
+                 "unmarked-accum"):
         trace, exp = gen(gen_path, tmp, scen)
         p = run([trace, "--json"])
         rep = json.loads(p.stdout)
@@ -230,6 +231,19 @@ def part_report(gen_path, tmp):
             # Kept allocations: churn only because every step makes them.
             check(not [f for f in nm["findings"] if f["kind"] == "alloc_churn"],
                   "unmarked --no-markers: allocations kept, no steps to repeat in: no alloc_churn")
+        if scen == "unmarked-accum":
+            # The optimizer's first step (step 2 of 16, gradient accumulation)
+            # is one-time work of the loop: warm-up runs through it, and its
+            # 2 ms of state building is no finding.
+            st, want = rep["steps"], exp["steps"]
+            check(st is not None and st["source"] == "detected" and st["count"] == want["count"]
+                  and st["warmup"] == want["warmup"] == 2 and st["median_ns"] == want["median_ns"],
+                  f"unmarked-accum: 2 warm-up steps ({st} vs {want})")
+            check(rep["window"]["iterations"] == want["count"] - 2, f"unmarked-accum: window ({rep['window']})")
+            check(not [f for f in rep["findings"] for fr in f["where"]["python"][:1] if fr["function"] == "_init_group"],
+                  "unmarked-accum: the optimizer's first-step state building is not a finding")
+            txt = run([trace]).stdout
+            check("after the first 2 (warm-up" in txt, f"unmarked-accum: text names the warm-up ({txt.splitlines()[1:2]})")
         if scen == "unmarked-inline":
             # The batch loop inline in train(), called once per epoch: a step per batch (not per epoch, as
             # train()'s spans would give), each from its forward's line; evaluation between steps.

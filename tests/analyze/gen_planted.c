@@ -722,6 +722,63 @@ static void scen_unmarked(uint64_t slow, uint64_t step_gap)
 	span(0, t0, g + 50 * US, cp_loop);
 }
 
+/* unmarked-accum: gradient accumulation over 2 batches, no marks: 16 steps
+ * (train_step), the optimizer every second one.  Its first step (step 2)
+ * builds its state for 2 ms with the GPU idle: one-time work of the loop,
+ * so the warm-up runs through step 2 and that is no finding; every step
+ * loads its batch for 285 us of a 300 us gap (a finding in each of the 14
+ * steps after warm-up). */
+static void scen_unmarked_accum(void)
+{
+	common_defs();
+	enum { N = 16, W = 2 };
+	uint64_t cp_loop = site("train.py", "main", 50, 0);
+	uint64_t cp_step = site("train.py", "train_step", 20, cp_loop);
+	uint64_t cp_load = site("data.py", "load_batch", 33, cp_step);
+	uint64_t cp_opt = site("train.py", "train_step", 24, cp_loop);
+	uint64_t cp_init = site("optim.py", "_init_group", 70, cp_opt);
+	uint64_t g = 1000 * US, t0 = g - 100 * US, begins[N + 1];
+	for (int i = 0; i < N; i++) {
+		uint64_t sb = g;
+		begins[i] = sb + 1 * US;
+		span(0, g + 5 * US, g + 290 * US, cp_load);
+		g = gap_then_kernel(g, 300 * US, 0, cp_fwd, 0);
+		for (int k = 0; k < 6; k++) {
+			uint64_t gs = g + 8 * US;
+			kernel(0, gs - 20 * US, k < 3 ? cp_fwd : cp_bwd, 0, 0, 7, gs, gs + 100 * US, k_relu);
+			g = gs + 100 * US;
+		}
+		if (i == 1) {
+			span(0, g + 5 * US, g + 2005 * US, cp_init);
+			g = gap_then_kernel(g, 2010 * US, 0, cp_opt, 0);
+		} else if (i % 2) {
+			uint64_t gs = g + 8 * US;
+			kernel(0, gs - 20 * US, cp_opt, 0, 0, 7, gs, gs + 50 * US, k_fill);
+			g = gs + 50 * US;
+		}
+		span(0, sb + 1 * US, g, cp_step);
+	}
+	expect_finding("idle_gap", "python", "data.py", "load_batch", 33, N - W);
+	begins[N] = g;
+	uint64_t lens[N - W];
+	for (int i = W; i < N; i++)
+		lens[i - W] = begins[i + 1] - begins[i];
+	for (int i = 0; i < N - W; i++)
+		for (int j = i + 1; j < N - W; j++)
+			if (lens[j] < lens[i]) {
+				uint64_t t = lens[i];
+				lens[i] = lens[j];
+				lens[j] = t;
+			}
+	win_begin = begins[W];
+	win_end = begins[N];
+	have_window = 1;
+	exp_steps_count = N;
+	exp_steps_warmup = W;
+	exp_steps_median = (lens[(N - W) / 2 - 1] + lens[(N - W) / 2]) / 2;
+	span(0, t0, g + 50 * US, cp_loop);
+}
+
 /* unmarked-inline: an example script's shape without marks: main() calls
  * train() once per epoch (train.py:90) and evaluate() after it (train.py:91);
  * train()'s batch loop is inline (forward at train.py:42 through model.py,
@@ -1431,6 +1488,8 @@ int main(int argc, char **argv)
 		scen_unmarked(0, 300 * US);
 	else if (!strcmp(s, "unmarked-inline"))
 		scen_unmarked_inline();
+	else if (!strcmp(s, "unmarked-accum"))
+		scen_unmarked_accum();
 	else if (!strcmp(s, "unmarked-slow"))
 		scen_unmarked(400 * US, 300 * US);
 	else if (!strcmp(s, "unmarked-fixed")) /* the data loading fixed, one kernel slower: faster steps, more GPU busy */
