@@ -362,9 +362,18 @@ int an_callpath_is_harness(const struct analysis *a, uint64_t cp)
 	size_t dl = dir_len(f.file, f.file_len);
 	const char *base = f.file + (dl ? dl + 1 : 0);
 	size_t bl = f.file_len - (size_t)(base - f.file);
-	/* runner/measure.py ... of the TorchBench-style runner. */
-	if (dl >= 6 && !memcmp(f.file + dl - 6, "runner", 6) && (dl == 6 || f.file[dl - 7] == '/'))
+	/* runner/measure.py ... of the TorchBench-style runner; not the zoo's
+	 * shared model code there (runner/model.py's BenchmarkModel.train is
+	 * the training step of every model that does not define its own: its
+	 * loss.backward() and optimizer.step() lines are the model's work, and
+	 * runner/hf.py, runner/vision.py build and feed model families). */
+	if (dl >= 6 && !memcmp(f.file + dl - 6, "runner", 6) && (dl == 6 || f.file[dl - 7] == '/')) {
+		static const char *const model_code[] = {"model.py", "hf.py", "vision.py"};
+		for (size_t i = 0; i < sizeof model_code / sizeof *model_code; i++)
+			if (bl == strlen(model_code[i]) && !memcmp(base, model_code[i], bl))
+				return 0;
 		return 1;
+	}
 	/* run.py is the runner's only when its runner/ package is beside it
 	 * (a user's own run.py is the user's code). */
 	return bl == 6 && !memcmp(base, "run.py", 6) && trace_has_runner_in(a, f.file, dl);

@@ -155,11 +155,18 @@ def check_placement(scen, trace, rep):
     harness = [(h["kind"], h["where"]["python"][0]["file"], h["count"]) for h in rep["harness"]]
     check(("sync_hotspot", "/opt/tb/runner/measure.py", 14) in harness and ("idle_gap", "/opt/tb/runner/measure.py", 2) in harness,
           f"{scen}: the runner's syncs and the gaps it waited in are harness ({harness})")
-    hsites = [x for x in rep["idle_breakdown"]["sites"] if x["where"]["python"] and "/opt/tb/" in x["where"]["python"][0]["file"]]
+    # The runner's shared training step (runner/model.py) is the model's
+    # code; the rest of the runner is the harness.
+    def harness_file(path):
+        return "/opt/tb/" in path and not path.endswith("/runner/model.py")
+    hsites = [x for x in rep["idle_breakdown"]["sites"] if x["where"]["python"] and harness_file(x["where"]["python"][0]["file"])]
     check(hsites and all(x["harness"] for x in hsites) and not any(x["harness"] for x in rep["idle_breakdown"]["sites"] if x not in hsites),
           f"{scen}: idle at the runner's lines is marked harness ({hsites})")
-    check(not [f for f in rep["findings"] for fr in f["where"]["python"][:1] if "/opt/tb/" in fr["file"]],
-          f"{scen}: no finding placed in the runner")
+    check(not [f for f in rep["findings"] for fr in f["where"]["python"][:1] if harness_file(fr["file"])],
+          f"{scen}: no finding placed in the runner's harness")
+    check([f for f in rep["findings"] for fr in f["where"]["python"][:1] if fr["file"] == "/opt/tb/runner/model.py"]
+          and not [h for h in rep["harness"] if h["where"]["python"][0]["file"] == "/opt/tb/runner/model.py"],
+          f"{scen}: the runner's shared training step is the model's: a finding, not harness")
     leaf = json.loads(run([trace, "--json", "--where=leaf"]).stdout)
     lpp = [f for f in leaf["findings"] if f["kind"] == "ping_pong" and f["where"]["python"][0]["function"] == "convert"]
     check(len(lpp) == 1 and lpp[0]["count"] == 3 and lpp[0]["library"] == [], f"{scen}: --where=leaf keeps the leaf ({lpp})")

@@ -542,6 +542,18 @@ static uint64_t planted_body(uint64_t g)
 		sync_call(0, g - 10 * US, 150 * US, cp_measure, 0);
 		g = gap_then_kernel(g, 150 * US, 0, cp_fwd, 0);
 	}
+	/* idle_gap/python x3 in the runner's shared training step
+	 * (runner/model.py BenchmarkModel.train, the step of every zoo model
+	 * without its own): the optimizer's Python at its optimizer.step() line
+	 * is the model's, a finding, not the harness's. */
+	uint64_t cp_bm = site("/opt/tb/runner/model.py", "BenchmarkModel.train", 169, cp_measure);
+	uint64_t cp_adam_step = site("/opt/py/lib/python3.11/site-packages/torch/optim/adam.py", "Adam.step", 249, cp_bm);
+	for (int i = 0; i < 3; i++) {
+		span(0, g + 5 * US, g + 195 * US, cp_adam_step);
+		g = gap_then_kernel(g, 200 * US, 0, cp_fwd, 0);
+	}
+	expect_finding("idle_gap", "python", "/opt/tb/runner/model.py", "BenchmarkModel.train", 169, 3);
+	expect_split("python", 3 * 190 * US, "/opt/tb/runner/model.py", "BenchmarkModel.train", 169);
 	/* sync_hotspot x12: short syncs while the GPU stays busy. */
 	for (int i = 0; i < 12; i++) {
 		uint64_t gs = g + 10 * US;
