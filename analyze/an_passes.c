@@ -1309,9 +1309,12 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	struct thread_st *th = get_thread(st, r->tid);
 	int phase = cur_phase(a);
 
+	/* cudaStreamWaitEvent (torch's wait_stream) makes a stream wait on the
+	 * GPU; the host goes on at once: not a sync of the host. */
+	int host_waits = kind == TBP_K_SYNC && r->u.sync.sync_kind != TBP_SYNC_STREAM_WAIT_EVENT;
 	struct api_ent *ae = &st->api[st->api_n++ % API_RING];
 	ae->tid = r->tid;
-	ae->kind = kind;
+	ae->kind = kind == TBP_K_SYNC && !host_waits ? TBP_K_API : kind;
 	ae->ts = ts;
 	ae->end = end;
 	ae->callpath = c->callpath;
@@ -1321,7 +1324,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	/* A scalar copy's stall includes the sync right after it. */
 	if (th && th->scalar_pending) {
 		th->scalar_pending = 0;
-		if (kind == TBP_K_SYNC && th->scalar_finding < st->all_findings.n) {
+		if (host_waits && th->scalar_finding < st->all_findings.n) {
 			struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, th->scalar_finding);
 			f->flagged++;
 			f->total_ns += dur;
@@ -1437,6 +1440,8 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	}
 	case TBP_K_SYNC: {
 		a->n_sync++;
+		if (!host_waits)
+			break;
 		struct an_finding *f = finding(a, AN_F_SYNC_HOTSPOT, 0, phase, c->callpath, c->native);
 		if (f) {
 			f->count++;

@@ -95,9 +95,9 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 					       "sat idle (it returns only when the bytes are there): copy into a pinned "
 					       "buffer with non_blocking=True and read it after the next step is queued, "
 					       "or copy less often";
-				return "the host was inside a copy call while the GPU sat idle: issue the copy earlier "
-				       "and asynchronously (non_blocking=True from pinned memory) so the GPU has work "
-				       "queued behind it";
+				return "the host was inside a copy call while the GPU sat idle: queue the GPU's next "
+				       "work before the copy, or issue the copy earlier (non_blocking=True from pinned "
+				       "memory, on a side stream) so that work is queued behind it";
 			}
 			return "the next launch was issued late (launch-bound): batch small ops "
 			       "(torch._foreach_*, fused ops), use torch.compile or CUDA graphs";

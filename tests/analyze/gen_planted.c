@@ -208,6 +208,14 @@ static void sync_call(int th, uint64_t t, uint64_t dur, uint64_t cp, uint64_t na
 	cnt_sync++;
 }
 
+/* cudaStreamWaitEvent: the stream waits on the GPU, the host goes on. */
+static void stream_wait_call(int th, uint64_t t, uint64_t cp)
+{
+	uint64_t ex[2] = {TBP_SYNC_STREAM_WAIT_EVENT, 0xe0};
+	api(th, TBP_K_SYNC, t, 2 * US, TBP_API_cudaStreamWaitEvent, cp, 0, 0, 7, 0, ex, 2);
+	cnt_sync++;
+}
+
 static void malloc_call(int th, uint64_t t, uint64_t cp, uint64_t ptr, uint64_t bytes)
 {
 	uint64_t ex[3] = {ptr, bytes, 0};
@@ -562,6 +570,15 @@ static uint64_t planted_body(uint64_t g)
 		g = gs + 50 * US;
 	}
 	expect_finding("sync_hotspot", NULL, "eval.py", "evaluate", 99, 12);
+	/* 12 x torch.cuda.current_stream().wait_stream(side): cudaStreamWaitEvent
+	 * makes the stream wait, not the host: no sync_hotspot. */
+	uint64_t cp_wait = site("train.py", "main", 133, cp_main);
+	for (int i = 0; i < 12; i++) {
+		uint64_t gs = g + 10 * US;
+		kernel(0, gs - 20 * US, cp_fwd, 0, 0, 7, gs, gs + 50 * US, k_relu);
+		stream_wait_call(0, gs + 5 * US, cp_wait);
+		g = gs + 50 * US;
+	}
 	/* alloc_churn x60: cudaMalloc/cudaFree of a scratch buffer in the loop. */
 	for (int i = 0; i < 60; i++) {
 		malloc_call(0, g - 40 * US, cp_buf, 0x900000 + (uint64_t)i * 0x1000, 256 << 10);
