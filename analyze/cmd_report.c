@@ -162,8 +162,11 @@ int cmd_report(int argc, char **argv)
 			continue;
 		}
 		if (!strcmp(arg, "--html")) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "tbanalyze: --html: value missing (a file name)\n");
+			/* An option in its place ("--html -o x.html") is a missing
+			 * name, not a file called "-o" (use --html=-o for that). */
+			if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1])) {
+				fprintf(stderr, "tbanalyze: --html: value missing (a file name%s%s)\n",
+					i + 1 < argc ? "; got the option " : "", i + 1 < argc ? argv[i + 1] : "");
 				return TBA_EXIT_USAGE;
 			}
 			html = argv[++i];

@@ -417,6 +417,8 @@ def part_cli(gen_path, tmp):
         refused([trace, "--gap-us", val], "--gap-us", val, "not a whole number")
     refused([trace, "--gap-us"], "--gap-us", None, "value missing")
     refused([trace, "--html"], "--html", None, "value missing")
+    first = refused([trace, "--html", "-o", "r.html"], "--html", None, "value missing")
+    check("-o" in first, f"--html followed by an option names it ({first!r})")
     for opt, val in (("--min-share", "200"), ("--min-share", "-1"), ("--threshold", "-5"), ("--threshold", "1e9"),
                      ("--threshold", "inf")):
         refused(["diff", trace, trace, opt, val], opt, val, "out of range")
