@@ -57,15 +57,17 @@ check("parent() has a span too", any(frames(p, 1) == [(SITE["parent_def"], "pare
 check("no span for fast() (below the threshold)", (SITE["fast_def"], "fast") in by_leaf, False)
 
 # Span lengths come from a CPU counter whose rate was measured at install:
-# a rate 10 % off (its reads disturbed on a loaded VM) is measured again
-# from the next span on, and the lengths are right again.
-if pydll.tpy_upset_rate(0.9):
+# a rate that is off (its reads disturbed on a loaded VM; halved here) is
+# measured again from the next span on, and the lengths are right again:
+# at least the sleep, where the halved rate would read half of it (the
+# upper bound only catches nonsense: a loaded machine oversleeps).
+if pydll.tpy_upset_rate(0.5):
     pydll.tpy_clear_spans()
     slow()
     slow()
     lengths = [end - ts for ts, end, path, tid in spans() if frames(path, 1) == [(SITE["slow_def"], "slow")]]
-    check("after an upset rate, slow() spans last the sleep, not 10 % less",
-          len(lengths) == 2 and all(5_000_000 <= n < 5_000_000 / 0.9 + 3_000_000 for n in lengths), True)
+    check("after an upset rate, slow() spans last the sleep, not half of it",
+          len(lengths) == 2 and all(5_000_000 <= n < 100_000_000 for n in lengths), True)
     print("  lengths after the upset:", lengths)
 
 # Other profilers keep working and spans keep coming.
