@@ -202,10 +202,29 @@ static void child_after_fork(void)
 	pthread_cond_init(&drained_cond, NULL);
 }
 
-/* Lent to libtbprof's atfork child handler at load: a handler registered
- * at first use under timing_lock would miss a fork that races that first
- * use.  The reset is harmless before any use. */
-static const struct tbp_hook_ops hip_timing_ops = { .fork_child = child_after_fork };
+static void prepare_fork(void)
+{
+	pthread_mutex_lock(&timing_lock);
+}
+
+static void parent_after_fork(void)
+{
+	pthread_mutex_unlock(&timing_lock);
+}
+
+/* Lent to libtbprof's atfork handlers at load: a handler registered at
+ * first use under timing_lock would miss a fork that races that first use.
+ * The reset is harmless before any use.  timing_lock is taken before the
+ * core's locks: under it this module
+ * interns notices and emits clock definitions, and its emitter thread
+ * reallocates its batch (seen: hip_fork's child in the ASan build wrote no
+ * records, its threads stuck in an allocator lock the parent's emitter
+ * held at fork). */
+static const struct tbp_hook_ops hip_timing_ops = {
+	.fork_child = child_after_fork,
+	.fork_prepare_outer = prepare_fork,
+	.fork_parent_outer = parent_after_fork,
+};
 
 __attribute__((constructor(102))) static void hip_timing_register(void)
 {

@@ -69,6 +69,15 @@ struct tbp_hook_ops {
 	void (*fork_prepare)(void);
 	void (*fork_parent)(void);
 	void (*fork_child)(void);
+	/* Fork: a module's locks under which it calls into the core (interns,
+	 * emits definitions) or allocates from a thread of its own: taken
+	 * before any of the core's, released after them in the parent (the
+	 * child resets them in fork_child).  Held across fork, no thread is
+	 * inside the allocator under them: ASan's allocator has no fork
+	 * handler, and a lock of its held by another thread at fork hangs
+	 * the child's first allocation. */
+	void (*fork_prepare_outer)(void);
+	void (*fork_parent_outer)(void);
 	/* Installs `handler` for the signals tbprof flushes on, hidden from the
 	 * program; signal_restore_default puts SIG_DFL back for one of them
 	 * (called from the handler, so it must be async-signal-safe). */

@@ -349,7 +349,11 @@ static void tbp_atfork_prepare(void)
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &fork_saved_mask);
-	/* First: the writer may need the locks below to finish its drain. */
+	unsigned nops = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned i = 0; i < nops; i++)
+		if (hook_ops[i]->fork_prepare_outer)
+			hook_ops[i]->fork_prepare_outer();
+	/* Then the writer's: it may need the locks below to finish its drain. */
 	pthread_mutex_lock(&writer_busy_lock);
 	tbp_py_fork_prepare();
 	pthread_mutex_lock(&start_lock);
@@ -375,6 +379,9 @@ static void tbp_atfork_parent(void)
 	pthread_mutex_unlock(&start_lock);
 	tbp_py_fork_parent();
 	pthread_mutex_unlock(&writer_busy_lock);
+	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
+		if (hook_ops[i]->fork_parent_outer)
+			hook_ops[i]->fork_parent_outer();
 	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
 
