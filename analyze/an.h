@@ -307,6 +307,8 @@ struct analysis {
 	struct an_breakdown total;
 	struct vec findings; /* struct an_finding, sorted biggest first, filtered */
 	struct vec harness;  /* the same, placed in the runner's own code: its cost, not the model's */
+	struct vec model_step; /* the same, placed in the runner's shared training step (runner/model.py
+	                        * ...): the model's work, called from the runner's code */
 	struct vec kernels;  /* struct an_kernel_stat, by total desc */
 	struct vec spans;    /* struct an_span_stat, by total desc */
 	struct vec sites;    /* struct an_site_stat */
@@ -363,6 +365,9 @@ int an_file_is_library(const char *file, size_t len);
 uint64_t an_user_callpath(const struct analysis *a, uint64_t callpath);
 /* The runner's own files (run.py beside runner/, runner/NAME.py): the harness. */
 int an_callpath_is_harness(const struct analysis *a, uint64_t callpath);
+/* The runner's shared model code (runner/model.py, hf.py, vision.py): the
+ * training step of zoo models without their own, model families. */
+int an_callpath_is_model_step(const struct analysis *a, uint64_t callpath);
 struct an_native_frame {
 	uint64_t pc, offset;
 	const char *module;

@@ -444,6 +444,7 @@ static int analysis_init(struct analysis *a, const char *path, const struct an_o
 	a->findings.item = sizeof(struct an_finding);
 	a->idle_parts.item = sizeof(struct an_finding);
 	a->harness.item = sizeof(struct an_finding);
+	a->model_step.item = sizeof(struct an_finding);
 	a->step_ivs.item = sizeof(struct an_step);
 	a->kernels.item = sizeof(struct an_kernel_stat);
 	a->spans.item = sizeof(struct an_span_stat);
@@ -696,6 +697,7 @@ void an_free(struct analysis *a)
 	vec_free(&a->findings);
 	vec_free(&a->idle_parts);
 	vec_free(&a->harness);
+	vec_free(&a->model_step);
 	vec_free(&a->step_ivs);
 	vec_free(&a->kernels);
 	vec_free(&a->spans);

@@ -354,7 +354,9 @@ static int trace_has_runner_in(const struct analysis *a, const char *dir, size_t
 	return 0;
 }
 
-int an_callpath_is_harness(const struct analysis *a, uint64_t cp)
+/* 1: in runner/ (the TorchBench-style runner's package); 2: one of its
+ * shared model files there; 3: a run.py with runner/ beside it; 0: none. */
+static int runner_file(const struct analysis *a, uint64_t cp)
 {
 	struct an_frame f;
 	if (!an_callpath_frames(a, cp, &f, 1))
@@ -362,21 +364,32 @@ int an_callpath_is_harness(const struct analysis *a, uint64_t cp)
 	size_t dl = dir_len(f.file, f.file_len);
 	const char *base = f.file + (dl ? dl + 1 : 0);
 	size_t bl = f.file_len - (size_t)(base - f.file);
-	/* runner/measure.py ... of the TorchBench-style runner; not the zoo's
-	 * shared model code there (runner/model.py's BenchmarkModel.train is
-	 * the training step of every model that does not define its own: its
-	 * loss.backward() and optimizer.step() lines are the model's work, and
-	 * runner/hf.py, runner/vision.py build and feed model families). */
 	if (dl >= 6 && !memcmp(f.file + dl - 6, "runner", 6) && (dl == 6 || f.file[dl - 7] == '/')) {
+		/* runner/model.py's BenchmarkModel.train is the training step of
+		 * every zoo model without its own (its loss.backward() and
+		 * optimizer.step() lines carry the model's backward and optimizer
+		 * work); runner/hf.py and runner/vision.py build and feed model
+		 * families. */
 		static const char *const model_code[] = {"model.py", "hf.py", "vision.py"};
 		for (size_t i = 0; i < sizeof model_code / sizeof *model_code; i++)
 			if (bl == strlen(model_code[i]) && !memcmp(base, model_code[i], bl))
-				return 0;
+				return 2;
 		return 1;
 	}
 	/* run.py is the runner's only when its runner/ package is beside it
 	 * (a user's own run.py is the user's code). */
-	return bl == 6 && !memcmp(base, "run.py", 6) && trace_has_runner_in(a, f.file, dl);
+	return bl == 6 && !memcmp(base, "run.py", 6) && trace_has_runner_in(a, f.file, dl) ? 3 : 0;
+}
+
+int an_callpath_is_harness(const struct analysis *a, uint64_t cp)
+{
+	int k = runner_file(a, cp);
+	return k == 1 || k == 3;
+}
+
+int an_callpath_is_model_step(const struct analysis *a, uint64_t cp)
+{
+	return runner_file(a, cp) == 2;
 }
 
 size_t an_native_frames(const struct analysis *a, uint64_t nat, struct an_native_frame *out, size_t max)

@@ -2508,7 +2508,8 @@ int an_pass_finish(struct analysis *a)
 			continue;
 		uint64_t placed = place(a, f->callpath);
 		struct vec *out = f->kind == AN_F_IDLE_PART ? &a->idle_parts
-				  : an_callpath_is_harness(a, placed) ? &a->harness : &a->findings;
+				  : an_callpath_is_harness(a, placed) ? &a->harness
+				  : an_callpath_is_model_step(a, placed) ? &a->model_step : &a->findings;
 		uint64_t h = hash_combine(hash_combine(f->kind, f->cause + 16u * f->edge), hash_combine(placed, f->native));
 		if (h == UINT64_MAX)
 			h = 0;
@@ -2555,6 +2556,7 @@ int an_pass_finish(struct analysis *a)
 	u64map_free(&merged);
 	keep_sorted(a, &a->findings);
 	keep_sorted(a, &a->harness);
+	keep_sorted(a, &a->model_step);
 	step_spans_flush(a, UINT64_MAX);
 	steps_finish(a);
 	if (!st->iter_markers && !a->opts.no_markers && !a->opts.synth_steps)

@@ -679,6 +679,15 @@ void an_report_text(const struct analysis *a, FILE *f)
 			a->n_errors == 1 ? "" : "s");
 	fputc('\n', f);
 
+	if (a->model_step.n) {
+		fprintf(f, "\nthe model's work at the runner's shared training step (runner/model.py: the step of "
+			   "models without their own train()), biggest first:\n");
+		size_t shown = a->model_step.n < a->opts.top ? a->model_step.n : a->opts.top;
+		for (size_t i = 0; i < shown; i++)
+			text_finding(a, f, i + 1, VEC_AT(&a->model_step, struct an_finding, i));
+		if (shown < a->model_step.n)
+			fprintf(f, "    ... %zu more (--top N, or --json for all)\n", a->model_step.n - shown);
+	}
 	if (a->findings.n) {
 		fprintf(f, "\nfindings, biggest first:\n");
 		size_t shown = a->findings.n < a->opts.top ? a->findings.n : a->opts.top;
@@ -971,6 +980,9 @@ int an_report_json(const struct analysis *a, FILE *f)
 	fprintf(f, "],\n\"harness\":[");
 	for (size_t i = 0; i < a->harness.n; i++)
 		json_finding(a, f, VEC_AT(&a->harness, struct an_finding, i), i == 0);
+	fprintf(f, "],\n\"model_step\":[");
+	for (size_t i = 0; i < a->model_step.n; i++)
+		json_finding(a, f, VEC_AT(&a->model_step, struct an_finding, i), i == 0);
 	fprintf(f, "],\n\"kernels\":[");
 	for (size_t i = 0; i < a->kernels.n && i < 100; i++) {
 		const struct an_kernel_stat *k = VEC_AT(&a->kernels, struct an_kernel_stat, i);
@@ -1107,6 +1119,47 @@ static void html_idle_bar(const struct analysis *a, FILE *f)
 		fputs("</table>\n", f);
 }
 
+/* A table of findings under a heading (none: what to say when empty, or ""
+ * to leave the heading out). */
+static void html_findings(const struct analysis *a, FILE *f, const char *title, const char *none,
+			  const struct vec *v)
+{
+	char t1[32];
+	if (!v->n && !*none)
+		return;
+	fprintf(f, "<h2>%s</h2>\n", title);
+	if (!v->n)
+		fputs(none, f);
+	else
+		fputs("<table><tr><th>#</th><th>kind</th><th>count</th><th>time</th><th>where</th><th>suggestion</th></tr>\n", f);
+	for (size_t i = 0; i < v->n; i++) {
+		const struct an_finding *x = VEC_AT(v, struct an_finding, i);
+		fprintf(f, "<tr><td>%zu</td><td class=\"k\">%s%s%s</td><td>%" PRIu64 "</td><td>%s</td><td><pre>", i + 1,
+			an_finding_name(x->kind), x->kind == AN_F_IDLE_GAP ? " / " : "",
+			x->kind == AN_F_IDLE_GAP ? an_cause_name(x->cause) : "", x->count,
+			fmt_ns(x->total_ns, t1, sizeof t1));
+		struct an_frame fr[MAX_FRAMES];
+		size_t n = an_callpath_frames(a, x->callpath, fr, MAX_FRAMES);
+		for (size_t k = 0; k < n && k < 10; k++) {
+			html_text(f, fr[k].file, fr[k].file_len);
+			fprintf(f, ":%" PRIu64 " ", fr[k].line);
+			html_text(f, fr[k].function, fr[k].function_len);
+			fputc('\n', f);
+		}
+		if (!n) {
+			char lbl[512];
+			an_site_label(a, x->callpath, x->native, lbl, sizeof lbl);
+			html_text(f, lbl, strlen(lbl));
+		}
+		fputs("</pre></td><td>", f);
+		const char *sug = an_suggestion(a, x);
+		html_text(f, sug, strlen(sug));
+		fputs("</td></tr>\n", f);
+	}
+	if (v->n)
+		fputs("</table>\n", f);
+}
+
 int an_report_html(const struct analysis *a, FILE *f)
 {
 	char t1[32], t2[32];
@@ -1215,37 +1268,9 @@ int an_report_html(const struct analysis *a, FILE *f)
 		}
 	}
 
-	fputs("<h2>Findings</h2>\n", f);
-	if (!a->findings.n)
-		fputs("<p>No findings.</p>\n", f);
-	else
-		fputs("<table><tr><th>#</th><th>kind</th><th>count</th><th>time</th><th>where</th><th>suggestion</th></tr>\n", f);
-	for (size_t i = 0; i < a->findings.n; i++) {
-		const struct an_finding *x = VEC_AT(&a->findings, struct an_finding, i);
-		fprintf(f, "<tr><td>%zu</td><td class=\"k\">%s%s%s</td><td>%" PRIu64 "</td><td>%s</td><td><pre>", i + 1,
-			an_finding_name(x->kind), x->kind == AN_F_IDLE_GAP ? " / " : "",
-			x->kind == AN_F_IDLE_GAP ? an_cause_name(x->cause) : "", x->count,
-			fmt_ns(x->total_ns, t1, sizeof t1));
-		struct an_frame fr[MAX_FRAMES];
-		size_t n = an_callpath_frames(a, x->callpath, fr, MAX_FRAMES);
-		for (size_t k = 0; k < n && k < 10; k++) {
-			html_text(f, fr[k].file, fr[k].file_len);
-			fprintf(f, ":%" PRIu64 " ", fr[k].line);
-			html_text(f, fr[k].function, fr[k].function_len);
-			fputc('\n', f);
-		}
-		if (!n) {
-			char lbl[512];
-			an_site_label(a, x->callpath, x->native, lbl, sizeof lbl);
-			html_text(f, lbl, strlen(lbl));
-		}
-		fputs("</pre></td><td>", f);
-		const char *sug = an_suggestion(a, x);
-		html_text(f, sug, strlen(sug));
-		fputs("</td></tr>\n", f);
-	}
-	if (a->findings.n)
-		fputs("</table>\n", f);
+	html_findings(a, f, "Findings", "<p>No findings.</p>\n", &a->findings);
+	html_findings(a, f, "The model's work at the runner's shared training step",
+		      "", &a->model_step);
 	if (a->spans.n)
 		html_host_time(a, f);
 	fprintf(f, "<p class=\"s\">%" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64

@@ -78,7 +78,9 @@ def check_breakdown(name, rep, exp):
 
 def check_findings(name, rep, exp):
     got = {}
-    for f in rep["findings"]:
+    # The runner's shared training step's findings are the model's: listed
+    # apart from the others (model_step), matched against the planted ones too.
+    for f in rep["findings"] + rep.get("model_step", []):
         k = finding_key(f)
         check(k not in got, f"{name}: duplicate finding {k}")
         got[k] = f
@@ -162,11 +164,14 @@ def check_placement(scen, trace, rep):
     hsites = [x for x in rep["idle_breakdown"]["sites"] if x["where"]["python"] and harness_file(x["where"]["python"][0]["file"])]
     check(hsites and all(x["harness"] for x in hsites) and not any(x["harness"] for x in rep["idle_breakdown"]["sites"] if x not in hsites),
           f"{scen}: idle at the runner's lines is marked harness ({hsites})")
-    check(not [f for f in rep["findings"] for fr in f["where"]["python"][:1] if harness_file(fr["file"])],
-          f"{scen}: no finding placed in the runner's harness")
-    check([f for f in rep["findings"] for fr in f["where"]["python"][:1] if fr["file"] == "/opt/tb/runner/model.py"]
+    check(not [f for f in rep["findings"] for fr in f["where"]["python"][:1] if "/opt/tb/" in fr["file"]],
+          f"{scen}: no finding placed in the runner")
+    step = [f["where"]["python"][0]["file"] for f in rep["model_step"]]
+    check(step == ["/opt/tb/runner/model.py"]
           and not [h for h in rep["harness"] if h["where"]["python"][0]["file"] == "/opt/tb/runner/model.py"],
-          f"{scen}: the runner's shared training step is the model's: a finding, not harness")
+          f"{scen}: the runner's shared training step is the model's: listed apart as such, not as harness ({step})")
+    check("the model's work at the runner's shared training step" in run([trace]).stdout,
+          f"{scen}: the text lists the shared training step's findings")
     leaf = json.loads(run([trace, "--json", "--where=leaf"]).stdout)
     lpp = [f for f in leaf["findings"] if f["kind"] == "ping_pong" and f["where"]["python"][0]["function"] == "convert"]
     check(len(lpp) == 1 and lpp[0]["count"] == 3 and lpp[0]["library"] == [], f"{scen}: --where=leaf keeps the leaf ({lpp})")

@@ -55,11 +55,7 @@ def in_model(path):
 
 
 def in_runner(path):
-    """The runner's harness; its shared model code (runner/model.py's
-    training step, runner/hf.py, runner/vision.py) is the model's."""
     parts = os.path.normpath(path or "").split(os.sep)
-    if "runner" in parts[:-1] and parts[-1] in ("model.py", "hf.py", "vision.py"):
-        return False
     return "runner" in parts[:-1] or parts[-1] == "run.py"
 
 
