@@ -145,6 +145,7 @@ struct an_finding {
 	uint64_t copy_ns;                  /* idle gap: of site_ns, the host inside a copy call there */
 	uint8_t copy_bits;                 /* idle gap: those copies' an_copy_bits(), or-ed */
 	int harness;                       /* placed in the runner's own code */
+	int backward_burst;                /* kernel burst: launched by autograd for a backward() called at its site */
 };
 
 /* A copy call's direction and host memory, for idle gaps spent inside one:

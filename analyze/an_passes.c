@@ -2499,6 +2499,18 @@ int an_pass_finish(struct analysis *a)
 	if (a->markers_used && a->win_end <= a->win_begin)
 		a->markers_used = 0;
 
+	/* Call sites of torch's backward(): the path autograd's threads launch
+	 * under (the tracer lends them the caller's), so a burst recorded at one
+	 * is the backward pass's kernels. */
+	struct u64map bw_callers = {0};
+	for (size_t i = 0; i < a->spans.n; i++) {
+		const struct an_span_stat *sp = VEC_AT(&a->spans, struct an_span_stat, i);
+		uint64_t caller = sp->backward_wait ? an_user_callpath(a, sp->callpath) : 0;
+		if (caller && u64map_put(&bw_callers, caller, 1)) {
+			u64map_free(&bw_callers);
+			return -1;
+		}
+	}
 	/* Keep the steady state when the runner marked one; otherwise every
 	 * marked iteration; otherwise everything.  Merge phases per site. */
 	struct u64map merged = {0};
@@ -2518,10 +2530,12 @@ int an_pass_finish(struct analysis *a)
 			struct an_finding *o = vec_push(out);
 			if (!o || u64map_put(&merged, h, out->n - 1)) {
 				u64map_free(&merged);
+				u64map_free(&bw_callers);
 				return -1;
 			}
 			*o = *f;
 			o->callpath = placed;
+			o->backward_burst = f->kind == AN_F_KERNEL_BURST && u64map_get(&bw_callers, f->callpath) != NULL;
 			o->harness = out == &a->harness || (f->kind == AN_F_IDLE_PART && an_callpath_is_harness(a, placed));
 			o->leaf_callpath = placed != f->callpath ? f->callpath : 0;
 			/* Another thread's span around the gaps explains them only
@@ -2543,6 +2557,8 @@ int an_pass_finish(struct analysis *a)
 		}
 		if (!o->kernel_name)
 			o->kernel_name = f->kernel_name;
+		if (f->kind == AN_F_KERNEL_BURST && u64map_get(&bw_callers, f->callpath))
+			o->backward_burst = 1;
 		o->count += f->count;
 		o->total_ns += f->total_ns;
 		o->groups += f->groups;
@@ -2554,6 +2570,7 @@ int an_pass_finish(struct analysis *a)
 			o->max_ns = f->max_ns;
 	}
 	u64map_free(&merged);
+	u64map_free(&bw_callers);
 	keep_sorted(a, &a->findings);
 	keep_sorted(a, &a->harness);
 	keep_sorted(a, &a->model_step);

@@ -113,6 +113,11 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 			       "loading, allocator): profile the native side or overlap it with GPU work";
 		}
 	case AN_F_KERNEL_BURST:
+		if (f->backward_burst)
+			return "the backward pass launches many tiny kernels here (autograd runs one or more per "
+			       "op of the forward) with the GPU idling between them: fuse the forward's small "
+			       "ops (torch.compile), capture the step with CUDA graphs, or give each op more work "
+			       "(a larger batch)";
 		return "many tiny kernels in a row from this line with the GPU idling between them: use "
 		       "torch._foreach_* (e.g. zero_grad(set_to_none=True), foreach=True optimizers), fuse "
 		       "with torch.compile, or capture the loop with CUDA graphs";
@@ -320,6 +325,8 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 	struct an_frame lib[MAX_FRAMES];
 	size_t nl = library_frames(a, x, lib, MAX_FRAMES);
 	text_where_lib(a, f, x->callpath, x->native, "      ", lib, nl);
+	if (x->kind == AN_F_KERNEL_BURST && x->backward_burst)
+		fprintf(f, "      launched by autograd's engine for the backward() called here\n");
 	if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
 		char ctx[512];
 		an_site_label(a, x->context_callpath, 0, ctx, sizeof ctx);
@@ -852,6 +859,8 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 		fprintf(f, ",\"kernel\":");
 		json_str(f, k ? k : "", k ? kl : 0);
 	}
+	if (x->kind == AN_F_KERNEL_BURST)
+		fprintf(f, ",\"backward\":%s", x->backward_burst ? "true" : "false");
 	if (x->kind == AN_F_IDLE_GAP && x->copy_ns) {
 		fprintf(f, ",\"in_copy_ns\":%" PRIu64 ",\"copy\":", x->copy_ns);
 		const char *l = an_copy_label(x->copy_bits);

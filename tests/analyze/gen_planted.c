@@ -479,6 +479,7 @@ static uint64_t planted_body(uint64_t g)
 		g = clean_step(g, 0);
 	}
 	expect_finding("kernel_burst", NULL, "optim.py", "zero_grad", 88, 40);
+	expect_advice("torch._foreach_");
 	/* kernel_burst from a loop body of three lines (Adam's per-parameter
 	 * loop): one burst of 18, reported at the first kernel's line. */
 	uint64_t cp_adam = site("optim.py", "step", 200, cp_bwd);
@@ -677,6 +678,16 @@ static void scen_threads(void)
 		g += 166 * US;
 	}
 	expect_finding("idle_gap", "launch_bound", "train.py", "step", 70, 2);
+	/* ... and a run of 20 tiny kernels 4 us apart from it: the backward
+	 * pass's burst, said to be (autograd's engine, for the backward()
+	 * at train.py:70). */
+	for (int k = 0; k < 20; k++) {
+		uint64_t gs = g + 4 * US;
+		kernel(1, gs - 10 * US, cp_step, 0, 0, 7, gs, gs + 3 * US, k_fill);
+		g = gs + 3 * US;
+	}
+	expect_finding("kernel_burst", NULL, "train.py", "step", 70, 20);
+	expect_advice("backward pass");
 	/* The engine finishes in C++ (no launch, no Python) for 400 us while
 	 * the main thread still waits in backward(): the engine's time, at the
 	 * backward() line, not Python of the waiting thread. */
