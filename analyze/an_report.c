@@ -703,7 +703,7 @@ void an_report_text(const struct analysis *a, FILE *f)
 		if (shown < a->findings.n)
 			fprintf(f, "    ... %zu more (--top N, or --json for all)\n", a->findings.n - shown);
 	} else {
-		fprintf(f, "\nno findings\n");
+		fprintf(f, a->model_step.n ? "\nno other findings\n" : "\nno findings\n");
 	}
 	if (a->harness.n) {
 		char site[512];
