@@ -24,6 +24,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,9 +109,19 @@ static void disable(const char *why, hipError_t e)
 
 /* ------------------------------------------------------------ emitter */
 
+/* Set by the emitter as its first act: its start-up in the thread library
+ * (and in ASan's runtime, which takes its thread registry's lock there) is
+ * over.  The starter waits for it, so that no fork lands inside a thread
+ * start: a child of such a fork inherits that lock held, and every thread it
+ * starts (tbprof's writer and emitter) hangs at its start (hip_fork in the
+ * ASan build: the child wrote no records after 5 s of bounded waits, twice
+ * in about ten CI runs). */
+static _Atomic int emitter_running;
+
 static void *emitter_main(void *arg)
 {
 	(void)arg;
+	atomic_store(&emitter_running, 1);
 	/* tbprof's own thread: nothing it does is traced. */
 	tbp_guard_enter();
 	struct tbp_record *batch = NULL;
@@ -159,6 +170,10 @@ static int emitter_start_locked(void)
 		return -1;
 	pthread_setname_np(th, "tbprof-hip");
 	emitter_started = 1;
+	/* Bounded: a thread that never runs costs the traced program 1 s once. */
+	struct timespec step = {0, 20000};
+	for (uint64_t until = tbp_now() + 1000000000ull; !atomic_load(&emitter_running) && tbp_now() < until;)
+		nanosleep(&step, NULL);
 	return 0;
 }
 
@@ -187,6 +202,7 @@ static void child_after_fork(void)
 	/* Only the forking thread survives: no emitter (restarted on the first
 	 * release), and the parent's events mean nothing in the child. */
 	emitter_started = 0;
+	atomic_store(&emitter_running, 0);
 	emitter_busy = 0;
 	nstaged = 0;
 	nops = 0;
