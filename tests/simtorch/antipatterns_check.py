@@ -239,32 +239,53 @@ def main():
         to_cpu = [n for n, line in enumerate(f, 1) if 'self.model.head.to("cpu")' in line]
     want["ping_pong"] = {source_line(args.source, "self.model.head.to(self.device)")} | set(to_cpu)
     backward_line = source_line(args.source, "loss.backward()")
+    # The small pair's checks include run.py's own timing (within 5 %): on a
+    # shared 2-core machine under load one attempt in many falls outside it
+    # (seen once in ~10 CI runs, together with the .item() sync hotspot
+    # missing from that run).  A second attempt decides; the first one's
+    # failures are printed as a NOTE.
+    global failures
+    for attempt in (1, 2):
+        kept, failures = failures, []
+        with tempfile.TemporaryDirectory() as tmp:
+            small_checks(args, tmp, want, backward_line)
+        if not failures or attempt == 2:
+            failures = kept + failures
+            break
+        print(f"NOTE: attempt 1 of the small runs failed ({len(failures)}: {failures}); running them again")
+        failures = kept
     with tempfile.TemporaryDirectory() as tmp:
-        small = traced_runs(args, tmp)
-        trace, report, _ = small[False]
-        if report:
-            for kind, lines in want.items():
-                sites = [placed(x) for x in report["findings"] if x["kind"] == kind]
-                hits = [s for s in sites if in_model(s[0]) and s[1] in lines]
-                if hits:
-                    print(f"pre-fix: {kind} at {os.path.basename(os.path.dirname(hits[0][0]))} line {hits[0][1]}")
-                else:
-                    fail(f"pre-fix: no {kind} at lines {sorted(lines)} of {MODEL_FILE}; {kind} placed at {sites}")
-            backward_line_on_autograd_thread(args, trace, backward_line)
-        trace, report, _ = small[True]
-        if report:
-            pattern_lines = set().union(*want.values())
-            for x in report["findings"]:
-                f, line = placed(x)
-                # Tiny kernels of a --small model's backward may still form a burst at loss.backward(): that
-                # is no pre-fix pattern.  The patterns' own lines, and copies/syncs anywhere, must be gone.
-                if x["kind"] in want and in_model(f) and (line in pattern_lines or x["kind"] != "kernel_burst"):
-                    fail(f"--fixed: {x['kind']} still reported at line {line}")
         big_batch = traced_runs(args, tmp, small=False)
         if big_batch[False][0] and big_batch[True][0]:
             check_diff(args, big_batch[False], big_batch[True])
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
+
+
+def small_checks(args, tmp, want, backward_line):
+    """The pre-fix patterns at their lines, none with --fixed (12 iterations, --small)."""
+    small = traced_runs(args, tmp)
+    trace, report, _ = small[False]
+    if report:
+        for kind, lines in want.items():
+            sites = [placed(x) for x in report["findings"] if x["kind"] == kind]
+            hits = [s for s in sites if in_model(s[0]) and s[1] in lines]
+            if hits:
+                print(f"pre-fix: {kind} at {os.path.basename(os.path.dirname(hits[0][0]))} line {hits[0][1]}")
+            else:
+                fail(f"pre-fix: no {kind} at lines {sorted(lines)} of {MODEL_FILE}; {kind} placed at {sites} "
+                     f"(trace: {report['trace'].get('lost_events')} events lost, "
+                     f"{report['window'].get('iterations')} iterations)")
+        backward_line_on_autograd_thread(args, trace, backward_line)
+    trace, report, _ = small[True]
+    if report:
+        pattern_lines = set().union(*want.values())
+        for x in report["findings"]:
+            f, line = placed(x)
+            # Tiny kernels of a --small model's backward may still form a burst at loss.backward(): that
+            # is no pre-fix pattern.  The patterns' own lines, and copies/syncs anywhere, must be gone.
+            if x["kind"] in want and in_model(f) and (line in pattern_lines or x["kind"] != "kernel_burst"):
+                fail(f"--fixed: {x['kind']} still reported at line {line}")
 
 
 if __name__ == "__main__":
