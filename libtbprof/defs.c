@@ -47,25 +47,36 @@ pthread_mutex_t def_lock = PTHREAD_MUTEX_INITIALIZER;
 struct tbp_def **def_hist;
 size_t def_count, def_cap;
 size_t def_written;   /* writer: defs already in the file */
-static char *def_arena;      /* under def_lock: bump allocation, never freed */
-static size_t def_arena_left;
+/* Bump allocation from chunks that are never freed (definitions and
+ * interned strings live as long as the process); each arena under its
+ * owner's lock.  A request over a quarter of a chunk gets its own. */
+struct bump_arena {
+	char *cur;
+	size_t left;
+};
+
+static void *arena_take(struct bump_arena *ar, size_t bytes, size_t chunk)
+{
+	if (bytes > chunk / 4)
+		return malloc(bytes);
+	if (bytes > ar->left) {
+		char *a = malloc(chunk);
+		if (!a)
+			return NULL;
+		ar->cur = a;
+		ar->left = chunk;
+	}
+	void *p = ar->cur;
+	ar->cur += bytes;
+	ar->left -= bytes;
+	return p;
+}
+
+static struct bump_arena def_arena; /* under def_lock */
 
 static void *def_alloc(size_t bytes)
 {
-	bytes = (bytes + 7) & ~(size_t)7;
-	if (bytes > DEF_ARENA_BYTES / 4)
-		return malloc(bytes);
-	if (bytes > def_arena_left) {
-		char *a = malloc(DEF_ARENA_BYTES);
-		if (!a)
-			return NULL;
-		def_arena = a;
-		def_arena_left = DEF_ARENA_BYTES;
-	}
-	void *p = def_arena;
-	def_arena += bytes;
-	def_arena_left -= bytes;
-	return p;
+	return arena_take(&def_arena, (bytes + 7) & ~(size_t)7, DEF_ARENA_BYTES);
 }
 
 /* The record a definition stands for (its blob points into the definition). */
@@ -130,8 +141,7 @@ pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct tbp_istr *intern_tab;
 static size_t intern_cap, intern_used;
 static uint64_t intern_next_id = 1;
-static char *arena_cur;
-static size_t arena_left;
+static struct bump_arena string_arena; /* under intern_lock */
 
 static uint64_t hash_bytes(const void *p, size_t n)
 {
@@ -146,19 +156,11 @@ static uint64_t hash_bytes(const void *p, size_t n)
 
 static const char *arena_copy(const char *s, size_t len)
 {
-	if (len + 1 > arena_left) {
-		size_t chunk = len + 1 > 65536 ? len + 1 : 65536;
-		char *a = malloc(chunk);
-		if (!a)
-			return NULL;
-		arena_cur = a;
-		arena_left = chunk;
-	}
-	char *dst = arena_cur;
+	char *dst = arena_take(&string_arena, len + 1, 65536);
+	if (!dst)
+		return NULL;
 	memcpy(dst, s, len);
 	dst[len] = 0;
-	arena_cur += len + 1;
-	arena_left -= len + 1;
 	return dst;
 }
 
