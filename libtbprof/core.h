@@ -118,8 +118,6 @@ void tbp_emit_patient(const struct tbp_record *rec) TBP_HIDDEN;
 void tbp_emit_def(const struct tbp_record *rec) TBP_HIDDEN;
 /* Interned strings: returns a stable id > 0 (0 on failure).  Thread-safe. */
 uint64_t tbp_intern_string(const char *s, size_t len) TBP_HIDDEN;
-/* Monotonic process-wide correlation ids for API records (> 0). */
-uint64_t tbp_corr_next(void) TBP_HIDDEN;
 
 /* Around every real GPU API call, for joining GPU activity (cupti.c).
  * No-ops when CUPTI is not in use. */

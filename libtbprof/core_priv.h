@@ -143,7 +143,7 @@ struct tbp_corr_block {
 };
 extern __thread struct tbp_corr_block tbp_tls_corr __attribute__((tls_model("initial-exec"))) TBP_HIDDEN;
 void tbp_corr_refill(struct tbp_corr_block *c) TBP_HIDDEN;
-/* tbp_corr_next without the call. */
+/* The next correlation id of this thread (> 0). */
 static inline uint64_t tbp_corr_next_inline(void)
 {
 	struct tbp_corr_block *c = &tbp_tls_corr;

@@ -232,7 +232,3 @@ __attribute__((noinline, cold)) void tbp_corr_refill(struct tbp_corr_block *c)
 	c->end = first + TBP_CORR_BLOCK;
 }
 
-uint64_t tbp_corr_next(void)
-{
-	return tbp_corr_next_inline();
-}
