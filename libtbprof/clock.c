@@ -1,23 +1,8 @@
 /*
  * libtbprof core, the hook clock: CLOCK_MONOTONIC or a calibrated TSC for hook timestamps.
  */
-#include <dlfcn.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "core.h"
