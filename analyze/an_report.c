@@ -390,6 +390,34 @@ static int cmp_row_self(const void *a, const void *b)
 	return x->self_ns != y->self_ns ? (x->self_ns < y->self_ns ? 1 : -1) : (x->total_ns < y->total_ns) - (x->total_ns > y->total_ns);
 }
 
+/* A call of function `fr` (by file and name, as same_function compares),
+ * made from call path `caller`. */
+static uint64_t call_key(const struct an_frame *fr, uint64_t caller)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < fr->file_len; i++)
+		h = (h ^ (unsigned char)fr->file[i]) * 0x100000001b3ull;
+	h = (h ^ 0xff) * 0x100000001b3ull;
+	for (size_t i = 0; i < fr->function_len; i++)
+		h = (h ^ (unsigned char)fr->function[i]) * 0x100000001b3ull;
+	uint64_t x = h ^ (caller + 0x632be59bd9b4e019ull) * 0x9e3779b97f4a7c15ull;
+	x ^= x >> 31;
+	x *= 0xbf58476d1ce4e5b9ull;
+	return x ^ (x >> 29);
+}
+
+/* The calls that left a span: keys of call_key. */
+static void recorded_calls(const struct analysis *a, struct u64map *out)
+{
+	for (size_t i = 0; i < a->spans.n; i++) {
+		uint64_t cp = VEC_AT(&a->spans, struct an_span_stat, i)->callpath;
+		struct an_frame fr;
+		if (an_callpath_frames(a, cp, &fr, 1) == 1 &&
+		    u64map_put(out, call_key(&fr, an_callpath_parent(a, cp)), 1))
+			break;   /* out of memory: fewer calls count as nested */
+	}
+}
+
 /* Rows grouped by leaf function (by_line 0) or leaf line (1), biggest first
  * (inclusive time, or self time).
  * Returns the row count; *out is malloc'd (NULL when none or no memory). */
@@ -401,6 +429,8 @@ static size_t host_rows(const struct analysis *a, int by_line, struct host_row *
 	struct host_row *rows = calloc(a->spans.n, sizeof *rows);
 	if (!rows)
 		return 0;
+	struct u64map recorded = { 0 };
+	recorded_calls(a, &recorded);
 	size_t n = 0;
 	for (size_t i = 0; i < a->spans.n; i++) {
 		const struct an_span_stat *sp = VEC_AT(&a->spans, struct an_span_stat, i);
@@ -416,11 +446,17 @@ static size_t host_rows(const struct analysis *a, int by_line, struct host_row *
 		r->paths = 1;
 		r->callpath = sp->callpath;
 		/* A call inside another call of the same function is already in
-		 * the outer call's inclusive time. */
-		for (size_t j = 1; j < nf; j++)
-			if (same_function(&fr[j], &fr[0]))
+		 * the outer call's inclusive time, when that call was recorded: an
+		 * import running when the span hook went in (site's .pth files),
+		 * or a thread's loop still running at exit, left no span. */
+		uint64_t up = an_callpath_parent(a, sp->callpath);
+		for (size_t j = 1; j < nf && !r->recursive; j++) {
+			up = an_callpath_parent(a, up);   /* the path that called fr[j] */
+			if (same_function(&fr[j], &fr[0]) && u64map_get(&recorded, call_key(&fr[0], up)))
 				r->recursive = 1;
+		}
 	}
+	u64map_free(&recorded);
 	qsort(rows, n, sizeof *rows, by_line ? cmp_row_line : cmp_row_fn);
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {

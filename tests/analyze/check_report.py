@@ -332,9 +332,14 @@ def part_report(gen_path, tmp):
           "cpu: files under the traced program's cwd shown relative to it")
     incl = text.split("by inclusive time")[1].split("\n")[2] if "by inclusive time" in text else ""
     check(" main " in incl, f"cpu: text lists the outer function first by inclusive time ({incl!r})")
-    nested = [l for l in text.splitlines() if l.rstrip().endswith("find  (imp.py)")]
-    check(len(nested) == 1 and nested[0].split()[0] == "nested",
-          f"cpu: a function seen only inside a call of itself has inclusive time 'nested' ({nested})")
+    find = [l for l in text.splitlines() if l.rstrip().endswith("find  (imp.py)")]
+    check(len(find) == 1 and find[0].split()[:4] == ["50.0", "us", "50.0", "us"],
+          f"cpu: a call seen only inside an unrecorded call of itself counts in its function's inclusive time ({find})")
+    walk = [h for h in fns if h["function"] == "walk"]
+    check(len(walk) == 1 and walk[0]["total_ns"] == 100000 and walk[0]["self_ns"] == 100000 and walk[0]["count"] == 2,
+          f"cpu: a recursion's inner call is inside the recorded outer call's inclusive time ({walk})")
+    over = [h for h in fns if h["self_ns"] > h["total_ns"]]
+    check(not over, f"cpu: no function's self time exceeds its inclusive time ({over})")
     # The HTML page of a CPU run carries the same two host tables.
     page = os.path.join(tmp, "cpu.html")
     run([trace, "--html", page])

@@ -938,11 +938,18 @@ static void scen_cpu(int slow, int moved)
 		span(0, t + 500 * US, t + 510 * US, cp_util);
 		t += step;
 	}
-	/* Only the inner call of a recursion is long enough to be a span: its
-	 * function's inclusive time is unknown ("nested"), not 0. */
+	/* Only the inner call of a recursion left a span (the outer one began
+	 * before the span hook was in, as site's .pth imports do): the inner
+	 * call's 50 us are the function's inclusive time as far as known. */
 	const char *imp = joined(own, "imp.py");
 	uint64_t cp_find = site(imp, "find", 5, site(imp, "find", 5, cp_main));
 	span(0, 1600 * US, 1650 * US, cp_find);
+	/* On another thread, a recursion whose outer call left a span too: the
+	 * inner call is inside the outer one's inclusive time (100 us, not 140;
+	 * self 60 + 40). */
+	uint64_t cp_walk = site(imp, "walk", 9, cp_main);
+	span(1, 1720 * US, 1760 * US, site(imp, "walk", 9, site(imp, "walk", 11, cp_main)));
+	span(1, 1700 * US, 1800 * US, cp_walk);
 	span(0, 900 * US, t + 10 * US, cp_main);
 }
 
