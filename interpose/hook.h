@@ -167,10 +167,12 @@ static inline __attribute__((always_inline)) struct tbp_record *tbp_call_end(str
 	return rec;
 }
 
-static inline void tbp_call_finish(struct tbp_callstate *cs, struct tbp_record *rec)
+/* `kind`: rec's (a constant: the commit packs it without looking). */
+static inline __attribute__((always_inline)) void tbp_call_finish(struct tbp_callstate *cs, struct tbp_record *rec,
+	unsigned kind)
 {
 	if (rec)
-		tbp_slot_commit_inline(rec);
+		tbp_slot_commit_inline(rec, kind);
 	tbp_guard_leave_inline();
 	*cs->errp = cs->saved_errno;
 }
@@ -202,7 +204,7 @@ static inline void tbp_call_finish(struct tbp_callstate *cs, struct tbp_record *
 		if (rec) {                                                                         \
 			__VA_ARGS__;                                                                   \
 		}                                                                                  \
-		tbp_call_finish(&cs, rec);                                                         \
+		tbp_call_finish(&cs, rec, KIND);                                                   \
 		return result;                                                                     \
 	}
 

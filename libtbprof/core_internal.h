@@ -64,7 +64,8 @@ extern pthread_t writer_thread;
 extern atomic_int writer_wake;      /* futex word: 1 = work requested */
 extern struct tbp_writer *writer;
 void tbp_announce_thread(struct tbp_tbuf *b);
-struct tbp_record *tbp_reserve(struct tbp_tbuf *b, unsigned kind, uint64_t ts);
+/* Would a whole record put in b's ring now be dropped (growth due at this head included)? */
+bool tbp_ring_would_drop(struct tbp_tbuf *b);
 /* clock.c: the writer re-reads the TSC/monotonic pair between drains. */
 void tsc_recalibrate(void);
 /* writer_thread.c: held while the writer drains; taken first across fork. */

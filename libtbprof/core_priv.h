@@ -12,6 +12,7 @@
 #endif
 
 #include "core.h"
+#include "ring_codec.h"
 
 /* Called by a hook after its first real GPU call returned: the GPU runtime
  * has now registered its own exit handlers, so ours (registered later) run
@@ -100,21 +101,22 @@ static inline void tbp_hook_ticks_to_ns(uint64_t *a, uint64_t *b)
  */
 
 /* One thread's ring (single producer: the thread; single consumer: the
- * writer).  See the threading model at the top of ring.c. */
+ * writer), in 32-byte units (ring_codec.h).  See the threading model at the
+ * top of ring.c. */
 struct tbp_tbuf {
-	struct tbp_record *slots;
+	struct tbp_unit *units;
 	size_t map_bytes;
-	/* Capacity - 1 in use (a power of two).  A ring starts small and doubles when its thread fills half
-	 * of it, up to max_mask (TBPROF_BUFFER_SIZE), so a thread's ring costs memory for what it records
-	 * (pages are touched only as slots are used).  The producer changes it only at a head where every
-	 * record still in the ring sits at the same slot under both masks (tbp_reserve), and publishes it
-	 * with its next head: the writer reads it after the head it drains to. */
+	/* Capacity in units - 1 (a power of two).  A ring starts small and doubles when its thread fills
+	 * half of it, up to max_mask (TBPROF_BUFFER_SIZE), so a thread's ring costs memory for what it
+	 * records (pages are touched only as units are used).  The producer changes it only at a head
+	 * where every unit still in the ring sits at the same place under both masks (tbp_ring_put), and
+	 * publishes it with its next head: the writer reads it after the head it drains to. */
 	_Atomic uint64_t mask;
 	uint64_t max_mask;
 	bool grow;                  /* producer: double at the next head where that is safe */
-	_Atomic uint64_t head;      /* records committed (producer) */
-	_Atomic uint64_t tail;      /* records written out (writer) */
-	uint64_t reserved;          /* producer: head including the open slot */
+	bool stage_open;            /* producer: `stage` is being filled */
+	_Atomic uint64_t head;      /* units committed (producer) */
+	_Atomic uint64_t tail;      /* units written out (writer) */
 	uint64_t lost;              /* producer: records dropped since last LOST */
 	uint64_t lost_since;
 	_Atomic uint64_t lost_total;
@@ -123,7 +125,14 @@ struct tbp_tbuf {
 	bool thread_announced;
 	uint32_t tid;
 	struct tbp_tbuf *next;      /* registry list (under registry_lock) */
+	/* The record a hook fills, in lines only its thread touches (not the
+	 * head's and tail's): its packed form goes into the ring at the commit. */
+	struct tbp_record stage __attribute__((aligned(64)));
 };
+
+/* Puts `r` in b's ring, or counts it lost; the slow path of the commit
+ * (growth, a LOST record due, padding at the ring's end, a full ring). */
+void tbp_ring_put(struct tbp_tbuf *b, const struct tbp_record *r) TBP_HIDDEN;
 
 extern __thread int tbp_tls_guard __attribute__((tls_model("initial-exec"))) TBP_HIDDEN;
 extern __thread struct tbp_tbuf *tbp_tls_buf __attribute__((tls_model("initial-exec"))) TBP_HIDDEN;
@@ -171,7 +180,7 @@ static inline void tbp_ensure_started_inline(void)
 		tbp_ensure_started();
 }
 
-/* Slots are 64-byte aligned and 160 bytes: ten aligned 16-byte stores.
+/* The stage is 64-byte aligned and 160 bytes: ten aligned 16-byte stores.
  * A plain memset of that size became `rep stosq`, whose start-up costs
  * more than the stores (it was a third of the slot fill). */
 static inline void tbp_record_zero(struct tbp_record *rec)
@@ -196,47 +205,61 @@ static inline void tbp_record_zero(struct tbp_record *rec)
 #endif
 }
 
-/* tbp_slot_acquire's common case: running, this thread has a ring with
- * room, nothing lost to report, no slot already open (signal handler
- * re-entry).  Anything else takes the out-of-line path. */
+/* tbp_slot_acquire's common case: running, this thread has a ring,
+ * nothing lost to report, no record already open (signal handler
+ * re-entry).  Anything else takes the out-of-line path.  The ring's room
+ * is the commit's business. */
 static inline struct tbp_record *tbp_slot_acquire_inline(unsigned kind)
 {
 	struct tbp_tbuf *b = tbp_tls_buf;
-	if (TBP_UNLIKELY(!b || !TBP_ACTIVE() || b->lost ||
+	if (TBP_UNLIKELY(!b || !TBP_ACTIVE() || b->lost || b->stage_open ||
 			 atomic_load_explicit(&tbp_start_state, memory_order_relaxed) != 2))
 		return tbp_slot_acquire(kind);
-	uint64_t head = b->reserved;
-	if (TBP_UNLIKELY(head != atomic_load_explicit(&b->head, memory_order_relaxed)))
-		return NULL;   /* a slot is already open on this thread */
-	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
-	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
-	/* A pending growth (b->grow) happens only at a head that is a multiple
-	 * of the capacity (tbp_reserve): until then the fast path serves.  Taking
-	 * the slow path for the whole wait (up to two ring lengths) put a third
-	 * of a growing loop's launches through tbp_reserve's memset. */
-	if (TBP_UNLIKELY(head - tail >= mask + 1 || (b->grow && (head & mask) == 0)))
-		return tbp_slot_acquire(kind);   /* full: counts the loss; or grows */
-	struct tbp_record *rec = &b->slots[head & mask];
+	b->stage_open = true;
+	/* A signal handler's hook seeing the flag records nothing: the flag is
+	 * set before the stage is touched, cleared after the head is out. */
+	atomic_signal_fence(memory_order_seq_cst);
+	struct tbp_record *rec = &b->stage;
 	tbp_record_zero(rec);
 	rec->kind = (uint8_t)kind;
 	rec->stream_kind = TBP_STREAM_THREAD;
 	rec->tid = b->tid;
-	b->reserved = head + 1;
 	return rec;
 }
 
-/* The only ordering the commit needs: the record's bytes before the head
- * (release).  The writer is woken only when the ring passes half full. */
-static inline void tbp_slot_commit_inline(struct tbp_record *rec)
+/* Copies the staged record into the ring in its packed form.  The only
+ * ordering needed: the units before the head (release).  The writer is
+ * woken only when the ring passes half full. */
+static inline __attribute__((always_inline)) void tbp_slot_commit_units(struct tbp_tbuf *b, struct tbp_record *rec,
+	unsigned n)
+{
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
+	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
+	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
+	/* Anything unusual goes the slow way: full, drops to report first, the
+	 * ring's end inside the record, or a growth due (it happens only where the head is a
+	 * multiple of the capacity: until then the fast path serves). */
+	if (TBP_UNLIKELY(head - tail + n > mask + 1 || b->lost || (b->grow && (head & mask) == 0) ||
+			 (head & mask) + n > mask + 1)) {
+		tbp_ring_put(b, rec);
+	} else {
+		tbp_ring_encode(&b->units[head & mask], rec, n);
+		head += n;
+		atomic_store_explicit(&b->head, head, memory_order_release);
+		if (TBP_UNLIKELY(head - tail > (mask + 1) / 2))
+			tbp_ring_pressure(b);
+	}
+	atomic_signal_fence(memory_order_seq_cst);
+	b->stage_open = false;
+}
+
+/* A hook's record (its thread's, no blob) of kind `kind`. */
+static inline __attribute__((always_inline)) void tbp_slot_commit_inline(struct tbp_record *rec, unsigned kind)
 {
 	struct tbp_tbuf *b = tbp_tls_buf;
 	if (TBP_UNLIKELY(!rec || !b))
 		return;
-	uint64_t head = b->reserved;
-	atomic_store_explicit(&b->head, head, memory_order_release);
-	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_relaxed);
-	if (TBP_UNLIKELY(head - tail > (atomic_load_explicit(&b->mask, memory_order_relaxed) + 1) / 2))
-		tbp_ring_pressure(b);
+	tbp_slot_commit_units(b, rec, tbp_ring_units_kind(rec, kind));
 }
 
 /* The hook family (enum tbp_hook_lib in interpose/hook.h) whose call

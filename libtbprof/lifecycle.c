@@ -415,7 +415,7 @@ static void tbp_atfork_child(void)
 	if (mine) {
 		atomic_store(&mine->head, 0);
 		atomic_store(&mine->tail, 0);
-		mine->reserved = 0;
+		mine->stage_open = false;
 		mine->lost = 0;
 		atomic_store(&mine->lost_total, 0);
 		mine->lost_reported = 0;

@@ -2,12 +2,16 @@
  * libtbprof core, per-thread lock-free record rings (single producer: the thread; single
  * consumer: the writer).  The producer publishes with a release store of its
  * head; the writer reads heads with acquire and publishes its tail with
- * release, which is what lets the producer reuse slots.  The hot path takes
+ * release, which is what lets the producer reuse units.  The hot path takes
  * no lock, makes no system call (except one futex wake when a ring crosses
- * half full) and never waits.
+ * half full) and never waits.  A hook fills its thread's stage (a record in
+ * lines no other thread touches); the commit copies it into the ring in its
+ * packed form (ring_codec.h): fewer of the ring's lines pass between the
+ * thread's core and the writer's.
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -18,6 +22,7 @@
 
 /* ------------------------------------------------------------ per-thread rings */
 
+_Static_assert(offsetof(struct tbp_tbuf, stage) % 64 == 0, "the stage starts a line of its own");
 
 __thread struct tbp_tbuf *tbp_tls_buf __attribute__((tls_model("initial-exec")));
 pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -34,22 +39,24 @@ void tbp_tbuf_retire(void *arg)
 	atomic_store_explicit(&b->retired, 1, memory_order_release);
 }
 
-/* Records a ring holds when its thread starts: 80 KiB of slots. */
-#define RING_FIRST_RECORDS 512u
+/* Units a ring holds when its thread starts: 128 KiB (2,048 launches; pages
+ * are touched only as units are used, so a quiet thread costs a page). */
+#define RING_FIRST_UNITS 4096u
 
 static struct tbp_tbuf *tbp_tbuf_create(void)
 {
-	size_t want = tbp_cfg.buffer_bytes / sizeof(struct tbp_record);
+	size_t want = tbp_cfg.buffer_bytes / sizeof(struct tbp_unit);
 	size_t cap = 64;
 	while (cap * 2 <= want)
 		cap *= 2;
-	size_t first = cap < RING_FIRST_RECORDS ? cap : RING_FIRST_RECORDS;
-	size_t bytes = sizeof(struct tbp_tbuf) + 64 + cap * sizeof(struct tbp_record);
+	size_t first = cap < RING_FIRST_UNITS ? cap : RING_FIRST_UNITS;
+	size_t head_bytes = (sizeof(struct tbp_tbuf) + 63) & ~(size_t)63;
+	size_t bytes = head_bytes + cap * sizeof(struct tbp_unit);
 	void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (mem == MAP_FAILED)
 		return NULL;
 	struct tbp_tbuf *b = mem;
-	b->slots = (struct tbp_record *)((char *)mem + ((sizeof(struct tbp_tbuf) + 63) & ~(size_t)63));
+	b->units = (struct tbp_unit *)((char *)mem + head_bytes);
 	b->map_bytes = bytes;
 	b->max_mask = cap - 1;
 	atomic_store_explicit(&b->mask, first - 1, memory_order_relaxed);
@@ -82,49 +89,73 @@ atomic_int tbp_start_state;      /* 0 not started, 1 starting, 2 running, 3 fail
  * marker starts its trace. */
 int fork_child_waiting;
 
-/* Reserve the next slot of this thread's ring, with stream_kind/tid set. */
-struct tbp_record *tbp_reserve(struct tbp_tbuf *b, unsigned kind, uint64_t ts)
+bool tbp_ring_would_drop(struct tbp_tbuf *b)
 {
-	uint64_t head = b->reserved;
+	struct tbp_ring_plan p;
+	return !tbp_ring_plan(atomic_load_explicit(&b->head, memory_order_relaxed),
+		atomic_load_explicit(&b->tail, memory_order_acquire), atomic_load_explicit(&b->mask, memory_order_relaxed),
+		b->grow, b->lost != 0, TBP_RING_FULL_UNITS, &p);
+}
+
+/* Called with b->stage_open set (a signal handler's hook then records
+ * nothing rather than write into the ring under us). */
+void tbp_ring_put(struct tbp_tbuf *b, const struct tbp_record *r)
+{
+	unsigned n = tbp_ring_units(r, b->tid);
+	uint64_t head = atomic_load_explicit(&b->head, memory_order_relaxed);
 	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
-	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
-	/* Doubling the ring at a head that is an odd multiple of the capacity C: the records still in it
-	 * (at most C, from head - C on) then sit at the same slots under the old mask and the new one. */
-	if (b->grow && (head & mask) == 0 && (head & (mask + 1)) != 0) {
-		mask = mask * 2 + 1;
-		atomic_store_explicit(&b->mask, mask, memory_order_relaxed); /* published by the next head */
+	struct tbp_ring_plan p;
+	bool fits = tbp_ring_plan(head, tail, atomic_load_explicit(&b->mask, memory_order_relaxed), b->grow,
+		b->lost != 0, n, &p);
+	if (p.grew) {
+		atomic_store_explicit(&b->mask, p.mask, memory_order_relaxed); /* published by the next head */
 		b->grow = false;
 	}
-	uint64_t need = b->lost ? 2 : 1;
-	if (head - tail + need > mask + 1) {
+	if (!fits) {
 		if (b->lost++ == 0)
-			b->lost_since = ts ? ts : tbp_now();
+			b->lost_since = tbp_now();
 		atomic_fetch_add_explicit(&b->lost_total, 1, memory_order_relaxed);
 		atomic_fetch_add_explicit(&lost_total_all, 1, memory_order_relaxed);
 		tbp_wake_writer();
-		return NULL;
+		return;
 	}
 	if (b->lost) {
 		/* The loss is reported in order, before the next record. */
-		struct tbp_record *l = &b->slots[head & mask];
-		memset(l, 0, sizeof *l);
-		l->kind = TBP_K_LOST;
-		l->stream_kind = TBP_STREAM_THREAD;
-		l->tid = b->tid;
-		l->ts = tbp_now();
-		l->u.lost.count = b->lost;
-		l->u.lost.source = TBP_LOST_BUFFER_FULL;
-		l->u.lost.since_ts = b->lost_since;
+		struct tbp_record l;
+		memset(&l, 0, sizeof l);
+		l.kind = TBP_K_LOST;
+		l.stream_kind = TBP_STREAM_THREAD;
+		l.tid = b->tid;
+		l.ts = tbp_now();
+		l.u.lost.count = b->lost;
+		l.u.lost.source = TBP_LOST_BUFFER_FULL;
+		l.u.lost.since_ts = b->lost_since;
+		if (p.lost_at != head)
+			tbp_ring_pad(&b->units[head & p.mask], p.lost_at - head);
+		tbp_ring_encode(&b->units[p.lost_at & p.mask], &l, TBP_RING_FULL_UNITS);
+		head = p.lost_at + TBP_RING_FULL_UNITS;
 		b->lost = 0;
-		head++;
-		atomic_store_explicit(&b->head, head, memory_order_release);
 	}
-	struct tbp_record *rec = &b->slots[head & mask];
+	if (p.at != head)
+		tbp_ring_pad(&b->units[head & p.mask], p.at - head);
+	tbp_ring_encode(&b->units[p.at & p.mask], r, n);
+	atomic_store_explicit(&b->head, p.at + n, memory_order_release);
+	if (p.at + n - tail > (p.mask + 1) / 2)
+		tbp_ring_pressure(b);
+}
+
+/* Opens b's stage for a record of `kind` (NULL: one is open already). */
+static struct tbp_record *stage_open(struct tbp_tbuf *b, unsigned kind)
+{
+	if (b->stage_open)
+		return NULL;
+	b->stage_open = true;
+	atomic_signal_fence(memory_order_seq_cst);   /* set before the stage is touched */
+	struct tbp_record *rec = &b->stage;
 	memset(rec, 0, sizeof *rec);
 	rec->kind = (uint8_t)kind;
 	rec->stream_kind = TBP_STREAM_THREAD;
 	rec->tid = b->tid;
-	b->reserved = head + 1;
 	return rec;
 }
 
@@ -156,29 +187,26 @@ struct tbp_record *tbp_slot_acquire(unsigned kind)
 	struct tbp_tbuf *b = tbp_current_tbuf();
 	if (TBP_UNLIKELY(!b))
 		return NULL;
-	if (TBP_UNLIKELY(b->reserved != atomic_load_explicit(&b->head, memory_order_relaxed)))
-		return NULL;  /* a slot is already open on this thread (signal handler reentry) */
-	return tbp_reserve(b, kind, 0);
+	/* NULL when a record is already open on this thread (signal handler re-entry) */
+	return stage_open(b, kind);
 }
 
 void tbp_slot_commit(struct tbp_record *rec)
 {
-	tbp_slot_commit_inline(rec);
+	struct tbp_tbuf *b = tbp_tls_buf;
+	if (rec && b)
+		tbp_slot_commit_units(b, rec, tbp_ring_units(rec, b->tid));
 }
 
 void tbp_emit(const struct tbp_record *src)
 {
 	if (!src || !TBP_ACTIVE())
 		return;
-	uint8_t stream_kind = src->stream_kind;
-	uint32_t tid = src->tid;
 	struct tbp_record *rec = tbp_slot_acquire(src->kind);
 	if (!rec)
 		return;
 	*rec = *src;
 	rec->blob = NULL;
 	rec->blob_len = 0;
-	rec->stream_kind = stream_kind;
-	rec->tid = tid;
 	tbp_slot_commit(rec);
 }

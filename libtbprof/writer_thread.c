@@ -79,6 +79,60 @@ static int write_defs(void)
 	return rc;
 }
 
+/* Records the writer decodes from a ring before it hands them over: a
+ * run of one stream's records (LOST and THREAD go alone). */
+#define WRITE_BATCH 64
+static struct tbp_record batch[WRITE_BATCH];
+
+struct ring_out {
+	bool open_chunk;
+	uint8_t cur_kind;
+	uint32_t cur_tid;
+};
+
+static int write_batch(struct tbp_tbuf *b, struct ring_out *o, const struct tbp_record *r, size_t n)
+{
+	int rc = TBP_OK;
+	if (!o->open_chunk || r->stream_kind != o->cur_kind || r->tid != o->cur_tid) {
+		if (o->open_chunk)
+			rc = tbp_writer_end_chunk(writer);
+		o->open_chunk = false;
+		if (rc != TBP_OK)
+			return rc;
+		o->cur_kind = r->stream_kind;
+		o->cur_tid = r->tid;
+		rc = tbp_writer_begin_chunk(writer, o->cur_kind, o->cur_tid);
+		if (rc != TBP_OK)
+			return rc;
+		o->open_chunk = true;
+	}
+	if (r->kind == TBP_K_LOST && r->u.lost.source == TBP_LOST_BUFFER_FULL)
+		b->lost_reported += r->u.lost.count;
+	rc = n == 1 ? tbp_writer_add(writer, r) : tbp_writer_add_batch(writer, r, n);
+	records_written += n;
+	if (r->kind != TBP_K_THREAD)
+		events_written = true;
+	return rc;
+}
+
+static bool goes_alone(const struct tbp_record *r)
+{
+	return r->kind == TBP_K_LOST || r->kind == TBP_K_THREAD;
+}
+
+/* Records in b's ring between two positions. */
+static uint64_t ring_records(const struct tbp_tbuf *b, uint64_t tail, uint64_t head)
+{
+	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed), n = 0;
+	while (tail < head) {
+		uint64_t len = tbp_ring_units_at(&b->units[tail & mask]);
+		if ((b->units[tail & mask].w[0] & 0xff) != TBP_RING_PAD)
+			n++;
+		tail += len ? len : head - tail;
+	}
+	return n;
+}
+
 /* Writes a ring's records from tail to head.  `last`: the thread will not
  * record again (it exited, or this is the final drain), so drops it never
  * got to report in a LOST record of its own are reported here. */
@@ -88,40 +142,47 @@ static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 	/* After the head (acquired by the caller): right for every record up to it. */
 	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
 	int rc = TBP_OK;
-	bool open_chunk = false;
-	uint8_t cur_kind = 0;
-	uint32_t cur_tid = 0;
+	struct ring_out o = { 0 };
+	size_t n = 0;
+	/* batch[0] is a record of the ring's own thread that may share a batch
+	 * (every packed record is one). */
+	bool own_run = false;
 	while (tail < head && rc == TBP_OK) {
-		const struct tbp_record *r = &b->slots[tail & mask];
-		/* The records up to the ring's end, the next chunk change or the
-		 * next LOST or THREAD record go to the writer in one batch. */
-		uint64_t n = 1, upto = mask + 1 - (tail & mask);
-		if (upto > head - tail)
-			upto = head - tail;
-		if (r->kind != TBP_K_LOST && r->kind != TBP_K_THREAD)
-			while (n < upto && r[n].stream_kind == r->stream_kind && r[n].tid == r->tid &&
-			       r[n].kind != TBP_K_LOST && r[n].kind != TBP_K_THREAD)
-				n++;
-		if (!open_chunk || r->stream_kind != cur_kind || r->tid != cur_tid) {
-			if (open_chunk)
-				rc = tbp_writer_end_chunk(writer);
-			if (rc != TBP_OK)
-				break;
-			cur_kind = r->stream_kind;
-			cur_tid = r->tid;
-			rc = tbp_writer_begin_chunk(writer, cur_kind, cur_tid);
-			open_chunk = rc == TBP_OK;
-			if (!open_chunk)
-				break;
+		const struct tbp_unit *u = &b->units[tail & mask];
+		uint64_t len = tbp_ring_units_at(u);
+		unsigned form = (unsigned)(u->w[0] & 0xff);
+		if (form == TBP_RING_PAD) {
+			tail += len;
+			continue;
 		}
-		if (r->kind == TBP_K_LOST && r->u.lost.source == TBP_LOST_BUFFER_FULL)
-			b->lost_reported += r->u.lost.count;
-		rc = n == 1 ? tbp_writer_add(writer, r) : tbp_writer_add_batch(writer, r, n);
-		records_written += n;
-		if (r->kind != TBP_K_THREAD)
-			events_written = true;
-		tail += n;
+		bool own = form >= TBP_RING_PACKED;
+		if (!own) {
+			const struct tbp_record *full = (const struct tbp_record *)(const void *)u;
+			own = !goes_alone(full) && full->stream_kind == TBP_STREAM_THREAD && full->tid == b->tid;
+			if (n && (!own || !own_run) &&
+			    (goes_alone(full) || goes_alone(&batch[0]) || full->stream_kind != batch[0].stream_kind ||
+			     full->tid != batch[0].tid)) {
+				rc = write_batch(b, &o, batch, n);
+				n = 0;
+			}
+		} else if (n && !own_run) {
+			rc = write_batch(b, &o, batch, n);
+			n = 0;
+		}
+		if (n == 0)
+			own_run = own;
+		tbp_ring_decode(u, (unsigned)len, b->tid, &batch[n]);
+		tail += len;
+		if (++n == WRITE_BATCH && rc == TBP_OK) {
+			rc = write_batch(b, &o, batch, n);
+			n = 0;
+		}
 	}
+	if (n && rc == TBP_OK)
+		rc = write_batch(b, &o, batch, n);
+	bool open_chunk = o.open_chunk;
+	uint8_t cur_kind = o.cur_kind;
+	uint32_t cur_tid = o.cur_tid;
 	uint64_t unreported = atomic_load_explicit(&b->lost_total, memory_order_acquire) - b->lost_reported;
 	if (last && unreported && rc == TBP_OK) {
 		if (!open_chunk || cur_kind != TBP_STREAM_THREAD || cur_tid != b->tid) {
@@ -180,7 +241,7 @@ void drain_once(bool final)
 		uint64_t dropped = 0;
 		for (size_t i = 0; i < n; i++) {
 			struct tbp_tbuf *b = snaps[i].b;
-			dropped += snaps[i].head - atomic_load_explicit(&b->tail, memory_order_relaxed);
+			dropped += ring_records(b, atomic_load_explicit(&b->tail, memory_order_relaxed), snaps[i].head);
 			atomic_store_explicit(&b->tail, snaps[i].head, memory_order_release);
 		}
 		atomic_fetch_add(&lost_total_all, dropped);
@@ -227,26 +288,14 @@ void drain_once(bool final)
 	}
 }
 
-/* Would the next record of this thread's ring be dropped?  (As tbp_reserve
- * decides, growth at this head included.) */
-static bool ring_full(const struct tbp_tbuf *b)
-{
-	uint64_t head = b->reserved;
-	uint64_t tail = atomic_load_explicit(&b->tail, memory_order_acquire);
-	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed);
-	if (b->grow && (head & mask) == 0 && (head & (mask + 1)) != 0)
-		mask = mask * 2 + 1;
-	return head - tail + (b->lost ? 2 : 1) > mask + 1;
-}
-
 /* Wait budget left to this thread, reset once its ring has room again. */
 static __thread uint64_t patient_budget_ns = TBP_PATIENT_WAIT_MS * 1000000ull;
 
 void tbp_emit_patient(const struct tbp_record *src)
 {
 	struct tbp_tbuf *b = tbp_tls_buf;
-	if (b && TBP_ACTIVE() && ring_full(b)) {
-		while (patient_budget_ns && ring_full(b) && !atomic_load(&writer_exited) &&
+	if (b && TBP_ACTIVE() && tbp_ring_would_drop(b)) {
+		while (patient_budget_ns && tbp_ring_would_drop(b) && !atomic_load(&writer_exited) &&
 		       !atomic_load(&signal_pending)) {
 			tbp_ring_pressure(b);
 			struct timespec nap = { 0, 50000 };

@@ -430,6 +430,46 @@ def main():
         if not ends or int(re.search(r" lost=(\d+)", ends[0]).group(1)) != lost:
             fail(f"END record's lost count disagrees with LOST records ({lost}): {ends}")
         print(f"ok: 4 KiB ring: {sets} calls recorded + {lost} counted as lost = 20000")
+    elif s == "lost-mixed":
+        # the ring holds launches packed (two 32-byte units), memsets whole
+        # (five), and pads where a record would wrap: in a 4 KiB ring that
+        # wraps every ~40 records, and in a 1 MiB one that starts at 128 KiB
+        # and doubles as it fills (pinned to one CPU: the writer runs only
+        # when the program is preempted), every launch's fields come back as
+        # the program passed them and every call is recorded or counted lost
+        cmd = ([shutil.which("taskset"), "-c", str(min(os.sched_getaffinity(0)))]
+               if shutil.which("taskset") else [])
+        for size in ("4K", "1M"):
+            d, rc, out = run_both(cmd + [HOSTPROG, "burst-mixed"], {"TBPROF_BUFFER_SIZE": size})
+            p = subprocess.run([TRACEDUMP, os.path.join(d, "trace.zst")], capture_output=True, text=True)
+            field = lambda l, k: int(re.search(r" %s=(\d+)" % k, l).group(1))
+            sets = [l for l in p.stdout.splitlines() if l.startswith("memset ")]
+            launches = [l for l in p.stdout.splitlines() if l.startswith("launch ")]
+            lost = sum(field(l, "count") for l in p.stdout.splitlines() if l.startswith("lost "))
+            seen = set()
+            for l in sets:
+                i = field(l, "bytes")
+                if i % 3 != 2 or i in seen:
+                    fail(f"{size} ring: memset record with an unexpected size: {l}")
+                seen.add(i)
+            wide = 0
+            for l in launches:
+                i = field(l, "shmem")
+                if i >= 20000 or i % 3 == 2 or i in seen:
+                    fail(f"{size} ring: launch record with an unexpected shared memory size: {l}")
+                seen.add(i)
+                want = {"grid_x": 1 + i % 7, "grid_y": 70000 if i % 1000 == 1 else 1 + i % 3, "grid_z": 1,
+                        "block_x": 32 * (1 + i % 4), "block_y": 1,
+                        "block_z": 65536 if i % 1000 == 4 else 1 + i % 2}
+                got = {k: field(l, k) for k in want}
+                if (got != want or field(l, "name") != field(launches[0], "name") or field(l, "name") == 0 or
+                        field(l, "end") < int(re.search(r" ts=(\d+)", l).group(1))):
+                    fail(f"{size} ring: launch {i}: fields {got}, expected {want}: {l}")
+                wide += i % 1000 in (1, 4)
+            if len(seen) + lost != 20000:
+                fail(f"{size} ring: {len(launches)} launches + {len(sets)} memsets + {lost} lost != 20000 calls")
+            print(f"ok: {size} ring: {len(launches)} launches ({wide} too wide to pack) + {len(sets)} memsets "
+                  f"recorded + {lost} counted as lost = 20000")
     elif s == "native":
         if os.environ.get("TBP_HAVE_LIBUNWIND") != "1":
             print("SKIP: built without libunwind")

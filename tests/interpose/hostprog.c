@@ -142,6 +142,27 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 20000; i++)
 			failed += cudaMemsetAsync(NULL, 0, 16, 0) != cudaSuccess;
 		printf("burst failed %d\n", failed);
+	} else if (!strcmp(mode, "burst-mixed")) {
+		/* 20000 calls, each numbered by a field the trace keeps (a
+		 * launch's shared memory, a memset's size): launches whose fields
+		 * fit the ring's packed form and some that do not (a grid y or a
+		 * block z past 16 bits), between memsets (whole records). */
+		int failed = 0;
+		for (int i = 0; i < 20000; i++) {
+			if (i % 3 == 2) {
+				failed += cudaMemsetAsync(NULL, 0, (size_t)i, 0) != cudaSuccess;
+				continue;
+			}
+			dim3 g = { 1u + (unsigned)i % 7, 1u + (unsigned)i % 3, 1 };
+			dim3 b = { 32u * (1u + (unsigned)i % 4), 1, 1 + (unsigned)i % 2 };
+			if (i % 1000 == 1)
+				g.y = 70000;
+			if (i % 1000 == 4)
+				b.z = 65536;
+			failed += cudaLaunchKernel((const void *)worker, g, b, NULL, (size_t)i, 0) != cudaSuccess;
+		}
+		printf("burst-mixed done\n");
+		(void)failed;   /* the calls may fail (no driver): the records are what counts */
 	} else if (!strcmp(mode, "clock")) {
 		/* Hook timestamps vs CLOCK_MONOTONIC read around each call, for
 		 * 1.5 s (several writer recalibrations); the bracket is written
