@@ -14,6 +14,9 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/mman.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include "core.h"
 #include "core_priv.h"
@@ -43,8 +46,22 @@ void tbp_tbuf_retire(void *arg)
  * are touched only as units are used, so a quiet thread costs a page). */
 #define RING_FIRST_UNITS 4096u
 
+bool tbp_have_prefetchw;
+
+static void ring_cpu_features(void)
+{
+#if defined(__x86_64__)
+	unsigned a, b, c, d;
+	/* CPUID 0x80000001 ECX bit 8: PREFETCHW (PRFCHW, 3DNowPrefetch). */
+	if (__get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 8)))
+		tbp_have_prefetchw = true;
+#endif
+}
+
 static struct tbp_tbuf *tbp_tbuf_create(void)
 {
+	static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
+	pthread_once(&cpu_once, ring_cpu_features);
 	size_t want = tbp_cfg.buffer_bytes / sizeof(struct tbp_unit);
 	size_t cap = 64;
 	while (cap * 2 <= want)

@@ -93,6 +93,39 @@ static void roundtrip(const struct tbp_record *r, unsigned want_units, const cha
 #define MODEL_MAX_UNITS 4096u
 static struct tbp_unit model_units[MODEL_MAX_UNITS];
 
+/* The writer's walk from *tail to `upto`: every record must be the next
+ * one made (numbered in its ts), after the drops its LOST records count. */
+static bool model_drain(int round, uint64_t mask, uint64_t *tail, uint64_t upto, uint64_t *read, uint64_t *lost_seen)
+{
+	while (*tail < upto) {
+		const struct tbp_unit *u = &model_units[*tail & mask];
+		uint64_t len = tbp_ring_units_at(u);
+		CHECK(len >= 1 && len <= mask + 1, "round %d: %llu units at %llu", round, (unsigned long long)len,
+		      (unsigned long long)*tail);
+		if (len < 1 || len > mask + 1)
+			return false;
+		if ((u->w[0] & 0xff) == TBP_RING_PAD) {
+			*tail += len;
+			continue;
+		}
+		struct tbp_record r;
+		tbp_ring_decode(u, (unsigned)len, 4242, &r);
+		*tail += len;
+		if (r.kind == TBP_K_LOST) {
+			*lost_seen += r.u.lost.count;
+			continue;
+		}
+		uint64_t want = *read + *lost_seen;
+		CHECK(r.ts == want && r.u.v[0] == r.ts + 1 && r.u.v[1] == (r.ts & 0xff),
+		      "round %d: record %llu read as ts %llu field %llu", round, (unsigned long long)want,
+		      (unsigned long long)r.ts, (unsigned long long)r.u.v[0]);
+		if (r.ts != want)
+			return false;
+		(*read)++;
+	}
+	return true;
+}
+
 static void ring_model(void)
 {
 	uint64_t total_dropped = 0, total_grew = 0;
@@ -152,51 +185,13 @@ static void ring_model(void)
 				have_snap = true;
 			} else {
 				/* the writer, with the mask it reads now */
-				while (tail < snap) {
-					const struct tbp_unit *u = &model_units[tail & mask];
-					uint64_t len = tbp_ring_units_at(u);
-					CHECK(len >= 1 && len <= mask + 1, "round %d: %llu units at %llu", round,
-					      (unsigned long long)len, (unsigned long long)tail);
-					if (len < 1 || len > mask + 1)
-						return;
-					if ((u->w[0] & 0xff) == TBP_RING_PAD) {
-						tail += len;
-						continue;
-					}
-					struct tbp_record r;
-					tbp_ring_decode(u, (unsigned)len, 4242, &r);
-					tail += len;
-					if (r.kind == TBP_K_LOST) {
-						lost_seen += r.u.lost.count;
-						continue;
-					}
-					CHECK(r.ts == read + lost_seen && r.u.v[0] == r.ts + 1 && r.u.v[1] == (r.ts & 0xff),
-					      "round %d: record %llu read as ts %llu field %llu", round,
-					      (unsigned long long)(read + lost_seen), (unsigned long long)r.ts,
-					      (unsigned long long)r.u.v[0]);
-					if (r.ts != read + lost_seen)
-						return;
-					read++;
-				}
+				if (!model_drain(round, mask, &tail, snap, &read, &lost_seen))
+					return;
 				have_snap = false;
 			}
 		}
-		/* the final drain */
-		while (tail < head) {
-			const struct tbp_unit *u = &model_units[tail & mask];
-			uint64_t len = tbp_ring_units_at(u);
-			if ((u->w[0] & 0xff) == TBP_RING_PAD) {
-				tail += len;
-				continue;
-			}
-			struct tbp_record r;
-			tbp_ring_decode(u, (unsigned)len, 4242, &r);
-			tail += len;
-			if (r.kind == TBP_K_LOST)
-				lost_seen += r.u.lost.count;
-			else
-				read++;
-		}
+		if (!model_drain(round, mask, &tail, head, &read, &lost_seen))   /* the final drain */
+			return;
 		CHECK(read + lost_seen + lost == made && dropped == lost_seen + lost,
 		      "round %d: %llu made, %llu read, %llu dropped, %llu reported", round, (unsigned long long)made,
 		      (unsigned long long)read, (unsigned long long)dropped, (unsigned long long)(lost_seen + lost));
