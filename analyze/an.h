@@ -99,6 +99,10 @@ enum an_gap_edge {
 };
 const char *an_finding_name(int kind);
 const char *an_cause_name(int cause);
+/* A stretch this long with no GPU call before a late launch is the host's
+ * CPU work (tensor ops on the CPU, numpy, Python in C code), not the
+ * launch overhead of small ops (tens of us each in eager PyTorch). */
+#define AN_CPU_STRETCH_NS 100000u
 
 enum an_steps_source {
 	AN_STEPS_NONE = 0,
@@ -144,6 +148,8 @@ struct an_finding {
 	uint64_t site_ns;                  /* idle gap: of the gaps' time, what is at the finding's site */
 	uint64_t copy_ns;                  /* idle gap: of site_ns, the host inside a copy call there */
 	uint8_t copy_bits;                 /* idle gap: those copies' an_copy_bits(), or-ed */
+	uint64_t cpu_ns;                   /* idle gap: of site_ns, the host between GPU calls in stretches
+	                                    * of AN_CPU_STRETCH_NS or more (CPU work, not launching) */
 	int harness;                       /* placed in the runner's own code */
 	int backward_burst;                /* kernel burst: launched by autograd for a backward() called at its site */
 };
@@ -386,6 +392,9 @@ void an_site_label(const struct analysis *a, uint64_t callpath, uint64_t native,
 void an_site_key(const struct analysis *a, uint64_t callpath, uint64_t native, char *buf, size_t len);
 const char *an_suggestion(const struct analysis *a, const struct an_finding *f);
 int an_finding_in_copy(const struct an_finding *f);
+/* A late-launch finding whose site time was mostly the host running for
+ * long stretches (AN_CPU_STRETCH_NS) without any GPU call. */
+int an_finding_cpu_bound(const struct an_finding *f);
 const char *an_copy_label(uint8_t bits);
 int an_finding_is_engine(const struct an_finding *f);
 

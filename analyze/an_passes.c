@@ -706,11 +706,12 @@ struct gap_part {
 	uint8_t copy;      /* an_copy_bits() of the copy calls the host was inside */
 	uint64_t cp, nat, ns;
 	uint64_t copy_ns;  /* of ns, inside a copy call */
+	uint64_t cpu_ns;   /* of ns, between calls in a long stretch (AN_CPU_STRETCH_NS) */
 };
 #define GAP_PARTS (2 * (GAP_CALLS + GAP_SPANS) + 4)
 
 static void part_add(struct gap_part *parts, size_t *n, int cause, uint64_t cp, uint64_t nat, uint64_t ns,
-		     uint8_t copy)
+		     uint8_t copy, uint64_t cpu_ns)
 {
 	uint64_t copy_ns = copy ? ns : 0;
 	for (size_t i = 0; i < *n; i++)
@@ -718,18 +719,23 @@ static void part_add(struct gap_part *parts, size_t *n, int cause, uint64_t cp, 
 			parts[i].ns += ns;
 			parts[i].copy_ns += copy_ns;
 			parts[i].copy |= copy;
+			parts[i].cpu_ns += cpu_ns;
 			return;
 		}
 	if (*n < GAP_PARTS)
 		parts[(*n)++] = (struct gap_part){.cause = (uint8_t)cause, .copy = copy, .cp = cp, .nat = nat, .ns = ns,
-						  .copy_ns = copy_ns};
+						  .copy_ns = copy_ns, .cpu_ns = cpu_ns};
 }
 
 /* What the host was doing at instant t of the piece (see above); *copy:
- * the copy call it was inside, if any (an_copy_bits()). */
-static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t *nat, uint8_t *copy)
+ * the copy call it was inside, if any (an_copy_bits()); *no_call: when it
+ * was between calls before a late one, how long that stretch with no call
+ * lasted (from the previous call's end, or the piece's start), else 0. */
+static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t *nat, uint8_t *copy,
+			uint64_t *no_call)
 {
 	*copy = 0;
+	*no_call = 0;
 	for (unsigned i = 0; i < g->ncalls; i++) {
 		const struct gap_call *c = &g->calls[i];
 		if (c->sync && c->ts <= t && t < c->end) {
@@ -760,6 +766,7 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t
 	}
 	/* Calls are in time order: the first one not over by t is the call
 	 * the host was in, or the next one it made. */
+	uint64_t prev_end = g->start;
 	for (unsigned i = 0; i < g->ncalls; i++) {
 		const struct gap_call *c = &g->calls[i];
 		if (c->end > t) {
@@ -767,8 +774,12 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t
 			*nat = c->native;
 			if (c->ts <= t)
 				*copy = c->copy;
+			else
+				*no_call = c->ts - prev_end;
 			return c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
 		}
+		if (c->end > prev_end)
+			prev_end = c->end;
 	}
 	*cp = *nat = 0;
 	return AN_CAUSE_NO_HOST;
@@ -780,7 +791,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	struct gap_part parts[GAP_PARTS];
 	size_t np = 0;
 	if (g->queued) {
-		part_add(parts, &np, AN_CAUSE_QUEUED, g->launch_cp, g->launch_nat, len, 0);
+		part_add(parts, &np, AN_CAUSE_QUEUED, g->launch_cp, g->launch_nat, len, 0, 0);
 	} else {
 		uint64_t pts[2 + 2 * (GAP_CALLS + GAP_SPANS)];
 		size_t n = 0;
@@ -800,10 +811,10 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 			uint64_t hi = pts[i + 1] < g->end ? pts[i + 1] : g->end;
 			if (hi <= lo)
 				continue;
-			uint64_t cp, nat;
+			uint64_t cp, nat, no_call;
 			uint8_t copy;
-			int cause = gap_cause_at(g, lo, &cp, &nat, &copy);
-			part_add(parts, &np, cause, cp, nat, hi - lo, copy);
+			int cause = gap_cause_at(g, lo, &cp, &nat, &copy, &no_call);
+			part_add(parts, &np, cause, cp, nat, hi - lo, copy, no_call >= AN_CPU_STRETCH_NS ? hi - lo : 0);
 		}
 	}
 	uint64_t by_cause[AN_CAUSE_N] = {0};
@@ -867,6 +878,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		f->site_ns += site->ns;
 		f->copy_ns += site->copy_ns;
 		f->copy_bits |= site->copy;
+		f->cpu_ns += site->cpu_ns;
 	}
 }
 

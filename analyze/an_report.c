@@ -51,6 +51,14 @@ int an_finding_in_copy(const struct an_finding *f)
 	       f->copy_ns * 2 >= f->site_ns;
 }
 
+/* A late-launch finding whose time at its site was mostly the host running
+ * without any GPU call for long stretches: CPU work, not launch overhead. */
+int an_finding_cpu_bound(const struct an_finding *f)
+{
+	return f->kind == AN_F_IDLE_GAP && f->cause == AN_CAUSE_LAUNCH_BOUND && !an_finding_in_copy(f) &&
+	       !an_finding_is_engine(f) && f->cpu_ns && f->cpu_ns * 2 >= f->site_ns;
+}
+
 /* "pageable host-to-device", "device-to-host", "mixed", ... */
 const char *an_copy_label(uint8_t bits)
 {
@@ -99,6 +107,12 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 				       "work before the copy, or issue the copy earlier (non_blocking=True from pinned "
 				       "memory, on a side stream) so that work is queued behind it";
 			}
+			if (an_finding_cpu_bound(f))
+				return "the host ran for long stretches without any GPU call before this line while "
+				       "the GPU sat idle (work on the CPU: tensors made or computed on the CPU, numpy, "
+				       ".tolist(), Python in C code): make the tensors on the GPU (device='cuda'), move "
+				       "that work to the GPU or out of the loop, or overlap it with GPU work (DataLoader "
+				       "workers, prepare the next batch while this one runs)";
 			return "the next launch was issued late (launch-bound): batch small ops "
 			       "(torch._foreach_*, fused ops), use torch.compile or CUDA graphs";
 		case AN_CAUSE_QUEUED:
@@ -296,6 +310,10 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 		if (an_finding_in_copy(x))
 			fprintf(f, "      of it %s inside %s copy calls here\n", fmt_ns(x->copy_ns, t1, sizeof t1),
 				an_copy_label(x->copy_bits));
+		else if (an_finding_cpu_bound(x))
+			fprintf(f, "      of it %s with no GPU call for %s or more before the launch (host CPU work, "
+				"not launch overhead)\n", fmt_ns(x->cpu_ns, t1, sizeof t1),
+				fmt_ns(AN_CPU_STRETCH_NS, t2, sizeof t2));
 		break;
 	case AN_F_KERNEL_BURST:
 		/* Spans are merged across streams, idle is the device's: both
@@ -902,6 +920,8 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 		const char *l = an_copy_label(x->copy_bits);
 		json_str(f, l, strlen(l));
 	}
+	if (x->kind == AN_F_IDLE_GAP && x->cpu_ns)
+		fprintf(f, ",\"no_gpu_call_ns\":%" PRIu64, x->cpu_ns);
 	if (x->kind == AN_F_IDLE_GAP && x->other_callpath && x->other_callpath != x->callpath) {
 		fprintf(f, ",\"resumed_by\":");
 		json_where(a, f, x->other_callpath, 0);

@@ -106,6 +106,16 @@ def check_findings(name, rep, exp):
                       f"{name}: {k} suggestion fits what the host did: {got[k]['suggestion']!r}")
                 if e.get("copy") == "pageable host-to-device":
                     check("pin" in got[k]["suggestion"], f"{name}: {k} suggests pinned memory")
+                # Time with no GPU call in long stretches before the launch, exactly as
+                # planted, and advice about CPU work only then.
+                if e["cause"] == "launch_bound":
+                    check(got[k].get("no_gpu_call_ns", 0) >= e.get("no_gpu_call_ns", 0) and
+                          ("device='cuda'" in got[k]["suggestion"]) == bool(e.get("no_gpu_call_ns")),
+                          f"{name}: {k} no GPU call for {got[k].get('no_gpu_call_ns')} (planted "
+                          f"{e.get('no_gpu_call_ns')}), suggestion {got[k]['suggestion']!r}")
+                if e.get("no_gpu_call_ns"):
+                    check(got[k].get("no_gpu_call_ns") == e["no_gpu_call_ns"],
+                          f"{name}: {k} no GPU call for {got[k].get('no_gpu_call_ns')} != {e['no_gpu_call_ns']}")
             if e["file"] is None:
                 check(len(got[k]["where"]["native"]) > 0, f"{name}: {k} should name native frames")
     for k in got:
@@ -375,7 +385,8 @@ def part_options(gen_path, tmp):
     # Gaps of 200 us (sync), 100 us (launch-bound), 80 us (native) fall below 250 us.
     rep = json.loads(run([trace, "--json", "--gap-us", "250"]).stdout)
     gaps = [finding_key(f) for f in rep["findings"] if f["kind"] == "idle_gap"]
-    check(sorted(gaps) == [("idle_gap", "python", "data.py", "preprocess", 12),
+    check(sorted(gaps) == [("idle_gap", "launch_bound", "infer.py", "main", 7),
+                           ("idle_gap", "python", "data.py", "preprocess", 12),
                            ("idle_gap", "python", "log.py", "log_metrics", 7),
                            ("idle_gap", "python", "train.py", "main", 119)], f"--gap-us 250: {gaps}")
     rep = json.loads(run([trace, "--json", "--burst-min", "21"]).stdout)
@@ -494,13 +505,13 @@ def part_text(gen_path, tmp):
         m = re.search(r'<rect class="window" x="([0-9.]+)" y="1" width="([0-9.]+)"', hh)
         check(m is not None and float(m.group(1)) == 100.0 and float(m.group(2)) == 780.0, f"html {name}: the axis is the window")
     # Markers: the warm-up's 500 us gap lies before the window and is not drawn;
-    # the longest drawn is the window's 300 us gaps, to the window's scale.
+    # the longest drawn is the window's 400 us gaps, to the window's scale.
     with open(os.path.join(tmp, "markers.html")) as f:
         mh = f.read()
     check("analysed window: marked iterations" in mh, "html: the analysed window is named")
     mwin = json.loads(run([gen(gen_path, tmp, "markers")[0], "--json"]).stdout)["breakdown"]["window_ns"]
     widths = sorted(float(w) for w in re.findall(r'<rect class="mark" x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)" height="4"', mh))
-    check(widths and abs(widths[-1] - 780.0 * 300000 / mwin) < 0.02, f"html markers: the longest gap drawn is 300 us ({widths[-1:]})")
+    check(widths and abs(widths[-1] - 780.0 * 400000 / mwin) < 0.02, f"html markers: the longest gap drawn is 400 us ({widths[-1:]})")
     ctrace, _ = gen(gen_path, tmp, "clean")
     t = run([ctrace]).stdout
     check("no findings" in t, "text: a clean trace has no findings")

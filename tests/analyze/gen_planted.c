@@ -257,6 +257,7 @@ struct expect_f {
 	uint64_t in_copy_ns;  /* idle_gap: of its time at the site, inside copy calls */
 	const char *copy;     /* and those copies' label ("pageable host-to-device", ...) */
 	const char *advice;   /* words the suggestion must hold, or NULL */
+	uint64_t no_call_ns;  /* idle_gap: of its time at the site, in long stretches without a GPU call */
 };
 static struct expect_f expect[48];
 static size_t n_expect;
@@ -264,13 +265,20 @@ static size_t n_expect;
 static void expect_finding(const char *kind, const char *cause, const char *file, const char *func, uint64_t line,
 			   uint64_t count)
 {
-	expect[n_expect++] = (struct expect_f){kind, cause, file, func, line, count, 0, NULL, NULL};
+	expect[n_expect++] = (struct expect_f){kind, cause, file, func, line, count, 0, NULL, NULL, 0};
 }
 
 /* Words the last expected finding's suggestion must hold. */
 static void expect_advice(const char *words)
 {
 	expect[n_expect - 1].advice = words;
+}
+
+/* The last expected finding's time at its site with the host in stretches
+ * of 100 us or more without any GPU call before the launch. */
+static void expect_no_call(uint64_t ns)
+{
+	expect[n_expect - 1].no_call_ns = ns;
 }
 
 /* The last expected finding's time inside copy calls at its site. */
@@ -434,6 +442,18 @@ static uint64_t planted_body(uint64_t g)
 	}
 	expect_finding("idle_gap", "launch_bound", "model.py", "forward", 77, 3);
 	expect_split("launch_bound", 3 * 100 * US, "model.py", "forward", 77);
+	/* idle_gap/launch_bound x3, the host 394 us without any GPU call before
+	 * the late launch (a batch made on the CPU, .tolist() of the last
+	 * result): CPU work, not launch overhead, and the advice says so. */
+	uint64_t cp_make = site("infer.py", "main", 7, cp_main);
+	for (int i = 0; i < 3; i++) {
+		g = gap_then_kernel(g, 400 * US, 0, cp_make, 0);
+		g = clean_step(g, 0);
+	}
+	expect_finding("idle_gap", "launch_bound", "infer.py", "main", 7, 3);
+	expect_advice("device='cuda'");
+	expect_no_call(3 * 394 * US);
+	expect_split("launch_bound", 3 * 400 * US, "infer.py", "main", 7);
 	/* idle_gap/host_other x2: launched from a thread without Python. */
 	for (int i = 0; i < 2; i++) {
 		g = gap_then_kernel(g, 80 * US, 1, 0, nat_other);
@@ -1216,7 +1236,7 @@ static void write_expect(const char *path)
 		json_or_null(f, expect[i].copy);
 		fprintf(f, ", \"advice\": ");
 		json_or_null(f, expect[i].advice);
-		fputc('}', f);
+		fprintf(f, ", \"no_gpu_call_ns\": %" PRIu64 "}", expect[i].no_call_ns);
 	}
 	if (exp_steps_count)
 		fprintf(f, "],\n \"steps\": {\"count\": %" PRIu64 ", \"warmup\": %" PRIu64 ", \"median_ns\": %" PRIu64 "}",
