@@ -196,6 +196,11 @@ struct an_burst_run {
 	 * their difference is the device idle inside [first_start, last_end]
 	 * (other streams' work counts as busy). */
 	uint64_t dev_idle_first, dev_idle_last;
+	/* The burst's first sites (call path, native stack) and their kernels:
+	 * it is reported at the one with the most (the first between equals). */
+	uint64_t site_cp[4], site_nat[4];
+	uint32_t site_n[4];
+	uint32_t nsites;
 };
 
 #define AN_HIST_BINS 512

@@ -1057,7 +1057,12 @@ COLD_FN void burst_close(struct analysis *a, struct an_stream *s)
 	struct an_state *st = a->st;
 	struct an_burst_run *r = &s->run;
 	if (r->count >= a->opts.burst_min && r->dev_idle_last > r->dev_idle_first) {
-		struct an_finding *f = finding(a, AN_F_KERNEL_BURST, 0, cur_phase(a), r->callpath, r->native);
+		uint32_t top = 0;
+		for (uint32_t i = 1; i < r->nsites; i++)
+			if (r->site_n[i] > r->site_n[top])
+				top = i;
+		uint64_t cp = r->nsites ? r->site_cp[top] : r->callpath, nat = r->nsites ? r->site_nat[top] : r->native;
+		struct an_finding *f = finding(a, AN_F_KERNEL_BURST, 0, cur_phase(a), cp, nat);
 		struct burst_iv *b = f ? vec_push(&st->burst_ivs) : NULL;
 		if (b) {
 			f->count += r->count;
@@ -1087,20 +1092,43 @@ COLD_FN void burst_close(struct analysis *a, struct an_stream *s)
 	}
 }
 
+/* Call paths x and y end in the same function (file and name). */
+static int same_leaf_function(const struct analysis *a, uint64_t x, uint64_t y)
+{
+	struct an_frame fx, fy;
+	return x && y && an_callpath_frames(a, x, &fx, 1) && an_callpath_frames(a, y, &fy, 1) &&
+	       fx.file_len == fy.file_len && fx.function_len == fy.function_len &&
+	       !memcmp(fx.file, fy.file, fx.file_len) && !memcmp(fx.function, fy.function, fx.function_len);
+}
+
 HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct an_stream *s, uint64_t ts,
 			 uint64_t end, uint64_t cp, uint64_t nat)
 {
 	struct an_burst_run *r = &s->run;
 	int is_short = end - ts < a->opts.burst_kernel_ns;
 	/* Same call site, or another line of the same loop body: a sibling
-	 * leaf under the same caller (an optimizer's per-parameter loop). */
+	 * leaf under the same caller (an optimizer's per-parameter loop), or
+	 * another line of the same function run at the top (a script's own
+	 * loop at module level: no caller). */
 	int same = cp == r->callpath && nat == r->native;
-	if (!same && r->count && cp && r->parent && an_callpath_parent(a, cp) == r->parent)
+	if (!same && r->count && cp && an_callpath_parent(a, cp) == r->parent &&
+	    (r->parent || same_leaf_function(a, cp, r->callpath)))
 		same = 1;
 	if (r->count && (!is_short || !same))
 		burst_close(a, s);
 	if (!is_short)
 		return;
+	uint32_t k = 0;
+	while (k < r->nsites && (r->site_cp[k] != cp || r->site_nat[k] != nat))
+		k++;
+	if (k < r->nsites) {
+		r->site_n[k]++;
+	} else if (k < 4) {
+		r->site_cp[k] = cp;
+		r->site_nat[k] = nat;
+		r->site_n[k] = 1;
+		r->nsites = k + 1;
+	}
 	if (!r->count) {
 		r->first_start = ts;
 		r->last_end = end;

@@ -390,7 +390,8 @@ def part_options(gen_path, tmp):
                            ("idle_gap", "python", "log.py", "log_metrics", 7),
                            ("idle_gap", "python", "train.py", "main", 119)], f"--gap-us 250: {gaps}")
     rep = json.loads(run([trace, "--json", "--burst-min", "21"]).stdout)
-    check(not [f for f in rep["findings"] if f["kind"] == "kernel_burst"], "--burst-min 21: bursts of 20 not reported")
+    check([finding_key(f) for f in rep["findings"] if f["kind"] == "kernel_burst"] ==
+          [("kernel_burst", None, "script.py", "<module>", 12)], "--burst-min 21: bursts of 20 and 18 not reported")
     rep = json.loads(run([trace, "--json", "--scalar-bytes=2", "--sync-min", "13", "--churn-min", "61",
                           "--pingpong-min", "5"]).stdout)
     kinds = {f["kind"] for f in rep["findings"]}

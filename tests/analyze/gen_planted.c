@@ -513,6 +513,18 @@ static uint64_t planted_body(uint64_t g)
 	}
 	g = clean_step(g, 0);
 	expect_finding("kernel_burst", NULL, "optim.py", "_single_tensor_adam", 101, 18);
+	/* kernel_burst from a script's own loop at module level (no caller):
+	 * one kernel of line 3 before it, then lines 12 and 13 in turn, 12
+	 * times: one burst of 25, reported at the line with the most kernels. */
+	uint64_t cp_mod[3] = {site("script.py", "<module>", 3, 0), site("script.py", "<module>", 12, 0),
+			      site("script.py", "<module>", 13, 0)};
+	for (int k = 0; k < 25; k++) {
+		uint64_t gs = g + 6 * US;
+		kernel(0, gs - 30 * US, cp_mod[k == 0 ? 0 : 1 + (k - 1) % 2], 0, 0, 7, gs, gs + 4 * US, k_fill);
+		g = gs + 4 * US;
+	}
+	g = clean_step(g, 0);
+	expect_finding("kernel_burst", NULL, "script.py", "<module>", 12, 25);
 	/* scalar_copy x6: 4-byte pageable H2D copies each followed by a sync. */
 	for (int i = 0; i < 6; i++) {
 		uint64_t gs = g + 10 * US;
