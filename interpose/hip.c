@@ -645,7 +645,7 @@ static void after_get_function(hipError_t r, hipFunction_t *function, const char
 			tbp_slot_commit(rec);                                                    \
 		if (harvest_due)                                                                 \
 			hip_timing_harvest(0);                                                   \
-		tbp_call_finish(&cs, NULL, 0);                                                   \
+		tbp_call_finish(&cs, NULL);                                                      \
 		return r;                                                                        \
 	}
 

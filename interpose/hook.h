@@ -167,12 +167,10 @@ static inline __attribute__((always_inline)) struct tbp_record *tbp_call_end(str
 	return rec;
 }
 
-/* `kind`: rec's (a constant: the commit packs it without looking). */
-static inline __attribute__((always_inline)) void tbp_call_finish(struct tbp_callstate *cs, struct tbp_record *rec,
-	unsigned kind)
+static inline __attribute__((always_inline)) void tbp_call_finish(struct tbp_callstate *cs, struct tbp_record *rec)
 {
 	if (rec)
-		tbp_slot_commit_inline(rec, kind);
+		tbp_slot_commit_inline(rec);
 	tbp_guard_leave_inline();
 	*cs->errp = cs->saved_errno;
 }
@@ -204,7 +202,7 @@ static inline __attribute__((always_inline)) void tbp_call_finish(struct tbp_cal
 		if (rec) {                                                                         \
 			__VA_ARGS__;                                                                   \
 		}                                                                                  \
-		tbp_call_finish(&cs, rec, KIND);                                                   \
+		tbp_call_finish(&cs, rec);                                                         \
 		return result;                                                                     \
 	}
 

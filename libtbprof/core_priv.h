@@ -205,6 +205,37 @@ static inline void tbp_record_zero(struct tbp_record *rec)
 #endif
 }
 
+/* The thread's stage is taken while a record is filled or put in the ring:
+ * a signal handler's hook that finds it taken records nothing rather than
+ * write under the interrupted one.  The flag is set before the stage is
+ * touched and cleared after the head is out (compiler fences: the handler
+ * runs on this thread). */
+static inline bool tbp_stage_take(struct tbp_tbuf *b)
+{
+	if (b->stage_open)
+		return false;
+	b->stage_open = true;
+	atomic_signal_fence(memory_order_seq_cst);
+	return true;
+}
+
+static inline void tbp_stage_release(struct tbp_tbuf *b)
+{
+	atomic_signal_fence(memory_order_seq_cst);
+	b->stage_open = false;
+}
+
+/* The taken stage, cleared, for a record of `kind`. */
+static inline struct tbp_record *tbp_stage_fill(struct tbp_tbuf *b, unsigned kind)
+{
+	struct tbp_record *rec = &b->stage;
+	tbp_record_zero(rec);
+	rec->kind = (uint8_t)kind;
+	rec->stream_kind = TBP_STREAM_THREAD;
+	rec->tid = b->tid;
+	return rec;
+}
+
 /* tbp_slot_acquire's common case: running, this thread has a ring,
  * nothing lost to report, no record already open (signal handler
  * re-entry).  Anything else takes the out-of-line path.  The ring's room
@@ -215,25 +246,18 @@ static inline struct tbp_record *tbp_slot_acquire_inline(unsigned kind)
 	if (TBP_UNLIKELY(!b || !TBP_ACTIVE() || b->lost || b->stage_open ||
 			 atomic_load_explicit(&tbp_start_state, memory_order_relaxed) != 2))
 		return tbp_slot_acquire(kind);
-	b->stage_open = true;
-	/* A signal handler's hook seeing the flag records nothing: the flag is
-	 * set before the stage is touched, cleared after the head is out. */
-	atomic_signal_fence(memory_order_seq_cst);
-	struct tbp_record *rec = &b->stage;
-	tbp_record_zero(rec);
-	rec->kind = (uint8_t)kind;
-	rec->stream_kind = TBP_STREAM_THREAD;
-	rec->tid = b->tid;
-	return rec;
+	tbp_stage_take(b);
+	return tbp_stage_fill(b, kind);
 }
 
 /* Units ahead of its head whose lines the producer claims for writing.
  * The first store to a ring line the writer has read waits for the line to
  * come back from the writer's core, and the wait shows at the thread's next
  * locked instruction (the runtime's own mutex).  On this project's VM that
- * transfer is dear in about half the minutes of an hour: claiming the line
- * ~16 launches early took a launch from +60..95 ns to +40 ns there, and
- * cost about nothing in the cheap minutes (doc/interposition.md). */
+ * transfer is dear in a third to a half of the minutes of an hour: claiming
+ * the line ~16 launches early took the launching thread from +43..95 ns to
+ * +33..46 ns per launch there, and within ±3 ns in the cheap minutes
+ * (doc/interposition.md, "Packed ring round"). */
 #define TBP_RING_CLAIM_AHEAD 32u
 /* PREFETCHW is known to this CPU (an older x86 may not decode it). */
 extern bool tbp_have_prefetchw TBP_HIDDEN;
@@ -272,17 +296,16 @@ static inline __attribute__((always_inline)) void tbp_slot_commit_units(struct t
 		if (TBP_UNLIKELY(head - tail > (mask + 1) / 2))
 			tbp_ring_pressure(b);
 	}
-	atomic_signal_fence(memory_order_seq_cst);
-	b->stage_open = false;
+	tbp_stage_release(b);
 }
 
-/* A hook's record (its thread's, no blob) of kind `kind`. */
-static inline __attribute__((always_inline)) void tbp_slot_commit_inline(struct tbp_record *rec, unsigned kind)
+/* A hook's record (its thread's, no blob). */
+static inline __attribute__((always_inline)) void tbp_slot_commit_inline(struct tbp_record *rec)
 {
 	struct tbp_tbuf *b = tbp_tls_buf;
 	if (TBP_UNLIKELY(!rec || !b))
 		return;
-	tbp_slot_commit_units(b, rec, tbp_ring_units_kind(rec, kind));
+	tbp_slot_commit_units(b, rec, tbp_ring_units_own(rec));
 }
 
 /* The hook family (enum tbp_hook_lib in interpose/hook.h) whose call

@@ -117,18 +117,15 @@ void tbp_announce_thread(struct tbp_tbuf *b)
 	char name[32] = "";
 	pthread_getname_np(pthread_self(), name, sizeof name);
 	uint64_t name_id = tbp_intern_string(name, strlen(name));
-	if (b->stage_open)
+	if (!tbp_stage_take(b))   /* the put may not be interrupted by a hook's record */
 		return;
-	b->stage_open = true;   /* the put may not be interrupted by a hook's record */
-	atomic_signal_fence(memory_order_seq_cst);
 	struct tbp_record rec = { .kind = TBP_K_THREAD, .stream_kind = TBP_STREAM_THREAD };
 	rec.tid = b->tid;
 	rec.ts = tbp_now();
 	rec.u.thread.tid = b->tid;
 	rec.u.thread.name = name_id;
 	tbp_ring_put(b, &rec);
-	atomic_signal_fence(memory_order_seq_cst);
-	b->stage_open = false;
+	tbp_stage_release(b);
 }
 
 /* ------------------------------------------------------------ output file */

@@ -161,21 +161,6 @@ void tbp_ring_put(struct tbp_tbuf *b, const struct tbp_record *r)
 		tbp_ring_pressure(b);
 }
 
-/* Opens b's stage for a record of `kind` (NULL: one is open already). */
-static struct tbp_record *stage_open(struct tbp_tbuf *b, unsigned kind)
-{
-	if (b->stage_open)
-		return NULL;
-	b->stage_open = true;
-	atomic_signal_fence(memory_order_seq_cst);   /* set before the stage is touched */
-	struct tbp_record *rec = &b->stage;
-	memset(rec, 0, sizeof *rec);
-	rec->kind = (uint8_t)kind;
-	rec->stream_kind = TBP_STREAM_THREAD;
-	rec->tid = b->tid;
-	return rec;
-}
-
 static struct tbp_tbuf *tbp_current_tbuf(void)
 {
 	struct tbp_tbuf *b = tbp_tls_buf;
@@ -205,7 +190,7 @@ struct tbp_record *tbp_slot_acquire(unsigned kind)
 	if (TBP_UNLIKELY(!b))
 		return NULL;
 	/* NULL when a record is already open on this thread (signal handler re-entry) */
-	return stage_open(b, kind);
+	return tbp_stage_take(b) ? tbp_stage_fill(b, kind) : NULL;
 }
 
 void tbp_slot_commit(struct tbp_record *rec)

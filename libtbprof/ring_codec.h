@@ -31,12 +31,12 @@ _Static_assert(sizeof(struct tbp_record) % sizeof(struct tbp_unit) == 0, "a reco
 _Static_assert(TBP_K__MAX <= TBP_RING_PACKED, "kinds leave the top bit to the packed forms");
 
 /* Units a record of the ring's own thread takes (stream THREAD, its tid,
- * no blob: what a hook fills), `kind` its kind (a constant in a hook). */
-static inline __attribute__((always_inline)) unsigned tbp_ring_units_kind(const struct tbp_record *r, unsigned kind)
+ * no blob: what a hook fills). */
+static inline __attribute__((always_inline)) unsigned tbp_ring_units_own(const struct tbp_record *r)
 {
-	if (kind == TBP_K_PY_SPAN)
+	if (r->kind == TBP_K_PY_SPAN)
 		return 1;
-	if (kind == TBP_K_LAUNCH) {
+	if (r->kind == TBP_K_LAUNCH) {
 		const struct tbp_launch *l = &r->u.launch;
 		uint64_t wide = (l->end - r->ts) | l->callpath | l->native | l->name | l->shmem | l->grid_x;
 		uint64_t narrow = l->grid_y | l->grid_z | l->block_x | l->block_y | l->block_z | l->result;
@@ -51,9 +51,10 @@ static inline unsigned tbp_ring_units(const struct tbp_record *r, uint32_t tid)
 {
 	if (r->stream_kind != TBP_STREAM_THREAD || r->tid != tid || r->blob)
 		return TBP_RING_FULL_UNITS;
-	return tbp_ring_units_kind(r, r->kind);
+	return tbp_ring_units_own(r);
 }
 
+/* Writes r at u in the form tbp_ring_units gave (n units). */
 static inline __attribute__((always_inline)) void tbp_ring_encode(struct tbp_unit *u, const struct tbp_record *r, unsigned n)
 {
 	if (n == 1) {
@@ -118,11 +119,19 @@ static inline bool tbp_ring_plan(uint64_t head, uint64_t tail, uint64_t mask, bo
 	return p->at + n - tail <= mask + 1;
 }
 
+/* Padding of n units at u (the ring may have doubled by the time the writer
+ * reads it: the length, not the mask, says where it ends). */
 static inline void tbp_ring_pad(struct tbp_unit *u, uint64_t n)
 {
 	u->w[0] = TBP_RING_PAD | n << 8;
 }
 
+static inline bool tbp_ring_is_pad(const struct tbp_unit *u)
+{
+	return (u->w[0] & 0xff) == TBP_RING_PAD;
+}
+
+/* Units taken at u by what tbp_ring_encode or tbp_ring_pad wrote there. */
 static inline uint64_t tbp_ring_units_at(const struct tbp_unit *u)
 {
 	unsigned form = (unsigned)(u->w[0] & 0xff);
@@ -135,6 +144,9 @@ static inline uint64_t tbp_ring_units_at(const struct tbp_unit *u)
 	return TBP_RING_FULL_UNITS;
 }
 
+/* The record at u (n units) as it was encoded; a packed one gets its kind's
+ * fields only (the union's others keep what they held: the trace writer
+ * reads a kind's schema fields alone). */
 static inline __attribute__((always_inline)) void tbp_ring_decode(const struct tbp_unit *u, unsigned n, uint32_t tid, struct tbp_record *r)
 {
 	if (n == TBP_RING_FULL_UNITS) {

@@ -115,9 +115,12 @@ static int write_batch(struct tbp_tbuf *b, struct ring_out *o, const struct tbp_
 	return rc;
 }
 
-static bool goes_alone(const struct tbp_record *r)
+/* May r go to the trace writer in one batch with `first`?  One stream's
+ * records; LOST (its count is taken from each) and THREAD go alone. */
+static bool joins(const struct tbp_record *first, const struct tbp_record *r)
 {
-	return r->kind == TBP_K_LOST || r->kind == TBP_K_THREAD;
+	return r->stream_kind == first->stream_kind && r->tid == first->tid && r->kind != TBP_K_LOST &&
+	       r->kind != TBP_K_THREAD && first->kind != TBP_K_LOST && first->kind != TBP_K_THREAD;
 }
 
 /* Records in b's ring between two positions. */
@@ -126,7 +129,7 @@ static uint64_t ring_records(const struct tbp_tbuf *b, uint64_t tail, uint64_t h
 	uint64_t mask = atomic_load_explicit(&b->mask, memory_order_relaxed), n = 0;
 	while (tail < head) {
 		uint64_t len = tbp_ring_units_at(&b->units[tail & mask]);
-		if ((b->units[tail & mask].w[0] & 0xff) != TBP_RING_PAD)
+		if (!tbp_ring_is_pad(&b->units[tail & mask]))
 			n++;
 		tail += len ? len : head - tail;
 	}
@@ -144,35 +147,23 @@ static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 	int rc = TBP_OK;
 	struct ring_out o = { 0 };
 	size_t n = 0;
-	/* batch[0] is a record of the ring's own thread that may share a batch
-	 * (every packed record is one). */
-	bool own_run = false;
+	bool first_packed = false;   /* batch[0] came packed: packed records always join */
 	while (tail < head && rc == TBP_OK) {
 		const struct tbp_unit *u = &b->units[tail & mask];
 		uint64_t len = tbp_ring_units_at(u);
-		unsigned form = (unsigned)(u->w[0] & 0xff);
-		if (form == TBP_RING_PAD) {
-			tail += len;
+		tail += len;
+		if (tbp_ring_is_pad(u))
 			continue;
-		}
-		bool own = form >= TBP_RING_PACKED;
-		if (!own) {
-			const struct tbp_record *full = (const struct tbp_record *)(const void *)u;
-			own = !goes_alone(full) && full->stream_kind == TBP_STREAM_THREAD && full->tid == b->tid;
-			if (n && (!own || !own_run) &&
-			    (goes_alone(full) || goes_alone(&batch[0]) || full->stream_kind != batch[0].stream_kind ||
-			     full->tid != batch[0].tid)) {
-				rc = write_batch(b, &o, batch, n);
-				n = 0;
-			}
-		} else if (n && !own_run) {
+		bool packed = len < TBP_RING_FULL_UNITS;
+		struct tbp_record *r = &batch[n];
+		tbp_ring_decode(u, (unsigned)len, b->tid, r);
+		if (n && !(packed && first_packed) && !joins(&batch[0], r)) {
 			rc = write_batch(b, &o, batch, n);
+			batch[0] = *r;
 			n = 0;
 		}
 		if (n == 0)
-			own_run = own;
-		tbp_ring_decode(u, (unsigned)len, b->tid, &batch[n]);
-		tail += len;
+			first_packed = packed;
 		if (++n == WRITE_BATCH && rc == TBP_OK) {
 			rc = write_batch(b, &o, batch, n);
 			n = 0;
@@ -180,33 +171,17 @@ static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 	}
 	if (n && rc == TBP_OK)
 		rc = write_batch(b, &o, batch, n);
-	bool open_chunk = o.open_chunk;
-	uint8_t cur_kind = o.cur_kind;
-	uint32_t cur_tid = o.cur_tid;
 	uint64_t unreported = atomic_load_explicit(&b->lost_total, memory_order_acquire) - b->lost_reported;
 	if (last && unreported && rc == TBP_OK) {
-		if (!open_chunk || cur_kind != TBP_STREAM_THREAD || cur_tid != b->tid) {
-			if (open_chunk)
-				rc = tbp_writer_end_chunk(writer);
-			open_chunk = false;
-			if (rc == TBP_OK)
-				rc = tbp_writer_begin_chunk(writer, TBP_STREAM_THREAD, b->tid);
-			open_chunk = rc == TBP_OK;
-		}
-		if (open_chunk) {
-			struct tbp_record l = { .kind = TBP_K_LOST, .stream_kind = TBP_STREAM_THREAD };
-			l.tid = b->tid;
-			l.ts = tbp_now();
-			l.u.lost.count = unreported;
-			l.u.lost.source = TBP_LOST_BUFFER_FULL;
-			l.u.lost.since_ts = 0;   /* first drop time is the producer's */
-			rc = tbp_writer_add(writer, &l);
-			records_written++;
-			events_written = true;
-			b->lost_reported += unreported;
-		}
+		struct tbp_record l = { .kind = TBP_K_LOST, .stream_kind = TBP_STREAM_THREAD };
+		l.tid = b->tid;
+		l.ts = tbp_now();
+		l.u.lost.count = unreported;
+		l.u.lost.source = TBP_LOST_BUFFER_FULL;
+		l.u.lost.since_ts = 0;   /* first drop time is the producer's */
+		rc = write_batch(b, &o, &l, 1);
 	}
-	if (open_chunk && rc == TBP_OK)
+	if (o.open_chunk && rc == TBP_OK)
 		rc = tbp_writer_end_chunk(writer);
 	/* Even on error the slots are released: the producer must never block. */
 	atomic_store_explicit(&b->tail, head, memory_order_release);

@@ -104,7 +104,7 @@ static bool model_drain(int round, uint64_t mask, uint64_t *tail, uint64_t upto,
 		      (unsigned long long)*tail);
 		if (len < 1 || len > mask + 1)
 			return false;
-		if ((u->w[0] & 0xff) == TBP_RING_PAD) {
+		if (tbp_ring_is_pad(u)) {
 			*tail += len;
 			continue;
 		}
