@@ -148,7 +148,7 @@ struct an_finding {
 	uint64_t site_ns;                  /* idle gap: of the gaps' time, what is at the finding's site */
 	uint64_t copy_ns;                  /* idle gap: of site_ns, the host inside a copy call there */
 	uint8_t copy_bits;                 /* idle gap: those copies' an_copy_bits(), or-ed */
-	uint64_t cpu_ns;                   /* idle gap: of site_ns, the host between GPU calls in stretches
+	uint64_t no_call_ns;                   /* idle gap: of site_ns, the host between GPU calls in stretches
 	                                    * of AN_CPU_STRETCH_NS or more (CPU work, not launching) */
 	int harness;                       /* placed in the runner's own code */
 	int backward_burst;                /* kernel burst: launched by autograd for a backward() called at its site */
@@ -366,6 +366,16 @@ struct an_frame {
 	uint64_t line;
 };
 size_t an_callpath_frames(const struct analysis *a, uint64_t callpath, struct an_frame *out, size_t max);
+/* Frames of the same function (file and name; the line aside), and a hash
+ * that agrees with it. */
+int an_frame_same_function(const struct an_frame *x, const struct an_frame *y);
+uint64_t an_frame_function_hash(const struct an_frame *f);
+static inline uint64_t an_hash_combine(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	h *= 0xff51afd7ed558ccdULL;
+	return h ^ (h >> 31);
+}
 /* Parent node of a call path (the caller's frame), 0 when none or unknown. */
 uint64_t an_callpath_parent(const struct analysis *a, uint64_t callpath);
 /* torch's own files and the standard library: not the user's code. */

@@ -291,6 +291,23 @@ size_t an_callpath_frames(const struct analysis *a, uint64_t cp, struct an_frame
 	return n;
 }
 
+int an_frame_same_function(const struct an_frame *x, const struct an_frame *y)
+{
+	return x->file_len == y->file_len && x->function_len == y->function_len &&
+	       !memcmp(x->file, y->file, x->file_len) && !memcmp(x->function, y->function, x->function_len);
+}
+
+uint64_t an_frame_function_hash(const struct an_frame *f)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a over file, a separator, function */
+	for (size_t i = 0; i < f->file_len; i++)
+		h = (h ^ (unsigned char)f->file[i]) * 0x100000001b3ULL;
+	h = (h ^ 0xff) * 0x100000001b3ULL;
+	for (size_t i = 0; i < f->function_len; i++)
+		h = (h ^ (unsigned char)f->function[i]) * 0x100000001b3ULL;
+	return h;
+}
+
 uint64_t an_callpath_parent(const struct analysis *a, uint64_t cp)
 {
 	uint64_t *ix = cp ? u64map_get(&a->defs->cp_idx, cp) : NULL;

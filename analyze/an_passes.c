@@ -467,13 +467,6 @@ COLD_FN struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid)
 	return VEC_AT(&st->threads, struct thread_st, i);
 }
 
-static uint64_t hash_combine(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-	h *= 0xff51afd7ed558ccdULL;
-	return h ^ (h >> 31);
-}
-
 /* A new run of work from another call path than the last one's (out of
  * line: most launches continue a run or come from a path seen before). */
 static __attribute__((noinline)) void work_run_add(struct an_state *st, uint64_t ts, uint64_t end, uint64_t cp)
@@ -492,7 +485,7 @@ static __attribute__((noinline)) void work_run_add(struct an_state *st, uint64_t
 static struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, uint64_t cp, uint64_t nat)
 {
 	struct an_state *st = a->st;
-	uint64_t h = hash_combine(hash_combine(hash_combine(kind, cause), phase), hash_combine(cp, nat));
+	uint64_t h = an_hash_combine(an_hash_combine(an_hash_combine(kind, cause), phase), an_hash_combine(cp, nat));
 	if (h == UINT64_MAX)
 		h = 0;
 	uint64_t *ix = u64map_get(&st->finding_idx, h);
@@ -553,7 +546,7 @@ static inline struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, ui
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat)
 {
 	struct an_state *st = a->st;
-	uint64_t h = hash_combine(cp, nat);
+	uint64_t h = an_hash_combine(cp, nat);
 	if (h == UINT64_MAX)
 		h = 0;
 	uint64_t *ix = hot_get(&st->site_cache, h);
@@ -706,12 +699,12 @@ struct gap_part {
 	uint8_t copy;      /* an_copy_bits() of the copy calls the host was inside */
 	uint64_t cp, nat, ns;
 	uint64_t copy_ns;  /* of ns, inside a copy call */
-	uint64_t cpu_ns;   /* of ns, between calls in a long stretch (AN_CPU_STRETCH_NS) */
+	uint64_t no_call_ns;   /* of ns, between calls in a long stretch (AN_CPU_STRETCH_NS) */
 };
 #define GAP_PARTS (2 * (GAP_CALLS + GAP_SPANS) + 4)
 
 static void part_add(struct gap_part *parts, size_t *n, int cause, uint64_t cp, uint64_t nat, uint64_t ns,
-		     uint8_t copy, uint64_t cpu_ns)
+		     uint8_t copy, uint64_t no_call_ns)
 {
 	uint64_t copy_ns = copy ? ns : 0;
 	for (size_t i = 0; i < *n; i++)
@@ -719,12 +712,12 @@ static void part_add(struct gap_part *parts, size_t *n, int cause, uint64_t cp, 
 			parts[i].ns += ns;
 			parts[i].copy_ns += copy_ns;
 			parts[i].copy |= copy;
-			parts[i].cpu_ns += cpu_ns;
+			parts[i].no_call_ns += no_call_ns;
 			return;
 		}
 	if (*n < GAP_PARTS)
 		parts[(*n)++] = (struct gap_part){.cause = (uint8_t)cause, .copy = copy, .cp = cp, .nat = nat, .ns = ns,
-						  .copy_ns = copy_ns, .cpu_ns = cpu_ns};
+						  .copy_ns = copy_ns, .no_call_ns = no_call_ns};
 }
 
 /* What the host was doing at instant t of the piece (see above); *copy:
@@ -878,7 +871,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		f->site_ns += site->ns;
 		f->copy_ns += site->copy_ns;
 		f->copy_bits |= site->copy;
-		f->cpu_ns += site->cpu_ns;
+		f->no_call_ns += site->no_call_ns;
 	}
 }
 
@@ -1057,12 +1050,11 @@ COLD_FN void burst_close(struct analysis *a, struct an_stream *s)
 	struct an_state *st = a->st;
 	struct an_burst_run *r = &s->run;
 	if (r->count >= a->opts.burst_min && r->dev_idle_last > r->dev_idle_first) {
-		uint32_t top = 0;
+		uint32_t top = 0;   /* every kernel of the run counted a site: the first is site 0 */
 		for (uint32_t i = 1; i < r->nsites; i++)
 			if (r->site_n[i] > r->site_n[top])
 				top = i;
-		uint64_t cp = r->nsites ? r->site_cp[top] : r->callpath, nat = r->nsites ? r->site_nat[top] : r->native;
-		struct an_finding *f = finding(a, AN_F_KERNEL_BURST, 0, cur_phase(a), cp, nat);
+		struct an_finding *f = finding(a, AN_F_KERNEL_BURST, 0, cur_phase(a), r->site_cp[top], r->site_nat[top]);
 		struct burst_iv *b = f ? vec_push(&st->burst_ivs) : NULL;
 		if (b) {
 			f->count += r->count;
@@ -1097,8 +1089,7 @@ static int same_leaf_function(const struct analysis *a, uint64_t x, uint64_t y)
 {
 	struct an_frame fx, fy;
 	return x && y && an_callpath_frames(a, x, &fx, 1) && an_callpath_frames(a, y, &fy, 1) &&
-	       fx.file_len == fy.file_len && fx.function_len == fy.function_len &&
-	       !memcmp(fx.file, fy.file, fx.file_len) && !memcmp(fx.function, fy.function, fx.function_len);
+	       an_frame_same_function(&fx, &fy);
 }
 
 HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct an_stream *s, uint64_t ts,
@@ -1790,13 +1781,6 @@ struct loop_scan {
 	struct u64map ctx_idx, line_idx, path_idx;
 };
 
-static uint64_t bytes_hash(uint64_t h, const char *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
-	return h;
-}
-
 /* The contexts and lines of call path cp's user frames (index into
  * ls->paths), made on first sight. */
 static const struct loop_path *loop_path_of(const struct analysis *a, struct loop_scan *ls, uint64_t cp)
@@ -1812,8 +1796,7 @@ static const struct loop_path *loop_path_of(const struct analysis *a, struct loo
 			break;
 		uint64_t parent = an_callpath_parent(a, node);
 		if (!an_file_is_library(f.file, f.file_len)) {
-			uint64_t key = hash_combine(bytes_hash(bytes_hash(0xcbf29ce484222325ULL, f.file, f.file_len),
-							       f.function, f.function_len), parent) >> 1;
+			uint64_t key = an_hash_combine(an_frame_function_hash(&f), parent) >> 1;
 			uint64_t *c = u64map_get(&ls->ctx_idx, key);
 			uint32_t ci;
 			if (c) {
@@ -1825,7 +1808,7 @@ static const struct loop_path *loop_path_of(const struct analysis *a, struct loo
 				x->prev_line = x->best_line = UINT32_MAX;
 				ci = (uint32_t)(ls->ctxs.n - 1);
 			}
-			uint64_t lkey = hash_combine(key, f.line) >> 1;
+			uint64_t lkey = an_hash_combine(key, f.line) >> 1;
 			uint64_t *l = u64map_get(&ls->line_idx, lkey);
 			uint32_t li;
 			if (l) {
@@ -2562,7 +2545,7 @@ int an_pass_finish(struct analysis *a)
 		struct vec *out = f->kind == AN_F_IDLE_PART ? &a->idle_parts
 				  : an_callpath_is_harness(a, placed) ? &a->harness
 				  : an_callpath_is_model_step(a, placed) ? &a->model_step : &a->findings;
-		uint64_t h = hash_combine(hash_combine(f->kind, f->cause + 16u * f->edge), hash_combine(placed, f->native));
+		uint64_t h = an_hash_combine(an_hash_combine(f->kind, f->cause + 16u * f->edge), an_hash_combine(placed, f->native));
 		if (h == UINT64_MAX)
 			h = 0;
 		uint64_t *ix = u64map_get(&merged, h);

@@ -56,7 +56,7 @@ int an_finding_in_copy(const struct an_finding *f)
 int an_finding_cpu_bound(const struct an_finding *f)
 {
 	return f->kind == AN_F_IDLE_GAP && f->cause == AN_CAUSE_LAUNCH_BOUND && !an_finding_in_copy(f) &&
-	       !an_finding_is_engine(f) && f->cpu_ns && f->cpu_ns * 2 >= f->site_ns;
+	       !an_finding_is_engine(f) && f->no_call_ns && f->no_call_ns * 2 >= f->site_ns;
 }
 
 /* "pageable host-to-device", "device-to-host", "mixed", ... */
@@ -312,7 +312,7 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 				an_copy_label(x->copy_bits));
 		else if (an_finding_cpu_bound(x))
 			fprintf(f, "      of it %s with no GPU call for %s or more before the launch (host CPU work, "
-				"not launch overhead)\n", fmt_ns(x->cpu_ns, t1, sizeof t1),
+				"not launch overhead)\n", fmt_ns(x->no_call_ns, t1, sizeof t1),
 				fmt_ns(AN_CPU_STRETCH_NS, t2, sizeof t2));
 		break;
 	case AN_F_KERNEL_BURST:
@@ -380,12 +380,6 @@ static int bytes_cmp(const char *x, size_t xl, const char *y, size_t yl)
 	return c ? c : (xl > yl) - (xl < yl);
 }
 
-static int same_function(const struct an_frame *x, const struct an_frame *y)
-{
-	return !bytes_cmp(x->file, x->file_len, y->file, y->file_len) &&
-	       !bytes_cmp(x->function, x->function_len, y->function, y->function_len);
-}
-
 static int row_key_cmp(const struct host_row *x, const struct host_row *y, int by_line)
 {
 	int c = bytes_cmp(x->fr.file, x->fr.file_len, y->fr.file, y->fr.file_len);
@@ -408,20 +402,10 @@ static int cmp_row_self(const void *a, const void *b)
 	return x->self_ns != y->self_ns ? (x->self_ns < y->self_ns ? 1 : -1) : (x->total_ns < y->total_ns) - (x->total_ns > y->total_ns);
 }
 
-/* A call of function `fr` (by file and name, as same_function compares),
- * made from call path `caller`. */
+/* A call of function `fr` (by file and name), made from call path `caller`. */
 static uint64_t call_key(const struct an_frame *fr, uint64_t caller)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	for (size_t i = 0; i < fr->file_len; i++)
-		h = (h ^ (unsigned char)fr->file[i]) * 0x100000001b3ull;
-	h = (h ^ 0xff) * 0x100000001b3ull;
-	for (size_t i = 0; i < fr->function_len; i++)
-		h = (h ^ (unsigned char)fr->function[i]) * 0x100000001b3ull;
-	uint64_t x = h ^ (caller + 0x632be59bd9b4e019ull) * 0x9e3779b97f4a7c15ull;
-	x ^= x >> 31;
-	x *= 0xbf58476d1ce4e5b9ull;
-	return x ^ (x >> 29);
+	return an_hash_combine(an_frame_function_hash(fr), caller);
 }
 
 /* The calls that left a span: keys of call_key. */
@@ -470,7 +454,7 @@ static size_t host_rows(const struct analysis *a, int by_line, struct host_row *
 		uint64_t up = an_callpath_parent(a, sp->callpath);
 		for (size_t j = 1; j < nf && !r->recursive; j++) {
 			up = an_callpath_parent(a, up);   /* the path that called fr[j] */
-			if (same_function(&fr[j], &fr[0]) && u64map_get(&recorded, call_key(&fr[0], up)))
+			if (an_frame_same_function(&fr[j], &fr[0]) && u64map_get(&recorded, call_key(&fr[0], up)))
 				r->recursive = 1;
 		}
 	}
@@ -920,8 +904,8 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 		const char *l = an_copy_label(x->copy_bits);
 		json_str(f, l, strlen(l));
 	}
-	if (x->kind == AN_F_IDLE_GAP && x->cpu_ns)
-		fprintf(f, ",\"no_gpu_call_ns\":%" PRIu64, x->cpu_ns);
+	if (x->kind == AN_F_IDLE_GAP && x->no_call_ns)
+		fprintf(f, ",\"no_gpu_call_ns\":%" PRIu64, x->no_call_ns);
 	if (x->kind == AN_F_IDLE_GAP && x->other_callpath && x->other_callpath != x->callpath) {
 		fprintf(f, ",\"resumed_by\":");
 		json_where(a, f, x->other_callpath, 0);
