@@ -157,6 +157,7 @@ const char *tbp_error_name(int status)
 	case TBP_ERR_NOMEM: return "out of memory";
 	case TBP_ERR_ARG: return "invalid argument";
 	case TBP_ERR_PERMISSION: return "permission denied";
+	case TBP_ERR_NO_EVENTS: return "no events";
 	default: return "unknown error";
 	}
 }

@@ -116,6 +116,7 @@ struct tbp_reader {
 	int complete;
 	uint64_t seek_off;
 
+	int saw_events;    /* a thread's or a device's chunk with records was opened */
 	int status;        /* sticky: TBP_END or an error once reached */
 	uint64_t err_off;
 	int truncated;
@@ -567,6 +568,7 @@ static int open_chunk(struct tbp_reader *r)
 	r->stream_kind = (unsigned)sk;
 	r->stream_id = sid;
 	r->chunk_left = count;
+	r->saw_events |= count > 0 && sk != TBP_STREAM_DEFS;
 	r->kinds_pos = 0;
 	/* Kinds column: count the records of each kind. */
 	for (unsigned i = 0; i < r->npresent; i++)
@@ -1077,6 +1079,23 @@ static int decode_record(struct tbp_reader *r, struct tbp_record *rec)
 	return TBP_OK;
 }
 
+/* The input ended (or was cut) before the first event (a thread's or a
+ * device's record; definitions alone describe nothing that ran): a trace
+ * with nothing to report on is an error, as damage is, not a truncated
+ * trace whose complete part can still be reported on.  A trace the writer
+ * closed (its seek table read) is never this.  The offset is where the
+ * cut frame starts, or the end of the file. */
+static int no_events(struct tbp_reader *r, int rc)
+{
+	unsigned long long size = r->buf_off + r->buf_len;
+	const char *what = r->frame_index == 0 ? "its header" : "its definitions";
+	if (rc == TBP_END)
+		return fail(r, TBP_ERR_NO_EVENTS, r->err_off, "no events: the file ends right after %s (%llu bytes: "
+			"cut short, or its process had written nothing else yet)", what, size);
+	return fail(r, TBP_ERR_NO_EVENTS, r->err_off, "no events: the file ends inside the frame after %s "
+		"(%llu bytes: cut short, or its process is still writing)", what, size);
+}
+
 /* Everything but the common case below: a batch to decode, a chunk to
  * close or open, a frame to read, a skipped kind, an error. */
 static __attribute__((noinline)) int reader_next_slow(struct tbp_reader *r, struct tbp_record *rec)
@@ -1111,6 +1130,8 @@ static __attribute__((noinline)) int reader_next_slow(struct tbp_reader *r, stru
 			r->err_off = cur_off(r);
 			snprintf(r->detail, sizeof r->detail, "end of trace");
 		}
+		if ((rc == TBP_END || rc == TBP_ERR_TRUNCATED) && !r->saw_events && !r->complete)
+			return no_events(r, rc);
 		if (rc != TBP_OK)
 			return rc;
 	}

@@ -9,9 +9,12 @@ Usage: check_launcher.py SCENARIO
   env       options become TBPROF_* variables; the caller's LD_PRELOAD is kept
   wrapper   a wrapper script under tbprof record leaves one trace, named
   report    --report runs tbanalyze on the trace
+  cut       a real trace cut before its first event (1000 bytes, right after the header) is an error
+            (exit 2, file and offset); cut after some events, a warning and a report (exit 0)
 Environment: TBPROF_CMD (build/launcher/tbprof), TBPROF_LIB, TBANALYZE.
 """
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -250,6 +253,51 @@ def scenario_report():
         fail(f"--report on a directory: rc {p.returncode}, stdout {p.stdout[:500]!r}, stderr {p.stderr!r}")
     print("ok: --report prints tbanalyze's report after the command's output (a directory of ranks: one "
           "cross-rank report); tbprof report runs tbanalyze")
+
+
+def scenario_cut():
+    d = tempfile.mkdtemp(prefix="tbp-cmd-")
+    # ~1 s of Python calls over 100 us each: spans, written in several frames
+    spin = ("import time\ndef work():\n    t = time.perf_counter()\n    while time.perf_counter() - t < 0.0003: pass\n"
+            "t0 = time.time()\nwhile time.time() - t0 < 1.0: work()\n")
+    p = tbprof(["record", "--trace-all", "-o", "full.zst", "--", PY, "-c", spin], cwd=d)
+    full = os.path.join(d, "full.zst")
+    if p.returncode != 0 or not os.path.exists(full):
+        fail(f"record: rc {p.returncode}, {p.stderr!r}")
+    with open(full, "rb") as f:
+        data = f.read()
+    header_end = 8 + int.from_bytes(data[4:8], "little")
+    analyzer = os.environ["TBANALYZE"]
+
+    def analyze(name, size, *verb):
+        path = os.path.join(d, name)
+        with open(path, "wb") as f:
+            f.write(data[:size])
+        return path, subprocess.run([analyzer, *verb, path], capture_output=True, text=True, timeout=60)
+
+    # 1000 bytes end inside the first frame that holds events (libtbprof writes its first definitions with
+    # them; were they a frame of their own, the cut frame would start after it, before byte 1000)
+    for name, size, reason in (("cut1000.zst", 1000, r"no events: the file ends inside the frame after its "
+                                                     r"(header|definitions) \(1000 bytes"),
+                               ("header.zst", header_end, r"no events: the file ends right after its header")):
+        for verb in ((), ("info",), ("dump",), ("export", "--format", "kineto", "-o", os.path.join(d, "k.json"))):
+            path, r = analyze(name, size, *verb)
+            m = re.match(f"tbanalyze: {re.escape(path)}: offset ([0-9]+): {reason}", r.stderr)
+            at = int(m.group(1)) if m else -1
+            if (r.returncode != 2 or r.stdout or not m or r.stderr.count("\n") != 1
+                    or not header_end <= at <= min(size, 999)):
+                fail(f"tbanalyze {' '.join(verb)} on {size} of {len(data)} bytes: rc {r.returncode} (want 2), "
+                     f"stderr {r.stderr!r} (want offset {header_end}..{min(size, 999)}: {reason}), "
+                     f"stdout {r.stdout[:200]!r}")
+    # cut after some frames: today's warning, a report of what was read, exit 0
+    path, r = analyze("cut-later.zst", len(data) * 2 // 3)
+    events = [line for line in r.stdout.splitlines() if line.startswith("trace: ")]
+    if (r.returncode != 0 or "warning: trace truncated at offset" not in r.stderr or not events
+            or events[0].split()[1] == "0"):
+        fail(f"tbanalyze on {len(data) * 2 // 3} of {len(data)} bytes: rc {r.returncode}, stderr {r.stderr!r}, "
+             f"last lines {r.stdout.splitlines()[-3:]}")
+    print(f"ok: a real trace ({len(data)} bytes, header {header_end}) cut to 1000 bytes and right after its header: "
+          f"exit 2 with file and offset from report, info, dump, export; cut at 2/3: warning, {events[0]}, exit 0")
 
 
 def main():

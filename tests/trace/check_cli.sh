@@ -63,6 +63,15 @@ check_bad not-a-trace.zst "not a tbprof trace"
 check_bad too-new.zst "trace written for a newer reader"
 check_bad corrupt-frame.zst "(checksum mismatch|corrupt data)"
 check_bad bad-header.zst "checksum mismatch"
+# Cut before its first event (right after the header frame, whose size is at
+# byte 4; at 1000 bytes, inside the frame after the definitions): nothing to
+# report on is an error too, at the offset where the events should start.
+header_end=$((8 + $(od -An -t u4 -j4 -N4 basic.zst)))
+head -c "$header_end" basic.zst >"$tmp/header-only.zst"
+check_bad "$tmp/header-only.zst" "no events: the file ends right after its header"
+grep -q "offset $header_end: " "$tmp/err" || fail "header-only: offset is not $header_end: $(cat "$tmp/err")"
+head -c 1000 basic.zst >"$tmp/cut1000.zst"
+check_bad "$tmp/cut1000.zst" "no events: the file ends inside the frame after its definitions"
 
 # Usage errors: exit 3.
 for args in "info" "dump" "info --bogus basic.zst" "dump --kind nosuchkind basic.zst" "info basic.zst no-end.zst"; do

@@ -40,6 +40,7 @@ enum tbp_status {
 	TBP_ERR_NOMEM = 19,
 	TBP_ERR_ARG = 20,         /* invalid argument to the library */
 	TBP_ERR_PERMISSION = 21,  /* path not readable/writable */
+	TBP_ERR_NO_EVENTS = 22,  /* cut short before its first event: nothing to report on */
 };
 int tbp_is_error(int status);          /* nonzero for TBP_ERR_* */
 const char *tbp_error_name(int status); /* "checksum mismatch", ... never NULL */
