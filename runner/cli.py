@@ -84,6 +84,8 @@ def build_parser():
 	parser.add_argument("--small", action="store_true",
 		help="shrunken model config for quick CPU tests (same as TBP_SMALL=1)")
 	parser.add_argument("--export-metrics", metavar="FILE.json", help="write the measurements as JSON")
+	parser.add_argument("--no-progress", action="store_true",
+		help="no progress line per iteration on stderr (iteration i of n and its time)")
 	parser.add_argument("--list", action="store_true", help="list the model zoo with domains and exit")
 	return parser
 
@@ -94,8 +96,11 @@ def print_zoo(out=sys.stdout):
 	rows = []
 	for name in zoo.list_models():
 		model_class = zoo.load_model_class(name)
-		rows.append((name, domain_of(model_class.task), model_class.task.split(".", 1)[1],
-			str(model_class.DEFAULT_TRAIN_BSIZE), str(model_class.DEFAULT_EVAL_BSIZE),
+		sizes = []
+		for test in ("train", "eval"):
+			bs, cpu = model_class.default_batch_size(test, "cuda"), model_class.default_batch_size(test, "cpu")
+			sizes.append(str(bs) if bs == cpu else f"{bs} (cpu {cpu})")
+		rows.append((name, domain_of(model_class.task), model_class.task.split(".", 1)[1], sizes[0], sizes[1],
 			model_class.DESCRIPTION))
 	header = ("model", "domain", "task", "train_bs", "eval_bs", "description")
 	widths = [max(len(row[i]) for row in rows + [header]) for i in range(5)]
@@ -155,7 +160,7 @@ def main(argv=None):
 	print(f"Running {args.test} method from {name} on {args.device} in {args.backend} mode "
 		f"with input batch size {bench.batch_size} and precision {args.precision}.", flush=True)
 	try:
-		result = measure.run(bench, name, args.niter, args.nwarmup)
+		result = measure.run(bench, name, args.niter, args.nwarmup, None if args.no_progress else sys.stderr)
 	except NotSupported as error:
 		parser.error(f"model {name}, {args.test} on {args.device}: {error}")
 

@@ -58,8 +58,22 @@ class Result:
 		return statistics.median(self.gpu_ms) if self.gpu_ms else None
 
 
-def run(bench, label, niter, nwarmup):
-	"""Runs nwarmup + niter iterations of bench.train or bench.eval."""
+def _duration(ms):
+	return "%.2f s" % (ms / 1000) if ms >= 1000 else "%.1f ms" % ms
+
+
+def _progress(out, what, index, count, cpu_ms, gpu_ms=None):
+	"""One line per iteration on stderr (stdout keeps TorchBench's lines alone):
+	printed after the iteration's end marker, so outside what is measured."""
+	if out is None:
+		return
+	gpu = ", GPU %s" % _duration(gpu_ms) if gpu_ms is not None else ""
+	print("run.py: %s %d of %d: %s%s" % (what, index + 1, count, _duration(cpu_ms), gpu), file=out, flush=True)
+
+
+def run(bench, label, niter, nwarmup, progress=None):
+	"""Runs nwarmup + niter iterations of bench.train or bench.eval; with a
+	file as `progress`, says each iteration's time there."""
 	step = bench.train if bench.test == "train" else bench.eval
 	on_cuda = bench.device_type == "cuda"
 	result = Result()
@@ -78,8 +92,10 @@ def run(bench, label, niter, nwarmup):
 	if on_cuda:
 		torch.cuda.synchronize()
 		torch.cuda.reset_peak_memory_stats(bench.device)
-	for _ in range(nwarmup):
+	for index in range(nwarmup):
+		t0 = time.perf_counter_ns()
 		keep(step())
+		_progress(progress, "warm-up", index, nwarmup, (time.perf_counter_ns() - t0) / 1e6)
 	if on_cuda:
 		torch.cuda.synchronize()
 	marks.mark(marks.WARMUP_END, nwarmup, label)
@@ -103,6 +119,8 @@ def run(bench, label, niter, nwarmup):
 			result.gpu_ms.append(start_event.elapsed_time(end_event))
 		marks.mark(marks.ITER_END, index, label)
 		result.cpu_wall_ms.append((t1 - t0) / 1e6)
+		_progress(progress, "iteration", index, niter, result.cpu_wall_ms[-1],
+			result.gpu_ms[-1] if on_cuda else None)
 
 	result.losses = [loss_value(loss) for loss in loss_tensors]
 	if last_output is not None:

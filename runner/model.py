@@ -72,6 +72,10 @@ class BenchmarkModel(metaclass=_RunsPostInit):
 	task = OTHER.OTHER_TASKS
 	DEFAULT_TRAIN_BSIZE = 1
 	DEFAULT_EVAL_BSIZE = 1
+	# On the CPU, when set: the default batch there (a model whose GPU batch
+	# takes tens of seconds per iteration on a small CPU); --bs overrides.
+	DEFAULT_TRAIN_BSIZE_CPU = None
+	DEFAULT_EVAL_BSIZE_CPU = None
 	# Precisions the model supports besides fp32; tests and run.py ask.
 	SUPPORTED_PRECISIONS = PRECISIONS
 	# One line shown by `run.py --list`.
@@ -101,7 +105,7 @@ class BenchmarkModel(metaclass=_RunsPostInit):
 		self.seed = parsed.seed
 		if self.precision not in self.SUPPORTED_PRECISIONS:
 			raise NotSupported(f"precision {self.precision} is not supported by this model")
-		default_bs = self.DEFAULT_TRAIN_BSIZE if test == "train" else self.DEFAULT_EVAL_BSIZE
+		default_bs = self.default_batch_size(test, self.device_type)
 		self.batch_size = int(batch_size) if batch_size else default_bs
 		if self.batch_size < 1:
 			raise ValueError(f"batch size must be positive, not {self.batch_size}")
@@ -109,6 +113,15 @@ class BenchmarkModel(metaclass=_RunsPostInit):
 		self.model = None
 		self.example_inputs = ()
 		self.optimizer = None
+
+	@classmethod
+	def default_batch_size(cls, test, device_type):
+		"""The batch size without --bs: the model's for `test`, its CPU one on the CPU when it has one."""
+		if device_type == "cpu":
+			cpu = cls.DEFAULT_TRAIN_BSIZE_CPU if test == "train" else cls.DEFAULT_EVAL_BSIZE_CPU
+			if cpu:
+				return cpu
+		return cls.DEFAULT_TRAIN_BSIZE if test == "train" else cls.DEFAULT_EVAL_BSIZE
 
 	@classmethod
 	def add_model_args(cls, parser):

@@ -101,6 +101,25 @@ def test_torchbench_lines_and_metrics_on_cpu(tmp_path):
 	assert metrics["tbprof_loaded"] is False
 
 
+def test_progress_per_iteration_on_stderr(tmp_path):
+	"""A line per iteration on stderr (warm-up and measured: i of n, its time), none on stdout, whose lines stay
+	TorchBench's; --no-progress: none."""
+	proc, metrics = run_py_metrics(tmp_path, "-m", "paper_antipatterns", *SMALL_TRAIN)
+	progress = [line for line in proc.stderr.splitlines() if line.startswith("run.py: ")]
+	assert [line.split(":")[1].strip() for line in progress] == ["warm-up 1 of 1", "iteration 1 of 2",
+		"iteration 2 of 2"], proc.stderr
+	for line, ms in zip(progress[1:], metrics["metrics"]["cpu_wall_time_ms_per_iter"]):
+		shown = line.split(": ")[-1]
+		value = float(shown.split()[0]) * (1000 if shown.endswith(" s") else 1)
+		assert value == pytest.approx(ms, rel=0.01, abs=0.06), (line, ms)
+	assert not [line for line in proc.stdout.splitlines() if "iteration" in line or "warm-up" in line]
+	assert len(proc.stdout.splitlines()) == 3, proc.stdout   # Running ..., CPU Wall Time, CPU Peak Memory
+	quiet, _ = run_py_metrics(tmp_path, "-m", "paper_antipatterns", *SMALL_TRAIN, "--no-progress", tag="quiet")
+	assert "run.py: " not in quiet.stderr, quiet.stderr
+	assert [line.split()[0] for line in quiet.stdout.splitlines()] == [line.split()[0] for line in
+		proc.stdout.splitlines()]
+
+
 def test_model_extra_args_pass_through(tmp_path):
 	_, metrics = run_py_metrics(tmp_path, "-m", "paper_antipatterns", *SMALL_TRAIN, "--fixed")
 	assert metrics["extra_args"] == ["--fixed"]

@@ -33,7 +33,7 @@ def test_interface(name):
 	assert isinstance(model_class.DEFAULT_EVAL_BSIZE, int) and model_class.DEFAULT_EVAL_BSIZE > 0
 	assert domain_of(model_class.task) in DOMAINS
 	bench = model_class(test="eval", device="cpu", batch_size=None, extra_args=["--small"])
-	assert bench.batch_size == model_class.DEFAULT_EVAL_BSIZE
+	assert bench.batch_size == (model_class.DEFAULT_EVAL_BSIZE_CPU or model_class.DEFAULT_EVAL_BSIZE)
 	module, example_inputs = bench.get_module()
 	assert isinstance(module, torch.nn.Module)
 	assert isinstance(example_inputs, (tuple, dict))
@@ -63,6 +63,18 @@ def test_real_config_sizes():
 	assert reformer.config.num_buckets == 128
 	assert tuple(reformer.config.axial_pos_shape) == (64, 64)
 	assert zoo.load_model_class("hf_Reformer").DEFAULT_TRAIN_BSIZE == 8
+
+
+def test_cpu_default_batch():
+	"""hf_Bert (quickstart's model) trains with batch 1 on the CPU by default, 4 elsewhere (TorchBench's); --bs
+	still sets it."""
+	bert = zoo.load_model_class("hf_Bert")
+	assert bert.default_batch_size("train", "cpu") == 1 and bert.default_batch_size("train", "cuda") == 4
+	assert bert.default_batch_size("eval", "cpu") == bert.default_batch_size("eval", "cuda") == 1
+	assert bert(test="train", device="cpu", extra_args=["--small"]).batch_size == 1
+	assert bert(test="train", device="cpu", batch_size=3, extra_args=["--small"]).batch_size == 3
+	gpt2 = zoo.load_model_class("hf_GPT2")
+	assert gpt2.default_batch_size("train", "cpu") == gpt2.DEFAULT_TRAIN_BSIZE
 
 
 def test_unknown_extra_arg_rejected():
