@@ -359,7 +359,7 @@ const char *an_change_name(int verdict)
 					       : "no significant change";
 }
 
-static int by_medians(double change, double threshold)
+int an_change_by_size(double change, double threshold)
 {
 	return change > threshold ? AN_CHANGE_REGRESSED : change < -threshold ? AN_CHANGE_IMPROVED : AN_CHANGE_NONE;
 }
@@ -383,7 +383,7 @@ int an_compare_steps(const double *a, size_t na, const double *b, size_t nb, dou
 	out->change_pct = out->median_a > 0 ? 100.0 * (out->median_b / out->median_a - 1)
 			  : out->median_b > 0 ? INFINITY : 0.0;
 	if (na < AN_STATS_MIN_STEPS || nb < AN_STATS_MIN_STEPS || !(out->median_a > 0)) {
-		out->verdict = by_medians(out->change_pct, threshold_pct);
+		out->verdict = an_change_by_size(out->change_pct, threshold_pct);
 		out->reason = out->median_a > 0 ? "too few steps for a test: the medians alone against the threshold"
 						: "no time per step in A: the medians alone against the threshold";
 		return 0;
@@ -401,7 +401,7 @@ int an_compare_steps(const double *a, size_t na, const double *b, size_t nb, dou
 	int test_says = out->mw.p < AN_STATS_ALPHA;
 	int ci_says = (c > 0 && out->ci_lo_pct > 0) || (c < 0 && out->ci_hi_pct < 0);
 	out->significant = test_says && ci_says;
-	out->verdict = out->significant ? by_medians(c, threshold_pct) : AN_CHANGE_NONE;
+	out->verdict = out->significant ? an_change_by_size(c, threshold_pct) : AN_CHANGE_NONE;
 	out->ci_beyond = (out->verdict == AN_CHANGE_REGRESSED && out->ci_lo_pct > threshold_pct) ||
 			 (out->verdict == AN_CHANGE_IMPROVED && out->ci_hi_pct < -threshold_pct);
 	if (out->verdict != AN_CHANGE_NONE)

@@ -83,5 +83,7 @@ struct an_step_cmp {
 int an_compare_steps(const double *a, size_t na, const double *b, size_t nb, double threshold_pct,
 		     struct an_step_cmp *out);
 const char *an_change_name(int verdict); /* "regressed", "improved", "no significant change" */
+/* The change's size alone against the threshold (no test): the fallback. */
+int an_change_by_size(double change_pct, double threshold_pct);
 
 #endif

@@ -2,7 +2,9 @@
  * tbanalyze diff A.zst B.zst [--threshold PCT] [--json]
  *
  * Analyses both traces and compares, per iteration when both carry the
- * runner's iteration markers (else per trace): the window, GPU busy time,
+ * runner's iteration markers (else per trace): the time per step when both
+ * have steps (the per-step times of the two runs by a Mann-Whitney U test
+ * and a bootstrap interval of the ratio of medians, an_stats.h), the window, GPU busy time,
  * every kernel (by name) and every call site (by its whole Python path, or
  * native module+offset) by GPU time (host API time for API-only traces),
  * and peak device memory; for a CPU run (no GPU work in either trace),
@@ -10,7 +12,10 @@
  * regresses when B exceeds A by more than the threshold (default 7 %, as
  * the paper's CI) and the item matters: at least --min-share percent
  * (default 1) of the larger total for kernels, call sites and paths.
- * Exit 1 on a regression (pinned), 0 otherwise.
+ * With steps, only the time per step decides: B regressed when its steps
+ * are significantly slower (p < 0.05, the interval above 1) AND the median
+ * is more than the threshold slower; with fewer than 5 steps a side the
+ * medians alone, said so.  Exit 1 on a regression (pinned), 0 otherwise.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -18,7 +23,9 @@
 #include <string.h>
 
 #include "an.h"
+#include "an_stats.h"
 #include "cmd.h"
+#include "tr_common.h"
 
 struct item {
 	char *key;
@@ -71,6 +78,162 @@ static double per(const struct analysis *a, const struct analysis *b, const stru
 static int cpu_run(const struct analysis *x)
 {
 	return !an_has_gpu(x) && !(x->n_launch + x->n_memcpy + x->n_memset);
+}
+
+/* ------------------------------------------------------------ per-step times
+ * The lengths of the steps the analysis counted (after warm-up), in ns:
+ * detected steps from the analysis's intervals; the runner's marks read
+ * again from the trace and replayed as the analysis does (ITER_BEGIN to
+ * ITER_END; after a WARMUP_END only the iterations that end after it).  The
+ * result must give the analysis's own count and median; if it does not, no
+ * per-step times (*why says so) rather than a test on other steps. */
+struct mark_rec {
+	uint64_t ts, idx;
+	uint64_t kind;
+};
+
+static int cmp_mark_rec(const void *x, const void *y)
+{
+	const struct mark_rec *a = x, *b = y;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* Appends v to the growable array. */
+static int push_len(uint64_t **v, size_t *n, size_t *cap, uint64_t x)
+{
+	if (*n == *cap) {
+		size_t nc = *cap ? 2 * *cap : 64;
+		uint64_t *nv = realloc(*v, nc * sizeof *nv);
+		if (!nv)
+			return -1;
+		*v = nv;
+		*cap = nc;
+	}
+	(*v)[(*n)++] = x;
+	return 0;
+}
+
+static int marked_lengths(const struct analysis *a, uint64_t **lens, size_t *n)
+{
+	struct tbp_reader *r;
+	int rc = an_open(&r, a->path);
+	if (rc)
+		return rc;
+	struct mark_rec *m = NULL;
+	size_t nm = 0, cap = 0;
+	struct tbp_record rec;
+	int st;
+	while ((st = tr_next(r, a->path, &rec)) > 0) {
+		if (rec.kind != TBP_K_MARKER)
+			continue;
+		if (nm == cap) {
+			size_t nc = cap ? 2 * cap : 256;
+			struct mark_rec *nv = realloc(m, nc * sizeof *nv);
+			if (!nv) {
+				free(m);
+				tbp_reader_close(r);
+				return TBA_EXIT_INTERNAL;
+			}
+			m = nv;
+			cap = nc;
+		}
+		m[nm] = (struct mark_rec){rec.ts, nm, rec.u.marker.marker_kind};
+		nm++;
+	}
+	rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
+	tbp_reader_close(r);
+	if (rc) {
+		free(m);
+		return rc;
+	}
+	if (nm)
+		qsort(m, nm, sizeof *m, cmp_mark_rec);
+	/* Every iteration's length, the ones that ended after a WARMUP_END
+	 * flagged (bit 63): steady. */
+	uint64_t *all = NULL, begin = 0;
+	size_t na = 0, acap = 0;
+	int in_iter = 0, warm = 0;
+	for (size_t i = 0; i < nm; i++) {
+		if (m[i].kind == TBP_MARK_ITER_BEGIN) {
+			in_iter = 1;
+			begin = m[i].ts;
+		} else if (m[i].kind == TBP_MARK_ITER_END && in_iter) {
+			in_iter = 0;
+			if (push_len(&all, &na, &acap, (m[i].ts - begin) | (warm ? 1ULL << 63 : 0))) {
+				free(m);
+				free(all);
+				return TBA_EXIT_INTERNAL;
+			}
+		} else if (m[i].kind == TBP_MARK_WARMUP_END) {
+			warm = 1;
+		}
+	}
+	free(m);
+	size_t k = 0;
+	for (size_t i = 0; i < na; i++)
+		if (!warm || all[i] >> 63)
+			all[k++] = all[i] & ~(1ULL << 63);
+	*lens = all;
+	*n = k;
+	return TBA_EXIT_OK;
+}
+
+/* 0 with *out (n values, ns) or with *why set (no per-step times); else a
+ * TBA_EXIT_* status. */
+static int step_times(const struct analysis *a, double **out, size_t *n, const char **why)
+{
+	*out = NULL;
+	*n = 0;
+	*why = NULL;
+	uint64_t *lens = NULL;
+	size_t k = 0;
+	if (a->steps.source == AN_STEPS_DETECTED && a->step_ivs.n >= 2) {
+		size_t first = a->steps.warmup >= 1 && a->steps.warmup < a->step_ivs.n ? a->steps.warmup : 1;
+		lens = malloc((a->step_ivs.n - first) * sizeof *lens);
+		if (!lens)
+			return TBA_EXIT_INTERNAL;
+		for (size_t i = first; i < a->step_ivs.n; i++) {
+			const struct an_step *s = VEC_AT(&a->step_ivs, struct an_step, i);
+			lens[k++] = s->end > s->begin ? s->end - s->begin : 0;
+		}
+	} else if (a->steps.source == AN_STEPS_MARKS) {
+		int rc = marked_lengths(a, &lens, &k);
+		if (rc)
+			return rc;
+	} else {
+		*why = "its steps' times are not kept";
+		return 0;
+	}
+	/* The same steps as the analysis's: its count and median. */
+	uint64_t med = 0;
+	double *d = k ? malloc(k * sizeof *d) : NULL;
+	if (k && !d) {
+		free(lens);
+		return TBA_EXIT_INTERNAL;
+	}
+	for (size_t i = 0; i < k; i++)
+		d[i] = (double)lens[i];
+	if (k) {
+		qsort(lens, k, sizeof *lens, cmp_u64);
+		med = k % 2 ? lens[k / 2] : (lens[k / 2 - 1] + lens[k / 2]) / 2;
+	}
+	free(lens);
+	if (!k || k != a->steps.count - a->steps.warmup || med != a->steps.median_ns) {
+		free(d);
+		*why = "its per-step times do not match its steps' count and median";
+		return 0;
+	}
+	*out = d;
+	*n = k;
+	return 0;
 }
 
 static int collect(struct items *it, const struct analysis *x, int side, double div, int cpu, int steps)
@@ -152,10 +315,77 @@ static int cmp_item(const void *p, const void *q)
 	return strcmp(x->key, y->key);
 }
 
-static const char *verdict(const struct item *head, double threshold)
+/* time_per_step.verdict in JSON's first words ("unchanged": no significant change). */
+static const char *verdict_v1(const struct an_step_cmp *c)
 {
-	double c = change_pct(head);
-	return c > threshold ? "regressed" : c < -threshold ? "improved" : "unchanged";
+	return c->verdict == AN_CHANGE_REGRESSED ? "regressed" : c->verdict == AN_CHANGE_IMPROVED ? "improved" : "unchanged";
+}
+
+/* "p = 0.0079 (exact), 95% interval -8.3% to -8.3%" */
+static void text_stats(const struct an_step_cmp *c)
+{
+	printf("p = %.3g%s, %.0f%% interval %+.1f%% to %+.1f%%", c->mw.p, c->mw.exact ? " exact" : "",
+	       100 * (1 - AN_STATS_ALPHA), c->ci_lo_pct, c->ci_hi_pct);
+}
+
+/* The test's line under the headline. */
+static void text_significance(const struct an_step_cmp *c)
+{
+	if (!c->tested) {
+		printf("  significance: no test: %s (steps: A %zu, B %zu; a test needs %d a side)\n", c->reason, c->na,
+		       c->nb, AN_STATS_MIN_STEPS);
+		return;
+	}
+	printf("  significance: Mann-Whitney U = %.1f, ", c->mw.u);
+	text_stats(c);
+	printf(" (bootstrap of the medians' ratio, %u resamples), %zu vs %zu steps: %s\n", c->resamples, c->na, c->nb,
+	       c->reason);
+}
+
+static void json_num(const char *key, double v, const char *fmt)
+{
+	printf(",\"%s\":", key);
+	if (isfinite(v))
+		printf(fmt, v);
+	else
+		printf("null");
+}
+
+/* "significance": the test behind the verdict, or why there is none. */
+static void json_significance(const struct an_step_cmp *c, const char *no_steps)
+{
+	printf(",\"significance\":{\"test\":");
+	if (no_steps) {
+		printf("null,\"reason\":");
+		json_str(stdout, no_steps, strlen(no_steps));
+		printf(",\"verdict\":null}");
+		return;
+	}
+	printf(c->tested ? "\"mann_whitney_u\"" : "null");
+	printf(",\"reason\":");
+	json_str(stdout, c->reason, strlen(c->reason));
+	printf(",\"verdict\":\"%s\",\"steps_a\":%zu,\"steps_b\":%zu,\"min_steps\":%d", an_change_name(c->verdict),
+	       c->na, c->nb, AN_STATS_MIN_STEPS);
+	json_num("median_a_ns", c->median_a, "%.1f");
+	json_num("median_b_ns", c->median_b, "%.1f");
+	json_num("change_pct", c->change_pct, "%.3f");
+	printf(",\"alpha\":%.3f,\"ci_level\":%.3f", AN_STATS_ALPHA, 1 - AN_STATS_ALPHA);
+	if (!c->tested) {
+		printf(",\"u\":null,\"z\":null,\"exact\":null,\"p_value\":null,\"ci_low_pct\":null,\"ci_high_pct\":null"
+		       ",\"resamples\":null,\"significant\":null,\"ci_beyond_threshold\":null}");
+		return;
+	}
+	printf(",\"u\":%.1f", c->mw.u);
+	if (c->mw.exact)
+		printf(",\"z\":null");
+	else
+		json_num("z", c->mw.z, "%.6f");
+	printf(",\"exact\":%s", c->mw.exact ? "true" : "false");
+	json_num("p_value", c->mw.p, "%.6g");
+	json_num("ci_low_pct", c->ci_lo_pct, "%.3f");
+	json_num("ci_high_pct", c->ci_hi_pct, "%.3f");
+	printf(",\"resamples\":%u,\"seed\":\"0x%016llx\",\"significant\":%s,\"ci_beyond_threshold\":%s}", c->resamples,
+	       (unsigned long long)AN_STATS_SEED, c->significant ? "true" : "false", c->ci_beyond ? "true" : "false");
 }
 
 static const struct item *find_item(const struct items *it, const char *key)
@@ -168,12 +398,13 @@ static const struct item *find_item(const struct items *it, const char *key)
 
 /* The headline: time per step, with what the GPU did per step beside it. */
 static void text_headline(const struct item *head, const struct items *it, const struct analysis *a,
-			  const struct analysis *b, double threshold)
+			  const struct analysis *b, const struct an_step_cmp *cmp)
 {
 	printf("time per step: %.3f ms -> %.3f ms (%+.1f%%): %s  [steps: %s %" PRIu64 ", %s %" PRIu64 "]\n",
-	       head->a / 1e6, head->b / 1e6, change_pct(head), verdict(head, threshold),
+	       head->a / 1e6, head->b / 1e6, change_pct(head), an_change_name(cmp->verdict),
 	       an_steps_source_name(a->steps.source), a->steps.count - a->steps.warmup,
 	       an_steps_source_name(b->steps.source), b->steps.count - b->steps.warmup);
+	text_significance(cmp);
 	static const char *const beside[][2] = {
 		{"gpu_busy_ns", "GPU busy"}, {"data_movement_ns", "data movement"}, {"gpu_idle_ns", "GPU idle"}};
 	printf("  per step:");
@@ -183,6 +414,38 @@ static void text_headline(const struct item *head, const struct items *it, const
 			printf("  %s %.3f -> %.3f ms", beside[k][1], x->a / 1e6, x->b / 1e6);
 	}
 	printf("\n  what changed (explanation; only the time per step decides):\n");
+}
+
+/* The verdict on the time per step: the per-step times of both runs
+ * compared (an_compare_steps), or, when one run's cannot be had, the
+ * medians alone, saying why (reason in buf).  A TBA_EXIT_* status. */
+static int compare_steps(const struct analysis an[2], double threshold, struct an_step_cmp *cmp, char *buf,
+			 size_t len)
+{
+	double *t[2] = {NULL, NULL};
+	size_t n[2] = {0, 0};
+	const char *why[2] = {NULL, NULL};
+	int rc = TBA_EXIT_OK;
+	for (int s = 0; s < 2 && !rc; s++)
+		rc = step_times(&an[s], &t[s], &n[s], &why[s]);
+	if (!rc && t[0] && t[1]) {
+		if (an_compare_steps(t[0], n[0], t[1], n[1], threshold, cmp))
+			rc = TBA_EXIT_INTERNAL;
+	} else if (!rc) {
+		memset(cmp, 0, sizeof *cmp);
+		cmp->na = an[0].steps.count - an[0].steps.warmup;
+		cmp->nb = an[1].steps.count - an[1].steps.warmup;
+		cmp->median_a = (double)an[0].steps.median_ns;
+		cmp->median_b = (double)an[1].steps.median_ns;
+		cmp->change_pct = 100.0 * (cmp->median_b / cmp->median_a - 1);
+		cmp->verdict = an_change_by_size(cmp->change_pct, threshold);
+		snprintf(buf, len, "no per-step times of %s (%s): the medians alone against the threshold",
+			 why[0] ? "A" : "B", why[0] ? why[0] : why[1]);
+		cmp->reason = buf;
+	}
+	free(t[0]);
+	free(t[1]);
+	return rc;
 }
 
 static void usage(FILE *f)
@@ -292,6 +555,29 @@ int cmd_diff(int argc, char **argv)
 		an_free(&an[1]);
 		return TBA_EXIT_INTERNAL;
 	}
+	/* With steps, the per-step times decide; without, say why there is no test. */
+	struct an_step_cmp cmp;
+	memset(&cmp, 0, sizeof cmp);
+	char why[256];
+	const char *no_steps = NULL;
+	if (steps) {
+		int rc = compare_steps(an, threshold, &cmp, why, sizeof why);
+		if (rc) {
+			if (rc == TBA_EXIT_INTERNAL)
+				fprintf(stderr, "tbanalyze: diff: out of memory\n");
+			for (size_t i = 0; i < it.n; i++)
+				free(it.v[i].key);
+			free(it.v);
+			an_free(&an[0]);
+			an_free(&an[1]);
+			return rc;
+		}
+	} else {
+		int sa = an[0].steps.source && an[0].steps.median_ns, sb = an[1].steps.source && an[1].steps.median_ns;
+		snprintf(why, sizeof why, "no steps in %s: no per-step times to test; the totals against the threshold",
+			 !sa && !sb ? "A and B" : !sa ? "A" : "B");
+		no_steps = why;
+	}
 	/* Totals that shares are measured against, per type. */
 	double tot_b[5] = {0}, tot_a[5] = {0};
 	for (size_t i = 0; i < it.n; i++) {
@@ -310,7 +596,8 @@ int cmd_diff(int argc, char **argv)
 		    strcmp(x->key, "time_per_step_ns"))
 			matters = 0; /* components are reported, the verdict rests on wall and busy time */
 		x->over = matters && x->b > x->a && change_pct(x) > threshold;
-		x->regressed = steps ? x->type == 0 && !strcmp(x->key, "time_per_step_ns") && x->over : x->over;
+		x->regressed = steps ? x->type == 0 && !strcmp(x->key, "time_per_step_ns") && cmp.verdict == AN_CHANGE_REGRESSED
+				     : x->over;
 		regressions += x->regressed;
 	}
 	struct item *tps = NULL;
@@ -333,10 +620,13 @@ int cmd_diff(int argc, char **argv)
 			printf(",\"judged_by\":\"time_per_step\",\"time_per_step\":{\"a_ns\":%.0f,\"b_ns\":%.0f,\"change_pct\":%.3f"
 			       ",\"source_a\":\"%s\",\"source_b\":\"%s\",\"verdict\":\"%s\"}",
 			       head.a, head.b, isinf(c) ? 0.0 : c, an_steps_source_name(an[0].steps.source),
-			       an_steps_source_name(an[1].steps.source), verdict(&head, threshold));
+			       an_steps_source_name(an[1].steps.source), verdict_v1(&cmp));
+			printf(",\"verdict\":\"%s\"", an_change_name(cmp.verdict));
 		} else {
-			printf(",\"judged_by\":\"items\",\"time_per_step\":null");
+			printf(",\"judged_by\":\"items\",\"time_per_step\":null,\"verdict\":\"%s\"",
+			       regressions ? "regressed" : "no regression");
 		}
+		json_significance(&cmp, no_steps);
 		printf(",\"changes\":[");
 		for (size_t i = 0; i < it.n; i++) {
 			const struct item *x = &it.v[i];
@@ -357,7 +647,7 @@ int cmd_diff(int argc, char **argv)
 		       an[0].markers_used && an[1].markers_used ? ", per iteration" : "",
 		       cpu ? "; CPU runs: host self time by Python path" : "");
 		if (tps)
-			text_headline(&head, &it, &an[0], &an[1], threshold);
+			text_headline(&head, &it, &an[0], &an[1], &cmp);
 		size_t shown = 0;
 		for (size_t i = 0; i < it.n && shown < 30; i++) {
 			const struct item *x = &it.v[i];
@@ -376,10 +666,23 @@ int cmd_diff(int argc, char **argv)
 		}
 		if (!shown)
 			printf("no differences\n");
+		if (tps) {
+			printf("verdict: %s (time per step %+.1f%%",
+			       cmp.verdict == AN_CHANGE_REGRESSED  ? "REGRESSION"
+			       : cmp.verdict == AN_CHANGE_IMPROVED ? "improved, no regression"
+			       : cmp.tested			   ? "no significant change, no regression"
+								   : "no regression",
+			       change_pct(&head));
+			if (cmp.tested) {
+				printf(", ");
+				text_stats(&cmp);
+			}
+			printf("; threshold %.1f%%%s)\n", threshold, cmp.tested ? "" : "; no test: by the medians alone");
+		} else {
+			printf("significance: no test (%s)\n", no_steps);
+		}
 		if (tps)
-			printf("verdict: %s (time per step %+.1f%%, threshold %.1f%%)\n",
-			       regressions ? "REGRESSION" : head.b < head.a ? "improved, no regression" : "no regression",
-			       change_pct(&head), threshold);
+			;
 		else if (regressions)
 			printf("verdict: REGRESSION (%d item%s slower or larger by more than %.1f%%)\n", regressions,
 			       regressions == 1 ? "" : "s", threshold);
