@@ -3,6 +3,7 @@
  *
  *   tbprof record [OPTIONS] [--] COMMAND [ARGS...]
  *   tbprof report ARGS...          (runs tbanalyze ARGS...)
+ *   tbprof demo [OPTIONS] [-- RUN.PY ARGS]   (runner/demo.py on simgpu)
  *
  * `record` runs COMMAND with libtbprof preloaded (the library installed
  * beside this program, by absolute path, after the caller's own LD_PRELOAD
@@ -41,6 +42,7 @@
 /* Exit statuses of tbprof's own failures (the command's are passed on). */
 enum {
 	EXIT_USAGE = 2,        /* bad command line */
+	EXIT_UNAVAILABLE = 3,  /* demo: a piece it needs is not in this build or install */
 	EXIT_CANNOT_RUN = 126, /* the command exists but cannot be executed (as shells) */
 	EXIT_NOT_FOUND = 127,  /* the command was not found (as shells) */
 };
@@ -52,6 +54,7 @@ static const char main_help[] =
 	"SYNOPSIS\n"
 	"    tbprof record [OPTIONS] [--] COMMAND [ARGS...]\n"
 	"    tbprof report TRACE... [TBANALYZE OPTIONS]\n"
+	"    tbprof demo [-o OUT] [-- RUN.PY ARGS]\n"
 	"    tbprof --help | --version\n"
 	"\n"
 	"DESCRIPTION\n"
@@ -66,6 +69,11 @@ static const char main_help[] =
 	"    `tbprof report trace.zst`, `--json`, `--html FILE`, `info`, `diff`, `export`\n"
 	"    (tbanalyze --help).\n"
 	"\n"
+	"    `tbprof demo` shows what the findings look like on any machine, without a\n"
+	"    GPU: it traces a small model that keeps the TorchBench paper's four\n"
+	"    performance bugs, with real PyTorch on a SIMULATED GPU, and prints the\n"
+	"    report and the lines it blames (tbprof demo --help).\n"
+	"\n"
 	"EXAMPLES\n"
 	"    tbprof record python train.py                 # writes trace.zst\n"
 	"    tbprof record --report -o run.zst -- python run.py -m hf_Bert -d cuda -t train\n"
@@ -76,7 +84,7 @@ static const char main_help[] =
 	"EXIT STATUS\n"
 	"    record: the command's; 128+N (by dying of signal N) when it died of signal N;\n"
 	"    2 on a bad command line, 126 when COMMAND cannot be executed, 127 when it is\n"
-	"    not found.  report: tbanalyze's.\n"
+	"    not found.  report: tbanalyze's.  demo: tbprof demo --help.\n"
 	"\n"
 	"SEE ALSO\n"
 	"    tbanalyze --help; doc/launcher.md, doc/config.md (the TBPROF_* variables).\n";
@@ -169,17 +177,65 @@ static const char record_help[] =
 	"    tbprof record --trace-all -o out/ -- python -m torch.distributed.run \\\n"
 	"        --nproc_per_node 2 train.py          # out/rank0.zst, out/rank1.zst\n";
 
+static const char demo_help[] =
+	"NAME\n"
+	"    tbprof demo - the findings on any machine: a model with the paper's bugs\n"
+	"    traced on a simulated GPU\n"
+	"\n"
+	"SYNOPSIS\n"
+	"    tbprof demo [-o OUT] [--python PYTHON] [-- RUN.PY ARGS]\n"
+	"\n"
+	"DESCRIPTION\n"
+	"    Runs models/paper_antipatterns (a small transformer that keeps the four\n"
+	"    performance bugs the TorchBench paper found: zero_grad's kernel per\n"
+	"    parameter, a scalar copied to the GPU on every call, weights moved to the\n"
+	"    CPU and back every step, .item() every step) for 12 training steps with\n"
+	"    real PyTorch on simgpu, a SIMULATED GPU: a stand-in CUDA runtime, driver,\n"
+	"    CUPTI and cuBLAS that PyTorch's CUDA build runs on unmodified, with GPU\n"
+	"    times from a model, not a real GPU.  The run is traced with libtbprof;\n"
+	"    then tbanalyze's report is printed, and where it puts the four patterns\n"
+	"    in the model's source.  The first line of the output says that the GPU\n"
+	"    is simulated.  Takes ~5-20 s; needs PyTorch's CUDA build (pip install\n"
+	"    torch, the default on Linux) and a tbprof built with its tests (simgpu).\n"
+	"\n"
+	"    stdout: that line, the report and the patterns; stderr: progress and\n"
+	"    run.py's own output.  Arguments after -- go to run.py (e.g. -- --fixed:\n"
+	"    the same model with the four bugs fixed).\n"
+	"\n"
+	"OPTIONS\n"
+	"    -o, --output OUT\n"
+	"        The trace (default tbprof-demo.zst).  A trace already there is\n"
+	"        replaced; any other file is left alone (exit 2).\n"
+	"    --python PYTHON\n"
+	"        The Python with PyTorch (default python3 on PATH).\n"
+	"    -h, --help\n"
+	"        This text.\n"
+	"\n"
+	"FILES\n"
+	"    From the build tree: build/tests/simgpu (the stand-ins) and the source\n"
+	"    tree's run.py, runner/ and models/.  Installed: PREFIX/LIBDIR/tbprof/simgpu\n"
+	"    and PREFIX/share/tbprof (run.py, runner/, the model), found from where\n"
+	"    tbprof is (so a moved or DESTDIR install works), else at the prefix\n"
+	"    configured at build time.\n"
+	"\n"
+	"EXIT STATUS\n"
+	"    0 done; 2 bad command line or output; 3 this build or machine cannot run\n"
+	"    it (no simgpu, no PyTorch or a CPU-only PyTorch: the message says which);\n"
+	"    127 PYTHON not found; else the status of the step that failed (the\n"
+	"    traced run's, tbanalyze's).\n";
+
 static const char *prog_dir;   /* directory of this executable */
+static const char *cmd_name = "tbprof record"; /* in usage errors */
 
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void usage_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fputs("tbprof record: ", stderr);
+	fprintf(stderr, "%s: ", cmd_name);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputs(" (tbprof record --help)\n", stderr);
+	fprintf(stderr, " (%s --help)\n", cmd_name);
 	exit(EXIT_USAGE);
 }
 
@@ -231,6 +287,8 @@ static void relative_path(char *out, size_t cap, const char *from, const char *t
 	snprintf(out + o, cap - o, "%s", to + common);
 }
 
+static bool find_installed(char *out, size_t cap, const char *install_dir, const char *name);
+
 /* Path of a piece that lives `build_rel` from tbprof in the build tree
  * (tests run it from there) or in `install_dir` once installed. */
 static bool find_piece(char *out, size_t cap, const char *build_rel, const char *install_dir, const char *name)
@@ -240,6 +298,15 @@ static bool find_piece(char *out, size_t cap, const char *build_rel, const char 
 	snprintf(out, cap, "%s/%s/%s", prog_dir, build_rel, name);
 	if (is_file(out))
 		return true;
+	return find_installed(out, cap, install_dir, name);
+}
+
+/* An installed piece: where the bindir -> install_dir path leads from
+ * tbprof, else install_dir itself. */
+static bool find_installed(char *out, size_t cap, const char *install_dir, const char *name)
+{
+	if (!prog_dir)
+		return false;
 	char rel[PATH_MAX];
 	relative_path(rel, sizeof rel, TBPROF_INSTALL_BINDIR, install_dir);
 	snprintf(out, cap, "%s/%s%s%s", prog_dir, rel, rel[0] ? "/" : "", name);
@@ -712,6 +779,121 @@ static int cmd_record(int argc, char **argv)
 	return 0;
 }
 
+/* ------------------------------------------------------------ demo */
+
+/* The piece of the demo named `name` in `dir` (the build tree's or the
+ * install's), or a message naming where it was looked for. */
+static bool demo_piece(char *out, size_t cap, const char *dir, const char *name)
+{
+	snprintf(out, cap, "%s/%s", dir, name);
+	if (is_file(out))
+		return true;
+	fprintf(stderr, "tbprof demo: %s not found in %s\n", name, dir);
+	return false;
+}
+
+/* Finds what runner/demo.py needs (libtbprof, tbanalyze, simgpu's
+ * stand-ins and its sitecustomize, the runner and the model) beside
+ * tbprof, and runs it with PYTHON.  From the build tree: the build's
+ * tests/simgpu and the source tree; installed: LIBDIR/tbprof/simgpu and
+ * DATADIR/tbprof. */
+static int cmd_demo(int argc, char **argv)
+{
+	cmd_name = "tbprof demo";
+	const char *out = "tbprof-demo.zst", *python = "python3";
+	int i = 0;
+	for (; i < argc; i++) {
+		const char *a = argv[i], *v = NULL;
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		}
+		if (opt_is(argv, argc, &i, "--help", "-h", false, NULL)) {
+			fputs(demo_help, stdout);
+			exit(0);
+		} else if (opt_is(argv, argc, &i, "--output", "-o", true, &v)) {
+			if (!*v)
+				usage_error("%s: empty output name", a);
+			out = v;
+		} else if (opt_is(argv, argc, &i, "--python", NULL, true, &v)) {
+			if (!*v)
+				usage_error("%s: empty name", a);
+			python = v;
+		} else {
+			usage_error("unexpected argument '%s' (arguments for run.py go after --)", a);
+		}
+	}
+	char lib[PATH_MAX], tba[PATH_MAX], simgpu[PATH_MAX], site[PATH_MAX + 8], root[PATH_MAX], demo[PATH_MAX];
+	if (!find_piece(lib, sizeof lib, "../libtbprof", TBPROF_INSTALL_LIBDIR, "libtbprof.so") ||
+	    !find_piece(tba, sizeof tba, "../analyze", TBPROF_INSTALL_BINDIR, "tbanalyze")) {
+		fprintf(stderr, "tbprof demo: libtbprof.so or tbanalyze not found beside %s\n",
+			prog_dir ? prog_dir : "tbprof");
+		return EXIT_UNAVAILABLE;
+	}
+	char probe[PATH_MAX];
+	bool build_tree = prog_dir && snprintf(probe, sizeof probe, "%s/../libtbprof/libtbprof.so", prog_dir) > 0 &&
+			  is_file(probe);
+	if (build_tree) {
+		snprintf(simgpu, sizeof simgpu, "%s/../tests/simgpu", prog_dir);
+		snprintf(site, sizeof site, "%s/tests/simgpu/simtorch_site", TBPROF_SOURCE_ROOT);
+		snprintf(root, sizeof root, "%s", TBPROF_SOURCE_ROOT);
+	} else {
+		char found[PATH_MAX];
+		if (!find_installed(found, sizeof found, TBPROF_INSTALL_SIMGPUDIR, "libcudart.so.13"))
+			snprintf(found, sizeof found, "%s/libcudart.so.13", TBPROF_INSTALL_SIMGPUDIR);
+		snprintf(simgpu, sizeof simgpu, "%.*s", (int)(strrchr(found, '/') - found), found);
+		snprintf(site, sizeof site, "%s/site", simgpu);
+		if (!find_installed(found, sizeof found, TBPROF_INSTALL_DEMODIR, "run.py"))
+			snprintf(found, sizeof found, "%s/run.py", TBPROF_INSTALL_DEMODIR);
+		snprintf(root, sizeof root, "%.*s", (int)(strrchr(found, '/') - found), found);
+	}
+	char piece[PATH_MAX];
+	if (!demo_piece(piece, sizeof piece, simgpu, "libcudart.so.13")) {
+		fprintf(stderr, "tbprof demo: the simulated GPU (simgpu) is not part of this %s: it is built with the "
+			"tests when the CUDA toolkit's headers are found (meson setup -Dtests=enabled "
+			"-Dcudadir=...)\n", build_tree ? "build" : "install");
+		return EXIT_UNAVAILABLE;
+	}
+	if (!demo_piece(piece, sizeof piece, site, "sitecustomize.py") ||
+	    !demo_piece(piece, sizeof piece, root, "run.py") || !demo_piece(demo, sizeof demo, root, "runner/demo.py") ||
+	    !demo_piece(piece, sizeof piece, root, "models/paper_antipatterns/__init__.py")) {
+		fprintf(stderr, "tbprof demo: this %s lacks the demo's files (Python was not found when it was "
+			"configured?)\n", build_tree ? "build" : "install");
+		return EXIT_UNAVAILABLE;
+	}
+	char abs[PATH_MAX];
+	char *paths[] = {lib, tba, simgpu, site, demo};
+	for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++)
+		if (realpath(paths[k], abs))
+			snprintf(paths[k], PATH_MAX, "%s", abs);
+	int n = argc - i;
+	char **args = calloc((size_t)n + 16, sizeof *args);
+	if (!args)
+		return EXIT_CANNOT_RUN;
+	int k = 0;
+	args[k++] = (char *)python;
+	args[k++] = demo;
+	args[k++] = "--lib";
+	args[k++] = lib;
+	args[k++] = "--tbanalyze";
+	args[k++] = tba;
+	args[k++] = "--simgpu";
+	args[k++] = simgpu;
+	args[k++] = "--site";
+	args[k++] = site;
+	args[k++] = "-o";
+	args[k++] = (char *)out;
+	args[k++] = "--";
+	for (int j = 0; j < n; j++)
+		args[k++] = argv[i + j];
+	fflush(NULL);
+	execvp(python, args);
+	int e = errno;
+	fprintf(stderr, "tbprof demo: %s: %s (the demo runs PyTorch: --python PATH names its Python)\n", python,
+		strerror(e));
+	return e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN;
+}
+
 int main(int argc, char **argv)
 {
 	prog_dir = find_prog_dir();
@@ -730,6 +912,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(cmd, "record"))
 		return cmd_record(argc - 2, argv + 2);
+	if (!strcmp(cmd, "demo"))
+		return cmd_demo(argc - 2, argv + 2);
 	if (!strcmp(cmd, "report")) {
 		char tba[PATH_MAX];
 		if (!find_piece(tba, sizeof tba, "../analyze", TBPROF_INSTALL_BINDIR, "tbanalyze")) {
@@ -741,6 +925,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tbprof: %s: %s\n", tba, strerror(errno));
 		return EXIT_CANNOT_RUN;
 	}
-	fprintf(stderr, "tbprof: unknown command '%s' (tbprof --help: record, report)\n", cmd);
+	fprintf(stderr, "tbprof: unknown command '%s' (tbprof --help: record, report, demo)\n", cmd);
 	return EXIT_USAGE;
 }

@@ -2,7 +2,7 @@
 """The `tbprof` command (suite 'launcher').
 
 Usage: check_launcher.py SCENARIO
-  help      tbprof --help / record --help: man-page sections, every option
+  help      tbprof --help / record --help / demo --help: man-page sections, every option
   badopts   bad options are named, exit status 2, the command never runs
   exit      the exit status is the command's, also when it dies of a signal
   forward   a signal sent to tbprof reaches the command
@@ -59,10 +59,16 @@ def scenario_help():
     p = tbprof([])
     if p.returncode != 2 or "SYNOPSIS" not in p.stderr:
         fail(f"tbprof without arguments: rc {p.returncode}, stderr {p.stderr[:100]!r}")
+    p = tbprof(["demo", "--help"])
+    for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "FILES", "EXIT STATUS"):
+        if "\n" + section + "\n" not in "\n" + p.stdout:
+            fail(f"demo --help lacks the {section} section")
+    if p.returncode != 0 or "SIMULATED" not in p.stdout or "tbprof demo" not in tbprof(["--help"]).stdout:
+        fail(f"demo --help: rc {p.returncode}, or tbprof --help does not name demo")
     p = tbprof(["--version"])
     if p.returncode != 0 or not p.stdout.startswith("tbprof "):
         fail(f"--version: {p.stdout!r}")
-    print("ok: --help, record --help (all sections and options), no arguments: 2, --version")
+    print("ok: --help, record --help (all sections and options), demo --help, no arguments: 2, --version")
 
 
 def scenario_badopts():
@@ -83,6 +89,9 @@ def scenario_badopts():
         (["record"], "no command"),
         (["record", "--trace-all", "--"], "no command"),
         (["recrod"] + cmd, "'recrod'"),
+        (["demo", "--bogus"], "tbprof demo: unexpected argument '--bogus'"),
+        (["demo", "-o", ""], "tbprof demo: -o: empty"),
+        (["demo", "--python"], "tbprof demo: --python needs a value"),
     ]
     for args, words in cases:
         p = tbprof(args, cwd=d)
