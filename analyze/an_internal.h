@@ -1,6 +1,7 @@
-/* Internal seams between the loader (an_core.c), the passes (an_passes.c)
- * and the definition tables (an_defs.c).  The loader calls the passes and
- * fills the tables; the passes read the tables only. */
+/* Internal seams between the loader (an_core.c, the record merge in
+ * an_merge.c), the passes (an_passes.c and an_pass_*.c) and the definition
+ * tables (an_defs.c).  The loader calls the passes and fills the tables;
+ * the passes read the tables only. */
 #ifndef TBANALYZE_AN_INTERNAL_H
 #define TBANALYZE_AN_INTERNAL_H
 
@@ -10,6 +11,14 @@
 struct an_defs *defs_new(void);
 void defs_free(struct an_defs *d);
 int defs_add(struct an_defs *d, const struct tbp_record *r); /* 0 ok, -1 nomem */
+
+/* Reads the whole trace, definitions into the tables, timed records through
+ * the merge into the passes in time order, the others straight to them.
+ * Closes the reader.  Returns a TBA_EXIT_* status (errors printed). */
+int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path);
+/* Records of a thread's or a device's stream that carry a time (API calls,
+ * GPU activity, markers): the ones the merge puts in order. */
+int an_is_timed_record(unsigned kind);
 
 int an_pass_init(struct analysis *a);
 /* One record, in time order for API/GPU/marker records; definitions never

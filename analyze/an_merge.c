@@ -1,0 +1,519 @@
+/*
+ * tbanalyze engine: the record merge.  Reads a trace once, streaming:
+ * definitions go into the tables (an_defs.c), facts and spans straight to
+ * the passes, and the timed records of every stream (host threads, GPU
+ * devices) through a bounded merge that hands them to the passes
+ * (an_passes.c) in one global time order.
+ *
+ * Records of one stream are in time order; streams interleave frame by frame,
+ * and GPU activity usually reaches the file later than the host calls that
+ * caused it.  Each stream gets a FIFO; the earliest head is processed once
+ * every stream that is still producing has something queued, so the passes
+ * see one global time order.  A stream that got nothing in the last
+ * AN_STALL_FRAMES frames does not hold the others back, and the whole buffer is capped: past
+ * the cap the earliest record goes out anyway (counted in reorder_forced).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "an.h"
+#include "an_internal.h"
+#include "cmd.h"
+#include "tr_common.h"
+
+#define AN_REORDER_CAP (1u << 19)
+/* TBANALYZE_REORDER_CAP overrides it (tests use a tiny window to exercise
+ * the late-record paths on small traces). */
+static size_t reorder_cap = AN_REORDER_CAP;
+/* Frames of silence after which a stream stops holding the others back. */
+#define AN_STALL_FRAMES 16
+/* Records an_run takes from the reader per call. */
+#define AN_RUN_MAX 64
+/* A queue holding more records than this (640 KiB) is a backlog that the
+ * cache does not hold: its slots are prefetched ahead of use. */
+#define AN_COLD_QUEUE 4096
+
+struct mqueue {
+	uint32_t key_kind, key_id;
+	struct tbp_record *ring;
+	size_t cap, head, n;
+	uint64_t last_frame;
+};
+
+struct merger {
+	struct vec qs; /* struct mqueue */
+	size_t *heap;  /* merge_drain_runs: non-empty queues, earliest head first */
+	size_t heap_cap;
+	struct u64map idx;
+	size_t buffered;
+	uint64_t frame;
+	uint64_t last_key;
+	size_t last_q; /* index + 1 of the queue of last_key, 0 = none */
+	uint64_t last_emitted_ts;
+};
+
+static struct mqueue *mq_get_slow(struct merger *m, unsigned kind, uint32_t id);
+
+static inline struct mqueue *mq_get(struct merger *m, unsigned kind, uint32_t id)
+{
+	uint64_t key = ((uint64_t)kind << 32) | id;
+	/* Records come chunk by chunk: the last queue is usually the one. */
+	if (__builtin_expect(m->last_q && m->last_key == key, 1))
+		return VEC_AT(&m->qs, struct mqueue, m->last_q - 1);
+	return mq_get_slow(m, kind, id);
+}
+
+static struct mqueue *mq_get_slow(struct merger *m, unsigned kind, uint32_t id)
+{
+	uint64_t key = ((uint64_t)kind << 32) | id;
+	uint64_t *ix = u64map_get(&m->idx, key);
+	if (ix) {
+		m->last_key = key;
+		m->last_q = *ix + 1;
+		return VEC_AT(&m->qs, struct mqueue, *ix);
+	}
+	if (m->heap_cap < m->qs.n + 1) {
+		size_t ncap = m->heap_cap ? 2 * m->heap_cap : 8;
+		size_t *nh = realloc(m->heap, ncap * sizeof *nh);
+		if (!nh)
+			return NULL;
+		m->heap = nh;
+		m->heap_cap = ncap;
+	}
+	struct mqueue *q = vec_push(&m->qs);
+	if (!q || u64map_put(&m->idx, key, m->qs.n - 1))
+		return NULL;
+	q->key_kind = kind;
+	q->key_id = id;
+	return q;
+}
+
+static int mq_push(struct mqueue *q, const struct tbp_record *r)
+{
+	if (q->n == q->cap) {
+		size_t ncap = q->cap ? q->cap * 2 : 256;
+		struct tbp_record *nr = malloc(ncap * sizeof *nr);
+		if (!nr)
+			return -1;
+		for (size_t i = 0; i < q->n; i++)
+			nr[i] = q->ring[(q->head + i) & (q->cap - 1)];
+		free(q->ring);
+		q->ring = nr;
+		q->cap = ncap;
+		q->head = 0;
+	}
+	struct tbp_record *slot = &q->ring[(q->head + q->n) & (q->cap - 1)];
+	*slot = *r;
+	slot->blob = NULL;
+	slot->blob_len = 0;
+	q->n++;
+	return 0;
+}
+
+
+/* Two queues (one host thread and one device, the usual case), both with
+ * records: no queue is empty, so none blocks, and merge_drain_runs would
+ * emit the earlier head's run and take a heap step again; host and GPU
+ * records alternate, so runs are a record or two.  This emits the same
+ * records in the same order, one comparison per record, until a queue runs
+ * empty.  Ties: the queue whose run it is keeps going (a run breaks only on
+ * a head of the other queue that is strictly earlier, host before GPU at
+ * equal times); the first pick prefers the first queue. */
+static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a, struct merger *m, int cold);
+
+/* Takes one queue's head into *out and moves the head on, loading the new
+ * head's time and stream kind; 0 when the queue ran empty.  Inlined with
+ * its arguments' addresses folded: everything stays in registers. */
+static inline __attribute__((always_inline)) int take_head(const struct tbp_record *ring, size_t mask, size_t *head,
+							   size_t *n, uint64_t *ts, unsigned *kind, int cold,
+							   const struct tbp_record **out)
+{
+	*out = &ring[*head];
+	*head = (*head + 1) & mask;
+	if (!--*n)
+		return 0;
+	if (cold)
+		__builtin_prefetch(&ring[(*head + 16) & mask]);
+	*ts = ring[*head].ts;
+	*kind = ring[*head].stream_kind;
+	return 1;
+}
+
+static void merge_two(struct analysis *a, struct merger *m)
+{
+	const struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
+	if (!q0->n || !q1->n)
+		return;
+	/* A copy of the loop for backlogs larger than the cache, which
+	 * prefetches the records ahead of the heads. */
+	if (q0->n > AN_COLD_QUEUE || q1->n > AN_COLD_QUEUE)
+		merge_two_k(a, m, 1);
+	else
+		merge_two_k(a, m, 0);
+}
+
+static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a, struct merger *m, int cold)
+{
+	struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
+	/* The order is worked out a block at a time with no call in the loop
+	 * (everything stays in registers), then the block goes to the passes:
+	 * host and GPU records alternate, so runs are a record or two long. */
+	const struct tbp_record *r0 = q0->ring, *r1 = q1->ring;
+	size_t m0 = q0->cap - 1, m1 = q1->cap - 1, h0 = q0->head, h1 = q1->head, n0 = q0->n, n1 = q1->n;
+	/* Each queue's head: its time and stream kind, loaded once. */
+	uint64_t t0 = r0[h0].ts, t1 = r1[h1].ts;
+	unsigned s0 = r0[h0].stream_kind, s1 = r1[h1].stream_kind;
+	int c = t1 < t0 || (t1 == t0 && s1 < s0);
+	uint64_t last_ts = m->last_emitted_ts;
+	const struct tbp_record *block[64];
+	int more = 1;
+	while (more) {
+		unsigned k = 0;
+		while (k < 64) {
+			more = c ? take_head(r1, m1, &h1, &n1, &t1, &s1, cold, &block[k])
+				 : take_head(r0, m0, &h0, &n0, &t0, &s0, cold, &block[k]);
+			k++;
+			if (!more)
+				break;
+			/* Switch queues only on a head strictly before the current one. */
+			c = c ? !(t0 < t1 || (t0 == t1 && s0 < s1)) : (t1 < t0 || (t1 == t0 && s1 < s0));
+		}
+		an_pass_block(a, block, k, &last_ts);
+		m->buffered -= k;
+	}
+	q0->head = h0;
+	q0->n = n0;
+	q1->head = h1;
+	q1->n = n1;
+	m->last_emitted_ts = last_ts;
+}
+
+/* Moves a queue's records to the front of its ring.  The rings grow to
+ * hold the first frames (nothing is released before AN_STALL_FRAMES) and
+ * are much larger than the cache later; a head that kept moving round the
+ * whole ring would make every record a cache miss on the way in and out,
+ * while records restarting at slot 0 keep the live part about a frame
+ * long.  Only when at most an eighth as many records are left as were
+ * taken out since the last move (head counts them): a record taken pays for
+ * at most an eighth of one moved, and a backlog (GPU activity frames late,
+ * or drained a record at a time past the reorder cap) is not moved at all:
+ * it is larger than the cache anyway. */
+static void mq_compact(struct mqueue *q)
+{
+	if (!q->head || q->n > q->head / 8)
+		return;
+	if (q->head + q->n <= q->cap) {
+		memmove(q->ring, q->ring + q->head, q->n * sizeof *q->ring);
+	} else {
+		/* Wrapped: [head, cap) then [0, rest), rest < n < head: the
+		 * rest moves up behind the first part, which then goes to the
+		 * front without overlapping it. */
+		size_t first = q->cap - q->head, rest = q->n - first;
+		memmove(q->ring + first, q->ring, rest * sizeof *q->ring);
+		memcpy(q->ring, q->ring + q->head, first * sizeof *q->ring);
+	}
+	q->head = 0;
+}
+
+static void merge_drain_runs(struct analysis *a, struct merger *m, int final);
+
+/* Emit records in time order while allowed (or everything when final). */
+static void merge_drain(struct analysis *a, struct merger *m, int final)
+{
+	merge_drain_runs(a, m, final);
+	for (size_t i = 0; i < m->qs.n; i++)
+		mq_compact(VEC_AT(&m->qs, struct mqueue, i));
+}
+
+/* Queue i's head comes before queue j's: earlier time, then host records
+ * (markers, API calls) before GPU activity, then the queue made first. */
+static inline int mq_before(const struct merger *m, size_t i, size_t j)
+{
+	const struct mqueue *qi = VEC_AT(&m->qs, struct mqueue, i), *qj = VEC_AT(&m->qs, struct mqueue, j);
+	const struct tbp_record *x = &qi->ring[qi->head], *y = &qj->ring[qj->head];
+	if (x->ts != y->ts)
+		return x->ts < y->ts;
+	if (x->stream_kind != y->stream_kind)
+		return x->stream_kind < y->stream_kind;
+	return i < j;
+}
+
+static void heap_sift_down(const struct merger *m, size_t *heap, size_t n, size_t at)
+{
+	for (;;) {
+		size_t l = 2 * at + 1, r = l + 1, min = at;
+		if (l < n && mq_before(m, heap[l], heap[min]))
+			min = l;
+		if (r < n && mq_before(m, heap[r], heap[min]))
+			min = r;
+		if (min == at)
+			return;
+		size_t t = heap[at];
+		heap[at] = heap[min];
+		heap[min] = t;
+		at = min;
+	}
+}
+
+/* An empty queue holds the others back: a device stream always (GPU
+ * activity lags by nature, CUPTI delivers whole buffers), a host thread
+ * only while it was active in the last AN_STALL_FRAMES frames. */
+static inline int mq_blocks(const struct merger *m, const struct mqueue *q)
+{
+	return q->key_kind == TBP_STREAM_GPU || q->last_frame + AN_STALL_FRAMES > m->frame;
+}
+
+static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
+{
+	/* Streams are only known once they show up: give the late starters
+	 * (GPU activity, other threads) a few frames to appear first. */
+	if (!final && m->frame < AN_STALL_FRAMES && m->buffered <= reorder_cap)
+		return;
+	if (m->qs.n == 2)
+		merge_two(a, m);
+	/* The queues with records in a heap by their heads (no queue gets
+	 * records during a drain); an empty queue that blocks stays so. */
+	size_t *heap = m->heap, hn = 0;
+	int blocked = 0;
+	for (size_t i = 0; i < m->qs.n; i++) {
+		const struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
+		if (q->n)
+			heap[hn++] = i;
+		else if (mq_blocks(m, q))
+			blocked = 1;
+	}
+	for (size_t i = hn / 2; i-- > 0;)
+		heap_sift_down(m, heap, hn, i);
+	while (hn) {
+		if (blocked && !final) {
+			if (m->buffered <= reorder_cap)
+				return;
+			a->reorder_forced++;
+		}
+		/* Emit from the earliest queue as long as it stays ahead of every
+		 * other head (the earlier of the heap's second level): one heap
+		 * step per run of records.  Past the cap with a stream blocking,
+		 * only down to the cap. */
+		struct mqueue *best = VEC_AT(&m->qs, struct mqueue, heap[0]);
+		uint64_t lim_ts = UINT64_MAX;
+		unsigned lim_kind = 255;
+		if (hn > 1) {
+			size_t sx = hn > 2 && mq_before(m, heap[2], heap[1]) ? heap[2] : heap[1];
+			const struct mqueue *sq = VEC_AT(&m->qs, struct mqueue, sx);
+			lim_ts = sq->ring[sq->head].ts;
+			lim_kind = sq->ring[sq->head].stream_kind;
+		}
+		size_t take = best->n;
+		if (!final && blocked && m->buffered - reorder_cap < take)
+			take = m->buffered - reorder_cap;
+		struct tbp_record *ring = best->ring;
+		size_t mask = best->cap - 1, head = best->head, done = 0;
+		uint64_t last_ts = m->last_emitted_ts;
+		for (;;) {
+			const struct tbp_record *r = &ring[head];
+			an_pass_block(a, &r, 1, &last_ts);
+			head = (head + 1) & mask;
+			if (++done == take)
+				break;
+			r = &ring[head];
+			if (r->ts > lim_ts || (r->ts == lim_ts && r->stream_kind > lim_kind))
+				break;
+		}
+		m->last_emitted_ts = last_ts;
+		best->head = head;
+		best->n -= done;
+		m->buffered -= done;
+		if (!best->n) {
+			if (mq_blocks(m, best))
+				blocked = 1;
+			heap[0] = heap[--hn];
+		}
+		heap_sift_down(m, heap, hn, 0);
+	}
+}
+
+static void merge_free(struct merger *m)
+{
+	free(m->heap);
+	for (size_t i = 0; i < m->qs.n; i++)
+		free(VEC_AT(&m->qs, struct mqueue, i)->ring);
+	vec_free(&m->qs);
+	u64map_free(&m->idx);
+}
+
+/* What the merge does with a record of each kind. */
+enum { AN_KC_PASS, AN_KC_DEF, AN_KC_TIMED };
+static uint8_t kind_class[256];
+
+int an_is_timed_record(unsigned kind)
+{
+	return (kind >= TBP_K_API && kind <= TBP_K_SYNC) || (kind >= TBP_K_GPU_KERNEL && kind <= TBP_K_GPU_SYNC) ||
+	       kind == TBP_K_MARKER;
+}
+
+static void merge_setup(void)
+{
+	const char *cap = getenv("TBANALYZE_REORDER_CAP");
+	if (cap && atol(cap) > 0)
+		reorder_cap = (size_t)atol(cap);
+	for (unsigned k = 0; k < 256; k++)
+		kind_class[k] = k == TBP_K_STRING || k == TBP_K_PYFRAME || k == TBP_K_CALLPATH || k == TBP_K_NATIVE ||
+					k == TBP_K_MODULE
+				? AN_KC_DEF
+			: an_is_timed_record(k) ? AN_KC_TIMED
+						: AN_KC_PASS;
+}
+
+/* Reads the whole trace, definitions into the tables, timed records through
+ * the merge into the passes in time order, the others straight to them.
+ * Closes the reader. */
+int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path)
+{
+	merge_setup();
+	struct merger m = {.qs = {.item = sizeof(struct mqueue)}};
+	/* A CUPTI trace will have GPU activity, possibly all of it handed over
+	 * late: let device 0's queue hold the host records back from the start
+	 * (bounded by the cap) instead of only once it shows up. */
+	if ((a->header.features & TBP_FEAT_CUPTI) && !mq_get(&m, TBP_STREAM_GPU, 0))
+		goto nomem;
+	uint64_t last_off = tbp_reader_offset(r);
+	/* Records come a run at a time (tbp_reader_next_many: one chunk, so
+	 * one stream).  A run is decoded straight into the free tail of the
+	 * queue the last timed record went to (the same stream, usually), so
+	 * a queued record is not copied again; records that are not queued
+	 * (definitions, spans) are handled in place and the queued ones after
+	 * them move down over them.  Elsewhere it goes to `spare` and is
+	 * copied into its queue. */
+	struct tbp_record spare[AN_RUN_MAX];
+	int st;
+	for (;;) {
+		size_t pq_ix = m.last_q;
+		struct tbp_record *run = spare;
+		unsigned max = AN_RUN_MAX;
+		if (pq_ix) {
+			struct mqueue *pq = VEC_AT(&m.qs, struct mqueue, pq_ix - 1);
+			size_t tail = (pq->head + pq->n) & (pq->cap - 1);
+			size_t room = pq->cap - pq->n;
+			if (room > pq->cap - tail)
+				room = pq->cap - tail; /* not across the ring's end */
+			if (room) {
+				run = &pq->ring[tail];
+				if (room < max)
+					max = (unsigned)room;
+				if (pq->n > AN_COLD_QUEUE) {
+					/* A backlog larger than the cache: the tail is
+					 * cold, ask for its lines before decoding into them. */
+					const char *p = (const char *)run, *pe = (const char *)(run + max);
+					for (; p < pe; p += 64)
+						__builtin_prefetch(p, 1);
+				}
+			}
+		}
+		/* Past the cap every queued record drains the merge: a run ends
+		 * with the record that crosses it. */
+		size_t to_cap = m.buffered <= reorder_cap ? reorder_cap - m.buffered + 1 : 1;
+		if (to_cap < max)
+			max = (unsigned)to_cap;
+		unsigned n;
+		if ((st = tr_next_many(r, path, run, max, &n)) <= 0)
+			break;
+		a->records += n;
+		uint64_t off = tbp_reader_offset(r);
+		if (off != last_off) {
+			/* A new frame: let streams that kept up release records.
+			 * The drain may move the ring's records (mq_compact): the
+			 * run just decoded into the tail is not queued yet (it is
+			 * the frame's first record, alone). */
+			m.frame++;
+			last_off = off;
+			if (run != spare) {
+				memcpy(spare, run, n * sizeof *run);
+				run = spare;
+			}
+			merge_drain(a, &m, 0);
+		}
+		struct mqueue *q = NULL;
+		struct tbp_record *slot = NULL; /* next free queue slot, in place */
+		unsigned defs = 0, timed = 0, i = 0;
+		if (run != spare && kind_class[run[0].kind] == AN_KC_TIMED) {
+			/* The usual run: in place, and timed records only from
+			 * the start (they stay where they are). */
+			if (!(q = mq_get(&m, run[0].stream_kind, run[0].tid)))
+				goto nomem;
+			if (q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1)) {
+				q->last_frame = m.frame;
+				while (i < n && kind_class[run[i].kind] == AN_KC_TIMED) {
+					run[i].blob = NULL; /* queued records outlive the frame */
+					run[i].blob_len = 0;
+					i++;
+				}
+				slot = run + i;
+				timed = i;
+			} else {
+				q = NULL;
+			}
+		}
+		for (; i < n; i++) {
+			struct tbp_record *rec = &run[i];
+			unsigned cls = kind_class[rec->kind];
+			if (__builtin_expect(cls == AN_KC_TIMED, 1)) {
+				if (!q) {
+					/* One chunk: every record of the run has the same queue. */
+					if (!(q = mq_get(&m, rec->stream_kind, rec->tid)))
+						goto nomem;
+					if (run != spare && q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1))
+						slot = run;
+					q->last_frame = m.frame;
+				}
+				if (slot) {
+					/* The run sits at the queue's tail: a record moves
+					 * only down over a definition or span before it. */
+					if (slot != rec)
+						*slot = *rec;
+					slot->blob = NULL; /* queued records outlive the frame */
+					slot->blob_len = 0;
+					slot++;
+				} else if (mq_push(q, rec)) {
+					goto nomem;
+				}
+				timed++;
+			} else if (cls == AN_KC_DEF) {
+				defs++;
+				if (defs_add(a->defs, rec))
+					goto nomem;
+			} else {
+				an_pass_record(a, rec); /* facts and spans: order-free */
+			}
+		}
+		if (slot)
+			q->n += (size_t)(slot - run);
+		/* Only a run of timed records alone can reach past the cap (see
+		 * max), with its last record: as draining right after it. */
+		m.buffered += timed;
+		if (m.buffered > reorder_cap)
+			merge_drain(a, &m, 0);
+		a->events += n - defs;
+	}
+	if (st < 0) {
+		int rc = tr_exit_status(r);
+		merge_free(&m);
+		tbp_reader_close(r);
+		return rc;
+	}
+	if (tbp_reader_truncated(r)) {
+		a->truncated = 1;
+		a->truncated_at = tbp_reader_offset(r);
+	}
+	merge_drain(a, &m, 1);
+	merge_free(&m);
+	tbp_reader_close(r);
+	return TBA_EXIT_OK;
+nomem:
+	merge_free(&m);
+	tbp_reader_close(r);
+	fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
+	return TBA_EXIT_INTERNAL;
+}
