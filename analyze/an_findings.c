@@ -1,0 +1,158 @@
+/*
+ * Pass: the findings, once every record is in.  Each occurrence was filed
+ * under its (kind, cause, phase, call site); here the phases that count
+ * are kept, each finding is placed at the innermost frame of the user's
+ * code (an_user_callpath), merged with the others placed there, sorted
+ * out into the findings, the runner's own cost (harness) and the model's
+ * work at the runner's shared training step, and sorted biggest first.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "an_pass.h"
+
+static int cmp_finding(const void *x, const void *y)
+{
+	const struct an_finding *a = x, *b = y;
+	if (a->total_ns != b->total_ns)
+		return a->total_ns > b->total_ns ? -1 : 1;
+	if (a->count != b->count)
+		return a->count > b->count ? -1 : 1;
+	if (a->kind != b->kind)
+		return a->kind - b->kind;
+	return a->callpath < b->callpath ? -1 : a->callpath > b->callpath;
+}
+
+static int keep_finding(const struct analysis *a, const struct an_finding *f)
+{
+	switch (f->kind) {
+	case AN_F_PING_PONG: return f->count >= a->opts.pingpong_min;
+	case AN_F_SYNC_HOTSPOT: return f->count >= a->opts.sync_min;
+	case AN_F_ALLOC_CHURN:
+		return f->count >= a->opts.churn_min &&
+		       (2 * f->cycles >= f->count || (a->iterations >= 2 && f->iters_allocating >= a->iterations));
+	}
+	return f->count > 0;
+}
+
+/* The call path runs inside a backward() (Tensor.backward, autograd.backward,
+ * the engine's entry): its caller is waiting on autograd's threads. */
+static int in_backward(const struct analysis *a, uint64_t cp)
+{
+	struct an_frame fr[32];
+	size_t n = cp ? an_callpath_frames(a, cp, fr, 32) : 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t k = 0; k + 8 <= fr[i].function_len; k++)
+			if (!memcmp(fr[i].function + k, "backward", 8))
+				return 1;
+	return 0;
+}
+
+/* Where a finding is shown: the innermost frame of the user's code, unless
+ * --where=leaf. */
+static uint64_t place(const struct analysis *a, uint64_t cp)
+{
+	return cp && !a->opts.where_leaf ? an_user_callpath(a, cp) : cp;
+}
+
+static void keep_sorted(const struct analysis *a, struct vec *v)
+{
+	size_t w = 0;
+	for (size_t i = 0; i < v->n; i++) {
+		struct an_finding *f = VEC_AT(v, struct an_finding, i);
+		if (keep_finding(a, f))
+			*VEC_AT(v, struct an_finding, w++) = *f;
+	}
+	v->n = w;
+	if (w)
+		qsort(v->data, w, sizeof(struct an_finding), cmp_finding);
+}
+
+static int findings_finish(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	/* Call sites of torch's backward(): the path autograd's threads launch
+	 * under (the tracer lends them the caller's), so a burst recorded at one
+	 * is the backward pass's kernels. */
+	struct u64map bw_callers = {0};
+	for (size_t i = 0; i < a->spans.n; i++) {
+		const struct an_span_stat *sp = VEC_AT(&a->spans, struct an_span_stat, i);
+		uint64_t caller = sp->backward_wait ? an_user_callpath(a, sp->callpath) : 0;
+		if (caller && u64map_put(&bw_callers, caller, 1)) {
+			u64map_free(&bw_callers);
+			return -1;
+		}
+	}
+	/* Keep the steady state when the runner marked one; otherwise every
+	 * marked iteration; otherwise everything.  Merge phases per site. */
+	struct u64map merged = {0};
+	for (size_t i = 0; i < st->all_findings.n; i++) {
+		const struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, i);
+		if (!phase_counts(a, f->phase))
+			continue;
+		uint64_t placed = place(a, f->callpath);
+		struct vec *out = f->kind == AN_F_IDLE_PART ? &a->idle_parts
+				  : an_callpath_is_harness(a, placed) ? &a->harness
+				  : an_callpath_is_model_step(a, placed) ? &a->model_step : &a->findings;
+		uint64_t h = an_hash_combine(an_hash_combine(f->kind, f->cause + 16u * f->edge), an_hash_combine(placed, f->native));
+		if (h == UINT64_MAX)
+			h = 0;
+		uint64_t *ix = u64map_get(&merged, h);
+		if (!ix) {
+			struct an_finding *o = vec_push(out);
+			if (!o || u64map_put(&merged, h, out->n - 1)) {
+				u64map_free(&merged);
+				u64map_free(&bw_callers);
+				return -1;
+			}
+			*o = *f;
+			o->callpath = placed;
+			o->backward_burst = f->kind == AN_F_KERNEL_BURST && u64map_get(&bw_callers, f->callpath) != NULL;
+			o->harness = out == &a->harness || (f->kind == AN_F_IDLE_PART && an_callpath_is_harness(a, placed));
+			o->leaf_callpath = placed != f->callpath ? f->callpath : 0;
+			/* Another thread's span around the gaps explains them only
+			 * when it waits on this work: inside backward(), for
+			 * autograd's threads (main() around everything does not). */
+			o->context_backward = in_backward(a, f->context_callpath);
+			o->context_callpath = o->context_backward ? place(a, f->context_callpath) : 0;
+			o->other_callpath = place(a, f->other_callpath);
+			continue;
+		}
+		struct an_finding *o = VEC_AT(out, struct an_finding, *ix);
+		o->cycles += f->cycles;
+		o->iters_allocating += f->iters_allocating;
+		for (int c = 0; c < AN_CAUSE_N; c++)
+			o->cause_ns[c] += f->cause_ns[c];
+		if (!o->context_callpath && in_backward(a, f->context_callpath)) {
+			o->context_callpath = place(a, f->context_callpath);
+			o->context_backward = 1;
+		}
+		if (!o->kernel_name)
+			o->kernel_name = f->kernel_name;
+		if (f->kind == AN_F_KERNEL_BURST && u64map_get(&bw_callers, f->callpath))
+			o->backward_burst = 1;
+		o->count += f->count;
+		o->total_ns += f->total_ns;
+		o->groups += f->groups;
+		o->bytes += f->bytes;
+		o->flagged += f->flagged;
+		o->pageable += f->pageable;
+		o->idle_ns += f->idle_ns;
+		if (f->max_ns > o->max_ns)
+			o->max_ns = f->max_ns;
+	}
+	u64map_free(&merged);
+	u64map_free(&bw_callers);
+	keep_sorted(a, &a->findings);
+	keep_sorted(a, &a->harness);
+	keep_sorted(a, &a->model_step);
+	if (a->idle_parts.n)
+		qsort(a->idle_parts.data, a->idle_parts.n, sizeof(struct an_finding), cmp_finding);
+	return 0;
+}
+
+const struct an_pass_ops an_pass_findings = {
+	.name = "findings",
+	.finish = findings_finish,
+};

@@ -1,0 +1,580 @@
+/*
+ * tbanalyze passes: what they share.  Every record reaches the passes once,
+ * in time order, through the dispatcher (an_passes.c), which hands each kind
+ * of record to the hooks of the passes that read it, as perf hands events to
+ * a struct perf_tool's callbacks:
+ *
+ *   breakdown  (an_pass_breakdown.c)  unions of GPU work per device and stream,
+ *                                     the marked window, the HTML timeline
+ *   gaps       (an_pass_gaps.c)       idle gaps and what the host did in them,
+ *                                     the idle breakdown by cause
+ *   bursts     (an_pass_bursts.c)     runs of tiny kernels
+ *   copies     (an_pass_copies.c)     scalar copies, ping-pong, sync hotspots
+ *   memory     (an_pass_memory.c)     allocations, churn, memory left at exit
+ *   spans      (an_pass_spans.c)      host time by Python function
+ *   steps      (an_pass_steps.c)      iterations (marks, detected steps)
+ *   findings   (an_findings.c)        findings placed, merged and sorted
+ *
+ * The hooks on the hot path (every launch and kernel) are inline here, so
+ * that each of the dispatcher's copies specialised for a record kind stays
+ * one function; what they reach rarely (a gap, a burst closing, a new run of
+ * work) is out of line in the pass's file.  The other hooks (spans, marks,
+ * the end of the trace) are each pass's struct an_pass_ops.
+ */
+#ifndef TBANALYZE_AN_PASS_H
+#define TBANALYZE_AN_PASS_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "an.h"
+#include "an_internal.h"
+
+#define HOT_FN static inline __attribute__((always_inline))
+#define COLD_FN static __attribute__((noinline))
+
+/* ------------------------------------------------------------ per pass: state */
+
+/* gaps: the host facts a gap is explained by, and the gaps waiting for them. */
+#define API_RING 1024
+#define SPAN_RING 4096
+#define PENDING_GAPS 1024
+struct api_ent {
+	uint32_t tid;
+	uint8_t kind;
+	uint8_t copy; /* a copy call: an_copy_bits(), else 0 */
+	uint64_t ts, end, callpath, native;
+};
+struct span_ent {
+	uint32_t tid;
+	int backward_wait; /* see struct an_span_stat */
+	uint64_t ts, end, callpath;
+	uint64_t wait_callpath; /* backward_wait: the user's frame that called backward() */
+};
+struct pgap;
+struct gaps_state {
+	struct api_ent api[API_RING];
+	size_t api_n;
+	struct span_ent span[SPAN_RING];
+	size_t span_n;
+	struct pgap *gaps; /* PENDING_GAPS */
+	size_t gap_head, gap_n;
+	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
+};
+
+/* bursts: closed bursts not yet added to their finding (struct burst_iv):
+ * bursts of one site on several streams overlap in time, so their spans and
+ * idle are merged per (finding, device) before adding. */
+struct bursts_state {
+	struct vec burst_ivs;
+	size_t burst_fold_at;
+};
+
+/* copies: the latest host-to-device copy to each device pointer, armed for
+ * a round trip. */
+struct copies_state {
+	struct u64map pp;
+	struct vec pp_pool;
+};
+
+/* memory: live allocations by pointer. */
+struct memory_state {
+	struct u64map allocs;
+	struct vec alloc_pool, alloc_freelist;
+};
+
+/* spans: statistics by call path. */
+struct spans_state {
+	struct u64map span_idx;
+};
+
+/* steps: marked iterations, and what step detection keeps on a first pass
+ * over a trace without marks. */
+#define LAUNCH_RING (1u << 16)
+/* 1 Mi runs (16 MiB): a trace with more detects its steps from spans only.
+ * A run is its first call's start and, packed, its call path (ids are
+ * interned in order: a trace with one past 2^32 detects from spans only)
+ * and how long after its start its last call ended (ns, at most 4.3 s: a
+ * longer run of one line's work is a loop of that line, not a step). */
+#define WORK_RUNS_MAX (1u << 20)
+#define WORK_RUN_CP_MAX (1ull << 32)
+struct work_run {
+	uint64_t ts, packed;
+};
+static inline uint64_t work_run_pack(uint64_t cp, uint64_t dur)
+{
+	return cp << 32 | (dur < UINT32_MAX ? dur : UINT32_MAX);
+}
+static inline uint64_t work_run_cp(const struct work_run *w)
+{
+	return w->packed >> 32;
+}
+static inline uint64_t work_run_end(const struct work_run *w)
+{
+	return w->ts + (uint32_t)w->packed;
+}
+struct synth_mark;
+struct pend_span;
+struct steps_state {
+	/* The times of the latest launches, so that a span can count the
+	 * launches inside it, and per span call path the calls that held
+	 * launches. */
+	uint64_t launch_n;
+	uint64_t *launch_ring; /* LAUNCH_RING */
+	struct u64map cand_idx;
+	struct vec cands; /* struct step_cand */
+	/* Marked iterations: length and phase of each (time per step). */
+	struct vec iters; /* struct iter_len */
+	/* Synthetic marks for detected steps (second pass), in time order. */
+	struct synth_mark *synth;
+	size_t n_synth, synth_at;
+	int in_synth;
+	uint64_t warmup_value; /* WARMUP_END's value */
+	uint64_t next_synth_ts;
+	/* The launches, copies and memsets in time order, consecutive ones
+	 * from one call path as one run (at most WORK_RUNS_MAX runs), kept
+	 * while they may serve: a first pass, until a mark shows the steps. */
+	struct vec work_runs; /* struct work_run */
+	uint64_t work_run_cp; /* the last run's call path */
+	int work_runs_on;
+	int work_runs_full;
+	struct pend_span *pend; /* spans waiting for the launches inside them */
+	size_t pend_head, pend_n;
+	uint64_t pend_due;      /* end of the oldest pending span, UINT64_MAX: none */
+};
+
+/* ------------------------------------------------------------ shared state */
+
+/* What a GPU record needs of the call that launched it. */
+struct corr_ent {
+	uint64_t callpath, native, ts, end; /* end: when the call returned */
+	uint32_t tid;
+	uint32_t site; /* index + 1 in a->sites of the call's site, 0 = none */
+};
+/* 4096 entries (192 KiB, cache-resident): in time order, the launches
+ * still waiting for their GPU side are about the runtime's queue depth. */
+#define CORR_RING (1u << 12)
+struct corr_slot {
+	uint64_t corr; /* 0: empty */
+	struct corr_ent e;
+};
+/* key + 1 -> index into a vector (0: empty slot); a miss falls back to the
+ * map, so the cache only ever answers what the map would. */
+#define HOT_CACHE 64
+struct hot_cache {
+	uint64_t key1[HOT_CACHE];
+	uint64_t ix[HOT_CACHE];
+};
+static inline uint64_t *hot_get(struct hot_cache *c, uint64_t key)
+{
+	unsigned slot = (unsigned)(key ^ key >> 17) & (HOT_CACHE - 1);
+	return c->key1[slot] == key + 1 ? &c->ix[slot] : NULL;
+}
+static inline void hot_put(struct hot_cache *c, uint64_t key, uint64_t ix)
+{
+	unsigned slot = (unsigned)(key ^ key >> 17) & (HOT_CACHE - 1);
+	c->key1[slot] = key + 1;
+	c->ix[slot] = ix;
+}
+
+#define SITE_DIRECT 64
+struct site_direct {
+	uint64_t cp, nat, ix1; /* ix1: index + 1 in a->sites, 0 = empty */
+};
+
+/* Spans that ended on a thread and whose parent has not ended yet.  Spans
+ * reach the file as they end, so when one arrives, the finished spans that
+ * began after it are its direct children.  Bounded: past the cap the oldest
+ * are forgotten (their parent's self time then counts them). */
+#define SPAN_STACK 4096
+struct done_span {
+	uint64_t ts, end;
+	size_t stat; /* index in a->spans */
+};
+struct thread_st {
+	uint32_t tid;
+	int scalar_pending;   /* copies: a scalar copy was this thread's last call */
+	size_t scalar_finding;
+	struct done_span *done; /* spans */
+	size_t ndone;
+};
+
+struct an_state {
+	struct u64map corr; /* corr -> index in corr_pool */
+	struct vec corr_pool, corr_freelist;
+	/* In front of the map: a direct-mapped table by corr's low bits.  Ids
+	 * grow one by one and the GPU side comes soon after, so nearly every
+	 * join is one array access; an entry pushed out by a newer id moves to
+	 * the map. */
+	struct corr_slot *corr_ring; /* CORR_RING entries; NULL: map only */
+	int corr_ring_failed;
+	int expect_gpu;
+
+	struct u64map dev_idx, stream_idx, finding_idx, kernel_idx, site_idx, thread_idx;
+	struct vec threads;
+
+	struct vec all_findings; /* struct an_finding, every phase */
+	uint64_t gpu_now; /* start of the GPU record being handled */
+
+	/* Iterations (marks, or detected steps marked by the steps pass). */
+	int in_iter, iter_markers, win_open;
+	uint64_t iter_begin_ts;
+	/* The latest iteration that ended: a gap across its end is cut there. */
+	uint64_t last_iter_begin_ts, last_iter_end_ts;
+	int last_iter_phase;
+	uint64_t iter_no; /* ITER_BEGIN marks seen */
+	int phase;        /* cur_phase() since the last mark */
+
+	/* One-entry caches: consecutive records mostly hit the same device,
+	 * stream, call site and kernel name. */
+	uint64_t c_dev_id, c_stream_key;
+	uint64_t c_dev, c_stream, c_stream_key2, c_stream2;
+	int c_dev_ok, c_stream_ok;
+	uint32_t c_thread_tid;
+	size_t c_thread_ix; /* index + 1 in threads, 0 = none */
+	/* Call sites and kernel names alternate within a step (a loop body
+	 * launches several kernels from several lines): small direct-mapped
+	 * caches in front of their maps. */
+	struct hot_cache site_cache, kernel_cache;
+	struct site_direct site_direct[SITE_DIRECT];
+
+	struct gaps_state gaps;
+	struct bursts_state bursts;
+	struct copies_state copies;
+	struct memory_state mem;
+	struct spans_state spans;
+	struct steps_state steps;
+};
+
+/* ------------------------------------------------------------ a pass */
+
+/* A Python span as the passes see it (its end clamped to its start); the
+ * spans pass, whose hook runs first, fills stat. */
+struct an_span_ev {
+	uint32_t tid;
+	uint64_t ts, end, callpath;
+	const struct an_span_stat *stat; /* its function's statistics, NULL when none could be kept */
+};
+
+/* The hooks of a pass for the records that are not on the hot path, and its
+ * life: init (0 ok, -1 out of memory), the end of the records (flush: close
+ * what is still open), the results (finish: 0 ok, -1 out of memory), free. */
+struct an_pass_ops {
+	const char *name;
+	int (*init)(struct analysis *a);
+	void (*span)(struct analysis *a, struct an_span_ev *e);
+	void (*flush)(struct analysis *a);
+	int (*finish)(struct analysis *a);
+	void (*free)(struct analysis *a);
+};
+extern const struct an_pass_ops an_pass_breakdown, an_pass_gaps, an_pass_bursts, an_pass_copies, an_pass_memory,
+	an_pass_spans, an_pass_steps, an_pass_findings;
+
+/* ------------------------------------------------------------ shared helpers (an_passes.c) */
+
+struct an_device *get_device_slow(struct analysis *a, uint64_t id);
+HOT_FN struct an_device *get_device(struct analysis *a, uint64_t id)
+{
+	struct an_state *st = a->st;
+	if (__builtin_expect(st->c_dev_ok && st->c_dev_id == id, 1))
+		return VEC_AT(&a->devices, struct an_device, st->c_dev);
+	return get_device_slow(a, id);
+}
+
+struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev, uint64_t stream);
+HOT_FN struct an_stream *get_stream(struct analysis *a, uint64_t dev, uint64_t stream)
+{
+	struct an_state *st = a->st;
+	uint64_t key = (dev << 40) ^ stream;
+	/* Two entries: kernels and copies often run on two streams. */
+	if (__builtin_expect(st->c_stream_ok & 1, 1) && st->c_stream_key == key)
+		return VEC_AT(&a->streams, struct an_stream, st->c_stream);
+	if ((st->c_stream_ok & 2) && st->c_stream_key2 == key)
+		return VEC_AT(&a->streams, struct an_stream, st->c_stream2);
+	return get_stream_slow(a, key, dev, stream);
+}
+
+struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid);
+HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
+{
+	if (__builtin_expect(st->c_thread_ix && st->c_thread_tid == tid, 1))
+		return VEC_AT(&st->threads, struct thread_st, st->c_thread_ix - 1);
+	return get_thread_slow(st, tid);
+}
+
+/* The finding for (kind, cause, phase, site); created on first use. */
+struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, uint64_t cp, uint64_t nat);
+static inline size_t finding_index(const struct an_state *st, const struct an_finding *f)
+{
+	return (size_t)(f - VEC_AT(&st->all_findings, struct an_finding, 0));
+}
+
+static inline int cur_phase(const struct analysis *a)
+{
+	const struct an_state *st = a->st;
+	if (!st->in_iter)
+		return AN_PH_OUTSIDE;
+	return a->warmup_seen ? AN_PH_STEADY : AN_PH_WARMUP;
+}
+/* Occurrences that count: with markers, those of the steady-state
+ * iterations (every marked iteration when there is no warm-up mark);
+ * otherwise all. */
+int phase_counts(const struct analysis *a, int phase);
+/* At a change of phase, the short gaps of the phase that ends are filed
+ * under it (the per-kernel path only adds to one accumulator). */
+void phase_update(struct analysis *a);
+int u64_cmp(const void *x, const void *y);
+
+/* ------------------------------------------------------------ breakdown */
+HOT_FN void un_add(struct an_union *u, uint64_t s, uint64_t e)
+{
+	if (e < s)
+		e = s;
+	if (!u->open) {
+		u->start = s;
+		u->end = e;
+		u->open = 1;
+		return;
+	}
+	if (s > u->end) {
+		u->closed += u->end - u->start;
+		u->start = s;
+		u->end = e;
+	} else if (e > u->end) {
+		u->end = e;
+	}
+}
+
+/* un_add on a stream's busy union, which also splits the stream's idle
+ * as HTA does: the host was late when the work was launched (launch_ts)
+ * after the stream's previous work ended. */
+HOT_FN void stream_busy_add(struct an_stream *str, uint64_t s, uint64_t e, uint64_t launch_ts)
+{
+	struct an_union *u = &str->busy;
+	if (e < s)
+		e = s;
+	if (!u->open) {
+		u->start = s;
+		u->end = e;
+		u->open = 1;
+		return;
+	}
+	if (s > u->end) {
+		str->hta_gap[launch_ts > u->end] += s - u->end;
+		u->closed += u->end - u->start;
+		u->start = s;
+		u->end = e;
+	} else if (e > u->end) {
+		u->end = e;
+	}
+}
+
+void hist_coarsen(struct analysis *a, uint64_t e);
+HOT_FN void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint64_t e)
+{
+	if (!a->hist_on) {
+		a->hist_on = 1;
+		a->hist_origin = s;
+		a->hist_w = 1024;
+	}
+	if (s < a->hist_origin)
+		s = a->hist_origin;
+	if (e <= s)
+		return;
+	/* Coarsen every stream together so one bin width serves the picture
+	 * (bounded: a nonsense timestamp must not overflow the width). */
+	if (e - a->hist_origin > (UINT64_MAX >> 12))
+		e = a->hist_origin + (UINT64_MAX >> 12);
+	if (e - a->hist_origin > (uint64_t)AN_HIST_BINS * a->hist_w)
+		hist_coarsen(a, e);
+	uint64_t off = s - a->hist_origin, end = e - a->hist_origin;
+	unsigned sh = (unsigned)__builtin_ctzll(a->hist_w);
+	/* Most intervals lie inside one bin: the loop below would add end - off
+	 * to that bin alone. */
+	if ((off >> sh) == ((end - 1) >> sh)) {
+		if ((off >> sh) < AN_HIST_BINS)
+			str->hist[off >> sh] += end - off;
+		return;
+	}
+	/* hist_w is 1024 doubled: a shift, not a division per record. */
+	for (size_t b = off >> sh; b < AN_HIST_BINS && b * a->hist_w < end; b++) {
+		uint64_t lo = b * a->hist_w, hi = lo + a->hist_w;
+		uint64_t x0 = off > lo ? off : lo, x1 = end < hi ? end : hi;
+		if (x1 > x0)
+			str->hist[b] += x1 - x0;
+	}
+}
+
+/* A GPU record's interval into its device's and stream's unions and the
+ * timeline (the kind's own unions are the dispatcher's switch). */
+HOT_FN void breakdown_gpu(struct analysis *a, struct an_device *d, struct an_stream *str, uint64_t s, uint64_t e,
+			  uint64_t launch_ts)
+{
+	un_add(&d->busy, s, e);
+	stream_busy_add(str, s, e, launch_ts);
+	hist_add(a, str, s, e);
+	if (s < d->first_ts)
+		d->first_ts = s;
+	if (e > d->last_end)
+		d->last_end = e;
+	if (s < str->first_ts)
+		str->first_ts = s;
+	if (e > str->last_end)
+		str->last_end = e;
+}
+
+/* A gap or burst drawn on the HTML timeline (the longest ones are kept). */
+void mark_add(struct analysis *a, int kind, uint64_t dev, uint64_t stream, uint64_t s, uint64_t e);
+/* The unions' measures at time t, at a window's begin (end 0) or end. */
+void snap_all(struct analysis *a, uint64_t t, int end);
+
+/* ------------------------------------------------------------ gaps */
+/* A host call into the ring the gaps are explained by. */
+HOT_FN void gaps_call(struct an_state *st, uint32_t tid, unsigned kind, uint64_t ts, uint64_t end, uint64_t cp,
+		      uint64_t nat, uint8_t copy)
+{
+	struct api_ent *ae = &st->gaps.api[st->gaps.api_n++ % API_RING];
+	ae->tid = tid;
+	ae->kind = (uint8_t)kind;
+	ae->ts = ts;
+	ae->end = end;
+	ae->callpath = cp;
+	ae->native = nat;
+	ae->copy = copy;
+}
+void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch, uint64_t kernel_name);
+void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, const struct corr_ent *launch,
+	     int edge);
+/* A gap under the threshold is not examined (they come with most kernels of
+ * a launch-bound loop): a late launch is launch overhead, else queued. */
+HOT_FN void gap_short(struct an_device *d, uint64_t idle, int host_wait)
+{
+	d->short_acc[host_wait] += idle;
+}
+/* The device idle before GPU work starting at s, launched by api (joined:
+ * a call of the trace, else one with no times): a gap, or the window's
+ * leading edge before the device's first work. */
+HOT_FN void gaps_gpu(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *api, int joined,
+		     uint64_t kernel_name)
+{
+	if (d->busy.open && s > d->busy.end) {
+		uint64_t idle = s - d->busy.end;
+		d->idle_total += idle;
+		/* Late when its call had not returned when the GPU ran dry (as
+		 * gap_new's queued).  An unjoined record's launch has ts and
+		 * end 0: not late. */
+		int host_wait = (api->end ? api->end : api->ts) > d->busy.end;
+		if (idle >= a->opts.gap_ns)
+			gap_long(a, d, s, joined ? api : NULL, kernel_name);
+		else
+			gap_short(d, idle, host_wait);
+	} else if (__builtin_expect(!d->busy.open, 0)) {
+		/* The device's first work: the idle before it is the window's edge. */
+		d->edge_from = a->first_ts < s ? a->first_ts : s;
+		gap_new(a, d->id, d->edge_from, s, joined ? api : NULL, AN_EDGE_LEADING);
+	}
+}
+/* One device's idle time of the window, by cause, into a->idle. */
+void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle);
+
+/* ------------------------------------------------------------ bursts */
+void burst_close(struct analysis *a, struct an_stream *s);
+/* Call paths x and y end in the same function (file and name). */
+int same_leaf_function(const struct analysis *a, uint64_t x, uint64_t y);
+
+HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct an_stream *s, uint64_t ts,
+			 uint64_t end, uint64_t cp, uint64_t nat)
+{
+	struct an_burst_run *r = &s->run;
+	int is_short = end - ts < a->opts.burst_kernel_ns;
+	/* Same call site, or another line of the same loop body: a sibling
+	 * leaf under the same caller (an optimizer's per-parameter loop), or
+	 * another line of the same function run at the top (a script's own
+	 * loop at module level: no caller). */
+	int same = cp == r->callpath && nat == r->native;
+	if (!same && r->count && cp && an_callpath_parent(a, cp) == r->parent &&
+	    (r->parent || same_leaf_function(a, cp, r->callpath)))
+		same = 1;
+	if (r->count && (!is_short || !same))
+		burst_close(a, s);
+	if (!is_short)
+		return;
+	uint32_t k = 0;
+	while (k < r->nsites && (r->site_cp[k] != cp || r->site_nat[k] != nat))
+		k++;
+	if (k < r->nsites) {
+		r->site_n[k]++;
+	} else if (k < 4) {
+		r->site_cp[k] = cp;
+		r->site_nat[k] = nat;
+		r->site_n[k] = 1;
+		r->nsites = k + 1;
+	}
+	if (!r->count) {
+		r->first_start = ts;
+		r->last_end = end;
+		r->callpath = cp;
+		r->native = nat;
+		r->parent = an_callpath_parent(a, cp);
+		r->count = 1;
+		r->dev_idle_first = r->dev_idle_last = d->idle_total;
+		return;
+	}
+	if (ts > r->last_end)
+		r->idle_ns += ts - r->last_end;
+	if (end > r->last_end)
+		r->last_end = end;
+	/* The device is busy from this kernel's start to last_end, so no gap
+	 * found later ends inside the burst: this is its idle so far. */
+	r->dev_idle_last = d->idle_total;
+	r->count++;
+}
+
+/* ------------------------------------------------------------ copies */
+/* Any host call: a scalar copy's stall includes the sync right after it. */
+HOT_FN void copies_call(struct an_state *st, struct thread_st *th, int host_waits, uint64_t dur)
+{
+	if (th && th->scalar_pending) {
+		th->scalar_pending = 0;
+		if (host_waits && th->scalar_finding < st->all_findings.n) {
+			struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, th->scalar_finding);
+			f->flagged++;
+			f->total_ns += dur;
+		}
+	}
+}
+void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread_st *th, int phase, uint64_t dur);
+void copies_sync(struct analysis *a, const struct tbp_record *r, int phase, uint64_t dur);
+
+/* ------------------------------------------------------------ memory */
+void memory_malloc(struct analysis *a, const struct tbp_record *r, struct an_site_stat *ss, int phase, uint64_t dur);
+void memory_free(struct analysis *a, const struct tbp_record *r);
+
+/* ------------------------------------------------------------ steps */
+void work_run_add(struct an_state *st, uint64_t ts, uint64_t end, uint64_t cp);
+/* A launch, copy or memset that the runtime accepted: the work whose lines
+ * show the training loop (a trace without marks, first pass). */
+HOT_FN void steps_work(struct an_state *st, uint64_t ts, uint64_t end, uint64_t cp)
+{
+	struct steps_state *ss = &st->steps;
+	if (!ss->work_runs_on)
+		return;
+	if (ss->work_runs.n && cp == ss->work_run_cp) {
+		struct work_run *w = VEC_AT(&ss->work_runs, struct work_run, ss->work_runs.n - 1);
+		w->packed = work_run_pack(cp, end - w->ts);
+	} else {
+		work_run_add(st, ts, end, cp);
+	}
+}
+HOT_FN void steps_launch(struct an_state *st, uint64_t ts)
+{
+	st->steps.launch_ring[st->steps.launch_n++ & (LAUNCH_RING - 1)] = ts;
+}
+/* A marker (the runner's, or one of the detected steps). */
+void steps_marker(struct analysis *a, const struct tbp_record *r);
+/* The synthetic marks due by time t, before the record at t. */
+void synth_emit(struct analysis *a, uint64_t t);
+/* Spans counted once the analysis has passed their end. */
+void step_spans_flush(struct analysis *a, uint64_t now);
+
+#endif

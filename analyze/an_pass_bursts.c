@@ -1,0 +1,139 @@
+/*
+ * Pass: kernel bursts, runs of tiny kernels on a stream from one loop
+ * (burst_kernel, on every kernel and memset, is in an_pass.h).  A closed
+ * burst waits in a list until no burst still open can overlap it, then its
+ * span and the device idle inside it go to its finding once, however many
+ * streams' bursts cover the same time.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "an_pass.h"
+
+/* One closed burst: its span and the device's cumulative idle at both ends
+ * (idle_last - idle_first is the device idle inside the span). */
+struct burst_iv {
+	uint64_t finding, device, start, end, idle_first, idle_last;
+};
+
+static int burst_iv_cmp(const void *x, const void *y)
+{
+	const struct burst_iv *a = x, *b = y;
+	if (a->finding != b->finding)
+		return a->finding < b->finding ? -1 : 1;
+	if (a->device != b->device)
+		return a->device < b->device ? -1 : 1;
+	return a->start < b->start ? -1 : a->start > b->start;
+}
+
+/* Merges overlapping bursts of one (finding, device) and adds each merged
+ * span that ends before `horizon` to its finding: its length and the device
+ * idle inside it, once, however many streams' bursts cover it.  Later bursts
+ * start at or after the horizon, so they cannot overlap what is added. */
+static void bursts_fold(struct analysis *a, uint64_t horizon)
+{
+	struct an_state *st = a->st;
+	struct vec *v = &st->bursts.burst_ivs;
+	if (v->n > 1)
+		qsort(v->data, v->n, v->item, burst_iv_cmp);
+	size_t kept = 0;
+	for (size_t i = 0; i < v->n;) {
+		struct burst_iv m = *VEC_AT(v, struct burst_iv, i);
+		size_t j = i + 1;
+		for (; j < v->n; j++) {
+			const struct burst_iv *b = VEC_AT(v, struct burst_iv, j);
+			if (b->finding != m.finding || b->device != m.device || b->start > m.end)
+				break;
+			if (b->end > m.end) {
+				m.end = b->end;
+				m.idle_last = b->idle_last;
+			}
+		}
+		i = j;
+		if (m.end >= horizon || m.finding >= st->all_findings.n) {
+			if (m.finding < st->all_findings.n)
+				*VEC_AT(v, struct burst_iv, kept++) = m;
+			continue;
+		}
+		struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, m.finding);
+		uint64_t span = m.end - m.start;
+		f->total_ns += span;
+		if (span > f->max_ns)
+			f->max_ns = span;
+		f->idle_ns += m.idle_last > m.idle_first ? m.idle_last - m.idle_first : 0;
+	}
+	v->n = kept;
+}
+
+__attribute__((noinline)) void burst_close(struct analysis *a, struct an_stream *s)
+{
+	struct an_state *st = a->st;
+	struct an_burst_run *r = &s->run;
+	if (r->count >= a->opts.burst_min && r->dev_idle_last > r->dev_idle_first) {
+		uint32_t top = 0;   /* every kernel of the run counted a site: the first is site 0 */
+		for (uint32_t i = 1; i < r->nsites; i++)
+			if (r->site_n[i] > r->site_n[top])
+				top = i;
+		struct an_finding *f = finding(a, AN_F_KERNEL_BURST, 0, cur_phase(a), r->site_cp[top], r->site_nat[top]);
+		struct burst_iv *b = f ? vec_push(&st->bursts.burst_ivs) : NULL;
+		if (b) {
+			f->count += r->count;
+			f->groups++;
+			f->device = s->device;
+			b->finding = (uint64_t)(f - VEC_AT(&st->all_findings, struct an_finding, 0));
+			b->device = s->device;
+			b->start = r->first_start;
+			b->end = r->last_end;
+			b->idle_first = r->dev_idle_first;
+			b->idle_last = r->dev_idle_last;
+		}
+		mark_add(a, AN_F_KERNEL_BURST, s->device, s->stream, r->first_start, r->last_end);
+	}
+	memset(r, 0, sizeof *r);
+	if (st->bursts.burst_ivs.n >= st->bursts.burst_fold_at) {
+		/* Nothing still to close starts before the record in hand or
+		 * before a burst still open on another stream. */
+		uint64_t horizon = st->gpu_now;
+		for (size_t i = 0; i < a->streams.n; i++) {
+			const struct an_stream *o = VEC_AT(&a->streams, struct an_stream, i);
+			if (o->run.count && o->run.first_start < horizon)
+				horizon = o->run.first_start;
+		}
+		bursts_fold(a, horizon);
+		st->bursts.burst_fold_at = st->bursts.burst_ivs.n * 2 > 4096 ? st->bursts.burst_ivs.n * 2 : 4096;
+	}
+}
+
+int same_leaf_function(const struct analysis *a, uint64_t x, uint64_t y)
+{
+	struct an_frame fx, fy;
+	return x && y && an_callpath_frames(a, x, &fx, 1) && an_callpath_frames(a, y, &fy, 1) &&
+	       an_frame_same_function(&fx, &fy);
+}
+
+static void bursts_flush(struct analysis *a)
+{
+	for (size_t i = 0; i < a->streams.n; i++)
+		burst_close(a, VEC_AT(&a->streams, struct an_stream, i));
+	bursts_fold(a, UINT64_MAX);
+}
+
+static int bursts_init(struct analysis *a)
+{
+	a->st->bursts.burst_ivs.item = sizeof(struct burst_iv);
+	a->st->bursts.burst_fold_at = 4096;
+	return 0;
+}
+
+static void bursts_free(struct analysis *a)
+{
+	vec_free(&a->st->bursts.burst_ivs);
+}
+
+const struct an_pass_ops an_pass_bursts = {
+	.name = "bursts",
+	.init = bursts_init,
+	.flush = bursts_flush,
+	.free = bursts_free,
+};

@@ -1,0 +1,473 @@
+/*
+ * Pass: idle gaps and what the host did in them.  A gap's idle time is
+ * split by what the responsible host thread (the one that issued the work
+ * ending the gap, else the last one to call the API) was doing at each
+ * instant of it, in this order: waiting inside a sync; in a Python span
+ * (the innermost one); inside another API call, or between calls, charged
+ * to the next call (Python: launch overhead, launch_bound; none: host work
+ * outside Python); no later call recorded: no_host.  When the next work was
+ * already queued before the GPU ran dry, the host is not to blame: queued.
+ *
+ * Gaps wait in a pending list for the spans that explain them (spans reach
+ * the file as they end, after the GPU records of the gap).  The idle
+ * breakdown by cause (idle_breakdown_add) is this pass's too.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "an_pass.h"
+
+/* A host call or Python span kept with a gap: what the responsible host
+ * thread was doing during it. */
+#define GAP_CALLS 24
+#define GAP_SPANS 16
+struct gap_call {
+	uint64_t ts, end, callpath, native;
+	int sync;
+	uint8_t copy; /* a copy call: an_copy_bits(), else 0 */
+};
+struct gap_span {
+	uint64_t ts, end, callpath;
+	int backward_wait;
+	uint64_t wait_callpath;
+};
+/* One piece of an idle gap (a gap crossing an iteration boundary is cut
+ * there), waiting for the spans that explain it: spans reach the file as
+ * they end, after the GPU records of the gap. */
+struct pgap {
+	uint64_t device, start, end;
+	uint8_t phase, edge;
+	int queued;      /* the next work was launched before the GPU ran dry */
+	int has_launch;
+	uint64_t launch_cp, launch_nat, launch_ts;
+	uint64_t resume; /* when the host issued the next work (launch, else gap end) */
+	uint32_t tid;    /* the host thread held responsible */
+	int has_tid;
+	struct gap_call calls[GAP_CALLS];
+	unsigned ncalls;
+	struct gap_span spans[GAP_SPANS];
+	unsigned nspans;
+	uint64_t ctx_cp, ctx_dur; /* innermost span of another thread around the piece */
+	uint64_t kernel_name;     /* the kernel that ended the gap */
+};
+
+static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
+{
+	if (sp->end <= g->start || sp->ts >= g->end)
+		return;
+	if (!g->has_tid || sp->tid != g->tid) {
+		/* Another thread's span around the whole piece: the caller waiting
+		 * for this work (the main thread inside backward()). */
+		if (sp->ts <= g->start && sp->end >= g->end && (!g->ctx_cp || sp->end - sp->ts < g->ctx_dur)) {
+			g->ctx_cp = sp->callpath;
+			g->ctx_dur = sp->end - sp->ts;
+		}
+		return;
+	}
+	/* The thread waiting in backward() itself: that call is the context of
+	 * what autograd's threads did meanwhile. */
+	if (sp->backward_wait && (!g->ctx_cp || sp->end - sp->ts < g->ctx_dur)) {
+		g->ctx_cp = sp->callpath;
+		g->ctx_dur = sp->end - sp->ts;
+	}
+	/* A span running since before the GPU went idle and still running when
+	 * the next launch was issued is a caller of everything (the training
+	 * loop, main): it explains nothing. */
+	if (sp->ts <= g->start && sp->end >= g->resume)
+		return;
+	uint64_t lo = sp->ts > g->start ? sp->ts : g->start;
+	uint64_t hi = sp->end < g->end ? sp->end : g->end;
+	unsigned slot = g->nspans;
+	if (slot == GAP_SPANS) {
+		/* Full: replace the span with the least overlap, if less than this one's. */
+		uint64_t least = UINT64_MAX;
+		for (unsigned i = 0; i < GAP_SPANS; i++) {
+			const struct gap_span *x = &g->spans[i];
+			uint64_t xl = x->ts > g->start ? x->ts : g->start, xh = x->end < g->end ? x->end : g->end;
+			if (xh - xl < least) {
+				least = xh - xl;
+				slot = i;
+			}
+		}
+		if (least >= hi - lo)
+			return;
+	} else {
+		g->nspans++;
+	}
+	g->spans[slot] = (struct gap_span){
+		.ts = sp->ts, .end = sp->end, .callpath = sp->callpath, .backward_wait = sp->backward_wait,
+		.wait_callpath = sp->wait_callpath};
+}
+
+struct gap_part {
+	uint8_t cause;
+	uint8_t copy;      /* an_copy_bits() of the copy calls the host was inside */
+	uint64_t cp, nat, ns;
+	uint64_t copy_ns;  /* of ns, inside a copy call */
+	uint64_t no_call_ns;   /* of ns, between calls in a long stretch (AN_CPU_STRETCH_NS) */
+};
+#define GAP_PARTS (2 * (GAP_CALLS + GAP_SPANS) + 4)
+
+static void part_add(struct gap_part *parts, size_t *n, int cause, uint64_t cp, uint64_t nat, uint64_t ns,
+		     uint8_t copy, uint64_t no_call_ns)
+{
+	uint64_t copy_ns = copy ? ns : 0;
+	for (size_t i = 0; i < *n; i++)
+		if (parts[i].cause == cause && parts[i].cp == cp && parts[i].nat == nat) {
+			parts[i].ns += ns;
+			parts[i].copy_ns += copy_ns;
+			parts[i].copy |= copy;
+			parts[i].no_call_ns += no_call_ns;
+			return;
+		}
+	if (*n < GAP_PARTS)
+		parts[(*n)++] = (struct gap_part){.cause = (uint8_t)cause, .copy = copy, .cp = cp, .nat = nat, .ns = ns,
+						  .copy_ns = copy_ns, .no_call_ns = no_call_ns};
+}
+
+/* What the host was doing at instant t of the piece (see above); *copy:
+ * the copy call it was inside, if any (an_copy_bits()); *no_call: when it
+ * was between calls before a late one, how long that stretch with no call
+ * lasted (from the previous call's end, or the piece's start), else 0. */
+static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t *nat, uint8_t *copy,
+			uint64_t *no_call)
+{
+	*copy = 0;
+	*no_call = 0;
+	for (unsigned i = 0; i < g->ncalls; i++) {
+		const struct gap_call *c = &g->calls[i];
+		if (c->sync && c->ts <= t && t < c->end) {
+			*cp = c->callpath;
+			*nat = c->native;
+			return AN_CAUSE_SYNC;
+		}
+	}
+	const struct gap_span *inner = NULL;
+	for (unsigned i = 0; i < g->nspans; i++) {
+		const struct gap_span *sp = &g->spans[i];
+		if (sp->ts <= t && t < sp->end && (!inner || sp->end - sp->ts < inner->end - inner->ts))
+			inner = sp;
+	}
+	if (inner && inner->backward_wait) {
+		/* The thread only waits inside backward(): the host work is the
+		 * autograd engine's, in C++ (its Python, a custom Function's
+		 * backward, is a span of its own thread, which launches), placed
+		 * at the user's backward() call. */
+		*cp = inner->wait_callpath;
+		*nat = 0;
+		return AN_CAUSE_HOST_OTHER;
+	}
+	if (inner) {
+		*cp = inner->callpath;
+		*nat = 0;
+		return AN_CAUSE_PYTHON;
+	}
+	/* Calls are in time order: the first one not over by t is the call
+	 * the host was in, or the next one it made. */
+	uint64_t prev_end = g->start;
+	for (unsigned i = 0; i < g->ncalls; i++) {
+		const struct gap_call *c = &g->calls[i];
+		if (c->end > t) {
+			*cp = c->callpath;
+			*nat = c->native;
+			if (c->ts <= t)
+				*copy = c->copy;
+			else
+				*no_call = c->ts - prev_end;
+			return c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+		}
+		if (c->end > prev_end)
+			prev_end = c->end;
+	}
+	*cp = *nat = 0;
+	return AN_CAUSE_NO_HOST;
+}
+
+static void gap_finalize(struct analysis *a, const struct pgap *g)
+{
+	uint64_t len = g->end - g->start;
+	struct gap_part parts[GAP_PARTS];
+	size_t np = 0;
+	if (g->queued) {
+		part_add(parts, &np, AN_CAUSE_QUEUED, g->launch_cp, g->launch_nat, len, 0, 0);
+	} else {
+		uint64_t pts[2 + 2 * (GAP_CALLS + GAP_SPANS)];
+		size_t n = 0;
+		pts[n++] = g->start;
+		pts[n++] = g->end;
+		for (unsigned i = 0; i < g->ncalls; i++) {
+			pts[n++] = g->calls[i].ts;
+			pts[n++] = g->calls[i].end;
+		}
+		for (unsigned i = 0; i < g->nspans; i++) {
+			pts[n++] = g->spans[i].ts;
+			pts[n++] = g->spans[i].end;
+		}
+		qsort(pts, n, sizeof pts[0], u64_cmp);
+		for (size_t i = 0; i + 1 < n; i++) {
+			uint64_t lo = pts[i] > g->start ? pts[i] : g->start;
+			uint64_t hi = pts[i + 1] < g->end ? pts[i + 1] : g->end;
+			if (hi <= lo)
+				continue;
+			uint64_t cp, nat, no_call;
+			uint8_t copy;
+			int cause = gap_cause_at(g, lo, &cp, &nat, &copy, &no_call);
+			part_add(parts, &np, cause, cp, nat, hi - lo, copy, no_call >= AN_CPU_STRETCH_NS ? hi - lo : 0);
+		}
+	}
+	uint64_t by_cause[AN_CAUSE_N] = {0};
+	for (size_t i = 0; i < np; i++)
+		by_cause[parts[i].cause] += parts[i].ns;
+	int cause = AN_CAUSE_NO_HOST;
+	for (int c = 1; c < AN_CAUSE_N; c++)
+		if (by_cause[c] > by_cause[cause])
+			cause = c;
+	const struct gap_part *site = NULL;
+	for (size_t i = 0; i < np; i++)
+		if (parts[i].cause == cause && (!site || parts[i].ns > site->ns))
+			site = &parts[i];
+
+	struct an_device *d = get_device(a, g->device);
+	if (d) {
+		for (int c = 0; c < AN_CAUSE_N; c++)
+			d->idle_by[g->phase][c] += by_cause[c];
+		if (g->edge)
+			d->idle_edge[g->phase][g->edge - 1] += len;
+	}
+	for (size_t i = 0; i < np; i++) {
+		struct an_finding *p = finding(a, AN_F_IDLE_PART, parts[i].cause + 16 * g->edge, g->phase,
+					       parts[i].cp, parts[i].nat);
+		if (p) {
+			p->cause = parts[i].cause;
+			p->edge = g->edge;
+			p->total_ns += parts[i].ns;
+			p->count++;
+			p->device = g->device;
+		}
+	}
+	/* A piece under the threshold (the end of a gap cut at an iteration
+	 * boundary) is idle time, not an occurrence; so is the idle before the
+	 * first and after the last GPU work (start-up, shutdown: reported in
+	 * the idle breakdown, not as findings about the steady state). */
+	if (len < a->opts.gap_ns || g->edge)
+		return;
+	if (d) {
+		d->gaps_by[g->phase]++;
+		d->gap_ns_by[g->phase] += len;
+	}
+	struct an_finding *f = finding(a, AN_F_IDLE_GAP, cause, g->phase, site ? site->cp : 0, site ? site->nat : 0);
+	if (!f)
+		return;
+	f->count++;
+	f->groups++;
+	f->total_ns += len;
+	for (int c = 0; c < AN_CAUSE_N; c++)
+		f->cause_ns[c] += by_cause[c];
+	if (len > f->max_ns)
+		f->max_ns = len;
+	f->device = g->device;
+	if (!f->other_callpath && g->has_launch)
+		f->other_callpath = g->launch_cp;
+	if (!f->context_callpath)
+		f->context_callpath = g->ctx_cp;
+	if (!f->kernel_name)
+		f->kernel_name = g->kernel_name;
+	if (site) {
+		f->site_ns += site->ns;
+		f->copy_ns += site->copy_ns;
+		f->copy_bits |= site->copy;
+		f->no_call_ns += site->no_call_ns;
+	}
+}
+
+COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
+{
+	struct gaps_state *gs = &a->st->gaps;
+	if (end <= start)
+		return;
+	if (gs->gap_n == PENDING_GAPS) {
+		gap_finalize(a, &gs->gaps[gs->gap_head]);
+		gs->gap_head = (gs->gap_head + 1) % PENDING_GAPS;
+		gs->gap_n--;
+	}
+	struct pgap *g = &gs->gaps[(gs->gap_head + gs->gap_n) % PENDING_GAPS];
+	gs->gap_n++;
+	*g = *tmpl;
+	g->start = start;
+	g->end = end;
+	g->phase = (uint8_t)phase;
+	size_t ns = gs->span_n < SPAN_RING ? gs->span_n : SPAN_RING;
+	for (size_t i = 0; i < ns; i++)
+		gap_consider_span(g, &gs->span[i]);
+}
+
+/* An idle interval [start, end) of a device: host facts gathered now (API
+ * calls before `end` are all in), cut at iteration boundaries so that each
+ * piece counts in its own iteration and the runner's time between
+ * iterations stays apart. */
+__attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
+					const struct corr_ent *launch, int edge)
+{
+	struct an_state *st = a->st;
+	struct gaps_state *gs = &st->gaps;
+	struct pgap g;
+	memset(&g, 0, sizeof g);
+	g.device = device;
+	g.edge = (uint8_t)edge;
+	g.kernel_name = gs->gap_kernel_name;
+	g.resume = end;
+	if (launch) {
+		g.has_launch = 1;
+		g.launch_cp = launch->callpath;
+		g.launch_nat = launch->native;
+		g.launch_ts = launch->ts;
+		g.resume = launch->ts;
+		g.tid = launch->tid;
+		g.has_tid = 1;
+		/* Queued: the call that submitted the next work had returned before
+		 * the GPU ran dry, so the GPU side waited (latency, an event, another
+		 * stream).  A call still running then (a pageable copy staging its
+		 * data, a slow first launch) delivered the work late: the host's. */
+		g.queued = (launch->end ? launch->end : launch->ts) <= start;
+	}
+	size_t n = gs->api_n < API_RING ? gs->api_n : API_RING;
+	if (!g.has_tid && n) {
+		/* No launch ends it (the tail): the thread that called last. */
+		for (size_t k = 1; k <= n; k++) {
+			const struct api_ent *e = &gs->api[(gs->api_n - k) % API_RING];
+			if (e->ts <= end) {
+				g.tid = e->tid;
+				g.has_tid = 1;
+				break;
+			}
+		}
+	}
+	/* The responsible thread's calls over the gap, newest first into the
+	 * tail of the array (the ones nearest the resume matter most). */
+	unsigned kept = 0;
+	struct gap_call tmp[GAP_CALLS];
+	for (size_t k = 1; k <= n && kept < GAP_CALLS - 1 && g.has_tid; k++) {
+		const struct api_ent *e = &gs->api[(gs->api_n - k) % API_RING];
+		if (e->tid != g.tid || e->ts >= end || e->end <= start)
+			continue;
+		tmp[GAP_CALLS - 1 - kept++] = (struct gap_call){
+			.ts = e->ts, .end = e->end, .callpath = e->callpath, .native = e->native, .sync = e->kind == TBP_K_SYNC,
+			.copy = e->copy};
+	}
+	memcpy(g.calls, &tmp[GAP_CALLS - kept], kept * sizeof tmp[0]);
+	g.ncalls = kept;
+	/* From its launch to its start the next work is on its way: launch
+	 * overhead and latency, the launch's. */
+	if (launch)
+		g.calls[g.ncalls++] = (struct gap_call){
+			.ts = launch->ts, .end = end, .callpath = launch->callpath, .native = launch->native};
+
+	uint64_t t = start;
+	if (st->last_iter_end_ts > t && st->last_iter_end_ts <= end) {
+		uint64_t lo = st->last_iter_begin_ts > t ? st->last_iter_begin_ts : t;
+		gap_piece(a, &g, lo, st->last_iter_end_ts, st->last_iter_phase);
+		if (lo > t)
+			gap_piece(a, &g, t, lo, AN_PH_OUTSIDE);
+		t = st->last_iter_end_ts;
+	}
+	if (st->in_iter && st->iter_begin_ts > t) {
+		gap_piece(a, &g, t, st->iter_begin_ts < end ? st->iter_begin_ts : end, AN_PH_OUTSIDE);
+		t = st->iter_begin_ts;
+	}
+	if (t < end)
+		gap_piece(a, &g, t, end, cur_phase(a));
+}
+
+__attribute__((noinline)) void gap_long(struct analysis *a, struct an_device *d, uint64_t s,
+					 const struct corr_ent *launch, uint64_t kernel_name)
+{
+	a->st->gaps.gap_kernel_name = kernel_name;
+	gap_new(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE);
+	a->st->gaps.gap_kernel_name = 0;
+	mark_add(a, AN_F_IDLE_GAP, d->id, 0, d->busy.end, s);
+}
+
+/* A span into the ring, and into the gaps still waiting for theirs. */
+static void gaps_span(struct analysis *a, struct an_span_ev *ev)
+{
+	struct gaps_state *gs = &a->st->gaps;
+	struct span_ent *e = &gs->span[gs->span_n++ % SPAN_RING];
+	e->tid = ev->tid;
+	e->backward_wait = ev->stat && ev->stat->backward_wait;
+	e->wait_callpath = e->backward_wait ? an_user_callpath(a, ev->callpath) : 0;
+	e->ts = ev->ts;
+	e->end = ev->end;
+	e->callpath = ev->callpath;
+	for (size_t i = 0; i < gs->gap_n; i++)
+		gap_consider_span(&gs->gaps[(gs->gap_head + i) % PENDING_GAPS], e);
+}
+
+static void gaps_flush(struct analysis *a)
+{
+	struct gaps_state *gs = &a->st->gaps;
+	/* The idle after each device's last work is the window's trailing edge. */
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		if (d->busy.open && a->last_ts > d->busy.end)
+			gap_new(a, d->id, d->busy.end, a->last_ts, NULL, AN_EDGE_TRAILING);
+		/* A Python span reaches the analysis when it ends: one that began
+		 * before the device's first work moved the window's start after
+		 * the leading edge was measured. */
+		if (d->busy.open && a->first_ts < d->edge_from)
+			gap_new(a, d->id, a->first_ts, d->edge_from, NULL, AN_EDGE_LEADING);
+	}
+	while (gs->gap_n) {
+		gap_finalize(a, &gs->gaps[gs->gap_head]);
+		gs->gap_head = (gs->gap_head + 1) % PENDING_GAPS;
+		gs->gap_n--;
+	}
+}
+
+/* One device's idle time of the window, by cause; what no counted piece
+ * explains lies between marked iterations (the runner's time). */
+void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle)
+{
+	struct an_idle_breakdown *ib = &a->idle;
+	uint64_t explained = 0;
+	ib->idle_ns += idle;
+	d->gaps = d->gap_ns = 0;
+	for (int ph = 0; ph < 3; ph++) {
+		if (!phase_counts(a, ph))
+			continue;
+		/* The gaps of the window are pieces of its idle time: they never add up to more. */
+		d->gaps += d->gaps_by[ph];
+		d->gap_ns += d->gap_ns_by[ph];
+		for (int c = 0; c < AN_CAUSE_N; c++) {
+			ib->by_cause[c] += d->idle_by[ph][c];
+			explained += d->idle_by[ph][c];
+		}
+		/* Gaps under the threshold: launched late is launch overhead. */
+		ib->by_cause[AN_CAUSE_LAUNCH_BOUND] += d->idle_short[ph][1];
+		ib->by_cause[AN_CAUSE_QUEUED] += d->idle_short[ph][0];
+		explained += d->idle_short[ph][0] + d->idle_short[ph][1];
+		ib->short_ns += d->idle_short[ph][0] + d->idle_short[ph][1];
+		ib->leading_ns += d->idle_edge[ph][0];
+		ib->trailing_ns += d->idle_edge[ph][1];
+	}
+	ib->harness_ns += idle > explained ? idle - explained : 0;
+}
+
+static int gaps_init(struct analysis *a)
+{
+	a->st->gaps.gaps = calloc(PENDING_GAPS, sizeof(struct pgap));
+	return a->st->gaps.gaps ? 0 : -1;
+}
+
+static void gaps_free(struct analysis *a)
+{
+	free(a->st->gaps.gaps);
+}
+
+const struct an_pass_ops an_pass_gaps = {
+	.name = "gaps",
+	.init = gaps_init,
+	.span = gaps_span,
+	.flush = gaps_flush,
+	.free = gaps_free,
+};

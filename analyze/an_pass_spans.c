@@ -1,0 +1,114 @@
+/*
+ * Pass: host time by Python function, from the spans (calls longer than the
+ * tracer's span threshold): per call path, the calls, their inclusive time
+ * and their self time (less the spans directly inside on the same thread).
+ * It runs first on each span and gives the others the span's statistics
+ * (whether it is a call of torch's backward(), where the thread waits).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "an_pass.h"
+
+static int ends_with(const char *s, size_t n, const char *tail)
+{
+	size_t k = strlen(tail);
+	return n >= k && !memcmp(s + n - k, tail, k);
+}
+
+/* A span of torch's backward() entry points (Tensor.backward,
+ * torch.autograd.backward and .grad, the engine's entry): the calling thread
+ * blocks in them while autograd's threads run the backward pass. */
+static int is_backward_wait(const struct analysis *a, uint64_t cp)
+{
+	struct an_frame f;
+	if (!cp || !an_callpath_frames(a, cp, &f, 1) || !an_file_is_library(f.file, f.file_len))
+		return 0;
+	static const char *const names[] = {"Tensor.backward", "backward", "grad", "_engine_run_backward"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		size_t n = strlen(names[i]);
+		if (f.function_len == n && !memcmp(f.function, names[i], n))
+			return ends_with(f.file, f.file_len, "/torch/_tensor.py") ||
+			       ends_with(f.file, f.file_len, "/torch/autograd/__init__.py") ||
+			       ends_with(f.file, f.file_len, "/torch/autograd/graph.py");
+	}
+	return 0;
+}
+
+static void spans_span(struct analysis *a, struct an_span_ev *ev)
+{
+	struct an_state *st = a->st;
+	uint64_t ts = ev->ts, end = ev->end, cp = ev->callpath;
+	uint64_t *ix = u64map_get(&st->spans.span_idx, cp);
+	struct an_span_stat *s = NULL;
+	if (ix) {
+		s = VEC_AT(&a->spans, struct an_span_stat, *ix);
+	} else if ((s = vec_push(&a->spans)) && u64map_put(&st->spans.span_idx, cp, a->spans.n - 1)) {
+		s = NULL;
+		a->spans.n--;
+	}
+	ev->stat = s;
+	if (!s)
+		return;
+	if (!s->count)
+		s->backward_wait = is_backward_wait(a, cp);
+	s->callpath = cp;
+	s->count++;
+	s->total_ns += end - ts;
+	uint64_t self = end - ts;
+	size_t sidx = (size_t)(s - VEC_AT(&a->spans, struct an_span_stat, 0));
+	struct thread_st *th = get_thread(st, ev->tid);
+	if (th && !th->done)
+		th->done = malloc(SPAN_STACK * sizeof *th->done);
+	if (th && th->done) {
+		/* Spans come in end order.  A span's start is its end less a
+		 * length measured in CPU ticks, converted at a calibrated
+		 * rate: a long span's start can be off by ~1e-4 of its
+		 * length, so a child may seem to start a little before its
+		 * parent.  It is still a child (only its part inside counts);
+		 * a span that began well before is an earlier sibling. */
+		uint64_t slack = (end - ts) / 1024 + 1000;
+		while (th->ndone && th->done[th->ndone - 1].end > ts && th->done[th->ndone - 1].end <= end &&
+		       th->done[th->ndone - 1].ts + slack >= ts) {
+			const struct done_span *c = &th->done[--th->ndone];
+			uint64_t cd = c->end - (c->ts > ts ? c->ts : ts);
+			self = self > cd ? self - cd : 0;
+		}
+		if (th->ndone == SPAN_STACK) {
+			memmove(th->done, th->done + 1, (SPAN_STACK - 1) * sizeof *th->done);
+			th->ndone--;
+		}
+		th->done[th->ndone++] = (struct done_span){.ts = ts, .end = end, .stat = sidx};
+	}
+	s->self_ns += self;
+}
+
+static int cmp_span(const void *x, const void *y)
+{
+	const struct an_span_stat *a = x, *b = y;
+	if (a->self_ns != b->self_ns)
+		return a->self_ns > b->self_ns ? -1 : 1;
+	if (a->total_ns != b->total_ns)
+		return a->total_ns > b->total_ns ? -1 : 1;
+	return a->callpath < b->callpath ? -1 : a->callpath > b->callpath;
+}
+
+static int spans_finish(struct analysis *a)
+{
+	if (a->spans.n)
+		qsort(a->spans.data, a->spans.n, sizeof(struct an_span_stat), cmp_span);
+	return 0;
+}
+
+static void spans_free(struct analysis *a)
+{
+	u64map_free(&a->st->spans.span_idx);
+}
+
+const struct an_pass_ops an_pass_spans = {
+	.name = "spans",
+	.span = spans_span,
+	.finish = spans_finish,
+	.free = spans_free,
+};
