@@ -1,18 +1,18 @@
 # Progress for the .ci scripts (sourced): every phase says what it does when it
 # starts and how long it took when it ends, and no command runs for more than
-# ~10 s without a line on the terminal.
+# 8 s without a line on the terminal.
 #
 #   TBP_TAG=setup               the prefix of this script's lines: [setup] ...
 #   tbp_phase LABEL WHAT        "[setup] LABEL: WHAT"
 #   tbp_done [NOTE]             "[setup] LABEL: done in 12.3 s[, NOTE]"
-#   CMD 2>&1 | tbp_watch WHAT   CMD's lines as they come; after 10 s without
+#   CMD 2>&1 | tbp_watch WHAT   CMD's lines as they come; after 8 s without
 #                               one, "[setup]   ... still WHAT: ..." (time so
 #                               far, the last n/N counter seen, MB received)
 #   tbp_quiet WHAT CMD...       CMD's output kept apart (shown if it fails),
-#                               a line every 10 s while it runs
+#                               a line every 8 s while it runs
 #
 # Lines go to stderr; tbp_watch writes to stdout (redirect it as the command's
-# output should go).  TBP_QUIET_S sets the 10 s.
+# output should go).  TBP_QUIET_S sets the 8 s.
 
 TBP_TAG=${TBP_TAG:-ci}
 
@@ -61,7 +61,7 @@ tbp_watch() { # what
 	rx0=$(tbp_rx_bytes)
 	last=$(tbp_us)
 	while :; do
-		if IFS= read -r -t "${TBP_QUIET_S:-10}" line; then
+		if IFS= read -r -t "${TBP_QUIET_S:-8}" line; then
 			line=$pending$line
 			pending=""
 			printf '%s\n' "$line"
@@ -93,7 +93,7 @@ tbp_quiet() { # what cmd...
 	last=$(tbp_us)
 	while kill -0 "$pid" 2>/dev/null; do
 		sleep 0.5
-		if [ $(($(tbp_us) - last)) -ge $((${TBP_QUIET_S:-10} * 1000000)) ]; then
+		if [ $(($(tbp_us) - last)) -ge $((${TBP_QUIET_S:-8} * 1000000)) ]; then
 			tbp_still "$what" "" "" "$rx0"
 			last=$(tbp_us)
 		fi
