@@ -96,7 +96,27 @@ struct tbp_callstate {
 	int *errp;           /* &errno, looked up once per call */
 	int saved_errno;
 	bool tsc;
+	uint8_t lib;         /* enum tbp_hook_lib */
 };
+
+/* The join class (tbp_gpu_driver_call_done) of a hooked API: its apis.def category for the calls
+ * that make GPU work, 0 for the others.  Folds to a constant in the hooks, which pass constants. */
+static inline unsigned tbp_api_join_class(unsigned api)
+{
+	switch (api) {
+#define TBP_API(id, name, family, category) case id: return TBP_CAT_##category;
+#include "tbprof/apis.def"
+#undef TBP_API
+	default: return 0;
+	}
+}
+static inline unsigned tbp_driver_join_class(unsigned api)
+{
+	unsigned c = tbp_api_join_class(api);
+	if (c == TBP_CAT_GRAPH)
+		return TBP_CAT_LAUNCH;
+	return c == TBP_CAT_LAUNCH || c == TBP_CAT_MEMCPY || c == TBP_CAT_MEMSET || c == TBP_CAT_SYNC ? c : 0;
+}
 
 /* Per library family: set once its first-use work is done (common.c). */
 extern unsigned tbp_libs_ready TBP_HIDDEN;
@@ -108,6 +128,7 @@ static inline bool tbp_call_begin(struct tbp_callstate *cs, unsigned lib)
 {
 	cs->errp = &errno;
 	cs->saved_errno = *cs->errp;
+	cs->lib = (uint8_t)lib;
 	if (TBP_UNLIKELY(!TBP_ACTIVE()))
 		return false;
 	if (!tbp_guard_enter_inline())
@@ -142,8 +163,11 @@ static inline __attribute__((always_inline)) struct tbp_record *tbp_call_end(str
 	cs->saved_errno = *cs->errp;
 	if (cs->tsc)
 		tbp_hook_ticks_to_ns(&cs->t0, &t1);
-	if (tbp_cfg.cupti)
+	if (tbp_cfg.cupti) {
 		tbp_gpu_call_exit(cs->corr);
+		if (cs->lib == TBP_LIB_CUDA && tbp_driver_join_class(api))
+			tbp_gpu_driver_call_done(cs->corr, cs->t0, t1, tbp_driver_join_class(api));
+	}
 	if (TBP_UNLIKELY(!__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED)))
 		tbp_note_gpu_used();
 	int device = tbp_tls_device;

@@ -123,6 +123,11 @@ uint64_t tbp_intern_string(const char *s, size_t len) TBP_HIDDEN;
  * No-ops when CUPTI is not in use. */
 void tbp_gpu_call_enter(uint64_t corr) TBP_HIDDEN;
 void tbp_gpu_call_exit(uint64_t corr) TBP_HIDDEN;
+/* After tbp_gpu_call_exit, for a driver call that makes GPU work (join_class: enum
+ * tbp_api_category, TBP_CAT_LAUNCH for graph launches too), with its interval in CLOCK_MONOTONIC
+ * ns: a library's statically linked runtime makes such calls inside runtime calls no hook sees,
+ * and cupti.c joins that work through them. */
+void tbp_gpu_driver_call_done(uint64_t corr, uint64_t start, uint64_t end, unsigned join_class) TBP_HIDDEN;
 /* Called by hooks when CUDA is first seen in use (starts CUPTI), on
  * cudaDeviceReset (flush), and at exit before the writer stops. */
 void tbp_cupti_start(void) TBP_HIDDEN;

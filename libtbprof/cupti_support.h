@@ -1,5 +1,6 @@
-/* Pieces of the CUPTI module that stand alone: the crash probe (cupti_probe.c) and the capped pool of
- * activity buffers (cupti_buffers.c).  Used by cupti.c only. */
+/* Pieces of the CUPTI module that stand alone, without the CUPTI headers: the crash probe
+ * (cupti_probe.c), the capped pool of activity buffers (cupti_buffers.c) and the CLOCK record of an
+ * API-only trace (cupti_clock.c).  Used by the cupti*.c files only. */
 #ifndef TBP_CUPTI_SUPPORT_H
 #define TBP_CUPTI_SUPPORT_H
 
@@ -26,5 +27,8 @@ void tbp_cupti_buffer_put(uint8_t *buffer) TBP_HIDDEN;
 uint64_t tbp_cupti_buffers_refused(void) TBP_HIDDEN;    /* requests answered with no buffer */
 size_t tbp_cupti_buffers_allocated(void) TBP_HIDDEN;    /* bytes allocated, in use or free */
 void tbp_cupti_buffers_fork_child(void) TBP_HIDDEN;
+
+/* The CLOCK record of an API-only trace: GPU times are the host hooks' (cupti_clock.c). */
+void tbp_cupti_clock_record_hook_side(void) TBP_HIDDEN;
 
 #endif

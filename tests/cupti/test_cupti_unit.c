@@ -206,6 +206,14 @@ static size_t notices(unsigned code)
 
 static void configure(struct fakecupti_config c) { fakecupti_configure(&c); }
 
+static const struct tbp_record *join_notice(void)
+{
+	for (size_t i = 0; i < fake_nrecords; i++)
+		if (fake_records[i].kind == TBP_K_NOTICE && fake_records[i].u.notice.code == TBP_NOTICE_CUPTI_JOIN)
+			return &fake_records[i];
+	return NULL;
+}
+
 /* ---------------------------------------------------------------- scenarios */
 
 static void joined(int ext_after, size_t per_buffer)
@@ -222,7 +230,13 @@ static void joined(int ext_after, size_t per_buffer)
 	      c->u.clock.uncertainty_ns == 0, "clock");
 	CHECK(fakecupti_ts_callback_registered(), "timestamp callback registered");
 	CHECK(fakecupti_pushes() == (long)ncalls, "%ld pushes for %zu calls", fakecupti_pushes(), ncalls);
-	CHECK(count_kind(TBP_K_NOTICE) == 0, "no notice");
+	/* One notice: every GPU record joined (at exit, INFO: the report stays quiet). */
+	CHECK(count_kind(TBP_K_NOTICE) == 1 && join_notice() && join_notice()->u.notice.level == TBP_NOTE_INFO,
+	      "one notice, the join's");
+	char all[64];
+	snprintf(all, sizeof all, "%zu of %zu GPU records joined", count_gpu(), count_gpu());
+	CHECK(join_notice() && strstr(fake_string(join_notice()->u.notice.message), all),
+	      "join notice '%s' says '%s'", join_notice() ? fake_string(join_notice()->u.notice.message) : "", all);
 }
 
 static void scenario_bracketed(void)
@@ -258,6 +272,11 @@ static void scenario_orphan(void)
 	CHECK(count_gpu() == 7, "orphan emitted exactly once (%zu GPU records)", count_gpu());
 	CHECK(gpu_by_corr(0) && strcmp(fake_string(gpu_by_corr(0)->u.gpu_kernel.name),
 				       "plain_c_kernel") == 0, "orphan kept with corr 0");
+	/* 6 of 7 joined is under 99 %: a warning, and why. */
+	const struct tbp_record *n = join_notice();
+	const char *text = n ? fake_string(n->u.notice.message) : "";
+	CHECK(n && n->u.notice.level == TBP_NOTE_WARN && strstr(text, "6 of 7 GPU records joined") &&
+	      strstr(text, "1 had no API record from CUPTI"), "join notice '%s'", text);
 }
 
 static void in_use(int at_subscribe)

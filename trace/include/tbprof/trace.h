@@ -156,6 +156,7 @@ enum tbp_notice_code {
 	TBP_NOTICE_NO_PYTHON_PATHS = 3,  /* unsupported/absent CPython */
 	TBP_NOTICE_FORK_CHILD = 4,
 	TBP_NOTICE_CUPTI_ERROR = 5,
+	TBP_NOTICE_CUPTI_JOIN = 6,       /* at exit: GPU records joined to their call, and why not */
 };
 
 /*

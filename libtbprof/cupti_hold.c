@@ -1,0 +1,101 @@
+/*
+ * GPU records written in start-time order, whatever order CUPTI hands them over in.
+ *
+ * CUPTI keeps device records in per-stream buffers and hands a buffer over when it is full or
+ * flushed: under load the records of one stream arrive after later records of another (up to
+ * 10 695 out of order on an H100, issue #19).  Each GPU record waits in a min-heap by start time
+ * (then arrival) for HOLD_NS after it arrived, or until a forced flush has delivered everything,
+ * or until the heap is full; it is joined when it arrives and again when it is written.
+ * Only touched under the consumer's processing lock.
+ */
+#include "tbp_config.h"
+
+#if TBP_HAVE_CUPTI
+#include <stdlib.h>
+
+#include "cupti_internal.h"
+
+#define HOLD_NS 1000000000ull
+#define HOLD_MAX (1u << 16)         /* records held at most (192 bytes each: 12 MiB) */
+
+struct held {
+	struct tbp_record rec;
+	uint64_t arrived, seq;
+	uint64_t joined;         /* its join when it arrived (the map slot may be reused by the time it goes out) */
+	uint32_t cupti_corr;
+};
+static struct held *hold;
+static size_t n_hold, cap_hold;
+static uint64_t hold_seq;
+static uint64_t forced_out;      /* written before HOLD_NS because the heap was full */
+
+uint64_t tbp_cupti_hold_forced_out(void)
+{
+	return forced_out;
+}
+
+static inline int held_before(const struct held *a, const struct held *b)
+{
+	return a->rec.ts != b->rec.ts ? a->rec.ts < b->rec.ts : a->seq < b->seq;
+}
+
+static void hold_write_first(void)
+{
+	struct held top = hold[0];
+	/* pop: the last element sifts down from the root */
+	struct held last = hold[--n_hold];
+	size_t at = 0;
+	for (;;) {
+		size_t l = 2 * at + 1, r = l + 1, min = at;
+		const struct held *mv = &last;
+		if (l < n_hold && held_before(&hold[l], mv))
+			min = l, mv = &hold[l];
+		if (r < n_hold && held_before(&hold[r], mv))
+			min = r;
+		if (min == at)
+			break;
+		hold[at] = hold[min];
+		at = min;
+	}
+	if (n_hold)
+		hold[at] = last;
+
+	/* corr is at the same place in every GPU kind */
+	top.rec.u.gpu_kernel.corr = tbp_cupti_join_final(top.cupti_corr, top.joined);
+	tbp_emit_patient(&top.rec);
+}
+
+void tbp_cupti_hold_add(const struct tbp_record *rec, uint32_t cupti_corr, uint64_t now)
+{
+	if (n_hold == cap_hold) {
+		size_t cap = cap_hold ? cap_hold * 2 : 1024;
+		struct held *h = cap <= HOLD_MAX ? realloc(hold, cap * sizeof *h) : NULL;
+		if (h) {
+			hold = h;
+			cap_hold = cap;
+		} else {
+			/* Full (or no memory): the earliest goes out now. */
+			forced_out++;
+			hold_write_first();
+		}
+	}
+	size_t at = n_hold++;
+	struct held e = { *rec, now, hold_seq++, tbp_cupti_join(cupti_corr), cupti_corr };
+	while (at) {
+		size_t up = (at - 1) / 2;
+		if (!held_before(&e, &hold[up]))
+			break;
+		hold[at] = hold[up];
+		at = up;
+	}
+	hold[at] = e;
+}
+
+void tbp_cupti_hold_release(int all)
+{
+	uint64_t now = tbp_now();
+	while (n_hold && (all || hold[0].arrived + HOLD_NS <= now))
+		hold_write_first();
+}
+
+#endif /* TBP_HAVE_CUPTI */
