@@ -223,12 +223,25 @@ static int lt_tensor_core(const struct lt_desc *d, cudaDataType t)
 	       d->compute == CUBLAS_COMPUTE_32F_FAST_16BF;
 }
 
+/* Bytes per element; 1 for types not listed, so a memset sized by it never runs past the matrix. */
+static size_t lt_type_size(cudaDataType t)
+{
+	switch (t) {
+	case CUDA_R_64F: return 8;
+	case CUDA_R_32F: case CUDA_C_16F: return 4;
+	case CUDA_R_16F: case CUDA_R_16BF: return 2;
+	case CUDA_C_32F: return 8;
+	case CUDA_C_64F: return 16;
+	default: return 1;
+	}
+}
+
 EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha,
 	const void *A, cublasLtMatrixLayout_t Adesc, const void *B, cublasLtMatrixLayout_t Bdesc, const void *beta,
 	const void *C, cublasLtMatrixLayout_t Cdesc, void *D, cublasLtMatrixLayout_t Ddesc,
 	const cublasLtMatmulAlgo_t *algo, void *workspace, size_t workspaceSize, cudaStream_t stream)
 {
-	(void)alpha; (void)A; (void)B; (void)beta; (void)C; (void)D; (void)Cdesc; (void)algo; (void)workspace;
+	(void)alpha; (void)A; (void)B; (void)beta; (void)C; (void)Cdesc; (void)algo; (void)workspace;
 	(void)workspaceSize;
 	const struct lt_desc *d = (const struct lt_desc *)desc;
 	const struct lt_layout *a = (const struct lt_layout *)Adesc, *o = (const struct lt_layout *)Ddesc;
@@ -254,7 +267,13 @@ EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t de
 	int split = k >= 16 * (m > n ? m : n) && k >= 4096;
 	unsigned gx = (unsigned)((m + 127) / 128), gy = (unsigned)((n + 127) / 128);
 	unsigned gz = (unsigned)(batch > 65535 ? 65535 : batch) * (split ? 4u : 1u);
-	CUresult r = simlib_launch(name, gx, gy, gz, 384, (CUstream)stream, simlib_gemm_ns(m, n, k, batch, tc), 1);
+	CUresult r = CUDA_SUCCESS;
+	/* Split-K accumulates partial sums into zeroed memory: a memset first (first matrix of the batch;
+	 * m*n elements fit any leading dimension >= m). */
+	if (split && D)
+		r = simlib_memset(D, (size_t)(m * n * lt_type_size(o->type)), (CUstream)stream);
+	if (r == CUDA_SUCCESS)
+		r = simlib_launch(name, gx, gy, gz, 384, (CUstream)stream, simlib_gemm_ns(m, n, k, batch, tc), 1);
 	if (r == CUDA_SUCCESS && split)
 		r = simlib_launch("splitKreduce_kernel", (unsigned)((m * n + 255) / 256), 1, 1, 256, (CUstream)stream,
 			2000 + m * n * batch / 1000, 1);

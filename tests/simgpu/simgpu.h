@@ -92,6 +92,9 @@ struct simgpu_op {
 	 * does.  An external id pushed during the driver call (has_ext/ext_id) pairs with api_corr.
 	 * 0: the API record's id is correlation_id. */
 	uint32_t api_corr;
+	/* The calling thread as CUPTI names it in API records (threadId): the low 32 bits of its
+	 * pthread_self(), measured on an H100 (tests/cupti/conformance/h100.txt), not its gettid() (tid). */
+	uint32_t pthread_id;
 };
 
 /* Observer called (outside simgpu's lock, on the calling thread) after each op

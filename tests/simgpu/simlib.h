@@ -28,6 +28,7 @@ struct simlib_driver {
 	CUresult (*library_load)(CUlibrary *, const void *, CUjit_option *, void **, unsigned, CUlibraryOption *,
 		void **, unsigned);
 	CUresult (*get_kernel)(CUkernel *, CUlibrary, const char *);
+	CUresult (*memset_async)(CUdeviceptr, unsigned char, size_t, CUstream);
 	CUmodule module;
 	CUlibrary library;
 };
@@ -52,6 +53,7 @@ static void simlib_load(void)
 	gpa("cuModuleGetFunction", (void **)&simlib_drv.get_function, 12000, 0, &st);
 	gpa("cuLibraryLoadData", (void **)&simlib_drv.library_load, 12000, 0, &st);
 	gpa("cuLibraryGetKernel", (void **)&simlib_drv.get_kernel, 12000, 0, &st);
+	gpa("cuMemsetD8Async", (void **)&simlib_drv.memset_async, 12000, 0, &st);
 	static const char image[] = "simgpu library module";
 	if (simlib_drv.module_load && simlib_drv.module_load(&simlib_drv.module, image) != CUDA_SUCCESS)
 		simlib_drv.module = NULL;
@@ -113,6 +115,21 @@ static inline CUresult simlib_launch(const char *name, unsigned gx, unsigned gy,
 		r = d->launch(f, gx, gy, gz, block, 1, 1, 0, stream, NULL, NULL);
 	}
 	simgpu_next_kernel_ns(0);
+	simgpu_static_end(r == CUDA_SUCCESS ? 0 : 1);
+	return r;
+}
+
+/* A memset the library's static runtime makes (cudaMemsetAsync inside the library, cuMemsetD8Async
+ * through the driver entry point): on an H100 cuBLASLt's split-K GEMMs came with one each (issue #24:
+ * 72 memsets carrying the correlation id of a cudaMemsetAsync_v3020 RUNTIME record). */
+static inline CUresult simlib_memset(void *ptr, size_t bytes, CUstream stream)
+{
+	const struct simlib_driver *d = simlib_driver();
+	if (!d || !d->memset_async)
+		return CUDA_ERROR_NO_DEVICE;
+	simgpu_static_begin("cudaMemsetAsync");
+	simlib_runtime_work();
+	CUresult r = d->memset_async((CUdeviceptr)(uintptr_t)ptr, 0, bytes, stream);
 	simgpu_static_end(r == CUDA_SUCCESS ? 0 : 1);
 	return r;
 }

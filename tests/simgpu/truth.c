@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -243,6 +244,7 @@ void sim_emit(struct simgpu_op *op)
 	if (!cached_tid)
 		cached_tid = (uint32_t)syscall(SYS_gettid);
 	op->tid = cached_tid;
+	op->pthread_id = (uint32_t)(uintptr_t)pthread_self();
 	uint32_t pid = atomic_load_explicit(&cached_pid, memory_order_relaxed);
 	if (!pid) {
 		pid = (uint32_t)getpid();
