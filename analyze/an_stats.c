@@ -1,8 +1,8 @@
 /*
  * Two-sample statistics for `tbanalyze diff` (an_stats.h): Mann-Whitney U
- * (exact with ties, or normal with the tie correction), a seeded percentile
- * bootstrap of the ratio of medians, and the verdict that combines them with
- * the threshold.
+ * (exact with ties, or normal with the tie correction), the Hodges-Lehmann
+ * estimate of the ratio with Moses's interval, and the verdict that
+ * combines them with the threshold.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -112,27 +112,28 @@ static double u_of_b(const struct ranked *rk, size_t nb)
  * N values.  Two-sided p: twice the smaller tail, at most 1. */
 #define EXACT_MAX_WORK 40000000.0 /* N * m * max sum */
 
-static size_t exact_max_sum(const struct ranked *rk, size_t m)
+/* The exact method's work for m of n values: n * m * (largest doubled
+ * rank sum, <= 2 n m). */
+static double exact_work(size_t n, size_t m)
 {
-	size_t s = 0;
-	for (size_t i = 0; i < m; i++)
-		s += rk->r2[rk->n - 1 - i];
-	return s;
+	return (double)n * (double)m * (double)(2 * n * m);
 }
 
-static int exact_p(const struct ranked *rk, size_t na, size_t nb, double *p)
+/* counts[s] of the m-subsets of the n doubled ranks r2 (ascending) whose
+ * sum is s, s in [0, *smax]; NULL when out of memory. */
+static double *rank_sum_counts(const uint32_t *r2, size_t n, size_t m, size_t *smax_out)
 {
-	int small_b = nb <= na; /* enumerate subsets of the smaller sample's size */
-	size_t m = small_b ? nb : na, n = rk->n;
-	size_t smax = exact_max_sum(rk, m);
+	size_t smax = 0;
+	for (size_t i = 0; i < m; i++)
+		smax += r2[n - 1 - i];
 	size_t w = smax + 1;
 	double *cnt = calloc((m + 1) * w, sizeof *cnt);
 	if (!cnt)
-		return -1;
+		return NULL;
 	cnt[0] = 1;
 	size_t reach = 0; /* largest sum any subset reaches so far */
 	for (size_t i = 0; i < n; i++) {
-		size_t v = rk->r2[i];
+		size_t v = r2[i];
 		size_t kmax = i + 1 < m ? i + 1 : m;
 		size_t top = reach + v < smax ? reach + v : smax;
 		for (size_t k = kmax; k >= 1; k--) {
@@ -145,11 +146,23 @@ static int exact_p(const struct ranked *rk, size_t na, size_t nb, double *p)
 		}
 		reach = top;
 	}
+	/* The m-subsets' row moved to the front (the caller frees it all). */
+	memmove(cnt, cnt + m * w, w * sizeof *cnt);
+	*smax_out = smax;
+	return cnt;
+}
+
+static int exact_p(const struct ranked *rk, size_t na, size_t nb, double *p)
+{
+	int small_b = nb <= na; /* enumerate subsets of the smaller sample's size */
+	size_t m = small_b ? nb : na, n = rk->n, smax;
+	double *d = rank_sum_counts(rk->r2, n, m, &smax);
+	if (!d)
+		return -1;
 	uint64_t obs2 = 0; /* the smaller sample's doubled rank sum */
 	for (size_t i = 0; i < n; i++)
 		if (rk->isb[i] == (unsigned char)small_b)
 			obs2 += rk->r2[i];
-	const double *d = cnt + m * w;
 	double total = 0, le = 0, ge = 0;
 	for (size_t s = 0; s <= smax; s++) {
 		total += d[s];
@@ -158,16 +171,15 @@ static int exact_p(const struct ranked *rk, size_t na, size_t nb, double *p)
 		if (s >= obs2)
 			ge += d[s];
 	}
-	free(cnt);
+	free(d);
 	double tail = (le < ge ? le : ge) / total;
 	*p = 2 * tail > 1 ? 1 : 2 * tail;
 	return 0;
 }
 
-static int exact_affordable(const struct ranked *rk, size_t na, size_t nb)
+static int exact_affordable(size_t na, size_t nb)
 {
-	size_t m = nb <= na ? nb : na;
-	return (double)rk->n * (double)m * (double)exact_max_sum(rk, m) <= EXACT_MAX_WORK;
+	return exact_work(na + nb, nb <= na ? nb : na) <= EXACT_MAX_WORK;
 }
 
 static void normal_p(const struct ranked *rk, size_t na, size_t nb, struct an_mwu *out)
@@ -199,9 +211,8 @@ static int mann_whitney(const double *a, size_t na, const double *b, size_t nb, 
 	if (rank_pooled(a, na, b, nb, &rk))
 		return -1;
 	out->u = u_of_b(&rk, nb);
-	int exact = how == MW_EXACT || (how == MW_AUTO && exact_affordable(&rk, na, nb));
-	if (how == MW_EXACT && (double)rk.n * (double)(na < nb ? na : nb) * (double)exact_max_sum(&rk, na < nb ? na : nb) >
-				       50 * EXACT_MAX_WORK) {
+	int exact = how == MW_EXACT || (how == MW_AUTO && exact_affordable(na, nb));
+	if (how == MW_EXACT && exact_work(na + nb, na < nb ? na : nb) > 50 * EXACT_MAX_WORK) {
 		ranked_free(&rk);
 		return -1;
 	}
@@ -231,123 +242,103 @@ int an_mann_whitney_normal(const double *a, size_t na, const double *b, size_t n
 	return mann_whitney(a, na, b, nb, out, MW_NORMAL);
 }
 
-/* ------------------------------------------------------------ bootstrap
- * xoshiro256** seeded through splitmix64; indices without modulo bias
- * (Lemire).  A resample of a sorted sample is a multiset of indices, and
- * its median is the sorted sample at the median of those indices: counted,
- * not sorted. */
-struct rng {
-	uint64_t s[4];
-};
-
-static uint64_t splitmix64(uint64_t *x)
+/* ------------------------------------------------------------ size
+ * Hodges-Lehmann: the median of every pair's log ratio; Moses's interval:
+ * the order statistics of those log ratios that the rank test's critical
+ * value picks (Hollander & Wolfe, Nonparametric Statistical Methods, 4.3). */
+long an_u_critical(size_t m, size_t n, double alpha, int *exact)
 {
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-	return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(struct rng *r)
-{
-	uint64_t *s = r->s, out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-	s[2] ^= s[0];
-	s[3] ^= s[1];
-	s[1] ^= s[2];
-	s[0] ^= s[3];
-	s[2] ^= t;
-	s[3] = rotl(s[3], 45);
-	return out;
-}
-
-static uint64_t rng_below(struct rng *r, uint64_t n)
-{
-	unsigned __int128 m = (unsigned __int128)rng_next(r) * n;
-	uint64_t low = (uint64_t)m;
-	if (low < n) {
-		uint64_t floor = -n % n;
-		while (low < floor) {
-			m = (unsigned __int128)rng_next(r) * n;
-			low = (uint64_t)m;
+	*exact = 0;
+	if (!m || !n)
+		return -1;
+	size_t N = m + n, k = m < n ? m : n;
+	if (exact_affordable(m, n)) {
+		uint32_t *r2 = malloc(N * sizeof *r2);
+		size_t smax = 0;
+		double *d = NULL;
+		if (r2) {
+			for (size_t i = 0; i < N; i++)
+				r2[i] = (uint32_t)(2 * i + 2); /* ranks 1..N, doubled */
+			d = rank_sum_counts(r2, N, k, &smax);
+		}
+		free(r2);
+		if (d) {
+			/* U = S2/2 - k(k+1)/2 for the k-sample; symmetric without ties. */
+			double total = 0, cum = 0;
+			for (size_t s = 0; s <= smax; s++)
+				total += d[s];
+			size_t base2 = k * (k + 1);
+			long c = -1;
+			for (size_t s = base2; s <= smax; s += 2) {
+				cum += d[s];
+				if (cum / total > alpha / 2)
+					break;
+				c = (long)((s - base2) / 2);
+			}
+			free(d);
+			*exact = 1;
+			return c;
 		}
 	}
-	return (uint64_t)(m >> 64);
+	double mn = (double)m * (double)n, sd = sqrt(mn * (double)(N + 1) / 12);
+	/* P(U <= c) ~ Phi((c + 0.5 - mn/2) / sd) <= alpha/2 */
+	double z = 0, lo = 0, hi = 40; /* z: the normal's upper alpha/2 point, by bisection */
+	for (int i = 0; i < 100; i++) {
+		z = (lo + hi) / 2;
+		if (an_normal_sf(z) > alpha / 2)
+			lo = z;
+		else
+			hi = z;
+	}
+	return (long)floor(mn / 2 - z * sd - 0.5);
 }
 
-/* Median of a resample (with replacement) of the sorted x[0..n). */
-static double resample_median(struct rng *r, const double *x, size_t n, uint32_t *count)
+/* At most AN_STATS_HL_MAX evenly spaced quantiles of x, as logs, sorted. */
+static double *log_quantiles(const double *x, size_t n, size_t *out_n)
 {
-	memset(count, 0, n * sizeof *count);
-	for (size_t i = 0; i < n; i++)
-		count[rng_below(r, n)]++;
-	size_t k1 = (n + 1) / 2, k2 = n / 2 + 1; /* 1-based order statistics; equal for odd n */
-	size_t cum = 0, i = 0;
-	while (cum + count[i] < k1)
-		cum += count[i++];
-	double lo = x[i];
-	while (cum + count[i] < k2)
-		cum += count[i++];
-	return (lo + x[i]) / 2;
+	double *s = malloc(n * sizeof *s);
+	if (!s)
+		return NULL;
+	memcpy(s, x, n * sizeof *s);
+	qsort(s, n, sizeof *s, cmp_double);
+	size_t m = n > AN_STATS_HL_MAX ? AN_STATS_HL_MAX : n;
+	for (size_t i = 0; i < m; i++)
+		s[i] = log(s[m == n ? i : (size_t)(((double)i + 0.5) * (double)n / (double)m)]);
+	*out_n = m;
+	return s;
 }
 
-static double quantile_sorted(const double *x, size_t n, double q)
+int an_hodges_lehmann(const double *a, size_t na, const double *b, size_t nb, double alpha, double *est, double *lo,
+		      double *hi)
 {
-	double h = q * (double)(n - 1);
-	size_t i = (size_t)floor(h);
-	if (i + 1 >= n)
-		return x[n - 1];
-	return x[i] + (h - (double)i) * (x[i + 1] - x[i]);
-}
-
-#define BOOT_MAX_DRAWS 40000000.0
-#define BOOT_MIN_RESAMPLES 500u
-
-int an_boot_ratio(const double *a, size_t na, const double *b, size_t nb, double level, unsigned resamples,
-		  uint64_t seed, double *lo, double *hi, unsigned *used)
-{
-	if (!na || !nb || !resamples)
+	if (!na || !nb)
 		return -1;
-	if ((double)resamples * (double)(na + nb) > BOOT_MAX_DRAWS) {
-		double fit = BOOT_MAX_DRAWS / (double)(na + nb);
-		resamples = fit < BOOT_MIN_RESAMPLES ? BOOT_MIN_RESAMPLES : (unsigned)fit;
-	}
-	size_t nmax = na > nb ? na : nb;
-	double *sa = malloc(na * sizeof *sa), *sb = malloc(nb * sizeof *sb), *ratio = malloc(resamples * sizeof *ratio);
-	uint32_t *count = malloc(nmax * sizeof *count);
+	for (size_t i = 0; i < na; i++)
+		if (!(a[i] > 0))
+			return -1;
+	for (size_t i = 0; i < nb; i++)
+		if (!(b[i] > 0))
+			return -1;
+	size_t ma, mb;
+	double *la = log_quantiles(a, na, &ma), *lb = log_quantiles(b, nb, &mb), *d = NULL;
 	int rc = -1;
-	if (!sa || !sb || !ratio || !count)
+	if (!la || !lb || !(d = malloc(ma * mb * sizeof *d)))
 		goto out;
-	memcpy(sa, a, na * sizeof *sa);
-	memcpy(sb, b, nb * sizeof *sb);
-	qsort(sa, na, sizeof *sa, cmp_double);
-	qsort(sb, nb, sizeof *sb, cmp_double);
-	struct rng r;
-	uint64_t x = seed;
-	for (int i = 0; i < 4; i++)
-		r.s[i] = splitmix64(&x);
-	for (unsigned i = 0; i < resamples; i++) {
-		double ma = resample_median(&r, sa, na, count);
-		double mb = resample_median(&r, sb, nb, count);
-		if (!(ma > 0))
-			goto out;
-		ratio[i] = mb / ma;
-	}
-	qsort(ratio, resamples, sizeof *ratio, cmp_double);
-	*lo = quantile_sorted(ratio, resamples, (1 - level) / 2);
-	*hi = quantile_sorted(ratio, resamples, 1 - (1 - level) / 2);
-	if (used)
-		*used = resamples;
+	size_t M = 0;
+	for (size_t j = 0; j < mb; j++)
+		for (size_t i = 0; i < ma; i++)
+			d[M++] = lb[j] - la[i];
+	qsort(d, M, sizeof *d, cmp_double);
+	*est = exp(M % 2 ? d[M / 2] : (d[M / 2 - 1] + d[M / 2]) / 2);
+	int exact;
+	long c = an_u_critical(ma, mb, alpha, &exact);
+	*lo = c >= 0 ? exp(d[c]) : 0;
+	*hi = c >= 0 ? exp(d[M - 1 - (size_t)c]) : INFINITY;
 	rc = 0;
 out:
-	free(sa);
-	free(sb);
-	free(ratio);
-	free(count);
+	free(la);
+	free(lb);
+	free(d);
 	return rc;
 }
 
@@ -382,36 +373,33 @@ int an_compare_steps(const double *a, size_t na, const double *b, size_t nb, dou
 	free(tmp);
 	out->change_pct = out->median_a > 0 ? 100.0 * (out->median_b / out->median_a - 1)
 			  : out->median_b > 0 ? INFINITY : 0.0;
-	if (na < AN_STATS_MIN_STEPS || nb < AN_STATS_MIN_STEPS || !(out->median_a > 0)) {
+	int zero = 0; /* a step of no time: no ratio */
+	for (size_t i = 0; i < na; i++)
+		zero |= !(a[i] > 0);
+	for (size_t i = 0; i < nb; i++)
+		zero |= !(b[i] > 0);
+	if (na < AN_STATS_MIN_STEPS || nb < AN_STATS_MIN_STEPS || zero) {
 		out->verdict = an_change_by_size(out->change_pct, threshold_pct);
-		out->reason = out->median_a > 0 ? "too few steps for a test: the medians alone against the threshold"
-						: "no time per step in A: the medians alone against the threshold";
+		out->reason = zero ? "a step of no time: the medians alone against the threshold"
+				   : "too few steps for a test: the medians alone against the threshold";
 		return 0;
 	}
 	out->tested = 1;
-	if (an_mann_whitney(a, na, b, nb, &out->mw))
+	double est, lo, hi;
+	if (an_mann_whitney(a, na, b, nb, &out->mw) || an_hodges_lehmann(a, na, b, nb, AN_STATS_ALPHA, &est, &lo, &hi))
 		return -1;
-	double lo, hi;
-	if (an_boot_ratio(a, na, b, nb, 1 - AN_STATS_ALPHA, AN_STATS_RESAMPLES, AN_STATS_SEED, &lo, &hi,
-			  &out->resamples))
-		return -1;
+	out->est_pct = 100.0 * (est - 1);
 	out->ci_lo_pct = 100.0 * (lo - 1);
 	out->ci_hi_pct = 100.0 * (hi - 1);
-	double c = out->change_pct;
-	int test_says = out->mw.p < AN_STATS_ALPHA;
-	int ci_says = (c > 0 && out->ci_lo_pct > 0) || (c < 0 && out->ci_hi_pct < 0);
-	out->significant = test_says && ci_says;
-	out->verdict = out->significant ? an_change_by_size(c, threshold_pct) : AN_CHANGE_NONE;
+	out->significant = out->mw.p < AN_STATS_ALPHA;
+	out->verdict = out->significant ? an_change_by_size(out->est_pct, threshold_pct) : AN_CHANGE_NONE;
 	out->ci_beyond = (out->verdict == AN_CHANGE_REGRESSED && out->ci_lo_pct > threshold_pct) ||
 			 (out->verdict == AN_CHANGE_IMPROVED && out->ci_hi_pct < -threshold_pct);
 	if (out->verdict != AN_CHANGE_NONE)
 		out->reason = out->ci_beyond ? "significant, the whole interval beyond the threshold"
-					     : "significant, the ratio of medians beyond the threshold (the interval "
-					       "reaches inside it)";
-	else if (!test_says)
+					     : "significant, the estimate beyond the threshold (the interval reaches inside it)";
+	else if (!out->significant)
 		out->reason = "not significant: within the runs' step-to-step noise";
-	else if (!ci_says)
-		out->reason = "the rank test finds a difference, but the interval of the medians' ratio includes none";
 	else
 		out->reason = "significant, but smaller than the threshold";
 	return 0;

@@ -7,13 +7,16 @@
  *   included) while that is cheap (about 80 steps in all), else the normal
  *   approximation with the tie correction of the variance and a continuity
  *   correction.
- * - A percentile bootstrap interval of the ratio of medians (B / A), each
- *   sample resampled apart, from a fixed seed: the same traces always give
- *   the same interval.
+ * - The size of the change: the Hodges-Lehmann estimate of the ratio B / A
+ *   (the median of the ratios of every pair of steps, one from each run) and
+ *   its distribution-free interval (Moses): the ratios that the rank test
+ *   would not reject, at level 1 - alpha.  Deterministic; the interval is
+ *   the one the test implies (it excludes 1 when p < alpha, ties aside).
  * - The verdict (an_compare_steps): a change is significant when the test's
- *   p-value is below alpha AND the interval lies wholly on the same side of
- *   1 as the ratio; it is a regression (an improvement) when it is
- *   significant AND the ratio of medians is beyond +threshold (-threshold).
+ *   p-value is below alpha; it is a regression (an improvement) when it is
+ *   significant AND the estimated ratio is beyond +threshold (-threshold).
+ *   The interval says how sure the size is: wholly beyond the threshold, or
+ *   reaching inside it.
  *   With fewer than AN_STATS_MIN_STEPS steps on either side there is no
  *   test: the verdict is the ratio of medians against the threshold alone,
  *   and says so (tested = 0, reason).
@@ -27,8 +30,6 @@
 /* Fewest steps a side for a test (5 vs 5 can reach p = 2/252 = 0.008). */
 #define AN_STATS_MIN_STEPS 5
 #define AN_STATS_ALPHA 0.05
-#define AN_STATS_RESAMPLES 2000u
-#define AN_STATS_SEED 0x7462707266646966ULL /* "tbprfdif" */
 
 struct an_mwu {
 	double u;   /* U of B: pairs (a, b) with b > a, a tie counting 1/2 (0 .. na*nb) */
@@ -50,13 +51,19 @@ double an_median(double *x, size_t n);
 /* Upper tail of the standard normal distribution, P(Z > z). */
 double an_normal_sf(double z);
 
-/* Percentile bootstrap interval, at confidence `level` (0.95), of
- * median(B) / median(A): `resamples` pairs of resamples with replacement,
- * drawn from `seed`.  Fewer resamples are drawn when the samples are large
- * (at least 500; *used says how many).  0, or -1 (empty sample, no memory,
- * a median of A's resample that is 0). */
-int an_boot_ratio(const double *a, size_t na, const double *b, size_t nb, double level, unsigned resamples,
-		  uint64_t seed, double *lo, double *hi, unsigned *used);
+/* Hodges-Lehmann estimate of median(B) / median(A) -- the median of the
+ * ratios b/a over every pair -- and Moses's interval for it at level 1 -
+ * alpha: [R(c+1), R(na*nb - c)] of the sorted ratios, c the largest U with
+ * P(U <= c) <= alpha/2 (exact while cheap, else the normal approximation).
+ * Samples over AN_STATS_HL_MAX steps are reduced to that many evenly spaced
+ * quantiles first (a wider interval, never a narrower one).  0, or -1 (an
+ * empty sample, a value <= 0, no memory). */
+#define AN_STATS_HL_MAX 500
+int an_hodges_lehmann(const double *a, size_t na, const double *b, size_t nb, double alpha, double *est, double *lo,
+		      double *hi);
+/* The largest c with P(U <= c) <= alpha/2 for samples of m and n without
+ * ties (-1 when even U = 0 is likelier); *exact says how it was found. */
+long an_u_critical(size_t m, size_t n, double alpha, int *exact);
 
 enum an_change {
 	AN_CHANGE_NONE = 0, /* no significant change */
@@ -67,12 +74,12 @@ enum an_change {
 struct an_step_cmp {
 	size_t na, nb;
 	double median_a, median_b;
-	double change_pct;       /* 100 * (median_b / median_a - 1); INFINITY when median_a is 0 < median_b */
+	double change_pct;       /* of the medians: 100 * (median_b / median_a - 1); INFINITY when median_a is 0 < median_b */
 	int tested;              /* 0: no test (too few steps); the verdict is the medians' */
 	struct an_mwu mw;        /* when tested */
-	double ci_lo_pct, ci_hi_pct; /* when tested: the interval of change_pct */
-	unsigned resamples;
-	int significant;         /* when tested: p < alpha and the interval excludes 0 on the ratio's side */
+	double est_pct;          /* when tested: the Hodges-Lehmann ratio's change, 100 * (ratio - 1) */
+	double ci_lo_pct, ci_hi_pct; /* when tested: its interval */
+	int significant;         /* when tested: p < alpha */
 	int ci_beyond;           /* when tested: the whole interval is beyond the threshold (its sign) */
 	int verdict;             /* enum an_change */
 	const char *reason;      /* why the verdict is what it is, in words */

@@ -3,8 +3,8 @@
  *
  * Analyses both traces and compares, per iteration when both carry the
  * runner's iteration markers (else per trace): the time per step when both
- * have steps (the per-step times of the two runs by a Mann-Whitney U test
- * and a bootstrap interval of the ratio of medians, an_stats.h), the window, GPU busy time,
+ * have steps (the per-step times of the two runs: a Mann-Whitney U test,
+ * the Hodges-Lehmann ratio and its interval, an_stats.h), the window, GPU busy time,
  * every kernel (by name) and every call site (by its whole Python path, or
  * native module+offset) by GPU time (host API time for API-only traces),
  * and peak device memory; for a CPU run (no GPU work in either trace),
@@ -13,9 +13,9 @@
  * the paper's CI) and the item matters: at least --min-share percent
  * (default 1) of the larger total for kernels, call sites and paths.
  * With steps, only the time per step decides: B regressed when its steps
- * are significantly slower (p < 0.05, the interval above 1) AND the median
- * is more than the threshold slower; with fewer than 5 steps a side the
- * medians alone, said so.  Exit 1 on a regression (pinned), 0 otherwise.
+ * are significantly slower (p < 0.05) AND the estimated ratio is more than
+ * the threshold slower; with fewer than 5 steps a side the medians alone,
+ * said so.  Exit 1 on a regression (pinned), 0 otherwise.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -321,11 +321,11 @@ static const char *verdict_v1(const struct an_step_cmp *c)
 	return c->verdict == AN_CHANGE_REGRESSED ? "regressed" : c->verdict == AN_CHANGE_IMPROVED ? "improved" : "unchanged";
 }
 
-/* "p = 0.0079 (exact), 95% interval -8.3% to -8.3%" */
+/* "estimated change +10.2% (95% interval +8.1% to +12.0%), p = 0.00794 exact" */
 static void text_stats(const struct an_step_cmp *c)
 {
-	printf("p = %.3g%s, %.0f%% interval %+.1f%% to %+.1f%%", c->mw.p, c->mw.exact ? " exact" : "",
-	       100 * (1 - AN_STATS_ALPHA), c->ci_lo_pct, c->ci_hi_pct);
+	printf("estimated change %+.1f%% (%.0f%% interval %+.1f%% to %+.1f%%), p = %.3g%s", c->est_pct,
+	       100 * (1 - AN_STATS_ALPHA), c->ci_lo_pct, c->ci_hi_pct, c->mw.p, c->mw.exact ? " exact" : "");
 }
 
 /* The test's line under the headline. */
@@ -336,10 +336,9 @@ static void text_significance(const struct an_step_cmp *c)
 		       c->nb, AN_STATS_MIN_STEPS);
 		return;
 	}
-	printf("  significance: Mann-Whitney U = %.1f, ", c->mw.u);
+	printf("  significance: %zu vs %zu steps, Mann-Whitney U = %.1f; ", c->na, c->nb, c->mw.u);
 	text_stats(c);
-	printf(" (bootstrap of the medians' ratio, %u resamples), %zu vs %zu steps: %s\n", c->resamples, c->na, c->nb,
-	       c->reason);
+	printf(": %s\n", c->reason);
 }
 
 static void json_num(const char *key, double v, const char *fmt)
@@ -368,11 +367,11 @@ static void json_significance(const struct an_step_cmp *c, const char *no_steps)
 	       c->na, c->nb, AN_STATS_MIN_STEPS);
 	json_num("median_a_ns", c->median_a, "%.1f");
 	json_num("median_b_ns", c->median_b, "%.1f");
-	json_num("change_pct", c->change_pct, "%.3f");
+	json_num("median_change_pct", c->change_pct, "%.3f");
 	printf(",\"alpha\":%.3f,\"ci_level\":%.3f", AN_STATS_ALPHA, 1 - AN_STATS_ALPHA);
 	if (!c->tested) {
-		printf(",\"u\":null,\"z\":null,\"exact\":null,\"p_value\":null,\"ci_low_pct\":null,\"ci_high_pct\":null"
-		       ",\"resamples\":null,\"significant\":null,\"ci_beyond_threshold\":null}");
+		printf(",\"u\":null,\"z\":null,\"exact\":null,\"p_value\":null,\"change_pct\":null,\"ci_low_pct\":null"
+		       ",\"ci_high_pct\":null,\"significant\":null,\"ci_beyond_threshold\":null}");
 		return;
 	}
 	printf(",\"u\":%.1f", c->mw.u);
@@ -382,10 +381,11 @@ static void json_significance(const struct an_step_cmp *c, const char *no_steps)
 		json_num("z", c->mw.z, "%.6f");
 	printf(",\"exact\":%s", c->mw.exact ? "true" : "false");
 	json_num("p_value", c->mw.p, "%.6g");
+	json_num("change_pct", c->est_pct, "%.3f");
 	json_num("ci_low_pct", c->ci_lo_pct, "%.3f");
 	json_num("ci_high_pct", c->ci_hi_pct, "%.3f");
-	printf(",\"resamples\":%u,\"seed\":\"0x%016llx\",\"significant\":%s,\"ci_beyond_threshold\":%s}", c->resamples,
-	       (unsigned long long)AN_STATS_SEED, c->significant ? "true" : "false", c->ci_beyond ? "true" : "false");
+	printf(",\"significant\":%s,\"ci_beyond_threshold\":%s}", c->significant ? "true" : "false",
+	       c->ci_beyond ? "true" : "false");
 }
 
 static const struct item *find_item(const struct items *it, const char *key)
@@ -674,7 +674,7 @@ int cmd_diff(int argc, char **argv)
 								   : "no regression",
 			       change_pct(&head));
 			if (cmp.tested) {
-				printf(", ");
+				printf("; ");
 				text_stats(&cmp);
 			}
 			printf("; threshold %.1f%%%s)\n", threshold, cmp.tested ? "" : "; no test: by the medians alone");

@@ -17,9 +17,11 @@
  * big (for the bench: ITERS clean steps, written as generated), slow (clean
  * with one kernel 30 us slower, for diff), bigmem (clean with twice the
  * device memory, for diff), rank (one rank of a multi-rank run with a planted
- * straggler: see scen_rank).
+ * straggler: see scen_rank), steps-noise (noisy step times, a planted
+ * slowdown: see scen_steps_noise).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1510,10 +1512,113 @@ static void write_rank_expect(const char *path, const char *spec)
 	fclose(f);
 }
 
+/* ------------------------------------------------------------ noisy steps
+ * steps-noise SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]: one run
+ * of a training loop on a loaded machine, for diff's statistics.  A warm-up
+ * step (3x) and STEPS measured steps (30) of 10 ms, each 60 % GPU work (4
+ * kernels, a sync) and the rest Python (load_batch), times (1 + SLOW_PCT/100):
+ * the planted slowdown.  The machine's load, drawn from SEED:
+ *   - the run's own level: x (1 + u), u uniform in +-1 %;
+ *   - step-to-step jitter: x (1 + J * g), g a standard normal (within +-3);
+ *   - preemption: a share P of the steps gets an exponential extra of mean 30 %;
+ *   - a load episode: a quarter of the steps in a row, x E.
+ * loaded: J 2.5 %, P 10 %, E 1.10 -- like the median of ten loaded runs on
+ * the 2-core development VM (30 steps of 5 ms of Python, other builds
+ * running): a spread (MAD) of 3.0 % (measured 2.9 %, 1.4-14.5 %), the
+ * slowest step 1.44x the median (1.42x, 1.09-1.85x); heavy: J 3 %, P 20 %,
+ * E 1.15 (MAD 4.5 %, the slowest 1.65x).  Marked with the runner's marks,
+ * or left to be detected (train_step spans).  EXPECT.json: the measured
+ * steps' lengths. */
+static uint64_t noise_rng;
+static double noise_unif(void)
+{
+	uint64_t z = (noise_rng += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	z ^= z >> 31;
+	return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static uint64_t noise_lens[4096];
+static int noise_n;
+
+static void scen_steps_noise(const char *spec)
+{
+	unsigned seed = 1, steps = 30;
+	double slow = 0;
+	char mode[16] = "marks", noise[16] = "loaded";
+	if (sscanf(spec, "%u,%lf,%u,%15[a-z],%15[a-z]", &seed, &slow, &steps, mode, noise) < 2 || steps < 1 ||
+	    steps > 4000 || (strcmp(mode, "marks") && strcmp(mode, "detected")) ||
+	    (strcmp(noise, "loaded") && strcmp(noise, "heavy"))) {
+		fprintf(stderr, "gen_planted: steps-noise SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]: bad %s\n",
+			spec);
+		exit(3);
+	}
+	int marks = !strcmp(mode, "marks"), heavy = !strcmp(noise, "heavy");
+	double jitter = heavy ? 0.03 : 0.025, preempt = heavy ? 0.2 : 0.1, episode = heavy ? 1.15 : 1.10;
+	noise_rng = 0x5eed0000ULL + seed;
+	common_defs();
+	uint64_t cp_loop = site("train.py", "main", 50, 0);
+	uint64_t cp_step = site("train.py", "train_step", 20, cp_loop);
+	uint64_t cp_load = site("data.py", "load_batch", 33, cp_step);
+	double level = 1 + 0.02 * (noise_unif() - 0.5);
+	unsigned ep_len = steps / 4, ep_at = (unsigned)(noise_unif() * (steps - ep_len + 1));
+	uint64_t t = 1000 * US, t0 = t;
+	for (unsigned i = 0; i <= steps; i++) {
+		double g = sqrt(-2 * log(noise_unif())) * cos(6.283185307179586 * noise_unif());
+		g = g > 3 ? 3 : g < -3 ? -3 : g;
+		double x = 10e6 * (1 + slow / 100) * level * (1 + jitter * g);
+		if (i >= 1 && i - 1 >= ep_at && i - 1 < ep_at + ep_len)
+			x *= episode;
+		if (noise_unif() < preempt)
+			x += 10e6 * 0.3 * -log(noise_unif());
+		if (!i)
+			x *= 3; /* warm-up */
+		uint64_t len = (uint64_t)x;
+		if (i)
+			noise_lens[noise_n++] = len;
+		/* The step: 4 kernels of 15 % each launched at its start, a sync
+		 * until they end, then Python. */
+		uint64_t g0 = t + 30 * US, k_ns = len * 15 / 100;
+		for (int k = 0; k < 4; k++)
+			kernel(0, t + 10 * US + (uint64_t)k * 4 * US, k < 2 ? cp_fwd : cp_bwd, 0, 0, 7, g0 + k * k_ns,
+			       g0 + (k + 1) * k_ns, k == 1 ? k_gemm : k_relu);
+		uint64_t gend = g0 + 4 * k_ns;
+		sync_call(0, t + 40 * US, gend + 5 * US - (t + 40 * US), cp_step, 0);
+		span(0, gend + 10 * US, t + len - 10 * US, cp_load);
+		span(0, t, t + len, cp_step);
+		if (marks) {
+			marker(t, TBP_MARK_ITER_BEGIN, i);
+			marker(t + len, TBP_MARK_ITER_END, i);
+			if (!i)
+				marker(t + len + 5 * US, TBP_MARK_WARMUP_END, 1);
+			t += len + 20 * US; /* the runner's time between steps */
+		} else {
+			t += len; /* a step function's step lasts until its next call */
+		}
+	}
+	span(0, t0 - 100 * US, t + 100 * US, cp_loop);
+}
+
+static void write_noise_expect(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f) {
+		perror(path);
+		exit(4);
+	}
+	fprintf(f, "{\"warmup\": 1, \"step_ns\": [");
+	for (int i = 0; i < noise_n; i++)
+		fprintf(f, "%s%" PRIu64, i ? ", " : "", noise_lens[i]);
+	fprintf(f, "]}\n");
+	fclose(f);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n");
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
 	const char *s = argv[1];
@@ -1521,6 +1626,12 @@ int main(int argc, char **argv)
 		scen_rank(argc > 4 ? argv[4] : "0,2,-1,c10d");
 		write_trace(argv[2]);
 		write_rank_expect(argv[3], argc > 4 ? argv[4] : "0,2,-1,c10d");
+		return 0;
+	}
+	if (!strcmp(s, "steps-noise")) {
+		scen_steps_noise(argc > 4 ? argv[4] : "1,0");
+		write_trace(argv[2]);
+		write_noise_expect(argv[3]);
 		return 0;
 	}
 	int iters = argc > 4 ? atoi(argv[4]) : 20;

@@ -10,8 +10,9 @@
  * - small samples with ties worked by hand (midranks, the permutation
  *   distribution of the rank sum; the normal approximation with the tie
  *   correction of the variance and a continuity correction);
- * - the bootstrap interval: reproducible, exact for constant samples, and
- *   covering the true ratio of two shifted samples;
+ * - the critical values again, as Moses's interval uses them (exact and
+ *   the normal approximation), and a Hodges-Lehmann estimate and interval
+ *   worked by hand;
  * - the verdict: too few steps, zero variance, ties, noise and a planted
  *   10 % slowdown.
  */
@@ -187,43 +188,70 @@ static void test_large(void)
 	      "30/30 exact %.5f vs normal %.5f", e.p, nrm.p);
 }
 
-static void test_median_and_boot(void)
+static void test_median_and_size(void)
 {
 	double m1[] = {5, 1, 3}, m2[] = {4, 1, 3, 2};
 	CHECK(an_median(m1, 3) == 3 && an_median(m2, 4) == 2.5, "median");
 	CHECK(isnan(an_median(m1, 0)), "median of nothing");
-	/* Constant samples: every resample's ratio is the same. */
-	double a[10], b[10];
-	for (int i = 0; i < 10; i++) {
-		a[i] = 100;
-		b[i] = 110;
+	/* The tables' critical values, as the interval's order statistics. */
+	static const struct {
+		size_t m, n;
+		long crit;
+	} tab[] = {{5, 5, 2}, {6, 6, 5}, {7, 7, 8}, {8, 8, 13}, {9, 9, 17}, {10, 10, 23}, {5, 10, 8}, {12, 15, 49},
+		   {20, 20, 127}};
+	for (size_t t = 0; t < sizeof tab / sizeof tab[0]; t++) {
+		int exact;
+		long c = an_u_critical(tab[t].m, tab[t].n, 0.05, &exact);
+		CHECK(c == tab[t].crit && exact, "critical U %zu vs %zu: %ld (table %ld)", tab[t].m, tab[t].n, c,
+		      tab[t].crit);
 	}
-	double lo, hi;
-	unsigned used;
-	CHECK(!an_boot_ratio(a, 10, b, 10, 0.95, 2000, 1, &lo, &hi, &used) && lo == 1.1 && hi == 1.1 && used == 2000,
-	      "constant: [%g, %g]", lo, hi);
-	/* Reproducible, and seed-dependent. */
-	double x[40], y[40];
-	for (int i = 0; i < 40; i++) {
-		x[i] = 1000 + (i * 37 % 41);
-		y[i] = 1040 + (i * 13 % 43);
+	int exact;
+	CHECK(an_u_critical(3, 3, 0.05, &exact) == -1, "3 vs 3: no critical value (P(U = 0) = 0.05)");
+	/* 300 vs 300 by the normal approximation: 45000 - 1.959964 *
+	 * sqrt(90000 * 601 / 12) - 0.5 = 45000 - 4161.17 - 0.5 -> 40838. */
+	long c = an_u_critical(300, 300, 0.05, &exact);
+	CHECK(c == 40838 && !exact, "critical U 300 vs 300: %ld (exact %d)", c, exact);
+	/* The continuity correction's half: 120 vs 130, 7800 - 1119.58 - 0.5 =
+	 * 6679.92 -> 6679 (6680 without it); 200 vs 200: 17733.50 -> 17733. */
+	CHECK(an_u_critical(120, 130, 0.05, &exact) == 6679 && !exact, "critical U 120 vs 130");
+	CHECK(an_u_critical(200, 200, 0.05, &exact) == 17733 && !exact, "critical U 200 vs 200");
+	/* By hand: A = {1 2 4 8 16}, B = {3 5 6 7 9}: the 25 ratios b/a sorted
+	 * are 3/16 5/16 3/8 3/8 7/16 9/16 5/8 3/4 3/4 7/8 9/8 5/4 3/2 3/2 7/4
+	 * 9/4 5/2 3 3 7/2 9/2 5 6 7 9; the estimate is the 13th, 3/2; with c = 2
+	 * the interval is [the 3rd, the 23rd] = [3/8, 6]. */
+	double a[] = {1, 2, 4, 8, 16}, b[] = {3, 5, 6, 7, 9}, est, lo, hi;
+	CHECK(!an_hodges_lehmann(a, 5, b, 5, 0.05, &est, &lo, &hi) && near(est, 1.5, 1e-12) && near(lo, 0.375, 1e-12) &&
+		      near(hi, 6, 1e-12),
+	      "Hodges-Lehmann by hand: %g [%g, %g]", est, lo, hi);
+	/* Swapped: the reciprocals. */
+	CHECK(!an_hodges_lehmann(b, 5, a, 5, 0.05, &est, &lo, &hi) && near(est, 2.0 / 3, 1e-12) &&
+		      near(lo, 1.0 / 6, 1e-12) && near(hi, 8.0 / 3, 1e-12),
+	      "Hodges-Lehmann swapped: %g [%g, %g]", est, lo, hi);
+	/* An even number of ratios: A = {1 2}, B = {2 3 5 7}: 1 1.5 2 2.5 3 3.5
+	 * 5 7, the middle two 2.5 and 3, their geometric mean sqrt(7.5); too
+	 * few for an interval (2 vs 4: P(U = 0) = 1/15 > 0.025). */
+	double e1[] = {1, 2}, e2[] = {2, 3, 5, 7};
+	CHECK(!an_hodges_lehmann(e1, 2, e2, 4, 0.05, &est, &lo, &hi) && near(est, sqrt(7.5), 1e-12) && lo == 0 &&
+		      isinf(hi),
+	      "Hodges-Lehmann, even count: %g [%g, %g]", est, lo, hi);
+	/* Constant samples: every ratio the same. */
+	double k1[6] = {100, 100, 100, 100, 100, 100}, k2[6] = {110, 110, 110, 110, 110, 110};
+	CHECK(!an_hodges_lehmann(k1, 6, k2, 6, 0.05, &est, &lo, &hi) && near(est, 1.1, 1e-12) && near(lo, 1.1, 1e-12) &&
+		      near(hi, 1.1, 1e-12),
+	      "constant: %g [%g, %g]", est, lo, hi);
+	CHECK(an_hodges_lehmann(k1, 6, m1, 0, 0.05, &est, &lo, &hi) == -1, "empty sample");
+	double z[2] = {0, 1};
+	CHECK(an_hodges_lehmann(k1, 6, z, 2, 0.05, &est, &lo, &hi) == -1, "a step of no time has no ratio");
+	/* Large samples go through evenly spaced quantiles: B = A * 1.25 gives
+	 * 1.25 exactly, and an interval around it. */
+	static double big[3000], big2[3000];
+	for (int i = 0; i < 3000; i++) {
+		big[i] = 1000 + (i * 7919 % 3000);
+		big2[i] = 1.25 * big[i];
 	}
-	double lo2, hi2, lo3, hi3;
-	CHECK(!an_boot_ratio(x, 40, y, 40, 0.95, 2000, 7, &lo, &hi, NULL) &&
-		      !an_boot_ratio(x, 40, y, 40, 0.95, 2000, 7, &lo2, &hi2, NULL) && lo == lo2 && hi == hi2,
-	      "same seed, same interval");
-	CHECK(!an_boot_ratio(x, 40, y, 40, 0.95, 2000, 8, &lo3, &hi3, NULL) && (lo3 != lo || hi3 != hi),
-	      "another seed, another interval");
-	/* The medians' ratio is 1061.5/1020.5 = 1.0402: inside, and the
-	 * interval is narrow (the samples spread by +-2 %). */
-	CHECK(lo < 1.0402 && 1.0402 < hi && hi - lo < 0.05 && lo > 1.0, "shifted: [%.4f, %.4f]", lo, hi);
-	/* Large samples: fewer resamples, at least 500. */
-	static double big[30000];
-	for (int i = 0; i < 30000; i++)
-		big[i] = 1 + (i % 100);
-	CHECK(!an_boot_ratio(big, 30000, big, 30000, 0.95, 2000, 1, &lo, &hi, &used) && used == 666 && lo <= 1 &&
-		      hi >= 1,
-	      "large: %u resamples, [%g, %g]", used, lo, hi);
+	CHECK(!an_hodges_lehmann(big, 3000, big2, 3000, 0.05, &est, &lo, &hi) && near(est, 1.25, 1e-9) && lo < 1.25 &&
+		      hi > 1.25 && hi / lo < 1.2,
+	      "large: %g [%g, %g]", est, lo, hi);
 }
 
 /* A loaded machine's step times: base * (1 + 3 % normal jitter), one step
@@ -257,25 +285,46 @@ static void test_verdict(void)
 	/* Zero variance, equal: p = 1, no change. */
 	double k[8] = {5, 5, 5, 5, 5, 5, 5, 5}, k2[8] = {6, 6, 6, 6, 6, 6, 6, 6};
 	CHECK(!an_compare_steps(k, 8, k, 8, 7, &c) && c.tested && c.mw.p == 1 && c.verdict == AN_CHANGE_NONE &&
-		      c.ci_lo_pct == 0 && c.ci_hi_pct == 0,
+		      c.est_pct == 0 && c.ci_lo_pct == 0 && c.ci_hi_pct == 0 && strstr(c.reason, "not significant"),
 	      "constant equal: p %g verdict %d", c.mw.p, c.verdict);
 	/* Zero variance, 20 % apart: separated, p = 2/C(16,8), interval [20, 20]. */
 	CHECK(!an_compare_steps(k, 8, k2, 8, 7, &c) && c.tested && near(c.mw.p, 2.0 / 12870, 1e-12) &&
-		      c.verdict == AN_CHANGE_REGRESSED && c.ci_beyond && near(c.ci_lo_pct, 20, 1e-9),
-	      "constant apart: p %g verdict %d [%g, %g]", c.mw.p, c.verdict, c.ci_lo_pct, c.ci_hi_pct);
-	CHECK(!an_compare_steps(k2, 8, k, 8, 7, &c) && c.verdict == AN_CHANGE_IMPROVED, "constant apart reversed");
+		      c.verdict == AN_CHANGE_REGRESSED && c.ci_beyond && near(c.est_pct, 20, 1e-9) &&
+		      near(c.ci_lo_pct, 20, 1e-9) && near(c.change_pct, 20, 1e-9),
+	      "constant apart: p %g verdict %d %g [%g, %g]", c.mw.p, c.verdict, c.est_pct, c.ci_lo_pct, c.ci_hi_pct);
+	CHECK(!an_compare_steps(k2, 8, k, 8, 7, &c) && c.verdict == AN_CHANGE_IMPROVED && near(c.est_pct, -100.0 / 6, 1e-9),
+	      "constant apart reversed: %g", c.est_pct);
+	/* p between 0.05 and 0.1 is not significant: 5 vs 5 with U = 3 (p =
+	 * 2 * 7/252 = 0.0556), B faster by far. */
+	double u3a[5], u3b[5];
+	make_u(5, 5, 3, u3a, u3b);
+	CHECK(!an_compare_steps(u3a, 5, u3b, 5, 7, &c) && near(c.mw.p, 14.0 / 252, 1e-12) && c.est_pct < -7 &&
+		      !c.significant && c.verdict == AN_CHANGE_NONE,
+	      "p = 0.056: verdict %d", c.verdict);
 	/* Significant but small: 2 % apart without noise. */
 	double s2[8] = {5.1, 5.1, 5.1, 5.1, 5.1, 5.1, 5.1, 5.1};
 	CHECK(!an_compare_steps(k, 8, s2, 8, 7, &c) && c.significant && c.verdict == AN_CHANGE_NONE &&
 		      strstr(c.reason, "smaller than the threshold"),
 	      "2 %% apart: significant %d verdict %d", c.significant, c.verdict);
 	/* The rank test sees a difference (p = 0.00254 exact, by enumeration)
-	 * that the medians do not have (100 both): not significant. */
+	 * that the medians do not show (100 both): the estimate is the typical
+	 * pair's ratio, the 72nd and 73rd of the 144 ratios, 100/93 (+7.5 %):
+	 * a regression that the medians alone would have missed. */
 	double ra[12] = {90, 91, 92, 93, 94, 100, 100, 100, 100, 100, 100, 100};
 	double rb[12] = {100, 100, 100, 100, 100, 100, 100, 106, 107, 108, 109, 110};
 	CHECK(!an_compare_steps(ra, 12, rb, 12, 7, &c) && near(c.mw.p, 0.0025383151, 1e-9) && c.change_pct == 0 &&
-		      !c.significant && c.verdict == AN_CHANGE_NONE && strstr(c.reason, "includes none"),
-	      "ranks apart, medians equal: p %.7f significant %d", c.mw.p, c.significant);
+		      c.significant && near(c.est_pct, 100 * (100.0 / 93 - 1), 1e-9) && c.verdict == AN_CHANGE_REGRESSED,
+	      "ranks apart, medians equal: p %.7f estimate %+.2f %% verdict %d", c.mw.p, c.est_pct, c.verdict);
+	/* Significant and beyond the threshold, but the interval reaches inside
+	 * it: still a regression (the estimate decides), said so.  10 vs 10
+	 * steps, B 10 % slower with a spread of +-6 %. */
+	double wa[10] = {94, 96, 97, 99, 100, 100, 101, 103, 104, 106};
+	double wb[10];
+	for (int i = 0; i < 10; i++)
+		wb[i] = wa[(i * 3) % 10] * 1.10;
+	CHECK(!an_compare_steps(wa, 10, wb, 10, 7, &c) && c.verdict == AN_CHANGE_REGRESSED && !c.ci_beyond &&
+		      c.ci_lo_pct < 7 && near(c.est_pct, 10, 1.0) && strstr(c.reason, "reaches inside"),
+	      "10 %% in +-6 %%: verdict %d estimate %+.2f [%+.2f, %+.2f]", c.verdict, c.est_pct, c.ci_lo_pct, c.ci_hi_pct);
 	/* The same in text: 7 % threshold, a 10 % slowdown in noise -- 20 steps
 	 * a side; and two draws of the same program. */
 	int reg = 0, none_same = 0;
@@ -292,10 +341,11 @@ static void test_verdict(void)
 	CHECK(reg >= 19, "planted +10 %% in noise: regressed in %d of 20", reg);
 	CHECK(none_same == 20, "same program in noise: no significant change in %d of 20", none_same);
 	/* Noise alone that moves the median past the threshold is not a change:
-	 * 6 steps a side spread over +-30 %, medians 10 % apart. */
-	double wa[] = {70, 95, 100, 102, 110, 130}, wb[] = {75, 100, 110, 112, 125, 140};
-	CHECK(!an_compare_steps(wa, 6, wb, 6, 7, &c) && c.change_pct > 7 && c.mw.p > 0.05 &&
-		      c.verdict == AN_CHANGE_NONE && strstr(c.reason, "not significant"),
+	 * 6 steps a side spread over +-30 %, medians 10 % apart (p = 86/231 =
+	 * 0.372, exact, by enumeration). */
+	double na_[] = {70, 95, 100, 102, 110, 130}, nb_[] = {75, 100, 110, 112, 125, 140};
+	CHECK(!an_compare_steps(na_, 6, nb_, 6, 7, &c) && near(c.change_pct, 100.0 * (111.0 / 101 - 1), 1e-9) &&
+		      near(c.mw.p, 86.0 / 231, 1e-12) && c.verdict == AN_CHANGE_NONE && strstr(c.reason, "not significant"),
 	      "wide noise: change %+.1f %% p %.3f verdict %d", c.change_pct, c.mw.p, c.verdict);
 }
 
@@ -305,7 +355,7 @@ int main(void)
 	test_small_distribution();
 	test_ties();
 	test_large();
-	test_median_and_boot();
+	test_median_and_size();
 	test_verdict();
 	if (failures) {
 		printf("%d failure(s)\n", failures);
