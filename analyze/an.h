@@ -306,6 +306,8 @@ struct analysis {
 	/* GPU records. */
 	uint64_t n_gpu_kernel, n_gpu_memcpy, n_gpu_memset, n_gpu_sync;
 	uint64_t unmatched_gpu;  /* GPU records with no API record by corr */
+	uint64_t unmatched_kernels; /* of them, kernels */
+	uint64_t join_notice;    /* string id of libtbprof's CUPTI_JOIN notice (how, and why not), 0 = none */
 	uint64_t n_spans;
 	uint64_t proc_cwd;       /* string id of the traced process's cwd (PROCESS), 0 = none */
 	/* The traced process's first PROCESS record (rank facts: tbp_process_rank

@@ -301,6 +301,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	int joined = api != NULL;
 	if (!joined) {
 		a->unmatched_gpu++;
+		a->unmatched_kernels += kind == TBP_K_GPU_KERNEL;
 		api = &no_launch;
 	}
 	st->gpu_now = s;
@@ -583,6 +584,8 @@ static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 		if (r->u.notice.code == TBP_NOTICE_NO_CUPTI) {
 			a->no_cupti_notice = 1;
 			a->st->expect_gpu = 0;
+		} else if (r->u.notice.code == TBP_NOTICE_CUPTI_JOIN) {
+			a->join_notice = r->u.notice.message;
 		}
 		break;
 	case TBP_K_PROCESS:

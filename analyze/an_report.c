@@ -639,6 +639,53 @@ static void lost_by_source_text(const struct analysis *a, char *out, size_t size
 }
 
 
+/* GPU work records (kernels, copies, memsets) and those joined to the call that made them. */
+static uint64_t gpu_work_records(const struct analysis *a)
+{
+	return a->n_gpu_kernel + a->n_gpu_memcpy + a->n_gpu_memset;
+}
+
+static double joined_pct(const struct analysis *a)
+{
+	uint64_t n = gpu_work_records(a);
+	return n ? 100.0 * (double)(n - a->unmatched_gpu) / (double)n : 100.0;
+}
+
+/* Why GPU records were not joined, as libtbprof said at exit (its CUPTI_JOIN notice). */
+static const char *join_note(const struct analysis *a, size_t *len)
+{
+	const char *s = a->join_notice ? an_string(a, a->join_notice, len) : NULL;
+	static const char prefix[] = "CUPTI join: ";
+	if (s && *len >= sizeof prefix - 1 && !memcmp(s, prefix, sizeof prefix - 1)) {
+		s += sizeof prefix - 1;
+		*len -= sizeof prefix - 1;
+	}
+	return s;
+}
+
+/* The header's join line, and below 99 % the warning: those GPU records have no Python line. */
+static void text_join(const struct analysis *a, FILE *f)
+{
+	uint64_t n = gpu_work_records(a);
+	if (!n)
+		return;
+	fprintf(f, "joined: %.1f%% of GPU records (%" PRIu64 " of %" PRIu64 " kernels, copies and memsets) to the call "
+		   "that made them\n", joined_pct(a), n - a->unmatched_gpu, n);
+	if (joined_pct(a) >= 99.0)
+		return;
+	size_t len = 0;
+	const char *why = join_note(a, &len);
+	fprintf(f, "warning: %" PRIu64 " kernel%s", a->unmatched_kernels, a->unmatched_kernels == 1 ? "" : "s");
+	if (a->unmatched_gpu > a->unmatched_kernels)
+		fprintf(f, " and %" PRIu64 " copies/memsets", a->unmatched_gpu - a->unmatched_kernels);
+	fprintf(f, " have no Python line (joined to no call)");
+	if (why)
+		fprintf(f, "; libtbprof: %.*s\n", (int)len, why);
+	else
+		fprintf(f, "; the trace does not say why (no join notice: a trace from before libtbprof reported its joins, "
+			   "a HIP trace, or a process that did not exit cleanly)\n");
+}
+
 void an_report_text(const struct analysis *a, FILE *f)
 {
 	char t1[32], t2[32], t3[32], t4[32], b1[32];
@@ -674,6 +721,7 @@ void an_report_text(const struct analysis *a, FILE *f)
 			fmt_ns(a->steps.median_ns, t2, sizeof t2));
 	}
 
+	text_join(a, f);
 	if (!an_has_gpu(a)) {
 		if (a->n_launch + a->n_memcpy + a->n_memset)
 			fprintf(f, "no GPU timeline in this trace (API-only, no CUPTI records): GPU time cannot be "
@@ -934,7 +982,20 @@ int an_report_json(const struct analysis *a, FILE *f)
 		if (a->lost_by_source[s])
 			fprintf(f, "%s\"%s\":%" PRIu64, n++ ? "," : "", s ? tr_lost_source_name(s) : "other",
 				a->lost_by_source[s]);
-	fprintf(f, "}}");
+	fprintf(f, "},\"gpu_records\":%" PRIu64 ",\"gpu_records_joined\":%" PRIu64 ",\"joined_pct\":",
+		gpu_work_records(a), gpu_work_records(a) - a->unmatched_gpu);
+	if (gpu_work_records(a))
+		fprintf(f, "%.2f", joined_pct(a));
+	else
+		fputs("null", f);
+	size_t note_len = 0;
+	const char *note = join_note(a, &note_len);
+	fprintf(f, ",\"join_note\":");
+	if (note)
+		json_str(f, note, note_len);
+	else
+		fputs("null", f);
+	fprintf(f, "}");
 	fprintf(f, ",\n\"window\":{\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"source\":\"%s\",\"iterations\":%" PRIu64
 		   ",\"warmup_excluded\":%s}",
 		a->markers_used ? a->win_begin : a->first_ts, a->markers_used ? a->win_end : a->last_ts,

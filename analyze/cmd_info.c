@@ -42,6 +42,7 @@ struct info {
 	size_t nstreams, streams_cap;
 	struct stream_stat *last; /* the stream of the previous record (NULL: none) */
 	uint64_t lost_by_source[8], lost_total;
+	uint64_t gpu_work, gpu_work_joined; /* kernel/copy/memset records; of them with libtbprof's corr */
 	struct rec_list processes, devices, clocks, notices;
 	int have_end;
 	struct tbp_end end;
@@ -170,6 +171,12 @@ static int observe(struct info *in, const struct tbp_record *rec)
 		return list_add(&in->clocks, rec);
 	case TBP_K_NOTICE:
 		return list_add(&in->notices, rec);
+	case TBP_K_GPU_KERNEL:
+	case TBP_K_GPU_MEMCPY:
+	case TBP_K_GPU_MEMSET:
+		in->gpu_work++;
+		in->gpu_work_joined += rec->u.gpu_kernel.corr != 0; /* corr: same place in every GPU kind */
+		return 0;
 	case TBP_K_LOST:
 		in->lost_total += rec->u.lost.count;
 		in->lost_by_source[rec->u.lost.source < 8 ? rec->u.lost.source : 0] += rec->u.lost.count;
@@ -194,6 +201,7 @@ static const char *notice_text(uint64_t code)
 	case TBP_NOTICE_NO_PYTHON_PATHS: return "no Python call paths (unsupported or absent CPython)";
 	case TBP_NOTICE_FORK_CHILD: return "traced process is a fork child";
 	case TBP_NOTICE_CUPTI_ERROR: return "CUPTI reported an error";
+	case TBP_NOTICE_CUPTI_JOIN: return "how many GPU records were joined to their call";
 	default: return "(no message)";
 	}
 }
@@ -327,6 +335,10 @@ static void print_text(FILE *f, const char *path, struct info *in, const struct 
 		fputc(')', f);
 	}
 	fputc('\n', f);
+	if (in->gpu_work)
+		fprintf(f, "joined:       %.1f%% of GPU records (%" PRIu64 " of %" PRIu64 " kernels, copies and memsets "
+			   "carry the call that made them)\n", 100.0 * (double)in->gpu_work_joined / (double)in->gpu_work,
+			in->gpu_work_joined, in->gpu_work);
 	fprintf(f, "notices:      %zu\n", in->notices.n);
 	for (size_t i = 0; i < in->notices.n; i++) {
 		const struct tbp_notice *nt = &in->notices.items[i].u.notice;
@@ -423,7 +435,13 @@ static void print_json(FILE *f, const char *path, struct info *in, const struct 
 	for (unsigned s = 0; s < 8; s++)
 		if (in->lost_by_source[s])
 			fprintf(f, ",\"%s\":%" PRIu64, s ? tr_lost_source_name(s) : "other", in->lost_by_source[s]);
-	fputs("},\"notices\":[", f);
+	fputs("},\"joined\":", f);
+	if (in->gpu_work)
+		fprintf(f, "{\"gpu_records\":%" PRIu64 ",\"joined\":%" PRIu64 ",\"joined_pct\":%.2f}", in->gpu_work,
+			in->gpu_work_joined, 100.0 * (double)in->gpu_work_joined / (double)in->gpu_work);
+	else
+		fputs("null", f);
+	fputs(",\"notices\":[", f);
 	for (size_t i = 0; i < in->notices.n; i++) {
 		const struct tbp_notice *nt = &in->notices.items[i].u.notice;
 		fprintf(f, "%s{\"level\":\"%s\",\"code\":%" PRIu64 ",\"message\":", i ? "," : "",
