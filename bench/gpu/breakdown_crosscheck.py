@@ -4,7 +4,7 @@
     python3 bench/gpu/breakdown_crosscheck.py [--build build] [-m MODEL ...] [-t train|eval]
                                               [--niter 5] [--nwarmup 3] [--bs N] [--simtorch]
 
-For each model, run.py runs twice on `-d cuda`:
+For each model, run.py runs three times on `-d cuda`: once plain (no profiler), then:
   1. under libtbprof: tbanalyze's GPU-active share (`breakdown.gpu_active_pct`: kernels and memsets,
      copies excluded, over the runner's marked iterations);
   2. without libtbprof, inside torch.profiler(activities=[CPU, CUDA]), with the runner's same iteration
@@ -12,6 +12,10 @@ For each model, run.py runs twice on `-d cuda`:
      overlaps its copies, over the same marked window (first iteration's start to last one's end), as a
      share of that window -- the same definition, from another tool's records.
 It prints both and their difference; on a GPU the two must agree within 2 points (exit 1 otherwise).
+Beside them, each run's time per iteration (run.py's median GPU time per batch, else CPU wall time, and
+the range of its iterations from run.py's progress lines) against the plain run's: two runs can differ
+(on an H100, hf_Bert under libtbprof had iterations of 55.6-69.3 ms), and a share measured over slower or
+perturbed iterations is not the plain run's -- that must be seen, not guessed.
 
 With --simtorch the runs use simgpu (build/tests/simgpu/simtorch) to show the harness works without a
 GPU.  simgpu's CUPTI stand-in does not serve torch.profiler's (Kineto's) GPU records, so there the
@@ -21,6 +25,7 @@ window taken from the runner's marks; torch.profiler's share is printed when it 
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -118,6 +123,29 @@ def truth_share(path, window):
     return active_share(work, copies, window["begin"], window["end"])
 
 
+def iteration_times(run):
+    """(median ms, fastest, slowest, 'GPU' or 'CPU wall') of a run.py run: its median per batch from stdout,
+    the range from its progress lines on stderr; None when it printed neither."""
+    gpu = re.search(r"GPU Time per batch:\s*([\d.]+) milliseconds", run.stdout)
+    cpu = re.search(r"CPU Wall Time per batch:\s*([\d.]+) milliseconds", run.stdout)
+    if not gpu and not cpu:
+        return None
+    which = "GPU" if gpu else "CPU wall"
+    each = []
+    for m in re.finditer(r"run\.py: iteration \d+ of \d+: ([\d.]+) (ms|s)(?:, GPU ([\d.]+) (ms|s))?", run.stderr):
+        value, unit = (m.group(3), m.group(4)) if gpu and m.group(3) else (m.group(1), m.group(2))
+        each.append(float(value) * (1000.0 if unit == "s" else 1.0))
+    median = float((gpu or cpu).group(1))
+    return median, min(each, default=median), max(each, default=median), which
+
+
+def fmt_times(t, plain):
+    if t is None:
+        return "-"
+    ratio = f" (x{t[0] / plain[0]:.3f})" if plain and plain[0] else ""
+    return f"{t[0]:.2f} ms [{t[1]:.2f}-{t[2]:.2f}]{ratio}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build")
@@ -148,6 +176,12 @@ def main():
             run_args.append("--small")
         base = dict(os.environ)
         base.pop("LD_PRELOAD", None)
+        plain = subprocess.run(prefix + [sys.executable, run_py] + run_args, cwd=root, capture_output=True,
+                               text=True, env=base, timeout=3600)
+        if plain.returncode != 0:
+            print(f"{model}: plain run exit {plain.returncode}\n{plain.stderr[-1500:]}")
+            failures += 1
+            continue
         trace = os.path.join(tmp, f"{model}.zst")
         traced = subprocess.run(prefix + [sys.executable, run_py] + run_args, cwd=root, capture_output=True,
                                 text=True, env=dict(base, LD_PRELOAD=lib, TBPROF_OUT=trace), timeout=3600)
@@ -182,6 +216,10 @@ def main():
             continue
         diff = ours - theirs
         print(f"{model:22s} {ours:9.2f}% {theirs:11.2f}% {diff:+7.2f}  {measure}")
+        times = [iteration_times(r) for r in (plain, traced, prof)]
+        which = next((t[3] for t in times if t), "?")
+        print(f"{'':22s} time per iteration ({which}, median [range]): plain {fmt_times(times[0], None)}, "
+              f"libtbprof {fmt_times(times[1], times[0])}, torch.profiler {fmt_times(times[2], times[0])}")
         if not args.simtorch and abs(diff) > args.tolerance:
             failures += 1
     print(f"runs kept in {tmp}")

@@ -4,8 +4,10 @@
     python3 bench/gpu/launch_bound.py [--build build] [--launches 20000] [--rounds 5] [--simtorch]
 
 LAUNCHES x `x.add_(1)` on a one-element CUDA tensor (one tiny kernel per call: the host's launch path is
-all there is to measure), timed from the first launch to the synchronize after the last, in four modes:
+all there is to measure), timed from the first launch to the synchronize after the last, in five modes:
   plain            no profiler
+  CUPTI floor      the cheapest CUPTI client: kernel records only, no API records, no external ids, no
+                   hooks (bench/gpu/cupti_floor.c, preloaded): what CUPTI itself costs
   libtbprof        LD_PRELOAD=libtbprof.so (CUPTI on, the default)
   TBPROF_CUPTI=0   libtbprof, API records only
   torch.profiler   torch.profiler.profile(activities=[CPU, CUDA]) around the loop (no libtbprof)
@@ -26,10 +28,10 @@ import subprocess
 import sys
 import tempfile
 
-MODES = ["plain", "libtbprof", "TBPROF_CUPTI=0", "torch.profiler"]
+MODES = ["plain", "CUPTI floor", "libtbprof", "TBPROF_CUPTI=0", "torch.profiler"]
 
 WORKER = r"""
-import sys, time, torch
+import ctypes, sys, time, torch
 mode, n = sys.argv[1], int(sys.argv[2])
 x = torch.zeros(1, device="cuda")
 for _ in range(2000):
@@ -49,8 +51,21 @@ if mode == "torch.profiler":
         ns = loop()
 else:
     ns = loop()
+if mode == "floor":
+    # its kernel count, flushed now: at exit CUDA may be torn down before the preload's destructor
+    ctypes.CDLL(None).tbp_cupti_floor_report()
 print(f"us_per_launch {ns / n / 1e3:.4f}")
 """
+
+
+def wheel_cupti():
+    """The libcupti.so.13 of pip torch's nvidia wheel (what torch loads), or None."""
+    import glob
+    import site
+    roots = site.getsitepackages() + [site.getusersitepackages()]
+    found = [p for r in roots for p in sorted(glob.glob(os.path.join(r, "nvidia", "**", "libcupti.so.13"),
+                                                         recursive=True))]
+    return found[0] if found else None
 
 
 def run_mode(mode, args, worker, tmp, round_index):
@@ -61,14 +76,28 @@ def run_mode(mode, args, worker, tmp, round_index):
         env["TBPROF_OUT"] = os.path.join(tmp, f"r{round_index}-{mode.replace('=', '')}.zst")
         if mode == "TBPROF_CUPTI=0":
             env["TBPROF_CUPTI"] = "0"
+    elif mode == "CUPTI floor":
+        env["LD_PRELOAD"] = args.floor_lib + (":" + preload if preload else "")
+        env["TBP_CUPTI_FLOOR"] = "1"
+        env["TBP_CUPTI_FLOOR_OUT"] = floor_out = os.path.join(tmp, f"r{round_index}-floor.txt")
+        if not args.simtorch and wheel_cupti():
+            env["TBPROF_CUPTI_PATH"] = wheel_cupti()
     elif preload:
         env["LD_PRELOAD"] = preload
-    cmd = [sys.executable, worker, "torch.profiler" if mode == "torch.profiler" else "timed", str(args.launches)]
+    worker_mode = {"torch.profiler": "torch.profiler", "CUPTI floor": "floor"}.get(mode, "timed")
+    cmd = [sys.executable, worker, worker_mode, str(args.launches)]
     if args.simtorch:
         cmd = [os.path.join(args.build, "tests", "simgpu", "simtorch")] + cmd
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
     for line in p.stdout.splitlines():
         if line.startswith("us_per_launch "):
+            if mode == "CUPTI floor":
+                # a floor that recorded nothing would be no floor: its kernels must cover the loop
+                recorded = open(floor_out).read().split() if os.path.exists(floor_out) else []
+                kernels = int(recorded[1]) if len(recorded) > 1 else 0
+                if kernels < args.launches:
+                    sys.exit(f"CUPTI floor: recorded {kernels} kernels of the loop's {args.launches}: not measuring "
+                             f"CUPTI ({p.stderr[-500:]})")
             return float(line.split()[1])
     sys.exit(f"{mode}: exit {p.returncode}, no result\n{p.stderr[-2000:]}")
 
@@ -77,13 +106,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--build", default="build", help="meson build directory (default: build)")
     ap.add_argument("--lib", help="libtbprof.so (default: BUILD/libtbprof/libtbprof.so)")
+    ap.add_argument("--floor-lib", help="the CUPTI floor client (default: BUILD/bench/gpu/libcupti_floor.so)")
     ap.add_argument("--launches", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--simtorch", action="store_true", help="run on simgpu (no GPU needed)")
     args = ap.parse_args()
     args.lib = os.path.abspath(args.lib or os.path.join(args.build, "libtbprof", "libtbprof.so"))
-    if not os.path.exists(args.lib):
-        sys.exit(f"{args.lib}: not found (build first, or pass --lib)")
+    args.floor_lib = os.path.abspath(args.floor_lib or os.path.join(args.build, "bench", "gpu", "libcupti_floor.so"))
+    for path, opt in ((args.lib, "--lib"), (args.floor_lib, "--floor-lib")):
+        if not os.path.exists(path):
+            sys.exit(f"{path}: not found (build first, or pass {opt})")
     tmp = tempfile.mkdtemp(prefix="tbp-launch-bound-")
     worker = os.path.join(tmp, "worker.py")
     with open(worker, "w") as f:
@@ -107,9 +139,11 @@ def main():
         ratio = statistics.median(a / b for a, b in zip(v, plain))
         print(f"{m:16s} {statistics.median(v):10.2f} {min(v):7.2f}-{max(v):<7.2f} {added:+9.2f} {ratio:8.3f}")
     tp = results["torch.profiler"]
-    for m in ("libtbprof", "TBPROF_CUPTI=0"):
+    for m in ("libtbprof", "TBPROF_CUPTI=0", "CUPTI floor"):
         ratio = statistics.median(a / b for a, b in zip(results[m], tp))
         print(f"{m} / torch.profiler (median over rounds): {ratio:.3f}")
+    over_floor = statistics.median(a - b for a, b in zip(results["libtbprof"], results["CUPTI floor"]))
+    print(f"libtbprof over the CUPTI floor (median over rounds): {over_floor:+.2f} us per launch")
     print(f"traces in {tmp}")
 
 
