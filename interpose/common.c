@@ -208,13 +208,6 @@ void *tbp_wrap_proc(const char *symbol, void *real, int per_thread, const void *
 
 unsigned tbp_libs_ready;
 
-void tbp_hook_note_lib(unsigned lib)
-{
-	unsigned none = 0;
-	__atomic_compare_exchange_n(&tbp_started_by_lib, &none, lib, false, __ATOMIC_RELAXED,
-		__ATOMIC_RELAXED);
-}
-
 void tbp_hook_first_use(unsigned lib)
 {
 	if (lib == TBP_LIB_HIP) {

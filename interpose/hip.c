@@ -67,7 +67,7 @@ static void *hip_find_real(const char *name, const void *own_wrapper)
 	return p == own_wrapper ? NULL : p;
 }
 
-bool tbp_hip_runtime_loaded(void)
+static bool hip_runtime_loaded(void)
 {
 	for (size_t i = 0; i < sizeof hip_sonames / sizeof *hip_sonames; i++) {
 		void *h = dlopen(hip_sonames[i], RTLD_LAZY | RTLD_NOLOAD);
@@ -77,6 +77,18 @@ bool tbp_hip_runtime_loaded(void)
 		}
 	}
 	return false;
+}
+
+/* The core asks whether HIP is loaded when no hooked call started the trace (its header's HIP
+ * feature). */
+static const struct tbp_hook_ops hip_ops = {
+	.runtime = TBP_RUNTIME_HIP,
+	.runtime_loaded = hip_runtime_loaded,
+};
+
+__attribute__((constructor(102))) static void hip_register(void)
+{
+	tbp_register_hook_ops(&hip_ops);
 }
 
 void *hip_resolve(const char *name)

@@ -21,6 +21,7 @@
 
 #include "core.h"
 #include "core_priv.h"
+#include "interpose.h"
 
 enum tbp_hook_lib { TBP_LIB_CUDART = 1, TBP_LIB_CUDA = 2, TBP_LIB_HIP = 3 };
 
@@ -55,8 +56,6 @@ void *tbp_wrap_proc(const char *symbol, void *real, int per_thread, const void *
  * CUPTI (every thread calls until it has started, so none runs GPU work
  * before the activity kinds are on); HIP resolves its helpers once. */
 void tbp_hook_first_use(unsigned lib) TBP_HIDDEN;
-/* Before the trace starts: remembers the family whose call started it. */
-void tbp_hook_note_lib(unsigned lib) TBP_HIDDEN;
 /* HIP's first-use step (hip.c; absent in builds without HIP). */
 void tbp_hip_first_use(void) TBP_HIDDEN __attribute__((weak));
 /* The real HIP function (hip.c: HIP's sonames); weak like the above. */
@@ -134,7 +133,8 @@ static inline bool tbp_call_begin(struct tbp_callstate *cs, unsigned lib)
 	if (!tbp_guard_enter_inline())
 		return false;
 	if (TBP_UNLIKELY(atomic_load_explicit(&tbp_start_state, memory_order_acquire) != 2)) {
-		tbp_hook_note_lib(lib);   /* the header's features say which runtime */
+		/* the header's features say which runtime */
+		tbp_note_runtime(lib == TBP_LIB_HIP ? TBP_RUNTIME_HIP : TBP_RUNTIME_CUDA);
 		tbp_ensure_started();
 	}
 	if (TBP_UNLIKELY(!TBP_ACTIVE())) {

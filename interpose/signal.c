@@ -29,7 +29,8 @@
 #include <string.h>
 
 #include "core.h"
-#include "core_priv.h"   /* tbp_real_dlsym, tbp_start_state */
+#include "core_priv.h"   /* tbp_start_state */
+#include "interpose.h"   /* tbp_real_dlsym */
 
 extern int __sigaction(int, const struct sigaction *, struct sigaction *);
 

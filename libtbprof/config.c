@@ -24,7 +24,6 @@ int tbp_tsc_on;
 bool tsc_wanted;      /* TBPROF_TSC (default 1) */
 volatile int tbp_active;
 volatile int tbp_gpu_used;
-unsigned tbp_started_by_lib;
 __thread int tbp_tls_device __attribute__((tls_model("initial-exec")));
 
 /* ------------------------------------------------------------ diagnostics */

@@ -83,7 +83,17 @@ struct tbp_hook_ops {
 	 * (called from the handler, so it must be async-signal-safe). */
 	void (*signals_install)(void (*handler)(int));
 	void (*signal_restore_default)(int sig);
+	/* The GPU runtime this module hooks (enum tbp_runtime, 0: none) and whether it is loaded in
+	 * the process: a trace started by no hooked call (a marker, TBPROF_TRACE_ALL) takes its header's
+	 * runtime feature from the registrations. */
+	unsigned runtime;
+	bool (*runtime_loaded)(void);
 };
+
+/* The GPU runtimes hooks serve; the trace header's CUPTI/HIP features follow the one in use. */
+enum tbp_runtime { TBP_RUNTIME_NONE = 0, TBP_RUNTIME_CUDA = 1, TBP_RUNTIME_HIP = 2 };
+/* A hooked call of `runtime` is about to start the trace (the first one said is kept). */
+void tbp_note_runtime(unsigned runtime) TBP_HIDDEN;
 /* At most TBP_MAX_HOOK_OPS registrations; `ops` must stay valid for the
  * process's life.  A registration made after the trace started installs its
  * signal handlers at once. */

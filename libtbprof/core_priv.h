@@ -26,9 +26,6 @@ extern volatile int tbp_gpu_used TBP_HIDDEN;
  * until it has been written.  Used around cudaDeviceReset. */
 void tbp_drain_now(unsigned timeout_ms) TBP_HIDDEN;
 
-/* The real dlsym/dlvsym, bypassing tbprof's own dlsym interposer. */
-void *tbp_real_dlsym(void *handle, const char *name) TBP_HIDDEN;
-
 /* Current device of the calling thread as last set through cudaSetDevice
  * (hooks keep it; 0 by default, as in CUDA). */
 extern __thread int tbp_tls_device __attribute__((tls_model("initial-exec"))) TBP_HIDDEN;
@@ -308,13 +305,6 @@ static inline __attribute__((always_inline)) void tbp_slot_commit_inline(struct 
 	tbp_slot_commit_units(b, rec, tbp_ring_units_own(rec));
 }
 
-/* The hook family (enum tbp_hook_lib in interpose/hook.h) whose call
- * started the trace, 0 when none did (marker, TBPROF_TRACE_ALL): decides
- * the header's HIP/CUPTI feature bits, fixed when the writer opens. */
-extern unsigned tbp_started_by_lib TBP_HIDDEN;
-/* interpose/hip.c (weak: absent in builds without HIP): is the HIP runtime
- * loaded in this process? */
-bool tbp_hip_runtime_loaded(void) TBP_HIDDEN __attribute__((weak));
 
 /* Called by the exec* hooks (interpose/exec.c) before the real exec. */
 void tbp_before_exec(void) TBP_HIDDEN;

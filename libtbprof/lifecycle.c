@@ -102,6 +102,26 @@ static void tbp_atfork_prepare(void);
 static void tbp_atfork_parent(void);
 static void tbp_atfork_child(void);
 
+/* The runtime whose hooked call started the trace, TBP_RUNTIME_NONE when none did (a marker,
+ * TBPROF_TRACE_ALL). */
+static unsigned started_by_runtime;
+
+void tbp_note_runtime(unsigned runtime)
+{
+	unsigned none = TBP_RUNTIME_NONE;
+	__atomic_compare_exchange_n(&started_by_runtime, &none, runtime, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/* Is `runtime` loaded, as the registered hook modules that serve it say? */
+static bool hook_ops_runtime_loaded(unsigned runtime)
+{
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned i = 0; i < n; i++)
+		if (hook_ops[i]->runtime == runtime && hook_ops[i]->runtime_loaded && hook_ops[i]->runtime_loaded())
+			return true;
+	return false;
+}
+
 /* Header features, decided when the writer opens (they cannot change
  * later): HIP when a HIP call started the trace or the HIP runtime is
  * loaded; CUPTI when it is wanted and the trace is not a HIP one (CUPTI
@@ -109,9 +129,9 @@ static void tbp_atfork_child(void);
  * runs CPython; NATIVE when wanted and built with libunwind. */
 static uint32_t tbp_start_features(void)
 {
-	unsigned lib = __atomic_load_n(&tbp_started_by_lib, __ATOMIC_RELAXED);
-	bool hip = lib == 3   /* TBP_LIB_HIP */
-		|| (lib == 0 && tbp_hip_runtime_loaded && tbp_hip_runtime_loaded());
+	unsigned started = __atomic_load_n(&started_by_runtime, __ATOMIC_RELAXED);
+	bool hip = started == TBP_RUNTIME_HIP ||
+		   (started == TBP_RUNTIME_NONE && hook_ops_runtime_loaded(TBP_RUNTIME_HIP));
 	uint32_t f = 0;
 	if (hip)
 		f |= TBP_FEAT_HIP;
