@@ -4,9 +4,11 @@
  * as a runtime API record no preload can hook, the library then calls
  * cuLaunchKernel / cuLaunchKernelEx through the pointer cuGetProcAddress gave
  * it (which libtbprof does hook), and the kernel carries the correlation id
- * of the runtime record while the id libtbprof pushes pairs with the driver
- * record -- as on an H100 with cuBLASLt and cuDNN.  simgpu_truth.py checks
- * that every kernel is joined to the hooked driver call that made it.
+ * of the runtime record, while CUPTI writes no DRIVER record for the driver
+ * call inside it, so the id libtbprof pushes there pairs with nothing -- as on
+ * an H100 with cuBLAS and cuBLASLt (tests/cupti/conformance/h100.txt).
+ * simgpu_truth.py checks that every kernel is joined to the hooked driver
+ * call that made it.
  *
  * Two host threads launch GEMMs at once, each on a stream of its own, and a
  * third launches kernels straight through the driver (cuLaunchKernel from
