@@ -12,11 +12,13 @@ program (the old rule's flips), every pair must still say "no significant change
 the test ran on are the ones planted), with marked and with detected steps.  Too few steps and traces without
 steps fall back to the old rules, and say so.
 
-real: tests/analyze/diff_steps.py (a CPU program with the runner's marks) traced twice under the preload, one
-run after the other: "no significant change", exit 0; against a run doing twice the work: regressed, exit 1.
-Two runs on a loaded machine can differ by more than the threshold through the load alone (one batch of ten
-runs here spread 31 % between medians): a failed first attempt gets a second one, its failure printed as a
-NOTE.  Exit 77 (skipped) without libtbprof.so.
+real: tests/analyze/diff_steps.py (30 steps between the runner's marks, each waiting 5 ms as a step waits for
+its GPU, and a little Python) traced twice under the preload, one run after the other: "no significant
+change", exit 0; against a run doing twice the work: regressed, exit 1.  Steps of CPU work alone are no good
+here: on the loaded 2-core VM two runs of such a program differ by up to 36 % between medians through the load
+alone (bench/analyze/bench_diff.py), a real difference between the two runs that no test over one run each can
+tell from a change of the program; waiting steps keep within about 1 % at load 4.  A failed first attempt
+gets a second one, its failure printed as a NOTE.  Exit 77 (skipped) without libtbprof.so.
 """
 import json
 import os
@@ -158,8 +160,8 @@ def part_synthetic(gen_path, tmp):
 def traced_run(tmp, name, work_scale):
     trace = os.path.join(tmp, name + ".zst")
     env = dict(os.environ, LD_PRELOAD=LIB, TBPROF_TRACE_ALL="1", TBPROF_OUT=trace)
-    p = subprocess.run([sys.executable, os.path.join(HERE, "diff_steps.py"), "30", "140000", "--slow", str(work_scale)],
-                       env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run([sys.executable, os.path.join(HERE, "diff_steps.py"), "30", "5000", "--wait", "5",
+                        "--slow", str(work_scale)], env=env, capture_output=True, text=True, timeout=300)
     check(p.returncode == 0 and os.path.exists(trace), f"{name}: diff_steps.py under the preload ({p.stderr[-300:]})")
     return trace
 

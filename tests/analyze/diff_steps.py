@@ -1,9 +1,10 @@
 """A CPU program with marked steps, for `tbanalyze diff` on real runs.
 
-    diff_steps.py STEPS WORK [--slow PCT] [--turns IN_FD,OUT_FD] [--print]
+    diff_steps.py STEPS WORK [--wait MS] [--slow PCT] [--turns IN_FD,OUT_FD] [--print]
 
-Each step runs WORK iterations of pure-Python arithmetic (times 1 + PCT/100 with --slow: a planted
-slowdown) between the runner's marks, ITER_BEGIN and ITER_END (tbprof_marker, present under the
+Each step waits MS milliseconds (time.sleep: what a step waiting for its GPU does; 0 by default) and runs WORK
+iterations of pure-Python arithmetic, both times 1 + PCT/100 with --slow (a planted slowdown), between the
+runner's marks, ITER_BEGIN and ITER_END (tbprof_marker, present under the
 preload); two warm-up steps come first, then WARMUP_END, then STEPS measured steps.  With --turns
 each step waits for a byte on IN_FD before it begins and writes one to OUT_FD after it ends, so a
 driver can alternate two such programs step by step and both see the same machine load (outside
@@ -27,10 +28,13 @@ def work(n):
 
 def main(argv):
     steps, n = int(argv[0]), int(argv[1])
-    slow, turns, show = 0.0, None, False
+    slow, wait, turns, show = 0.0, 0.0, None, False
     i = 2
     while i < len(argv):
-        if argv[i] == "--slow":
+        if argv[i] == "--wait":
+            wait = float(argv[i + 1]) / 1000
+            i += 2
+        elif argv[i] == "--slow":
             slow = float(argv[i + 1])
             i += 2
         elif argv[i] == "--turns":
@@ -42,6 +46,7 @@ def main(argv):
         else:
             raise SystemExit(f"diff_steps.py: unknown argument {argv[i]}")
     n = int(round(n * (1 + slow / 100)))
+    wait *= 1 + slow / 100
     try:
         mark = ctypes.CDLL(None).tbprof_marker
         mark.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_char_p)
@@ -57,6 +62,8 @@ def main(argv):
         t0 = time.perf_counter_ns()
         if mark:
             mark(ITER_BEGIN, k, None)
+        if wait:
+            time.sleep(wait)
         work(n)
         if mark:
             mark(ITER_END, k, None)
