@@ -287,7 +287,17 @@ static void relative_path(char *out, size_t cap, const char *from, const char *t
 	snprintf(out + o, cap - o, "%s", to + common);
 }
 
-static bool find_installed(char *out, size_t cap, const char *install_dir, const char *name);
+/* Where an installed directory is: along the bindir -> install_dir path
+ * from tbprof (`relative`), or install_dir as configured. */
+static void installed_dir(char *out, size_t cap, const char *install_dir, bool relative)
+{
+	char rel[PATH_MAX];
+	relative_path(rel, sizeof rel, TBPROF_INSTALL_BINDIR, install_dir);
+	if (relative && prog_dir)
+		snprintf(out, cap, "%s%s%s", prog_dir, rel[0] ? "/" : "", rel);
+	else
+		snprintf(out, cap, "%s", install_dir);
+}
 
 /* Path of a piece that lives `build_rel` from tbprof in the build tree
  * (tests run it from there) or in `install_dir` once installed. */
@@ -298,19 +308,9 @@ static bool find_piece(char *out, size_t cap, const char *build_rel, const char 
 	snprintf(out, cap, "%s/%s/%s", prog_dir, build_rel, name);
 	if (is_file(out))
 		return true;
-	return find_installed(out, cap, install_dir, name);
-}
-
-/* An installed piece: where the bindir -> install_dir path leads from
- * tbprof, else install_dir itself. */
-static bool find_installed(char *out, size_t cap, const char *install_dir, const char *name)
-{
-	if (!prog_dir)
-		return false;
-	char rel[PATH_MAX];
-	relative_path(rel, sizeof rel, TBPROF_INSTALL_BINDIR, install_dir);
-	snprintf(out, cap, "%s/%s%s%s", prog_dir, rel, rel[0] ? "/" : "", name);
-	if (is_file(out))
+	char dir[PATH_MAX];
+	installed_dir(dir, sizeof dir, install_dir, true);
+	if (snprintf(out, cap, "%s/%s", dir, name) < (int)cap && is_file(out))
 		return true;
 	snprintf(out, cap, "%s/%s", install_dir, name);
 	return is_file(out);
@@ -838,14 +838,15 @@ static int cmd_demo(int argc, char **argv)
 		snprintf(site, sizeof site, "%s/tests/simgpu/simtorch_site", TBPROF_SOURCE_ROOT);
 		snprintf(root, sizeof root, "%s", TBPROF_SOURCE_ROOT);
 	} else {
-		char found[PATH_MAX];
-		if (!find_installed(found, sizeof found, TBPROF_INSTALL_SIMGPUDIR, "libcudart.so.13"))
-			snprintf(found, sizeof found, "%s/libcudart.so.13", TBPROF_INSTALL_SIMGPUDIR);
-		snprintf(simgpu, sizeof simgpu, "%.*s", (int)(strrchr(found, '/') - found), found);
+		/* The install tbprof is part of (a moved or DESTDIR one: found
+		 * from here), or the configured prefix's: never pieces of two. */
+		char libdir[PATH_MAX];
+		installed_dir(libdir, sizeof libdir, TBPROF_INSTALL_LIBDIR, true);
+		bool relative = snprintf(probe, sizeof probe, "%s/libtbprof.so", libdir) < (int)sizeof probe &&
+				is_file(probe);
+		installed_dir(simgpu, sizeof simgpu, TBPROF_INSTALL_SIMGPUDIR, relative);
 		snprintf(site, sizeof site, "%s/site", simgpu);
-		if (!find_installed(found, sizeof found, TBPROF_INSTALL_DEMODIR, "run.py"))
-			snprintf(found, sizeof found, "%s/run.py", TBPROF_INSTALL_DEMODIR);
-		snprintf(root, sizeof root, "%.*s", (int)(strrchr(found, '/') - found), found);
+		installed_dir(root, sizeof root, TBPROF_INSTALL_DEMODIR, relative);
 	}
 	char piece[PATH_MAX];
 	if (!demo_piece(piece, sizeof piece, simgpu, "libcudart.so.13")) {

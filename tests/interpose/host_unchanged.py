@@ -76,8 +76,11 @@ def traces(d):
 
 
 def dump(path, allow_truncated=False):
+    """The trace's records by kind.  allow_truncated: also a trace cut short (tracedump exits 5), or cut before
+    its first event (6: only its header or definitions were written, as when the program _exits or closes
+    the trace's descriptor before the writer's first drain)."""
     p = subprocess.run([TRACEDUMP, path], capture_output=True, text=True)
-    if p.returncode not in ((0, 5) if allow_truncated else (0,)):
+    if p.returncode not in ((0, 5, 6) if allow_truncated else (0,)):
         fail(f"{path}: tracedump rc {p.returncode}: {p.stderr.strip()}")
     lines = p.stdout.splitlines()
     kinds = {}

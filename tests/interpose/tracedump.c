@@ -79,6 +79,14 @@ int main(int argc, char **argv)
 			printf(" value=\"%s\"", strs[nstrs - 1].s);
 		printf("\n");
 	}
+	if (rc == TBP_ERR_NO_EVENTS) {
+		/* readable, but cut before its first event (an _exit before the
+		 * writer's first drain): exit 6, told apart from truncation */
+		fprintf(stderr, "tracedump: %s: offset %llu: %s\n", argv[1],
+			(unsigned long long)tbp_reader_offset(r), tbp_reader_detail(r));
+		tbp_reader_close(r);
+		return 6;
+	}
 	int truncated = tbp_reader_truncated(r);
 	if (rc != TBP_END && !truncated) {
 		fprintf(stderr, "tracedump: %s: offset %llu: %s\n", argv[1],
