@@ -57,15 +57,17 @@ tbp_still() { # what since_us counter rx0
 }
 
 tbp_watch() { # what
-	local what=$1 line pending="" counter="" rx0 last st
+	local what=$1 line pending="" counter="" rx0 last st said
 	rx0=$(tbp_rx_bytes)
 	last=$(tbp_us)
+	said=$last
 	while :; do
 		if IFS= read -r -t "${TBP_QUIET_S:-8}" line; then
 			line=$pending$line
 			pending=""
 			printf '%s\n' "$line"
 			last=$(tbp_us)
+			said=$last
 			# ninja's [n/N], meson test's n/N
 			if [[ $line =~ ^\[([0-9]+/[0-9]+)\] ]] || [[ $line =~ ^\ *([0-9]+/[0-9]+)\  ]]; then
 				counter=${BASH_REMATCH[1]}
@@ -74,7 +76,11 @@ tbp_watch() { # what
 			st=$?
 			if [ "$st" -gt 128 ]; then
 				pending=$pending$line   # a line not ended yet: printed when it is
-				tbp_still "$what" "$last" "$counter" "$rx0"
+				# (a read that returns early, as one interrupted does, says nothing)
+				if [ $(($(tbp_us) - said)) -ge $((${TBP_QUIET_S:-8} * 1000000 - 500000)) ]; then
+					tbp_still "$what" "$last" "$counter" "$rx0"
+					said=$(tbp_us)
+				fi
 			else
 				[ -n "$pending$line" ] && printf '%s\n' "$pending$line"
 				return 0
