@@ -72,13 +72,23 @@ static inline const struct simlib_driver *simlib_driver(void)
 /* The static runtime's own work inside its call, before it reaches the driver (checking arguments,
  * packing parameters): SIMGPU_STATIC_RUNTIME_NS of host time (default 0).  A longer call lets other
  * threads' driver calls fall inside it, as they do on a busy machine. */
+/* The knobs, read once (pthread_once: the library's threads all launch). */
+static struct { int64_t runtime_ns; double tflops[2]; uint64_t gemm_base_ns; } simlib_knobs;
+static pthread_once_t simlib_knobs_once = PTHREAD_ONCE_INIT;
+
+static void simlib_read_knobs(void)
+{
+	const char *v = getenv("SIMGPU_STATIC_RUNTIME_NS");
+	simlib_knobs.runtime_ns = v ? (int64_t)strtoull(v, NULL, 10) : 0;
+	simlib_knobs.tflops[0] = (v = getenv("SIMGPU_GEMM_TFLOPS")) && atof(v) > 0 ? atof(v) : 50.0;
+	simlib_knobs.tflops[1] = (v = getenv("SIMGPU_GEMM_TC_TFLOPS")) && atof(v) > 0 ? atof(v) : 500.0;
+	simlib_knobs.gemm_base_ns = (v = getenv("SIMGPU_GEMM_BASE_NS")) ? strtoull(v, NULL, 10) : 3000;
+}
+
 static inline void simlib_runtime_work(void)
 {
-	static int64_t ns = -1;
-	if (ns < 0) {
-		const char *v = getenv("SIMGPU_STATIC_RUNTIME_NS");
-		ns = v ? (int64_t)strtoull(v, NULL, 10) : 0;
-	}
+	pthread_once(&simlib_knobs_once, simlib_read_knobs);
+	int64_t ns = simlib_knobs.runtime_ns;
 	if (ns > 0) {
 		uint64_t until = simgpu_now_ns() + (uint64_t)ns;
 		while (simgpu_now_ns() < until)
@@ -139,16 +149,10 @@ static inline CUresult simlib_memset(void *ptr, size_t bytes, CUstream stream)
  * SIMGPU_GEMM_BASE_NS (default 3000). */
 static inline uint64_t simlib_gemm_ns(uint64_t m, uint64_t n, uint64_t k, uint64_t batch, int tensor_core)
 {
-	static double rate[2] = { 0, 0 };
-	static uint64_t base = UINT64_MAX;
-	if (base == UINT64_MAX) {
-		const char *v;
-		rate[0] = (v = getenv("SIMGPU_GEMM_TFLOPS")) && atof(v) > 0 ? atof(v) : 50.0;
-		rate[1] = (v = getenv("SIMGPU_GEMM_TC_TFLOPS")) && atof(v) > 0 ? atof(v) : 500.0;
-		base = (v = getenv("SIMGPU_GEMM_BASE_NS")) ? strtoull(v, NULL, 10) : 3000;
-	}
+	pthread_once(&simlib_knobs_once, simlib_read_knobs);
 	double flops = 2.0 * (double)m * (double)n * (double)k * (double)(batch ? batch : 1);
-	return base + (uint64_t)(flops / (rate[tensor_core ? 1 : 0] * 1e3)); /* TFLOP/s = 1e3 flop per ns */
+	/* TFLOP/s = 1e3 flop per ns */
+	return simlib_knobs.gemm_base_ns + (uint64_t)(flops / (simlib_knobs.tflops[tensor_core ? 1 : 0] * 1e3));
 }
 
 #endif
