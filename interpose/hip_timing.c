@@ -289,16 +289,7 @@ void hip_timing_init(void)
 
 static void emit_clock(uint64_t uncertainty)
 {
-	struct tbp_record rec;
-	memset(&rec, 0, sizeof rec);
-	rec.kind = TBP_K_CLOCK;
-	rec.stream_kind = TBP_STREAM_DEFS;
-	rec.ts = tbp_now();
-	rec.u.clock.domain = TBP_CLOCK_DOMAIN_HIP_EVENTS;
-	rec.u.clock.offset_ns = ref_t0;
-	rec.u.clock.uncertainty_ns = uncertainty;
-	rec.u.clock.method = TBP_CLOCK_BRACKETED;
-	tbp_emit_def(&rec);
+	tbp_emit_clock(TBP_CLOCK_DOMAIN_HIP_EVENTS, (int64_t)ref_t0, uncertainty, TBP_CLOCK_BRACKETED);
 }
 
 /* (Re)establish the reference event.  Caller holds timing_lock. */

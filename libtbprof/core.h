@@ -126,6 +126,17 @@ void tbp_emit_patient(const struct tbp_record *rec) TBP_HIDDEN;
 /* Definitions (rare: interning misses).  Copied; ordered before any record
  * committed after this call returns. */
 void tbp_emit_def(const struct tbp_record *rec) TBP_HIDDEN;
+/* A CLOCK definition: how GPU timestamps of `domain` were put in our clock (TBP_CLOCK_*), the
+ * offset added to them and its uncertainty. */
+static inline void tbp_emit_clock(uint64_t domain, int64_t offset_ns, uint64_t uncertainty_ns, unsigned method)
+{
+	struct tbp_record rec = { .kind = TBP_K_CLOCK, .stream_kind = TBP_STREAM_DEFS, .ts = tbp_now() };
+	rec.u.clock.domain = domain;
+	rec.u.clock.offset_ns = (uint64_t)offset_ns;
+	rec.u.clock.uncertainty_ns = uncertainty_ns;
+	rec.u.clock.method = method;
+	tbp_emit_def(&rec);
+}
 /* Interned strings: returns a stable id > 0 (0 on failure).  Thread-safe. */
 uint64_t tbp_intern_string(const char *s, size_t len) TBP_HIDDEN;
 

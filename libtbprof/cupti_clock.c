@@ -4,8 +4,6 @@
  * table, doc/gpu.md "Clock"); where it is refused, an offset measured by bracketing
  * cuptiGetTimestamp between two CLOCK_MONOTONIC reads is added to every timestamp.
  */
-#include <string.h>
-
 #include "core.h"
 #include "cupti_support.h"
 #include "tbp_config.h"
@@ -13,24 +11,9 @@
 /* Our CLOCK.domain for GPU activity timestamps delivered by CUPTI. */
 #define TBP_CLOCK_DOMAIN_CUPTI 1
 
-static void record_clock(uint64_t method, int64_t offset, uint64_t uncertainty)
-{
-	struct tbp_record rec;
-	memset(&rec, 0, sizeof rec);
-	rec.kind = TBP_K_CLOCK;
-	rec.stream_kind = TBP_STREAM_DEFS;
-	rec.ts = tbp_now();
-	rec.u.clock.domain = TBP_CLOCK_DOMAIN_CUPTI;
-	rec.u.clock.device = 0;
-	rec.u.clock.offset_ns = (uint64_t)offset;
-	rec.u.clock.uncertainty_ns = uncertainty;
-	rec.u.clock.method = method;
-	tbp_emit_def(&rec);
-}
-
 void tbp_cupti_clock_record_hook_side(void)
 {
-	record_clock(TBP_CLOCK_HOOK_SIDE, 0, 0);
+	tbp_emit_clock(TBP_CLOCK_DOMAIN_CUPTI, 0, 0, TBP_CLOCK_HOOK_SIDE);
 }
 
 #if TBP_HAVE_CUPTI
@@ -44,7 +27,8 @@ static uint64_t clock_method;
 
 void tbp_cupti_clock_record(void)
 {
-	record_clock(clock_method, tbp_cupti_clock_offset_ns, tbp_cupti_clock_uncertainty_ns);
+	tbp_emit_clock(TBP_CLOCK_DOMAIN_CUPTI, tbp_cupti_clock_offset_ns, tbp_cupti_clock_uncertainty_ns,
+		       (unsigned)clock_method);
 	if (tbp_cfg.verbose)
 		tbp_log("CUPTI active (%s), clock %s offset %lld ns +- %llu ns", tbp_cupti_path,
 			clock_method == TBP_CLOCK_CUPTI_CALLBACK ? "callback" : "bracketed",

@@ -176,17 +176,19 @@ def main():
             run_args.append("--small")
         base = dict(os.environ)
         base.pop("LD_PRELOAD", None)
-        plain = subprocess.run(prefix + [sys.executable, run_py] + run_args, cwd=root, capture_output=True,
-                               text=True, env=base, timeout=3600)
-        if plain.returncode != 0:
-            print(f"{model}: plain run exit {plain.returncode}\n{plain.stderr[-1500:]}")
-            failures += 1
-            continue
+        def run(what, script, env):
+            """The run, or None (said) when it failed."""
+            p = subprocess.run(prefix + [sys.executable, script] + run_args, cwd=root, capture_output=True,
+                               text=True, env=env, timeout=3600)
+            if p.returncode != 0:
+                print(f"{model}: {what} run exit {p.returncode}\n{p.stderr[-1500:]}")
+                return None
+            return p
+
         trace = os.path.join(tmp, f"{model}.zst")
-        traced = subprocess.run(prefix + [sys.executable, run_py] + run_args, cwd=root, capture_output=True,
-                                text=True, env=dict(base, LD_PRELOAD=lib, TBPROF_OUT=trace), timeout=3600)
-        if traced.returncode != 0:
-            print(f"{model}: traced run exit {traced.returncode}\n{traced.stderr[-1500:]}")
+        plain = run("plain", run_py, base)
+        traced = plain and run("traced", run_py, dict(base, LD_PRELOAD=lib, TBPROF_OUT=trace))
+        if not traced:
             failures += 1
             continue
         rep = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True)
@@ -195,10 +197,8 @@ def main():
                    XC_WINDOW=os.path.join(tmp, f"{model}.window.json"))
         if args.simtorch:
             env["SIMGPU_TRUTH"] = os.path.join(tmp, f"{model}.truth")
-        prof = subprocess.run(prefix + [sys.executable, worker] + run_args, cwd=root, capture_output=True,
-                              text=True, env=env, timeout=3600)
-        if prof.returncode != 0:
-            print(f"{model}: torch.profiler run exit {prof.returncode}\n{prof.stderr[-1500:]}")
+        prof = run("torch.profiler", worker, env)
+        if not prof:
             failures += 1
             continue
         theirs, kernels = profiler_share(env["XC_CHROME"])
