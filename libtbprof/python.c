@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -719,6 +720,8 @@ static bool layout_313_from_debug(struct py_layout *out)
 static void *s_backward, *s_grad; /* interned names for the blocking-call check */
 static void *s_find_and_load;       /* importlib's import of one module (eval_import) */
 static void install_eval_hook(void);
+static void lib_paths_ask(void);
+static _Atomic int lib_paths_done;  /* site done and torch seen: nothing more to ask */
 
 static void give_up(const char *why)
 {
@@ -748,6 +751,17 @@ static void *poller_main(void *unused)
 		usleep(delay_us);
 		if (delay_us < 100000)
 			delay_us *= 2;
+	}
+	/* Started with the interpreter, the first answer may come while site
+	 * still reads its .pth files and before torch is imported: ask again
+	 * a few times (each answer adds what is new). */
+	static const unsigned again_ms[] = {200, 1000, 3000, 10000, 30000};
+	for (unsigned i = 0; i < sizeof again_ms / sizeof again_ms[0]; i++) {
+		if (atomic_load(&lib_paths_done) || atomic_load(&py_state) != PY_READY)
+			break;
+		struct timespec t = {again_ms[i] / 1000, (long)(again_ms[i] % 1000) * 1000000};
+		nanosleep(&t, NULL);
+		lib_paths_ask();
 	}
 	return NULL;
 }
@@ -837,6 +851,7 @@ static void try_init(void)
 	atomic_store(&py_state, PY_READY);
 	if (tbp_cfg.py_span_ns > 0)
 		install_eval_hook();
+	lib_paths_ask();
 out:
 	pthread_mutex_unlock(&py_init_lock);
 }
@@ -1273,6 +1288,201 @@ static void *tbp_eval_frame(void *tstate, void *frame, int throwflag)
 	if (TBP_UNLIKELY(dk >= span_ticks) && TBP_ACTIVE() && is_code(code))
 		record_span(tstate, code, dk);
 	return result;
+}
+
+/* ------------------------------------------------ library directories
+ *
+ * Where this interpreter keeps library code, in its own words, for the
+ * analyzer to tell the user's frames from the libraries' by where a file
+ * lies instead of by words in its path (PY_LIB records, doc/trace-format.md):
+ * sysconfig's stdlib/platstdlib/purelib/platlib, site.getsitepackages(), the
+ * user site, the torch package's directory (a source tree's too), and the
+ * file name frozen modules carry.  Asked from a pending call: the main thread
+ * between two bytecodes, with the GIL, where a signal handler's Python runs;
+ * never from a hook, whose caller (torch's C++) may hold locks that Python
+ * run there could need.  The snippet reads modules already imported and
+ * imports nothing, so the program's modules stay as they were; the hook
+ * steps aside while it runs, so it leaves no spans.  Asked again (the
+ * poller, TBPROF_TRACE_ALL) until site has finished and torch is imported:
+ * a trace started with the interpreter asks before either.  What comes too
+ * late (torch imported after the last ask, 44 s in) is missing: the analyzer
+ * then classifies those files by the other directories. */
+static const char lib_snippet[] =
+	"def _tbprof_lib_paths():\n"
+	"    m = __import__('sys').modules\n"
+	"    out = []\n"
+	"    def add(role, p, real=True):\n"
+	"        if isinstance(p, str) and p:\n"
+	"            out.append('%d\\t%s' % (role, p))\n"
+	"            try:\n"
+	"                r = m['os'].path.realpath(p) if real else p\n"
+	"                if r != p:\n"
+	"                    out.append('%d\\t%s' % (role, r))\n"
+	"            except Exception:\n"
+	"                pass\n"
+	"    sc = m.get('sysconfig')\n"
+	"    if sc is not None:\n"
+	"        try:\n"
+	"            paths = sc.get_paths()\n"
+	"            for role, key in ((1, 'stdlib'), (2, 'platstdlib'), (3, 'purelib'), (4, 'platlib')):\n"
+	"                add(role, paths.get(key))\n"
+	"        except Exception:\n"
+	"            pass\n"
+	"    else:\n"
+	"        try:\n"
+	"            add(1, m['os'].path.dirname(m['os'].__file__))\n"
+	"        except Exception:\n"
+	"            pass\n"
+	"    site = m.get('site')\n"
+	"    if site is not None:\n"
+	"        try:\n"
+	"            for p in site.getsitepackages():\n"
+	"                add(5, p)\n"
+	"        except Exception:\n"
+	"            pass\n"
+	"        try:\n"
+	"            add(6, site.getusersitepackages())\n"
+	"        except Exception:\n"
+	"            pass\n"
+	"    torch = m.get('torch')\n"
+	"    tpath = list(getattr(torch, '__path__', None) or ()) if torch is not None else []\n"
+	"    for p in tpath:\n"
+	"        add(7, p)\n"
+	"    try:\n"
+	"        boot = m['_frozen_importlib']\n"
+	"        f = boot._find_and_load.__code__.co_filename\n"
+	"        i = f.find(boot.__name__)\n"
+	"        if i > 0:\n"
+	"            add(8, f[:i], False)\n"
+	"    except Exception:\n"
+	"        pass\n"
+	"    # site sets help() once it has read its .pth files; torch is in\n"
+	"    # sys.modules while it is still being imported (and imports sysconfig)\n"
+	"    done = ((site is None or hasattr(m['builtins'], 'help')) and bool(tpath) and sc is not None\n"
+	"            and not getattr(getattr(torch, '__spec__', None), '_initializing', False))\n"
+	"    return '%d\\n' % done + '\\n'.join(out)\n"
+	"def _tbprof_safe():\n"
+	"    try:\n"
+	"        return _tbprof_lib_paths()\n"
+	"    except Exception:\n"
+	"        return '0'\n"
+	"out = _tbprof_safe()\n";
+
+#define LIB_PATHS_MAX 64
+static struct {
+	uint64_t role, path;
+} lib_emitted[LIB_PATHS_MAX];
+static unsigned n_lib_emitted;
+
+/* "ROLE\tPATH" lines into PY_LIB records, each (role, path) once. */
+static void lib_paths_emit(const char *text, size_t len)
+{
+	const char *p = text, *end = text + len;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		const char *line_end = nl ? nl : end;
+		const char *tab = memchr(p, '\t', (size_t)(line_end - p));
+		if (tab && tab > p && tab + 1 < line_end) {
+			uint64_t role = strtoull(p, NULL, 10);
+			uint64_t id = tbp_intern_string(tab + 1, (size_t)(line_end - tab - 1));
+			unsigned i = 0;
+			while (i < n_lib_emitted && (lib_emitted[i].role != role || lib_emitted[i].path != id))
+				i++;
+			if (id && i == n_lib_emitted && n_lib_emitted < LIB_PATHS_MAX) {
+				lib_emitted[n_lib_emitted].role = role;
+				lib_emitted[n_lib_emitted++].path = id;
+				struct tbp_record rec = {.kind = TBP_K_PY_LIB, .stream_kind = TBP_STREAM_DEFS, .ts = tbp_now()};
+				rec.u.py_lib.role = role;
+				rec.u.py_lib.path = id;
+				tbp_emit_def(&rec);
+			}
+		}
+		p = line_end + 1;
+	}
+}
+
+/* A pending call: the main thread, GIL held, between two bytecodes. */
+static int lib_paths_record(void *unused)
+{
+	(void)unused;
+	static struct {
+		void *(*dict_new)(void);
+		void *(*builtins)(void);
+		int (*dict_set)(void *, const char *, void *);
+		void *(*dict_get)(void *, const char *);
+		void *(*run)(const char *, int, void *, void *, void *);
+		const char *(*utf8)(void *, ssize_t *);
+		void (*decref)(void *);
+		void *(*err_occurred)(void);
+		void (*err_clear)(void);
+		bool resolved, ok;
+	} c;
+	if (!c.resolved) {
+		c.resolved = true;
+		c.dict_new = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyDict_New");
+		c.builtins = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyEval_GetBuiltins");
+		c.dict_set = (int (*)(void *, const char *, void *))dlsym(RTLD_DEFAULT, "PyDict_SetItemString");
+		c.dict_get = (void *(*)(void *, const char *))dlsym(RTLD_DEFAULT, "PyDict_GetItemString");
+		c.run = (void *(*)(const char *, int, void *, void *, void *))dlsym(RTLD_DEFAULT, "PyRun_StringFlags");
+		c.utf8 = (const char *(*)(void *, ssize_t *))dlsym(RTLD_DEFAULT, "PyUnicode_AsUTF8AndSize");
+		c.decref = (void (*)(void *))dlsym(RTLD_DEFAULT, "Py_DecRef");
+		c.err_occurred = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyErr_Occurred");
+		c.err_clear = (void (*)(void))dlsym(RTLD_DEFAULT, "PyErr_Clear");
+		c.ok = c.dict_new && c.builtins && c.dict_set && c.dict_get && c.run && c.utf8 && c.decref &&
+		       c.err_occurred && c.err_clear;
+	}
+	/* An exception on its way is the program's: leave it alone. */
+	if (!c.ok || atomic_load(&lib_paths_done) || !TBP_ACTIVE() || c.err_occurred())
+		return 0;
+	void *globals = c.dict_new(), *builtins = c.builtins();
+	if (!globals || !builtins || c.dict_set(globals, "__builtins__", builtins)) {
+		if (globals)
+			c.decref(globals);
+		c.err_clear();
+		return 0;
+	}
+	void *interp = py.interp_main ? py.interp_main() : NULL;
+	bool aside = false;
+	if (!hook_suspended && interp && prev_eval && py.get_eval(interp) == (eval_frame_fn)tbp_eval_frame) {
+		py.set_eval(interp, prev_eval);
+		aside = true;
+	}
+	enum { PY_FILE_INPUT = 257 };
+	void *result = c.run(lib_snippet, PY_FILE_INPUT, globals, globals, NULL);
+	if (aside && py.get_eval(interp) == prev_eval)
+		py.set_eval(interp, (eval_frame_fn)tbp_eval_frame);
+	if (!result && c.err_occurred()) {
+		/* Not one of ours (the snippet catches every Exception): the
+		 * program's KeyboardInterrupt or SystemExit, raised by a signal
+		 * handler while the snippet ran.  It goes on into the program, as
+		 * it would have at its next bytecode. */
+		c.decref(globals);
+		return -1;
+	}
+	if (result) {
+		c.decref(result);
+		void *out = c.dict_get(globals, "out"); /* borrowed */
+		ssize_t n = 0;
+		const char *text = out ? c.utf8(out, &n) : NULL;
+		if (text && n > 0) {
+			bool entered = tbp_guard_enter();
+			const char *nl = memchr(text, '\n', (size_t)n);
+			if (nl)
+				lib_paths_emit(nl + 1, (size_t)(text + n - nl - 1));
+			if (text[0] == '1')
+				atomic_store(&lib_paths_done, 1);
+			if (entered)
+				tbp_guard_leave();
+		}
+	}
+	c.decref(globals);
+	return 0;
+}
+
+static void lib_paths_ask(void)
+{
+	if (py.add_pending_call && !atomic_load(&lib_paths_done))
+		py.add_pending_call(lib_paths_record, NULL);
 }
 
 /* Runs with the GIL held. */

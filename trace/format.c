@@ -39,6 +39,7 @@ static const char *const clock_names[] = {"domain", "device", "offset_ns", "unce
 static const char *const notice_names[] = {"level", "code", "message"};
 static const char *const device_names[] = {"device", "name", "vendor"};
 static const char *const end_names[] = {"records", "lost"};
+static const char *const py_lib_names[] = {"role", "path"};
 
 #define CHECK(type, names) \
 	_Static_assert(NFIELDS(type) == sizeof(names) / sizeof(names[0]), #type " field names"); \
@@ -68,6 +69,7 @@ CHECK(tbp_clock, clock_names);
 CHECK(tbp_notice, notice_names);
 CHECK(tbp_device, device_names);
 CHECK(tbp_end, end_names);
+CHECK(tbp_py_lib, py_lib_names);
 _Static_assert(sizeof(((struct tbp_record *)0)->u) == TBP_MAX_FIELDS * sizeof(uint64_t), "record union");
 
 /* Bit i set: field i holds an interned string id (TBP_K_STRING). */
@@ -102,6 +104,7 @@ static const struct tbp_kind_info kind_table[TBP_K__MAX] = {
 	KIND(TBP_K_NOTICE, "notice", tbp_notice, notice_names, 0, SREF(2)),
 	KIND(TBP_K_DEVICE, "device", tbp_device, device_names, 0, SREF(1)),
 	KIND(TBP_K_END, "end", tbp_end, end_names, 0, 0),
+	KIND(TBP_K_PY_LIB, "py_lib", tbp_py_lib, py_lib_names, 0, SREF(1)),
 };
 
 const struct tbp_kind_info *tbp_kind_lookup(unsigned kind)

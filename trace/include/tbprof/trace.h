@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define TBP_FORMAT_VERSION 2
+#define TBP_FORMAT_VERSION 3
 #define TBP_MIN_READER_VERSION 2
 #define TBP_MAX_FIELDS 16
 
@@ -72,6 +72,7 @@ enum tbp_kind {
 	TBP_K_NOTICE = 34,
 	TBP_K_DEVICE = 35,
 	TBP_K_END = 36,       /* written last by a clean shutdown */
+	TBP_K_PY_LIB = 37,    /* where the interpreter keeps library code (version 3) */
 	TBP_K__MAX = 64,      /* kinds are < TBP_K__MAX */
 };
 
@@ -145,6 +146,17 @@ enum tbp_clock_method {
 	TBP_CLOCK_CUPTI_CALLBACK = 1,/* cuptiActivityRegisterTimestampCallback */
 	TBP_CLOCK_BRACKETED = 2,     /* offset calibrated by bracketing */
 	TBP_CLOCK_HOOK_SIDE = 3,     /* no GPU clock: host hook times only */
+};
+/* PY_LIB.role: which of the interpreter's own answers the path is. */
+enum tbp_py_lib_role {
+	TBP_PYLIB_STDLIB = 1,     /* sysconfig.get_paths()["stdlib"] */
+	TBP_PYLIB_PLATSTDLIB = 2, /* sysconfig.get_paths()["platstdlib"] */
+	TBP_PYLIB_PURELIB = 3,    /* sysconfig.get_paths()["purelib"] */
+	TBP_PYLIB_PLATLIB = 4,    /* sysconfig.get_paths()["platlib"] */
+	TBP_PYLIB_SITE = 5,       /* one of site.getsitepackages() */
+	TBP_PYLIB_USER_SITE = 6,  /* site.getusersitepackages() */
+	TBP_PYLIB_TORCH = 7,      /* the torch package's own directory (a source tree's too) */
+	TBP_PYLIB_FROZEN = 8,     /* the file name frozen modules' code carries, up to the module ("<frozen ") */
 };
 /* NOTICE.level */
 enum tbp_notice_level { TBP_NOTE_INFO = 0, TBP_NOTE_WARN = 1, TBP_NOTE_ERROR = 2 };
@@ -222,6 +234,9 @@ struct tbp_clock {
 struct tbp_notice { uint64_t level, code, message; };
 struct tbp_device { uint64_t device, name, vendor /* 1 NVIDIA, 2 AMD, 3 simulated */; };
 struct tbp_end { uint64_t records, lost; };
+/* A directory (role FROZEN: a file-name prefix) whose files are library
+ * code, as the traced interpreter names it. */
+struct tbp_py_lib { uint64_t role, path; };
 
 struct tbp_record {
 	uint8_t kind;       /* enum tbp_kind */
@@ -257,6 +272,7 @@ struct tbp_record {
 		struct tbp_notice notice;
 		struct tbp_device device;
 		struct tbp_end end;
+		struct tbp_py_lib py_lib;
 	} u;
 	/* Variable-length payload (TBP_K_STRING only).  Writer: caller's bytes.
 	 * Reader: points into the reader's buffer, valid until the next call. */
