@@ -111,6 +111,9 @@ enum an_steps_source {
 	AN_STEPS_DETECTED, /* the repeating calls of the training loop */
 };
 const char *an_steps_source_name(int source);
+/* The call made once per detected step (doc/findings.md, "Steps"). */
+enum an_step_unit { AN_UNIT_NONE = 0, AN_UNIT_OPTIMIZER, AN_UNIT_BACKWARD, AN_UNIT_FORWARD };
+const char *an_step_unit_name(int unit);
 
 /* Phases, so the report can keep to the runner's steady state. */
 enum an_phase {
@@ -201,6 +204,9 @@ struct an_burst_run {
 	uint64_t site_cp[4], site_nat[4];
 	uint32_t site_n[4];
 	uint32_t nsites;
+	/* The latest kernel's launching thread and the host syncs it had made
+	 * by then: a sync between two launches ends the burst. */
+	uint32_t last_tid, last_syncs;
 };
 
 #define AN_HIST_BINS 512
@@ -235,6 +241,8 @@ struct an_device {
 	uint64_t idle_edge[3][2];        /* per phase: leading, trailing edge */
 	uint64_t edge_from;              /* start of the leading edge as measured */
 	uint64_t idle_total;   /* every gap between busy spans so far (bursts) */
+	uint64_t burst_idle_to;      /* bursts: idle_total up to which their idle is claimed (counted once) */
+	uint64_t burst_idle_by[3];   /* per phase: the idle the bursts claim */
 	/* memory */
 	int64_t mem_cur;
 	uint64_t mem_peak, allocs, frees, alloc_bytes;
@@ -256,6 +264,7 @@ struct an_span_stat {
 	uint64_t callpath, count, total_ns;
 	uint64_t self_ns; /* minus the spans directly inside (same thread) */
 	int backward_wait; /* a call of torch's backward() / autograd.grad(): its thread waits on autograd's */
+	int import;        /* importlib's import of a module: the interpreter's work, not the program's */
 };
 
 struct an_site_stat { /* GPU and host time per call site (for diff) */
@@ -335,8 +344,14 @@ struct analysis {
 		uint64_t count;      /* steps in the trace, warm-up included */
 		uint64_t warmup;     /* of which set apart as warm-up */
 		uint64_t median_ns;  /* median time per step after warm-up */
-		uint64_t function;   /* detected: call path of the step function's spans */
-		uint64_t loop;       /* detected from lines: call path at the line each step starts from */
+		uint64_t loop;       /* detected: call path at the line each step starts from */
+		/* Detected only: why a trace without marks has no steps (the loop
+		 * found covers too little of the work, none found ...), NULL
+		 * when it has steps or detection did not run. */
+		const char *none;
+		uint64_t unit;       /* detected: where the calls made once per step are made, 0: none
+		                      * (the outermost loop's iterations are the steps) */
+		int unit_kind;       /* enum an_step_unit */
 	} steps;
 	struct vec step_ivs;         /* detected steps (struct an_step), first pass only */
 	struct vec idle_parts; /* struct an_finding (AN_F_IDLE_PART), biggest first */
@@ -366,6 +381,7 @@ struct an_frame {
 	const char *file, *function;
 	size_t file_len, function_len;
 	uint64_t line;
+	uint64_t file_id; /* the file name's string id (0: unknown) */
 };
 size_t an_callpath_frames(const struct analysis *a, uint64_t callpath, struct an_frame *out, size_t max);
 /* Frames of the same function (file and name; the line aside), and a hash
@@ -380,8 +396,18 @@ static inline uint64_t an_hash_combine(uint64_t h, uint64_t v)
 }
 /* Parent node of a call path (the caller's frame), 0 when none or unknown. */
 uint64_t an_callpath_parent(const struct analysis *a, uint64_t callpath);
-/* torch's own files and the standard library: not the user's code. */
-int an_file_is_library(const char *file, size_t len);
+/* The frame's code is a library's, not the user's: one rule for every pass
+ * (steps, placement, harness, bursts, the names diff keys use).  A trace
+ * that records where its interpreter keeps library code (PY_LIB: sysconfig's
+ * and site's directories, the torch package's, frozen modules) is read by
+ * where the file lies: under one of those directories, or code with no file
+ * (a name in angle brackets: frozen, exec'd, generated).  An older trace
+ * keeps the rule by words in the path: torch (an installed torch* package or
+ * any directory named torch) and the standard library (lib/python3 outside
+ * site-packages), and names in angle brackets. */
+int an_frame_is_library(const struct analysis *a, const struct an_frame *f);
+/* The trace says where its interpreter keeps library code (PY_LIB records). */
+int an_has_lib_dirs(const struct analysis *a);
 /* The call path from the innermost frame of the user's code outwards: walking
  * out from the leaf, the first frame outside torch and the standard library
  * (callpath itself when its leaf is user code, or when every frame is a

@@ -66,14 +66,27 @@ static size_t late_warmup(const struct analysis *a, size_t nsteps)
  * first pass detects it from the spans or the work's lines): analysed
  * again with the steps marked as the runner would, so that the first step
  * is warm-up and the breakdown and findings are the steady state's. */
+static int run_steps(struct analysis *a, const char *path, const struct an_opts *opts);
+
 int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
+{
+	int rc = run_steps(a, path, opts);
+	if (rc == TBA_EXIT_OK && an_check_on()) {
+		rc = an_check(a);
+		an_check_opened(path, 1);
+	}
+	return rc;
+}
+
+static int run_steps(struct analysis *a, const char *path, const struct an_opts *opts)
 {
 	int rc = run_once(a, path, opts);
 	if (rc || a->steps.source != AN_STEPS_DETECTED || a->step_ivs.n < 2)
 		return rc;
 	struct an_opts again = a->opts;
 	struct vec steps = a->step_ivs;
-	uint64_t function = a->steps.function, loop = a->steps.loop;
+	uint64_t loop = a->steps.loop, unit = a->steps.unit;
+	int unit_kind = a->steps.unit_kind;
 	a->step_ivs = (struct vec){0};
 	an_free(a);
 	again.synth_steps = steps.data;
@@ -89,8 +102,9 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	a->opts.n_synth_steps = 0;
 	a->step_ivs = steps; /* freed with the analysis */
 	a->steps.source = AN_STEPS_DETECTED;
-	a->steps.function = function;
 	a->steps.loop = loop;
+	a->steps.unit = unit;
+	a->steps.unit_kind = unit_kind;
 	return rc;
 }
 

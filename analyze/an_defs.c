@@ -145,9 +145,13 @@ struct def_str { size_t off, len; };
 struct def_frame { uint64_t file, function, line; };
 struct def_node { uint64_t a, parent; }; /* callpath: a = frame; native: a = pc */
 
+struct def_lib { uint64_t role, path; }; /* PY_LIB: path is a string id */
+
 struct an_defs {
 	struct u64map str_idx, frame_idx, cp_idx, nat_idx;
 	struct vec strs, frames, cps, nats, modules;
+	struct vec libs;         /* struct def_lib */
+	struct u64map lib_class; /* file string id -> 1 + is_library, filled as asked */
 	char *arena;
 	size_t alen, acap;
 };
@@ -162,6 +166,7 @@ struct an_defs *defs_new(void)
 	d->cps.item = sizeof(struct def_node);
 	d->nats.item = sizeof(struct def_node);
 	d->modules.item = sizeof(struct tbp_module);
+	d->libs.item = sizeof(struct def_lib);
 	return d;
 }
 
@@ -178,6 +183,8 @@ void defs_free(struct an_defs *d)
 	vec_free(&d->cps);
 	vec_free(&d->nats);
 	vec_free(&d->modules);
+	vec_free(&d->libs);
+	u64map_free(&d->lib_class);
 	free(d->arena);
 	free(d);
 }
@@ -241,6 +248,18 @@ int defs_add(struct an_defs *d, const struct tbp_record *r)
 		*m = r->u.module;
 		return 0;
 	}
+	case TBP_K_PY_LIB: {
+		if (!r->u.py_lib.path)
+			return 0;
+		struct def_lib *l = vec_push(&d->libs);
+		if (!l)
+			return -1;
+		l->role = r->u.py_lib.role;
+		l->path = r->u.py_lib.path;
+		/* Files asked about before are asked again: a directory more. */
+		u64map_free(&d->lib_class);
+		return 0;
+	}
 	}
 	return 0;
 }
@@ -275,6 +294,7 @@ size_t an_callpath_frames(const struct analysis *a, uint64_t cp, struct an_frame
 		if (fx) {
 			const struct def_frame *f = VEC_AT(&a->defs->frames, struct def_frame, *fx);
 			o->file = an_string(a, f->file, &o->file_len);
+			o->file_id = o->file ? f->file : 0;
 			o->function = an_string(a, f->function, &o->function_len);
 			o->line = f->line;
 		}
@@ -323,7 +343,8 @@ static int has_at(const char *s, size_t n, const char *needle)
 	return 0;
 }
 
-int an_file_is_library(const char *file, size_t len)
+/* Before traces said where their libraries are: words in the path. */
+static int legacy_is_library(const char *file, size_t len)
 {
 	if (len && file[0] == '<') /* <frozen runpy>, <string> of the interpreter */
 		return 1;
@@ -335,6 +356,65 @@ int an_file_is_library(const char *file, size_t len)
 	return has_at(file, len, "/lib/python3") && !has_at(file, len, "-packages/");
 }
 
+/* How much of file the directory dir (dl bytes) covers: its length without
+ * trailing slashes when file lies below it, the whole prefix for role
+ * FROZEN (a name prefix, "<frozen "); 0 when it does not. */
+static size_t lib_covers(const char *dir, size_t dl, uint64_t role, const char *file, size_t len)
+{
+	if (role == TBP_PYLIB_FROZEN)
+		return dl && len >= dl && !memcmp(file, dir, dl) ? dl : 0;
+	while (dl > 1 && dir[dl - 1] == '/')
+		dl--;
+	return dl > 1 && len > dl && !memcmp(file, dir, dl) && file[dl] == '/' ? dl : 0;
+}
+
+/* The longest recorded directory over file: the length it covers (0: none)
+ * and its role in *role. */
+static size_t lib_dir_of(const struct analysis *a, const char *file, size_t len, uint64_t *role)
+{
+	size_t best = 0;
+	for (size_t i = 0; a->defs && i < a->defs->libs.n; i++) {
+		const struct def_lib *l = VEC_AT(&a->defs->libs, struct def_lib, i);
+		size_t dl;
+		const char *dir = an_string(a, l->path, &dl);
+		size_t n = dir ? lib_covers(dir, dl, l->role, file, len) : 0;
+		if (n > best) {
+			best = n;
+			*role = l->role;
+		}
+	}
+	return best;
+}
+
+int an_has_lib_dirs(const struct analysis *a)
+{
+	return a->defs && a->defs->libs.n > 0;
+}
+
+static int file_is_library(const struct analysis *a, const char *file, size_t len)
+{
+	if (!an_has_lib_dirs(a))
+		return legacy_is_library(file, len);
+	/* No file: frozen modules, exec'd strings, code a library generated. */
+	if (len && file[0] == '<')
+		return 1;
+	uint64_t role;
+	return lib_dir_of(a, file, len, &role) > 0;
+}
+
+int an_frame_is_library(const struct analysis *a, const struct an_frame *f)
+{
+	if (!f->file_id || !a->defs)
+		return file_is_library(a, f->file, f->file_len);
+	struct u64map *cache = &a->defs->lib_class;
+	uint64_t *v = u64map_get(cache, f->file_id);
+	if (v)
+		return (int)*v - 1;
+	int lib = file_is_library(a, f->file, f->file_len);
+	u64map_put(cache, f->file_id, (uint64_t)lib + 1);
+	return lib;
+}
+
 uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
 {
 	uint64_t node = cp;
@@ -342,7 +422,7 @@ uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
 		struct an_frame f;
 		if (!an_callpath_frames(a, node, &f, 1))
 			break;
-		if (!an_file_is_library(f.file, f.file_len))
+		if (!an_frame_is_library(a, &f))
 			return node;
 		node = an_callpath_parent(a, node);
 	}
@@ -457,10 +537,24 @@ const char *an_display_path(const struct analysis *a, const char *file, size_t l
 {
 	const char *tail = NULL;
 	const char *hit;
+	uint64_t role = 0;
+	size_t lib = an_has_lib_dirs(a) ? lib_dir_of(a, file, len, &role) : 0;
+	/* A library's file, where the trace says its libraries are: below its
+	 * directory, as imported (the torch package's own directory from
+	 * torch/, so a source tree's reads as an installed one's). */
+	if (lib && role != TBP_PYLIB_FROZEN) {
+		if (role == TBP_PYLIB_TORCH)
+			while (lib > 0 && file[lib - 1] != '/')
+				lib--;
+		else
+			lib++;
+		if (lib && lib < len)
+			tail = file + lib;
+	}
 	/* Installed packages: torch/nn/modules/linear.py, as imported. */
-	if ((hit = last_in(file, len, "/site-packages/")))
+	if (!tail && (hit = last_in(file, len, "/site-packages/")))
 		tail = hit + strlen("/site-packages/");
-	else if ((hit = last_in(file, len, "/dist-packages/")))
+	else if (!tail && (hit = last_in(file, len, "/dist-packages/")))
 		tail = hit + strlen("/dist-packages/");
 	/* The traced program's own files, relative to where it ran. */
 	if (!tail && a->proc_cwd) {
@@ -477,8 +571,9 @@ const char *an_display_path(const struct analysis *a, const char *file, size_t l
 		if (have_here)
 			tail = below(file, len, here, strlen(here));
 	}
-	/* The standard library: .../lib/python3.11/json/decoder.py. */
-	if (!tail && (hit = last_in(file, len, "/lib/python"))) {
+	/* The standard library: .../lib/python3.11/json/decoder.py (a trace that
+	 * says where its standard library is needs no guess). */
+	if (!tail && !an_has_lib_dirs(a) && (hit = last_in(file, len, "/lib/python"))) {
 		const char *slash = memchr(hit + 1, '/', (size_t)(file + len - (hit + 1)));
 		slash = slash ? memchr(slash + 1, '/', (size_t)(file + len - (slash + 1))) : NULL;
 		if (slash && slash + 1 < file + len)
@@ -586,6 +681,16 @@ const char *an_cause_name(int cause)
 	case AN_CAUSE_QUEUED: return "queued";
 	}
 	return "";
+}
+
+const char *an_step_unit_name(int unit)
+{
+	switch (unit) {
+	case AN_UNIT_OPTIMIZER: return "optimizer_step";
+	case AN_UNIT_BACKWARD: return "backward";
+	case AN_UNIT_FORWARD: return "forward";
+	}
+	return "none";
 }
 
 const char *an_steps_source_name(int source)

@@ -20,6 +20,10 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path);
  * GPU activity, markers): the ones the merge puts in order. */
 int an_is_timed_record(unsigned kind);
 
+/* The analysis's consistency checks (an_check.c): TBA_EXIT_OK, or the
+ * failure printed and TBA_EXIT_INTERNAL. */
+int an_check(const struct analysis *a);
+
 int an_pass_init(struct analysis *a);
 /* One record, in time order for API/GPU/marker records; definitions never
  * come here; facts (LOST, END, NOTICE, ...) and Python spans come as read. */

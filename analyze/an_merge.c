@@ -361,7 +361,7 @@ static void merge_setup(void)
 		reorder_cap = (size_t)atol(cap);
 	for (unsigned k = 0; k < 256; k++)
 		kind_class[k] = k == TBP_K_STRING || k == TBP_K_PYFRAME || k == TBP_K_CALLPATH || k == TBP_K_NATIVE ||
-					k == TBP_K_MODULE
+					k == TBP_K_MODULE || k == TBP_K_PY_LIB
 				? AN_KC_DEF
 			: an_is_timed_record(k) ? AN_KC_TIMED
 						: AN_KC_PASS;

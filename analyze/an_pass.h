@@ -89,40 +89,25 @@ struct spans_state {
 };
 
 /* steps: marked iterations, and what step detection keeps on a first pass
- * over a trace without marks. */
-#define LAUNCH_RING (1u << 16)
-/* 1 Mi runs (16 MiB): a trace with more detects its steps from spans only.
- * A run is its first call's start and, packed, its call path (ids are
- * interned in order: a trace with one past 2^32 detects from spans only)
- * and how long after its start its last call ended (ns, at most 4.3 s: a
- * longer run of one line's work is a loop of that line, not a step). */
-#define WORK_RUNS_MAX (1u << 20)
-#define WORK_RUN_CP_MAX (1ull << 32)
-struct work_run {
-	uint64_t ts, packed;
+ * over a trace without marks (an_steps_detect.c reads it). */
+/* 1 Mi items of each kind (32 MiB): a trace with more detects no steps. */
+#define STEP_ITEMS_MAX (1u << 20)
+#define STEP_ITEM_CP_MAX (1ull << 32)
+/* A launch, copy or memset, consecutive ones from one call path and thread
+ * as one (gpu_ns: the GPU time of their records, added as they are joined);
+ * or a Python span (gpu_ns 0). */
+struct step_item {
+	uint64_t ts, end, gpu_ns;
+	uint32_t cp, tid;
 };
-static inline uint64_t work_run_pack(uint64_t cp, uint64_t dur)
-{
-	return cp << 32 | (dur < UINT32_MAX ? dur : UINT32_MAX);
-}
-static inline uint64_t work_run_cp(const struct work_run *w)
-{
-	return w->packed >> 32;
-}
-static inline uint64_t work_run_end(const struct work_run *w)
-{
-	return w->ts + (uint32_t)w->packed;
-}
 struct synth_mark;
-struct pend_span;
 struct steps_state {
-	/* The times of the latest launches, so that a span can count the
-	 * launches inside it, and per span call path the calls that held
-	 * launches. */
-	uint64_t launch_n;
-	uint64_t *launch_ring; /* LAUNCH_RING */
-	struct u64map cand_idx;
-	struct vec cands; /* struct step_cand */
+	struct vec work;    /* struct step_item, time order */
+	struct vec spans;   /* struct step_item, end order */
+	struct vec imports; /* struct an_step: import spans (not the program's own work) */
+	uint32_t work_cp, work_tid; /* the latest work item's */
+	int collect_on;     /* a first pass over a trace without marks (so far) */
+	int collect_full;   /* more items than kept: no detection */
 	/* Marked iterations: length and phase of each (time per step). */
 	struct vec iters; /* struct iter_len */
 	/* Synthetic marks for detected steps (second pass), in time order. */
@@ -131,16 +116,6 @@ struct steps_state {
 	int in_synth;
 	uint64_t warmup_value; /* WARMUP_END's value */
 	uint64_t next_synth_ts;
-	/* The launches, copies and memsets in time order, consecutive ones
-	 * from one call path as one run (at most WORK_RUNS_MAX runs), kept
-	 * while they may serve: a first pass, until a mark shows the steps. */
-	struct vec work_runs; /* struct work_run */
-	uint64_t work_run_cp; /* the last run's call path */
-	int work_runs_on;
-	int work_runs_full;
-	struct pend_span *pend; /* spans waiting for the launches inside them */
-	size_t pend_head, pend_n;
-	uint64_t pend_due;      /* end of the oldest pending span, UINT64_MAX: none */
 };
 
 /* ------------------------------------------------------------ shared state */
@@ -150,6 +125,8 @@ struct corr_ent {
 	uint64_t callpath, native, ts, end; /* end: when the call returned */
 	uint32_t tid;
 	uint32_t site; /* index + 1 in a->sites of the call's site, 0 = none */
+	uint32_t item; /* index + 1 of its step detection item, 0 = none */
+	uint32_t syncs; /* the launching thread's host syncs so far (bursts) */
 };
 /* 4096 entries (192 KiB, cache-resident): in time order, the launches
  * still waiting for their GPU side are about the runtime's queue depth. */
@@ -193,6 +170,7 @@ struct done_span {
 };
 struct thread_st {
 	uint32_t tid;
+	uint32_t syncs;       /* host syncs made so far (bursts: a sync ends one) */
 	int scalar_pending;   /* copies: a scalar copy was this thread's last call */
 	size_t scalar_finding;
 	struct done_span *done; /* spans */
@@ -218,6 +196,7 @@ struct an_state {
 
 	/* Iterations (marks, or detected steps marked by the steps pass). */
 	int in_iter, iter_markers, win_open;
+	int iter_steady;  /* the iteration in progress began after WARMUP_END */
 	uint64_t iter_begin_ts;
 	/* The latest iteration that ended: a gap across its end is cut there. */
 	uint64_t last_iter_begin_ts, last_iter_end_ts;
@@ -304,6 +283,9 @@ HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
 
 /* The finding for (kind, cause, phase, site); created on first use. */
 struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, uint64_t cp, uint64_t nat);
+/* Takes the finding out of the table's index: the next occurrence of its
+ * (kind, cause, phase, site) makes a new one. */
+void forget_finding(struct analysis *a, const struct an_finding *f);
 static inline size_t finding_index(const struct an_state *st, const struct an_finding *f)
 {
 	return (size_t)(f - VEC_AT(&st->all_findings, struct an_finding, 0));
@@ -314,7 +296,7 @@ static inline int cur_phase(const struct analysis *a)
 	const struct an_state *st = a->st;
 	if (!st->in_iter)
 		return AN_PH_OUTSIDE;
-	return a->warmup_seen ? AN_PH_STEADY : AN_PH_WARMUP;
+	return st->iter_steady ? AN_PH_STEADY : AN_PH_WARMUP;
 }
 /* Occurrences that count: with markers, those of the steady-state
  * iterations (every marked iteration when there is no warm-up mark);
@@ -474,18 +456,26 @@ HOT_FN void gaps_gpu(struct analysis *a, struct an_device *d, uint64_t s, const 
 		gap_new(a, d->id, d->edge_from, s, joined ? api : NULL, AN_EDGE_LEADING);
 	}
 }
+/* The gaps still waiting for their spans, filed under phase from, go to to. */
+void gaps_phase_moved(struct analysis *a, int from, int to);
 /* One device's idle time of the window, by cause, into a->idle. */
 void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle);
 
 /* ------------------------------------------------------------ bursts */
 void burst_close(struct analysis *a, struct an_stream *s);
+void bursts_close_all(struct analysis *a);
 /* Call paths x and y end in the same function (file and name). */
 int same_leaf_function(const struct analysis *a, uint64_t x, uint64_t y);
 
+/* A kernel or memset (the launch that made it: api) into its stream's run
+ * of tiny kernels issued back to back: from one loop, with gaps of launch
+ * overhead (under the idle-gap threshold, so no idle gap is ever inside a
+ * burst: no idle counted twice), no host sync between their launches. */
 HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct an_stream *s, uint64_t ts,
-			 uint64_t end, uint64_t cp, uint64_t nat)
+			 uint64_t end, const struct corr_ent *api)
 {
 	struct an_burst_run *r = &s->run;
+	uint64_t cp = api->callpath, nat = api->native;
 	int is_short = end - ts < a->opts.burst_kernel_ns;
 	/* Same call site, or another line of the same loop body: a sibling
 	 * leaf under the same caller (an optimizer's per-parameter loop), or
@@ -495,7 +485,11 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 	if (!same && r->count && cp && an_callpath_parent(a, cp) == r->parent &&
 	    (r->parent || same_leaf_function(a, cp, r->callpath)))
 		same = 1;
-	if (r->count && (!is_short || !same))
+	/* Host work between them (Python, a sync, CPU work) ends it: its gap is
+	 * the host's, an idle gap of its own. */
+	int apart = r->count && (ts >= r->last_end + a->opts.gap_ns ||
+				 (api->tid == r->last_tid && api->syncs != r->last_syncs));
+	if (r->count && (!is_short || !same || apart))
 		burst_close(a, s);
 	if (!is_short)
 		return;
@@ -510,6 +504,8 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 		r->site_n[k] = 1;
 		r->nsites = k + 1;
 	}
+	r->last_tid = api->tid;
+	r->last_syncs = api->syncs;
 	if (!r->count) {
 		r->first_start = ts;
 		r->last_end = end;
@@ -551,30 +547,36 @@ void memory_malloc(struct analysis *a, const struct tbp_record *r, struct an_sit
 void memory_free(struct analysis *a, const struct tbp_record *r);
 
 /* ------------------------------------------------------------ steps */
-void work_run_add(struct an_state *st, uint64_t ts, uint64_t end, uint64_t cp);
+uint32_t step_item_new(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp);
 /* A launch, copy or memset that the runtime accepted: the work whose lines
- * show the training loop (a trace without marks, first pass). */
-HOT_FN void steps_work(struct an_state *st, uint64_t ts, uint64_t end, uint64_t cp)
+ * show the training loop (a trace without marks, first pass).  Returns the
+ * index + 1 of its item (the GPU side adds its time there), 0: none. */
+HOT_FN uint32_t steps_work(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp)
 {
 	struct steps_state *ss = &st->steps;
-	if (!ss->work_runs_on)
-		return;
-	if (ss->work_runs.n && cp == ss->work_run_cp) {
-		struct work_run *w = VEC_AT(&ss->work_runs, struct work_run, ss->work_runs.n - 1);
-		w->packed = work_run_pack(cp, end - w->ts);
-	} else {
-		work_run_add(st, ts, end, cp);
+	if (!ss->collect_on)
+		return 0;
+	if (ss->work.n && cp == ss->work_cp && tid == ss->work_tid) {
+		struct step_item *w = VEC_AT(&ss->work, struct step_item, ss->work.n - 1);
+		if (end > w->end)
+			w->end = end;
+		return (uint32_t)ss->work.n;
 	}
+	return step_item_new(st, tid, ts, end, cp);
 }
-HOT_FN void steps_launch(struct an_state *st, uint64_t ts)
+/* A joined GPU record's time, to the item of the call that made it. */
+HOT_FN void steps_gpu(struct an_state *st, uint32_t item, uint64_t ns)
 {
-	st->steps.launch_ring[st->steps.launch_n++ & (LAUNCH_RING - 1)] = ts;
+	if (__builtin_expect(item != 0, 0) && item <= st->steps.work.n)
+		VEC_AT(&st->steps.work, struct step_item, item - 1)->gpu_ns += ns;
 }
 /* A marker (the runner's, or one of the detected steps). */
 void steps_marker(struct analysis *a, const struct tbp_record *r);
 /* The synthetic marks due by time t, before the record at t. */
 void synth_emit(struct analysis *a, uint64_t t);
-/* Spans counted once the analysis has passed their end. */
-void step_spans_flush(struct analysis *a, uint64_t now);
+/* Step detection (an_steps_detect.c): the training loop's steps from the
+ * items kept by the first pass, into a->step_ivs; a->steps.source set when
+ * found, else a->steps.none says why. */
+void steps_detect(struct analysis *a);
 
 #endif

@@ -27,17 +27,30 @@ static int burst_iv_cmp(const void *x, const void *y)
 	return a->start < b->start ? -1 : a->start > b->start;
 }
 
+static int burst_idle_cmp(const void *x, const void *y)
+{
+	const struct burst_iv *a = x, *b = y;
+	if (a->device != b->device)
+		return a->device < b->device ? -1 : 1;
+	return a->idle_first < b->idle_first ? -1 : a->idle_first > b->idle_first;
+}
+
 /* Merges overlapping bursts of one (finding, device) and adds each merged
  * span that ends before `horizon` to its finding: its length and the device
  * idle inside it, once, however many streams' bursts cover it.  Later bursts
- * start at or after the horizon, so they cannot overlap what is added. */
+ * start at or after the horizon, so they cannot overlap what is added.
+ * Bursts of two findings at once (two streams, two loops) share the device's
+ * idle: in the order of the device's cumulative idle, each claims only what
+ * no burst claimed before, so the findings' idle never adds up to more than
+ * the device's. */
 static void bursts_fold(struct analysis *a, uint64_t horizon)
 {
 	struct an_state *st = a->st;
 	struct vec *v = &st->bursts.burst_ivs;
 	if (v->n > 1)
 		qsort(v->data, v->n, v->item, burst_iv_cmp);
-	size_t kept = 0;
+	size_t kept = 0, nadd = 0;
+	struct burst_iv *add = v->n ? malloc(v->n * sizeof *add) : NULL;
 	for (size_t i = 0; i < v->n;) {
 		struct burst_iv m = *VEC_AT(v, struct burst_iv, i);
 		size_t j = i + 1;
@@ -51,19 +64,37 @@ static void bursts_fold(struct analysis *a, uint64_t horizon)
 			}
 		}
 		i = j;
-		if (m.end >= horizon || m.finding >= st->all_findings.n) {
+		if (m.end >= horizon || m.finding >= st->all_findings.n || !add) {
 			if (m.finding < st->all_findings.n)
 				*VEC_AT(v, struct burst_iv, kept++) = m;
 			continue;
 		}
-		struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, m.finding);
-		uint64_t span = m.end - m.start;
+		add[nadd++] = m;
+	}
+	v->n = kept;
+	if (nadd > 1)
+		qsort(add, nadd, sizeof *add, burst_idle_cmp);
+	for (size_t i = 0; i < nadd; i++) {
+		const struct burst_iv *m = &add[i];
+		struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, m->finding);
+		uint64_t span = m->end - m->start;
 		f->total_ns += span;
 		if (span > f->max_ns)
 			f->max_ns = span;
-		f->idle_ns += m.idle_last > m.idle_first ? m.idle_last - m.idle_first : 0;
+		struct an_device *d = get_device(a, m->device);
+		uint64_t from = m->idle_first, idle = 0;
+		if (d && d->burst_idle_to > from)
+			from = d->burst_idle_to;
+		if (m->idle_last > from)
+			idle = m->idle_last - from;
+		f->idle_ns += idle;
+		if (d) {
+			d->burst_idle_by[f->phase] += idle;
+			if (m->idle_last > d->burst_idle_to)
+				d->burst_idle_to = m->idle_last;
+		}
 	}
-	v->n = kept;
+	free(add);
 }
 
 __attribute__((noinline)) void burst_close(struct analysis *a, struct an_stream *s)
@@ -112,10 +143,17 @@ int same_leaf_function(const struct analysis *a, uint64_t x, uint64_t y)
 	       an_frame_same_function(&fx, &fy);
 }
 
-static void bursts_flush(struct analysis *a)
+/* Every stream's open run of tiny kernels closes: the end of the trace, or
+ * an iteration's mark (a burst's idle stays in the phase it is counted in). */
+void bursts_close_all(struct analysis *a)
 {
 	for (size_t i = 0; i < a->streams.n; i++)
 		burst_close(a, VEC_AT(&a->streams, struct an_stream, i));
+}
+
+static void bursts_flush(struct analysis *a)
+{
+	bursts_close_all(a);
 	bursts_fold(a, UINT64_MAX);
 }
 

@@ -403,6 +403,16 @@ static void gaps_span(struct analysis *a, struct an_span_ev *ev)
 		gap_consider_span(&gs->gaps[(gs->gap_head + i) % PENDING_GAPS], e);
 }
 
+void gaps_phase_moved(struct analysis *a, int from, int to)
+{
+	struct gaps_state *gs = &a->st->gaps;
+	for (size_t i = 0; i < gs->gap_n; i++) {
+		struct pgap *g = &gs->gaps[(gs->gap_head + i) % PENDING_GAPS];
+		if (g->phase == from)
+			g->phase = (uint8_t)to;
+	}
+}
+
 static void gaps_flush(struct analysis *a)
 {
 	struct gaps_state *gs = &a->st->gaps;

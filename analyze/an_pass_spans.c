@@ -23,7 +23,7 @@ static int ends_with(const char *s, size_t n, const char *tail)
 static int is_backward_wait(const struct analysis *a, uint64_t cp)
 {
 	struct an_frame f;
-	if (!cp || !an_callpath_frames(a, cp, &f, 1) || !an_file_is_library(f.file, f.file_len))
+	if (!cp || !an_callpath_frames(a, cp, &f, 1) || !an_frame_is_library(a, &f))
 		return 0;
 	static const char *const names[] = {"Tensor.backward", "backward", "grad", "_engine_run_backward"};
 	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
@@ -34,6 +34,17 @@ static int is_backward_wait(const struct analysis *a, uint64_t cp)
 			       ends_with(f.file, f.file_len, "/torch/autograd/graph.py");
 	}
 	return 0;
+}
+
+/* importlib's import of one module (the span the tracer times whole, its
+ * inside run without the hook): the interpreter's work, not the program's. */
+static int is_import(const struct analysis *a, uint64_t cp)
+{
+	struct an_frame f;
+	static const char name[] = "_find_and_load", file[] = "<frozen importlib._bootstrap>";
+	return an_callpath_frames(a, cp, &f, 1) && f.function_len == sizeof name - 1 &&
+	       !memcmp(f.function, name, sizeof name - 1) && f.file_len == sizeof file - 1 &&
+	       !memcmp(f.file, file, sizeof file - 1);
 }
 
 static void spans_span(struct analysis *a, struct an_span_ev *ev)
@@ -51,8 +62,10 @@ static void spans_span(struct analysis *a, struct an_span_ev *ev)
 	ev->stat = s;
 	if (!s)
 		return;
-	if (!s->count)
+	if (!s->count) {
 		s->backward_wait = is_backward_wait(a, cp);
+		s->import = is_import(a, cp);
+	}
 	s->callpath = cp;
 	s->count++;
 	s->total_ns += end - ts;

@@ -89,12 +89,24 @@ struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid)
 	return VEC_AT(&st->threads, struct thread_st, i);
 }
 
+static uint64_t finding_key(int kind, int cause, int phase, uint64_t cp, uint64_t nat)
+{
+	uint64_t h = an_hash_combine(an_hash_combine(an_hash_combine(kind, cause), phase), an_hash_combine(cp, nat));
+	return h == UINT64_MAX ? 0 : h;
+}
+
+void forget_finding(struct analysis *a, const struct an_finding *f)
+{
+	uint64_t h = finding_key(f->kind, f->cause, f->phase, f->callpath, f->native);
+	uint64_t *ix = u64map_get(&a->st->finding_idx, h);
+	if (ix && *ix == finding_index(a->st, f))
+		u64map_del(&a->st->finding_idx, h);
+}
+
 struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, uint64_t cp, uint64_t nat)
 {
 	struct an_state *st = a->st;
-	uint64_t h = an_hash_combine(an_hash_combine(an_hash_combine(kind, cause), phase), an_hash_combine(cp, nat));
-	if (h == UINT64_MAX)
-		h = 0;
+	uint64_t h = finding_key(kind, cause, phase, cp, nat);
 	uint64_t *ix = u64map_get(&st->finding_idx, h);
 	if (ix)
 		return VEC_AT(&st->all_findings, struct an_finding, *ix);
@@ -312,6 +324,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 						    : site_stat(a, api->callpath, api->native);
 		if (ss)
 			ss->gpu_ns += e - s;
+		steps_gpu(st, api->item, e - s);
 	}
 
 	switch (kind) {
@@ -320,7 +333,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		d->kernels++;
 		str->kernels++;
 		un_add(&d->kern, s, e);
-		burst_kernel(a, d, str, s, e, api->callpath, api->native);
+		burst_kernel(a, d, str, s, e, api);
 		kernel_stat(a, g->name, e - s);
 		break;
 	case TBP_K_GPU_MEMCPY: {
@@ -340,7 +353,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		str->sets++;
 		/* A short memset is a tiny kernel to the burst rule: PyTorch's zero_() on a contiguous CUDA tensor
 		 * is a cudaMemsetAsync, so zero_grad's per-parameter loop is a run of memsets. */
-		burst_kernel(a, d, str, s, e, api->callpath, api->native);
+		burst_kernel(a, d, str, s, e, api);
 		un_add(&d->set, s, e);
 		break;
 	}
@@ -376,6 +389,14 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			ss->iters++;
 		}
 	}
+	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
+	 * a poll's answer (cudaStreamQuery, cudaEventQuery), not a failure. */
+	int failed = c->result != 0 && c->result != 600;
+	if (failed)
+		a->n_errors++;
+	uint32_t item = (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET) && !failed
+				? steps_work(st, r->tid, ts, end, c->callpath)
+				: 0;
 	/* A call the runtime refused has no GPU side to wait for. */
 	if (st->expect_gpu && !c->result && (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET)) {
 		struct corr_ent *ce = corr_slot(st, c->corr);
@@ -389,22 +410,15 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			ce->site = ss && a->sites.n < UINT32_MAX
 					   ? (uint32_t)(ss - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1
 					   : 0;
+			ce->item = item;
+			ce->syncs = th ? th->syncs : 0;
 		}
 	}
 
-	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
-	 * a poll's answer (cudaStreamQuery, cudaEventQuery), not a failure. */
-	int failed = c->result != 0 && c->result != 600;
-	if (failed)
-		a->n_errors++;
-	if ((kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET) && !failed)
-		steps_work(st, ts, end, c->callpath);
 	switch (kind) {
 	case TBP_K_LAUNCH:
-		if (!failed) {
+		if (!failed)
 			a->n_launch++;
-			steps_launch(st, ts);
-		}
 		break;
 	case TBP_K_MEMSET:
 		a->n_memset++;
@@ -415,8 +429,11 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 		break;
 	case TBP_K_SYNC:
 		a->n_sync++;
-		if (host_waits)
+		if (host_waits) {
 			copies_sync(a, r, phase, dur);
+			if (th)
+				th->syncs++;
+		}
 		break;
 	case TBP_K_MALLOC:
 		a->n_malloc++;
@@ -535,8 +552,6 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 			pass_record_other(a, r);
 	}
 	*last_ts = last;
-	if (__builtin_expect(last >= a->st->steps.pend_due, 0))
-		step_spans_flush(a, last);
 }
 
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)

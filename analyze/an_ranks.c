@@ -162,7 +162,7 @@ static int is_c10d_span(const struct analysis *a, uint64_t cp)
 static int is_backward_span(const struct analysis *a, uint64_t cp)
 {
 	struct an_frame fr;
-	if (!an_callpath_frames(a, cp, &fr, 1) || !file_has(&fr, "torch/"))
+	if (!an_callpath_frames(a, cp, &fr, 1) || !an_frame_is_library(a, &fr) || !file_has(&fr, "torch/"))
 		return 0;
 	return function_is(&fr, "backward") || function_is(&fr, "Tensor.backward") || function_is(&fr, "_engine_run_backward");
 }

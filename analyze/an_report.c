@@ -706,19 +706,21 @@ void an_report_text(const struct analysis *a, FILE *f)
 		fprintf(f, "window: %s, first to last event\n", fmt_ns(win, t1, sizeof t1));
 	if (a->steps.source) {
 		fprintf(f, "steps: %" PRIu64 " (%s", a->steps.count, an_steps_source_name(a->steps.source));
-		if (a->steps.function) {
-			char site[512];
-			an_site_label(a, an_callpath_parent(a, a->steps.function), 0, site, sizeof site);
-			fprintf(f, ": the loop at %s", site);
-			an_site_label(a, a->steps.function, 0, site, sizeof site);
-			fprintf(f, " calling %s", site);
-		} else if (a->steps.loop) {
+		if (a->steps.loop) {
 			char site[512];
 			an_site_label(a, a->steps.loop, 0, site, sizeof site);
 			fprintf(f, ": the loop whose steps start at %s", site);
 		}
+		if (a->steps.unit) {
+			static const char *const what[] = {"", "one optimizer step()", "one backward()", "one forward of the model"};
+			char site[512];
+			an_site_label(a, a->steps.unit, 0, site, sizeof site);
+			fprintf(f, ", each holding %s at %s", what[a->steps.unit_kind & 3], site);
+		}
 		fprintf(f, "), %" PRIu64 " warm-up set apart, median %s per step\n", a->steps.warmup,
 			fmt_ns(a->steps.median_ns, t2, sizeof t2));
+	} else if (a->steps.none) {
+		fprintf(f, "steps: no steps detected (%s): the whole trace is analysed\n", a->steps.none);
 	}
 
 	text_join(a, f);
@@ -1005,15 +1007,22 @@ int an_report_json(const struct analysis *a, FILE *f)
 		fprintf(f, ",\n\"steps\":{\"count\":%" PRIu64 ",\"source\":\"%s\",\"warmup\":%" PRIu64
 			   ",\"median_ns\":%" PRIu64 ",\"loop\":",
 			a->steps.count, an_steps_source_name(a->steps.source), a->steps.warmup, a->steps.median_ns);
-		if (a->steps.function)
-			json_where(a, f, an_callpath_parent(a, a->steps.function), 0);
-		else if (a->steps.loop)
+		if (a->steps.loop)
 			json_where(a, f, a->steps.loop, 0);
+		else
+			fputs("null", f);
+		fprintf(f, ",\"unit_kind\":\"%s\",\"unit\":", an_step_unit_name(a->steps.unit_kind));
+		if (a->steps.unit)
+			json_where(a, f, a->steps.unit, 0);
 		else
 			fputs("null", f);
 		fputc('}', f);
 	} else {
 		fprintf(f, ",\n\"steps\":null");
+	}
+	if (a->steps.none) {
+		fputs(",\n\"steps_none\":", f);
+		json_str(f, a->steps.none, strlen(a->steps.none));
 	}
 	if (gpu || !(a->n_launch + a->n_memcpy + a->n_memset)) {
 		uint64_t idle = gpu ? a->total.idle_ns : a->total.window_ns;

@@ -11,6 +11,14 @@ enum tba_exit {
 	TBA_EXIT_INTERNAL = 4,   /* out of memory, write error on output */
 };
 
+/* Consistency checks (an_check.c), on when TBANALYZE_CHECK=1: a trace a
+ * verb opened (tr_open), checked by an analysis of it or not; after the
+ * verb, the unchecked ones are analysed and checked.  Returns the verb's
+ * status, or TBA_EXIT_INTERNAL when a check failed. */
+int an_check_on(void);
+void an_check_opened(const char *path, int checked);
+int an_check_unchecked(int rc);
+
 /* Each verb gets argv with argv[0] = the verb name. */
 int cmd_info(int argc, char **argv);
 int cmd_dump(int argc, char **argv);

@@ -48,7 +48,7 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
 		if (!strcmp(argv[1], verbs[i].name))
-			return verbs[i].run(argc - 1, argv + 1);
+			return an_check_unchecked(verbs[i].run(argc - 1, argv + 1));
 	/* A word that is neither a verb nor a file nor a path is a mistyped
 	 * verb, not a trace to open. */
 	if (argv[1][0] != '-' && !strchr(argv[1], '.') && !strchr(argv[1], '/') && access(argv[1], F_OK) != 0) {
@@ -60,5 +60,5 @@ int main(int argc, char **argv)
 	}
 	/* No verb: `tbanalyze trace.zst [options]` is a report. */
 	argv[0] = "report";
-	return cmd_report(argc, argv);
+	return an_check_unchecked(cmd_report(argc, argv));
 }

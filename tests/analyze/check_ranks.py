@@ -267,15 +267,16 @@ def part_bad_input(gen, tmp):
     check(run(["export", d]).stdout == run(["export", one]).stdout, "export of a directory of one trace")
     run([d, "--html", os.path.join(tmp, "one.html")])
     check(os.path.exists(os.path.join(tmp, "one.html")), "--html of a directory of one trace")
-    # Traces of unrelated programs (and nonsense records): no crash, and a
-    # trace without steps is one step: too few to call any rank late.
+    # Traces of unrelated programs (and nonsense records): no crash, and no
+    # rank called late (their steps, where a loop is found in them, do not
+    # meet in collectives).
     others = []
     for scen in ("planted", "cpu", "threads"):
         t = os.path.join(tmp, scen + ".zst")
         subprocess.run([gen, scen, t, os.path.join(tmp, scen + ".json")], check=True)
         others.append(t)
     rep = report(others)
-    check(rep is not None and rep["findings"] == [] and rep["aligned_steps"] == 1,
+    check(rep is not None and rep["findings"] == [],
           f"unrelated traces: {rep and (rep['findings'], rep['aligned_steps'])}")
     for seed in range(1, 7):
         ts = []

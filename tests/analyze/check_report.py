@@ -306,10 +306,14 @@ def part_report(gen_path, tmp):
         if scen == "markers":
             check(rep["window"]["source"] == "markers", "markers: window from markers")
             check(rep["window"]["warmup_excluded"] is True, "markers: warm-up excluded")
-    # A CPU run: no GPU activity, host time by Python path from spans.
+    # A CPU run: no GPU activity, host time by Python path from spans; its
+    # loop's steps are found in the spans (one per load_batch + forward).
     trace, exp = gen(gen_path, tmp, "cpu")
     rep = json.loads(run([trace, "--json"]).stdout)
     check(rep["findings"] == [], "cpu: no findings")
+    st = rep["steps"] or {}
+    check(st.get("source") == "detected" and st.get("count") == 10 and st.get("warmup") == 1
+          and rep["window"]["source"] == "detected_steps", f"cpu: ten steps detected from the spans ({st})")
     paths = {(h["where"]["python"][0]["file"], h["where"]["python"][0]["line"]): h
              for h in rep["host_time_by_python_path"]}
     check(("data.py", 21) in paths and paths[("data.py", 21)]["count"] == 10
@@ -319,14 +323,15 @@ def part_report(gen_path, tmp):
     check(paths.get(("data.py", 21), {}).get("self_ns") == 10 * 280500,
           f"cpu: data.py:21 self time excludes a child that seems to start first ({paths.get(('data.py', 21))})")
     check(("model.py", 30) in paths and paths[("model.py", 30)]["total_ns"] == 10 * 700000, "cpu: model.py:30 host time")
+    # Host time is the whole trace's (the window keeps the breakdown to the steps).
     main = paths.get(("train.py", 120), {})
-    check(main.get("self_ns") == rep["breakdown"]["window_ns"] - 10 * 1000000,
-          f"cpu: main's self time excludes its callees ({main.get('self_ns')})")
+    check(main.get("total_ns") == 10110000 and main.get("self_ns") == main["total_ns"] - 10 * 1000000,
+          f"cpu: main's self time excludes its callees ({main})")
     check(rep["host_time_by_python_path"][0]["where"]["python"][0]["line"] == 30, "cpu: sorted by self time")
     # Per function: inclusive time of the outer function first; one row for a
     # library function reached by two call paths.
     fns = rep["host_time_by_function"]
-    check(fns and fns[0]["function"] == "main" and fns[0]["total_ns"] == rep["breakdown"]["window_ns"],
+    check(fns and fns[0]["function"] == "main" and fns[0]["total_ns"] == main.get("total_ns"),
           f"cpu: main first by inclusive time ({fns[:1]})")
     lin = [h for h in fns if h["function"] == "Linear.forward"]
     check(len(lin) == 1 and lin[0]["paths"] == 2 and lin[0]["count"] == 20 and lin[0]["total_ns"] == 10 * 70000,

@@ -1,0 +1,776 @@
+/*
+ * Step detection: the training (or inference) loop of a trace without the
+ * runner's marks, from what the steps pass kept on its first pass: the work
+ * (launches, copies, memsets, each with the GPU time of its records) and the
+ * Python spans, in time order.  doc/findings.md, "Steps", states the rule.
+ *
+ * A step is the unit that holds the whole of the work.  Every item carries
+ * the line of each of the user's frames on its call path; a context is one
+ * function of the user's called from one place, and in a context's items,
+ * in time order, each line of a loop's body is entered once per iteration
+ * of that loop.  A candidate loop is a context and the line its iterations
+ * start at (its head).
+ *
+ * With torch, the step is recognised by the calls made once per step: the
+ * optimizer's step(), else backward(), else (inference) the model's
+ * forward, each from one call site of the user's.  The loop is then a
+ * context on the path of those calls, its iterations grouped so that each
+ * step holds exactly one such call (micro-batches of gradient accumulation
+ * group; an epoch, holding several, is never a step; an inner loop, holding
+ * none, never either), the outermost such context.  Without them, the
+ * outermost loop whose iterations hold most of the work.  Either way the
+ * steps must hold most of the work (the GPU time of the trace, or the time
+ * of a CPU run outside imports), else there are none: a sliver of the run
+ * analysed as its steady state misleads more than no steps.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "an_pass.h"
+
+/* A line entered twice may be code before and after another (a single
+ * step's forward and its optimizer step): a loop runs at least three
+ * iterations (the warm-up step and two of the steady state). */
+#define LOOP_MIN 3
+#define PATH_FRAMES 16   /* user frames of one call path kept, the outermost ones */
+#define HEADS_TRIED 8    /* head lines tried per context, in the order first entered */
+
+enum { UNIT_NONE = AN_UNIT_NONE, UNIT_OPTIMIZER = AN_UNIT_OPTIMIZER, UNIT_BACKWARD = AN_UNIT_BACKWARD,
+       UNIT_FORWARD = AN_UNIT_FORWARD, UNIT_N };
+
+struct item {
+	uint64_t ts, end, w; /* w: GPU time (work), 0 (spans) */
+	uint32_t path;       /* index in scan.paths */
+	uint32_t tid;
+	int span;
+};
+
+/* A context's line is entered when its previous item was at another line,
+ * or when the line calls again the function it ran first since it was
+ * entered: a loop of one line (`for x in loader: model(x)`, a CPU run whose
+ * only span per step is the forward; `crit(model(x), y)` enters at each
+ * call of model) is entered once per call.  A call is a span whose caller
+ * is the context's own frame.  What the call's thread does while it runs is
+ * inside it, at the calling line, whatever its path says (it always says so
+ * in a real trace; a trace written by hand may not). */
+struct entry_state {
+	uint32_t prev_line;  /* the context's latest item's line, UINT32_MAX: none yet */
+	uint64_t fn;         /* the function the line ran first since it was entered (0: its own work) */
+	int called;          /* a call of fn was seen since */
+	uint32_t call_line, call_tid;
+	uint64_t call_end, call_fn; /* the latest call from the context runs until then */
+};
+/* Whether the item (at *line of the context, running function `below`
+ * under it; call: it is a call of that function from the context's frame)
+ * enters the line anew.  A running call overrides *line. */
+static int enters(struct entry_state *e, const struct item *it, uint32_t *line, uint64_t below, int call)
+{
+	if (!call && it->tid == e->call_tid && it->ts < e->call_end) {
+		*line = e->call_line;
+		below = e->call_fn;
+	}
+	if (call) {
+		e->call_line = *line;
+		e->call_tid = it->tid;
+		e->call_end = it->end;
+		e->call_fn = below;
+	}
+	if (*line != e->prev_line) {
+		e->prev_line = *line;
+		e->fn = below;
+		e->called = call;
+		return 1;
+	}
+	if (!call || below != e->fn)
+		return 0;
+	if (!e->called) {
+		e->called = 1;
+		return 0;
+	}
+	return 1;
+}
+
+struct ctx {
+	struct entry_state entry;
+	uint32_t depth;      /* user frames above it */
+	uint64_t w, first_ts, last_ts;
+	int unit_path;       /* on the call path of a unit call */
+	uint32_t first_line; /* lines of the context, in the order first entered: a list through loop_line.next */
+	uint32_t last_line;
+};
+struct loop_line {
+	uint32_t ctx;
+	uint32_t next;       /* the context's next line in order of first entry, UINT32_MAX: last */
+	uint64_t node;       /* a call path node at this line (the report's "loop") */
+	uint64_t entries;    /* times entered from another line of its context */
+	uint32_t first_iter; /* evaluation scratch: the first iteration it was entered in */
+};
+struct path_info {
+	uint32_t n;                     /* user frames kept, outermost first */
+	uint32_t ctx[PATH_FRAMES], line[PATH_FRAMES];
+	uint64_t below[PATH_FRAMES];    /* the function of the frame under each (0: the leaf) */
+	uint32_t caller_ctx;            /* a span's: the context of its caller's frame, UINT32_MAX: a library's */
+	int leaf_user;                  /* the leaf frame is the user's (its context is ctx[n - 1]) */
+	int complete;                   /* not cut at the tracer's depth */
+	uint8_t unit_kind;              /* outermost unit call on the path, UNIT_NONE: none */
+	uint64_t unit_site;             /* the user's line that calls it */
+};
+struct unit_call {
+	uint64_t ts, end;
+	uint64_t site;
+	uint8_t kind;
+};
+
+struct scan {
+	const struct analysis *a;
+	struct item *items;
+	size_t n;
+	struct vec ctxs, lines, paths; /* struct ctx, loop_line, path_info */
+	struct u64map ctx_idx, line_idx, path_idx;
+	struct vec units;              /* struct unit_call of the kind and site chosen, time order */
+	uint64_t total;                /* the work: GPU time, or (CPU run) time outside imports */
+	int cpu;                       /* no GPU time: a CPU run, time is the work */
+};
+
+/* ------------------------------------------------------------ frames */
+
+static int function_is(const struct an_frame *f, const char *name)
+{
+	return f->function_len == strlen(name) && !memcmp(f->function, name, f->function_len);
+}
+
+static int function_has(const struct an_frame *f, const char *part)
+{
+	return memmem(f->function, f->function_len, part, strlen(part)) != NULL;
+}
+
+/* A library frame of torch's file `rel` (a path below torch's parent
+ * directory, as an_display_path shows it: "torch/optim/"), or of any file
+ * below `rel` when it ends with a slash. */
+static int torch_file(const struct analysis *a, const struct an_frame *f, const char *rel)
+{
+	if (!an_frame_is_library(a, f))
+		return 0;
+	size_t dl, rl = strlen(rel);
+	const char *d = an_display_path(a, f->file, f->file_len, &dl);
+	return rel[rl - 1] == '/' ? dl > rl && !memcmp(d, rel, rl) : dl == rl && !memcmp(d, rel, rl);
+}
+
+/* What kind of once-per-step call a frame is: the optimizer's step (any
+ * frame in torch.optim but zero_grad and the LR schedulers), torch's
+ * backward(), a module's call (its forward). */
+static int unit_frame(const struct analysis *a, const struct an_frame *f)
+{
+	if (torch_file(a, f, "torch/optim/"))
+		return function_has(f, "zero_grad") || torch_file(a, f, "torch/optim/lr_scheduler.py") ? UNIT_NONE
+											       : UNIT_OPTIMIZER;
+	if ((torch_file(a, f, "torch/_tensor.py") && function_is(f, "Tensor.backward")) ||
+	    (torch_file(a, f, "torch/autograd/__init__.py") && function_is(f, "backward")))
+		return UNIT_BACKWARD;
+	if (torch_file(a, f, "torch/nn/modules/module.py") &&
+	    (function_is(f, "Module._wrapped_call_impl") || function_is(f, "Module._call_impl")))
+		return UNIT_FORWARD;
+	return UNIT_NONE;
+}
+
+/* The contexts and lines of call path cp's user frames, and its unit call;
+ * made on first sight.  Returns its index, UINT32_MAX when out of memory. */
+static uint32_t path_of(struct scan *sc, uint64_t cp)
+{
+	uint64_t *ix = u64map_get(&sc->path_idx, cp);
+	if (ix)
+		return (uint32_t)*ix;
+	const struct analysis *a = sc->a;
+	/* Frames leaf first, to be walked outermost first. */
+	enum { MAX = 256 };
+	uint64_t nodes[MAX];
+	struct an_frame fr[MAX];
+	size_t n = 0;
+	for (uint64_t node = cp; node && n < MAX; node = an_callpath_parent(a, node)) {
+		if (!an_callpath_frames(a, node, &fr[n], 1))
+			break;
+		nodes[n++] = node;
+	}
+	struct path_info pi = {.caller_ctx = UINT32_MAX};
+	/* Cut by the tracer's depth (32 frames by default) unless it reaches
+	 * the module's top level. */
+	pi.complete = n && n < MAX && (n < 32 || function_is(&fr[n - 1], "<module>"));
+	size_t users = 0;
+	for (size_t i = 0; i < n; i++)
+		users += !an_frame_is_library(a, &fr[i]);
+	size_t skip = users > PATH_FRAMES ? users - PATH_FRAMES : 0; /* keep the outermost */
+	uint32_t depth = 0;
+	for (size_t k = n; k-- > 0;) {
+		const struct an_frame *f = &fr[k];
+		if (an_frame_is_library(a, f)) {
+			int u = pi.unit_kind ? UNIT_NONE : unit_frame(a, f);
+			if (u) {
+				pi.unit_kind = (uint8_t)u;
+				pi.unit_site = an_user_callpath(a, nodes[k]);
+			}
+			continue;
+		}
+		if (depth++ < skip)
+			continue;
+		uint64_t parent = k + 1 < n ? nodes[k + 1] : 0;
+		uint64_t key = an_hash_combine(an_frame_function_hash(f), parent) >> 1;
+		uint64_t *c = u64map_get(&sc->ctx_idx, key);
+		uint32_t ci;
+		if (c) {
+			ci = (uint32_t)*c;
+		} else {
+			struct ctx *x = vec_push(&sc->ctxs);
+			if (!x || u64map_put(&sc->ctx_idx, key, sc->ctxs.n - 1))
+				return UINT32_MAX;
+			x->entry.prev_line = x->first_line = x->last_line = UINT32_MAX;
+			x->depth = depth - 1;
+			x->first_ts = UINT64_MAX;
+			ci = (uint32_t)(sc->ctxs.n - 1);
+		}
+		uint64_t lkey = an_hash_combine(key, f->line) >> 1;
+		uint64_t *l = u64map_get(&sc->line_idx, lkey);
+		uint32_t li;
+		if (l) {
+			li = (uint32_t)*l;
+		} else {
+			struct loop_line *y = vec_push(&sc->lines);
+			if (!y || u64map_put(&sc->line_idx, lkey, sc->lines.n - 1))
+				return UINT32_MAX;
+			y->ctx = ci;
+			y->node = nodes[k];
+			y->next = UINT32_MAX;
+			li = (uint32_t)(sc->lines.n - 1);
+		}
+		if (k == 1)
+			pi.caller_ctx = ci;
+		if (k == 0)
+			pi.leaf_user = 1;
+		pi.below[pi.n] = k ? an_frame_function_hash(&fr[k - 1]) : 0;
+		pi.ctx[pi.n] = ci;
+		pi.line[pi.n++] = li;
+	}
+	struct path_info *p = vec_push(&sc->paths);
+	if (!p || u64map_put(&sc->path_idx, cp, sc->paths.n - 1))
+		return UINT32_MAX;
+	*p = pi;
+	return (uint32_t)(sc->paths.n - 1);
+}
+
+static const struct path_info *path_at(const struct scan *sc, uint32_t i)
+{
+	return VEC_AT(&sc->paths, struct path_info, i);
+}
+
+/* User frames of an item's path that are lines of their context: a span's
+ * leaf is the function called, not a line of its body (the call is a line
+ * of its caller's). */
+static uint32_t frames_of(const struct item *it, const struct path_info *p)
+{
+	return it->span && p->leaf_user ? p->n - 1 : p->n;
+}
+
+/* The item's line in context ci (UINT32_MAX: not in it), and in *below
+ * the function it runs under that frame. */
+static uint32_t line_in(const struct item *it, const struct path_info *p, uint32_t ci, uint64_t *below)
+{
+	for (uint32_t k = 0, n = frames_of(it, p); k < n; k++)
+		if (p->ctx[k] == ci) {
+			*below = p->below[k];
+			return p->line[k];
+		}
+	return UINT32_MAX;
+}
+
+/* ------------------------------------------------------------ items */
+
+static int item_cmp(const void *x, const void *y)
+{
+	const struct item *a = x, *b = y;
+	if (a->ts != b->ts)
+		return a->ts < b->ts ? -1 : 1;
+	/* A span before the work inside it that starts at the same time. */
+	return a->end > b->end ? -1 : a->end < b->end;
+}
+
+static int step_cmp(const void *x, const void *y)
+{
+	const struct an_step *a = x, *b = y;
+	return a->begin < b->begin ? -1 : a->begin > b->begin;
+}
+
+/* The work and the spans in time order; the work's total (GPU time, or for
+ * a CPU run the time of the trace outside imports). */
+static int items_build(struct scan *sc)
+{
+	const struct analysis *a = sc->a;
+	const struct steps_state *ss = &a->st->steps;
+	size_t n = ss->work.n + ss->spans.n;
+	if (!(sc->items = malloc((n ? n : 1) * sizeof *sc->items)))
+		return -1;
+	/* The work: its GPU time; an API-only trace's, its calls' own time; a
+	 * CPU run's (no work at all), the time itself. */
+	uint64_t gpu = 0, host = 0;
+	for (size_t i = 0; i < ss->work.n; i++) {
+		const struct step_item *s = VEC_AT(&ss->work, struct step_item, i);
+		gpu += s->gpu_ns;
+		host += s->end > s->ts ? s->end - s->ts : 0;
+	}
+	int api_only = !gpu && ss->work.n;
+	sc->cpu = !ss->work.n;
+	for (int k = 0; k < 2; k++) {
+		const struct vec *v = k ? &ss->spans : &ss->work;
+		for (size_t i = 0; i < v->n; i++) {
+			const struct step_item *s = VEC_AT(v, struct step_item, i);
+			uint32_t p = path_of(sc, s->cp);
+			if (p == UINT32_MAX)
+				return -1;
+			uint64_t w = k ? 0 : api_only ? (s->end > s->ts ? s->end - s->ts : 0) : s->gpu_ns;
+			sc->items[sc->n++] = (struct item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .w = w,
+							   .path = p, .tid = s->tid, .span = k};
+		}
+	}
+	qsort(sc->items, sc->n, sizeof *sc->items, item_cmp);
+	if (!sc->cpu) {
+		sc->total = api_only ? host : gpu;
+		return 0;
+	}
+	/* A CPU run: its time, less what imports took (the interpreter's work,
+	 * seconds of it before a short loop). */
+	uint64_t span = a->last_ts > a->first_ts ? a->last_ts - a->first_ts : 0, imports = 0;
+	struct vec iv = ss->imports;
+	if (iv.n)
+		qsort(iv.data, iv.n, sizeof(struct an_step), step_cmp);
+	uint64_t cur_b = 0, cur_e = 0;
+	for (size_t i = 0; i < iv.n; i++) {
+		const struct an_step *s = VEC_AT(&iv, struct an_step, i);
+		if (i && s->begin <= cur_e) {
+			if (s->end > cur_e)
+				cur_e = s->end;
+			continue;
+		}
+		imports += cur_e - cur_b;
+		cur_b = s->begin;
+		cur_e = s->end;
+	}
+	imports += cur_e - cur_b;
+	sc->total = span > imports ? span - imports : 0;
+	return 0;
+}
+
+/* The item is a call from context ci's frame (enters). */
+static int call_from(const struct item *it, const struct path_info *p, uint32_t ci)
+{
+	return it->span && p->caller_ctx == ci;
+}
+
+/* Each context's lines entered, in time order (enters). */
+static void lines_count(struct scan *sc)
+{
+	for (size_t i = 0; i < sc->n; i++) {
+		const struct item *it = &sc->items[i];
+		const struct path_info *p = path_at(sc, it->path);
+		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
+			struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, p->ctx[k]);
+			c->w += it->w;
+			if (it->ts < c->first_ts)
+				c->first_ts = it->ts;
+			if (it->end > c->last_ts)
+				c->last_ts = it->end;
+			uint32_t line = p->line[k];
+			if (!enters(&c->entry, it, &line, p->below[k], call_from(it, p, p->ctx[k])))
+				continue;
+			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
+			if (!l->entries++) {
+				if (c->last_line == UINT32_MAX)
+					c->first_line = line;
+				else
+					VEC_AT(&sc->lines, struct loop_line, c->last_line)->next = line;
+				c->last_line = line;
+			}
+		}
+	}
+}
+
+/* ------------------------------------------------------------ units */
+
+struct unit_site {
+	uint64_t site, calls;
+	uint8_t kind;
+};
+
+/* The calls made once per step: consecutive items of one thread inside the
+ * same call (the outermost unit frame on their paths, called from one site),
+ * a span of the call covering what runs inside it.  The kind that has a call site with
+ * at least LOOP_MIN calls, in the order optimizer, backward, forward; its
+ * busiest site's calls into sc->units. */
+static int units_find(struct scan *sc)
+{
+	struct vec calls = {.item = sizeof(struct unit_call)};
+	struct {
+		uint32_t tid;
+		uint64_t site, end;
+		uint8_t kind;
+		int open;
+	} th[64];
+	size_t nth = 0;
+	for (size_t i = 0; i < sc->n; i++) {
+		const struct item *it = &sc->items[i];
+		const struct path_info *p = path_at(sc, it->path);
+		size_t t = 0;
+		while (t < nth && th[t].tid != it->tid)
+			t++;
+		if (t == nth) {
+			if (nth == 64)
+				continue; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
+			th[nth++] = (typeof(th[0])){.tid = it->tid};
+		}
+		if (!p->unit_kind) {
+			if (th[t].open && it->ts >= th[t].end)
+				th[t].open = 0;
+			continue;
+		}
+		/* One call: its span's path and the paths of the work inside it
+		 * name it by different lines (the function's first, the line
+		 * running), so by its call site. */
+		if (th[t].open && th[t].site == p->unit_site && th[t].kind == p->unit_kind) {
+			if (it->end > th[t].end)
+				th[t].end = it->end;
+			VEC_AT(&calls, struct unit_call, calls.n - 1)->end = th[t].end;
+			continue;
+		}
+		struct unit_call *c = vec_push(&calls);
+		if (!c) {
+			vec_free(&calls);
+			return -1;
+		}
+		*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->unit_site, .kind = p->unit_kind};
+		th[t] = (typeof(th[0])){.tid = it->tid, .site = p->unit_site, .kind = p->unit_kind, .end = it->end, .open = 1};
+	}
+	/* Calls per (kind, site). */
+	struct vec sites = {.item = sizeof(struct unit_site)};
+	for (size_t i = 0; i < calls.n; i++) {
+		const struct unit_call *c = VEC_AT(&calls, struct unit_call, i);
+		size_t k = 0;
+		while (k < sites.n && (VEC_AT(&sites, struct unit_site, k)->site != c->site ||
+				       VEC_AT(&sites, struct unit_site, k)->kind != c->kind))
+			k++;
+		struct unit_site *us = k < sites.n ? VEC_AT(&sites, struct unit_site, k) : vec_push(&sites);
+		if (!us)
+			break;
+		us->site = c->site;
+		us->kind = c->kind;
+		us->calls++;
+	}
+	const struct unit_site *best = NULL;
+	for (int kind = UNIT_OPTIMIZER; kind < UNIT_N && !best; kind++)
+		for (size_t k = 0; k < sites.n; k++) {
+			const struct unit_site *us = VEC_AT(&sites, struct unit_site, k);
+			if (us->kind == kind && us->calls >= LOOP_MIN && (!best || us->calls > best->calls))
+				best = us;
+		}
+	int rc = 0;
+	if (best) {
+		for (size_t i = 0; i < calls.n && !rc; i++) {
+			const struct unit_call *c = VEC_AT(&calls, struct unit_call, i);
+			struct unit_call *u;
+			if (c->kind == best->kind && c->site == best->site) {
+				if (!(u = vec_push(&sc->units)))
+					rc = -1;
+				else
+					*u = *c;
+			}
+		}
+		/* The contexts the loop can be: those on the units' paths. */
+		for (size_t i = 0; i < sc->n; i++) {
+			const struct path_info *p = path_at(sc, sc->items[i].path);
+			if (p->unit_kind == best->kind && p->unit_site == best->site)
+				for (uint32_t k = 0; k < p->n; k++)
+					VEC_AT(&sc->ctxs, struct ctx, p->ctx[k])->unit_path = 1;
+		}
+	}
+	vec_free(&sites);
+	vec_free(&calls);
+	return rc;
+}
+
+/* ------------------------------------------------------------ candidates */
+
+struct cand {
+	struct vec steps;  /* struct an_step */
+	uint64_t covered;  /* of sc->total */
+	uint32_t ctx, head;
+};
+
+/* The loop of context ci whose iterations start at line head: each from an
+ * entry into the head line to the next, or, when the user's code works
+ * outside the context before that (on the loop's thread, the code after the
+ * loop's body: an evaluation pass, a checkpoint), to the end of the
+ * iteration's own last item; the last one ends before a line no earlier
+ * iteration entered (the code after the loop). */
+static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out)
+{
+	out->n = 0;
+	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
+	     l = VEC_AT(&sc->lines, struct loop_line, l)->next)
+		VEC_AT(&sc->lines, struct loop_line, l)->first_iter = UINT32_MAX;
+	struct entry_state e = {.prev_line = UINT32_MAX};
+	uint32_t tid = 0;
+	int open = 0;
+	uint64_t last_end = 0;
+	size_t last_begin_item = 0;
+	for (size_t i = 0; i < sc->n; i++) {
+		const struct item *it = &sc->items[i];
+		const struct path_info *p = path_at(sc, it->path);
+		uint64_t below;
+		uint32_t line = line_in(it, p, ci, &below);
+		if (line == UINT32_MAX) {
+			if (open && it->tid == tid && p->n && p->complete) {
+				struct an_step *s = VEC_AT(out, struct an_step, out->n - 1);
+				s->end = last_end > s->begin ? last_end : s->begin + 1;
+				open = 0;
+			}
+			continue;
+		}
+		if (enters(&e, it, &line, below, call_from(it, p, ci)) && line == head) {
+			if (open)
+				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
+			struct an_step *s = vec_push(out);
+			if (!s)
+				return -1;
+			s->begin = it->ts;
+			open = 1;
+			tid = it->tid;
+			last_end = it->end;
+			last_begin_item = i;
+		}
+		if (!open)
+			continue;
+		if (it->end > last_end)
+			last_end = it->end;
+		struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
+		if (l->first_iter == UINT32_MAX)
+			l->first_iter = (uint32_t)(out->n - 1);
+	}
+	if (!out->n)
+		return 0;
+	struct an_step *last = VEC_AT(out, struct an_step, out->n - 1);
+	uint32_t li = (uint32_t)(out->n - 1);
+	if (open) { /* to the end of its own work, before the code after the loop */
+		uint64_t end = last->begin + 1;
+		struct entry_state le = {.prev_line = UINT32_MAX};
+		for (size_t i = last_begin_item; i < sc->n; i++) {
+			const struct path_info *p = path_at(sc, sc->items[i].path);
+			uint64_t below;
+			uint32_t line = line_in(&sc->items[i], p, ci, &below);
+			if (line == UINT32_MAX)
+				continue;
+			enters(&le, &sc->items[i], &line, below, call_from(&sc->items[i], p, ci));
+			if (li && line != head && VEC_AT(&sc->lines, struct loop_line, line)->first_iter == li)
+				break;
+			if (sc->items[i].end > end)
+				end = sc->items[i].end;
+		}
+		last->end = end;
+	}
+	return 0;
+}
+
+/* The work inside the steps: GPU time of the items starting in one, or a
+ * CPU run's time in them. */
+static uint64_t covered(const struct scan *sc, const struct vec *steps)
+{
+	uint64_t w = 0;
+	size_t i = 0;
+	for (size_t k = 0; k < steps->n; k++) {
+		const struct an_step *s = VEC_AT(steps, struct an_step, k);
+		if (sc->cpu) {
+			w += s->end - s->begin;
+			continue;
+		}
+		while (i < sc->n && sc->items[i].ts < s->begin)
+			i++;
+		for (; i < sc->n && sc->items[i].ts < s->end; i++)
+			w += sc->items[i].w;
+	}
+	return w;
+}
+
+/* The iterations grouped so that each step holds exactly one unit call: a
+ * step ends with the iteration its call starts in (micro-batches of
+ * gradient accumulation before it belong to it); iterations after the last
+ * call are no step.  0 when the loop's iterations do not fit the calls (one
+ * holds two: an epoch; or the calls lie outside them: an inner loop). */
+static int group_by_units(const struct scan *sc, struct vec *steps)
+{
+	size_t u = 0, out = 0, inside = 0, nu = sc->units.n;
+	uint64_t group_begin = 0;
+	int grouping = 0;
+	for (size_t k = 0; k < steps->n; k++) {
+		const struct an_step s = *VEC_AT(steps, struct an_step, k);
+		while (u < nu && VEC_AT(&sc->units, struct unit_call, u)->ts < s.begin)
+			u++;
+		size_t in = 0;
+		while (u < nu && VEC_AT(&sc->units, struct unit_call, u)->ts < s.end) {
+			in++;
+			u++;
+		}
+		if (in > 1)
+			return 0;
+		if (!grouping) {
+			group_begin = s.begin;
+			grouping = 1;
+		}
+		if (in) {
+			inside++;
+			*VEC_AT(steps, struct an_step, out++) = (struct an_step){group_begin, s.end};
+			grouping = 0;
+		}
+	}
+	steps->n = out;
+	/* Nearly every call inside a step (one before the loop, or after it,
+	 * is the program's own business). */
+	return out >= 2 && inside + 1 + nu / 8 >= nu;
+}
+
+/* Iterations of a loop are alike: most steady ones (after the first) last
+ * within a factor of two of their median.  A line entered only now and then
+ * (a rare interruption of a line that does everything) makes steps of wildly
+ * different lengths, no loop. */
+static int steps_regular(const struct vec *steps)
+{
+	size_t n = steps->n > 1 ? steps->n - 1 : 0;
+	if (n < 2)
+		return 1;
+	uint64_t *len = malloc(n * sizeof *len);
+	if (!len)
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		const struct an_step *s = VEC_AT(steps, struct an_step, i + 1);
+		len[i] = s->end - s->begin;
+	}
+	qsort(len, n, sizeof *len, u64_cmp);
+	uint64_t med = len[n / 2];
+	size_t alike = 0;
+	for (size_t i = 0; i < n; i++)
+		alike += 2 * len[i] >= med && len[i] <= 2 * med;
+	free(len);
+	return 2 * alike > n;
+}
+
+/* The context's loop: its heads in the order first entered (the body's first
+ * line before lines of an inner loop or under a condition), the first that
+ * makes valid steps (with unit calls: a step per call; without: steps that
+ * hold most of the work). */
+static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
+{
+	const struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
+	uint64_t need = sc->units.n ? sc->units.n : LOOP_MIN;
+	struct vec steps = {.item = sizeof(struct an_step)};
+	unsigned tried = 0;
+	int rc = 0;
+	for (uint32_t h = c->first_line; h != UINT32_MAX && tried < HEADS_TRIED;
+	     h = VEC_AT(&sc->lines, struct loop_line, h)->next) {
+		if (VEC_AT(&sc->lines, struct loop_line, h)->entries < need)
+			continue;
+		tried++;
+		if (iterations(sc, ci, h, &steps)) {
+			rc = -1;
+			break;
+		}
+		if (steps.n < LOOP_MIN || (sc->units.n && !group_by_units(sc, &steps)))
+			continue;
+		if (!sc->units.n && !steps_regular(&steps))
+			continue;
+		uint64_t cov = covered(sc, &steps);
+		if (!sc->units.n && 2 * cov < sc->total)
+			continue;
+		const struct ctx *bc = best->steps.n ? VEC_AT(&sc->ctxs, struct ctx, best->ctx) : NULL;
+		/* The outermost; the fewest steps without units (an outer loop's
+		 * iterations hold an inner one's); the most work. */
+		int better = !bc || c->depth < bc->depth ||
+			     (c->depth == bc->depth &&
+			      (sc->units.n ? cov > best->covered
+					   : steps.n < best->steps.n || (steps.n == best->steps.n && cov > best->covered)));
+		if (better) {
+			struct vec keep = best->steps;
+			best->steps = steps;
+			best->covered = cov;
+			best->ctx = ci;
+			best->head = h;
+			steps = keep;
+		}
+		break;
+	}
+	vec_free(&steps);
+	return rc;
+}
+
+static int find_loop(struct scan *sc, struct cand *best)
+{
+	for (size_t ci = 0; ci < sc->ctxs.n; ci++) {
+		const struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
+		if (sc->units.n && !c->unit_path)
+			continue;
+		/* A loop whose iterations may hold most of the work: the context's
+		 * own work does. */
+		if (!sc->cpu ? 2 * c->w < sc->total : 2 * (c->last_ts - c->first_ts) < sc->total)
+			continue;
+		if (ctx_candidate(sc, (uint32_t)ci, best))
+			return -1;
+	}
+	return 0;
+}
+
+static void scan_free(struct scan *sc)
+{
+	free(sc->items);
+	vec_free(&sc->ctxs);
+	vec_free(&sc->lines);
+	vec_free(&sc->paths);
+	vec_free(&sc->units);
+	u64map_free(&sc->ctx_idx);
+	u64map_free(&sc->line_idx);
+	u64map_free(&sc->path_idx);
+}
+
+void steps_detect(struct analysis *a)
+{
+	const struct steps_state *ss = &a->st->steps;
+	if (ss->collect_full) {
+		a->steps.none = "more than 1 Mi runs of work or spans to look at";
+		return;
+	}
+	struct scan sc = {.a = a, .ctxs.item = sizeof(struct ctx), .lines.item = sizeof(struct loop_line),
+			  .paths.item = sizeof(struct path_info), .units.item = sizeof(struct unit_call)};
+	struct cand best = {.steps.item = sizeof(struct an_step)};
+	a->steps.none = "no loop found";
+	if (items_build(&sc) || (lines_count(&sc), units_find(&sc)) || !sc.total)
+		goto out;
+	if (find_loop(&sc, &best))
+		goto out;
+	if (!best.steps.n && sc.units.n) {
+		/* The once-per-step calls fit no loop: the outermost loop then. */
+		sc.units.n = 0;
+		if (find_loop(&sc, &best))
+			goto out;
+	}
+	if (!best.steps.n)
+		goto out;
+	if (2 * best.covered < sc.total) {
+		a->steps.none = sc.cpu ? "the loop found holds less than half of the run's time"
+				       : "the loop found holds less than half of the GPU work";
+		goto out;
+	}
+	a->steps.none = NULL;
+	a->steps.source = AN_STEPS_DETECTED;
+	a->steps.loop = VEC_AT(&sc.lines, struct loop_line, best.head)->node;
+	a->steps.unit = sc.units.n ? VEC_AT(&sc.units, struct unit_call, 0)->site : 0;
+	a->steps.unit_kind = sc.units.n ? VEC_AT(&sc.units, struct unit_call, 0)->kind : AN_UNIT_NONE;
+	vec_free(&a->step_ivs);
+	a->step_ivs = best.steps;
+	best.steps = (struct vec){0};
+out:
+	vec_free(&best.steps);
+	scan_free(&sc);
+}
