@@ -94,7 +94,7 @@ static int enters(struct entry_state *e, const struct item *it, uint32_t *line, 
 struct ctx {
 	struct entry_state entry;
 	uint32_t depth;      /* user frames above it */
-	uint64_t w, first_ts, last_ts;
+	uint64_t w;          /* the work of its items */
 	int unit_path;       /* on the call path of a unit call */
 	uint32_t first_line; /* lines of the context, in the order first entered: a list through loop_line.next */
 	uint32_t last_line;
@@ -113,6 +113,7 @@ struct path_info {
 	uint32_t caller_ctx;            /* a span's: the context of its caller's frame, UINT32_MAX: a library's */
 	int leaf_user;                  /* the leaf frame is the user's (its context is ctx[n - 1]) */
 	int complete;                   /* not cut at the tracer's depth */
+	int distributed;                /* inside torch.distributed (or DDP's set-up): waits on other ranks */
 	uint8_t unit_kind;              /* outermost unit call on the path, UNIT_NONE: none */
 	uint64_t unit_site;             /* the user's line that calls it */
 };
@@ -120,6 +121,7 @@ struct unit_call {
 	uint64_t ts, end;
 	uint64_t site;
 	uint8_t kind;
+	int work;      /* it holds work (launches): seen whatever its length */
 };
 
 struct scan {
@@ -204,6 +206,8 @@ static uint32_t path_of(struct scan *sc, uint64_t cp)
 	for (size_t k = n; k-- > 0;) {
 		const struct an_frame *f = &fr[k];
 		if (an_frame_is_library(a, f)) {
+			if (torch_file(a, f, "torch/distributed/") || torch_file(a, f, "torch/nn/parallel/distributed.py"))
+				pi.distributed = 1;
 			int u = pi.unit_kind ? UNIT_NONE : unit_frame(a, f);
 			if (u) {
 				pi.unit_kind = (uint8_t)u;
@@ -225,7 +229,6 @@ static uint32_t path_of(struct scan *sc, uint64_t cp)
 				return UINT32_MAX;
 			x->entry.prev_line = x->first_line = x->last_line = UINT32_MAX;
 			x->depth = depth - 1;
-			x->first_ts = UINT64_MAX;
 			ci = (uint32_t)(sc->ctxs.n - 1);
 		}
 		uint64_t lkey = an_hash_combine(key, f->line) >> 1;
@@ -299,8 +302,86 @@ static int step_cmp(const void *x, const void *y)
 	return a->begin < b->begin ? -1 : a->begin > b->begin;
 }
 
-/* The work and the spans in time order; the work's total (GPU time, or for
- * a CPU run the time of the trace outside imports). */
+/* The time of [b, e) that no import covers (imports: merged, in order). */
+static uint64_t outside_imports(const struct vec *imports, uint64_t b, uint64_t e)
+{
+	uint64_t t = e - b;
+	size_t lo = 0, hi = imports->n;
+	while (lo < hi) { /* the first import ending after b */
+		size_t m = lo + (hi - lo) / 2;
+		if (VEC_AT(imports, struct an_step, m)->end <= b)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	for (size_t i = lo; i < imports->n; i++) {
+		const struct an_step *im = VEC_AT(imports, struct an_step, i);
+		if (im->begin >= e)
+			break;
+		uint64_t ob = im->begin > b ? im->begin : b, oe = im->end < e ? im->end : e;
+		t -= oe > ob ? oe - ob : 0;
+	}
+	return t;
+}
+
+static int span_tid_cmp(const void *x, const void *y)
+{
+	const struct item *a = *(const struct item *const *)x, *b = *(const struct item *const *)y;
+	if (a->tid != b->tid)
+		return a->tid < b->tid ? -1 : 1;
+	return item_cmp(a, b);
+}
+
+/* A CPU run's work: the time in the innermost spans (calls no longer span
+ * inside) of the program's code, less the imports inside them, and not in
+ * torch.distributed, whose calls wait on the other ranks (a rendezvous can
+ * take longer than a short loop).  Glue between calls under the tracer's
+ * threshold is no span; an enclosing call (main) counts through the calls
+ * inside it. */
+static int cpu_work(struct scan *sc)
+{
+	struct vec *imports = &sc->a->st->steps.imports;
+	if (imports->n > 1)
+		qsort(imports->data, imports->n, sizeof(struct an_step), step_cmp);
+	size_t merged = 0;
+	for (size_t i = 0; i < imports->n; i++) {
+		const struct an_step s = *VEC_AT(imports, struct an_step, i);
+		struct an_step *last = merged ? VEC_AT(imports, struct an_step, merged - 1) : NULL;
+		if (last && s.begin <= last->end) {
+			if (s.end > last->end)
+				last->end = s.end;
+		} else {
+			*VEC_AT(imports, struct an_step, merged++) = s;
+		}
+	}
+	imports->n = merged;
+	struct item **by_thread = malloc((sc->n ? sc->n : 1) * sizeof *by_thread);
+	if (!by_thread)
+		return -1;
+	for (size_t i = 0; i < sc->n; i++)
+		by_thread[i] = &sc->items[i];
+	qsort(by_thread, sc->n, sizeof *by_thread, span_tid_cmp);
+	for (size_t i = 0; i < sc->n; i++) {
+		struct item *it = by_thread[i];
+		const struct item *next = i + 1 < sc->n ? by_thread[i + 1] : NULL;
+		if (next && next->tid == it->tid && next->ts < it->end)
+			continue; /* a span starts inside it */
+		/* The program's calls: the interpreter's start (site) and exit
+		 * (finalizers) have none of its frames; torch.distributed's
+		 * (rendezvous, DDP's set-up, collectives) wait on other ranks. */
+		const struct path_info *p = path_at(sc, it->path);
+		if (!p->n || p->distributed)
+			continue;
+		it->w = outside_imports(imports, it->ts, it->end);
+		sc->total += it->w;
+	}
+	free(by_thread);
+	return 0;
+}
+
+/* The work and the spans in time order, each with its share of the work:
+ * GPU time; an API-only trace's call time; a CPU run's (no work at all)
+ * time in its innermost spans (cpu_work). */
 static int items_build(struct scan *sc)
 {
 	const struct analysis *a = sc->a;
@@ -308,8 +389,6 @@ static int items_build(struct scan *sc)
 	size_t n = ss->work.n + ss->spans.n;
 	if (!(sc->items = malloc((n ? n : 1) * sizeof *sc->items)))
 		return -1;
-	/* The work: its GPU time; an API-only trace's, its calls' own time; a
-	 * CPU run's (no work at all), the time itself. */
 	uint64_t gpu = 0, host = 0;
 	for (size_t i = 0; i < ss->work.n; i++) {
 		const struct step_item *s = VEC_AT(&ss->work, struct step_item, i);
@@ -330,31 +409,11 @@ static int items_build(struct scan *sc)
 							   .path = p, .tid = s->tid, .span = k};
 		}
 	}
+	if (sc->cpu && cpu_work(sc))
+		return -1;
 	qsort(sc->items, sc->n, sizeof *sc->items, item_cmp);
-	if (!sc->cpu) {
+	if (!sc->cpu)
 		sc->total = api_only ? host : gpu;
-		return 0;
-	}
-	/* A CPU run: its time, less what imports took (the interpreter's work,
-	 * seconds of it before a short loop). */
-	uint64_t span = a->last_ts > a->first_ts ? a->last_ts - a->first_ts : 0, imports = 0;
-	struct vec iv = ss->imports;
-	if (iv.n)
-		qsort(iv.data, iv.n, sizeof(struct an_step), step_cmp);
-	uint64_t cur_b = 0, cur_e = 0;
-	for (size_t i = 0; i < iv.n; i++) {
-		const struct an_step *s = VEC_AT(&iv, struct an_step, i);
-		if (i && s->begin <= cur_e) {
-			if (s->end > cur_e)
-				cur_e = s->end;
-			continue;
-		}
-		imports += cur_e - cur_b;
-		cur_b = s->begin;
-		cur_e = s->end;
-	}
-	imports += cur_e - cur_b;
-	sc->total = span > imports ? span - imports : 0;
 	return 0;
 }
 
@@ -373,10 +432,6 @@ static void lines_count(struct scan *sc)
 		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
 			struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, p->ctx[k]);
 			c->w += it->w;
-			if (it->ts < c->first_ts)
-				c->first_ts = it->ts;
-			if (it->end > c->last_ts)
-				c->last_ts = it->end;
 			uint32_t line = p->line[k];
 			if (!enters(&c->entry, it, &line, p->below[k], call_from(it, p, p->ctx[k])))
 				continue;
@@ -396,6 +451,7 @@ static void lines_count(struct scan *sc)
 
 struct unit_site {
 	uint64_t site, calls;
+	uint64_t shortest; /* the shortest of its calls seen only as spans */
 	uint8_t kind;
 };
 
@@ -410,6 +466,7 @@ static int units_find(struct scan *sc)
 	struct {
 		uint32_t tid;
 		uint64_t site, end;
+		size_t call; /* its index in calls */
 		uint8_t kind;
 		int open;
 	} th[64];
@@ -436,7 +493,9 @@ static int units_find(struct scan *sc)
 		if (th[t].open && th[t].site == p->unit_site && th[t].kind == p->unit_kind) {
 			if (it->end > th[t].end)
 				th[t].end = it->end;
-			VEC_AT(&calls, struct unit_call, calls.n - 1)->end = th[t].end;
+			struct unit_call *c = VEC_AT(&calls, struct unit_call, th[t].call);
+			c->end = th[t].end;
+			c->work |= !it->span;
 			continue;
 		}
 		struct unit_call *c = vec_push(&calls);
@@ -444,8 +503,10 @@ static int units_find(struct scan *sc)
 			vec_free(&calls);
 			return -1;
 		}
-		*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->unit_site, .kind = p->unit_kind};
-		th[t] = (typeof(th[0])){.tid = it->tid, .site = p->unit_site, .kind = p->unit_kind, .end = it->end, .open = 1};
+		*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->unit_site, .kind = p->unit_kind,
+					.work = !it->span};
+		th[t] = (typeof(th[0])){.tid = it->tid, .site = p->unit_site, .kind = p->unit_kind, .end = it->end,
+					.call = calls.n - 1, .open = 1};
 	}
 	/* Calls per (kind, site). */
 	struct vec sites = {.item = sizeof(struct unit_site)};
@@ -458,15 +519,30 @@ static int units_find(struct scan *sc)
 		struct unit_site *us = k < sites.n ? VEC_AT(&sites, struct unit_site, k) : vec_push(&sites);
 		if (!us)
 			break;
+		if (!us->calls)
+			us->shortest = UINT64_MAX;
 		us->site = c->site;
 		us->kind = c->kind;
 		us->calls++;
+		if (!c->work && c->end - c->ts < us->shortest)
+			us->shortest = c->end - c->ts;
 	}
+	/* The tracer records calls over a threshold as spans: a call site seen
+	 * only through spans, some of them near the shortest span there is
+	 * (under 1.5 times it), has calls that were too short to be seen (a CPU
+	 * run's optimizer step on a small model): its calls are not all there,
+	 * not one per step. */
+	uint64_t threshold = UINT64_MAX;
+	for (size_t i = 0; i < sc->n; i++)
+		if (sc->items[i].span && sc->items[i].end - sc->items[i].ts < threshold)
+			threshold = sc->items[i].end - sc->items[i].ts;
 	const struct unit_site *best = NULL;
 	for (int kind = UNIT_OPTIMIZER; kind < UNIT_N && !best; kind++)
 		for (size_t k = 0; k < sites.n; k++) {
 			const struct unit_site *us = VEC_AT(&sites, struct unit_site, k);
-			if (us->kind == kind && us->calls >= LOOP_MIN && (!best || us->calls > best->calls))
+			if (us->kind == kind && us->calls >= LOOP_MIN &&
+			    (us->shortest == UINT64_MAX || 2 * us->shortest >= 3 * threshold) &&
+			    (!best || us->calls > best->calls))
 				best = us;
 		}
 	int rc = 0;
@@ -576,18 +652,13 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 	return 0;
 }
 
-/* The work inside the steps: GPU time of the items starting in one, or a
- * CPU run's time in them. */
+/* The work inside the steps: of the items starting in one. */
 static uint64_t covered(const struct scan *sc, const struct vec *steps)
 {
 	uint64_t w = 0;
 	size_t i = 0;
 	for (size_t k = 0; k < steps->n; k++) {
 		const struct an_step *s = VEC_AT(steps, struct an_step, k);
-		if (sc->cpu) {
-			w += s->end - s->begin;
-			continue;
-		}
 		while (i < sc->n && sc->items[i].ts < s->begin)
 			i++;
 		for (; i < sc->n && sc->items[i].ts < s->end; i++)
@@ -714,7 +785,7 @@ static int find_loop(struct scan *sc, struct cand *best)
 			continue;
 		/* A loop whose iterations may hold most of the work: the context's
 		 * own work does. */
-		if (!sc->cpu ? 2 * c->w < sc->total : 2 * (c->last_ts - c->first_ts) < sc->total)
+		if (2 * c->w < sc->total)
 			continue;
 		if (ctx_candidate(sc, (uint32_t)ci, best))
 			return -1;
@@ -758,7 +829,7 @@ void steps_detect(struct analysis *a)
 	if (!best.steps.n)
 		goto out;
 	if (2 * best.covered < sc.total) {
-		a->steps.none = sc.cpu ? "the loop found holds less than half of the run's time"
+		a->steps.none = sc.cpu ? "the loop found holds less than half of the time in the program's calls"
 				       : "the loop found holds less than half of the GPU work";
 		goto out;
 	}
