@@ -16,7 +16,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -722,6 +721,9 @@ static void *s_find_and_load;       /* importlib's import of one module (eval_im
 static void install_eval_hook(void);
 static void lib_paths_ask(void);
 static _Atomic int lib_paths_done;  /* site done and torch seen: nothing more to ask */
+static _Atomic uint64_t lib_paths_next; /* tbp_now() of the next ask from a span, 0: not yet asked */
+static unsigned lib_paths_asks;
+static void lib_paths_again(uint64_t now);
 
 static void give_up(const char *why)
 {
@@ -751,17 +753,6 @@ static void *poller_main(void *unused)
 		usleep(delay_us);
 		if (delay_us < 100000)
 			delay_us *= 2;
-	}
-	/* Started with the interpreter, the first answer may come while site
-	 * still reads its .pth files and before torch is imported: ask again
-	 * a few times (each answer adds what is new). */
-	static const unsigned again_ms[] = {200, 1000, 3000, 10000, 30000};
-	for (unsigned i = 0; i < sizeof again_ms / sizeof again_ms[0]; i++) {
-		if (atomic_load(&lib_paths_done) || atomic_load(&py_state) != PY_READY)
-			break;
-		struct timespec t = {again_ms[i] / 1000, (long)(again_ms[i] % 1000) * 1000000};
-		nanosleep(&t, NULL);
-		lib_paths_ask();
 	}
 	return NULL;
 }
@@ -852,6 +843,7 @@ static void try_init(void)
 	if (tbp_cfg.py_span_ns > 0)
 		install_eval_hook();
 	lib_paths_ask();
+	atomic_store(&lib_paths_next, tbp_now() + 200000000ull);
 out:
 	pthread_mutex_unlock(&py_init_lock);
 }
@@ -1196,6 +1188,7 @@ static __attribute__((noinline)) void record_span(void *tstate, uintptr_t code, 
 	if (!tbp_guard_enter())
 		return;
 	uint64_t t1 = tbp_now();
+	lib_paths_again(t1);
 	tick_rate_refine(t1);
 	uint64_t elapsed = ticks_to_ns(dk), t0 = t1 - elapsed;
 	/* The callee's frame is gone; its code object is still held by
@@ -1302,10 +1295,10 @@ static void *tbp_eval_frame(void *tstate, void *frame, int throwflag)
  * never from a hook, whose caller (torch's C++) may hold locks that Python
  * run there could need.  The snippet reads modules already imported and
  * imports nothing, so the program's modules stay as they were; the hook
- * steps aside while it runs, so it leaves no spans.  Asked again (the
- * poller, TBPROF_TRACE_ALL) until site has finished and torch is imported:
- * a trace started with the interpreter asks before either.  What comes too
- * late (torch imported after the last ask, 44 s in) is missing: the analyzer
+ * steps aside while it runs, so it leaves no spans.  Asked again
+ * (lib_paths_again) until site has finished and torch is imported: a trace
+ * started with the interpreter asks before either.  What comes too late
+ * (torch imported after the last ask, 10 s in) is missing: the analyzer
  * then classifies those files by the other directories. */
 static const char lib_snippet[] =
 	"def _tbprof_lib_paths():\n"
@@ -1401,6 +1394,21 @@ static void lib_paths_emit(const char *text, size_t len)
 	}
 }
 
+/* The interpreter has begun to shut down (Py_IsFinalizing, 3.13; before,
+ * _Py_IsFinalizing): Python run then may meet modules already torn down. */
+static bool interpreter_finalizing(void)
+{
+	static int (*is_finalizing)(void);
+	static bool resolved;
+	if (!resolved) {
+		is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
+		if (!is_finalizing)
+			is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+		resolved = true;
+	}
+	return !is_finalizing || is_finalizing();
+}
+
 /* A pending call: the main thread, GIL held, between two bytecodes. */
 static int lib_paths_record(void *unused)
 {
@@ -1431,8 +1439,9 @@ static int lib_paths_record(void *unused)
 		c.ok = c.dict_new && c.builtins && c.dict_set && c.dict_get && c.run && c.utf8 && c.decref &&
 		       c.err_occurred && c.err_clear;
 	}
-	/* An exception on its way is the program's: leave it alone. */
-	if (!c.ok || atomic_load(&lib_paths_done) || !TBP_ACTIVE() || c.err_occurred())
+	/* An exception on its way is the program's: leave it alone; an
+	 * interpreter being torn down has nothing left to ask. */
+	if (!c.ok || atomic_load(&lib_paths_done) || !TBP_ACTIVE() || interpreter_finalizing() || c.err_occurred())
 		return 0;
 	void *globals = c.dict_new(), *builtins = c.builtins();
 	if (!globals || !builtins || c.dict_set(globals, "__builtins__", builtins)) {
@@ -1481,8 +1490,28 @@ static int lib_paths_record(void *unused)
 
 static void lib_paths_ask(void)
 {
-	if (py.add_pending_call && !atomic_load(&lib_paths_done))
+	if (py.add_pending_call && !atomic_load(&lib_paths_done) && !interpreter_finalizing())
 		py.add_pending_call(lib_paths_record, NULL);
+}
+
+/* The first answer may come while site still reads its .pth files and
+ * before torch is imported (a trace started with the interpreter): asked
+ * again, about 0.2, 1, 3 and 10 s later, from a span as it is recorded: a
+ * Python thread, so the interpreter is alive (a thread of ours asking on a
+ * timer could ask one that is being torn down).  Each answer adds what is
+ * new. */
+static void lib_paths_again(uint64_t now)
+{
+	static const uint64_t after_ns[] = {200000000ull, 800000000ull, 2000000000ull, 7000000000ull};
+	uint64_t next = atomic_load_explicit(&lib_paths_next, memory_order_relaxed);
+	if (TBP_LIKELY(!next || now < next) || atomic_load_explicit(&lib_paths_done, memory_order_relaxed))
+		return;
+	if (!atomic_compare_exchange_strong(&lib_paths_next, &next, 0))
+		return;
+	unsigned i = __atomic_fetch_add(&lib_paths_asks, 1, __ATOMIC_RELAXED);
+	if (i < sizeof after_ns / sizeof after_ns[0])
+		atomic_store(&lib_paths_next, now + after_ns[i]);
+	lib_paths_ask();
 }
 
 /* Runs with the GIL held. */
