@@ -95,6 +95,8 @@ struct ctx {
 	struct entry_state entry;
 	uint32_t depth;      /* user frames above it */
 	uint64_t w;          /* the work of its items */
+	size_t first_item;   /* its first item's index */
+	int seen;
 	int unit_path;       /* on the call path of a unit call */
 	uint32_t first_line; /* lines of the context, in the order first entered: a list through loop_line.next */
 	uint32_t last_line;
@@ -131,7 +133,8 @@ struct scan {
 	struct vec ctxs, lines, paths; /* struct ctx, loop_line, path_info */
 	struct u64map ctx_idx, line_idx, path_idx;
 	struct vec units;              /* struct unit_call of the kind and site chosen, time order */
-	uint64_t total;                /* the work: GPU time, or (CPU run) time outside imports */
+	uint64_t total;                /* the work (items_build) */
+	uint64_t *after;               /* after[i]: the work of items i and later */
 	int cpu;                       /* no GPU time: a CPU run, time is the work */
 };
 
@@ -414,6 +417,11 @@ static int items_build(struct scan *sc)
 	qsort(sc->items, sc->n, sizeof *sc->items, item_cmp);
 	if (!sc->cpu)
 		sc->total = api_only ? host : gpu;
+	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
+		return -1;
+	sc->after[sc->n] = 0;
+	for (size_t i = sc->n; i-- > 0;)
+		sc->after[i] = sc->after[i + 1] + sc->items[i].w;
 	return 0;
 }
 
@@ -431,6 +439,10 @@ static void lines_count(struct scan *sc)
 		const struct path_info *p = path_at(sc, it->path);
 		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
 			struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, p->ctx[k]);
+			if (!c->w && !c->seen) {
+				c->first_item = i;
+				c->seen = 1;
+			}
 			c->w += it->w;
 			uint32_t line = p->line[k];
 			if (!enters(&c->entry, it, &line, p->below[k], call_from(it, p, p->ctx[k])))
@@ -574,7 +586,8 @@ static int units_find(struct scan *sc)
 
 struct cand {
 	struct vec steps;  /* struct an_step */
-	uint64_t covered;  /* of sc->total */
+	uint64_t covered;  /* of the work from its first step on (from) */
+	uint64_t from;
 	uint32_t ctx, head;
 };
 
@@ -652,11 +665,28 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 	return 0;
 }
 
-/* The work inside the steps: of the items starting in one. */
-static uint64_t covered(const struct scan *sc, const struct vec *steps)
+/* The work inside the steps (of the items starting in one), and in *from
+ * the work from the first step on: work before the loop (setting up, a
+ * rendezvous, the model's weights copied to the GPU) is one-time, and no
+ * loop's business; work after it (an evaluation, a checkpoint) and between
+ * its steps is the steps' to hold. */
+static uint64_t covered(const struct scan *sc, const struct vec *steps, uint64_t *from)
 {
 	uint64_t w = 0;
 	size_t i = 0;
+	*from = 0;
+	if (!steps->n)
+		return 0;
+	uint64_t begin = VEC_AT(steps, struct an_step, 0)->begin;
+	size_t lo = 0, hi = sc->n;
+	while (lo < hi) { /* the first item at or after the first step's begin */
+		size_t m = lo + (hi - lo) / 2;
+		if (sc->items[m].ts < begin)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	*from = sc->after[lo];
 	for (size_t k = 0; k < steps->n; k++) {
 		const struct an_step *s = VEC_AT(steps, struct an_step, k);
 		while (i < sc->n && sc->items[i].ts < s->begin)
@@ -753,8 +783,8 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 			continue;
 		if (!sc->units.n && !steps_regular(&steps))
 			continue;
-		uint64_t cov = covered(sc, &steps);
-		if (!sc->units.n && 2 * cov < sc->total)
+		uint64_t from, cov = covered(sc, &steps, &from);
+		if (!cov || (!sc->units.n && 2 * cov < from))
 			continue;
 		const struct ctx *bc = best->steps.n ? VEC_AT(&sc->ctxs, struct ctx, best->ctx) : NULL;
 		/* The outermost; the fewest steps without units (an outer loop's
@@ -767,6 +797,7 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 			struct vec keep = best->steps;
 			best->steps = steps;
 			best->covered = cov;
+			best->from = from;
 			best->ctx = ci;
 			best->head = h;
 			steps = keep;
@@ -783,9 +814,9 @@ static int find_loop(struct scan *sc, struct cand *best)
 		const struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
 		if (sc->units.n && !c->unit_path)
 			continue;
-		/* A loop whose iterations may hold most of the work: the context's
-		 * own work does. */
-		if (2 * c->w < sc->total)
+		/* A loop whose iterations may hold most of the work from its first
+		 * step on: the context's own work does, from its first item on. */
+		if (!c->w || 2 * c->w < sc->after[c->first_item])
 			continue;
 		if (ctx_candidate(sc, (uint32_t)ci, best))
 			return -1;
@@ -796,6 +827,7 @@ static int find_loop(struct scan *sc, struct cand *best)
 static void scan_free(struct scan *sc)
 {
 	free(sc->items);
+	free(sc->after);
 	vec_free(&sc->ctxs);
 	vec_free(&sc->lines);
 	vec_free(&sc->paths);
@@ -828,9 +860,9 @@ void steps_detect(struct analysis *a)
 	}
 	if (!best.steps.n)
 		goto out;
-	if (2 * best.covered < sc.total) {
-		a->steps.none = sc.cpu ? "the loop found holds less than half of the time in the program's calls"
-				       : "the loop found holds less than half of the GPU work";
+	if (2 * best.covered < best.from) {
+		a->steps.none = sc.cpu ? "the loop found holds less than half of the time in the program's calls from its start on"
+				       : "the loop found holds less than half of the GPU work from its start on";
 		goto out;
 	}
 	a->steps.none = NULL;
