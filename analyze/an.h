@@ -409,9 +409,9 @@ int an_frame_is_library(const struct analysis *a, const struct an_frame *f);
 /* The trace says where its interpreter keeps library code (PY_LIB records). */
 int an_has_lib_dirs(const struct analysis *a);
 /* The call path from the innermost frame of the user's code outwards: walking
- * out from the leaf, the first frame outside torch and the standard library
- * (callpath itself when its leaf is user code, or when every frame is a
- * library's). */
+ * out from the leaf, the first frame that is not a library's
+ * (an_frame_is_library; callpath itself when its leaf is user code, or when
+ * every frame is a library's). */
 uint64_t an_user_callpath(const struct analysis *a, uint64_t callpath);
 /* The runner's own files (run.py beside runner/, runner/NAME.py): the harness. */
 int an_callpath_is_harness(const struct analysis *a, uint64_t callpath);
