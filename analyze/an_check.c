@@ -101,17 +101,19 @@ void an_check_opened(const char *path, int checked)
 
 int an_check_unchecked(int rc)
 {
-	for (size_t i = 0; i < n_opened; i++) {
-		if (rc == TBA_EXIT_OK && !opened[i].checked) {
-			struct analysis a;
-			opened[i].checked = 1;
-			int r = an_run(&a, opened[i].path, NULL);
-			an_free(&a);
-			if (r == TBA_EXIT_INTERNAL)
-				rc = r;
-		}
-		free(opened[i].path);
+	/* (an_run notes the trace it opens again: the list stays whole until the end) */
+	for (size_t i = 0; i < n_opened && rc == TBA_EXIT_OK; i++) {
+		if (opened[i].checked)
+			continue;
+		struct analysis a;
+		opened[i].checked = 1;
+		int r = an_run(&a, opened[i].path, NULL);
+		an_free(&a);
+		if (r == TBA_EXIT_INTERNAL)
+			rc = r;
 	}
+	for (size_t i = 0; i < n_opened; i++)
+		free(opened[i].path);
 	free(opened);
 	opened = NULL;
 	n_opened = 0;
