@@ -333,22 +333,9 @@ HOT_FN void un_add(struct an_union *u, uint64_t s, uint64_t e)
 HOT_FN void stream_busy_add(struct an_stream *str, uint64_t s, uint64_t e, uint64_t launch_ts)
 {
 	struct an_union *u = &str->busy;
-	if (e < s)
-		e = s;
-	if (!u->open) {
-		u->start = s;
-		u->end = e;
-		u->open = 1;
-		return;
-	}
-	if (s > u->end) {
+	if (u->open && s > u->end)
 		str->hta_gap[launch_ts > u->end] += s - u->end;
-		u->closed += u->end - u->start;
-		u->start = s;
-		u->end = e;
-	} else if (e > u->end) {
-		u->end = e;
-	}
+	un_add(u, s, e);
 }
 
 void hist_coarsen(struct analysis *a, uint64_t e);
