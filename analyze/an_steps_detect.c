@@ -19,9 +19,10 @@
  * group; an epoch, holding several, is never a step; an inner loop, holding
  * none, never either), the outermost such context.  Without them, the
  * outermost loop whose iterations hold most of the work.  Either way the
- * steps must hold most of the work (the GPU time of the trace, or the time
- * of a CPU run outside imports), else there are none: a sliver of the run
- * analysed as its steady state misleads more than no steps.
+ * steps must hold at least half of the work from the first step on (the GPU
+ * time; a CPU run's time in the program's innermost spans), else there are
+ * none: a sliver of the run analysed as its steady state misleads more than
+ * no steps.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -40,7 +41,7 @@ enum { UNIT_NONE = AN_UNIT_NONE, UNIT_OPTIMIZER = AN_UNIT_OPTIMIZER, UNIT_BACKWA
        UNIT_FORWARD = AN_UNIT_FORWARD, UNIT_N };
 
 struct item {
-	uint64_t ts, end, w; /* w: GPU time (work), 0 (spans) */
+	uint64_t ts, end, w; /* w: its share of the work (items_build) */
 	uint32_t path;       /* index in scan.paths */
 	uint32_t tid;
 	int span;
@@ -96,7 +97,7 @@ struct ctx {
 	uint32_t depth;      /* user frames above it */
 	uint64_t w;          /* the work of its items */
 	size_t first_item;   /* its first item's index */
-	int seen;
+	int seen;            /* first_item is set */
 	int unit_path;       /* on the call path of a unit call */
 	uint32_t first_line; /* lines of the context, in the order first entered: a list through loop_line.next */
 	uint32_t last_line;
@@ -105,7 +106,7 @@ struct loop_line {
 	uint32_t ctx;
 	uint32_t next;       /* the context's next line in order of first entry, UINT32_MAX: last */
 	uint64_t node;       /* a call path node at this line (the report's "loop") */
-	uint64_t entries;    /* times entered from another line of its context */
+	uint64_t entries;    /* times the line was entered anew (enters) */
 	uint32_t first_iter; /* evaluation scratch: the first iteration it was entered in */
 };
 struct path_info {
@@ -135,7 +136,7 @@ struct scan {
 	struct vec units;              /* struct unit_call of the kind and site chosen, time order */
 	uint64_t total;                /* the work (items_build) */
 	uint64_t *after;               /* after[i]: the work of items i and later */
-	int cpu;                       /* no GPU time: a CPU run, time is the work */
+	int cpu;                       /* no work items: a CPU run, whose spans hold the work */
 };
 
 /* ------------------------------------------------------------ frames */
@@ -439,7 +440,7 @@ static void lines_count(struct scan *sc)
 		const struct path_info *p = path_at(sc, it->path);
 		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
 			struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, p->ctx[k]);
-			if (!c->w && !c->seen) {
+			if (!c->seen) {
 				c->first_item = i;
 				c->seen = 1;
 			}
@@ -468,10 +469,10 @@ struct unit_site {
 };
 
 /* The calls made once per step: consecutive items of one thread inside the
- * same call (the outermost unit frame on their paths, called from one site),
- * a span of the call covering what runs inside it.  The kind that has a call site with
- * at least LOOP_MIN calls, in the order optimizer, backward, forward; its
- * busiest site's calls into sc->units. */
+ * same call (the outermost unit frame on their paths, called from one
+ * site), a span of the call covering what runs inside it.  The first kind,
+ * in the order optimizer, backward, forward, with a call site of at least
+ * LOOP_MIN calls: its busiest site's calls into sc->units. */
 static int units_find(struct scan *sc)
 {
 	struct vec calls = {.item = sizeof(struct unit_call)};
@@ -861,8 +862,9 @@ void steps_detect(struct analysis *a)
 	if (!best.steps.n)
 		goto out;
 	if (2 * best.covered < best.from) {
-		a->steps.none = sc.cpu ? "the loop found holds less than half of the time in the program's calls from its start on"
-				       : "the loop found holds less than half of the GPU work from its start on";
+		a->steps.none = sc.cpu
+			? "the loop found holds less than half of the time in the program's calls from its start on"
+			: "the loop found holds less than half of the GPU work from its start on";
 		goto out;
 	}
 	a->steps.none = NULL;
