@@ -643,7 +643,8 @@ static void find_traces(const char *out, const struct timespec *since, struct fo
 			fd->n++;
 	}
 	closedir(d);
-	qsort(fd->paths, fd->n, sizeof *fd->paths, cmp_str);
+	if (fd->n > 1) /* paths is NULL when none was found: qsort's arguments must not be */
+		qsort(fd->paths, fd->n, sizeof *fd->paths, cmp_str);
 }
 
 static void print_summary(const struct found *fd, bool trace_all)
