@@ -113,17 +113,23 @@ def describe(f):
     return f"{f['count']} syncs, {ms(f.get('total_ns') or 0)} waiting"
 
 
-def print_patterns(report):
-    """For each pattern: the findings of its kind that tbanalyze placed at its lines of the model."""
+def pattern_hits(report):
+    """Per pattern (title, kind, its lines): the findings of its kind that tbanalyze placed at its lines of the
+    model, with their rank in the report."""
     model = os.path.realpath(MODEL_FILE)
+    for title, kind, needles in PATTERNS:
+        lines = dict(pattern_lines(needles))
+        hits = [(rank, f) for rank, f in enumerate(report["findings"], 1) if f["kind"] == kind
+                and placed(f)[0] and os.path.realpath(placed(f)[0]) == model and placed(f)[1] in lines]
+        yield title, kind, lines, hits
+
+
+def print_patterns(report):
     rel = os.path.relpath(MODEL_FILE, ROOT)
     print()
     print(f"The paper's four patterns, where this report places them ({rel}, lines of the run above):")
     found = 0
-    for i, (title, kind, needles) in enumerate(PATTERNS, 1):
-        lines = dict(pattern_lines(needles))
-        hits = [(rank, f) for rank, f in enumerate(report["findings"], 1) if f["kind"] == kind
-                and placed(f)[0] and os.path.realpath(placed(f)[0]) == model and placed(f)[1] in lines]
+    for i, (title, kind, lines, hits) in enumerate(pattern_hits(report), 1):
         print(f" {i}. {title}")
         if not hits:
             print(f"      not found in this run: no {kind} finding at line {', '.join(map(str, sorted(lines)))}")
@@ -164,14 +170,17 @@ def main(argv=None):
         return run.returncode if run.returncode > 0 else 1
     say(f"traced in {time.monotonic() - t0:.1f} s; tbanalyze's report follows")
     print(flush=True)
-    report = subprocess.run([args.tbanalyze, args.output])
-    if report.returncode != 0:
-        return report.returncode
     js = subprocess.run([args.tbanalyze, args.output, "--json"], capture_output=True, text=True)
     if js.returncode != 0:
         sys.stderr.write(js.stderr)
         return js.returncode
-    found = print_patterns(json.loads(js.stdout))
+    findings = json.loads(js.stdout)
+    # The report lists every finding the summary below names (its default is the top 20).
+    top = max([20] + [rank for _, _, _, hits in pattern_hits(findings) for rank, _ in hits])
+    report = subprocess.run([args.tbanalyze, args.output, "--top", str(top)])
+    if report.returncode != 0:
+        return report.returncode
+    found = print_patterns(findings)
     print()
     print(f"{found} of 4 found.  The GPU above was simulated: its times are simgpu's, not a real GPU's; the "
           f"patterns and their lines are what tbprof finds on a real one.  On your own program: "
