@@ -105,7 +105,15 @@ struct steps_state {
 	struct vec work;    /* struct step_item, time order */
 	struct vec spans;   /* struct step_item, end order */
 	struct vec imports; /* struct an_step: import spans (not the program's own work) */
+	/* The host's other calls (syncs, allocations, the rest but launches,
+	 * copies and memsets), consecutive ones from one call path and thread
+	 * with no work between them as one, time order: not work, but a step's too (an .item()'s sync at
+	 * the end of a step); only the last step's end reads them. */
+	struct vec calls;   /* struct step_item */
 	uint32_t work_cp, work_tid; /* the latest work item's */
+	uint32_t call_cp, call_tid; /* the latest call item's */
+	size_t call_work_n; /* work.n when it was made: work since ends it */
+	int calls_full;     /* more calls than kept: the later ones are not */
 	int collect_on;     /* a first pass over a trace without marks (so far) */
 	int collect_full;   /* more items than kept: no detection */
 	/* Marked iterations: length and phase of each (time per step). */
@@ -550,6 +558,22 @@ HOT_FN uint32_t steps_work(struct an_state *st, uint32_t tid, uint64_t ts, uint6
 		return (uint32_t)ss->work.n;
 	}
 	return step_item_new(st, tid, ts, end, cp);
+}
+uint32_t step_call_new(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp);
+/* A host call that is not work (a sync, an allocation, another API call):
+ * the steps' ends read them (an_steps_detect.c). */
+HOT_FN void steps_call(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp)
+{
+	struct steps_state *ss = &st->steps;
+	if (!ss->collect_on || ss->calls_full)
+		return;
+	if (ss->calls.n && cp == ss->call_cp && tid == ss->call_tid && ss->work.n == ss->call_work_n) {
+		struct step_item *w = VEC_AT(&ss->calls, struct step_item, ss->calls.n - 1);
+		if (end > w->end)
+			w->end = end;
+		return;
+	}
+	step_call_new(st, tid, ts, end, cp);
 }
 /* A joined GPU record's time, to the item of the call that made it. */
 HOT_FN void steps_gpu(struct an_state *st, uint32_t item, uint64_t ns)

@@ -27,6 +27,7 @@ static void steps_collect_stop(struct steps_state *ss)
 	vec_free(&ss->work);
 	vec_free(&ss->spans);
 	vec_free(&ss->imports);
+	vec_free(&ss->calls);
 }
 
 /* A work item from another call path or thread than the last one's (out of
@@ -45,6 +46,26 @@ __attribute__((noinline)) uint32_t step_item_new(struct an_state *st, uint32_t t
 	}
 	*w = (struct step_item){.ts = ts, .end = end, .cp = (uint32_t)cp, .tid = tid};
 	return (uint32_t)ss->work.n;
+}
+
+/* A host call from another call path or thread than the last one's.  Past
+ * the cap calls are no longer kept (they only extend a step's end: the
+ * detection itself goes on). */
+__attribute__((noinline)) uint32_t step_call_new(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end,
+						 uint64_t cp)
+{
+	struct steps_state *ss = &st->steps;
+	struct step_item *w;
+	ss->call_cp = (uint32_t)cp;
+	ss->call_tid = tid;
+	ss->call_work_n = ss->work.n;
+	if (cp >= STEP_ITEM_CP_MAX || ss->calls.n >= STEP_ITEMS_MAX || !(w = vec_push(&ss->calls))) {
+		ss->calls_full = 1;
+		vec_free(&ss->calls);
+		return 0;
+	}
+	*w = (struct step_item){.ts = ts, .end = end, .cp = (uint32_t)cp, .tid = tid};
+	return (uint32_t)ss->calls.n;
 }
 
 /* A second WARMUP_END (a process that ran the runner's measurement twice,
@@ -268,7 +289,7 @@ static int steps_finish_pass(struct analysis *a)
 static int steps_init(struct analysis *a)
 {
 	struct steps_state *ss = &a->st->steps;
-	ss->work.item = ss->spans.item = sizeof(struct step_item);
+	ss->work.item = ss->spans.item = ss->calls.item = sizeof(struct step_item);
 	ss->imports.item = sizeof(struct an_step);
 	ss->collect_on = !a->opts.synth_steps && !a->opts.no_markers;
 	ss->iters.item = sizeof(struct iter_len);

@@ -394,9 +394,11 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	int failed = c->result != 0 && c->result != 600;
 	if (failed)
 		a->n_errors++;
-	uint32_t item = (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET) && !failed
-				? steps_work(st, r->tid, ts, end, c->callpath)
-				: 0;
+	uint32_t item = 0;
+	if ((kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET) && !failed)
+		item = steps_work(st, r->tid, ts, end, c->callpath);
+	else if (kind != TBP_K_LAUNCH && kind != TBP_K_MEMCPY && kind != TBP_K_MEMSET)
+		steps_call(st, r->tid, ts, end, c->callpath);
 	/* A call the runtime refused has no GPU side to wait for. */
 	if (st->expect_gpu && !c->result && (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET)) {
 		struct corr_ent *ce = corr_slot(st, c->corr);

@@ -108,6 +108,7 @@ struct loop_line {
 	uint64_t node;       /* a call path node at this line (the report's "loop") */
 	uint64_t entries;    /* times the line was entered anew (enters) */
 	uint32_t first_iter; /* evaluation scratch: the first iteration it was entered in */
+	uint32_t call_stamp; /* steps_end scratch: a host call was made here before the last iteration */
 };
 struct path_info {
 	uint32_t n;                     /* user frames kept, outermost first */
@@ -137,6 +138,9 @@ struct scan {
 	uint64_t total;                /* the work (items_build) */
 	uint64_t *after;               /* after[i]: the work of items i and later */
 	int cpu;                       /* no work items: a CPU run, whose spans hold the work */
+	struct item *calls;            /* the host's other calls (syncs ...), time order: no work */
+	size_t ncalls;
+	uint32_t stamp;                /* steps_end's, for loop_line.call_stamp */
 };
 
 /* ------------------------------------------------------------ frames */
@@ -416,6 +420,17 @@ static int items_build(struct scan *sc)
 	if (sc->cpu && cpu_work(sc))
 		return -1;
 	qsort(sc->items, sc->n, sizeof *sc->items, item_cmp);
+	if (!(sc->calls = malloc((ss->calls.n ? ss->calls.n : 1) * sizeof *sc->calls)))
+		return -1;
+	for (size_t i = 0; i < ss->calls.n; i++) {
+		const struct step_item *s = VEC_AT(&ss->calls, struct step_item, i);
+		uint32_t p = path_of(sc, s->cp);
+		if (p == UINT32_MAX)
+			return -1;
+		sc->calls[sc->ncalls++] = (struct item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .path = p,
+							.tid = s->tid};
+	}
+	qsort(sc->calls, sc->ncalls, sizeof *sc->calls, item_cmp);
 	if (!sc->cpu)
 		sc->total = api_only ? host : gpu;
 	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
@@ -592,14 +607,85 @@ struct cand {
 	uint32_t ctx, head;
 };
 
+/* A step that ends with its own work (the loop's last, or one followed by
+ * the user's code outside the loop's context): to the end of the host calls
+ * its thread makes after that work at the loop's lines, before `stop` (the
+ * code after it) -- an .item()'s or .tolist()'s sync at the end of the step,
+ * which an earlier step holds as it runs to the next one's start.  In the
+ * last iteration (last: its index; UINT32_MAX: not the last) a line no
+ * earlier iteration entered or called from, or a call outside the context,
+ * is the code after the loop: the calls end there. */
+static uint64_t calls_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t tid, uint64_t begin, uint64_t stop,
+			  uint64_t end, uint32_t last)
+{
+	size_t lo = 0, hi = sc->ncalls;
+	while (lo < hi) { /* the first call at or after begin */
+		size_t m = lo + (hi - lo) / 2;
+		if (sc->calls[m].ts < begin)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	for (size_t i = lo; i < sc->ncalls && sc->calls[i].ts < stop; i++) {
+		const struct item *c = &sc->calls[i];
+		if (c->tid != tid)
+			continue;
+		const struct path_info *p = path_at(sc, c->path);
+		uint64_t below;
+		uint32_t line = line_in(c, p, ci, &below);
+		if (line == UINT32_MAX) {
+			if (p->n && p->complete)
+				break; /* the user's code outside the loop */
+			continue;
+		}
+		if (last != UINT32_MAX && line != head) {
+			const struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
+			if (!(l->entries && l->first_iter < last) && l->call_stamp != sc->stamp)
+				break;
+		}
+		if (c->end > end)
+			end = c->end < stop ? c->end : stop;
+	}
+	return end;
+}
+
+/* The steps that end with their own work (ends: struct an_step, the step's
+ * index and where the code after it starts) extended by their calls
+ * (calls_end); the last one's lines are those called from before it too. */
+static void steps_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t tid, struct vec *out,
+		      const struct vec *ends)
+{
+	if (!out->n || !ends->n)
+		return;
+	uint32_t li = (uint32_t)(out->n - 1);
+	const struct an_step *last = VEC_AT(out, struct an_step, li);
+	sc->stamp++;
+	for (size_t i = 0; i < sc->ncalls && sc->calls[i].ts < last->begin; i++) {
+		const struct item *c = &sc->calls[i];
+		uint64_t below;
+		uint32_t line;
+		if (c->tid == tid && c->ts >= VEC_AT(out, struct an_step, 0)->begin &&
+		    (line = line_in(c, path_at(sc, c->path), ci, &below)) != UINT32_MAX)
+			VEC_AT(&sc->lines, struct loop_line, line)->call_stamp = sc->stamp;
+	}
+	for (size_t k = 0; k < ends->n; k++) {
+		const struct an_step *e = VEC_AT(ends, struct an_step, k);
+		struct an_step *s = VEC_AT(out, struct an_step, e->begin);
+		s->end = calls_end(sc, ci, head, tid, s->begin, e->end, s->end, e->begin == li ? li : UINT32_MAX);
+	}
+}
+
 /* The loop of context ci whose iterations start at line head: each from an
  * entry into the head line to the next, or, when the user's code works
  * outside the context before that (on the loop's thread, the code after the
  * loop's body: an evaluation pass, a checkpoint), to the end of the
  * iteration's own last item; the last one ends before a line no earlier
- * iteration entered (the code after the loop). */
-static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out)
+ * iteration entered (the code after the loop).  With calls, a step that so
+ * ends with its own work runs on to the end of the host calls that follow
+ * it at the loop's lines (calls_end): the loop found, measured. */
+static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out, int calls)
 {
+	struct vec ends = {.item = sizeof(struct an_step)}; /* {step index, stop} of steps ending with their work */
 	out->n = 0;
 	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
 	     l = VEC_AT(&sc->lines, struct loop_line, l)->next)
@@ -619,6 +705,9 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 				struct an_step *s = VEC_AT(out, struct an_step, out->n - 1);
 				s->end = last_end > s->begin ? last_end : s->begin + 1;
 				open = 0;
+				struct an_step *own = calls ? vec_push(&ends) : NULL;
+				if (own)
+					*own = (struct an_step){out->n - 1, it->ts};
 			}
 			continue;
 		}
@@ -626,8 +715,10 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			if (open)
 				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
 			struct an_step *s = vec_push(out);
-			if (!s)
+			if (!s) {
+				vec_free(&ends);
 				return -1;
+			}
 			s->begin = it->ts;
 			open = 1;
 			tid = it->tid;
@@ -642,12 +733,14 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		if (l->first_iter == UINT32_MAX)
 			l->first_iter = (uint32_t)(out->n - 1);
 	}
-	if (!out->n)
+	if (!out->n) {
+		vec_free(&ends);
 		return 0;
+	}
 	struct an_step *last = VEC_AT(out, struct an_step, out->n - 1);
 	uint32_t li = (uint32_t)(out->n - 1);
 	if (open) { /* to the end of its own work, before the code after the loop */
-		uint64_t end = last->begin + 1;
+		uint64_t end = last->begin + 1, stop = UINT64_MAX;
 		struct entry_state le = {.prev_line = UINT32_MAX};
 		for (size_t i = last_begin_item; i < sc->n; i++) {
 			const struct path_info *p = path_at(sc, sc->items[i].path);
@@ -656,13 +749,21 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			if (line == UINT32_MAX)
 				continue;
 			enters(&le, &sc->items[i], &line, below, call_from(&sc->items[i], p, ci));
-			if (li && line != head && VEC_AT(&sc->lines, struct loop_line, line)->first_iter == li)
+			if (li && line != head && VEC_AT(&sc->lines, struct loop_line, line)->first_iter == li) {
+				stop = sc->items[i].ts;
 				break;
+			}
 			if (sc->items[i].end > end)
 				end = sc->items[i].end;
 		}
 		last->end = end;
+		struct an_step *own = calls ? vec_push(&ends) : NULL;
+		if (own)
+			*own = (struct an_step){li, stop};
 	}
+	if (calls)
+		steps_end(sc, ci, head, tid, out, &ends);
+	vec_free(&ends);
 	return 0;
 }
 
@@ -776,7 +877,7 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 		if (VEC_AT(&sc->lines, struct loop_line, h)->entries < need)
 			continue;
 		tried++;
-		if (iterations(sc, ci, h, &steps)) {
+		if (iterations(sc, ci, h, &steps, 0)) {
 			rc = -1;
 			break;
 		}
@@ -829,6 +930,7 @@ static void scan_free(struct scan *sc)
 {
 	free(sc->items);
 	free(sc->after);
+	free(sc->calls);
 	vec_free(&sc->ctxs);
 	vec_free(&sc->lines);
 	vec_free(&sc->paths);
@@ -867,6 +969,12 @@ void steps_detect(struct analysis *a)
 			: "the loop found holds less than half of the GPU work from its start on";
 		goto out;
 	}
+	/* The loop's steps measured to the end of their host calls (an .item()
+	 * closing the last step is the last step's, as every earlier step's is
+	 * its own): grouped again as found. */
+	if (iterations(&sc, best.ctx, best.head, &best.steps, 1) ||
+	    (sc.units.n && !group_by_units(&sc, &best.steps)) || !best.steps.n)
+		goto out;
 	a->steps.none = NULL;
 	a->steps.source = AN_STEPS_DETECTED;
 	a->steps.loop = VEC_AT(&sc.lines, struct loop_line, best.head)->node;

@@ -204,7 +204,7 @@ def check_gaps_within_idle(name, rep):
 
 def part_report(gen_path, tmp):
     for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked", "unmarked-inline",
-                 "unmarked-accum"):
+                 "unmarked-accum", "unmarked-item"):
         trace, exp = gen(gen_path, tmp, scen)
         p = run([trace, "--json"])
         rep = json.loads(p.stdout)
@@ -281,6 +281,17 @@ def part_report(gen_path, tmp):
             check([f for f in nm["findings"] for fr in f["where"]["python"][:1] if fr["function"] == "build_caches"]
                   and [f for f in nm["findings"] for fr in f["where"]["python"][:1] if fr["function"] == "evaluate"],
                   "unmarked-inline --no-markers: the one-time work and evaluation are findings without steps")
+        if scen == "unmarked-item":
+            # Each step ends with loss.item() (a D2H copy and a sync): the last step runs to the end of that
+            # sync as every earlier one runs to the next one's start, and not on through the sync after the
+            # loop: every steady step's sync is counted (the window and the count: check_breakdown and
+            # check_findings), and the median is the steps' own.
+            st, want = rep["steps"], exp["steps"]
+            check(st is not None and st["source"] == "detected" and st["count"] == want["count"]
+                  and st["warmup"] == want["warmup"] and st["median_ns"] == want["median_ns"],
+                  f"unmarked-item: steps detected ({st} vs {want})")
+            check(rep["window"]["source"] == "detected_steps" and rep["window"]["iterations"] == want["count"] - 1,
+                  f"unmarked-item: the window is the steps after warm-up ({rep['window']})")
         if scen == "markers":
             st = rep["steps"]
             check(st is not None and st["source"] == "marks" and st["count"] == 2 and st["warmup"] == 1

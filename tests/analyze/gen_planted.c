@@ -926,6 +926,75 @@ static void scen_unmarked_inline(void)
 	span(0, t0, g + 50 * US, cp_main);
 }
 
+/* unmarked-item: an inline loop in main() without marks, 12 steps; each
+ * copies its batch (train.py:30), runs forward (:31, through model.py),
+ * backward (:32) and the optimizer (:33), then reads the loss with .item()
+ * at :34 -- a 4-byte device-to-host copy on a side stream and a sync
+ * waiting for it while the optimizer's kernel still runs (the GPU runs
+ * behind the host: no idle anywhere).  After the loop, a
+ * torch.cuda.synchronize() (:36, a line no step made a call from) and 1 ms
+ * of Python (save_checkpoint).  Each step runs to the next one's start; the
+ * last one to the end of its .item()'s sync (its own trailing host call),
+ * not before it and not through the sync after the loop: 11 steady steps,
+ * 11 syncs at :34 (the analyzer before ended the last step at its copy: 10). */
+static void scen_unmarked_item(void)
+{
+	common_defs();
+	enum { N = 12 };
+	uint64_t cp_mod = site("train.py", "<module>", 45, 0);
+	uint64_t cp_fn = site("train.py", "main", 28, cp_mod);
+	uint64_t cp_copy = site("train.py", "main", 30, cp_mod);
+	uint64_t cp_f = site("model.py", "forward", 12, site("train.py", "main", 31, cp_mod));
+	uint64_t cp_b = site("train.py", "main", 32, cp_mod);
+	uint64_t cp_o = site("train.py", "main", 33, cp_mod);
+	uint64_t cp_item = site("train.py", "main", 34, cp_mod);
+	uint64_t cp_after = site("train.py", "main", 36, cp_mod);
+	uint64_t cp_ckpt = site("train.py", "save_checkpoint", 20, site("train.py", "main", 37, cp_mod));
+	uint64_t t = 1000 * US, t0 = t - 100 * US, begins[N + 1], free7 = 0;
+	for (int i = 0; i < N; i++) {
+		begins[i] = t;
+		/* the batch: 1 MiB, pinned, behind the last step's optimizer on the GPU */
+		uint64_t g = free7 > t + 10 * US ? free7 : t + 10 * US;
+		copy(0, t, 5 * US, cp_copy, 0, 7, 1 << 20, TBP_COPY_H2D, TBP_COPYF_PINNED | TBP_COPYF_ASYNC, 0x1000,
+		     0x70000000, g, g + 20 * US);
+		g += 20 * US;
+		for (int k = 0; k < 6; k++) { /* 4 forward, 2 backward kernels of 40 us, back to back */
+			kernel(0, t + 8 * US + (uint64_t)k * 5 * US, k < 4 ? cp_f : cp_b, 0, 0, 7, g, g + 40 * US,
+			       k < 4 ? k_relu : k_gemm);
+			g += 40 * US;
+		}
+		uint64_t bwd_end = g;
+		kernel(0, t + 38 * US, cp_o, 0, 0, 7, g, g + 200 * US, k_gemm); /* the optimizer: 200 us */
+		free7 = g + 200 * US;
+		/* loss.item(): the loss copied on a side stream, the host waits for it */
+		copy(0, t + 45 * US, 3 * US, cp_item, 0, 9, 4, TBP_COPY_D2H, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC,
+		     0x70100000, 0x2000, bwd_end, bwd_end + 2 * US);
+		sync_call(0, t + 49 * US, bwd_end + 3 * US - (t + 49 * US), cp_item, 0);
+		t = bwd_end + 8 * US;
+	}
+	begins[N] = t - 5 * US; /* the last step ends with its sync */
+	sync_call(0, t + 10 * US, free7 + 1 * US - (t + 10 * US), cp_after, 0);
+	span(0, free7 + 5 * US, free7 + 1005 * US, cp_ckpt);
+	expect_finding("sync_hotspot", NULL, "train.py", "main", 34, N - 1);
+	uint64_t lens[N - 1];
+	for (int i = 1; i < N; i++)
+		lens[i - 1] = begins[i + 1] - begins[i];
+	for (int i = 0; i < N - 1; i++)
+		for (int j = i + 1; j < N - 1; j++)
+			if (lens[j] < lens[i]) {
+				uint64_t x = lens[i];
+				lens[i] = lens[j];
+				lens[j] = x;
+			}
+	win_begin = begins[1];
+	win_end = begins[N];
+	have_window = 1;
+	exp_steps_count = N;
+	exp_steps_warmup = 1;
+	exp_steps_median = lens[(N - 1) / 2];
+	span(0, t0, free7 + 1010 * US, cp_fn);
+}
+
 /* prefix + rest, kept for the trace's life. */
 static const char *joined(const char *prefix, const char *rest)
 {
@@ -1617,7 +1686,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-item|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -1680,6 +1749,8 @@ int main(int argc, char **argv)
 		scen_unmarked_inline();
 	else if (!strcmp(s, "unmarked-accum"))
 		scen_unmarked_accum();
+	else if (!strcmp(s, "unmarked-item"))
+		scen_unmarked_item();
 	else if (!strcmp(s, "unmarked-slow"))
 		scen_unmarked(400 * US, 300 * US);
 	else if (!strcmp(s, "unmarked-fixed")) /* the data loading fixed, one kernel slower: faster steps, more GPU busy */
