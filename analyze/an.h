@@ -47,7 +47,8 @@ struct an_opts {
 	uint64_t gap_ns;          /* idle gap threshold (--gap-us, 50) */
 	unsigned burst_min;       /* kernels in a burst (--burst-min, 16) */
 	uint64_t burst_kernel_ns; /* short kernel (--burst-kernel-us, 10) */
-	uint64_t scalar_bytes;    /* scalar copy size (--scalar-bytes, 64) */
+	uint64_t scalar_bytes;    /* scalar copy size (--scalar-bytes, 8: one element) */
+	unsigned scalar_min;      /* scalar copies per site (--scalar-min, 3) */
 	unsigned pingpong_min;    /* round trips per site (--pingpong-min, 3) */
 	unsigned sync_min;        /* syncs per site (--sync-min, 10) */
 	unsigned churn_min;       /* allocations per site (--churn-min, 50) */
@@ -143,7 +144,7 @@ struct an_finding {
 	/* alloc churn: */
 	uint64_t frees_pending;            /* allocations of this site freed, not yet re-allocated */
 	uint64_t cycles;                   /* allocations after a free of this site's memory */
-	uint64_t iters_allocating;         /* marked iterations with an allocation here */
+	uint64_t iters_allocating;         /* marked iterations with an allocation here (scalar copies: a copy) */
 	uint64_t last_iter;                /* iteration number of the latest one + 1 */
 	uint64_t leaf_callpath;            /* the call path as recorded, when placed at a user frame */
 	uint64_t kernel_name;              /* idle gap: a kernel that ended one of the gaps (string id) */

@@ -650,7 +650,8 @@ void an_opts_default(struct an_opts *o)
 	o->gap_ns = 50000;
 	o->burst_min = 16;
 	o->burst_kernel_ns = 10000;
-	o->scalar_bytes = 64;
+	o->scalar_bytes = 8;
+	o->scalar_min = 3;
 	o->pingpong_min = 3;
 	o->sync_min = 10;
 	o->churn_min = 50;

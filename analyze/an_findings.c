@@ -28,6 +28,10 @@ static int keep_finding(const struct analysis *a, const struct an_finding *f)
 {
 	switch (f->kind) {
 	case AN_F_PING_PONG: return f->count >= a->opts.pingpong_min;
+	/* Repeated: at least scalar_min copies, and with steps in at least two
+	 * of them (one-time set-up, or a one-off inside one step, is not the
+	 * pattern). */
+	case AN_F_SCALAR_COPY: return f->count >= a->opts.scalar_min && (a->iterations < 2 || f->iters_allocating >= 2);
 	case AN_F_SYNC_HOTSPOT: return f->count >= a->opts.sync_min;
 	case AN_F_ALLOC_CHURN:
 		return f->count >= a->opts.churn_min &&

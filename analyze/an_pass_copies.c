@@ -1,8 +1,11 @@
 /*
- * Pass: copies and syncs.  Scalar copies (host-to-device copies of a few
- * bytes; their stall includes a sync right after them, copies_call in
- * an_pass.h), ping-pong (the same bytes copied to the device and back) and
- * sync hotspots (the host waiting for the GPU, by call site).
+ * Pass: copies and syncs.  Scalar copies (host-to-device copies of one
+ * element, made again and again: the hf_Reformer torch.tensor(scalar)
+ * pattern; not a module's parameters and buffers moved by .to()/.cuda(),
+ * nor the small tensors of a batch; their stall includes a sync right after
+ * them, copies_call in an_pass.h), ping-pong (the same bytes copied to the
+ * device and back) and sync hotspots (the host waiting for the GPU, by call
+ * site).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -15,15 +18,59 @@ struct pp_ent {
 	int armed;
 };
 
+static int function_is(const struct an_frame *f, const char *name)
+{
+	return f->function_len == strlen(name) && !memcmp(f->function, name, f->function_len);
+}
+
+/* The call path moves or loads a module's parameters and buffers:
+ * Module.to()/.cuda()/.half() (all through Module._apply) or
+ * load_state_dict() (Module._load_from_state_dict), torch's own frames.
+ * Set-up, however small its tensors (a BatchNorm's num_batches_tracked, a
+ * bias): not a host scalar made into a tensor. */
+static int module_move(struct analysis *a, uint64_t cp)
+{
+	struct copies_state *cs = &a->st->copies;
+	uint64_t *v = u64map_get(&cs->module_move, cp);
+	if (v)
+		return *v == 2;
+	int move = 0;
+	struct an_frame fr[64];
+	size_t n = cp ? an_callpath_frames(a, cp, fr, 64) : 0;
+	for (size_t i = 0; i < n && !move; i++) {
+		if (!(function_is(&fr[i], "Module._apply") || function_is(&fr[i], "Module._load_from_state_dict")) ||
+		    !an_frame_is_library(a, &fr[i]))
+			continue;
+		size_t dl;
+		const char *d = an_display_path(a, fr[i].file, fr[i].file_len, &dl);
+		move = dl == strlen("torch/nn/modules/module.py") && !memcmp(d, "torch/nn/modules/module.py", dl);
+	}
+	u64map_put(&cs->module_move, cp, 1 + (uint64_t)move); /* out of memory: asked again */
+	return move;
+}
+
+static uint64_t site_key(uint64_t cp, uint64_t nat)
+{
+	uint64_t h = an_hash_combine(cp, nat);
+	return h == UINT64_MAX ? 0 : h;
+}
+
 void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread_st *th, int phase, uint64_t dur)
 {
 	struct an_state *st = a->st;
 	struct copies_state *cs = &st->copies;
 	const struct tbp_call *c = &r->u.call;
 	const struct tbp_memcpy *m = &r->u.memcpy;
-	if (m->copy_kind == TBP_COPY_H2D && m->bytes <= a->opts.scalar_bytes) {
+	if (m->copy_kind == TBP_COPY_H2D && m->bytes > a->opts.scalar_bytes &&
+	    !u64map_get(&cs->batch_sites, site_key(c->callpath, c->native)))
+		u64map_put(&cs->batch_sites, site_key(c->callpath, c->native), 1);
+	if (m->copy_kind == TBP_COPY_H2D && m->bytes <= a->opts.scalar_bytes && !module_move(a, c->callpath)) {
 		struct an_finding *f = finding(a, AN_F_SCALAR_COPY, 0, phase, c->callpath, c->native);
 		if (f) {
+			if (st->in_iter && f->last_iter != st->iter_no) {
+				f->last_iter = st->iter_no;
+				f->iters_allocating++;
+			}
 			f->count++;
 			f->total_ns += dur;
 			f->bytes += m->bytes;
@@ -93,14 +140,34 @@ static int copies_init(struct analysis *a)
 	return 0;
 }
 
+/* A site that also copies tensors larger than the scalar size to the
+ * device moves a batch (`x, y = x.cuda(), y.cuda()`, a collate's list of
+ * tensors): its small copies are the batch's small tensors (the labels of
+ * a batch of one), not host scalars.  Their findings go. */
+static int copies_finish(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	if (!st->copies.batch_sites.n)
+		return 0;
+	for (size_t i = 0; i < st->all_findings.n; i++) {
+		struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, i);
+		if (f->kind == AN_F_SCALAR_COPY && u64map_get(&st->copies.batch_sites, site_key(f->callpath, f->native)))
+			f->count = f->total_ns = f->bytes = f->flagged = f->pageable = f->max_ns = f->iters_allocating = 0;
+	}
+	return 0;
+}
+
 static void copies_free(struct analysis *a)
 {
 	u64map_free(&a->st->copies.pp);
 	vec_free(&a->st->copies.pp_pool);
+	u64map_free(&a->st->copies.module_move);
+	u64map_free(&a->st->copies.batch_sites);
 }
 
 const struct an_pass_ops an_pass_copies = {
 	.name = "copies",
 	.init = copies_init,
+	.finish = copies_finish,
 	.free = copies_free,
 };

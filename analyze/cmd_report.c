@@ -15,7 +15,8 @@ const char an_opts_help[] =
 	"  --gap-us N          idle gap threshold in microseconds (default 50)\n"
 	"  --burst-min N       short kernels in a row that make a burst (default 16)\n"
 	"  --burst-kernel-us N a kernel shorter than this is short (default 10)\n"
-	"  --scalar-bytes N    H2D copies up to N bytes are scalar copies (default 64)\n"
+	"  --scalar-bytes N    H2D copies up to N bytes are scalar copies (default 8: one element)\n"
+	"  --scalar-min N      scalar copies per call site to report them (default 3)\n"
 	"  --pingpong-min N    round trips per call site to report ping-pong (default 3)\n"
 	"  --sync-min N        syncs per call site to report a sync hotspot (default 10)\n"
 	"  --churn-min N       allocations per call site to report churn (default 50)\n"
@@ -61,6 +62,7 @@ int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
 		{"--sync-min", 5, 1, UINT32_MAX},
 		{"--churn-min", 6, 1, UINT32_MAX},
 		{"--top", 7, 0, UINT32_MAX},
+		{"--scalar-min", 8, 1, UINT32_MAX},
 	};
 	const char *arg = argv[*i];
 	if (!strcmp(arg, "--no-markers")) {
@@ -103,6 +105,7 @@ int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
 		case 5: o->sync_min = (unsigned)v; break;
 		case 6: o->churn_min = (unsigned)v; break;
 		case 7: o->top = (unsigned)v; break;
+		case 8: o->scalar_min = (unsigned)v; break;
 		}
 		return 1;
 	}

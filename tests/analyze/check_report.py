@@ -204,7 +204,7 @@ def check_gaps_within_idle(name, rep):
 
 def part_report(gen_path, tmp):
     for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked", "unmarked-inline",
-                 "unmarked-accum", "unmarked-item"):
+                 "unmarked-accum", "unmarked-item", "scalars", "oneshot"):
         trace, exp = gen(gen_path, tmp, scen)
         p = run([trace, "--json"])
         rep = json.loads(p.stdout)
@@ -412,6 +412,14 @@ def part_options(gen_path, tmp):
                           "--pingpong-min", "5"]).stdout)
     kinds = {f["kind"] for f in rep["findings"]}
     check(not kinds & {"scalar_copy", "sync_hotspot", "alloc_churn", "ping_pong"}, f"raised thresholds: {kinds}")
+    # Scalar copies: --scalar-min raises the count a site needs; --scalar-bytes 64 (the old default) takes the
+    # 64-byte targets for scalars again, never the batch's label (its line copies the batch) nor a module's buffers.
+    strace, _ = gen(gen_path, tmp, "scalars")
+    rep = json.loads(run([strace, "--json", "--scalar-min", "8"]).stdout)
+    check(not [f for f in rep["findings"] if f["kind"] == "scalar_copy"], "--scalar-min 8: 7 copies not reported")
+    rep = json.loads(run([strace, "--json", "--scalar-bytes", "64"]).stdout)
+    lines = sorted(finding_key(f)[4] for f in rep["findings"] if f["kind"] == "scalar_copy")
+    check(lines == [21, 22], f"--scalar-bytes 64: scalar copies at train.py:21 and :22 ({lines})")
     rep = json.loads(run([trace, "--json", "--sync-min", "6"]).stdout)
     syncs = sorted(finding_key(f)[2:] for f in rep["findings"] if f["kind"] == "sync_hotspot")
     check(syncs == [("eval.py", "evaluate", 99), ("reformer.py", "attention", 56)], f"--sync-min 6: {syncs}")

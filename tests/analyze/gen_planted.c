@@ -995,6 +995,119 @@ static void scen_unmarked_item(void)
 	span(0, t0, free7 + 1010 * US, cp_fn);
 }
 
+/* A GPU operation of dur ns launched at t (host) on stream 7: it starts when
+ * the stream is free, or 2 us after its launch (scalars, oneshot). */
+static uint64_t free7;
+static uint64_t gpu_at(uint64_t t, uint64_t dur)
+{
+	uint64_t s = free7 > t + 2 * US ? free7 : t + 2 * US;
+	free7 = s + dur;
+	return s;
+}
+
+static void copy7(uint64_t t, uint64_t dur, uint64_t cp, uint64_t bytes, uint64_t ck, uint64_t flags, uint64_t gdur)
+{
+	uint64_t gs = gpu_at(t, gdur);
+	copy(0, t, dur, cp, 0, 7, bytes, ck, flags, 0x1000, 0x70000000 + bytes, gs, gs + gdur);
+}
+
+/* scalars: the runner's marks around 8 iterations (the first warm-up); in
+ * each, at train.py (the host ahead of the GPU, no idle gap):
+ *   :20  x, y = x.cuda(), y.cuda()   a 32 KiB batch and its one 8-byte label, one line
+ *   :21  t = t.cuda()                 16 float targets, 64 bytes: a batch's, not one element
+ *   :24  head.to(dev)                 two 8-byte buffers through Module.to/_apply
+ *   :22  torch.tensor(scale, device)  4 bytes, pageable, then a sync: THE scalar copy
+ *   :23  (iteration 5 only) three 4-byte scalars: a one-off in one step
+ * Only :22 is a scalar_copy (7 copies, each followed by a sync); the
+ * analyzer before found :20, :21, :23 and :24 too (every host-to-device
+ * copy of 64 bytes or less). */
+static void scen_scalars(void)
+{
+	common_defs();
+	const char *mod = "/opt/py/lib/python3.11/site-packages/torch/nn/modules/module.py";
+	uint64_t cp_mod = site("train.py", "<module>", 1, 0);
+	uint64_t cp_batch = site("train.py", "<module>", 20, 0);
+	uint64_t cp_tgt = site("train.py", "<module>", 21, 0);
+	uint64_t cp_scalar = site("train.py", "<module>", 22, 0);
+	uint64_t cp_once = site("train.py", "<module>", 23, 0);
+	uint64_t cp_buf = site(mod, "Module._apply.<locals>.convert", 1326,
+			       site(mod, "Module._apply", 930, site(mod, "Module.to", 1340, site("train.py", "<module>", 24, 0))));
+	uint64_t cp_k = site("model.py", "forward", 12, site("train.py", "<module>", 25, 0));
+	uint64_t t = 1000 * US, t0 = t - 50 * US;
+	for (int i = 0; i < 8; i++) {
+		marker(t, TBP_MARK_ITER_BEGIN, (uint64_t)i);
+		if (i == 1) {
+			win_begin = t;
+			have_window = 1;
+		}
+		copy7(t + 1 * US, 5 * US, cp_batch, 32 << 10, TBP_COPY_H2D, TBP_COPYF_PINNED | TBP_COPYF_ASYNC, 4 * US);
+		copy7(t + 7 * US, 5 * US, cp_batch, 8, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
+		copy7(t + 13 * US, 5 * US, cp_tgt, 64, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
+		copy7(t + 19 * US, 5 * US, cp_buf, 8, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
+		copy7(t + 25 * US, 5 * US, cp_buf, 8, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
+		t += 31 * US;
+		if (i == 5)
+			for (int k = 0; k < 3; k++) {
+				copy7(t, 5 * US, cp_once, 4, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
+				t += 6 * US;
+			}
+		/* torch.tensor(scale, device=dev): the copy, then a sync until the GPU has drained */
+		copy7(t, 4 * US, cp_scalar, 4, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
+		uint64_t drained = free7 > t + 5 * US ? free7 : t + 5 * US;
+		sync_call(0, t + 5 * US, drained + 1 * US - (t + 5 * US), cp_scalar, 0);
+		t = drained + 2 * US;
+		for (int k = 0; k < 4; k++) { /* forward: 4 kernels of 40 us, the host 5 us apart */
+			uint64_t gs = gpu_at(t, 40 * US);
+			kernel(0, t, cp_k, 0, 0, 7, gs, gs + 40 * US, k_gemm);
+			t += 5 * US;
+		}
+		marker(t, TBP_MARK_ITER_END, (uint64_t)i);
+		if (!i)
+			marker(t, TBP_MARK_WARMUP_END, 1);
+		win_end = t;
+		t += 1 * US;
+	}
+	expect_finding("scalar_copy", NULL, "train.py", "<module>", 22, 7);
+	span(0, t0, free7 + 20 * US, cp_mod);
+}
+
+/* oneshot: no loop, no marks (load a model, infer once):
+ *   :10  model.cuda()                  a 64 KiB weight, and three buffers of 8 bytes (num_batches_tracked
+ *                                      and the like) through Module.cuda/_apply: parameters and buffers moved
+ *   :12  torch.tensor(0.5, device=dev) one 4-byte copy and a sync: set-up, once
+ *   :14  forward: 4 kernels;  :15 .tolist(): a copy back and a sync
+ * No scalar_copy at all (the analyzer before: 3 at :10, 1 at :12). */
+static void scen_oneshot(void)
+{
+	common_defs();
+	const char *mod = "/opt/py/lib/python3.11/site-packages/torch/nn/modules/module.py";
+	uint64_t cp_mod = site("infer.py", "<module>", 1, 0);
+	uint64_t cp_cuda = site(mod, "Module.cuda", 1098, site("infer.py", "<module>", 10, 0));
+	uint64_t cp_par = site(mod, "Module.cuda.<locals>.<lambda>", 1098, site(mod, "Module._apply", 933, cp_cuda));
+	uint64_t cp_bufs = site(mod, "Module.cuda.<locals>.<lambda>", 1098, site(mod, "Module._apply", 1036, cp_cuda));
+	uint64_t cp_scalar = site("infer.py", "<module>", 12, 0);
+	uint64_t cp_k = site("infer.py", "<module>", 14, 0);
+	uint64_t cp_out = site("infer.py", "<module>", 15, 0);
+	uint64_t t = 1000 * US;
+	copy7(t, 20 * US, cp_par, 64 << 10, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 6 * US);
+	t += 21 * US;
+	for (int k = 0; k < 3; k++) {
+		copy7(t, 5 * US, cp_bufs, 8, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
+		t += 6 * US;
+	}
+	copy7(t, 4 * US, cp_scalar, 4, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
+	sync_call(0, t + 5 * US, 3 * US, cp_scalar, 0);
+	t += 9 * US;
+	for (int k = 0; k < 4; k++) {
+		uint64_t gs = gpu_at(t, 40 * US);
+		kernel(0, t, cp_k, 0, 0, 7, gs, gs + 40 * US, k_gemm);
+		t += 5 * US;
+	}
+	copy7(t, 4 * US, cp_out, 40, TBP_COPY_D2H, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
+	sync_call(0, t + 5 * US, free7 + 1 * US - (t + 5 * US), cp_out, 0);
+	span(0, 900 * US, free7 + 20 * US, cp_mod);
+}
+
 /* prefix + rest, kept for the trace's life. */
 static const char *joined(const char *prefix, const char *rest)
 {
@@ -1686,7 +1799,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-item|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -1751,6 +1864,10 @@ int main(int argc, char **argv)
 		scen_unmarked_accum();
 	else if (!strcmp(s, "unmarked-item"))
 		scen_unmarked_item();
+	else if (!strcmp(s, "scalars"))
+		scen_scalars();
+	else if (!strcmp(s, "oneshot"))
+		scen_oneshot();
 	else if (!strcmp(s, "unmarked-slow"))
 		scen_unmarked(400 * US, 300 * US);
 	else if (!strcmp(s, "unmarked-fixed")) /* the data loading fixed, one kernel slower: faster steps, more GPU busy */
