@@ -266,6 +266,10 @@ struct an_span_stat {
 	uint64_t self_ns; /* minus the spans directly inside (same thread) */
 	int backward_wait; /* a call of torch's backward() / autograd.grad(): its thread waits on autograd's */
 	int import;        /* importlib's import of a module: the interpreter's work, not the program's */
+	/* The same over the host window (analysis.host_win, when on): the
+	 * calls that overlap it, their time inside it, and that time less the
+	 * spans directly inside within it. */
+	uint64_t win_count, win_total_ns, win_self_ns;
 };
 
 struct an_site_stat { /* GPU and host time per call site (for diff) */
@@ -355,6 +359,14 @@ struct analysis {
 		int unit_kind;       /* enum an_step_unit */
 	} steps;
 	struct vec step_ivs;         /* detected steps (struct an_step), first pass only */
+	/* What the host tables cover: with steps (marks, or detected), the
+	 * analysis window -- the counted steps, not the start-up, imports and
+	 * set-up before them (nor the warm-up step) or what follows them; off:
+	 * the whole trace. */
+	struct {
+		int on;
+		uint64_t begin, end;
+	} host_win;
 	struct vec idle_parts; /* struct an_finding (AN_F_IDLE_PART), biggest first */
 	uint64_t mem_leak_bytes, mem_leak_count;
 
@@ -365,6 +377,10 @@ struct analysis {
 	size_t n_marks;
 };
 
+/* The spans of a trace with marks read again for the host tables over the
+ * marked window (an_core.c): after the pass, before the finish. */
+void an_spans_window_begin(struct analysis *a);
+void an_spans_window_add(struct analysis *a, const struct tbp_record *r);
 /* Run the whole analysis.  Returns a TBA_EXIT_* status; on bad input prints
  * the one-line error itself.  Warnings (truncation) go to stderr. */
 int an_run(struct analysis *a, const char *path, const struct an_opts *opts);

@@ -41,6 +41,26 @@ static int window_second_pass(struct analysis *a, const char *path)
 	return rc;
 }
 
+/* The runner's marks: the host tables cover the marked window, known once
+ * the trace is read; its spans are read again for it (a trace without
+ * marks whose steps were found knows its window before: an_pass_spans.c). */
+static int spans_window_pass(struct analysis *a, const char *path)
+{
+	struct tbp_reader *r;
+	int rc = an_open(&r, path);
+	if (rc)
+		return rc;
+	an_spans_window_begin(a);
+	struct tbp_record rec;
+	int st;
+	while ((st = tr_next(r, path, &rec)) > 0)
+		if (rec.kind == TBP_K_PY_SPAN)
+			an_spans_window_add(a, &rec);
+	rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
+	tbp_reader_close(r);
+	return rc;
+}
+
 static int run_once(struct analysis *a, const char *path, const struct an_opts *opts);
 
 
@@ -153,6 +173,11 @@ static int run_once(struct analysis *a, const char *path, const struct an_opts *
 	 * records alone (in order per device stream), clipped to it. */
 	if (a->markers_used && a->late_gpu_records) {
 		rc = window_second_pass(a, path);
+		if (rc)
+			return rc;
+	}
+	if (a->markers_used && !a->host_win.on && a->n_spans && a->win_end > a->win_begin) {
+		rc = spans_window_pass(a, path);
 		if (rc)
 			return rc;
 	}

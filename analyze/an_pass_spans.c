@@ -1,7 +1,10 @@
 /*
  * Pass: host time by Python function, from the spans (calls longer than the
  * tracer's span threshold): per call path, the calls, their inclusive time
- * and their self time (less the spans directly inside on the same thread).
+ * and their self time (less the spans directly inside on the same thread),
+ * over the whole trace and over the host window (the steps after warm-up:
+ * known as the spans come for detected steps, whose second pass marks them;
+ * for the runner's marks, from a second read of the spans, an_core.c).
  * It runs first on each span and gives the others the span's statistics
  * (whether it is a call of torch's backward(), where the thread waits).
  */
@@ -47,10 +50,69 @@ static int is_import(const struct analysis *a, uint64_t cp)
 	       !memcmp(f.file, file, sizeof file - 1);
 }
 
+/* The part of [b, e) inside the host window. */
+static uint64_t in_win(const struct analysis *a, uint64_t b, uint64_t e)
+{
+	if (b < a->host_win.begin)
+		b = a->host_win.begin;
+	if (e > a->host_win.end)
+		e = a->host_win.end;
+	return e > b ? e - b : 0;
+}
+
+/* A span into its statistics: whole (the trace's figures and the window's)
+ * or, in the second read of a marked trace, the window's alone. */
+static void span_account(struct analysis *a, const struct an_span_ev *ev, struct an_span_stat *s, int whole)
+{
+	struct an_state *st = a->st;
+	uint64_t ts = ev->ts, end = ev->end;
+	int win = a->host_win.on;
+	if (whole) {
+		s->count++;
+		s->total_ns += end - ts;
+	}
+	uint64_t self = end - ts, wself = win ? in_win(a, ts, end) : 0;
+	if (wself) {
+		s->win_count++;
+		s->win_total_ns += wself;
+	}
+	size_t sidx = (size_t)(s - VEC_AT(&a->spans, struct an_span_stat, 0));
+	struct thread_st *th = get_thread(st, ev->tid);
+	if (th && !th->done)
+		th->done = malloc(SPAN_STACK * sizeof *th->done);
+	if (th && th->done) {
+		/* Spans come in end order.  A span's start is its end less a
+		 * length measured in CPU ticks, converted at a calibrated
+		 * rate: a long span's start can be off by ~1e-4 of its
+		 * length, so a child may seem to start a little before its
+		 * parent.  It is still a child (only its part inside counts);
+		 * a span that began well before is an earlier sibling. */
+		uint64_t slack = (end - ts) / 1024 + 1000;
+		while (th->ndone && th->done[th->ndone - 1].end > ts && th->done[th->ndone - 1].end <= end &&
+		       th->done[th->ndone - 1].ts + slack >= ts) {
+			const struct done_span *c = &th->done[--th->ndone];
+			uint64_t cb = c->ts > ts ? c->ts : ts, cd = c->end - cb;
+			self = self > cd ? self - cd : 0;
+			if (wself) {
+				uint64_t wd = in_win(a, cb, c->end);
+				wself = wself > wd ? wself - wd : 0;
+			}
+		}
+		if (th->ndone == SPAN_STACK) {
+			memmove(th->done, th->done + 1, (SPAN_STACK - 1) * sizeof *th->done);
+			th->ndone--;
+		}
+		th->done[th->ndone++] = (struct done_span){.ts = ts, .end = end, .stat = sidx};
+	}
+	if (whole)
+		s->self_ns += self;
+	s->win_self_ns += wself;
+}
+
 static void spans_span(struct analysis *a, struct an_span_ev *ev)
 {
 	struct an_state *st = a->st;
-	uint64_t ts = ev->ts, end = ev->end, cp = ev->callpath;
+	uint64_t cp = ev->callpath;
 	uint64_t *ix = u64map_get(&st->spans.span_idx, cp);
 	struct an_span_stat *s = NULL;
 	if (ix) {
@@ -67,39 +129,53 @@ static void spans_span(struct analysis *a, struct an_span_ev *ev)
 		s->import = is_import(a, cp);
 	}
 	s->callpath = cp;
-	s->count++;
-	s->total_ns += end - ts;
-	uint64_t self = end - ts;
-	size_t sidx = (size_t)(s - VEC_AT(&a->spans, struct an_span_stat, 0));
-	struct thread_st *th = get_thread(st, ev->tid);
-	if (th && !th->done)
-		th->done = malloc(SPAN_STACK * sizeof *th->done);
-	if (th && th->done) {
-		/* Spans come in end order.  A span's start is its end less a
-		 * length measured in CPU ticks, converted at a calibrated
-		 * rate: a long span's start can be off by ~1e-4 of its
-		 * length, so a child may seem to start a little before its
-		 * parent.  It is still a child (only its part inside counts);
-		 * a span that began well before is an earlier sibling. */
-		uint64_t slack = (end - ts) / 1024 + 1000;
-		while (th->ndone && th->done[th->ndone - 1].end > ts && th->done[th->ndone - 1].end <= end &&
-		       th->done[th->ndone - 1].ts + slack >= ts) {
-			const struct done_span *c = &th->done[--th->ndone];
-			uint64_t cd = c->end - (c->ts > ts ? c->ts : ts);
-			self = self > cd ? self - cd : 0;
-		}
-		if (th->ndone == SPAN_STACK) {
-			memmove(th->done, th->done + 1, (SPAN_STACK - 1) * sizeof *th->done);
-			th->ndone--;
-		}
-		th->done[th->ndone++] = (struct done_span){.ts = ts, .end = end, .stat = sidx};
+	span_account(a, ev, s, 1);
+}
+
+/* A trace with the runner's marks: the window is known once the trace is
+ * read; its spans are read again for the window's figures, each thread's
+ * nesting from scratch. */
+void an_spans_window_begin(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	a->host_win.on = 1;
+	a->host_win.begin = a->win_begin;
+	a->host_win.end = a->win_end;
+	for (size_t i = 0; i < st->threads.n; i++)
+		VEC_AT(&st->threads, struct thread_st, i)->ndone = 0;
+	for (size_t i = 0; i < a->spans.n; i++) {
+		struct an_span_stat *s = VEC_AT(&a->spans, struct an_span_stat, i);
+		s->win_count = s->win_total_ns = s->win_self_ns = 0;
 	}
-	s->self_ns += self;
+}
+
+void an_spans_window_add(struct analysis *a, const struct tbp_record *r)
+{
+	struct an_span_ev e = {.tid = r->tid, .ts = r->ts, .callpath = r->u.py_span.callpath};
+	e.end = r->u.py_span.end < e.ts ? e.ts : r->u.py_span.end;
+	uint64_t *ix = u64map_get(&a->st->spans.span_idx, e.callpath);
+	if (ix)
+		span_account(a, &e, VEC_AT(&a->spans, struct an_span_stat, *ix), 0);
+}
+
+/* Detected steps, marked by this (second) pass: the window is theirs after
+ * warm-up, known before the first span. */
+static int spans_init(struct analysis *a)
+{
+	size_t n = a->opts.n_synth_steps, w = a->opts.synth_warmup ? a->opts.synth_warmup : 1;
+	if (n > w) {
+		a->host_win.on = 1;
+		a->host_win.begin = a->opts.synth_steps[w].begin;
+		a->host_win.end = a->opts.synth_steps[n - 1].end;
+	}
+	return 0;
 }
 
 static int cmp_span(const void *x, const void *y)
 {
 	const struct an_span_stat *a = x, *b = y;
+	if (a->win_self_ns != b->win_self_ns) /* 0 without a window */
+		return a->win_self_ns > b->win_self_ns ? -1 : 1;
 	if (a->self_ns != b->self_ns)
 		return a->self_ns > b->self_ns ? -1 : 1;
 	if (a->total_ns != b->total_ns)
@@ -121,6 +197,7 @@ static void spans_free(struct analysis *a)
 
 const struct an_pass_ops an_pass_spans = {
 	.name = "spans",
+	.init = spans_init,
 	.span = spans_span,
 	.finish = spans_finish,
 	.free = spans_free,

@@ -365,7 +365,9 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
  * time), with rows that only differ deeper in the path merged. */
 struct host_row {
 	struct an_frame fr;  /* leaf frame: the function (and line) of the row */
-	uint64_t count, total_ns, self_ns;
+	uint64_t count, total_ns, self_ns; /* over the host window when there is one, else the trace */
+	uint64_t trace_count, trace_total_ns, trace_self_ns; /* over the whole trace */
+	int import;          /* importlib's import of a module */
 	size_t paths;        /* call paths merged into this row */
 	uint64_t callpath;   /* the first (largest) of them */
 	int recursive;       /* leaf function also an ancestor: not inclusive */
@@ -421,9 +423,10 @@ static void recorded_calls(const struct analysis *a, struct u64map *out)
 }
 
 /* Rows grouped by leaf function (by_line 0) or leaf line (1), biggest first
- * (inclusive time, or self time).
+ * (inclusive time, or self time): over the host window when there is one
+ * (rows with no call in it left out unless all), else the whole trace.
  * Returns the row count; *out is malloc'd (NULL when none or no memory). */
-static size_t host_rows(const struct analysis *a, int by_line, struct host_row **out)
+static size_t host_rows_all(const struct analysis *a, int by_line, struct host_row **out, int all)
 {
 	*out = NULL;
 	if (!a->spans.n)
@@ -440,11 +443,18 @@ static size_t host_rows(const struct analysis *a, int by_line, struct host_row *
 		size_t nf = an_callpath_frames(a, sp->callpath, fr, MAX_FRAMES);
 		if (!nf)
 			continue;
+		int win = a->host_win.on;
+		if (win && !sp->win_count && !all)
+			continue;
 		struct host_row *r = &rows[n++];
 		r->fr = fr[0];
-		r->count = sp->count;
-		r->total_ns = sp->total_ns;
-		r->self_ns = sp->self_ns;
+		r->count = win ? sp->win_count : sp->count;
+		r->total_ns = win ? sp->win_total_ns : sp->total_ns;
+		r->self_ns = win ? sp->win_self_ns : sp->self_ns;
+		r->trace_count = sp->count;
+		r->trace_total_ns = sp->total_ns;
+		r->trace_self_ns = sp->self_ns;
+		r->import = sp->import;
 		r->paths = 1;
 		r->callpath = sp->callpath;
 		/* A call inside another call of the same function is already in
@@ -463,18 +473,23 @@ static size_t host_rows(const struct analysis *a, int by_line, struct host_row *
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
 		struct host_row *r = &rows[i];
-		uint64_t incl = r->recursive ? 0 : r->total_ns;
+		uint64_t incl = r->recursive ? 0 : r->total_ns, trace_incl = r->recursive ? 0 : r->trace_total_ns;
 		if (m && !row_key_cmp(&rows[m - 1], r, by_line)) {
 			struct host_row *g = &rows[m - 1];
 			g->count += r->count;
 			g->total_ns += incl;
 			g->self_ns += r->self_ns;
+			g->trace_count += r->trace_count;
+			g->trace_total_ns += trace_incl;
+			g->trace_self_ns += r->trace_self_ns;
+			g->import |= r->import;
 			g->paths++;
 			g->outer += !r->recursive;
 			continue;
 		}
 		rows[m] = *r;
 		rows[m].total_ns = incl;
+		rows[m].trace_total_ns = trace_incl;
 		rows[m].outer = !r->recursive;
 		rows[m].recursive = 0;
 		m++;
@@ -482,6 +497,51 @@ static size_t host_rows(const struct analysis *a, int by_line, struct host_row *
 	qsort(rows, m, sizeof *rows, by_line ? cmp_row_self : cmp_row_total);
 	*out = rows;
 	return m;
+}
+
+static size_t host_rows(const struct analysis *a, int by_line, struct host_row **out)
+{
+	return host_rows_all(a, by_line, out, 0);
+}
+
+/* The trace outside the host window: its time before and after it, and
+ * the imports' time outside it (importlib's calls, nested ones once). */
+struct host_outside {
+	uint64_t before_ns, after_ns, imports_ns;
+};
+static int host_outside(const struct analysis *a, struct host_outside *o)
+{
+	memset(o, 0, sizeof *o);
+	if (!a->host_win.on)
+		return 0;
+	o->before_ns = a->host_win.begin > a->first_ts ? a->host_win.begin - a->first_ts : 0;
+	o->after_ns = a->last_ts > a->host_win.end ? a->last_ts - a->host_win.end : 0;
+	struct host_row *rows;
+	size_t n = host_rows_all(a, 0, &rows, 1);
+	for (size_t i = 0; i < n; i++)
+		if (rows[i].import && rows[i].trace_total_ns > rows[i].total_ns)
+			o->imports_ns += rows[i].trace_total_ns - rows[i].total_ns;
+	free(rows);
+	return 1;
+}
+
+/* ", imports 3.296 s" (nothing without imports outside the window) */
+static void host_imports(const struct host_outside *o, char *buf, size_t len)
+{
+	char t[32];
+	if (o->imports_ns)
+		snprintf(buf, len, ", imports %s", fmt_ns(o->imports_ns, t, sizeof t));
+	else
+		buf[0] = 0;
+}
+
+/* "the 14 steps after warm-up, 334.777 ms" */
+static void host_win_label(const struct analysis *a, char *buf, size_t len)
+{
+	char t[32];
+	uint64_t steady = a->steps.count > a->steps.warmup ? a->steps.count - a->steps.warmup : a->iterations;
+	snprintf(buf, len, "the %" PRIu64 " step%s after warm-up, %s", steady, steady == 1 ? "" : "s",
+		 fmt_ns(a->host_win.end - a->host_win.begin, t, sizeof t));
 }
 
 /* Rows shown in the host tables: at least 12, more with a larger --top. */
@@ -500,8 +560,16 @@ static const char *row_incl(const struct host_row *r, char *buf, size_t len)
 
 static void text_host_time(const struct analysis *a, FILE *f)
 {
-	char t1[32], t2[32];
+	char t1[32], t2[48], t3[32], lab[96];
 	struct host_row *rows;
+	struct host_outside out;
+	if (host_outside(a, &out)) {
+		host_win_label(a, lab, sizeof lab);
+		host_imports(&out, t2, sizeof t2);
+		fprintf(f, "\nhost time over the analysis window (%s); outside it, not in the tables below: %s before it "
+			   "(start-up%s, set-up, warm-up) and %s after it\n",
+			lab, fmt_ns(out.before_ns, t1, sizeof t1), t2, fmt_ns(out.after_ns, t3, sizeof t3));
+	}
 	size_t n = host_rows(a, 0, &rows);
 	if (n) {
 		fprintf(f, "\ntop Python functions by inclusive time (spans: calls longer than the tracer's threshold):\n");
@@ -517,11 +585,24 @@ static void text_host_time(const struct analysis *a, FILE *f)
 	}
 	free(rows);
 	n = host_rows(a, 1, &rows);
-	if (n) {
-		fprintf(f, "\ntop Python functions by self time (line: where the function is defined):\n");
+	/* The program's own functions apart when torch's or the standard
+	 * library's lead the table: where the user's code spends its time. */
+	size_t own = 0;
+	for (size_t i = 0; i < n; i++)
+		own += !an_frame_is_library(a, &rows[i].fr);
+	for (int mine = 0; mine <= (own && n && an_frame_is_library(a, &rows[0].fr)); mine++) {
+		if (!n)
+			break;
+		fprintf(f, mine ? "\nthe program's own functions by self time (its files: not torch's, not the standard "
+				  "library's):\n"
+				: "\ntop Python functions by self time (line: where the function is defined):\n");
 		fprintf(f, "  %10s  %10s  %7s  %s\n", "self", "inclusive", "calls", "function");
-		for (size_t i = 0; i < host_rows_shown(a, n); i++) {
+		size_t lim = host_rows_shown(a, mine ? own : n);
+		for (size_t i = 0, shown = 0; i < n && shown < lim; i++) {
 			const struct host_row *r = &rows[i];
+			if (mine && an_frame_is_library(a, &r->fr))
+				continue;
+			shown++;
 			size_t fl;
 			const char *file = an_display_path(a, r->fr.file, r->fr.file_len, &fl);
 			fprintf(f, "  %10s  %10s  %6" PRIu64 "x  %.*s:%" PRIu64 " %.*s", fmt_ns(r->self_ns, t1, sizeof t1),
@@ -1112,11 +1193,25 @@ int an_report_json(const struct analysis *a, FILE *f)
 		fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 "}", k->count, k->total_ns,
 			k->max_ns);
 	}
-	fprintf(f, "],\n\"host_time_by_python_path\":[");
-	for (size_t i = 0; i < a->spans.n && i < 50; i++) {
+	struct host_outside out;
+	fprintf(f, "],\n\"host_time_window\":");
+	if (host_outside(a, &out))
+		fprintf(f, "{\"scope\":\"window\",\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"window_ns\":%" PRIu64
+			   ",\"before_ns\":%" PRIu64 ",\"after_ns\":%" PRIu64 ",\"imports_outside_ns\":%" PRIu64 "}",
+			a->host_win.begin, a->host_win.end, a->host_win.end - a->host_win.begin, out.before_ns, out.after_ns,
+			out.imports_ns);
+	else
+		fprintf(f, "{\"scope\":\"trace\"}");
+	fprintf(f, ",\n\"host_time_by_python_path\":[");
+	int win = a->host_win.on;
+	for (size_t i = 0, shown = 0; i < a->spans.n && shown < 50; i++) {
 		const struct an_span_stat *s = VEC_AT(&a->spans, struct an_span_stat, i);
-		fprintf(f, "%s\n {\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"self_ns\":%" PRIu64 ",\"where\":",
-			i ? "," : "", s->count, s->total_ns, s->self_ns);
+		if (win && !s->win_count)
+			continue;
+		fprintf(f, "%s\n {\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"self_ns\":%" PRIu64
+			   ",\"trace_count\":%" PRIu64 ",\"trace_total_ns\":%" PRIu64 ",\"trace_self_ns\":%" PRIu64 ",\"where\":",
+			shown++ ? "," : "", win ? s->win_count : s->count, win ? s->win_total_ns : s->total_ns,
+			win ? s->win_self_ns : s->self_ns, s->count, s->total_ns, s->self_ns);
 		json_where(a, f, s->callpath, 0);
 		fputc('}', f);
 	}
@@ -1129,8 +1224,11 @@ int an_report_json(const struct analysis *a, FILE *f)
 		json_str(f, r->fr.function, r->fr.function_len);
 		fprintf(f, ",\"file\":");
 		json_str(f, r->fr.file, r->fr.file_len);
-		fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"self_ns\":%" PRIu64 ",\"paths\":%zu}",
-			r->count, r->total_ns, r->self_ns, r->paths);
+		fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"self_ns\":%" PRIu64 ",\"paths\":%zu"
+			   ",\"trace_count\":%" PRIu64 ",\"trace_total_ns\":%" PRIu64 ",\"trace_self_ns\":%" PRIu64
+			   ",\"user\":%s}",
+			r->count, r->total_ns, r->self_ns, r->paths, r->trace_count, r->trace_total_ns, r->trace_self_ns,
+			an_frame_is_library(a, &r->fr) ? "false" : "true");
 	}
 	free(rows);
 	fprintf(f, "],\n\"memory\":{\"not_freed_blocks\":%" PRIu64 ",\"not_freed_bytes\":%" PRIu64 "}}\n",
@@ -1155,7 +1253,15 @@ static void html_text(FILE *f, const char *s, size_t len)
 /* The text report's two host tables, as HTML (a CPU run's main content). */
 static void html_host_time(const struct analysis *a, FILE *f)
 {
-	char t1[32], t2[32];
+	char t1[32], t2[48], t3[32], lab[96];
+	struct host_outside out;
+	if (host_outside(a, &out) && a->spans.n) {
+		host_win_label(a, lab, sizeof lab);
+		host_imports(&out, t2, sizeof t2);
+		fprintf(f, "<p class=\"s\">Host time over the analysis window (%s); outside it, not in these tables: %s "
+			   "before it (start-up%s, set-up, warm-up) and %s after it.</p>\n",
+			lab, fmt_ns(out.before_ns, t1, sizeof t1), t2, fmt_ns(out.after_ns, t3, sizeof t3));
+	}
 	for (int by_self = 0; by_self <= 1; by_self++) {
 		struct host_row *rows;
 		size_t n = host_rows(a, by_self, &rows);

@@ -315,6 +315,12 @@ def part_report(gen_path, tmp):
             check(not [f for f in rep["findings"] for fr in f["where"]["python"] + f["library"] if "_tensor.py" in fr["file"]],
                   "threads: no finding blames the waiting thread's Tensor.backward")
         if scen == "markers":
+            # The runner's marks: the host tables cover the marked window too (its spans read again).
+            hw, fns = rep.get("host_time_window") or {}, {h["function"]: h for h in rep["host_time_by_function"]}
+            check(hw.get("scope") == "window" and hw.get("window_ns") == rep["breakdown"]["window_ns"]
+                  and fns.get("main", {}).get("total_ns") == hw.get("window_ns")
+                  and fns["main"]["trace_total_ns"] > hw["window_ns"],
+                  f"markers: host tables over the marked window ({hw}, {fns.get('main')})")
             check(rep["window"]["source"] == "markers", "markers: window from markers")
             check(rep["window"]["warmup_excluded"] is True, "markers: warm-up excluded")
     # A CPU run: no GPU activity, host time by Python path from spans; its
@@ -325,8 +331,23 @@ def part_report(gen_path, tmp):
     st = rep["steps"] or {}
     check(st.get("source") == "detected" and st.get("count") == 10 and st.get("warmup") == 1
           and rep["window"]["source"] == "detected_steps", f"cpu: ten steps detected from the spans ({st})")
+    # With steps the host tables cover the analysis window, the 9 steps after warm-up (the recursions on imp.py
+    # ran in the warm-up step); each row keeps the whole trace's figures beside (trace_*), and --no-markers
+    # (no steps: the whole trace) gives the host time as it was before 2026-11-27, checked below.
+    hw = rep.get("host_time_window") or {}
+    check(hw.get("scope") == "window" and hw.get("window_ns") == rep["breakdown"]["window_ns"] == 9 * 1000000,
+          f"cpu: the host tables cover the 9 steps after warm-up ({hw})")
+    wpaths = {(h["where"]["python"][0]["file"], h["where"]["python"][0]["line"]): h
+              for h in rep["host_time_by_python_path"]}
+    wl = wpaths.get(("data.py", 21), {})
+    check(wl.get("count") == 9 and wl.get("total_ns") == 9 * 300000 and wl.get("trace_count") == 10
+          and wl.get("trace_total_ns") == 10 * 300000, f"cpu: data.py:21 in the window and in the trace ({wl})")
+    check(not [h for h in rep["host_time_by_function"] if h["function"] in ("find", "walk")],
+          "cpu: the warm-up step's recursions are outside the window's host tables")
+    whole = json.loads(run([trace, "--json", "--no-markers"]).stdout)
+    check((whole.get("host_time_window") or {}).get("scope") == "trace", "cpu --no-markers: host tables over the trace")
     paths = {(h["where"]["python"][0]["file"], h["where"]["python"][0]["line"]): h
-             for h in rep["host_time_by_python_path"]}
+             for h in whole["host_time_by_python_path"]}
     check(("data.py", 21) in paths and paths[("data.py", 21)]["count"] == 10
           and paths[("data.py", 21)]["total_ns"] == 10 * 300000, f"cpu: data.py:21 host time ({paths.get(('data.py', 21))})")
     # Its child Linear.forward seems to start 0.5 us before it (tick-measured
@@ -334,21 +355,25 @@ def part_report(gen_path, tmp):
     check(paths.get(("data.py", 21), {}).get("self_ns") == 10 * 280500,
           f"cpu: data.py:21 self time excludes a child that seems to start first ({paths.get(('data.py', 21))})")
     check(("model.py", 30) in paths and paths[("model.py", 30)]["total_ns"] == 10 * 700000, "cpu: model.py:30 host time")
-    # Host time is the whole trace's (the window keeps the breakdown to the steps).
+    # Host time over the whole trace (--no-markers; before 2026-11-27 the report's host time was the whole
+    # trace's even with steps, as these checks read it then).
     main = paths.get(("train.py", 120), {})
     check(main.get("total_ns") == 10110000 and main.get("self_ns") == main["total_ns"] - 10 * 1000000,
           f"cpu: main's self time excludes its callees ({main})")
-    check(rep["host_time_by_python_path"][0]["where"]["python"][0]["line"] == 30, "cpu: sorted by self time")
+    check(whole["host_time_by_python_path"][0]["where"]["python"][0]["line"] == 30, "cpu: sorted by self time")
     # Per function: inclusive time of the outer function first; one row for a
     # library function reached by two call paths.
-    fns = rep["host_time_by_function"]
+    fns = whole["host_time_by_function"]
     check(fns and fns[0]["function"] == "main" and fns[0]["total_ns"] == main.get("total_ns"),
           f"cpu: main first by inclusive time ({fns[:1]})")
     lin = [h for h in fns if h["function"] == "Linear.forward"]
     check(len(lin) == 1 and lin[0]["paths"] == 2 and lin[0]["count"] == 20 and lin[0]["total_ns"] == 10 * 70000,
           f"cpu: Linear.forward merged over its two call paths ({lin})")
     check(lin and lin[0]["file"].startswith("/opt/py/lib/python3.11/site-packages/"), "cpu: JSON keeps full paths")
-    text = run([trace]).stdout
+    wtext = run([trace]).stdout
+    check("host time over the analysis window (the 9 steps after warm-up, 9.000 ms); outside it" in wtext,
+          "cpu: the text says what the host tables cover")
+    text = run([trace, "--no-markers"]).stdout
     check("no GPU activity" in text, "cpu: text says there was no GPU activity")
     check("data.py:21 load_batch" in text, "cpu: text names data.py:21")
     check("torch/nn/modules/linear.py:130 Linear.forward  (2 call paths)" in text,
@@ -373,6 +398,29 @@ def part_report(gen_path, tmp):
         h = f.read()
     check("Python functions by inclusive time" in h and "Python functions by self time" in h
           and "load_batch" in h and "linear.py:130" in h, "cpu: the HTML page has the host-time tables")
+    # A CPU loop after 2 s of imports and 300 ms of set-up: the host tables cover the steps after warm-up, so the
+    # user's slow function in the loop leads them, and what lay outside is said (the analyzer before led its self
+    # time table with the imports and the set-up).
+    trace, _ = gen(gen_path, tmp, "cpu-steps")
+    rep = json.loads(run([trace, "--json"]).stdout)
+    st = rep["steps"] or {}
+    check(st.get("count") == 12 and st.get("warmup") == 1, f"cpu-steps: 12 steps ({st})")
+    hw = rep.get("host_time_window") or {}
+    check(hw.get("scope") == "window" and hw.get("window_ns") == 11 * 14100000 - 100000
+          and hw.get("imports_outside_ns") == 2000000000 and hw.get("after_ns") == 52100000,
+          f"cpu-steps: the window, the imports and the end outside it ({hw})")
+    fns = sorted(rep["host_time_by_function"], key=lambda h: -h["self_ns"])
+    check(fns and fns[0]["function"] == "slow_metric" and fns[0]["self_ns"] == 11 * 6000000 and fns[0]["count"] == 11
+          and fns[0]["user"] is True and fns[0]["trace_count"] == 12, f"cpu-steps: slow_metric leads the self time ({fns[:2]})")
+    names = {h["function"] for h in rep["host_time_by_function"]}
+    check(not names & {"_find_and_load", "build_model", "save"}, f"cpu-steps: imports, set-up, save outside ({names})")
+    text = run([trace]).stdout
+    selft = text.split("by self time")[1].splitlines()[2] if "by self time" in text else ""
+    check("train.py:6 slow_metric" in selft and "imports 2.000 s" in text, f"cpu-steps: text ({selft!r})")
+    page = os.path.join(tmp, "cpu-steps.html")
+    run([trace, "--html", page])
+    with open(page) as f:
+        check("Host time over the analysis window" in f.read(), "cpu-steps: the HTML page says what its tables cover")
 
 
 def part_bursts(gen_path, tmp):

@@ -1108,6 +1108,48 @@ static void scen_oneshot(void)
 	span(0, 900 * US, free7 + 20 * US, cp_mod);
 }
 
+/* cpu-steps: a CPU training loop (spans only, no marks) after 2 s of imports
+ * (an import span with another inside) and 300 ms of set-up (build_model),
+ * 12 steps at module level -- forward (train.py:21, 4 ms), the optimizer
+ * (:22, torch's Adam.step, 3 ms), slow_metric (:23, the user's own, 6 ms),
+ * a log line (:24, 1 ms) --, then 50 ms saving (:30).  Steps are detected
+ * from the spans; the host tables cover the 11 steps after warm-up: the
+ * imports, the set-up and the save are outside them, and slow_metric leads
+ * the self time (the analyzer before led with the imports' 2 s). */
+static void scen_cpu_steps(void)
+{
+	const uint64_t MS = 1000 * US;
+	const char *imp = "<frozen importlib._bootstrap>";
+	uint64_t cp_mod = site("train.py", "<module>", 1, 0);
+	uint64_t cp_imp = site(imp, "_find_and_load", 1165, site("train.py", "<module>", 2, 0));
+	uint64_t cp_imp2 = site(imp, "_find_and_load", 1165, site("/opt/py/lib/python3.11/site-packages/torch/__init__.py",
+								   "<module>", 30, cp_imp));
+	uint64_t cp_build = site("train.py", "build_model", 10, site("train.py", "<module>", 15, 0));
+	uint64_t cp_forward = site("model.py", "forward", 30, site("train.py", "<module>", 21, 0));
+	uint64_t cp_opt = site("/opt/py/lib/python3.11/site-packages/torch/optim/adam.py", "Adam.step", 215,
+			       site("train.py", "<module>", 22, 0));
+	uint64_t cp_metric = site("train.py", "slow_metric", 6, site("train.py", "<module>", 23, 0));
+	uint64_t cp_log = site("train.py", "log", 8, site("train.py", "<module>", 24, 0));
+	uint64_t cp_save = site("train.py", "save", 12, site("train.py", "<module>", 30, 0));
+	uint64_t t = 1000 * US, t0 = t;
+	span(0, t + 500 * MS, t + 1500 * MS, cp_imp2);
+	span(0, t, t + 2000 * MS, cp_imp);
+	t += 2000 * MS;
+	span(0, t + 1 * MS, t + 301 * MS, cp_build);
+	t += 302 * MS;
+	for (int i = 0; i < 12; i++) {
+		if (i == 1)
+			win_begin = t;
+		span(0, t, t + 4 * MS, cp_forward);
+		span(0, t + 4 * MS, t + 7 * MS, cp_opt);
+		span(0, t + 7 * MS, t + 13 * MS, cp_metric);
+		span(0, t + 13 * MS, t + 14 * MS, cp_log);
+		t += 14 * MS + 100 * US;
+	}
+	span(0, t + 1 * MS, t + 51 * MS, cp_save);
+	span(0, t0 - 1 * MS, t + 52 * MS, cp_mod);
+}
+
 /* prefix + rest, kept for the trace's life. */
 static const char *joined(const char *prefix, const char *rest)
 {
@@ -1799,7 +1841,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -1868,6 +1910,8 @@ int main(int argc, char **argv)
 		scen_scalars();
 	else if (!strcmp(s, "oneshot"))
 		scen_oneshot();
+	else if (!strcmp(s, "cpu-steps"))
+		scen_cpu_steps();
 	else if (!strcmp(s, "unmarked-slow"))
 		scen_unmarked(400 * US, 300 * US);
 	else if (!strcmp(s, "unmarked-fixed")) /* the data loading fixed, one kernel slower: faster steps, more GPU busy */
