@@ -16,6 +16,12 @@
  * are significantly slower (p < 0.05) AND the estimated ratio is more than
  * the threshold slower; with fewer than 5 steps a side the medians alone,
  * said so.  Exit 1 on a regression (pinned), 0 otherwise.
+ *
+ * Call sites and paths are keyed by their frames (file as displayed, line,
+ * function).  A file of the user's that only one trace has is compared as
+ * the file of the other trace's own that holds the same functions at the
+ * same lines (train.py against train_v2.py, a script moved to another
+ * directory): its sites match; a file both traces have keeps its name.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -236,7 +242,190 @@ static int step_times(const struct analysis *a, double **out, size_t *n, const c
 	return 0;
 }
 
-static int collect(struct items *it, const struct analysis *x, int side, double div, int cpu, int steps)
+/* ------------------------------------------------------------ renamed files
+ * The user's files each trace's call sites and paths run through: a file
+ * only one trace has is paired with the other trace's file (only in it)
+ * that holds the most of its (function, line) frames, and its frames are
+ * keyed by that file's name. */
+struct ufile {
+	char *name;       /* as displayed */
+	size_t len;
+	uint64_t h;
+	int other;        /* the other trace has a file of this name (any frame) */
+	long map;         /* A's file: the index of B's file it is compared as, -1: none */
+	uint64_t matched; /* frames matched with it */
+};
+struct ftuple {
+	size_t file;      /* index in the trace's ufiles */
+	uint64_t fnline;  /* hash of the function and line */
+};
+struct files {
+	struct ufile *f;
+	size_t n, cap;
+	struct u64map by_h;   /* user file hash -> index + 1 */
+	struct u64map all;    /* every frame's file hash (libraries' too) -> 1 */
+	struct u64map frames; /* hash(file index, fnline) -> 1 */
+	struct ftuple *t;
+	size_t nt, ct;
+};
+
+static uint64_t bytes_hash(const char *p, size_t n, uint64_t h)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
+	return h >> 1; /* never UINT64_MAX */
+}
+
+static uint64_t fnline_hash(const struct an_frame *fr)
+{
+	return bytes_hash(fr->function, fr->function_len, 0xcbf29ce484222325ULL ^ (fr->line * 0x9e3779b97f4a7c15ULL));
+}
+
+static int files_path(struct files *fs, const struct analysis *x, uint64_t cp)
+{
+	struct an_frame fr[64];
+	size_t n = an_callpath_frames(x, cp, fr, 64);
+	for (size_t i = 0; i < n; i++) {
+		size_t fl;
+		const char *file = an_display_path(x, fr[i].file, fr[i].file_len, &fl);
+		uint64_t h = bytes_hash(file, fl, 0xcbf29ce484222325ULL);
+		if (!u64map_get(&fs->all, h) && u64map_put(&fs->all, h, 1))
+			return -1;
+		if (an_frame_is_library(x, &fr[i]))
+			continue;
+		uint64_t *ix = u64map_get(&fs->by_h, h);
+		size_t k;
+		if (ix) {
+			k = *ix - 1;
+		} else {
+			if (fs->n == fs->cap) {
+				size_t nc = fs->cap ? 2 * fs->cap : 16;
+				struct ufile *nv = realloc(fs->f, nc * sizeof *nv);
+				if (!nv)
+					return -1;
+				fs->f = nv;
+				fs->cap = nc;
+			}
+			char *name = malloc(fl + 1);
+			if (!name)
+				return -1;
+			memcpy(name, file, fl);
+			name[fl] = 0;
+			k = fs->n++;
+			fs->f[k] = (struct ufile){.name = name, .len = fl, .h = h, .map = -1};
+			if (u64map_put(&fs->by_h, h, k + 1))
+				return -1;
+		}
+		uint64_t fh = an_hash_combine(k, fnline_hash(&fr[i])) >> 1;
+		if (u64map_get(&fs->frames, fh))
+			continue;
+		if (u64map_put(&fs->frames, fh, 1))
+			return -1;
+		if (fs->nt == fs->ct) {
+			size_t nc = fs->ct ? 2 * fs->ct : 64;
+			struct ftuple *nv = realloc(fs->t, nc * sizeof *nv);
+			if (!nv)
+				return -1;
+			fs->t = nv;
+			fs->ct = nc;
+		}
+		fs->t[fs->nt++] = (struct ftuple){k, fnline_hash(&fr[i])};
+	}
+	return 0;
+}
+
+/* The files of the call paths diff keys (sites, and a CPU run's spans). */
+static int files_gather(struct files *fs, const struct analysis *x, int cpu)
+{
+	for (size_t i = 0; i < x->sites.n; i++)
+		if (files_path(fs, x, VEC_AT(&x->sites, struct an_site_stat, i)->callpath))
+			return -1;
+	for (size_t i = 0; cpu && i < x->spans.n; i++)
+		if (files_path(fs, x, VEC_AT(&x->spans, struct an_span_stat, i)->callpath))
+			return -1;
+	return 0;
+}
+
+/* A's files that B lacks, each paired with B's file (one A lacks) holding
+ * the most of its (function, line) frames, greedily, at least one. */
+static void files_pair(struct files *fa, struct files *fb)
+{
+	for (size_t i = 0; i < fa->n; i++)
+		fa->f[i].other = u64map_get(&fb->all, fa->f[i].h) != NULL;
+	for (size_t j = 0; j < fb->n; j++)
+		fb->f[j].other = u64map_get(&fa->all, fb->f[j].h) != NULL;
+	int *used = calloc(fb->n ? fb->n : 1, sizeof *used);
+	if (!used)
+		return;
+	for (size_t i = 0; i < fa->n; i++) {
+		if (fa->f[i].other)
+			continue;
+		uint64_t best = 0;
+		long bj = -1;
+		for (size_t j = 0; j < fb->n; j++) {
+			if (fb->f[j].other || used[j])
+				continue;
+			uint64_t score = 0;
+			for (size_t t = 0; t < fa->nt; t++)
+				if (fa->t[t].file == i && u64map_get(&fb->frames, an_hash_combine(j, fa->t[t].fnline) >> 1))
+					score++;
+			if (score > best) {
+				best = score;
+				bj = (long)j;
+			}
+		}
+		if (bj >= 0) {
+			used[bj] = 1;
+			fa->f[i].map = bj;
+			fa->f[i].matched = best;
+		}
+	}
+	free(used);
+}
+
+static void files_free(struct files *fs)
+{
+	for (size_t i = 0; i < fs->n; i++)
+		free(fs->f[i].name);
+	free(fs->f);
+	free(fs->t);
+	u64map_free(&fs->by_h);
+	u64map_free(&fs->all);
+	u64map_free(&fs->frames);
+}
+
+/* an_site_key, with A's renamed files keyed by B's names (map: A's files
+ * paired with other's, NULL: none). */
+static void diff_key(const struct analysis *x, uint64_t cp, uint64_t nat, const struct files *map,
+		     const struct files *other, char *buf, size_t len)
+{
+	struct an_frame fr[64];
+	size_t n = an_callpath_frames(x, cp, fr, 64), used = 0;
+	if (!n || !map) {
+		an_site_key(x, cp, nat, buf, len);
+		return;
+	}
+	buf[0] = 0;
+	for (size_t i = 0; i < n && used + 1 < len; i++) {
+		size_t fl;
+		const char *file = an_display_path(x, fr[i].file, fr[i].file_len, &fl);
+		uint64_t *ix = an_frame_is_library(x, &fr[i]) ? NULL
+			       : u64map_get(&map->by_h, bytes_hash(file, fl, 0xcbf29ce484222325ULL));
+		if (ix && map->f[*ix - 1].map >= 0) {
+			const struct ufile *to = &other->f[map->f[*ix - 1].map];
+			file = to->name;
+			fl = to->len;
+		}
+		int w = snprintf(buf + used, len - used, "%s%.*s:%" PRIu64 ":%.*s", i ? "<" : "", (int)fl, file,
+				 fr[i].line, (int)fr[i].function_len, fr[i].function);
+		if (w < 0)
+			break;
+		used += (size_t)w;
+	}
+}
+
+static int collect(struct items *it, const struct analysis *x, int side, double div, int cpu, int steps,
+		   const struct files *map, const struct files *other)
 {
 	char key[2048];
 	struct item *e;
@@ -268,7 +457,7 @@ static int collect(struct items *it, const struct analysis *x, int side, double 
 	int gpu = an_has_gpu(x);
 	for (size_t i = 0; i < x->sites.n; i++) {
 		const struct an_site_stat *s = VEC_AT(&x->sites, struct an_site_stat, i);
-		an_site_key(x, s->callpath, s->native, key, sizeof key);
+		diff_key(x, s->callpath, s->native, map, other, key, sizeof key);
 		PUT(2, key, (double)(gpu ? s->gpu_ns : s->api_ns));
 		if (s->alloc_bytes) {
 			size_t kl = strlen(key);
@@ -281,7 +470,7 @@ static int collect(struct items *it, const struct analysis *x, int side, double 
 	 * blamed on every caller. */
 	for (size_t i = 0; cpu && i < x->spans.n; i++) {
 		const struct an_span_stat *sp = VEC_AT(&x->spans, struct an_span_stat, i);
-		an_site_key(x, sp->callpath, 0, key, sizeof key);
+		diff_key(x, sp->callpath, 0, map, other, key, sizeof key);
 		PUT(4, key, (double)sp->self_ns);
 	}
 	for (size_t i = 0; i < x->devices.n; i++) {
@@ -547,10 +736,19 @@ int cmd_diff(int argc, char **argv)
 	/* Both runs have steps (marks or detected): the verdict is the time per
 	 * step, what the user waits for; the rest explains it. */
 	int steps = an[0].steps.source && an[1].steps.source && an[0].steps.median_ns && an[1].steps.median_ns;
-	int bad = collect(&it, &an[0], 0, per(&an[0], &an[1], &an[0]), cpu, steps) ||
-		  collect(&it, &an[1], 1, per(&an[0], &an[1], &an[1]), cpu, steps);
+	/* A's files B lacks, compared as B's that hold the same functions at
+	 * the same lines. */
+	struct files fs[2];
+	memset(fs, 0, sizeof fs);
+	int bad = files_gather(&fs[0], &an[0], cpu) || files_gather(&fs[1], &an[1], cpu);
+	if (!bad)
+		files_pair(&fs[0], &fs[1]);
+	bad = bad || collect(&it, &an[0], 0, per(&an[0], &an[1], &an[0]), cpu, steps, &fs[0], &fs[1]) ||
+	      collect(&it, &an[1], 1, per(&an[0], &an[1], &an[1]), cpu, steps, NULL, NULL);
 	if (bad) {
 		fprintf(stderr, "tbanalyze: diff: out of memory\n");
+		files_free(&fs[0]);
+		files_free(&fs[1]);
 		an_free(&an[0]);
 		an_free(&an[1]);
 		return TBA_EXIT_INTERNAL;
@@ -568,6 +766,8 @@ int cmd_diff(int argc, char **argv)
 			for (size_t i = 0; i < it.n; i++)
 				free(it.v[i].key);
 			free(it.v);
+			files_free(&fs[0]);
+			files_free(&fs[1]);
 			an_free(&an[0]);
 			an_free(&an[1]);
 			return rc;
@@ -627,6 +827,18 @@ int cmd_diff(int argc, char **argv)
 			       regressions ? "regressed" : "no regression");
 		}
 		json_significance(&cmp, no_steps);
+		printf(",\"renamed_files\":[");
+		for (size_t i = 0, k = 0; i < fs[0].n; i++) {
+			const struct ufile *u = &fs[0].f[i];
+			if (u->map < 0)
+				continue;
+			printf("%s{\"a\":", k++ ? "," : "");
+			json_str(stdout, u->name, u->len);
+			printf(",\"b\":");
+			json_str(stdout, fs[1].f[u->map].name, fs[1].f[u->map].len);
+			printf(",\"matched_frames\":%" PRIu64 "}", u->matched);
+		}
+		printf("]");
 		printf(",\"changes\":[");
 		for (size_t i = 0; i < it.n; i++) {
 			const struct item *x = &it.v[i];
@@ -646,6 +858,13 @@ int cmd_diff(int argc, char **argv)
 		printf("tbanalyze diff: A=%s B=%s (threshold %.1f%%%s%s)\n", paths[0], paths[1], threshold,
 		       an[0].markers_used && an[1].markers_used ? ", per iteration" : "",
 		       cpu ? "; CPU runs: host self time by Python path" : "");
+		for (size_t i = 0; i < fs[0].n; i++) {
+			const struct ufile *u = &fs[0].f[i];
+			if (u->map >= 0)
+				printf("files: A's %s compared as B's %s (each only in its trace, %" PRIu64
+				       " of their frames alike: function and line): their sites are keyed by B's name\n",
+				       u->name, fs[1].f[u->map].name, u->matched);
+		}
 		if (tps)
 			text_headline(&head, &it, &an[0], &an[1], &cmp);
 		size_t shown = 0;
@@ -692,6 +911,8 @@ int cmd_diff(int argc, char **argv)
 	for (size_t i = 0; i < it.n; i++)
 		free(it.v[i].key);
 	free(it.v);
+	files_free(&fs[0]);
+	files_free(&fs[1]);
 	an_free(&an[0]);
 	an_free(&an[1]);
 	if (fflush(stdout)) {

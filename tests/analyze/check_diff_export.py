@@ -86,6 +86,23 @@ def parts(gen, run, check):
               f"diff per step reversed: regressed on the time per step alone ({reg})")
         run(["diff", u, sl], expect_rc=1)
         run(["diff", u, sl, "--threshold", "40"], expect_rc=0)
+        # The same program with its script renamed (train.py -> train_v2.py) and its model moved (model.py ->
+        # exp/model.py): every call site matched by its functions and lines, none new or gone, nothing changed
+        # (the analyzer before: each site -100 % under train.py and new under train_v2.py); files both runs
+        # have keep their names (unmarked against unmarked-slow: nothing renamed).
+        rn, _ = gen(gen_path, tmp, "unmarked-renamed")
+        rep = json.loads(run(["diff", u, rn, "--json"], expect_rc=0).stdout)
+        ren = sorted((r["a"], r["b"]) for r in rep.get("renamed_files", []))
+        check(ren == [("model.py", "exp/model.py"), ("train.py", "train_v2.py")], f"diff renamed: files paired ({ren})")
+        odd = [(c["type"], c["name"], c["a"], c["b"]) for c in rep["changes"] if c["type"] != "overall" and c["a"] != c["b"]]
+        sites = [c for c in rep["changes"] if c["type"] == "call_site"]
+        check(not odd and sites and all("train_v2.py" in c["name"] for c in sites),
+              f"diff renamed: every site matched under B's names, none changed ({odd[:4]})")
+        check(rep["verdict"] == "no significant change", f"diff renamed: no change ({rep['verdict']})")
+        txt = run(["diff", u, rn], expect_rc=0).stdout
+        check("files: A's train.py compared as B's train_v2.py" in txt, f"diff renamed: the text says so ({txt.splitlines()[1:3]})")
+        rep = json.loads(run(["diff", u, sl, "--json"], expect_rc=1).stdout)
+        check(rep.get("renamed_files") == [], f"diff: files both runs have keep their names ({rep.get('renamed_files')})")
         run(["diff", a], expect_rc=3)
         run(["diff", a, os.path.join(tmp, "nope.zst")], expect_rc=2)
 
