@@ -585,9 +585,173 @@ static const struct item *find_item(const struct items *it, const char *key)
 	return NULL;
 }
 
+/* ------------------------------------------------------------ where the time went
+ * With steps on a GPU: whether the change of the time per step is the
+ * GPU's work or the host's.  The GPU's work per step is unchanged when its
+ * busy time per step moved by at most half the threshold and both runs ran
+ * the same kernels about as often per step; a step that then took longer
+ * waited on the host -- another process's load on the machine, or host code
+ * -- which one trace pair cannot tell apart. */
+enum { SIDE_NONE = 0, SIDE_HOST, SIDE_GPU, SIDE_BOTH };
+static const char *const side_name[] = {NULL, "host", "gpu", "host_and_gpu"};
+struct expl {
+	int side;               /* SIDE_* (NONE: the time per step did not move past the threshold) */
+	int gpu_unchanged;      /* the GPU's work per step unchanged */
+	double busy_a, busy_b, idle_a, idle_b; /* per step */
+	double kps_a, kps_b;    /* kernels per step (whole trace / steps) */
+	int same_kernels;       /* the same kernels (by name) in both, bar those under 1 % of the time */
+	char site[600];         /* the host site whose GPU idle per step grew most, "" none */
+	double site_ns;         /* its growth per step */
+	char text[1024];
+};
+
+/* Every kernel of x with at least 1 % of x's kernel time is one of y's too. */
+static int kernels_in(const struct analysis *x, const struct analysis *y)
+{
+	uint64_t total = 0;
+	for (size_t i = 0; i < x->kernels.n; i++)
+		total += VEC_AT(&x->kernels, struct an_kernel_stat, i)->total_ns;
+	for (size_t i = 0; i < x->kernels.n; i++) {
+		const struct an_kernel_stat *k = VEC_AT(&x->kernels, struct an_kernel_stat, i);
+		if (k->total_ns * 100 < total)
+			continue;
+		size_t nl, ml;
+		const char *name = an_string(x, k->name, &nl);
+		int found = 0;
+		for (size_t j = 0; j < y->kernels.n && !found; j++) {
+			const char *m = an_string(y, VEC_AT(&y->kernels, struct an_kernel_stat, j)->name, &ml);
+			found = name && m && nl == ml && !memcmp(name, m, nl);
+		}
+		if (!found)
+			return 0;
+	}
+	return 1;
+}
+
+static double kernels_per_step(const struct analysis *x)
+{
+	uint64_t n = 0;
+	for (size_t i = 0; i < x->kernels.n; i++)
+		n += VEC_AT(&x->kernels, struct an_kernel_stat, i)->count;
+	return x->steps.count ? (double)n / (double)x->steps.count : 0;
+}
+
+/* The host site (cause and call site, keyed as diff keys) whose share of
+ * the GPU idle per step grew most, edges aside. */
+static int idle_site(struct expl *e, const struct analysis an[2], const struct files fs[2])
+{
+	struct items parts = {0};
+	char key[2048];
+	int rc = 0;
+	for (int s = 0; s < 2 && !rc; s++) {
+		const struct analysis *x = &an[s];
+		double div = per(&an[0], &an[1], x);
+		for (size_t i = 0; i < x->idle_parts.n && !rc; i++) {
+			const struct an_finding *p = VEC_AT(&x->idle_parts, struct an_finding, i);
+			if (p->edge)
+				continue;
+			int w = snprintf(key, sizeof key, "%s ", an_cause_name(p->cause));
+			diff_key(x, p->callpath, p->native, s ? NULL : &fs[0], s ? NULL : &fs[1], key + w, sizeof key - (size_t)w);
+			struct item *it = item_get(&parts, 5, key);
+			if (!it)
+				rc = -1;
+			else
+				*(s ? &it->b : &it->a) += (double)p->total_ns / div;
+		}
+	}
+	const struct item *best = NULL;
+	for (size_t i = 0; i < parts.n; i++)
+		if (!best || parts.v[i].b - parts.v[i].a > best->b - best->a)
+			best = &parts.v[i];
+	if (best && best->b > best->a) {
+		snprintf(e->site, sizeof e->site, "%s", best->key);
+		e->site_ns = best->b - best->a;
+	}
+	for (size_t i = 0; i < parts.n; i++)
+		free(parts.v[i].key);
+	free(parts.v);
+	return rc;
+}
+
+static int explain(struct expl *e, const struct item *head, const struct items *it, const struct analysis an[2],
+		   const struct files fs[2], double threshold)
+{
+	memset(e, 0, sizeof *e);
+	const struct item *busy = find_item(it, "gpu_busy_ns"), *idle = find_item(it, "gpu_idle_ns");
+	if (!busy || !idle || !an_has_gpu(&an[0]) || !an_has_gpu(&an[1]) || !head->a)
+		return 0;
+	e->busy_a = busy->a, e->busy_b = busy->b, e->idle_a = idle->a, e->idle_b = idle->b;
+	e->kps_a = kernels_per_step(&an[0]);
+	e->kps_b = kernels_per_step(&an[1]);
+	e->same_kernels = kernels_in(&an[0], &an[1]) && kernels_in(&an[1], &an[0]);
+	double tol = threshold / 200.0; /* half the threshold, as a fraction */
+	e->gpu_unchanged = fabs(e->busy_b - e->busy_a) <= tol * e->busy_a + 1000 && e->same_kernels &&
+			   fabs(e->kps_b - e->kps_a) <= tol * e->kps_a + 0.5;
+	double dstep = head->b - head->a, dbusy = e->busy_b - e->busy_a, didle = e->idle_b - e->idle_a;
+	if (fabs(dstep) * 100 <= threshold * head->a)
+		return 0;
+	e->side = e->gpu_unchanged ? SIDE_HOST : fabs(dbusy) * 2 >= fabs(didle) && fabs(didle) * 2 < fabs(dbusy) ? SIDE_GPU
+										 : SIDE_BOTH;
+	if (e->side != SIDE_GPU && idle_site(e, an, fs))
+		return -1;
+	char site[800] = "";
+	if (e->site[0] && didle > 0 && e->site_ns * 2 >= didle) {
+		/* "python data.py:33:load_batch<train.py:20:..." -> its cause and leaf frame */
+		const char *sp = strchr(e->site, ' '), *lt = strchr(e->site, '<');
+		int cl = sp ? (int)(sp - e->site) : 0;
+		int fl = (int)((lt ? lt : e->site + strlen(e->site)) - (sp ? sp + 1 : e->site));
+		snprintf(site, sizeof site, "; most of it (%+.3f ms per step) %.*s at %.*s", e->site_ns / 1e6, cl, e->site,
+			 fl > 400 ? 400 : fl, sp ? sp + 1 : e->site);
+	}
+	if (e->side == SIDE_HOST)
+		snprintf(e->text, sizeof e->text,
+			 "GPU work per step unchanged (busy %.3f -> %.3f ms, the same kernels, %.0f -> %.0f a step on average); the "
+			 "host %s: GPU idle per step %+.3f ms%s -- another process's load, or host code: rerun both under "
+			 "the same load to tell",
+			 e->busy_a / 1e6, e->busy_b / 1e6, e->kps_a, e->kps_b, dstep > 0 ? "took longer" : "was quicker",
+			 didle / 1e6, site);
+	else if (e->side == SIDE_GPU)
+		snprintf(e->text, sizeof e->text,
+			 "the GPU's work per step changed: busy %+.3f ms per step (%+.1f%%), idle %+.3f ms: the kernels and "
+			 "call sites below",
+			 dbusy / 1e6, e->busy_a ? 100.0 * dbusy / e->busy_a : 0.0, didle / 1e6);
+	else
+		snprintf(e->text, sizeof e->text,
+			 "the GPU's work and the host's both changed: busy %+.3f ms per step (%+.1f%%), idle %+.3f ms%s",
+			 dbusy / 1e6, e->busy_a ? 100.0 * dbusy / e->busy_a : 0.0, didle / 1e6, site);
+	return 0;
+}
+
+static void json_explain(const struct expl *e)
+{
+	printf(",\"explanation\":");
+	if (!e->side) {
+		printf("null");
+		return;
+	}
+	printf("{\"side\":\"%s\",\"gpu_work_unchanged\":%s,\"same_kernels\":%s", side_name[e->side],
+	       e->gpu_unchanged ? "true" : "false", e->same_kernels ? "true" : "false");
+	json_num("gpu_busy_a_ns", e->busy_a, "%.0f");
+	json_num("gpu_busy_b_ns", e->busy_b, "%.0f");
+	json_num("gpu_idle_a_ns", e->idle_a, "%.0f");
+	json_num("gpu_idle_b_ns", e->idle_b, "%.0f");
+	json_num("kernels_per_step_a", e->kps_a, "%.2f");
+	json_num("kernels_per_step_b", e->kps_b, "%.2f");
+	printf(",\"idle_site\":");
+	if (e->site[0]) {
+		json_str(stdout, e->site, strlen(e->site));
+		json_num("idle_site_change_ns", e->site_ns, "%.0f");
+	} else {
+		printf("null,\"idle_site_change_ns\":null");
+	}
+	printf(",\"text\":");
+	json_str(stdout, e->text, strlen(e->text));
+	printf("}");
+}
+
 /* The headline: time per step, with what the GPU did per step beside it. */
 static void text_headline(const struct item *head, const struct items *it, const struct analysis *a,
-			  const struct analysis *b, const struct an_step_cmp *cmp)
+			  const struct analysis *b, const struct an_step_cmp *cmp, const struct expl *e)
 {
 	printf("time per step: %.3f ms -> %.3f ms (%+.1f%%): %s  [steps: %s %" PRIu64 ", %s %" PRIu64 "]\n",
 	       head->a / 1e6, head->b / 1e6, change_pct(head), an_change_name(cmp->verdict),
@@ -602,7 +766,10 @@ static void text_headline(const struct item *head, const struct items *it, const
 		if (x)
 			printf("  %s %.3f -> %.3f ms", beside[k][1], x->a / 1e6, x->b / 1e6);
 	}
-	printf("\n  what changed (explanation; only the time per step decides):\n");
+	printf("\n");
+	if (e->side)
+		printf("  where the time went: %s\n", e->text);
+	printf("  what changed (explanation; only the time per step decides):\n");
 }
 
 /* The verdict on the time per step: the per-step times of both runs
@@ -805,6 +972,19 @@ int cmd_diff(int argc, char **argv)
 		if (it.v[i].type == 0 && !strcmp(it.v[i].key, "time_per_step_ns"))
 			tps = &it.v[i];
 	struct item head = tps ? *tps : (struct item){0};
+	struct expl ex;
+	memset(&ex, 0, sizeof ex);
+	if (tps && explain(&ex, &head, &it, an, fs, threshold)) {
+		fprintf(stderr, "tbanalyze: diff: out of memory\n");
+		for (size_t i = 0; i < it.n; i++)
+			free(it.v[i].key);
+		free(it.v);
+		files_free(&fs[0]);
+		files_free(&fs[1]);
+		an_free(&an[0]);
+		an_free(&an[1]);
+		return TBA_EXIT_INTERNAL;
+	}
 	qsort(it.v, it.n, sizeof *it.v, cmp_item);
 
 	if (json) {
@@ -827,6 +1007,7 @@ int cmd_diff(int argc, char **argv)
 			       regressions ? "regressed" : "no regression");
 		}
 		json_significance(&cmp, no_steps);
+		json_explain(&ex);
 		printf(",\"renamed_files\":[");
 		for (size_t i = 0, k = 0; i < fs[0].n; i++) {
 			const struct ufile *u = &fs[0].f[i];
@@ -866,7 +1047,7 @@ int cmd_diff(int argc, char **argv)
 				       u->name, fs[1].f[u->map].name, u->matched);
 		}
 		if (tps)
-			text_headline(&head, &it, &an[0], &an[1], &cmp);
+			text_headline(&head, &it, &an[0], &an[1], &cmp, &ex);
 		size_t shown = 0;
 		for (size_t i = 0; i < it.n && shown < 30; i++) {
 			const struct item *x = &it.v[i];

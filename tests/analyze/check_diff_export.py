@@ -103,6 +103,27 @@ def parts(gen, run, check):
         check("files: A's train.py compared as B's train_v2.py" in txt, f"diff renamed: the text says so ({txt.splitlines()[1:3]})")
         rep = json.loads(run(["diff", u, sl, "--json"], expect_rc=1).stdout)
         check(rep.get("renamed_files") == [], f"diff: files both runs have keep their names ({rep.get('renamed_files')})")
+        # Where the time went.  The same GPU work per step, the host slower (its data loading 600 us instead of
+        # 300, as under another process's load): still a regression (exit 1: the time per step decides), said to
+        # be the host's, at the data loading; the analyzer before said only "regressed" beside an unchanged GPU
+        # busy time.  A slower kernel is the GPU's work.
+        ld, _ = gen(gen_path, tmp, "unmarked-loaded")
+        rep = json.loads(run(["diff", u, ld, "--json"], expect_rc=1).stdout)
+        ex = rep.get("explanation") or {}
+        check(rep["verdict"] == "regressed" and ex.get("side") == "host" and ex.get("gpu_work_unchanged") is True
+              and ex.get("same_kernels") is True and ex.get("gpu_busy_a_ns") == ex.get("gpu_busy_b_ns")
+              and "data.py:33:load_batch" in (ex.get("idle_site") or ""), f"diff loaded: the host's change ({ex})")
+        txt = run(["diff", u, ld], expect_rc=1).stdout
+        where = [l for l in txt.splitlines() if "where the time went" in l]
+        check(where and "GPU work per step unchanged" in where[0] and "the host took longer" in where[0]
+              and "rerun both under the same load" in where[0] and "load_batch" in where[0],
+              f"diff loaded: the text says the host took longer ({where})")
+        rep = json.loads(run(["diff", u, sl, "--json"], expect_rc=1).stdout)
+        ex = rep.get("explanation") or {}
+        check(ex.get("side") in ("gpu", "host_and_gpu") and ex.get("gpu_work_unchanged") is False,
+              f"diff slow kernel: the GPU's work changed ({ex})")
+        rep = json.loads(run(["diff", u, u, "--json"], expect_rc=0).stdout)
+        check(rep.get("explanation", 1) is None, f"diff of one trace: nothing to explain ({rep.get('explanation')})")
         run(["diff", a], expect_rc=3)
         run(["diff", a, os.path.join(tmp, "nope.zst")], expect_rc=2)
 

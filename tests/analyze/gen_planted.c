@@ -1841,7 +1841,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-loaded|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -1932,6 +1932,8 @@ int main(int argc, char **argv)
 		scen_unmarked(400 * US, 300 * US);
 	else if (!strcmp(s, "unmarked-fixed")) /* the data loading fixed, one kernel slower: faster steps, more GPU busy */
 		scen_unmarked(100 * US, 100 * US);
+	else if (!strcmp(s, "unmarked-loaded")) /* the host slower (its data loading 600 us), the GPU's work the same */
+		scen_unmarked(0, 600 * US);
 	else if (!strcmp(s, "random"))
 		scen_random((unsigned)iters, 3000);
 	else {
