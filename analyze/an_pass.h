@@ -424,6 +424,7 @@ HOT_FN void gaps_call(struct an_state *st, uint32_t tid, unsigned kind, uint64_t
 	ae->copy = copy;
 }
 void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch, uint64_t kernel_name);
+void gap_cut_short(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch);
 void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, const struct corr_ent *launch,
 	     int edge);
 /* A gap under the threshold is not examined (they come with most kernels of
@@ -445,8 +446,16 @@ HOT_FN void gaps_gpu(struct analysis *a, struct an_device *d, uint64_t s, const 
 		 * gap_new's queued).  An unjoined record's launch has ts and
 		 * end 0: not late. */
 		int host_wait = (api->end ? api->end : api->ts) > d->busy.end;
+		struct an_state *st = a->st;
 		if (idle >= a->opts.gap_ns)
 			gap_long(a, d, s, joined ? api : NULL, kernel_name);
+		else if (__builtin_expect(st->last_iter_end_ts > d->busy.end ||
+					  (st->in_iter && st->iter_begin_ts > d->busy.end), 0))
+			/* Across an iteration's mark: cut there as a long one, each
+			 * piece in its own iteration (whole, it went to the phase
+			 * after the mark: the runner's time and the idle before the
+			 * window counted as the steady state's). */
+			gap_cut_short(a, d, s, joined ? api : NULL);
 		else
 			gap_short(d, idle, host_wait);
 	} else if (__builtin_expect(!d->busy.open, 0)) {

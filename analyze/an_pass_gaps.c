@@ -388,6 +388,15 @@ __attribute__((noinline)) void gap_long(struct analysis *a, struct an_device *d,
 	mark_add(a, AN_F_IDLE_GAP, d->id, 0, d->busy.end, s);
 }
 
+/* A gap under the threshold across an iteration's mark: its pieces are
+ * idle time of their iterations (and of none between them), not
+ * occurrences; not drawn. */
+__attribute__((noinline)) void gap_cut_short(struct analysis *a, struct an_device *d, uint64_t s,
+					      const struct corr_ent *launch)
+{
+	gap_new(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE);
+}
+
 /* A span into the ring, and into the gaps still waiting for theirs. */
 static void gaps_span(struct analysis *a, struct an_span_ev *ev)
 {
