@@ -89,6 +89,7 @@ enum an_gap_cause {
 	AN_CAUSE_HOST_OTHER,   /* host work outside Python */
 	AN_CAUSE_NO_HOST,      /* no host activity recorded on the responsible thread */
 	AN_CAUSE_QUEUED,       /* the next work was already queued: the GPU side waited */
+	AN_CAUSE_ALLOC,        /* host inside a device memory allocation or free (cudaMalloc, cudaFree) */
 	AN_CAUSE_N,
 };
 /* Where a gap piece lies: inside the window, or at its edges (before the
@@ -154,6 +155,8 @@ struct an_finding {
 	uint8_t copy_bits;                 /* idle gap: those copies' an_copy_bits(), or-ed */
 	uint64_t no_call_ns;                   /* idle gap: of site_ns, the host between GPU calls in stretches
 	                                    * of AN_CPU_STRETCH_NS or more (CPU work, not launching) */
+	uint8_t alloc_bits;                /* idle gap: allocator calls the host was inside at the site
+	                                    * (AN_ALLOC_MALLOC, AN_ALLOC_FREE), or-ed */
 	int harness;                       /* placed in the runner's own code */
 	int backward_burst;                /* kernel burst: launched by autograd for a backward() called at its site */
 };
@@ -162,6 +165,8 @@ struct an_finding {
  * bit (copy_kind - 1) for H2D, D2H, D2D; AN_COPY_PAGEABLE when the host
  * side is pageable memory. */
 enum { AN_COPY_H2D = 1, AN_COPY_D2H = 2, AN_COPY_D2D = 4, AN_COPY_OTHER = 8, AN_COPY_PAGEABLE = 16 };
+/* An allocator call an idle gap was spent inside. */
+enum { AN_ALLOC_MALLOC = 1, AN_ALLOC_FREE = 2 };
 static inline uint8_t an_copy_bits(uint64_t copy_kind, uint64_t flags)
 {
 	uint8_t b = copy_kind == TBP_COPY_H2D ? AN_COPY_H2D : copy_kind == TBP_COPY_D2H ? AN_COPY_D2H

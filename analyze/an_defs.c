@@ -680,6 +680,7 @@ const char *an_cause_name(int cause)
 	case AN_CAUSE_HOST_OTHER: return "host_other";
 	case AN_CAUSE_NO_HOST: return "no_host";
 	case AN_CAUSE_QUEUED: return "queued";
+	case AN_CAUSE_ALLOC: return "alloc";
 	}
 	return "";
 }

@@ -2,11 +2,12 @@
  * Pass: idle gaps and what the host did in them.  A gap's idle time is
  * split by what the responsible host thread (the one that issued the work
  * ending the gap, else the last one to call the API) was doing at each
- * instant of it, in this order: waiting inside a sync; in a Python span
- * (the innermost one); inside another API call, or between calls, charged
- * to the next call (Python: launch overhead, launch_bound; none: host work
- * outside Python); no later call recorded: no_host.  When the next work was
- * already queued before the GPU ran dry, the host is not to blame: queued.
+ * instant of it, in this order: waiting inside a sync; inside a device
+ * memory allocation or free (alloc); in a Python span (the innermost one);
+ * inside another API call, or between calls, charged to the next call
+ * (Python: launch overhead, launch_bound; none: host work outside Python);
+ * no later call recorded: no_host.  When the next work was already queued
+ * before the GPU ran dry, the host is not to blame: queued.
  *
  * Gaps wait in a pending list for the spans that explain them (spans reach
  * the file as they end, after the GPU records of the gap).  The idle
@@ -24,8 +25,9 @@
 #define GAP_SPANS 16
 struct gap_call {
 	uint64_t ts, end, callpath, native;
-	int sync;
-	uint8_t copy; /* a copy call: an_copy_bits(), else 0 */
+	uint8_t sync;
+	uint8_t alloc; /* a device memory allocation or free: AN_ALLOC_*, else 0 */
+	uint8_t copy;  /* a copy call: an_copy_bits(), else 0 */
 };
 struct gap_span {
 	uint64_t ts, end, callpath;
@@ -100,47 +102,67 @@ static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 		.wait_callpath = sp->wait_callpath};
 }
 
+/* What the host was doing at an instant of a piece (gap_cause_at). */
+struct gap_at {
+	uint64_t cp, nat;
+	uint8_t copy;      /* inside a copy call: an_copy_bits() */
+	uint8_t alloc;     /* inside an allocator call: AN_ALLOC_* */
+	uint8_t no_call;   /* between calls in a stretch of AN_CPU_STRETCH_NS or more before the next */
+};
+
 struct gap_part {
 	uint8_t cause;
 	uint8_t copy;      /* an_copy_bits() of the copy calls the host was inside */
+	uint8_t alloc;     /* AN_ALLOC_* of the allocator calls the host was inside */
 	uint64_t cp, nat, ns;
 	uint64_t copy_ns;  /* of ns, inside a copy call */
 	uint64_t no_call_ns;   /* of ns, between calls in a long stretch (AN_CPU_STRETCH_NS) */
 };
 #define GAP_PARTS (2 * (GAP_CALLS + GAP_SPANS) + 4)
 
-static void part_add(struct gap_part *parts, size_t *n, int cause, uint64_t cp, uint64_t nat, uint64_t ns,
-		     uint8_t copy, uint64_t no_call_ns)
+static void part_add(struct gap_part *parts, size_t *n, int cause, const struct gap_at *at, uint64_t ns)
 {
-	uint64_t copy_ns = copy ? ns : 0;
+	uint64_t copy_ns = at->copy ? ns : 0, no_call_ns = at->no_call ? ns : 0;
 	for (size_t i = 0; i < *n; i++)
-		if (parts[i].cause == cause && parts[i].cp == cp && parts[i].nat == nat) {
+		if (parts[i].cause == cause && parts[i].cp == at->cp && parts[i].nat == at->nat) {
 			parts[i].ns += ns;
 			parts[i].copy_ns += copy_ns;
-			parts[i].copy |= copy;
+			parts[i].copy |= at->copy;
+			parts[i].alloc |= at->alloc;
 			parts[i].no_call_ns += no_call_ns;
 			return;
 		}
 	if (*n < GAP_PARTS)
-		parts[(*n)++] = (struct gap_part){.cause = (uint8_t)cause, .copy = copy, .cp = cp, .nat = nat, .ns = ns,
-						  .copy_ns = copy_ns, .no_call_ns = no_call_ns};
+		parts[(*n)++] = (struct gap_part){.cause = (uint8_t)cause, .copy = at->copy, .alloc = at->alloc,
+						  .cp = at->cp, .nat = at->nat, .ns = ns, .copy_ns = copy_ns,
+						  .no_call_ns = no_call_ns};
 }
 
-/* What the host was doing at instant t of the piece (see above); *copy:
- * the copy call it was inside, if any (an_copy_bits()); *no_call: when it
- * was between calls before a late one, how long that stretch with no call
- * lasted (from the previous call's end, or the piece's start), else 0. */
-static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t *nat, uint8_t *copy,
-			uint64_t *no_call)
+/* What the host was doing at instant t of the piece (see above), into *at;
+ * no_call: between calls before a late one in a stretch with no call of
+ * AN_CPU_STRETCH_NS or more (from the previous call's end, or the piece's
+ * start). */
+static int gap_cause_at(const struct pgap *g, uint64_t t, struct gap_at *at)
 {
-	*copy = 0;
-	*no_call = 0;
+	memset(at, 0, sizeof *at);
 	for (unsigned i = 0; i < g->ncalls; i++) {
 		const struct gap_call *c = &g->calls[i];
 		if (c->sync && c->ts <= t && t < c->end) {
-			*cp = c->callpath;
-			*nat = c->native;
+			at->cp = c->callpath;
+			at->nat = c->native;
 			return AN_CAUSE_SYNC;
+		}
+	}
+	/* Inside the allocator: PyTorch's caching allocator asking the driver
+	 * for memory (its cache emptied, or grown) or giving it back.  Before
+	 * spans: the Python function around it is not what took the time. */
+	for (unsigned i = 0; i < g->ncalls; i++) {
+		const struct gap_call *c = &g->calls[i];
+		if (c->alloc && c->ts <= t && t < c->end) {
+			at->cp = c->callpath;
+			at->nat = c->native;
+			at->alloc = c->alloc;
+			return AN_CAUSE_ALLOC;
 		}
 	}
 	const struct gap_span *inner = NULL;
@@ -154,13 +176,11 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t
 		 * autograd engine's, in C++ (its Python, a custom Function's
 		 * backward, is a span of its own thread, which launches), placed
 		 * at the user's backward() call. */
-		*cp = inner->wait_callpath;
-		*nat = 0;
+		at->cp = inner->wait_callpath;
 		return AN_CAUSE_HOST_OTHER;
 	}
 	if (inner) {
-		*cp = inner->callpath;
-		*nat = 0;
+		at->cp = inner->callpath;
 		return AN_CAUSE_PYTHON;
 	}
 	/* Calls are in time order: the first one not over by t is the call
@@ -169,18 +189,17 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, uint64_t *cp, uint64_t
 	for (unsigned i = 0; i < g->ncalls; i++) {
 		const struct gap_call *c = &g->calls[i];
 		if (c->end > t) {
-			*cp = c->callpath;
-			*nat = c->native;
+			at->cp = c->callpath;
+			at->nat = c->native;
 			if (c->ts <= t)
-				*copy = c->copy;
+				at->copy = c->copy;
 			else
-				*no_call = c->ts - prev_end;
+				at->no_call = c->ts - prev_end >= AN_CPU_STRETCH_NS;
 			return c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
 		}
 		if (c->end > prev_end)
 			prev_end = c->end;
 	}
-	*cp = *nat = 0;
 	return AN_CAUSE_NO_HOST;
 }
 
@@ -190,7 +209,8 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	struct gap_part parts[GAP_PARTS];
 	size_t np = 0;
 	if (g->queued) {
-		part_add(parts, &np, AN_CAUSE_QUEUED, g->launch_cp, g->launch_nat, len, 0, 0);
+		struct gap_at at = {.cp = g->launch_cp, .nat = g->launch_nat};
+		part_add(parts, &np, AN_CAUSE_QUEUED, &at, len);
 	} else {
 		uint64_t pts[2 + 2 * (GAP_CALLS + GAP_SPANS)];
 		size_t n = 0;
@@ -210,10 +230,9 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 			uint64_t hi = pts[i + 1] < g->end ? pts[i + 1] : g->end;
 			if (hi <= lo)
 				continue;
-			uint64_t cp, nat, no_call;
-			uint8_t copy;
-			int cause = gap_cause_at(g, lo, &cp, &nat, &copy, &no_call);
-			part_add(parts, &np, cause, cp, nat, hi - lo, copy, no_call >= AN_CPU_STRETCH_NS ? hi - lo : 0);
+			struct gap_at at;
+			int cause = gap_cause_at(g, lo, &at);
+			part_add(parts, &np, cause, &at, hi - lo);
 		}
 	}
 	uint64_t by_cause[AN_CAUSE_N] = {0};
@@ -277,6 +296,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		f->site_ns += site->ns;
 		f->copy_ns += site->copy_ns;
 		f->copy_bits |= site->copy;
+		f->alloc_bits |= site->alloc;
 		f->no_call_ns += site->no_call_ns;
 	}
 }
@@ -353,6 +373,7 @@ __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint
 			continue;
 		tmp[GAP_CALLS - 1 - kept++] = (struct gap_call){
 			.ts = e->ts, .end = e->end, .callpath = e->callpath, .native = e->native, .sync = e->kind == TBP_K_SYNC,
+			.alloc = e->kind == TBP_K_MALLOC ? AN_ALLOC_MALLOC : e->kind == TBP_K_FREE ? AN_ALLOC_FREE : 0,
 			.copy = e->copy};
 	}
 	memcpy(g.calls, &tmp[GAP_CALLS - kept], kept * sizeof tmp[0]);

@@ -115,6 +115,18 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 				       "workers, prepare the next batch while this one runs)";
 			return "the next launch was issued late (launch-bound): batch small ops "
 			       "(torch._foreach_*, fused ops), use torch.compile or CUDA graphs";
+		case AN_CAUSE_ALLOC:
+			if (f->alloc_bits == AN_ALLOC_FREE)
+				return "the host was inside device memory free calls (cudaFree) while the GPU sat idle: "
+				       "torch.cuda.empty_cache() (or the allocator emptying its cache to retry a failed "
+				       "allocation) gives the memory back to the driver, and the next step must "
+				       "allocate it again: do not empty the cache in the loop, and keep the peak "
+				       "below the device's memory";
+			return "the host was inside device memory allocation calls (cudaMalloc/cudaFree) while the "
+			       "GPU sat idle: PyTorch's caching allocator went to the driver for memory: keep its "
+			       "cache warm (no torch.cuda.empty_cache() in the loop), reuse or preallocate buffers "
+			       "instead of making new ones each step, keep tensor shapes steady (or set "
+			       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)";
 		case AN_CAUSE_QUEUED:
 			return "the next work was already queued when the GPU ran dry: it waited on the GPU side "
 			       "(an event or another stream it depends on, or launch latency): check cross-stream "
@@ -314,6 +326,11 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 			fprintf(f, "      of it %s with no GPU call for %s or more before the launch (host CPU work, "
 				"not launch overhead)\n", fmt_ns(x->no_call_ns, t1, sizeof t1),
 				fmt_ns(AN_CPU_STRETCH_NS, t2, sizeof t2));
+		else if (x->cause == AN_CAUSE_ALLOC && x->site_ns)
+			fprintf(f, "      of it %s inside device memory %s calls here (the caching allocator going to "
+				"the driver)\n", fmt_ns(x->site_ns, t1, sizeof t1),
+				x->alloc_bits == AN_ALLOC_FREE ? "free" : x->alloc_bits == AN_ALLOC_MALLOC ? "allocation"
+				: "allocation and free");
 		break;
 	case AN_F_KERNEL_BURST:
 		/* Spans are merged across streams, idle is the device's: both
@@ -336,8 +353,11 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 			fmt_ns(x->total_ns, t1, sizeof t1), fmt_ns(x->max_ns, t2, sizeof t2));
 		break;
 	case AN_F_ALLOC_CHURN:
-		fprintf(f, ": %" PRIu64 " allocations, %s, %s in the allocator\n", x->count,
+		fprintf(f, ": %" PRIu64 " allocations, %s, %s in the allocator", x->count,
 			fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
+		if (a->iterations && x->iters_allocating)
+			fprintf(f, ", in %" PRIu64 " of the %" PRIu64 " steps", x->iters_allocating, a->iterations);
+		fputc('\n', f);
 		break;
 	}
 	struct an_frame lib[MAX_FRAMES];
@@ -997,8 +1017,11 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 			x->flagged, x->pageable);
 		break;
 	case AN_F_PING_PONG:
-	case AN_F_ALLOC_CHURN:
 		fprintf(f, ",\"bytes\":%" PRIu64, x->bytes);
+		break;
+	case AN_F_ALLOC_CHURN:
+		fprintf(f, ",\"bytes\":%" PRIu64 ",\"steps_allocating\":%" PRIu64, x->bytes,
+			a->iterations ? x->iters_allocating : 0);
 		break;
 	}
 	if (x->kind == AN_F_IDLE_GAP)
@@ -1292,7 +1315,8 @@ static void html_host_time(const struct analysis *a, FILE *f)
 	}
 }
 
-static const char *const cause_color[AN_CAUSE_N] = {"", "#d62728", "#2ca02c", "#ff7f0e", "#8c564b", "#bcbd22", "#7f7f7f"};
+static const char *const cause_color[AN_CAUSE_N] = {"", "#d62728", "#2ca02c", "#ff7f0e", "#8c564b", "#bcbd22", "#7f7f7f",
+						    "#9467bd"};
 
 /* The idle part of the breakdown, by cause: one stacked bar. */
 static void html_idle_bar(const struct analysis *a, FILE *f)

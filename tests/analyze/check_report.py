@@ -136,7 +136,7 @@ def check_idle(scen, rep, exp):
     ib = rep.get("idle_breakdown")
     if not check(ib is not None, f"{scen}: idle_breakdown present"):
         return
-    causes = ("sync", "python", "launch_bound", "host_other", "no_host", "queued")
+    causes = ("sync", "python", "launch_bound", "host_other", "no_host", "queued", "alloc")
     total = sum(ib[c + "_ns"] for c in causes) + ib["harness_ns"]
     check(ib["idle_ns"] == rep["breakdown"]["gpu_idle_ns"] == total,
           f"{scen}: idle by cause adds up ({total} vs {ib['idle_ns']} vs {rep['breakdown']['gpu_idle_ns']})")
@@ -204,7 +204,7 @@ def check_gaps_within_idle(name, rep):
 
 def part_report(gen_path, tmp):
     for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked", "unmarked-inline",
-                 "unmarked-accum", "unmarked-item", "scalars", "oneshot"):
+                 "unmarked-accum", "allocs", "unmarked-item", "scalars", "oneshot"):
         trace, exp = gen(gen_path, tmp, scen)
         p = run([trace, "--json"])
         rep = json.loads(p.stdout)
@@ -314,6 +314,21 @@ def part_report(gen_path, tmp):
             check(len(py) == 1 and py[0].get("autograd_engine") is False, "threads: a Python Function.backward is named, not the engine")
             check(not [f for f in rep["findings"] for fr in f["where"]["python"] + f["library"] if "_tensor.py" in fr["file"]],
                   "threads: no finding blames the waiting thread's Tensor.backward")
+        if scen == "allocs":
+            # Time inside cudaMalloc/cudaFree is the allocator's, with its advice; one allocation per step
+            # is churn in an 8-step run.
+            ib = rep["idle_breakdown"]
+            check(ib["alloc_ns"] == 8 * 400000 + 8 * 190000 and ib["launch_bound_ns"] < ib["alloc_ns"] // 4,
+                  f"allocs: idle by cause names the allocator ({ib})")
+            txt = run([trace]).stdout
+            check("idle_gap (alloc)" in txt and "CUDA graphs" not in txt.split("idle_gap (alloc)")[1].split("\n ")[0],
+                  "allocs: text names the allocator, no launch advice")
+            churn = [f for f in rep["findings"] if f["kind"] == "alloc_churn"]
+            check(len(churn) == 1 and churn[0].get("steps_allocating") == 8 and "in 8 of the 8 steps" in txt,
+                  f"allocs: churn in every step, not the setup nor a cache grown in 3 of 8 steps ({churn})")
+            low = json.loads(run([trace, "--json", "--churn-min", "5"]).stdout)
+            check([f["count"] for f in low["findings"] if f["kind"] == "alloc_churn"] == [8],
+                  "allocs: --churn-min 5 finds no more churn (the setup's 20 allocations are one step's)")
         if scen == "markers":
             # The runner's marks: the host tables cover the marked window too (its spans read again).
             hw, fns = rep.get("host_time_window") or {}, {h["function"]: h for h in rep["host_time_by_function"]}

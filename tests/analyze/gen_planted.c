@@ -252,6 +252,14 @@ static void marker(uint64_t t, uint64_t kind, uint64_t value)
 	r->u.marker.value = value;
 }
 
+/* The traced process (its pid: the main thread's id). */
+static void process_rec(uint64_t pid)
+{
+	struct tbp_record *pr = push(&defs);
+	pr->kind = TBP_K_PROCESS;
+	pr->u.process.pid = pid;
+}
+
 /* ------------------------------------------------------------ expectations */
 struct expect_f {
 	const char *kind, *cause, *file, *function;
@@ -730,6 +738,80 @@ static void scen_threads(void)
 	expect_split("host_other", 410 * US, "train.py", "step", 70);
 	g = clean_step(g + 440 * US, 0);
 	span(0, t0, g + 30 * US, cp_main);
+}
+
+/* Marked iterations for the scenarios below: ITER_BEGIN at t, and after the
+ * first iteration WARMUP_END; the window is the steady iterations. */
+static void iter_begin(uint64_t t, int i)
+{
+	marker(t, TBP_MARK_ITER_BEGIN, (uint64_t)i);
+	if (i == 1)
+		win_begin = t;
+}
+
+static void iter_end(uint64_t t, int i)
+{
+	marker(t, TBP_MARK_ITER_END, (uint64_t)i);
+	if (!i)
+		marker(t + 1 * US, TBP_MARK_WARMUP_END, 0);
+	win_end = t;
+	have_window = 1;
+}
+
+/* allocs: torch.cuda.empty_cache() every step, so the caching allocator
+ * goes to the driver again: each of 8 steady steps (and the warm-up step)
+ * spends 400 us inside a cudaMalloc of 32 MiB at the op that needs it
+ * (model.py:40) with the GPU idle, and 190 us inside the cudaFree that
+ * empty_cache() makes (train.py:80).  Those are allocator time, not launch
+ * overhead; and one allocation per step is churn though the run makes 8,
+ * not --churn-min (50).  Setup buffers allocated in one step and kept, and a
+ * cache that grows in 3 of the 8 steps, are not churn. */
+static void scen_allocs(void)
+{
+	common_defs();
+	process_rec(host_tid[0]);
+	uint64_t cp_op = site("model.py", "forward", 40, cp_main);
+	uint64_t cp_ec_line = site("train.py", "main", 80, 0);
+	uint64_t cp_ec = site("/opt/py/lib/python3.11/site-packages/torch/cuda/memory.py", "empty_cache", 218,
+			      cp_ec_line);
+	uint64_t cp_ec_free = site("/opt/py/lib/python3.11/site-packages/torch/cuda/memory.py", "empty_cache", 230,
+				   cp_ec_line);
+	uint64_t cp_log = site("train.py", "main", 81, 0);
+	uint64_t cp_setup = site("model.py", "<listcomp>", 15, cp_main);
+	uint64_t cp_grow = site("cache.py", "grow", 61, cp_main);
+	uint64_t g = 1000 * US, t0 = g - 100 * US;
+	for (int i = 0; i < 9; i++) {
+		iter_begin(g - 20 * US, i);
+		g = clean_step(g, 0);
+		/* The op's output needs 32 MiB: cudaMalloc, then its kernel. */
+		malloc_call(0, g - 5 * US, cp_op, 0x70000000, 32 << 20);
+		host[0].r[host[0].n - 1].u.call.end = g + 400 * US;
+		kernel(0, g + 402 * US, cp_op, 0, 0, 7, g + 410 * US, g + 450 * US, k_gemm);
+		g += 450 * US;
+		if (i == 1)
+			for (int k = 0; k < 20; k++)
+				malloc_call(0, g - 40 * US + (uint64_t)k * US, cp_setup, 0x40000000 + (uint64_t)k * 0x100000,
+					    1 << 20);
+		if (i == 2 || i == 5 || i == 7)
+			malloc_call(0, g - 30 * US, cp_grow, 0x50000000 + (uint64_t)i * 0x100000, 1 << 20);
+		g = clean_step(g, 0);
+		/* empty_cache(): the block goes back to the driver. */
+		span(0, g + 5 * US, g + 205 * US, cp_ec);
+		free_call(0, g + 10 * US, cp_ec_free, 0x70000000, 32 << 20);
+		host[0].r[host[0].n - 1].u.call.end = g + 200 * US;
+		kernel(0, g + 210 * US, cp_log, 0, 0, 7, g + 216 * US, g + 226 * US, k_relu);
+		g += 226 * US;
+		iter_end(g + 2 * US, i);
+		g += 30 * US;
+	}
+	expect_finding("idle_gap", "alloc", "model.py", "forward", 40, 8);
+	expect_advice("empty_cache");
+	expect_split("alloc", 8 * 400 * US, "model.py", "forward", 40);
+	expect_finding("idle_gap", "alloc", "train.py", "main", 80, 8);
+	expect_advice("empty_cache");
+	expect_split("alloc", 8 * 190 * US, "train.py", "main", 80);
+	expect_finding("alloc_churn", NULL, "model.py", "forward", 40, 8);
+	span(0, t0, g + 50 * US, cp_main);
 }
 
 /* unmarked[-slow|-fixed]: a training loop without the runner's marks.  train_step (called
@@ -1841,7 +1923,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-loaded|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|allocs|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-loaded|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -1898,6 +1980,8 @@ int main(int argc, char **argv)
 		scen_bursts2();
 	else if (!strcmp(s, "threads"))
 		scen_threads();
+	else if (!strcmp(s, "allocs"))
+		scen_allocs();
 	else if (!strcmp(s, "unmarked"))
 		scen_unmarked(0, 300 * US);
 	else if (!strcmp(s, "unmarked-inline"))
