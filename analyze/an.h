@@ -157,6 +157,19 @@ struct an_finding {
 	                                    * of AN_CPU_STRETCH_NS or more (CPU work, not launching) */
 	uint8_t alloc_bits;                /* idle gap: allocator calls the host was inside at the site
 	                                    * (AN_ALLOC_MALLOC, AN_ALLOC_FREE), or-ed */
+	uint64_t backward_wait_ns;         /* idle gap: of site_ns, the thread itself waiting inside its
+	                                    * backward() (autograd's engine working in C++) */
+	uint64_t engine_gaps;              /* idle gap: gaps ended by a launch of autograd's engine (a
+	                                    * thread with no Python of its own, or the path the tracer lends
+	                                    * it) while another thread waited in backward() */
+	uint64_t engine_ns;                /* idle gap: their idle time */
+	uint64_t engine_kernel;            /* idle gap: a kernel that ended one of those (string id) */
+	uint32_t engine_tid;               /* idle gap: the engine's thread that launched it */
+	uint32_t launch_tid;               /* idle gap: the thread that launched the work ending the longest
+	                                    * gap (other_callpath and kernel_name are that gap's too) */
+	int has_launch_tid;
+	int longest_engine;                /* idle gap: that launch was autograd's engine's */
+	uint32_t context_tid;              /* idle gap: the thread of the context span */
 	int harness;                       /* placed in the runner's own code */
 	int backward_burst;                /* kernel burst: launched by autograd for a backward() called at its site */
 };
@@ -284,6 +297,12 @@ struct an_site_stat { /* GPU and host time per call site (for diff) */
 	uint64_t first_iter, last_iter, iters; /* iterations (1-based) with a call from here */
 };
 
+/* A host thread's name (THREAD record). */
+struct an_thread_name {
+	uint32_t tid;
+	uint64_t name; /* string id */
+};
+
 /* ------------------------------------------------------------ the analysis */
 struct an_defs;
 struct an_state;
@@ -373,6 +392,7 @@ struct analysis {
 		uint64_t begin, end;
 	} host_win;
 	struct vec idle_parts; /* struct an_finding (AN_F_IDLE_PART), biggest first */
+	struct vec thread_names; /* struct an_thread_name, from THREAD records */
 	uint64_t mem_leak_bytes, mem_leak_count;
 
 	/* HTML timeline: bins of hist_w ns from hist_origin, and marks. */
@@ -462,6 +482,9 @@ int an_finding_in_copy(const struct an_finding *f);
 int an_finding_cpu_bound(const struct an_finding *f);
 const char *an_copy_label(uint8_t bits);
 int an_finding_is_engine(const struct an_finding *f);
+/* "the main thread" (the process's own id), "thread NAME (tid N)" or
+ * "thread N", for the text report. */
+const char *an_thread_label(const struct analysis *a, uint32_t tid, char *buf, size_t len);
 
 /* ------------------------------------------------------------ loading */
 /* Pass 1 of export: definitions only (no analysis), the earliest event time

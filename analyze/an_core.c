@@ -140,6 +140,7 @@ static int analysis_init(struct analysis *a, const char *path, const struct an_o
 	a->streams.item = sizeof(struct an_stream);
 	a->findings.item = sizeof(struct an_finding);
 	a->idle_parts.item = sizeof(struct an_finding);
+	a->thread_names.item = sizeof(struct an_thread_name);
 	a->harness.item = sizeof(struct an_finding);
 	a->model_step.item = sizeof(struct an_finding);
 	a->step_ivs.item = sizeof(struct an_step);
@@ -239,6 +240,7 @@ void an_free(struct analysis *a)
 	vec_free(&a->streams);
 	vec_free(&a->findings);
 	vec_free(&a->idle_parts);
+	vec_free(&a->thread_names);
 	vec_free(&a->harness);
 	vec_free(&a->model_step);
 	vec_free(&a->step_ivs);

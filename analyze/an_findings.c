@@ -140,10 +140,9 @@ static int findings_finish(struct analysis *a)
 			o->cause_ns[c] += f->cause_ns[c];
 		if (!o->context_callpath && in_backward(a, f->context_callpath)) {
 			o->context_callpath = place(a, f->context_callpath);
+			o->context_tid = f->context_tid;
 			o->context_backward = 1;
 		}
-		if (!o->kernel_name)
-			o->kernel_name = f->kernel_name;
 		if (f->kind == AN_F_KERNEL_BURST && u64map_get(&bw_callers, f->callpath))
 			o->backward_burst = 1;
 		o->count += f->count;
@@ -153,15 +152,30 @@ static int findings_finish(struct analysis *a)
 		o->flagged += f->flagged;
 		o->pageable += f->pageable;
 		o->idle_ns += f->idle_ns;
-		/* An idle gap's split at its site, over the call paths placed
-		 * here. */
+		/* An idle gap's split at its site, and who resumed the GPU after
+		 * the longest gap. */
 		o->site_ns += f->site_ns;
 		o->copy_ns += f->copy_ns;
 		o->copy_bits |= f->copy_bits;
 		o->no_call_ns += f->no_call_ns;
 		o->alloc_bits |= f->alloc_bits;
-		if (f->max_ns > o->max_ns)
+		o->backward_wait_ns += f->backward_wait_ns;
+		if (f->engine_gaps && (!o->engine_gaps || (!o->engine_kernel && f->engine_kernel))) {
+			o->engine_kernel = f->engine_kernel;
+			o->engine_tid = f->engine_tid;
+		}
+		o->engine_gaps += f->engine_gaps;
+		o->engine_ns += f->engine_ns;
+		if (f->max_ns > o->max_ns) {
 			o->max_ns = f->max_ns;
+			if (f->kind == AN_F_IDLE_GAP) {
+				o->other_callpath = place(a, f->other_callpath);
+				o->kernel_name = f->kernel_name;
+				o->launch_tid = f->launch_tid;
+				o->has_launch_tid = f->has_launch_tid;
+				o->longest_engine = f->longest_engine;
+			}
+		}
 	}
 	u64map_free(&merged);
 	u64map_free(&bw_callers);

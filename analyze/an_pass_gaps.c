@@ -50,7 +50,12 @@ struct pgap {
 	unsigned ncalls;
 	struct gap_span spans[GAP_SPANS];
 	unsigned nspans;
-	uint64_t ctx_cp, ctx_dur; /* innermost span of another thread around the piece */
+	/* The innermost span of another thread around the piece (the caller
+	 * waiting for this work: the main thread inside backward()); when it is
+	 * a backward() wait, the user's line that called it (the path the
+	 * tracer lends autograd's threads), else 0. */
+	uint64_t ctx_cp, ctx_dur, ctx_wait_cp;
+	uint32_t ctx_tid;
 	uint64_t kernel_name;     /* the kernel that ended the gap */
 };
 
@@ -59,19 +64,20 @@ static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 	if (sp->end <= g->start || sp->ts >= g->end)
 		return;
 	if (!g->has_tid || sp->tid != g->tid) {
-		/* Another thread's span around the whole piece: the caller waiting
-		 * for this work (the main thread inside backward()). */
-		if (sp->ts <= g->start && sp->end >= g->end && (!g->ctx_cp || sp->end - sp->ts < g->ctx_dur)) {
+		/* Another thread's span running when the piece's host work ended
+		 * (the next launch, or the piece's end): the caller waiting for
+		 * this work (the main thread inside backward()), the innermost.
+		 * The thread's own backward() is no context of its own gaps (it
+		 * waited there itself, or ran torch's Python before the engine
+		 * started). */
+		uint64_t at = g->resume < g->end ? g->resume : g->end;
+		if (sp->ts <= at && sp->end >= at && (!g->ctx_cp || sp->end - sp->ts < g->ctx_dur)) {
 			g->ctx_cp = sp->callpath;
 			g->ctx_dur = sp->end - sp->ts;
+			g->ctx_wait_cp = sp->backward_wait ? sp->wait_callpath : 0;
+			g->ctx_tid = sp->tid;
 		}
 		return;
-	}
-	/* The thread waiting in backward() itself: that call is the context of
-	 * what autograd's threads did meanwhile. */
-	if (sp->backward_wait && (!g->ctx_cp || sp->end - sp->ts < g->ctx_dur)) {
-		g->ctx_cp = sp->callpath;
-		g->ctx_dur = sp->end - sp->ts;
 	}
 	/* A span running since before the GPU went idle and still running when
 	 * the next launch was issued is a caller of everything (the training
@@ -108,6 +114,7 @@ struct gap_at {
 	uint8_t copy;      /* inside a copy call: an_copy_bits() */
 	uint8_t alloc;     /* inside an allocator call: AN_ALLOC_* */
 	uint8_t no_call;   /* between calls in a stretch of AN_CPU_STRETCH_NS or more before the next */
+	uint8_t bwait;     /* waiting inside its own backward() */
 };
 
 struct gap_part {
@@ -117,12 +124,13 @@ struct gap_part {
 	uint64_t cp, nat, ns;
 	uint64_t copy_ns;  /* of ns, inside a copy call */
 	uint64_t no_call_ns;   /* of ns, between calls in a long stretch (AN_CPU_STRETCH_NS) */
+	uint64_t bwait_ns;     /* of ns, waiting inside its own backward() */
 };
 #define GAP_PARTS (2 * (GAP_CALLS + GAP_SPANS) + 4)
 
 static void part_add(struct gap_part *parts, size_t *n, int cause, const struct gap_at *at, uint64_t ns)
 {
-	uint64_t copy_ns = at->copy ? ns : 0, no_call_ns = at->no_call ? ns : 0;
+	uint64_t copy_ns = at->copy ? ns : 0, no_call_ns = at->no_call ? ns : 0, bwait_ns = at->bwait ? ns : 0;
 	for (size_t i = 0; i < *n; i++)
 		if (parts[i].cause == cause && parts[i].cp == at->cp && parts[i].nat == at->nat) {
 			parts[i].ns += ns;
@@ -130,12 +138,13 @@ static void part_add(struct gap_part *parts, size_t *n, int cause, const struct 
 			parts[i].copy |= at->copy;
 			parts[i].alloc |= at->alloc;
 			parts[i].no_call_ns += no_call_ns;
+			parts[i].bwait_ns += bwait_ns;
 			return;
 		}
 	if (*n < GAP_PARTS)
 		parts[(*n)++] = (struct gap_part){.cause = (uint8_t)cause, .copy = at->copy, .alloc = at->alloc,
 						  .cp = at->cp, .nat = at->nat, .ns = ns, .copy_ns = copy_ns,
-						  .no_call_ns = no_call_ns};
+						  .no_call_ns = no_call_ns, .bwait_ns = bwait_ns};
 }
 
 /* What the host was doing at instant t of the piece (see above), into *at;
@@ -177,6 +186,7 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, struct gap_at *at)
 		 * backward, is a span of its own thread, which launches), placed
 		 * at the user's backward() call. */
 		at->cp = inner->wait_callpath;
+		at->bwait = 1;
 		return AN_CAUSE_HOST_OTHER;
 	}
 	if (inner) {
@@ -203,11 +213,22 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, struct gap_at *at)
 	return AN_CAUSE_NO_HOST;
 }
 
+/* The piece's work was launched by autograd's engine: another thread waited
+ * in backward() around it, and the launch has no Python frames, or the
+ * path the tracer lends the engine (the line that called backward()). */
+static int gap_engine(struct analysis *a, const struct pgap *g)
+{
+	if (!g->has_launch || !g->ctx_wait_cp)
+		return 0;
+	return !g->launch_cp || an_user_callpath(a, g->launch_cp) == g->ctx_wait_cp;
+}
+
 static void gap_finalize(struct analysis *a, const struct pgap *g)
 {
 	uint64_t len = g->end - g->start;
 	struct gap_part parts[GAP_PARTS];
 	size_t np = 0;
+	int engine = gap_engine(a, g);
 	if (g->queued) {
 		struct gap_at at = {.cp = g->launch_cp, .nat = g->launch_nat};
 		part_add(parts, &np, AN_CAUSE_QUEUED, &at, len);
@@ -283,21 +304,36 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	f->total_ns += len;
 	for (int c = 0; c < AN_CAUSE_N; c++)
 		f->cause_ns[c] += by_cause[c];
-	if (len > f->max_ns)
+	/* What resumed the GPU: the longest gap's launch (its thread, its
+	 * line, its kernel) stands for the finding's. */
+	if (len > f->max_ns) {
 		f->max_ns = len;
-	f->device = g->device;
-	if (!f->other_callpath && g->has_launch)
-		f->other_callpath = g->launch_cp;
-	if (!f->context_callpath)
-		f->context_callpath = g->ctx_cp;
-	if (!f->kernel_name)
+		f->other_callpath = g->has_launch ? g->launch_cp : 0;
 		f->kernel_name = g->kernel_name;
+		f->launch_tid = g->tid;
+		f->has_launch_tid = g->has_launch;
+		f->longest_engine = engine;
+	}
+	f->device = g->device;
+	if (!f->context_callpath) {
+		f->context_callpath = g->ctx_cp;
+		f->context_tid = g->ctx_tid;
+	}
+	if (engine) {
+		if (!f->engine_gaps || (!f->engine_kernel && g->kernel_name)) {
+			f->engine_kernel = g->kernel_name;
+			f->engine_tid = g->tid;
+		}
+		f->engine_gaps++;
+		f->engine_ns += len;
+	}
 	if (site) {
 		f->site_ns += site->ns;
 		f->copy_ns += site->copy_ns;
 		f->copy_bits |= site->copy;
 		f->alloc_bits |= site->alloc;
 		f->no_call_ns += site->no_call_ns;
+		f->backward_wait_ns += site->bwait_ns;
 	}
 }
 

@@ -613,6 +613,20 @@ static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 			a->process = r->u.process;
 		}
 		break;
+	case TBP_K_THREAD: {
+		/* Named once per thread; a few threads: a search is enough. */
+		uint32_t tid = (uint32_t)r->u.thread.tid;
+		size_t i = 0;
+		while (i < a->thread_names.n && VEC_AT(&a->thread_names, struct an_thread_name, i)->tid != tid)
+			i++;
+		struct an_thread_name *tn = i < a->thread_names.n ? VEC_AT(&a->thread_names, struct an_thread_name, i)
+				: a->thread_names.n < 4096 ? vec_push(&a->thread_names) : NULL;
+		if (tn) {
+			tn->tid = tid;
+			tn->name = r->u.thread.name;
+		}
+		break;
+	}
 	case TBP_K_DEVICE: {
 		struct an_device *d = get_device(a, r->u.device.device);
 		if (d)

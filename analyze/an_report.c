@@ -59,6 +59,39 @@ int an_finding_cpu_bound(const struct an_finding *f)
 	       !an_finding_is_engine(f) && f->no_call_ns && f->no_call_ns * 2 >= f->site_ns;
 }
 
+/* An idle-gap finding whose time at its site was mostly the thread waiting
+ * inside its own backward() (autograd's engine working in C++, nothing
+ * queued on the GPU). */
+static int finding_backward_wait(const struct an_finding *f)
+{
+	return f->kind == AN_F_IDLE_GAP && f->backward_wait_ns && f->backward_wait_ns * 2 >= f->site_ns;
+}
+
+/* A thread's name from its THREAD record, NULL when none. */
+static const char *thread_name(const struct analysis *a, uint32_t tid, size_t *len)
+{
+	for (size_t i = 0; i < a->thread_names.n; i++) {
+		const struct an_thread_name *tn = VEC_AT(&a->thread_names, struct an_thread_name, i);
+		const char *name = tn->tid == tid ? an_string(a, tn->name, len) : NULL;
+		if (name && *len)
+			return name;
+	}
+	return NULL;
+}
+
+const char *an_thread_label(const struct analysis *a, uint32_t tid, char *buf, size_t len)
+{
+	size_t nl = 0;
+	const char *name = thread_name(a, tid, &nl);
+	if (a->has_process && a->process.pid == tid)
+		snprintf(buf, len, "the main thread");
+	else if (name)
+		snprintf(buf, len, "thread %.*s (tid %" PRIu32 ")", (int)(nl > 64 ? 64 : nl), name, tid);
+	else
+		snprintf(buf, len, "thread %" PRIu32, tid);
+	return buf;
+}
+
 /* "pageable host-to-device", "device-to-host", "mixed", ... */
 const char *an_copy_label(uint8_t bits)
 {
@@ -135,6 +168,18 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 			return "nothing was recorded on the host while the GPU sat idle (a sleep, I/O, or code the "
 			       "tracer does not see): profile the host side of this stretch";
 		default:
+			if (f->cause == AN_CAUSE_HOST_OTHER && an_finding_is_engine(f))
+				return "autograd's engine worked on the host before this launch with the GPU idle (its "
+				       "C++: backward ops with no GPU kernel, gradient hooks, waiting for the GIL or "
+				       "for the first launch of the pass): fuse the forward's small ops "
+				       "(torch.compile), capture the step with CUDA graphs, or queue other GPU work "
+				       "meanwhile";
+			if (finding_backward_wait(f))
+				return "the thread waited inside backward() while autograd's engine worked in C++ "
+				       "with no GPU work queued (after its last launch, or before its first): the "
+				       "engine's own work (gradient hooks, accumulation, allocation), or a graph of "
+				       "many tiny ops: fuse them (torch.compile), capture the step with CUDA graphs, "
+				       "or queue other GPU work meanwhile";
 			return "the host was busy outside Python before this launch (native code, data "
 			       "loading, allocator): profile the native side or overlap it with GPU work";
 		}
@@ -243,8 +288,13 @@ static int finding_in_dataloader(const struct analysis *a, const struct an_findi
  * the user's loss.backward() line.) */
 int an_finding_is_engine(const struct an_finding *x)
 {
-	return x->kind == AN_F_IDLE_GAP && x->context_backward &&
-	       (x->cause == AN_CAUSE_LAUNCH_BOUND || x->cause == AN_CAUSE_HOST_OTHER) &&
+	/* Most of its idle time in gaps ended by a launch of a thread other than the one
+	 * waiting in backward(), with no Python or the path lent by the tracer
+	 * (gap_engine): not the waiting thread's own launches after it returned
+	 * (the optimizer's step), nor torch's Python inside backward() before
+	 * the engine starts (_make_grads). */
+	return x->kind == AN_F_IDLE_GAP && x->context_backward && x->engine_ns * 2 > x->total_ns &&
+	       (x->cause == AN_CAUSE_LAUNCH_BOUND || x->cause == AN_CAUSE_HOST_OTHER || x->cause == AN_CAUSE_ALLOC) &&
 	       (!x->callpath || x->callpath == x->context_callpath);
 }
 
@@ -307,6 +357,73 @@ static void text_idle_breakdown(const struct analysis *a, FILE *f)
 	}
 }
 
+/* A kernel's name short enough for a line of text: no "void ", no
+ * template arguments or parameters. */
+static void kernel_short(const struct analysis *a, uint64_t name, char *buf, size_t len)
+{
+	size_t kl = 0;
+	const char *k = an_string(a, name, &kl);
+	if (!k || !kl) {
+		snprintf(buf, len, "GPU work");
+		return;
+	}
+	if (kl > 5 && !memcmp(k, "void ", 5)) {
+		k += 5;
+		kl -= 5;
+	}
+	static const char anon[] = "(anonymous namespace)";
+	size_t n = 0;
+	while (n < kl && k[n] != '<') {
+		if (k[n] == '(') {
+			if (kl - n < sizeof anon - 1 || memcmp(k + n, anon, sizeof anon - 1))
+				break;
+			n += sizeof anon - 2;
+		}
+		n++;
+	}
+	snprintf(buf, len, "%.*s%s", (int)(n > 72 ? 72 : n), k, n < kl ? (k[n] == '<' ? "<...>" : "") : "");
+}
+
+/* An idle gap finding's threads: who launched the work that ended its
+ * gaps (autograd's engine, or the thread and line that resumed the GPU
+ * after the longest), the thread's own wait in backward(), another thread
+ * waiting in backward() meanwhile. */
+static void text_gap_threads(const struct analysis *a, FILE *f, const struct an_finding *x)
+{
+	char th[128], site[512], t1[32], kn[96];
+	if (x->context_backward && x->engine_gaps) {
+		size_t nl = 0;
+		const char *name = thread_name(a, x->engine_tid, &nl);
+		kernel_short(a, x->engine_kernel, kn, sizeof kn);
+		fprintf(f, "      the autograd engine's thread (%.*s%stid %" PRIu32 ", no Python of its own) launching %s",
+			name ? (int)(nl > 64 ? 64 : nl) : 0, name ? name : "", name ? ", " : "", x->engine_tid, kn);
+		if (x->engine_gaps < x->count)
+			fprintf(f, " (%" PRIu64 " of the %" PRIu64 " gaps)", x->engine_gaps, x->count);
+		fputc('\n', f);
+	}
+	if (finding_backward_wait(x))
+		fprintf(f, "      this thread waited inside backward() here for %s with no GPU work queued "
+			"(autograd's engine working in C++)\n", fmt_ns(x->backward_wait_ns, t1, sizeof t1));
+	/* Who resumed the GPU, where the finding's line or threads could be
+	 * read otherwise: a wait in backward() (the launch came after it), a
+	 * thread other than the main one, another thread waiting meanwhile. */
+	int other_thread = a->has_process && x->launch_tid != a->process.pid;
+	if (x->has_launch_tid && !x->longest_engine &&
+	    (finding_backward_wait(x) || other_thread || x->context_callpath || x->engine_gaps) &&
+	    (x->other_callpath != x->callpath || other_thread)) {
+		kernel_short(a, x->kernel_name, kn, sizeof kn);
+		an_site_label(a, x->other_callpath, 0, site, sizeof site);
+		fprintf(f, "      %s with %s launched by %s at %s\n",
+			x->count > 1 ? "the longest gap ended" : "the gap ended", kn,
+			an_thread_label(a, x->launch_tid, th, sizeof th), site);
+	}
+	if (x->context_callpath) {
+		an_site_label(a, x->context_callpath, 0, site, sizeof site);
+		fprintf(f, "      while another thread (%s) waited in backward() at %s\n",
+			an_thread_label(a, x->context_tid, th, sizeof th), site);
+	}
+}
+
 static void text_finding(const struct analysis *a, FILE *f, size_t idx, const struct an_finding *x)
 {
 	char t1[32], t2[32], b1[32];
@@ -365,17 +482,8 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 	text_where_lib(a, f, x->callpath, x->native, "      ", lib, nl);
 	if (x->kind == AN_F_KERNEL_BURST && x->backward_burst)
 		fprintf(f, "      launched by autograd's engine for the backward() called here\n");
-	if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
-		char ctx[512];
-		an_site_label(a, x->context_callpath, 0, ctx, sizeof ctx);
-		if (an_finding_is_engine(x)) {
-			size_t kl = 0;
-			const char *k = an_string(a, x->kernel_name, &kl);
-			fprintf(f, "      the autograd engine's thread (no Python of its own) launching %.*s\n",
-				k ? (int)(kl > 80 ? 80 : kl) : 9, k ? k : "GPU work");
-		}
-		fprintf(f, "      while another thread waited in backward() at %s\n", ctx);
-	}
+	if (x->kind == AN_F_IDLE_GAP)
+		text_gap_threads(a, f, x);
 	fprintf(f, "      -> %s\n", an_suggestion(a, x));
 }
 
@@ -1044,13 +1152,28 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 		json_where(a, f, x->context_callpath, 0);
 	}
 	if (x->kind == AN_F_IDLE_GAP && x->context_callpath)
-		fprintf(f, ",\"autograd_engine\":%s", an_finding_is_engine(x) ? "true" : "false");
-	if (x->kind == AN_F_IDLE_GAP && x->kernel_name) {
+		fprintf(f, ",\"autograd_engine\":%s,\"engine_gaps\":%" PRIu64, an_finding_is_engine(x) ? "true" : "false",
+			x->engine_gaps);
+	uint64_t kname = an_finding_is_engine(x) ? x->engine_kernel : x->kernel_name;
+	if (x->kind == AN_F_IDLE_GAP && kname) {
 		size_t kl = 0;
-		const char *k = an_string(a, x->kernel_name, &kl);
+		const char *k = an_string(a, kname, &kl);
 		fprintf(f, ",\"kernel\":");
 		json_str(f, k ? k : "", k ? kl : 0);
 	}
+	if (x->kind == AN_F_IDLE_GAP && x->has_launch_tid) {
+		size_t tl = 0;
+		const char *name = thread_name(a, x->launch_tid, &tl);
+		fprintf(f, ",\"resumed_by_thread\":{\"tid\":%" PRIu32 ",\"main\":%s,\"name\":", x->launch_tid,
+			a->has_process && x->launch_tid == a->process.pid ? "true" : "false");
+		if (name)
+			json_str(f, name, tl);
+		else
+			fputs("null", f);
+		fputc('}', f);
+	}
+	if (x->kind == AN_F_IDLE_GAP && x->backward_wait_ns)
+		fprintf(f, ",\"backward_wait_ns\":%" PRIu64, x->backward_wait_ns);
 	if (x->kind == AN_F_KERNEL_BURST)
 		fprintf(f, ",\"backward\":%s", x->backward_burst ? "true" : "false");
 	if (x->kind == AN_F_IDLE_GAP && x->copy_ns) {

@@ -204,7 +204,7 @@ def check_gaps_within_idle(name, rep):
 
 def part_report(gen_path, tmp):
     for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked", "unmarked-inline",
-                 "unmarked-accum", "allocs", "unmarked-item", "scalars", "oneshot"):
+                 "unmarked-accum", "allocs", "threads-main", "unmarked-item", "scalars", "oneshot"):
         trace, exp = gen(gen_path, tmp, scen)
         p = run([trace, "--json"])
         rep = json.loads(p.stdout)
@@ -297,19 +297,30 @@ def part_report(gen_path, tmp):
             check(st is not None and st["source"] == "marks" and st["count"] == 2 and st["warmup"] == 1
                   and st["median_ns"] == rep["breakdown"]["window_ns"], f"markers: steps from the marks ({st})")
         if scen == "threads":
-            # The gaps are the autograd thread's; the main thread waiting in
-            # Tensor.backward is their context, placed at the backward() line.
+            # The autograd thread's gaps have the main thread waiting in
+            # Tensor.backward as their context, placed at the backward() line;
+            # the main thread's own wait in backward() (after the engine's last
+            # launch) has no other thread's backward() around it (before
+            # 2026-11-28 every gap had the context, that one included).
             gaps = [f for f in rep["findings"] if f["kind"] == "idle_gap"]
             ctx = {(f["context"]["python"][0]["file"], f["context"]["python"][0]["line"]) for f in gaps if "context" in f}
-            check(len(gaps) == 4 and all("context" in f for f in gaps) and ctx == {("train.py", 70)},
-                  f"threads: every gap has the backward() line as context ({ctx})")
-            # The engine: its C++ launches, and its C++ time after them while the main thread still waits in
-            # Tensor.backward (host_other at the backward() line, not Python of the waiting thread).
-            eng = [f for f in gaps if f["cause"] in ("host_other", "launch_bound")]
-            check(len(eng) == 3 and all(f.get("autograd_engine") is True and f.get("kernel") == "vectorized_elementwise_kernel<relu>"
+            waits = [f for f in gaps if f.get("backward_wait_ns")]
+            check(len(gaps) == 4 and len([f for f in gaps if "context" in f]) == 3 and ctx == {("train.py", 70)}
+                  and len(waits) == 1 and "context" not in waits[0],
+                  f"threads: the engine's gaps have the backward() line as context, the waiting thread's own gap none ({ctx})")
+            # The engine: its C++ launches (no path, or the path lent by the tracer).
+            eng = [f for f in gaps if f["cause"] in ("host_other", "launch_bound") and f not in waits]
+            check(len(eng) == 2 and all(f.get("autograd_engine") is True and f.get("kernel") == "vectorized_elementwise_kernel<relu>"
                                         for f in eng)
                   and "autograd engine" in run([trace]).stdout,
                   f"threads: C++ launches during backward() (no path, or the path lent by the tracer) are the autograd engine's ({eng})")
+            # Its C++ time after them while the main thread still waits in Tensor.backward: host_other at the
+            # backward() line, not Python of the waiting thread; not an engine's launch (the main thread's
+            # next step resumed the GPU: it was said to be the engine's before 2026-11-28).
+            check(waits and waits[0]["cause"] == "host_other" and waits[0]["backward_wait_ns"] == 410000
+                  and waits[0].get("autograd_engine") is not True
+                  and waits[0].get("resumed_by", {}).get("python", [{}])[0].get("file") == "model.py",
+                  f"threads: the waiting thread's own wait in backward() is its, resumed by its own launch ({waits})")
             py = [f for f in gaps if f["cause"] == "python"]
             check(len(py) == 1 and py[0].get("autograd_engine") is False, "threads: a Python Function.backward is named, not the engine")
             check(not [f for f in rep["findings"] for fr in f["where"]["python"] + f["library"] if "_tensor.py" in fr["file"]],
@@ -329,6 +340,29 @@ def part_report(gen_path, tmp):
             low = json.loads(run([trace, "--json", "--churn-min", "5"]).stdout)
             check([f["count"] for f in low["findings"] if f["kind"] == "alloc_churn"] == [8],
                   "allocs: --churn-min 5 finds no more churn (the setup's 20 allocations are one step's)")
+        if scen == "threads-main":
+            gaps = {(f["cause"], f["where"]["python"][0]["line"]): f for f in rep["findings"] if f["kind"] == "idle_gap"}
+            zg, eng, wait = gaps.get(("python", 35)), gaps.get(("launch_bound", 36)), gaps.get(("host_other", 36))
+            # zero_grad's Python before the main thread's own first backward() launch: no other thread was in
+            # backward() (the main thread itself was, about to launch; it was said to wait there before 2026-11-28).
+            check(zg is not None and "context" not in zg and zg["resumed_by_thread"]["main"] is True,
+                  f"threads-main: zero_grad's gap has no backward() context ({zg})")
+            check(eng is not None and eng.get("autograd_engine") is True and eng.get("engine_gaps") == 12
+                  and eng["context"]["python"][0]["line"] == 36 and eng["resumed_by_thread"] == {"tid": 102, "main": False, "name": "pt_autograd_0"},
+                  f"threads-main: the engine's launches are its ({eng})")
+            # The main thread's wait in backward() after the engine's last launch, resumed by the optimizer's
+            # kernel the main thread launched at train.py:37: no other thread in backward() meanwhile, no
+            # engine's launch (it was said to be the engine's, launching that kernel, before 2026-11-28).
+            check(wait is not None and "context" not in wait and wait.get("autograd_engine") is not True
+                  and wait.get("backward_wait_ns") == 4 * 2000000
+                  and wait.get("kernel") == "multi_tensor_apply_kernel"
+                  and wait["resumed_by"]["python"][0]["line"] == 37 and wait["resumed_by_thread"]["main"] is True,
+                  f"threads-main: the main thread's wait in backward() and the launch that ended it ({wait})")
+            txt = run([trace]).stdout
+            check("launched by the main thread at train.py:37" in txt and "pt_autograd_0" in txt
+                  and "while another thread (the main thread) waited in backward()" in txt
+                  and "the autograd engine's thread (pt_autograd_0, tid 102, no Python of its own) launching multi_tensor" not in txt,
+                  "threads-main: the text names the threads that launched")
         if scen == "markers":
             # The runner's marks: the host tables cover the marked window too (its spans read again).
             hw, fns = rep.get("host_time_window") or {}, {h["function"]: h for h in rep["host_time_by_function"]}

@@ -252,12 +252,22 @@ static void marker(uint64_t t, uint64_t kind, uint64_t value)
 	r->u.marker.value = value;
 }
 
-/* The traced process (its pid: the main thread's id). */
+/* The traced process (its pid: the main thread's id) and a thread's name. */
 static void process_rec(uint64_t pid)
 {
 	struct tbp_record *pr = push(&defs);
 	pr->kind = TBP_K_PROCESS;
 	pr->u.process.pid = pid;
+}
+
+static void thread_rec(uint64_t tid, const char *name)
+{
+	uint64_t id = intern(name);
+	struct tbp_record *r = push(&defs);
+	r->kind = TBP_K_THREAD;
+	r->tid = (uint32_t)tid;
+	r->u.thread.tid = tid;
+	r->u.thread.name = id;
 }
 
 /* ------------------------------------------------------------ expectations */
@@ -811,6 +821,69 @@ static void scen_allocs(void)
 	expect_advice("empty_cache");
 	expect_split("alloc", 8 * 190 * US, "train.py", "main", 80);
 	expect_finding("alloc_churn", NULL, "model.py", "forward", 40, 8);
+	span(0, t0, g + 50 * US, cp_main);
+}
+
+/* threads-main: a step as PyTorch runs it, the main thread's launches
+ * around backward().  zero_grad()'s Python (train.py:35) before backward()'s
+ * first kernel, which the main thread launches itself (_make_grads): no
+ * other thread waited in backward() then.  Autograd's thread then launches
+ * with the path the tracer lends it (train.py:36), 64 us apart (launch
+ * overhead), while the main thread waits in backward(): those are the
+ * engine's.  After its last
+ * kernel the main thread waits 2 ms more in backward() (the engine's C++,
+ * nothing queued), returns and launches the optimizer's kernel at
+ * train.py:37: that gap is the main thread's wait, resumed by the main
+ * thread's launch, no engine's launch and no other thread's backward(). */
+static void scen_threads_main(void)
+{
+	common_defs();
+	process_rec(host_tid[0]);
+	thread_rec(host_tid[1], "pt_autograd_0");
+	uint64_t cp_zg_line = site("train.py", "fit", 35, cp_main);
+	uint64_t cp_zg = site("/opt/py/lib/python3.11/site-packages/torch/optim/optimizer.py", "Optimizer.zero_grad",
+			      1065, cp_zg_line);
+	uint64_t cp_bw_line = site("train.py", "fit", 36, cp_main);
+	uint64_t cp_tb = site("/opt/py/lib/python3.11/site-packages/torch/_tensor.py", "Tensor.backward", 520,
+			      cp_bw_line);
+	uint64_t cp_grads = site("/opt/py/lib/python3.11/site-packages/torch/autograd/__init__.py", "_make_grads", 233,
+				 cp_tb);
+	uint64_t cp_opt_line = site("train.py", "fit", 37, cp_main);
+	uint64_t cp_adam = site("/opt/py/lib/python3.11/site-packages/torch/optim/adam.py", "Adam.step", 249,
+				cp_opt_line);
+	uint64_t cp_mta = site("/opt/py/lib/python3.11/site-packages/torch/optim/adam.py", "_multi_tensor_adam", 554,
+			       cp_opt_line);
+	uint64_t k_mta = intern("multi_tensor_apply_kernel");
+	uint64_t g = 1000 * US, t0 = g - 100 * US;
+	for (int i = 0; i < 5; i++) {
+		iter_begin(g - 10 * US, i);
+		for (int k = 0; k < 3; k++) { /* forward */
+			kernel(0, g + 2 * US, cp_fwd, 0, 0, 7, g + 8 * US, g + 48 * US, k_gemm);
+			g += 48 * US;
+		}
+		uint64_t f = g;
+		span(0, f + 5 * US, f + 255 * US, cp_zg);
+		kernel(0, f + 270 * US, cp_grads, 0, 0, 7, f + 276 * US, f + 280 * US, k_fill);
+		g = f + 280 * US;
+		/* the engine: launches 64 us apart */
+		for (int k = 0; k < 3; k++) {
+			kernel(1, g + 64 * US, cp_bw_line, 0, 0, 7, g + 70 * US, g + 110 * US, k ? k_relu : k_gemm);
+			g += 110 * US;
+		}
+		uint64_t e = g;
+		span(0, f + 260 * US, e + 2000 * US, cp_tb);
+		span(0, e + 2005 * US, e + 2100 * US, cp_adam);
+		kernel(0, e + 2090 * US, cp_mta, 0, 0, 7, e + 2096 * US, e + 2136 * US, k_mta);
+		g = e + 2136 * US;
+		iter_end(g + 4 * US, i);
+		g += 20 * US;
+	}
+	expect_finding("idle_gap", "python", "train.py", "fit", 35, 4);
+	expect_finding("idle_gap", "launch_bound", "train.py", "fit", 36, 12);
+	/* The main thread's 2 ms wait after the engine's last launch, and 16
+	 * us of it in backward() before launching its first kernel. */
+	expect_finding("idle_gap", "host_other", "train.py", "fit", 36, 4);
+	expect_split("host_other", 4 * (2000 + 16) * US, "train.py", "fit", 36);
 	span(0, t0, g + 50 * US, cp_main);
 }
 
@@ -1923,7 +1996,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|allocs|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-loaded|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|threads-main|allocs|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-loaded|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -1982,6 +2055,8 @@ int main(int argc, char **argv)
 		scen_threads();
 	else if (!strcmp(s, "allocs"))
 		scen_allocs();
+	else if (!strcmp(s, "threads-main"))
+		scen_threads_main();
 	else if (!strcmp(s, "unmarked"))
 		scen_unmarked(0, 300 * US);
 	else if (!strcmp(s, "unmarked-inline"))
