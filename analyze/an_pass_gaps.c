@@ -6,7 +6,10 @@
  * memory allocation or free (alloc); in a Python span (the innermost one);
  * inside another API call, or between calls, charged to the next call
  * (Python: launch overhead, launch_bound; none: host work outside Python);
- * no later call recorded: no_host.  When the next work was already queued
+ * between calls for a long stretch (AN_CPU_STRETCH_NS) before the next one:
+ * CPU work, not launching (python at the next call's line, or host work
+ * outside Python for autograd's engine and threads without Python); no
+ * later call recorded: no_host.  When the next work was already queued
  * before the GPU ran dry, the host is not to blame: queued.
  *
  * Gaps wait in a pending list for the spans that explain them (spans reach
@@ -39,6 +42,7 @@ struct gap_span {
  * they end, after the GPU records of the gap. */
 struct pgap {
 	uint64_t device, start, end;
+	uint64_t gap_start; /* the whole gap's start (its pieces share it) */
 	uint8_t phase, edge;
 	int queued;      /* the next work was launched before the GPU ran dry */
 	int has_launch;
@@ -81,8 +85,10 @@ static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 	}
 	/* A span running since before the GPU went idle and still running when
 	 * the next launch was issued is a caller of everything (the training
-	 * loop, main): it explains nothing. */
-	if (sp->ts <= g->start && sp->end >= g->resume)
+	 * loop, main): it explains nothing.  Before the whole gap, not before
+	 * this piece: a function that begins as an iteration does (a detected
+	 * step starts with its first span) is the piece's own work. */
+	if (sp->ts <= g->gap_start && sp->end >= g->resume)
 		return;
 	uint64_t lo = sp->ts > g->start ? sp->ts : g->start;
 	uint64_t hi = sp->end < g->end ? sp->end : g->end;
@@ -147,11 +153,11 @@ static void part_add(struct gap_part *parts, size_t *n, int cause, const struct 
 						  .no_call_ns = no_call_ns, .bwait_ns = bwait_ns};
 }
 
-/* What the host was doing at instant t of the piece (see above), into *at;
- * no_call: between calls before a late one in a stretch with no call of
- * AN_CPU_STRETCH_NS or more (from the previous call's end, or the piece's
- * start). */
-static int gap_cause_at(const struct pgap *g, uint64_t t, struct gap_at *at)
+/* What the host was doing at instant t of the piece (see above), into *at.
+ * engine: the piece's work was launched by autograd's engine (its calls'
+ * path is the one the tracer lends it): a long stretch without calls is
+ * its C++, not Python of the line it borrows. */
+static int gap_cause_at(const struct pgap *g, uint64_t t, int engine, struct gap_at *at)
 {
 	memset(at, 0, sizeof *at);
 	for (unsigned i = 0; i < g->ncalls; i++) {
@@ -194,17 +200,27 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, struct gap_at *at)
 		return AN_CAUSE_PYTHON;
 	}
 	/* Calls are in time order: the first one not over by t is the call
-	 * the host was in, or the next one it made. */
-	uint64_t prev_end = g->start;
+	 * the host was in, or the next one it made; a stretch without calls
+	 * runs from the previous one's end, or the whole gap's start (a piece
+	 * cut at an iteration's mark is part of it). */
+	uint64_t prev_end = g->gap_start;
 	for (unsigned i = 0; i < g->ncalls; i++) {
 		const struct gap_call *c = &g->calls[i];
 		if (c->end > t) {
 			at->cp = c->callpath;
 			at->nat = c->native;
-			if (c->ts <= t)
+			if (c->ts <= t) {
 				at->copy = c->copy;
-			else
-				at->no_call = c->ts - prev_end >= AN_CPU_STRETCH_NS;
+			} else if (c->ts - prev_end >= AN_CPU_STRETCH_NS) {
+				/* No GPU call for that long: the host was computing, not
+				 * launching (eager PyTorch spends tens of us per op).  In
+				 * Python, at the line that then launched (its function ran
+				 * it, or a C call it made: a span of its own would have
+				 * said so above); autograd's engine and threads without
+				 * Python: host work outside Python. */
+				at->no_call = 1;
+				return c->callpath && !engine ? AN_CAUSE_PYTHON : AN_CAUSE_HOST_OTHER;
+			}
 			return c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
 		}
 		if (c->end > prev_end)
@@ -252,7 +268,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 			if (hi <= lo)
 				continue;
 			struct gap_at at;
-			int cause = gap_cause_at(g, lo, &at);
+			int cause = gap_cause_at(g, lo, engine, &at);
 			part_add(parts, &np, cause, &at, hi - lo);
 		}
 	}
@@ -373,6 +389,7 @@ __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint
 	g.edge = (uint8_t)edge;
 	g.kernel_name = gs->gap_kernel_name;
 	g.resume = end;
+	g.gap_start = start;
 	if (launch) {
 		g.has_launch = 1;
 		g.launch_cp = launch->callpath;

@@ -51,12 +51,14 @@ int an_finding_in_copy(const struct an_finding *f)
 	       f->copy_ns * 2 >= f->site_ns;
 }
 
-/* A late-launch finding whose time at its site was mostly the host running
- * without any GPU call for long stretches: CPU work, not launch overhead. */
+/* An idle-gap finding whose time at its site was mostly the host running
+ * without any GPU call for long stretches before the launch there: CPU work,
+ * not launch overhead (python at that line; launch_bound only in the
+ * findings of traces read before 2026-11-28, none now). */
 int an_finding_cpu_bound(const struct an_finding *f)
 {
-	return f->kind == AN_F_IDLE_GAP && f->cause == AN_CAUSE_LAUNCH_BOUND && !an_finding_in_copy(f) &&
-	       !an_finding_is_engine(f) && f->no_call_ns && f->no_call_ns * 2 >= f->site_ns;
+	return f->kind == AN_F_IDLE_GAP && (f->cause == AN_CAUSE_LAUNCH_BOUND || f->cause == AN_CAUSE_PYTHON) &&
+	       !an_finding_in_copy(f) && !an_finding_is_engine(f) && f->no_call_ns && f->no_call_ns * 2 >= f->site_ns;
 }
 
 /* An idle-gap finding whose time at its site was mostly the thread waiting
@@ -106,6 +108,12 @@ const char *an_copy_label(uint8_t bits)
 
 static int finding_in_dataloader(const struct analysis *a, const struct an_finding *x);
 
+#define CPU_WORK_ADVICE                                                                                        \
+	"the host ran for long stretches without any GPU call before this line while the GPU sat idle (work "   \
+	"on the CPU: tensors made or computed on the CPU, numpy, .tolist(), Python in C code): make the "       \
+	"tensors on the GPU (device='cuda'), move that work to the GPU or out of the loop, or overlap it "      \
+	"with GPU work (DataLoader workers, prepare the next batch while this one runs)"
+
 const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 {
 	static char buf[512];
@@ -117,6 +125,8 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 			       "inside the loop (.item(), .cpu(), printing a tensor), or sync after the next "
 			       "step's work is queued";
 		case AN_CAUSE_PYTHON:
+			if (an_finding_cpu_bound(f))
+				return CPU_WORK_ADVICE;
 			if (finding_in_dataloader(a, f))
 				return "the loop waited here for the DataLoader's next batch while the GPU sat idle: "
 				       "its workers do not keep up: more num_workers, a cheaper __getitem__ (decode "
@@ -141,11 +151,7 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 				       "memory, on a side stream) so that work is queued behind it";
 			}
 			if (an_finding_cpu_bound(f))
-				return "the host ran for long stretches without any GPU call before this line while "
-				       "the GPU sat idle (work on the CPU: tensors made or computed on the CPU, numpy, "
-				       ".tolist(), Python in C code): make the tensors on the GPU (device='cuda'), move "
-				       "that work to the GPU or out of the loop, or overlap it with GPU work (DataLoader "
-				       "workers, prepare the next batch while this one runs)";
+				return CPU_WORK_ADVICE;
 			return "the next launch was issued late (launch-bound): batch small ops "
 			       "(torch._foreach_*, fused ops), use torch.compile or CUDA graphs";
 		case AN_CAUSE_ALLOC:

@@ -462,18 +462,21 @@ static uint64_t planted_body(uint64_t g)
 	}
 	expect_finding("idle_gap", "launch_bound", "model.py", "forward", 77, 3);
 	expect_split("launch_bound", 3 * 100 * US, "model.py", "forward", 77);
-	/* idle_gap/launch_bound x3, the host 394 us without any GPU call before
-	 * the late launch (a batch made on the CPU, .tolist() of the last
-	 * result): CPU work, not launch overhead, and the advice says so. */
+	/* idle_gap/python x3, the host 394 us without any GPU call before the
+	 * late launch (a batch made on the CPU, .tolist() of the last result,
+	 * no Python call of its own long enough for a span): CPU work in the
+	 * function at that line, not launch overhead, and the advice says so
+	 * (launch_bound with that advice before 2026-11-28); the 6 us from the
+	 * launch to the kernel are the launch's. */
 	uint64_t cp_make = site("infer.py", "main", 7, cp_main);
 	for (int i = 0; i < 3; i++) {
 		g = gap_then_kernel(g, 400 * US, 0, cp_make, 0);
 		g = clean_step(g, 0);
 	}
-	expect_finding("idle_gap", "launch_bound", "infer.py", "main", 7, 3);
+	expect_finding("idle_gap", "python", "infer.py", "main", 7, 3);
 	expect_advice("device='cuda'");
 	expect_no_call(3 * 394 * US);
-	expect_split("launch_bound", 3 * 400 * US, "infer.py", "main", 7);
+	expect_split("python", 3 * 394 * US, "infer.py", "main", 7);
 	/* idle_gap/host_other x2: launched from a thread without Python. */
 	for (int i = 0; i < 2; i++) {
 		g = gap_then_kernel(g, 80 * US, 1, 0, nat_other);
@@ -724,10 +727,13 @@ static void scen_threads(void)
 	expect_finding("idle_gap", "host_other", NULL, NULL, 0, 2);
 	expect_split("host_other", 2 * 156 * US, NULL, NULL, 0);
 	/* The tracer lends such a thread the backward() caller's path
-	 * (doc/python.md): its launches show train.py:70. */
+	 * (doc/python.md): its launches show train.py:70.  Launched 60 us after
+	 * the GPU ran dry: launch overhead (a stretch of 100 us or more with no
+	 * GPU call is host work, not launching: it was 120 us before
+	 * 2026-11-28, when that still counted as launch-bound). */
 	for (int i = 0; i < 2; i++) {
-		kernel(1, g + 120 * US, cp_step, 0, 0, 7, g + 126 * US, g + 166 * US, k_relu);
-		g += 166 * US;
+		kernel(1, g + 60 * US, cp_step, 0, 0, 7, g + 66 * US, g + 106 * US, k_relu);
+		g += 106 * US;
 	}
 	expect_finding("idle_gap", "launch_bound", "train.py", "step", 70, 2);
 	/* ... and a run of 20 tiny kernels 4 us apart from it: the backward
@@ -821,6 +827,54 @@ static void scen_allocs(void)
 	expect_advice("empty_cache");
 	expect_split("alloc", 8 * 190 * US, "train.py", "main", 80);
 	expect_finding("alloc_churn", NULL, "model.py", "forward", 40, 8);
+	span(0, t0, g + 50 * US, cp_main);
+}
+
+/* host-work: each step begins with augment(), a function of the user's
+ * that computes on the CPU for 800 us with no GPU call and then launches
+ * (return batch.flip(-1)): its time is the function's Python, placed at
+ * it, not launch overhead at its launch line, also when the step starts
+ * just as the function does (a detected step starts with its first span;
+ * here the runner's mark).  A loop of small ops launched 70 us apart is
+ * launch overhead.  Autograd's engine computing 300 us before its launch
+ * is host work outside Python. */
+static void scen_host_work(void)
+{
+	common_defs();
+	process_rec(host_tid[0]);
+	uint64_t cp_loop = site("train.py", "main", 18, 0);
+	uint64_t cp_aug = site("train.py", "augment", 7, cp_loop);
+	uint64_t cp_aug_launch = site("train.py", "augment", 9, cp_loop);
+	uint64_t cp_tiny = site("ops.py", "scale_all", 12, cp_loop);
+	uint64_t cp_bw_line = site("train.py", "main", 20, 0);
+	uint64_t cp_tb = site("/opt/py/lib/python3.11/site-packages/torch/_tensor.py", "Tensor.backward", 520,
+			      cp_bw_line);
+	uint64_t g = 1000 * US, t0 = g - 100 * US;
+	for (int i = 0; i < 7; i++) {
+		uint64_t t = g + 30 * US;
+		iter_begin(t, i);
+		span(0, t, t + 800 * US, cp_aug);
+		kernel(0, t + 790 * US, cp_aug_launch, 0, 0, 7, t + 800 * US, t + 820 * US, k_relu);
+		g = clean_step(t + 820 * US, 0);
+		for (int k = 0; k < 3; k++) {
+			kernel(0, g + 64 * US, cp_tiny, 0, 0, 7, g + 70 * US, g + 90 * US, k_relu);
+			g += 90 * US;
+		}
+		/* backward(): autograd's engine works 300 us in C++ before its
+		 * launch (the path the tracer lends it) while the main thread
+		 * waits: host work of the engine, not launch overhead, nor Python
+		 * of the line it borrows. */
+		span(0, g - 10 * US, g + 346 * US, cp_tb);
+		kernel(1, g + 300 * US, cp_bw_line, 0, 0, 7, g + 306 * US, g + 346 * US, k_gemm);
+		g += 346 * US;
+		iter_end(g + 20 * US, i);
+	}
+	expect_finding("idle_gap", "python", "train.py", "augment", 7, 6);
+	expect_split("python", 6 * 800 * US, "train.py", "augment", 7);
+	expect_finding("idle_gap", "launch_bound", "ops.py", "scale_all", 12, 18);
+	expect_advice("CUDA graphs");
+	expect_finding("idle_gap", "host_other", "train.py", "main", 20, 6);
+	expect_split("host_other", 6 * 300 * US, "train.py", "main", 20);
 	span(0, t0, g + 50 * US, cp_main);
 }
 
@@ -1996,7 +2050,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|threads-main|allocs|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-loaded|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-loaded|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -2055,6 +2109,8 @@ int main(int argc, char **argv)
 		scen_threads();
 	else if (!strcmp(s, "allocs"))
 		scen_allocs();
+	else if (!strcmp(s, "host-work"))
+		scen_host_work();
 	else if (!strcmp(s, "threads-main"))
 		scen_threads_main();
 	else if (!strcmp(s, "unmarked"))
