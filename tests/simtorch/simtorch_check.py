@@ -436,9 +436,84 @@ def backward(args):
                  f"thread (Tensor.backward / loss.backward() line {call_line})")
 
 
+def gaps(args):
+    """What the GPU waited for, as a user reads it (tests/simtorch/scripts/gap_causes.py): time inside
+    cudaMalloc/cudaFree is the allocator's (not launch overhead), and allocating every step is churn in an
+    8-step run; augment()'s CPU work is its Python, not launch overhead at its launch line; a finding names
+    autograd's engine only for kernels another thread launched, and another thread's backward() only where one
+    was running."""
+    simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
+    path = os.path.realpath(os.path.join(args.source, "tests", "simtorch", "scripts", "gap_causes.py"))
+    tbanalyze = os.path.join(args.build, "analyze", "tbanalyze")
+    with open(path) as f:
+        text = f.readlines()
+    aug_def = next(n for n, line in enumerate(text, 1) if line.startswith("def augment"))
+    aug_lines = set(range(aug_def, next(n for n, line in enumerate(text, 1) if n > aug_def and line.startswith("def "))))
+    main_lines = {name: next(n for n, line in enumerate(text, 1) if line.strip().startswith(code))
+                  for name, code in (("zero_grad", "opt.zero_grad()"), ("step", "opt.step()"),
+                                     ("backward", "loss.backward()"))}
+    libtbprof = os.path.join(args.build, "libtbprof", "libtbprof.so")
+    with tempfile.TemporaryDirectory() as tmp:
+        reports = {}
+        for name, extra in (("empty_cache", []), ("kept", ["--no-empty-cache"])):
+            trace = os.path.join(tmp, name + ".zst")
+            env = dict(os.environ, LD_PRELOAD=libtbprof, TBPROF_OUT=trace)
+            if not run([simtorch, sys.executable, path, "--steps", "8"] + extra, env, args.timeout, f"gaps {name}"):
+                return
+            rep = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True)
+            if rep.returncode != 0:
+                fail(f"gaps {name}: tbanalyze --json exit {rep.returncode}: {rep.stderr[-500:]}")
+                return
+            reports[name] = (trace, json.loads(rep.stdout))
+
+        def where(x):
+            fr = ((x.get("where") or {}).get("python") or [{}])[0]
+            return (os.path.realpath(fr["file"]) if fr.get("file") else None, fr.get("line"), fr.get("function"))
+
+        trace, rep = reports["empty_cache"]
+        gaps = [x for x in rep["findings"] if x["kind"] == "idle_gap"]
+        ib = rep["idle_breakdown"]
+        # 1. The allocator: its time is its own cause, the longest gap's included, with its advice; one
+        # allocation a step is churn though the run makes fewer than --churn-min (50).
+        longest = max(gaps, key=lambda x: x["max_ns"]) if gaps else {}
+        if ib.get("alloc_ns", 0) <= ib["launch_bound_ns"] or longest.get("cause") != "alloc" \
+                or "empty_cache" not in longest.get("suggestion", ""):
+            fail(f"gaps: time inside cudaMalloc/cudaFree not the allocator's (idle by cause {ib}; the longest gap's "
+                 f"finding {longest.get('cause')} at {where(longest) if longest else None})")
+        churn = [x for x in rep["findings"] if x["kind"] == "alloc_churn"]
+        if not churn or any(x["count"] >= 50 for x in churn):
+            fail(f"gaps: no alloc_churn for an allocation in every step of 8 ({[(x['count'], where(x)) for x in churn]})")
+        kept = reports["kept"][1]
+        if [x for x in kept["findings"] if x["kind"] == "alloc_churn"]:
+            fail("gaps: alloc_churn without empty_cache() (the allocations are the first step's, kept)")
+        # 2. augment(): its CPU work before its launch is its Python.
+        aug = [x for x in gaps if where(x)[0] == path and where(x)[1] in aug_lines]
+        if not [x for x in aug if x["cause"] == "python" and where(x)[2] == "augment"] or \
+                [x for x in aug if x["cause"] == "launch_bound"]:
+            fail(f"gaps: augment()'s CPU work is not its Python ({[(x['cause'], where(x)) for x in aug]})")
+        # 3. Threads: a finding says autograd's engine launched a kernel only if a thread other than the main
+        # one launched it; another thread's backward() is no context of zero_grad() or the optimizer's step.
+        dump = subprocess.run([tbanalyze, "dump", trace], capture_output=True, text=True).stdout
+        pid = next((int(line.split("pid=")[1].split()[0]) for line in dump.splitlines() if " process pid=" in line), None)
+        other = set()
+        for line in dump.splitlines():
+            parts = line.split(" ", 3)
+            if len(parts) > 3 and parts[2] == "launch" and parts[1].startswith("thread:") and int(parts[1][7:]) != pid:
+                other.add(parts[3].split(' name="', 1)[1].rsplit('"', 1)[0] if ' name="' in parts[3] else "")
+        wrong = [(where(x), x.get("kernel")) for x in gaps if x.get("autograd_engine") and x.get("kernel") not in other]
+        if pid is None or wrong:
+            fail(f"gaps: the autograd engine named for kernels only the main thread launched: {wrong}")
+        ctx = [(x["cause"], where(x)) for x in gaps if x.get("context") and where(x)[0] == path
+               and where(x)[1] in (main_lines["zero_grad"], main_lines["step"])]
+        if ctx:
+            fail(f"gaps: another thread's backward() named around zero_grad()/step() gaps: {ctx}")
+        print(f"gaps: idle by cause {dict((k, v) for k, v in ib.items() if k.endswith('_ns') and v)}; "
+              f"churn {[(x['count'], where(x)[1]) for x in churn]}; augment {[(x['cause'], x['total_ns']) for x in aug]}")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["zoo", "script", "join", "backward"])
+    ap.add_argument("mode", choices=["zoo", "script", "join", "backward", "gaps"])
     ap.add_argument("model", nargs="?")
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
@@ -456,6 +531,8 @@ def main():
         join(args)
     elif args.mode == "backward":
         backward(args)
+    elif args.mode == "gaps":
+        gaps(args)
     else:
         script(args)
     print(f"{len(failures)} failure(s)")
