@@ -54,10 +54,10 @@ struct pgap {
 	unsigned ncalls;
 	struct gap_span spans[GAP_SPANS];
 	unsigned nspans;
-	/* The innermost span of another thread around the piece (the caller
-	 * waiting for this work: the main thread inside backward()); when it is
-	 * a backward() wait, the user's line that called it (the path the
-	 * tracer lends autograd's threads), else 0. */
+	/* The innermost span of another thread running as the piece's host
+	 * work ended (the caller waiting for this work: the main thread inside
+	 * backward()); when it is a backward() wait, the user's line that
+	 * called it (the path the tracer lends autograd's threads), else 0. */
 	uint64_t ctx_cp, ctx_dur, ctx_wait_cp;
 	uint32_t ctx_tid;
 	uint64_t kernel_name;     /* the kernel that ended the gap */
@@ -230,7 +230,7 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, int engine, struct gap
 }
 
 /* The piece's work was launched by autograd's engine: another thread waited
- * in backward() around it, and the launch has no Python frames, or the
+ * in backward() as it launched, and the launch has no Python frames, or the
  * path the tracer lends the engine (the line that called backward()). */
 static int gap_engine(struct analysis *a, const struct pgap *g)
 {
