@@ -22,20 +22,29 @@ int an_open(struct tbp_reader **r, const char *path)
 	return tr_open(path, r);
 }
 
-static int window_second_pass(struct analysis *a, const char *path)
+/* The trace read again: its GPU work's records (spans 0) or its spans to fn. */
+static int read_again(struct analysis *a, const char *path, int spans,
+		      void (*fn)(struct analysis *, const struct tbp_record *))
 {
 	struct tbp_reader *r;
 	int rc = an_open(&r, path);
 	if (rc)
 		return rc;
-	an_window_reset(a);
 	struct tbp_record rec;
 	int st;
 	while ((st = tr_next(r, path, &rec)) > 0)
-		if (rec.kind == TBP_K_GPU_KERNEL || rec.kind == TBP_K_GPU_MEMCPY || rec.kind == TBP_K_GPU_MEMSET)
-			an_window_add(a, &rec);
+		if (spans ? rec.kind == TBP_K_PY_SPAN
+			  : rec.kind == TBP_K_GPU_KERNEL || rec.kind == TBP_K_GPU_MEMCPY || rec.kind == TBP_K_GPU_MEMSET)
+			fn(a, &rec);
 	rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
 	tbp_reader_close(r);
+	return rc;
+}
+
+static int window_second_pass(struct analysis *a, const char *path)
+{
+	an_window_reset(a);
+	int rc = read_again(a, path, 0, an_window_add);
 	an_window_done(a);
 	a->window_second_pass = 1;
 	return rc;
@@ -46,19 +55,8 @@ static int window_second_pass(struct analysis *a, const char *path)
  * marks whose steps were found knows its window before: an_pass_spans.c). */
 static int spans_window_pass(struct analysis *a, const char *path)
 {
-	struct tbp_reader *r;
-	int rc = an_open(&r, path);
-	if (rc)
-		return rc;
 	an_spans_window_begin(a);
-	struct tbp_record rec;
-	int st;
-	while ((st = tr_next(r, path, &rec)) > 0)
-		if (rec.kind == TBP_K_PY_SPAN)
-			an_spans_window_add(a, &rec);
-	rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
-	tbp_reader_close(r);
-	return rc;
+	return read_again(a, path, 1, an_spans_window_add);
 }
 
 static int run_once(struct analysis *a, const char *path, const struct an_opts *opts);

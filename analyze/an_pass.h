@@ -572,7 +572,7 @@ HOT_FN uint32_t steps_work(struct an_state *st, uint32_t tid, uint64_t ts, uint6
 	}
 	return step_item_new(st, tid, ts, end, cp);
 }
-uint32_t step_call_new(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp);
+void step_call_new(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp);
 /* A host call that is not work (a sync, an allocation, another API call):
  * the steps' ends read them (an_steps_detect.c). */
 HOT_FN void steps_call(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp)

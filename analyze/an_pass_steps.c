@@ -30,42 +30,45 @@ static void steps_collect_stop(struct steps_state *ss)
 	vec_free(&ss->calls);
 }
 
+/* An item kept in v; -1 past the caps (or out of memory). */
+static int item_keep(struct vec *v, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp)
+{
+	struct step_item *w;
+	if (cp >= STEP_ITEM_CP_MAX || v->n >= STEP_ITEMS_MAX || !(w = vec_push(v)))
+		return -1;
+	*w = (struct step_item){.ts = ts, .end = end, .cp = (uint32_t)cp, .tid = tid};
+	return 0;
+}
+
 /* A work item from another call path or thread than the last one's (out of
  * line: most launches continue an item). */
 __attribute__((noinline)) uint32_t step_item_new(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end,
 						 uint64_t cp)
 {
 	struct steps_state *ss = &st->steps;
-	struct step_item *w;
 	ss->work_cp = (uint32_t)cp;
 	ss->work_tid = tid;
-	if (cp >= STEP_ITEM_CP_MAX || ss->work.n >= STEP_ITEMS_MAX || !(w = vec_push(&ss->work))) {
+	if (item_keep(&ss->work, tid, ts, end, cp)) {
 		ss->collect_full = 1;
 		steps_collect_stop(ss);
 		return 0;
 	}
-	*w = (struct step_item){.ts = ts, .end = end, .cp = (uint32_t)cp, .tid = tid};
 	return (uint32_t)ss->work.n;
 }
 
 /* A host call from another call path or thread than the last one's.  Past
  * the cap calls are no longer kept (they only extend a step's end: the
  * detection itself goes on). */
-__attribute__((noinline)) uint32_t step_call_new(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end,
-						 uint64_t cp)
+__attribute__((noinline)) void step_call_new(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp)
 {
 	struct steps_state *ss = &st->steps;
-	struct step_item *w;
 	ss->call_cp = (uint32_t)cp;
 	ss->call_tid = tid;
 	ss->call_work_n = ss->work.n;
-	if (cp >= STEP_ITEM_CP_MAX || ss->calls.n >= STEP_ITEMS_MAX || !(w = vec_push(&ss->calls))) {
+	if (item_keep(&ss->calls, tid, ts, end, cp)) {
 		ss->calls_full = 1;
 		vec_free(&ss->calls);
-		return 0;
 	}
-	*w = (struct step_item){.ts = ts, .end = end, .cp = (uint32_t)cp, .tid = tid};
-	return (uint32_t)ss->calls.n;
 }
 
 /* A second WARMUP_END (a process that ran the runner's measurement twice,
@@ -253,13 +256,10 @@ static void steps_span(struct analysis *a, struct an_span_ev *e)
 			*iv = (struct an_step){.begin = e->ts, .end = e->end};
 		return;
 	}
-	struct step_item *w;
-	if (e->callpath >= STEP_ITEM_CP_MAX || ss->spans.n >= STEP_ITEMS_MAX || !(w = vec_push(&ss->spans))) {
+	if (item_keep(&ss->spans, e->tid, e->ts, e->end, e->callpath)) {
 		ss->collect_full = 1;
 		steps_collect_stop(ss);
-		return;
 	}
-	*w = (struct step_item){.ts = e->ts, .end = e->end, .cp = (uint32_t)e->callpath, .tid = e->tid};
 }
 
 /* The detected steps' last marks, and the phase they leave.  An iteration
