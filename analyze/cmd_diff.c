@@ -260,14 +260,14 @@ struct ftuple {
 	uint64_t fnline;  /* hash of the function and line */
 };
 struct files {
-	struct ufile *f;
-	size_t n, cap;
+	struct vec f;         /* struct ufile */
+	struct vec t;         /* struct ftuple */
 	struct u64map by_h;   /* user file hash -> index + 1 */
 	struct u64map all;    /* every frame's file hash (libraries' too) -> 1 */
 	struct u64map frames; /* hash(file index, fnline) -> 1 */
-	struct ftuple *t;
-	size_t nt, ct;
 };
+#define UFILE(fs, i) VEC_AT(&(fs)->f, struct ufile, i)
+#define FTUPLE(fs, i) VEC_AT(&(fs)->t, struct ftuple, i)
 
 static uint64_t bytes_hash(const char *p, size_t n, uint64_t h)
 {
@@ -298,47 +298,39 @@ static int files_path(struct files *fs, const struct analysis *x, uint64_t cp)
 		if (ix) {
 			k = *ix - 1;
 		} else {
-			if (fs->n == fs->cap) {
-				size_t nc = fs->cap ? 2 * fs->cap : 16;
-				struct ufile *nv = realloc(fs->f, nc * sizeof *nv);
-				if (!nv)
-					return -1;
-				fs->f = nv;
-				fs->cap = nc;
-			}
 			char *name = malloc(fl + 1);
-			if (!name)
+			struct ufile *u = name ? vec_push(&fs->f) : NULL;
+			if (!u) {
+				free(name);
 				return -1;
+			}
 			memcpy(name, file, fl);
 			name[fl] = 0;
-			k = fs->n++;
-			fs->f[k] = (struct ufile){.name = name, .len = fl, .h = h, .map = -1};
+			*u = (struct ufile){.name = name, .len = fl, .h = h, .map = -1};
+			k = fs->f.n - 1;
 			if (u64map_put(&fs->by_h, h, k + 1))
 				return -1;
 		}
 		uint64_t fh = an_hash_combine(k, fnline_hash(&fr[i])) >> 1;
 		if (u64map_get(&fs->frames, fh))
 			continue;
-		if (u64map_put(&fs->frames, fh, 1))
+		struct ftuple *t = vec_push(&fs->t);
+		if (!t || u64map_put(&fs->frames, fh, 1))
 			return -1;
-		if (fs->nt == fs->ct) {
-			size_t nc = fs->ct ? 2 * fs->ct : 64;
-			struct ftuple *nv = realloc(fs->t, nc * sizeof *nv);
-			if (!nv)
-				return -1;
-			fs->t = nv;
-			fs->ct = nc;
-		}
-		fs->t[fs->nt++] = (struct ftuple){k, fnline_hash(&fr[i])};
+		*t = (struct ftuple){k, fnline_hash(&fr[i])};
 	}
 	return 0;
 }
 
-/* The files of the call paths diff keys (sites, and a CPU run's spans). */
+/* The files of the call paths diff keys (sites, the idle's sites, and a
+ * CPU run's spans). */
 static int files_gather(struct files *fs, const struct analysis *x, int cpu)
 {
 	for (size_t i = 0; i < x->sites.n; i++)
 		if (files_path(fs, x, VEC_AT(&x->sites, struct an_site_stat, i)->callpath))
+			return -1;
+	for (size_t i = 0; i < x->idle_parts.n; i++)
+		if (files_path(fs, x, VEC_AT(&x->idle_parts, struct an_finding, i)->callpath))
 			return -1;
 	for (size_t i = 0; cpu && i < x->spans.n; i++)
 		if (files_path(fs, x, VEC_AT(&x->spans, struct an_span_stat, i)->callpath))
@@ -350,24 +342,25 @@ static int files_gather(struct files *fs, const struct analysis *x, int cpu)
  * the most of its (function, line) frames, greedily, at least one. */
 static void files_pair(struct files *fa, struct files *fb)
 {
-	for (size_t i = 0; i < fa->n; i++)
-		fa->f[i].other = u64map_get(&fb->all, fa->f[i].h) != NULL;
-	for (size_t j = 0; j < fb->n; j++)
-		fb->f[j].other = u64map_get(&fa->all, fb->f[j].h) != NULL;
-	int *used = calloc(fb->n ? fb->n : 1, sizeof *used);
+	for (size_t i = 0; i < fa->f.n; i++)
+		UFILE(fa, i)->other = u64map_get(&fb->all, UFILE(fa, i)->h) != NULL;
+	for (size_t j = 0; j < fb->f.n; j++)
+		UFILE(fb, j)->other = u64map_get(&fa->all, UFILE(fb, j)->h) != NULL;
+	int *used = calloc(fb->f.n ? fb->f.n : 1, sizeof *used);
 	if (!used)
 		return;
-	for (size_t i = 0; i < fa->n; i++) {
-		if (fa->f[i].other)
+	for (size_t i = 0; i < fa->f.n; i++) {
+		if (UFILE(fa, i)->other)
 			continue;
 		uint64_t best = 0;
 		long bj = -1;
-		for (size_t j = 0; j < fb->n; j++) {
-			if (fb->f[j].other || used[j])
+		for (size_t j = 0; j < fb->f.n; j++) {
+			if (UFILE(fb, j)->other || used[j])
 				continue;
 			uint64_t score = 0;
-			for (size_t t = 0; t < fa->nt; t++)
-				if (fa->t[t].file == i && u64map_get(&fb->frames, an_hash_combine(j, fa->t[t].fnline) >> 1))
+			for (size_t t = 0; t < fa->t.n; t++)
+				if (FTUPLE(fa, t)->file == i &&
+				    u64map_get(&fb->frames, an_hash_combine(j, FTUPLE(fa, t)->fnline) >> 1))
 					score++;
 			if (score > best) {
 				best = score;
@@ -376,8 +369,8 @@ static void files_pair(struct files *fa, struct files *fb)
 		}
 		if (bj >= 0) {
 			used[bj] = 1;
-			fa->f[i].map = bj;
-			fa->f[i].matched = best;
+			UFILE(fa, i)->map = bj;
+			UFILE(fa, i)->matched = best;
 		}
 	}
 	free(used);
@@ -385,10 +378,10 @@ static void files_pair(struct files *fa, struct files *fb)
 
 static void files_free(struct files *fs)
 {
-	for (size_t i = 0; i < fs->n; i++)
-		free(fs->f[i].name);
-	free(fs->f);
-	free(fs->t);
+	for (size_t i = 0; i < fs->f.n; i++)
+		free(UFILE(fs, i)->name);
+	vec_free(&fs->f);
+	vec_free(&fs->t);
 	u64map_free(&fs->by_h);
 	u64map_free(&fs->all);
 	u64map_free(&fs->frames);
@@ -411,8 +404,8 @@ static void diff_key(const struct analysis *x, uint64_t cp, uint64_t nat, const 
 		const char *file = an_display_path(x, fr[i].file, fr[i].file_len, &fl);
 		uint64_t *ix = an_frame_is_library(x, &fr[i]) ? NULL
 			       : u64map_get(&map->by_h, bytes_hash(file, fl, 0xcbf29ce484222325ULL));
-		if (ix && map->f[*ix - 1].map >= 0) {
-			const struct ufile *to = &other->f[map->f[*ix - 1].map];
+		if (ix && UFILE(map, *ix - 1)->map >= 0) {
+			const struct ufile *to = UFILE(other, UFILE(map, *ix - 1)->map);
 			file = to->name;
 			fl = to->len;
 		}
@@ -690,8 +683,7 @@ static int explain(struct expl *e, const struct item *head, const struct items *
 	double dstep = head->b - head->a, dbusy = e->busy_b - e->busy_a, didle = e->idle_b - e->idle_a;
 	if (fabs(dstep) * 100 <= threshold * head->a)
 		return 0;
-	e->side = e->gpu_unchanged ? SIDE_HOST : fabs(dbusy) * 2 >= fabs(didle) && fabs(didle) * 2 < fabs(dbusy) ? SIDE_GPU
-										 : SIDE_BOTH;
+	e->side = e->gpu_unchanged ? SIDE_HOST : fabs(didle) * 2 < fabs(dbusy) ? SIDE_GPU : SIDE_BOTH;
 	if (e->side != SIDE_GPU && idle_site(e, an, fs))
 		return -1;
 	char site[800] = "";
@@ -835,6 +827,19 @@ static int parse_pct(const char *opt, const char *s, double max, double *out)
 	return 0;
 }
 
+/* Everything diff holds, freed; rc passed on. */
+static int diff_done(struct items *it, struct files fs[2], struct analysis an[2], int rc)
+{
+	for (size_t i = 0; i < it->n; i++)
+		free(it->v[i].key);
+	free(it->v);
+	files_free(&fs[0]);
+	files_free(&fs[1]);
+	an_free(&an[0]);
+	an_free(&an[1]);
+	return rc;
+}
+
 int cmd_diff(int argc, char **argv)
 {
 	struct an_opts opts;
@@ -907,6 +912,10 @@ int cmd_diff(int argc, char **argv)
 	 * the same lines. */
 	struct files fs[2];
 	memset(fs, 0, sizeof fs);
+	for (int s = 0; s < 2; s++) {
+		fs[s].f.item = sizeof(struct ufile);
+		fs[s].t.item = sizeof(struct ftuple);
+	}
 	int bad = files_gather(&fs[0], &an[0], cpu) || files_gather(&fs[1], &an[1], cpu);
 	if (!bad)
 		files_pair(&fs[0], &fs[1]);
@@ -914,11 +923,7 @@ int cmd_diff(int argc, char **argv)
 	      collect(&it, &an[1], 1, per(&an[0], &an[1], &an[1]), cpu, steps, NULL, NULL);
 	if (bad) {
 		fprintf(stderr, "tbanalyze: diff: out of memory\n");
-		files_free(&fs[0]);
-		files_free(&fs[1]);
-		an_free(&an[0]);
-		an_free(&an[1]);
-		return TBA_EXIT_INTERNAL;
+		return diff_done(&it, fs, an, TBA_EXIT_INTERNAL);
 	}
 	/* With steps, the per-step times decide; without, say why there is no test. */
 	struct an_step_cmp cmp;
@@ -930,14 +935,7 @@ int cmd_diff(int argc, char **argv)
 		if (rc) {
 			if (rc == TBA_EXIT_INTERNAL)
 				fprintf(stderr, "tbanalyze: diff: out of memory\n");
-			for (size_t i = 0; i < it.n; i++)
-				free(it.v[i].key);
-			free(it.v);
-			files_free(&fs[0]);
-			files_free(&fs[1]);
-			an_free(&an[0]);
-			an_free(&an[1]);
-			return rc;
+			return diff_done(&it, fs, an, rc);
 		}
 	} else {
 		int sa = an[0].steps.source && an[0].steps.median_ns, sb = an[1].steps.source && an[1].steps.median_ns;
@@ -976,14 +974,7 @@ int cmd_diff(int argc, char **argv)
 	memset(&ex, 0, sizeof ex);
 	if (tps && explain(&ex, &head, &it, an, fs, threshold)) {
 		fprintf(stderr, "tbanalyze: diff: out of memory\n");
-		for (size_t i = 0; i < it.n; i++)
-			free(it.v[i].key);
-		free(it.v);
-		files_free(&fs[0]);
-		files_free(&fs[1]);
-		an_free(&an[0]);
-		an_free(&an[1]);
-		return TBA_EXIT_INTERNAL;
+		return diff_done(&it, fs, an, TBA_EXIT_INTERNAL);
 	}
 	qsort(it.v, it.n, sizeof *it.v, cmp_item);
 
@@ -1009,14 +1000,14 @@ int cmd_diff(int argc, char **argv)
 		json_significance(&cmp, no_steps);
 		json_explain(&ex);
 		printf(",\"renamed_files\":[");
-		for (size_t i = 0, k = 0; i < fs[0].n; i++) {
-			const struct ufile *u = &fs[0].f[i];
+		for (size_t i = 0, k = 0; i < fs[0].f.n; i++) {
+			const struct ufile *u = UFILE(&fs[0], i);
 			if (u->map < 0)
 				continue;
 			printf("%s{\"a\":", k++ ? "," : "");
 			json_str(stdout, u->name, u->len);
 			printf(",\"b\":");
-			json_str(stdout, fs[1].f[u->map].name, fs[1].f[u->map].len);
+			json_str(stdout, UFILE(&fs[1], u->map)->name, UFILE(&fs[1], u->map)->len);
 			printf(",\"matched_frames\":%" PRIu64 "}", u->matched);
 		}
 		printf("]");
@@ -1039,12 +1030,12 @@ int cmd_diff(int argc, char **argv)
 		printf("tbanalyze diff: A=%s B=%s (threshold %.1f%%%s%s)\n", paths[0], paths[1], threshold,
 		       an[0].markers_used && an[1].markers_used ? ", per iteration" : "",
 		       cpu ? "; CPU runs: host self time by Python path" : "");
-		for (size_t i = 0; i < fs[0].n; i++) {
-			const struct ufile *u = &fs[0].f[i];
+		for (size_t i = 0; i < fs[0].f.n; i++) {
+			const struct ufile *u = UFILE(&fs[0], i);
 			if (u->map >= 0)
 				printf("files: A's %s compared as B's %s (each only in its trace, %" PRIu64
 				       " of their frames alike: function and line): their sites are keyed by B's name\n",
-				       u->name, fs[1].f[u->map].name, u->matched);
+				       u->name, UFILE(&fs[1], u->map)->name, u->matched);
 		}
 		if (tps)
 			text_headline(&head, &it, &an[0], &an[1], &cmp, &ex);
@@ -1089,16 +1080,9 @@ int cmd_diff(int argc, char **argv)
 		else
 			printf("verdict: no regression beyond %.1f%%\n", threshold);
 	}
-	for (size_t i = 0; i < it.n; i++)
-		free(it.v[i].key);
-	free(it.v);
-	files_free(&fs[0]);
-	files_free(&fs[1]);
-	an_free(&an[0]);
-	an_free(&an[1]);
 	if (fflush(stdout)) {
 		fprintf(stderr, "tbanalyze: write error on standard output\n");
-		return TBA_EXIT_INTERNAL;
+		return diff_done(&it, fs, an, TBA_EXIT_INTERNAL);
 	}
-	return regressions ? TBA_EXIT_REGRESSION : TBA_EXIT_OK;
+	return diff_done(&it, fs, an, regressions ? TBA_EXIT_REGRESSION : TBA_EXIT_OK);
 }
