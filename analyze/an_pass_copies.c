@@ -23,11 +23,22 @@ static int function_is(const struct an_frame *f, const char *name)
 	return f->function_len == strlen(name) && !memcmp(f->function, name, f->function_len);
 }
 
-/* The call path moves or loads a module's parameters and buffers:
- * Module.to()/.cuda()/.half() (all through Module._apply) or
- * load_state_dict() (Module._load_from_state_dict), torch's own frames.
- * Set-up, however small its tensors (a BatchNorm's num_batches_tracked, a
- * bias): not a host scalar made into a tensor. */
+/* torch's frames that move or load state: a module's parameters and
+ * buffers (Module.to()/.cuda()/.half() all through Module._apply;
+ * load_state_dict() through Module._load_from_state_dict), an optimizer's
+ * state (Optimizer.load_state_dict: each parameter's 'step', a 0-d tensor),
+ * a checkpoint (anything in torch/serialization.py: torch.load with
+ * map_location).  Set-up, however small the tensors (a BatchNorm's
+ * num_batches_tracked, a bias): not a host scalar made into a tensor. */
+static const struct {
+	const char *file, *function; /* function NULL: any of the file's */
+} state_moves[] = {
+	{"torch/nn/modules/module.py", "Module._apply"},
+	{"torch/nn/modules/module.py", "Module._load_from_state_dict"},
+	{"torch/optim/optimizer.py", "Optimizer.load_state_dict"},
+	{"torch/serialization.py", NULL},
+};
+
 static int module_move(struct analysis *a, uint64_t cp)
 {
 	struct copies_state *cs = &a->st->copies;
@@ -38,12 +49,13 @@ static int module_move(struct analysis *a, uint64_t cp)
 	struct an_frame fr[64];
 	size_t n = cp ? an_callpath_frames(a, cp, fr, 64) : 0;
 	for (size_t i = 0; i < n && !move; i++) {
-		if (!(function_is(&fr[i], "Module._apply") || function_is(&fr[i], "Module._load_from_state_dict")) ||
-		    !an_frame_is_library(a, &fr[i]))
+		if (!an_frame_is_library(a, &fr[i]))
 			continue;
 		size_t dl;
 		const char *d = an_display_path(a, fr[i].file, fr[i].file_len, &dl);
-		move = dl == strlen("torch/nn/modules/module.py") && !memcmp(d, "torch/nn/modules/module.py", dl);
+		for (size_t k = 0; k < sizeof state_moves / sizeof state_moves[0] && !move; k++)
+			move = dl == strlen(state_moves[k].file) && !memcmp(d, state_moves[k].file, dl) &&
+			       (!state_moves[k].function || function_is(&fr[i], state_moves[k].function));
 	}
 	u64map_put(&cs->module_move, cp, 1 + (uint64_t)move); /* out of memory: asked again */
 	return move;

@@ -1283,9 +1283,10 @@ static void scen_scalars(void)
 /* oneshot: no loop, no marks (load a model, infer once):
  *   :10  model.cuda()                  a 64 KiB weight, and three buffers of 8 bytes (num_batches_tracked
  *                                      and the like) through Module.cuda/_apply: parameters and buffers moved
+ *   :11  torch.load(ckpt, map_location="cuda")  four 4-byte tensors through torch/serialization.py: loaded
  *   :12  torch.tensor(0.5, device=dev) one 4-byte copy and a sync: set-up, once
  *   :14  forward: 4 kernels;  :15 .tolist(): a copy back and a sync
- * No scalar_copy at all (the analyzer before: 3 at :10, 1 at :12). */
+ * No scalar_copy at all (the analyzer before: 3 at :10, 4 at :11, 1 at :12). */
 static void scen_oneshot(void)
 {
 	common_defs();
@@ -1294,6 +1295,9 @@ static void scen_oneshot(void)
 	uint64_t cp_cuda = site(mod, "Module.cuda", 1098, site("infer.py", "<module>", 10, 0));
 	uint64_t cp_par = site(mod, "Module.cuda.<locals>.<lambda>", 1098, site(mod, "Module._apply", 933, cp_cuda));
 	uint64_t cp_bufs = site(mod, "Module.cuda.<locals>.<lambda>", 1098, site(mod, "Module._apply", 1036, cp_cuda));
+	uint64_t cp_load = site("/opt/py/lib/python3.11/site-packages/torch/serialization.py", "_load.<locals>.restore_location",
+				1500, site("/opt/py/lib/python3.11/site-packages/torch/serialization.py", "load", 1300,
+					   site("infer.py", "<module>", 11, 0)));
 	uint64_t cp_scalar = site("infer.py", "<module>", 12, 0);
 	uint64_t cp_k = site("infer.py", "<module>", 14, 0);
 	uint64_t cp_out = site("infer.py", "<module>", 15, 0);
@@ -1302,6 +1306,10 @@ static void scen_oneshot(void)
 	t += 21 * US;
 	for (int k = 0; k < 3; k++) {
 		copy7(t, 5 * US, cp_bufs, 8, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
+		t += 6 * US;
+	}
+	for (int k = 0; k < 4; k++) {
+		copy7(t, 5 * US, cp_load, 4, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
 		t += 6 * US;
 	}
 	copy7(t, 4 * US, cp_scalar, 4, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
