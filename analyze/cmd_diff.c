@@ -387,6 +387,36 @@ static void files_free(struct files *fs)
 	u64map_free(&fs->frames);
 }
 
+/* A frame's file as displayed, or as the other trace's file it is compared
+ * as (map: this trace's files paired with other's, NULL: none). */
+static const char *frame_file(const struct analysis *x, const struct an_frame *fr, const struct files *map,
+			      const struct files *other, size_t *fl)
+{
+	const char *file = an_display_path(x, fr->file, fr->file_len, fl);
+	uint64_t *ix = !map || an_frame_is_library(x, fr) ? NULL
+		       : u64map_get(&map->by_h, bytes_hash(file, *fl, 0xcbf29ce484222325ULL));
+	if (ix && UFILE(map, *ix - 1)->map >= 0) {
+		const struct ufile *to = UFILE(other, UFILE(map, *ix - 1)->map);
+		*fl = to->len;
+		return to->name;
+	}
+	return file;
+}
+
+/* "file:line function" of the leaf as frame_file names it (an_site_label). */
+static void diff_label(const struct analysis *x, uint64_t cp, uint64_t nat, const struct files *map,
+		       const struct files *other, char *buf, size_t len)
+{
+	struct an_frame fr;
+	if (!map || an_callpath_frames(x, cp, &fr, 1) != 1) {
+		an_site_label(x, cp, nat, buf, len);
+		return;
+	}
+	size_t fl;
+	const char *file = frame_file(x, &fr, map, other, &fl);
+	snprintf(buf, len, "%.*s:%" PRIu64 " %.*s", (int)fl, file, fr.line, (int)fr.function_len, fr.function);
+}
+
 /* an_site_key, with A's renamed files keyed by B's names (map: A's files
  * paired with other's, NULL: none). */
 static void diff_key(const struct analysis *x, uint64_t cp, uint64_t nat, const struct files *map,
@@ -401,14 +431,7 @@ static void diff_key(const struct analysis *x, uint64_t cp, uint64_t nat, const 
 	buf[0] = 0;
 	for (size_t i = 0; i < n && used + 1 < len; i++) {
 		size_t fl;
-		const char *file = an_display_path(x, fr[i].file, fr[i].file_len, &fl);
-		uint64_t *ix = an_frame_is_library(x, &fr[i]) ? NULL
-			       : u64map_get(&map->by_h, bytes_hash(file, fl, 0xcbf29ce484222325ULL));
-		if (ix && UFILE(map, *ix - 1)->map >= 0) {
-			const struct ufile *to = UFILE(other, UFILE(map, *ix - 1)->map);
-			file = to->name;
-			fl = to->len;
-		}
+		const char *file = frame_file(x, &fr[i], map, other, &fl);
 		int w = snprintf(buf + used, len - used, "%s%.*s:%" PRIu64 ":%.*s", i ? "<" : "", (int)fl, file,
 				 fr[i].line, (int)fr[i].function_len, fr[i].function);
 		if (w < 0)
@@ -593,7 +616,8 @@ struct expl {
 	double busy_a, busy_b, idle_a, idle_b; /* per step */
 	double kps_a, kps_b;    /* kernels per step (whole trace / steps) */
 	int same_kernels;       /* the same kernels (by name) in both, bar those under 1 % of the time */
-	char site[600];         /* the host site whose GPU idle per step grew most, "" none */
+	char site[600];         /* the host site whose GPU idle per step grew most ("cause key"), "" none */
+	char label[400];        /* its cause and leaf ("python at data.py:33 load_batch") */
 	double site_ns;         /* its growth per step */
 	char text[1024];
 };
@@ -634,7 +658,7 @@ static double kernels_per_step(const struct analysis *x)
 static int idle_site(struct expl *e, const struct analysis an[2], const struct files fs[2])
 {
 	struct items parts = {0};
-	char key[2048];
+	char key[2048], label[300];
 	int rc = 0;
 	for (int s = 0; s < 2 && !rc; s++) {
 		const struct analysis *x = &an[s];
@@ -643,7 +667,11 @@ static int idle_site(struct expl *e, const struct analysis an[2], const struct f
 			const struct an_finding *p = VEC_AT(&x->idle_parts, struct an_finding, i);
 			if (p->edge)
 				continue;
-			int w = snprintf(key, sizeof key, "%s ", an_cause_name(p->cause));
+			/* "cause\x01label\x01key": the key (whole path) tells sites apart, the label names one */
+			diff_label(x, p->callpath, p->native, s ? NULL : &fs[0], s ? NULL : &fs[1], label, sizeof label);
+			int w = snprintf(key, sizeof key, "%s\x01%s\x01", an_cause_name(p->cause), label);
+			if (w < 0 || (size_t)w >= sizeof key)
+				continue;
 			diff_key(x, p->callpath, p->native, s ? NULL : &fs[0], s ? NULL : &fs[1], key + w, sizeof key - (size_t)w);
 			struct item *it = item_get(&parts, 5, key);
 			if (!it)
@@ -657,8 +685,13 @@ static int idle_site(struct expl *e, const struct analysis an[2], const struct f
 		if (!best || parts.v[i].b - parts.v[i].a > best->b - best->a)
 			best = &parts.v[i];
 	if (best && best->b > best->a) {
-		snprintf(e->site, sizeof e->site, "%s", best->key);
-		e->site_ns = best->b - best->a;
+		const char *l = strchr(best->key, '\x01'), *k = l ? strchr(l + 1, '\x01') : NULL;
+		if (l && k) {
+			snprintf(e->site, sizeof e->site, "%.*s %s", (int)(l - best->key), best->key, k + 1);
+			snprintf(e->label, sizeof e->label, "%.*s at %.*s", (int)(l - best->key), best->key,
+				 (int)(k - l - 1), l + 1);
+			e->site_ns = best->b - best->a;
+		}
 	}
 	for (size_t i = 0; i < parts.n; i++)
 		free(parts.v[i].key);
@@ -687,14 +720,8 @@ static int explain(struct expl *e, const struct item *head, const struct items *
 	if (e->side != SIDE_GPU && idle_site(e, an, fs))
 		return -1;
 	char site[800] = "";
-	if (e->site[0] && didle > 0 && e->site_ns * 2 >= didle) {
-		/* "python data.py:33:load_batch<train.py:20:..." -> its cause and leaf frame */
-		const char *sp = strchr(e->site, ' '), *lt = strchr(e->site, '<');
-		int cl = sp ? (int)(sp - e->site) : 0;
-		int fl = (int)((lt ? lt : e->site + strlen(e->site)) - (sp ? sp + 1 : e->site));
-		snprintf(site, sizeof site, "; most of it (%+.3f ms per step) %.*s at %.*s", e->site_ns / 1e6, cl, e->site,
-			 fl > 400 ? 400 : fl, sp ? sp + 1 : e->site);
-	}
+	if (e->site[0] && didle > 0 && e->site_ns * 2 >= didle)
+		snprintf(site, sizeof site, "; most of it (%+.3f ms per step) %s", e->site_ns / 1e6, e->label);
 	if (e->side == SIDE_HOST)
 		snprintf(e->text, sizeof e->text,
 			 "GPU work per step unchanged (busy %.3f -> %.3f ms, the same kernels, %.0f -> %.0f a step on average); the "
@@ -732,9 +759,11 @@ static void json_explain(const struct expl *e)
 	printf(",\"idle_site\":");
 	if (e->site[0]) {
 		json_str(stdout, e->site, strlen(e->site));
+		printf(",\"idle_site_label\":");
+		json_str(stdout, e->label, strlen(e->label));
 		json_num("idle_site_change_ns", e->site_ns, "%.0f");
 	} else {
-		printf("null,\"idle_site_change_ns\":null");
+		printf("null,\"idle_site_label\":null,\"idle_site_change_ns\":null");
 	}
 	printf(",\"text\":");
 	json_str(stdout, e->text, strlen(e->text));

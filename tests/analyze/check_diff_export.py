@@ -112,11 +112,12 @@ def parts(gen, run, check):
         ex = rep.get("explanation") or {}
         check(rep["verdict"] == "regressed" and ex.get("side") == "host" and ex.get("gpu_work_unchanged") is True
               and ex.get("same_kernels") is True and ex.get("gpu_busy_a_ns") == ex.get("gpu_busy_b_ns")
-              and "data.py:33:load_batch" in (ex.get("idle_site") or ""), f"diff loaded: the host's change ({ex})")
+              and "data.py:33:load_batch" in (ex.get("idle_site") or "")
+              and ex.get("idle_site_label") == "python at data.py:33 load_batch", f"diff loaded: the host's change ({ex})")
         txt = run(["diff", u, ld], expect_rc=1).stdout
         where = [l for l in txt.splitlines() if "where the time went" in l]
         check(where and "GPU work per step unchanged" in where[0] and "the host took longer" in where[0]
-              and "rerun both under the same load" in where[0] and "load_batch" in where[0],
+              and "rerun both under the same load" in where[0] and "python at data.py:33 load_batch" in where[0],
               f"diff loaded: the text says the host took longer ({where})")
         rep = json.loads(run(["diff", u, sl, "--json"], expect_rc=1).stdout)
         ex = rep.get("explanation") or {}
