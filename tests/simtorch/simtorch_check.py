@@ -493,13 +493,14 @@ def gaps(args):
             fail(f"gaps: augment()'s CPU work is not its Python ({[(x['cause'], where(x)) for x in aug]})")
         # 3. Threads: a finding says autograd's engine launched a kernel only if a thread other than the main
         # one launched it; another thread's backward() is no context of zero_grad() or the optimizer's step.
-        dump = subprocess.run([tbanalyze, "dump", trace], capture_output=True, text=True).stdout
-        pid = next((int(line.split("pid=")[1].split()[0]) for line in dump.splitlines() if " process pid=" in line), None)
-        other = set()
-        for line in dump.splitlines():
-            parts = line.split(" ", 3)
-            if len(parts) > 3 and parts[2] == "launch" and parts[1].startswith("thread:") and int(parts[1][7:]) != pid:
-                other.add(parts[3].split(' name="', 1)[1].rsplit('"', 1)[0] if ' name="' in parts[3] else "")
+        # The kernels another thread launched, by the GPU records joined to its launches (the GPU record's name
+        # is the one findings use; a launch record of a library's CUkernel may name it otherwise).
+        dump = [json.loads(line) for line in
+                subprocess.run([tbanalyze, "dump", trace, "--json"], capture_output=True, text=True).stdout.splitlines()
+                if line.strip()]
+        pid = next((r["pid"] for r in dump if r["kind"] == "process"), None)
+        by_other = {r["corr"] for r in dump if r["kind"] in ("launch", "api") and r.get("corr") and r.get("sid") != pid}
+        other = {r.get("name_str", "") for r in dump if r["kind"] == "gpu_kernel" and r.get("corr") in by_other}
         wrong = [(where(x), x.get("kernel")) for x in gaps if x.get("autograd_engine") and x.get("kernel") not in other]
         if pid is None or wrong:
             fail(f"gaps: the autograd engine named for kernels only the main thread launched: {wrong}")
