@@ -73,7 +73,10 @@ void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread
 	struct copies_state *cs = &st->copies;
 	const struct tbp_call *c = &r->u.call;
 	const struct tbp_memcpy *m = &r->u.memcpy;
-	if (m->copy_kind == TBP_COPY_H2D && m->bytes > a->opts.scalar_bytes &&
+	/* A copy with neither call path nor native stack has no site: unknown
+	 * sites are not one batch site (a TSan build records no native
+	 * stacks, and a C program's large copies then hid its scalar ones). */
+	if (m->copy_kind == TBP_COPY_H2D && m->bytes > a->opts.scalar_bytes && (c->callpath || c->native) &&
 	    !u64map_get(&cs->batch_sites, site_key(c->callpath, c->native)))
 		u64map_put(&cs->batch_sites, site_key(c->callpath, c->native), 1);
 	if (m->copy_kind == TBP_COPY_H2D && m->bytes <= a->opts.scalar_bytes && !module_move(a, c->callpath)) {
@@ -163,7 +166,7 @@ static int copies_finish(struct analysis *a)
 		return 0;
 	for (size_t i = 0; i < st->all_findings.n; i++) {
 		struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, i);
-		if (f->kind == AN_F_SCALAR_COPY && u64map_get(&st->copies.batch_sites, site_key(f->callpath, f->native)))
+		if (f->kind == AN_F_SCALAR_COPY && (f->callpath || f->native) && u64map_get(&st->copies.batch_sites, site_key(f->callpath, f->native)))
 			f->count = f->total_ns = f->bytes = f->flagged = f->pageable = f->max_ns = f->iters_allocating = 0;
 	}
 	return 0;
