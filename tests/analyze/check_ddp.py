@@ -112,8 +112,18 @@ def run_case(tmp, mode, collectives, simtorch=None):
         # The sleep is at least as long as asked; the time measured in it
         # is no less (within 1 %: span lengths come from a CPU counter whose
         # rate is measured against the monotonic clock), and not grossly more.
-        check(0.99 * planted <= w.get("extra_ns", 0) <= 3 * planted,
-              f"extra time {w.get('extra_ns')} vs planted {planted:.0f}")
+        # A span can go missing: while another thread imports, the Python
+        # hook steps aside for the whole interpreter (doc/python.md), and a
+        # sleep in that while shows as its caller's own time (seen once, in
+        # a loaded CI run on simgpu:
+        # 10 of 11 sleeps in slow_rank_work, the 11th as train_step's own
+        # time).  So: the function and its caller hold the planted time, and
+        # the function itself all but at most one step's.
+        in_caller = sum(x.get("extra_ns", 0) for x in f.get("functions", []) if x.get("function") == "train_step")
+        check(0.99 * planted <= w.get("extra_ns", 0) + in_caller <= 3 * planted,
+              f"extra time {w.get('extra_ns')} (+ {in_caller} in train_step) vs planted {planted:.0f}")
+        check(w.get("extra_ns", 0) >= 0.99 * planted * (f["aligned_steps"] - 1) / f["aligned_steps"],
+              f"extra time in slow_rank_work {w.get('extra_ns')}: all but at most one step's of {planted:.0f}")
         # Rank 0 waits for most of the sleep in the collectives (the rest
         # is its own share of the step's work, done while rank 1 slept).
         check(0.5 * planted <= f["wait_ns"] <= 3 * planted, f"rank 0's wait {f['wait_ns']} vs planted {planted:.0f}")
