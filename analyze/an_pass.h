@@ -70,12 +70,13 @@ struct bursts_state {
 	size_t burst_fold_at;
 };
 
-/* copies: the latest host-to-device copy to each device pointer, armed for
- * a round trip; for scalar copies, the call paths that move a module's
+/* copies: the latest host-to-device copy to each device pointer and the
+ * latest device-to-host copy to each host pointer, armed for a round trip
+ * (pp, pp_back: index in pp_pool); for scalar copies, the call paths that move a module's
  * parameters and buffers, and the sites that also copy larger tensors to
  * the device (a batch's). */
 struct copies_state {
-	struct u64map pp;
+	struct u64map pp, pp_back;
 	struct vec pp_pool;
 	struct u64map module_move; /* call path -> 1 + (1: inside Module._apply or _load_from_state_dict) */
 	struct u64map batch_sites; /* hash of (call path, native) of a host-to-device copy over the scalar size */

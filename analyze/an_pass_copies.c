@@ -100,39 +100,49 @@ void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread
 			}
 		}
 	}
-	if (m->bytes > a->opts.scalar_bytes && m->copy_kind == TBP_COPY_H2D) {
-		uint64_t *ix = u64map_get(&cs->pp, m->dst);
-		struct pp_ent *p;
-		if (ix) {
-			p = VEC_AT(&cs->pp_pool, struct pp_ent, *ix);
-		} else {
-			p = vec_push(&cs->pp_pool);
-			if (!p || u64map_put(&cs->pp, m->dst, cs->pp_pool.n - 1))
-				return;
-		}
-		p->callpath = c->callpath;
-		p->native = c->native;
-		p->bytes = m->bytes;
-		p->dur = dur;
-		p->armed = 1;
-	} else if (m->bytes > a->opts.scalar_bytes && m->copy_kind == TBP_COPY_D2H) {
-		uint64_t *ix = u64map_get(&cs->pp, m->src);
-		if (!ix)
+	if (m->bytes <= a->opts.scalar_bytes || (m->copy_kind != TBP_COPY_H2D && m->copy_kind != TBP_COPY_D2H))
+		return;
+	/* A round trip, either way round: to the device and back from the
+	 * same device pointer (a tensor offloaded after use), or to the host
+	 * and back from the same host pointer (`w.cpu()` ... `w.cuda()`).  It
+	 * is filed at the copy that started it. */
+	int h2d = m->copy_kind == TBP_COPY_H2D;
+	uint64_t *back = u64map_get(h2d ? &cs->pp_back : &cs->pp, m->src);
+	if (back) {
+		struct pp_ent *p = VEC_AT(&cs->pp_pool, struct pp_ent, *back);
+		if (p->armed && p->bytes == m->bytes) {
+			/* (the copy that ends a round trip starts none: `w.cuda()`
+			 * ... `w.cpu()` every step is one round trip a step, at
+			 * `.cuda()`, not also one at `.cpu()` for the way back) */
+			p->armed = 0;
+			struct an_finding *f = finding(a, AN_F_PING_PONG, 0, phase, p->callpath, p->native);
+			if (f) {
+				f->count++;
+				f->groups++;
+				f->total_ns += p->dur + dur;
+				f->bytes += 2 * m->bytes;
+				f->device = c->device;
+				f->other_callpath = c->callpath;
+			}
 			return;
-		struct pp_ent *p = VEC_AT(&cs->pp_pool, struct pp_ent, *ix);
-		if (!p->armed || p->bytes != m->bytes)
-			return;
-		p->armed = 0;
-		struct an_finding *f = finding(a, AN_F_PING_PONG, 0, phase, p->callpath, p->native);
-		if (f) {
-			f->count++;
-			f->groups++;
-			f->total_ns += p->dur + dur;
-			f->bytes += 2 * m->bytes;
-			f->device = c->device;
-			f->other_callpath = c->callpath;
 		}
 	}
+	/* This copy may start a round trip: keyed by where its bytes went. */
+	struct u64map *start = h2d ? &cs->pp : &cs->pp_back;
+	uint64_t *ix = u64map_get(start, m->dst);
+	struct pp_ent *p;
+	if (ix) {
+		p = VEC_AT(&cs->pp_pool, struct pp_ent, *ix);
+	} else {
+		p = vec_push(&cs->pp_pool);
+		if (!p || u64map_put(start, m->dst, cs->pp_pool.n - 1))
+			return;
+	}
+	p->callpath = c->callpath;
+	p->native = c->native;
+	p->bytes = m->bytes;
+	p->dur = dur;
+	p->armed = 1;
 }
 
 /* A call in which the host waited for the GPU. */
@@ -175,6 +185,7 @@ static int copies_finish(struct analysis *a)
 static void copies_free(struct analysis *a)
 {
 	u64map_free(&a->st->copies.pp);
+	u64map_free(&a->st->copies.pp_back);
 	vec_free(&a->st->copies.pp_pool);
 	u64map_free(&a->st->copies.module_move);
 	u64map_free(&a->st->copies.batch_sites);
