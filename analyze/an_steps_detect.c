@@ -35,6 +35,8 @@
  * iterations (the warm-up step and two of the steady state). */
 #define LOOP_MIN 3
 #define PATH_FRAMES 16   /* user frames of one call path kept, the outermost ones */
+/* Inner optimizer steps per outer one taken as one step's (WGAN: 5) */
+#define UNIT_INNER_MAX 8
 #define HEADS_TRIED 8    /* head lines tried per context, in the order first entered */
 
 enum { UNIT_NONE = AN_UNIT_NONE, UNIT_OPTIMIZER = AN_UNIT_OPTIMIZER, UNIT_BACKWARD = AN_UNIT_BACKWARD,
@@ -107,6 +109,8 @@ struct loop_line {
 	uint32_t next;       /* the context's next line in order of first entry, UINT32_MAX: last */
 	uint64_t node;       /* a call path node at this line (the report's "loop") */
 	uint64_t entries;    /* times the line was entered anew (enters) */
+	uint8_t short_entry; /* entered by a span near the tracer's threshold (lines_count) */
+	uint8_t work;        /* launches, copies, ... at this line: entered whatever its spans' lengths */
 	uint32_t first_iter; /* evaluation scratch: the first iteration it was entered in */
 	uint32_t call_stamp; /* steps_end scratch: a host call was made here before the last iteration */
 };
@@ -448,8 +452,20 @@ static int call_from(const struct item *it, const struct path_info *p, uint32_t 
 }
 
 /* Each context's lines entered, in time order (enters). */
+/* A line entered by a span under 1.5 times the shortest span in the trace
+ * may have calls that were too short to be recorded (the tracer keeps calls
+ * over a threshold): on a CPU run, whose items are all spans, its entries
+ * are then not one per iteration -- a loop headed there counted 3 steps for
+ * 7 when the forward of a small model was sometimes under the threshold.
+ * Such a line is no head when another line of its context, seen each time
+ * (entered by longer spans, or launching work), was entered more often
+ * (ctx_candidate). */
 static void lines_count(struct scan *sc)
 {
+	uint64_t shortest = UINT64_MAX;
+	for (size_t i = 0; i < sc->n; i++)
+		if (sc->items[i].span && sc->items[i].end - sc->items[i].ts < shortest)
+			shortest = sc->items[i].end - sc->items[i].ts;
 	for (size_t i = 0; i < sc->n; i++) {
 		const struct item *it = &sc->items[i];
 		const struct path_info *p = path_at(sc, it->path);
@@ -461,9 +477,14 @@ static void lines_count(struct scan *sc)
 			}
 			c->w += it->w;
 			uint32_t line = p->line[k];
-			if (!enters(&c->entry, it, &line, p->below[k], call_from(it, p, p->ctx[k])))
-				continue;
+			int entered = enters(&c->entry, it, &line, p->below[k], call_from(it, p, p->ctx[k]));
 			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
+			if (!it->span)
+				l->work = 1;
+			if (!entered)
+				continue;
+			if (it->span && 2 * (it->end - it->ts) < 3 * shortest)
+				l->short_entry = 1;
 			if (!l->entries++) {
 				if (c->last_line == UINT32_MAX)
 					c->first_line = line;
@@ -482,6 +503,27 @@ struct unit_site {
 	uint64_t shortest; /* the shortest of its calls seen only as spans */
 	uint8_t kind;
 };
+
+/* Whether the calls of site `slow` interleave with those of `fast` as an
+ * outer step holding inner ones: fast called between every two calls of
+ * slow, and not much of fast outside slow's calls (at most an iteration's
+ * worth at each end: the calls before the first slow one belong to it). */
+static int steps_around(const struct vec *calls, const struct unit_site *slow, const struct unit_site *fast)
+{
+	uint64_t per = (fast->calls + slow->calls - 1) / slow->calls, seen_slow = 0, since = 0, outside = 0;
+	for (size_t i = 0; i < calls->n; i++) {
+		const struct unit_call *c = VEC_AT(calls, struct unit_call, i);
+		if (c->kind == fast->kind && c->site == fast->site) {
+			since++;
+		} else if (c->kind == slow->kind && c->site == slow->site) {
+			if (seen_slow++ ? !since : since > per)
+				return 0;
+			since = 0;
+		}
+	}
+	outside = since; /* after the last slow call */
+	return seen_slow == slow->calls && outside <= per;
+}
 
 /* The calls made once per step: consecutive items of one thread inside the
  * same call (the outermost unit frame on their paths, called from one
@@ -573,6 +615,24 @@ static int units_find(struct scan *sc)
 			    (!best || us->calls > best->calls))
 				best = us;
 		}
+	/* Two optimizers stepped at different rates in one loop (a WGAN's
+	 * critic, n_critic times per generator step): the step is the slower
+	 * one's, whose every step holds the other's calls.  A site called up to
+	 * UNIT_INNER_MAX times as often counts as inner updates; more often, the
+	 * slower one is of an outer loop (an epoch's), not the step. */
+	if (best && best->kind == UNIT_OPTIMIZER) {
+		const struct unit_site *slow = NULL;
+		for (size_t k = 0; k < sites.n; k++) {
+			const struct unit_site *us = VEC_AT(&sites, struct unit_site, k);
+			if (us->kind == best->kind && us->calls >= LOOP_MIN && us->calls < best->calls &&
+			    UNIT_INNER_MAX * us->calls >= best->calls &&
+			    (us->shortest == UINT64_MAX || 2 * us->shortest >= 3 * threshold) &&
+			    (!slow || us->calls < slow->calls) && steps_around(&calls, us, best))
+				slow = us;
+		}
+		if (slow)
+			best = slow;
+	}
 	int rc = 0;
 	if (best) {
 		for (size_t i = 0; i < calls.n && !rc; i++) {
@@ -872,9 +932,19 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 	struct vec steps = {.item = sizeof(struct an_step)};
 	unsigned tried = 0;
 	int rc = 0;
+	/* The most entries of a line of the context that is seen each time it
+	 * runs: a head entered by short spans and entered fewer times missed
+	 * some of its iterations (lines_count). */
+	uint64_t sure = 0;
+	for (uint32_t l = c->first_line; l != UINT32_MAX; l = VEC_AT(&sc->lines, struct loop_line, l)->next) {
+		const struct loop_line *ll = VEC_AT(&sc->lines, struct loop_line, l);
+		if ((!ll->short_entry || ll->work) && ll->entries > sure)
+			sure = ll->entries;
+	}
 	for (uint32_t h = c->first_line; h != UINT32_MAX && tried < HEADS_TRIED;
 	     h = VEC_AT(&sc->lines, struct loop_line, h)->next) {
-		if (VEC_AT(&sc->lines, struct loop_line, h)->entries < need)
+		const struct loop_line *hl = VEC_AT(&sc->lines, struct loop_line, h);
+		if (hl->entries < need || (hl->short_entry && !hl->work && hl->entries < sure))
 			continue;
 		tried++;
 		if (iterations(sc, ci, h, &steps, 0)) {
