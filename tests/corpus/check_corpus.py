@@ -113,6 +113,10 @@ def check_planted(rep, truth, script, what):
                   for f in findings[:6]]
         check(hits, f"{what}: {p['kind']} {p.get('cause') or ''} at {p['function']}"
                     f"{' line %d' % line if line else ''} (findings: {placed})")
+        if hits and "count_min" in p:
+            check(len(hits) == 1 and hits[0]["count"] >= p["count_min"],
+                  f"{what}: one {p['kind']} at line {line}, count at least {p['count_min']} "
+                  f"({[f['count'] for f in hits]})")
         if hits and p.get("biggest"):
             gaps = [f for f in findings if f["kind"] == p["kind"]]
             check(gaps and gaps[0] is hits[0] or max(gaps, key=lambda f: f["total_ns"]) in hits,
