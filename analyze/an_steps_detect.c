@@ -451,10 +451,10 @@ static int call_from(const struct item *it, const struct path_info *p, uint32_t 
 	return it->span && p->caller_ctx == ci;
 }
 
-/* Each context's lines entered, in time order (enters). */
-/* A line entered by a span under 1.5 times the shortest span in the trace
- * may have calls that were too short to be recorded (the tracer keeps calls
- * over a threshold): on a CPU run, whose items are all spans, its entries
+/* Each context's lines entered, in time order (enters).  A line entered by
+ * a span under 1.5 times the shortest span in the trace may have calls that
+ * were too short to be recorded (the tracer keeps calls over a threshold):
+ * on a CPU run, whose items are all spans, its entries
  * are then not one per iteration -- a loop headed there counted 3 steps for
  * 7 when the forward of a small model was sometimes under the threshold.
  * Such a line is no head when another line of its context, seen each time
@@ -510,7 +510,7 @@ struct unit_site {
  * worth at each end: the calls before the first slow one belong to it). */
 static int steps_around(const struct vec *calls, const struct unit_site *slow, const struct unit_site *fast)
 {
-	uint64_t per = (fast->calls + slow->calls - 1) / slow->calls, seen_slow = 0, since = 0, outside = 0;
+	uint64_t per = (fast->calls + slow->calls - 1) / slow->calls, seen_slow = 0, since = 0;
 	for (size_t i = 0; i < calls->n; i++) {
 		const struct unit_call *c = VEC_AT(calls, struct unit_call, i);
 		if (c->kind == fast->kind && c->site == fast->site) {
@@ -521,8 +521,7 @@ static int steps_around(const struct vec *calls, const struct unit_site *slow, c
 			since = 0;
 		}
 	}
-	outside = since; /* after the last slow call */
-	return seen_slow == slow->calls && outside <= per;
+	return seen_slow == slow->calls && since <= per; /* (since: fast's calls after slow's last) */
 }
 
 /* The calls made once per step: consecutive items of one thread inside the
