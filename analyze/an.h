@@ -36,6 +36,9 @@ struct vec {
 	size_t n, cap, item;
 };
 void *vec_push(struct vec *v); /* zeroed new slot or NULL */
+/* The index of the item filed under key in idx, or a new zeroed item's
+ * (*added set); SIZE_MAX when out of memory (nothing added). */
+size_t vec_keyed(struct vec *v, struct u64map *idx, uint64_t key, int *added);
 #define VEC_AT(v, T, i) (&((T *)(v)->data)[i])
 void vec_free(struct vec *v);
 

@@ -133,6 +133,21 @@ void *vec_push(struct vec *v)
 	return slot;
 }
 
+size_t vec_keyed(struct vec *v, struct u64map *idx, uint64_t key, int *added)
+{
+	uint64_t *ix = u64map_get(idx, key);
+	*added = !ix;
+	if (ix)
+		return (size_t)*ix;
+	if (!vec_push(v))
+		return SIZE_MAX;
+	if (u64map_put(idx, key, v->n - 1)) {
+		v->n--;
+		return SIZE_MAX;
+	}
+	return v->n - 1;
+}
+
 void vec_free(struct vec *v)
 {
 	free(v->data);

@@ -128,16 +128,11 @@ void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread
 		}
 	}
 	/* This copy may start a round trip: keyed by where its bytes went. */
-	struct u64map *start = h2d ? &cs->pp : &cs->pp_back;
-	uint64_t *ix = u64map_get(start, m->dst);
-	struct pp_ent *p;
-	if (ix) {
-		p = VEC_AT(&cs->pp_pool, struct pp_ent, *ix);
-	} else {
-		p = vec_push(&cs->pp_pool);
-		if (!p || u64map_put(start, m->dst, cs->pp_pool.n - 1))
-			return;
-	}
+	int added;
+	size_t ix = vec_keyed(&cs->pp_pool, h2d ? &cs->pp : &cs->pp_back, m->dst, &added);
+	if (ix == SIZE_MAX)
+		return;
+	struct pp_ent *p = VEC_AT(&cs->pp_pool, struct pp_ent, ix);
 	p->callpath = c->callpath;
 	p->native = c->native;
 	p->bytes = m->bytes;

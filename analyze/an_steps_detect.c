@@ -231,31 +231,25 @@ static uint32_t path_of(struct scan *sc, uint64_t cp)
 			continue;
 		uint64_t parent = k + 1 < n ? nodes[k + 1] : 0;
 		uint64_t key = an_hash_combine(an_frame_function_hash(f), parent) >> 1;
-		uint64_t *c = u64map_get(&sc->ctx_idx, key);
-		uint32_t ci;
-		if (c) {
-			ci = (uint32_t)*c;
-		} else {
-			struct ctx *x = vec_push(&sc->ctxs);
-			if (!x || u64map_put(&sc->ctx_idx, key, sc->ctxs.n - 1))
-				return UINT32_MAX;
+		int added;
+		size_t cix = vec_keyed(&sc->ctxs, &sc->ctx_idx, key, &added);
+		if (cix == SIZE_MAX)
+			return UINT32_MAX;
+		uint32_t ci = (uint32_t)cix;
+		if (added) {
+			struct ctx *x = VEC_AT(&sc->ctxs, struct ctx, ci);
 			x->entry.prev_line = x->first_line = x->last_line = UINT32_MAX;
 			x->depth = depth - 1;
-			ci = (uint32_t)(sc->ctxs.n - 1);
 		}
-		uint64_t lkey = an_hash_combine(key, f->line) >> 1;
-		uint64_t *l = u64map_get(&sc->line_idx, lkey);
-		uint32_t li;
-		if (l) {
-			li = (uint32_t)*l;
-		} else {
-			struct loop_line *y = vec_push(&sc->lines);
-			if (!y || u64map_put(&sc->line_idx, lkey, sc->lines.n - 1))
-				return UINT32_MAX;
+		size_t lix = vec_keyed(&sc->lines, &sc->line_idx, an_hash_combine(key, f->line) >> 1, &added);
+		if (lix == SIZE_MAX)
+			return UINT32_MAX;
+		uint32_t li = (uint32_t)lix;
+		if (added) {
+			struct loop_line *y = VEC_AT(&sc->lines, struct loop_line, li);
 			y->ctx = ci;
 			y->node = nodes[k];
 			y->next = UINT32_MAX;
-			li = (uint32_t)(sc->lines.n - 1);
 		}
 		if (k == 1)
 			pi.caller_ctx = ci;
