@@ -1304,12 +1304,17 @@ static const char lib_snippet[] =
 	"def _tbprof_lib_paths():\n"
 	"    m = __import__('sys').modules\n"
 	"    out = []\n"
+	"    def utf8(p):\n"
+	"        try:\n"
+	"            return isinstance(p, str) and p != '' and bool(p.encode('utf-8'))\n"
+	"        except Exception:\n"
+	"            return False\n"
 	"    def add(role, p, real=True):\n"
-	"        if isinstance(p, str) and p:\n"
+	"        if utf8(p):\n"
 	"            out.append('%d\\t%s' % (role, p))\n"
 	"            try:\n"
 	"                r = m['os'].path.realpath(p) if real else p\n"
-	"                if r != p:\n"
+	"                if r != p and utf8(r):\n"
 	"                    out.append('%d\\t%s' % (role, r))\n"
 	"            except Exception:\n"
 	"                pass\n"
@@ -1473,6 +1478,11 @@ static int lib_paths_record(void *unused)
 		void *out = c.dict_get(globals, "out"); /* borrowed */
 		ssize_t n = 0;
 		const char *text = out ? c.utf8(out, &n) : NULL;
+		/* (a path the file system names in bytes that are not UTF-8
+		 * comes back with lone surrogates; the snippet leaves those out,
+		 * and an error here must not reach the program's next bytecode) */
+		if (!text && c.err_occurred())
+			c.err_clear();
 		if (text && n > 0) {
 			bool entered = tbp_guard_enter();
 			const char *nl = memchr(text, '\n', (size_t)n);
@@ -1502,7 +1512,8 @@ static void lib_paths_ask(void)
  * new. */
 static void lib_paths_again(uint64_t now)
 {
-	static const uint64_t after_ns[] = {200000000ull, 800000000ull, 2000000000ull, 7000000000ull};
+	/* (the first again-ask is set up at install: 0.2 s; then 1, 3, 10 s) */
+	static const uint64_t after_ns[] = {800000000ull, 2000000000ull, 7000000000ull};
 	uint64_t next = atomic_load_explicit(&lib_paths_next, memory_order_relaxed);
 	if (TBP_LIKELY(!next || now < next) || atomic_load_explicit(&lib_paths_done, memory_order_relaxed))
 		return;
