@@ -433,6 +433,8 @@ size_t an_callpath_frames(const struct analysis *a, uint64_t callpath, struct an
  * that agrees with it. */
 int an_frame_same_function(const struct an_frame *x, const struct an_frame *y);
 uint64_t an_frame_function_hash(const struct an_frame *f);
+/* One key for the call paths that show the same lines (an_defs.c). */
+uint64_t an_callpath_line_key(const struct analysis *a, uint64_t callpath);
 static inline uint64_t an_hash_combine(uint64_t h, uint64_t v)
 {
 	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);

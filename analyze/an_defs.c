@@ -343,6 +343,22 @@ uint64_t an_frame_function_hash(const struct an_frame *f)
 	return h;
 }
 
+/* The tracer files each call instruction as its own frame, so two calls on
+ * one line (`a.item() + b.item()`, `x, y = x.cuda(), y.cuda()`) are two call
+ * paths with the same lines: this key is the lines' (files, functions and
+ * line numbers all the way out). */
+uint64_t an_callpath_line_key(const struct analysis *a, uint64_t cp)
+{
+	struct an_frame fr[64];
+	size_t n = cp ? an_callpath_frames(a, cp, fr, 64) : 0;
+	if (!n)
+		return cp;
+	uint64_t h = 0x9e3779b97f4a7c15u;
+	for (size_t i = 0; i < n; i++)
+		h = an_hash_combine(h, an_hash_combine(an_frame_function_hash(&fr[i]), fr[i].line));
+	return h;
+}
+
 uint64_t an_callpath_parent(const struct analysis *a, uint64_t cp)
 {
 	uint64_t *ix = cp ? u64map_get(&a->defs->cp_idx, cp) : NULL;

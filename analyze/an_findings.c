@@ -66,23 +66,6 @@ static uint64_t place(const struct analysis *a, uint64_t cp)
 	return cp && !a->opts.where_leaf ? an_user_callpath(a, cp) : cp;
 }
 
-/* One key for a placed call path's lines: the tracer files each call
- * instruction as its own frame, so two calls on one line (`a.item() +
- * b.item()`, a helper called twice in an expression) are two call paths,
- * shown as the same line.  Findings merge by what they show, so that line's
- * count is whole when the --*-min thresholds are applied. */
-static uint64_t line_key(const struct analysis *a, uint64_t cp)
-{
-	struct an_frame fr[64];
-	size_t n = cp ? an_callpath_frames(a, cp, fr, 64) : 0;
-	if (!n)
-		return cp;
-	uint64_t h = 0x9e3779b97f4a7c15u;
-	for (size_t i = 0; i < n; i++)
-		h = an_hash_combine(h, an_hash_combine(an_frame_function_hash(&fr[i]), fr[i].line));
-	return h;
-}
-
 static void keep_sorted(const struct analysis *a, struct vec *v)
 {
 	size_t w = 0;
@@ -122,8 +105,10 @@ static int findings_finish(struct analysis *a)
 		struct vec *out = f->kind == AN_F_IDLE_PART ? &a->idle_parts
 				  : an_callpath_is_harness(a, placed) ? &a->harness
 				  : an_callpath_is_model_step(a, placed) ? &a->model_step : &a->findings;
+		/* Merged by the lines they show, whichever call on a line made
+		 * them: the thresholds (keep_finding) see the line's whole count. */
 		uint64_t h = an_hash_combine(an_hash_combine(f->kind, f->cause + 16u * f->edge),
-					     an_hash_combine(line_key(a, placed), f->native));
+					     an_hash_combine(an_callpath_line_key(a, placed), f->native));
 		if (h == UINT64_MAX)
 			h = 0;
 		uint64_t *ix = u64map_get(&merged, h);

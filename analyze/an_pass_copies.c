@@ -61,9 +61,11 @@ static int module_move(struct analysis *a, uint64_t cp)
 	return move;
 }
 
-static uint64_t site_key(uint64_t cp, uint64_t nat)
+/* A copy's site: its lines (both copies of `x, y = x.cuda(), y.cuda()` are
+ * one site) and native stack. */
+static uint64_t site_key(const struct analysis *a, uint64_t cp, uint64_t nat)
 {
-	uint64_t h = an_hash_combine(cp, nat);
+	uint64_t h = an_hash_combine(an_callpath_line_key(a, cp), nat);
 	return h == UINT64_MAX ? 0 : h;
 }
 
@@ -74,11 +76,10 @@ void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread
 	const struct tbp_call *c = &r->u.call;
 	const struct tbp_memcpy *m = &r->u.memcpy;
 	/* A copy with neither call path nor native stack has no site: unknown
-	 * sites are not one batch site (a TSan build records no native
-	 * stacks, and a C program's large copies then hid its scalar ones). */
-	if (m->copy_kind == TBP_COPY_H2D && m->bytes > a->opts.scalar_bytes && (c->callpath || c->native) &&
-	    !u64map_get(&cs->batch_sites, site_key(c->callpath, c->native)))
-		u64map_put(&cs->batch_sites, site_key(c->callpath, c->native), 1);
+	 * sites are not one batch site (a C program traced without native
+	 * stacks had its large copies hide its scalar ones). */
+	if (m->copy_kind == TBP_COPY_H2D && m->bytes > a->opts.scalar_bytes && (c->callpath || c->native))
+		u64map_put(&cs->batch_sites, site_key(a, c->callpath, c->native), 1); /* (out of memory: no site) */
 	if (m->copy_kind == TBP_COPY_H2D && m->bytes <= a->opts.scalar_bytes && !module_move(a, c->callpath)) {
 		struct an_finding *f = finding(a, AN_F_SCALAR_COPY, 0, phase, c->callpath, c->native);
 		if (f) {
@@ -124,6 +125,11 @@ void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread
 				f->device = c->device;
 				f->other_callpath = c->callpath;
 			}
+			/* (what an earlier copy left at this destination is
+			 * overwritten: it starts no round trip any more) */
+			uint64_t *old = u64map_get(h2d ? &cs->pp : &cs->pp_back, m->dst);
+			if (old)
+				VEC_AT(&cs->pp_pool, struct pp_ent, *old)->armed = 0;
 			return;
 		}
 	}
@@ -171,7 +177,7 @@ static int copies_finish(struct analysis *a)
 		return 0;
 	for (size_t i = 0; i < st->all_findings.n; i++) {
 		struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, i);
-		if (f->kind == AN_F_SCALAR_COPY && (f->callpath || f->native) && u64map_get(&st->copies.batch_sites, site_key(f->callpath, f->native)))
+		if (f->kind == AN_F_SCALAR_COPY && (f->callpath || f->native) && u64map_get(&st->copies.batch_sites, site_key(a, f->callpath, f->native)))
 			f->count = f->total_ns = f->bytes = f->flagged = f->pageable = f->max_ns = f->iters_allocating = 0;
 	}
 	return 0;

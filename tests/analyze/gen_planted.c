@@ -590,6 +590,34 @@ static uint64_t planted_body(uint64_t g)
 		g = gs + 40 * US;
 	}
 	expect_finding("ping_pong", NULL, "model.py", "move", 50, 3);
+	/* ping_pong x4 the other way round: a recurrent state to the host
+	 * (rnn.py:70, h = state.cpu()) and straight back (:71, state =
+	 * h.to(dev)), where the allocator hands the state the block a cache
+	 * warmed with an H2D copy before (cache.py:90): that copy's bytes are
+	 * overwritten by the first trip's way back, so it starts no round trip
+	 * (with the overwritten copy still armed: 1 at cache.py:90, 1 at
+	 * rnn.py:70, 2 at :71, each under --pingpong-min; before round trips
+	 * were seen both ways, none at all). */
+	uint64_t cp_warm = site("cache.py", "warm", 90, cp_main);
+	uint64_t cp_state_out = site("rnn.py", "step", 70, cp_main);
+	uint64_t cp_state_in = site("rnn.py", "step", 71, cp_main);
+	{
+		uint64_t gs = g + 10 * US;
+		copy(0, gs - 12 * US, 12 * US, cp_warm, 0, 7, 1 << 20, TBP_COPY_H2D, TBP_COPYF_PINNED | TBP_COPYF_ASYNC,
+		     0xa000, 0xb0000, gs, gs + 40 * US);
+		g = gs + 40 * US;
+	}
+	for (int i = 0; i < 4; i++) {
+		uint64_t gs = g + 10 * US;
+		copy(0, gs - 12 * US, 12 * US, cp_state_out, 0, 7, 1 << 20, TBP_COPY_D2H,
+		     TBP_COPYF_PINNED | TBP_COPYF_ASYNC, i ? 0xb0000 : 0xc0000, 0xd000, gs, gs + 40 * US);
+		g = gs + 40 * US;
+		gs = g + 10 * US;
+		copy(0, gs - 12 * US, 12 * US, cp_state_in, 0, 7, 1 << 20, TBP_COPY_H2D,
+		     TBP_COPYF_PINNED | TBP_COPYF_ASYNC, 0xd000, 0xb0000, gs, gs + 40 * US);
+		g = gs + 40 * US;
+	}
+	expect_finding("ping_pong", NULL, "rnn.py", "step", 70, 4);
 	/* The runner times each batch with a sync (runner/measure.py, called
 	 * from run.py): the harness's cost, not a finding about the model. */
 	uint64_t cp_run = site("/opt/tb/run.py", "main", 210, 0);
@@ -1229,13 +1257,17 @@ static void copy7(uint64_t t, uint64_t dur, uint64_t cp, uint64_t bytes, uint64_
  *   :23  (iteration 5 only) three 4-byte scalars: a one-off in one step
  * Only :22 is a scalar_copy (7 copies, each followed by a sync); the
  * analyzer before found :20, :21, :23 and :24 too (every host-to-device
- * copy of 64 bytes or less). */
+ * copy of 64 bytes or less; and :20 again while the batch site was keyed
+ * by call path, not by line). */
 static void scen_scalars(void)
 {
 	common_defs();
 	const char *mod = "/opt/py/lib/python3.11/site-packages/torch/nn/modules/module.py";
 	uint64_t cp_mod = site("train.py", "<module>", 1, 0);
 	uint64_t cp_batch = site("train.py", "<module>", 20, 0);
+	/* (y.cuda() is the line's second call instruction: the tracer gives it
+	 * a frame and call path of its own, with the same lines) */
+	uint64_t cp_batch_y = site("train.py", "<module>", 20, 0);
 	uint64_t cp_tgt = site("train.py", "<module>", 21, 0);
 	uint64_t cp_scalar = site("train.py", "<module>", 22, 0);
 	uint64_t cp_once = site("train.py", "<module>", 23, 0);
@@ -1250,7 +1282,7 @@ static void scen_scalars(void)
 			have_window = 1;
 		}
 		copy7(t + 1 * US, 5 * US, cp_batch, 32 << 10, TBP_COPY_H2D, TBP_COPYF_PINNED | TBP_COPYF_ASYNC, 4 * US);
-		copy7(t + 7 * US, 5 * US, cp_batch, 8, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
+		copy7(t + 7 * US, 5 * US, cp_batch_y, 8, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
 		copy7(t + 13 * US, 5 * US, cp_tgt, 64, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
 		copy7(t + 19 * US, 5 * US, cp_buf, 8, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
 		copy7(t + 25 * US, 5 * US, cp_buf, 8, TBP_COPY_H2D, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC, 2 * US);
