@@ -65,10 +65,8 @@ __attribute__((noinline)) void step_call_new(struct an_state *st, uint32_t tid, 
 	ss->call_cp = (uint32_t)cp;
 	ss->call_tid = tid;
 	ss->call_work_n = ss->work.n;
-	if (item_keep(&ss->calls, tid, ts, end, cp)) {
-		ss->calls_full = 1;
-		vec_free(&ss->calls);
-	}
+	if (item_keep(&ss->calls, tid, ts, end, cp))
+		ss->calls_full = 1; /* (those kept stay: the earlier steps' ends are still right) */
 }
 
 /* A second WARMUP_END (a process that ran the runner's measurement twice,
