@@ -71,10 +71,12 @@ static const struct corr_slot *corr_find(uint32_t cupti_corr)
 
 /* ------------------------------------------------------------ each thread's hooked driver calls
  * A ring of HOOKED_CALLS per thread.  API records arrive within about one flush period of their
- * call (the flusher asks every FLUSH_PERIOD_NS, and at once whenever a thread has made half a
- * ring of calls since: tbp_cupti_flush_soon), so a ring only has to span that delivery delay. */
+ * call (the flusher asks every FLUSH_PERIOD_NS, and at once after each half ring of a thread's
+ * calls: tbp_cupti_flush_soon), so a ring only has to span that delivery delay. */
 #define HOOKED_CALLS 8192        /* 40 bytes each: 320 KiB per thread that makes such calls */
 #define HOOKED_THREADS 64
+#define NUMBER_(n) #n
+#define NUMBER(n) NUMBER_(n) /* a limit above in the notice's text */
 /* A ring whose thread ended is taken by a new thread only this long after: the records of the
  * old thread's last calls have arrived and been joined by then (they wait HOLD_NS at most). */
 #define RING_REUSE_NS 3000000000ull
@@ -197,28 +199,18 @@ static int read_call(const struct hooked_thread *t, uint64_t i, struct hooked_ca
 	return __atomic_load_n(&c->seq, __ATOMIC_RELAXED) == seq;
 }
 
-static const struct hooked_thread *ring_of(uint32_t cupti_thread)
+/* Whether ring `t` is (or was) the thread CUPTI names `cupti_thread`. */
+static int ring_is(const struct hooked_thread *t, uint32_t cupti_thread)
 {
-	for (unsigned i = 0; i < HOOKED_THREADS; i++) {
-		const struct hooked_thread *t = &hooked[i];
-		if (!__atomic_load_n(&t->state, __ATOMIC_ACQUIRE))
-			continue;
-		if (__atomic_load_n(&t->pthread_id, __ATOMIC_ACQUIRE) == cupti_thread ||
-		    __atomic_load_n(&t->tid, __ATOMIC_ACQUIRE) == cupti_thread)
-			return t;
-	}
-	return NULL;
+	return __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) &&
+	       (__atomic_load_n(&t->pthread_id, __ATOMIC_ACQUIRE) == cupti_thread ||
+		__atomic_load_n(&t->tid, __ATOMIC_ACQUIRE) == cupti_thread);
 }
 
-/* The corr of the hooked call of `join_class` made on CUPTI thread `cupti_thread` inside
- * [start, end] (CLOCK_MONOTONIC), 0 if none: the one wholly inside, else (clock edges) the one
- * overlapping most.  *gone: the calls of that time were already overwritten. */
-static uint64_t hooked_call_inside(uint32_t cupti_thread, uint64_t start, uint64_t end, unsigned join_class,
-				   int *gone)
+/* In ring `t`: the corr of the call of `join_class` inside [start, end], 0 if none (below). */
+static uint64_t ring_call_inside(const struct hooked_thread *t, uint64_t start, uint64_t end, unsigned join_class,
+				 int *gone)
 {
-	const struct hooked_thread *t = ring_of(cupti_thread);
-	if (!t)
-		return 0;
 	uint64_t edge = EDGE_NS + tbp_cupti_clock_uncertainty_ns;
 	uint64_t head = __atomic_load_n(&t->head, __ATOMIC_ACQUIRE);
 	uint64_t oldest = head > HOOKED_CALLS ? head - HOOKED_CALLS : 0;
@@ -251,6 +243,29 @@ static uint64_t hooked_call_inside(uint32_t cupti_thread, uint64_t start, uint64
 	if (!best && lo == oldest && oldest > 0)
 		*gone = 1;
 	return best;
+}
+
+/* The corr of the hooked call of `join_class` made on CUPTI thread `cupti_thread` inside
+ * [start, end] (CLOCK_MONOTONIC), 0 if none: the one wholly inside, else (clock edges) the one
+ * overlapping most.  Every ring filed under that thread is searched: glibc hands an ended
+ * thread's pthread_self() (and the kernel its tid) to a new one, and the ended thread's ring
+ * stays readable until it is reused.  *gone: the calls of that time were already overwritten. */
+static uint64_t hooked_call_inside(uint32_t cupti_thread, uint64_t start, uint64_t end, unsigned join_class,
+				   int *gone)
+{
+	int gone_any = 0;
+	for (unsigned i = 0; i < HOOKED_THREADS; i++) {
+		if (!ring_is(&hooked[i], cupti_thread))
+			continue;
+		int g = 0;
+		uint64_t corr = ring_call_inside(&hooked[i], start, end, join_class, &g);
+		if (corr)
+			return corr;
+		gone_any |= g;
+	}
+	if (gone_any)
+		*gone = 1;
+	return 0;
 }
 
 /* ------------------------------------------------------------ records in */
@@ -344,11 +359,12 @@ void tbp_cupti_join_report(void)
 		if (tally.calls_gone)
 			at = append(msg, sizeof msg, at,
 				    "; %llu came from library calls whose driver calls were no longer kept (over "
-				    "8192 per thread before CUPTI delivered)", tally.calls_gone);
+				    NUMBER(HOOKED_CALLS) " per thread before CUPTI delivered)", tally.calls_gone);
 	}
 	uint64_t no_ring = __atomic_load_n(&threads_without_ring, __ATOMIC_RELAXED);
 	if (no_ring)
-		append(msg, sizeof msg, at, "; %llu threads' driver calls were not kept (over 64 threads)", no_ring);
+		append(msg, sizeof msg, at, "; %llu threads' driver calls were not kept (over " NUMBER(HOOKED_THREADS) " threads)",
+		       no_ring);
 	/* Below 99 % the report warns (tbanalyze): the same threshold here. */
 	tbp_notice(tally.joined * 100 >= total * 99 ? TBP_NOTE_INFO : TBP_NOTE_WARN, TBP_NOTICE_CUPTI_JOIN, msg);
 	if (tbp_cfg.verbose)

@@ -16,7 +16,11 @@
  * threads' driver calls -- with correlation ids between a runtime call's and
  * its own driver call's -- fall inside a thread's runtime calls (the test
  * makes those calls last: SIMGPU_STATIC_RUNTIME_NS): a join that ignored the
- * thread would pick the wrong launch.
+ * thread would pick the wrong launch.  Then three short-lived threads, one
+ * after the other, make a few GEMMs each: glibc gives each the pthread_self()
+ * of the one before (CUPTI's threadId), and libtbprof gives each a ring of
+ * its own while the ended thread's stays readable -- a join that looked in
+ * the first ring filed under that id found the ended thread's calls only.
  *
  *   static_runtime [ROUNDS]   prints one line per thread and the total.
  */
@@ -156,7 +160,16 @@ int main(int argc, char **argv)
 	pthread_join(th[0], NULL);
 	atomic_store(&gemm_threads_running, 0);
 	pthread_join(th[1], NULL);
-	int failures = 0;
+	struct worker later[3] = { { 2, 3, 0, 0 }, { 2, 4, 0, 0 }, { 2, 5, 0, 0 } };
+	for (int i = 0; i < 3; i++) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, work, &later[i]) != 0) {
+			fprintf(stderr, "static_runtime: pthread_create failed\n");
+			return 2;
+		}
+		pthread_join(t, NULL);
+	}
+	int failures = later[0].failures + later[1].failures + later[2].failures;
 	for (int i = 0; i < 3; i++) {
 		printf("thread %d: %s\n", i, i < 2 ? "GEMM calls" : "driver launches");
 		failures += w[i].failures;
