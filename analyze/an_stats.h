@@ -4,7 +4,7 @@
  *
  * - Mann-Whitney U (Wilcoxon rank-sum), two-sided.  Ties get midranks.  The
  *   p-value is exact (the permutation distribution of the rank sum, ties
- *   included) while that is cheap (about 80 steps in all), else the normal
+ *   included) while that is cheap (up to 95 steps split evenly), else the normal
  *   approximation with the tie correction of the variance and a continuity
  *   correction.
  * - The size of the change: the Hodges-Lehmann estimate of the ratio B / A
