@@ -37,7 +37,8 @@ struct vec {
 };
 void *vec_push(struct vec *v); /* zeroed new slot or NULL */
 /* The index of the item filed under key in idx, or a new zeroed item's
- * (*added set); SIZE_MAX when out of memory (nothing added). */
+ * (*added set, when added is not NULL); SIZE_MAX when out of memory
+ * (nothing added). */
 size_t vec_keyed(struct vec *v, struct u64map *idx, uint64_t key, int *added);
 #define VEC_AT(v, T, i) (&((T *)(v)->data)[i])
 void vec_free(struct vec *v);
@@ -433,6 +434,11 @@ size_t an_callpath_frames(const struct analysis *a, uint64_t callpath, struct an
  * that agrees with it. */
 int an_frame_same_function(const struct an_frame *x, const struct an_frame *y);
 uint64_t an_frame_function_hash(const struct an_frame *f);
+/* The frame's function is `name` (qualified: "Module._apply"). */
+int an_frame_function_is(const struct an_frame *f, const char *name);
+/* A library frame in the file `rel` as displayed ("torch/_tensor.py"), or
+ * under it when `rel` ends with '/' ("torch/optim/"). */
+int an_frame_in_library_file(const struct analysis *a, const struct an_frame *f, const char *rel);
 /* One key for the call paths that show the same lines (an_defs.c). */
 uint64_t an_callpath_line_key(const struct analysis *a, uint64_t callpath);
 static inline uint64_t an_hash_combine(uint64_t h, uint64_t v)
@@ -453,8 +459,6 @@ uint64_t an_callpath_parent(const struct analysis *a, uint64_t callpath);
  * any directory named torch) and the standard library (lib/python3 outside
  * site-packages), and names in angle brackets. */
 int an_frame_is_library(const struct analysis *a, const struct an_frame *f);
-/* The trace says where its interpreter keeps library code (PY_LIB records). */
-int an_has_lib_dirs(const struct analysis *a);
 /* The call path from the innermost frame of the user's code outwards: walking
  * out from the leaf, the first frame that is not a library's
  * (an_frame_is_library; callpath itself when its leaf is user code, or when

@@ -136,7 +136,8 @@ void *vec_push(struct vec *v)
 size_t vec_keyed(struct vec *v, struct u64map *idx, uint64_t key, int *added)
 {
 	uint64_t *ix = u64map_get(idx, key);
-	*added = !ix;
+	if (added)
+		*added = !ix;
 	if (ix)
 		return (size_t)*ix;
 	if (!vec_push(v))
@@ -332,6 +333,20 @@ int an_frame_same_function(const struct an_frame *x, const struct an_frame *y)
 	       !memcmp(x->file, y->file, x->file_len) && !memcmp(x->function, y->function, x->function_len);
 }
 
+int an_frame_function_is(const struct an_frame *f, const char *name)
+{
+	return f->function_len == strlen(name) && !memcmp(f->function, name, f->function_len);
+}
+
+int an_frame_in_library_file(const struct analysis *a, const struct an_frame *f, const char *rel)
+{
+	if (!an_frame_is_library(a, f))
+		return 0;
+	size_t dl, rl = strlen(rel);
+	const char *d = an_display_path(a, f->file, f->file_len, &dl);
+	return rel[rl - 1] == '/' ? dl > rl && !memcmp(d, rel, rl) : dl == rl && !memcmp(d, rel, rl);
+}
+
 uint64_t an_frame_function_hash(const struct an_frame *f)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;   /* FNV-1a over file, a separator, function */
@@ -417,7 +432,8 @@ static size_t lib_dir_of(const struct analysis *a, const char *file, size_t len,
 	return best;
 }
 
-int an_has_lib_dirs(const struct analysis *a)
+/* The trace says where its interpreter keeps library code (PY_LIB records). */
+static int an_has_lib_dirs(const struct analysis *a)
 {
 	return a->defs && a->defs->libs.n > 0;
 }

@@ -18,11 +18,6 @@ struct pp_ent {
 	int armed;
 };
 
-static int function_is(const struct an_frame *f, const char *name)
-{
-	return f->function_len == strlen(name) && !memcmp(f->function, name, f->function_len);
-}
-
 /* torch's frames that move or load state: a module's parameters and
  * buffers (Module.to()/.cuda()/.half() all through Module._apply;
  * load_state_dict() through Module._load_from_state_dict), an optimizer's
@@ -48,15 +43,10 @@ static int module_move(struct analysis *a, uint64_t cp)
 	int move = 0;
 	struct an_frame fr[64];
 	size_t n = cp ? an_callpath_frames(a, cp, fr, 64) : 0;
-	for (size_t i = 0; i < n && !move; i++) {
-		if (!an_frame_is_library(a, &fr[i]))
-			continue;
-		size_t dl;
-		const char *d = an_display_path(a, fr[i].file, fr[i].file_len, &dl);
+	for (size_t i = 0; i < n && !move; i++)
 		for (size_t k = 0; k < sizeof state_moves / sizeof state_moves[0] && !move; k++)
-			move = dl == strlen(state_moves[k].file) && !memcmp(d, state_moves[k].file, dl) &&
-			       (!state_moves[k].function || function_is(&fr[i], state_moves[k].function));
-	}
+			move = an_frame_in_library_file(a, &fr[i], state_moves[k].file) &&
+			       (!state_moves[k].function || an_frame_function_is(&fr[i], state_moves[k].function));
 	u64map_put(&cs->module_move, cp, 1 + (uint64_t)move); /* out of memory: asked again */
 	return move;
 }
@@ -134,8 +124,7 @@ void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread
 		}
 	}
 	/* This copy may start a round trip: keyed by where its bytes went. */
-	int added;
-	size_t ix = vec_keyed(&cs->pp_pool, h2d ? &cs->pp : &cs->pp_back, m->dst, &added);
+	size_t ix = vec_keyed(&cs->pp_pool, h2d ? &cs->pp : &cs->pp_back, m->dst, NULL);
 	if (ix == SIZE_MAX)
 		return;
 	struct pp_ent *p = VEC_AT(&cs->pp_pool, struct pp_ent, ix);

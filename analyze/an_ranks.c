@@ -137,11 +137,6 @@ static int file_ends(const struct an_frame *f, const char *suffix)
 	return f->file_len >= sl && !memcmp(f->file + f->file_len - sl, suffix, sl);
 }
 
-static int function_is(const struct an_frame *f, const char *name)
-{
-	return f->function_len == strlen(name) && !memcmp(f->function, name, f->function_len);
-}
-
 static int file_has(const struct an_frame *f, const char *part)
 {
 	return memmem(f->file, f->file_len, part, strlen(part)) != NULL;
@@ -164,7 +159,7 @@ static int is_backward_span(const struct analysis *a, uint64_t cp)
 	struct an_frame fr;
 	if (!an_callpath_frames(a, cp, &fr, 1) || !an_frame_is_library(a, &fr) || !file_has(&fr, "torch/"))
 		return 0;
-	return function_is(&fr, "backward") || function_is(&fr, "Tensor.backward") || function_is(&fr, "_engine_run_backward");
+	return an_frame_function_is(&fr, "backward") || an_frame_function_is(&fr, "Tensor.backward") || an_frame_function_is(&fr, "_engine_run_backward");
 }
 
 static int is_ddp_span(const struct analysis *a, uint64_t cp)

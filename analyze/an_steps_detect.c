@@ -145,30 +145,14 @@ struct scan {
 	struct item *calls;            /* the host's other calls (syncs ...), time order: no work */
 	size_t ncalls;
 	uint32_t stamp;                /* steps_end's, for loop_line.call_stamp */
+	uint64_t shortest_span;        /* of the items (items_build; UINT64_MAX: no span) */
 };
 
 /* ------------------------------------------------------------ frames */
 
-static int function_is(const struct an_frame *f, const char *name)
-{
-	return f->function_len == strlen(name) && !memcmp(f->function, name, f->function_len);
-}
-
 static int function_has(const struct an_frame *f, const char *part)
 {
 	return memmem(f->function, f->function_len, part, strlen(part)) != NULL;
-}
-
-/* A library frame of torch's file `rel` (a path below torch's parent
- * directory, as an_display_path shows it: "torch/optim/"), or of any file
- * below `rel` when it ends with a slash. */
-static int torch_file(const struct analysis *a, const struct an_frame *f, const char *rel)
-{
-	if (!an_frame_is_library(a, f))
-		return 0;
-	size_t dl, rl = strlen(rel);
-	const char *d = an_display_path(a, f->file, f->file_len, &dl);
-	return rel[rl - 1] == '/' ? dl > rl && !memcmp(d, rel, rl) : dl == rl && !memcmp(d, rel, rl);
 }
 
 /* What kind of once-per-step call a frame is: the optimizer's step (any
@@ -176,14 +160,14 @@ static int torch_file(const struct analysis *a, const struct an_frame *f, const 
  * backward(), a module's call (its forward). */
 static int unit_frame(const struct analysis *a, const struct an_frame *f)
 {
-	if (torch_file(a, f, "torch/optim/"))
-		return function_has(f, "zero_grad") || torch_file(a, f, "torch/optim/lr_scheduler.py") ? UNIT_NONE
+	if (an_frame_in_library_file(a, f, "torch/optim/"))
+		return function_has(f, "zero_grad") || an_frame_in_library_file(a, f, "torch/optim/lr_scheduler.py") ? UNIT_NONE
 											       : UNIT_OPTIMIZER;
-	if ((torch_file(a, f, "torch/_tensor.py") && function_is(f, "Tensor.backward")) ||
-	    (torch_file(a, f, "torch/autograd/__init__.py") && function_is(f, "backward")))
+	if ((an_frame_in_library_file(a, f, "torch/_tensor.py") && an_frame_function_is(f, "Tensor.backward")) ||
+	    (an_frame_in_library_file(a, f, "torch/autograd/__init__.py") && an_frame_function_is(f, "backward")))
 		return UNIT_BACKWARD;
-	if (torch_file(a, f, "torch/nn/modules/module.py") &&
-	    (function_is(f, "Module._wrapped_call_impl") || function_is(f, "Module._call_impl")))
+	if (an_frame_in_library_file(a, f, "torch/nn/modules/module.py") &&
+	    (an_frame_function_is(f, "Module._wrapped_call_impl") || an_frame_function_is(f, "Module._call_impl")))
 		return UNIT_FORWARD;
 	return UNIT_NONE;
 }
@@ -209,7 +193,7 @@ static uint32_t path_of(struct scan *sc, uint64_t cp)
 	struct path_info pi = {.caller_ctx = UINT32_MAX};
 	/* Cut by the tracer's depth (32 frames by default) unless it reaches
 	 * the module's top level. */
-	pi.complete = n && n < MAX && (n < 32 || function_is(&fr[n - 1], "<module>"));
+	pi.complete = n && n < MAX && (n < 32 || an_frame_function_is(&fr[n - 1], "<module>"));
 	size_t users = 0;
 	for (size_t i = 0; i < n; i++)
 		users += !an_frame_is_library(a, &fr[i]);
@@ -218,7 +202,7 @@ static uint32_t path_of(struct scan *sc, uint64_t cp)
 	for (size_t k = n; k-- > 0;) {
 		const struct an_frame *f = &fr[k];
 		if (an_frame_is_library(a, f)) {
-			if (torch_file(a, f, "torch/distributed/") || torch_file(a, f, "torch/nn/parallel/distributed.py"))
+			if (an_frame_in_library_file(a, f, "torch/distributed/") || an_frame_in_library_file(a, f, "torch/nn/parallel/distributed.py"))
 				pi.distributed = 1;
 			int u = pi.unit_kind ? UNIT_NONE : unit_frame(a, f);
 			if (u) {
@@ -418,6 +402,10 @@ static int items_build(struct scan *sc)
 	if (sc->cpu && cpu_work(sc))
 		return -1;
 	qsort(sc->items, sc->n, sizeof *sc->items, item_cmp);
+	sc->shortest_span = UINT64_MAX;
+	for (size_t i = 0; i < sc->n; i++)
+		if (sc->items[i].span && sc->items[i].end - sc->items[i].ts < sc->shortest_span)
+			sc->shortest_span = sc->items[i].end - sc->items[i].ts;
 	if (!(sc->calls = malloc((ss->calls.n ? ss->calls.n : 1) * sizeof *sc->calls)))
 		return -1;
 	for (size_t i = 0; i < ss->calls.n; i++) {
@@ -456,10 +444,7 @@ static int call_from(const struct item *it, const struct path_info *p, uint32_t 
  * (ctx_candidate). */
 static void lines_count(struct scan *sc)
 {
-	uint64_t shortest = UINT64_MAX;
-	for (size_t i = 0; i < sc->n; i++)
-		if (sc->items[i].span && sc->items[i].end - sc->items[i].ts < shortest)
-			shortest = sc->items[i].end - sc->items[i].ts;
+	uint64_t shortest = sc->shortest_span;
 	for (size_t i = 0; i < sc->n; i++) {
 		const struct item *it = &sc->items[i];
 		const struct path_info *p = path_at(sc, it->path);
@@ -595,10 +580,7 @@ static int units_find(struct scan *sc)
 	 * (under 1.5 times it), has calls that were too short to be seen (a CPU
 	 * run's optimizer step on a small model): its calls are not all there,
 	 * not one per step. */
-	uint64_t threshold = UINT64_MAX;
-	for (size_t i = 0; i < sc->n; i++)
-		if (sc->items[i].span && sc->items[i].end - sc->items[i].ts < threshold)
-			threshold = sc->items[i].end - sc->items[i].ts;
+	uint64_t threshold = sc->shortest_span;
 	const struct unit_site *best = NULL;
 	for (int kind = UNIT_OPTIMIZER; kind < UNIT_N && !best; kind++)
 		for (size_t k = 0; k < sites.n; k++) {
