@@ -98,20 +98,18 @@ struct tbp_callstate {
 	uint8_t lib;         /* enum tbp_hook_lib */
 };
 
-/* The join class (tbp_gpu_driver_call_done) of a hooked API: its apis.def category for the calls
- * that make GPU work, 0 for the others.  Folds to a constant in the hooks, which pass constants. */
-static inline unsigned tbp_api_join_class(unsigned api)
+/* The join class (tbp_gpu_driver_call_done) of a hooked driver API: its apis.def category for the
+ * calls that make GPU work (a graph launch is a launch), 0 for the others.  Folds to a constant in
+ * the hooks, which pass constants. */
+static inline unsigned tbp_driver_join_class(unsigned api)
 {
+	unsigned c;
 	switch (api) {
-#define TBP_API(id, name, family, category) case id: return TBP_CAT_##category;
+#define TBP_API(id, name, family, category) case id: c = TBP_CAT_##category; break;
 #include "tbprof/apis.def"
 #undef TBP_API
 	default: return 0;
 	}
-}
-static inline unsigned tbp_driver_join_class(unsigned api)
-{
-	unsigned c = tbp_api_join_class(api);
 	if (c == TBP_CAT_GRAPH)
 		return TBP_CAT_LAUNCH;
 	return c == TBP_CAT_LAUNCH || c == TBP_CAT_MEMCPY || c == TBP_CAT_MEMSET || c == TBP_CAT_SYNC ? c : 0;
