@@ -484,6 +484,16 @@ const char *an_display_path(const struct analysis *a, const char *file, size_t l
 void an_site_label(const struct analysis *a, uint64_t callpath, uint64_t native, char *buf, size_t len);
 /* Stable text key of a call site (whole path), for diff across traces. */
 void an_site_key(const struct analysis *a, uint64_t callpath, uint64_t native, char *buf, size_t len);
+/* The same with each frame's file named by `name` (NULL: an_display_path;
+ * the diff names one trace's renamed files as the other's). */
+struct an_file_namer {
+	const char *(*name)(const struct analysis *a, const struct an_frame *f, const void *ctx, size_t *len);
+	const void *ctx;
+};
+void an_site_label_named(const struct analysis *a, uint64_t callpath, uint64_t native, const struct an_file_namer *name,
+			 char *buf, size_t len);
+void an_site_key_named(const struct analysis *a, uint64_t callpath, uint64_t native, const struct an_file_namer *name,
+		       char *buf, size_t len);
 const char *an_suggestion(const struct analysis *a, const struct an_finding *f);
 int an_finding_in_copy(const struct an_finding *f);
 /* A late-launch finding whose site time was mostly the host running for

@@ -632,12 +632,24 @@ const char *an_display_path(const struct analysis *a, const char *file, size_t l
 	return tail;
 }
 
+static const char *frame_file(const struct analysis *a, const struct an_frame *f, const struct an_file_namer *name,
+			      size_t *fl)
+{
+	return name ? name->name(a, f, name->ctx, fl) : an_display_path(a, f->file, f->file_len, fl);
+}
+
 void an_site_label(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf, size_t len)
+{
+	an_site_label_named(a, cp, nat, NULL, buf, len);
+}
+
+void an_site_label_named(const struct analysis *a, uint64_t cp, uint64_t nat, const struct an_file_namer *name,
+			 char *buf, size_t len)
 {
 	struct an_frame f;
 	if (an_callpath_frames(a, cp, &f, 1)) {
 		size_t fl;
-		const char *file = an_display_path(a, f.file, f.file_len, &fl);
+		const char *file = frame_file(a, &f, name, &fl);
 		snprintf(buf, len, "%.*s:%" PRIu64 " %.*s", (int)fl, file, f.line,
 			 (int)f.function_len, f.function);
 		return;
@@ -655,6 +667,12 @@ void an_site_label(const struct analysis *a, uint64_t cp, uint64_t nat, char *bu
 
 void an_site_key(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf, size_t len)
 {
+	an_site_key_named(a, cp, nat, NULL, buf, len);
+}
+
+void an_site_key_named(const struct analysis *a, uint64_t cp, uint64_t nat, const struct an_file_namer *name,
+		       char *buf, size_t len)
+{
 	struct an_frame fr[64];
 	size_t n = an_callpath_frames(a, cp, fr, 64), used = 0;
 	buf[0] = 0;
@@ -664,7 +682,7 @@ void an_site_key(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf,
 		 * from its version): two checkouts or virtual environments of one
 		 * program give the same keys. */
 		size_t fl;
-		const char *file = an_display_path(a, fr[i].file, fr[i].file_len, &fl);
+		const char *file = frame_file(a, &fr[i], name, &fl);
 		int w = snprintf(buf + used, len - used, "%s%.*s:%" PRIu64 ":%.*s", i ? "<" : "",
 				 (int)fl, file, fr[i].line, (int)fr[i].function_len, fr[i].function);
 		if (w < 0)

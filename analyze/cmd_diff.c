@@ -403,41 +403,32 @@ static const char *frame_file(const struct analysis *x, const struct an_frame *f
 	return file;
 }
 
-/* "file:line function" of the leaf as frame_file names it (an_site_label). */
+/* an_site_label and an_site_key with A's renamed files named as B's (map:
+ * A's files paired with other's, NULL: none). */
+struct namer_ctx {
+	const struct files *map, *other;
+};
+
+static const char *paired_file(const struct analysis *x, const struct an_frame *fr, const void *ctx, size_t *fl)
+{
+	const struct namer_ctx *c = ctx;
+	return frame_file(x, fr, c->map, c->other, fl);
+}
+
 static void diff_label(const struct analysis *x, uint64_t cp, uint64_t nat, const struct files *map,
 		       const struct files *other, char *buf, size_t len)
 {
-	struct an_frame fr;
-	if (!map || an_callpath_frames(x, cp, &fr, 1) != 1) {
-		an_site_label(x, cp, nat, buf, len);
-		return;
-	}
-	size_t fl;
-	const char *file = frame_file(x, &fr, map, other, &fl);
-	snprintf(buf, len, "%.*s:%" PRIu64 " %.*s", (int)fl, file, fr.line, (int)fr.function_len, fr.function);
+	struct namer_ctx c = {map, other};
+	struct an_file_namer n = {paired_file, &c};
+	an_site_label_named(x, cp, nat, map ? &n : NULL, buf, len);
 }
 
-/* an_site_key, with A's renamed files keyed by B's names (map: A's files
- * paired with other's, NULL: none). */
 static void diff_key(const struct analysis *x, uint64_t cp, uint64_t nat, const struct files *map,
 		     const struct files *other, char *buf, size_t len)
 {
-	struct an_frame fr[64];
-	size_t n = an_callpath_frames(x, cp, fr, 64), used = 0;
-	if (!n || !map) {
-		an_site_key(x, cp, nat, buf, len);
-		return;
-	}
-	buf[0] = 0;
-	for (size_t i = 0; i < n && used + 1 < len; i++) {
-		size_t fl;
-		const char *file = frame_file(x, &fr[i], map, other, &fl);
-		int w = snprintf(buf + used, len - used, "%s%.*s:%" PRIu64 ":%.*s", i ? "<" : "", (int)fl, file,
-				 fr[i].line, (int)fr[i].function_len, fr[i].function);
-		if (w < 0)
-			break;
-		used += (size_t)w;
-	}
+	struct namer_ctx c = {map, other};
+	struct an_file_namer n = {paired_file, &c};
+	an_site_key_named(x, cp, nat, map ? &n : NULL, buf, len);
 }
 
 static int collect(struct items *it, const struct analysis *x, int side, double div, int cpu, int steps,
