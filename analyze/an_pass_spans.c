@@ -113,14 +113,8 @@ static void spans_span(struct analysis *a, struct an_span_ev *ev)
 {
 	struct an_state *st = a->st;
 	uint64_t cp = ev->callpath;
-	uint64_t *ix = u64map_get(&st->spans.span_idx, cp);
-	struct an_span_stat *s = NULL;
-	if (ix) {
-		s = VEC_AT(&a->spans, struct an_span_stat, *ix);
-	} else if ((s = vec_push(&a->spans)) && u64map_put(&st->spans.span_idx, cp, a->spans.n - 1)) {
-		s = NULL;
-		a->spans.n--;
-	}
+	size_t ix = vec_keyed(&a->spans, &st->spans.span_idx, cp, NULL);
+	struct an_span_stat *s = ix == SIZE_MAX ? NULL : VEC_AT(&a->spans, struct an_span_stat, ix);
 	ev->stat = s;
 	if (!s)
 		return;

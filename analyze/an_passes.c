@@ -106,13 +106,13 @@ void forget_finding(struct analysis *a, const struct an_finding *f)
 struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, uint64_t cp, uint64_t nat)
 {
 	struct an_state *st = a->st;
-	uint64_t h = finding_key(kind, cause, phase, cp, nat);
-	uint64_t *ix = u64map_get(&st->finding_idx, h);
-	if (ix)
-		return VEC_AT(&st->all_findings, struct an_finding, *ix);
-	struct an_finding *f = vec_push(&st->all_findings);
-	if (!f || u64map_put(&st->finding_idx, h, st->all_findings.n - 1))
+	int added;
+	size_t ix = vec_keyed(&st->all_findings, &st->finding_idx, finding_key(kind, cause, phase, cp, nat), &added);
+	if (ix == SIZE_MAX)
 		return NULL;
+	struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, ix);
+	if (!added)
+		return f;
 	f->kind = kind;
 	f->cause = cause;
 	f->phase = phase;
