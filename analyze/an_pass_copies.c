@@ -96,24 +96,28 @@ void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread
 	/* A round trip, either way round: to the device and back from the
 	 * same device pointer (a tensor offloaded after use), or to the host
 	 * and back from the same host pointer (`w.cpu()` ... `w.cuda()`).  It
-	 * is filed at the copy that started it. */
+	 * is filed at its host-to-device copy, whichever way round it went, the
+	 * device-to-host copy's site beside it: a tensor's chain of copies
+	 * (`.cuda()`, `.cpu()`, `.cuda()`, ...) is one finding however the
+	 * chain began (its first copy either way, as the tensor was made). */
 	int h2d = m->copy_kind == TBP_COPY_H2D;
 	uint64_t *back = u64map_get(h2d ? &cs->pp_back : &cs->pp, m->src);
 	if (back) {
 		struct pp_ent *p = VEC_AT(&cs->pp_pool, struct pp_ent, *back);
 		if (p->armed && p->bytes == m->bytes) {
 			/* (the copy that ends a round trip starts none: `w.cuda()`
-			 * ... `w.cpu()` every step is one round trip a step, at
-			 * `.cuda()`, not also one at `.cpu()` for the way back) */
+			 * ... `w.cpu()` every step is one round trip a step, not
+			 * also one for the way from `.cpu()` to the next `.cuda()`) */
 			p->armed = 0;
-			struct an_finding *f = finding(a, AN_F_PING_PONG, 0, phase, p->callpath, p->native);
+			uint64_t to_cp = h2d ? c->callpath : p->callpath, to_nat = h2d ? c->native : p->native;
+			struct an_finding *f = finding(a, AN_F_PING_PONG, 0, phase, to_cp, to_nat);
 			if (f) {
 				f->count++;
 				f->groups++;
 				f->total_ns += p->dur + dur;
 				f->bytes += 2 * m->bytes;
 				f->device = c->device;
-				f->other_callpath = c->callpath;
+				f->other_callpath = h2d ? p->callpath : c->callpath;
 			}
 			/* (what an earlier copy left at this destination is
 			 * overwritten: it starts no round trip any more) */

@@ -592,12 +592,13 @@ static uint64_t planted_body(uint64_t g)
 	expect_finding("ping_pong", NULL, "model.py", "move", 50, 3);
 	/* ping_pong x4 the other way round: a recurrent state to the host
 	 * (rnn.py:70, h = state.cpu()) and straight back (:71, state =
-	 * h.to(dev)), where the allocator hands the state the block a cache
-	 * warmed with an H2D copy before (cache.py:90): that copy's bytes are
-	 * overwritten by the first trip's way back, so it starts no round trip
-	 * (with the overwritten copy still armed: 1 at cache.py:90, 1 at
-	 * rnn.py:70, 2 at :71, each under --pingpong-min; before round trips
-	 * were seen both ways, none at all). */
+	 * h.to(dev)), filed at the copy back to the device, where the
+	 * allocator hands the state the block a cache warmed with an H2D copy
+	 * before (cache.py:90): that copy's bytes are overwritten by the first
+	 * trip's way back, so it starts no round trip (with the overwritten
+	 * copy still armed: 1 at cache.py:90, 1 at rnn.py:70, 2 at :71, each
+	 * under --pingpong-min; before round trips were seen both ways, none
+	 * at all). */
 	uint64_t cp_warm = site("cache.py", "warm", 90, cp_main);
 	uint64_t cp_state_out = site("rnn.py", "step", 70, cp_main);
 	uint64_t cp_state_in = site("rnn.py", "step", 71, cp_main);
@@ -617,7 +618,7 @@ static uint64_t planted_body(uint64_t g)
 		     TBP_COPYF_PINNED | TBP_COPYF_ASYNC, 0xd000, 0xb0000, gs, gs + 40 * US);
 		g = gs + 40 * US;
 	}
-	expect_finding("ping_pong", NULL, "rnn.py", "step", 70, 4);
+	expect_finding("ping_pong", NULL, "rnn.py", "step", 71, 4);
 	/* The runner times each batch with a sync (runner/measure.py, called
 	 * from run.py): the harness's cost, not a finding about the model. */
 	uint64_t cp_run = site("/opt/tb/run.py", "main", 210, 0);
