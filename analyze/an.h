@@ -485,10 +485,13 @@ void an_site_label(const struct analysis *a, uint64_t callpath, uint64_t native,
 /* Stable text key of a call site (whole path), for diff across traces. */
 void an_site_key(const struct analysis *a, uint64_t callpath, uint64_t native, char *buf, size_t len);
 /* The same with each frame's file named by `name` (NULL: an_display_path;
- * the diff names one trace's renamed files as the other's). */
+ * the diff names one trace's renamed files as the other's) and, when `line`
+ * is set, its line written by it (the diff writes A's lines that moved in an
+ * edit at B's line numbers: "80", or "84(A)" for a line B lacks). */
 struct an_file_namer {
 	const char *(*name)(const struct analysis *a, const struct an_frame *f, const void *ctx, size_t *len);
 	const void *ctx;
+	void (*line)(const struct analysis *a, const struct an_frame *f, const void *ctx, char *buf, size_t len);
 };
 void an_site_label_named(const struct analysis *a, uint64_t callpath, uint64_t native, const struct an_file_namer *name,
 			 char *buf, size_t len);

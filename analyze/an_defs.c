@@ -638,6 +638,16 @@ static const char *frame_file(const struct analysis *a, const struct an_frame *f
 	return name ? name->name(a, f, name->ctx, fl) : an_display_path(a, f->file, f->file_len, fl);
 }
 
+static const char *frame_line(const struct analysis *a, const struct an_frame *f, const struct an_file_namer *name,
+			      char *buf, size_t len)
+{
+	if (name && name->line)
+		name->line(a, f, name->ctx, buf, len);
+	else
+		snprintf(buf, len, "%" PRIu64, f->line);
+	return buf;
+}
+
 void an_site_label(const struct analysis *a, uint64_t cp, uint64_t nat, char *buf, size_t len)
 {
 	an_site_label_named(a, cp, nat, NULL, buf, len);
@@ -650,7 +660,8 @@ void an_site_label_named(const struct analysis *a, uint64_t cp, uint64_t nat, co
 	if (an_callpath_frames(a, cp, &f, 1)) {
 		size_t fl;
 		const char *file = frame_file(a, &f, name, &fl);
-		snprintf(buf, len, "%.*s:%" PRIu64 " %.*s", (int)fl, file, f.line,
+		char ln[32];
+		snprintf(buf, len, "%.*s:%s %.*s", (int)fl, file, frame_line(a, &f, name, ln, sizeof ln),
 			 (int)f.function_len, f.function);
 		return;
 	}
@@ -683,8 +694,9 @@ void an_site_key_named(const struct analysis *a, uint64_t cp, uint64_t nat, cons
 		 * program give the same keys. */
 		size_t fl;
 		const char *file = frame_file(a, &fr[i], name, &fl);
-		int w = snprintf(buf + used, len - used, "%s%.*s:%" PRIu64 ":%.*s", i ? "<" : "",
-				 (int)fl, file, fr[i].line, (int)fr[i].function_len, fr[i].function);
+		char ln[32];
+		int w = snprintf(buf + used, len - used, "%s%.*s:%s:%.*s", i ? "<" : "", (int)fl, file,
+				 frame_line(a, &fr[i], name, ln, sizeof ln), (int)fr[i].function_len, fr[i].function);
 		if (w < 0)
 			break;
 		used += (size_t)w;

@@ -25,51 +25,41 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "an.h"
 #include "an_stats.h"
 #include "cmd.h"
+#include "diff.h"
 #include "tr_common.h"
 
-struct item {
-	char *key;
-	int type; /* 0 overall, 1 kernel, 2 call site, 3 memory, 4 Python path (CPU runs) */
-	double a, b;
-	int over;      /* B worse than A by more than the threshold, on an item that matters */
-	int regressed; /* what the verdict rests on: with steps, the time per step alone */
-};
-
-struct items {
-	struct item *v;
-	size_t n, cap;
-};
-
-static struct item *item_get(struct items *it, int type, const char *key)
+static struct diff_item *item_get(struct diff_items *it, int type, const char *key)
 {
 	for (size_t i = 0; i < it->n; i++)
 		if (it->v[i].type == type && !strcmp(it->v[i].key, key))
 			return &it->v[i];
 	if (it->n == it->cap) {
 		size_t nc = it->cap ? 2 * it->cap : 64;
-		struct item *nv = realloc(it->v, nc * sizeof *nv);
+		struct diff_item *nv = realloc(it->v, nc * sizeof *nv);
 		if (!nv)
 			return NULL;
 		it->v = nv;
 		it->cap = nc;
 	}
-	struct item *x = &it->v[it->n++];
+	struct diff_item *x = &it->v[it->n++];
 	memset(x, 0, sizeof *x);
 	x->key = strdup(key);
 	x->type = type;
 	return x->key ? x : (it->n--, NULL);
 }
 
-static const char *type_name(int t)
+const char *diff_type_name(int t)
 {
 	static const char *n[] = {"overall", "kernel", "call_site", "memory", "python_path"};
-	return n[t];
+	return t >= 0 && t < DIFF_N_TYPES ? n[t] : "?";
 }
 
 /* Per-iteration divisor: both traces marked, else 1. */
@@ -242,200 +232,14 @@ static int step_times(const struct analysis *a, double **out, size_t *n, const c
 	return 0;
 }
 
-/* ------------------------------------------------------------ renamed files
- * The user's files each trace's call sites and paths run through: a file
- * only one trace has is paired with the other trace's file (only in it)
- * that holds the most of its (function, line) frames, and its frames are
- * keyed by that file's name. */
-struct ufile {
-	char *name;       /* as displayed */
-	size_t len;
-	uint64_t h;
-	int other;        /* the other trace has a file of this name (any frame) */
-	long map;         /* A's file: the index of B's file it is compared as, -1: none */
-	uint64_t matched; /* frames matched with it */
-};
-struct ftuple {
-	size_t file;      /* index in the trace's ufiles */
-	uint64_t fnline;  /* hash of the function and line */
-};
-struct files {
-	struct vec f;         /* struct ufile */
-	struct vec t;         /* struct ftuple */
-	struct u64map by_h;   /* user file hash -> index + 1 */
-	struct u64map all;    /* every frame's file hash (libraries' too) -> 1 */
-	struct u64map frames; /* hash(file index, fnline) -> 1 */
-};
-#define UFILE(fs, i) VEC_AT(&(fs)->f, struct ufile, i)
-#define FTUPLE(fs, i) VEC_AT(&(fs)->t, struct ftuple, i)
-
-static uint64_t bytes_hash(const char *p, size_t n, uint64_t h)
+static int collect(struct diff *d, int side)
 {
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)p[i]) * 0x100000001b3ULL;
-	return h >> 1; /* never UINT64_MAX */
-}
-
-static uint64_t fnline_hash(const struct an_frame *fr)
-{
-	return bytes_hash(fr->function, fr->function_len, 0xcbf29ce484222325ULL ^ (fr->line * 0x9e3779b97f4a7c15ULL));
-}
-
-static int files_path(struct files *fs, const struct analysis *x, uint64_t cp)
-{
-	struct an_frame fr[64];
-	size_t n = an_callpath_frames(x, cp, fr, 64);
-	for (size_t i = 0; i < n; i++) {
-		size_t fl;
-		const char *file = an_display_path(x, fr[i].file, fr[i].file_len, &fl);
-		uint64_t h = bytes_hash(file, fl, 0xcbf29ce484222325ULL);
-		if (!u64map_get(&fs->all, h) && u64map_put(&fs->all, h, 1))
-			return -1;
-		if (an_frame_is_library(x, &fr[i]))
-			continue;
-		uint64_t *ix = u64map_get(&fs->by_h, h);
-		size_t k;
-		if (ix) {
-			k = *ix - 1;
-		} else {
-			char *name = malloc(fl + 1);
-			struct ufile *u = name ? vec_push(&fs->f) : NULL;
-			if (!u) {
-				free(name);
-				return -1;
-			}
-			memcpy(name, file, fl);
-			name[fl] = 0;
-			*u = (struct ufile){.name = name, .len = fl, .h = h, .map = -1};
-			k = fs->f.n - 1;
-			if (u64map_put(&fs->by_h, h, k + 1))
-				return -1;
-		}
-		uint64_t fh = an_hash_combine(k, fnline_hash(&fr[i])) >> 1;
-		if (u64map_get(&fs->frames, fh))
-			continue;
-		struct ftuple *t = vec_push(&fs->t);
-		if (!t || u64map_put(&fs->frames, fh, 1))
-			return -1;
-		*t = (struct ftuple){k, fnline_hash(&fr[i])};
-	}
-	return 0;
-}
-
-/* The files of the call paths diff keys (sites, the idle's sites, and a
- * CPU run's spans). */
-static int files_gather(struct files *fs, const struct analysis *x, int cpu)
-{
-	for (size_t i = 0; i < x->sites.n; i++)
-		if (files_path(fs, x, VEC_AT(&x->sites, struct an_site_stat, i)->callpath))
-			return -1;
-	for (size_t i = 0; i < x->idle_parts.n; i++)
-		if (files_path(fs, x, VEC_AT(&x->idle_parts, struct an_finding, i)->callpath))
-			return -1;
-	for (size_t i = 0; cpu && i < x->spans.n; i++)
-		if (files_path(fs, x, VEC_AT(&x->spans, struct an_span_stat, i)->callpath))
-			return -1;
-	return 0;
-}
-
-/* A's files that B lacks, each paired with B's file (one A lacks) holding
- * the most of its (function, line) frames, greedily, at least one. */
-static void files_pair(struct files *fa, struct files *fb)
-{
-	for (size_t i = 0; i < fa->f.n; i++)
-		UFILE(fa, i)->other = u64map_get(&fb->all, UFILE(fa, i)->h) != NULL;
-	for (size_t j = 0; j < fb->f.n; j++)
-		UFILE(fb, j)->other = u64map_get(&fa->all, UFILE(fb, j)->h) != NULL;
-	int *used = calloc(fb->f.n ? fb->f.n : 1, sizeof *used);
-	if (!used)
-		return;
-	for (size_t i = 0; i < fa->f.n; i++) {
-		if (UFILE(fa, i)->other)
-			continue;
-		uint64_t best = 0;
-		long bj = -1;
-		for (size_t j = 0; j < fb->f.n; j++) {
-			if (UFILE(fb, j)->other || used[j])
-				continue;
-			uint64_t score = 0;
-			for (size_t t = 0; t < fa->t.n; t++)
-				if (FTUPLE(fa, t)->file == i &&
-				    u64map_get(&fb->frames, an_hash_combine(j, FTUPLE(fa, t)->fnline) >> 1))
-					score++;
-			if (score > best) {
-				best = score;
-				bj = (long)j;
-			}
-		}
-		if (bj >= 0) {
-			used[bj] = 1;
-			UFILE(fa, i)->map = bj;
-			UFILE(fa, i)->matched = best;
-		}
-	}
-	free(used);
-}
-
-static void files_free(struct files *fs)
-{
-	for (size_t i = 0; i < fs->f.n; i++)
-		free(UFILE(fs, i)->name);
-	vec_free(&fs->f);
-	vec_free(&fs->t);
-	u64map_free(&fs->by_h);
-	u64map_free(&fs->all);
-	u64map_free(&fs->frames);
-}
-
-/* A frame's file as displayed, or as the other trace's file it is compared
- * as (map: this trace's files paired with other's, NULL: none). */
-static const char *frame_file(const struct analysis *x, const struct an_frame *fr, const struct files *map,
-			      const struct files *other, size_t *fl)
-{
-	const char *file = an_display_path(x, fr->file, fr->file_len, fl);
-	uint64_t *ix = !map || an_frame_is_library(x, fr) ? NULL
-		       : u64map_get(&map->by_h, bytes_hash(file, *fl, 0xcbf29ce484222325ULL));
-	if (ix && UFILE(map, *ix - 1)->map >= 0) {
-		const struct ufile *to = UFILE(other, UFILE(map, *ix - 1)->map);
-		*fl = to->len;
-		return to->name;
-	}
-	return file;
-}
-
-/* an_site_label and an_site_key with A's renamed files named as B's (map:
- * A's files paired with other's, NULL: none). */
-struct namer_ctx {
-	const struct files *map, *other;
-};
-
-static const char *paired_file(const struct analysis *x, const struct an_frame *fr, const void *ctx, size_t *fl)
-{
-	const struct namer_ctx *c = ctx;
-	return frame_file(x, fr, c->map, c->other, fl);
-}
-
-static void diff_label(const struct analysis *x, uint64_t cp, uint64_t nat, const struct files *map,
-		       const struct files *other, char *buf, size_t len)
-{
-	struct namer_ctx c = {map, other};
-	struct an_file_namer n = {paired_file, &c};
-	an_site_label_named(x, cp, nat, map ? &n : NULL, buf, len);
-}
-
-static void diff_key(const struct analysis *x, uint64_t cp, uint64_t nat, const struct files *map,
-		     const struct files *other, char *buf, size_t len)
-{
-	struct namer_ctx c = {map, other};
-	struct an_file_namer n = {paired_file, &c};
-	an_site_key_named(x, cp, nat, map ? &n : NULL, buf, len);
-}
-
-static int collect(struct items *it, const struct analysis *x, int side, double div, int cpu, int steps,
-		   const struct files *map, const struct files *other)
-{
+	struct diff_items *it = &d->items;
+	const struct analysis *x = &d->an[side];
+	double div = per(&d->an[0], &d->an[1], x);
+	int cpu = d->cpu, steps = d->steps;
 	char key[2048];
-	struct item *e;
+	struct diff_item *e;
 #define PUT(type, k, val)                                  \
 	do {                                               \
 		if (!(e = item_get(it, type, k)))          \
@@ -464,8 +268,10 @@ static int collect(struct items *it, const struct analysis *x, int side, double 
 	int gpu = an_has_gpu(x);
 	for (size_t i = 0; i < x->sites.n; i++) {
 		const struct an_site_stat *s = VEC_AT(&x->sites, struct an_site_stat, i);
-		diff_key(x, s->callpath, s->native, map, other, key, sizeof key);
+		diff_match_key(d->match, side, x, s->callpath, s->native, key, sizeof key);
 		PUT(2, key, (double)(gpu ? s->gpu_ns : s->api_ns));
+		*(side ? &e->calls_b : &e->calls_a) += s->calls;
+		*(side ? &e->iters_b : &e->iters_a) += s->iters;
 		if (s->alloc_bytes) {
 			size_t kl = strlen(key);
 			snprintf(key + kl, sizeof key - kl, " allocated bytes");
@@ -477,34 +283,45 @@ static int collect(struct items *it, const struct analysis *x, int side, double 
 	 * blamed on every caller. */
 	for (size_t i = 0; cpu && i < x->spans.n; i++) {
 		const struct an_span_stat *sp = VEC_AT(&x->spans, struct an_span_stat, i);
-		diff_key(x, sp->callpath, 0, map, other, key, sizeof key);
+		diff_match_key(d->match, side, x, sp->callpath, 0, key, sizeof key);
 		PUT(4, key, (double)sp->self_ns);
 	}
 	for (size_t i = 0; i < x->devices.n; i++) {
-		const struct an_device *d = VEC_AT(&x->devices, struct an_device, i);
-		if (!d->allocs)
+		const struct an_device *dev = VEC_AT(&x->devices, struct an_device, i);
+		if (!dev->allocs)
 			continue;
-		snprintf(key, sizeof key, "device %" PRIu64 " peak bytes", d->id);
+		snprintf(key, sizeof key, "device %" PRIu64 " peak bytes", dev->id);
 		if (!(e = item_get(it, 3, key)))
 			return -1;
-		*(side ? &e->b : &e->a) += (double)d->mem_peak; /* a peak, not per iteration */
+		*(side ? &e->b : &e->a) += (double)dev->mem_peak; /* a peak, not per iteration */
 	}
 #undef PUT
 	return 0;
 }
 
-static double change_pct(const struct item *x)
+double diff_change_pct(const struct diff_item *x)
 {
 	if (x->a == 0)
 		return x->b == 0 ? 0.0 : INFINITY;
 	return 100.0 * (x->b - x->a) / x->a;
 }
 
+/* What regressed first; then the time rows by how much their time per
+ * step changed (bytes are not time: memory rows after them, the peaks
+ * first). */
 static int cmp_item(const void *p, const void *q)
 {
-	const struct item *x = p, *y = q;
+	const struct diff_item *x = p, *y = q;
 	if (x->regressed != y->regressed)
 		return y->regressed - x->regressed;
+	int mx = x->type == DIFF_MEMORY, my = y->type == DIFF_MEMORY;
+	if (mx != my)
+		return mx - my;
+	if (mx) {
+		int px = !strstr(x->key, " allocated bytes"), py = !strstr(y->key, " allocated bytes");
+		if (px != py)
+			return py - px;
+	}
 	double dx = fabs(x->b - x->a), dy = fabs(y->b - y->a);
 	if (dx != dy)
 		return dx < dy ? 1 : -1;
@@ -584,7 +401,7 @@ static void json_significance(const struct an_step_cmp *c, const char *no_steps)
 	       c->ci_beyond ? "true" : "false");
 }
 
-static const struct item *find_item(const struct items *it, const char *key)
+static const struct diff_item *find_item(const struct diff_items *it, const char *key)
 {
 	for (size_t i = 0; i < it->n; i++)
 		if (it->v[i].type == 0 && !strcmp(it->v[i].key, key))
@@ -599,19 +416,11 @@ static const struct item *find_item(const struct items *it, const char *key)
  * the same kernels about as often per step; a step that then took longer
  * waited on the host -- another process's load on the machine, or host code
  * -- which one trace pair cannot tell apart. */
-enum { SIDE_NONE = 0, SIDE_HOST, SIDE_GPU, SIDE_BOTH };
-static const char *const side_name[] = {NULL, "host", "gpu", "host_and_gpu"};
-struct expl {
-	int side;               /* SIDE_* (NONE: the time per step did not move past the threshold) */
-	int gpu_unchanged;      /* the GPU's work per step unchanged */
-	double busy_a, busy_b, idle_a, idle_b; /* per step */
-	double kps_a, kps_b;    /* kernels per step (whole trace / steps) */
-	int same_kernels;       /* the same kernels (by name) in both, bar those under 1 % of the time */
-	char site[600];         /* the host site whose GPU idle per step grew most ("cause key"), "" none */
-	char label[400];        /* its cause and leaf ("python at data.py:33 load_batch") */
-	double site_ns;         /* its growth per step */
-	char text[1024];
-};
+const char *diff_side_name(int side)
+{
+	static const char *const n[] = {NULL, "host", "gpu", "host_and_gpu"};
+	return side >= 0 && side <= DIFF_SIDE_BOTH ? n[side] : NULL;
+}
 
 /* Every kernel of x with at least 1 % of x's kernel time is one of y's too. */
 static int kernels_in(const struct analysis *x, const struct analysis *y)
@@ -646,9 +455,9 @@ static double kernels_per_step(const struct analysis *x)
 
 /* The host site (cause and call site, keyed as diff keys) whose share of
  * the GPU idle per step grew most, edges aside. */
-static int idle_site(struct expl *e, const struct analysis an[2], const struct files fs[2])
+static int idle_site(struct diff_expl *e, const struct analysis an[2], const struct diff_match *m)
 {
-	struct items parts = {0};
+	struct diff_items parts = {0};
 	char key[2048], label[300];
 	int rc = 0;
 	for (int s = 0; s < 2 && !rc; s++) {
@@ -659,19 +468,19 @@ static int idle_site(struct expl *e, const struct analysis an[2], const struct f
 			if (p->edge)
 				continue;
 			/* "cause\x01label\x01key": the key (whole path) tells sites apart, the label names one */
-			diff_label(x, p->callpath, p->native, s ? NULL : &fs[0], s ? NULL : &fs[1], label, sizeof label);
+			diff_match_label(m, s, x, p->callpath, p->native, label, sizeof label);
 			int w = snprintf(key, sizeof key, "%s\x01%s\x01", an_cause_name(p->cause), label);
 			if (w < 0 || (size_t)w >= sizeof key)
 				continue;
-			diff_key(x, p->callpath, p->native, s ? NULL : &fs[0], s ? NULL : &fs[1], key + w, sizeof key - (size_t)w);
-			struct item *it = item_get(&parts, 5, key);
+			diff_match_key(m, s, x, p->callpath, p->native, key + w, sizeof key - (size_t)w);
+			struct diff_item *it = item_get(&parts, 5, key);
 			if (!it)
 				rc = -1;
 			else
 				*(s ? &it->b : &it->a) += (double)p->total_ns / div;
 		}
 	}
-	const struct item *best = NULL;
+	const struct diff_item *best = NULL;
 	for (size_t i = 0; i < parts.n; i++)
 		if (!best || parts.v[i].b - parts.v[i].a > best->b - best->a)
 			best = &parts.v[i];
@@ -690,11 +499,11 @@ static int idle_site(struct expl *e, const struct analysis an[2], const struct f
 	return rc;
 }
 
-static int explain(struct expl *e, const struct item *head, const struct items *it, const struct analysis an[2],
-		   const struct files fs[2], double threshold)
+static int explain(struct diff_expl *e, const struct diff_item *head, const struct diff_items *it,
+		   const struct analysis an[2], const struct diff_match *m, double threshold)
 {
 	memset(e, 0, sizeof *e);
-	const struct item *busy = find_item(it, "gpu_busy_ns"), *idle = find_item(it, "gpu_idle_ns");
+	const struct diff_item *busy = find_item(it, "gpu_busy_ns"), *idle = find_item(it, "gpu_idle_ns");
 	if (!busy || !idle || !an_has_gpu(&an[0]) || !an_has_gpu(&an[1]) || !head->a)
 		return 0;
 	e->busy_a = busy->a, e->busy_b = busy->b, e->idle_a = idle->a, e->idle_b = idle->b;
@@ -707,20 +516,20 @@ static int explain(struct expl *e, const struct item *head, const struct items *
 	double dstep = head->b - head->a, dbusy = e->busy_b - e->busy_a, didle = e->idle_b - e->idle_a;
 	if (fabs(dstep) * 100 <= threshold * head->a)
 		return 0;
-	e->side = e->gpu_unchanged ? SIDE_HOST : fabs(didle) * 2 < fabs(dbusy) ? SIDE_GPU : SIDE_BOTH;
-	if (e->side != SIDE_GPU && idle_site(e, an, fs))
+	e->side = e->gpu_unchanged ? DIFF_SIDE_HOST : fabs(didle) * 2 < fabs(dbusy) ? DIFF_SIDE_GPU : DIFF_SIDE_BOTH;
+	if (e->side != DIFF_SIDE_GPU && idle_site(e, an, m))
 		return -1;
 	char site[800] = "";
 	if (e->site[0] && didle > 0 && e->site_ns * 2 >= didle)
 		snprintf(site, sizeof site, "; most of it (%+.3f ms per step) %s", e->site_ns / 1e6, e->label);
-	if (e->side == SIDE_HOST)
+	if (e->side == DIFF_SIDE_HOST)
 		snprintf(e->text, sizeof e->text,
 			 "GPU work per step unchanged (busy %.3f -> %.3f ms, the same kernels, %.0f -> %.0f a step on average); the "
 			 "host %s: GPU idle per step %+.3f ms%s -- another process's load, or host code: rerun both under "
 			 "the same load to tell",
 			 e->busy_a / 1e6, e->busy_b / 1e6, e->kps_a, e->kps_b, dstep > 0 ? "took longer" : "was quicker",
 			 didle / 1e6, site);
-	else if (e->side == SIDE_GPU)
+	else if (e->side == DIFF_SIDE_GPU)
 		snprintf(e->text, sizeof e->text,
 			 "the GPU's work per step changed: busy %+.3f ms per step (%+.1f%%), idle %+.3f ms: the kernels and "
 			 "call sites below",
@@ -732,14 +541,14 @@ static int explain(struct expl *e, const struct item *head, const struct items *
 	return 0;
 }
 
-static void json_explain(const struct expl *e)
+static void json_explain(const struct diff_expl *e)
 {
 	printf(",\"explanation\":");
 	if (!e->side) {
 		printf("null");
 		return;
 	}
-	printf("{\"side\":\"%s\",\"gpu_work_unchanged\":%s,\"same_kernels\":%s", side_name[e->side],
+	printf("{\"side\":\"%s\",\"gpu_work_unchanged\":%s,\"same_kernels\":%s", diff_side_name(e->side),
 	       e->gpu_unchanged ? "true" : "false", e->same_kernels ? "true" : "false");
 	json_num("gpu_busy_a_ns", e->busy_a, "%.0f");
 	json_num("gpu_busy_b_ns", e->busy_b, "%.0f");
@@ -762,11 +571,11 @@ static void json_explain(const struct expl *e)
 }
 
 /* The headline: time per step, with what the GPU did per step beside it. */
-static void text_headline(const struct item *head, const struct items *it, const struct analysis *a,
-			  const struct analysis *b, const struct an_step_cmp *cmp, const struct expl *e)
+static void text_headline(const struct diff_item *head, const struct diff_items *it, const struct analysis *a,
+			  const struct analysis *b, const struct an_step_cmp *cmp, const struct diff_expl *e)
 {
 	printf("time per step: %.3f ms -> %.3f ms (%+.1f%%): %s  [steps: %s %" PRIu64 ", %s %" PRIu64 "]\n",
-	       head->a / 1e6, head->b / 1e6, change_pct(head), an_change_name(cmp->verdict),
+	       head->a / 1e6, head->b / 1e6, diff_change_pct(head), an_change_name(cmp->verdict),
 	       an_steps_source_name(a->steps.source), a->steps.count - a->steps.warmup,
 	       an_steps_source_name(b->steps.source), b->steps.count - b->steps.warmup);
 	text_significance(cmp);
@@ -774,7 +583,7 @@ static void text_headline(const struct item *head, const struct items *it, const
 		{"gpu_busy_ns", "GPU busy"}, {"data_movement_ns", "data movement"}, {"gpu_idle_ns", "GPU idle"}};
 	printf("  per step:");
 	for (size_t k = 0; k < 3; k++) {
-		const struct item *x = find_item(it, beside[k][0]);
+		const struct diff_item *x = find_item(it, beside[k][0]);
 		if (x)
 			printf("  %s %.3f -> %.3f ms", beside[k][1], x->a / 1e6, x->b / 1e6);
 	}
@@ -847,17 +656,317 @@ static int parse_pct(const char *opt, const char *s, double max, double *out)
 	return 0;
 }
 
-/* Everything diff holds, freed; rc passed on. */
-static int diff_done(struct items *it, struct files fs[2], struct analysis an[2], int rc)
+/* ------------------------------------------------------------ steps alike?
+ * Per-step figures compare like with like only when both traces cut their
+ * runs into the same steps.  Said when they may not: the steps come from
+ * different sources (the runner's marks, the loop's detection), were counted
+ * at a different call (the optimizer's step, backward) or start at another
+ * line of the loop, or the same call sites make a different number of calls
+ * a step (one trace's step is two of the other's iterations: an optimizer
+ * step skipped by a GradScaler merged them). */
+static void step_warn(struct diff *d, const char *kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void step_warn(struct diff *d, const char *kind, const char *fmt, ...)
 {
-	for (size_t i = 0; i < it->n; i++)
-		free(it->v[i].key);
-	free(it->v);
-	files_free(&fs[0]);
-	files_free(&fs[1]);
-	an_free(&an[0]);
-	an_free(&an[1]);
-	return rc;
+	if (d->n_warn == DIFF_MAX_STEP_WARNINGS)
+		return;
+	struct diff_step_warning *w = &d->warn[d->n_warn++];
+	w->kind = kind;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(w->text, sizeof w->text, fmt, ap);
+	va_end(ap);
+}
+
+static int cmp_double(const void *p, const void *q)
+{
+	double a = *(const double *)p, b = *(const double *)q;
+	return a < b ? -1 : a > b;
+}
+
+/* The ratio of B's calls a step to A's at the call sites both make in at
+ * least two steps, their median (0: fewer than 3 such sites). */
+static double calls_per_step_ratio(const struct diff *d, size_t *nsites)
+{
+	const struct diff_items *it = &d->items;
+	double *r = malloc((it->n + 1) * sizeof *r);
+	size_t n = 0;
+	for (size_t i = 0; r && i < it->n; i++) {
+		const struct diff_item *x = &it->v[i];
+		if (x->type == DIFF_CALL_SITE && x->iters_a >= 2 && x->iters_b >= 2 && x->calls_a && x->calls_b)
+			r[n++] = ((double)x->calls_b / (double)x->iters_b) / ((double)x->calls_a / (double)x->iters_a);
+	}
+	double m = 0;
+	if (n >= 3) {
+		qsort(r, n, sizeof *r, cmp_double);
+		m = n % 2 ? r[n / 2] : (r[n / 2 - 1] + r[n / 2]) / 2;
+	}
+	free(r);
+	*nsites = n;
+	return m;
+}
+
+static void steps_alike(struct diff *d)
+{
+	const struct analysis *a = &d->an[0], *b = &d->an[1];
+	if (!d->steps)
+		return;
+	if (a->steps.source != b->steps.source)
+		step_warn(d, "source",
+			  "A's steps are its %s, B's its %s: they may not be the same iterations (compare runs whose steps "
+			  "come alike)",
+			  a->steps.source == AN_STEPS_MARKS ? "runner's marks" : "loop's iterations as detected",
+			  b->steps.source == AN_STEPS_MARKS ? "runner's marks" : "loop's iterations as detected");
+	if (a->steps.source == AN_STEPS_DETECTED && b->steps.source == AN_STEPS_DETECTED) {
+		char ka[1024], kb[1024], la[400], lb[400];
+		if (a->steps.unit_kind != b->steps.unit_kind)
+			step_warn(d, "unit", "A's steps are counted at its %s, B's at its %s: they may not be the same units",
+				  an_step_unit_name(a->steps.unit_kind), an_step_unit_name(b->steps.unit_kind));
+		diff_match_key(d->match, 0, a, a->steps.loop, 0, ka, sizeof ka);
+		diff_match_key(d->match, 1, b, b->steps.loop, 0, kb, sizeof kb);
+		if (strcmp(ka, kb)) {
+			diff_match_label(d->match, 0, a, a->steps.loop, 0, la, sizeof la);
+			diff_match_label(d->match, 1, b, b->steps.loop, 0, lb, sizeof lb);
+			step_warn(d, "loop",
+				  "A's steps start at %s, B's at %s: the two cover different parts of the loop, so their "
+				  "per-step figures compare unlike steps",
+				  la, lb);
+		}
+	}
+	size_t n;
+	double r = calls_per_step_ratio(d, &n);
+	if (r >= 1.4 || (r > 0 && r <= 1 / 1.4))
+		step_warn(d, "calls_per_step",
+			  "B's steps make %.2fx the calls of A's at the same call sites (median over %zu sites): one run's "
+			  "step may be several of the other's iterations (an optimizer step skipped, accumulation counted "
+			  "otherwise); the per-step figures compare unlike steps",
+			  r, n);
+}
+
+/* ------------------------------------------------------------ the diff */
+void diff_free(struct diff *d)
+{
+	for (size_t i = 0; i < d->items.n; i++)
+		free(d->items.v[i].key);
+	free(d->items.v);
+	free(d->renamed);
+	diff_match_free(d->match);
+	for (int s = 0; s < d->n_an; s++)
+		an_free(&d->an[s]);
+	memset(d, 0, sizeof *d);
+}
+
+/* Which items matter, which went over the threshold, and what the verdict
+ * rests on. */
+static void judge(struct diff *d)
+{
+	double tot_b[DIFF_N_TYPES] = {0}, tot_a[DIFF_N_TYPES] = {0};
+	for (size_t i = 0; i < d->items.n; i++) {
+		tot_a[d->items.v[i].type] += d->items.v[i].a;
+		tot_b[d->items.v[i].type] += d->items.v[i].b;
+	}
+	for (size_t i = 0; i < d->items.n; i++) {
+		struct diff_item *x = &d->items.v[i];
+		double share_base = x->type == DIFF_KERNEL || x->type == DIFF_CALL_SITE || x->type == DIFF_PYTHON_PATH
+			? (tot_a[x->type] > tot_b[x->type] ? tot_a[x->type] : tot_b[x->type]) : 0;
+		int matters = share_base == 0 || (x->a > x->b ? x->a : x->b) * 100.0 >= d->min_share * share_base;
+		if (x->type == DIFF_MEMORY && strstr(x->key, " allocated bytes"))
+			matters = 0; /* allocation volume is reported; peaks decide */
+		if (x->type == DIFF_OVERALL && strcmp(x->key, "window_ns") && strcmp(x->key, "gpu_busy_ns") &&
+		    strcmp(x->key, "time_per_step_ns"))
+			matters = 0; /* components are reported, the verdict rests on wall and busy time */
+		x->over = matters && x->b > x->a && diff_change_pct(x) > d->threshold;
+		x->regressed = d->steps ? x->type == DIFF_OVERALL && !strcmp(x->key, "time_per_step_ns") &&
+						  d->cmp.verdict == AN_CHANGE_REGRESSED
+					: x->over;
+		d->regressions += x->regressed;
+		/* A peak that moved by more than 1 %: the memory rows explain it. */
+		if (x->type == DIFF_MEMORY && !strstr(x->key, " allocated bytes") &&
+		    fabs(x->b - x->a) * 100 > (x->a > x->b ? x->a : x->b))
+			d->memory_shown = 1;
+	}
+}
+
+int diff_compute(struct diff *d, const char *path_a, const char *path_b, const struct an_opts *opts,
+		 double threshold, double min_share)
+{
+	memset(d, 0, sizeof *d);
+	d->paths[0] = path_a;
+	d->paths[1] = path_b;
+	d->threshold = threshold;
+	d->min_share = min_share;
+	for (int s = 0; s < 2; s++) {
+		int rc = an_run(&d->an[s], d->paths[s], opts);
+		d->n_an = s + 1;
+		if (rc)
+			return rc;
+	}
+	const struct analysis *an = d->an;
+	d->cpu = cpu_run(&an[0]) && cpu_run(&an[1]);
+	/* Both runs have steps (marks or detected): the verdict is the time per
+	 * step, what the user waits for; the rest explains it. */
+	d->steps = an[0].steps.source && an[1].steps.source && an[0].steps.median_ns && an[1].steps.median_ns;
+	d->per_iteration = an[0].markers_used && an[1].markers_used && an[0].iterations && an[1].iterations;
+	if (!(d->match = diff_match_build(an, d->cpu)) || collect(d, 0) || collect(d, 1))
+		goto nomem;
+	if (d->steps) {
+		/* With steps, the per-step times decide. */
+		int rc = compare_steps(an, threshold, &d->cmp, d->why, sizeof d->why);
+		if (rc) {
+			if (rc == TBA_EXIT_INTERNAL)
+				goto nomem;
+			return rc;
+		}
+	} else {
+		/* Without, say why there is no test. */
+		int sa = an[0].steps.source && an[0].steps.median_ns, sb = an[1].steps.source && an[1].steps.median_ns;
+		snprintf(d->why, sizeof d->why, "no steps in %s: no per-step times to test; the totals against the threshold",
+			 !sa && !sb ? "A and B" : !sa ? "A" : "B");
+		d->no_steps = d->why;
+	}
+	judge(d);
+	const struct diff_item *tps = d->steps ? find_item(&d->items, "time_per_step_ns") : NULL;
+	if (tps) {
+		d->head = *tps;
+		if (explain(&d->ex, &d->head, &d->items, an, d->match, threshold))
+			goto nomem;
+	}
+	steps_alike(d);
+	qsort(d->items.v, d->items.n, sizeof *d->items.v, cmp_item);
+	d->tps = tps ? find_item(&d->items, "time_per_step_ns") : NULL;
+	for (size_t i = 0; i < d->items.n; i++) {
+		struct diff_item *x = &d->items.v[i];
+		x->shown = x->a != x->b && (x->type != DIFF_MEMORY || d->memory_shown || x->regressed);
+		d->n_shown += x->shown;
+	}
+	d->n_renamed = diff_match_renamed(d->match, &d->renamed);
+	diff_match_counts(d->match, &d->lines_matched, &d->lines_moved, &d->lines_a_only, &d->lines_b_only);
+	return TBA_EXIT_OK;
+nomem:
+	fprintf(stderr, "tbanalyze: diff: out of memory\n");
+	return TBA_EXIT_INTERNAL;
+}
+
+/* ------------------------------------------------------------ reporters */
+static void json_report(const struct diff *d)
+{
+	const struct an_step_cmp *cmp = &d->cmp;
+	printf("{\"schema\":\"tbprof-diff\",\"schema_version\":1,\"a\":");
+	json_str(stdout, d->paths[0], strlen(d->paths[0]));
+	printf(",\"b\":");
+	json_str(stdout, d->paths[1], strlen(d->paths[1]));
+	printf(",\"threshold_pct\":%.3f,\"per_iteration\":%s,\"regression\":%s,\"regressions\":%d", d->threshold,
+	       d->per_iteration ? "true" : "false", d->regressions ? "true" : "false", d->regressions);
+	if (d->tps) {
+		double c = diff_change_pct(&d->head);
+		printf(",\"judged_by\":\"time_per_step\",\"time_per_step\":{\"a_ns\":%.0f,\"b_ns\":%.0f,\"change_pct\":%.3f"
+		       ",\"source_a\":\"%s\",\"source_b\":\"%s\",\"verdict\":\"%s\"}",
+		       d->head.a, d->head.b, isinf(c) ? 0.0 : c, an_steps_source_name(d->an[0].steps.source),
+		       an_steps_source_name(d->an[1].steps.source), verdict_v1(cmp));
+		printf(",\"verdict\":\"%s\"", an_change_name(cmp->verdict));
+	} else {
+		printf(",\"judged_by\":\"items\",\"time_per_step\":null,\"verdict\":\"%s\"",
+		       d->regressions ? "regressed" : "no regression");
+	}
+	json_significance(cmp, d->no_steps);
+	json_explain(&d->ex);
+	printf(",\"step_warnings\":[");
+	for (size_t i = 0; i < d->n_warn; i++) {
+		printf("%s{\"kind\":\"%s\",\"text\":", i ? "," : "", d->warn[i].kind);
+		json_str(stdout, d->warn[i].text, strlen(d->warn[i].text));
+		printf("}");
+	}
+	printf("],\"renamed_files\":[");
+	for (size_t i = 0; i < d->n_renamed; i++) {
+		const struct diff_renamed *r = &d->renamed[i];
+		printf("%s{\"a\":", i ? "," : "");
+		json_str(stdout, r->a, r->a_len);
+		printf(",\"b\":");
+		json_str(stdout, r->b, r->b_len);
+		printf(",\"matched_frames\":%" PRIu64 "}", r->matched);
+	}
+	printf("],\"lines\":{\"matched\":%" PRIu64 ",\"moved\":%" PRIu64 ",\"a_only\":%" PRIu64 ",\"b_only\":%" PRIu64
+	       "},\"memory_shown\":%s",
+	       d->lines_matched, d->lines_moved, d->lines_a_only, d->lines_b_only, d->memory_shown ? "true" : "false");
+	printf(",\"changes\":[");
+	for (size_t i = 0; i < d->items.n; i++) {
+		const struct diff_item *x = &d->items.v[i];
+		double c = diff_change_pct(x);
+		printf("%s\n {\"type\":\"%s\",\"name\":", i ? "," : "", diff_type_name(x->type));
+		json_str(stdout, x->key, strlen(x->key));
+		printf(",\"a\":%.0f,\"b\":%.0f,", x->a, x->b);
+		if (isinf(c))
+			printf("\"change_pct\":null");
+		else
+			printf("\"change_pct\":%.3f", c);
+		printf(",\"regressed\":%s,\"over_threshold\":%s,\"shown\":%s}", x->regressed ? "true" : "false",
+		       x->over ? "true" : "false", x->shown ? "true" : "false");
+	}
+	printf("]}\n");
+}
+
+static void text_report(const struct diff *d)
+{
+	const struct an_step_cmp *cmp = &d->cmp;
+	const struct analysis *an = d->an;
+	printf("tbanalyze diff: A=%s B=%s (threshold %.1f%%%s%s)\n", d->paths[0], d->paths[1], d->threshold,
+	       an[0].markers_used && an[1].markers_used ? ", per iteration" : "",
+	       d->cpu ? "; CPU runs: host self time by Python path" : "");
+	for (size_t i = 0; i < d->n_renamed; i++) {
+		const struct diff_renamed *r = &d->renamed[i];
+		printf("files: A's %.*s compared as B's %.*s (each only in its trace, %" PRIu64
+		       " of their frames alike: function and line): their matched sites are keyed by B's name\n",
+		       (int)r->a_len, r->a, (int)r->b_len, r->b, r->matched);
+	}
+	if (d->lines_moved)
+		printf("lines: %" PRIu64 " of A's lines matched to B's, %" PRIu64 " of them at other line numbers (moved by "
+		       "an edit; keyed at B's); %" PRIu64 " only in A, %" PRIu64 " only in B\n",
+		       d->lines_matched, d->lines_moved, d->lines_a_only, d->lines_b_only);
+	for (size_t i = 0; i < d->n_warn; i++)
+		printf("warning: steps: %s\n", d->warn[i].text);
+	if (d->tps)
+		text_headline(&d->head, &d->items, &an[0], &an[1], cmp, &d->ex);
+	size_t shown = 0, hidden_mem = 0;
+	for (size_t i = 0; i < d->items.n; i++) {
+		const struct diff_item *x = &d->items.v[i];
+		hidden_mem += !x->shown && x->type == DIFF_MEMORY && x->a != x->b;
+		if (!x->shown || shown >= 30)
+			continue;
+		double c = diff_change_pct(x);
+		char pc[32];
+		if (isinf(c))
+			snprintf(pc, sizeof pc, "new");
+		else
+			snprintf(pc, sizeof pc, "%+.1f%%", c);
+		printf("%s %-9s %8s  %14.0f -> %14.0f %s  %.160s\n",
+		       x->regressed ? "REGRESSED" : x->over ? "   grew  " : "         ", diff_type_name(x->type), pc, x->a,
+		       x->b, x->type == DIFF_MEMORY ? "B " : "ns", x->key);
+		shown++;
+	}
+	if (!shown)
+		printf("no differences\n");
+	if (hidden_mem)
+		printf("(%zu memory row%s not shown: no device's peak changed by more than 1 %%)\n", hidden_mem,
+		       hidden_mem == 1 ? "" : "s");
+	if (d->tps) {
+		printf("verdict: %s (time per step %+.1f%%",
+		       cmp->verdict == AN_CHANGE_REGRESSED  ? "REGRESSION"
+		       : cmp->verdict == AN_CHANGE_IMPROVED ? "improved, no regression"
+		       : cmp->tested			    ? "no significant change, no regression"
+							    : "no regression",
+		       diff_change_pct(&d->head));
+		if (cmp->tested) {
+			printf("; ");
+			text_stats(cmp);
+		}
+		printf("; threshold %.1f%%%s)\n", d->threshold, cmp->tested ? "" : "; no test: by the medians alone");
+	} else {
+		printf("significance: no test (%s)\n", d->no_steps);
+		if (d->regressions)
+			printf("verdict: REGRESSION (%d item%s slower or larger by more than %.1f%%)\n", d->regressions,
+			       d->regressions == 1 ? "" : "s", d->threshold);
+		else
+			printf("verdict: no regression beyond %.1f%%\n", d->threshold);
+	}
 }
 
 int cmd_diff(int argc, char **argv)
@@ -911,198 +1020,24 @@ int cmd_diff(int argc, char **argv)
 		usage(stderr);
 		return TBA_EXIT_USAGE;
 	}
-
-	struct analysis an[2];
-	memset(an, 0, sizeof an);
-	for (int s = 0; s < 2; s++) {
-		int rc = an_run(&an[s], paths[s], &opts);
-		if (rc) {
-			an_free(&an[0]);
-			if (s)
-				an_free(&an[1]);
-			return rc;
-		}
-	}
-	struct items it = {0};
-	int cpu = cpu_run(&an[0]) && cpu_run(&an[1]);
-	/* Both runs have steps (marks or detected): the verdict is the time per
-	 * step, what the user waits for; the rest explains it. */
-	int steps = an[0].steps.source && an[1].steps.source && an[0].steps.median_ns && an[1].steps.median_ns;
-	/* A's files B lacks, compared as B's that hold the same functions at
-	 * the same lines. */
-	struct files fs[2];
-	memset(fs, 0, sizeof fs);
-	for (int s = 0; s < 2; s++) {
-		fs[s].f.item = sizeof(struct ufile);
-		fs[s].t.item = sizeof(struct ftuple);
-	}
-	int bad = files_gather(&fs[0], &an[0], cpu) || files_gather(&fs[1], &an[1], cpu);
-	if (!bad)
-		files_pair(&fs[0], &fs[1]);
-	bad = bad || collect(&it, &an[0], 0, per(&an[0], &an[1], &an[0]), cpu, steps, &fs[0], &fs[1]) ||
-	      collect(&it, &an[1], 1, per(&an[0], &an[1], &an[1]), cpu, steps, NULL, NULL);
-	if (bad) {
+	struct diff *d = malloc(sizeof *d);
+	if (!d) {
 		fprintf(stderr, "tbanalyze: diff: out of memory\n");
-		return diff_done(&it, fs, an, TBA_EXIT_INTERNAL);
+		return TBA_EXIT_INTERNAL;
 	}
-	/* With steps, the per-step times decide; without, say why there is no test. */
-	struct an_step_cmp cmp;
-	memset(&cmp, 0, sizeof cmp);
-	char why[256];
-	const char *no_steps = NULL;
-	if (steps) {
-		int rc = compare_steps(an, threshold, &cmp, why, sizeof why);
-		if (rc) {
-			if (rc == TBA_EXIT_INTERNAL)
-				fprintf(stderr, "tbanalyze: diff: out of memory\n");
-			return diff_done(&it, fs, an, rc);
-		}
-	} else {
-		int sa = an[0].steps.source && an[0].steps.median_ns, sb = an[1].steps.source && an[1].steps.median_ns;
-		snprintf(why, sizeof why, "no steps in %s: no per-step times to test; the totals against the threshold",
-			 !sa && !sb ? "A and B" : !sa ? "A" : "B");
-		no_steps = why;
-	}
-	/* Totals that shares are measured against, per type. */
-	double tot_b[5] = {0}, tot_a[5] = {0};
-	for (size_t i = 0; i < it.n; i++) {
-		tot_a[it.v[i].type] += it.v[i].a;
-		tot_b[it.v[i].type] += it.v[i].b;
-	}
-	int regressions = 0;
-	for (size_t i = 0; i < it.n; i++) {
-		struct item *x = &it.v[i];
-		double share_base = x->type == 1 || x->type == 2 || x->type == 4
-			? (tot_a[x->type] > tot_b[x->type] ? tot_a[x->type] : tot_b[x->type]) : 0;
-		int matters = share_base == 0 || (x->a > x->b ? x->a : x->b) * 100.0 >= min_share * share_base;
-		if (x->type == 3 && strstr(x->key, " allocated bytes"))
-			matters = 0; /* allocation volume is reported; peaks decide */
-		if (x->type == 0 && strcmp(x->key, "window_ns") && strcmp(x->key, "gpu_busy_ns") &&
-		    strcmp(x->key, "time_per_step_ns"))
-			matters = 0; /* components are reported, the verdict rests on wall and busy time */
-		x->over = matters && x->b > x->a && change_pct(x) > threshold;
-		x->regressed = steps ? x->type == 0 && !strcmp(x->key, "time_per_step_ns") && cmp.verdict == AN_CHANGE_REGRESSED
-				     : x->over;
-		regressions += x->regressed;
-	}
-	struct item *tps = NULL;
-	for (size_t i = 0; steps && i < it.n; i++)
-		if (it.v[i].type == 0 && !strcmp(it.v[i].key, "time_per_step_ns"))
-			tps = &it.v[i];
-	struct item head = tps ? *tps : (struct item){0};
-	struct expl ex;
-	memset(&ex, 0, sizeof ex);
-	if (tps && explain(&ex, &head, &it, an, fs, threshold)) {
-		fprintf(stderr, "tbanalyze: diff: out of memory\n");
-		return diff_done(&it, fs, an, TBA_EXIT_INTERNAL);
-	}
-	qsort(it.v, it.n, sizeof *it.v, cmp_item);
-
-	if (json) {
-		printf("{\"schema\":\"tbprof-diff\",\"schema_version\":1,\"a\":");
-		json_str(stdout, paths[0], strlen(paths[0]));
-		printf(",\"b\":");
-		json_str(stdout, paths[1], strlen(paths[1]));
-		printf(",\"threshold_pct\":%.3f,\"per_iteration\":%s,\"regression\":%s,\"regressions\":%d",
-		       threshold, an[0].markers_used && an[1].markers_used && an[0].iterations && an[1].iterations ? "true" : "false",
-		       regressions ? "true" : "false", regressions);
-		if (tps) {
-			double c = change_pct(&head);
-			printf(",\"judged_by\":\"time_per_step\",\"time_per_step\":{\"a_ns\":%.0f,\"b_ns\":%.0f,\"change_pct\":%.3f"
-			       ",\"source_a\":\"%s\",\"source_b\":\"%s\",\"verdict\":\"%s\"}",
-			       head.a, head.b, isinf(c) ? 0.0 : c, an_steps_source_name(an[0].steps.source),
-			       an_steps_source_name(an[1].steps.source), verdict_v1(&cmp));
-			printf(",\"verdict\":\"%s\"", an_change_name(cmp.verdict));
-		} else {
-			printf(",\"judged_by\":\"items\",\"time_per_step\":null,\"verdict\":\"%s\"",
-			       regressions ? "regressed" : "no regression");
-		}
-		json_significance(&cmp, no_steps);
-		json_explain(&ex);
-		printf(",\"renamed_files\":[");
-		for (size_t i = 0, k = 0; i < fs[0].f.n; i++) {
-			const struct ufile *u = UFILE(&fs[0], i);
-			if (u->map < 0)
-				continue;
-			printf("%s{\"a\":", k++ ? "," : "");
-			json_str(stdout, u->name, u->len);
-			printf(",\"b\":");
-			json_str(stdout, UFILE(&fs[1], u->map)->name, UFILE(&fs[1], u->map)->len);
-			printf(",\"matched_frames\":%" PRIu64 "}", u->matched);
-		}
-		printf("]");
-		printf(",\"changes\":[");
-		for (size_t i = 0; i < it.n; i++) {
-			const struct item *x = &it.v[i];
-			double c = change_pct(x);
-			printf("%s\n {\"type\":\"%s\",\"name\":", i ? "," : "", type_name(x->type));
-			json_str(stdout, x->key, strlen(x->key));
-			printf(",\"a\":%.0f,\"b\":%.0f,", x->a, x->b);
-			if (isinf(c))
-				printf("\"change_pct\":null");
-			else
-				printf("\"change_pct\":%.3f", c);
-			printf(",\"regressed\":%s,\"over_threshold\":%s}", x->regressed ? "true" : "false",
-			       x->over ? "true" : "false");
-		}
-		printf("]}\n");
-	} else {
-		printf("tbanalyze diff: A=%s B=%s (threshold %.1f%%%s%s)\n", paths[0], paths[1], threshold,
-		       an[0].markers_used && an[1].markers_used ? ", per iteration" : "",
-		       cpu ? "; CPU runs: host self time by Python path" : "");
-		for (size_t i = 0; i < fs[0].f.n; i++) {
-			const struct ufile *u = UFILE(&fs[0], i);
-			if (u->map >= 0)
-				printf("files: A's %s compared as B's %s (each only in its trace, %" PRIu64
-				       " of their frames alike: function and line): their sites are keyed by B's name\n",
-				       u->name, UFILE(&fs[1], u->map)->name, u->matched);
-		}
-		if (tps)
-			text_headline(&head, &it, &an[0], &an[1], &cmp, &ex);
-		size_t shown = 0;
-		for (size_t i = 0; i < it.n && shown < 30; i++) {
-			const struct item *x = &it.v[i];
-			if (x->a == x->b)
-				continue;
-			double c = change_pct(x);
-			char pc[32];
-			if (isinf(c))
-				snprintf(pc, sizeof pc, "new");
-			else
-				snprintf(pc, sizeof pc, "%+.1f%%", c);
-			printf("%s %-9s %8s  %14.0f -> %14.0f %s  %.160s\n",
-			       x->regressed ? "REGRESSED" : x->over ? "   grew  " : "         ",
-			       type_name(x->type), pc, x->a, x->b, x->type == 3 ? "B " : "ns", x->key);
-			shown++;
-		}
-		if (!shown)
-			printf("no differences\n");
-		if (tps) {
-			printf("verdict: %s (time per step %+.1f%%",
-			       cmp.verdict == AN_CHANGE_REGRESSED  ? "REGRESSION"
-			       : cmp.verdict == AN_CHANGE_IMPROVED ? "improved, no regression"
-			       : cmp.tested			   ? "no significant change, no regression"
-								   : "no regression",
-			       change_pct(&head));
-			if (cmp.tested) {
-				printf("; ");
-				text_stats(&cmp);
-			}
-			printf("; threshold %.1f%%%s)\n", threshold, cmp.tested ? "" : "; no test: by the medians alone");
-		} else {
-			printf("significance: no test (%s)\n", no_steps);
-		}
-		if (tps)
-			;
-		else if (regressions)
-			printf("verdict: REGRESSION (%d item%s slower or larger by more than %.1f%%)\n", regressions,
-			       regressions == 1 ? "" : "s", threshold);
+	int rc = diff_compute(d, paths[0], paths[1], &opts, threshold, min_share);
+	if (!rc) {
+		if (json)
+			json_report(d);
 		else
-			printf("verdict: no regression beyond %.1f%%\n", threshold);
+			text_report(d);
+		rc = d->regressions ? TBA_EXIT_REGRESSION : TBA_EXIT_OK;
+		if (fflush(stdout)) {
+			fprintf(stderr, "tbanalyze: write error on standard output\n");
+			rc = TBA_EXIT_INTERNAL;
+		}
 	}
-	if (fflush(stdout)) {
-		fprintf(stderr, "tbanalyze: write error on standard output\n");
-		return diff_done(&it, fs, an, TBA_EXIT_INTERNAL);
-	}
-	return diff_done(&it, fs, an, regressions ? TBA_EXIT_REGRESSION : TBA_EXIT_OK);
+	diff_free(d);
+	free(d);
+	return rc;
 }
