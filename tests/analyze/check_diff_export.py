@@ -103,6 +103,65 @@ def parts(gen, run, check):
         check("files: A's train.py compared as B's train_v2.py" in txt, f"diff renamed: the text says so ({txt.splitlines()[1:3]})")
         rep = json.loads(run(["diff", u, sl, "--json"], expect_rc=1).stdout)
         check(rep.get("renamed_files") == [], f"diff: files both runs have keep their names ({rep.get('renamed_files')})")
+        # An edit that moves lines (issue #29): 4 lines deleted in train.py's main between its lines 50 and 120, so
+        # main:120 is main:116 and step:60 step:56.  Every site matched at B's lines, nothing changed (the analyzer
+        # before: each site through those lines -100 % and new).
+        sh, _ = gen(gen_path, tmp, "unmarked-shifted")
+        rep = json.loads(run(["diff", u, sh, "--json"], expect_rc=0).stdout)
+        odd = [(c["type"], c["name"], c["a"], c["b"]) for c in rep["changes"] if c["type"] != "overall" and c["a"] != c["b"]]
+        sites = [c["name"] for c in rep["changes"] if c["type"] == "call_site"]
+        check(not odd and any(":116:main" in n for n in sites) and not any(":120:main" in n or ":60:step" in n for n in sites),
+              f"diff across an edit: every site matched at B's lines, none changed ({odd[:4]}, {sites[:4]})")
+        lines = rep.get("lines") or {}
+        check(lines.get("moved") == 2 and lines.get("a_only") == 0 and lines.get("b_only") == 0,
+              f"diff across an edit: two lines moved, none unmatched ({lines})")
+        txt = run(["diff", u, sh], expect_rc=0).stdout
+        check("no differences" in txt and "2 of them at other line numbers" in txt,
+              f"diff across an edit: the text says the lines moved ({txt.splitlines()[:3]})")
+        # The same edit with main's line changed to call another function (model.forward renamed forward_v2):
+        # that line is not matched (gone in A, new in B), the lines the edit only moved still are.
+        ed, _ = gen(gen_path, tmp, "unmarked-edited")
+        rep = json.loads(run(["diff", u, ed, "--json"], expect_rc=0).stdout)
+        ch = {c["name"]: c for c in rep["changes"] if c["type"] == "call_site"}
+        gone = ch.get("model.py:30:forward<train.py:120:main") or {}
+        new = ch.get("model.py:30:forward_v2<train.py:116:main") or {}
+        check(gone.get("a", 0) > 0 and gone.get("b") == 0 and new.get("a") == 0 and new.get("b", 0) > 0
+              and gone.get("shown") is True and new.get("shown") is True,
+              f"diff across an edit: the changed line shows as changed ({gone}, {new})")
+        same = [(n, c["a"], c["b"]) for n, c in ch.items() if "main" in n and ":120:" not in n and ":116:" not in n]
+        check(same and all(a == b for _, a, b in same),
+              f"diff across an edit: the lines under the unchanged main:50 matched, unchanged ({same[:4]})")
+        # Memory rows only when a peak changed: the unmarked runs allocate alike (a cache growing per step, the
+        # same peak) -- none shown; twice the memory (bigmem) -- shown, after the time rows.
+        rep = json.loads(run(["diff", u, sl, "--json"], expect_rc=1).stdout)
+        mem = [c for c in rep["changes"] if c["type"] == "memory"]
+        check(rep.get("memory_shown") is False and mem and not any(c["shown"] for c in mem),
+              f"diff: no memory rows without a peak's change ({[(c['name'], c['shown']) for c in mem][:3]})")
+        shown = [c for c in rep["changes"] if c["shown"]]
+        deltas = [abs(c["b"] - c["a"]) for c in shown if not c["regressed"]]
+        check(shown and shown[0]["name"] == "time_per_step_ns" and deltas == sorted(deltas, reverse=True),
+              f"diff: rows by their change per step ({[(c['name'], c['b'] - c['a']) for c in shown][:6]})")
+        rep = json.loads(run(["diff", a, m, "--json"], expect_rc=1).stdout)
+        kinds = [c["type"] for c in rep["changes"] if c["shown"]]
+        check(rep.get("memory_shown") is True and "memory" in kinds and kinds.index("memory") == len(kinds) - kinds[::-1].count("memory")
+              if "memory" in kinds else False, f"diff bigmem: memory rows shown, after the time rows ({kinds})")
+        # Steps counted differently: the same program with its marks around two iterations at a time (as when a
+        # GradScaler skips every second optimizer step and the step is counted at it): warned, with the sites'
+        # calls per step; marks against detected steps: warned; the same trace twice: no warning.
+        hw, _ = gen(gen_path, tmp, "host-work")
+        hm, _ = gen(gen_path, tmp, "host-work-merged")
+        rep = json.loads(run(["diff", hw, hm, "--json"], expect_rc=1).stdout)
+        kinds = [w["kind"] for w in rep.get("step_warnings", [])]
+        check(kinds == ["calls_per_step"] and "1.75x" in rep["step_warnings"][0]["text"],
+              f"diff: steps of two iterations against steps of one warned ({rep.get('step_warnings')})")
+        txt = run(["diff", hw, hm], expect_rc=1).stdout
+        check(any(l.startswith("warning: steps: B's steps make 1.75x the calls") for l in txt.splitlines()),
+              f"diff: the warning in the text ({txt.splitlines()[:3]})")
+        rep = json.loads(run(["diff", hw, u, "--json"], expect_rc=0).stdout)
+        check("source" in [w["kind"] for w in rep.get("step_warnings", [])],
+              f"diff: marks against detected steps warned ({rep.get('step_warnings')})")
+        rep = json.loads(run(["diff", hw, hw, "--json"], expect_rc=0).stdout)
+        check(rep.get("step_warnings") == [], f"diff: one trace twice, no warning ({rep.get('step_warnings')})")
         # Where the time went.  The same GPU work per step, the host slower (its data loading 600 us instead of
         # 300, as under another process's load): still a regression (exit 1: the time per step decides), said to
         # be the host's, at the data loading; the analyzer before said only "regressed" beside an unchanged GPU

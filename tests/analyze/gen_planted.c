@@ -787,8 +787,15 @@ static void scen_threads(void)
 
 /* Marked iterations for the scenarios below: ITER_BEGIN at t, and after the
  * first iteration WARMUP_END; the window is the steady iterations. */
+/* host-work-merged: the marks put around two iterations at a time (as a
+ * step counted at an optimizer step that a GradScaler skipped every second
+ * iteration), the last one (merge_last) alone. */
+static int merge_marks, merge_last = -1;
+
 static void iter_begin(uint64_t t, int i)
 {
+	if (merge_marks && i % 2)
+		return;
 	marker(t, TBP_MARK_ITER_BEGIN, (uint64_t)i);
 	if (i == 1)
 		win_begin = t;
@@ -796,8 +803,10 @@ static void iter_begin(uint64_t t, int i)
 
 static void iter_end(uint64_t t, int i)
 {
+	if (merge_marks && !(i % 2) && i != merge_last)
+		return;
 	marker(t, TBP_MARK_ITER_END, (uint64_t)i);
-	if (!i)
+	if (merge_marks ? i == 1 : !i)
 		marker(t + 1 * US, TBP_MARK_WARMUP_END, 0);
 	win_end = t;
 	have_window = 1;
@@ -2091,7 +2100,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-loaded|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -2150,7 +2159,11 @@ int main(int argc, char **argv)
 		scen_threads();
 	else if (!strcmp(s, "allocs"))
 		scen_allocs();
-	else if (!strcmp(s, "host-work"))
+	else if (!strcmp(s, "host-work-merged")) {
+		merge_marks = 1;
+		merge_last = 6;
+		scen_host_work();
+	} else if (!strcmp(s, "host-work"))
 		scen_host_work();
 	else if (!strcmp(s, "threads-main"))
 		scen_threads_main();
@@ -2182,6 +2195,27 @@ int main(int argc, char **argv)
 			else if (r->blob_len == 8 && !memcmp(r->blob, "model.py", 8))
 				r->blob = "exp/model.py";
 			r->blob_len = (uint32_t)strlen(r->blob);
+		}
+	}
+	else if (!strcmp(s, "unmarked-shifted") || !strcmp(s, "unmarked-edited")) {
+		/* The same program as unmarked after an edit: 4 lines deleted at
+		 * train.py:55 (in main, between its lines 50 and 120), so main:120
+		 * is now main:116 and step:60 step:56, the lines above unchanged.
+		 * edited: the model's forward also renamed forward_v2 (main's line
+		 * calls another function: a changed line). */
+		scen_unmarked(0, 300 * US);
+		for (size_t i = 0; i < defs.n; i++) {
+			struct tbp_record *r = &defs.r[i];
+			int in_train = 0;
+			for (size_t j = 0; r->kind == TBP_K_PYFRAME && j < defs.n && !in_train; j++)
+				in_train = defs.r[j].kind == TBP_K_STRING && defs.r[j].u.string.id == r->u.pyframe.file &&
+					   defs.r[j].blob_len == 8 && !memcmp(defs.r[j].blob, "train.py", 8);
+			if (in_train && r->u.pyframe.line >= 55)
+				r->u.pyframe.line -= 4;
+			if (s[9] == 'e' && r->kind == TBP_K_STRING && r->blob_len == 7 && !memcmp(r->blob, "forward", 7)) {
+				r->blob = "forward_v2";
+				r->blob_len = 10;
+			}
 		}
 	}
 	else if (!strcmp(s, "unmarked-slow"))
