@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "diff.h"
+#include "tr_common.h"
 
 struct ufile {
 	char *name; /* as displayed */
@@ -191,6 +192,53 @@ static int gather(struct side *sd, const struct analysis *x)
 	if (x->steps.unit && gather_path(sd, x, x->steps.unit, 0))
 		return -1;
 	return 0;
+}
+
+/* What a line that calls the op itself does on the GPU: its kernels (by
+ * name), copies (by kind) and memsets, read again from the trace (the
+ * analysis keeps times per call path, not what was launched there).
+ * Allocations, frees and syncs are left out: where the caching allocator
+ * goes to the driver, or a sync falls, varies between runs of one line. */
+static void gather_ops(struct side *sd, const struct analysis *x)
+{
+	struct tbp_reader *r;
+	if (an_open(&r, x->path))
+		return;
+	struct u64map seen = {0};
+	struct tbp_record rec;
+	while (tr_next(r, x->path, &rec) > 0) {
+		if (rec.kind != TBP_K_LAUNCH && rec.kind != TBP_K_MEMCPY && rec.kind != TBP_K_MEMSET)
+			continue;
+		uint64_t cp = rec.u.call.callpath, op = FNV ^ rec.kind;
+		if (!cp)
+			continue;
+		if (rec.kind == TBP_K_LAUNCH) {
+			size_t nl;
+			const char *name = an_string(x, rec.u.launch.name, &nl);
+			op = name ? bytes_hash(name, nl, op) : an_hash_combine(op, rec.u.launch.name) >> 1;
+		} else if (rec.kind == TBP_K_MEMCPY) {
+			op = an_hash_combine(op, rec.u.memcpy.copy_kind) >> 1;
+		}
+		uint64_t pair = an_hash_combine(cp, op) >> 1;
+		if (u64map_get(&seen, pair))
+			continue;
+		if (u64map_put(&seen, pair, 1))
+			break;
+		struct an_frame f;
+		if (!an_callpath_frames(x, cp, &f, 1) || an_frame_is_library(x, &f))
+			continue;
+		size_t fl;
+		const char *file = an_display_path(x, f.file, f.file_len, &fl);
+		uint64_t *fx = u64map_get(&sd->by_h, bytes_hash(file, fl, FNV));
+		uint64_t *ix = fx ? u64map_get(&sd->by_key, node_key(*fx - 1, bytes_hash(f.function, f.function_len, FNV),
+								     f.line))
+				  : NULL;
+		struct lnode *nd = ix ? NODE(sd, *ix - 1) : NULL;
+		if (nd && nd->nk < 32 && add_kid(nd, op))
+			break;
+	}
+	u64map_free(&seen);
+	tbp_reader_close(r);
 }
 
 static int cmp_u64(const void *p, const void *q)
@@ -510,6 +558,8 @@ struct diff_match *diff_match_build(const struct analysis an[2], int cpu)
 		diff_match_free(m);
 		return NULL;
 	}
+	gather_ops(&m->s[0], &an[0]);
+	gather_ops(&m->s[1], &an[1]);
 	pair_files(&m->s[0], &m->s[1]);
 	if (match_lines(m)) {
 		diff_match_free(m);
