@@ -18,10 +18,11 @@
  * said so.  Exit 1 on a regression (pinned), 0 otherwise.
  *
  * Call sites and paths are keyed by their frames (file as displayed, line,
- * function).  A file of the user's that only one trace has is compared as
- * the file of the other trace's own that holds the same functions at the
- * same lines (train.py against train_v2.py, a script moved to another
- * directory): its sites match; a file both traces have keeps its name.
+ * function), A's lines at B's files and lines where diff_match.c matched
+ * them: a renamed file (train.py against train_v2.py), lines moved by an
+ * edit.  diff_compute fills a struct diff (diff.h) that a reporter prints:
+ * rows ordered by their change per step, memory only when a peak changed,
+ * warnings when the two traces may count steps differently.
  */
 #include <inttypes.h>
 #include <math.h>
