@@ -807,7 +807,7 @@ int diff_compute(struct diff *d, const char *path_a, const char *path_b, const s
 	 * step, what the user waits for; the rest explains it. */
 	d->steps = an[0].steps.source && an[1].steps.source && an[0].steps.median_ns && an[1].steps.median_ns;
 	d->per_iteration = an[0].markers_used && an[1].markers_used && an[0].iterations && an[1].iterations;
-	if (!(d->match = diff_match_build(an, d->cpu)) || collect(d, 0) || collect(d, 1))
+	if (!(d->match = diff_match_build(an)) || collect(d, 0) || collect(d, 1))
 		goto nomem;
 	if (d->steps) {
 		/* With steps, the per-step times decide. */

@@ -112,7 +112,7 @@ double diff_change_pct(const struct diff_item *x);
  * keep their identity.  Site keys of A are written with B's file names and
  * line numbers where matched; an unmatched line of A that would read as
  * one of B's is marked "(A)". */
-struct diff_match *diff_match_build(const struct analysis an[2], int cpu);
+struct diff_match *diff_match_build(const struct analysis an[2]);
 void diff_match_free(struct diff_match *m);
 /* Site key and label of trace `side` (0: A, named as B where matched). */
 void diff_match_key(const struct diff_match *m, int side, const struct analysis *x, uint64_t cp, uint64_t nat,

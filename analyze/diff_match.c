@@ -61,7 +61,6 @@ struct side {
 
 struct diff_match {
 	struct side s[2];
-	const struct analysis *an;
 	uint64_t matched, moved, a_only, b_only;
 };
 
@@ -543,13 +542,11 @@ static int match_lines(struct diff_match *m)
 	return rc;
 }
 
-struct diff_match *diff_match_build(const struct analysis an[2], int cpu)
+struct diff_match *diff_match_build(const struct analysis an[2])
 {
-	(void)cpu;
 	struct diff_match *m = calloc(1, sizeof *m);
 	if (!m)
 		return NULL;
-	m->an = an;
 	for (int s = 0; s < 2; s++) {
 		m->s[s].f.item = sizeof(struct ufile);
 		m->s[s].nodes.item = sizeof(struct lnode);
