@@ -103,9 +103,9 @@ def parts(gen, run, check):
         check("files: A's train.py compared as B's train_v2.py" in txt, f"diff renamed: the text says so ({txt.splitlines()[1:3]})")
         rep = json.loads(run(["diff", u, sl, "--json"], expect_rc=1).stdout)
         check(rep.get("renamed_files") == [], f"diff: files both runs have keep their names ({rep.get('renamed_files')})")
-        # An edit that moves lines (issue #29): 4 lines deleted in train.py's main between its lines 50 and 120, so
-        # main:120 is main:116 and step:60 step:56.  Every site matched at B's lines, nothing changed (the analyzer
-        # before: each site through those lines -100 % and new).
+        # An edit that moves lines (issue #29): 4 lines deleted in train.py's main above its loop's line 50, so
+        # main:50 is main:46, main:120 main:116 and step:60 step:56.  Every site matched at B's lines, nothing
+        # changed (the analyzer before: each site through those lines -100 % and new), the loop the same loop.
         sh, _ = gen(gen_path, tmp, "unmarked-shifted")
         rep = json.loads(run(["diff", u, sh, "--json"], expect_rc=0).stdout)
         odd = [(c["type"], c["name"], c["a"], c["b"]) for c in rep["changes"] if c["type"] != "overall" and c["a"] != c["b"]]
@@ -113,10 +113,11 @@ def parts(gen, run, check):
         check(not odd and any(":116:main" in n for n in sites) and not any(":120:main" in n or ":60:step" in n for n in sites),
               f"diff across an edit: every site matched at B's lines, none changed ({odd[:4]}, {sites[:4]})")
         lines = rep.get("lines") or {}
-        check(lines.get("moved") == 2 and lines.get("a_only") == 0 and lines.get("b_only") == 0,
-              f"diff across an edit: two lines moved, none unmatched ({lines})")
+        check(lines.get("moved") == 3 and lines.get("a_only") == 0 and lines.get("b_only") == 0,
+              f"diff across an edit: three lines moved, none unmatched ({lines})")
+        check(rep.get("step_warnings") == [], f"diff across an edit: the loop's moved line is its loop ({rep.get('step_warnings')})")
         txt = run(["diff", u, sh], expect_rc=0).stdout
-        check("no differences" in txt and "2 of them at other line numbers" in txt,
+        check("no differences" in txt and "3 of them at other line numbers" in txt,
               f"diff across an edit: the text says the lines moved ({txt.splitlines()[:3]})")
         # The same edit with main's line changed to call another function (model.forward renamed forward_v2):
         # that line is not matched (gone in A, new in B), the lines the edit only moved still are.
@@ -128,9 +129,9 @@ def parts(gen, run, check):
         check(gone.get("a", 0) > 0 and gone.get("b") == 0 and new.get("a") == 0 and new.get("b", 0) > 0
               and gone.get("shown") is True and new.get("shown") is True,
               f"diff across an edit: the changed line shows as changed ({gone}, {new})")
-        same = [(n, c["a"], c["b"]) for n, c in ch.items() if "main" in n and ":120:" not in n and ":116:" not in n]
+        same = [(n, c["a"], c["b"]) for n, c in ch.items() if ":46:main" in n and ":120:" not in n and ":116:" not in n]
         check(same and all(a == b for _, a, b in same),
-              f"diff across an edit: the lines under the unchanged main:50 matched, unchanged ({same[:4]})")
+              f"diff across an edit: the lines under main:50 (now 46) matched, unchanged ({same[:4]})")
         # Memory rows only when a peak changed: the unmarked runs allocate alike (a cache growing per step, the
         # same peak) -- none shown; twice the memory (bigmem) -- shown, after the time rows.
         rep = json.loads(run(["diff", u, sl, "--json"], expect_rc=1).stdout)
@@ -160,6 +161,10 @@ def parts(gen, run, check):
         rep = json.loads(run(["diff", hw, u, "--json"], expect_rc=0).stdout)
         check("source" in [w["kind"] for w in rep.get("step_warnings", [])],
               f"diff: marks against detected steps warned ({rep.get('step_warnings')})")
+        inl, _ = gen(gen_path, tmp, "unmarked-inline")
+        rep = json.loads(run(["diff", u, inl, "--json"], expect_rc=0).stdout)
+        check([w["kind"] for w in rep.get("step_warnings", [])] == ["loop"],
+              f"diff: steps from another loop warned ({rep.get('step_warnings')})")
         rep = json.loads(run(["diff", hw, hw, "--json"], expect_rc=0).stdout)
         check(rep.get("step_warnings") == [], f"diff: one trace twice, no warning ({rep.get('step_warnings')})")
         # Where the time went.  The same GPU work per step, the host slower (its data loading 600 us instead of

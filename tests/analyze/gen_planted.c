@@ -2199,8 +2199,9 @@ int main(int argc, char **argv)
 	}
 	else if (!strcmp(s, "unmarked-shifted") || !strcmp(s, "unmarked-edited")) {
 		/* The same program as unmarked after an edit: 4 lines deleted at
-		 * train.py:55 (in main, between its lines 50 and 120), so main:120
-		 * is now main:116 and step:60 step:56, the lines above unchanged.
+		 * train.py:45 (in main, above the loop's line 50), so main:50 is now
+		 * main:46, main:120 main:116 and step:60 step:56, train_step:20
+		 * above unchanged.
 		 * edited: the model's forward also renamed forward_v2 (main's line
 		 * calls another function: a changed line). */
 		scen_unmarked(0, 300 * US);
@@ -2210,7 +2211,7 @@ int main(int argc, char **argv)
 			for (size_t j = 0; r->kind == TBP_K_PYFRAME && j < defs.n && !in_train; j++)
 				in_train = defs.r[j].kind == TBP_K_STRING && defs.r[j].u.string.id == r->u.pyframe.file &&
 					   defs.r[j].blob_len == 8 && !memcmp(defs.r[j].blob, "train.py", 8);
-			if (in_train && r->u.pyframe.line >= 55)
+			if (in_train && r->u.pyframe.line >= 45)
 				r->u.pyframe.line -= 4;
 			if (s[9] == 'e' && r->kind == TBP_K_STRING && r->blob_len == 7 && !memcmp(r->blob, "forward", 7)) {
 				r->blob = "forward_v2";
