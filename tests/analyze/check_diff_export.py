@@ -116,6 +116,10 @@ def parts(gen, run, check):
         check(lines.get("moved") == 3 and lines.get("a_only") == 0 and lines.get("b_only") == 0,
               f"diff across an edit: three lines moved, none unmatched ({lines})")
         check(rep.get("step_warnings") == [], f"diff across an edit: the loop's moved line is its loop ({rep.get('step_warnings')})")
+        rep = json.loads(run(["diff", sh, u, "--json"], expect_rc=0).stdout)
+        odd = [(c["type"], c["name"], c["a"], c["b"]) for c in rep["changes"] if c["type"] != "overall" and c["a"] != c["b"]]
+        check(not odd and (rep.get("lines") or {}).get("moved") == 3,
+              f"diff across an edit that added the lines: every site matched ({odd[:4]}, {rep.get('lines')})")
         txt = run(["diff", u, sh], expect_rc=0).stdout
         check("no differences" in txt and "3 of them at other line numbers" in txt,
               f"diff across an edit: the text says the lines moved ({txt.splitlines()[:3]})")
