@@ -193,12 +193,31 @@ static int gather(struct side *sd, const struct analysis *x)
 	return 0;
 }
 
+/* Every device of x named (DEVICE records) is one of y's, by name. */
+static int devices_in(const struct analysis *x, const struct analysis *y)
+{
+	for (size_t i = 0; i < x->devices.n; i++) {
+		size_t nl, ml;
+		const char *n = an_string(x, VEC_AT(&x->devices, struct an_device, i)->name, &nl);
+		int found = !n;
+		for (size_t j = 0; j < y->devices.n && !found; j++) {
+			const char *m = an_string(y, VEC_AT(&y->devices, struct an_device, j)->name, &ml);
+			found = m && ml == nl && !memcmp(n, m, nl);
+		}
+		if (!found)
+			return 0;
+	}
+	return 1;
+}
+
 /* What a line that calls the op itself does on the GPU: its kernels (by
- * name), copies (by kind) and memsets, read again from the trace (the
- * analysis keeps times per call path, not what was launched there).
+ * name, when both runs had the same GPUs: another GPU runs other GEMM
+ * kernels for the same line), copies (by kind) and memsets, read again from
+ * the trace (the analysis keeps times per call path, not what was launched
+ * there).
  * Allocations, frees and syncs are left out: where the caching allocator
  * goes to the driver, or a sync falls, varies between runs of one line. */
-static void gather_ops(struct side *sd, const struct analysis *x)
+static void gather_ops(struct side *sd, const struct analysis *x, int kernel_names)
 {
 	struct tbp_reader *r;
 	if (an_open(&r, x->path))
@@ -211,7 +230,7 @@ static void gather_ops(struct side *sd, const struct analysis *x)
 		uint64_t cp = rec.u.call.callpath, op = FNV ^ rec.kind;
 		if (!cp)
 			continue;
-		if (rec.kind == TBP_K_LAUNCH) {
+		if (rec.kind == TBP_K_LAUNCH && kernel_names) {
 			size_t nl;
 			const char *name = an_string(x, rec.u.launch.name, &nl);
 			op = name ? bytes_hash(name, nl, op) : an_hash_combine(op, rec.u.launch.name) >> 1;
@@ -562,8 +581,9 @@ struct diff_match *diff_match_build(const struct analysis an[2])
 	 * that call ops themselves launch tells them apart then (a pass over
 	 * each trace more, ~ a report's time: not spent on unedited code). */
 	if (m->moved || m->a_only || m->b_only) {
-		gather_ops(&m->s[0], &an[0]);
-		gather_ops(&m->s[1], &an[1]);
+		int names = devices_in(&an[0], &an[1]) && devices_in(&an[1], &an[0]);
+		gather_ops(&m->s[0], &an[0], names);
+		gather_ops(&m->s[1], &an[1], names);
 		for (int s = 0; s < 2; s++)
 			for (size_t i = 0; i < m->s[s].nodes.n; i++)
 				NODE(&m->s[s], i)->match = -1;
