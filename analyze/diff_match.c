@@ -230,7 +230,9 @@ static void gather_ops(struct side *sd, const struct analysis *x, int kernel_nam
 		uint64_t cp = rec.u.call.callpath, op = FNV ^ rec.kind;
 		if (!cp)
 			continue;
-		if (rec.kind == TBP_K_LAUNCH && kernel_names) {
+		if (rec.kind == TBP_K_LAUNCH && !kernel_names)
+			continue; /* "launches a kernel" tells no op line from another */
+		if (rec.kind == TBP_K_LAUNCH) {
 			size_t nl;
 			const char *name = an_string(x, rec.u.launch.name, &nl);
 			op = name ? bytes_hash(name, nl, op) : an_hash_combine(op, rec.u.launch.name) >> 1;
