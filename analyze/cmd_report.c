@@ -229,6 +229,7 @@ static int html_one_trace(size_t n)
 static int report_one(const char *path, const char *html, const struct an_opts *opts_in, int json)
 {
 	struct an_opts opts = *opts_in;
+	opts.keep_timeline = html != NULL;
 
 	/* A bad --html path is refused before a long analysis, without
 	 * truncating or leaving a file. */
