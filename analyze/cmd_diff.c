@@ -23,12 +23,14 @@
  * same lines (train.py against train_v2.py, a script moved to another
  * directory): its sites match; a file both traces have keeps its name.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "an.h"
+#include "an_diff_html.h"
 #include "an_stats.h"
 #include "cmd.h"
 #include "tr_common.h"
@@ -818,9 +820,10 @@ static int compare_steps(const struct analysis an[2], double threshold, struct a
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tbanalyze diff A.zst B.zst [--threshold PCT] [--min-share PCT] [--json] [options]\n"
+	fprintf(f, "usage: tbanalyze diff A.zst B.zst [--threshold PCT] [--min-share PCT] [--json] [--html FILE] [options]\n"
 		   "  --threshold PCT   regression when B is slower/larger than A by more (default 7)\n"
 		   "  --min-share PCT   kernels/call sites below this share of the total are not judged (default 1)\n"
+		   "  --html FILE       also write the comparison as a self-contained HTML page\n"
 		   "%s",
 		an_opts_help);
 }
@@ -867,8 +870,17 @@ int cmd_diff(int argc, char **argv)
 	const char *paths[2] = {NULL, NULL};
 	double threshold = 7.0, min_share = 1.0;
 	int json = 0, npaths = 0;
+	const char *html = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
+		if (!strcmp(arg, "--html") || !strncmp(arg, "--html=", 7)) {
+			html = arg[6] ? arg + 7 : i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : NULL;
+			if (!html || !*html) {
+				fprintf(stderr, "tbanalyze: diff: --html: value missing (a file name)\n");
+				return TBA_EXIT_USAGE;
+			}
+			continue;
+		}
 		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
 			usage(stdout);
 			return TBA_EXIT_OK;
@@ -997,6 +1009,23 @@ int cmd_diff(int argc, char **argv)
 		return diff_done(&it, fs, an, TBA_EXIT_INTERNAL);
 	}
 	qsort(it.v, it.n, sizeof *it.v, cmp_item);
+
+	if (html) { /* the page (an_diff_html.c): what was computed above */
+		struct an_diff_change *ch = calloc(it.n ? it.n : 1, sizeof *ch);
+		for (size_t i = 0; ch && i < it.n; i++)
+			ch[i] = (struct an_diff_change){type_name(it.v[i].type), it.v[i].key, it.v[i].a, it.v[i].b,
+							it.v[i].regressed, it.v[i].over};
+		struct an_diff_page pg = {{paths[0], paths[1]}, an, threshold, tps ? &cmp : NULL, no_steps,
+					  tps ? an_change_name(cmp.verdict) : regressions ? "regression" : "no regression",
+					  regressions != 0, ch, ch ? it.n : 0};
+		FILE *hf = ch ? fopen(html, "w") : NULL;
+		int bad_html = !hf || an_diff_html(hf, &pg);
+		if ((hf && fclose(hf)) || bad_html)
+			fprintf(stderr, "tbanalyze: diff: %s: %s\n", html, hf ? "write failed" : strerror(errno));
+		free(ch);
+		if (bad_html)
+			return diff_done(&it, fs, an, TBA_EXIT_INTERNAL);
+	}
 
 	if (json) {
 		printf("{\"schema\":\"tbprof-diff\",\"schema_version\":1,\"a\":");
