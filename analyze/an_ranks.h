@@ -138,5 +138,7 @@ int an_ranks_fn_frame(const struct an_ranks *R, uint64_t fn, struct an_frame *ou
 
 void an_ranks_report_text(const struct an_ranks *R, FILE *f);
 int an_ranks_report_json(const struct an_ranks *R, FILE *f);
+/* The same as one self-contained HTML page (an_report_ranks_html.c). */
+int an_ranks_report_html(const struct an_ranks *R, FILE *f);
 
 #endif

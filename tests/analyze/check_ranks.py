@@ -17,7 +17,7 @@ its extra time in (data.py:31 augment), and the other ranks' wait.  PART:
              several files named instead of a directory
   bad-input  an empty directory, a corrupt or missing trace among good ones,
              unrelated and nonsense traces (no crash, no straggler from one step),
-             two traces of one rank (the plain name wins), --html with several
+             two traces of one rank (the plain name wins), --html with several (the cross-rank page)
   export     export of a directory: one chrome file, a process per rank;
              kineto: a file per rank with its rank in distributedInfo
 """
@@ -287,11 +287,14 @@ def part_bad_input(gen, tmp):
         run(ts)
         run(ts + ["--json"])
         run(["export"] + ts + ["-o", os.path.join(tmp, "r.json")])
-    # --html is one trace at a time.
+    # --html of several ranks: the cross-rank page (the heat map, the straggler), beside the text report.
     d = os.path.join(tmp, "ok")
     gen_run(gen, d, 2, 1, "c10d")
-    p = run([d, "--html", os.path.join(tmp, "x.html")], expect_rc=3)
-    check("--html" in p.stderr and not os.path.exists(os.path.join(tmp, "x.html")), f"--html: {p.stderr!r}")
+    p = run([d, "--html", os.path.join(tmp, "x.html")])
+    with open(os.path.join(tmp, "x.html")) as f:
+        h = f.read()
+    check("tbanalyze ranks" in p.stdout and 'aria-label="Step time per rank"' in h and 'class="straggler"' in h
+          and "straggler: rank 1" in h, "--html of several ranks: the heat map and the straggler")
 
 
 def part_export(gen, tmp):
