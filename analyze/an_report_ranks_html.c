@@ -33,14 +33,40 @@ static uint64_t step_len(const struct an_rank *k, size_t j)
 	return v->end > v->begin ? v->end - v->begin : 0;
 }
 
+/* The step's work on the rank (outside collectives; the whole step when
+ * there are none). */
+static uint64_t step_work(const struct an_rank *k, size_t j)
+{
+	return j < k->step_work.n ? *VEC_AT(&k->step_work, uint64_t, j) : step_len(k, j);
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return (a > b) - (a < b);
+}
+
 static void heat_map(const struct an_ranks *R, FILE *f)
 {
-	char t1[32], col[32];
+	char t1[32], t2[32], t3[32], col[32];
 	size_t ns = R->aligned_steps;
 	fputs("<h2>Step time per rank</h2>\n", f);
 	if (!ns || !R->median_step_ns) {
 		fputs("<p>No aligned steps across the ranks: no heat map.</p>\n", f);
 		return;
+	}
+	/* Cells are coloured by the work of the step on the rank against the
+	 * median cell: in a synchronised run every rank's step lasts as long
+	 * as the slowest's, the work is what differs. */
+	uint64_t *all = malloc(R->n * ns * sizeof *all), median = R->median_step_ns;
+	if (all) {
+		size_t m = 0;
+		for (size_t r = 0; r < R->n; r++)
+			for (size_t j = 0; j < ns; j++)
+				all[m++] = step_work(&R->r[r], j);
+		qsort(all, m, sizeof *all, cmp_u64);
+		median = all[m / 2] ? all[m / 2] : median;
+		free(all);
 	}
 	const double W = 1000, X0 = 90, Y0 = 8, PW = W - X0 - 10;
 	double rh = R->n > 24 ? 14 : 26, cw = PW / (double)ns;
@@ -54,12 +80,13 @@ static void heat_map(const struct an_ranks *R, FILE *f)
 		fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\"%s>rank %" PRIu64 "</text>\n", X0 - 8, y + rh * 0.68,
 			strag ? " font-weight=\"700\" fill=\"#b00020\"" : "", k->rank);
 		for (size_t j = 0; j < ns; j++) {
-			uint64_t len = step_len(k, j);
-			heat_color((double)len / (double)R->median_step_ns, col, sizeof col);
+			uint64_t len = step_len(k, j), work = step_work(k, j);
+			heat_color((double)work / (double)median, col, sizeof col);
 			fprintf(f, "<rect class=\"cell\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\"><title>rank %" PRIu64
-				   ", step %zu: %s (%.2fx the median)</title></rect>",
+				   ", step %zu: %s, of it %s working (%.2fx the median), %s in collectives</title></rect>",
 				X0 + cw * (double)j, y, cw > 2 ? cw - 0.5 : cw, rh - 2, col, k->rank, j + 1,
-				fmt_ns(len, t1, sizeof t1), (double)len / (double)R->median_step_ns);
+				fmt_ns(len, t1, sizeof t1), fmt_ns(work, t2, sizeof t2), (double)work / (double)median,
+				fmt_ns(len - work, t3, sizeof t3));
 		}
 		fputc('\n', f);
 		if (strag)
@@ -69,13 +96,15 @@ static void heat_map(const struct an_ranks *R, FILE *f)
 	}
 	fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">aligned step 1 &#8230; %zu</text>\n</svg>\n", X0 + PW / 2,
 		H - 12, ns);
-	fputs("<ul class=\"legend\"><li><span class=\"sw\" style=\"background:rgb(245,245,255)\"></span>the median step</li>"
+	fputs("<ul class=\"legend\"><li>colour: the step's work on the rank (its time outside collectives)</li>"
+	      "<li><span class=\"sw\" style=\"background:rgb(245,245,255)\"></span>the median</li>"
 	      "<li><span class=\"sw\" style=\"background:rgb(255,45,45)\"></span>twice the median or more</li>"
 	      "<li><span class=\"sw\" style=\"background:rgb(95,145,255)\"></span>half the median or less</li>", f);
 	if (R->straggler >= 0)
 		fputs("<li>outlined: the straggler</li>", f);
-	fprintf(f, "</ul></div>\n<p class=\"s\">median step %s (over the aligned steps, the slowest rank's).</p>\n",
-		fmt_ns(R->median_step_ns, t1, sizeof t1));
+	fprintf(f, "</ul></div>\n<p class=\"s\">median step %s (over the aligned steps, the slowest rank's); median work "
+		   "per rank and step %s. Hover a cell for its times.</p>\n",
+		fmt_ns(R->median_step_ns, t1, sizeof t1), fmt_ns(median, t2, sizeof t2));
 }
 
 static void straggler(const struct an_ranks *R, FILE *f)
