@@ -3,6 +3,7 @@
 
 Usage: check_html.py GEN_PLANTED FORM OUTDIR
   FORM: report-gpu (gen_planted planted: findings, breakdown, idle, timeline),
+        report-demo (`tbprof demo`'s trace: simtorch on simgpu, the model's source lines),
         report-steps (gen_planted markers: the time per step plot too),
         report-cpu (gen_planted cpu-steps: a CPU run, host tables, steps),
         diff (two gen_planted steps-noise runs, the second 10 % slower),
@@ -70,6 +71,14 @@ def make_form(gen_path, form, tmp):
     if form == "report-cpu":
         tba([gen(gen_path, tmp, "cpu-steps"), "--html", page])
         return page, ["Time per step"], False, False
+    if form == "report-demo":
+        trace = os.path.join(tmp, "demo.zst")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TBPROF_") and k != "LD_PRELOAD"}
+        p = subprocess.run([os.environ["TBPROF_CMD"], "demo", "-o", trace], cwd=tmp, env=env, capture_output=True,
+                           text=True, timeout=600)
+        check(p.returncode == 0, f"tbprof demo: exit {p.returncode} {p.stderr[-500:]!r}")
+        tba([trace, "--html", page])
+        return page, ["Time per step", "Execution time breakdown", "Idle time by cause", "Timeline per stream"], True, True
     if form == "diff":
         a = gen(gen_path, tmp, "steps-noise", "a", "101,0,30,marks")
         b = gen(gen_path, tmp, "steps-noise", "b", "301,10,30,marks")
@@ -124,6 +133,12 @@ def check_page(pw, chromium, form, page_path, labels, has_findings, has_timeline
             check(in_viewport(lb, 1000, 900), f"{form}: the first finding's user line inside the 1000x900 viewport ({lb})")
             check(in_viewport(ab, 1000, 900), f"{form}: the first finding's advice inside the 1000x900 viewport ({ab})")
             check(advice is not None and len(advice.inner_text().strip()) > 20, f"{form}: the advice has words")
+            if form == "report-demo":
+                # The model's files are there when the report is made: the line's source text is shown.
+                src = page.query_selector("#finding-1 .src")
+                sb = src and src.bounding_box()
+                check(in_viewport(sb, 1000, 900) and len(src.inner_text().split("|", 1)[-1].strip()) > 3,
+                      f"{form}: the first finding's source line shown in the viewport ({src and src.inner_text()!r})")
         page.screenshot(path=os.path.join(outdir, f"html-{form}.png"), full_page=True)
         if has_timeline:
             tl = page.query_selector("svg.timeline")
