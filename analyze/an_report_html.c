@@ -263,6 +263,7 @@ static void legend_item(FILE *f, const char *color, const char *label)
 }
 
 /* ------------------------------------------------------------ time per step */
+#define STEP_BARS 600
 static uint64_t step_idle_explained(const struct an_step_time *st)
 {
 	uint64_t s = 0;
@@ -308,7 +309,10 @@ static void html_steps_plot(const struct analysis *a, FILE *f)
 	free(lens);
 	int gpu = an_has_gpu(a);
 	const double W = 1000, H = 300, X0 = 70, Y0 = 16, PH = 250, PW = W - X0 - 10;
-	double bw = PW / (double)v->n, gap = bw > 4 ? 1 : 0;
+	/* Past STEP_BARS steps a bar stands for a run of steps: the slowest of
+	 * them (the slow ones stay visible), the page stays small. */
+	size_t per_bar = (v->n + STEP_BARS - 1) / STEP_BARS, bars = (v->n + per_bar - 1) / per_bar;
+	double bw = PW / (double)bars, gap = bw > 4 ? 1 : 0;
 	fprintf(f, "<div class=\"plot\"><svg id=\"steps-plot\" role=\"img\" aria-label=\"Time per step\" viewBox=\"0 0 %.0f %.0f\" "
 		   "xmlns=\"http://www.w3.org/2000/svg\" font-size=\"12\">\n",
 		W, H);
@@ -320,14 +324,23 @@ static void html_steps_plot(const struct analysis *a, FILE *f)
 			   "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
 			X0, W - 10, y, y, X0 - 6, y + 4, fmt_ns(maxlen * (uint64_t)k / 4, t1, sizeof t1));
 	}
-	for (size_t i = 0; i < v->n; i++) {
+	for (size_t bar = 0; bar < bars; bar++) {
+		size_t i = bar * per_bar, last = i + per_bar < v->n ? i + per_bar : v->n;
+		for (size_t j = i + 1; j < last; j++) {
+			const struct an_step_time *sj = VEC_AT(v, struct an_step_time, j), *si = VEC_AT(v, struct an_step_time, i);
+			if (sj->end - sj->begin > si->end - si->begin)
+				i = j;
+		}
 		const struct an_step_time *st = VEC_AT(v, struct an_step_time, i);
 		uint64_t len = st->end - st->begin;
-		double x = X0 + bw * (double)i, h = PH * (double)len / (double)maxlen, y = Y0 + PH;
+		double x = X0 + bw * (double)bar, h = PH * (double)len / (double)maxlen, y = Y0 + PH;
 		int warm = st->phase != AN_PH_STEADY;
 		int slow = !warm && median && len * 4 > median * 5;
-		fprintf(f, "<g class=\"step%s%s\"><title>step %zu%s: %s", warm ? " warmup" : "", slow ? " slow" : "", i + 1,
-			warm ? " (warm-up, not counted)" : slow ? " (over 1.25x the median)" : "", fmt_ns(len, t1, sizeof t1));
+		fprintf(f, "<g class=\"step%s%s\"><title>", warm ? " warmup" : "", slow ? " slow" : "");
+		if (per_bar > 1)
+			fprintf(f, "steps %zu-%zu, the slowest shown: ", bar * per_bar + 1, last);
+		fprintf(f, "step %zu%s: %s", i + 1, warm ? " (warm-up, not counted)" : slow ? " (over 1.25x the median)" : "",
+			fmt_ns(len, t1, sizeof t1));
 		uint64_t whole = len * (st->devices ? st->devices : 1);
 		uint64_t active = st->busy_ns > st->dm_ns ? st->busy_ns - st->dm_ns : 0;
 		uint64_t idle = whole > st->busy_ns ? whole - st->busy_ns : 0, expl = step_idle_explained(st);
@@ -378,7 +391,8 @@ static void html_steps_plot(const struct analysis *a, FILE *f)
 	/* Warm-up steps named once, over the first of them. */
 	for (size_t i = 0; i < v->n; i++)
 		if (VEC_AT(v, struct an_step_time, i)->phase != AN_PH_STEADY) {
-			fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" fill=\"#555\">warm-up</text>\n", X0 + bw * (double)i + 2, Y0 - 3);
+			fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" fill=\"#555\">warm-up</text>\n", X0 + bw * (double)(i / per_bar) + 2,
+				Y0 - 3);
 			break;
 		}
 	if (median) {
@@ -411,6 +425,8 @@ static void html_steps_plot(const struct analysis *a, FILE *f)
 	}
 	fputs("<li>hatched: warm-up</li><li>red outline: over 1.25&times; the median</li></ul></div>\n", f);
 	fprintf(f, "<p class=\"s\">%zu steps (%s)", v->n, an_steps_source_name(a->steps.source));
+	if (per_bar > 1)
+		fprintf(f, "; each bar the slowest of %zu steps in a row", per_bar);
 	if (a->steps.source == AN_STEPS_MARKS && a->steps.warmup && a->steps.count > v->n)
 		fprintf(f, "; the runner's %" PRIu64 " warm-up iterations are not marked and not drawn", a->steps.warmup);
 	fputs(". Hover a bar for its split.</p>\n", f);
