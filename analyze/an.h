@@ -279,10 +279,11 @@ struct an_device {
  * the devices with GPU work (an_pass_steptime.c). */
 struct an_step_time {
 	uint64_t begin, end;
-	int phase;                       /* enum an_phase: warm-up or counted */
+	int phase;                       /* enum an_phase */
+	int counted;                     /* counted as the window's (not warm-up), as the findings are */
 	uint64_t busy_ns, dm_ns;         /* busy includes dm, as an_breakdown's */
 	uint64_t idle_by[AN_CAUSE_N];    /* idle of the gap pieces inside it, by cause */
-	unsigned devices;                /* devices with GPU work when it ended */
+	unsigned devices;                /* devices with GPU work in the trace */
 };
 
 /* A GPU record kept for the HTML timeline (the last ones of the trace). */

@@ -27,7 +27,7 @@ static size_t counted_steps(const struct analysis *a, double **out)
 	size_t n = 0;
 	for (size_t i = 0; t && i < v->n; i++) {
 		const struct an_step_time *st = VEC_AT(v, struct an_step_time, i);
-		if (st->phase == AN_PH_STEADY)
+		if (st->counted)
 			t[n++] = (double)(st->end - st->begin);
 	}
 	if (t)

@@ -114,9 +114,23 @@ static int steptime_init(struct analysis *a)
 	return 0;
 }
 
+/* The devices a step is measured over: those with GPU work in the trace
+ * (a device whose records come after a step's end mark still had its gap
+ * pieces filed in the step). */
 static int steptime_finish(struct analysis *a)
 {
 	steptime_settle(a);
+	unsigned n = 0;
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		n += d->kernels || d->copies || d->sets;
+	}
+	for (size_t i = 0; i < a->step_times.n; i++) {
+		struct an_step_time *st = VEC_AT(&a->step_times, struct an_step_time, i);
+		if (st->devices < n)
+			st->devices = n;
+		st->counted = phase_counts(a, st->phase);
+	}
 	return 0;
 }
 

@@ -298,7 +298,7 @@ static void html_steps_plot(const struct analysis *a, FILE *f)
 		uint64_t len = st->end - st->begin;
 		if (len > maxlen)
 			maxlen = len;
-		if (lens && st->phase == AN_PH_STEADY)
+		if (lens && st->counted)
 			lens[nl++] = len;
 	}
 	uint64_t median = 0;
@@ -334,7 +334,7 @@ static void html_steps_plot(const struct analysis *a, FILE *f)
 		const struct an_step_time *st = VEC_AT(v, struct an_step_time, i);
 		uint64_t len = st->end - st->begin;
 		double x = X0 + bw * (double)bar, h = PH * (double)len / (double)maxlen, y = Y0 + PH;
-		int warm = st->phase != AN_PH_STEADY;
+		int warm = !st->counted;
 		int slow = !warm && median && len * 4 > median * 5;
 		fprintf(f, "<g class=\"step%s%s\"><title>", warm ? " warmup" : "", slow ? " slow" : "");
 		if (per_bar > 1)
@@ -390,7 +390,7 @@ static void html_steps_plot(const struct analysis *a, FILE *f)
 	}
 	/* Warm-up steps named once, over the first of them. */
 	for (size_t i = 0; i < v->n; i++)
-		if (VEC_AT(v, struct an_step_time, i)->phase != AN_PH_STEADY) {
+		if (!VEC_AT(v, struct an_step_time, i)->counted) {
 			fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" fill=\"#555\">warm-up</text>\n", X0 + bw * (double)(i / per_bar) + 2,
 				Y0 - 3);
 			break;
@@ -429,6 +429,9 @@ static void html_steps_plot(const struct analysis *a, FILE *f)
 		fprintf(f, "; each bar the slowest of %zu steps in a row", per_bar);
 	if (a->steps.source == AN_STEPS_MARKS && a->steps.warmup && a->steps.count > v->n)
 		fprintf(f, "; the runner's %" PRIu64 " warm-up iterations are not marked and not drawn", a->steps.warmup);
+	if (a->late_gpu_records)
+		fprintf(f, "; %" PRIu64 " GPU records came after the marks of their step (more than the reorder window "
+			   "held back): each step's split is approximate", a->late_gpu_records);
 	fputs(". Hover a bar for its split.</p>\n", f);
 }
 
@@ -691,13 +694,13 @@ static void html_host_time(const struct analysis *a, FILE *f)
 			fputs(by_self ? "<h2>Python functions by self time</h2>\n"
 				      : "<h2>Python functions by inclusive time</h2>\n<p class=\"s\">Spans: calls longer "
 					"than the tracer's threshold.</p>\n", f);
-			fprintf(f, "<table><tr><th>%s</th><th>%s</th><th>calls</th><th>function</th><th>file</th></tr>\n",
+			fprintf(f, "<table><tr><th class=\"n\">%s</th><th class=\"n\">%s</th><th class=\"n\">calls</th><th>function</th><th>file</th></tr>\n",
 				by_self ? "self" : "inclusive", by_self ? "inclusive" : "self");
 		}
 		for (size_t i = 0; i < host_rows_shown(a, n); i++) {
 			const struct host_row *r = &rows[i];
 			const char *incl = row_incl(r, t1, sizeof t1), *self = fmt_ns(r->self_ns, t2, sizeof t2);
-			fprintf(f, "<tr><td>%s</td><td>%s</td><td>%" PRIu64 "</td><td class=\"k\">", by_self ? self : incl,
+			fprintf(f, "<tr><td class=\"n\">%s</td><td class=\"n\">%s</td><td class=\"n\">%" PRIu64 "</td><td class=\"k\">", by_self ? self : incl,
 				by_self ? incl : self, r->count);
 			html_text(f, r->fr.function, r->fr.function_len);
 			fputs("</td><td>", f);
