@@ -57,36 +57,44 @@ void steptime_end(struct analysis *a, uint64_t t, int phase)
 	steptime_settle(a);
 }
 
-/* The gaps pass cuts gap pieces at the steps' ends: a piece lies in one
- * step, found by its middle among the steps ended so far (the pieces of
- * the open step wait for it in pending, at most a few). */
+/* A gap piece's idle, split by cause, into the steps it overlaps (the
+ * gaps pass cuts pieces at a step's end, not at its begin: a piece may
+ * reach back before it), each its share by time; the part in the step
+ * still open waits for it in pending (at most a few pieces). */
+static void add_share(uint64_t *to, const uint64_t *by_cause, uint64_t part, uint64_t len)
+{
+	for (int c = 0; c < AN_CAUSE_N; c++)
+		to[c] += part == len ? by_cause[c] : (uint64_t)((double)by_cause[c] * (double)part / (double)len);
+}
+
 void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *by_cause)
 {
-	uint64_t mid = s + (e - s) / 2;
+	if (e <= s)
+		return;
 	struct vec *v = &a->step_times;
 	size_t lo = 0, hi = v->n;
-	while (lo < hi) { /* the first step ending after mid */
+	while (lo < hi) { /* the first step ending after s */
 		size_t m = (lo + hi) / 2;
-		if (VEC_AT(v, struct an_step_time, m)->end <= mid)
+		if (VEC_AT(v, struct an_step_time, m)->end <= s)
 			lo = m + 1;
 		else
 			hi = m;
 	}
-	if (lo < v->n) {
+	for (; lo < v->n; lo++) {
 		struct an_step_time *st = VEC_AT(v, struct an_step_time, lo);
-		if (st->begin <= mid)
-			for (int c = 0; c < AN_CAUSE_N; c++)
-				st->idle_by[c] += by_cause[c];
-		return;
+		if (st->begin >= e)
+			break;
+		uint64_t b = s > st->begin ? s : st->begin, en = e < st->end ? e : st->end;
+		add_share(st->idle_by, by_cause, en - b, e - s);
 	}
-	/* In the step still open: held until it ends. */
 	struct steptime_state *ss = &a->st->steptime;
-	if (ss->open && mid >= ss->begin) {
+	if (ss->open && e > ss->begin) {
 		struct an_step_time *p = vec_push(&ss->pending);
 		if (p) {
-			p->begin = s;
+			p->begin = s > ss->begin ? s : ss->begin;
 			p->end = e;
-			memcpy(p->idle_by, by_cause, sizeof p->idle_by);
+			memset(p->idle_by, 0, sizeof p->idle_by);
+			add_share(p->idle_by, by_cause, e - p->begin, e - s);
 		}
 	}
 }
