@@ -120,6 +120,16 @@ def check_page(pw, chromium, form, page_path, labels, has_findings, has_timeline
             check(sw <= cw, f"{form}: no horizontal overflow at {width} px (scrollWidth {sw}, clientWidth {cw})")
         page.set_viewport_size({"width": 1000, "height": 900})
         page.wait_for_timeout(100)
+        # Legends: no entry drawn over another (issue 32: "launch_bound 81.5%" over "host_other 4.5%").
+        overlaps = page.evaluate("""(() => { const bad = [];
+            document.querySelectorAll('ul.legend').forEach(ul => {
+              const r = [...ul.children].map(li => li.getBoundingClientRect());
+              for (let i = 0; i < r.length; i++) for (let j = i + 1; j < r.length; j++)
+                if (r[i].left < r[j].right - 0.5 && r[j].left < r[i].right - 0.5 &&
+                    r[i].top < r[j].bottom - 0.5 && r[j].top < r[i].bottom - 0.5)
+                  bad.push(ul.children[i].textContent + ' / ' + ul.children[j].textContent);
+            }); return bad; })()""")
+        check(not overlaps, f"{form}: no legend entries overlap at 1000 px ({overlaps[:3]})")
         for label in labels:
             el = page.query_selector(f'svg[aria-label="{label}"]')
             box = el.bounding_box() if el else None
@@ -162,8 +172,11 @@ def check_page(pw, chromium, form, page_path, labels, has_findings, has_timeline
             p0, p1 = rng()
             check(p0 < z0 and abs((p1 - p0) - (z1 - z0)) < 1 + 1e-6 * (z1 - z0),
                   f"{form}: a drag pans the timeline ({z0:.0f} -> {p0:.0f} ns, same span)")
-            rects = page.evaluate("document.querySelectorAll('svg.timeline rect.ev title').length")
-            check(rects > 0, f"{form}: kernels and copies drawn with their hover text ({rects})")
+            titles = page.evaluate("[...document.querySelectorAll('svg.timeline rect.ev title')].map(t => t.textContent)")
+            one = [t.split("\n") for t in titles if t.count("\n") == 2]
+            check(one and any(len(x) == 3 and " at " in x[1] and ".py:" in x[2] for x in one),
+                  f"{form}: kernels and copies drawn with their hover text: name, duration, Python line "
+                  f"({len(titles)}; {titles[:1]!r})")
             page.screenshot(path=os.path.join(outdir, f"html-{form}-zoomed.png"))
         check(not errors, f"{form}: no page errors ({errors[:3]})")
         check(not outside, f"{form}: no request outside the page ({outside[:3]})")
