@@ -130,6 +130,17 @@ def check_page(pw, chromium, form, page_path, labels, has_findings, has_timeline
                   bad.push(ul.children[i].textContent + ' / ' + ul.children[j].textContent);
             }); return bad; })()""")
         check(not overlaps, f"{form}: no legend entries overlap at 1000 px ({overlaps[:3]})")
+        # Nor the labels drawn inside a plot.
+        clash = page.evaluate("""(() => { const bad = [];
+            document.querySelectorAll('svg[aria-label]').forEach(svg => {
+              const t = [...svg.querySelectorAll('text')].filter(x => x.textContent.trim());
+              const r = t.map(x => x.getBoundingClientRect());
+              for (let i = 0; i < r.length; i++) for (let j = i + 1; j < r.length; j++)
+                if (r[i].left < r[j].right - 1 && r[j].left < r[i].right - 1 &&
+                    r[i].top < r[j].bottom - 1 && r[j].top < r[i].bottom - 1)
+                  bad.push(svg.getAttribute('aria-label') + ': ' + t[i].textContent + ' / ' + t[j].textContent);
+            }); return bad; })()""")
+        check(not clash, f"{form}: no two labels of a plot drawn over each other at 1000 px ({clash[:3]})")
         for label in labels:
             el = page.query_selector(f'svg[aria-label="{label}"]')
             box = el.bounding_box() if el else None
