@@ -393,7 +393,7 @@ static void kernel_short(const struct analysis *a, uint64_t name, char *buf, siz
  * gaps (autograd's engine, or the thread and line that resumed the GPU
  * after the longest), the thread's own wait in backward(), another thread
  * waiting in backward() meanwhile. */
-static void text_gap_threads(const struct analysis *a, FILE *f, const struct an_finding *x)
+void text_gap_threads(const struct analysis *a, FILE *f, const struct an_finding *x)
 {
 	char th[128], site[512], t1[32], kn[96];
 	if (x->context_backward && x->engine_gaps) {

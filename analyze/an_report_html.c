@@ -176,6 +176,33 @@ static void finding_also(const struct analysis *a, FILE *f, const struct an_find
 			fmt_ns(x->site_ns, t1, sizeof t1));
 }
 
+/* Who ended the gaps, who waited meanwhile: the text report's lines. */
+static void gap_threads(const struct analysis *a, FILE *f, const struct an_finding *x)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+	if (!m)
+		return;
+	text_gap_threads(a, m, x);
+	if (fclose(m)) {
+		free(buf);
+		return;
+	}
+	for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
+		nl = strchr(line, '\n');
+		size_t ll = nl ? (size_t)(nl - line) : strlen(line);
+		while (ll && *line == ' ')
+			line++, ll--;
+		if (!ll)
+			continue;
+		fputs("<p class=\"also\">", f);
+		html_text(f, line, ll);
+		fputs("</p>\n", f);
+	}
+	free(buf);
+}
+
 static void html_frame_li(const struct analysis *a, FILE *f, const struct an_frame *fr, const char *role)
 {
 	int lib = an_frame_is_library(a, fr);
@@ -227,6 +254,8 @@ static void html_finding(const struct analysis *a, FILE *f, size_t idx, const st
 	fputs("<p class=\"advice\">&rarr; ", f);
 	html_str(f, an_suggestion(a, x));
 	fputs("</p>\n", f);
+	if (x->kind == AN_F_IDLE_GAP) /* under the advice: the line and the advice lead */
+		gap_threads(a, f, x);
 	if (n > 1 || nl) {
 		fprintf(f, "<details><summary>call path: %zu frame%s", n + nl, n + nl == 1 ? "" : "s");
 		if (nl)

@@ -39,5 +39,8 @@ unsigned active_devices(const struct analysis *a);
 size_t library_frames(const struct analysis *a, const struct an_finding *x, struct an_frame *fr, size_t max);
 const char *edge_name(int edge);
 const char *between_label(const struct analysis *a);
+/* An idle gap finding's threads, as the text report's indented lines (the
+ * HTML page shows the same lines). */
+void text_gap_threads(const struct analysis *a, FILE *f, const struct an_finding *x);
 
 #endif
