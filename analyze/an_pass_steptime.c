@@ -137,7 +137,10 @@ static int steptime_finish(struct analysis *a)
 		struct an_step_time *st = VEC_AT(&a->step_times, struct an_step_time, i);
 		if (st->devices < n)
 			st->devices = n;
-		st->counted = phase_counts(a, st->phase);
+		/* A step before a second WARMUP_END (the runner's measurement run
+		 * twice) is outside the window that counts. */
+		st->counted = phase_counts(a, st->phase) &&
+			      (!a->markers_used || (st->begin >= a->win_begin && st->end <= a->win_end));
 	}
 	return 0;
 }

@@ -597,10 +597,15 @@ static int export_ranks(char **paths, size_t n, const char *out)
 			break;
 		struct tbp_record rec;
 		int st;
+		x.stream_list.item = sizeof(struct dev_stream);
 		while ((st = tr_next(r, paths[i], &rec)) > 0)
 			export_record(&x, &rec);
 		rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
 		tbp_reader_close(r);
+		export_names(&x, &defs[i]); /* threads and streams (the GPUs are named as they come) */
+		u64map_free(&x.threads);
+		u64map_free(&x.streams);
+		vec_free(&x.stream_list);
 		first = x.first;
 	}
 	fprintf(f, "\n]}\n");

@@ -355,11 +355,16 @@ def part_export(gen, tmp):
             ends.setdefault(names[e["pid"]], []).append(float(e["ts"]) + float(e["dur"]))
     check(len(ends) == 2 and all(abs(a - b) < 0.01 for a, b in zip(*ends.values())),
           f"export of ranks on two machines: the collectives do not end together ({list(ends.items())[:1]})")
-    # Single-trace export is unchanged: no rank process names.
+    # Single-trace export: no rank process names (the host, its GPUs, named).
     p = run(["export", os.path.join(d, "rank0.zst")])
     one = json.loads(p.stdout)
-    check([e["args"]["name"] for e in one["traceEvents"] if e["ph"] == "M"] == ["host"],
-          "single-trace export changed its process names")
+    pn = [e["args"]["name"] for e in one["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
+    check(pn and pn[0] == "host" and all(n.startswith("GPU ") for n in pn[1:]),
+          f"single-trace export: the host and its GPUs, no rank names ({pn})")
+    # Several ranks: each rank's threads and streams named for Perfetto.
+    tn = [(e["pid"], e["args"]["name"]) for e in ev if e["ph"] == "M" and e["name"] == "thread_name"]
+    check(any(n.startswith("stream ") for _, n in tn) and len({p for p, _ in tn}) >= 4,
+          f"export of ranks: threads and streams named per rank ({tn[:4]})")
 
 
 def main():
