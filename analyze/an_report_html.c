@@ -814,7 +814,7 @@ static void html_kernels(const struct analysis *a, FILE *f)
 int an_report_html(const struct analysis *a, FILE *f)
 {
 	html_header(a, f);
-	html_findings(a, f, a->model_step.n ? "Other findings, biggest first" : "Findings, biggest first",
+	html_findings(a, f, "Findings, biggest first",
 		      "<p>No findings.</p>\n", &a->findings);
 	html_findings(a, f, "The model's work at the runner's shared training step", "", &a->model_step);
 	html_steps_plot(a, f);
