@@ -59,6 +59,7 @@ struct an_opts {
 	unsigned top;             /* findings shown in text (--top, 20) */
 	int no_markers;           /* ignore runner markers (--no-markers) */
 	int where_leaf;           /* place findings at the leaf frame (--where=leaf) */
+	int keep_timeline;        /* keep the last GPU records for the HTML timeline (--html) */
 	/* Set by an_run for its second pass over a trace without marks: the
 	 * detected steps, [begin, end) each, in time order, marked as the
 	 * runner would (the first one warm-up). */
@@ -272,6 +273,29 @@ struct an_device {
 	uint64_t name; /* string id from DEVICE record */
 };
 
+/* One step (a marked iteration, or a detected step marked by the second
+ * pass) split the way the breakdown splits the window: GPU busy (kernels,
+ * memsets), data movement, idle by the cause of its gap pieces; sums over
+ * the devices with GPU work (an_pass_steptime.c). */
+struct an_step_time {
+	uint64_t begin, end;
+	int phase;                       /* enum an_phase */
+	int counted;                     /* counted as the window's (not warm-up), as the findings are */
+	uint64_t busy_ns, dm_ns;         /* busy includes dm, as an_breakdown's */
+	uint64_t idle_by[AN_CAUSE_N];    /* idle of the gap pieces inside it, by cause */
+	unsigned devices;                /* devices with GPU work in the trace */
+};
+
+/* A GPU record kept for the HTML timeline (the last ones of the trace). */
+enum { AN_TL_KERNEL = 1, AN_TL_COPY, AN_TL_SET };
+struct an_tl_event {
+	uint64_t start, end, name, callpath; /* name: kernel name's string id, 0 for copies/memsets */
+	uint32_t device, stream;
+	uint8_t kind;
+	uint8_t copy_kind;
+};
+#define AN_TL_EVENTS 20000
+
 struct an_breakdown {
 	uint64_t window_ns, busy_ns, active_ns, dm_ns, idle_ns;
 	uint64_t ck_ns[AN_CK_N];
@@ -404,6 +428,12 @@ struct analysis {
 	uint64_t hist_origin, hist_w;
 	struct an_mark marks[AN_MAX_MARKS];
 	size_t n_marks;
+	/* HTML: the steps' breakdown (struct an_step_time, time order) and the
+	 * last AN_TL_EVENTS GPU records (a ring; tl_seen of them in all), kept
+	 * when opts.keep_timeline. */
+	struct vec step_times;
+	struct an_tl_event *tl;
+	uint64_t tl_seen;
 };
 
 /* The spans of a trace with marks read again for the host tables over the

@@ -9,6 +9,11 @@
  * the device's idle time in the window, and the report's findings, the
  * runner's and the model step's together, to no more than all devices'.
  *
+ * Steps (an_pass_steptime.c): each step's GPU busy time fits in the step
+ * (its length times the devices), its data movement in its busy time, the
+ * idle its gap pieces explain in the rest; the counted steps' busy time adds
+ * up to no more than the window's (when no GPU record came late).
+ *
  * Analyses run by a verb check themselves (an_run); a trace a verb only
  * read (info, dump, export) is analysed once more at the end, when that
  * verb succeeded, so no trace of a suite goes unchecked.
@@ -68,6 +73,30 @@ int an_check(const struct analysis *a)
 				 "the findings claim %" PRIu64 " ns of idle time, the devices were idle %" PRIu64 " ns",
 				 claimed, all_idle);
 	}
+	/* GPU records that came after the marks (a reorder window too small)
+	 * are in the steps' unions late: their split is approximate then. */
+	uint64_t steps_busy = 0, window_busy = 0;
+	for (size_t i = 0; i < a->step_times.n && !why[0] && !a->late_gpu_records; i++) {
+		const struct an_step_time *st = VEC_AT(&a->step_times, struct an_step_time, i);
+		uint64_t whole = (st->end - st->begin) * st->devices, idle = 0;
+		for (int c = 0; c < AN_CAUSE_N; c++)
+			idle += st->idle_by[c];
+		if (st->busy_ns > whole || st->dm_ns > st->busy_ns || idle > whole - st->busy_ns)
+			snprintf(why, sizeof why,
+				 "step %zu: busy %" PRIu64 " ns, data movement %" PRIu64 " ns, explained idle %" PRIu64
+				 " ns in %" PRIu64 " ns on %u devices",
+				 i + 1, st->busy_ns, st->dm_ns, idle, st->end - st->begin, st->devices);
+		if (st->counted)
+			steps_busy += st->busy_ns;
+	}
+	for (size_t i = 0; i < a->devices.n && a->markers_used; i++) {
+		struct an_breakdown b;
+		an_device_breakdown(a, VEC_AT(&a->devices, struct an_device, i), &b);
+		window_busy += b.busy_ns;
+	}
+	if (!why[0] && a->markers_used && !a->late_gpu_records && steps_busy > window_busy)
+		snprintf(why, sizeof why, "the counted steps' GPU busy time %" PRIu64 " ns exceeds the window's %" PRIu64 " ns",
+			 steps_busy, window_busy);
 	if (!why[0])
 		return TBA_EXIT_OK;
 	fprintf(stderr, "tbanalyze: %s: internal check failed: %s\n", a->path, why);

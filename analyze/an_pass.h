@@ -93,6 +93,14 @@ struct spans_state {
 	struct u64map span_idx;
 };
 
+/* steptime: the unions' measures summed over the devices at the open
+ * step's begin. */
+struct steptime_state {
+	int open;
+	uint64_t begin, busy0, dm0;
+	struct vec pending; /* struct an_step_time: gap pieces of the open step */
+};
+
 /* steps: marked iterations, and what step detection keeps on a first pass
  * over a trace without marks (an_steps_detect.c reads it). */
 /* 1 Mi items of each kind (32 MiB): a trace with more detects no steps. */
@@ -236,6 +244,7 @@ struct an_state {
 	struct memory_state mem;
 	struct spans_state spans;
 	struct steps_state steps;
+	struct steptime_state steptime;
 };
 
 /* ------------------------------------------------------------ a pass */
@@ -260,7 +269,7 @@ struct an_pass_ops {
 	void (*free)(struct analysis *a);
 };
 extern const struct an_pass_ops an_pass_breakdown, an_pass_gaps, an_pass_bursts, an_pass_copies, an_pass_memory,
-	an_pass_spans, an_pass_steps, an_pass_findings;
+	an_pass_spans, an_pass_steps, an_pass_findings, an_pass_steptime;
 
 /* ------------------------------------------------------------ shared helpers (an_passes.c) */
 
@@ -409,6 +418,32 @@ HOT_FN void breakdown_gpu(struct analysis *a, struct an_device *d, struct an_str
 void mark_add(struct analysis *a, int kind, uint64_t dev, uint64_t stream, uint64_t s, uint64_t e);
 /* The unions' measures at time t, at a window's begin (end 0) or end. */
 void snap_all(struct analysis *a, uint64_t t, int end);
+
+/* Measure of a union up to time t. */
+uint64_t an_union_at(const struct an_union *u, uint64_t t);
+
+/* ------------------------------------------------------------ steptime */
+/* A step begins, ends (in phase), a gap piece of the device's idle [s, e)
+ * is explained by cause (by_cause: its split, AN_CAUSE_N entries). */
+void steptime_begin(struct analysis *a, uint64_t t);
+void steptime_end(struct analysis *a, uint64_t t, int phase);
+void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *by_cause);
+/* A GPU record into the HTML timeline's ring (when kept). */
+HOT_FN void timeline_keep(struct analysis *a, unsigned kind, const struct tbp_gpu_kernel *g, uint64_t s, uint64_t e,
+			  uint64_t callpath, unsigned copy_kind)
+{
+	if (__builtin_expect(!a->tl, 1))
+		return;
+	struct an_tl_event *t = &a->tl[a->tl_seen++ % AN_TL_EVENTS];
+	t->start = s;
+	t->end = e;
+	t->name = kind == TBP_K_GPU_KERNEL ? g->name : 0;
+	t->callpath = callpath;
+	t->device = (uint32_t)g->device;
+	t->stream = (uint32_t)g->stream;
+	t->kind = kind == TBP_K_GPU_KERNEL ? AN_TL_KERNEL : kind == TBP_K_GPU_MEMCPY ? AN_TL_COPY : AN_TL_SET;
+	t->copy_kind = (uint8_t)copy_kind;
+}
 
 /* ------------------------------------------------------------ gaps */
 /* A host call into the ring the gaps are explained by. */

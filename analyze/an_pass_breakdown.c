@@ -13,7 +13,7 @@
 
 /* Measure of the union up to time t (every interval starting before t has
  * been added, so closed ones end by t). */
-static uint64_t un_at(const struct an_union *u, uint64_t t)
+uint64_t an_union_at(const struct an_union *u, uint64_t t)
 {
 	uint64_t v = u->closed;
 	if (u->open && u->start < t)
@@ -29,9 +29,9 @@ uint64_t an_union_total(const struct an_union *u)
 static void un_snap(struct an_union *u, uint64_t t, int end)
 {
 	if (end)
-		u->snap_end = un_at(u, t);
+		u->snap_end = an_union_at(u, t);
 	else
-		u->snap_begin = un_at(u, t);
+		u->snap_begin = an_union_at(u, t);
 }
 
 void snap_all(struct analysis *a, uint64_t t, int end)

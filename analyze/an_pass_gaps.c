@@ -291,6 +291,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		if (g->edge)
 			d->idle_edge[g->phase][g->edge - 1] += len;
 	}
+	steptime_idle(a, g->start, g->end, by_cause);
 	for (size_t i = 0; i < np; i++) {
 		struct an_finding *p = finding(a, AN_F_IDLE_PART, parts[i].cause + 16 * g->edge, g->phase,
 					       parts[i].cp, parts[i].nat);

@@ -131,6 +131,7 @@ void steps_marker(struct analysis *a, const struct tbp_record *r)
 		st->iter_steady = a->warmup_seen;
 		st->iter_begin_ts = r->ts;
 		st->iter_no++;
+		steptime_begin(a, r->ts);
 		if (!st->win_open) {
 			snap_all(a, r->ts, 0);
 			a->win_begin = r->ts;
@@ -146,6 +147,7 @@ void steps_marker(struct analysis *a, const struct tbp_record *r)
 			struct iter_len *il = vec_push(&ss->iters);
 			if (il)
 				*il = (struct iter_len){.ns = r->ts - st->iter_begin_ts, .phase = st->last_iter_phase};
+			steptime_end(a, r->ts, st->last_iter_phase);
 		}
 		st->in_iter = 0;
 		if (st->win_open) {

@@ -18,7 +18,7 @@
  * is open, in the phase those marks end. */
 static const struct an_pass_ops *const passes[] = {
 	&an_pass_spans, &an_pass_steps, &an_pass_breakdown, &an_pass_bursts, &an_pass_gaps,
-	&an_pass_copies, &an_pass_memory, &an_pass_findings,
+	&an_pass_copies, &an_pass_memory, &an_pass_findings, &an_pass_steptime,
 };
 #define N_PASSES (sizeof passes / sizeof passes[0])
 
@@ -319,6 +319,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	st->gpu_now = s;
 	gaps_gpu(a, d, s, api, joined, kind == TBP_K_GPU_KERNEL ? g->name : 0);
 	breakdown_gpu(a, d, str, s, e, api->ts);
+	timeline_keep(a, kind, g, s, e, api->callpath, kind == TBP_K_GPU_MEMCPY ? r->u.gpu_memcpy.copy_kind : 0);
 	if (joined) {
 		struct an_site_stat *ss = api->site ? VEC_AT(&a->sites, struct an_site_stat, api->site - 1)
 						    : site_stat(a, api->callpath, api->native);

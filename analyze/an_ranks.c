@@ -765,10 +765,18 @@ static int compare_step(struct an_ranks *R, size_t step, uint64_t *arr, uint64_t
 		mine = s->end < mine ? s->end : mine;
 		if (s->end - s->begin > longest)
 			longest = s->end - s->begin;
+		uint64_t in_syncs = 0;
 		for (size_t j = lo[i]; j < hi[i]; j++) {
 			const struct an_ivl *c = VEC_AT(&k->syncs, struct an_ivl, j);
 			k->sync_ns += c->end - c->begin;
+			in_syncs += c->end - c->begin;
 		}
+		/* The step's own work, its time outside the collectives: what
+		 * tells a slow rank from the ones waiting for it (HTML heat map). */
+		uint64_t *w = vec_push(&k->step_work);
+		if (!w)
+			return -1;
+		*w = s->end - s->begin > in_syncs ? s->end - s->begin - in_syncs : 0;
 		if (hi[i] - lo[i] < m)
 			m = hi[i] - lo[i];
 		caused[i] = 0;
@@ -1021,6 +1029,7 @@ static void rank_free(struct an_rank *k)
 	an_free(&k->a);
 	vec_free(&k->steps);
 	vec_free(&k->syncs);
+	vec_free(&k->step_work);
 	vec_free(&k->spans);
 	u64map_free(&k->fn_of_cp);
 	free(k->fn_self);
@@ -1056,6 +1065,7 @@ int an_ranks_run(struct an_ranks *R, char **paths, size_t n, const struct an_opt
 		k->input = i;
 		k->path = paths[i];
 		k->steps.item = k->syncs.item = sizeof(struct an_ivl);
+		k->step_work.item = sizeof(uint64_t);
 		k->spans.item = sizeof(struct raw_span);
 		marks[i].item = sizeof(struct raw_mark);
 		nccl[i].item = sizeof(struct an_ivl);

@@ -66,6 +66,7 @@ struct an_rank {
 	struct vec steps;        /* struct an_ivl: steady steps, time order */
 	uint64_t steps_callpath; /* steps found here (not by the analysis): the step function's calls */
 	struct vec syncs;        /* struct an_ivl: collective calls (outermost), time order */
+	struct vec step_work;    /* uint64_t per aligned step: its time outside the collectives */
 	struct vec spans;        /* raw Python spans (internal) */
 	struct u64map fn_of_cp;  /* call path -> function index + 1 (internal) */
 	uint64_t *fn_self;       /* function index -> ns outside collectives in the aligned steps */
@@ -138,5 +139,7 @@ int an_ranks_fn_frame(const struct an_ranks *R, uint64_t fn, struct an_frame *ou
 
 void an_ranks_report_text(const struct an_ranks *R, FILE *f);
 int an_ranks_report_json(const struct an_ranks *R, FILE *f);
+/* The same as one self-contained HTML page (an_report_ranks_html.c). */
+int an_ranks_report_html(const struct an_ranks *R, FILE *f);
 
 #endif

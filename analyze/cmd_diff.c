@@ -24,6 +24,7 @@
  * rows ordered by their change per step, memory only when a peak changed,
  * warnings when the two traces may count steps differently.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -32,6 +33,7 @@
 #include <string.h>
 
 #include "an.h"
+#include "an_diff_html.h"
 #include "an_stats.h"
 #include "cmd.h"
 #include "diff.h"
@@ -628,9 +630,10 @@ static int compare_steps(const struct analysis an[2], double threshold, struct a
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: tbanalyze diff A.zst B.zst [--threshold PCT] [--min-share PCT] [--json] [options]\n"
+	fprintf(f, "usage: tbanalyze diff A.zst B.zst [--threshold PCT] [--min-share PCT] [--json] [--html FILE] [options]\n"
 		   "  --threshold PCT   regression when B is slower/larger than A by more (default 7)\n"
 		   "  --min-share PCT   kernels/call sites below this share of the total are not judged (default 1)\n"
+		   "  --html FILE       also write the comparison as a self-contained HTML page\n"
 		   "%s",
 		an_opts_help);
 }
@@ -970,6 +973,32 @@ static void text_report(const struct diff *d)
 	}
 }
 
+/* The page (an_diff_html.c): the rows computed above, in their order. */
+static int html_report(const struct diff *d, const char *path)
+{
+	const struct diff_items *it = &d->items;
+	struct an_diff_change *ch = calloc(it->n ? it->n : 1, sizeof *ch);
+	if (!ch) {
+		fprintf(stderr, "tbanalyze: diff: out of memory\n");
+		return TBA_EXIT_INTERNAL;
+	}
+	for (size_t i = 0; i < it->n; i++)
+		ch[i] = (struct an_diff_change){diff_type_name(it->v[i].type), it->v[i].key, it->v[i].a, it->v[i].b,
+						it->v[i].regressed, it->v[i].over};
+	struct an_diff_page pg = {{d->paths[0], d->paths[1]}, d->an, d->threshold, d->tps ? &d->cmp : NULL,
+				  d->no_steps,
+				  d->tps ? an_change_name(d->cmp.verdict) : d->regressions ? "regression" : "no regression",
+				  d->regressions != 0, ch, it->n};
+	FILE *f = fopen(path, "w");
+	int bad = !f || an_diff_html(f, &pg);
+	if ((f && fclose(f)) || bad) {
+		fprintf(stderr, "tbanalyze: diff: %s: %s\n", path, f ? "write failed" : strerror(errno));
+		bad = 1;
+	}
+	free(ch);
+	return bad ? TBA_EXIT_INTERNAL : TBA_EXIT_OK;
+}
+
 int cmd_diff(int argc, char **argv)
 {
 	struct an_opts opts;
@@ -977,8 +1006,17 @@ int cmd_diff(int argc, char **argv)
 	const char *paths[2] = {NULL, NULL};
 	double threshold = 7.0, min_share = 1.0;
 	int json = 0, npaths = 0;
+	const char *html = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *arg = argv[i];
+		if (!strcmp(arg, "--html") || !strncmp(arg, "--html=", 7)) {
+			html = arg[6] ? arg + 7 : i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : NULL;
+			if (!html || !*html) {
+				fprintf(stderr, "tbanalyze: diff: --html: value missing (a file name)\n");
+				return TBA_EXIT_USAGE;
+			}
+			continue;
+		}
 		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
 			usage(stdout);
 			return TBA_EXIT_OK;
@@ -1027,6 +1065,8 @@ int cmd_diff(int argc, char **argv)
 		return TBA_EXIT_INTERNAL;
 	}
 	int rc = diff_compute(d, paths[0], paths[1], &opts, threshold, min_share);
+	if (!rc && html)
+		rc = html_report(d, html);
 	if (!rc) {
 		if (json)
 			json_report(d);

@@ -37,7 +37,34 @@ struct exporter {
 	int64_t rank;
 	uint64_t gpu_pid_base;
 	uint64_t gpus_named;
+	/* Added to every correlation id but 0 (kineto): see export_one. */
+	uint64_t corr_base;
+	/* What the metadata events at the end name: host threads, GPU
+	 * (device, stream) pairs. */
+	struct u64map threads, streams;
+	struct vec stream_list; /* struct dev_stream, in the order first seen */
 };
+
+struct dev_stream {
+	uint64_t device, stream;
+};
+
+static void stream_seen(struct exporter *x, uint64_t device, uint64_t stream)
+{
+	uint64_t key = (device << 40) ^ stream;
+	if (u64map_get(&x->streams, key))
+		return;
+	struct dev_stream *ds = vec_push(&x->stream_list);
+	if (ds) {
+		*ds = (struct dev_stream){device, stream};
+		u64map_put(&x->streams, key, x->stream_list.n);
+	}
+}
+
+static uint64_t corr_out(const struct exporter *x, uint64_t corr)
+{
+	return corr ? corr + x->corr_base : 0;
+}
 
 static void ts_us(FILE *f, uint64_t ns, uint64_t base)
 {
@@ -136,7 +163,8 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 		ts_us(f, end, r->ts);
 		fprintf(f, ",\"args\":{\"correlation\":%" PRIu64 ",\"External id\":%" PRIu64 ",\"device\":%" PRIu64
 			   ",\"result\":%" PRIu64,
-			c->corr, c->corr, c->device, c->result);
+			corr_out(x, c->corr), corr_out(x, c->corr), c->device, c->result);
+		u64map_put(&x->threads, r->tid, 1);
 		if (r->kind == TBP_K_MEMCPY)
 			fprintf(f, ",\"bytes\":%" PRIu64 ",\"kind\":\"%s\"", r->u.memcpy.bytes,
 				tr_copy_kind_name(r->u.memcpy.copy_kind));
@@ -151,8 +179,8 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 		if (x->kineto && c->corr && !c->result &&
 		    (r->kind == TBP_K_LAUNCH || r->kind == TBP_K_MEMCPY || r->kind == TBP_K_MEMSET)) {
 			ev_begin(x);
-			fprintf(f, "{\"ph\":\"s\",\"id\":%" PRIu64 ",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", c->corr,
-				x->host_pid, r->tid);
+			fprintf(f, "{\"ph\":\"s\",\"id\":%" PRIu64 ",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":",
+				corr_out(x, c->corr), x->host_pid, r->tid);
 			ts_us(f, r->ts, x->base);
 			fputs(",\"cat\":\"ac2g\",\"name\":\"ac2g\"}", f);
 		}
@@ -181,7 +209,8 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 		ts_us(f, end, r->ts);
 		fprintf(f, ",\"args\":{\"device\":%" PRIu64 ",\"context\":%" PRIu64 ",\"stream\":%" PRIu64
 			   ",\"correlation\":%" PRIu64 ",\"External id\":%" PRIu64,
-			g->device, g->context, g->stream, g->corr, g->corr);
+			g->device, g->context, g->stream, corr_out(x, g->corr), corr_out(x, g->corr));
+		stream_seen(x, g->device, g->stream);
 		if (r->kind == TBP_K_GPU_KERNEL)
 			fprintf(f, ",\"grid\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64 "],\"block\":[%" PRIu64 ",%" PRIu64 ",%" PRIu64
 				   "],\"registers per thread\":%" PRIu64 ",\"shared memory\":%" PRIu64,
@@ -196,8 +225,8 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 		x->events++;
 		if (x->kineto && g->corr) {
 			ev_begin(x);
-			fprintf(f, "{\"ph\":\"f\",\"id\":%" PRIu64 ",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":", g->corr,
-				gp, g->stream);
+			fprintf(f, "{\"ph\":\"f\",\"id\":%" PRIu64 ",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"ts\":",
+				corr_out(x, g->corr), gp, g->stream);
 			ts_us(f, r->ts, x->base);
 			fputs(",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}", f);
 		}
@@ -213,6 +242,7 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 		else
 			snprintf(name, sizeof name, "(python)");
 		ev_begin(x);
+		u64map_put(&x->threads, r->tid, 1);
 		fputs("{\"ph\":\"X\",\"cat\":\"python_function\",\"name\":", f);
 		json_str(f, name, strlen(name));
 		fprintf(f, ",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", x->host_pid, r->tid);
@@ -249,6 +279,89 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 	}
 }
 
+static int cmp_u64_export(const void *p, const void *q)
+{
+	uint64_t a = *(const uint64_t *)p, b = *(const uint64_t *)q;
+	return (a > b) - (a < b);
+}
+
+/* Names for Perfetto and HTA as metadata events: each host thread (its
+ * THREAD name, "main thread" for the process's own), each GPU (its DEVICE
+ * name) and each of its streams. */
+static void export_names(struct exporter *x, const struct analysis *an)
+{
+	FILE *f = x->f;
+	uint64_t *tids = x->threads.n ? malloc(x->threads.n * sizeof *tids) : NULL;
+	size_t nt = 0;
+	for (size_t j = 0; tids && j < x->threads.cap; j++)
+		if (x->threads.keys[j])
+			tids[nt++] = x->threads.keys[j] - 1;
+	qsort(tids, nt, sizeof *tids, cmp_u64_export);
+	for (size_t i = 0; i < nt; i++) {
+		char label[160];
+		if (an)
+			an_thread_label(an, (uint32_t)tids[i], label, sizeof label);
+		else
+			snprintf(label, sizeof label, "thread %" PRIu64, tids[i]);
+		ev_begin(x);
+		fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64 ",\"args\":{\"name\":",
+			x->host_pid, tids[i]);
+		json_str(f, label, strlen(label));
+		fputs("}}", f);
+		ev_begin(x);
+		fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64
+			   ",\"args\":{\"sort_index\":%zu}}", x->host_pid, tids[i], i);
+	}
+	free(tids);
+	uint64_t named = 0;
+	for (size_t i = 0; i < x->stream_list.n; i++) {
+		const struct dev_stream *ds = VEC_AT(&x->stream_list, struct dev_stream, i);
+		uint64_t gp = x->gpu_pid_base + ds->device;
+		if (!x->multi && ds->device < 64 && !(named >> ds->device & 1)) {
+			named |= 1ULL << ds->device;
+			const char *name = NULL;
+			size_t nl = 0;
+			for (size_t k = 0; an && k < an->devices.n && !name; k++) {
+				const struct an_device *d = VEC_AT(&an->devices, struct an_device, k);
+				if (d->id == ds->device && d->name)
+					name = an_string(an, d->name, &nl);
+			}
+			char label[200];
+			snprintf(label, sizeof label, "GPU %" PRIu64 "%s%.*s", ds->device, name ? ": " : "",
+				 name ? (int)(nl > 120 ? 120 : nl) : 0, name ? name : "");
+			ev_begin(x);
+			fprintf(f, "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":%" PRIu64 ",\"tid\":0,\"args\":{\"name\":", gp);
+			json_str(f, label, strlen(label));
+			fputs("}}", f);
+			ev_begin(x);
+			fprintf(f, "{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":%" PRIu64
+				   ",\"tid\":0,\"args\":{\"sort_index\":%" PRIu64 "}}", gp, 1 + ds->device);
+		}
+		ev_begin(x);
+		fprintf(f, "{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":%" PRIu64 ",\"tid\":%" PRIu64
+			   ",\"args\":{\"name\":\"stream %" PRIu64 "\"}}", gp, ds->stream, ds->stream);
+	}
+}
+
+/* The steps the analysis found (marks, or the detected loop's) as the
+ * PyTorch profiler's ProfilerStep#N ranges on the main thread: HTA's
+ * per-iteration figures and Perfetto's step lane read them. */
+static void export_steps(struct exporter *x, const struct analysis *an)
+{
+	uint64_t tid = an->has_process ? an->process.pid : x->host_pid;
+	for (size_t i = 0; i < an->step_times.n; i++) {
+		const struct an_step_time *st = VEC_AT(&an->step_times, struct an_step_time, i);
+		ev_begin(x);
+		fprintf(x->f, "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#%zu\",\"pid\":%" PRIu64
+			   ",\"tid\":%" PRIu64 ",\"ts\":", i + 1, x->host_pid, tid);
+		ts_us(x->f, st->begin, x->base);
+		fputs(",\"dur\":", x->f);
+		ts_us(x->f, st->end, st->begin);
+		fprintf(x->f, ",\"args\":{\"warmup\":%s}}", st->counted ? "false" : "true");
+		x->events++;
+	}
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: tbanalyze export [--format chrome|kineto] TRACE.zst [-o OUT.json]\n"
@@ -278,6 +391,24 @@ static int export_one(const struct analysis *defs, uint64_t base, uint64_t pid, 
 	/* pid_max is at most 2^22 on Linux: above it cannot clash with a device. */
 	struct exporter x = {.f = f, .defs = defs, .base = base, .host_pid = pid ? pid : (1u << 22) + 1,
 			     .kineto = kineto, .first = 1};
+	x.stream_list.item = sizeof(struct dev_stream);
+	/* HTA (0.5) stores the correlation column in the smallest integer
+	 * type that holds its values, then writes row numbers into a column of
+	 * that type (transform_correlation_to_index): ids all below 2^15 in a
+	 * trace of more than 32767 events fail with "Invalid value ... for
+	 * dtype 'int16'", ids below 2^7 in one of more than 127.  Ids above
+	 * the number of rows it can make (records, flow and metadata events
+	 * included) give the column a type that holds every row number. */
+	if (kineto)
+		x.corr_base = 2 * defs->records + 65536;
+	/* The analysis: the steps (marked or detected) as ProfilerStep#N
+	 * ranges, the devices' names (an export without it has neither). */
+	struct analysis an;
+	struct an_opts opts;
+	an_opts_default(&opts);
+	int an_ok = an_run(&an, path, &opts) == TBA_EXIT_OK;
+	if (!an_ok)
+		an_free(&an);
 	fputs("{", f);
 	if (x.kineto) {
 		/* HTA takes each file's rank from distributedInfo.rank: a
@@ -296,7 +427,19 @@ static int export_one(const struct analysis *defs, uint64_t base, uint64_t pid, 
 		fprintf(f, "\"schemaVersion\":1,\"distributedInfo\":{\"rank\": %" PRId64, rank);
 		if (world > 0)
 			fprintf(f, ",\"world_size\":%" PRId64, world);
-		fprintf(f, "},\"deviceProperties\":[],\"baseTimeNanoseconds\":%" PRIu64 ",\"traceName\":", base);
+		fputs("},\"deviceProperties\":[", f);
+		for (size_t i = 0, k = 0; an_ok && i < an.devices.n; i++) {
+			const struct an_device *d = VEC_AT(&an.devices, struct an_device, i);
+			size_t nl = 0;
+			const char *name = d->name ? an_string(&an, d->name, &nl) : NULL;
+			fprintf(f, "%s{\"id\":%" PRIu64 ",\"name\":", k++ ? "," : "", d->id);
+			if (name)
+				json_str(f, name, nl);
+			else
+				fprintf(f, "\"GPU %" PRIu64 "\"", d->id);
+			fputs("}", f);
+		}
+		fprintf(f, "],\"baseTimeNanoseconds\":%" PRIu64 ",\"traceName\":", base);
 		json_str(f, path, strlen(path));
 		fputs(",", f);
 	}
@@ -309,8 +452,16 @@ static int export_one(const struct analysis *defs, uint64_t base, uint64_t pid, 
 	while ((st = tr_next(r, path, &rec)) > 0)
 		export_record(&x, &rec);
 	rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
+	export_names(&x, an_ok ? &an : NULL);
+	if (an_ok)
+		export_steps(&x, &an);
 	fprintf(f, "\n]}\n");
 	tbp_reader_close(r);
+	u64map_free(&x.threads);
+	u64map_free(&x.streams);
+	vec_free(&x.stream_list);
+	if (an_ok)
+		an_free(&an);
 	int werr = ferror(f);
 	if (out ? fclose(f) : fflush(f))
 		werr = 1;
@@ -446,10 +597,15 @@ static int export_ranks(char **paths, size_t n, const char *out)
 			break;
 		struct tbp_record rec;
 		int st;
+		x.stream_list.item = sizeof(struct dev_stream);
 		while ((st = tr_next(r, paths[i], &rec)) > 0)
 			export_record(&x, &rec);
 		rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
 		tbp_reader_close(r);
+		export_names(&x, &defs[i]); /* threads and streams (the GPUs are named as they come) */
+		u64map_free(&x.threads);
+		u64map_free(&x.streams);
+		vec_free(&x.stream_list);
 		first = x.first;
 	}
 	fprintf(f, "\n]}\n");

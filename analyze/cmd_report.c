@@ -125,13 +125,21 @@ static void usage(FILE *f)
 }
 
 static int report_one(const char *path, const char *html, const struct an_opts *opts, int json);
-static int html_one_trace(size_t n);
 
 /* Several traces: the cross-rank view. */
-static int report_ranks(char **paths, size_t n, const struct an_opts *opts, int json)
+static int report_ranks(char **paths, size_t n, const struct an_opts *opts, int json, const char *html)
 {
 	struct an_ranks R;
 	int rc = an_ranks_run(&R, paths, n, opts);
+	if (!rc && html) {
+		FILE *hf = fopen(html, "w");
+		int bad = !hf || an_ranks_report_html(&R, hf);
+		if ((hf && fclose(hf)) || bad) {
+			fprintf(stderr, "tbanalyze: %s: %s\n", html, hf ? "write failed" : strerror(errno));
+			an_ranks_free(&R);
+			return TBA_EXIT_INTERNAL;
+		}
+	}
 	if (!rc) {
 		if (json)
 			an_ranks_report_json(&R, stdout);
@@ -203,15 +211,13 @@ int cmd_report(int argc, char **argv)
 			return rc;
 		if (n_listed == 1)
 			rc = report_one(listed[0], html, &opts, json);
-		else if (html)
-			rc = html_one_trace(n_listed);
 		else
-			rc = report_ranks(listed, n_listed, &opts, json);
+			rc = report_ranks(listed, n_listed, &opts, json, html);
 		an_ranks_free_list(listed, n_listed);
 		return rc;
 	}
 	if (n_paths > 1)
-		return html ? html_one_trace(n_paths) : report_ranks(paths, n_paths, &opts, json);
+		return report_ranks(paths, n_paths, &opts, json, html);
 	if (!path) {
 		usage(stderr);
 		return TBA_EXIT_USAGE;
@@ -219,16 +225,11 @@ int cmd_report(int argc, char **argv)
 	return report_one(path, html, &opts, json);
 }
 
-static int html_one_trace(size_t n)
-{
-	fprintf(stderr, "tbanalyze: --html: one trace at a time (got %zu)\n", n);
-	return TBA_EXIT_USAGE;
-}
-
 /* One trace: breakdown and findings as text or JSON, and the HTML page. */
 static int report_one(const char *path, const char *html, const struct an_opts *opts_in, int json)
 {
 	struct an_opts opts = *opts_in;
+	opts.keep_timeline = html != NULL;
 
 	/* A bad --html path is refused before a long analysis, without
 	 * truncating or leaving a file. */

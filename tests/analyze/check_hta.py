@@ -4,7 +4,11 @@ against Holistic Trace Analysis (HTA) reading our kineto export of the
 planted workload and of a simgpu trace (the ctypes planted workload under
 the preload; skipped with a note when simgpu is not built).
 
-    check_hta.py GEN_PLANTED
+    check_hta.py GEN_PLANTED [export]
+
+export: HTA loads kineto exports with correlation ids in every range and one
+of more than 100 000 events, finds their ProfilerSteps, runs its temporal
+and idle time breakdowns (part_export).
 
 HTA lives in its own venv (.ci/setup installs it in
 ~/.cache/tbprof/hta-venv, or $TBP_HTA_VENV); TBP_HTA_PYTHON names another
@@ -77,19 +81,18 @@ def compare(py, name, trace, tmp, ns_exact):
     out = os.path.join(hdir, "rank0.json")
     check_report.run(["export", "--format", "kineto", trace, "-o", out])
     # HTA's loader stores correlation ids in the smallest integer type that
-    # holds them and then writes row indices into that column: a short trace
-    # (ids under 128, as CUPTI numbers them from 1) fails to load.  Shift the
-    # ids in HTA's copy (a relabelling: launches and GPU work keep their pairs).
+    # holds them and then writes row indices into that column: the export
+    # itself keeps its ids above the rows (cmd_export.c); part "export"
+    # checks that on ids of every range.
+    # With ProfilerStep ranges HTA keeps to the events inside them; our
+    # figures here (--no-markers) cover the whole trace, so HTA's copy goes
+    # without them (part "export" checks that HTA finds them).
     with open(out) as f:
         doc = json.load(f)
-    gpu_records = 0
-    for e in doc["traceEvents"]:
-        args = e.get("args") or {}
-        if "correlation" in args:
-            args["correlation"] += 1000000
-        gpu_records += e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+    doc["traceEvents"] = [e for e in doc["traceEvents"] if not e.get("name", "").startswith("ProfilerStep#")]
     with open(out, "w") as f:
         json.dump(doc, f)
+    gpu_records = sum(e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") for e in doc["traceEvents"])
     p = subprocess.run([py, "-c", HTA_SCRIPT, hdir], capture_output=True, text=True, timeout=300)
     if not check(p.returncode == 0 and p.stdout.strip(),
                  f"{name}: HTA ({py}) failed to load the kineto export: {p.stderr.strip()[-500:]}"):
@@ -135,6 +138,80 @@ def compare(py, name, trace, tmp, ns_exact):
     print(f"{name}: HTA idle per stream {hta_idle}; ours {streams} (slack {slack} ns)")
 
 
+# HTA on several exports in one process (its import takes seconds): each
+# directory's temporal and idle time breakdowns, and the iterations it
+# found from the ProfilerStep#N ranges.
+HTA_LOAD_SCRIPT = r"""
+import json, logging, sys
+logging.disable(logging.CRITICAL)
+from hta.trace_analysis import TraceAnalysis
+for d in sys.argv[1:]:
+    try:
+        t = TraceAnalysis(trace_dir=d)
+        tb = t.get_temporal_breakdown(visualize=False).to_dict(orient="records")[0]
+        idle, _ = t.get_idle_time_breakdown(visualize=False)
+        tr = t.t.get_trace(0)
+        its = sorted(int(i) for i in set(tr["iteration"].tolist()) if i >= 0)
+        print(json.dumps({"dir": d, "ok": True, "rows": len(tr), "iterations": len(its),
+                          "idle_us": float(tb["idle_time(us)"]), "idle_rows": len(idle)}), flush=True)
+    except Exception as e:
+        print(json.dumps({"dir": d, "ok": False, "error": f"{type(e).__name__}: {e}"[-400:]}), flush=True)
+"""
+
+
+def part_export(py, gen_path, tmp):
+    """HTA loads every kineto export whatever its correlation ids and size
+    (issue 32: ids below 2^15 in a trace of more than 32767 rows failed with
+    "Invalid value ... for dtype 'int16'"), finds its ProfilerSteps, and
+    runs its temporal and idle time breakdowns on it."""
+    check = check_report.check
+    # (name, first correlation id, measured steps): ids below 2^8, between
+    # 2^15 and 2^16, past 2^16 and past 2^32 on small traces; a trace of
+    # more than 100 000 events with ids below 2^15.
+    cases = [("ids-below-2^8", 1, 20), ("ids-2^15-2^16", 1 << 15, 20), ("ids-past-2^16", 70000, 20),
+             ("ids-past-2^32", (1 << 32) + 5, 20), ("100k-events-ids-below-2^15", 1, 8000)]
+    dirs, expect = [], {}
+    for name, base, steps in cases:
+        trace = os.path.join(tmp, name + ".zst")
+        subprocess.run([gen_path, "steps-noise", trace, os.path.join(tmp, name + ".json"), f"7,0,{steps},marks"],
+                       check=True, timeout=120, env=dict(os.environ, GEN_PLANTED_CORR_BASE=str(base)))
+        d = os.path.join(tmp, "hta-" + name)
+        os.makedirs(d)
+        check_report.run(["export", "--format", "kineto", trace, "-o", os.path.join(d, "rank0.json")])
+        with open(os.path.join(d, "rank0.json")) as f:
+            doc = json.load(f)
+        ev = doc["traceEvents"]
+        records = json.loads(check_report.run([trace, "--json"]).stdout)["trace"]["events"]
+        check(records >= (100000 if steps > 1000 else 1), f"{name}: {records} events in the trace")
+        check(len([e for e in ev if e.get("name", "").startswith("ProfilerStep#")]) == steps + 1,
+              f"{name}: the {steps} steps and the warm-up exported as ProfilerStep#N")
+        check(doc.get("deviceProperties") and doc["deviceProperties"][0].get("id") == 0,
+              f"{name}: deviceProperties filled ({doc.get('deviceProperties')})")
+        names = {(e["name"], e["pid"], e.get("tid")) for e in ev if e.get("ph") == "M"}
+        check(any(n == "thread_name" and t == 7 for n, _, t in names) and any(n == "process_name" and p == 0 for n, p, _ in names),
+              f"{name}: stream and GPU names as metadata events")
+        dirs.append(d)
+        expect[d] = (name, steps)
+    p = subprocess.run([py, "-c", HTA_LOAD_SCRIPT] + dirs, capture_output=True, text=True, timeout=1500)
+    got = {}
+    for line in p.stdout.splitlines():
+        try:
+            r = json.loads(line)
+            got[r["dir"]] = r
+        except ValueError:
+            pass
+    for d in dirs:
+        name, steps = expect[d]
+        r = got.get(d)
+        if not check(r is not None and r["ok"], f"{name}: HTA loads the export ({r and r.get('error')}; "
+                     f"{p.stderr.strip()[-300:] if r is None else ''})"):
+            continue
+        # HTA counts the steps between ProfilerStep ranges: all but one of them.
+        check(r["iterations"] >= steps, f"{name}: HTA found the ProfilerSteps ({r['iterations']} iterations)")
+        check(r["idle_rows"] > 0 and r["idle_us"] > 0, f"{name}: HTA's temporal and idle time breakdowns ran")
+        print(f"{name}: HTA: {r['rows']} rows, {r['iterations']} iterations, idle {r['idle_us']:.0f} us")
+
+
 def real_trace(tmp):
     """The ctypes planted workload traced on simgpu (as analyze-real-python),
     or None when libtbprof.so or simgpu is not built."""
@@ -165,11 +242,18 @@ def main():
         print("SKIP: no Python with holistictraceanalysis (run .ci/setup, or set TBP_HTA_PYTHON); tried " + why)
         return SKIP
     with tempfile.TemporaryDirectory(prefix="tba-hta-") as tmp:
+        if len(sys.argv) > 2 and sys.argv[2] == "export":
+            part_export(py, gen_path, tmp)
+            return finish()
         trace, _ = check_report.gen(gen_path, tmp, "planted")
         compare(py, "planted", trace, tmp, True)
         real = real_trace(tmp)
         if real:
             compare(py, "simgpu", real, tmp, False)
+    return finish()
+
+
+def finish():
     if check_report.failures:
         print(f"{len(check_report.failures)} check(s) failed")
         return 1

@@ -17,7 +17,7 @@ its extra time in (data.py:31 augment), and the other ranks' wait.  PART:
              several files named instead of a directory
   bad-input  an empty directory, a corrupt or missing trace among good ones,
              unrelated and nonsense traces (no crash, no straggler from one step),
-             two traces of one rank (the plain name wins), --html with several
+             two traces of one rank (the plain name wins), --html with several (the cross-rank page)
   export     export of a directory: one chrome file, a process per rank;
              kineto: a file per rank with its rank in distributedInfo
 """
@@ -287,11 +287,14 @@ def part_bad_input(gen, tmp):
         run(ts)
         run(ts + ["--json"])
         run(["export"] + ts + ["-o", os.path.join(tmp, "r.json")])
-    # --html is one trace at a time.
+    # --html of several ranks: the cross-rank page (the heat map, the straggler), beside the text report.
     d = os.path.join(tmp, "ok")
     gen_run(gen, d, 2, 1, "c10d")
-    p = run([d, "--html", os.path.join(tmp, "x.html")], expect_rc=3)
-    check("--html" in p.stderr and not os.path.exists(os.path.join(tmp, "x.html")), f"--html: {p.stderr!r}")
+    p = run([d, "--html", os.path.join(tmp, "x.html")])
+    with open(os.path.join(tmp, "x.html")) as f:
+        h = f.read()
+    check("tbanalyze ranks" in p.stdout and 'aria-label="Step time per rank"' in h and 'class="straggler"' in h
+          and "straggler: rank 1" in h, "--html of several ranks: the heat map and the straggler")
 
 
 def part_export(gen, tmp):
@@ -352,11 +355,16 @@ def part_export(gen, tmp):
             ends.setdefault(names[e["pid"]], []).append(float(e["ts"]) + float(e["dur"]))
     check(len(ends) == 2 and all(abs(a - b) < 0.01 for a, b in zip(*ends.values())),
           f"export of ranks on two machines: the collectives do not end together ({list(ends.items())[:1]})")
-    # Single-trace export is unchanged: no rank process names.
+    # Single-trace export: no rank process names (the host, its GPUs, named).
     p = run(["export", os.path.join(d, "rank0.zst")])
     one = json.loads(p.stdout)
-    check([e["args"]["name"] for e in one["traceEvents"] if e["ph"] == "M"] == ["host"],
-          "single-trace export changed its process names")
+    pn = [e["args"]["name"] for e in one["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
+    check(pn and pn[0] == "host" and all(n.startswith("GPU ") for n in pn[1:]),
+          f"single-trace export: the host and its GPUs, no rank names ({pn})")
+    # Several ranks: each rank's threads and streams named for Perfetto.
+    tn = [(e["pid"], e["args"]["name"]) for e in ev if e["ph"] == "M" and e["name"] == "thread_name"]
+    check(any(n.startswith("stream ") for _, n in tn) and len({p for p, _ in tn}) >= 4,
+          f"export of ranks: threads and streams named per rank ({tn[:4]})")
 
 
 def main():

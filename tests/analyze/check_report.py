@@ -41,6 +41,19 @@ def gen(gen_path, tmp, scenario, *extra):
         return trace, json.load(f)
 
 
+def html_timeline_data(h):
+    """The timeline's data (the JSON the page's script draws), None when absent."""
+    import re
+    m = re.search(r'<script type="application/json" id="tl-data">(.*?)</script>', h, re.S)
+    return json.loads(m.group(1)) if m else None
+
+
+def html_self_contained(h):
+    """No file, page or style the page would load: everything inline."""
+    import re
+    return not re.search(r'<(script|img|link|iframe)[^>]*\s(src|href)=|url\((?!#)|@import', h)
+
+
 def finding_key(f):
     py = f["where"]["python"]
     leaf = py[0] if py else {"file": None, "function": None, "line": 0}
@@ -611,39 +624,58 @@ def part_text(gen_path, tmp):
     with open(html) as f:
         h = f.read()
     check(h.startswith("<!DOCTYPE html>") and h.rstrip().endswith("</html>"), "html: a complete page")
-    check(h.count("<svg") == 3, "html: breakdown bar, idle by cause and timeline")
-    check("idle gap" in h and "kernel burst" in h, "html: timeline marks gaps and bursts")
-    check("http://" not in h.replace("http://www.w3.org/2000/svg", "") and "src=" not in h, "html: no external assets")
+    import re
+    labels = re.findall(r'<svg[^>]*aria-label="([^"]+)"', h)
+    check(set(labels) >= {"Execution time breakdown", "Idle time by cause", "Timeline per stream"},
+          f"html: breakdown, idle by cause and timeline, each an svg with its label ({labels})")
+    tl = html_timeline_data(h)
+    check(tl is not None and any(m[3] == 0 for m in tl["marks"]) and any(m[3] == 1 for m in tl["marks"]),
+          "html: the timeline marks gaps and bursts")
+    check(html_self_contained(h), "html: no external assets (no src/href to another file, no url())")
     check("failed API call" in t and "counts: %d kernels" % exp["counts"]["kernels"] in t,
           "text: a failed launch is a failed API call, not a kernel")
-    import re
     # The idle bar: one rect per cause, their widths the whole bar.
-    bars = re.findall(r'<rect class="idle-([a-z_]+)" x="[0-9.]+" y="10" width="([0-9.]+)"', h)
+    bars = re.findall(r'<rect class="idle-([a-z_]+)" x="[0-9.]+" y="2" width="([0-9.]+)"', h)
     check({c for c, _ in bars} >= {"python", "sync", "launch_bound", "host_other"}
-          and abs(sum(float(w) for _, w in bars) - 780.0) < 0.1, f"html: idle bar by cause ({bars})")
+          and abs(sum(float(w) for _, w in bars) - 1000.0) < 0.1, f"html: idle bar by cause ({bars})")
     check("idle by cause" in t and "python" in t.split("idle by cause")[1].split("\n")[0], "text: idle by cause")
-    # The timeline's axis is the window, as the breakdown's: its end label is
-    # the window's length and every mark lies on the axis.
+    # The first finding leads as the text report's: its kind, its user line, its advice.
+    first = re.search(r'<section class="finding" id="finding-1">(.*?)</section>', h, re.S)
+    check(first is not None and "idle_gap (python)" in first.group(1) and "data.py:12" in first.group(1)
+          and 'class="advice"' in first.group(1), "html: the first finding, its line and its advice")
+    # The timeline's axis is the window, as the breakdown's: its length is the
+    # window's and every kernel, copy and mark lies on it.
     for name, tr in (("planted", trace), ("markers", gen(gen_path, tmp, "markers")[0])):
         hp = os.path.join(tmp, name + ".html")
-        tt = run(["report", tr, "--html", hp]).stdout
+        run(["report", tr, "--html", hp])
         with open(hp) as f:
             hh = f.read()
-        win = re.search(r"^window: ([0-9.]+ [a-z]+)", tt, re.M).group(1)
-        end = re.search(r'<text class="axis-end"[^>]*>([^<]+)</text>', hh)
-        check(end is not None and end.group(1) == win, f"html {name}: axis ends at the window's length ({end and end.group(1)} vs {win})")
-        marks = [(float(x), float(w)) for x, w in re.findall(r'<rect class="mark" x="([0-9.]+)" y="[0-9.]+" width="([0-9.]+)"', hh)]
-        check(marks and all(x >= 100.0 and x + w <= 880.5 for x, w in marks), f"html {name}: marks on the axis ({marks[:3]})")
-        m = re.search(r'<rect class="window" x="([0-9.]+)" y="1" width="([0-9.]+)"', hh)
-        check(m is not None and float(m.group(1)) == 100.0 and float(m.group(2)) == 780.0, f"html {name}: the axis is the window")
+        win = json.loads(run([tr, "--json"]).stdout)["breakdown"]["window_ns"]
+        d = html_timeline_data(hh)
+        check(d is not None and d["w"] == win, f"html {name}: the timeline's axis is the window ({d and d['w']} vs {win})")
+        spans = [(e[1], e[1] + e[2]) for e in d["ev"]] + [(m[1], m[1] + m[2]) for m in d["marks"]] if d else []
+        check(spans and all(0 <= s <= e <= win for s, e in spans), f"html {name}: records and marks on the axis")
+        check(d and d["ev"] and all(0 <= e[0] < len(d["rows"]) for e in d["ev"]), f"html {name}: kernels and copies drawn per stream")
     # Markers: the warm-up's 500 us gap lies before the window and is not drawn;
-    # the longest drawn is the window's 400 us gaps, to the window's scale.
+    # the longest drawn is the window's 400 us gaps.
     with open(os.path.join(tmp, "markers.html")) as f:
         mh = f.read()
-    check("analysed window: marked iterations" in mh, "html: the analysed window is named")
-    mwin = json.loads(run([gen(gen_path, tmp, "markers")[0], "--json"]).stdout)["breakdown"]["window_ns"]
-    widths = sorted(float(w) for w in re.findall(r'<rect class="mark" x="[0-9.]+" y="[0-9.]+" width="([0-9.]+)" height="4"', mh))
-    check(widths and abs(widths[-1] - 780.0 * 400000 / mwin) < 0.02, f"html markers: the longest gap drawn is 400 us ({widths[-1:]})")
+    check("marked iterations after warm-up" in mh, "html: the analysed window is named")
+    d = html_timeline_data(mh)
+    gaps = sorted(m[2] for m in d["marks"] if m[3] == 0) if d else []
+    check(gaps and gaps[-1] == 400000, f"html markers: the longest gap drawn is 400 us ({gaps[-1:]})")
+    check('aria-label="Time per step"' in mh and mh.count('<g class="step') == 2 and '<g class="step warmup' in mh,
+          "html markers: the time per step plot, its warm-up step marked")
+    # The counted step is the window here: its split by cause is the idle breakdown's (gap pieces), the rest
+    # the short gaps.
+    titles = re.findall(r'<g class="step[^"]*"><title>(.*?)</title>', mh, re.S)
+    ib = json.loads(run([gen(gen_path, tmp, "markers")[0], "--json"]).stdout)["idle_breakdown"]
+    def ms(ns):
+        return "%.3f ms" % (ns / 1e6) if ns >= 1e6 else "%.1f us" % (ns / 1e3)
+    want = [f"idle {c} {ms(ib[c + '_ns'])}" for c in ("sync", "python", "host_other")]
+    want.append(f"idle in gaps under 50.0 us {ms(ib['short_gaps_ns'])}")
+    check(len(titles) == 2 and all(w in titles[1] for w in want),
+          f"html markers: the counted step split as the window's idle breakdown ({titles[-1:]!r} vs {want})")
     ctrace, _ = gen(gen_path, tmp, "clean")
     t = run([ctrace]).stdout
     check("no findings" in t, "text: a clean trace has no findings")

@@ -2022,7 +2022,7 @@ static double noise_unif(void)
 	return ((double)(z >> 11) + 0.5) / 9007199254740992.0;
 }
 
-static uint64_t noise_lens[4096];
+static uint64_t noise_lens[8192];
 static int noise_n;
 
 static void scen_steps_noise(const char *spec)
@@ -2031,7 +2031,7 @@ static void scen_steps_noise(const char *spec)
 	double slow = 0;
 	char mode[16] = "marks", noise[16] = "loaded";
 	if (sscanf(spec, "%u,%lf,%u,%15[a-z],%15[a-z]", &seed, &slow, &steps, mode, noise) < 2 || steps < 1 ||
-	    steps > 4000 || (strcmp(mode, "marks") && strcmp(mode, "detected")) ||
+	    steps > 8000 || (strcmp(mode, "marks") && strcmp(mode, "detected")) ||
 	    (strcmp(noise, "loaded") && strcmp(noise, "heavy"))) {
 		fprintf(stderr, "gen_planted: steps-noise SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]: bad %s\n",
 			spec);
@@ -2105,6 +2105,10 @@ int main(int argc, char **argv)
 		return 3;
 	}
 	const char *s = argv[1];
+	/* Correlation ids from this number on (default 1000): the kineto export
+	 * is tested with ids in every range (tests/analyze/check_hta.py). */
+	if (getenv("GEN_PLANTED_CORR_BASE"))
+		corr_next = strtoull(getenv("GEN_PLANTED_CORR_BASE"), NULL, 0);
 	if (!strcmp(s, "rank")) {
 		scen_rank(argc > 4 ? argv[4] : "0,2,-1,c10d");
 		write_trace(argv[2]);

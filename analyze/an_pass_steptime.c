@@ -1,0 +1,162 @@
+/*
+ * Pass: time per step.  Each step (a marked iteration, or a detected step
+ * the second pass marks) split as the breakdown splits the window: the GPU
+ * busy and data-movement unions measured at its marks, summed over the
+ * devices, and the idle of the gap pieces inside it by their cause (filed
+ * when the gaps pass explains a piece, which may be after the step ended:
+ * the piece is placed by its time).  The HTML report's step plot reads it;
+ * with opts.keep_timeline this pass also owns the timeline's ring of GPU
+ * records (filled by timeline_keep, an_pass.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "an_pass.h"
+
+static void steptime_settle(struct analysis *a);
+
+static void unions_now(const struct analysis *a, uint64_t t, uint64_t *busy, uint64_t *dm, unsigned *devices)
+{
+	*busy = *dm = 0;
+	unsigned n = 0;
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		*busy += an_union_at(&d->busy, t);
+		*dm += an_union_at(&d->dm, t);
+		n += d->kernels || d->copies || d->sets;
+	}
+	if (devices)
+		*devices = n;
+}
+
+void steptime_begin(struct analysis *a, uint64_t t)
+{
+	struct steptime_state *ss = &a->st->steptime;
+	ss->open = 1;
+	ss->begin = t;
+	unions_now(a, t, &ss->busy0, &ss->dm0, NULL);
+}
+
+void steptime_end(struct analysis *a, uint64_t t, int phase)
+{
+	struct steptime_state *ss = &a->st->steptime;
+	if (!ss->open)
+		return;
+	ss->open = 0;
+	struct an_step_time *st = vec_push(&a->step_times);
+	if (!st)
+		return;
+	uint64_t busy, dm;
+	unions_now(a, t, &busy, &dm, &st->devices);
+	st->begin = ss->begin;
+	st->end = t;
+	st->phase = phase;
+	/* A device first seen inside the step had nothing at its begin. */
+	st->busy_ns = busy > ss->busy0 ? busy - ss->busy0 : 0;
+	st->dm_ns = dm > ss->dm0 ? dm - ss->dm0 : 0;
+	steptime_settle(a);
+}
+
+/* A gap piece's idle, split by cause, into the steps it overlaps (the
+ * gaps pass cuts pieces at a step's end, not at its begin: a piece may
+ * reach back before it), each its share by time; the part in the step
+ * still open waits for it in pending (at most a few pieces). */
+static void add_share(uint64_t *to, const uint64_t *by_cause, uint64_t part, uint64_t len)
+{
+	for (int c = 0; c < AN_CAUSE_N; c++)
+		to[c] += part == len ? by_cause[c] : (uint64_t)((double)by_cause[c] * (double)part / (double)len);
+}
+
+void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *by_cause)
+{
+	if (e <= s)
+		return;
+	struct vec *v = &a->step_times;
+	size_t lo = 0, hi = v->n;
+	while (lo < hi) { /* the first step ending after s */
+		size_t m = (lo + hi) / 2;
+		if (VEC_AT(v, struct an_step_time, m)->end <= s)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	for (; lo < v->n; lo++) {
+		struct an_step_time *st = VEC_AT(v, struct an_step_time, lo);
+		if (st->begin >= e)
+			break;
+		uint64_t b = s > st->begin ? s : st->begin, en = e < st->end ? e : st->end;
+		add_share(st->idle_by, by_cause, en - b, e - s);
+	}
+	struct steptime_state *ss = &a->st->steptime;
+	if (ss->open && e > ss->begin) {
+		struct an_step_time *p = vec_push(&ss->pending);
+		if (p) {
+			p->begin = s > ss->begin ? s : ss->begin;
+			p->end = e;
+			memset(p->idle_by, 0, sizeof p->idle_by);
+			add_share(p->idle_by, by_cause, e - p->begin, e - s);
+		}
+	}
+}
+
+/* Pieces held for the step that was open, filed now it has ended. */
+static void steptime_settle(struct analysis *a)
+{
+	struct steptime_state *ss = &a->st->steptime;
+	size_t n = ss->pending.n;
+	if (!n || ss->open)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct an_step_time *p = VEC_AT(&ss->pending, struct an_step_time, i);
+		steptime_idle(a, p->begin, p->end, p->idle_by);
+	}
+	ss->pending.n = 0;
+}
+
+static int steptime_init(struct analysis *a)
+{
+	a->step_times.item = sizeof(struct an_step_time);
+	a->st->steptime.pending.item = sizeof(struct an_step_time);
+	if (a->opts.keep_timeline && !(a->tl = calloc(AN_TL_EVENTS, sizeof *a->tl)))
+		return -1;
+	return 0;
+}
+
+/* The devices a step is measured over: those with GPU work in the trace
+ * (a device whose records come after a step's end mark still had its gap
+ * pieces filed in the step). */
+static int steptime_finish(struct analysis *a)
+{
+	steptime_settle(a);
+	unsigned n = 0;
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		n += d->kernels || d->copies || d->sets;
+	}
+	for (size_t i = 0; i < a->step_times.n; i++) {
+		struct an_step_time *st = VEC_AT(&a->step_times, struct an_step_time, i);
+		if (st->devices < n)
+			st->devices = n;
+		/* A step before a second WARMUP_END (the runner's measurement run
+		 * twice) is outside the window that counts. */
+		st->counted = phase_counts(a, st->phase) &&
+			      (!a->markers_used || (st->begin >= a->win_begin && st->end <= a->win_end));
+	}
+	return 0;
+}
+
+static void steptime_free(struct analysis *a)
+{
+	vec_free(&a->step_times);
+	vec_free(&a->st->steptime.pending);
+	free(a->tl);
+	a->tl = NULL;
+	a->tl_seen = 0;
+}
+
+const struct an_pass_ops an_pass_steptime = {
+	.name = "steptime",
+	.init = steptime_init,
+	.finish = steptime_finish,
+	.free = steptime_free,
+};
