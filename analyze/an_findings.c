@@ -123,7 +123,7 @@ static int findings_finish(struct analysis *a)
 			o->callpath = placed;
 			o->backward_burst = f->kind == AN_F_KERNEL_BURST && u64map_get(&bw_callers, f->callpath) != NULL;
 			o->harness = out == &a->harness || (f->kind == AN_F_IDLE_PART && an_callpath_is_harness(a, placed));
-			o->leaf_callpath = placed != f->callpath ? f->callpath : 0;
+			o->leaf_callpath = f->leaf_callpath ? f->leaf_callpath : placed != f->callpath ? f->callpath : 0;
 			/* Another thread's span around the gaps explains them only
 			 * when it waits on this work: inside backward(), for
 			 * autograd's threads (main() around everything does not). */

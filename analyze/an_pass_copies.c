@@ -52,9 +52,12 @@ static int module_move(struct analysis *a, uint64_t cp)
 }
 
 /* A copy's site: its lines (both copies of `x, y = x.cuda(), y.cuda()` are
- * one site) and native stack. */
+ * one site) and native stack; the user's line, as its findings are kept
+ * (a batch moved by a library's helper, `batch.to(device)`, is one site). */
 static uint64_t site_key(const struct analysis *a, uint64_t cp, uint64_t nat)
 {
+	if (cp && !a->opts.where_leaf)
+		cp = an_user_callpath(a, cp);
 	uint64_t h = an_hash_combine(an_callpath_line_key(a, cp), nat);
 	return h == UINT64_MAX ? 0 : h;
 }
