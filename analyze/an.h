@@ -176,6 +176,7 @@ struct an_finding {
 	uint32_t context_tid;              /* idle gap: the thread of the context span */
 	int harness;                       /* placed in the runner's own code */
 	int backward_burst;                /* kernel burst: launched by autograd for a backward() called at its site */
+	uint64_t site_count;               /* kernel burst: the kernels at its line (callpath); count is its loop's */
 };
 
 /* A copy call's direction and host memory, for idle gaps spent inside one:

@@ -148,6 +148,11 @@ void copies_sync(struct analysis *a, const struct tbp_record *r, int phase, uint
 	const struct tbp_call *c = &r->u.call;
 	struct an_finding *f = finding(a, AN_F_SYNC_HOTSPOT, 0, phase, c->callpath, c->native);
 	if (f) {
+		struct an_state *st = a->st;
+		if (st->in_iter && f->last_iter != st->iter_no) {
+			f->last_iter = st->iter_no;
+			f->iters_allocating++; /* (steps with a sync here) */
+		}
 		f->count++;
 		f->total_ns += dur;
 		if (dur > f->max_ns)

@@ -1382,6 +1382,9 @@ static void scen_scalars(void)
 		t += 1 * US;
 	}
 	expect_finding("scalar_copy", NULL, "train.py", "<module>", 22, 7);
+	/* Its sync, in each of the 7 steps: a sync hotspot too (fewer than
+	 * --sync-min, every step). */
+	expect_finding("sync_hotspot", NULL, "train.py", "<module>", 22, 7);
 	span(0, t0, free7 + 20 * US, cp_mod);
 }
 
