@@ -912,13 +912,49 @@ static int group_by_units(const struct scan *sc, struct vec *steps)
 		inside += c;
 	}
 	size_t per = units_period(in, steps->n), first = 0;
+	/* A skipped step did a step's work up to the skip (its forward at
+	 * least); an iteration with next to none (the loader's last fetch,
+	 * raising StopIteration before the code after the loop) is no step:
+	 * under a quarter of the median work of those with a call, and under a
+	 * quarter of their median length (work runs of one call path are one
+	 * item, filed at its start: a skipped iteration's forward may be
+	 * counted in the one before). */
+	uint64_t *work = per == 1 ? calloc(steps->n ? steps->n : 1, sizeof *work) : NULL;
+	uint64_t typical = 0, typical_len = 0;
+	if (work) {
+		size_t i = 0, nw = 0;
+		for (size_t k = 0; k < steps->n; k++) {
+			const struct an_step *st = VEC_AT(steps, struct an_step, k);
+			while (i < sc->n && sc->items[i].ts < st->begin)
+				i++;
+			for (size_t j = i; j < sc->n && sc->items[j].ts < st->end; j++)
+				work[k] += sc->items[j].w;
+		}
+		uint64_t *with = malloc((steps->n ? steps->n : 1) * sizeof *with);
+		for (size_t k = 0; with && k < steps->n; k++)
+			if (in[k])
+				with[nw++] = work[k];
+		if (with && nw) {
+			qsort(with, nw, sizeof *with, u64_cmp);
+			typical = with[nw / 2];
+			nw = 0;
+			for (size_t k = 0; k < steps->n; k++)
+				if (in[k])
+					with[nw++] = VEC_AT(steps, struct an_step, k)->end - VEC_AT(steps, struct an_step, k)->begin;
+			qsort(with, nw, sizeof *with, u64_cmp);
+			typical_len = with[nw / 2];
+		}
+		free(with);
+	}
 	for (size_t k = 0; k < steps->n; k++) {
-		if (!in[k] && per > 1)
+		const struct an_step *it = VEC_AT(steps, struct an_step, k);
+		if (!in[k] && (per > 1 || (work && 4 * work[k] < typical && 4 * (it->end - it->begin) < typical_len)))
 			continue;
 		/* Iterations first..k: whole periods of steps, the last one
 		 * ending with this call (with k - first + 1 no multiple of the
-		 * period, micro-batches of uneven count: one step). */
-		size_t len = k - first + 1, parts = len % per ? 1 : len / per;
+		 * period, micro-batches of uneven count: one step; with period
+		 * 1, iterations of next to no work and this one: one step). */
+		size_t len = k - first + 1, parts = per == 1 || len % per ? 1 : len / per;
 		for (size_t p = 0; p < parts; p++) {
 			size_t b = parts == 1 ? first : first + p * per, e = parts == 1 ? k : b + per - 1;
 			*VEC_AT(steps, struct an_step, out++) = (struct an_step){VEC_AT(steps, struct an_step, b)->begin,
@@ -927,6 +963,9 @@ static int group_by_units(const struct scan *sc, struct vec *steps)
 		first = k + 1;
 	}
 	size_t tail = steps->n - first;
+	free(work);
+	if (per == 1)
+		tail = 0; /* (what is left after the last step: iterations with next to no work) */
 	for (size_t p = 0; p + per <= tail; p += per)
 		*VEC_AT(steps, struct an_step, out++) = (struct an_step){VEC_AT(steps, struct an_step, first + p)->begin,
 									 VEC_AT(steps, struct an_step, first + p + per - 1)->end};
