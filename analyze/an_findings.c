@@ -32,11 +32,13 @@ static int keep_finding(const struct analysis *a, const struct an_finding *f)
 	 * of them (one-time set-up, or a one-off inside one step, is not the
 	 * pattern). */
 	case AN_F_SCALAR_COPY: return f->count >= a->opts.scalar_min && (a->iterations < 2 || f->iters_allocating >= 2);
-	/* --sync-min syncs, or, with steps, a sync in every counted step (at
-	 * least 3): an .item() logged each step of a 10-step loop is the
-	 * pattern, 9 syncs in its 9 steady steps. */
+	/* --sync-min syncs, or, with steps, a sync in nearly every counted
+	 * step (three quarters of them, at least 3): an .item() logged each
+	 * step of a 10-step loop is the pattern, 9 syncs in its 9 steady steps
+	 * (a step whose boundary falls before its sync leaves one without). */
 	case AN_F_SYNC_HOTSPOT:
-		return f->count >= a->opts.sync_min || (a->iterations >= 3 && f->iters_allocating >= a->iterations);
+		return f->count >= a->opts.sync_min ||
+		       (a->iterations >= 3 && f->iters_allocating >= 3 && 4 * f->iters_allocating >= 3 * a->iterations);
 	case AN_F_ALLOC_CHURN:
 		/* Allocations that come back (allocate, free, allocate again) or
 		 * are made in every iteration, --churn-min of them at least; or,
