@@ -177,6 +177,7 @@ struct an_finding {
 	uint32_t context_tid;              /* idle gap: the thread of the context span */
 	int harness;                       /* placed in the runner's own code */
 	int backward_burst;                /* kernel burst: launched by autograd for a backward() called at its site */
+	uint64_t site_count;               /* kernel burst: the kernels at its line (callpath); count is its loop's */
 };
 
 /* A copy call's direction and host memory, for idle gaps spent inside one:
@@ -226,6 +227,7 @@ struct an_burst_run {
 	/* The burst's first sites (call path, native stack) and their kernels:
 	 * it is reported at the one with the most (the first between equals). */
 	uint64_t site_cp[4], site_nat[4];
+	uint64_t site_leaf[4]; /* each site's first kernel's call path as recorded (site_cp: its user's line) */
 	uint32_t site_n[4];
 	uint32_t nsites;
 	/* The latest kernel's launching thread and the host syncs it had made
@@ -483,11 +485,15 @@ uint64_t an_callpath_parent(const struct analysis *a, uint64_t callpath);
  * (steps, placement, harness, bursts, the names diff keys use).  A trace
  * that records where its interpreter keeps library code (PY_LIB: sysconfig's
  * and site's directories, the torch package's, frozen modules) is read by
- * where the file lies: under one of those directories, or code with no file
- * (a name in angle brackets: frozen, exec'd, generated).  An older trace
+ * where the file lies: under one of those directories, or the interpreter's
+ * frozen modules (<frozen ...>) and code a library generated under a name
+ * with angle brackets and more after them (<eval_with_key>.3).  Code
+ * exec'd under a pseudo name wholly in angle brackets (<ipython-input-3-..>,
+ * <string>, <cell 4>) is the user's, as is a notebook's cell file
+ * (/tmp/ipykernel_PID/HASH.py: under no library directory).  An older trace
  * keeps the rule by words in the path: torch (an installed torch* package or
  * any directory named torch) and the standard library (lib/python3 outside
- * site-packages), and names in angle brackets. */
+ * site-packages), and the same rule for bracketed names. */
 int an_frame_is_library(const struct analysis *a, const struct an_frame *f);
 /* The call path from the innermost frame of the user's code outwards: walking
  * out from the leaf, the first frame that is not a library's

@@ -168,6 +168,7 @@ struct an_defs {
 	struct vec strs, frames, cps, nats, modules;
 	struct vec libs;         /* struct def_lib */
 	struct u64map lib_class; /* file string id -> 1 + is_library, filled as asked */
+	struct u64map user_cp;   /* call path -> an_user_callpath's answer, filled as asked */
 	char *arena;
 	size_t alen, acap;
 };
@@ -201,6 +202,7 @@ void defs_free(struct an_defs *d)
 	vec_free(&d->modules);
 	vec_free(&d->libs);
 	u64map_free(&d->lib_class);
+	u64map_free(&d->user_cp);
 	free(d->arena);
 	free(d);
 }
@@ -274,6 +276,7 @@ int defs_add(struct an_defs *d, const struct tbp_record *r)
 		l->path = r->u.py_lib.path;
 		/* Files asked about before are asked again: a directory more. */
 		u64map_free(&d->lib_class);
+		u64map_free(&d->user_cp);
 		return 0;
 	}
 	}
@@ -389,11 +392,29 @@ static int has_at(const char *s, size_t n, const char *needle)
 	return 0;
 }
 
+/* A file name that is no file: code compiled from a string.  A name
+ * wholly in angle brackets (<ipython-input-3-8f2a>, <string>, <cell 4>)
+ * is what exec'd and notebook code carries: the user's own code, but for
+ * the interpreter's frozen modules (<frozen importlib._bootstrap>).  A
+ * bracketed name with more after it (torch.fx's <eval_with_key>.3) is
+ * code a library generated: the library's.  1: the user's, 0: a library's,
+ * -1: a real file name. */
+static int pseudo_file_is_user(const char *file, size_t len)
+{
+	static const char frozen[] = "<frozen ";
+	if (!len || file[0] != '<')
+		return -1;
+	if (len >= sizeof frozen - 1 && !memcmp(file, frozen, sizeof frozen - 1))
+		return 0;
+	return len > 2 && file[len - 1] == '>';
+}
+
 /* Before traces said where their libraries are: words in the path. */
 static int legacy_is_library(const char *file, size_t len)
 {
-	if (len && file[0] == '<') /* <frozen runpy>, <string> of the interpreter */
-		return 1;
+	int pseudo = pseudo_file_is_user(file, len);
+	if (pseudo >= 0)
+		return !pseudo;
 	/* torch and its siblings (torchvision, torch_xla ...) installed, or a
 	 * source tree's torch package. */
 	if (has_at(file, len, "-packages/torch") || has_at(file, len, "/torch/"))
@@ -442,11 +463,11 @@ static int file_is_library(const struct analysis *a, const char *file, size_t le
 {
 	if (!an_has_lib_dirs(a))
 		return legacy_is_library(file, len);
-	/* No file: frozen modules, exec'd strings, code a library generated. */
-	if (len && file[0] == '<')
-		return 1;
 	uint64_t role;
-	return lib_dir_of(a, file, len, &role) > 0;
+	if (lib_dir_of(a, file, len, &role) > 0) /* frozen modules: by the prefix recorded */
+		return 1;
+	int pseudo = pseudo_file_is_user(file, len);
+	return pseudo >= 0 ? !pseudo : 0;
 }
 
 int an_frame_is_library(const struct analysis *a, const struct an_frame *f)
@@ -462,7 +483,7 @@ int an_frame_is_library(const struct analysis *a, const struct an_frame *f)
 	return lib;
 }
 
-uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
+static uint64_t user_callpath_walk(const struct analysis *a, uint64_t cp)
 {
 	uint64_t node = cp;
 	for (unsigned depth = 0; node && depth < AN_MAX_DEPTH; depth++) {
@@ -474,6 +495,19 @@ uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
 		node = an_callpath_parent(a, node);
 	}
 	return cp;
+}
+
+/* Asked for every kernel by the bursts pass: remembered per call path. */
+uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
+{
+	if (!cp || cp == UINT64_MAX || !a->defs)
+		return cp ? user_callpath_walk(a, cp) : cp;
+	uint64_t *v = u64map_get(&a->defs->user_cp, cp);
+	if (v)
+		return *v;
+	uint64_t u = user_callpath_walk(a, cp);
+	u64map_put(&a->defs->user_cp, cp, u);
+	return u;
 }
 
 /* The directory part of a path, without the slash ("" for none). */

@@ -32,7 +32,13 @@ static int keep_finding(const struct analysis *a, const struct an_finding *f)
 	 * of them (one-time set-up, or a one-off inside one step, is not the
 	 * pattern). */
 	case AN_F_SCALAR_COPY: return f->count >= a->opts.scalar_min && (a->iterations < 2 || f->iters_allocating >= 2);
-	case AN_F_SYNC_HOTSPOT: return f->count >= a->opts.sync_min;
+	/* --sync-min syncs, or, with steps, a sync in nearly every counted
+	 * step (three quarters of them, at least 3): an .item() logged each
+	 * step of a 10-step loop is the pattern, 9 syncs in its 9 steady steps
+	 * (a step whose boundary falls before its sync leaves one without). */
+	case AN_F_SYNC_HOTSPOT:
+		return f->count >= a->opts.sync_min ||
+		       (a->iterations >= 3 && f->iters_allocating >= 3 && 4 * f->iters_allocating >= 3 * a->iterations);
 	case AN_F_ALLOC_CHURN:
 		/* Allocations that come back (allocate, free, allocate again) or
 		 * are made in every iteration, --churn-min of them at least; or,
@@ -106,9 +112,18 @@ static int findings_finish(struct analysis *a)
 				  : an_callpath_is_harness(a, placed) ? &a->harness
 				  : an_callpath_is_model_step(a, placed) ? &a->model_step : &a->findings;
 		/* Merged by the lines they show, whichever call on a line made
-		 * them: the thresholds (keep_finding) see the line's whole count. */
+		 * them: the thresholds (keep_finding) see the line's whole count.
+		 * A burst by its loop, as its run was made (burst_kernel): the
+		 * lines of one function under one caller, so a loop's bursts are
+		 * one finding whichever of its lines had the most kernels in each
+		 * (the backward pass's apart). */
+		int bw = f->kind == AN_F_KERNEL_BURST && u64map_get(&bw_callers, f->callpath) != NULL;
+		uint64_t site = an_callpath_line_key(a, placed);
+		struct an_frame pf;
+		if (f->kind == AN_F_KERNEL_BURST && placed && an_callpath_frames(a, placed, &pf, 1))
+			site = an_hash_combine(an_hash_combine(an_frame_function_hash(&pf), an_callpath_parent(a, placed)), 2u + bw);
 		uint64_t h = an_hash_combine(an_hash_combine(f->kind, f->cause + 16u * f->edge),
-					     an_hash_combine(an_callpath_line_key(a, placed), f->native));
+					     an_hash_combine(site, f->native));
 		if (h == UINT64_MAX)
 			h = 0;
 		uint64_t *ix = u64map_get(&merged, h);
@@ -121,9 +136,10 @@ static int findings_finish(struct analysis *a)
 			}
 			*o = *f;
 			o->callpath = placed;
-			o->backward_burst = f->kind == AN_F_KERNEL_BURST && u64map_get(&bw_callers, f->callpath) != NULL;
+			o->site_count = f->count;
+			o->backward_burst = bw;
 			o->harness = out == &a->harness || (f->kind == AN_F_IDLE_PART && an_callpath_is_harness(a, placed));
-			o->leaf_callpath = placed != f->callpath ? f->callpath : 0;
+			o->leaf_callpath = f->leaf_callpath ? f->leaf_callpath : placed != f->callpath ? f->callpath : 0;
 			/* Another thread's span around the gaps explains them only
 			 * when it waits on this work: inside backward(), for
 			 * autograd's threads (main() around everything does not). */
@@ -133,6 +149,16 @@ static int findings_finish(struct analysis *a)
 			continue;
 		}
 		struct an_finding *o = VEC_AT(out, struct an_finding, *ix);
+		if (f->kind == AN_F_KERNEL_BURST && an_callpath_line_key(a, placed) != an_callpath_line_key(a, o->callpath)) {
+			/* Another line of the loop: shown at the line with the most kernels. */
+			if (f->count > o->site_count) {
+				o->callpath = placed;
+				o->leaf_callpath = f->leaf_callpath ? f->leaf_callpath : placed != f->callpath ? f->callpath : 0;
+				o->site_count = f->count;
+			}
+		} else {
+			o->site_count += f->count;
+		}
 		o->cycles += f->cycles;
 		/* Steps with an allocation here: each call path counts its own;
 		 * two of them in the same step are one step (the larger count

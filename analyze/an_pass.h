@@ -519,13 +519,19 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 			 uint64_t end, const struct corr_ent *api)
 {
 	struct an_burst_run *r = &s->run;
-	uint64_t cp = api->callpath, nat = api->native;
+	uint64_t nat = api->native;
 	int is_short = end - ts < a->opts.burst_kernel_ns;
+	/* Keyed on the line where the finding is shown: the innermost frame of
+	 * the user's code (torch.norm, `1.0 / t`, F.relu launch from inside
+	 * torch's Python wrappers, the user's line is the same), the leaf with
+	 * --where=leaf. */
+	uint64_t cp = api->callpath && !a->opts.where_leaf ? an_user_callpath(a, api->callpath) : api->callpath;
 	/* Same call site, or another line of the same loop body: a sibling
-	 * leaf under the same caller (an optimizer's per-parameter loop), or
+	 * line under the same caller (an optimizer's per-parameter loop), or
 	 * another line of the same function run at the top (a script's own
-	 * loop at module level: no caller). */
-	int same = cp == r->callpath && nat == r->native;
+	 * loop at module level: no caller).  One Python line launches through
+	 * different C++ paths: its native stacks count only without Python. */
+	int same = cp ? cp == r->callpath : nat == r->native && !r->callpath;
 	if (!same && r->count && cp && an_callpath_parent(a, cp) == r->parent &&
 	    (r->parent || same_leaf_function(a, cp, r->callpath)))
 		same = 1;
@@ -538,12 +544,13 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 	if (!is_short)
 		return;
 	uint32_t k = 0;
-	while (k < r->nsites && (r->site_cp[k] != cp || r->site_nat[k] != nat))
+	while (k < r->nsites && (r->site_cp[k] != cp || (!cp && r->site_nat[k] != nat)))
 		k++;
 	if (k < r->nsites) {
 		r->site_n[k]++;
 	} else if (k < 4) {
 		r->site_cp[k] = cp;
+		r->site_leaf[k] = api->callpath;
 		r->site_nat[k] = nat;
 		r->site_n[k] = 1;
 		r->nsites = k + 1;

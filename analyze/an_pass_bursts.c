@@ -109,6 +109,8 @@ __attribute__((noinline)) void burst_close(struct analysis *a, struct an_stream 
 		struct an_finding *f = finding(a, AN_F_KERNEL_BURST, 0, cur_phase(a), r->site_cp[top], r->site_nat[top]);
 		struct burst_iv *b = f ? vec_push(&st->bursts.burst_ivs) : NULL;
 		if (b) {
+			if (!f->leaf_callpath && r->site_leaf[top] != f->callpath)
+				f->leaf_callpath = r->site_leaf[top];
 			f->count += r->count;
 			f->groups++;
 			f->device = s->device;

@@ -52,9 +52,12 @@ static int module_move(struct analysis *a, uint64_t cp)
 }
 
 /* A copy's site: its lines (both copies of `x, y = x.cuda(), y.cuda()` are
- * one site) and native stack. */
+ * one site) and native stack; the user's line, as its findings are kept
+ * (a batch moved by a library's helper, `batch.to(device)`, is one site). */
 static uint64_t site_key(const struct analysis *a, uint64_t cp, uint64_t nat)
 {
+	if (cp && !a->opts.where_leaf)
+		cp = an_user_callpath(a, cp);
 	uint64_t h = an_hash_combine(an_callpath_line_key(a, cp), nat);
 	return h == UINT64_MAX ? 0 : h;
 }
@@ -145,6 +148,11 @@ void copies_sync(struct analysis *a, const struct tbp_record *r, int phase, uint
 	const struct tbp_call *c = &r->u.call;
 	struct an_finding *f = finding(a, AN_F_SYNC_HOTSPOT, 0, phase, c->callpath, c->native);
 	if (f) {
+		struct an_state *st = a->st;
+		if (st->in_iter && f->last_iter != st->iter_no) {
+			f->last_iter = st->iter_no;
+			f->iters_allocating++; /* (steps with a sync here) */
+		}
 		f->count++;
 		f->total_ns += dur;
 		if (dur > f->max_ns)

@@ -103,9 +103,31 @@ void forget_finding(struct analysis *a, const struct an_finding *f)
 		u64map_del(&a->st->finding_idx, h);
 }
 
+/* The call path a finding of this kind is kept under while the pass runs:
+ * the line it is shown at (the innermost frame of the user's code; the leaf
+ * with --where=leaf), so that what a rule counts per site (allocations that
+ * come back, steps with a copy, kernels of a burst) is counted per user's
+ * line however many of torch's Python wrappers the calls went through.
+ * Idle gaps keep their recorded path here (their host work is matched by
+ * it) and are placed at the finish like every finding. */
+static uint64_t finding_site(const struct analysis *a, int kind, uint64_t cp)
+{
+	switch (kind) {
+	case AN_F_KERNEL_BURST:
+	case AN_F_SCALAR_COPY:
+	case AN_F_PING_PONG:
+	case AN_F_SYNC_HOTSPOT:
+	case AN_F_ALLOC_CHURN:
+		return cp && !a->opts.where_leaf ? an_user_callpath(a, cp) : cp;
+	}
+	return cp;
+}
+
 struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, uint64_t cp, uint64_t nat)
 {
 	struct an_state *st = a->st;
+	uint64_t leaf = cp;
+	cp = finding_site(a, kind, cp);
 	int added;
 	size_t ix = vec_keyed(&st->all_findings, &st->finding_idx, finding_key(kind, cause, phase, cp, nat), &added);
 	if (ix == SIZE_MAX)
@@ -118,6 +140,7 @@ struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, u
 	f->phase = phase;
 	f->callpath = cp;
 	f->native = nat;
+	f->leaf_callpath = leaf != cp ? leaf : 0; /* (the first recorded path: its library frames shown) */
 	return f;
 }
 

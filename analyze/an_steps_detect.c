@@ -156,10 +156,15 @@ static int function_has(const struct an_frame *f, const char *part)
 }
 
 /* What kind of once-per-step call a frame is: the optimizer's step (any
- * frame in torch.optim but zero_grad and the LR schedulers), torch's
- * backward(), a module's call (its forward). */
+ * frame in torch.optim but zero_grad and the LR schedulers; a GradScaler's
+ * step(), called every step, stepping the optimizer or skipping it),
+ * torch's backward(), a module's call (its forward). */
 static int unit_frame(const struct analysis *a, const struct an_frame *f)
 {
+	if ((an_frame_in_library_file(a, f, "torch/amp/grad_scaler.py") ||
+	     an_frame_in_library_file(a, f, "torch/cuda/amp/grad_scaler.py")) &&
+	    an_frame_function_is(f, "GradScaler.step"))
+		return UNIT_OPTIMIZER;
 	if (an_frame_in_library_file(a, f, "torch/optim/"))
 		return function_has(f, "zero_grad") || an_frame_in_library_file(a, f, "torch/optim/lr_scheduler.py") ? UNIT_NONE
 											       : UNIT_OPTIMIZER;
@@ -834,37 +839,137 @@ static uint64_t covered(const struct scan *sc, const struct vec *steps, uint64_t
 	return w;
 }
 
-/* The iterations grouped so that each step holds exactly one unit call: a
- * step ends with the iteration its call starts in (micro-batches of
- * gradient accumulation before it belong to it); iterations after the last
- * call are no step.  0 when the loop's iterations do not fit the calls (one
- * holds two: an epoch; or the calls lie outside them: an inner loop). */
+/* Iterations per optimizer step: 1, but for gradient accumulation, whose
+ * micro-batches call no unit and come in equal runs before each call.  The
+ * most frequent run of iterations without a call before one that holds a
+ * call (the run before the first call aside: set-up may differ), plus one.
+ * An optimizer step skipped now and then -- GradScaler finding inf/NaN
+ * gradients (routinely in fp16's first steps), a user's `if not
+ * torch.isfinite(loss): continue` -- leaves runs of uneven lengths among
+ * runs of none: one iteration per step still. */
+static size_t units_period(const uint8_t *in, size_t n)
+{
+	uint64_t *runs = malloc((n ? n : 1) * sizeof *runs);
+	if (!runs)
+		return 1;
+	size_t nr = 0, run = 0;
+	int seen = 0;
+	for (size_t k = 0; k < n; k++) {
+		if (!in[k]) {
+			run++;
+			continue;
+		}
+		if (seen)
+			runs[nr++] = run;
+		seen = 1;
+		run = 0;
+	}
+	qsort(runs, nr, sizeof *runs, u64_cmp);
+	size_t best = 0, best_n = 0;
+	for (size_t i = 0; i < nr;) { /* the most frequent, the shortest between equals */
+		size_t j = i;
+		while (j < nr && runs[j] == runs[i])
+			j++;
+		if (j - i > best_n) {
+			best_n = j - i;
+			best = runs[i];
+		}
+		i = j;
+	}
+	free(runs);
+	return best + 1;
+}
+
+/* The iterations grouped so that each step holds one unit call: with
+ * gradient accumulation (units_period: k iterations a step) a step ends
+ * with the iteration its call starts in (micro-batches before it belong to
+ * it), and a run of iterations without a call that is a whole number of
+ * periods longer is that many steps whose optimizer step was skipped;
+ * otherwise every iteration is a step, whether the optimizer stepped in it
+ * or not.  Iterations after the last call are steps only as whole periods.
+ * 0 when the loop's iterations do not fit the calls (one holds two: an
+ * epoch; or the calls lie outside them: an inner loop). */
 static int group_by_units(const struct scan *sc, struct vec *steps)
 {
 	size_t u = 0, out = 0, inside = 0, nu = sc->units.n;
-	uint64_t group_begin = 0;
-	int grouping = 0;
+	uint8_t *in = malloc(steps->n ? steps->n : 1);
+	if (!in)
+		return 0;
 	for (size_t k = 0; k < steps->n; k++) {
 		const struct an_step s = *VEC_AT(steps, struct an_step, k);
 		while (u < nu && VEC_AT(&sc->units, struct unit_call, u)->ts < s.begin)
 			u++;
-		size_t in = 0;
+		size_t c = 0;
 		while (u < nu && VEC_AT(&sc->units, struct unit_call, u)->ts < s.end) {
-			in++;
+			c++;
 			u++;
 		}
-		if (in > 1)
+		if (c > 1) {
+			free(in);
 			return 0;
-		if (!grouping) {
-			group_begin = s.begin;
-			grouping = 1;
 		}
-		if (in) {
-			inside++;
-			*VEC_AT(steps, struct an_step, out++) = (struct an_step){group_begin, s.end};
-			grouping = 0;
-		}
+		in[k] = (uint8_t)c;
+		inside += c;
 	}
+	size_t per = units_period(in, steps->n), first = 0;
+	/* A skipped step did a step's work up to the skip (its forward at
+	 * least); an iteration with next to none (the loader's last fetch,
+	 * raising StopIteration before the code after the loop) is no step:
+	 * under a quarter of the median work of those with a call, and under a
+	 * quarter of their median length (work runs of one call path are one
+	 * item, filed at its start: a skipped iteration's forward may be
+	 * counted in the one before). */
+	uint64_t *work = per == 1 ? calloc(steps->n ? steps->n : 1, sizeof *work) : NULL;
+	uint64_t typical = 0, typical_len = 0;
+	if (work) {
+		size_t i = 0, nw = 0;
+		for (size_t k = 0; k < steps->n; k++) {
+			const struct an_step *st = VEC_AT(steps, struct an_step, k);
+			while (i < sc->n && sc->items[i].ts < st->begin)
+				i++;
+			for (size_t j = i; j < sc->n && sc->items[j].ts < st->end; j++)
+				work[k] += sc->items[j].w;
+		}
+		uint64_t *with = malloc((steps->n ? steps->n : 1) * sizeof *with);
+		for (size_t k = 0; with && k < steps->n; k++)
+			if (in[k])
+				with[nw++] = work[k];
+		if (with && nw) {
+			qsort(with, nw, sizeof *with, u64_cmp);
+			typical = with[nw / 2];
+			nw = 0;
+			for (size_t k = 0; k < steps->n; k++)
+				if (in[k])
+					with[nw++] = VEC_AT(steps, struct an_step, k)->end - VEC_AT(steps, struct an_step, k)->begin;
+			qsort(with, nw, sizeof *with, u64_cmp);
+			typical_len = with[nw / 2];
+		}
+		free(with);
+	}
+	for (size_t k = 0; k < steps->n; k++) {
+		const struct an_step *it = VEC_AT(steps, struct an_step, k);
+		if (!in[k] && (per > 1 || (work && 4 * work[k] < typical && 4 * (it->end - it->begin) < typical_len)))
+			continue;
+		/* Iterations first..k: whole periods of steps, the last one
+		 * ending with this call (with k - first + 1 no multiple of the
+		 * period, micro-batches of uneven count: one step; with period
+		 * 1, iterations of next to no work and this one: one step). */
+		size_t len = k - first + 1, parts = per == 1 || len % per ? 1 : len / per;
+		for (size_t p = 0; p < parts; p++) {
+			size_t b = parts == 1 ? first : first + p * per, e = parts == 1 ? k : b + per - 1;
+			*VEC_AT(steps, struct an_step, out++) = (struct an_step){VEC_AT(steps, struct an_step, b)->begin,
+										 VEC_AT(steps, struct an_step, e)->end};
+		}
+		first = k + 1;
+	}
+	size_t tail = steps->n - first;
+	free(work);
+	if (per == 1)
+		tail = 0; /* (what is left after the last step: iterations with next to no work) */
+	for (size_t p = 0; p + per <= tail; p += per)
+		*VEC_AT(steps, struct an_step, out++) = (struct an_step){VEC_AT(steps, struct an_step, first + p)->begin,
+									 VEC_AT(steps, struct an_step, first + p + per - 1)->end};
+	free(in);
 	steps->n = out;
 	/* Nearly every call inside a step (one before the loop, or after it,
 	 * is the program's own business). */

@@ -513,6 +513,32 @@ def part_bursts(gen_path, tmp):
         check(b[0]["idle_ns"] == truth["idle_ns"], f"bursts2: burst idle {b[0]['idle_ns']} != {truth['idle_ns']}")
     text = run([trace]).stdout
     check("2 bursts, 80 short kernels spanning 397.0 us" in text, f"bursts2: text line ({text[:600]})")
+    # A per-parameter loop whose ops go through torch's Python wrappers (torch.norm, 1.0 / t) for half its
+    # lines: the launches' innermost frames alternate between torch's files and the user's lines, the burst is
+    # the user's loop all the same (keyed on the innermost user frame); keyed on the leaf (--where=leaf) no run
+    # of one call path or sibling lines reaches --burst-min.
+    trace, _ = gen(gen_path, tmp, "bursts-wrapped")
+    rep = json.loads(run([trace, "--json"]).stdout)
+    b = [f for f in rep["findings"] if f["kind"] == "kernel_burst"]
+    where = [(f["where"]["python"] or [{}])[0] for f in b]
+    check(len(b) == 1 and where[0].get("file") == "train.py" and where[0].get("function") == "rescale"
+          and b[0]["count"] == 96 and b[0]["bursts"] == 1,
+          f"bursts-wrapped: one burst of 96 kernels at the user's loop ({[(f['count'], w) for f, w in zip(b, where)]})")
+    leaf = json.loads(run([trace, "--json", "--where=leaf"]).stdout)
+    check(not [f for f in leaf["findings"] if f["kind"] == "kernel_burst" and f["count"] >= 96],
+          "bursts-wrapped --where=leaf: keyed on the innermost frame, the loop is no one burst")
+
+
+def part_skips(gen_path, tmp):
+    # Optimizer steps skipped (a `continue` on a non-finite loss; GradScaler.step skipping the optimizer; one
+    # skipped in gradient accumulation): every iteration of the loop is a step still, micro-batches grouped.
+    for scen in ("unmarked-skips", "unmarked-scaler", "unmarked-accum-skip"):
+        trace, exp = gen(gen_path, tmp, scen)
+        rep = json.loads(run([trace, "--json"]).stdout)
+        st, want = rep["steps"] or {}, exp["steps"]
+        check(st.get("source") == "detected" and st.get("count") == want["count"] and st.get("warmup") == 1
+              and st.get("unit_kind") == "optimizer_step",
+              f"{scen}: {want['count']} steps, one per iteration (per accumulation group), the first warm-up ({st})")
 
 
 def part_options(gen_path, tmp):
@@ -738,7 +764,7 @@ def part_robust(gen_path, tmp):
 def main():
     gen_path, part = sys.argv[1], sys.argv[2]
     parts = {"report": part_report, "bursts": part_bursts, "cli": part_cli, "options": part_options, "text": part_text, "bad-input": part_bad_input,
-             "robust": part_robust}
+             "robust": part_robust, "skips": part_skips}
     extra = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_diff_export.py")
     if part not in parts:
         sys.path.insert(0, os.path.dirname(extra))

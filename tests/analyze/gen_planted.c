@@ -1100,6 +1100,78 @@ static void scen_unmarked_accum(void)
 	span(0, t0, g + 50 * US, cp_loop);
 }
 
+/* Optimizer steps skipped, no marks: a module-level loop of N iterations
+ * (forward at train.py:20 through model.py, backward at :22, the optimizer
+ * at :23 through torch.optim).  skips: the loop `continue`s before backward
+ * when its loss is not finite (its check, a sync, at :21) in iterations 0, 1,
+ * 2 and 5 -- its optimizer step is not taken, the iteration is a step all the
+ * same: N steps.  scaler: torch.amp's GradScaler.step at :23 every
+ * iteration, stepping the optimizer inside it but in those four: N steps.
+ * accum: gradient accumulation over 3 micro-batches (N = 18), the optimizer
+ * step of the third group skipped (no optimizer frame in its iterations): 6
+ * steps of 3 iterations each.  The first step is warm-up. */
+enum { SKIPS_PLAIN, SKIPS_SCALER, SKIPS_ACCUM };
+static const char *joined(const char *prefix, const char *rest);
+static void scen_unmarked_skips(int shape)
+{
+	common_defs();
+	const char *torch = "/opt/py/lib/python3.11/site-packages/torch/";
+	int N = shape == SKIPS_ACCUM ? 18 : 10, per = shape == SKIPS_ACCUM ? 3 : 1;
+	uint64_t cp_f = site("train.py", "<module>", 20, 0);
+	uint64_t cp_call = site(joined(torch, "nn/modules/module.py"), "Module._call_impl", 1740, cp_f); /* its span */
+	uint64_t cp_fwd_l = site("model.py", "forward", 30, site(joined(torch, "nn/modules/module.py"), "Module._call_impl",
+								  1750, cp_f));
+	uint64_t cp_chk = site("train.py", "<module>", 21, 0);
+	uint64_t cp_b = site(joined(torch, "autograd/__init__.py"), "backward", 260,
+			     site(joined(torch, "_tensor.py"), "Tensor.backward", 620, site("train.py", "<module>", 22, 0)));
+	uint64_t cp_line23 = site("train.py", "<module>", 23, 0);
+	uint64_t cp_scaler = site(joined(torch, "amp/grad_scaler.py"), "GradScaler.step", 450, cp_line23);
+	uint64_t cp_unscale = site(joined(torch, "amp/grad_scaler.py"), "GradScaler._unscale_grads_", 300, cp_scaler);
+	uint64_t cp_opt = site(joined(torch, "optim/adam.py"), "Adam.step", 210,
+			       shape == SKIPS_SCALER ? cp_scaler : cp_line23);
+	uint64_t g = 1000 * US, steps = 0;
+	for (int i = 0; i < N; i++) {
+		int group = i / per, last_of_group = i % per == per - 1;
+		int skipped = shape == SKIPS_ACCUM ? group == 2 : (i < 3 || i == 5);
+		steps += i % per == 0;
+		uint64_t call_begin = g - 15 * US;
+		for (int k = 0; k < 4; k++) {
+			uint64_t gs = g + 8 * US;
+			kernel(0, gs - 20 * US, cp_fwd_l, 0, 0, 7, gs, gs + 60 * US, k_gemm);
+			g = gs + 60 * US;
+		}
+		span(0, call_begin, g - 50 * US, cp_call); /* the model's call, returned before its last kernel ends */
+		if (shape == SKIPS_PLAIN) {
+			sync_call(0, g - 10 * US, 15 * US, cp_chk, 0);
+			g += 10 * US;
+			if (skipped)
+				continue;
+		}
+		for (int k = 0; k < 4; k++) {
+			uint64_t gs = g + 8 * US;
+			kernel(0, gs - 20 * US, cp_b, 0, 0, 7, gs, gs + 60 * US, k_relu);
+			g = gs + 60 * US;
+		}
+		if (shape == SKIPS_SCALER) {
+			uint64_t gs = g + 8 * US;
+			kernel(0, gs - 20 * US, cp_unscale, 0, 0, 7, gs, gs + 20 * US, k_fill);
+			g = gs + 20 * US;
+			sync_call(0, g - 5 * US, 10 * US, cp_scaler, 0); /* found_inf.item() */
+			g += 5 * US;
+		}
+		if (skipped || !last_of_group)
+			continue;
+		for (int k = 0; k < 3; k++) {
+			uint64_t gs = g + 8 * US;
+			kernel(0, gs - 20 * US, cp_opt, 0, 0, 7, gs, gs + 30 * US, k_fill);
+			g = gs + 30 * US;
+		}
+	}
+	exp_steps_count = steps;
+	exp_steps_warmup = 1;
+	exp_steps_median = 0; /* not checked: the steps' count is the point */
+}
+
 /* unmarked-inline: an example script's shape without marks: main() calls
  * train() once per epoch (train.py:90) and evaluate() after it (train.py:91);
  * train()'s batch loop is inline (forward at train.py:42 through model.py,
@@ -1319,6 +1391,9 @@ static void scen_scalars(void)
 		t += 1 * US;
 	}
 	expect_finding("scalar_copy", NULL, "train.py", "<module>", 22, 7);
+	/* Its sync, in each of the 7 steps: a sync hotspot too (fewer than
+	 * --sync-min, every step). */
+	expect_finding("sync_hotspot", NULL, "train.py", "<module>", 22, 7);
 	span(0, t0, free7 + 20 * US, cp_mod);
 }
 
@@ -1794,6 +1869,36 @@ static void scen_bursts2(void)
 	clean_step(ls + 300 * US, 0);
 }
 
+/* bursts-wrapped: a per-parameter loop rescaling 24 gradients (train.py
+ * rescale, lines 15-18), one tiny kernel a line, the first two through
+ * torch's Python wrappers (torch.norm in torch/functional.py, `1.0 / n`
+ * in Tensor.__rdiv__), the other two from the user's lines: 96 kernels in
+ * a row from one loop, the GPU idle between them -- one burst at the
+ * user's lines, whatever the innermost frame of each launch. */
+static void scen_bursts_wrapped(void)
+{
+	common_defs();
+	const char *torch = "/opt/py/lib/python3.11/site-packages/torch/";
+	uint64_t cp_fn = site("train.py", "rescale", 12, cp_bwd);
+	uint64_t cp_l15 = site("train.py", "rescale", 15, cp_bwd), cp_l16 = site("train.py", "rescale", 16, cp_bwd);
+	uint64_t leaf[4] = {
+		site(joined(torch, "functional.py"), "norm", 1740, cp_l15),
+		site(joined(torch, "_tensor.py"), "Tensor.__rdiv__", 1124,
+		     site(joined(torch, "_tensor.py"), "_handle_torch_function_and_wrap_type_error_to_not_implemented.<locals>.wrapped",
+			  39, cp_l16)),
+		site("train.py", "rescale", 17, cp_bwd),
+		site("train.py", "rescale", 18, cp_bwd),
+	};
+	uint64_t g = clean_step(1000 * US, 0), lo = g + 10 * US, t = lo - 40 * US;
+	for (int k = 0; k < 96; k++) {
+		uint64_t gs = lo + (uint64_t)k * 14 * US;
+		kernel(0, t, leaf[k % 4], 0, 0, 7, gs, gs + 3 * US, k_fill);
+		t = gs - 20 * US;
+	}
+	span(0, lo - 45 * US, lo + 96 * 14 * US, cp_fn);
+	clean_step(lo + 96 * 14 * US, 0);
+}
+
 /* Bench trace: ITERS clean steps, written as they are made so memory stays
  * flat (no expectations: the bench only times the analysis). */
 /* GPU chunks written `lag` frames after the host chunks of the same steps
@@ -2159,6 +2264,8 @@ int main(int argc, char **argv)
 		scen_cpu(0, 1);
 	else if (!strcmp(s, "bursts2"))
 		scen_bursts2();
+	else if (!strcmp(s, "bursts-wrapped"))
+		scen_bursts_wrapped();
 	else if (!strcmp(s, "threads"))
 		scen_threads();
 	else if (!strcmp(s, "allocs"))
@@ -2177,6 +2284,12 @@ int main(int argc, char **argv)
 		scen_unmarked_inline();
 	else if (!strcmp(s, "unmarked-accum"))
 		scen_unmarked_accum();
+	else if (!strcmp(s, "unmarked-skips"))
+		scen_unmarked_skips(SKIPS_PLAIN);
+	else if (!strcmp(s, "unmarked-scaler"))
+		scen_unmarked_skips(SKIPS_SCALER);
+	else if (!strcmp(s, "unmarked-accum-skip"))
+		scen_unmarked_skips(SKIPS_ACCUM);
 	else if (!strcmp(s, "unmarked-item"))
 		scen_unmarked_item();
 	else if (!strcmp(s, "scalars"))

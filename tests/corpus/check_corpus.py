@@ -37,8 +37,8 @@ def check(cond, what):
     return cond
 
 
-def functions(path):
-    """Qualified function name -> (first line, last line), decorators included."""
+def functions(path, text=None):
+    """Qualified function name -> (first line, last line), decorators included (of text, when given)."""
     spans = {}
 
     def visit(node, prefix):
@@ -49,18 +49,45 @@ def functions(path):
                     first = min([child.lineno] + [d.lineno for d in child.decorator_list])
                     spans[name] = (first, child.end_lineno)
                 visit(child, name + ".")
-    with open(path) as f:
-        tree = ast.parse(f.read())
-    visit(tree, "")
-    spans["<module>"] = (1, len(open(path).read().splitlines()))
+    if text is None:
+        with open(path) as f:
+            text = f.read()
+    visit(ast.parse(text), "")
+    spans["<module>"] = (1, len(text.splitlines()))
     return spans
 
 
-def line_of(path, text):
-    hits = [n for n, line in enumerate(open(path).read().splitlines(), 1) if text in line]
+def line_of(path, text, source=None):
+    lines = (source if source is not None else open(path).read()).splitlines()
+    hits = [n for n, line in enumerate(lines, 1) if text in line]
     if len(hits) != 1:
         raise SystemExit(f"{path}: the planted line {text!r} is not unique ({hits})")
     return hits[0]
+
+
+class Cells:
+    """A notebook's cells (truth "cells": their file below scripts/, cut as the runner cuts them) and the file name
+    the kernel compiled each under (truth "cell_names": "ipykernel", TMP/ipykernel_PID/SHA.py; "ipython",
+    <ipython-input-N-SHA>): the planted lines are the cells', their frames named so."""
+
+    def __init__(self, truth):
+        import hashlib
+        import re
+        sys.path.insert(0, os.path.join(HERE, "scripts"))
+        from notebook_ipykernel import cells
+        self.path = os.path.join(HERE, "scripts", truth["cells"])
+        self.sources = cells(self.path)
+        self.names = []
+        for n, src in enumerate(self.sources, 1):
+            sha = hashlib.sha1(src.encode()).hexdigest()[:12]
+            self.names.append(re.compile(r".*/ipykernel_[0-9]+/" + sha + r"\.py$" if truth["cell_names"] == "ipykernel"
+                                         else "^<ipython-input-%d-%s>$" % (n, sha)))
+
+    def cell_of(self, text):
+        hits = [i for i, src in enumerate(self.sources) if text in src]
+        if len(hits) != 1:
+            raise SystemExit(f"{self.path}: the planted line {text!r} is in no one cell ({hits})")
+        return hits[0]
 
 
 def run(cmd, env, timeout, what):
@@ -91,8 +118,10 @@ def check_steps(rep, truth, what):
 
 
 def frame_in(script, fns, frame, function, line):
-    """The finding's innermost frame is the script's, in function (at line when given)."""
-    if not frame or os.path.realpath(frame.get("file", "")) != script:
+    """The finding's innermost frame is the script's (script: its path, or a pattern its file name matches), in
+    function (at line when given)."""
+    if not frame or not (script.match(frame.get("file", "")) if hasattr(script, "match")
+                         else os.path.realpath(frame.get("file", "")) == script):
         return False
     lo, hi = fns.get(function, (0, -1))
     if frame.get("function") != function and not (frame.get("function", "").endswith("." + function.split(".")[-1])
@@ -102,12 +131,18 @@ def frame_in(script, fns, frame, function, line):
 
 
 def check_planted(rep, truth, script, what):
-    fns = functions(script)
+    cells = Cells(truth) if "cells" in truth else None
+    fns = functions(script) if not cells else None
     findings = rep["findings"]
     for p in truth.get("planted", []):
-        line = line_of(script, p["line"]) if "line" in p else None
+        where, source = script, None
+        if cells:  # the planted line's cell: its text, its file name
+            c = cells.cell_of(p["line"])
+            where, source = cells.names[c], cells.sources[c]
+            fns = functions(cells.path, source)
+        line = line_of(script, p["line"], source) if "line" in p else None
         hits = [f for f in findings if f["kind"] == p["kind"] and ("cause" not in p or f.get("cause") == p["cause"])
-                and frame_in(script, fns, ((f.get("where") or {}).get("python") or [None])[0], p["function"], line)]
+                and frame_in(where, fns, ((f.get("where") or {}).get("python") or [None])[0], p["function"], line)]
         placed = [(f["kind"], f.get("cause"), [(os.path.basename(x["file"]), x["line"], x["function"])
                                                for x in ((f.get("where") or {}).get("python") or [])[:1]])
                   for f in findings[:6]]
