@@ -345,6 +345,9 @@ struct analysis {
 	 * that returned an error (a failed launch is an error, not a kernel). */
 	uint64_t n_launch, n_memcpy, n_memset, n_malloc, n_free, n_sync, n_api;
 	uint64_t n_errors;
+	/* Graph launches (counted in n_launch too), and the iterations that held one (graph_launch_iters,
+	 * counted as steps are: st->in_iter). */
+	uint64_t n_graph_launch, graph_launch_iters, graph_launch_last_iter;
 	/* GPU records. */
 	uint64_t n_gpu_kernel, n_gpu_memcpy, n_gpu_memset, n_gpu_sync;
 	uint64_t unmatched_gpu;  /* GPU records with no API record by corr */
@@ -517,5 +520,12 @@ void an_report_text(const struct analysis *a, FILE *f);
 int an_report_json(const struct analysis *a, FILE *f);
 int an_report_html(const struct analysis *a, FILE *f);
 void json_str(FILE *f, const char *s, size_t len);
+
+/* The steady state's steps replay CUDA graphs: a graph launch in half of the window's iterations or
+ * more (the steps' work is a replay; advice to capture the step in a graph would be moot). */
+static inline int an_steps_replay_graphs(const struct analysis *a)
+{
+	return a->graph_launch_iters && 2 * a->graph_launch_iters >= a->iterations;
+}
 
 #endif
