@@ -118,7 +118,7 @@ enum an_steps_source {
 };
 const char *an_steps_source_name(int source);
 /* The call made once per detected step (doc/findings.md, "Steps"). */
-enum an_step_unit { AN_UNIT_NONE = 0, AN_UNIT_OPTIMIZER, AN_UNIT_BACKWARD, AN_UNIT_FORWARD };
+enum an_step_unit { AN_UNIT_NONE = 0, AN_UNIT_OPTIMIZER, AN_UNIT_BACKWARD, AN_UNIT_FORWARD, AN_UNIT_GRAPH };
 const char *an_step_unit_name(int unit);
 
 /* Phases, so the report can keep to the runner's steady state. */
@@ -348,6 +348,8 @@ struct analysis {
 	/* Graph launches (counted in n_launch too), and the iterations that held one (graph_launch_iters,
 	 * counted as steps are: st->in_iter). */
 	uint64_t n_graph_launch, graph_launch_iters, graph_launch_last_iter;
+	/* Every phase's: the first iteration with a graph launch (0: none), and how many had one. */
+	uint64_t graph_launch_first_iter, graph_launch_all_iters, graph_launch_all_last;
 	/* GPU records. */
 	uint64_t n_gpu_kernel, n_gpu_memcpy, n_gpu_memset, n_gpu_sync;
 	uint64_t unmatched_gpu;  /* GPU records with no API record by corr */

@@ -500,6 +500,12 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 				a->graph_launch_last_iter = st->iter_no;
 				a->graph_launch_iters++;
 			}
+			if (st->in_iter && a->graph_launch_all_last != st->iter_no) {
+				a->graph_launch_all_last = st->iter_no;
+				a->graph_launch_all_iters++;
+				if (!a->graph_launch_first_iter)
+					a->graph_launch_first_iter = st->iter_no;
+			}
 		}
 		on_api_k(a, r, TBP_K_LAUNCH);
 		return;

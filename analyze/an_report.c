@@ -952,10 +952,11 @@ void an_report_text(const struct analysis *a, FILE *f)
 			fprintf(f, ": the loop whose steps start at %s", site);
 		}
 		if (a->steps.unit) {
-			static const char *const what[] = {"", "one optimizer step()", "one backward()", "one forward of the model"};
+			static const char *const what[] = {"", "one optimizer step()", "one backward()", "one forward of the model",
+							   "one CUDA graph replay"};
 			char site[512];
 			an_site_label(a, a->steps.unit, 0, site, sizeof site);
-			fprintf(f, ", each holding %s at %s", what[a->steps.unit_kind & 3], site);
+			fprintf(f, ", each holding %s at %s", what[a->steps.unit_kind <= AN_UNIT_GRAPH ? a->steps.unit_kind : 0], site);
 		}
 		fprintf(f, "), %" PRIu64 " warm-up set apart, median %s per step\n", a->steps.warmup,
 			fmt_ns(a->steps.median_ns, t2, sizeof t2));
