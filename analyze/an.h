@@ -524,9 +524,12 @@ int an_report_html(const struct analysis *a, FILE *f);
 void json_str(FILE *f, const char *s, size_t len);
 
 /* The steady state's steps replay CUDA graphs: a graph launch in half of the window's iterations or
- * more (the steps' work is a replay; advice to capture the step in a graph would be moot). */
+ * more; without steps, half of the launches or more are graph launches (the work is a replay; advice
+ * to capture the step in a graph would be moot). */
 static inline int an_steps_replay_graphs(const struct analysis *a)
 {
+	if (!a->iterations)
+		return a->n_graph_launch && 2 * a->n_graph_launch >= a->n_launch;
 	return a->graph_launch_iters && 2 * a->graph_launch_iters >= a->iterations;
 }
 

@@ -155,9 +155,9 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 			if (an_finding_cpu_bound(f))
 				return CPU_WORK_ADVICE;
 			if (graphs)
-				return "the next launch was issued late (launch-bound) outside the CUDA graphs the "
-				       "steps replay: capture this work into the graph too, or batch small ops "
-				       "(torch._foreach_*, fused ops)";
+				return "the next launch was issued late (launch-bound): batch small ops "
+				       "(torch._foreach_*, fused ops), or capture more of the step into the CUDA graph "
+				       "it replays (fewer, larger replays)";
 			return "the next launch was issued late (launch-bound): batch small ops "
 			       "(torch._foreach_*, fused ops), use torch.compile or CUDA graphs";
 		case AN_CAUSE_ALLOC:
@@ -207,19 +207,19 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 	case AN_F_KERNEL_BURST:
 		if (f->backward_burst && graphs)
 			return "the backward pass launches many tiny kernels here (autograd runs one or more per "
-			       "op of the forward) with the GPU idling between them, outside the CUDA graphs the "
-			       "steps replay: fuse the forward's small ops (torch.compile), capture this pass into "
-			       "the graph too, or give each op more work (a larger batch)";
+			       "op of the forward) with the GPU idling between them: fuse the forward's small ops "
+			       "(torch.compile), capture the backward into the CUDA graph the step replays too, or "
+			       "give each op more work (a larger batch)";
 		if (f->backward_burst)
 			return "the backward pass launches many tiny kernels here (autograd runs one or more per "
 			       "op of the forward) with the GPU idling between them: fuse the forward's small "
 			       "ops (torch.compile), capture the step with CUDA graphs, or give each op more work "
 			       "(a larger batch)";
 		if (graphs)
-			return "many tiny kernels in a row from this line, outside the CUDA graphs the steps "
-			       "replay, with the GPU idling between them: use torch._foreach_* (e.g. "
-			       "zero_grad(set_to_none=True), foreach=True optimizers), fuse with torch.compile, or "
-			       "capture them into the graph too";
+			return "many tiny kernels in a row from this line with the GPU idling between them: use "
+			       "torch._foreach_* (e.g. zero_grad(set_to_none=True), foreach=True optimizers), fuse "
+			       "with torch.compile, or capture more of the step into the CUDA graph it replays "
+			       "(fewer, larger replays)";
 		return "many tiny kernels in a row from this line with the GPU idling between them: use "
 		       "torch._foreach_* (e.g. zero_grad(set_to_none=True), foreach=True optimizers), fuse "
 		       "with torch.compile, or capture the loop with CUDA graphs";
@@ -1011,8 +1011,9 @@ void an_report_text(const struct analysis *a, FILE *f)
 		   " free, %" PRIu64 " sync",
 		a->n_launch - a->n_graph_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync);
 	if (a->n_graph_launch)
-		fprintf(f, ", %" PRIu64 " CUDA graph launch%s (%" PRIu64 " of %" PRIu64 " steps replay one)",
-			a->n_graph_launch, a->n_graph_launch == 1 ? "" : "es", a->graph_launch_iters, a->iterations);
+		fprintf(f, ", %" PRIu64 " CUDA graph launch%s", a->n_graph_launch, a->n_graph_launch == 1 ? "" : "es");
+	if (a->n_graph_launch && a->iterations)
+		fprintf(f, " (%" PRIu64 " of %" PRIu64 " steps replay one)", a->graph_launch_iters, a->iterations);
 	if (a->n_errors)
 		fprintf(f, ", %" PRIu64 " failed API call%s (not counted as kernels)", a->n_errors,
 			a->n_errors == 1 ? "" : "s");
