@@ -119,7 +119,7 @@ enum an_steps_source {
 };
 const char *an_steps_source_name(int source);
 /* The call made once per detected step (doc/findings.md, "Steps"). */
-enum an_step_unit { AN_UNIT_NONE = 0, AN_UNIT_OPTIMIZER, AN_UNIT_BACKWARD, AN_UNIT_FORWARD };
+enum an_step_unit { AN_UNIT_NONE = 0, AN_UNIT_OPTIMIZER, AN_UNIT_BACKWARD, AN_UNIT_FORWARD, AN_UNIT_GRAPH };
 const char *an_step_unit_name(int unit);
 
 /* Phases, so the report can keep to the runner's steady state. */
@@ -371,6 +371,11 @@ struct analysis {
 	 * that returned an error (a failed launch is an error, not a kernel). */
 	uint64_t n_launch, n_memcpy, n_memset, n_malloc, n_free, n_sync, n_api;
 	uint64_t n_errors;
+	/* Graph launches (counted in n_launch too), and the iterations that held one (graph_launch_iters,
+	 * counted as steps are: st->in_iter). */
+	uint64_t n_graph_launch, graph_launch_iters, graph_launch_last_iter;
+	/* Every phase's: the first iteration with a graph launch (0: none), and how many had one. */
+	uint64_t graph_launch_first_iter, graph_launch_all_iters, graph_launch_all_last;
 	/* GPU records. */
 	uint64_t n_gpu_kernel, n_gpu_memcpy, n_gpu_memset, n_gpu_sync;
 	uint64_t unmatched_gpu;  /* GPU records with no API record by corr */
@@ -556,5 +561,15 @@ void an_report_text(const struct analysis *a, FILE *f);
 int an_report_json(const struct analysis *a, FILE *f);
 int an_report_html(const struct analysis *a, FILE *f);
 void json_str(FILE *f, const char *s, size_t len);
+
+/* The steady state's steps replay CUDA graphs: a graph launch in half of the window's iterations or
+ * more; without steps, half of the launches or more are graph launches (the work is a replay; advice
+ * to capture the step in a graph would be moot). */
+static inline int an_steps_replay_graphs(const struct analysis *a)
+{
+	if (!a->iterations)
+		return a->n_graph_launch && 2 * a->n_graph_launch >= a->n_launch;
+	return a->graph_launch_iters && 2 * a->graph_launch_iters >= a->iterations;
+}
 
 #endif

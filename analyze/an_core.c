@@ -80,6 +80,18 @@ static size_t late_warmup(const struct analysis *a, size_t nsteps)
 	return warmup;
 }
 
+/* Steps that replay CUDA graphs from some step on, every one after it too (torch.compile's
+ * mode="reduce-overhead": a step or two run eager, then one records the graph and replays it): the
+ * steps up to the first one that launched a graph are set-up (warm-up), the capture among them, as
+ * long as half of the steps are left. */
+static size_t graph_warmup(const struct analysis *a, size_t nsteps)
+{
+	uint64_t first = a->graph_launch_first_iter;
+	if (!first || first > nsteps / 2 || a->graph_launch_all_iters != nsteps - first + 1)
+		return 1;
+	return (size_t)first;
+}
+
 /* A trace without the runner's marks whose training loop was found (the
  * first pass detects it from the spans or the work's lines): analysed
  * again with the steps marked as the runner would, so that the first step
@@ -111,6 +123,8 @@ static int run_steps(struct analysis *a, const char *path, const struct an_opts 
 	again.n_synth_steps = steps.n;
 	rc = run_once(a, path, &again);
 	size_t warmup = rc ? 1 : late_warmup(a, steps.n);
+	if (!rc && graph_warmup(a, steps.n) > warmup)
+		warmup = graph_warmup(a, steps.n);
 	if (warmup > 1) {
 		an_free(a);
 		again.synth_warmup = warmup;

@@ -461,6 +461,10 @@ static int an_has_lib_dirs(const struct analysis *a)
 
 static int file_is_library(const struct analysis *a, const char *file, size_t len)
 {
+	/* Code torch.compile's inductor generated (its cache, <tmp>/torchinductor_<user>/ unless
+	 * TORCHINDUCTOR_CACHE_DIR moves it): torch's, run for the user's compiled call. */
+	if (has_at(file, len, "/torchinductor_"))
+		return 1;
 	if (!an_has_lib_dirs(a))
 		return legacy_is_library(file, len);
 	uint64_t role;
@@ -802,6 +806,7 @@ const char *an_step_unit_name(int unit)
 	case AN_UNIT_OPTIMIZER: return "optimizer_step";
 	case AN_UNIT_BACKWARD: return "backward";
 	case AN_UNIT_FORWARD: return "forward";
+	case AN_UNIT_GRAPH: return "graph_replay";
 	}
 	return "none";
 }

@@ -152,6 +152,7 @@ struct corr_ent {
 /* 4096 entries (192 KiB, cache-resident): in time order, the launches
  * still waiting for their GPU side are about the runtime's queue depth. */
 #define CORR_RING (1u << 12)
+#define GRAPH_RING (1u << 10)
 struct corr_slot {
 	uint64_t corr; /* 0: empty */
 	struct corr_ent e;
@@ -207,6 +208,12 @@ struct an_state {
 	 * the map. */
 	struct corr_slot *corr_ring; /* CORR_RING entries; NULL: map only */
 	int corr_ring_failed;
+	/* Graph launches: every node a replay ran carries the launch's corr, so the entry is not taken
+	 * by the first; the last GRAPH_RING launches stay (their replays' records come long before
+	 * that many more launches). */
+	struct corr_slot *graph_ring; /* GRAPH_RING entries, allocated at the first graph launch */
+	struct u64map graph_corr;     /* corr -> index in graph_ring */
+	uint64_t graph_next;
 	int expect_gpu;
 
 	struct u64map dev_idx, stream_idx, finding_idx, kernel_idx, site_idx, thread_idx;

@@ -223,6 +223,32 @@ HOT_FN void note_time(struct analysis *a, uint64_t ts, uint64_t end)
 
 COLD_FN struct corr_ent *corr_map_slot(struct an_state *st, uint64_t corr);
 
+/* The graph launch waiting under corr, left in place for the replay's other records (NULL: none). */
+COLD_FN const struct corr_ent *graph_corr_find(struct an_state *st, uint64_t corr)
+{
+	uint64_t *ix = st->graph_corr.n ? u64map_get(&st->graph_corr, corr) : NULL;
+	return ix ? &st->graph_ring[*ix].e : NULL;
+}
+
+/* Where to write a graph launch's entry (NULL: not kept); the oldest of GRAPH_RING goes. */
+COLD_FN struct corr_ent *graph_corr_slot(struct an_state *st, uint64_t corr)
+{
+	if (!corr)
+		return NULL;
+	if (!st->graph_ring && !(st->graph_ring = calloc(GRAPH_RING, sizeof *st->graph_ring)))
+		return NULL;
+	struct corr_slot *sl = &st->graph_ring[st->graph_next % GRAPH_RING];
+	if (sl->corr)
+		u64map_del(&st->graph_corr, sl->corr);
+	if (u64map_put(&st->graph_corr, corr, st->graph_next % GRAPH_RING)) {
+		sl->corr = 0;
+		return NULL;
+	}
+	st->graph_next++;
+	sl->corr = corr;
+	return &sl->e;
+}
+
 /* The launch waiting under corr, taken out of the table (NULL: none).  Its
  * entry stays readable until the next corr_slot: the GPU record's pass
  * reads it in place. */
@@ -235,11 +261,11 @@ HOT_FN const struct corr_ent *corr_take(struct an_state *st, uint64_t corr)
 			return &sl->e;
 		}
 		if (!st->corr.n)
-			return NULL;
+			return graph_corr_find(st, corr);
 	}
 	uint64_t *ix = u64map_get(&st->corr, corr);
 	if (!ix)
-		return NULL;
+		return graph_corr_find(st, corr);
 	uint64_t i = *ix;
 	u64map_del(&st->corr, corr);
 	uint64_t *fl = vec_push(&st->corr_freelist);
@@ -425,7 +451,9 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 		steps_call(st, r->tid, ts, end, c->callpath);
 	/* A call the runtime refused has no GPU side to wait for. */
 	if (st->expect_gpu && !c->result && (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET)) {
-		struct corr_ent *ce = corr_slot(st, c->corr);
+		/* Only on_api hands an API record over as a launch: a graph launch. */
+		struct corr_ent *ce = kind == TBP_K_LAUNCH && r->kind != TBP_K_LAUNCH ? graph_corr_slot(st, c->corr)
+										    : corr_slot(st, c->corr);
 		if (ce) {
 			ce->callpath = c->callpath;
 			ce->native = c->native;
@@ -477,8 +505,35 @@ static __attribute__((noinline)) void on_gpu(struct analysis *a, const struct tb
 	on_gpu_k(a, r, r->kind);
 }
 
+/* A graph launch (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch: recorded as an API call) is a
+ * launch to every pass: the kernels it replays carry its corr, so they are joined to its line, and
+ * the step holding it did GPU work. */
+static int is_graph_launch(const struct tbp_record *r)
+{
+	const struct tbp_api_info *ai = r->kind == TBP_K_API ? tbp_api_lookup((unsigned)r->u.call.api) : NULL;
+	return ai && ai->category == TBP_CAT_GRAPH;
+}
+
 static __attribute__((noinline)) void on_api(struct analysis *a, const struct tbp_record *r)
 {
+	if (is_graph_launch(r)) {
+		struct an_state *st = a->st;
+		if (!r->u.call.result) {
+			a->n_graph_launch++;
+			if (st->in_iter && st->iter_steady && a->graph_launch_last_iter != st->iter_no) {
+				a->graph_launch_last_iter = st->iter_no;
+				a->graph_launch_iters++;
+			}
+			if (st->in_iter && a->graph_launch_all_last != st->iter_no) {
+				a->graph_launch_all_last = st->iter_no;
+				a->graph_launch_all_iters++;
+				if (!a->graph_launch_first_iter)
+					a->graph_launch_first_iter = st->iter_no;
+			}
+		}
+		on_api_k(a, r, TBP_K_LAUNCH);
+		return;
+	}
 	on_api_k(a, r, r->kind);
 }
 
@@ -715,6 +770,8 @@ void an_pass_free(struct analysis *a)
 			passes[i]->free(a);
 	u64map_free(&st->corr);
 	free(st->corr_ring);
+	free(st->graph_ring);
+	u64map_free(&st->graph_corr);
 	vec_free(&st->corr_pool);
 	vec_free(&st->corr_freelist);
 	u64map_free(&st->dev_idx);

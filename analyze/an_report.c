@@ -116,6 +116,8 @@ static int finding_in_dataloader(const struct analysis *a, const struct an_findi
 const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 {
 	static char buf[512];
+	/* Steps that already replay CUDA graphs get no advice to capture the step in one. */
+	int graphs = an_steps_replay_graphs(a);
 	switch (f->kind) {
 	case AN_F_IDLE_GAP:
 		switch (f->cause) {
@@ -151,6 +153,10 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 			}
 			if (an_finding_cpu_bound(f))
 				return CPU_WORK_ADVICE;
+			if (graphs)
+				return "the next launch was issued late (launch-bound): batch small ops "
+				       "(torch._foreach_*, fused ops), or capture more of the step into the CUDA graph "
+				       "it replays (fewer, larger replays)";
 			return "the next launch was issued late (launch-bound): batch small ops "
 			       "(torch._foreach_*, fused ops), use torch.compile or CUDA graphs";
 		case AN_CAUSE_ALLOC:
@@ -174,13 +180,22 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 			       "tracer does not see): profile the host side of this stretch";
 		default:
 			if (f->cause == AN_CAUSE_HOST_OTHER && an_finding_is_engine(f))
-				return "autograd's engine worked on the host before this launch with the GPU idle (its "
+				return graphs ? "autograd's engine worked on the host before this launch with the GPU "
+						"idle (its C++: backward ops with no GPU kernel, gradient hooks, waiting "
+						"for the GIL or for the first launch of the pass): fuse the forward's "
+						"small ops (torch.compile), or queue other GPU work meanwhile"
+					      : "autograd's engine worked on the host before this launch with the GPU idle (its "
 				       "C++: backward ops with no GPU kernel, gradient hooks, waiting for the GIL or "
 				       "for the first launch of the pass): fuse the forward's small ops "
 				       "(torch.compile), capture the step with CUDA graphs, or queue other GPU work "
 				       "meanwhile";
 			if (finding_backward_wait(f))
-				return "the thread waited inside backward() while autograd's engine worked in C++ "
+				return graphs ? "the thread waited inside backward() while autograd's engine worked "
+						"in C++ with no GPU work queued (after its last launch, or before its "
+						"first): the engine's own work (gradient hooks, accumulation, "
+						"allocation), or a graph of many tiny ops: fuse them (torch.compile), or "
+						"queue other GPU work meanwhile"
+					      : "the thread waited inside backward() while autograd's engine worked in C++ "
 				       "with no GPU work queued (after its last launch, or before its first): the "
 				       "engine's own work (gradient hooks, accumulation, allocation), or a graph of "
 				       "many tiny ops: fuse them (torch.compile), capture the step with CUDA graphs, "
@@ -189,11 +204,21 @@ const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
 			       "loading, allocator): profile the native side or overlap it with GPU work";
 		}
 	case AN_F_KERNEL_BURST:
+		if (f->backward_burst && graphs)
+			return "the backward pass launches many tiny kernels here (autograd runs one or more per "
+			       "op of the forward) with the GPU idling between them: fuse the forward's small ops "
+			       "(torch.compile), capture the backward into the CUDA graph the step replays too, or "
+			       "give each op more work (a larger batch)";
 		if (f->backward_burst)
 			return "the backward pass launches many tiny kernels here (autograd runs one or more per "
 			       "op of the forward) with the GPU idling between them: fuse the forward's small "
 			       "ops (torch.compile), capture the step with CUDA graphs, or give each op more work "
 			       "(a larger batch)";
+		if (graphs)
+			return "many tiny kernels in a row from this line with the GPU idling between them: use "
+			       "torch._foreach_* (e.g. zero_grad(set_to_none=True), foreach=True optimizers), fuse "
+			       "with torch.compile, or capture more of the step into the CUDA graph it replays "
+			       "(fewer, larger replays)";
 		return "many tiny kernels in a row from this line with the GPU idling between them: use "
 		       "torch._foreach_* (e.g. zero_grad(set_to_none=True), foreach=True optimizers), fuse "
 		       "with torch.compile, or capture the loop with CUDA graphs";
@@ -911,10 +936,11 @@ void an_report_text(const struct analysis *a, FILE *f)
 			fprintf(f, ": the loop whose steps start at %s", site);
 		}
 		if (a->steps.unit) {
-			static const char *const what[] = {"", "one optimizer step()", "one backward()", "one forward of the model"};
+			static const char *const what[] = {"", "one optimizer step()", "one backward()", "one forward of the model",
+							   "one CUDA graph replay"};
 			char site[512];
 			an_site_label(a, a->steps.unit, 0, site, sizeof site);
-			fprintf(f, ", each holding %s at %s", what[a->steps.unit_kind & 3], site);
+			fprintf(f, ", each holding %s at %s", what[a->steps.unit_kind <= AN_UNIT_GRAPH ? a->steps.unit_kind : 0], site);
 		}
 		fprintf(f, "), %" PRIu64 " warm-up set apart, median %s per step\n", a->steps.warmup,
 			fmt_ns(a->steps.median_ns, t2, sizeof t2));
@@ -967,7 +993,11 @@ void an_report_text(const struct analysis *a, FILE *f)
 	}
 	fprintf(f, "counts: %" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64
 		   " free, %" PRIu64 " sync",
-		a->n_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync);
+		a->n_launch - a->n_graph_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync);
+	if (a->n_graph_launch)
+		fprintf(f, ", %" PRIu64 " CUDA graph launch%s", a->n_graph_launch, a->n_graph_launch == 1 ? "" : "es");
+	if (a->n_graph_launch && a->iterations)
+		fprintf(f, " (%" PRIu64 " of %" PRIu64 " steps replay one)", a->graph_launch_iters, a->iterations);
 	if (a->n_errors)
 		fprintf(f, ", %" PRIu64 " failed API call%s (not counted as kernels)", a->n_errors,
 			a->n_errors == 1 ? "" : "s");
@@ -1307,9 +1337,10 @@ int an_report_json(const struct analysis *a, FILE *f)
 	fprintf(f, "],\n\"counts\":{\"kernels\":%" PRIu64 ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64
 		   ",\"malloc\":%" PRIu64 ",\"free\":%" PRIu64 ",\"sync\":%" PRIu64 ",\"api_calls\":%" PRIu64
 		   ",\"gpu_kernels\":%" PRIu64 ",\"gpu_memcpy\":%" PRIu64 ",\"gpu_memset\":%" PRIu64
-		   ",\"python_spans\":%" PRIu64 ",\"errors\":%" PRIu64 "}",
-		a->n_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync, a->n_api, a->n_gpu_kernel,
-		a->n_gpu_memcpy, a->n_gpu_memset, a->n_spans, a->n_errors);
+		   ",\"python_spans\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"graph_launches\":%" PRIu64
+		   ",\"graph_launch_steps\":%" PRIu64 "}",
+		a->n_launch - a->n_graph_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync, a->n_api, a->n_gpu_kernel,
+		a->n_gpu_memcpy, a->n_gpu_memset, a->n_spans, a->n_errors, a->n_graph_launch, a->graph_launch_iters);
 	fprintf(f, ",\n\"findings\":[");
 	for (size_t i = 0; i < a->findings.n; i++)
 		json_finding(a, f, VEC_AT(&a->findings, struct an_finding, i), i == 0);

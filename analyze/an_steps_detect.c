@@ -40,7 +40,7 @@
 #define HEADS_TRIED 8    /* head lines tried per context, in the order first entered */
 
 enum { UNIT_NONE = AN_UNIT_NONE, UNIT_OPTIMIZER = AN_UNIT_OPTIMIZER, UNIT_BACKWARD = AN_UNIT_BACKWARD,
-       UNIT_FORWARD = AN_UNIT_FORWARD, UNIT_N };
+       UNIT_FORWARD = AN_UNIT_FORWARD, UNIT_GRAPH = AN_UNIT_GRAPH };
 
 struct item {
 	uint64_t ts, end, w; /* w: its share of the work (items_build) */
@@ -158,9 +158,12 @@ static int function_has(const struct an_frame *f, const char *part)
 /* What kind of once-per-step call a frame is: the optimizer's step (any
  * frame in torch.optim but zero_grad and the LR schedulers; a GradScaler's
  * step(), called every step, stepping the optimizer or skipping it),
- * torch's backward(), a module's call (its forward). */
+ * torch's backward(), a module's call (its forward), a CUDA graph's replay
+ * (a step captured whole: its optimizer step and backward are in the graph). */
 static int unit_frame(const struct analysis *a, const struct an_frame *f)
 {
+	if (an_frame_in_library_file(a, f, "torch/cuda/graphs.py") && an_frame_function_is(f, "CUDAGraph.replay"))
+		return UNIT_GRAPH;
 	if ((an_frame_in_library_file(a, f, "torch/amp/grad_scaler.py") ||
 	     an_frame_in_library_file(a, f, "torch/cuda/amp/grad_scaler.py")) &&
 	    an_frame_function_is(f, "GradScaler.step"))
@@ -535,6 +538,10 @@ static int units_find(struct scan *sc)
 				continue; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
 			th[nth++] = (typeof(th[0])){.tid = it->tid};
 		}
+		/* Inside the open call, a path cut by the tracer's depth (torch.compile's first call nests
+		 * deeper than 32 frames) names no user site of its own: it is that call's. */
+		if (!p->complete && th[t].open && it->ts < th[t].end)
+			continue;
 		if (!p->unit_kind) {
 			if (th[t].open && it->ts >= th[t].end)
 				th[t].open = 0;
@@ -587,14 +594,24 @@ static int units_find(struct scan *sc)
 	 * not one per step. */
 	uint64_t threshold = sc->shortest_span;
 	const struct unit_site *best = NULL;
-	for (int kind = UNIT_OPTIMIZER; kind < UNIT_N && !best; kind++)
+	const struct unit_site *graph = NULL;
+	for (int kind = UNIT_OPTIMIZER; kind <= UNIT_GRAPH; kind++) {
+		/* The first kind found is the step's (graph replays apart, weighed below). */
+		const struct unit_site **pick = kind == UNIT_GRAPH ? &graph : &best;
+		if (*pick)
+			continue;
 		for (size_t k = 0; k < sites.n; k++) {
 			const struct unit_site *us = VEC_AT(&sites, struct unit_site, k);
 			if (us->kind == kind && us->calls >= LOOP_MIN &&
 			    (us->shortest == UINT64_MAX || 2 * us->shortest >= 3 * threshold) &&
-			    (!best || us->calls > best->calls))
-				best = us;
+			    (!*pick || us->calls > (*pick)->calls))
+				*pick = us;
 		}
+	}
+	/* A step captured whole in a CUDA graph is its replay: the optimizer step() and backward() seen are
+	 * the warm-up's and the capture's (set-up), fewer than the replays. */
+	if (graph && (!best || graph->calls > best->calls))
+		best = graph;
 	/* Two optimizers stepped at different rates in one loop (a WGAN's
 	 * critic, n_critic times per generator step): the step is the slower
 	 * one's, whose every step holds the other's calls.  A site called up to

@@ -41,7 +41,7 @@ build=$root/build-device
 step setup 60 meson setup "$build" "$root" -Dnative_stacks=disabled -Dhip=disabled || { tail -30 "$out/setup.log"; exit 1; }
 step build 150 ninja -C "$build" || { tail -30 "$out/build.log"; exit 1; }
 step conformance 45 tests/cupti/conformance/run-real.sh "$build"
-grep -E "^(DIFFERS|NEW|conformance:)" "$out/conformance.log" | tee -a "$summary"
+grep -E "^(DIFFERS|NEW|MEASURED|conformance:)" "$out/conformance.log" | tee -a "$summary"
 step gpu-suite 150 meson test -C "$build" --suite gpu --print-errorlogs -v
 grep -E "kernels|joined|OK|FAIL|SKIP" "$out/gpu-suite.log" | tail -12 | tee -a "$summary"
 step launch-bound 90 python3 bench/gpu/launch_bound.py --build "$build" --rounds 3

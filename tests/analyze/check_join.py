@@ -75,6 +75,23 @@ def main():
             info_json = json.loads(run([tbanalyze, "info", trace, "--json"]))
             if info_json.get("joined", {}).get("joined") != joined:
                 fail(f"{what}: info --json joined {info_json.get('joined')}")
+        # A graph launch's replay: many GPU records under the launch's corr, all joined to it (issue #29; before,
+        # a graph launch's API record was no launch to the join: its replays' records had no line).
+        for launches, nodes in ((1200, 2), (40, 30)):
+            trace = os.path.join(tmp, f"graph{launches}.zst")
+            what = f"graph case ({launches} launches of {nodes} nodes)"
+            subprocess.run([gen, trace, "graph", str(launches), str(nodes)], check=True)
+            report = json.loads(run([tbanalyze, trace, "--json"]))
+            t, c = report["trace"], report["counts"]
+            if t.get("gpu_records") != launches * nodes or t.get("gpu_records_joined") != launches * nodes:
+                fail(f"{what}: {t.get('gpu_records_joined')} of {t.get('gpu_records')} GPU records joined, want all "
+                     f"{launches * nodes}")
+            if c.get("graph_launches") != launches or c.get("kernels") != 0:
+                fail(f"{what}: counts {c}: want {launches} graph launches, 0 kernel launches")
+            moot = [f["suggestion"] for f in report["findings"]
+                    if "with CUDA graphs" in f["suggestion"] or "or CUDA graphs" in f["suggestion"]]
+            if moot:
+                fail(f"{what}: advice to use CUDA graphs where every launch is a graph's: {moot[0]}")
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 

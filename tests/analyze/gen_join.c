@@ -8,6 +8,11 @@
  * line (train.py:7); GPU records of the first JOINED launches carry their launch's corr, the others
  * corr 0, as libtbprof writes GPU work it could not join.  NOTICE (optional): the message of the
  * CUPTI_JOIN notice libtbprof writes at exit.
+ *
+ *   gen_join OUT.zst graph LAUNCHES NODES
+ *
+ * LAUNCHES cudaGraphLaunch calls (API records, as the hooks write them) from train.py:7, each followed by
+ * NODES kernels carrying its corr, as a replay's records do (issue #29).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,13 +42,45 @@ static uint64_t string(uint64_t id, const char *s)
 	return id;
 }
 
+static int graph_trace(unsigned long launches, unsigned long nodes)
+{
+	uint64_t t0 = 1000000 * US, period = (nodes + 2) * 10 * US;
+	struct tbp_record r;
+	tbp_writer_begin_chunk(w, TBP_STREAM_THREAD, 100);
+	for (unsigned long i = 0; i < launches; i++) {
+		r = (struct tbp_record){ .kind = TBP_K_API, .tid = 100, .ts = t0 + i * period };
+		r.u.call.end = r.ts + 5 * US;
+		r.u.call.api = TBP_API_cudaGraphLaunch;
+		r.u.call.corr = i + 1;
+		r.u.call.callpath = 11;
+		r.u.api.arg0 = 0x5000;
+		add(&r);
+	}
+	tbp_writer_end_chunk(w);
+	tbp_writer_begin_chunk(w, TBP_STREAM_GPU, 0);
+	for (unsigned long i = 0; i < launches; i++)
+		for (unsigned long k = 0; k < nodes; k++) {
+			r = (struct tbp_record){ .kind = TBP_K_GPU_KERNEL, .tid = 0,
+						 .ts = t0 + i * period + (k + 1) * 10 * US };
+			r.u.gpu_kernel.end = r.ts + 8 * US;
+			r.u.gpu_kernel.stream = 7;
+			r.u.gpu_kernel.corr = i + 1;
+			r.u.gpu_kernel.name = 3;
+			add(&r);
+		}
+	tbp_writer_end_chunk(w);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	int graph = argc == 5 && !strcmp(argv[2], "graph");
 	if (argc < 5 || argc > 6) {
-		fprintf(stderr, "usage: gen_join OUT.zst JOINED UNJOINED_KERNELS UNJOINED_MEMSETS [NOTICE]\n");
+		fprintf(stderr, "usage: gen_join OUT.zst JOINED UNJOINED_KERNELS UNJOINED_MEMSETS [NOTICE]\n"
+				"       gen_join OUT.zst graph LAUNCHES NODES\n");
 		return 2;
 	}
-	unsigned long joined = strtoul(argv[2], NULL, 10), lost_k = strtoul(argv[3], NULL, 10),
+	unsigned long joined = graph ? 0 : strtoul(argv[2], NULL, 10), lost_k = strtoul(argv[3], NULL, 10),
 		      lost_m = strtoul(argv[4], NULL, 10);
 	struct tbp_writer_opts o = { .compression_level = 3, .features = TBP_FEAT_PYTHON | TBP_FEAT_CUPTI };
 	if (tbp_writer_open(&w, argv[1], &o)) {
@@ -71,8 +108,10 @@ int main(int argc, char **argv)
 	}
 	tbp_writer_end_chunk(w);
 
-	unsigned long n = joined + lost_k + lost_m;
+	unsigned long n = graph ? 0 : joined + lost_k + lost_m;
 	uint64_t t0 = 1000000 * US;
+	if (graph)
+		graph_trace(lost_k, lost_m);
 	tbp_writer_begin_chunk(w, TBP_STREAM_THREAD, 100);
 	for (unsigned long i = 0; i < n; i++) {
 		int memset = i >= joined + lost_k;

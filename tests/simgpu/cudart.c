@@ -246,6 +246,8 @@ static void read_config(void)
 #define KERNEL_MAGIC 0x4b524e4cu
 #define GRAPH_MAGIC 0x47524148u
 #define EXEC_MAGIC 0x47455845u
+#define NODE_REF_MAGIC 0x4e4f4445u
+#define USER_OBJECT_MAGIC 0x55534f42u
 
 /* The legacy stream's id mirrors what CUPTI usually reports for it. */
 #define LEGACY_STREAM_ID 7
@@ -272,6 +274,7 @@ struct sim_event {
 	int device;
 	bool recorded;
 	uint64_t ts_ns;
+	unsigned long long capture_id; /* last recorded into this capture (a fork point), else 0 */
 };
 
 struct sim_kernel {
@@ -283,6 +286,7 @@ struct sim_kernel {
 enum node_kind { NODE_KERNEL, NODE_MEMSET, NODE_MEMCPY };
 struct sim_node {
 	enum node_kind kind;
+	uint64_t id;             /* unique in the process, from 1: CUPTI's graphNodeId */
 	struct sim_kernel *kernel;
 	dim3 grid, block;
 	uint32_t shmem;
@@ -293,16 +297,49 @@ struct sim_node {
 	uint8_t copy_kind, src_mem, dst_mem;
 };
 
+/* A user object (cudaUserObjectCreate): destroyed when its last reference goes, the graphs' and
+ * executable graphs' included. */
+struct sim_user_object {
+	uint32_t magic;
+	unsigned refs;
+	void *ptr;
+	cudaHostFn_t destroy;
+};
+
+/* References a graph (or an executable graph) holds on user objects. */
+struct sim_user_refs {
+	struct sim_user_object **obj;
+	unsigned *count;
+	size_t n, cap;
+};
+
+/* A node handle given out by cudaGraphGetNodes: stable while its graph lives (nodes themselves are
+ * values in a growing array). */
+struct sim_node_ref {
+	uint32_t magic;
+	struct sim_graph *graph;
+	size_t index;
+};
+
 struct sim_graph {
 	uint32_t magic;
+	uint32_t id;             /* unique in the process, from 1: CUPTI's graphId */
 	struct sim_node *nodes;
 	size_t n, cap;
+	struct sim_stream *origin; /* the stream that began the capture still going on, else NULL */
+	unsigned long long capture_id; /* that capture's id (cudaStreamGetCaptureInfo) */
+	struct sim_node_ref **refs;
+	size_t n_refs;
+	struct sim_user_refs users;
 };
 
 struct sim_exec {
 	uint32_t magic;
+	uint32_t id;             /* unique in the process, from 1 (cuptiGetGraphExecId) */
+	uint32_t graph_id;       /* the graph it was instantiated from */
 	struct sim_node *nodes;
 	size_t n;
+	struct sim_user_refs users;
 };
 
 struct sim_alloc {
@@ -328,6 +365,15 @@ struct sim_symbol {
 static struct sim_stream *streams;                  /* live streams, linked */
 static struct sim_stream legacy[SIM_MAX_DEVICES];
 static struct sim_map stream_map, event_map, kernel_by_fun, kernel_by_handle, symbol_map, graph_map, exec_map;
+static struct sim_map node_ref_map, user_object_map;
+/* Captures going on, by their capture id (what cudaStreamGetCaptureInfo reports): an event
+ * recorded in a capture names it by id, so a wait after the capture ended finds nothing. */
+static struct sim_map capturing_map;
+static unsigned long long next_capture_id = 1;
+static void capture_node(struct sim_graph *g, struct sim_node node);
+/* Graph, executable graph and node ids (sim_lock). */
+static uint32_t next_graph_id = 1, next_exec_id = 1;
+static uint64_t next_node_id = 1;
 static struct sim_alloc *allocs;                     /* sorted by base */
 static size_t n_allocs, cap_allocs;
 static uint64_t bytes_allocated;
@@ -825,17 +871,8 @@ static cudaError_t launch(const char *api, struct sim_kernel *k, dim3 grid, dim3
 	op.stream_id = s->id;
 	op.device = (uint32_t)s->device;
 	if (s->capture) {
-		struct sim_graph *g = s->capture;
-		if (g->n == g->cap) {
-			size_t ncap = g->cap ? g->cap * 2 : 16;
-			struct sim_node *nn = realloc(g->nodes, ncap * sizeof(*nn));
-			if (!nn)
-				abort();
-			g->nodes = nn;
-			g->cap = ncap;
-		}
-		g->nodes[g->n++] = (struct sim_node){ .kind = NODE_KERNEL, .kernel = k, .grid = grid, .block = block,
-			.shmem = (uint32_t)shmem };
+		capture_node(s->capture, (struct sim_node){ .kind = NODE_KERNEL, .kernel = k, .grid = grid,
+			.block = block, .shmem = (uint32_t)shmem });
 		pthread_mutex_unlock(&sim_lock);
 		op.captured = 1;
 		return finish_host_op(&op, cudaSuccess);
@@ -1198,6 +1235,7 @@ static cudaError_t classify_copy(void *dst, const void *src, size_t count, enum 
 
 static void capture_node(struct sim_graph *g, struct sim_node node)
 {
+	node.id = next_node_id++;
 	if (g->n == g->cap) {
 		size_t ncap = g->cap ? g->cap * 2 : 16;
 		struct sim_node *nn = realloc(g->nodes, ncap * sizeof(*nn));
@@ -1760,11 +1798,20 @@ static cudaError_t event_record(const char *api, cudaEvent_t event, cudaStream_t
 		op.event_id = ev->id;
 		op.stream_id = s->id;
 		op.device = (uint32_t)s->device;
-		uint64_t end;
-		/* An event completes when all work before it on the stream has. */
-		ev->ts_ns = schedule(s, sim_now(), 0, &end);
-		ev->recorded = true;
-		op.start_ns = op.end_ns = ev->ts_ns;
+		if (s->capture) {
+			/* Recorded into the capture: a point other streams fork from (they join the capture
+			 * by waiting for it); no device time now. */
+			ev->capture_id = s->capture->capture_id;
+			op.captured = 1;
+			op.start_ns = op.end_ns = op.host_start_ns;
+		} else {
+			uint64_t end;
+			/* An event completes when all work before it on the stream has. */
+			ev->capture_id = 0;
+			ev->ts_ns = schedule(s, sim_now(), 0, &end);
+			ev->recorded = true;
+			op.start_ns = op.end_ns = ev->ts_ns;
+		}
 	}
 	pthread_mutex_unlock(&sim_lock);
 	op.host_end_ns = sim_now();
@@ -1859,9 +1906,15 @@ static cudaError_t stream_wait_event(const char *api, cudaStream_t hs, cudaEvent
 		op.stream_id = s->id;
 		op.device = (uint32_t)s->device;
 		op.event_id = ev->id;
-		/* The host does not wait: the stream's next op does. */
-		if (ev->recorded && ev->ts_ns > s->ready_ns)
+		struct sim_graph *forked = ev->capture_id ? sim_map_get(&capturing_map, ev->capture_id) : NULL;
+		if (forked && !s->capture) {
+			/* An event recorded in a capture still going on: the waiting stream joins it (CUDA's
+			 * cross-stream capture) until it ends. */
+			s->capture = forked;
+		} else if (!ev->capture_id && !s->capture && ev->recorded && ev->ts_ns > s->ready_ns) {
+			/* The host does not wait: the stream's next op does. */
 			s->ready_ns = ev->ts_ns;
+		}
 	}
 	pthread_mutex_unlock(&sim_lock);
 	return sync_finish(&op, 0, e);
@@ -1878,10 +1931,22 @@ EXPORT cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t eve
 
 /* ------------------------------------------------------------------ graphs (stream capture) */
 
-static cudaError_t begin_capture(cudaStream_t hs, bool ptsz)
+
+static struct sim_graph *graph_new(void)
+{
+	struct sim_graph *g = calloc(1, sizeof(*g));
+	if (!g)
+		abort();
+	g->magic = GRAPH_MAGIC;
+	g->id = next_graph_id++;
+	return g;
+}
+
+static cudaError_t begin_capture(cudaStream_t hs, bool ptsz, cudaGraph_t into)
 {
 	pthread_mutex_lock(&sim_lock);
 	struct sim_stream *s = resolve_stream(hs, ptsz);
+	struct sim_graph *g = into ? sim_map_get(&graph_map, (uintptr_t)into) : NULL;
 	cudaError_t e = cudaSuccess;
 	if (!s)
 		e = cudaErrorInvalidResourceHandle;
@@ -1889,11 +1954,14 @@ static cudaError_t begin_capture(cudaStream_t hs, bool ptsz)
 		e = cudaErrorStreamCaptureUnsupported;
 	else if (s->capture)
 		e = cudaErrorIllegalState;
+	else if (into && (!g || g->origin))
+		e = cudaErrorInvalidValue;
 	else {
-		struct sim_graph *g = calloc(1, sizeof(*g));
 		if (!g)
-			abort();
-		g->magic = GRAPH_MAGIC;
+			g = graph_new();
+		g->origin = s;
+		g->capture_id = next_capture_id++;
+		sim_map_put(&capturing_map, g->capture_id, g);
 		s->capture = g;
 	}
 	pthread_mutex_unlock(&sim_lock);
@@ -1902,13 +1970,30 @@ static cudaError_t begin_capture(cudaStream_t hs, bool ptsz)
 
 EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
-	return begin_capture(stream, false);
+	return begin_capture(stream, false, NULL);
 }
 EXPORT cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
-	return begin_capture(stream, true);
+	return begin_capture(stream, true, NULL);
+}
+EXPORT cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+	const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+	enum cudaStreamCaptureMode mode)
+{
+	if (!graph)
+		return set_error(cudaErrorInvalidValue);
+	return begin_capture(stream, false, graph);
+}
+EXPORT cudaError_t cudaStreamBeginCaptureToGraph_ptsz(cudaStream_t stream, cudaGraph_t graph,
+	const cudaGraphNode_t *dependencies, const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+	enum cudaStreamCaptureMode mode)
+{
+	if (!graph)
+		return set_error(cudaErrorInvalidValue);
+	return begin_capture(stream, true, graph);
 }
 
+/* Ends the capture begun on the stream: every stream that joined it leaves it. */
 static cudaError_t end_capture(cudaStream_t hs, cudaGraph_t *pGraph, bool ptsz)
 {
 	if (!pGraph)
@@ -1920,10 +2005,18 @@ static cudaError_t end_capture(cudaStream_t hs, cudaGraph_t *pGraph, bool ptsz)
 		e = cudaErrorInvalidResourceHandle;
 	else if (!s->capture)
 		e = cudaErrorIllegalState;
+	else if (s->capture->origin != s)
+		e = cudaErrorStreamCaptureUnmatched;
 	else {
-		sim_map_put(&graph_map, (uintptr_t)s->capture, s->capture);
-		*pGraph = (cudaGraph_t)s->capture;
+		struct sim_graph *g = s->capture;
+		for (struct sim_stream *o = streams; o; o = o->next)
+			if (o->capture == g)
+				o->capture = NULL;
 		s->capture = NULL;
+		g->origin = NULL;
+		sim_map_del(&capturing_map, g->capture_id);
+		sim_map_put(&graph_map, (uintptr_t)g, g);
+		*pGraph = (cudaGraph_t)g;
 	}
 	pthread_mutex_unlock(&sim_lock);
 	return set_error(e);
@@ -1958,7 +2051,245 @@ EXPORT cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStre
 	return is_capturing(stream, pCaptureStatus, true);
 }
 
-EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
+/* Nodes are captured one after another on their streams and replayed in that order on the
+ * launching stream, so a dependency change asked for during a capture changes nothing simulated. */
+static cudaError_t update_capture_dependencies(cudaStream_t hs, bool ptsz)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	cudaError_t e = !s ? cudaErrorInvalidResourceHandle : !s->capture ? cudaErrorIllegalState : cudaSuccess;
+	pthread_mutex_unlock(&sim_lock);
+	return set_error(e);
+}
+EXPORT cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t stream, cudaGraphNode_t *dependencies,
+	const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
+{
+	return update_capture_dependencies(stream, false);
+}
+EXPORT cudaError_t cudaStreamUpdateCaptureDependencies_ptsz(cudaStream_t stream, cudaGraphNode_t *dependencies,
+	const cudaGraphEdgeData *dependencyData, size_t numDependencies, unsigned int flags)
+{
+	return update_capture_dependencies(stream, true);
+}
+
+/* ---- user objects */
+
+static void user_refs_add(struct sim_user_refs *u, struct sim_user_object *o, unsigned count)
+{
+	for (size_t i = 0; i < u->n; i++)
+		if (u->obj[i] == o) {
+			u->count[i] += count;
+			return;
+		}
+	if (u->n == u->cap) {
+		u->cap = u->cap ? 2 * u->cap : 4;
+		u->obj = realloc(u->obj, u->cap * sizeof(*u->obj));
+		u->count = realloc(u->count, u->cap * sizeof(*u->count));
+		if (!u->obj || !u->count)
+			abort();
+	}
+	u->obj[u->n] = o;
+	u->count[u->n++] = count;
+}
+
+/* Drops `count` references (sim_lock held); returns the object when that was its last one: the
+ * caller runs its destructor after unlocking. */
+static struct sim_user_object *user_object_drop(struct sim_user_object *o, unsigned count)
+{
+	o->refs = count >= o->refs ? 0 : o->refs - count;
+	if (o->refs)
+		return NULL;
+	sim_map_del(&user_object_map, (uintptr_t)o);
+	return o;
+}
+
+static void user_object_destroy(struct sim_user_object *o)
+{
+	if (!o)
+		return;
+	if (o->destroy)
+		o->destroy(o->ptr);
+	o->magic = 0;
+	free(o);
+}
+
+/* Releases every reference a graph or an executable graph holds (sim_lock held); the objects
+ * whose last reference went are returned in `dead` (u->n of them at most) for the caller. */
+static size_t user_refs_release(struct sim_user_refs *u, struct sim_user_object **dead)
+{
+	size_t n_dead = 0;
+	for (size_t i = 0; i < u->n; i++) {
+		struct sim_user_object *o = user_object_drop(u->obj[i], u->count[i]);
+		if (o)
+			dead[n_dead++] = o;
+	}
+	return n_dead;
+}
+
+static void user_refs_free_and_destroy(struct sim_user_refs *u, struct sim_user_object **dead, size_t n_dead)
+{
+	for (size_t i = 0; i < n_dead; i++)
+		user_object_destroy(dead[i]);
+	free(dead);
+	free(u->obj);
+	free(u->count);
+}
+
+EXPORT cudaError_t cudaUserObjectCreate(cudaUserObject_t *object_out, void *ptr, cudaHostFn_t destroy,
+	unsigned int initialRefcount, unsigned int flags)
+{
+	if (!object_out || !initialRefcount || flags != cudaUserObjectNoDestructorSync)
+		return set_error(cudaErrorInvalidValue);
+	struct sim_user_object *o = calloc(1, sizeof(*o));
+	if (!o)
+		return set_error(cudaErrorMemoryAllocation);
+	o->magic = USER_OBJECT_MAGIC;
+	o->refs = initialRefcount;
+	o->ptr = ptr;
+	o->destroy = destroy;
+	pthread_mutex_lock(&sim_lock);
+	sim_map_put(&user_object_map, (uintptr_t)o, o);
+	pthread_mutex_unlock(&sim_lock);
+	*object_out = (cudaUserObject_t)o;
+	return cudaSuccess;
+}
+
+EXPORT cudaError_t cudaUserObjectRetain(cudaUserObject_t object, unsigned int count)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_user_object *o = count ? sim_map_get(&user_object_map, (uintptr_t)object) : NULL;
+	if (o)
+		o->refs += count;
+	pthread_mutex_unlock(&sim_lock);
+	return o ? cudaSuccess : set_error(cudaErrorInvalidValue);
+}
+
+EXPORT cudaError_t cudaUserObjectRelease(cudaUserObject_t object, unsigned int count)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_user_object *o = count ? sim_map_get(&user_object_map, (uintptr_t)object) : NULL;
+	struct sim_user_object *dead = o ? user_object_drop(o, count) : NULL;
+	pthread_mutex_unlock(&sim_lock);
+	user_object_destroy(dead);
+	return o ? cudaSuccess : set_error(cudaErrorInvalidValue);
+}
+
+EXPORT cudaError_t cudaGraphRetainUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count,
+	unsigned int flags)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_graph *g = sim_map_get(&graph_map, (uintptr_t)graph);
+	struct sim_user_object *o = sim_map_get(&user_object_map, (uintptr_t)object);
+	/* A graph still being captured is not in graph_map yet: find it among the captures. */
+	if (!g)
+		for (struct sim_stream *s = streams; s && !g; s = s->next)
+			if (s->capture && (cudaGraph_t)s->capture == graph)
+				g = s->capture;
+	bool ok = g && o && count;
+	if (ok) {
+		/* cudaGraphUserObjectMove: the caller's references become the graph's. */
+		if (!(flags & cudaGraphUserObjectMove))
+			o->refs += count;
+		user_refs_add(&g->users, o, count);
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return ok ? cudaSuccess : set_error(cudaErrorInvalidValue);
+}
+
+EXPORT cudaError_t cudaGraphReleaseUserObject(cudaGraph_t graph, cudaUserObject_t object, unsigned int count)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_graph *g = sim_map_get(&graph_map, (uintptr_t)graph);
+	struct sim_user_object *o = sim_map_get(&user_object_map, (uintptr_t)object), *dead = NULL;
+	bool ok = false;
+	for (size_t i = 0; g && o && i < g->users.n; i++)
+		if (g->users.obj[i] == o && g->users.count[i] >= count) {
+			g->users.count[i] -= count;
+			dead = user_object_drop(o, count);
+			ok = true;
+		}
+	pthread_mutex_unlock(&sim_lock);
+	user_object_destroy(dead);
+	return ok ? cudaSuccess : set_error(cudaErrorInvalidValue);
+}
+
+/* ---- graphs and their nodes */
+
+static cudaGraphNode_t node_ref(struct sim_graph *g, size_t index)
+{
+	if (g->n_refs <= index) {
+		struct sim_node_ref **nr = realloc(g->refs, g->n * sizeof(*nr));
+		if (!nr)
+			abort();
+		g->refs = nr;
+		for (size_t i = g->n_refs; i < g->n; i++) {
+			struct sim_node_ref *r = calloc(1, sizeof(*r));
+			if (!r)
+				abort();
+			*r = (struct sim_node_ref){ .magic = NODE_REF_MAGIC, .graph = g, .index = i };
+			g->refs[i] = r;
+			sim_map_put(&node_ref_map, (uintptr_t)r, r);
+		}
+		g->n_refs = g->n;
+	}
+	return (cudaGraphNode_t)g->refs[index];
+}
+
+EXPORT cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t *numNodes)
+{
+	if (!numNodes)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_graph *g = sim_map_get(&graph_map, (uintptr_t)graph);
+	if (g && nodes) {
+		size_t n = *numNodes < g->n ? *numNodes : g->n;
+		for (size_t i = 0; i < n; i++)
+			nodes[i] = node_ref(g, i);
+		for (size_t i = n; i < *numNodes; i++)
+			nodes[i] = NULL;
+	}
+	if (g)
+		*numNodes = g->n;
+	pthread_mutex_unlock(&sim_lock);
+	return g ? cudaSuccess : set_error(cudaErrorInvalidValue);
+}
+
+EXPORT cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, enum cudaGraphNodeType *pType)
+{
+	if (!pType)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_node_ref *r = sim_map_get(&node_ref_map, (uintptr_t)node);
+	if (r) {
+		enum node_kind k = r->graph->nodes[r->index].kind;
+		*pType = k == NODE_KERNEL ? cudaGraphNodeTypeKernel : k == NODE_MEMSET ? cudaGraphNodeTypeMemset
+										 : cudaGraphNodeTypeMemcpy;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return r ? cudaSuccess : set_error(cudaErrorInvalidValue);
+}
+
+/* A captured node depends on the one captured before it (nodes replay in capture order). */
+EXPORT cudaError_t cudaGraphNodeGetDependencies(cudaGraphNode_t node, cudaGraphNode_t *pDependencies,
+	cudaGraphEdgeData *edgeData, size_t *pNumDependencies)
+{
+	if (!pNumDependencies)
+		return set_error(cudaErrorInvalidValue);
+	pthread_mutex_lock(&sim_lock);
+	struct sim_node_ref *r = sim_map_get(&node_ref_map, (uintptr_t)node);
+	if (r) {
+		size_t have = r->index > 0 ? 1 : 0;
+		if (pDependencies && *pNumDependencies && have)
+			pDependencies[0] = node_ref(r->graph, r->index - 1);
+		if (edgeData && *pNumDependencies && have)
+			memset(&edgeData[0], 0, sizeof(edgeData[0]));
+		*pNumDependencies = have;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return r ? cudaSuccess : set_error(cudaErrorInvalidValue);
+}
+
+static cudaError_t instantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph)
 {
 	if (!pGraphExec)
 		return set_error(cudaErrorInvalidValue);
@@ -1970,11 +2301,18 @@ EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t
 		if (!x)
 			abort();
 		x->magic = EXEC_MAGIC;
+		x->id = next_exec_id++;
+		x->graph_id = g->id;
 		x->n = g->n;
 		x->nodes = calloc(g->n ? g->n : 1, sizeof(*x->nodes));
 		if (!x->nodes)
 			abort();
 		memcpy(x->nodes, g->nodes, g->n * sizeof(*x->nodes));
+		/* The executable graph holds the graph's user objects too (they outlive the graph). */
+		for (size_t i = 0; i < g->users.n; i++) {
+			g->users.obj[i]->refs += g->users.count[i];
+			user_refs_add(&x->users, g->users.obj[i], g->users.count[i]);
+		}
 		sim_map_put(&exec_map, (uintptr_t)x, x);
 	}
 	pthread_mutex_unlock(&sim_lock);
@@ -1984,16 +2322,50 @@ EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t
 	return cudaSuccess;
 }
 
+EXPORT cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
+{
+	return instantiate(pGraphExec, graph);
+}
+EXPORT cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+	unsigned long long flags)
+{
+	return instantiate(pGraphExec, graph);
+}
+EXPORT cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t *pGraphExec, cudaGraph_t graph,
+	cudaGraphInstantiateParams *instantiateParams)
+{
+	cudaError_t e = instantiate(pGraphExec, graph);
+	if (instantiateParams) {
+		instantiateParams->result_out = e == cudaSuccess ? cudaGraphInstantiateSuccess : cudaGraphInstantiateError;
+		instantiateParams->errNode_out = NULL;
+	}
+	return e;
+}
+
 EXPORT cudaError_t cudaGraphDestroy(cudaGraph_t graph)
 {
 	pthread_mutex_lock(&sim_lock);
 	struct sim_graph *g = sim_map_get(&graph_map, (uintptr_t)graph);
-	if (g)
+	struct sim_user_object **dead = NULL;
+	size_t n_dead = 0;
+	if (g) {
 		sim_map_del(&graph_map, (uintptr_t)g);
+		for (size_t i = 0; i < g->n_refs; i++)
+			sim_map_del(&node_ref_map, (uintptr_t)g->refs[i]);
+		dead = calloc(g->users.n ? g->users.n : 1, sizeof(*dead));
+		if (!dead)
+			abort();
+		n_dead = user_refs_release(&g->users, dead);
+	}
 	pthread_mutex_unlock(&sim_lock);
 	if (!g)
 		return set_error(cudaErrorInvalidValue);
+	user_refs_free_and_destroy(&g->users, dead, n_dead);
+	for (size_t i = 0; i < g->n_refs; i++)
+		free(g->refs[i]);
+	free(g->refs);
 	free(g->nodes);
+	g->magic = 0;
 	free(g);
 	return cudaSuccess;
 }
@@ -2002,18 +2374,46 @@ EXPORT cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 {
 	pthread_mutex_lock(&sim_lock);
 	struct sim_exec *x = sim_map_get(&exec_map, (uintptr_t)graphExec);
-	if (x)
+	struct sim_user_object **dead = NULL;
+	size_t n_dead = 0;
+	if (x) {
 		sim_map_del(&exec_map, (uintptr_t)x);
+		dead = calloc(x->users.n ? x->users.n : 1, sizeof(*dead));
+		if (!dead)
+			abort();
+		n_dead = user_refs_release(&x->users, dead);
+	}
 	pthread_mutex_unlock(&sim_lock);
 	if (!x)
 		return set_error(cudaErrorInvalidValue);
+	user_refs_free_and_destroy(&x->users, dead, n_dead);
 	free(x->nodes);
+	x->magic = 0;
 	free(x);
 	return cudaSuccess;
 }
 
-/* Replays every node in order on the stream; all ops share the launch's
- * correlation id, as CUPTI reports graph kernels. */
+/* Uploading ahead of the first launch changes nothing simulated: a launch costs the same. */
+static cudaError_t graph_upload(cudaGraphExec_t exec, cudaStream_t hs, bool ptsz)
+{
+	pthread_mutex_lock(&sim_lock);
+	struct sim_exec *x = sim_map_get(&exec_map, (uintptr_t)exec);
+	struct sim_stream *s = resolve_stream(hs, ptsz);
+	pthread_mutex_unlock(&sim_lock);
+	return set_error(!x ? cudaErrorInvalidValue : !s ? cudaErrorInvalidResourceHandle : cudaSuccess);
+}
+EXPORT cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	return graph_upload(graphExec, stream, false);
+}
+EXPORT cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	return graph_upload(graphExec, stream, true);
+}
+
+/* Replays every node in order on the stream.  Each op carries the launch's correlation id and the
+ * ids of its graph and node (what CUPTI's records of graph work are taken to carry: cupti.c, and
+ * doc/gpu.md "CUDA graphs"); on a capturing stream the nodes are captured again instead. */
 static cudaError_t graph_launch(const char *api, cudaGraphExec_t exec, cudaStream_t hs, bool ptsz)
 {
 	uint64_t t0 = sim_now();
@@ -2029,6 +2429,13 @@ static cudaError_t graph_launch(const char *api, cudaGraphExec_t exec, cudaStrea
 		pthread_mutex_unlock(&sim_lock);
 		return finish_host_op(&base, !x ? cudaErrorInvalidValue : cudaErrorInvalidResourceHandle);
 	}
+	if (s->capture) {
+		for (size_t i = 0; i < x->n; i++)
+			capture_node(s->capture, x->nodes[i]);
+		pthread_mutex_unlock(&sim_lock);
+		base.captured = 1;
+		return finish_host_op(&base, cudaSuccess);
+	}
 	size_t n = x->n;
 	struct simgpu_op *ops = calloc(n ? n : 1, sizeof(*ops));
 	if (!ops)
@@ -2041,6 +2448,8 @@ static cudaError_t graph_launch(const char *api, cudaGraphExec_t exec, cudaStrea
 		op->stream_id = s->id;
 		op->device = (uint32_t)s->device;
 		op->gpu = 1;
+		op->graph_id = x->graph_id;
+		op->graph_node_id = nd->id;
 		uint64_t dur;
 		if (nd->kind == NODE_KERNEL) {
 			op->kind = SIMGPU_OP_KERNEL;
@@ -2087,6 +2496,32 @@ EXPORT cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t strea
 EXPORT cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
 	return graph_launch("cudaGraphLaunch_ptsz", graphExec, stream, true);
+}
+
+/* The ids CUPTI gives a graph, an executable graph and a node (cuptiGetGraphId, cuptiGetGraphExecId,
+ * cuptiGetGraphNodeId): what = 0, 1, 2.  Returns 0, or -1 for an unknown handle. */
+EXPORT int simgpu_graph_object_id(int what, const void *handle, uint64_t *id)
+{
+	pthread_mutex_lock(&sim_lock);
+	int r = -1;
+	if (what == 0) {
+		struct sim_graph *g = sim_map_get(&graph_map, (uintptr_t)handle);
+		for (struct sim_stream *s = streams; s && !g; s = s->next)
+			if (s->capture && s->capture == handle)
+				g = s->capture;
+		if (g)
+			*id = g->id, r = 0;
+	} else if (what == 1) {
+		struct sim_exec *x = sim_map_get(&exec_map, (uintptr_t)handle);
+		if (x)
+			*id = x->id, r = 0;
+	} else if (what == 2) {
+		struct sim_node_ref *nr = sim_map_get(&node_ref_map, (uintptr_t)handle);
+		if (nr)
+			*id = nr->graph->nodes[nr->index].id, r = 0;
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return r;
 }
 
 /* ------------------------------------------------------------------ device */
@@ -2518,7 +2953,7 @@ static cudaError_t capture_info(cudaStream_t hs, enum cudaStreamCaptureStatus *s
 	if (s) {
 		*st = s->capture ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
 		if (id)
-			*id = s->capture ? (unsigned long long)(uintptr_t)s->capture : 0;
+			*id = s->capture ? s->capture->capture_id : 0;
 		if (graph)
 			*graph = s->capture ? (cudaGraph_t)s->capture : NULL;
 		if (deps)

@@ -95,6 +95,10 @@ struct simgpu_op {
 	/* The calling thread as CUPTI names it in API records (threadId): the low 32 bits of its
 	 * pthread_self(), measured on an H100 (tests/cupti/conformance/h100.txt), not its gettid() (tid). */
 	uint32_t pthread_id;
+	/* Work of a graph launch: the ids of the graph it was instantiated from and of its node (what
+	 * CUPTI's records carry as graphId and graphNodeId); 0 for work not launched by a graph. */
+	uint32_t graph_id;
+	uint64_t graph_node_id;
 };
 
 /* Observer called (outside simgpu's lock, on the calling thread) after each op
@@ -121,6 +125,10 @@ void simgpu_static_end(int result);
  * driver calls (api_domain DRIVER). */
 void simgpu_driver_enter(void);
 void simgpu_driver_leave(void);
+
+/* The ids of a cudaGraph_t (what = 0), cudaGraphExec_t (1) or cudaGraphNode_t (2), as CUPTI's
+ * cuptiGetGraphId / cuptiGetGraphExecId / cuptiGetGraphNodeId report them.  0, or -1: unknown handle. */
+int simgpu_graph_object_id(int what, const void *handle, uint64_t *id);
 
 /* CLOCK_MONOTONIC ns, as used by the timeline. */
 uint64_t simgpu_now_ns(void);

@@ -4,6 +4,8 @@
  *   copies   pageable async copies are synchronous, pinned ones are not; values really move
  *   events   record / query / synchronize / elapsed time / stream wait
  *   graph    stream capture and graph launch
+ *   graph_torch  what PyTorch's capture relies on: capture ids, a stream forked into a capture and
+ *            joined back, user objects held by a graph and its executable
  *   errors   error codes and the per-thread last error
  *   fork     (run by simgpu_check.py fork) parent and child truth lines
  * The durations planted with SIMGPU_KERNEL_NS / *_GBPS (see meson.build) are
@@ -263,13 +265,94 @@ static int test_graph(void)
 		EXPECT(strcmp(o[0].api, "cudaGraphLaunch") == 0, "api %s", o[0].api);
 		for (int i = 1; i < 6; i++)
 			EXPECT(o[i].start_ns >= o[i - 1].end_ns, "graph nodes run in order");
+		EXPECT(o[0].graph_id && o[0].graph_id == o[3].graph_id, "replays carry their graph's id");
+		EXPECT(o[0].graph_node_id && o[0].graph_node_id == o[3].graph_node_id &&
+			o[1].graph_node_id != o[0].graph_node_id, "each node its own id, the same in every replay");
 	}
+	size_t n_nodes = 0;
+	EXPECT_OK(cudaGraphGetNodes(graph, NULL, &n_nodes));
+	EXPECT(n_nodes == 3, "3 nodes, got %zu", n_nodes);
+	cudaGraphNode_t nodes[3];
+	EXPECT_OK(cudaGraphGetNodes(graph, nodes, &n_nodes));
+	enum cudaGraphNodeType type;
+	EXPECT_OK(cudaGraphNodeGetType(nodes[2], &type));
+	EXPECT(type == cudaGraphNodeTypeMemset, "node 2 is the memset");
 	EXPECT_OK(cudaStreamSynchronize(s));
 	EXPECT_OK(cudaGraphExecDestroy(exec));
 	EXPECT_OK(cudaGraphDestroy(graph));
 	EXPECT_OK(cudaFree(dev));
 	EXPECT_OK(cudaStreamDestroy(s));
 	return tu_finish("graph");
+}
+
+static int destroyed;
+static void on_destroy(void *arg)
+{
+	destroyed += *(int *)arg;
+}
+
+/* What PyTorch's capture relies on: capture ids, a second stream forked into the capture by an event and
+ * joined back, user objects kept alive by a graph and its executable. */
+static int test_graph_torch(void)
+{
+	cudaStream_t s, s2;
+	EXPECT_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	EXPECT_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+	cudaEvent_t fork, join;
+	EXPECT_OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+	EXPECT_OK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+	unsigned long long ids[2] = { 0, 0 };
+	cudaGraph_t graphs[2];
+	for (int round = 0; round < 2; round++) {
+		EXPECT_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+		enum cudaStreamCaptureStatus st;
+		EXPECT_OK(cudaStreamGetCaptureInfo(s, &st, &ids[round], NULL, NULL, NULL, NULL));
+		EXPECT(st == cudaStreamCaptureStatusActive && ids[round], "capture %d active with an id", round);
+		EXPECT_OK(tu_launch(K_SHORT, s));
+		EXPECT_OK(cudaEventRecord(fork, s));
+		EXPECT_OK(cudaStreamWaitEvent(s2, fork, 0));
+		EXPECT_OK(cudaStreamIsCapturing(s2, &st));
+		EXPECT(st == cudaStreamCaptureStatusActive, "the waiting stream joined the capture");
+		EXPECT_OK(tu_launch(K_OTHER, s2));
+		EXPECT(last_op().captured == 1 && last_op().gpu == 0, "the forked stream's launch is captured");
+		EXPECT_OK(cudaEventRecord(join, s2));
+		EXPECT_OK(cudaStreamWaitEvent(s, join, 0));
+		EXPECT(cudaStreamEndCapture(s2, &graphs[round]) == cudaErrorStreamCaptureUnmatched,
+			"only the stream that began the capture ends it");
+		(void)cudaGetLastError();
+		EXPECT_OK(cudaStreamEndCapture(s, &graphs[round]));
+		EXPECT_OK(cudaStreamIsCapturing(s2, &st));
+		EXPECT(st == cudaStreamCaptureStatusNone, "the forked stream left the capture with it");
+		size_t n = 0;
+		EXPECT_OK(cudaGraphGetNodes(graphs[round], NULL, &n));
+		EXPECT(n == 2, "both streams' launches are nodes, got %zu", n);
+	}
+	EXPECT(ids[0] != ids[1], "each capture its own id");
+	/* Not forked any more: the event of a capture that ended joins nothing. */
+	EXPECT_OK(cudaStreamWaitEvent(s2, fork, 0));
+	enum cudaStreamCaptureStatus st2;
+	EXPECT_OK(cudaStreamIsCapturing(s2, &st2));
+	EXPECT(st2 == cudaStreamCaptureStatusNone, "an ended capture's event joins nothing");
+
+	int one = 1;
+	cudaUserObject_t obj;
+	EXPECT_OK(cudaUserObjectCreate(&obj, &one, on_destroy, 1, cudaUserObjectNoDestructorSync));
+	EXPECT_OK(cudaGraphRetainUserObject(graphs[0], obj, 1, cudaGraphUserObjectMove));
+	cudaGraphExec_t exec;
+	EXPECT_OK(cudaGraphInstantiateWithFlags(&exec, graphs[0], cudaGraphInstantiateFlagAutoFreeOnLaunch));
+	EXPECT_OK(cudaGraphUpload(exec, s));
+	EXPECT_OK(cudaGraphLaunch(exec, s));
+	EXPECT_OK(cudaGraphDestroy(graphs[0]));
+	EXPECT(destroyed == 0, "the executable graph still holds the user object");
+	EXPECT_OK(cudaGraphExecDestroy(exec));
+	EXPECT(destroyed == 1, "destroyed with its last holder, got %d", destroyed);
+	EXPECT_OK(cudaGraphDestroy(graphs[1]));
+	EXPECT_OK(cudaStreamSynchronize(s));
+	EXPECT_OK(cudaEventDestroy(fork));
+	EXPECT_OK(cudaEventDestroy(join));
+	EXPECT_OK(cudaStreamDestroy(s));
+	EXPECT_OK(cudaStreamDestroy(s2));
+	return tu_finish("graph_torch");
 }
 
 static int test_errors(void)
@@ -402,12 +485,14 @@ int main(int argc, char **argv)
 		return test_events();
 	if (!strcmp(what, "graph"))
 		return test_graph();
+	if (!strcmp(what, "graph_torch"))
+		return test_graph_torch();
 	if (!strcmp(what, "errors"))
 		return test_errors();
 	if (!strcmp(what, "fork"))
 		return test_fork();
 	if (!strcmp(what, "devices"))
 		return test_devices();
-	fprintf(stderr, "usage: test_timeline legacy|copies|events|graph|errors|devices|fork\n");
+	fprintf(stderr, "usage: test_timeline legacy|copies|events|graph|graph_torch|errors|devices|fork\n");
 	return 3;
 }

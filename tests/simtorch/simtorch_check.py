@@ -34,6 +34,16 @@
         the run's timing (counts per kind, device, stream and kernel name; steps; window iterations); the
         timed ones equal each run's own truth (check_trace).
 
+    simtorch_check.py graphs SCRIPT --build B --source S
+        CUDA graphs (issue #29): tests/simtorch/scripts/SCRIPT.py -- graph_replay (a training step captured whole
+        with torch.cuda.graph, replayed per batch), graphed_callables (torch.cuda.make_graphed_callables), or
+        compile_graphs (torch.compile(mode="reduce-overhead") on a tiny model) -- under simtorch with and without
+        libtbprof: same output apart from values; the trace's GPU records equal the truth (replays included);
+        the graph launches replayed (the truth's) are the trace's, and every record a replay made is joined to
+        its own cudaGraphLaunch at the script's replay line (the GRAPH: comments); the report counts the graph
+        launches, finds one step per iteration of the script's loop, keeps the capture out of its window (set-up)
+        and advises capturing nothing in a CUDA graph.
+
 Exit 0 pass, 1 fail, 77 skip (no PyTorch CUDA build, or simgpu not built).
 """
 import argparse
@@ -285,6 +295,124 @@ def join(args):
             fail(f"join: the shuffled run's report differs from the in-order one's:\n{a}\n{b}")
 
 
+# Per script: the lines (GRAPH: tags) its replays' records must be joined to, and the report's unit of a step.
+GRAPH_SCRIPTS = {
+    "graph_replay": {"replay_lines": ("replay",), "steps": 8, "unit_kind": "graph_replay"},
+    "graphed_callables": {"replay_lines": ("forward", "backward"), "steps": 8, "unit_kind": None},
+    "compile_graphs": {"replay_lines": ("compiled_call",), "steps": 6, "unit_kind": None},
+}
+# Advice to put the step in a CUDA graph: moot where the steps already replay one.
+GRAPH_ADVICE = ("with CUDA graphs", "or CUDA graphs")
+
+
+def graphs(args):
+    """torch.cuda.graph / make_graphed_callables / reduce-overhead on simtorch, with and without libtbprof.  Before
+    issue #29 capture failed on simgpu (cudaErrorNotSupported from cudaGraphGetNodes); with capture working and
+    main's tbanalyze, the replayed kernels had no line (47.1 % of the GPU records joined on graph_replay's
+    predecessor), steps came from the warm-up loop and the capture's backward was the top finding."""
+    name = args.model
+    want = GRAPH_SCRIPTS[name]
+    simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
+    libtbprof = os.path.join(args.build, "libtbprof", "libtbprof.so")
+    tbanalyze = os.path.join(args.build, "analyze", "tbanalyze")
+    path = os.path.realpath(os.path.join(args.source, "tests", "simtorch", "scripts", name + ".py"))
+    with open(path) as f:
+        lines = f.readlines()
+    tags = {tag: n for n, line in enumerate(lines, 1) for tag in re.findall(r"GRAPH:(\w+)", line)}
+    replay_lines = {tags[t] for t in want["replay_lines"]}
+    cmd = [simtorch, sys.executable, path]
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    plain = run(cmd, env, args.timeout, f"graphs {name} (plain)")
+    with tempfile.TemporaryDirectory() as tmp:
+        trace, truth_path = os.path.join(tmp, "g.zst"), os.path.join(tmp, "g.truth")
+        traced = run(cmd, dict(env, LD_PRELOAD=libtbprof, TBPROF_OUT=trace, SIMGPU_TRUTH=truth_path), args.timeout,
+                     f"graphs {name} (libtbprof)")
+        if not plain or not traced:
+            return
+        if shape(plain.stdout) != shape(traced.stdout):
+            fail(f"graphs {name}: stdout differs under libtbprof\n--- plain\n{plain.stdout}--- libtbprof\n"
+                 f"{traced.stdout}")
+        check_trace(args.build, trace, truth_path, f"graphs {name}")
+        truth = read_truth(truth_path)
+        replayed = [t for t in truth if t["api"].startswith("cudaGraphLaunch") and t["gpu"] == "1"]
+        launches = {t["corr"] for t in replayed}
+        captured = [t for t in truth if t["captured"] == "1"]
+        if not replayed or not captured:
+            fail(f"graphs {name}: the truth has {len(captured)} captured ops and {len(replayed)} replayed: "
+                 f"the script captured or replayed no graph")
+            return
+        dump = subprocess.run([tbanalyze, "dump", trace, "--json"], capture_output=True, text=True)
+        recs = [json.loads(line) for line in dump.stdout.splitlines() if line.strip()]
+        frames = {r["id"]: (os.path.realpath(r.get("file_str", "")), r["line"]) for r in recs if r["kind"] == "pyframe"}
+        paths = {r["id"]: (r["frame"], r["parent"]) for r in recs if r["kind"] == "callpath"}
+
+        def script_line(cp):
+            seen = 0
+            while cp and seen < 1000:
+                frame, parent = paths.get(cp, (0, 0))
+                file, line = frames.get(frame, ("", 0))
+                if file == path:
+                    return line
+                cp, seen = parent, seen + 1
+            return None
+
+        calls = {r["corr"]: r for r in recs if r.get("corr") and r["kind"] in
+                 ("launch", "memcpy", "memset", "api", "sync", "malloc", "free")}
+        graph_calls = [r for r in recs if r["kind"] == "api" and r.get("api_name", "").startswith("cudaGraphLaunch")]
+        if len(graph_calls) != len(launches):
+            fail(f"graphs {name}: {len(graph_calls)} cudaGraphLaunch records in the trace, {len(launches)} in the truth")
+        by_time = {}
+        for t in truth:
+            if t["gpu"] == "1" and t["op"] in ("kernel", "memcpy", "memset"):
+                by_time[(t["op"], int(t["start"]), int(t["end"]), int(t["stream"]))] = t
+        kinds = {"gpu_kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+        joined, wrong, lines_seen = 0, [], {}
+        for r in recs:
+            if r["kind"] not in kinds:
+                continue
+            t = by_time.get((kinds[r["kind"]], r["ts"], r["end"], r["stream"]))
+            if t is None or not t["api"].startswith("cudaGraphLaunch"):
+                continue
+            call = calls.get(r["corr"])
+            line = script_line(call.get("callpath", 0)) if call else None
+            lines_seen[line] = lines_seen.get(line, 0) + 1
+            if (not call or not call.get("api_name", "").startswith("cudaGraphLaunch") or t["ext_id"] == "-" or
+                    int(t["ext_id"]) != r["corr"] or line not in replay_lines):
+                wrong.append((r.get("name_str", r["kind"])[:40], call.get("api_name") if call else None, line))
+            else:
+                joined += 1
+        if wrong or not joined:
+            fail(f"graphs {name}: {len(wrong)} of {len(wrong) + joined} replayed GPU records not joined to their own "
+                 f"graph launch at a replay line {sorted(replay_lines)}: e.g. {wrong[:3]} (lines {lines_seen})")
+        rep = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True)
+        if rep.returncode != 0:
+            fail(f"graphs {name}: tbanalyze --json exit {rep.returncode}: {rep.stderr[-500:]}")
+            return
+        report = json.loads(rep.stdout)
+        steps = report["steps"]
+        if report["counts"].get("graph_launches") != len(launches):
+            fail(f"graphs {name}: the report counts {report['counts'].get('graph_launches')} graph launches, the "
+                 f"truth {len(launches)}")
+        if steps.get("count") != want["steps"] or steps.get("source") != "detected":
+            fail(f"graphs {name}: steps {steps}; want {want['steps']} detected (one per iteration of the loop)")
+        if want["unit_kind"] and steps.get("unit_kind") != want["unit_kind"]:
+            fail(f"graphs {name}: each step holds {steps.get('unit_kind')}, want {want['unit_kind']}")
+        steady = steps.get("count", 0) - steps.get("warmup", 0)
+        if report["counts"].get("graph_launch_steps") != steady:
+            fail(f"graphs {name}: {report['counts'].get('graph_launch_steps')} of {steady} steady steps replay a graph")
+        capture_end = max(int(t["host_end"]) for t in captured)
+        if report["window"]["begin_ns"] < capture_end:
+            fail(f"graphs {name}: the window begins at {report['window']['begin_ns']}, before the capture ended "
+                 f"({capture_end}): the capture is set-up, not the steady state")
+        moot = [f["suggestion"] for f in report["findings"] if any(a in f.get("suggestion", "") for a in GRAPH_ADVICE)]
+        if moot:
+            fail(f"graphs {name}: advice to use CUDA graphs where every step replays one: {moot[0]}")
+        print(f"graphs {name}: {joined} replayed GPU records joined to their launch at lines "
+              f"{sorted(l for l in lines_seen if l)}, {len(launches)} graph launches, steps {steps.get('count')} "
+              f"({steps.get('warmup')} warm-up), {len(report['findings'])} findings")
+
+
 def zoo(args):
     simtorch = os.path.join(args.build, "tests", "simgpu", "simtorch")
     libtbprof = os.path.join(args.build, "libtbprof", "libtbprof.so")
@@ -514,7 +642,7 @@ def gaps(args):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["zoo", "script", "join", "backward", "gaps"])
+    ap.add_argument("mode", choices=["zoo", "script", "join", "backward", "gaps", "graphs"])
     ap.add_argument("model", nargs="?")
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
@@ -530,6 +658,8 @@ def main():
         zoo(args)
     elif args.mode == "join":
         join(args)
+    elif args.mode == "graphs":
+        graphs(args)
     elif args.mode == "backward":
         backward(args)
     elif args.mode == "gaps":

@@ -7,7 +7,7 @@
  *
  *   cupti_conformance                    prints the table (each enabling mode in a fresh process)
  *   cupti_conformance --expect FILE      and the lines that differ from FILE ("unknown" there: not
- *                                        compared); exit 1 when any does
+ *                                        compared, printed as MEASURED); exit 1 when any differs
  *   cupti_conformance --mode MODE        one mode's lines (what the table is made of)
  *
  * Exit 0, 1 (differences), 2 (usage), 77 (no CUDA runtime, no CUPTI or no device: nothing to
@@ -22,8 +22,16 @@
  *   thread    5 cudaMemsetAsync on a second thread;
  *   library   5 cublasSgemm without a push (cuBLAS links its runtime statically: its runtime calls
  *             are invisible to a preload, and reach the driver inside), then 5 inside a push;
+ *   graph     3 cuLaunchKernel captured into a graph on a stream (cudaStreamBeginCapture/EndCapture),
+ *             instantiated twice, the second launched 3 times (cudaGraphLaunch inside a push);
  *   order     a 20 ms kernel on one stream, then 20 short ones on another, and a flush of the
  *             completed records (cuptiActivityFlushAll(0)) while the long one still runs.
+ *
+ * With --preload LIBTBPROF --tbanalyze TBANALYZE the table has a fourth part: --mode preload runs
+ * under LD_PRELOAD=LIBTBPROF (CUPTI left to libtbprof), makes N_LIBRARY cublasSgemm calls, and the
+ * trace (read with `TBANALYZE dump --json`) says whether the driver calls cuBLAS's statically linked
+ * runtime makes (through an entry point from dlsym/cuGetProcAddress) reached libtbprof's hooks, and
+ * whether each cuBLAS kernel was joined to one.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -51,6 +59,8 @@
 #define N_THREAD 5
 #define N_LIBRARY 5
 #define N_ORDER 20
+#define N_GRAPH_NODES 3
+#define N_GRAPH_LAUNCHES 3
 
 static const char *const modes[] = { "per_id", "whole_kinds", "kinds_then_ids_off" };
 
@@ -86,6 +96,15 @@ static struct {
 	CUptiResult (*flush_all)(uint32_t);
 	CUptiResult (*push)(CUpti_ExternalCorrelationKind, uint64_t);
 	CUptiResult (*pop)(CUpti_ExternalCorrelationKind, uint64_t *);
+	rt_result (*begin_capture)(void *, int);
+	rt_result (*end_capture)(void *, void **);
+	rt_result (*graph_instantiate)(void **, void *, unsigned long long);
+	rt_result (*graph_get_nodes)(void *, void **, size_t *);
+	rt_result (*graph_launch)(void *, void *);
+	/* Optional (NULL: this CUPTI lacks them): the ids CUPTI gives graphs and nodes. */
+	CUptiResult (*graph_id)(CUgraph, uint32_t *);
+	CUptiResult (*graph_exec_id)(CUgraphExec, uint32_t *);
+	CUptiResult (*graph_node_id)(CUgraphNode, uint64_t *);
 } L;
 
 static void *need(void *lib, const char *name)
@@ -110,11 +129,21 @@ static void *open_lib(const char *soname)
 
 #define NEED(lib, field, name) (*(void **)&L.field = need(lib, name))
 
-static void load_libraries(void)
+static void load_libraries(int with_cupti)
 {
 	void *rt = open_lib("libcudart.so.13");
 	void *drv = open_lib("libcuda.so.1");
 	void *blas = open_lib("libcublas.so.13");
+	NEED(rt, set_device, "cudaSetDevice");
+	NEED(rt, free_, "cudaFree");
+	NEED(rt, malloc_, "cudaMalloc");
+	NEED(rt, stream_create, "cudaStreamCreate");
+	NEED(rt, device_sync, "cudaDeviceSynchronize");
+	NEED(blas, blas_create, "cublasCreate_v2");
+	NEED(blas, blas_set_stream, "cublasSetStream_v2");
+	NEED(blas, blas_sgemm, "cublasSgemm_v2");
+	if (!with_cupti)
+		return;
 	char path[4096] = "";
 	void *cupti = tbp_cupti_open(path, sizeof path);
 	if (!cupti) {
@@ -122,24 +151,24 @@ static void load_libraries(void)
 		exit(77);
 	}
 	fprintf(stderr, "cupti_conformance: libcupti: %s\n", path);
-	NEED(rt, set_device, "cudaSetDevice");
-	NEED(rt, free_, "cudaFree");
-	NEED(rt, malloc_, "cudaMalloc");
-	NEED(rt, stream_create, "cudaStreamCreate");
 	NEED(rt, memset_async, "cudaMemsetAsync");
 	NEED(rt, event_create, "cudaEventCreate");
 	NEED(rt, event_record, "cudaEventRecord");
 	NEED(rt, stream_sync, "cudaStreamSynchronize");
-	NEED(rt, device_sync, "cudaDeviceSynchronize");
+	NEED(rt, begin_capture, "cudaStreamBeginCapture");
+	NEED(rt, end_capture, "cudaStreamEndCapture");
+	NEED(rt, graph_instantiate, "cudaGraphInstantiate");
+	NEED(rt, graph_get_nodes, "cudaGraphGetNodes");
+	NEED(rt, graph_launch, "cudaGraphLaunch");
 	NEED(drv, mem_alloc, "cuMemAlloc_v2");
 	NEED(drv, mem_free, "cuMemFree_v2");
 	NEED(drv, module_load_data, "cuModuleLoadData");
 	NEED(drv, module_get_function, "cuModuleGetFunction");
 	NEED(drv, launch, "cuLaunchKernel");
-	NEED(blas, blas_create, "cublasCreate_v2");
-	NEED(blas, blas_set_stream, "cublasSetStream_v2");
-	NEED(blas, blas_sgemm, "cublasSgemm_v2");
 	NEED(cupti, enable, "cuptiActivityEnable");
+	*(void **)&L.graph_id = dlsym(cupti, "cuptiGetGraphId");
+	*(void **)&L.graph_exec_id = dlsym(cupti, "cuptiGetGraphExecId");
+	*(void **)&L.graph_node_id = dlsym(cupti, "cuptiGetGraphNodeId");
 	NEED(cupti, enable_runtime_api, "cuptiActivityEnableRuntimeApi");
 	NEED(cupti, enable_driver_api, "cuptiActivityEnableDriverApi");
 	NEED(cupti, get_callback_name, "cuptiGetCallbackName");
@@ -180,6 +209,8 @@ struct rec {
 	uint64_t ext_id;
 	uint32_t ext_kind;
 	char name[64];              /* kernel */
+	uint32_t graph_id;          /* kernel: graphId, graphNodeId */
+	uint64_t graph_node_id;
 };
 static struct rec *recs;
 static size_t n_recs, cap_recs;
@@ -239,6 +270,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
 			r.start = p->start;
 			r.end = p->end;
 			snprintf(r.name, sizeof r.name, "%s", p->name ? p->name : "");
+			r.graph_id = p->graphId;
+			r.graph_node_id = p->graphNodeId;
 			break;
 		}
 		case CUPTI_ACTIVITY_KIND_MEMSET: {
@@ -324,7 +357,11 @@ static const char ptx[] =
 
 static void *stream1, *stream2, *devbuf;
 static CUfunction f_noop, f_spin;
-static uint64_t run_t0, run_t1, lib_t0, lib_t1, order_t0;
+static uint64_t run_t0, run_t1, lib_t0, lib_t1, order_t0, graph_t0, graph_t1;
+/* What CUPTI says of the graph (0: its function failed or is missing). */
+static uint32_t graph_cupti_id, exec_cupti_id;
+static uint64_t node_cupti_id[N_GRAPH_NODES];
+static int graph_ok;
 
 static void *thread_main(void *arg)
 {
@@ -396,6 +433,38 @@ static void run_workload(void)
 	}
 	lib_t1 = now();
 	L.device_sync();
+
+	/* A graph of N_GRAPH_NODES kernels; the second executable made of it is the one launched, so
+	 * its id cannot equal the graph's by coincidence of two counters. */
+	void *graph = NULL, *exec_first = NULL, *exec = NULL;
+	void *nodes[N_GRAPH_NODES] = { 0 };
+	size_t n_nodes = N_GRAPH_NODES;
+	graph_ok = L.begin_capture(stream1, 0 /* cudaStreamCaptureModeGlobal */) == 0;
+	for (int i = 0; graph_ok && i < N_GRAPH_NODES; i++)
+		graph_ok = L.launch(f_noop, 1, 1, 1, 32, 1, 1, 0, (CUstream)stream1, NULL, NULL) == CUDA_SUCCESS;
+	graph_ok = L.end_capture(stream1, &graph) == 0 && graph_ok;
+	graph_ok = graph_ok && L.graph_instantiate(&exec_first, graph, 0) == 0 &&
+		   L.graph_instantiate(&exec, graph, 0) == 0 && L.graph_get_nodes(graph, nodes, &n_nodes) == 0 &&
+		   n_nodes == N_GRAPH_NODES;
+	if (graph_ok) {
+		if (!L.graph_id || L.graph_id((CUgraph)graph, &graph_cupti_id) != CUPTI_SUCCESS)
+			graph_cupti_id = 0;
+		if (!L.graph_exec_id || L.graph_exec_id((CUgraphExec)exec, &exec_cupti_id) != CUPTI_SUCCESS)
+			exec_cupti_id = 0;
+		for (int i = 0; i < N_GRAPH_NODES; i++)
+			if (!L.graph_node_id || L.graph_node_id((CUgraphNode)nodes[i], &node_cupti_id[i]) != CUPTI_SUCCESS)
+				node_cupti_id[i] = 0;
+		graph_t0 = now();
+		for (int i = 0; i < N_GRAPH_LAUNCHES; i++) {
+			c = begin_call("graph", "cudaGraphLaunch", 0, 1);
+			L.graph_launch(exec, stream1);
+			end_call(c);
+		}
+		L.device_sync();
+		graph_t1 = now();
+	} else {
+		fprintf(stderr, "cupti_conformance: capturing or instantiating the graph failed\n");
+	}
 
 	order_t0 = now();
 	unsigned long long ns = SPIN_NS;
@@ -506,6 +575,88 @@ static void classify(char *out, size_t len, size_t total, const size_t got[2], c
 		snprintf(out, len, "every call");
 	else
 		snprintf(out, len, "%zu of %zu wanted calls, %zu of %zu others", got[1], all[1], got[0], all[0]);
+}
+
+/* The graph's launches: their API records and pairs, and what CUPTI's records of the kernels they
+ * replayed carry (correlation id, graphId, graphNodeId). */
+static void analyse_graph(void)
+{
+	if (!graph_ok) {
+		line("graph.launch_api_record", "graph not made");
+		return;
+	}
+	size_t launches = 0, with_api = 0, paired = 0, paired_right = 0;
+	uint32_t launch_corr[N_GRAPH_LAUNCHES] = { 0 };
+	for (size_t i = 0; i < n_calls; i++) {
+		const struct call *c = &calls[i];
+		if (strcmp(c->phase, "graph") != 0)
+			continue;
+		const struct rec *api = NULL;
+		if (api_records_of(c, &api) && launches < N_GRAPH_LAUNCHES) {
+			with_api++;
+			launch_corr[launches] = api->corr;
+		}
+		const struct rec *e = ext_of(c->ext_id);
+		paired += e != NULL;
+		paired_right += e && api && e->corr == api->corr;
+		launches++;
+	}
+	line("graph.launch_api_record", "%s",
+	     with_api == launches ? "one per launch" : with_api ? "some launches" : "none");
+	line("graph.external_correlation", "%s",
+	     paired && paired_right == launches ? "pairs with the launch's API record"
+	     : paired ? "pairs with another record" : "none");
+	/* The replayed kernels: the noop kernels that ran between the first launch and the sync. */
+	size_t kernels = 0, carry_launch = 0, carry_api = 0, carry_zero = 0, per_launch[N_GRAPH_LAUNCHES] = { 0 };
+	size_t gid_graph = 0, gid_exec = 0, gid_zero = 0, nid_node = 0, nid_zero = 0;
+	for (size_t i = 0; i < n_recs; i++) {
+		const struct rec *k = &recs[i];
+		if (k->kind != R_KERNEL || strcmp(k->name, "tbp_conformance_noop") != 0 || k->start < graph_t0 ||
+		    k->start > graph_t1)
+			continue;
+		kernels++;
+		int which = -1;
+		for (int l = 0; l < N_GRAPH_LAUNCHES; l++)
+			if (launch_corr[l] && k->corr == launch_corr[l])
+				which = l;
+		if (which >= 0) {
+			carry_launch++;
+			per_launch[which]++;
+		} else if (!k->corr) {
+			carry_zero++;
+		} else if (by_corr(R_API_RUNTIME, k->corr) || by_corr(R_API_DRIVER, k->corr)) {
+			carry_api++;
+		}
+		gid_graph += graph_cupti_id && k->graph_id == graph_cupti_id;
+		gid_exec += exec_cupti_id && k->graph_id == exec_cupti_id;
+		gid_zero += !k->graph_id;
+		for (int n = 0; n < N_GRAPH_NODES; n++)
+			nid_node += node_cupti_id[n] && k->graph_node_id == node_cupti_id[n];
+		nid_zero += !k->graph_node_id;
+	}
+	int each_launch = 1;
+	for (int l = 0; l < N_GRAPH_LAUNCHES; l++)
+		each_launch &= per_launch[l] == N_GRAPH_NODES;
+	if (kernels == N_GRAPH_NODES * N_GRAPH_LAUNCHES)
+		line("graph.kernel_records", "one per node per launch");
+	else
+		line("graph.kernel_records", "%zu for %d nodes x %d launches", kernels, N_GRAPH_NODES, N_GRAPH_LAUNCHES);
+	line("graph.kernel_correlation_id", "%s",
+	     !kernels ? "no kernels"
+	     : carry_launch == kernels && each_launch ? "the graph launch's API record"
+	     : carry_zero == kernels ? "0"
+	     : carry_api == kernels ? "another API record"
+	     : carry_launch + carry_api + carry_zero == 0 ? "no API record" : "mixed");
+	line("graph.kernel_graph_id", "%s",
+	     !kernels ? "no kernels"
+	     : gid_zero == kernels ? "0"
+	     : gid_graph == kernels && gid_exec == kernels ? "the graph's and the executable's (one id)"
+	     : gid_graph == kernels ? "the graph's (cuptiGetGraphId)"
+	     : gid_exec == kernels ? "the executable graph's (cuptiGetGraphExecId)" : "another id");
+	line("graph.kernel_graph_node_id", "%s",
+	     !kernels ? "no kernels"
+	     : nid_zero == kernels ? "0"
+	     : nid_node == kernels ? "the captured node's (cuptiGetGraphNodeId)" : "another id");
 }
 
 static void analyse(const char *mode)
@@ -631,6 +782,8 @@ static void analyse(const char *mode)
 	line("library_call.pushed_around_it", "%s",
 	     pushed_paired == pushed ? "pairs with its runtime record" : pushed_paired ? "some pair" : "no pair");
 
+	analyse_graph();
+
 	/* Delivery: a record arriving after one that started later. */
 	int out_of_order = 0;
 	uint64_t latest = 0;
@@ -645,9 +798,109 @@ static void analyse(const char *mode)
 	line("delivery.across_streams", "%s", out_of_order ? "out of start order" : "in start order");
 }
 
+/* Under LD_PRELOAD=libtbprof.so (--mode preload): cuBLAS's calls only, CUPTI left to libtbprof. */
+static int run_preload(void)
+{
+	load_libraries(0);
+	void *blas = NULL;
+	float *a = NULL;
+	const float one = 1.0f, zero = 0.0f;
+	check_cuda("cudaSetDevice", L.set_device(0));
+	check_cuda("cudaStreamCreate", L.stream_create(&stream1));
+	check_cuda("cudaMalloc", L.malloc_((void **)&a, 3 * 64 * 64 * sizeof(float)));
+	check_cuda("cublasCreate", L.blas_create(&blas));
+	check_cuda("cublasSetStream", L.blas_set_stream(blas, stream1));
+	for (int i = 0; i < N_LIBRARY; i++)
+		check_cuda("cublasSgemm",
+			   L.blas_sgemm(blas, 0, 0, 64, 64, 64, &one, a, 64, a + 4096, 64, &zero, a + 8192, 64));
+	check_cuda("cudaDeviceSynchronize", L.device_sync());
+	return 0;
+}
+
+/* The numeric value of "key": in a JSON line (0: none). */
+static uint64_t json_u64(const char *json, const char *key)
+{
+	char pat[64];
+	snprintf(pat, sizeof pat, "\"%s\":", key);
+	const char *p = strstr(json, pat);
+	return p ? strtoull(p + strlen(pat), NULL, 10) : 0;
+}
+
+/* The preload lines: the program under LD_PRELOAD=libtbprof, its trace read by tbanalyze dump.
+ * Appends to got[]; returns 0, or the exit code of what failed. */
+static int measure_preload(const char *self, const char *libtbprof, const char *tbanalyze, char (*out)[2][384],
+			   size_t *n_out)
+{
+	char dir[] = "/tmp/tbp_conformance_XXXXXX";
+	if (!mkdtemp(dir))
+		return 2;
+	char trace[256], cmd[2048];
+	snprintf(trace, sizeof trace, "%s/preload.zst", dir);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setenv("LD_PRELOAD", libtbprof, 1);
+		setenv("TBPROF_OUT", trace, 1);
+		execl(self, self, "--mode", "preload", (char *)NULL);
+		_exit(127);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		fprintf(stderr, "cupti_conformance: mode preload: exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128);
+		return WIFEXITED(st) && WEXITSTATUS(st) == 77 ? 77 : 1;
+	}
+	snprintf(cmd, sizeof cmd, "'%s' dump '%s' --json", tbanalyze, trace);
+	FILE *p = popen(cmd, "r");
+	if (!p)
+		return 2;
+	/* Launch records by corr; the library's kernels (every kernel here is cuBLAS's). */
+	static uint64_t launch_corr[4096];
+	static char launch_api[4096][32];
+	size_t n_launch = 0, kernels = 0, joined = 0, driver_launches = 0;
+	static uint64_t kernel_corr[4096];
+	char buf[65536];
+	while (fgets(buf, sizeof buf, p)) {
+		if (strstr(buf, "\"kind\":\"launch\"") && n_launch < 4096) {
+			const char *api = strstr(buf, "\"api_name\":\"");
+			snprintf(launch_api[n_launch], sizeof launch_api[n_launch], "%.*s", api ? (int)strcspn(api + 12, "\"") : 0,
+				 api ? api + 12 : "");
+			driver_launches += api && !strncmp(api + 12, "cuLaunch", 8);
+			launch_corr[n_launch++] = json_u64(buf, "corr");
+		} else if (strstr(buf, "\"kind\":\"gpu_kernel\"") && kernels < 4096) {
+			kernel_corr[kernels++] = json_u64(buf, "corr");
+		}
+	}
+	int rc = pclose(p);
+	for (size_t k = 0; k < kernels; k++)
+		for (size_t l = 0; l < n_launch; l++)
+			if (kernel_corr[k] && kernel_corr[k] == launch_corr[l] && !strncmp(launch_api[l], "cuLaunch", 8)) {
+				joined++;
+				break;
+			}
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "cupti_conformance: could not remove %s\n", dir);
+	if (rc != 0) {
+		fprintf(stderr, "cupti_conformance: %s dump failed\n", tbanalyze);
+		return 1;
+	}
+	snprintf(out[*n_out][0], 384, "preload.library_driver_calls");
+	snprintf(out[(*n_out)++][1], 384, "%s",
+		 driver_launches >= N_LIBRARY ? "reach the hooks" : driver_launches ? "some reach the hooks"
+									: "do not reach the hooks");
+	snprintf(out[*n_out][0], 384, "preload.library_kernels_joined");
+	if (!kernels)
+		snprintf(out[(*n_out)++][1], 384, "no kernels");
+	else if (joined == kernels)
+		snprintf(out[(*n_out)++][1], 384, "every kernel, to its driver call");
+	else
+		snprintf(out[(*n_out)++][1], 384, "%zu of %zu kernels", joined, kernels);
+	return 0;
+}
+
 static int run_mode(const char *mode)
 {
-	load_libraries();
+	load_libraries(1);
 	check_cuda("cudaSetDevice", L.set_device(0));
 	check_cuda("cudaFree", L.free_(NULL));
 	ts_callback_taken = L.register_ts(shifted_clock) == CUPTI_SUCCESS;
@@ -695,11 +948,13 @@ static size_t parse(FILE *f, struct kv *out, size_t max)
 
 int main(int argc, char **argv)
 {
-	const char *expect = NULL;
+	const char *expect = NULL, *libtbprof = NULL, *tbanalyze = NULL;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--mode") && i + 1 < argc) {
 			/* simgpu's kernels last what this says (device code does not run there). */
 			setenv("SIMGPU_KERNEL_NS", "tbp_conformance_spin:20000000", 0);
+			if (!strcmp(argv[i + 1], "preload"))
+				return run_preload();
 			for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++)
 				if (!strcmp(argv[i + 1], modes[m]))
 					return run_mode(modes[m]);
@@ -707,8 +962,13 @@ int main(int argc, char **argv)
 			return 2;
 		} else if (!strcmp(argv[i], "--expect") && i + 1 < argc) {
 			expect = argv[++i];
+		} else if (!strcmp(argv[i], "--preload") && i + 1 < argc) {
+			libtbprof = argv[++i];
+		} else if (!strcmp(argv[i], "--tbanalyze") && i + 1 < argc) {
+			tbanalyze = argv[++i];
 		} else {
-			fprintf(stderr, "usage: %s [--expect FILE] | --mode per_id|whole_kinds|kinds_then_ids_off\n", argv[0]);
+			fprintf(stderr, "usage: %s [--expect FILE] [--preload LIBTBPROF --tbanalyze TBANALYZE] | "
+				"--mode per_id|whole_kinds|kinds_then_ids_off|preload\n", argv[0]);
 			return 2;
 		}
 	}
@@ -750,6 +1010,18 @@ int main(int argc, char **argv)
 		for (size_t i = before; i < n_got; i++)
 			printf("%s: %s\n", got[i].key, got[i].value);
 	}
+	if (libtbprof && tbanalyze) {
+		char pre[4][2][384];
+		size_t n_pre = 0;
+		int rc = measure_preload("/proc/self/exe", libtbprof, tbanalyze, pre, &n_pre);
+		if (rc)
+			return rc;
+		for (size_t i = 0; i < n_pre && n_got < 64; i++, n_got++) {
+			snprintf(got[n_got].key, sizeof got[n_got].key, "%.127s", pre[i][0]);
+			snprintf(got[n_got].value, sizeof got[n_got].value, "%.383s", pre[i][1]);
+			printf("%s: %s\n", got[n_got].key, got[n_got].value);
+		}
+	}
 	if (!expect)
 		return 0;
 	int differ = 0;
@@ -758,8 +1030,12 @@ int main(int argc, char **argv)
 		for (size_t j = 0; j < n_got; j++)
 			if (!strcmp(got[j].key, expected[i].key))
 				value = got[j].value;
-		if (!strcmp(expected[i].value, "unknown"))
+		if (!strcmp(expected[i].value, "unknown")) {
+			/* Not compared: what this machine says, for the file to take it up. */
+			if (value)
+				printf("MEASURED %s: %s (unknown in %s)\n", expected[i].key, value, expect);
 			continue;
+		}
 		if (!value || strcmp(value, expected[i].value) != 0) {
 			printf("DIFFERS %s: expected '%s', measured '%s'\n", expected[i].key, expected[i].value,
 			       value ? value : "(no line)");

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The CUPTI conformance table on a machine with an NVIDIA GPU, and its difference from the H100's:
+# The CUPTI conformance table on a machine with an NVIDIA GPU, and its difference from the H100's
+# (the graph lines included; the preload lines from the program run again under libtbprof):
 #   tests/cupti/conformance/run-real.sh [BUILD_DIR] [EXPECTED_FILE]
 # Uses the CUDA 13 libraries of pip torch's wheel (nvidia/cu13/lib: libcudart, libcupti, libcublas)
 # and the machine's driver.  Exit 0: no difference; 1: differences (printed); 77: no GPU.
@@ -7,7 +8,7 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/../../.." && pwd)
 build=${1:-$src/build}
 expect=${2:-$src/tests/cupti/conformance/h100.txt}
-ninja -C "$build" tests/cupti/cupti_conformance >/dev/null
+ninja -C "$build" tests/cupti/cupti_conformance libtbprof/libtbprof.so analyze/tbanalyze >/dev/null
 libdir=$(python3 -c '
 import glob, os, site
 roots = site.getsitepackages() + [site.getusersitepackages()]
@@ -18,4 +19,5 @@ if [ -z "$libdir" ]; then
 fi
 echo "run-real.sh: libraries from ${libdir:-the dynamic linker search path}" >&2
 LD_LIBRARY_PATH="${libdir:+$libdir:}${LD_LIBRARY_PATH:-}" TBPROF_CUPTI_PATH= \
-	"$build/tests/cupti/cupti_conformance" --expect "$expect"
+	"$build/tests/cupti/cupti_conformance" --expect "$expect" \
+	--preload "$build/libtbprof/libtbprof.so" --tbanalyze "$build/analyze/tbanalyze"
