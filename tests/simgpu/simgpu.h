@@ -122,6 +122,9 @@ void simgpu_static_end(int result);
 void simgpu_driver_enter(void);
 void simgpu_driver_leave(void);
 
+/* 1 when [p, p + n) lies inside one live device (or managed) allocation. */
+int simgpu_device_range_ok(const void *p, size_t n);
+
 /* CLOCK_MONOTONIC ns, as used by the timeline. */
 uint64_t simgpu_now_ns(void);
 
