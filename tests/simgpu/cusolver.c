@@ -2,8 +2,8 @@
  * simgpu: a stand-in for cuSOLVER's dense API (libcusolver.so.12) over the simulated device.
  *
  * The routines PyTorch's linalg calls (Cholesky, LU, QR and its Q, symmetric eigensolvers, SVDs, LDL^T,
- * in float and double) compute their results on the host at the call (device memory is host memory;
- * dense.h), so what PyTorch reads back -- the factors, the pivots, the info that decides whether it
+ * general eigenproblems of real matrices; float and double) compute their results on the host at the
+ * call (device memory is host memory; dense.h), so what PyTorch reads back -- the factors, the pivots, the info that decides whether it
  * raises -- is real, and enqueue one kernel each, launched as cuBLAS's are (simlib.h).  Workspaces are
  * not used: the *_bufferSize queries answer small sizes.  Kernel names are simgpu's own (cuSOLVER's have
  * not been measured on a GPU).  Every other export of the real library exists (cusolver_stubs.inc) and
@@ -778,6 +778,62 @@ EXPORT cusolverStatus_t cusolverDnXsyevBatched(cusolverDnHandle_t h, cusolverDnP
 			return st;
 	}
 	return launched(h, "syev_batched_kernel", (uint64_t)n, (uint64_t)n, 4 * (uint64_t)n, (uint64_t)batch);
+}
+
+/* The general eigenproblem of a real matrix (dense_geev).  W is 2n reals (real parts, then imaginary) when
+ * its type is real, n complex numbers when complex; VR real as LAPACK's (a conjugate pair's vector in two
+ * columns).  Complex matrices and left eigenvectors (which cuSOLVER does not compute either) answer
+ * NOT_SUPPORTED. */
+static int geev_types_ok(cusolverEigMode_t jobvl, cudaDataType tA, cudaDataType tW, cudaDataType tVR)
+{
+	int e = elem_of(tA);
+	int w_ok = tW == tA || (e == 4 && tW == CUDA_C_32F) || (e == 8 && tW == CUDA_C_64F);
+	return e && w_ok && tVR == tA && jobvl == CUSOLVER_EIG_MODE_NOVECTOR;
+}
+EXPORT cusolverStatus_t cusolverDnXgeev_bufferSize(cusolverDnHandle_t h, cusolverDnParams_t p, cusolverEigMode_t jobvl,
+	cusolverEigMode_t jobvr, int64_t n, cudaDataType tA, const void *A, int64_t lda, cudaDataType tW, const void *W,
+	cudaDataType tVL, const void *VL, int64_t ldvl, cudaDataType tVR, const void *VR, int64_t ldvr, cudaDataType ct,
+	size_t *dev, size_t *host)
+{
+	(void)p; (void)jobvr; (void)n; (void)A; (void)lda; (void)W; (void)tVL; (void)VL; (void)ldvl; (void)VR;
+	(void)ldvr; (void)ct;
+	CHECK_H();
+	if (!geev_types_ok(jobvl, tA, tW, tVR))
+		return CUSOLVER_STATUS_NOT_SUPPORTED;
+	XSIZES(dev, host);
+	return CUSOLVER_STATUS_SUCCESS;
+}
+EXPORT cusolverStatus_t cusolverDnXgeev(cusolverDnHandle_t h, cusolverDnParams_t p, cusolverEigMode_t jobvl,
+	cusolverEigMode_t jobvr, int64_t n, cudaDataType tA, void *A, int64_t lda, cudaDataType tW, void *W,
+	cudaDataType tVL, void *VL, int64_t ldvl, cudaDataType tVR, void *VR, int64_t ldvr, cudaDataType ct, void *bd,
+	size_t wd, void *bh, size_t wh, int *info)
+{
+	(void)p; (void)tVL; (void)VL; (void)ldvl; (void)ct; (void)bd; (void)wd; (void)bh; (void)wh;
+	CHECK_H();
+	if (!geev_types_ok(jobvl, tA, tW, tVR))
+		return CUSOLVER_STATUS_NOT_SUPPORTED;
+	int e = elem_of(tA), vectors = jobvr == CUSOLVER_EIG_MODE_VECTOR && VR;
+	size_t nn = (size_t)(n > 0 ? n : 1);
+	double *a = dense_load(A, e, n, n, lda), *wr = malloc(sizeof(double) * nn), *wi = malloc(sizeof(double) * nn);
+	double *vr = vectors ? malloc(sizeof(double) * nn * nn) : NULL;
+	if (!a || !wr || !wi || (vectors && !vr))
+		ALLOC_FAIL(a, wr, wi, vr);
+	int r = dense_geev(n, a, n, wr, wi, vr, n);
+	if (tW == tA) {
+		dense_store(W, e, wr, n, 1, n > 0 ? n : 1);
+		dense_store((char *)W + (size_t)n * e, e, wi, n, 1, n > 0 ? n : 1);
+	} else {
+		for (int64_t i = 0; i < n; i++) { /* interleaved complex */
+			dense_store((char *)W + (size_t)(2 * i) * e, e, &wr[i], 1, 1, 1);
+			dense_store((char *)W + (size_t)(2 * i + 1) * e, e, &wi[i], 1, 1, 1);
+		}
+	}
+	if (vectors)
+		dense_store(VR, e, vr, n, n, ldvr);
+	free(a); free(wr); free(wi); free(vr);
+	if (info)
+		*info = r ? 1 : 0;
+	return launched(h, "geev_kernel", (uint64_t)n, (uint64_t)n, 10 * (uint64_t)n, 1);
 }
 
 /* ------------------------------------------------------------------ the rest of cuSOLVER */

@@ -4,6 +4,7 @@
  */
 #include "dense.h"
 
+#include <complex.h>
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -638,4 +639,177 @@ void dense_sytrs(int upper, int64_t n, int64_t nrhs, const double *a, int64_t ld
 	}
 #undef A_
 #undef B_
+}
+
+/* General eigenproblem of a real matrix: reduction to Hessenberg form, then complex single-shift QR
+ * (Wilkinson shifts, Givens bulge chasing) to a complex Schur form T = Z^H A Z, eigenvectors by back
+ * substitution in T.  Output as LAPACK's dgeev: real parts in wr, imaginary parts in wi, a conjugate pair
+ * adjacent with the positive imaginary part first; vr (if not NULL) real, a pair's vectors as two columns
+ * (real part, imaginary part), each vector of unit norm with its largest component real. */
+
+int dense_geev(int64_t n, const double *a, int64_t lda, double *wr, double *wi, double *vr, int64_t ldvr)
+{
+	size_t nn = (size_t)(n > 0 ? n : 1);
+	double complex *h = malloc(sizeof(*h) * nn * nn), *z = malloc(sizeof(*z) * nn * nn);
+	double complex *x = malloc(sizeof(*x) * nn), *vecs = malloc(sizeof(*vecs) * nn * nn);
+	char *used = calloc(nn, 1);
+	if (!h || !z || !x || !vecs || !used) {
+		free(h); free(z); free(x); free(vecs); free(used);
+		return 1;
+	}
+	double norm = 0;
+	for (int64_t j = 0; j < n; j++)
+		for (int64_t i = 0; i < n; i++) {
+			AT(h, n, i, j) = AT(a, lda, i, j);
+			AT(z, n, i, j) = i == j;
+			norm = fmax(norm, fabs(AT(a, lda, i, j)));
+		}
+	/* Hessenberg by Givens rotations (zero column j below row j+1), accumulated in z */
+	for (int64_t j = 0; j + 2 < n; j++)
+		for (int64_t i = j + 2; i < n; i++) {
+			double complex xx = AT(h, n, j + 1, j), yy = AT(h, n, i, j);
+			if (yy == 0)
+				continue;
+			double r = hypot(cabs(xx), cabs(yy)), c = cabs(xx) / r;
+			double complex s = (xx == 0 ? 1 : xx / cabs(xx)) * conj(yy) / r;
+			for (int64_t k = 0; k < n; k++) { /* rows j+1, i from the left */
+				double complex t1 = AT(h, n, j + 1, k), t2 = AT(h, n, i, k);
+				AT(h, n, j + 1, k) = c * t1 + s * t2;
+				AT(h, n, i, k) = -conj(s) * t1 + c * t2;
+			}
+			for (int64_t k = 0; k < n; k++) { /* columns j+1, i from the right (the conjugate transpose) */
+				double complex t1 = AT(h, n, k, j + 1), t2 = AT(h, n, k, i);
+				AT(h, n, k, j + 1) = c * t1 + conj(s) * t2;
+				AT(h, n, k, i) = -s * t1 + c * t2;
+				t1 = AT(z, n, k, j + 1), t2 = AT(z, n, k, i);
+				AT(z, n, k, j + 1) = c * t1 + conj(s) * t2;
+				AT(z, n, k, i) = -s * t1 + c * t2;
+			}
+		}
+	int failed = 0;
+	int64_t hi = n - 1, iter = 0, total = 0;
+	while (hi > 0 && !failed) {
+		int64_t l = hi;
+		while (l > 0 && cabs(AT(h, n, l, l - 1)) >
+				DBL_EPSILON * (cabs(AT(h, n, l - 1, l - 1)) + cabs(AT(h, n, l, l)) + (norm ? 0 : 1)))
+			l--;
+		if (l > 0)
+			AT(h, n, l, l - 1) = 0;
+		if (l == hi) {
+			hi--;
+			iter = 0;
+			continue;
+		}
+		if (++total > 60 * (n + 1)) {
+			failed = 1;
+			break;
+		}
+		double complex p = AT(h, n, hi - 1, hi - 1), q = AT(h, n, hi - 1, hi), r_ = AT(h, n, hi, hi - 1);
+		double complex d = AT(h, n, hi, hi), tr = p + d, det = p * d - q * r_;
+		double complex disc = csqrt(tr * tr / 4 - det), mu1 = tr / 2 + disc, mu2 = tr / 2 - disc;
+		double complex mu = cabs(mu1 - d) < cabs(mu2 - d) ? mu1 : mu2;
+		if (++iter % 10 == 0) /* exceptional shift against cycling */
+			mu = d + cabs(AT(h, n, hi, hi - 1)) * (0.75 + 0.5 * I);
+		for (int64_t k = l; k < hi; k++) {
+			double complex xx = k == l ? AT(h, n, l, l) - mu : AT(h, n, k, k - 1);
+			double complex yy = k == l ? AT(h, n, l + 1, l) : AT(h, n, k + 1, k - 1);
+			double rr = hypot(cabs(xx), cabs(yy));
+			double c;
+			double complex s;
+			if (rr == 0) {
+				c = 1;
+				s = 0;
+			} else if (xx == 0) {
+				c = 0;
+				s = conj(yy) / cabs(yy);
+			} else {
+				c = cabs(xx) / rr;
+				s = xx / cabs(xx) * conj(yy) / rr;
+			}
+			for (int64_t j = k == l ? l : k - 1; j < n; j++) {
+				double complex t1 = AT(h, n, k, j), t2 = AT(h, n, k + 1, j);
+				AT(h, n, k, j) = c * t1 + s * t2;
+				AT(h, n, k + 1, j) = -conj(s) * t1 + c * t2;
+			}
+			int64_t top = k + 2 < hi ? k + 2 : hi;
+			for (int64_t i = 0; i <= top; i++) {
+				double complex t1 = AT(h, n, i, k), t2 = AT(h, n, i, k + 1);
+				AT(h, n, i, k) = c * t1 + conj(s) * t2;
+				AT(h, n, i, k + 1) = -s * t1 + c * t2;
+			}
+			for (int64_t i = 0; i < n; i++) {
+				double complex t1 = AT(z, n, i, k), t2 = AT(z, n, i, k + 1);
+				AT(z, n, i, k) = c * t1 + conj(s) * t2;
+				AT(z, n, i, k + 1) = -s * t1 + c * t2;
+			}
+		}
+	}
+	/* eigenvectors of T, then of A = Z T Z^H: unit norm, largest component real and positive */
+	double small = DBL_EPSILON * (norm ? norm : 1);
+	for (int64_t k = 0; k < n; k++) {
+		double complex lam = AT(h, n, k, k);
+		for (int64_t i = 0; i < n; i++)
+			x[i] = i == k;
+		for (int64_t i = k - 1; i >= 0; i--) {
+			double complex s = 0, dd = AT(h, n, i, i) - lam;
+			for (int64_t j = i + 1; j <= k; j++)
+				s += AT(h, n, i, j) * x[j];
+			if (cabs(dd) < small)
+				dd = small;
+			x[i] = -s / dd;
+		}
+		double nrm = 0, big = -1;
+		int64_t at = 0;
+		for (int64_t i = 0; i < n; i++) {
+			double complex s = 0;
+			for (int64_t j = 0; j <= k; j++)
+				s += AT(z, n, i, j) * x[j];
+			AT(vecs, n, i, k) = s;
+			nrm = hypot(nrm, cabs(s));
+			if (cabs(s) > big) {
+				big = cabs(s);
+				at = i;
+			}
+		}
+		double complex scale = nrm > 0 && big > 0 ? conj(AT(vecs, n, at, k)) / big / nrm : 1;
+		for (int64_t i = 0; i < n; i++)
+			AT(vecs, n, i, k) *= scale;
+	}
+	/* LAPACK's real layout: real eigenvalues alone, conjugate pairs adjacent (positive imaginary first) */
+	double tol = 1e3 * DBL_EPSILON * (norm ? norm : 1);
+	int64_t o = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int64_t k = 0; k < n && o < n; k++) {
+			double complex lam = AT(h, n, k, k);
+			int real = fabs(cimag(lam)) <= tol;
+			if (used[k] || (pass == 0 && !real && cimag(lam) < 0))
+				continue; /* a negative one is its partner's second half (pass 1: left unpaired) */
+			used[k] = 1;
+			if (real || pass == 1 || o + 1 >= n) {
+				wr[o] = creal(lam);
+				wi[o] = real ? 0 : cimag(lam);
+				for (int64_t i = 0; vr && i < n; i++)
+					AT(vr, ldvr, i, o) = creal(AT(vecs, n, i, k));
+				o++;
+				continue;
+			}
+			/* its partner: the unused eigenvalue nearest its conjugate */
+			int64_t best = -1;
+			for (int64_t j = 0; j < n; j++)
+				if (!used[j] && cimag(AT(h, n, j, j)) < 0 &&
+				    (best < 0 || cabs(AT(h, n, j, j) - conj(lam)) < cabs(AT(h, n, best, best) - conj(lam))))
+					best = j;
+			if (best >= 0)
+				used[best] = 1;
+			wr[o] = wr[o + 1] = creal(lam);
+			wi[o] = cimag(lam);
+			wi[o + 1] = -cimag(lam);
+			for (int64_t i = 0; vr && i < n; i++) {
+				AT(vr, ldvr, i, o) = creal(AT(vecs, n, i, k));
+				AT(vr, ldvr, i, o + 1) = cimag(AT(vecs, n, i, k));
+			}
+			o += 2;
+		}
+	free(h); free(z); free(x); free(vecs); free(used);
+	return failed;
 }

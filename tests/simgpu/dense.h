@@ -52,5 +52,9 @@ int dense_sytrf(int upper, int64_t n, double *a, int64_t lda, int64_t *ipiv);
  * |ipiv[i]| in [1, n]). */
 void dense_sytrs(int upper, int64_t n, int64_t nrhs, const double *a, int64_t lda, const int64_t *ipiv, double *b,
 	int64_t ldb);
+/* Eigenvalues (and right eigenvectors) of a general real matrix, as LAPACK's dgeev lays them out: wr, wi
+ * (a conjugate pair adjacent, positive imaginary part first); vr (may be NULL) real, a pair's vector as its
+ * real and imaginary columns, unit norm, largest component real.  Returns 0, or 1 if QR did not converge. */
+int dense_geev(int64_t n, const double *a, int64_t lda, double *wr, double *wi, double *vr, int64_t ldvr);
 
 #endif

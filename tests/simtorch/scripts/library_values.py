@@ -16,10 +16,15 @@ def fortran(t):
     return t.mT.contiguous().cuda().mT
 
 
+def wide(t):
+    t = t.detach().cpu()
+    return t.to(torch.complex128) if t.is_complex() else t.double()
+
+
 def check(name, got, want, tol=1e-4):
     global failures
-    err = (got.detach().cpu().double() - want.detach().double()).abs().max().item()
-    ok = err <= tol * max(1.0, want.detach().double().abs().max().item())
+    err = (wide(got) - wide(want)).abs().max().item()
+    ok = err <= tol * max(1.0, wide(want).abs().max().item())
     failures += not ok
     print("%s %-24s %.3g" % ("ok" if ok else "FAIL", name, err), flush=True)
 
@@ -87,6 +92,33 @@ st = solver.cusolverDnXsytrs(handle, CUBLAS_FILL_MODE_LOWER, ctypes.c_int64(n), 
                              None, ctypes.c_size_t(0), ctypes.byref(info))
 check("sytrs_status", torch.tensor([st, info.value]), torch.tensor([0, 0]))
 check("sytrs_2x2_pivots", X, torch.linalg.solve(S, B), 1e-9)
+# The general eigenproblem (cusolverDnXgeev, float: W as 2n reals, VR real as LAPACK lays them out), called
+# directly: PyTorch turns W into complex numbers with a kernel.
+n = 7
+G = torch.randn(n, n)
+Gf = G.mT.contiguous().mT.clone()
+W = torch.zeros(2 * n)
+VR = torch.zeros(n, n).mT.contiguous().mT.clone()
+CUDA_R_32F, NOVECTOR, VECTOR = 0, 0, 1
+st = solver.cusolverDnXgeev(handle, None, NOVECTOR, VECTOR, ctypes.c_int64(n), CUDA_R_32F, ctypes.c_void_p(Gf.data_ptr()),
+                            ctypes.c_int64(n), CUDA_R_32F, ctypes.c_void_p(W.data_ptr()), CUDA_R_32F, None,
+                            ctypes.c_int64(1), CUDA_R_32F, ctypes.c_void_p(VR.data_ptr()), ctypes.c_int64(n),
+                            CUDA_R_32F, None, ctypes.c_size_t(0), None, ctypes.c_size_t(0), ctypes.byref(info))
+check("geev_status", torch.tensor([st, info.value]), torch.tensor([0, 0]))
+w = torch.complex(W[:n], W[n:]).to(torch.complex128)
+V = torch.complex(VR, torch.zeros_like(VR)).to(torch.complex128)
+j = 0
+while j < n:  # a conjugate pair's vector: its real and imaginary columns
+    if W[n + j] != 0:
+        re, im = VR[:, j].double(), VR[:, j + 1].double()
+        V[:, j], V[:, j + 1] = torch.complex(re, im), torch.complex(re, -im)
+        j += 2
+    else:
+        j += 1
+ref = torch.linalg.eigvals(G.double())
+key = lambda z: (z.real * 1e3).round() * 1e4 + z.imag  # sort by real part, then imaginary
+check("geev_values", w[torch.argsort(key(w))], ref[torch.argsort(key(ref))], 1e-4)
+check("geev_vectors", G.double().to(torch.complex128) @ V, V * w, 1e-4)
 solver.cusolverDnDestroy(handle)
 
 # torch.optim.LBFGS on the device: its two-loop recursion calls cublasSdot; a few steps must run.
