@@ -32,7 +32,7 @@ RUN_ARGS = ["-m", MODEL, "-d", "cuda", "-t", "train", "--small", "--nwarmup", "1
 # simgpu's stand-ins, preloaded after libtbprof as tests/simgpu/simtorch.in does: torch's libraries find
 # the wheel's own CUDA libraries by RPATH, and a library already loaded under the same soname wins.
 SIMGPU_LIBS = ["libcudart.so.13", "libcuda.so.1", "libcupti.so.13", "libcublasLt.so.13", "libcublas.so.13",
-               "libcufft.so.12"]
+               "libcufft.so.12", "libcusolver.so.12"]
 TRACE_MAGIC = b"\x5b\x2a\x4d\x18"   # the header frame's, TBP_MAGIC_HEADER_FRAME (trace/internal.h)
 
 BANNER = ("tbprof demo: SIMULATED GPU. PyTorch, the model, libtbprof and tbanalyze are real; the GPU is simgpu, "

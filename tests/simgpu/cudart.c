@@ -559,6 +559,16 @@ static bool device_range_ok(const void *p, size_t n)
 	return (uintptr_t)p + n <= e->base + e->size;
 }
 
+/* For the library stand-ins, which compute on the host: whether a matrix they were handed lies in device
+ * memory (a pointer array written by a kernel holds no pointers, since kernels compute nothing). */
+EXPORT int simgpu_device_range_ok(const void *p, size_t n)
+{
+	pthread_mutex_lock(&sim_lock);
+	bool ok = device_range_ok(p, n ? n : 1);
+	pthread_mutex_unlock(&sim_lock);
+	return ok;
+}
+
 /* ------------------------------------------------------------------ streams (sim_lock held) */
 
 static struct sim_stream *per_thread_default(int dev)

@@ -130,6 +130,9 @@ void simgpu_driver_leave(void);
  * cuptiGetGraphId / cuptiGetGraphExecId / cuptiGetGraphNodeId report them.  0, or -1: unknown handle. */
 int simgpu_graph_object_id(int what, const void *handle, uint64_t *id);
 
+/* 1 when [p, p + n) lies inside one live device (or managed) allocation. */
+int simgpu_device_range_ok(const void *p, size_t n);
+
 /* CLOCK_MONOTONIC ns, as used by the timeline. */
 uint64_t simgpu_now_ns(void);
 

@@ -144,6 +144,17 @@ static inline CUresult simlib_memset(void *ptr, size_t bytes, CUstream stream)
 	return r;
 }
 
+/* Whether a column-major rows x cols matrix (elements of `elem` bytes, leading dimension ld) at p lies in
+ * device memory.  Batched routines get their matrices from pointer arrays that PyTorch fills with a
+ * kernel, and kernels compute nothing: such an array holds zeros or stale bytes, and the routine then
+ * computes nothing for that matrix either (as a kernel), instead of reading wherever the bytes point. */
+static inline int simlib_matrix_ok(const void *p, size_t elem, long rows, long cols, long ld)
+{
+	if (rows <= 0 || cols <= 0)
+		return 1;
+	return simgpu_device_range_ok(p, elem * ((size_t)ld * (size_t)(cols - 1) + (size_t)rows));
+}
+
 /* Duration of a GEMM of 2*m*n*k*batch flops: SIMGPU_GEMM_TFLOPS (fp32/fp64, default 50) or
  * SIMGPU_GEMM_TC_TFLOPS (tensor-core types: fp16, bf16, tf32, fp8; default 500), plus
  * SIMGPU_GEMM_BASE_NS (default 3000). */
