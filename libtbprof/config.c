@@ -211,7 +211,9 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	tbp_cfg.verbose = env_verbose("TBPROF_VERBOSE");
 	tsc_wanted = tbp_env_bool("TBPROF_TSC", true);
 	tbp_rank_from_env();
-	TBP_SET_ACTIVE(tbp_cfg.enabled);
+	tbp_cfg.on_demand = tbp_cfg.enabled && tbp_env_bool("TBPROF_ON_DEMAND", false);
+	/* Armed: every hook returns at its first test until a capture starts. */
+	TBP_SET_ACTIVE(tbp_cfg.enabled && !tbp_cfg.on_demand);
 	/* Now, not at trace start: a fork while another thread is starting
 	 * the trace (holding its locks) must already run the handlers. */
 	if (tbp_cfg.enabled)
@@ -222,7 +224,9 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	 * never take the output name from the Python process.  The
 	 * interpreter's symbols are there before any constructor runs: in the
 	 * executable or in a libpython it was linked with. */
-	if (tbp_cfg.enabled && tbp_cfg.trace_all && dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+	if (tbp_cfg.on_demand)
+		tbp_capture_arm();
+	else if (tbp_cfg.enabled && tbp_cfg.trace_all && dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
 		tbp_start_trace_all();
 }
 

@@ -38,6 +38,8 @@ struct tbp_config {
 	 * variables (tbp_rank_from_env); -1 when not set. */
 	int64_t rank, world_size, local_rank;
 	bool launcher_agent;     /* torchrun's agent: launches ranks, is none (decided at start) */
+	/* TBPROF_ON_DEMAND: armed, records nothing until a capture (capture.c) */
+	bool on_demand;
 };
 extern struct tbp_config tbp_cfg TBP_HIDDEN;
 

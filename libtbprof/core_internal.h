@@ -73,4 +73,29 @@ extern pthread_mutex_t writer_busy_lock;
 /* writer_thread.c: 1 once the writer thread runs our code (its start-up is over). */
 extern atomic_int writer_running;
 
+/* ------------------------------------------------------------ captures (capture.c, lifecycle.c)
+ * Under TBPROF_ON_DEMAND the process is armed: tbp_active stays 0 (every hook returns at its first
+ * test, no thread writes, no file) until a capture begins; tbp_capture_begin starts the trace as a
+ * hook's first call would, into its own file, and tbp_capture_end finishes that file (GPU records
+ * flushed, END, seek table) and arms the process again.  Definitions are kept across captures and
+ * all of them are written into each capture's file, so each is a complete trace. */
+void tbp_capture_arm(void);                       /* capture.c: from the constructor */
+int tbp_capture_begin(const char *path);          /* 0, or -1 (a line on stderr says why) */
+/* Ends the capture in progress: 1 written, 0 no event (no file left), -1 none in progress. */
+int tbp_capture_end(void);
+extern char capture_out[PATH_MAX];  /* the capture's file; "" outside captures (output.c) */
+extern unsigned capture_gen;        /* captures begun so far: THREAD records per file (writer) */
+extern atomic_int capture_closing;  /* ending: GPU records still flow in, hooks no longer record */
+/* tbprof_marker's steps, before its record (a capture may begin) and after it (one may end). */
+void tbp_capture_marker_before(int kind);
+void tbp_capture_marker_after(int kind);
+/* "trace.zst" -> "trace.capture<n>.zst" ("trace.<tag>.capture<n>.zst" with a tag), from TBPROF_OUT
+ * as the process's trace would be named (output.c). */
+void tbp_capture_default_path(char *buf, size_t cap, unsigned n, const char *tag);
+/* "x.zst" -> "x.<tag>.zst" */
+void tbp_capture_tagged_path(char *buf, size_t cap, const char *path, const char *tag);
+void tbp_capture_disarm(void);   /* exit, exec: no more requests for this image */
+void tbp_capture_fork_child(void);
+extern pthread_mutex_t capture_lock;  /* begin, end and exit, one at a time (lifecycle.c) */
+
 #endif

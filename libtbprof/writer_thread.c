@@ -2,7 +2,10 @@
  * libtbprof core, the one writer thread: drains every ring in time order into the trace
  * writer, flushes on request, and the final drain at exit.
  */
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -136,6 +139,28 @@ static uint64_t ring_records(const struct tbp_tbuf *b, uint64_t tail, uint64_t h
 	return n;
 }
 
+/* The THREAD record of b's thread (its name as the kernel has it now). */
+static int thread_record(struct tbp_tbuf *b, struct ring_out *o)
+{
+	char path[64], name[32] = "";
+	snprintf(path, sizeof path, "/proc/self/task/%u/comm", (unsigned)b->tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, name, sizeof name - 1);
+		close(fd);
+		name[n > 0 ? n : 0] = 0;
+		name[strcspn(name, "\n")] = 0;
+	}
+	struct tbp_record rec = { .kind = TBP_K_THREAD, .stream_kind = TBP_STREAM_THREAD };
+	rec.tid = b->tid;
+	rec.ts = tbp_now();
+	rec.u.thread.tid = b->tid;
+	rec.u.thread.name = tbp_intern_string(name, strlen(name));
+	/* the name's definition goes out before the record */
+	int rc = write_defs();
+	return rc == TBP_OK ? write_batch(b, o, &rec, 1) : rc;
+}
+
 /* Writes a ring's records from tail to head.  `last`: the thread will not
  * record again (it exited, or this is the final drain), so drops it never
  * got to report in a LOST record of its own are reported here. */
@@ -148,6 +173,11 @@ static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 	struct ring_out o = { 0 };
 	size_t n = 0;
 	bool first_packed = false;   /* batch[0] came packed: packed records always join */
+	if (b->file_gen != capture_gen) {
+		/* A capture's file: the thread announced itself in an earlier one. */
+		b->file_gen = capture_gen;
+		rc = thread_record(b, &o);
+	}
 	while (tail < head && rc == TBP_OK) {
 		const struct tbp_unit *u = &b->units[tail & mask];
 		uint64_t len = tbp_ring_units_at(u);
@@ -269,7 +299,7 @@ static __thread uint64_t patient_budget_ns = TBP_PATIENT_WAIT_MS * 1000000ull;
 void tbp_emit_patient(const struct tbp_record *src)
 {
 	struct tbp_tbuf *b = tbp_tls_buf;
-	if (b && TBP_ACTIVE() && tbp_ring_would_drop(b)) {
+	if (b && (TBP_ACTIVE() || atomic_load(&capture_closing)) && tbp_ring_would_drop(b)) {
 		while (patient_budget_ns && tbp_ring_would_drop(b) && !atomic_load(&writer_exited) &&
 		       !atomic_load(&signal_pending)) {
 			tbp_ring_pressure(b);
