@@ -131,6 +131,22 @@ static const char record_help[] =
 	"        (PID: tbprof's own, or a traced process) writes a trace of the next\n"
 	"        seconds or steps; in Python, `with tbprof.capture(\"cell.zst\"):`.\n"
 	"        Captures repeat; each is a complete trace.  (TBPROF_ON_DEMAND=1)\n"
+	"    --flight SECONDS\n"
+	"        The flight recorder: record all the time into memory, keeping the\n"
+	"        last SECONDS (at most --flight-mem bytes per process; records that\n"
+	"        do not fit are counted as lost), and write them (trace.flight1.zst,\n"
+	"        ...) only on `tbprof capture PID`, when the process dies of SIGSEGV,\n"
+	"        SIGBUS, SIGFPE, SIGILL or SIGABRT (then the signal proceeds), or as\n"
+	"        below.  Nothing at exit.  (TBPROF_FLIGHT)\n"
+	"    --flight-mem SIZE\n"
+	"        The flight recorder's memory per process (TBPROF_FLIGHT_MEM; 256M).\n"
+	"    --flight-slow F\n"
+	"        Also dump when a marked step takes more than F x the median of the\n"
+	"        last 64 (at most once a minute).  (TBPROF_FLIGHT_SLOW)\n"
+	"    --flight-stall S\n"
+	"        Also dump when no step has ended for S seconds: each thread's last\n"
+	"        call and Python stack and the GPU's last work are in it.\n"
+	"        (TBPROF_FLIGHT_STALL)\n"
 	"    --trace-all\n"
 	"        Trace every Python process from its start, even one that never uses\n"
 	"        the GPU (CPU runs: Python spans; a torchrun agent).  Without it only\n"
@@ -336,9 +352,10 @@ struct setting {
 
 struct record_opts {
 	const char *out;
-	struct setting env[16];
+	struct setting env[32];
 	int nenv;
 	bool report, quiet, on_demand;
+	const char *flight, *flight_mem;
 	char **command;
 };
 
@@ -382,6 +399,15 @@ static void check_number(const char *opt, const char *v, unsigned long long lo, 
 			usage_error("%s: '%s' is not a size from %llu to %llu bytes (suffixes K, M, G, T)", opt, v, lo, hi);
 		usage_error("%s: '%s' is not a number from %llu to %llu", opt, v, lo, hi);
 	}
+}
+
+/* A positive number (seconds, a factor), as libtbprof reads it. */
+static void check_seconds(const char *opt, const char *v)
+{
+	char *end;
+	double d = strtod(v, &end);
+	if (*end || !(d > 0) || d > 86400 * 7)
+		usage_error("%s: '%s' is not a positive number", opt, v);
 }
 
 /* Matches argv[*i] against --name / --name=VALUE / -s [VALUE]; returns the
@@ -474,6 +500,20 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 		} else if (opt_is(argv, argc, &i, "--on-demand", NULL, false, NULL)) {
 			set_var(o, "TBPROF_ON_DEMAND", "1");
 			o->on_demand = true;
+		} else if (opt_is(argv, argc, &i, "--flight", NULL, true, &v)) {
+			check_seconds("--flight", v);
+			set_var(o, "TBPROF_FLIGHT", v);
+			o->flight = v;
+		} else if (opt_is(argv, argc, &i, "--flight-mem", NULL, true, &v)) {
+			check_number("--flight-mem", v, 1u << 20, 1ull << 40, true);
+			set_var(o, "TBPROF_FLIGHT_MEM", v);
+			o->flight_mem = v;
+		} else if (opt_is(argv, argc, &i, "--flight-slow", NULL, true, &v)) {
+			check_seconds("--flight-slow", v);
+			set_var(o, "TBPROF_FLIGHT_SLOW", v);
+		} else if (opt_is(argv, argc, &i, "--flight-stall", NULL, true, &v)) {
+			check_seconds("--flight-stall", v);
+			set_var(o, "TBPROF_FLIGHT_STALL", v);
 		} else if (opt_is(argv, argc, &i, "--trace-all", NULL, false, NULL)) {
 			set_var(o, "TBPROF_TRACE_ALL", "1");
 		} else if (opt_is(argv, argc, &i, "--no-python", NULL, false, NULL)) {
@@ -763,6 +803,10 @@ static int cmd_record(int argc, char **argv)
 	if (o.on_demand && !o.quiet)
 		fprintf(stderr, "tbprof: armed on demand: tbprof capture %d [--for SECONDS | --steps N]\n",
 			(int)getpid());
+	if (o.flight && !o.quiet)
+		fprintf(stderr, "tbprof: flight recorder: the last %s s in at most %s bytes per process "
+			"(--flight-mem; 256M), written by tbprof capture %d or a crash\n", o.flight,
+			o.flight_mem ? o.flight_mem : "256M", (int)getpid());
 	struct sigaction sa = {0};
 	sa.sa_sigaction = forward_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -784,7 +828,7 @@ static int cmd_record(int argc, char **argv)
 					   WEXITSTATUS(status) == EXIT_CANNOT_RUN));
 	struct found fd = {0};
 	find_traces(o.out, &start, &fd);
-	if (!o.quiet && o.on_demand && !fd.n)
+	if (!o.quiet && (o.on_demand || o.flight) && !fd.n)
 		fprintf(stderr, "tbprof: on demand: no capture under the run's trace name (captures named by "
 			"tbprof capture -o or tbprof.capture(PATH) are not listed here)\n");
 	else if (!o.quiet && (ran || fd.n)) {

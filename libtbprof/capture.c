@@ -77,7 +77,7 @@ static void write_small(const char *name, const char *text)
 		unlink(tmp);
 }
 
-static void answer(unsigned long long id, const char *text)
+void tbp_capture_answer(unsigned long long id, const char *text)
 {
 	if (!id || !control_dir[0])
 		return;
@@ -116,7 +116,7 @@ static int begin_locked(void)
 		snprintf(last_path, sizeof last_path, "%s", cap.path);
 		char msg[PATH_MAX + 64];
 		snprintf(msg, sizeof msg, "error cannot write %s: %s\n", cap.path, strerror(errno));
-		answer(cap.id, msg);
+		tbp_capture_answer(cap.id, msg);
 		atomic_store(&cap_state, CAP_IDLE);
 		return -1;
 	}
@@ -137,7 +137,7 @@ static void end_locked(void)
 		snprintf(msg, sizeof msg, "ok %s\n", cap.path);
 	else
 		snprintf(msg, sizeof msg, "%s", r == 0 ? "empty\n" : "error the capture was not running\n");
-	answer(cap.id, msg);
+	tbp_capture_answer(cap.id, msg);
 	atomic_store(&cap_state, CAP_IDLE);
 }
 
@@ -145,6 +145,8 @@ static void end_locked(void)
 
 void tbp_capture_marker_before(int kind)
 {
+	if (tbp_cfg.flight_ns)
+		return;   /* the flight recorder counts steps after the mark */
 	if (kind == TBP_MARK_ITER_BEGIN && !atomic_load_explicit(&step_marks_seen, memory_order_relaxed))
 		atomic_store(&step_marks_seen, 1);
 	if (kind != TBP_MARK_ITER_BEGIN || atomic_load_explicit(&cap_state, memory_order_acquire) != CAP_PENDING)
@@ -159,6 +161,10 @@ void tbp_capture_marker_before(int kind)
 
 void tbp_capture_marker_after(int kind)
 {
+	if (tbp_cfg.flight_ns) {
+		tbp_flight_step_mark(kind);
+		return;
+	}
 	if (kind != TBP_MARK_ITER_END || atomic_load_explicit(&cap_state, memory_order_acquire) != CAP_RUNNING ||
 	    cap.steps <= 0)
 		return;
@@ -223,10 +229,26 @@ static void take_request(void)
 	}
 	if (!id)
 		return;
+	if (tbp_cfg.flight_ns) {
+		/* The flight recorder writes what it holds: the last TBPROF_FLIGHT seconds, up to now. */
+		char dump_path[PATH_MAX];
+		if (out[0] && multi) {
+			char tag[32];
+			if (tbp_cfg.rank >= 0)
+				snprintf(tag, sizeof tag, "rank%lld", (long long)tbp_cfg.rank);
+			else
+				snprintf(tag, sizeof tag, "%d", (int)getpid());
+			tbp_capture_tagged_path(dump_path, sizeof dump_path, out, tag);
+		} else {
+			snprintf(dump_path, sizeof dump_path, "%s", out);
+		}
+		tbp_flight_request(dump_path[0] ? dump_path : NULL, id, "flight recorder: dump asked by tbprof capture");
+		return;
+	}
 	pthread_mutex_lock(&capture_lock);
 	if (atomic_load(&cap_state) != CAP_IDLE || atomic_load(&tbp_start_state) == 2) {
 		pthread_mutex_unlock(&capture_lock);
-		answer(id, "error a capture is already in progress in this process\n");
+		tbp_capture_answer(id, "error a capture is already in progress in this process\n");
 		return;
 	}
 	/* Several processes answer one request (the ranks under a launcher): each names its file
@@ -246,12 +268,12 @@ static void take_request(void)
 	else if (out[0])
 		snprintf(cap.path, sizeof cap.path, "%s", out);
 	else
-		tbp_capture_default_path(cap.path, sizeof cap.path, capture_count + 1, tag);
+		tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1, tag);
 	if (steps > 0 && multi && !atomic_load(&step_marks_seen)) {
 		/* One of several processes that has marked no step: a launcher's shell, torchrun's agent.
 		 * The ranks that mark them answer for the job. */
 		pthread_mutex_unlock(&capture_lock);
-		answer(id, "nosteps\n");
+		tbp_capture_answer(id, "nosteps\n");
 		return;
 	} else if (steps > 0) {
 		atomic_store(&cap_state, CAP_PENDING);
@@ -294,6 +316,8 @@ static void *control_main(void *arg)
 			break;
 		take_request();
 		take_cancel();
+		if (tbp_cfg.flight_ns)
+			tbp_flight_watch();
 		int st = atomic_load(&cap_state);
 		if (st == CAP_ENDING || (st == CAP_RUNNING && cap.deadline_ns && tbp_now() >= cap.deadline_ns)) {
 			pthread_mutex_lock(&capture_lock);
@@ -392,7 +416,7 @@ TBP_EXPORT int tbprof_capture_start(const char *path, long long steps, double se
 			else
 				snprintf(cap.path, sizeof cap.path, "%s", path);
 		} else {
-			tbp_capture_default_path(cap.path, sizeof cap.path, capture_count + 1, NULL);
+			tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1, NULL);
 		}
 		if (out && cap_len)
 			snprintf(out, cap_len, "%s", cap.path);
@@ -426,7 +450,7 @@ TBP_EXPORT int tbprof_capture_stop(char *out, size_t cap_len)
 	int st = atomic_load(&cap_state);
 	if (st == CAP_PENDING) {
 		atomic_store(&cap_state, CAP_IDLE);
-		answer(cap.id, "error stopped before a step boundary was seen\n");
+		tbp_capture_answer(cap.id, "error stopped before a step boundary was seen\n");
 		rc = 0;
 	} else if (st == CAP_RUNNING || st == CAP_ENDING) {
 		end_locked();

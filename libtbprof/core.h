@@ -40,6 +40,14 @@ struct tbp_config {
 	bool launcher_agent;     /* torchrun's agent: launches ranks, is none (decided at start) */
 	/* TBPROF_ON_DEMAND: armed, records nothing until a capture (capture.c) */
 	bool on_demand;
+	/* TBPROF_FLIGHT: the flight recorder (flight.c) keeps the last flight_ns of records in at most
+	 * flight_mem bytes (TBPROF_FLIGHT_MEM) and writes them only when asked; 0: off.
+	 * TBPROF_FLIGHT_SLOW: a dump when a step takes more than that many times the running median;
+	 * TBPROF_FLIGHT_STALL: a dump when no step has ended for that many seconds (0: neither). */
+	uint64_t flight_ns;
+	size_t flight_mem;
+	double flight_slow;
+	uint64_t flight_stall_ns;
 };
 extern struct tbp_config tbp_cfg TBP_HIDDEN;
 

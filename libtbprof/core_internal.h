@@ -91,11 +91,28 @@ void tbp_capture_marker_before(int kind);
 void tbp_capture_marker_after(int kind);
 /* "trace.zst" -> "trace.capture<n>.zst" ("trace.<tag>.capture<n>.zst" with a tag), from TBPROF_OUT
  * as the process's trace would be named (output.c). */
-void tbp_capture_default_path(char *buf, size_t cap, unsigned n, const char *tag);
+void tbp_capture_default_path(char *buf, size_t cap, const char *word, unsigned n, const char *tag);
 /* "x.zst" -> "x.<tag>.zst" */
 void tbp_capture_tagged_path(char *buf, size_t cap, const char *path, const char *tag);
 void tbp_capture_disarm(void);   /* exit, exec: no more requests for this image */
 void tbp_capture_fork_child(void);
 extern pthread_mutex_t capture_lock;  /* begin, end and exit, one at a time (lifecycle.c) */
+extern uint32_t trace_features;       /* the header's features, decided at start (lifecycle.c) */
+/* Answers request `id` of `tbprof capture` (capture.c). */
+void tbp_capture_answer(unsigned long long id, const char *text);
+
+/* ------------------------------------------------------------ flight recorder (flight.c)
+ * TBPROF_FLIGHT: the writer thread keeps the records it drains in one bounded ring in memory instead
+ * of writing them, and writes the last TBPROF_FLIGHT seconds of them as a complete trace when asked:
+ * `tbprof capture PID`, a fatal signal, a slow step, a stall. */
+void tbp_flight_append(const struct tbp_record *r, size_t n);    /* writer thread */
+/* Asks the writer for a dump (NULL path: the default name; id: the request to answer; why: the
+ * NOTICE the dump carries).  Not from a signal handler. */
+void tbp_flight_request(const char *path, unsigned long long id, const char *why);
+/* Writer thread, after each drain: a dump asked for; with `final` after a fatal signal, that one. */
+void tbp_flight_service(bool final);
+/* Step ends (tbprof_marker), for --flight-slow and --flight-stall. */
+void tbp_flight_step_mark(int kind);
+void tbp_flight_watch(void);   /* control thread, every 100 ms: --flight-stall */
 
 #endif

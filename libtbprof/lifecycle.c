@@ -70,7 +70,8 @@ static void tbp_on_signal(int sig)
 		atomic_store(&signal_pending, sig);
 		atomic_store(&writer_wake, 1);
 		futex_wake_all(&writer_wake);
-		uint64_t deadline = tbp_now() + 2000000000ull;
+		/* the flight recorder writes its dump now: longer */
+		uint64_t deadline = tbp_now() + (tbp_cfg.flight_ns ? 8000000000ull : 2000000000ull);
 		while (!atomic_load(&writer_exited)) {
 			uint64_t now = tbp_now();
 			if (now >= deadline)
@@ -145,6 +146,7 @@ static uint32_t tbp_start_features(void)
 }
 
 static pid_t trace_pid;   /* the process whose trace the writer writes */
+uint32_t trace_features;  /* the header's features, decided at start */
 
 /* The output path for a message: absolute, so "Permission denied" on a
  * relative name says which directory. */
@@ -172,43 +174,54 @@ static void tbp_start_slow(void)
 	}
 	session_compute();
 	tbp_cfg.launcher_agent = tbp_is_launcher_agent();
-	out_fd = tbp_open_output();
-	if (out_fd < 0) {
-		int e = errno;
-		char shown[2 * PATH_MAX + 2];
-		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown), strerror(e));
-		atomic_store(&tbp_start_state, 3);
-		TBP_SET_ACTIVE(0);
-		pthread_mutex_unlock(&start_lock);
-		return;
-	}
-	struct tbp_writer_opts opts = { .compression_level = 0, .features = tbp_start_features() };
+	trace_features = tbp_start_features();
 	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
-		opts.features |= TBP_FEAT_NATIVE;
-	{
-		char shown[2 * PATH_MAX + 2];
-		snprintf(out_path_abs, sizeof out_path_abs, "%s", out_path_shown(shown, sizeof shown));
-	}
-	events_written = false;
-	out_fd = move_fd_high(out_fd);
-	struct stat out_st;
-	if (fstat(out_fd, &out_st) == 0) {
-		out_dev = out_st.st_dev;
-		out_ino = out_st.st_ino;
-	}
-	out_gone = false;
-	errno = 0;
-	int rc = tbp_writer_open_fd(&writer, out_fd, &opts);
-	if (rc != TBP_OK) {
-		int e = errno;
-		out_fd = -1;   /* closed by tbp_writer_open_fd */
-		char shown[2 * PATH_MAX + 2];
-		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown),
-			e ? strerror(e) : tbp_error_name(rc));
-		atomic_store(&tbp_start_state, 3);
-		TBP_SET_ACTIVE(0);
-		pthread_mutex_unlock(&start_lock);
-		return;
+		trace_features |= TBP_FEAT_NATIVE;
+	if (tbp_cfg.flight_ns) {
+		/* The flight recorder: no file; the writer keeps the records (flight.c). */
+		writer = NULL;
+		out_fd = -1;
+		out_path_abs[0] = 0;
+		events_written = false;
+	} else {
+		out_fd = tbp_open_output();
+		if (out_fd < 0) {
+			int e = errno;
+			char shown[2 * PATH_MAX + 2];
+			tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown), strerror(e));
+			atomic_store(&tbp_start_state, 3);
+			TBP_SET_ACTIVE(0);
+			pthread_mutex_unlock(&start_lock);
+			return;
+		}
+		struct tbp_writer_opts opts = { .compression_level = 0, .features = tbp_start_features() };
+		if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
+			opts.features |= TBP_FEAT_NATIVE;
+		{
+			char shown[2 * PATH_MAX + 2];
+			snprintf(out_path_abs, sizeof out_path_abs, "%s", out_path_shown(shown, sizeof shown));
+		}
+		events_written = false;
+		out_fd = move_fd_high(out_fd);
+		struct stat out_st;
+		if (fstat(out_fd, &out_st) == 0) {
+			out_dev = out_st.st_dev;
+			out_ino = out_st.st_ino;
+		}
+		out_gone = false;
+		errno = 0;
+		int rc = tbp_writer_open_fd(&writer, out_fd, &opts);
+		if (rc != TBP_OK) {
+			int e = errno;
+			out_fd = -1;   /* closed by tbp_writer_open_fd */
+			char shown[2 * PATH_MAX + 2];
+			tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown),
+				e ? strerror(e) : tbp_error_name(rc));
+			atomic_store(&tbp_start_state, 3);
+			TBP_SET_ACTIVE(0);
+			pthread_mutex_unlock(&start_lock);
+			return;
+		}
 	}
 	trace_pid = getpid();
 	tbp_intern_string(session_text, strlen(session_text));   /* see session_compute */
@@ -224,11 +237,12 @@ static void tbp_start_slow(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&writer_thread, NULL, tbp_writer_main, NULL);
+	int rc = pthread_create(&writer_thread, NULL, tbp_writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
 		tbp_log("cannot start writer thread: %s; tracing disabled", strerror(rc));
-		tbp_writer_close(writer);
+		if (writer)
+			tbp_writer_close(writer);
 		writer = NULL;
 		atomic_store(&tbp_start_state, 3);
 		TBP_SET_ACTIVE(0);
@@ -300,7 +314,7 @@ static void tbp_shutdown_locked(void);
 
 static void tbp_shutdown(void)
 {
-	if (tbp_cfg.on_demand)
+	if (tbp_cfg.on_demand || tbp_cfg.flight_ns)
 		tbp_capture_disarm();
 	if (atomic_load(&shutdown_done))
 		return;
@@ -602,7 +616,7 @@ void tbp_notice(unsigned level, unsigned code, const char *message)
 
 TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label)
 {
-	if (tbp_cfg.on_demand)
+	if (tbp_cfg.on_demand || tbp_cfg.flight_ns)
 		tbp_capture_marker_before(kind);
 	if (!tbp_cfg.enabled || !TBP_ACTIVE())
 		return tbp_cfg.on_demand ? 0 : -1;
@@ -623,7 +637,7 @@ TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label)
 		tbp_slot_commit(rec);
 	}
 	tbp_guard_leave();
-	if (tbp_cfg.on_demand)
+	if (tbp_cfg.on_demand || tbp_cfg.flight_ns)
 		tbp_capture_marker_after(kind);
 	errno = saved_errno;
 	return TBP_ACTIVE() || tbp_cfg.on_demand ? 0 : -1;

@@ -516,13 +516,13 @@ void tbp_capture_tagged_path(char *buf, size_t cap, const char *path, const char
 	tagged_name(buf, cap, path, tag);
 }
 
-void tbp_capture_default_path(char *buf, size_t cap, unsigned n, const char *tag)
+void tbp_capture_default_path(char *buf, size_t cap, const char *word, unsigned n, const char *tag)
 {
 	bool had_pid;
 	char base[PATH_MAX], one[PATH_MAX + 32];
 	output_base(base, sizeof base, &had_pid);
 	char what[64];
-	snprintf(what, sizeof what, "capture%u", n);
+	snprintf(what, sizeof what, "%s%u", word, n);
 	tagged_name(one, sizeof one, base, what);
 	if (tag && *tag)
 		tagged_name(buf, cap, one, tag);

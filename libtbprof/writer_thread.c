@@ -54,6 +54,8 @@ static void writer_fail(int rc)
 static int write_defs(void)
 {
 	int rc = TBP_OK;
+	if (tbp_cfg.flight_ns)
+		return rc;   /* the flight recorder writes them into each dump */
 	pthread_mutex_lock(&def_lock);
 	size_t upto = def_count;
 	pthread_mutex_unlock(&def_lock);
@@ -96,6 +98,12 @@ struct ring_out {
 static int write_batch(struct tbp_tbuf *b, struct ring_out *o, const struct tbp_record *r, size_t n)
 {
 	int rc = TBP_OK;
+	if (tbp_cfg.flight_ns) {
+		if (r->kind == TBP_K_LOST && r->u.lost.source == TBP_LOST_BUFFER_FULL)
+			b->lost_reported += r->u.lost.count;
+		tbp_flight_append(r, n);
+		return TBP_OK;
+	}
 	if (!o->open_chunk || r->stream_kind != o->cur_kind || r->tid != o->cur_tid) {
 		if (o->open_chunk)
 			rc = tbp_writer_end_chunk(writer);
@@ -238,9 +246,9 @@ void drain_once(bool final)
 		n++;
 	}
 	pthread_mutex_unlock(&registry_lock);
-	if (!writer)
+	if (!writer && !tbp_cfg.flight_ns)
 		return;
-	if (!out_still_ours()) {
+	if (!tbp_cfg.flight_ns && !out_still_ours()) {
 		/* The program closed our descriptor (its number may now be one of
 		 * its files): drop what is pending, never write there again. */
 		uint64_t dropped = 0;
@@ -263,7 +271,9 @@ void drain_once(bool final)
 	/* 3. Each thread's records. */
 	for (size_t i = 0; i < n && rc == TBP_OK; i++)
 		rc = write_ring(snaps[i].b, snaps[i].head, final || snaps[i].retired);
-	if (rc == TBP_OK && final) {
+	if (tbp_cfg.flight_ns) {
+		tbp_flight_service(final);
+	} else if (rc == TBP_OK && final) {
 		if (tbp_writer_begin_chunk(writer, TBP_STREAM_DEFS, 0) == TBP_OK) {
 			struct tbp_record end = { .kind = TBP_K_END, .stream_kind = TBP_STREAM_DEFS };
 			end.ts = tbp_now();
@@ -273,7 +283,7 @@ void drain_once(bool final)
 			tbp_writer_end_chunk(writer);
 		}
 	}
-	if (rc == TBP_OK)
+	if (rc == TBP_OK && !tbp_cfg.flight_ns)
 		rc = out_still_ours() ? tbp_writer_flush(writer) : TBP_ERR_IO;
 	if (rc != TBP_OK)
 		writer_fail(rc);
