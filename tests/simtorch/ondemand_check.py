@@ -16,6 +16,18 @@
         trace of 10 steps, capture(steps=3) one of 3, `with tbprof.capture(...)` around 4 steps one of 4;
         without libtbprof, tbprof.capture raises NotLoadedError naming `tbprof record --on-demand`.
 
+    ondemand_check.py flight --build B --source S
+        scripts/ondemand_job.py under `tbprof record --flight 3`: no file while it runs; `tbprof capture PID`
+        after ~6 s prints one file whose marked steps span the last ~3 s (2 to 3.5 s) up to the capture;
+        nothing more at exit; the job ends as it would (exit 3).
+
+    ondemand_check.py faults --build B --source S
+        scripts/ondemand_faults.py under --flight 3: "crash" dies of SIGSEGV after step 40 and leaves a
+        readable dump (its steps, the NOTICE naming the signal) and `sh -c 'tbprof record ...; echo $?'`
+        prints 139; "slow" with --flight-slow 5 dumps once, with the 0.5 s step 40 inside; "stall" with
+        --flight-stall 2 dumps the hang: each thread's last call (the main thread's at the script's line)
+        and the GPU's last kernel.
+
 Exit 0 pass, 1 fail, 77 skip (no PyTorch CUDA build, or simgpu not built).
 """
 import argparse
@@ -194,6 +206,103 @@ def other_user(args, tbprof, pid, out_dir):
             shutil.rmtree(planted, ignore_errors=True)
 
 
+def check_flight(args):
+    tbprof, tbanalyze, simtorch = tools(args)
+    job = os.path.join(args.source, "tests", "simtorch", "scripts", "ondemand_job.py")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("TBPROF_OUT", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        stop = os.path.join(tmp, "stop")
+        out_dir = os.path.join(tmp, "out")
+        os.mkdir(out_dir)
+        proc = subprocess.Popen([tbprof, "record", "--flight", "3", "-o", os.path.join(out_dir, "trace.zst"), "--",
+                                 simtorch, sys.executable, job, stop], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+        try:
+            if read_line(proc, 120) != "ready":
+                fail("the flight job did not start")
+                return
+            time.sleep(6)
+            if zst_files(out_dir):
+                fail(f"the flight recorder wrote files by itself: {zst_files(out_dir)}")
+            asked = time.monotonic_ns()
+            c = subprocess.run([tbprof, "capture", str(proc.pid)], capture_output=True, text=True, timeout=90)
+            files = c.stdout.split()
+            if c.returncode != 0 or len(files) != 1:
+                fail(f"tbprof capture of a flight job: exit {c.returncode}, {c.stdout!r}, {c.stderr!r}")
+            else:
+                r = report(tbanalyze, files[0], "flight")
+                every_verb(tbanalyze, files[0], "flight")
+                if r:
+                    span = (r["window"]["end_ns"] - r["window"]["begin_ns"]) / 1e9
+                    if not 2.0 <= span <= 3.5:
+                        fail(f"flight capture: its steps span {span:.2f} s, not the last ~3 s")
+                    if abs(r["window"]["end_ns"] - asked) > 1.5e9:
+                        fail(f"flight capture: its last step ends {(asked - r['window']['end_ns']) / 1e9:.2f} s "
+                             "before the capture was asked")
+                    if not r["trace"]["gpu_records"] or r["trace"]["joined_pct"] < 95:
+                        fail(f"flight capture: GPU records {r['trace']['gpu_records']}, {r['trace']['joined_pct']}%")
+        finally:
+            open(stop, "w").close()
+            try:
+                stdout, _ = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                stdout, _ = proc.communicate()
+        if proc.returncode != 3 or stdout != "done\n":
+            fail(f"the job under --flight: exit {proc.returncode}, stdout after ready {stdout!r} (want 3, 'done')")
+        if len(zst_files(out_dir)) != 1:
+            fail(f"files after the flight job ended: {zst_files(out_dir)} (want the one capture)")
+
+
+def notices(tbanalyze, path):
+    p = subprocess.run([tbanalyze, "dump", path, "--kind", "notice"], capture_output=True, text=True, timeout=60)
+    return p.stdout
+
+
+def check_faults(args):
+    tbprof, tbanalyze, simtorch = tools(args)
+    script = os.path.join(args.source, "tests", "simtorch", "scripts", "ondemand_faults.py")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("TBPROF_OUT", None)
+    for mode, extra in (("crash", []), ("slow", ["--flight-slow", "5"]), ("stall", ["--flight-stall", "2"])):
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [tbprof, "record", "-q", "--flight", "3"] + extra + ["-o", tmp + "/trace.zst", "--", simtorch,
+                                                                      sys.executable, script, mode]
+            p = subprocess.run(["sh", "-c", '"$@"; echo "status $?"', "sh"] + cmd, capture_output=True, text=True,
+                               env=env, timeout=240)
+            want_status = "139" if mode == "crash" else "0"
+            if not p.stdout.endswith(f"status {want_status}\n"):
+                fail(f"{mode}: {p.stdout!r} (want status {want_status}); stderr {p.stderr[-600:]!r}")
+            files = zst_files(tmp)
+            if files != ["trace.flight1.zst"]:
+                fail(f"{mode}: files {files} (want trace.flight1.zst)")
+                continue
+            path = os.path.join(tmp, files[0])
+            r = report(tbanalyze, path, mode)
+            text = every_verb(tbanalyze, path, mode)
+            note = notices(tbanalyze, path)
+            markers = subprocess.run([tbanalyze, "dump", path, "--kind", "marker"], capture_output=True,
+                                     text=True, timeout=60).stdout
+            if not r:
+                continue
+            if mode == "crash":
+                if "signal 11" not in note or r["steps"]["count"] < 1 or "ondemand_faults.py:" not in text:
+                    fail(f"crash dump: notice {note!r}, steps {r['steps']['count']}")
+            elif mode == "slow":
+                if "a slow step" not in note:
+                    fail(f"slow dump: notice {note!r}")
+                if "marker_kind=1 value=40 " not in markers or "marker_kind=2 value=40 " not in markers:
+                    fail(f"slow dump: step 40 (its begin and end marks) is not in it: {markers[-500:]!r}")
+            else:
+                if "a stall" not in note:
+                    fail(f"stall dump: notice {note!r}")
+                if "ondemand_faults.py:" not in text or not r["trace"]["gpu_records"]:
+                    fail("stall dump: no launch at the script's line, or no GPU work, in it")
+
+
 def check_region(args):
     tbprof, tbanalyze, simtorch = tools(args)
     script = os.path.join(args.source, "tests", "simtorch", "scripts", "ondemand_region.py")
@@ -237,7 +346,7 @@ def torch_has_cuda_build():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["capture", "region"])
+    ap.add_argument("mode", choices=["capture", "region", "flight", "faults"])
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
     args = ap.parse_args()
@@ -247,7 +356,7 @@ def main():
     if not torch_has_cuda_build():
         print("SKIP: no PyTorch with a CUDA build in this Python")
         return SKIP
-    check_capture(args) if args.mode == "capture" else check_region(args)
+    {"capture": check_capture, "region": check_region, "flight": check_flight, "faults": check_faults}[args.mode](args)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
