@@ -131,6 +131,10 @@ static const char record_help[] =
 	"        (PID: tbprof's own, or a traced process) writes a trace of the next\n"
 	"        seconds or steps; in Python, `with tbprof.capture(\"cell.zst\"):`.\n"
 	"        Captures repeat; each is a complete trace.  (TBPROF_ON_DEMAND=1)\n"
+	"    --capture-range cudaProfilerApi\n"
+	"        On demand, and each cudaProfilerStart ... cudaProfilerStop of the\n"
+	"        program (torch.cuda.profiler.start/stop) is a capture of its own, as\n"
+	"        nsys's --capture-range=cudaProfilerApi.  (TBPROF_CAPTURE_RANGE)\n"
 	"    --flight SECONDS\n"
 	"        The flight recorder: record all the time into memory, keeping the\n"
 	"        last SECONDS (at most --flight-mem bytes per process; records that\n"
@@ -499,6 +503,11 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 			set_var(o, "TBPROF_BUFFER_SIZE", v);
 		} else if (opt_is(argv, argc, &i, "--on-demand", NULL, false, NULL)) {
 			set_var(o, "TBPROF_ON_DEMAND", "1");
+			o->on_demand = true;
+		} else if (opt_is(argv, argc, &i, "--capture-range", NULL, true, &v)) {
+			if (strcmp(v, "cudaProfilerApi"))
+				usage_error("--capture-range: '%s' is not a capture range (cudaProfilerApi)", v);
+			set_var(o, "TBPROF_CAPTURE_RANGE", v);
 			o->on_demand = true;
 		} else if (opt_is(argv, argc, &i, "--flight", NULL, true, &v)) {
 			check_seconds("--flight", v);

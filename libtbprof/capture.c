@@ -489,3 +489,40 @@ TBP_EXPORT int tbprof_mark_step(void)
 		tbprof_marker(TBP_MARK_ITER_END, n - 1, "step");
 	return tbprof_marker(TBP_MARK_ITER_BEGIN, n, "step");
 }
+
+/* ------------------------------------------------------------ cudaProfilerStart / Stop */
+
+static bool profiler_capture;   /* the capture in progress was begun by cudaProfilerStart (capture_lock) */
+
+void tbp_profiler_api(bool start)
+{
+	const char *label = start ? "cudaProfilerStart" : "cudaProfilerStop";
+	if (!tbp_cfg.capture_range_profiler) {
+		/* In a trace being written: where the program asked for the range. */
+		if (TBP_ACTIVE())
+			tbprof_marker(TBP_MARK_USER, 0, label);
+		return;
+	}
+	pthread_mutex_lock(&capture_lock);
+	int st = atomic_load(&cap_state);
+	if (start && st == CAP_IDLE && atomic_load(&tbp_start_state) != 2) {
+		cap.id = 0;
+		cap.steps = 0;
+		cap.deadline_ns = 0;
+		tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1, NULL);
+		if (begin_locked() == 0) {
+			profiler_capture = true;
+			pthread_mutex_unlock(&capture_lock);
+			tbprof_marker(TBP_MARK_USER, 0, label);
+			return;
+		}
+	} else if (!start && profiler_capture && (st == CAP_RUNNING || st == CAP_ENDING)) {
+		pthread_mutex_unlock(&capture_lock);
+		tbprof_marker(TBP_MARK_USER, 0, label);
+		pthread_mutex_lock(&capture_lock);
+		if (profiler_capture && atomic_load(&cap_state) != CAP_IDLE)
+			end_locked();
+		profiler_capture = false;
+	}
+	pthread_mutex_unlock(&capture_lock);
+}

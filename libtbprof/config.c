@@ -227,7 +227,12 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	tbp_cfg.verbose = env_verbose("TBPROF_VERBOSE");
 	tsc_wanted = tbp_env_bool("TBPROF_TSC", true);
 	tbp_rank_from_env();
-	tbp_cfg.on_demand = tbp_cfg.enabled && tbp_env_bool("TBPROF_ON_DEMAND", false);
+	const char *range = getenv("TBPROF_CAPTURE_RANGE");
+	if (range && *range && strcmp(range, "cudaProfilerApi"))
+		tbp_log("TBPROF_CAPTURE_RANGE=%s: not a capture range (cudaProfilerApi); ignored", range);
+	tbp_cfg.capture_range_profiler = tbp_cfg.enabled && range && !strcmp(range, "cudaProfilerApi");
+	/* A capture range arms the process: nothing is recorded outside it. */
+	tbp_cfg.on_demand = tbp_cfg.enabled && (tbp_env_bool("TBPROF_ON_DEMAND", false) || tbp_cfg.capture_range_profiler);
 	tbp_cfg.flight_ns = tbp_cfg.enabled && !tbp_cfg.on_demand
 		? (uint64_t)(env_positive("TBPROF_FLIGHT", 86400) * 1e9) : 0;
 	tbp_cfg.flight_mem = (size_t)env_uint("TBPROF_FLIGHT_MEM", 256ull << 20, 1u << 20, 1ull << 40, true);

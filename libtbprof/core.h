@@ -48,6 +48,8 @@ struct tbp_config {
 	size_t flight_mem;
 	double flight_slow;
 	uint64_t flight_stall_ns;
+	/* TBPROF_CAPTURE_RANGE=cudaProfilerApi: cudaProfilerStart/Stop begin and end captures (on demand) */
+	bool capture_range_profiler;
 };
 extern struct tbp_config tbp_cfg TBP_HIDDEN;
 
@@ -194,6 +196,10 @@ void tbp_warn_once(int *flag, const char *fmt, ...) TBP_HIDDEN
  *   int tbprof_marker(int kind, long long value, const char *label);
  */
 TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label);
+
+/* cudaProfilerStart (start) / cudaProfilerStop returned success (interpose/profiler_range.c): a marker
+ * in a trace being written; with TBPROF_CAPTURE_RANGE=cudaProfilerApi, a capture's begin and end. */
+void tbp_profiler_api(bool start) TBP_HIDDEN;
 
 /* Records a NOTICE (one line the analyzer shows). */
 void tbp_notice(unsigned level, unsigned code, const char *message) TBP_HIDDEN;

@@ -28,6 +28,11 @@
         --flight-stall 2 dumps the hang: each thread's last call (the main thread's at the script's line)
         and the GPU's last kernel.
 
+    ondemand_check.py range --build B --source S
+        scripts/ondemand_profiler_range.py (torch.cuda.profiler.start() before step 5, stop() after step 14
+        of 20) under `tbprof record --capture-range cudaProfilerApi`: one capture, trace.capture1.zst, of
+        10 steps; in a whole run the two calls are markers in the trace.
+
 Exit 0 pass, 1 fail, 77 skip (no PyTorch CUDA build, or simgpu not built).
 """
 import argparse
@@ -303,6 +308,35 @@ def check_faults(args):
                     fail("stall dump: no launch at the script's line, or no GPU work, in it")
 
 
+def check_range(args):
+    tbprof, tbanalyze, simtorch = tools(args)
+    script = os.path.join(args.source, "tests", "simtorch", "scripts", "ondemand_profiler_range.py")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("TBPROF_OUT", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = subprocess.run([tbprof, "record", "-q", "--capture-range", "cudaProfilerApi", "-o", tmp + "/trace.zst",
+                            "--", simtorch, sys.executable, script], capture_output=True, text=True, env=env,
+                           timeout=240)
+        if p.returncode != 0 or p.stdout != "done\n" or zst_files(tmp) != ["trace.capture1.zst"]:
+            fail(f"--capture-range cudaProfilerApi: exit {p.returncode}, {p.stdout!r}, files {zst_files(tmp)}, "
+                 f"stderr {p.stderr[-600:]!r}")
+        else:
+            path = os.path.join(tmp, "trace.capture1.zst")
+            r = report(tbanalyze, path, "range")
+            text = every_verb(tbanalyze, path, "range")
+            if r and r["steps"]["count"] != 10:
+                fail(f"the cudaProfilerStart/Stop capture holds {r['steps']['count']} steps, want 10")
+            if "ondemand_profiler_range.py:" not in text:
+                fail("the cudaProfilerStart/Stop capture has no line of the script")
+        p = subprocess.run([tbprof, "record", "-q", "-o", tmp + "/whole.zst", "--", simtorch, sys.executable, script],
+                           capture_output=True, text=True, env=env, timeout=240)
+        d = subprocess.run([tbanalyze, "dump", tmp + "/whole.zst", "--kind", "marker"], capture_output=True,
+                           text=True, timeout=60).stdout
+        if 'label="cudaProfilerStart"' not in d or 'label="cudaProfilerStop"' not in d:
+            fail(f"a whole run's trace lacks the cudaProfilerStart/Stop markers: {d[-300:]!r}")
+
+
 def check_region(args):
     tbprof, tbanalyze, simtorch = tools(args)
     script = os.path.join(args.source, "tests", "simtorch", "scripts", "ondemand_region.py")
@@ -346,7 +380,7 @@ def torch_has_cuda_build():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["capture", "region", "flight", "faults"])
+    ap.add_argument("mode", choices=["capture", "region", "flight", "faults", "range"])
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
     args = ap.parse_args()
@@ -356,7 +390,8 @@ def main():
     if not torch_has_cuda_build():
         print("SKIP: no PyTorch with a CUDA build in this Python")
         return SKIP
-    {"capture": check_capture, "region": check_region, "flight": check_flight, "faults": check_faults}[args.mode](args)
+    {"capture": check_capture, "region": check_region, "flight": check_flight, "faults": check_faults,
+     "range": check_range}[args.mode](args)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 
