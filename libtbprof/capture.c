@@ -242,6 +242,10 @@ static void take_request(void)
 		} else {
 			snprintf(dump_path, sizeof dump_path, "%s", out);
 		}
+		if (atomic_load(&tbp_start_state) != 2) {
+			tbp_capture_answer(id, "empty\n");   /* nothing traced yet: no GPU use, no mark */
+			return;
+		}
 		tbp_flight_request(dump_path[0] ? dump_path : NULL, id, "flight recorder: dump asked by tbprof capture");
 		return;
 	}
@@ -410,11 +414,15 @@ TBP_EXPORT int tbprof_capture_start(const char *path, long long steps, double se
 		cap.deadline_ns = seconds > 0 ? tbp_now() + (uint64_t)(seconds * 1e9) : 0;
 		if (path && *path) {
 			char cwd[PATH_MAX];
-			if (path[0] != '/' && getcwd(cwd, sizeof cwd) && strlen(cwd) + strlen(path) + 2 <= sizeof cap.path)
-				snprintf(cap.path, sizeof cap.path, "%.*s/%s", (int)(sizeof cap.path - 2 - strlen(path)), cwd,
-					path);
-			else
+			size_t lc = 0, lp = strlen(path);
+			if (path[0] != '/' && getcwd(cwd, sizeof cwd) && (lc = strlen(cwd)) + lp + 2 <= sizeof cap.path) {
+				/* relative to the directory current now, as the program meant it */
+				memcpy(cap.path, cwd, lc);
+				cap.path[lc] = '/';
+				memcpy(cap.path + lc + 1, path, lp + 1);
+			} else {
 				snprintf(cap.path, sizeof cap.path, "%s", path);
+			}
 		} else {
 			tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1, NULL);
 		}

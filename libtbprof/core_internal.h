@@ -114,5 +114,6 @@ void tbp_flight_service(bool final);
 /* Step ends (tbprof_marker), for --flight-slow and --flight-stall. */
 void tbp_flight_step_mark(int kind);
 void tbp_flight_watch(void);   /* control thread, every 100 ms: --flight-stall */
+void tbp_flight_fork_child(void);   /* the parent's records and requests are the parent's */
 
 #endif

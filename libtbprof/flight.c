@@ -83,6 +83,7 @@ static struct {
 	char why[160];
 } req;
 static unsigned dump_count;
+static bool forked_child;   /* names its dumps with its pid: the plain names are its parent's */
 
 void tbp_flight_request(const char *path, unsigned long long id, const char *why)
 {
@@ -267,8 +268,11 @@ static void dump_as_asked(const char *path_asked, unsigned long long id, const c
 	char path[PATH_MAX];
 	if (path_asked && path_asked[0])
 		snprintf(path, sizeof path, "%s", path_asked);
-	else
-		tbp_capture_default_path(path, sizeof path, "flight", ++dump_count, NULL);
+	else {
+		char tag[24];
+		snprintf(tag, sizeof tag, "%d", (int)getpid());
+		tbp_capture_default_path(path, sizeof path, "flight", ++dump_count, forked_child ? tag : NULL);
+	}
 	int r = dump(path, why, strstr(why, "a stall") != NULL);
 	char msg[PATH_MAX + 80];
 	if (r > 0)
@@ -367,4 +371,19 @@ void tbp_flight_watch(void)
 	pthread_mutex_unlock(&step_lock);
 	if (why[0])
 		tbp_flight_request(NULL, 0, why);
+}
+
+void tbp_flight_fork_child(void)
+{
+	ring_next = ring_count = 0;
+	dropped_in_window = 0;
+	forked_child = true;
+	dump_count = 0;
+	pthread_mutex_init(&req_lock, NULL);
+	pthread_mutex_init(&step_lock, NULL);
+	req.pending = false;
+	req.id = 0;
+	step_begin_ns = last_step_end_ns = last_slow_dump_ns = 0;
+	step_n = 0;
+	stall_dumped = false;
 }

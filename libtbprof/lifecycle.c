@@ -522,8 +522,10 @@ static void tbp_atfork_child(void)
 	pthread_mutex_init(&intern_lock, NULL);
 	pthread_mutex_init(&start_lock, NULL);
 	tbp_py_fork_child();
-	if (tbp_cfg.on_demand)
+	if (tbp_cfg.on_demand || tbp_cfg.flight_ns)
 		tbp_capture_fork_child();
+	if (tbp_cfg.flight_ns)
+		tbp_flight_fork_child();
 	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
 		if (hook_ops[i]->fork_child)
 			hook_ops[i]->fork_child();
