@@ -11,6 +11,7 @@
  * once.  The trace machinery is the whole run's (lifecycle.c tbp_capture_begin / tbp_capture_end):
  * each capture is one complete trace file.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -41,6 +42,8 @@ static struct {
 	unsigned long long id;    /* the request's id; 0: asked from Python */
 	char path[PATH_MAX];
 	long long steps;          /* > 0: a capture of that many steps */
+	bool by_backward;         /* steps are backward() calls (the program marks none) */
+	long long backwards;      /* backward() calls seen in this capture */
 	uint64_t deadline_ns;     /* > 0: ends then (CLOCK_MONOTONIC) */
 } cap;
 static atomic_llong steps_done;
@@ -165,6 +168,8 @@ void tbp_capture_marker_after(int kind)
 		tbp_flight_step_mark(kind);
 		return;
 	}
+	if (cap.by_backward && kind == TBP_MARK_ITER_BEGIN)
+		atomic_store(&step_marks_seen, 0);   /* our own marks, not the program's */
 	if (kind != TBP_MARK_ITER_END || atomic_load_explicit(&cap_state, memory_order_acquire) != CAP_RUNNING ||
 	    cap.steps <= 0)
 		return;
@@ -267,6 +272,7 @@ static void take_request(void)
 	cap.id = id;
 	cap.steps = steps;
 	cap.deadline_ns = 0;
+	cap.by_backward = false;
 	if (out[0] && tag[0])
 		tbp_capture_tagged_path(cap.path, sizeof cap.path, out, tag);
 	else if (out[0])
@@ -279,6 +285,12 @@ static void take_request(void)
 		pthread_mutex_unlock(&capture_lock);
 		tbp_capture_answer(id, "nosteps\n");
 		return;
+	} else if (steps > 0 && !atomic_load(&step_marks_seen) && dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
+		/* No marks: recording begins now (the Python hooks go in) and the steps are what lies
+		 * between the ends of its backward() calls, marked as the runner marks them. */
+		cap.by_backward = true;
+		cap.backwards = 0;
+		begin_locked();
 	} else if (steps > 0) {
 		atomic_store(&cap_state, CAP_PENDING);
 	} else {
@@ -410,6 +422,7 @@ TBP_EXPORT int tbprof_capture_start(const char *path, long long steps, double se
 		rc = -2;
 	} else {
 		cap.id = 0;
+		cap.by_backward = false;
 		cap.steps = steps > 0 ? steps : 0;
 		cap.deadline_ns = seconds > 0 ? tbp_now() + (uint64_t)(seconds * 1e9) : 0;
 		if (path && *path) {
@@ -515,6 +528,7 @@ void tbp_profiler_api(bool start)
 	int st = atomic_load(&cap_state);
 	if (start && st == CAP_IDLE && atomic_load(&tbp_start_state) != 2) {
 		cap.id = 0;
+		cap.by_backward = false;
 		cap.steps = 0;
 		cap.deadline_ns = 0;
 		tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1, NULL);
@@ -533,4 +547,16 @@ void tbp_profiler_api(bool start)
 		profiler_capture = false;
 	}
 	pthread_mutex_unlock(&capture_lock);
+}
+
+void tbp_capture_backward_done(void)
+{
+	if (!cap.by_backward || atomic_load_explicit(&cap_state, memory_order_acquire) != CAP_RUNNING)
+		return;
+	long long n = cap.backwards++;
+	/* The first backward() ends a step begun before the capture: the next one begins there. */
+	if (n > 0)
+		tbprof_marker(TBP_MARK_ITER_END, n - 1, "backward");
+	if (atomic_load(&cap_state) == CAP_RUNNING)
+		tbprof_marker(TBP_MARK_ITER_BEGIN, n, "backward");
 }

@@ -201,6 +201,10 @@ TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label);
  * in a trace being written; with TBPROF_CAPTURE_RANGE=cudaProfilerApi, a capture's begin and end. */
 void tbp_profiler_api(bool start) TBP_HIDDEN;
 
+/* The outermost torch backward()/autograd.grad() call returned (python.c, on demand only): a step
+ * boundary for a `--steps` capture in a program without marks (capture.c). */
+void tbp_capture_backward_done(void) TBP_HIDDEN;
+
 /* Records a NOTICE (one line the analyzer shows). */
 void tbp_notice(unsigned level, unsigned code, const char *message) TBP_HIDDEN;
 

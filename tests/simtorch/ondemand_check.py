@@ -33,6 +33,10 @@
         of 20) under `tbprof record --capture-range cudaProfilerApi`: one capture, trace.capture1.zst, of
         10 steps; in a whole run the two calls are markers in the trace.
 
+    ondemand_check.py backward --build B --source S
+        scripts/ondemand_job.py marking no steps, under --on-demand: `tbprof capture PID --steps 5` counts its
+        backward() calls: a trace of 5 steps (marked by libtbprof at the ends of backward()).
+
 Exit 0 pass, 1 fail, 77 skip (no PyTorch CUDA build, or simgpu not built).
 """
 import argparse
@@ -337,6 +341,42 @@ def check_range(args):
             fail(f"a whole run's trace lacks the cudaProfilerStart/Stop markers: {d[-300:]!r}")
 
 
+def check_backward(args):
+    tbprof, tbanalyze, simtorch = tools(args)
+    job = os.path.join(args.source, "tests", "simtorch", "scripts", "ondemand_job.py")
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.pop("TBPROF_OUT", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        stop = os.path.join(tmp, "stop")
+        proc = subprocess.Popen([tbprof, "record", "-q", "--on-demand", "-o", os.path.join(tmp, "trace.zst"), "--",
+                                 simtorch, sys.executable, job, stop, "nomarks"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            if read_line(proc, 120) != "ready":
+                fail("the unmarked job did not start")
+                return
+            c = subprocess.run([tbprof, "capture", str(proc.pid), "--steps", "5"], capture_output=True, text=True,
+                               timeout=90)
+            files = c.stdout.split()
+            if c.returncode != 0 or len(files) != 1:
+                fail(f"tbprof capture --steps 5 of an unmarked job: exit {c.returncode}, {c.stdout!r}, {c.stderr!r}")
+            else:
+                r = report(tbanalyze, files[0], "backward steps")
+                every_verb(tbanalyze, files[0], "backward steps")
+                if r and (r["steps"]["count"] != 5 or r["steps"]["source"] != "marks"):
+                    fail(f"--steps 5 by backward(): steps {r['steps']}")
+        finally:
+            open(stop, "w").close()
+            try:
+                stdout, _ = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                stdout, _ = proc.communicate()
+        if proc.returncode != 3 or stdout != "done\n":
+            fail(f"the unmarked job: exit {proc.returncode}, stdout after ready {stdout!r}")
+
+
 def check_region(args):
     tbprof, tbanalyze, simtorch = tools(args)
     script = os.path.join(args.source, "tests", "simtorch", "scripts", "ondemand_region.py")
@@ -380,7 +420,7 @@ def torch_has_cuda_build():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["capture", "region", "flight", "faults", "range"])
+    ap.add_argument("mode", choices=["capture", "region", "flight", "faults", "range", "backward"])
     ap.add_argument("--build", required=True)
     ap.add_argument("--source", required=True)
     args = ap.parse_args()
@@ -391,7 +431,7 @@ def main():
         print("SKIP: no PyTorch with a CUDA build in this Python")
         return SKIP
     {"capture": check_capture, "region": check_region, "flight": check_flight, "faults": check_faults,
-     "range": check_range}[args.mode](args)
+     "range": check_range, "backward": check_backward}[args.mode](args)
     print(f"{len(failures)} failure(s)")
     return 1 if failures else 0
 

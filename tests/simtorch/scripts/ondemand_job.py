@@ -1,7 +1,8 @@
 """A long-running training job for tests/simtorch/ondemand_check.py: marks its steps as the runner does
 (ITER_BEGIN / ITER_END through tbprof_marker when libtbprof is loaded), prints "ready" once warm, and runs
 until the file argv[1] exists (at least 30 steps, at most 50 s), then prints "done" and exits 3 (a status
-of its own, which the launcher must pass on)."""
+of its own, which the launcher must pass on).  With argv[2] == "nomarks" it marks nothing (a loop of its own,
+whose steps tbprof capture --steps counts by its backward() calls)."""
 import ctypes
 import os
 import sys
@@ -15,6 +16,10 @@ try:
     _marker = ctypes.CDLL(None).tbprof_marker
     _marker.argtypes = (ctypes.c_int, ctypes.c_longlong, ctypes.c_char_p)
 except AttributeError:
+    _marker = None
+
+
+if len(sys.argv) > 2 and sys.argv[2] == "nomarks":
     _marker = None
 
 
