@@ -11,7 +11,6 @@ Usage: bench_modes.py LAUNCH_LOOP [N]    env: TBPROF_LIB, SIMGPU_DIR
 import glob
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -41,7 +40,6 @@ def env_for(mode_env, tmp):
 
 def run(prog, n, mode_env, tmp):
     """(wall ns/launch, thread CPU ns/launch, peak RSS KiB) of one run."""
-    rss_file = os.path.join(tmp, "rss")
     # a child of its own so ru_maxrss is this run's alone
     code = ("import resource, subprocess, sys\n"
             "p = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=True)\n"

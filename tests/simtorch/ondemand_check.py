@@ -190,7 +190,7 @@ def other_user(args, tbprof, pid, out_dir):
     # uid 65534's request directory made first by root (another user), open to all: the traced process
     # of uid 65534 refuses it, and cannot be captured.
     lib = os.path.join(args.build, "libtbprof", "libtbprof.so")
-    planted = f"/tmp/tbprof-65534"
+    planted = "/tmp/tbprof-65534"
     if os.path.exists(planted) and os.stat(planted).st_uid == 65534:
         print(f"note: {planted} is uid 65534's own: the planted-directory check is skipped")
         return
