@@ -396,6 +396,21 @@ void tbp_capture_disarm(void)
 	}
 }
 
+void tbp_capture_exit_answer(void)
+{
+	int st = atomic_load(&cap_state);
+	if (st != CAP_RUNNING && st != CAP_ENDING)
+		return;
+	struct stat sb;
+	bool written = lstat(cap.path, &sb) == 0;
+	char msg[PATH_MAX + 16];
+	snprintf(msg, sizeof msg, written ? "ok %s\n" : "empty\n", cap.path);
+	tbp_capture_answer(cap.id, msg);
+	last_result = written;
+	snprintf(last_path, sizeof last_path, "%s", cap.path);
+	atomic_store(&cap_state, CAP_IDLE);
+}
+
 /* Called in a forked child (lifecycle.c): no control thread here; what the parent had asked for
  * is the parent's. */
 void tbp_capture_fork_child(void)

@@ -96,6 +96,7 @@ void tbp_capture_default_path(char *buf, size_t cap, const char *word, unsigned 
 void tbp_capture_tagged_path(char *buf, size_t cap, const char *path, const char *tag);
 void tbp_capture_disarm(void);   /* exit, exec: no more requests for this image */
 void tbp_capture_fork_child(void);
+void tbp_capture_exit_answer(void);   /* under capture_lock, after the exit finished a capture */
 extern pthread_mutex_t capture_lock;  /* begin, end and exit, one at a time (lifecycle.c) */
 extern uint32_t trace_features;       /* the header's features, decided at start (lifecycle.c) */
 /* Answers request `id` of `tbprof capture` (capture.c). */

@@ -321,7 +321,10 @@ static void tbp_shutdown(void)
 	/* A capture ending on another thread finishes first (bounded: its writer's join). */
 	if (tbp_cfg.on_demand)
 		pthread_mutex_lock(&capture_lock);
+	bool capturing = tbp_cfg.on_demand && atomic_load(&tbp_start_state) == 2;
 	tbp_shutdown_locked();
+	if (capturing)
+		tbp_capture_exit_answer();   /* the capture the exit cut short is written: say so */
 	if (tbp_cfg.on_demand)
 		pthread_mutex_unlock(&capture_lock);
 }
