@@ -524,6 +524,12 @@ void tbp_capture_default_path(char *buf, size_t cap, const char *word, unsigned 
 	char what[64];
 	snprintf(what, sizeof what, "%s%u", word, n);
 	tagged_name(one, sizeof one, base, what);
+	/* A directory OUT names a rank's file by its rank already (rank0.zst): no second tag. */
+	const char *slash = strrchr(base, '/');
+	const char *file = slash ? slash + 1 : base;
+	size_t tl = tag ? strlen(tag) : 0;
+	if (tl && !strncmp(file, tag, tl) && file[tl] == '.')
+		tag = NULL;
 	if (tag && *tag)
 		tagged_name(buf, cap, one, tag);
 	else
