@@ -123,11 +123,12 @@ extern unsigned tbp_libs_ready TBP_HIDDEN;
  * CUDA starts CUPTI, HIP resolves its timing entry points. */
 static inline bool tbp_call_begin(struct tbp_callstate *cs, unsigned lib)
 {
+	/* First: armed on demand (or off), a hook is this test and the forward (errno untouched). */
+	if (TBP_UNLIKELY(!TBP_ACTIVE()))
+		return false;
 	cs->errp = &errno;
 	cs->saved_errno = *cs->errp;
 	cs->lib = (uint8_t)lib;
-	if (TBP_UNLIKELY(!TBP_ACTIVE()))
-		return false;
 	if (!tbp_guard_enter_inline())
 		return false;
 	if (TBP_UNLIKELY(atomic_load_explicit(&tbp_start_state, memory_order_acquire) != 2)) {

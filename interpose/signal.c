@@ -34,7 +34,9 @@
 
 extern int __sigaction(int, const struct sigaction *, struct sigaction *);
 
-static const int handled_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT };
+/* The last four only for the flight recorder (TBPROF_FLIGHT), whose dump is for crashes. */
+static const int handled_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL };
+#define N_ALWAYS 5
 #define N_HANDLED (sizeof handled_signals / sizeof handled_signals[0])
 
 static int owned[N_HANDLED];                 /* our handler installed, program sees view[i] */
@@ -100,6 +102,8 @@ static void signals_install(void (*handler)(int))
 {
 	flush_handler = handler;
 	for (size_t i = 0; i < N_HANDLED; i++) {
+		if (i >= N_ALWAYS && !tbp_cfg.flight_ns)
+			break;
 		if (__atomic_load_n(&owned[i], __ATOMIC_ACQUIRE))
 			continue;   /* still ours from an earlier start (fork child) */
 		struct sigaction cur;

@@ -22,6 +22,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
 #include <signal.h>
@@ -37,6 +38,7 @@
 #include <unistd.h>
 
 #include "tbp_config.h"
+#include "../libtbprof/control_dir.h"
 #include "tbprof/trace.h"
 
 /* Exit statuses of tbprof's own failures (the command's are passed on). */
@@ -53,6 +55,7 @@ static const char main_help[] =
 	"\n"
 	"SYNOPSIS\n"
 	"    tbprof record [OPTIONS] [--] COMMAND [ARGS...]\n"
+	"    tbprof capture PID [--for SECONDS | --steps N] [-o FILE]\n"
 	"    tbprof report TRACE... [TBANALYZE OPTIONS]\n"
 	"    tbprof demo [-o OUT] [-- RUN.PY ARGS]\n"
 	"    tbprof --help | --version\n"
@@ -68,6 +71,10 @@ static const char main_help[] =
 	"    `tbprof record --help` lists the options.  `tbprof report` is `tbanalyze`:\n"
 	"    `tbprof report trace.zst`, `--json`, `--html FILE`, `info`, `diff`, `export`\n"
 	"    (tbanalyze --help).\n"
+	"\n"
+	"    `tbprof record --on-demand` runs the command armed: nothing is recorded\n"
+	"    and no file written until `tbprof capture PID` asks for a capture (a\n"
+	"    trace of its own; tbprof capture --help).\n"
 	"\n"
 	"    `tbprof demo` shows what the findings look like on any machine, without a\n"
 	"    GPU: it traces a small model that keeps the TorchBench paper's four\n"
@@ -119,6 +126,31 @@ static const char record_help[] =
 	"        <stem>.<pid>.zst; torchrun's agent, with a file name,\n"
 	"        <stem>.agent.zst.  A symlink at OUT is not followed and a file that\n"
 	"        is not a trace is not overwritten: the trace goes beside it.\n"
+	"    --on-demand\n"
+	"        Record nothing and write no file until asked: `tbprof capture PID`\n"
+	"        (PID: tbprof's own, or a traced process) writes a trace of the next\n"
+	"        seconds or steps; in Python, `with tbprof.capture(\"cell.zst\"):`.\n"
+	"        Captures repeat; each is a complete trace.  (TBPROF_ON_DEMAND=1)\n"
+	"    --capture-range cudaProfilerApi\n"
+	"        On demand, and each cudaProfilerStart ... cudaProfilerStop of the\n"
+	"        program (torch.cuda.profiler.start/stop) is a capture of its own, as\n"
+	"        nsys's --capture-range=cudaProfilerApi.  (TBPROF_CAPTURE_RANGE)\n"
+	"    --flight SECONDS\n"
+	"        The flight recorder: record all the time into memory, keeping the\n"
+	"        last SECONDS (at most --flight-mem bytes per process; records that\n"
+	"        do not fit are counted as lost), and write them (trace.flight1.zst,\n"
+	"        ...) only on `tbprof capture PID`, when the process dies of SIGSEGV,\n"
+	"        SIGBUS, SIGFPE, SIGILL or SIGABRT (then the signal proceeds), or as\n"
+	"        below.  Nothing at exit.  (TBPROF_FLIGHT)\n"
+	"    --flight-mem SIZE\n"
+	"        The flight recorder's memory per process (TBPROF_FLIGHT_MEM; 256M).\n"
+	"    --flight-slow F\n"
+	"        Also dump when a marked step takes more than F x the median of the\n"
+	"        last 64 (at most once a minute).  (TBPROF_FLIGHT_SLOW)\n"
+	"    --flight-stall S\n"
+	"        Also dump when no step has ended for S seconds: each thread's last\n"
+	"        call and Python stack and the GPU's last work are in it.\n"
+	"        (TBPROF_FLIGHT_STALL)\n"
 	"    --trace-all\n"
 	"        Trace every Python process from its start, even one that never uses\n"
 	"        the GPU (CPU runs: Python spans; a torchrun agent).  Without it only\n"
@@ -324,9 +356,10 @@ struct setting {
 
 struct record_opts {
 	const char *out;
-	struct setting env[16];
+	struct setting env[32];
 	int nenv;
-	bool report, quiet;
+	bool report, quiet, on_demand;
+	const char *flight, *flight_mem;
 	char **command;
 };
 
@@ -370,6 +403,15 @@ static void check_number(const char *opt, const char *v, unsigned long long lo, 
 			usage_error("%s: '%s' is not a size from %llu to %llu bytes (suffixes K, M, G, T)", opt, v, lo, hi);
 		usage_error("%s: '%s' is not a number from %llu to %llu", opt, v, lo, hi);
 	}
+}
+
+/* A positive number (seconds, a factor), as libtbprof reads it. */
+static void check_seconds(const char *opt, const char *v)
+{
+	char *end;
+	double d = strtod(v, &end);
+	if (*end || !(d > 0) || d > 86400 * 7)
+		usage_error("%s: '%s' is not a positive number", opt, v);
 }
 
 /* Matches argv[*i] against --name / --name=VALUE / -s [VALUE]; returns the
@@ -459,6 +501,28 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 		} else if (opt_is(argv, argc, &i, "--buffer-size", NULL, true, &v)) {
 			check_number("--buffer-size", v, 4096, 1ull << 34, true);
 			set_var(o, "TBPROF_BUFFER_SIZE", v);
+		} else if (opt_is(argv, argc, &i, "--on-demand", NULL, false, NULL)) {
+			set_var(o, "TBPROF_ON_DEMAND", "1");
+			o->on_demand = true;
+		} else if (opt_is(argv, argc, &i, "--capture-range", NULL, true, &v)) {
+			if (strcmp(v, "cudaProfilerApi"))
+				usage_error("--capture-range: '%s' is not a capture range (cudaProfilerApi)", v);
+			set_var(o, "TBPROF_CAPTURE_RANGE", v);
+			o->on_demand = true;
+		} else if (opt_is(argv, argc, &i, "--flight", NULL, true, &v)) {
+			check_seconds("--flight", v);
+			set_var(o, "TBPROF_FLIGHT", v);
+			o->flight = v;
+		} else if (opt_is(argv, argc, &i, "--flight-mem", NULL, true, &v)) {
+			check_number("--flight-mem", v, 1u << 20, 1ull << 40, true);
+			set_var(o, "TBPROF_FLIGHT_MEM", v);
+			o->flight_mem = v;
+		} else if (opt_is(argv, argc, &i, "--flight-slow", NULL, true, &v)) {
+			check_seconds("--flight-slow", v);
+			set_var(o, "TBPROF_FLIGHT_SLOW", v);
+		} else if (opt_is(argv, argc, &i, "--flight-stall", NULL, true, &v)) {
+			check_seconds("--flight-stall", v);
+			set_var(o, "TBPROF_FLIGHT_STALL", v);
 		} else if (opt_is(argv, argc, &i, "--trace-all", NULL, false, NULL)) {
 			set_var(o, "TBPROF_TRACE_ALL", "1");
 		} else if (opt_is(argv, argc, &i, "--no-python", NULL, false, NULL)) {
@@ -745,6 +809,13 @@ static int cmd_record(int argc, char **argv)
 		child_exec(&o, lib);
 	}
 	child_pid = pid;
+	if (o.on_demand && !o.quiet)
+		fprintf(stderr, "tbprof: armed on demand: tbprof capture %d [--for SECONDS | --steps N]\n",
+			(int)getpid());
+	if (o.flight && !o.quiet)
+		fprintf(stderr, "tbprof: flight recorder: the last %s s in at most %s bytes per process "
+			"(--flight-mem; 256M), written by tbprof capture %d or a crash\n", o.flight,
+			o.flight_mem ? o.flight_mem : "256M", (int)getpid());
 	struct sigaction sa = {0};
 	sa.sa_sigaction = forward_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -766,7 +837,10 @@ static int cmd_record(int argc, char **argv)
 					   WEXITSTATUS(status) == EXIT_CANNOT_RUN));
 	struct found fd = {0};
 	find_traces(o.out, &start, &fd);
-	if (!o.quiet && (ran || fd.n)) {
+	if (!o.quiet && (o.on_demand || o.flight) && !fd.n)
+		fprintf(stderr, "tbprof: on demand: no capture under the run's trace name (captures named by "
+			"tbprof capture -o or tbprof.capture(PATH) are not listed here)\n");
+	else if (!o.quiet && (ran || fd.n)) {
 		const char *ta = getenv("TBPROF_TRACE_ALL");
 		bool trace_all = ta && *ta && strcmp(ta, "0");
 		for (int i = 0; i < o.nenv; i++)
@@ -778,6 +852,311 @@ static int cmd_record(int argc, char **argv)
 		run_reports(&fd, out_is_dir(o.out) ? o.out : NULL);
 	exit_like(status);
 	return 0;
+}
+
+
+/* ------------------------------------------------------------ capture */
+
+static const char capture_help[] =
+	"NAME\n"
+	"    tbprof capture - take a trace of a running process armed by\n"
+	"    `tbprof record --on-demand`\n"
+	"\n"
+	"SYNOPSIS\n"
+	"    tbprof capture PID [--for SECONDS | --steps N] [-o FILE] [--timeout SECONDS]\n"
+	"\n"
+	"DESCRIPTION\n"
+	"    PID is a process started under `tbprof record --on-demand` (or with\n"
+	"    TBPROF_ON_DEMAND=1 and libtbprof preloaded), or the `tbprof record` that\n"
+	"    started it: then every traced process under it takes the capture and\n"
+	"    writes its own file (a torchrun job: one per rank).  The capture is a\n"
+	"    complete trace, for every tbanalyze verb.  The job does not notice: its\n"
+	"    output and exit status are its own.  Captures can repeat.\n"
+	"\n"
+	"    The request travels through a directory only its user can enter\n"
+	"    (/run/user/UID/tbprof, else /tmp/tbprof-UID, refused unless owned by\n"
+	"    the user with mode 0700): only the process's user, or root, can capture it.\n"
+	"\n"
+	"OPTIONS\n"
+	"    --for SECONDS\n"
+	"        Record SECONDS from now (default: 5).\n"
+	"    --steps N\n"
+	"        Record N training steps from the next step boundary: the runner's\n"
+	"        iteration marks, or tbprof.mark_step() in the program; in a Python\n"
+	"        program without marks, from now, counting its backward() calls.\n"
+	"    -o, --output FILE\n"
+	"        The file (several processes: FILE with .rank<N> or .<pid> after its\n"
+	"        stem).  Default: the process's trace name with .capture<K> after its\n"
+	"        stem (trace.capture1.zst, rank0.capture1.zst, ...).\n"
+	"    --timeout SECONDS\n"
+	"        Give up after SECONDS (default: --for's time + 30, or 600 with\n"
+	"        --steps); the capture is then ended where it is.\n"
+	"\n"
+	"OUTPUT\n"
+	"    The file(s) written, one per line, on stdout.\n"
+	"\n"
+	"EXIT STATUS\n"
+	"    0 written; 1 timed out, or nothing recorded; 2 bad command line, or PID\n"
+	"    is not a process of this user that tbprof traces on demand.\n";
+
+/* Reads a small file; its length, or -1. */
+static ssize_t slurp(const char *path, char *buf, size_t cap)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, cap - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	return (ssize_t)n;
+}
+
+/* ppid and start time of pid from /proc/PID/stat; false when it is gone. */
+static bool proc_ids(pid_t pid, pid_t *ppid, unsigned long long *ticks)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	if (slurp(path, buf, sizeof buf) <= 0)
+		return false;
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return false;
+	int field = 2;
+	for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
+		++field;
+		if (field == 4)
+			*ppid = (pid_t)strtol(tok, NULL, 10);
+		if (field == 22) {
+			*ticks = strtoull(tok, NULL, 10);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Is pid armed: its PID.armed file in dir, written by this very process (same start time)? */
+static bool pid_armed(const char *dir, pid_t pid)
+{
+	char path[PATH_MAX + 32], buf[64];
+	snprintf(path, sizeof path, "%s/%d.armed", dir, (int)pid);
+	pid_t ppid;
+	unsigned long long ticks;
+	return slurp(path, buf, sizeof buf) > 0 && proc_ids(pid, &ppid, &ticks) && strtoull(buf, NULL, 10) == ticks;
+}
+
+/* Is pid a descendant of top? */
+static bool descends_from(pid_t pid, pid_t top)
+{
+	for (int depth = 0; depth < 256 && pid > 1; depth++) {
+		pid_t ppid;
+		unsigned long long ticks;
+		if (!proc_ids(pid, &ppid, &ticks))
+			return false;
+		if (ppid == top)
+			return true;
+		pid = ppid;
+	}
+	return false;
+}
+
+static int capture_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int capture_fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("tbprof capture: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return EXIT_USAGE;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int cmd_capture(int argc, char **argv)
+{
+	cmd_name = "tbprof capture";
+	const char *pid_arg = NULL, *out = NULL;
+	double for_s = 0, timeout_s = 0;
+	long long steps = 0;
+	for (int i = 0; i < argc; i++) {
+		const char *v = NULL;
+		if (opt_is(argv, argc, &i, "--help", "-h", false, NULL)) {
+			fputs(capture_help, stdout);
+			return 0;
+		} else if (opt_is(argv, argc, &i, "--for", NULL, true, &v)) {
+			char *end;
+			for_s = strtod(v, &end);
+			if (*end || !(for_s > 0) || for_s > 86400)
+				usage_error("--for: '%s' is not a number of seconds (0 < S <= 86400)", v);
+		} else if (opt_is(argv, argc, &i, "--timeout", NULL, true, &v)) {
+			char *end;
+			timeout_s = strtod(v, &end);
+			if (*end || !(timeout_s > 0))
+				usage_error("--timeout: '%s' is not a number of seconds", v);
+		} else if (opt_is(argv, argc, &i, "--steps", NULL, true, &v)) {
+			check_number("--steps", v, 1, 1000000000, false);
+			steps = strtoll(v, NULL, 10);
+		} else if (opt_is(argv, argc, &i, "--output", "-o", true, &v)) {
+			out = v;
+		} else if (argv[i][0] == '-' || pid_arg) {
+			usage_error("unknown argument '%s'", argv[i]);
+		} else {
+			pid_arg = argv[i];
+		}
+	}
+	if (!pid_arg)
+		usage_error("no PID given");
+	if (steps && for_s)
+		usage_error("--for and --steps: one or the other");
+	char *end;
+	long pid_l = strtol(pid_arg, &end, 10);
+	if (*end || pid_l <= 1 || pid_l > INT_MAX)
+		usage_error("'%s' is not a process id", pid_arg);
+	pid_t pid = (pid_t)pid_l;
+	if (!for_s && !steps)
+		for_s = 5;
+	if (!timeout_s)
+		timeout_s = steps ? 600 : for_s + 30;
+
+	char proc[64];
+	struct stat st;
+	snprintf(proc, sizeof proc, "/proc/%d", (int)pid);
+	if (stat(proc, &st) != 0)
+		return capture_fail("no process %d", (int)pid);
+	if (st.st_uid != getuid() && getuid() != 0)
+		return capture_fail("process %d is not yours (uid %u): only its user or root may capture it",
+			(int)pid, (unsigned)st.st_uid);
+	char dir[PATH_MAX];
+	if (tbp_control_dir(st.st_uid, false, dir, sizeof dir) != 0)
+		return capture_fail("process %d is not traced on demand%s (start it with tbprof record --on-demand)",
+			(int)pid, errno == EPERM ? "; and the request directory is not private to its user, refused" : "");
+
+	/* The process itself, or the armed processes under it (a launcher, torchrun). */
+	pid_t targets[256];
+	int nt = 0;
+	if (pid_armed(dir, pid)) {
+		targets[nt++] = pid;
+	} else {
+		DIR *d = opendir("/proc");
+		struct dirent *e;
+		while (d && (e = readdir(d)) && nt < 256) {
+			char *pe;
+			long p = strtol(e->d_name, &pe, 10);
+			if (*pe || p <= 1)
+				continue;
+			if (pid_armed(dir, (pid_t)p) && descends_from((pid_t)p, pid))
+				targets[nt++] = (pid_t)p;
+		}
+		if (d)
+			closedir(d);
+	}
+	if (!nt)
+		return capture_fail("process %d is not traced on demand, nor any process under it (start it with "
+			"tbprof record --on-demand)", (int)pid);
+
+	char abs_out[PATH_MAX + 2] = "";
+	if (out) {
+		char cwd[PATH_MAX];
+		if (out[0] != '/' && getcwd(cwd, sizeof cwd))
+			snprintf(abs_out, sizeof abs_out, "%.*s/%s", (int)(sizeof abs_out - 2 - strlen(out)), cwd, out);
+		else
+			snprintf(abs_out, sizeof abs_out, "%s", out);
+	}
+	/* The request id: unique among this user's requests (our pid and the time). */
+	struct timespec rt;
+	clock_gettime(CLOCK_REALTIME, &rt);
+	unsigned long long id = ((unsigned long long)getpid() << 32) ^ (unsigned long long)rt.tv_nsec ^
+		((unsigned long long)rt.tv_sec << 20);
+	if (!id)
+		id = 1;
+	for (int t = 0; t < nt; t++) {
+		char req[PATH_MAX + 200], tmp[PATH_MAX + 64], path[PATH_MAX + 64];
+		int n = snprintf(req, sizeof req, "id %llu\nfor_ms %lld\nsteps %lld\nmulti %d\n", id,
+			steps ? 0 : (long long)(for_s * 1000 + 0.5), steps, nt > 1);
+		if (abs_out[0])
+			snprintf(req + n, sizeof req - (size_t)n, "out %s\n", abs_out);
+		snprintf(tmp, sizeof tmp, "%s/.%d.req.tmp", dir, (int)targets[t]);
+		snprintf(path, sizeof path, "%s/%d.req", dir, (int)targets[t]);
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 || write(fd, req, strlen(req)) != (ssize_t)strlen(req) || close(fd) != 0 ||
+		    rename(tmp, path) != 0)
+			return capture_fail("cannot write the request %s: %s", path, strerror(errno));
+	}
+	/* The answers: PID.ID.done from each. */
+	bool done[256] = {false};
+	int ndone = 0, written = 0, failed = 0;
+	double deadline = now_s() + timeout_s;
+	while (ndone < nt) {
+		for (int t = 0; t < nt; t++) {
+			if (done[t])
+				continue;
+			char path[PATH_MAX + 96], buf[PATH_MAX + 64];
+			snprintf(path, sizeof path, "%s/%d.%llu.done", dir, (int)targets[t], id);
+			if (slurp(path, buf, sizeof buf) > 0) {
+				unlink(path);
+				buf[strcspn(buf, "\n")] = 0;
+				if (!strncmp(buf, "ok ", 3)) {
+					printf("%s\n", buf + 3);
+					fflush(stdout);
+					written++;
+				} else if (!strcmp(buf, "nosteps")) {
+					/* one of several (a launcher's shell, torchrun's agent) that marks no steps */
+				} else if (!strcmp(buf, "empty")) {
+					if (nt == 1)
+						fprintf(stderr, "tbprof capture: process %d recorded nothing in the capture\n",
+							(int)targets[t]);
+				} else {
+					fprintf(stderr, "tbprof capture: process %d: %s\n", (int)targets[t],
+						!strncmp(buf, "error ", 6) ? buf + 6 : buf);
+					failed++;
+				}
+				done[t] = true;
+				ndone++;
+			} else if (kill(targets[t], 0) != 0 && errno == ESRCH) {
+				/* One of several may be a short-lived helper (a pyenv shim's subshell) that was
+				 * armed when the launcher's processes were listed: not a failure of the job's. */
+				char req[PATH_MAX + 64];
+				snprintf(req, sizeof req, "%s/%d.req", dir, (int)targets[t]);
+				unlink(req);
+				if (nt == 1) {
+					fprintf(stderr, "tbprof capture: process %d ended before its capture was written\n",
+						(int)targets[t]);
+					failed++;
+				}
+				done[t] = true;
+				ndone++;
+			}
+		}
+		if (ndone == nt)
+			break;
+		if (now_s() > deadline) {
+			for (int t = 0; t < nt; t++) {
+				if (done[t])
+					continue;
+				char path[PATH_MAX + 64];
+				snprintf(path, sizeof path, "%s/%d.cancel", dir, (int)targets[t]);
+				int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+				if (fd >= 0)
+					close(fd);
+				fprintf(stderr, "tbprof capture: timed out after %g s waiting for process %d%s\n", timeout_s,
+					(int)targets[t], steps ? " (no step boundary seen? the runner's marks or "
+					"tbprof.mark_step() make them)" : "");
+			}
+			return 1;
+		}
+		struct timespec nap = {0, 50 * 1000000L};
+		nanosleep(&nap, NULL);
+	}
+	if (!written && !failed)
+		fprintf(stderr, "tbprof capture: nothing was recorded in the capture (%d process%s)\n", nt,
+			nt > 1 ? "es" : "");
+	return written ? 0 : 1;
 }
 
 /* ------------------------------------------------------------ demo */
@@ -916,6 +1295,8 @@ int main(int argc, char **argv)
 		return cmd_record(argc - 2, argv + 2);
 	if (!strcmp(cmd, "demo"))
 		return cmd_demo(argc - 2, argv + 2);
+	if (!strcmp(cmd, "capture"))
+		return cmd_capture(argc - 2, argv + 2);
 	if (!strcmp(cmd, "report")) {
 		char tba[PATH_MAX];
 		if (!find_piece(tba, sizeof tba, "../analyze", TBPROF_INSTALL_BINDIR, "tbanalyze")) {
@@ -927,6 +1308,6 @@ int main(int argc, char **argv)
 		fprintf(stderr, "tbprof: %s: %s\n", tba, strerror(errno));
 		return EXIT_CANNOT_RUN;
 	}
-	fprintf(stderr, "tbprof: unknown command '%s' (tbprof --help: record, report, demo)\n", cmd);
+	fprintf(stderr, "tbprof: unknown command '%s' (tbprof --help: record, capture, report, demo)\n", cmd);
 	return EXIT_USAGE;
 }

@@ -137,6 +137,22 @@ bad:
 	return dflt;
 }
 
+/* A positive decimal number (seconds, a factor) within (0, hi]; 0 when unset; a bad one is a line
+ * on stderr and 0 (the feature stays off). */
+static double env_positive(const char *name, double hi)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return 0;
+	char *end;
+	double d = strtod(v, &end);
+	if (*end || !(d > 0) || d > hi) {
+		tbp_log("%s=%s: not a number in (0, %g]; ignored", name, v, hi);
+		return 0;
+	}
+	return d;
+}
+
 /* TBPROF_VERBOSE: a boolean or a level 0..9. */
 static int env_verbose(const char *name)
 {
@@ -211,7 +227,19 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	tbp_cfg.verbose = env_verbose("TBPROF_VERBOSE");
 	tsc_wanted = tbp_env_bool("TBPROF_TSC", true);
 	tbp_rank_from_env();
-	TBP_SET_ACTIVE(tbp_cfg.enabled);
+	const char *range = getenv("TBPROF_CAPTURE_RANGE");
+	if (range && *range && strcmp(range, "cudaProfilerApi"))
+		tbp_log("TBPROF_CAPTURE_RANGE=%s: not a capture range (cudaProfilerApi); ignored", range);
+	tbp_cfg.capture_range_profiler = tbp_cfg.enabled && range && !strcmp(range, "cudaProfilerApi");
+	/* A capture range arms the process: nothing is recorded outside it. */
+	tbp_cfg.on_demand = tbp_cfg.enabled && (tbp_env_bool("TBPROF_ON_DEMAND", false) || tbp_cfg.capture_range_profiler);
+	tbp_cfg.flight_ns = tbp_cfg.enabled && !tbp_cfg.on_demand
+		? (uint64_t)(env_positive("TBPROF_FLIGHT", 86400) * 1e9) : 0;
+	tbp_cfg.flight_mem = (size_t)env_uint("TBPROF_FLIGHT_MEM", 256ull << 20, 1u << 20, 1ull << 40, true);
+	tbp_cfg.flight_slow = env_positive("TBPROF_FLIGHT_SLOW", 1e6);
+	tbp_cfg.flight_stall_ns = (uint64_t)(env_positive("TBPROF_FLIGHT_STALL", 86400 * 7) * 1e9);
+	/* Armed: every hook returns at its first test until a capture starts. */
+	TBP_SET_ACTIVE(tbp_cfg.enabled && !tbp_cfg.on_demand);
 	/* Now, not at trace start: a fork while another thread is starting
 	 * the trace (holding its locks) must already run the handlers. */
 	if (tbp_cfg.enabled)
@@ -222,7 +250,11 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	 * never take the output name from the Python process.  The
 	 * interpreter's symbols are there before any constructor runs: in the
 	 * executable or in a libpython it was linked with. */
-	if (tbp_cfg.enabled && tbp_cfg.trace_all && dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+	if (tbp_cfg.on_demand || tbp_cfg.flight_ns)
+		tbp_capture_arm();
+	if (tbp_cfg.on_demand)
+		;
+	else if (tbp_cfg.enabled && tbp_cfg.trace_all && dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
 		tbp_start_trace_all();
 }
 

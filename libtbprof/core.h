@@ -38,6 +38,18 @@ struct tbp_config {
 	 * variables (tbp_rank_from_env); -1 when not set. */
 	int64_t rank, world_size, local_rank;
 	bool launcher_agent;     /* torchrun's agent: launches ranks, is none (decided at start) */
+	/* TBPROF_ON_DEMAND: armed, records nothing until a capture (capture.c) */
+	bool on_demand;
+	/* TBPROF_FLIGHT: the flight recorder (flight.c) keeps the last flight_ns of records in at most
+	 * flight_mem bytes (TBPROF_FLIGHT_MEM) and writes them only when asked; 0: off.
+	 * TBPROF_FLIGHT_SLOW: a dump when a step takes more than that many times the running median;
+	 * TBPROF_FLIGHT_STALL: a dump when no step has ended for that many seconds (0: neither). */
+	uint64_t flight_ns;
+	size_t flight_mem;
+	double flight_slow;
+	uint64_t flight_stall_ns;
+	/* TBPROF_CAPTURE_RANGE=cudaProfilerApi: cudaProfilerStart/Stop begin and end captures (on demand) */
+	bool capture_range_profiler;
 };
 extern struct tbp_config tbp_cfg TBP_HIDDEN;
 
@@ -184,6 +196,14 @@ void tbp_warn_once(int *flag, const char *fmt, ...) TBP_HIDDEN
  *   int tbprof_marker(int kind, long long value, const char *label);
  */
 TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label);
+
+/* cudaProfilerStart (start) / cudaProfilerStop returned success (interpose/profiler_range.c): a marker
+ * in a trace being written; with TBPROF_CAPTURE_RANGE=cudaProfilerApi, a capture's begin and end. */
+void tbp_profiler_api(bool start) TBP_HIDDEN;
+
+/* The outermost torch backward()/autograd.grad() call returned (python.c, on demand only): a step
+ * boundary for a `--steps` capture in a program without marks (capture.c). */
+void tbp_capture_backward_done(void) TBP_HIDDEN;
 
 /* Records a NOTICE (one line the analyzer shows). */
 void tbp_notice(unsigned level, unsigned code, const char *message) TBP_HIDDEN;

@@ -73,4 +73,48 @@ extern pthread_mutex_t writer_busy_lock;
 /* writer_thread.c: 1 once the writer thread runs our code (its start-up is over). */
 extern atomic_int writer_running;
 
+/* ------------------------------------------------------------ captures (capture.c, lifecycle.c)
+ * Under TBPROF_ON_DEMAND the process is armed: tbp_active stays 0 (every hook returns at its first
+ * test, no thread writes, no file) until a capture begins; tbp_capture_begin starts the trace as a
+ * hook's first call would, into its own file, and tbp_capture_end finishes that file (GPU records
+ * flushed, END, seek table) and arms the process again.  Definitions are kept across captures and
+ * all of them are written into each capture's file, so each is a complete trace. */
+void tbp_capture_arm(void);                       /* capture.c: from the constructor */
+int tbp_capture_begin(const char *path);          /* 0, or -1 (a line on stderr says why) */
+/* Ends the capture in progress: 1 written, 0 no event (no file left), -1 none in progress. */
+int tbp_capture_end(void);
+extern char capture_out[PATH_MAX];  /* the capture's file; "" outside captures (output.c) */
+extern unsigned capture_gen;        /* captures begun so far: THREAD records per file (writer) */
+extern atomic_int capture_closing;  /* ending: GPU records still flow in, hooks no longer record */
+/* tbprof_marker's steps, before its record (a capture may begin) and after it (one may end). */
+void tbp_capture_marker_before(int kind);
+void tbp_capture_marker_after(int kind);
+/* "trace.zst" -> "trace.capture<n>.zst" ("trace.<tag>.capture<n>.zst" with a tag), from TBPROF_OUT
+ * as the process's trace would be named (output.c). */
+void tbp_capture_default_path(char *buf, size_t cap, const char *word, unsigned n, const char *tag);
+/* "x.zst" -> "x.<tag>.zst" */
+void tbp_capture_tagged_path(char *buf, size_t cap, const char *path, const char *tag);
+void tbp_capture_disarm(void);   /* exit, exec: no more requests for this image */
+void tbp_capture_fork_child(void);
+void tbp_capture_exit_answer(void);   /* under capture_lock, after the exit finished a capture */
+extern pthread_mutex_t capture_lock;  /* begin, end and exit, one at a time (lifecycle.c) */
+extern uint32_t trace_features;       /* the header's features, decided at start (lifecycle.c) */
+/* Answers request `id` of `tbprof capture` (capture.c). */
+void tbp_capture_answer(unsigned long long id, const char *text);
+
+/* ------------------------------------------------------------ flight recorder (flight.c)
+ * TBPROF_FLIGHT: the writer thread keeps the records it drains in one bounded ring in memory instead
+ * of writing them, and writes the last TBPROF_FLIGHT seconds of them as a complete trace when asked:
+ * `tbprof capture PID`, a fatal signal, a slow step, a stall. */
+void tbp_flight_append(const struct tbp_record *r, size_t n);    /* writer thread */
+/* Asks the writer for a dump (NULL path: the default name; id: the request to answer; why: the
+ * NOTICE the dump carries).  Not from a signal handler. */
+void tbp_flight_request(const char *path, unsigned long long id, const char *why);
+/* Writer thread, after each drain: a dump asked for; with `final` after a fatal signal, that one. */
+void tbp_flight_service(bool final);
+/* Step ends (tbprof_marker), for --flight-slow and --flight-stall. */
+void tbp_flight_step_mark(int kind);
+void tbp_flight_watch(void);   /* control thread, every 100 ms: --flight-stall */
+void tbp_flight_fork_child(void);   /* the parent's records and requests are the parent's */
+
 #endif

@@ -121,6 +121,7 @@ struct tbp_tbuf {
 	atomic_int retired;         /* thread exited: writer drains then frees */
 	bool thread_announced;
 	uint32_t tid;
+	uint32_t file_gen;          /* writer: the capture whose file has this thread's THREAD record */
 	struct tbp_tbuf *next;      /* registry list (under registry_lock) */
 	/* The record a hook fills, in lines only its thread touches (not the
 	 * head's and tail's): its packed form goes into the ring at the commit. */

@@ -70,7 +70,8 @@ static void tbp_on_signal(int sig)
 		atomic_store(&signal_pending, sig);
 		atomic_store(&writer_wake, 1);
 		futex_wake_all(&writer_wake);
-		uint64_t deadline = tbp_now() + 2000000000ull;
+		/* the flight recorder writes its dump now: longer */
+		uint64_t deadline = tbp_now() + (tbp_cfg.flight_ns ? 8000000000ull : 2000000000ull);
 		while (!atomic_load(&writer_exited)) {
 			uint64_t now = tbp_now();
 			if (now >= deadline)
@@ -145,6 +146,7 @@ static uint32_t tbp_start_features(void)
 }
 
 static pid_t trace_pid;   /* the process whose trace the writer writes */
+uint32_t trace_features;  /* the header's features, decided at start */
 
 /* The output path for a message: absolute, so "Permission denied" on a
  * relative name says which directory. */
@@ -172,43 +174,54 @@ static void tbp_start_slow(void)
 	}
 	session_compute();
 	tbp_cfg.launcher_agent = tbp_is_launcher_agent();
-	out_fd = tbp_open_output();
-	if (out_fd < 0) {
-		int e = errno;
-		char shown[2 * PATH_MAX + 2];
-		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown), strerror(e));
-		atomic_store(&tbp_start_state, 3);
-		TBP_SET_ACTIVE(0);
-		pthread_mutex_unlock(&start_lock);
-		return;
-	}
-	struct tbp_writer_opts opts = { .compression_level = 0, .features = tbp_start_features() };
+	trace_features = tbp_start_features();
 	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
-		opts.features |= TBP_FEAT_NATIVE;
-	{
-		char shown[2 * PATH_MAX + 2];
-		snprintf(out_path_abs, sizeof out_path_abs, "%s", out_path_shown(shown, sizeof shown));
-	}
-	events_written = false;
-	out_fd = move_fd_high(out_fd);
-	struct stat out_st;
-	if (fstat(out_fd, &out_st) == 0) {
-		out_dev = out_st.st_dev;
-		out_ino = out_st.st_ino;
-	}
-	out_gone = false;
-	errno = 0;
-	int rc = tbp_writer_open_fd(&writer, out_fd, &opts);
-	if (rc != TBP_OK) {
-		int e = errno;
-		out_fd = -1;   /* closed by tbp_writer_open_fd */
-		char shown[2 * PATH_MAX + 2];
-		tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown),
-			e ? strerror(e) : tbp_error_name(rc));
-		atomic_store(&tbp_start_state, 3);
-		TBP_SET_ACTIVE(0);
-		pthread_mutex_unlock(&start_lock);
-		return;
+		trace_features |= TBP_FEAT_NATIVE;
+	if (tbp_cfg.flight_ns) {
+		/* The flight recorder: no file; the writer keeps the records (flight.c). */
+		writer = NULL;
+		out_fd = -1;
+		out_path_abs[0] = 0;
+		events_written = false;
+	} else {
+		out_fd = tbp_open_output();
+		if (out_fd < 0) {
+			int e = errno;
+			char shown[2 * PATH_MAX + 2];
+			tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown), strerror(e));
+			atomic_store(&tbp_start_state, 3);
+			TBP_SET_ACTIVE(0);
+			pthread_mutex_unlock(&start_lock);
+			return;
+		}
+		struct tbp_writer_opts opts = { .compression_level = 0, .features = tbp_start_features() };
+		if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
+			opts.features |= TBP_FEAT_NATIVE;
+		{
+			char shown[2 * PATH_MAX + 2];
+			snprintf(out_path_abs, sizeof out_path_abs, "%s", out_path_shown(shown, sizeof shown));
+		}
+		events_written = false;
+		out_fd = move_fd_high(out_fd);
+		struct stat out_st;
+		if (fstat(out_fd, &out_st) == 0) {
+			out_dev = out_st.st_dev;
+			out_ino = out_st.st_ino;
+		}
+		out_gone = false;
+		errno = 0;
+		int rc = tbp_writer_open_fd(&writer, out_fd, &opts);
+		if (rc != TBP_OK) {
+			int e = errno;
+			out_fd = -1;   /* closed by tbp_writer_open_fd */
+			char shown[2 * PATH_MAX + 2];
+			tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown),
+				e ? strerror(e) : tbp_error_name(rc));
+			atomic_store(&tbp_start_state, 3);
+			TBP_SET_ACTIVE(0);
+			pthread_mutex_unlock(&start_lock);
+			return;
+		}
 	}
 	trace_pid = getpid();
 	tbp_intern_string(session_text, strlen(session_text));   /* see session_compute */
@@ -224,11 +237,12 @@ static void tbp_start_slow(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&writer_thread, NULL, tbp_writer_main, NULL);
+	int rc = pthread_create(&writer_thread, NULL, tbp_writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc != 0) {
 		tbp_log("cannot start writer thread: %s; tracing disabled", strerror(rc));
-		tbp_writer_close(writer);
+		if (writer)
+			tbp_writer_close(writer);
 		writer = NULL;
 		atomic_store(&tbp_start_state, 3);
 		TBP_SET_ACTIVE(0);
@@ -294,7 +308,28 @@ void tbp_start_trace_all(void)
 	tbp_register_exit_hook();
 }
 
+pthread_mutex_t capture_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void tbp_shutdown_locked(void);
+
 static void tbp_shutdown(void)
+{
+	if (tbp_cfg.on_demand || tbp_cfg.flight_ns)
+		tbp_capture_disarm();
+	if (atomic_load(&shutdown_done))
+		return;
+	/* A capture ending on another thread finishes first (bounded: its writer's join). */
+	if (tbp_cfg.on_demand)
+		pthread_mutex_lock(&capture_lock);
+	bool capturing = tbp_cfg.on_demand && atomic_load(&tbp_start_state) == 2;
+	tbp_shutdown_locked();
+	if (capturing)
+		tbp_capture_exit_answer();   /* the capture the exit cut short is written: say so */
+	if (tbp_cfg.on_demand)
+		pthread_mutex_unlock(&capture_lock);
+}
+
+static void tbp_shutdown_locked(void)
 {
 	if (atomic_exchange(&shutdown_done, 1))
 		return;
@@ -333,6 +368,8 @@ void tbp_before_exec(void)
 	int saved_errno = errno;
 	if (tbp_cfg.verbose)
 		tbp_log("exec: finishing the trace of pid %d", (int)trace_pid);
+	if (tbp_cfg.on_demand)
+		tbp_capture_disarm();
 	tbp_shutdown();
 	errno = saved_errno;
 }
@@ -340,6 +377,80 @@ void tbp_before_exec(void)
 __attribute__((destructor)) static void tbp_fini(void)
 {
 	tbp_shutdown();
+}
+
+/* ------------------------------------------------------------ captures */
+
+unsigned capture_gen;
+atomic_int capture_closing;
+
+/* Caller holds capture_lock. */
+int tbp_capture_begin(const char *path)
+{
+	if (atomic_load(&tbp_start_state) == 2 || atomic_load(&shutdown_done) || !tbp_cfg.enabled)
+		return -1;
+	int guard = tbp_tls_guard;
+	tbp_tls_guard = 1;
+	snprintf(capture_out, sizeof capture_out, "%s", path);
+	/* What the rings hold from before (a hook that committed as the last capture ended) is not
+	 * this capture's.  No writer runs now: the tails are ours to move. */
+	pthread_mutex_lock(&registry_lock);
+	for (struct tbp_tbuf *b = registry; b; b = b->next)
+		atomic_store_explicit(&b->tail, atomic_load_explicit(&b->head, memory_order_acquire),
+			memory_order_release);
+	pthread_mutex_unlock(&registry_lock);
+	/* Every definition made so far goes into this file: each capture is a whole trace. */
+	def_written = 0;
+	atomic_store(&lost_total_all, 0);
+	capture_gen++;
+	/* GPU records CUPTI still holds from before (their launches were not recorded) go nowhere. */
+	if (__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED))
+		tbp_cupti_flush();
+	atomic_store(&tbp_start_state, 0);
+	TBP_SET_ACTIVE(1);
+	tbp_start_slow();
+	int ok = atomic_load(&tbp_start_state) == 2;
+	if (ok)
+		tbp_register_exit_hook();   /* a capture open at exit is finished as a whole run's trace */
+	if (!ok) {
+		TBP_SET_ACTIVE(0);
+		atomic_store(&tbp_start_state, 0);
+		capture_out[0] = 0;
+	}
+	tbp_tls_guard = guard;
+	return ok ? 0 : -1;
+}
+
+/* Caller holds capture_lock.  The hooks stop recording at once; GPU work they launched is still
+ * delivered (CUPTI flush) before the writer's final drain. */
+int tbp_capture_end(void)
+{
+	if (atomic_load(&tbp_start_state) != 2 || atomic_load(&shutdown_done))
+		return -1;
+	int guard = tbp_tls_guard;
+	tbp_tls_guard = 1;
+	atomic_store(&capture_closing, 1);
+	TBP_SET_ACTIVE(0);
+	if (__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED))
+		tbp_cupti_flush();
+	atomic_store(&writer_stop, 1);
+	atomic_store(&writer_wake, 1);
+	futex_wake_all(&writer_wake);
+	struct timespec deadline;
+	clock_gettime(CLOCK_REALTIME, &deadline);
+	deadline.tv_sec += 5;
+	int joined = pthread_timedjoin_np(writer_thread, NULL, &deadline) == 0;
+	if (!joined)
+		tbp_log("writer did not finish the capture %s within 5 s; it may be truncated", capture_out);
+	atomic_store(&capture_closing, 0);
+	struct stat st;
+	int written = joined && lstat(capture_out, &st) == 0;
+	capture_out[0] = 0;
+	/* Armed again: the next capture starts the writer anew.  A writer that did not finish keeps
+	 * the process from capturing again (its state is not ours to reuse). */
+	atomic_store(&tbp_start_state, joined ? 0 : 3);
+	tbp_tls_guard = guard;
+	return written;
 }
 
 /* ------------------------------------------------------------ fork */
@@ -366,6 +477,7 @@ static void tbp_atfork_prepare(void)
 	for (unsigned i = 0; i < nops; i++)
 		if (hook_ops[i]->fork_prepare_outer)
 			hook_ops[i]->fork_prepare_outer();
+	pthread_mutex_lock(&capture_lock);
 	/* Then the writer's: it may need the locks below to finish its drain. */
 	pthread_mutex_lock(&writer_busy_lock);
 	tbp_py_fork_prepare();
@@ -392,6 +504,7 @@ static void tbp_atfork_parent(void)
 	pthread_mutex_unlock(&start_lock);
 	tbp_py_fork_parent();
 	pthread_mutex_unlock(&writer_busy_lock);
+	pthread_mutex_unlock(&capture_lock);
 	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
 		if (hook_ops[i]->fork_parent_outer)
 			hook_ops[i]->fork_parent_outer();
@@ -404,6 +517,7 @@ static void tbp_atfork_parent(void)
  * file, so interned ids remain valid. */
 static void tbp_atfork_child(void)
 {
+	pthread_mutex_init(&capture_lock, NULL);
 	pthread_mutex_init(&writer_busy_lock, NULL);
 	atomic_store(&writer_running, 0);   /* the parent's writer is not the child's */
 	pthread_mutex_init(&registry_lock, NULL);
@@ -411,6 +525,10 @@ static void tbp_atfork_child(void)
 	pthread_mutex_init(&intern_lock, NULL);
 	pthread_mutex_init(&start_lock, NULL);
 	tbp_py_fork_child();
+	if (tbp_cfg.on_demand || tbp_cfg.flight_ns)
+		tbp_capture_fork_child();
+	if (tbp_cfg.flight_ns)
+		tbp_flight_fork_child();
 	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
 		if (hook_ops[i]->fork_child)
 			hook_ops[i]->fork_child();
@@ -468,6 +586,13 @@ static void tbp_atfork_child(void)
 	 * parent would have. */
 	if (was_running)
 		TBP_SET_ACTIVE(tbp_cfg.enabled && tbp_cfg.fork_mode);
+	/* A child of an armed process is armed, whatever its parent was capturing: the capture's
+	 * file is the parent's.  It has no control thread (requests are answered by exec'd images). */
+	if (tbp_cfg.on_demand) {
+		TBP_SET_ACTIVE(0);
+		capture_out[0] = 0;
+		atomic_store(&capture_closing, 0);
+	}
 	fork_child_waiting = 1;
 	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 	if (mine && TBP_ACTIVE())
@@ -496,8 +621,10 @@ void tbp_notice(unsigned level, unsigned code, const char *message)
 
 TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label)
 {
+	if (tbp_cfg.on_demand || tbp_cfg.flight_ns)
+		tbp_capture_marker_before(kind);
 	if (!tbp_cfg.enabled || !TBP_ACTIVE())
-		return -1;
+		return tbp_cfg.on_demand ? 0 : -1;
 	int saved_errno = errno;
 	if (!tbp_guard_enter()) {
 		errno = saved_errno;
@@ -515,6 +642,8 @@ TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label)
 		tbp_slot_commit(rec);
 	}
 	tbp_guard_leave();
+	if (tbp_cfg.on_demand || tbp_cfg.flight_ns)
+		tbp_capture_marker_after(kind);
 	errno = saved_errno;
-	return TBP_ACTIVE() ? 0 : -1;
+	return TBP_ACTIVE() || tbp_cfg.on_demand ? 0 : -1;
 }

@@ -440,6 +440,17 @@ int tbp_open_output(void)
 {
 	bool had_pid;
 	char base[PATH_MAX];
+	if (capture_out[0]) {
+		/* A capture's file, named by its requester: never a symlink followed nor a file that is
+		 * not a trace overwritten; refused, the capture fails (the requester hears why). */
+		snprintf(out_path, sizeof out_path, "%s", capture_out);
+		enum out_refusal refused;
+		struct stat st;
+		int fd = open_output_checked(capture_out, true, &refused, &st);
+		if (fd < 0 && refused != OUT_OK)
+			errno = refused == OUT_IS_SYMLINK ? ELOOP : EEXIST;
+		return fd;
+	}
 	output_base(base, sizeof base, &had_pid);
 	snprintf(out_path, sizeof out_path, "%s", base);
 	enum out_refusal refused;
@@ -494,4 +505,41 @@ int tbp_open_output(void)
 			refused == OUT_IS_SYMLINK ? "following" : "overwriting", to);
 	}
 	return fd;
+}
+
+/* ------------------------------------------------------------ capture names */
+
+char capture_out[PATH_MAX];
+
+void tbp_capture_tagged_path(char *buf, size_t cap, const char *path, const char *tag)
+{
+	tagged_name(buf, cap, path, tag);
+}
+
+void tbp_capture_default_path(char *buf, size_t cap, const char *word, unsigned n, const char *tag)
+{
+	bool had_pid;
+	char base[PATH_MAX], one[PATH_MAX + 32];
+	output_base(base, sizeof base, &had_pid);
+	char what[64];
+	snprintf(what, sizeof what, "%s%u", word, n);
+	tagged_name(one, sizeof one, base, what);
+	/* A directory OUT names a rank's file by its rank already (rank0.zst): no second tag. */
+	const char *slash = strrchr(base, '/');
+	const char *file = slash ? slash + 1 : base;
+	size_t tl = tag ? strlen(tag) : 0;
+	if (tl && !strncmp(file, tag, tl) && file[tl] == '.')
+		tag = NULL;
+	if (tag && *tag)
+		tagged_name(buf, cap, one, tag);
+	else
+		snprintf(buf, cap, "%s", one);
+	/* A relative TBPROF_OUT: against the directory current now, made absolute so the requester
+	 * can name the file. */
+	if (buf[0] != '/') {
+		char cwd[PATH_MAX], rel[PATH_MAX + 64];
+		snprintf(rel, sizeof rel, "%s", buf);
+		if (getcwd(cwd, sizeof cwd))
+			snprintf(buf, cap, "%s/%s", cwd, rel);
+	}
 }

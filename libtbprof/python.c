@@ -1234,6 +1234,9 @@ static __attribute__((noinline)) void *eval_blocking(void *tstate, void *frame, 
 	atomic_store_explicit(&blocking_path, 0, memory_order_release);
 	if (dk >= span_ticks && TBP_ACTIVE() && is_code(code))
 		record_span(tstate, code, dk);
+	/* A capture of N steps in a program that marks none counts its backward() calls. */
+	if (tbp_cfg.on_demand)
+		tbp_capture_backward_done();
 	return result;
 }
 

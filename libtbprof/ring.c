@@ -78,6 +78,7 @@ static struct tbp_tbuf *tbp_tbuf_create(void)
 	b->max_mask = cap - 1;
 	atomic_store_explicit(&b->mask, first - 1, memory_order_relaxed);
 	b->tid = (uint32_t)tbp_gettid();
+	b->file_gen = capture_gen;   /* it announces itself in its ring */
 	pthread_mutex_lock(&registry_lock);
 	b->next = registry;
 	registry = b;
@@ -174,7 +175,7 @@ static struct tbp_tbuf *tbp_current_tbuf(void)
 
 struct tbp_record *tbp_slot_acquire(unsigned kind)
 {
-	if (TBP_UNLIKELY(!TBP_ACTIVE()))
+	if (TBP_UNLIKELY(!TBP_ACTIVE()) && !atomic_load_explicit(&capture_closing, memory_order_relaxed))
 		return NULL;
 	if (TBP_UNLIKELY(atomic_load_explicit(&tbp_start_state, memory_order_acquire) != 2)) {
 		/* A forked child starts only on an intercepted call or a marker
@@ -202,7 +203,7 @@ void tbp_slot_commit(struct tbp_record *rec)
 
 void tbp_emit(const struct tbp_record *src)
 {
-	if (!src || !TBP_ACTIVE())
+	if (!src || (!TBP_ACTIVE() && !atomic_load_explicit(&capture_closing, memory_order_relaxed)))
 		return;
 	struct tbp_record *rec = tbp_slot_acquire(src->kind);
 	if (!rec)

@@ -2,7 +2,10 @@
  * libtbprof core, the one writer thread: drains every ring in time order into the trace
  * writer, flushes on request, and the final drain at exit.
  */
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -51,6 +54,8 @@ static void writer_fail(int rc)
 static int write_defs(void)
 {
 	int rc = TBP_OK;
+	if (tbp_cfg.flight_ns)
+		return rc;   /* the flight recorder writes them into each dump */
 	pthread_mutex_lock(&def_lock);
 	size_t upto = def_count;
 	pthread_mutex_unlock(&def_lock);
@@ -93,6 +98,12 @@ struct ring_out {
 static int write_batch(struct tbp_tbuf *b, struct ring_out *o, const struct tbp_record *r, size_t n)
 {
 	int rc = TBP_OK;
+	if (tbp_cfg.flight_ns) {
+		if (r->kind == TBP_K_LOST && r->u.lost.source == TBP_LOST_BUFFER_FULL)
+			b->lost_reported += r->u.lost.count;
+		tbp_flight_append(r, n);
+		return TBP_OK;
+	}
 	if (!o->open_chunk || r->stream_kind != o->cur_kind || r->tid != o->cur_tid) {
 		if (o->open_chunk)
 			rc = tbp_writer_end_chunk(writer);
@@ -136,6 +147,28 @@ static uint64_t ring_records(const struct tbp_tbuf *b, uint64_t tail, uint64_t h
 	return n;
 }
 
+/* The THREAD record of b's thread (its name as the kernel has it now). */
+static int thread_record(struct tbp_tbuf *b, struct ring_out *o)
+{
+	char path[64], name[32] = "";
+	snprintf(path, sizeof path, "/proc/self/task/%u/comm", (unsigned)b->tid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, name, sizeof name - 1);
+		close(fd);
+		name[n > 0 ? n : 0] = 0;
+		name[strcspn(name, "\n")] = 0;
+	}
+	struct tbp_record rec = { .kind = TBP_K_THREAD, .stream_kind = TBP_STREAM_THREAD };
+	rec.tid = b->tid;
+	rec.ts = tbp_now();
+	rec.u.thread.tid = b->tid;
+	rec.u.thread.name = tbp_intern_string(name, strlen(name));
+	/* the name's definition goes out before the record */
+	int rc = write_defs();
+	return rc == TBP_OK ? write_batch(b, o, &rec, 1) : rc;
+}
+
 /* Writes a ring's records from tail to head.  `last`: the thread will not
  * record again (it exited, or this is the final drain), so drops it never
  * got to report in a LOST record of its own are reported here. */
@@ -148,6 +181,11 @@ static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 	struct ring_out o = { 0 };
 	size_t n = 0;
 	bool first_packed = false;   /* batch[0] came packed: packed records always join */
+	if (b->file_gen != capture_gen) {
+		/* A capture's file: the thread announced itself in an earlier one. */
+		b->file_gen = capture_gen;
+		rc = thread_record(b, &o);
+	}
 	while (tail < head && rc == TBP_OK) {
 		const struct tbp_unit *u = &b->units[tail & mask];
 		uint64_t len = tbp_ring_units_at(u);
@@ -208,9 +246,9 @@ void drain_once(bool final)
 		n++;
 	}
 	pthread_mutex_unlock(&registry_lock);
-	if (!writer)
+	if (!writer && !tbp_cfg.flight_ns)
 		return;
-	if (!out_still_ours()) {
+	if (!tbp_cfg.flight_ns && !out_still_ours()) {
 		/* The program closed our descriptor (its number may now be one of
 		 * its files): drop what is pending, never write there again. */
 		uint64_t dropped = 0;
@@ -233,7 +271,9 @@ void drain_once(bool final)
 	/* 3. Each thread's records. */
 	for (size_t i = 0; i < n && rc == TBP_OK; i++)
 		rc = write_ring(snaps[i].b, snaps[i].head, final || snaps[i].retired);
-	if (rc == TBP_OK && final) {
+	if (tbp_cfg.flight_ns) {
+		tbp_flight_service(final);
+	} else if (rc == TBP_OK && final) {
 		if (tbp_writer_begin_chunk(writer, TBP_STREAM_DEFS, 0) == TBP_OK) {
 			struct tbp_record end = { .kind = TBP_K_END, .stream_kind = TBP_STREAM_DEFS };
 			end.ts = tbp_now();
@@ -243,7 +283,7 @@ void drain_once(bool final)
 			tbp_writer_end_chunk(writer);
 		}
 	}
-	if (rc == TBP_OK)
+	if (rc == TBP_OK && !tbp_cfg.flight_ns)
 		rc = out_still_ours() ? tbp_writer_flush(writer) : TBP_ERR_IO;
 	if (rc != TBP_OK)
 		writer_fail(rc);
@@ -269,7 +309,7 @@ static __thread uint64_t patient_budget_ns = TBP_PATIENT_WAIT_MS * 1000000ull;
 void tbp_emit_patient(const struct tbp_record *src)
 {
 	struct tbp_tbuf *b = tbp_tls_buf;
-	if (b && TBP_ACTIVE() && tbp_ring_would_drop(b)) {
+	if (b && (TBP_ACTIVE() || atomic_load(&capture_closing)) && tbp_ring_would_drop(b)) {
 		while (patient_budget_ns && tbp_ring_would_drop(b) && !atomic_load(&writer_exited) &&
 		       !atomic_load(&signal_pending)) {
 			tbp_ring_pressure(b);

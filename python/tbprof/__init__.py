@@ -15,12 +15,24 @@ then where tbprof was installed, then the loader's search path.
 
 Times are nanoseconds of the traced host's CLOCK_MONOTONIC (GPU times are
 already converted), as in the trace.  See doc/python-module.md.
+
+In a process started armed (`tbprof record --on-demand -- python ...`, or
+LD_PRELOAD=libtbprof.so TBPROF_ON_DEMAND=1), regions are captured from here:
+
+    with tbprof.capture("cell.zst"):      # a trace of this block
+        train_one_epoch()
+    tbprof.start("a.zst"); ...; tbprof.stop()
+    tbprof.capture(steps=10)             # the next 10 steps (a background capture)
+    tbprof.mark_step()                   # a step boundary, for loops without the runner
+
+See doc/launcher.md, "On demand".
 """
 import ctypes
 import ctypes.util
 import os
 
-__all__ = ["load", "records", "Trace", "TraceError"]
+__all__ = ["load", "records", "Trace", "TraceError", "capture", "start", "stop", "mark_step", "CaptureError",
+           "NotLoadedError"]
 
 MAX_FIELDS = 16  # TBP_MAX_FIELDS
 
@@ -334,3 +346,133 @@ def load(path, frames=None):
     """Reads a whole trace: a Trace with DataFrames (frames=None: when pandas
     is installed; True: required; False: lists of dicts)."""
     return Trace(path, frames)
+
+
+# ---------------------------------------------------------------- captures (libtbprof's exports)
+
+class CaptureError(RuntimeError):
+    """A capture that cannot be taken: the message says why and what to do."""
+
+
+class NotLoadedError(CaptureError):
+    """libtbprof is not loaded in this process (or not armed on demand)."""
+
+
+_HOW = ("start the process with `tbprof record --on-demand -- python SCRIPT ...` "
+        "(or LD_PRELOAD=/path/to/libtbprof.so TBPROF_ON_DEMAND=1 python SCRIPT ...)")
+_cap = None
+
+
+def _capture_lib():
+    """libtbprof's capture functions, or NotLoadedError."""
+    global _cap
+    if _cap is not None:
+        return _cap
+    try:
+        proc = ctypes.CDLL(None)
+        start_fn = proc.tbprof_capture_start
+    except (OSError, AttributeError):
+        raise NotLoadedError("tbprof capture: libtbprof is not loaded in this process: " + _HOW) from None
+    start_fn.argtypes = (ctypes.c_char_p, ctypes.c_longlong, ctypes.c_double, ctypes.c_char_p, ctypes.c_size_t)
+    start_fn.restype = ctypes.c_int
+    for name in ("tbprof_capture_stop", "tbprof_capture_last"):
+        getattr(proc, name).argtypes = (ctypes.c_char_p, ctypes.c_size_t)
+        getattr(proc, name).restype = ctypes.c_int
+    proc.tbprof_capture_state.argtypes = ()
+    proc.tbprof_capture_state.restype = ctypes.c_int
+    proc.tbprof_mark_step.argtypes = ()
+    proc.tbprof_mark_step.restype = ctypes.c_int
+    _cap = proc
+    return proc
+
+
+class capture:
+    """A capture of this process into PATH (default: the run's trace name with .captureN).
+
+    capture(path) begins recording at once; `with capture(path): ...` records the block and the
+    file is complete when it exits.  capture(path, steps=N) records the next N steps from the next
+    step boundary (the runner's marks, or mark_step()); capture(path, seconds=S) S seconds from now;
+    both end by themselves (wait() waits for the file; leaving a `with` block ends them there).
+    """
+
+    def __init__(self, path=None, steps=None, seconds=None):
+        lib = _capture_lib()
+        if steps is not None and (int(steps) != steps or steps < 1):
+            raise ValueError(f"steps={steps!r}: a positive whole number of steps")
+        if seconds is not None and not seconds > 0:
+            raise ValueError(f"seconds={seconds!r}: a positive number of seconds")
+        out = ctypes.create_string_buffer(4096)
+        rc = lib.tbprof_capture_start(os.fsencode(path) if path else None, int(steps or 0), float(seconds or 0),
+                                      out, len(out))
+        if rc == -1:
+            raise NotLoadedError("tbprof capture: this process is traced whole, not on demand: " + _HOW)
+        if rc == -2:
+            raise CaptureError("tbprof capture: a capture is already in progress in this process")
+        if rc == -3:
+            err = ctypes.get_errno()
+            raise CaptureError(f"tbprof capture: cannot write {out.value.decode(errors='replace')}"
+                               + (f": {os.strerror(err)}" if err else ""))
+        self.path = out.value.decode(errors="replace")
+        self.written = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+        return False
+
+    def stop(self):
+        """Ends the capture (if still running); returns its file's path, or None when nothing was recorded."""
+        lib = _capture_lib()
+        if lib.tbprof_capture_state() in (1, 2, 3):
+            out = ctypes.create_string_buffer(4096)
+            rc = lib.tbprof_capture_stop(out, len(out))
+            if rc >= 0:
+                self.written = rc == 1
+        return self.wait(0)
+
+    def wait(self, timeout=None):
+        """Waits until the capture's file is written; its path, or None when nothing was recorded."""
+        import time
+        lib = _capture_lib()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while lib.tbprof_capture_state() in (1, 2, 3):
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"tbprof capture: {self.path} not finished within {timeout} s")
+            time.sleep(0.01)
+        out = ctypes.create_string_buffer(4096)
+        rc = lib.tbprof_capture_last(out, len(out))
+        if rc < 0:
+            raise CaptureError(f"tbprof capture: {self.path} could not be written")
+        return self.path if rc == 1 else None
+
+
+_current = None
+
+
+def start(path=None, steps=None, seconds=None):
+    """Begins a capture (see capture); tbprof.stop() ends it.  Returns its file's path."""
+    global _current
+    _current = capture(path, steps=steps, seconds=seconds)
+    return _current.path
+
+
+def stop():
+    """Ends the capture begun by start() (or any in progress); its path, or None when nothing was recorded."""
+    global _current
+    lib = _capture_lib()
+    if _current is not None:
+        c, _current = _current, None
+        return c.stop()
+    out = ctypes.create_string_buffer(4096)
+    rc = lib.tbprof_capture_stop(out, len(out))
+    if rc < 0:
+        raise CaptureError("tbprof.stop(): no capture in progress")
+    return out.value.decode(errors="replace") if rc == 1 else None
+
+
+def mark_step():
+    """One training step ended and the next begins (what the runner's marks say around each iteration):
+    steps in the report, and the boundaries `tbprof capture --steps N` counts."""
+    return _capture_lib().tbprof_mark_step()
