@@ -21,6 +21,7 @@ import argparse
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,11 @@ def check(cond, what):
 
 def functions(path):
     """Qualified function name -> (first line, last line), decorators included."""
+    with open(path) as f:
+        return functions_in(f.read())
+
+
+def functions_in(text):
     spans = {}
 
     def visit(node, prefix):
@@ -49,18 +55,25 @@ def functions(path):
                     first = min([child.lineno] + [d.lineno for d in child.decorator_list])
                     spans[name] = (first, child.end_lineno)
                 visit(child, name + ".")
-    with open(path) as f:
-        tree = ast.parse(f.read())
-    visit(tree, "")
-    spans["<module>"] = (1, len(open(path).read().splitlines()))
+    visit(ast.parse(text), "")
+    spans["<module>"] = (1, len(text.splitlines()))
     return spans
 
 
-def line_of(path, text):
-    hits = [n for n, line in enumerate(open(path).read().splitlines(), 1) if text in line]
+def line_of(path, text, source=None):
+    lines = (open(path).read() if source is None else source).splitlines()
+    hits = [n for n, line in enumerate(lines, 1) if text in line]
     if len(hits) != 1:
         raise SystemExit(f"{path}: the planted line {text!r} is not unique ({hits})")
     return hits[0]
+
+
+def cell_source(script, name):
+    """The text of a notebook cell the script execs: the string assigned to `name` at the script's top level."""
+    for node in ast.parse(open(script).read()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise SystemExit(f"{script}: no cell {name}")
 
 
 def run(cmd, env, timeout, what):
@@ -90,9 +103,15 @@ def check_steps(rep, truth, what):
           f"(warm-up {st.get('warmup')}, window {rep['window']['source']})")
 
 
-def frame_in(script, fns, frame, function, line):
-    """The finding's innermost frame is the script's, in function (at line when given)."""
-    if not frame or os.path.realpath(frame.get("file", "")) != script:
+def frame_in(script, fns, frame, function, line, file_pattern=None):
+    """The finding's innermost frame is the script's (or, with file_pattern, in a file of that name: a notebook
+    cell's pseudo file), in function (at line when given)."""
+    if not frame:
+        return False
+    if file_pattern is not None:
+        if not re.fullmatch(file_pattern, frame.get("file", "")):
+            return False
+    elif os.path.realpath(frame.get("file", "")) != script:
         return False
     lo, hi = fns.get(function, (0, -1))
     if frame.get("function") != function and not (frame.get("function", "").endswith("." + function.split(".")[-1])
@@ -102,12 +121,16 @@ def frame_in(script, fns, frame, function, line):
 
 
 def check_planted(rep, truth, script, what):
-    fns = functions(script)
     findings = rep["findings"]
     for p in truth.get("planted", []):
-        line = line_of(script, p["line"]) if "line" in p else None
+        fns, source, file_pattern = functions(script), None, None
+        if "cell" in p:  # the line is in a notebook cell the script execs under a pseudo file name
+            source, file_pattern = cell_source(script, p["cell"]["source"]), p["cell"]["file"]
+            fns = functions_in(source)
+        line = line_of(script, p["line"], source) if "line" in p else None
         hits = [f for f in findings if f["kind"] == p["kind"] and ("cause" not in p or f.get("cause") == p["cause"])
-                and frame_in(script, fns, ((f.get("where") or {}).get("python") or [None])[0], p["function"], line)]
+                and frame_in(script, fns, ((f.get("where") or {}).get("python") or [None])[0], p["function"], line,
+                             file_pattern)]
         placed = [(f["kind"], f.get("cause"), [(os.path.basename(x["file"]), x["line"], x["function"])
                                                for x in ((f.get("where") or {}).get("python") or [])[:1]])
                   for f in findings[:6]]
