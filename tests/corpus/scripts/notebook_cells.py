@@ -15,22 +15,25 @@ torch.manual_seed(0)
 """
 
 MODEL_CELL = """\
-class SmallConvNet(nn.Module):
-    def __init__(self):
+# a wide MLP on flattened 28x28 images; a small one when there is no GPU
+hidden, batch = (4096, 4096) if device == "cuda" else (256, 64)
+
+class MLP(nn.Module):
+    def __init__(self, hidden):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
-        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.fc = nn.Linear(32 * 7 * 7, 10)
+        self.fc1 = nn.Linear(28 * 28, hidden)
+        self.fc2 = nn.Linear(hidden, hidden)
+        self.fc3 = nn.Linear(hidden, 10)
 
     def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc(x.flatten(1))
+        x = F.relu(self.fc1(x.flatten(1)))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
 
-model = SmallConvNet().to(device)
+model = MLP(hidden).to(device)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-images = torch.randn(10, 64, 1, 28, 28)
-labels = torch.randint(0, 10, (10, 64))
+images = torch.randn(10, batch, 1, 28, 28)
+labels = torch.randint(0, 10, (10, batch))
 """
 
 TRAIN_CELL = """\

@@ -36,11 +36,12 @@ def validate(model, val_x, val_y, device):
 def main():
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = nn.Sequential(nn.Linear(48, 384), nn.ReLU(), nn.Linear(384, 384), nn.ReLU(), nn.Linear(384, CLASSES))
+    width, batch = (4096, 4096) if device == "cuda" else (384, 512)  # a small debug configuration on the CPU
+    model = nn.Sequential(nn.Linear(48, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, CLASSES))
     model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    train_x, train_y = torch.randn(TRAIN_BATCHES, 512, 48), torch.randint(0, CLASSES, (TRAIN_BATCHES, 512))
-    val_x, val_y = torch.randn(VAL_BATCHES, 512, 48), torch.randint(0, CLASSES, (VAL_BATCHES, 512))
+    train_x, train_y = torch.randn(TRAIN_BATCHES, batch, 48), torch.randint(0, CLASSES, (TRAIN_BATCHES, batch))
+    val_x, val_y = torch.randn(VAL_BATCHES, batch, 48), torch.randint(0, CLASSES, (VAL_BATCHES, batch))
     for epoch in range(EPOCHS):
         for b in range(TRAIN_BATCHES):
             x, y = train_x[b].to(device), train_y[b].to(device)
