@@ -20,6 +20,7 @@ that claim more idle time than the GPU had fail it.  Exit 0 pass, 1 fail, 77 ski
 import argparse
 import ast
 import json
+import re
 import os
 import subprocess
 import sys
@@ -63,6 +64,14 @@ def line_of(path, text, source=None):
     if len(hits) != 1:
         raise SystemExit(f"{path}: the planted line {text!r} is not unique ({hits})")
     return hits[0]
+
+
+def cell_source(script, name):
+    """The text of a notebook cell the script execs: the string assigned to `name` at the script's top level."""
+    for node in ast.parse(open(script).read()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise SystemExit(f"{script}: no cell {name}")
 
 
 class Cells:
@@ -140,6 +149,9 @@ def check_planted(rep, truth, script, what):
             c = cells.cell_of(p["line"])
             where, source = cells.names[c], cells.sources[c]
             fns = functions(cells.path, source)
+        if "cell" in p:  # the line is in a cell the script execs under a pseudo file name (its pattern)
+            source = cell_source(script, p["cell"]["source"])
+            where, fns = re.compile(p["cell"]["file"] + "$"), functions(script, source)
         line = line_of(script, p["line"], source) if "line" in p else None
         hits = [f for f in findings if f["kind"] == p["kind"] and ("cause" not in p or f.get("cause") == p["cause"])
                 and frame_in(where, fns, ((f.get("where") or {}).get("python") or [None])[0], p["function"], line)]
