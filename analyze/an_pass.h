@@ -44,12 +44,17 @@ struct api_ent {
 	uint8_t kind;
 	uint8_t copy; /* a copy call: an_copy_bits(), else 0 */
 	uint64_t ts, end, callpath, native;
+	/* The latest end of this and every call before it in the ring's
+	 * order: a scan back for the calls over a gap stops at the first
+	 * entry whose max_end is at or before the gap's start. */
+	uint64_t max_end;
 };
 struct span_ent {
 	uint32_t tid;
 	int backward_wait; /* see struct an_span_stat */
 	uint64_t ts, end, callpath;
 	uint64_t wait_callpath; /* backward_wait: the user's frame that called backward() */
+	uint64_t max_end; /* as api_ent's */
 };
 struct pgap;
 struct gaps_state {
@@ -59,6 +64,7 @@ struct gaps_state {
 	size_t span_n;
 	struct pgap *gaps; /* PENDING_GAPS */
 	size_t gap_head, gap_n;
+	uint64_t api_max_end, span_max_end, gap_max_end; /* the rings' and the pending gaps' latest ends */
 	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
 };
 
@@ -423,6 +429,9 @@ HOT_FN void gaps_call(struct an_state *st, uint32_t tid, unsigned kind, uint64_t
 	ae->callpath = cp;
 	ae->native = nat;
 	ae->copy = copy;
+	if (end > st->gaps.api_max_end)
+		st->gaps.api_max_end = end;
+	ae->max_end = st->gaps.api_max_end;
 }
 void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch, uint64_t kernel_name);
 void gap_cut_short(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch);

@@ -17,6 +17,7 @@
  * breakdown by cause (idle_breakdown_add) is this pass's too.
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,10 +40,12 @@ struct gap_span {
 };
 /* One piece of an idle gap (a gap crossing an iteration boundary is cut
  * there), waiting for the spans that explain it: spans reach the file as
- * they end, after the GPU records of the gap. */
+ * they end, after the GPU records of the gap.  The arrays last: a piece is
+ * copied with the calls it has (pgap_copy). */
 struct pgap {
 	uint64_t device, start, end;
 	uint64_t gap_start; /* the whole gap's start (its pieces share it) */
+	uint64_t max_end;   /* the latest end of this and every piece queued before it */
 	uint8_t phase, edge;
 	int queued;      /* the next work was launched before the GPU ran dry */
 	int has_launch;
@@ -50,9 +53,7 @@ struct pgap {
 	uint64_t resume; /* when the host issued the next work (launch, else gap end) */
 	uint32_t tid;    /* the host thread held responsible */
 	int has_tid;
-	struct gap_call calls[GAP_CALLS];
 	unsigned ncalls;
-	struct gap_span spans[GAP_SPANS];
 	unsigned nspans;
 	/* The innermost span of another thread running as the piece's host
 	 * work ended (the caller waiting for this work: the main thread inside
@@ -61,7 +62,17 @@ struct pgap {
 	uint64_t ctx_cp, ctx_dur, ctx_wait_cp;
 	uint32_t ctx_tid;
 	uint64_t kernel_name;     /* the kernel that ended the gap */
+	struct gap_call calls[GAP_CALLS];
+	struct gap_span spans[GAP_SPANS];
 };
+
+/* *dst = *src, but only the calls and spans src has. */
+static inline void pgap_copy(struct pgap *dst, const struct pgap *src)
+{
+	memcpy(dst, src, offsetof(struct pgap, calls));
+	memcpy(dst->calls, src->calls, src->ncalls * sizeof src->calls[0]);
+	memcpy(dst->spans, src->spans, src->nspans * sizeof src->spans[0]);
+}
 
 static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 {
@@ -353,6 +364,21 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	}
 }
 
+/* The oldest position in the span ring whose span may end after t: the
+ * ring's max_end never decreases, so every span before it ended by t. */
+static size_t span_first_after(const struct gaps_state *gs, uint64_t t)
+{
+	size_t lo = gs->span_n > SPAN_RING ? gs->span_n - SPAN_RING : 0, hi = gs->span_n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (gs->span[mid % SPAN_RING].max_end > t)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
 COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
 {
 	struct gaps_state *gs = &a->st->gaps;
@@ -365,12 +391,24 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 	}
 	struct pgap *g = &gs->gaps[(gs->gap_head + gs->gap_n) % PENDING_GAPS];
 	gs->gap_n++;
-	*g = *tmpl;
+	pgap_copy(g, tmpl);
 	g->start = start;
 	g->end = end;
 	g->phase = (uint8_t)phase;
-	size_t ns = gs->span_n < SPAN_RING ? gs->span_n : SPAN_RING;
-	for (size_t i = 0; i < ns; i++)
+	if (end > gs->gap_max_end)
+		gs->gap_max_end = end;
+	g->max_end = gs->gap_max_end;
+	/* Only the spans that may overlap it, in the ring's slot order (as a
+	 * scan of the whole ring meets them: the kept spans, and which of two
+	 * alike wins, do not depend on where the ring wrapped). */
+	size_t first = span_first_after(gs, start), n = gs->span_n - first;
+	size_t p0 = first % SPAN_RING;
+	if (p0 + n > SPAN_RING) {
+		for (size_t i = 0; i < p0 + n - SPAN_RING; i++)
+			gap_consider_span(g, &gs->span[i]);
+		n = SPAN_RING - p0;
+	}
+	for (size_t i = p0; i < p0 + n; i++)
 		gap_consider_span(g, &gs->span[i]);
 }
 
@@ -384,7 +422,7 @@ __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint
 	struct an_state *st = a->st;
 	struct gaps_state *gs = &st->gaps;
 	struct pgap g;
-	memset(&g, 0, sizeof g);
+	memset(&g, 0, offsetof(struct pgap, calls));
 	g.device = device;
 	g.edge = (uint8_t)edge;
 	g.kernel_name = gs->gap_kernel_name;
@@ -422,6 +460,8 @@ __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint
 	struct gap_call tmp[GAP_CALLS];
 	for (size_t k = 1; k <= n && kept < GAP_CALLS - 1 && g.has_tid; k++) {
 		const struct api_ent *e = &gs->api[(gs->api_n - k) % API_RING];
+		if (e->max_end <= start)
+			break;   /* this call and every one before it ended by the gap's start */
 		if (e->tid != g.tid || e->ts >= end || e->end <= start)
 			continue;
 		tmp[GAP_CALLS - 1 - kept++] = (struct gap_call){
@@ -482,8 +522,16 @@ static void gaps_span(struct analysis *a, struct an_span_ev *ev)
 	e->ts = ev->ts;
 	e->end = ev->end;
 	e->callpath = ev->callpath;
-	for (size_t i = 0; i < gs->gap_n; i++)
-		gap_consider_span(&gs->gaps[(gs->gap_head + i) % PENDING_GAPS], e);
+	if (ev->end > gs->span_max_end)
+		gs->span_max_end = ev->end;
+	e->max_end = gs->span_max_end;
+	/* Newest first, down to the pieces that all ended by the span's start. */
+	for (size_t i = gs->gap_n; i-- > 0;) {
+		struct pgap *g = &gs->gaps[(gs->gap_head + i) % PENDING_GAPS];
+		if (g->max_end <= e->ts)
+			break;
+		gap_consider_span(g, e);
+	}
 }
 
 void gaps_phase_moved(struct analysis *a, int from, int to)
