@@ -62,9 +62,13 @@ struct gaps_state {
 	size_t api_n;
 	struct span_ent span[SPAN_RING];
 	size_t span_n;
-	struct pgap *gaps; /* PENDING_GAPS */
-	size_t gap_head, gap_n;
-	uint64_t api_max_end, span_max_end, gap_max_end; /* the rings' and the pending gaps' latest ends */
+	/* Two queues of PENDING_GAPS pieces: [0] gaps of --gap-us or more (and
+	 * short ones cut at a mark), [1] the other short ones, so that the
+	 * thousands of a launch-bound loop do not push the long ones out before
+	 * their spans come. */
+	struct pgap *gaps; /* 2 * PENDING_GAPS */
+	size_t gap_head[2], gap_n[2];
+	uint64_t api_max_end, span_max_end, gap_max_end[2]; /* the rings' and the queues' latest ends */
 	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
 };
 
@@ -437,11 +441,20 @@ void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const struct 
 void gap_cut_short(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch);
 void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, const struct corr_ent *launch,
 	     int edge);
-/* A gap under the threshold is not examined (they come with most kernels of
- * a launch-bound loop): a late launch is launch overhead, else queued. */
-HOT_FN void gap_short(struct an_device *d, uint64_t idle, int host_wait)
+void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch);
+void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle, const struct corr_ent *launch);
+/* A gap under the threshold (they come with most kernels of a launch-bound
+ * loop): its idle is placed as a long one's is (at the line and cause of
+ * what the host did in it), not listed as an occurrence.  The time in such
+ * gaps is also summed apart (short_gaps_ns), by whether the launch was late. */
+HOT_FN void gap_short(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *api, int joined,
+		      uint64_t idle, int host_wait)
 {
 	d->short_acc[host_wait] += idle;
+	if (joined && !host_wait)
+		gap_short_queued(a, d, idle, api);
+	else
+		gap_short_host(a, d, s, joined ? api : NULL);
 }
 /* The device idle before GPU work starting at s, launched by api (joined:
  * a call of the trace, else one with no times): a gap, or the window's
@@ -467,7 +480,7 @@ HOT_FN void gaps_gpu(struct analysis *a, struct an_device *d, uint64_t s, const 
 			 * window counted as the steady state's). */
 			gap_cut_short(a, d, s, joined ? api : NULL);
 		else
-			gap_short(d, idle, host_wait);
+			gap_short(a, d, s, api, joined, idle, host_wait);
 	} else if (__builtin_expect(!d->busy.open, 0)) {
 		/* The device's first work: the idle before it is the window's edge. */
 		d->edge_from = a->first_ts < s ? a->first_ts : s;

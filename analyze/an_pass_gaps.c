@@ -47,6 +47,7 @@ struct pgap {
 	uint64_t gap_start; /* the whole gap's start (its pieces share it) */
 	uint64_t max_end;   /* the latest end of this and every piece queued before it */
 	uint8_t phase, edge;
+	uint8_t q;       /* its queue: gaps_state.gap_head[q] */
 	int queued;      /* the next work was launched before the GPU ran dry */
 	int has_launch;
 	uint64_t launch_cp, launch_nat, launch_ts;
@@ -384,20 +385,22 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 	struct gaps_state *gs = &a->st->gaps;
 	if (end <= start)
 		return;
-	if (gs->gap_n == PENDING_GAPS) {
-		gap_finalize(a, &gs->gaps[gs->gap_head]);
-		gs->gap_head = (gs->gap_head + 1) % PENDING_GAPS;
-		gs->gap_n--;
+	unsigned q = tmpl->q;
+	struct pgap *queue = gs->gaps + q * PENDING_GAPS;
+	if (gs->gap_n[q] == PENDING_GAPS) {
+		gap_finalize(a, &queue[gs->gap_head[q]]);
+		gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
+		gs->gap_n[q]--;
 	}
-	struct pgap *g = &gs->gaps[(gs->gap_head + gs->gap_n) % PENDING_GAPS];
-	gs->gap_n++;
+	struct pgap *g = &queue[(gs->gap_head[q] + gs->gap_n[q]) % PENDING_GAPS];
+	gs->gap_n[q]++;
 	pgap_copy(g, tmpl);
 	g->start = start;
 	g->end = end;
 	g->phase = (uint8_t)phase;
-	if (end > gs->gap_max_end)
-		gs->gap_max_end = end;
-	g->max_end = gs->gap_max_end;
+	if (end > gs->gap_max_end[q])
+		gs->gap_max_end[q] = end;
+	g->max_end = gs->gap_max_end[q];
 	/* Only the spans that may overlap it, in the ring's slot order (as a
 	 * scan of the whole ring meets them: the kept spans, and which of two
 	 * alike wins, do not depend on where the ring wrapped). */
@@ -416,8 +419,8 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
  * calls before `end` are all in), cut at iteration boundaries so that each
  * piece counts in its own iteration and the runner's time between
  * iterations stays apart. */
-__attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
-					const struct corr_ent *launch, int edge)
+static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
+		      const struct corr_ent *launch, int edge, unsigned q)
 {
 	struct an_state *st = a->st;
 	struct gaps_state *gs = &st->gaps;
@@ -425,6 +428,7 @@ __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint
 	memset(&g, 0, offsetof(struct pgap, calls));
 	g.device = device;
 	g.edge = (uint8_t)edge;
+	g.q = (uint8_t)q;
 	g.kernel_name = gs->gap_kernel_name;
 	g.resume = end;
 	g.gap_start = start;
@@ -493,6 +497,12 @@ __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint
 		gap_piece(a, &g, t, end, cur_phase(a));
 }
 
+__attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
+					const struct corr_ent *launch, int edge)
+{
+	gap_new_q(a, device, start, end, launch, edge, 0);
+}
+
 __attribute__((noinline)) void gap_long(struct analysis *a, struct an_device *d, uint64_t s,
 					 const struct corr_ent *launch, uint64_t kernel_name)
 {
@@ -511,6 +521,32 @@ __attribute__((noinline)) void gap_cut_short(struct analysis *a, struct an_devic
 	gap_new(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE);
 }
 
+/* A gap under the threshold launched late (or by a call not in the trace):
+ * explained by the host's calls and spans as a long one, in the queue of
+ * the short ones. */
+__attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s,
+					       const struct corr_ent *launch)
+{
+	gap_new_q(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE, 1);
+}
+
+/* A gap under the threshold whose work was queued before the GPU ran dry:
+ * all of it queued, at the launch's line (as gap_finalize files a queued
+ * gap), without the host's calls and spans, which it does not need. */
+__attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle,
+						 const struct corr_ent *launch)
+{
+	int phase = cur_phase(a);
+	d->idle_by[phase][AN_CAUSE_QUEUED] += idle;
+	struct an_finding *p = finding(a, AN_F_IDLE_PART, AN_CAUSE_QUEUED, phase, launch->callpath, launch->native);
+	if (p) {
+		p->cause = AN_CAUSE_QUEUED;
+		p->total_ns += idle;
+		p->count++;
+		p->device = d->id;
+	}
+}
+
 /* A span into the ring, and into the gaps still waiting for theirs. */
 static void gaps_span(struct analysis *a, struct an_span_ev *ev)
 {
@@ -526,22 +562,26 @@ static void gaps_span(struct analysis *a, struct an_span_ev *ev)
 		gs->span_max_end = ev->end;
 	e->max_end = gs->span_max_end;
 	/* Newest first, down to the pieces that all ended by the span's start. */
-	for (size_t i = gs->gap_n; i-- > 0;) {
-		struct pgap *g = &gs->gaps[(gs->gap_head + i) % PENDING_GAPS];
-		if (g->max_end <= e->ts)
-			break;
-		gap_consider_span(g, e);
+	for (unsigned q = 0; q < 2; q++) {
+		struct pgap *queue = gs->gaps + q * PENDING_GAPS;
+		for (size_t i = gs->gap_n[q]; i-- > 0;) {
+			struct pgap *g = &queue[(gs->gap_head[q] + i) % PENDING_GAPS];
+			if (g->max_end <= e->ts)
+				break;
+			gap_consider_span(g, e);
+		}
 	}
 }
 
 void gaps_phase_moved(struct analysis *a, int from, int to)
 {
 	struct gaps_state *gs = &a->st->gaps;
-	for (size_t i = 0; i < gs->gap_n; i++) {
-		struct pgap *g = &gs->gaps[(gs->gap_head + i) % PENDING_GAPS];
-		if (g->phase == from)
-			g->phase = (uint8_t)to;
-	}
+	for (unsigned q = 0; q < 2; q++)
+		for (size_t i = 0; i < gs->gap_n[q]; i++) {
+			struct pgap *g = &gs->gaps[q * PENDING_GAPS + (gs->gap_head[q] + i) % PENDING_GAPS];
+			if (g->phase == from)
+				g->phase = (uint8_t)to;
+		}
 }
 
 static void gaps_flush(struct analysis *a)
@@ -558,11 +598,12 @@ static void gaps_flush(struct analysis *a)
 		if (d->busy.open && a->first_ts < d->edge_from)
 			gap_new(a, d->id, a->first_ts, d->edge_from, NULL, AN_EDGE_LEADING);
 	}
-	while (gs->gap_n) {
-		gap_finalize(a, &gs->gaps[gs->gap_head]);
-		gs->gap_head = (gs->gap_head + 1) % PENDING_GAPS;
-		gs->gap_n--;
-	}
+	for (unsigned q = 0; q < 2; q++)
+		while (gs->gap_n[q]) {
+			gap_finalize(a, &gs->gaps[q * PENDING_GAPS + gs->gap_head[q]]);
+			gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
+			gs->gap_n[q]--;
+		}
 }
 
 /* One device's idle time of the window, by cause; what no counted piece
@@ -583,10 +624,7 @@ void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle)
 			ib->by_cause[c] += d->idle_by[ph][c];
 			explained += d->idle_by[ph][c];
 		}
-		/* Gaps under the threshold: launched late is launch overhead. */
-		ib->by_cause[AN_CAUSE_LAUNCH_BOUND] += d->idle_short[ph][1];
-		ib->by_cause[AN_CAUSE_QUEUED] += d->idle_short[ph][0];
-		explained += d->idle_short[ph][0] + d->idle_short[ph][1];
+		/* (gaps under the threshold are among the pieces: idle_by) */
 		ib->short_ns += d->idle_short[ph][0] + d->idle_short[ph][1];
 		ib->leading_ns += d->idle_edge[ph][0];
 		ib->trailing_ns += d->idle_edge[ph][1];
@@ -596,7 +634,7 @@ void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle)
 
 static int gaps_init(struct analysis *a)
 {
-	a->st->gaps.gaps = calloc(PENDING_GAPS, sizeof(struct pgap));
+	a->st->gaps.gaps = calloc(2 * PENDING_GAPS, sizeof(struct pgap));
 	return a->st->gaps.gaps ? 0 : -1;
 }
 
