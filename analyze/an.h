@@ -140,7 +140,11 @@ struct an_finding {
 	uint64_t max_ns;           /* largest single occurrence */
 	uint64_t other_callpath;   /* idle gap: launch that resumed the GPU */
 	uint64_t device;
-	uint64_t idle_ns;          /* burst: device idle inside its bursts (union of their spans) */
+	uint64_t idle_ns;          /* burst: device idle inside its bursts (union of their spans);
+	                            * sync hotspot: device idle after its syncs returned, until the host's
+	                            * next work (an_pass_gaps.c, gap_after_sync) */
+	uint64_t stake_ns;         /* time at stake, what the findings are sorted by: total_ns, and for a
+	                            * sync hotspot its idle_ns too (set by the findings pass) */
 	/* idle gap: */
 	uint8_t edge;                      /* enum an_gap_edge */
 	uint64_t cause_ns[AN_CAUSE_N];     /* the gaps' idle split by what the host did */
@@ -198,6 +202,11 @@ struct an_idle_breakdown {
 	uint64_t short_ns;               /* of which in gaps under the threshold */
 	uint64_t leading_ns, trailing_ns;/* of which before the first / after the last GPU work */
 	uint64_t harness_ns;             /* between marked iterations: the runner's time */
+	/* Of idle_ns, placed at a line (the idle parts with a call site, edges
+	 * aside: the findings pass), and in parts with no call site (no host
+	 * call recorded); the rest of what is not placed is the edges and
+	 * harness_ns. */
+	uint64_t placed_ns, no_line_ns;
 	/* HTA's definition, whole trace, summed over streams: the gaps between
 	 * consecutive GPU work of a stream; host_wait when the next work was
 	 * launched after the previous one ended, else queued. */

@@ -251,6 +251,44 @@ static int gap_engine(struct analysis *a, const struct pgap *g)
 	return !g->launch_cp || an_user_callpath(a, g->launch_cp) == g->ctx_wait_cp;
 }
 
+/* The GPU idle after a sync returned in the piece, until the host did
+ * something else than issue the next work (a Python span, a copy, an
+ * allocation, another sync): the sync drained the queue, so the GPU waits
+ * out the host's way back to launching.  Added to the sync's
+ * sync_hotspot as its idle_ns (its time at stake: the wait and this).
+ * Not at the window's edges (start-up, shutdown), nor when the next work
+ * was queued before the GPU ran dry. */
+static void gap_after_sync(struct analysis *a, const struct pgap *g)
+{
+	if (g->edge || g->queued)
+		return;
+	const struct gap_call *sync = NULL;
+	unsigned si = 0;
+	for (unsigned i = 0; i < g->ncalls; i++) {
+		const struct gap_call *c = &g->calls[i];
+		if (c->sync && c->end > g->gap_start && c->end < g->end) {
+			sync = c;
+			si = i;
+		}
+	}
+	if (!sync)
+		return;
+	uint64_t lo = sync->end > g->start ? sync->end : g->start, hi = g->end;
+	for (unsigned i = si + 1; i < g->ncalls; i++) {
+		const struct gap_call *c = &g->calls[i];
+		if ((c->sync || c->alloc || c->copy) && c->ts >= sync->end && c->ts < hi)
+			hi = c->ts;
+	}
+	for (unsigned i = 0; i < g->nspans; i++)
+		if (g->spans[i].ts >= sync->end && g->spans[i].ts < hi)
+			hi = g->spans[i].ts;
+	if (hi <= lo)
+		return;
+	struct an_finding *f = finding(a, AN_F_SYNC_HOTSPOT, 0, g->phase, sync->callpath, sync->native);
+	if (f)
+		f->idle_ns += hi - lo;
+}
+
 static void gap_finalize(struct analysis *a, const struct pgap *g)
 {
 	uint64_t len = g->end - g->start;
@@ -296,6 +334,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		if (parts[i].cause == cause && (!site || parts[i].ns > site->ns))
 			site = &parts[i];
 
+	gap_after_sync(a, g);
 	struct an_device *d = get_device(a, g->device);
 	if (d) {
 		for (int c = 0; c < AN_CAUSE_N; c++)
