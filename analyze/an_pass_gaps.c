@@ -311,7 +311,16 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 			pts[n++] = g->spans[i].ts;
 			pts[n++] = g->spans[i].end;
 		}
-		qsort(pts, n, sizeof pts[0], u64_cmp);
+		/* A few dozen at most, mostly in order already: insertion
+		 * sort (qsort's merge sort cost more than the rest of a short
+		 * gap's placing). */
+		for (size_t i = 1; i < n; i++) {
+			uint64_t x = pts[i];
+			size_t j = i;
+			for (; j && pts[j - 1] > x; j--)
+				pts[j] = pts[j - 1];
+			pts[j] = x;
+		}
 		for (size_t i = 0; i + 1 < n; i++) {
 			uint64_t lo = pts[i] > g->start ? pts[i] : g->start;
 			uint64_t hi = pts[i + 1] < g->end ? pts[i + 1] : g->end;
