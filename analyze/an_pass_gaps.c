@@ -428,6 +428,20 @@ static size_t span_first_after(const struct gaps_state *gs, uint64_t t)
 	return lo;
 }
 
+/* The spans at positions [lo, hi) of the ring (one run of slots, no wrap). */
+static void gap_consider_spans(struct pgap *g, const struct gaps_state *gs, size_t lo, size_t hi)
+{
+	while (lo < hi) {
+		size_t block_end = (lo / SPAN_BLOCK + 1) * SPAN_BLOCK;
+		if (block_end > hi)
+			block_end = hi;
+		if (gs->span_block_min[(lo / SPAN_BLOCK) % SPAN_BLOCKS] < g->end)
+			for (size_t p = lo; p < block_end; p++)
+				gap_consider_span(g, &gs->span[p % SPAN_RING]);
+		lo = block_end;
+	}
+}
+
 COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
 {
 	struct gaps_state *gs = &a->st->gaps;
@@ -451,16 +465,17 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 	g->max_end = gs->gap_max_end[q];
 	/* Only the spans that may overlap it, in the ring's slot order (as a
 	 * scan of the whole ring meets them: the kept spans, and which of two
-	 * alike wins, do not depend on where the ring wrapped). */
-	size_t first = span_first_after(gs, start), n = gs->span_n - first;
-	size_t p0 = first % SPAN_RING;
-	if (p0 + n > SPAN_RING) {
-		for (size_t i = 0; i < p0 + n - SPAN_RING; i++)
-			gap_consider_span(g, &gs->span[i]);
-		n = SPAN_RING - p0;
+	 * alike wins, do not depend on where the ring wrapped): from the first
+	 * that may end after its start, skipping blocks that all start after
+	 * its end (spans come as they end, before the GPU records: the ring
+	 * runs ahead of the gaps). */
+	size_t first = span_first_after(gs, start), split = first + (SPAN_RING - first % SPAN_RING);
+	if (split < gs->span_n) {
+		gap_consider_spans(g, gs, split, gs->span_n);
+		gap_consider_spans(g, gs, first, split);
+	} else {
+		gap_consider_spans(g, gs, first, gs->span_n);
 	}
-	for (size_t i = p0; i < p0 + n; i++)
-		gap_consider_span(g, &gs->span[i]);
 }
 
 /* An idle interval [start, end) of a device: host facts gathered now (API
@@ -599,7 +614,11 @@ __attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_de
 static void gaps_span(struct analysis *a, struct an_span_ev *ev)
 {
 	struct gaps_state *gs = &a->st->gaps;
-	struct span_ent *e = &gs->span[gs->span_n++ % SPAN_RING];
+	size_t pos = gs->span_n++;
+	struct span_ent *e = &gs->span[pos % SPAN_RING];
+	uint64_t *block_min = &gs->span_block_min[(pos / SPAN_BLOCK) % SPAN_BLOCKS];
+	if (pos % SPAN_BLOCK == 0 || ev->ts < *block_min)
+		*block_min = ev->ts;
 	e->tid = ev->tid;
 	e->backward_wait = ev->stat && ev->stat->backward_wait;
 	e->wait_callpath = e->backward_wait ? an_user_callpath(a, ev->callpath) : 0;
