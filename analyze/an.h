@@ -308,6 +308,10 @@ struct an_site_stat { /* GPU and host time per call site (for diff) */
 	uint64_t gpu_ns, api_ns, calls;
 	uint64_t alloc_bytes; /* device memory allocated here */
 	uint64_t first_iter, last_iter, iters; /* iterations (1-based) with a call from here */
+	/* Idle in gaps under --gap-us that work launched here ended, queued
+	 * before the GPU ran dry, by phase: the gaps pass files them as idle
+	 * parts at its end (no lookup per gap). */
+	uint64_t queued_ns[3], queued_n[3], queued_device;
 };
 
 /* A host thread's name (THREAD record). */

@@ -595,18 +595,46 @@ __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_devi
 
 /* A gap under the threshold whose work was queued before the GPU ran dry:
  * all of it queued, at the launch's line (as gap_finalize files a queued
- * gap), without the host's calls and spans, which it does not need. */
+ * gap), without the host's calls and spans, which it does not need; kept
+ * with the launch's site until the end (gaps_queued_file). */
 __attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle,
 						 const struct corr_ent *launch)
 {
 	int phase = cur_phase(a);
 	d->idle_by[phase][AN_CAUSE_QUEUED] += idle;
+	if (launch->site) {
+		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
+		ss->queued_ns[phase] += idle;
+		ss->queued_n[phase]++;
+		ss->queued_device = d->id;
+		return;
+	}
 	struct an_finding *p = finding(a, AN_F_IDLE_PART, AN_CAUSE_QUEUED, phase, launch->callpath, launch->native);
 	if (p) {
 		p->cause = AN_CAUSE_QUEUED;
 		p->total_ns += idle;
 		p->count++;
 		p->device = d->id;
+	}
+}
+
+/* The queued short gaps kept with their sites, into their idle parts. */
+static void gaps_queued_file(struct analysis *a)
+{
+	for (size_t i = 0; i < a->sites.n; i++) {
+		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, i);
+		for (int ph = 0; ph < 3; ph++) {
+			if (!ss->queued_n[ph])
+				continue;
+			struct an_finding *p = finding(a, AN_F_IDLE_PART, AN_CAUSE_QUEUED, ph, ss->callpath, ss->native);
+			if (p) {
+				p->cause = AN_CAUSE_QUEUED;
+				p->total_ns += ss->queued_ns[ph];
+				p->count += ss->queued_n[ph];
+				p->device = ss->queued_device;
+			}
+			ss->queued_ns[ph] = ss->queued_n[ph] = 0;
+		}
 	}
 }
 
@@ -643,6 +671,12 @@ static void gaps_span(struct analysis *a, struct an_span_ev *ev)
 void gaps_phase_moved(struct analysis *a, int from, int to)
 {
 	struct gaps_state *gs = &a->st->gaps;
+	for (size_t i = 0; i < a->sites.n; i++) {
+		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, i);
+		ss->queued_ns[to] += ss->queued_ns[from];
+		ss->queued_n[to] += ss->queued_n[from];
+		ss->queued_ns[from] = ss->queued_n[from] = 0;
+	}
 	for (unsigned q = 0; q < 2; q++)
 		for (size_t i = 0; i < gs->gap_n[q]; i++) {
 			struct pgap *g = &gs->gaps[q * PENDING_GAPS + (gs->gap_head[q] + i) % PENDING_GAPS];
@@ -654,6 +688,7 @@ void gaps_phase_moved(struct analysis *a, int from, int to)
 static void gaps_flush(struct analysis *a)
 {
 	struct gaps_state *gs = &a->st->gaps;
+	gaps_queued_file(a);
 	/* The idle after each device's last work is the window's trailing edge. */
 	for (size_t i = 0; i < a->devices.n; i++) {
 		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
