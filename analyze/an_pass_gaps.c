@@ -12,9 +12,14 @@
  * later call recorded: no_host.  When the next work was already queued
  * before the GPU ran dry, the host is not to blame: queued.
  *
+ * Every gap is placed so, whatever its length (the idle breakdown by line
+ * and cause does not depend on --gap-us); --gap-us only says which gaps are
+ * occurrences of idle_gap findings.
+ *
  * Gaps wait in a pending list for the spans that explain them (spans reach
  * the file as they end, after the GPU records of the gap).  The idle
- * breakdown by cause (idle_breakdown_add) is this pass's too.
+ * breakdown by cause (idle_breakdown_add) is this pass's too, and so is the
+ * GPU idle after each sync (a sync hotspot's time at stake).
  */
 #include <inttypes.h>
 #include <stddef.h>
