@@ -141,7 +141,11 @@ struct an_finding {
 	uint64_t max_ns;           /* largest single occurrence */
 	uint64_t other_callpath;   /* idle gap: launch that resumed the GPU */
 	uint64_t device;
-	uint64_t idle_ns;          /* burst: device idle inside its bursts (union of their spans) */
+	uint64_t idle_ns;          /* burst: device idle inside its bursts (union of their spans);
+	                            * sync hotspot: device idle after its syncs returned, until the host's
+	                            * next work (an_pass_gaps.c, gap_after_sync) */
+	uint64_t stake_ns;         /* time at stake, what the findings are sorted by: total_ns, and for a
+	                            * sync hotspot its idle_ns too (set by the findings pass) */
 	/* idle gap: */
 	uint8_t edge;                      /* enum an_gap_edge */
 	uint64_t cause_ns[AN_CAUSE_N];     /* the gaps' idle split by what the host did */
@@ -200,6 +204,11 @@ struct an_idle_breakdown {
 	uint64_t short_ns;               /* of which in gaps under the threshold */
 	uint64_t leading_ns, trailing_ns;/* of which before the first / after the last GPU work */
 	uint64_t harness_ns;             /* between marked iterations: the runner's time */
+	/* Of idle_ns, placed at a line (the idle parts with a call site, edges
+	 * aside: the findings pass), and in parts with no call site (no host
+	 * call recorded); the rest of what is not placed is the edges and
+	 * harness_ns. */
+	uint64_t placed_ns, no_line_ns;
 	/* HTA's definition, whole trace, summed over streams: the gaps between
 	 * consecutive GPU work of a stream; host_wait when the next work was
 	 * launched after the previous one ended, else queued. */
@@ -325,6 +334,10 @@ struct an_site_stat { /* GPU and host time per call site (for diff) */
 	uint64_t gpu_ns, api_ns, calls;
 	uint64_t alloc_bytes; /* device memory allocated here */
 	uint64_t first_iter, last_iter, iters; /* iterations (1-based) with a call from here */
+	/* Idle in gaps under --gap-us that work launched here ended, queued
+	 * before the GPU ran dry, by phase: the gaps pass files them as idle
+	 * parts at its end (no lookup per gap). */
+	uint64_t queued_ns[3], queued_n[3], queued_device;
 };
 
 /* A host thread's name (THREAD record). */

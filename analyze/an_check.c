@@ -8,6 +8,9 @@
  * gaps, and the device idle inside kernel bursts) adds up to no more than
  * the device's idle time in the window, and the report's findings, the
  * runner's and the model step's together, to no more than all devices'.
+ * The idle after the syncs that sync hotspots claim (their time at stake)
+ * is another view of the same idle, checked on its own: no more than all
+ * devices' idle either.
  *
  * Steps (an_pass_steptime.c): each step's GPU busy time fits in the step
  * (its length times the devices), its data movement in its busy time, the
@@ -63,15 +66,23 @@ int an_check(const struct analysis *a)
 				 d->id, d->gap_ns + bursts, d->gap_ns, bursts, b.idle_ns);
 	}
 	if (!why[0]) {
-		uint64_t claimed = 0;
+		uint64_t claimed = 0, after_syncs = 0;
 		const struct vec *lists[] = {&a->findings, &a->harness, &a->model_step};
 		for (size_t l = 0; l < 3; l++)
-			for (size_t i = 0; i < lists[l]->n; i++)
-				claimed += idle_claimed(VEC_AT(lists[l], struct an_finding, i));
+			for (size_t i = 0; i < lists[l]->n; i++) {
+				const struct an_finding *f = VEC_AT(lists[l], struct an_finding, i);
+				claimed += idle_claimed(f);
+				if (f->kind == AN_F_SYNC_HOTSPOT)
+					after_syncs += f->idle_ns;
+			}
 		if (claimed > all_idle)
 			snprintf(why, sizeof why,
 				 "the findings claim %" PRIu64 " ns of idle time, the devices were idle %" PRIu64 " ns",
 				 claimed, all_idle);
+		else if (after_syncs > all_idle)
+			snprintf(why, sizeof why,
+				 "the sync hotspots claim %" PRIu64 " ns of idle time after their syncs, the devices were "
+				 "idle %" PRIu64 " ns", after_syncs, all_idle);
 	}
 	/* GPU records that came after the marks (a reorder window too small)
 	 * are in the steps' unions late: their split is approximate then. */

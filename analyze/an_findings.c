@@ -15,8 +15,8 @@
 static int cmp_finding(const void *x, const void *y)
 {
 	const struct an_finding *a = x, *b = y;
-	if (a->total_ns != b->total_ns)
-		return a->total_ns > b->total_ns ? -1 : 1;
+	if (a->stake_ns != b->stake_ns)
+		return a->stake_ns > b->stake_ns ? -1 : 1;
 	if (a->count != b->count)
 		return a->count > b->count ? -1 : 1;
 	if (a->kind != b->kind)
@@ -77,6 +77,9 @@ static void keep_sorted(const struct analysis *a, struct vec *v)
 	size_t w = 0;
 	for (size_t i = 0; i < v->n; i++) {
 		struct an_finding *f = VEC_AT(v, struct an_finding, i);
+		/* A sync's cost is its wait and the GPU's idle after it (the
+		 * launch gap the drained queue leaves). */
+		f->stake_ns = f->total_ns + (f->kind == AN_F_SYNC_HOTSPOT ? f->idle_ns : 0);
 		if (keep_finding(a, f))
 			*VEC_AT(v, struct an_finding, w++) = *f;
 	}
@@ -211,6 +214,15 @@ static int findings_finish(struct analysis *a)
 	keep_sorted(a, &a->findings);
 	keep_sorted(a, &a->harness);
 	keep_sorted(a, &a->model_step);
+	/* What of the idle is placed at a line: every part with a call site,
+	 * but the window's edges (start-up, shutdown). */
+	a->idle.placed_ns = a->idle.no_line_ns = 0;
+	for (size_t i = 0; i < a->idle_parts.n; i++) {
+		struct an_finding *p = VEC_AT(&a->idle_parts, struct an_finding, i);
+		p->stake_ns = p->total_ns;
+		if (!p->edge)
+			*(p->callpath || p->native ? &a->idle.placed_ns : &a->idle.no_line_ns) += p->total_ns;
+	}
 	if (a->idle_parts.n)
 		qsort(a->idle_parts.data, a->idle_parts.n, sizeof(struct an_finding), cmp_finding);
 	return 0;

@@ -39,17 +39,28 @@
 #define API_RING 1024
 #define SPAN_RING 4096
 #define PENDING_GAPS 1024
+/* The span ring in blocks of SPAN_BLOCK positions, each with the earliest
+ * start of its spans: a gap skips a block that starts after it ends.  One
+ * more block than the ring holds, so that the oldest block still in it and
+ * the one being written never share an entry. */
+#define SPAN_BLOCK 64
+#define SPAN_BLOCKS (SPAN_RING / SPAN_BLOCK + 1)
 struct api_ent {
 	uint32_t tid;
 	uint8_t kind;
 	uint8_t copy; /* a copy call: an_copy_bits(), else 0 */
 	uint64_t ts, end, callpath, native;
+	/* The latest end of this and every call before it in the ring's
+	 * order: a scan back for the calls over a gap stops at the first
+	 * entry whose max_end is at or before the gap's start. */
+	uint64_t max_end;
 };
 struct span_ent {
 	uint32_t tid;
 	int backward_wait; /* see struct an_span_stat */
 	uint64_t ts, end, callpath;
 	uint64_t wait_callpath; /* backward_wait: the user's frame that called backward() */
+	uint64_t max_end; /* as api_ent's */
 };
 struct pgap;
 struct gaps_state {
@@ -57,8 +68,14 @@ struct gaps_state {
 	size_t api_n;
 	struct span_ent span[SPAN_RING];
 	size_t span_n;
-	struct pgap *gaps; /* PENDING_GAPS */
-	size_t gap_head, gap_n;
+	uint64_t span_block_min[SPAN_BLOCKS]; /* by position / SPAN_BLOCK, modulo: the earliest ts */
+	/* Two queues of PENDING_GAPS pieces: [0] gaps of --gap-us or more (and
+	 * short ones cut at a mark), [1] the other short ones, so that the
+	 * thousands of a launch-bound loop do not push the long ones out before
+	 * their spans come. */
+	struct pgap *gaps; /* 2 * PENDING_GAPS */
+	size_t gap_head[2], gap_n[2];
+	uint64_t api_max_end, span_max_end, gap_max_end[2]; /* the rings' and the queues' latest ends */
 	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
 };
 
@@ -465,16 +482,28 @@ HOT_FN void gaps_call(struct an_state *st, uint32_t tid, unsigned kind, uint64_t
 	ae->callpath = cp;
 	ae->native = nat;
 	ae->copy = copy;
+	if (end > st->gaps.api_max_end)
+		st->gaps.api_max_end = end;
+	ae->max_end = st->gaps.api_max_end;
 }
 void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch, uint64_t kernel_name);
 void gap_cut_short(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch);
 void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, const struct corr_ent *launch,
 	     int edge);
-/* A gap under the threshold is not examined (they come with most kernels of
- * a launch-bound loop): a late launch is launch overhead, else queued. */
-HOT_FN void gap_short(struct an_device *d, uint64_t idle, int host_wait)
+void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch);
+void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle, const struct corr_ent *launch);
+/* A gap under the threshold (they come with most kernels of a launch-bound
+ * loop): its idle is placed as a long one's is (at the line and cause of
+ * what the host did in it), not listed as an occurrence.  The time in such
+ * gaps is also summed apart (short_gaps_ns), by whether the launch was late. */
+HOT_FN void gap_short(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *api, int joined,
+		      uint64_t idle, int host_wait)
 {
 	d->short_acc[host_wait] += idle;
+	if (joined && !host_wait)
+		gap_short_queued(a, d, idle, api);
+	else
+		gap_short_host(a, d, s, joined ? api : NULL);
 }
 /* The device idle before GPU work starting at s, launched by api (joined:
  * a call of the trace, else one with no times): a gap, or the window's
@@ -500,7 +529,7 @@ HOT_FN void gaps_gpu(struct analysis *a, struct an_device *d, uint64_t s, const 
 			 * window counted as the steady state's). */
 			gap_cut_short(a, d, s, joined ? api : NULL);
 		else
-			gap_short(d, idle, host_wait);
+			gap_short(a, d, s, api, joined, idle, host_wait);
 	} else if (__builtin_expect(!d->busy.open, 0)) {
 		/* The device's first work: the idle before it is the window's edge. */
 		d->edge_from = a->first_ts < s ? a->first_ts : s;

@@ -12,11 +12,17 @@
  * later call recorded: no_host.  When the next work was already queued
  * before the GPU ran dry, the host is not to blame: queued.
  *
+ * Every gap is placed so, whatever its length (the idle breakdown by line
+ * and cause does not depend on --gap-us); --gap-us only says which gaps are
+ * occurrences of idle_gap findings.
+ *
  * Gaps wait in a pending list for the spans that explain them (spans reach
  * the file as they end, after the GPU records of the gap).  The idle
- * breakdown by cause (idle_breakdown_add) is this pass's too.
+ * breakdown by cause (idle_breakdown_add) is this pass's too, and so is the
+ * GPU idle after each sync (a sync hotspot's time at stake).
  */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,20 +45,21 @@ struct gap_span {
 };
 /* One piece of an idle gap (a gap crossing an iteration boundary is cut
  * there), waiting for the spans that explain it: spans reach the file as
- * they end, after the GPU records of the gap. */
+ * they end, after the GPU records of the gap.  The arrays last: a piece is
+ * copied with the calls it has (pgap_copy). */
 struct pgap {
 	uint64_t device, start, end;
 	uint64_t gap_start; /* the whole gap's start (its pieces share it) */
+	uint64_t max_end;   /* the latest end of this and every piece queued before it */
 	uint8_t phase, edge;
+	uint8_t q;       /* its queue: gaps_state.gap_head[q] */
 	int queued;      /* the next work was launched before the GPU ran dry */
 	int has_launch;
 	uint64_t launch_cp, launch_nat, launch_ts;
 	uint64_t resume; /* when the host issued the next work (launch, else gap end) */
 	uint32_t tid;    /* the host thread held responsible */
 	int has_tid;
-	struct gap_call calls[GAP_CALLS];
 	unsigned ncalls;
-	struct gap_span spans[GAP_SPANS];
 	unsigned nspans;
 	/* The innermost span of another thread running as the piece's host
 	 * work ended (the caller waiting for this work: the main thread inside
@@ -61,7 +68,17 @@ struct pgap {
 	uint64_t ctx_cp, ctx_dur, ctx_wait_cp;
 	uint32_t ctx_tid;
 	uint64_t kernel_name;     /* the kernel that ended the gap */
+	struct gap_call calls[GAP_CALLS];
+	struct gap_span spans[GAP_SPANS];
 };
+
+/* *dst = *src, but only the calls and spans src has. */
+static inline void pgap_copy(struct pgap *dst, const struct pgap *src)
+{
+	memcpy(dst, src, offsetof(struct pgap, calls));
+	memcpy(dst->calls, src->calls, src->ncalls * sizeof src->calls[0]);
+	memcpy(dst->spans, src->spans, src->nspans * sizeof src->spans[0]);
+}
 
 static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 {
@@ -239,6 +256,44 @@ static int gap_engine(struct analysis *a, const struct pgap *g)
 	return !g->launch_cp || an_user_callpath(a, g->launch_cp) == g->ctx_wait_cp;
 }
 
+/* The GPU idle after a sync returned in the piece, until the host did
+ * something else than issue the next work (a Python span, a copy, an
+ * allocation, another sync): the sync drained the queue, so the GPU waits
+ * out the host's way back to launching.  Added to the sync's
+ * sync_hotspot as its idle_ns (its time at stake: the wait and this).
+ * Not at the window's edges (start-up, shutdown), nor when the next work
+ * was queued before the GPU ran dry. */
+static void gap_after_sync(struct analysis *a, const struct pgap *g)
+{
+	if (g->edge || g->queued)
+		return;
+	const struct gap_call *sync = NULL;
+	unsigned si = 0;
+	for (unsigned i = 0; i < g->ncalls; i++) {
+		const struct gap_call *c = &g->calls[i];
+		if (c->sync && c->end > g->gap_start && c->end < g->end) {
+			sync = c;
+			si = i;
+		}
+	}
+	if (!sync)
+		return;
+	uint64_t lo = sync->end > g->start ? sync->end : g->start, hi = g->end;
+	for (unsigned i = si + 1; i < g->ncalls; i++) {
+		const struct gap_call *c = &g->calls[i];
+		if ((c->sync || c->alloc || c->copy) && c->ts >= sync->end && c->ts < hi)
+			hi = c->ts;
+	}
+	for (unsigned i = 0; i < g->nspans; i++)
+		if (g->spans[i].ts >= sync->end && g->spans[i].ts < hi)
+			hi = g->spans[i].ts;
+	if (hi <= lo)
+		return;
+	struct an_finding *f = finding(a, AN_F_SYNC_HOTSPOT, 0, g->phase, sync->callpath, sync->native);
+	if (f)
+		f->idle_ns += hi - lo;
+}
+
 static void gap_finalize(struct analysis *a, const struct pgap *g)
 {
 	uint64_t len = g->end - g->start;
@@ -261,7 +316,16 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 			pts[n++] = g->spans[i].ts;
 			pts[n++] = g->spans[i].end;
 		}
-		qsort(pts, n, sizeof pts[0], u64_cmp);
+		/* A few dozen at most, mostly in order already: insertion
+		 * sort (qsort's merge sort cost more than the rest of a short
+		 * gap's placing). */
+		for (size_t i = 1; i < n; i++) {
+			uint64_t x = pts[i];
+			size_t j = i;
+			for (; j && pts[j - 1] > x; j--)
+				pts[j] = pts[j - 1];
+			pts[j] = x;
+		}
 		for (size_t i = 0; i + 1 < n; i++) {
 			uint64_t lo = pts[i] > g->start ? pts[i] : g->start;
 			uint64_t hi = pts[i + 1] < g->end ? pts[i + 1] : g->end;
@@ -284,6 +348,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		if (parts[i].cause == cause && (!site || parts[i].ns > site->ns))
 			site = &parts[i];
 
+	gap_after_sync(a, g);
 	struct an_device *d = get_device(a, g->device);
 	if (d) {
 		for (int c = 0; c < AN_CAUSE_N; c++)
@@ -354,40 +419,85 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	}
 }
 
+/* The oldest position in the span ring whose span may end after t: the
+ * ring's max_end never decreases, so every span before it ended by t. */
+static size_t span_first_after(const struct gaps_state *gs, uint64_t t)
+{
+	size_t lo = gs->span_n > SPAN_RING ? gs->span_n - SPAN_RING : 0, hi = gs->span_n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (gs->span[mid % SPAN_RING].max_end > t)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return lo;
+}
+
+/* The spans at positions [lo, hi) of the ring (one run of slots, no wrap). */
+static void gap_consider_spans(struct pgap *g, const struct gaps_state *gs, size_t lo, size_t hi)
+{
+	while (lo < hi) {
+		size_t block_end = (lo / SPAN_BLOCK + 1) * SPAN_BLOCK;
+		if (block_end > hi)
+			block_end = hi;
+		if (gs->span_block_min[(lo / SPAN_BLOCK) % SPAN_BLOCKS] < g->end)
+			for (size_t p = lo; p < block_end; p++)
+				gap_consider_span(g, &gs->span[p % SPAN_RING]);
+		lo = block_end;
+	}
+}
+
 COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
 {
 	struct gaps_state *gs = &a->st->gaps;
 	if (end <= start)
 		return;
-	if (gs->gap_n == PENDING_GAPS) {
-		gap_finalize(a, &gs->gaps[gs->gap_head]);
-		gs->gap_head = (gs->gap_head + 1) % PENDING_GAPS;
-		gs->gap_n--;
+	unsigned q = tmpl->q;
+	struct pgap *queue = gs->gaps + q * PENDING_GAPS;
+	if (gs->gap_n[q] == PENDING_GAPS) {
+		gap_finalize(a, &queue[gs->gap_head[q]]);
+		gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
+		gs->gap_n[q]--;
 	}
-	struct pgap *g = &gs->gaps[(gs->gap_head + gs->gap_n) % PENDING_GAPS];
-	gs->gap_n++;
-	*g = *tmpl;
+	struct pgap *g = &queue[(gs->gap_head[q] + gs->gap_n[q]) % PENDING_GAPS];
+	gs->gap_n[q]++;
+	pgap_copy(g, tmpl);
 	g->start = start;
 	g->end = end;
 	g->phase = (uint8_t)phase;
-	size_t ns = gs->span_n < SPAN_RING ? gs->span_n : SPAN_RING;
-	for (size_t i = 0; i < ns; i++)
-		gap_consider_span(g, &gs->span[i]);
+	if (end > gs->gap_max_end[q])
+		gs->gap_max_end[q] = end;
+	g->max_end = gs->gap_max_end[q];
+	/* Only the spans that may overlap it, in the ring's slot order (as a
+	 * scan of the whole ring meets them: the kept spans, and which of two
+	 * alike wins, do not depend on where the ring wrapped): from the first
+	 * that may end after its start, skipping blocks that all start after
+	 * its end (spans come as they end, before the GPU records: the ring
+	 * runs ahead of the gaps). */
+	size_t first = span_first_after(gs, start), split = first + (SPAN_RING - first % SPAN_RING);
+	if (split < gs->span_n) {
+		gap_consider_spans(g, gs, split, gs->span_n);
+		gap_consider_spans(g, gs, first, split);
+	} else {
+		gap_consider_spans(g, gs, first, gs->span_n);
+	}
 }
 
 /* An idle interval [start, end) of a device: host facts gathered now (API
  * calls before `end` are all in), cut at iteration boundaries so that each
  * piece counts in its own iteration and the runner's time between
  * iterations stays apart. */
-__attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
-					const struct corr_ent *launch, int edge)
+static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
+		      const struct corr_ent *launch, int edge, unsigned q)
 {
 	struct an_state *st = a->st;
 	struct gaps_state *gs = &st->gaps;
 	struct pgap g;
-	memset(&g, 0, sizeof g);
+	memset(&g, 0, offsetof(struct pgap, calls));
 	g.device = device;
 	g.edge = (uint8_t)edge;
+	g.q = (uint8_t)q;
 	g.kernel_name = gs->gap_kernel_name;
 	g.resume = end;
 	g.gap_start = start;
@@ -423,6 +533,8 @@ __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint
 	struct gap_call tmp[GAP_CALLS];
 	for (size_t k = 1; k <= n && kept < GAP_CALLS - 1 && g.has_tid; k++) {
 		const struct api_ent *e = &gs->api[(gs->api_n - k) % API_RING];
+		if (e->max_end <= start)
+			break;   /* this call and every one before it ended by the gap's start */
 		if (e->tid != g.tid || e->ts >= end || e->end <= start)
 			continue;
 		tmp[GAP_CALLS - 1 - kept++] = (struct gap_call){
@@ -454,6 +566,12 @@ __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint
 		gap_piece(a, &g, t, end, cur_phase(a));
 }
 
+__attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
+					const struct corr_ent *launch, int edge)
+{
+	gap_new_q(a, device, start, end, launch, edge, 0);
+}
+
 __attribute__((noinline)) void gap_long(struct analysis *a, struct an_device *d, uint64_t s,
 					 const struct corr_ent *launch, uint64_t kernel_name)
 {
@@ -472,34 +590,111 @@ __attribute__((noinline)) void gap_cut_short(struct analysis *a, struct an_devic
 	gap_new(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE);
 }
 
+/* A gap under the threshold launched late (or by a call not in the trace):
+ * explained by the host's calls and spans as a long one, in the queue of
+ * the short ones. */
+__attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s,
+					       const struct corr_ent *launch)
+{
+	gap_new_q(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE, 1);
+}
+
+/* A gap under the threshold whose work was queued before the GPU ran dry:
+ * all of it queued, at the launch's line (as gap_finalize files a queued
+ * gap), without the host's calls and spans, which it does not need; kept
+ * with the launch's site until the end (gaps_queued_file). */
+__attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle,
+						 const struct corr_ent *launch)
+{
+	int phase = cur_phase(a);
+	d->idle_by[phase][AN_CAUSE_QUEUED] += idle;
+	if (launch->site) {
+		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
+		ss->queued_ns[phase] += idle;
+		ss->queued_n[phase]++;
+		ss->queued_device = d->id;
+		return;
+	}
+	struct an_finding *p = finding(a, AN_F_IDLE_PART, AN_CAUSE_QUEUED, phase, launch->callpath, launch->native);
+	if (p) {
+		p->cause = AN_CAUSE_QUEUED;
+		p->total_ns += idle;
+		p->count++;
+		p->device = d->id;
+	}
+}
+
+/* The queued short gaps kept with their sites, into their idle parts. */
+static void gaps_queued_file(struct analysis *a)
+{
+	for (size_t i = 0; i < a->sites.n; i++) {
+		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, i);
+		for (int ph = 0; ph < 3; ph++) {
+			if (!ss->queued_n[ph])
+				continue;
+			struct an_finding *p = finding(a, AN_F_IDLE_PART, AN_CAUSE_QUEUED, ph, ss->callpath, ss->native);
+			if (p) {
+				p->cause = AN_CAUSE_QUEUED;
+				p->total_ns += ss->queued_ns[ph];
+				p->count += ss->queued_n[ph];
+				p->device = ss->queued_device;
+			}
+			ss->queued_ns[ph] = ss->queued_n[ph] = 0;
+		}
+	}
+}
+
 /* A span into the ring, and into the gaps still waiting for theirs. */
 static void gaps_span(struct analysis *a, struct an_span_ev *ev)
 {
 	struct gaps_state *gs = &a->st->gaps;
-	struct span_ent *e = &gs->span[gs->span_n++ % SPAN_RING];
+	size_t pos = gs->span_n++;
+	struct span_ent *e = &gs->span[pos % SPAN_RING];
+	uint64_t *block_min = &gs->span_block_min[(pos / SPAN_BLOCK) % SPAN_BLOCKS];
+	if (pos % SPAN_BLOCK == 0 || ev->ts < *block_min)
+		*block_min = ev->ts;
 	e->tid = ev->tid;
 	e->backward_wait = ev->stat && ev->stat->backward_wait;
 	e->wait_callpath = e->backward_wait ? an_user_callpath(a, ev->callpath) : 0;
 	e->ts = ev->ts;
 	e->end = ev->end;
 	e->callpath = ev->callpath;
-	for (size_t i = 0; i < gs->gap_n; i++)
-		gap_consider_span(&gs->gaps[(gs->gap_head + i) % PENDING_GAPS], e);
+	if (ev->end > gs->span_max_end)
+		gs->span_max_end = ev->end;
+	e->max_end = gs->span_max_end;
+	/* Newest first, down to the pieces that all ended by the span's start. */
+	for (unsigned q = 0; q < 2; q++) {
+		struct pgap *queue = gs->gaps + q * PENDING_GAPS;
+		for (size_t i = gs->gap_n[q]; i-- > 0;) {
+			struct pgap *g = &queue[(gs->gap_head[q] + i) % PENDING_GAPS];
+			if (g->max_end <= e->ts)
+				break;
+			gap_consider_span(g, e);
+		}
+	}
 }
 
 void gaps_phase_moved(struct analysis *a, int from, int to)
 {
 	struct gaps_state *gs = &a->st->gaps;
-	for (size_t i = 0; i < gs->gap_n; i++) {
-		struct pgap *g = &gs->gaps[(gs->gap_head + i) % PENDING_GAPS];
-		if (g->phase == from)
-			g->phase = (uint8_t)to;
+	for (size_t i = 0; i < a->sites.n; i++) {
+		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, i);
+		ss->queued_ns[to] += ss->queued_ns[from];
+		ss->queued_n[to] += ss->queued_n[from];
+		ss->queued_ns[from] = ss->queued_n[from] = 0;
 	}
+	for (unsigned q = 0; q < 2; q++)
+		for (size_t i = 0; i < gs->gap_n[q]; i++) {
+			struct pgap *g = &gs->gaps[q * PENDING_GAPS + (gs->gap_head[q] + i) % PENDING_GAPS];
+			if (g->phase == from)
+				g->phase = (uint8_t)to;
+		}
 }
 
 static void gaps_flush(struct analysis *a)
 {
 	struct gaps_state *gs = &a->st->gaps;
+	gaps_queued_file(a);
 	/* The idle after each device's last work is the window's trailing edge. */
 	for (size_t i = 0; i < a->devices.n; i++) {
 		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
@@ -511,11 +706,12 @@ static void gaps_flush(struct analysis *a)
 		if (d->busy.open && a->first_ts < d->edge_from)
 			gap_new(a, d->id, a->first_ts, d->edge_from, NULL, AN_EDGE_LEADING);
 	}
-	while (gs->gap_n) {
-		gap_finalize(a, &gs->gaps[gs->gap_head]);
-		gs->gap_head = (gs->gap_head + 1) % PENDING_GAPS;
-		gs->gap_n--;
-	}
+	for (unsigned q = 0; q < 2; q++)
+		while (gs->gap_n[q]) {
+			gap_finalize(a, &gs->gaps[q * PENDING_GAPS + gs->gap_head[q]]);
+			gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
+			gs->gap_n[q]--;
+		}
 }
 
 /* One device's idle time of the window, by cause; what no counted piece
@@ -536,10 +732,7 @@ void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle)
 			ib->by_cause[c] += d->idle_by[ph][c];
 			explained += d->idle_by[ph][c];
 		}
-		/* Gaps under the threshold: launched late is launch overhead. */
-		ib->by_cause[AN_CAUSE_LAUNCH_BOUND] += d->idle_short[ph][1];
-		ib->by_cause[AN_CAUSE_QUEUED] += d->idle_short[ph][0];
-		explained += d->idle_short[ph][0] + d->idle_short[ph][1];
+		/* (gaps under the threshold are among the pieces: idle_by) */
 		ib->short_ns += d->idle_short[ph][0] + d->idle_short[ph][1];
 		ib->leading_ns += d->idle_edge[ph][0];
 		ib->trailing_ns += d->idle_edge[ph][1];
@@ -549,7 +742,7 @@ void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle)
 
 static int gaps_init(struct analysis *a)
 {
-	a->st->gaps.gaps = calloc(PENDING_GAPS, sizeof(struct pgap));
+	a->st->gaps.gaps = calloc(2 * PENDING_GAPS, sizeof(struct pgap));
 	return a->st->gaps.gaps ? 0 : -1;
 }
 

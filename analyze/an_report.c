@@ -357,6 +357,26 @@ const char *between_label(const struct analysis *a)
 	return a->steps.source == AN_STEPS_DETECTED ? "between steps (outside the loop)" : "between iterations (runner)";
 }
 
+/* How much of the idle is placed at a line, and why the rest is not. */
+static void text_idle_placed(const struct analysis *a, FILE *f)
+{
+	const struct an_idle_breakdown *ib = &a->idle;
+	char t1[32], t2[32];
+	uint64_t unplaced = ib->idle_ns > ib->placed_ns ? ib->idle_ns - ib->placed_ns : 0;
+	fprintf(f, "      placed at lines %s (%.1f%%), not placed %s", fmt_ns(ib->placed_ns, t1, sizeof t1),
+		pct(ib->placed_ns, ib->idle_ns), fmt_ns(unplaced, t2, sizeof t2));
+	const struct {
+		const char *why;
+		uint64_t ns;
+	} rest[] = {{"before the first GPU work", ib->leading_ns}, {"after the last GPU work", ib->trailing_ns},
+		    {between_label(a), ib->harness_ns}, {"no host call recorded", ib->no_line_ns}};
+	int shown = 0;
+	for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++)
+		if (rest[i].ns)
+			fprintf(f, "%s%s %s", shown++ ? ", " : ": ", rest[i].why, fmt_ns(rest[i].ns, t1, sizeof t1));
+	fputc('\n', f);
+}
+
 static void text_idle_breakdown(const struct analysis *a, FILE *f)
 {
 	const struct an_idle_breakdown *ib = &a->idle;
@@ -373,6 +393,7 @@ static void text_idle_breakdown(const struct analysis *a, FILE *f)
 	if (ib->leading_ns || ib->trailing_ns)
 		fprintf(f, "      of which before the first GPU work %s, after the last %s\n",
 			fmt_ns(ib->leading_ns, t1, sizeof t1), fmt_ns(ib->trailing_ns, t2, sizeof t2));
+	text_idle_placed(a, f);
 	size_t shown = 0;
 	for (size_t i = 0; i < a->idle_parts.n && shown < 5; i++) {
 		const struct an_finding *p = VEC_AT(&a->idle_parts, struct an_finding, i);
@@ -454,6 +475,32 @@ void text_gap_threads(const struct analysis *a, FILE *f, const struct an_finding
 	}
 }
 
+/* Steps the window holds (its per-step figures), 0: none. */
+static uint64_t window_steps(const struct analysis *a)
+{
+	return a->markers_used ? a->iterations : 0;
+}
+
+/* A finding's time at stake, per step and as a share of the steps' time
+ * (of the window without steps). */
+static void text_stake(const struct analysis *a, FILE *f, const struct an_finding *x)
+{
+	char t1[32], t2[32], t3[32];
+	uint64_t win = a->total.window_ns, steps = window_steps(a);
+	if (!win)
+		return;
+	if (steps)
+		fprintf(f, "      at stake: %s per step (%.1f%% of the step time)",
+			fmt_ns(x->stake_ns / steps, t1, sizeof t1), pct(x->stake_ns, win));
+	else
+		fprintf(f, "      at stake: %s (%.1f%% of the window)", fmt_ns(x->stake_ns, t1, sizeof t1),
+			pct(x->stake_ns, win));
+	if (x->kind == AN_F_SYNC_HOTSPOT && x->idle_ns)
+		fprintf(f, ": %s waiting, then %s of GPU idle until the host's next work", fmt_ns(x->total_ns, t2, sizeof t2),
+			fmt_ns(x->idle_ns, t3, sizeof t3));
+	fputc('\n', f);
+}
+
 static void text_finding(const struct analysis *a, FILE *f, size_t idx, const struct an_finding *x)
 {
 	char t1[32], t2[32], b1[32];
@@ -507,6 +554,7 @@ static void text_finding(const struct analysis *a, FILE *f, size_t idx, const st
 		fputc('\n', f);
 		break;
 	}
+	text_stake(a, f, x);
 	struct an_frame lib[MAX_FRAMES];
 	size_t nl = library_frames(a, x, lib, MAX_FRAMES);
 	text_where_lib(a, f, x->callpath, x->native, "      ", lib, nl);
@@ -1112,6 +1160,8 @@ static void json_idle_breakdown(const struct analysis *a, FILE *f)
 	fprintf(f, ",\n\"idle_breakdown\":{\"idle_ns\":%" PRIu64, ib->idle_ns);
 	for (int c = 1; c < AN_CAUSE_N; c++)
 		fprintf(f, ",\"%s_ns\":%" PRIu64, an_cause_name(c), ib->by_cause[c]);
+	fprintf(f, ",\"placed_ns\":%" PRIu64 ",\"unplaced_ns\":%" PRIu64 ",\"no_line_ns\":%" PRIu64, ib->placed_ns,
+		ib->idle_ns > ib->placed_ns ? ib->idle_ns - ib->placed_ns : 0, ib->no_line_ns);
 	fprintf(f, ",\"harness_ns\":%" PRIu64 ",\"short_gaps_ns\":%" PRIu64 ",\"leading_edge_ns\":%" PRIu64
 		   ",\"trailing_edge_ns\":%" PRIu64 ",\"hta\":{\"host_wait_ns\":%" PRIu64 ",\"queued_ns\":%" PRIu64 "}"
 		   ",\"sites\":[",
@@ -1136,6 +1186,15 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 		fprintf(f, "\"cause\":\"%s\",", an_cause_name(x->cause));
 	fprintf(f, "\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 ",\"device\":%" PRIu64,
 		x->count, x->total_ns, x->max_ns, x->device);
+	uint64_t steps = window_steps(a);
+	fprintf(f, ",\"stake_ns\":%" PRIu64, x->stake_ns);
+	if (steps)
+		fprintf(f, ",\"stake_per_step_ns\":%" PRIu64, x->stake_ns / steps);
+	else
+		fprintf(f, ",\"stake_per_step_ns\":null");
+	fprintf(f, ",\"stake_share\":%.4f", a->total.window_ns ? (double)x->stake_ns / (double)a->total.window_ns : 0.0);
+	if (x->kind == AN_F_SYNC_HOTSPOT)
+		fprintf(f, ",\"idle_after_ns\":%" PRIu64, x->idle_ns);
 	switch (x->kind) {
 	case AN_F_KERNEL_BURST:
 		fprintf(f, ",\"bursts\":%" PRIu64 ",\"idle_ns\":%" PRIu64, x->groups, x->idle_ns);

@@ -215,9 +215,53 @@ def check_gaps_within_idle(name, rep):
     check(gaps <= idle, f"{name}: idle_gap findings {gaps} ns > the devices' idle {idle} ns")
 
 
+def check_launch_bound(trace, rep):
+    """Every gap is placed at a line whatever its length (issue 29): the idle placed at lines is >= 95 % of the
+    window's (the rest: 1 us between steps, the last step's tail), the split by cause and by line is the same
+    at --gap-us 5, 50 and 1000, and the .item() line's time at stake is its waits and the GPU's idle after them."""
+    ib = rep["idle_breakdown"]
+    unplaced = ib["leading_edge_ns"] + ib["trailing_edge_ns"] + ib["harness_ns"] + ib["no_line_ns"]
+    check(ib["placed_ns"] + unplaced == ib["idle_ns"] and ib["unplaced_ns"] == unplaced,
+          f"launch-bound: placed {ib['placed_ns']} + not placed {unplaced} = idle {ib['idle_ns']} ({ib['unplaced_ns']})")
+    check(ib["placed_ns"] >= 0.95 * ib["idle_ns"], f"launch-bound: {ib['placed_ns']} of {ib['idle_ns']} ns idle placed at lines")
+    check(ib["short_gaps_ns"] > ib["idle_ns"] // 2, f"launch-bound: most idle is in gaps under --gap-us ({ib['short_gaps_ns']})")
+    check(ib["harness_ns"] == 8 * 1000 and ib["trailing_edge_ns"] == 22000 and ib["no_line_ns"] == 0,
+          f"launch-bound: not placed: 1 us between each two steps, the last step's 22 us tail ({ib})")
+
+    def split(r):
+        b = r["idle_breakdown"]
+        return ({k: v for k, v in b.items() if k.endswith("_ns") and k != "short_gaps_ns"},
+                sorted((s["cause"], str(s["edge"]), json.dumps(s["where"]), s["total_ns"]) for s in b["sites"]))
+    for gap_us in ("5", "1000"):
+        other = json.loads(run([trace, "--json", "--gap-us", gap_us]).stdout)
+        check(split(other) == split(rep), f"launch-bound: --gap-us {gap_us} splits the idle as --gap-us 50 does")
+    syncs = [f for f in rep["findings"] if f["kind"] == "sync_hotspot"]
+    if check(len(syncs) == 1, f"launch-bound: one sync hotspot ({syncs})"):
+        s = syncs[0]
+        # 15 samples a step with 25 us from the sync's return to the next argmax, the last with 20 us before the
+        # next step's data loading; the last step's tail is the window's edge.
+        after = 9 * (15 * 25000 + 20000) - 20000
+        check(s["total_ns"] == 144 * 3000 and s["idle_after_ns"] == after and s["stake_ns"] == s["total_ns"] + after
+              and s["stake_per_step_ns"] == s["stake_ns"] // 9
+              and abs(s["stake_share"] - s["stake_ns"] / rep["breakdown"]["window_ns"]) < 1e-4,
+              f"launch-bound: the .item() line's stake is its waits and the idle after them ({s})")
+    stakes = [f["stake_ns"] for f in rep["findings"]]
+    check(stakes == sorted(stakes, reverse=True) and rep["findings"][1]["kind"] == "sync_hotspot",
+          f"launch-bound: findings by time at stake, the .item() line before the data loading ({stakes})")
+    gap = [f for f in rep["findings"] if f["kind"] == "idle_gap"]
+    check(gap and gap[0]["stake_ns"] == gap[0]["total_ns"] and gap[0]["stake_per_step_ns"] == gap[0]["total_ns"] // 9,
+          f"launch-bound: an idle gap's stake is its idle ({gap})")
+    txt = run([trace]).stdout
+    check("placed at lines 11.606 ms (99.7%), not placed 30.0 us: after the last GPU work 22.0 us, between iterations "
+          "(runner) 8.0 us" in txt, "launch-bound: the text says what is placed and why the rest is not")
+    check("at stake: 440.8 us per step (27.3% of the step time): 432.0 us waiting, then 3.535 ms of GPU idle" in txt,
+          "launch-bound: the text gives the .item() line's stake per step and its share")
+
+
 def part_report(gen_path, tmp):
     for scen in ("clean", "planted", "markers", "markers-late", "apionly", "threads", "unmarked", "unmarked-inline",
-                 "unmarked-accum", "allocs", "host-work", "threads-main", "unmarked-item", "scalars", "oneshot"):
+                 "unmarked-accum", "allocs", "host-work", "threads-main", "unmarked-item", "scalars", "oneshot",
+                 "launch-bound"):
         trace, exp = gen(gen_path, tmp, scen)
         p = run([trace, "--json"])
         rep = json.loads(p.stdout)
@@ -338,6 +382,8 @@ def part_report(gen_path, tmp):
             check(len(py) == 1 and py[0].get("autograd_engine") is False, "threads: a Python Function.backward is named, not the engine")
             check(not [f for f in rep["findings"] for fr in f["where"]["python"] + f["library"] if "_tensor.py" in fr["file"]],
                   "threads: no finding blames the waiting thread's Tensor.backward")
+        if scen == "launch-bound":
+            check_launch_bound(trace, rep)
         if scen == "allocs":
             # Time inside cudaMalloc/cudaFree is the allocator's, with its advice; one allocation per step
             # is churn in an 8-step run.

@@ -1314,6 +1314,66 @@ static void scen_unmarked_item(void)
 	span(0, t0, free7 + 1010 * US, cp_fn);
 }
 
+/* launch-bound: marked steps of a loop that launches faster than nothing
+ * else: a 300 us data-loading function (data.py:8), a forward of 40 kernels
+ * of 6 us launched every 20 us from four lines (model.py:20-23: GPU gaps of
+ * 14 us, under --gap-us), and an accuracy loop that reads one sample at a
+ * time (train.py:12: argmax, a 4-byte copy back, .item()'s sync, 20 us of
+ * Python before the next sample).  All of the steps' idle but 1 us between
+ * steps and the last step's tail is the host's at a line, placed there
+ * whatever --gap-us says; the .item() line's time at stake is its waits and
+ * the 25 us the GPU then waits for the next launch, per sample. */
+static void scen_launch_bound(int iters)
+{
+	common_defs();
+	process_rec(host_tid[0]);
+	uint64_t cp_mod = site("train.py", "<module>", 50, 0);
+	uint64_t cp_fn = site("train.py", "main", 28, cp_mod);
+	uint64_t cp_load = site("data.py", "next_batch", 8, site("train.py", "main", 30, cp_mod));
+	uint64_t cp_fwd_call = site("train.py", "main", 31, cp_mod), cp_lines[4];
+	for (int k = 0; k < 4; k++)
+		cp_lines[k] = site("model.py", "forward", 20 + (uint64_t)k, cp_fwd_call);
+	uint64_t cp_acc = site("train.py", "accuracy", 12, site("train.py", "main", 34, cp_mod));
+	uint64_t t = 1000 * US, t0 = t - 100 * US;
+	for (int i = 0; i < iters; i++) {
+		iter_begin(t, i);
+		span(0, t, t + 300 * US, cp_load);
+		t += 300 * US;
+		for (int k = 0; k < 40; k++) {
+			kernel(0, t, cp_lines[k % 4], 0, 0, 7, t + 5 * US, t + 11 * US, k % 2 ? k_gemm : k_relu);
+			t += 20 * US;
+		}
+		for (int smp = 0; smp < 16; smp++) {
+			/* argmax [t+5, t+8], its 4 bytes back [t+8, t+10], the sync
+			 * returning 2 us after the copy */
+			kernel(0, t, cp_acc, 0, 0, 7, t + 5 * US, t + 8 * US, k_relu);
+			copy(0, t + 5 * US, 3 * US, cp_acc, 0, 7, 4, TBP_COPY_D2H, TBP_COPYF_PAGEABLE | TBP_COPYF_ASYNC,
+			     0x70100000, 0x2000, t + 8 * US, t + 10 * US);
+			sync_call(0, t + 9 * US, 3 * US, cp_acc, 0);
+			t += 32 * US;
+		}
+		iter_end(t, i);
+		t += 1 * US;
+	}
+	span(0, t0, t + 50 * US, cp_fn);
+	uint64_t steady = (uint64_t)iters - 1;
+	expect_finding("idle_gap", "python", "data.py", "next_batch", 8, steady);
+	expect_finding("sync_hotspot", NULL, "train.py", "accuracy", 12, 16 * steady);
+	expect_finding("kernel_burst", NULL, "model.py", "forward", 20, 40 * steady);
+	expect_split("python", steady * 300 * US, "data.py", "next_batch", 8);
+	/* the first kernel's launch (5 us) and 9 gaps of 14 us; 10 gaps each */
+	expect_split("launch_bound", steady * 131 * US, "model.py", "forward", 20);
+	for (int k = 1; k < 4; k++)
+		expect_split("launch_bound", steady * 140 * US, "model.py", "forward", 20 + (uint64_t)k);
+	/* the first sample 14 us after the forward, the others 25 us after the sync */
+	expect_split("launch_bound", steady * 389 * US, "train.py", "accuracy", 12);
+	/* 2 us a sample; the last step's last one is the window's tail */
+	expect_split("sync", steady * 32 * US - 2 * US, "train.py", "accuracy", 12);
+	/* after each step but the last, 20 us without a call until the next
+	 * step's data loading: CPU work charged to the launch that follows */
+	expect_split("python", (steady - 1) * 20 * US, "model.py", "forward", 20);
+}
+
 /* A GPU operation of dur ns launched at t (host) on stream 7: it starts when
  * the stream is free, or 2 us after its launch (scalars, oneshot). */
 static uint64_t free7;
@@ -2205,7 +2265,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -2344,6 +2404,8 @@ int main(int argc, char **argv)
 		scen_unmarked(0, 600 * US);
 	else if (!strcmp(s, "random"))
 		scen_random((unsigned)iters, 3000);
+	else if (!strcmp(s, "launch-bound"))
+		scen_launch_bound(argc > 4 ? iters : 10);
 	else {
 		fprintf(stderr, "gen_planted: unknown scenario %s\n", s);
 		return 3;

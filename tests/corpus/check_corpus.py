@@ -15,7 +15,8 @@ SCRIPT is a path below tests/corpus/scripts; MODE:
         straggler rank with the function where it spent the extra time
 
 Every run also goes through tbanalyze's consistency check (TBANALYZE_CHECK=1, the suites' environment): findings
-that claim more idle time than the GPU had fail it.  Exit 0 pass, 1 fail, 77 skip (no PyTorch; no simtorch).
+that claim more idle time than the GPU had fail it.  With idle_placed_min (gpu), the idle placed at lines is at least that
+share of the window's, and the idle split is the same at --gap-us 5.  Exit 0 pass, 1 fail, 77 skip (no PyTorch; no simtorch).
 """
 import argparse
 import ast
@@ -196,7 +197,26 @@ def gpu(args, truth, script, tmp):
         check(rep["trace"]["gpu_timeline"], f"{args.script}: a GPU timeline")
         check_steps(rep, truth, args.script + " (gpu)")
         check_planted(rep, truth, script, args.script + " (gpu)")
+        if "idle_placed_min" in truth:
+            check_idle_placed(args.build, trace, rep, truth["idle_placed_min"], args.script + " (gpu)")
     return 0
+
+
+def check_idle_placed(build, trace, rep, share, what):
+    """Every gap placed at a line whatever its length (issue 29): at the default --gap-us, the idle placed at lines
+    is at least `share` of the window's, and the split by cause is the same at --gap-us 5."""
+    ib = rep["idle_breakdown"]
+    check(ib["placed_ns"] >= share * ib["idle_ns"],
+          f"{what}: {ib['placed_ns']} of {ib['idle_ns']} ns idle placed at lines (at least {share:.0%}; "
+          f"in gaps under --gap-us {ib['short_gaps_ns']})")
+    p = run([os.path.join(build, "analyze", "tbanalyze"), trace, "--json", "--gap-us", "5"],
+            dict(os.environ, TBANALYZE_CHECK="1"), 120, f"{what}: tbanalyze --json --gap-us 5")
+    if p:
+        other = json.loads(p.stdout)["idle_breakdown"]
+        causes = [k for k in ib if k.endswith("_ns") and k != "short_gaps_ns"]
+        check({k: ib[k] for k in causes} == {k: other[k] for k in causes},
+              f"{what}: the idle split the same at --gap-us 5 "
+              f"({[(k, ib[k], other[k]) for k in causes if ib[k] != other[k]]})")
 
 
 def without_simgpu(build):
