@@ -608,6 +608,8 @@ __attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_de
 {
 	int phase = cur_phase(a);
 	d->idle_by[phase][AN_CAUSE_QUEUED] += idle;
+	uint64_t by_cause[AN_CAUSE_N] = {[AN_CAUSE_QUEUED] = idle};
+	steptime_idle(a, d->busy.end, d->busy.end + idle, by_cause); /* the gap ends where the GPU resumes */
 	if (launch->site) {
 		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
 		ss->queued_ns[phase] += idle;

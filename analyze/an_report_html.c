@@ -308,8 +308,8 @@ static int cmp_u64(const void *x, const void *y)
 }
 
 /* One bar per step, its height the step's time, split into the GPU's
- * active time, data movement, idle by cause and the idle no gap explains
- * (gaps under --gap-us); warm-up steps hatched, slow steps outlined. */
+ * active time, data movement, idle by cause and the idle no gap piece
+ * explains; warm-up steps hatched, slow steps outlined. */
 static void html_steps_plot(const struct analysis *a, FILE *f)
 {
 	const struct vec *v = &a->step_times;
@@ -380,8 +380,7 @@ static void html_steps_plot(const struct analysis *a, FILE *f)
 				if (st->idle_by[c])
 					fprintf(f, "\n  idle %s %s", an_cause_name(c), fmt_ns(st->idle_by[c], t2, sizeof t2));
 			if (idle > expl)
-				fprintf(f, "\n  idle in gaps under %s %s", fmt_ns(a->opts.gap_ns, t1, sizeof t1),
-					fmt_ns(idle - expl, t2, sizeof t2));
+				fprintf(f, "\n  idle not placed %s", fmt_ns(idle - expl, t2, sizeof t2));
 		}
 		fputs("</title>\n", f);
 		/* Segments bottom up, each its share of the bar. */
@@ -446,9 +445,7 @@ static void html_steps_plot(const struct analysis *a, FILE *f)
 				legend_item(f, cause_color[c], lab);
 			}
 		}
-		char lab[64];
-		snprintf(lab, sizeof lab, "idle in gaps under %s", fmt_ns(a->opts.gap_ns, t1, sizeof t1));
-		legend_item(f, C_IDLE_SHORT, lab);
+		legend_item(f, C_IDLE_SHORT, "idle not placed");
 	} else {
 		legend_item(f, "#9d755d", "step time (no GPU work recorded)");
 	}
