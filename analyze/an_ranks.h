@@ -138,6 +138,7 @@ int an_clock_shifts(const struct analysis *const *as, size_t n, int64_t *shift);
 int an_ranks_fn_frame(const struct an_ranks *R, uint64_t fn, struct an_frame *out, const struct an_rank **on);
 
 void an_ranks_report_text(const struct an_ranks *R, FILE *f);
+void an_ranks_print_waits(const struct an_ranks *R, FILE *f);
 int an_ranks_report_json(const struct an_ranks *R, FILE *f);
 /* The same as one self-contained HTML page (an_report_ranks_html.c). */
 int an_ranks_report_html(const struct an_ranks *R, FILE *f);

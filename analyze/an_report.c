@@ -17,7 +17,7 @@ void json_str(FILE *f, const char *s, size_t len)
 	tr_json_string(f, s ? s : "", s ? len : 0);
 }
 
-static const char *fmt_bytes(uint64_t b, char *buf, size_t len)
+const char *fmt_bytes(uint64_t b, char *buf, size_t len)
 {
 	if (b >= (1ULL << 30))
 		snprintf(buf, len, "%.2f GiB", b / (double)(1ULL << 30));

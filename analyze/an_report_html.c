@@ -91,19 +91,6 @@ static int source_line(const struct analysis *a, const char *file, size_t fl, ui
 	return found;
 }
 
-static const char *fmt_bytes_h(uint64_t b, char *buf, size_t len)
-{
-	if (b >= (1ULL << 30))
-		snprintf(buf, len, "%.2f GiB", b / (double)(1ULL << 30));
-	else if (b >= (1ULL << 20))
-		snprintf(buf, len, "%.2f MiB", b / (double)(1ULL << 20));
-	else if (b >= (1ULL << 10))
-		snprintf(buf, len, "%.1f KiB", b / 1024.0);
-	else
-		snprintf(buf, len, "%" PRIu64 " B", b);
-	return buf;
-}
-
 /* The finding's numbers, worded as the text report's first line. */
 static void finding_head(const struct analysis *a, FILE *f, const struct an_finding *x)
 {
@@ -129,7 +116,7 @@ static void finding_head(const struct analysis *a, FILE *f, const struct an_find
 		break;
 	case AN_F_PING_PONG:
 		fprintf(f, "<span class=\"num\">%" PRIu64 " round trips, %s moved</span><span class=\"cost\">%s in copies</span>",
-			x->count, fmt_bytes_h(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
+			x->count, fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
 		break;
 	case AN_F_SYNC_HOTSPOT:
 		fprintf(f, "<span class=\"num\">%" PRIu64 " syncs</span><span class=\"cost\">%s waiting</span>"
@@ -138,7 +125,7 @@ static void finding_head(const struct analysis *a, FILE *f, const struct an_find
 		break;
 	case AN_F_ALLOC_CHURN:
 		fprintf(f, "<span class=\"num\">%" PRIu64 " allocations, %s</span><span class=\"cost\">%s in the allocator</span>",
-			x->count, fmt_bytes_h(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
+			x->count, fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
 		if (a->iterations && x->iters_allocating)
 			fprintf(f, "<span class=\"num\">in %" PRIu64 " of the %" PRIu64 " steps</span>", x->iters_allocating,
 				a->iterations);

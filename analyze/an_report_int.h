@@ -38,6 +38,7 @@ const char *row_incl(const struct host_row *r, char *buf, size_t len);
 unsigned active_devices(const struct analysis *a);
 size_t library_frames(const struct analysis *a, const struct an_finding *x, struct an_frame *fr, size_t max);
 const char *edge_name(int edge);
+const char *fmt_bytes(uint64_t b, char *buf, size_t len); /* "1.50 MiB" */
 const char *between_label(const struct analysis *a);
 /* An idle gap finding's threads, as the text report's indented lines (the
  * HTML page shows the same lines). */

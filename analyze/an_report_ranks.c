@@ -90,6 +90,21 @@ static void text_rank(const struct an_ranks *R, const struct an_rank *k, FILE *f
 	}
 }
 
+/* "rank 0 1.2 ms, rank 1 3.4 ms": what each rank but the straggler lost
+ * waiting for it (the text and HTML reports). */
+void an_ranks_print_waits(const struct an_ranks *R, FILE *f)
+{
+	char t1[32];
+	int first = 1;
+	for (size_t i = 0; i < R->n; i++) {
+		if ((long)i == R->straggler)
+			continue;
+		fprintf(f, "%srank %" PRIu64 " %s", first ? "" : ", ", R->r[i].rank,
+			fmt_ns(R->r[i].wait_for_straggler_ns, t1, sizeof t1));
+		first = 0;
+	}
+}
+
 void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 {
 	char t1[32], t2[32];
@@ -140,14 +155,7 @@ void an_ranks_report_text(const struct an_ranks *R, FILE *f)
 		}
 		if (R->sync_source != AN_SYNC_NONE) {
 			fprintf(f, "  the other ranks lost %s waiting for it in collectives (", fmt_ns(R->wait_ns, t1, sizeof t1));
-			int first = 1;
-			for (size_t i = 0; i < R->n; i++) {
-				if ((long)i == R->straggler)
-					continue;
-				fprintf(f, "%srank %" PRIu64 " %s", first ? "" : ", ", R->r[i].rank,
-					fmt_ns(R->r[i].wait_for_straggler_ns, t1, sizeof t1));
-				first = 0;
-			}
+			an_ranks_print_waits(R, f);
 			fprintf(f, ")\n");
 		}
 		fprintf(f, "  suggestion: even out the work per rank there (data loading, uneven batches, rank-only "

@@ -144,14 +144,7 @@ static void straggler(const struct an_ranks *R, FILE *f)
 	fputs("</div>\n", f);
 	if (R->sync_source != AN_SYNC_NONE) {
 		fprintf(f, "<p class=\"also\">the other ranks lost %s waiting for it in collectives (", fmt_ns(R->wait_ns, t1, sizeof t1));
-		int first = 1;
-		for (size_t i = 0; i < R->n; i++) {
-			if ((long)i == R->straggler)
-				continue;
-			fprintf(f, "%srank %" PRIu64 " %s", first ? "" : ", ", R->r[i].rank,
-				fmt_ns(R->r[i].wait_for_straggler_ns, t1, sizeof t1));
-			first = 0;
-		}
+		an_ranks_print_waits(R, f);
 		fputs(")</p>\n", f);
 	}
 	fputs("<p class=\"advice\">&rarr; even out the work per rank there (data loading, uneven batches, rank-only logging or "
