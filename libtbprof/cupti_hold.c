@@ -7,16 +7,28 @@
  * (then arrival) for HOLD_NS after it arrived, or until a forced flush has delivered everything,
  * or until the heap is full; it is joined when it arrives and again when it is written.
  * Only touched under the consumer's processing lock.
+ *
+ * Written in order means one ring at a time: records leave the heap on whichever thread runs
+ * the release (CUPTI's delivery thread, our flusher, a forced flush), each into its own ring,
+ * and the writer drains ring after ring, so a later thread's records could reach the file
+ * before an earlier thread's were drained.  On a loaded machine the writer falls behind and
+ * that happened 63 k times in 450 k kernels (out of order by up to 260 ms, enough to put a
+ * long idle gap inside a kernel burst).  So a thread that takes over waits until what the
+ * previous one wrote is drained.
  */
 #include "tbp_config.h"
 
 #if TBP_HAVE_CUPTI
 #include <stdlib.h>
 
+#include "core_priv.h"
 #include "cupti_internal.h"
 
 #define HOLD_NS 1000000000ull
 #define HOLD_MAX (1u << 16)         /* records held at most (192 bytes each: 12 MiB) */
+/* How long a thread taking over the writing waits for the previous one's records to be
+ * drained (a writer round; far longer only when the writer is stuck, then order is lost). */
+#define HANDOVER_WAIT_MS 2000
 
 struct held {
 	struct tbp_record rec;
@@ -28,6 +40,8 @@ static struct held *hold;
 static size_t n_hold, cap_hold;
 static uint64_t hold_seq;
 static uint64_t forced_out;      /* written before HOLD_NS because the heap was full */
+static __thread char writing_thread_mark;   /* its address tells the threads apart */
+static const char *last_writer;  /* the thread that wrote the last GPU record */
 
 uint64_t tbp_cupti_hold_forced_out(void)
 {
@@ -60,6 +74,11 @@ static void hold_write_first(void)
 	if (n_hold)
 		hold[at] = last;
 
+	if (last_writer != &writing_thread_mark) {
+		if (last_writer)
+			tbp_drain_now(HANDOVER_WAIT_MS);
+		last_writer = &writing_thread_mark;
+	}
 	/* corr is at the same place in every GPU kind */
 	top.rec.u.gpu_kernel.corr = tbp_cupti_join_final(top.cupti_corr, top.joined);
 	tbp_emit_patient(&top.rec);

@@ -1668,8 +1668,15 @@ static void scen_random(unsigned seed, int n)
 /* ------------------------------------------------------------ output */
 /* Order within a stream as libtbprof writes it: calls at their start,
  * Python spans when they end (only then is a span known to be long). */
+/* bursts-late: a GPU record written after a later one (CUPTI's buffers
+ * handed over out of order, beyond any reorder window): its start, and the
+ * key it is written at instead. */
+static uint64_t late_gpu_ts, late_gpu_key;
+
 static uint64_t write_key(const struct tbp_record *r)
 {
+	if (late_gpu_key && r->kind == TBP_K_GPU_KERNEL && r->ts == late_gpu_ts)
+		return late_gpu_key;
 	return r->kind == TBP_K_PY_SPAN ? r->u.py_span.end : r->ts;
 }
 
@@ -1957,6 +1964,29 @@ static void scen_bursts_wrapped(void)
 	}
 	span(0, lo - 45 * US, lo + 96 * 14 * US, cp_fn);
 	clean_step(lo + 96 * 14 * US, 0);
+}
+
+/* One stream's run of 20 tiny kernels; another stream's kernel 200 us
+ * after it (an idle gap); then the first stream's 21st kernel, 5 us after
+ * its 20th but written after the other stream's (late, beyond the reorder
+ * window).  Read in file order, the gap is counted before the late kernel
+ * comes: the run must end there, not take the gap's idle in as well. */
+static void scen_bursts_late(void)
+{
+	common_defs();
+	uint64_t cp_zero = site("optim.py", "zero_grad", 88, cp_bwd);
+	uint64_t g = clean_step(1000 * US, 0);
+	uint64_t lo = g + 10 * US, gs = lo;
+	for (int k = 0; k < 20; k++) {
+		gs = lo + (uint64_t)k * 10 * US;
+		kernel(0, gs - 30 * US, cp_zero, 0, 0, 7, gs, gs + 3 * US, k_fill);
+	}
+	uint64_t other = gs + 3 * US + 200 * US;
+	kernel(0, other - 30 * US, cp_fwd, 0, 0, 8, other, other + 100 * US, k_gemm);
+	late_gpu_ts = gs + 8 * US;
+	late_gpu_key = other + 1;
+	kernel(0, late_gpu_ts - 30 * US, cp_zero, 0, 0, 7, late_gpu_ts, late_gpu_ts + 3 * US, k_fill);
+	clean_step(other + 100 * US, 0);
 }
 
 /* Bench trace: ITERS clean steps, written as they are made so memory stays
@@ -2265,7 +2295,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -2326,6 +2356,8 @@ int main(int argc, char **argv)
 		scen_bursts2();
 	else if (!strcmp(s, "bursts-wrapped"))
 		scen_bursts_wrapped();
+	else if (!strcmp(s, "bursts-late"))
+		scen_bursts_late();
 	else if (!strcmp(s, "threads"))
 		scen_threads();
 	else if (!strcmp(s, "allocs"))
