@@ -23,8 +23,9 @@
 
     ondemand_check.py faults --build B --source S
         scripts/ondemand_faults.py under --flight 3: "crash" dies of SIGSEGV after step 40 and leaves a
-        readable dump (its steps, the NOTICE naming the signal) and `sh -c 'tbprof record ...; echo $?'`
-        prints 139; "slow" with --flight-slow 5 dumps once, with the 0.5 s step 40 inside; "stall" with
+        readable dump (its steps, step 40's end mark, the NOTICE naming the signal, launches whose call paths
+        name the forward pass's line) and `sh -c 'tbprof record ...; echo $?'`
+        prints 139; "slow" with --flight-slow 5 dumps once, with the 0.5 s step 40 inside, both its marks; "stall" with
         --flight-stall 2 dumps the hang: each thread's last call (the main thread's at the script's line)
         and the GPU's last kernel.
 
@@ -270,6 +271,36 @@ def notices(tbanalyze, path):
     return p.stdout
 
 
+def launch_lines(tbanalyze, path, script):
+    """The script's lines on the Python call paths of the trace's kernel launches: the hooks record a
+    launch and its call path when it is called, so unlike the GPU records (which CUPTI delivers later,
+    and a crash dump may lack) they are in any dump whose window holds the call."""
+    p = subprocess.run([tbanalyze, "dump", path, "--json", "--kind", "launch,callpath,pyframe"],
+                       capture_output=True, text=True, timeout=60)
+    frames, parents, launch_paths = {}, {}, set()
+    for line in p.stdout.splitlines():
+        rec = json.loads(line)
+        if rec["kind"] == "pyframe":
+            frames[rec["id"]] = (rec["file_str"], rec["line"])
+        elif rec["kind"] == "callpath":
+            parents[rec["id"]] = (rec["frame"], rec["parent"])
+        elif rec["kind"] == "launch":
+            launch_paths.add(rec["callpath"])
+    lines, script = set(), os.path.realpath(script)
+    for cp in launch_paths:
+        while cp in parents:
+            frame, cp = parents[cp]
+            where = frames.get(frame)
+            if where and os.path.realpath(where[0]) == script:
+                lines.add(where[1])
+    return lines
+
+
+def script_line(script, tag):
+    with open(script) as f:
+        return next(i for i, text in enumerate(f, 1) if f"# FAULTS:{tag}" in text)
+
+
 def check_faults(args):
     tbprof, tbanalyze, simtorch = tools(args)
     script = os.path.join(args.source, "tests", "simtorch", "scripts", "ondemand_faults.py")
@@ -298,8 +329,18 @@ def check_faults(args):
             if not r:
                 continue
             if mode == "crash":
-                if "signal 11" not in note or r["steps"]["count"] < 1 or "ondemand_faults.py:" not in text:
+                # Not the report's text: its lines come from GPU records and long spans, and the GPU
+                # records CUPTI had not delivered when the signal came are not in a crash dump
+                # (doc/launcher.md); the launches' call paths are recorded when the call is made.
+                if "signal 11" not in note or r["steps"]["count"] < 1:
                     fail(f"crash dump: notice {note!r}, steps {r['steps']['count']}")
+                if "marker_kind=2 value=40 " not in markers:
+                    fail(f"crash dump: step 40's end mark, made before the crash, is not in it: {markers[-300:]!r}")
+                forward = script_line(script, "forward")
+                lines = launch_lines(tbanalyze, path, script)
+                if forward not in lines:
+                    fail(f"crash dump: no launch called from ondemand_faults.py:{forward} (the forward pass); "
+                         f"the script's lines on launch call paths: {sorted(lines)}")
             elif mode == "slow":
                 if "a slow step" not in note:
                     fail(f"slow dump: notice {note!r}")
