@@ -110,7 +110,10 @@ void tbp_flight_append(const struct tbp_record *r, size_t n);    /* writer threa
 /* Asks the writer for a dump (NULL path: the default name; id: the request to answer; why: the
  * NOTICE the dump carries).  Not from a signal handler. */
 void tbp_flight_request(const char *path, unsigned long long id, const char *why);
-/* Writer thread, after each drain: a dump asked for; with `final` after a fatal signal, that one. */
+/* Writer thread, before each drain snapshots the rings: takes the dump asked for so far, so that the
+ * dump holds what the asking thread recorded before it asked. */
+void tbp_flight_claim(void);
+/* Writer thread, after each drain: the dump claimed before it; with `final` after a fatal signal, that one. */
 void tbp_flight_service(bool final);
 /* Step ends (tbprof_marker), for --flight-slow and --flight-stall. */
 void tbp_flight_step_mark(int kind);

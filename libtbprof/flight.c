@@ -284,19 +284,49 @@ static void dump_as_asked(const char *path_asked, unsigned long long id, const c
 		tbp_log("flight recorder: %s %s (%s)", r > 0 ? "wrote" : "could not write", path, why);
 }
 
+/* The request the current drain answers, taken before it snapshots the threads' rings (writer thread
+ * only).  A request made after that snapshot waits for the next drain (its wake makes that one come at
+ * once): what its thread recorded before asking (a slow step's end mark, which is what made the step
+ * slow) may have missed this drain's snapshot, and a dump cut now would lack it. */
+static struct {
+	bool pending;
+	char path[PATH_MAX];
+	unsigned long long id;
+	char why[160];
+} claimed;
+
+void tbp_flight_claim(void)
+{
+	if (claimed.pending)
+		return;
+	pthread_mutex_lock(&req_lock);
+	if (req.pending) {
+		claimed.pending = true;
+		snprintf(claimed.path, sizeof claimed.path, "%s", req.path);
+		claimed.id = req.id;
+		snprintf(claimed.why, sizeof claimed.why, "%s", req.why);
+		req.pending = false;
+		req.id = 0;
+	}
+	pthread_mutex_unlock(&req_lock);
+}
+
 void tbp_flight_service(bool final)
 {
-	pthread_mutex_lock(&req_lock);
-	bool pending = req.pending;
-	char path[PATH_MAX], why[160];
-	unsigned long long id = req.id;
-	snprintf(path, sizeof path, "%s", req.path);
-	snprintf(why, sizeof why, "%s", req.why);
-	req.pending = false;
-	req.id = 0;
-	pthread_mutex_unlock(&req_lock);
-	if (pending)
-		dump_as_asked(path, id, why);
+	if (claimed.pending) {
+		claimed.pending = false;
+		dump_as_asked(claimed.path, claimed.id, claimed.why);
+		claimed.id = 0;
+	}
+	if (final) {
+		/* No drain follows: one asked for during this one is answered now, not left waiting. */
+		tbp_flight_claim();
+		if (claimed.pending) {
+			claimed.pending = false;
+			dump_as_asked(claimed.path, claimed.id, claimed.why);
+			claimed.id = 0;
+		}
+	}
 	int sig = atomic_load(&signal_pending);
 	if (final && sig) {
 		/* Dying of a signal: whatever it is, the minutes before it are what the recorder is for. */
@@ -383,6 +413,8 @@ void tbp_flight_fork_child(void)
 	pthread_mutex_init(&step_lock, NULL);
 	req.pending = false;
 	req.id = 0;
+	claimed.pending = false;
+	claimed.id = 0;
 	step_begin_ns = last_step_end_ns = last_slow_dump_ns = 0;
 	step_n = 0;
 	stall_dumped = false;

@@ -228,7 +228,10 @@ static int write_ring(struct tbp_tbuf *b, uint64_t head, bool last)
 
 void drain_once(bool final)
 {
-	/* 1. Snapshot every ring's committed position. */
+	/* 1. Snapshot every ring's committed position (after taking the flight recorder's request: what
+	 * the asker recorded before asking is then inside the snapshot). */
+	if (tbp_cfg.flight_ns)
+		tbp_flight_claim();
 	size_t n = 0;
 	pthread_mutex_lock(&registry_lock);
 	for (struct tbp_tbuf *b = registry; b; b = b->next) {

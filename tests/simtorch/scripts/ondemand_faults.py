@@ -1,5 +1,5 @@
 """The flight recorder's triggers (tests/simtorch/ondemand_check.py faults): a marked training loop that, by
-argv[1], dies of SIGSEGV after step 40 ("crash"), takes 0.5 s more in step 40 and ends after step 60
+argv[1], dies of SIGSEGV after step 40 ("crash"), takes 1 s more in step 40 and ends after step 60
 ("slow"), or hangs 4 s in step 40 and ends ("stall")."""
 import ctypes
 import sys
@@ -33,7 +33,7 @@ for step in range(61):
     loss.backward()
     opt.step()
     if step == 40 and mode == "slow":
-        time.sleep(0.5)
+        time.sleep(1)
     if step == 40 and mode == "stall":
         time.sleep(4)  # FAULTS:hang
         break
