@@ -8,7 +8,9 @@
  * is built by the linker from the same invocations: a hook cannot exist
  * without its table entry.
  *
- * Per call: guard check -> lazy real-function resolution -> timestamp ->
+ * Armed or off (tbp_active 0): the exported wrapper tail-jumps to the real
+ * function (TBP_HOOK_ARMED_PATH below).  Traced, in traced_NAME:
+ * lazy real-function resolution -> guard check -> timestamp ->
  * tbp_gpu_call_enter(corr) -> real call -> tbp_gpu_call_exit(corr) ->
  * timestamp -> one slot filled and committed -> errno restored -> the real
  * result returned unchanged.
@@ -207,17 +209,22 @@ static inline __attribute__((always_inline)) void tbp_call_finish(struct tbp_cal
  */
 #define TBP_HOOK(RET, ERR, LIB, NAME, PROC, PT, API, KIND, PARAMS, ARGS, PRE, ...)            \
 	static RET(*real_##NAME) PARAMS;                                                       \
+	static RET traced_##NAME PARAMS;                                                       \
+	TBP_HOOK_FORWARD_SLOT(RET, NAME, PARAMS);                                              \
 	TBP_EXPORT RET NAME PARAMS;                                                            \
 	static const struct tbp_hook_entry hook_##NAME TBP_HOOK_SECTION = {                    \
 		#NAME, PROC, API, LIB, PT, (void *)NAME, (void **)&real_##NAME };                  \
-	TBP_EXPORT RET NAME PARAMS                                                             \
+	TBP_HOOK_ARMED_PATH(RET, NAME, PARAMS, ARGS)                                           \
+	static __attribute__((noinline, used)) RET traced_##NAME PARAMS                        \
 	{                                                                                      \
 		RET(*real_fn) PARAMS = (RET(*) PARAMS)tbp_real_ensure(&hook_##NAME);               \
 		if (TBP_UNLIKELY(!real_fn))                                                        \
 			return ERR;                                                                    \
 		struct tbp_callstate cs;                                                           \
-		if (!tbp_call_begin(&cs, LIB))                                                     \
+		if (!tbp_call_begin(&cs, LIB)) {                                                   \
+			TBP_HOOK_FORWARD_LEARN(NAME, real_fn);                                         \
 			return real_fn ARGS;                                                           \
+		}                                                                                  \
 		PRE;                                                                               \
 		*cs.errp = cs.saved_errno;                                                         \
 		RET result = real_fn ARGS;                                                         \
@@ -228,6 +235,61 @@ static inline __attribute__((always_inline)) void tbp_call_finish(struct tbp_cal
 		tbp_call_finish(&cs, rec);                                                         \
 		return result;                                                                     \
 	}
+
+/*
+ * The armed (and off) path of a hook, issue 30 item 1: the exported wrapper
+ * is only
+ *
+ *     if (tbp_active) jump traced_NAME; else jump *forward_NAME
+ *
+ * no stack frame, no register but the flags, no TLS, no errno.  On x86-64 it
+ * is three instructions of assembly (endbr64 first where CET is on): written
+ * in C, GCC copies struct arguments passed in registers (cudaLaunchKernel's
+ * dim3s) to the stack before the test, 9 instructions instead of 5.
+ * forward_NAME starts as traced_NAME itself, so a call before the real
+ * function is known goes through the full path, which resolves it
+ * (tbp_real_ensure, errno kept) and, on an untraced call, stores it here
+ * (TBP_HOOK_FORWARD_LEARN): from then on an armed call goes straight to it.
+ * No test for a missing real function on this path: the slot never holds
+ * NULL.  The full path is a function of its own (noinline) because GCC does
+ * not shrink-wrap a body this size: inlined, every call paid its prologue
+ * (callee-saved spills, the stack frame) before the active test.
+ */
+#define TBP_HOOK_FORWARD_SLOT(RET, NAME, PARAMS) \
+	__attribute__((used)) static RET(*forward_##NAME) PARAMS = traced_##NAME
+#if defined(__x86_64__)
+#if defined(__CET__)
+#define TBP_HOOK_ENDBR "\tendbr64\n"
+#else
+#define TBP_HOOK_ENDBR ""
+#endif
+#define TBP_HOOK_ARMED_PATH(RET, NAME, PARAMS, ARGS)                                         \
+	__asm__(".text\n"                                                                      \
+		".globl " #NAME "\n"                                                               \
+		".type " #NAME ", @function\n"                                                     \
+		".p2align 4\n"                                                                     \
+		#NAME ":\n" TBP_HOOK_ENDBR                                                         \
+		"\tcmpl $0, tbp_active(%rip)\n"                                                    \
+		"\tjne traced_" #NAME "\n"                                                         \
+		"\tjmp *forward_" #NAME "(%rip)\n"                                                 \
+		".size " #NAME ", .-" #NAME "\n");
+#else
+#define TBP_HOOK_ARMED_PATH(RET, NAME, PARAMS, ARGS)                                         \
+	TBP_EXPORT RET NAME PARAMS                                                             \
+	{                                                                                      \
+		RET(*forward) PARAMS = __atomic_load_n(&forward_##NAME, __ATOMIC_RELAXED);         \
+		if (TBP_LIKELY(!TBP_ACTIVE()))                                                     \
+			return forward ARGS;                                                           \
+		return traced_##NAME ARGS;                                                         \
+	}
+#endif
+/* Only a real function resolved for this hook goes in (never NULL, never a
+ * wrapper: tbp_resolve_real refuses ours); the same value from every thread. */
+#define TBP_HOOK_FORWARD_LEARN(NAME, REAL_FN)                                                 \
+	do {                                                                                   \
+		if (TBP_UNLIKELY(__atomic_load_n(&forward_##NAME, __ATOMIC_RELAXED) != (REAL_FN))) \
+			__atomic_store_n(&forward_##NAME, (REAL_FN), __ATOMIC_RELAXED);                \
+	} while (0)
 
 /* ---- kernel names (names.c): lock-free lookup on the launch path */
 void tbp_names_register(const void *key, const char *mangled) TBP_HIDDEN;
