@@ -58,6 +58,7 @@ static char armed_path[PATH_MAX + 32];
 static pid_t armed_pid;
 static pthread_t control_thread;
 static bool control_running;
+static char fork_tag[32];          /* a forked child's pid: its default capture names carry it */
 static atomic_int control_wake;    /* futex word */
 static atomic_int control_quit;
 
@@ -278,7 +279,8 @@ static void take_request(void)
 	else if (out[0])
 		snprintf(cap.path, sizeof cap.path, "%s", out);
 	else
-		tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1, tag);
+		tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1,
+			tag[0] ? tag : fork_tag[0] ? fork_tag : NULL);
 	if (steps > 0 && multi && !atomic_load(&step_marks_seen)) {
 		/* One of several processes that has marked no step: a launcher's shell, torchrun's agent.
 		 * The ranks that mark them answer for the job. */
@@ -320,9 +322,21 @@ static void take_cancel(void)
 	pthread_mutex_unlock(&capture_lock);
 }
 
+/* dir/PID.armed: `tbprof capture` finds this process by it (with its start time, so a reused pid is
+ * not taken for it). */
+static void publish_armed(void)
+{
+	armed_pid = getpid();
+	char text[64], name[32];
+	snprintf(text, sizeof text, "%llu\n", start_ticks());
+	snprintf(name, sizeof name, "%d.armed", (int)armed_pid);
+	snprintf(armed_path, sizeof armed_path, "%s/%s", control_dir, name);
+	write_small(name, text);
+}
+
 static void *control_main(void *arg)
 {
-	(void)arg;
+	bool publish_later = arg != NULL;
 	tbp_tls_guard = 1;   /* nothing this thread does is traced */
 	pthread_setname_np(pthread_self(), "tbprof-control");
 	while (!atomic_load(&control_quit)) {
@@ -330,6 +344,12 @@ static void *control_main(void *arg)
 		atomic_store(&control_wake, 0);
 		if (atomic_load(&control_quit))
 			break;
+		if (publish_later) {
+			/* A forked child says it is armed only once it has lived one poll period: one that
+			 * execs at once (a subprocess) leaves no file behind it. */
+			publish_later = false;
+			publish_armed();
+		}
 		take_request();
 		take_cancel();
 		if (tbp_cfg.flight_ns)
@@ -346,6 +366,19 @@ static void *control_main(void *arg)
 	return NULL;
 }
 
+/* The control thread, which takes none of the program's signals.  publish_later: it writes
+ * PID.armed itself, after its first poll period (a forked child). */
+static void start_control(bool publish_later)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	atomic_store(&control_quit, 0);
+	atomic_store(&control_wake, 0);
+	control_running = pthread_create(&control_thread, NULL, control_main, publish_later ? (void *)1 : NULL) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 /* From the constructor.  A process whose private directory cannot be had (another user's, or one
  * others may enter) says so once and is captured only from Python. */
 void tbp_capture_arm(void)
@@ -357,18 +390,8 @@ void tbp_capture_arm(void)
 		control_dir[0] = 0;
 		return;
 	}
-	armed_pid = getpid();
-	snprintf(armed_path, sizeof armed_path, "%s/%d.armed", control_dir, (int)armed_pid);
-	char text[64], name[32];
-	snprintf(text, sizeof text, "%llu\n", start_ticks());
-	snprintf(name, sizeof name, "%d.armed", (int)armed_pid);
-	write_small(name, text);
-	/* The thread takes none of the program's signals. */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	control_running = pthread_create(&control_thread, NULL, control_main, NULL) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	publish_armed();
+	start_control(false);
 	if (!control_running) {
 		unlink(armed_path);
 		armed_path[0] = 0;
@@ -377,10 +400,7 @@ void tbp_capture_arm(void)
 
 void tbp_capture_disarm(void)
 {
-	if (armed_path[0] && getpid() == armed_pid) {
-		unlink(armed_path);
-		armed_path[0] = 0;
-	}
+	/* The thread first: a forked child's may be about to write PID.armed. */
 	if (control_running && getpid() == armed_pid) {
 		atomic_store(&control_quit, 1);
 		atomic_store(&control_wake, 1);
@@ -393,6 +413,10 @@ void tbp_capture_disarm(void)
 		if (!pthread_equal(pthread_self(), control_thread))
 			pthread_timedjoin_np(control_thread, NULL, &deadline);
 		control_running = false;
+	}
+	if (armed_path[0] && getpid() == armed_pid) {
+		unlink(armed_path);
+		armed_path[0] = 0;
 	}
 }
 
@@ -411,14 +435,23 @@ void tbp_capture_exit_answer(void)
 	atomic_store(&cap_state, CAP_IDLE);
 }
 
-/* Called in a forked child (lifecycle.c): no control thread here; what the parent had asked for
- * is the parent's. */
+/* Called in a forked child (lifecycle.c's atfork child handler): what the parent had asked for is
+ * the parent's, and its control thread did not survive the fork.  An armed child gets a control
+ * thread of its own, so `tbprof capture CHILD` (or of the launcher above it) reaches it. */
 void tbp_capture_fork_child(void)
 {
 	control_running = false;
 	armed_path[0] = 0;
 	atomic_store(&cap_state, CAP_IDLE);
 	cap.id = 0;
+	atomic_store(&step_marks_seen, 0);
+	/* The parent's trace names are the parent's: the child's default names carry its pid. */
+	snprintf(fork_tag, sizeof fork_tag, "%d", (int)getpid());
+	capture_count = 0;
+	if (tbp_cfg.on_demand && tbp_cfg.enabled && control_dir[0]) {
+		armed_pid = getpid();
+		start_control(true);
+	}
 }
 
 /* ------------------------------------------------------------ from Python (python/tbprof) */
@@ -452,7 +485,8 @@ TBP_EXPORT int tbprof_capture_start(const char *path, long long steps, double se
 				snprintf(cap.path, sizeof cap.path, "%s", path);
 			}
 		} else {
-			tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1, NULL);
+			tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1,
+				fork_tag[0] ? fork_tag : NULL);
 		}
 		if (out && cap_len)
 			snprintf(out, cap_len, "%s", cap.path);
@@ -546,7 +580,8 @@ void tbp_profiler_api(bool start)
 		cap.by_backward = false;
 		cap.steps = 0;
 		cap.deadline_ns = 0;
-		tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1, NULL);
+		tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1,
+			fork_tag[0] ? fork_tag : NULL);
 		if (begin_locked() == 0) {
 			profiler_capture = true;
 			pthread_mutex_unlock(&capture_lock);
