@@ -201,6 +201,9 @@ static const char record_help[] =
 	"\n"
 	"ENVIRONMENT\n"
 	"    LD_PRELOAD    kept; libtbprof.so is added after its entries.\n"
+	"    PYTHONPATH    kept; the directory of the tbprof Python package (and\n"
+	"                  nothing else) is added after its entries: `import tbprof`\n"
+	"                  works in the command, whichever Python runs it.\n"
 	"    TBPROF_*      passed on; options override them.\n"
 	"\n"
 	"EXAMPLES\n"
@@ -584,10 +587,44 @@ static void forward_signal(int sig, siginfo_t *si, void *ctx)
 
 static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
 
+/* The directory that holds the tbprof Python package and nothing else (python/meson.build installs
+ * it as LIBDIR/tbprof/python beside libtbprof.so; the build tree's is the source tree's python/), so
+ * `import tbprof` works in the traced program, whichever Python runs it, without putting a whole
+ * site-packages (and its other packages) on its path.  "" when there is none. */
+static char python_dir[PATH_MAX];
+
+static void find_python_dir(const char *lib)
+{
+	char probe[PATH_MAX + 32];
+	const char *slash = strrchr(lib, '/');
+	int dir_len = slash ? (int)(slash - lib) : 0;
+	bool build_tree = slash && dir_len >= 10 && !strncmp(slash - 10, "/libtbprof", 10);
+	if (build_tree)
+		snprintf(python_dir, sizeof python_dir, "%s/python", TBPROF_SOURCE_ROOT);
+	else
+		snprintf(python_dir, sizeof python_dir, "%.*s/tbprof/python", dir_len, lib);
+	if (snprintf(probe, sizeof probe, "%s/tbprof/__init__.py", python_dir) >= (int)sizeof probe || !is_file(probe))
+		python_dir[0] = 0;
+}
+
 static void child_exec(const struct record_opts *o, const char *lib)
 {
 	for (int i = 0; i < o->nenv; i++)
 		setenv(o->env[i].var, o->env[i].value, 1);
+	if (python_dir[0]) {
+		/* After the caller's entries: the program's own modules come first. */
+		const char *path = getenv("PYTHONPATH");
+		if (!path || !*path) {
+			setenv("PYTHONPATH", python_dir, 1);
+		} else if (!strstr(path, python_dir)) {
+			size_t len = strlen(path) + strlen(python_dir) + 2;
+			char *both = malloc(len);
+			if (!both)
+				_exit(EXIT_CANNOT_RUN);
+			snprintf(both, len, "%s:%s", path, python_dir);
+			setenv("PYTHONPATH", both, 1);
+		}
+	}
 	const char *old = getenv("LD_PRELOAD");
 	if (!old || !*old) {
 		setenv("LD_PRELOAD", lib, 1);
@@ -790,6 +827,7 @@ static int cmd_record(int argc, char **argv)
 	char abs_lib[PATH_MAX];
 	if (realpath(lib, abs_lib))
 		snprintf(lib, sizeof lib, "%s", abs_lib);
+	find_python_dir(lib);
 
 	struct timespec start;
 	clock_gettime(CLOCK_REALTIME_COARSE, &start);
