@@ -134,6 +134,9 @@ void tbp_ring_put(struct tbp_tbuf *b, const struct tbp_record *r) TBP_HIDDEN;
 
 extern __thread int tbp_tls_guard __attribute__((tls_model("initial-exec"))) TBP_HIDDEN;
 extern __thread struct tbp_tbuf *tbp_tls_buf __attribute__((tls_model("initial-exec"))) TBP_HIDDEN;
+/* Set before a thread's first record: its ring grows to this many bytes at most, not
+ * TBPROF_BUFFER_SIZE (cupti_hold.c: a thread that carries nothing but GPU records). */
+extern __thread size_t tbp_tls_ring_limit TBP_HIDDEN;
 /* 0 not started, 1 starting, 2 running, 3 failed/stopped */
 extern atomic_int tbp_start_state TBP_HIDDEN;
 void tbp_wake_writer(void) TBP_HIDDEN;

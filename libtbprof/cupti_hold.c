@@ -20,21 +20,29 @@
 
 #if TBP_HAVE_CUPTI
 #include <stdlib.h>
+#include <string.h>
 
 #include "core_priv.h"
 #include "cupti_internal.h"
 
 #define HOLD_NS 1000000000ull
-#define HOLD_MAX (1u << 16)         /* records held at most (192 bytes each: 12 MiB) */
+#define HOLD_MAX (1u << 16)         /* records held at most (176 bytes each: 11 MiB) */
+#define GPU_ONLY_RING_BYTES (1u << 20)   /* the ring of a thread that carries only GPU records */
 /* How long a thread taking over the writing waits for the previous one's records to be
  * drained (a writer round; far longer only when the writer is stuck, then order is lost). */
 #define HANDOVER_WAIT_MS 2000
 
+/* A GPU record as it waits: struct tbp_record without the blob (GPU records have none), with
+ * cupti_corr in the header's padding: 176 bytes, not the 192 of a whole record and these. */
 struct held {
-	struct tbp_record rec;
+	uint8_t kind, stream_kind;
+	uint16_t nfields;
+	uint32_t tid;
+	uint32_t cupti_corr;
+	uint64_t ts;
+	uint64_t v[TBP_MAX_FIELDS];
 	uint64_t arrived, seq;
 	uint64_t joined;         /* its join when it arrived (the map slot may be reused by the time it goes out) */
-	uint32_t cupti_corr;
 };
 static struct held *hold;
 static size_t n_hold, cap_hold;
@@ -50,7 +58,7 @@ uint64_t tbp_cupti_hold_forced_out(void)
 
 static inline int held_before(const struct held *a, const struct held *b)
 {
-	return a->rec.ts != b->rec.ts ? a->rec.ts < b->rec.ts : a->seq < b->seq;
+	return a->ts != b->ts ? a->ts < b->ts : a->seq < b->seq;
 }
 
 static void hold_write_first(void)
@@ -74,14 +82,23 @@ static void hold_write_first(void)
 	if (n_hold)
 		hold[at] = last;
 
+	/* A thread with no ring yet has recorded nothing of the program's: CUPTI's delivery thread or
+	 * our flusher, which carry GPU records alone, patiently (tbp_emit_patient waits for the writer
+	 * rather than drop them), and the records have waited here already.  Each got a whole
+	 * TBPROF_BUFFER_SIZE ring, filled under load: 2 x 8 MiB of the CUPTI-on launch loop's +76 MiB. */
+	if (!tbp_tls_buf)
+		tbp_tls_ring_limit = GPU_ONLY_RING_BYTES;
 	if (last_writer != &writing_thread_mark) {
 		if (last_writer)
 			tbp_drain_now(HANDOVER_WAIT_MS);
 		last_writer = &writing_thread_mark;
 	}
+	struct tbp_record rec = { .kind = top.kind, .stream_kind = top.stream_kind, .nfields = top.nfields,
+		.tid = top.tid, .ts = top.ts };
+	memcpy(rec.u.v, top.v, sizeof rec.u.v);
 	/* corr is at the same place in every GPU kind */
-	top.rec.u.gpu_kernel.corr = tbp_cupti_join_final(top.cupti_corr, top.joined);
-	tbp_emit_patient(&top.rec);
+	rec.u.gpu_kernel.corr = tbp_cupti_join_final(top.cupti_corr, top.joined);
+	tbp_emit_patient(&rec);
 }
 
 void tbp_cupti_hold_add(const struct tbp_record *rec, uint32_t cupti_corr, uint64_t now)
@@ -99,7 +116,11 @@ void tbp_cupti_hold_add(const struct tbp_record *rec, uint32_t cupti_corr, uint6
 		}
 	}
 	size_t at = n_hold++;
-	struct held e = { *rec, now, hold_seq++, tbp_cupti_join(cupti_corr), cupti_corr };
+	_Static_assert(sizeof(struct held) == 176, "a held record's size is the memory bound's (doc/launcher.md)");
+	struct held e = { .kind = rec->kind, .stream_kind = rec->stream_kind, .nfields = rec->nfields,
+		.tid = rec->tid, .cupti_corr = cupti_corr, .ts = rec->ts, .arrived = now, .seq = hold_seq++,
+		.joined = tbp_cupti_join(cupti_corr) };
+	memcpy(e.v, rec->u.v, sizeof e.v);
 	while (at) {
 		size_t up = (at - 1) / 2;
 		if (!held_before(&e, &hold[up]))

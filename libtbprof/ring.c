@@ -28,6 +28,7 @@
 _Static_assert(offsetof(struct tbp_tbuf, stage) % 64 == 0, "the stage starts a line of its own");
 
 __thread struct tbp_tbuf *tbp_tls_buf __attribute__((tls_model("initial-exec")));
+__thread size_t tbp_tls_ring_limit;
 pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 struct tbp_tbuf *registry;
 pthread_key_t tbuf_key;
@@ -62,7 +63,10 @@ static struct tbp_tbuf *tbp_tbuf_create(void)
 {
 	static pthread_once_t cpu_once = PTHREAD_ONCE_INIT;
 	pthread_once(&cpu_once, ring_cpu_features);
-	size_t want = tbp_cfg.buffer_bytes / sizeof(struct tbp_unit);
+	size_t limit = tbp_cfg.buffer_bytes;
+	if (tbp_tls_ring_limit && tbp_tls_ring_limit < limit)
+		limit = tbp_tls_ring_limit;
+	size_t want = limit / sizeof(struct tbp_unit);
 	size_t cap = 64;
 	while (cap * 2 <= want)
 		cap *= 2;

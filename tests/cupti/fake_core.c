@@ -37,6 +37,9 @@ static void keep(const struct tbp_record *rec)
 
 void tbp_emit(const struct tbp_record *rec) { keep(rec); }
 void tbp_emit_patient(const struct tbp_record *rec) { keep(rec); }
+/* cupti_hold.c asks whether the releasing thread has a ring yet (the GPU-only ring limit). */
+__thread struct tbp_tbuf *tbp_tls_buf;
+__thread size_t tbp_tls_ring_limit;
 void tbp_emit_def(const struct tbp_record *rec) { keep(rec); }
 /* Records are kept in one list as they are emitted: nothing waits to be drained. */
 void tbp_drain_now(unsigned timeout_ms) { (void)timeout_ms; }
