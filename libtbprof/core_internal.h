@@ -118,6 +118,8 @@ void tbp_flight_service(bool final);
 /* Step ends (tbprof_marker), for --flight-slow and --flight-stall. */
 void tbp_flight_step_mark(int kind);
 void tbp_flight_watch(void);   /* control thread, every 100 ms: --flight-stall */
+/* python_stall.c: one NOTICE per Python thread saying where it is now (a stall dump's); how many. */
+unsigned tbp_py_stall_stacks(void);
 void tbp_flight_fork_child(void);   /* the parent's records and requests are the parent's */
 
 #endif

@@ -399,8 +399,12 @@ void tbp_flight_watch(void)
 			(now - last_step_end_ns) / 1e9, step_n);
 	}
 	pthread_mutex_unlock(&step_lock);
-	if (why[0])
+	if (why[0]) {
+		/* Where the threads are blocked now: recorded before the request, so the dump's drain
+		 * takes them (the last records from before the window only say where they last called). */
+		tbp_py_stall_stacks();
 		tbp_flight_request(NULL, 0, why);
+	}
 }
 
 void tbp_flight_fork_child(void)

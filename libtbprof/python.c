@@ -862,6 +862,11 @@ static inline bool ready(void)
 	return atomic_load(&py_state) == PY_READY;
 }
 
+const struct py_layout *tbp_py_layout_running(void)
+{
+	return tbp_cfg.python && ready() ? &L : NULL;
+}
+
 void tbp_py_init(void)
 {
 	if (!tbp_cfg.python)

@@ -32,6 +32,9 @@ struct py_layout {
 
 /* NULL for versions without a table. */
 const struct py_layout *tbp_py_layout_for(unsigned minor);
+/* The running interpreter's layout, once the walker is ready (python_stall.c reads other threads'
+ * frames with it); NULL when Python is off, absent or not supported. */
+const struct py_layout *tbp_py_layout_running(void);
 /* Line of code unit `index` in a 3.11+ location table, -1 unknown. */
 int tbp_py_line_311(const uint8_t *table, size_t size, int firstlineno, uint32_t index);
 /* Line of byte offset `addr` in a 3.10 line table, -1 unknown. */
