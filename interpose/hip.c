@@ -611,23 +611,29 @@ static void after_get_function(hipError_t r, hipFunction_t *function, const char
 
 /*
  * The wrapper: CUDA's TBP_HOOK sequence (hook.h) plus the timing and
- * `after` steps.  Not traced (off, inert, or re-entered): a plain call of
- * the real function.  `gpu` stays kind 0 for APIs without GPU activity.
+ * `after` steps.  Armed or off: hook.h's three-instruction forward
+ * (TBP_HOOK_ARMED_PATH); not traced otherwise (inert, or re-entered): a
+ * plain call of the real function.  `gpu` stays kind 0 for APIs without GPU activity.
  */
 #define HIP_HOOK(NAME, KIND, TIMED, PARAMS, ARGS, STREAM, PRE, AFTER, FILL)                      \
 	static hipError_t(*real_##NAME) PARAMS;                                                  \
+	static hipError_t traced_##NAME PARAMS;                                                  \
+	TBP_HOOK_FORWARD_SLOT(hipError_t, NAME, PARAMS);                                         \
 	TBP_EXPORT hipError_t NAME PARAMS;                                                       \
 	static const struct tbp_hook_entry hook_##NAME TBP_HOOK_SECTION = {                      \
 		#NAME, NULL, TBP_API_##NAME, TBP_LIB_HIP, 0, (void *)NAME, (void **)&real_##NAME \
 	};                                                                                       \
-	TBP_EXPORT hipError_t NAME PARAMS                                                        \
+	TBP_HOOK_ARMED_PATH(hipError_t, NAME, PARAMS, ARGS)                                      \
+	static __attribute__((noinline, used)) hipError_t traced_##NAME PARAMS                   \
 	{                                                                                        \
 		hipError_t(*real_fn) PARAMS = (hipError_t(*) PARAMS)tbp_real_ensure(&hook_##NAME);   \
 		if (TBP_UNLIKELY(!real_fn))                                                      \
 			return hipErrorNotInitialized;                                           \
 		struct tbp_callstate cs;                                                         \
-		if (!tbp_call_begin(&cs, TBP_LIB_HIP))                                           \
+		if (!tbp_call_begin(&cs, TBP_LIB_HIP)) {                                         \
+			TBP_HOOK_FORWARD_LEARN(NAME, real_fn);                                   \
 			return real_fn ARGS;                                                     \
+		}                                                                                \
 		hipStream_t hook_stream = (STREAM);                                              \
 		PRE;                                                                             \
 		void *timing = (TIMED) ? hip_timing_begin(hook_stream) : NULL;                   \
