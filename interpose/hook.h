@@ -125,7 +125,8 @@ extern unsigned tbp_libs_ready TBP_HIDDEN;
  * CUDA starts CUPTI, HIP resolves its timing entry points. */
 static inline bool tbp_call_begin(struct tbp_callstate *cs, unsigned lib)
 {
-	/* First: armed on demand (or off), a hook is this test and the forward (errno untouched). */
+	/* First: armed or off, the full path is reached only before the real function was learned (or
+	 * when tracing stopped after the wrapper's test): forward, errno untouched. */
 	if (TBP_UNLIKELY(!TBP_ACTIVE()))
 		return false;
 	cs->errp = &errno;
