@@ -33,8 +33,8 @@
 
 static int pipe_fds[2] = { -1, -1 };
 
-/* Copies len bytes at addr into buf; false (never a fault) when they are not all readable. */
-static bool safe_read(uintptr_t addr, void *buf, size_t len)
+/* Copies len (<= 4096) bytes at addr into buf; false (never a fault) when they are not all readable. */
+static bool safe_read_chunk(uintptr_t addr, void *buf, size_t len)
 {
 	if (addr < 4096 || addr >= (1ull << 56) || len == 0 || len > 4096)
 		return false;
@@ -50,6 +50,14 @@ static bool safe_read(uintptr_t addr, void *buf, size_t len)
 	if (write(pipe_fds[1], (const void *)addr, len) != (ssize_t)len)
 		return false;
 	return read(pipe_fds[0], buf, len) == (ssize_t)len;
+}
+
+static bool safe_read(uintptr_t addr, void *buf, size_t len)
+{
+	for (size_t done = 0; done < len; done += 4096)
+		if (!safe_read_chunk(addr + done, (char *)buf + done, len - done < 4096 ? len - done : 4096))
+			return false;
+	return len > 0;
 }
 
 static bool rd_word(uintptr_t addr, uintptr_t *out)
@@ -99,10 +107,11 @@ static int code_line(const struct py_layout *L, uintptr_t code, uint32_t index)
 	if (!safe_read(code + L->co_firstlineno, &first, sizeof first) || !rd_word(code + L->co_linetable, &lt) ||
 	    !ptr_ok(lt))
 		return first;
+	/* A long module's <module> code has a table of tens of KiB; only the control thread walks. */
+	static uint8_t table[1 << 20];
 	int64_t size;
-	if (!safe_read(lt + 16, &size, sizeof size) || size <= 0 || size > 4096)
+	if (!safe_read(lt + 16, &size, sizeof size) || size <= 0 || size > (int64_t)sizeof table)
 		return first;
-	uint8_t table[4096];
 	if (!safe_read(lt + 32, table, (size_t)size))   /* PyBytesObject.ob_sval */
 		return first;
 	int line = L->linetable_310 ? tbp_py_line_310(table, (size_t)size, first, index * 2)
