@@ -454,6 +454,8 @@ struct analysis {
 	struct vec step_times;
 	struct an_tl_event *tl;
 	uint64_t tl_seen;
+	/* NVTX ranges (an_ranges.c); NULL when the trace has none */
+	struct an_ranges *ranges;
 };
 
 /* The spans of a trace with marks read again for the host tables over the
