@@ -230,6 +230,21 @@ int an_ranges_steps(const struct analysis *a, const char *name, struct vec *out)
 	return 0;
 }
 
+uint64_t an_ranges_first_callpath(const struct analysis *a, const char *name)
+{
+	const struct an_ranges *s = a->ranges;
+	size_t nl = strlen(name);
+	const struct range_item *first = NULL;
+	for (size_t i = 0; s && i < s->items.n; i++) {
+		const struct range_item *it = VEC_AT(&s->items, struct range_item, i);
+		size_t l;
+		const char *text = an_string(a, it->name, &l);
+		if (it->kind != TBP_NVTX_MARK && text && l == nl && !memcmp(text, name, nl) && (!first || it->ts < first->ts))
+			first = it;
+	}
+	return first ? an_user_callpath(a, first->callpath) : 0;
+}
+
 /* ------------------------------------------------------------ reports */
 
 #define TEXT_ROWS 10
