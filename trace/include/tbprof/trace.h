@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define TBP_FORMAT_VERSION 3
+#define TBP_FORMAT_VERSION 4
 #define TBP_MIN_READER_VERSION 2
 #define TBP_MAX_FIELDS 16
 
@@ -73,7 +73,7 @@ enum tbp_kind {
 	TBP_K_DEVICE = 35,
 	TBP_K_END = 36,       /* written last by a clean shutdown */
 	TBP_K_PY_LIB = 37,    /* where the interpreter keeps library code (version 3) */
-	TBP_K_RANGE = 38,     /* an NVTX range or mark, written when it ends */
+	TBP_K_RANGE = 38,     /* an NVTX range or mark, written when it ends (version 4) */
 	TBP_K__MAX = 64,      /* kinds are < TBP_K__MAX */
 };
 
