@@ -166,6 +166,7 @@ static struct msg attr_msg(const struct nvtx_event_attributes *a)
 struct open_range {
 	uint64_t ts;   /* 0: not recorded (nothing was being recorded when it began) */
 	uint64_t domain, name, callpath, tid;
+	unsigned gen;  /* the trace it began in */
 	bool capture;  /* it began a capture: its pop ends it */
 };
 static __thread struct {
@@ -198,7 +199,7 @@ static int range_push(uint64_t domain, struct msg m)
 	if (TBP_ACTIVE()) {
 		if (!r->name)
 			r->name = msg_id(&m);
-		r->ts = tbp_range_begin(&r->callpath, &r->tid);
+		r->ts = tbp_range_begin(&r->callpath, &r->tid, &r->gen);
 	}
 	errno = saved_errno;
 	return level;
@@ -221,7 +222,7 @@ static int range_pop(uint64_t domain)
 	stack.n--;
 	int level = depth_in(domain);
 	if (r.ts)
-		tbp_range_emit(TBP_NVTX_PUSH, r.ts, domain, r.name, r.callpath, (uint64_t)level, 0, r.tid);
+		tbp_range_emit(TBP_NVTX_PUSH, r.ts, domain, r.name, r.callpath, (uint64_t)level, 0, r.tid, r.gen);
 	if (r.capture)
 		tbp_nvtx_capture_end();
 	errno = saved_errno;
@@ -236,6 +237,7 @@ static int range_pop(uint64_t domain)
 static struct start_slot {
 	_Atomic uint64_t id;
 	uint64_t ts, domain, name, callpath, tid;
+	unsigned gen;
 	bool capture;
 } started[START_SLOTS];
 static _Atomic uint64_t last_range_id;
@@ -245,6 +247,7 @@ static uint64_t range_start(uint64_t domain, struct msg m)
 	int saved_errno = errno;
 	uint64_t id = atomic_fetch_add_explicit(&last_range_id, 1, memory_order_relaxed) + 1;
 	uint64_t name = 0, callpath = 0, tid = 0, ts = 0;
+	unsigned gen = 0;
 	bool capture = false;
 	if (tbp_cfg.capture_range_nvtx[0]) {
 		name = msg_id(&m);
@@ -253,7 +256,7 @@ static uint64_t range_start(uint64_t domain, struct msg m)
 	if (TBP_ACTIVE()) {
 		if (!name)
 			name = msg_id(&m);
-		ts = tbp_range_begin(&callpath, &tid);
+		ts = tbp_range_begin(&callpath, &tid, &gen);
 	}
 	if (ts || capture) {
 		struct start_slot *s = &started[id % START_SLOTS];
@@ -263,6 +266,7 @@ static uint64_t range_start(uint64_t domain, struct msg m)
 		s->name = name;
 		s->callpath = callpath;
 		s->tid = tid;
+		s->gen = gen;
 		s->capture = capture;
 		atomic_store_explicit(&s->id, id, memory_order_release);
 	}
@@ -280,10 +284,10 @@ static void range_end(uint64_t id)
 		return;
 	}
 	struct start_slot copy = {.ts = s->ts, .domain = s->domain, .name = s->name, .callpath = s->callpath,
-				  .tid = s->tid, .capture = s->capture};
+				  .tid = s->tid, .gen = s->gen, .capture = s->capture};
 	if (atomic_compare_exchange_strong(&s->id, &expect, 0)) {
 		if (copy.ts)
-			tbp_range_emit(TBP_NVTX_START, copy.ts, copy.domain, copy.name, copy.callpath, 0, id, copy.tid);
+			tbp_range_emit(TBP_NVTX_START, copy.ts, copy.domain, copy.name, copy.callpath, 0, id, copy.tid, copy.gen);
 		if (copy.capture)
 			tbp_nvtx_capture_end();
 	}
@@ -296,9 +300,10 @@ static void mark(uint64_t domain, struct msg m)
 		return;
 	int saved_errno = errno;
 	uint64_t name = msg_id(&m), callpath = 0, tid = 0;
-	uint64_t ts = tbp_range_begin(&callpath, &tid);
+	unsigned gen = 0;
+	uint64_t ts = tbp_range_begin(&callpath, &tid, &gen);
 	if (ts)
-		tbp_range_emit(TBP_NVTX_MARK, ts, domain, name, callpath, 0, 0, tid);
+		tbp_range_emit(TBP_NVTX_MARK, ts, domain, name, callpath, 0, 0, tid, gen);
 	errno = saved_errno;
 }
 

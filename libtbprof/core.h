@@ -207,11 +207,12 @@ void tbp_profiler_api(bool start) TBP_HIDDEN;
 
 /* NVTX ranges (interpose/nvtx.c, libtbprof as NVTX's injection library).  tbp_range_begin: when
  * records are being made (it starts the trace as a marker does), the time a range begins now, the
- * Python call path and thread there; else 0.  tbp_range_emit: the range's record, ended now (a mark:
- * at `begin`), when records are being made. */
-uint64_t tbp_range_begin(uint64_t *callpath, uint64_t *tid) TBP_HIDDEN;
+ * Python call path and thread there, and which trace it is in (captures: each its own); else 0.
+ * tbp_range_emit: the range's record, ended now (a mark: at `begin`), when records are being made
+ * into the trace it began in. */
+uint64_t tbp_range_begin(uint64_t *callpath, uint64_t *tid, unsigned *trace_gen) TBP_HIDDEN;
 void tbp_range_emit(unsigned range_kind, uint64_t begin, uint64_t domain, uint64_t name, uint64_t callpath,
-		    uint64_t depth, uint64_t id, uint64_t begin_tid) TBP_HIDDEN;
+		    uint64_t depth, uint64_t id, uint64_t begin_tid, unsigned trace_gen) TBP_HIDDEN;
 /* --capture-range nvtx:NAME[@DOMAIN] (TBPROF_CAPTURE_RANGE): a range named so (interned ids) begins a
  * capture when none is in progress (true: this one did), and its end ends it (capture.c). */
 bool tbp_nvtx_capture_begin(uint64_t domain, uint64_t name) TBP_HIDDEN;

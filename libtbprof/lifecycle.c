@@ -650,7 +650,7 @@ TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label)
 
 /* ------------------------------------------------------------ NVTX ranges (interpose/nvtx.c) */
 
-uint64_t tbp_range_begin(uint64_t *callpath, uint64_t *tid)
+uint64_t tbp_range_begin(uint64_t *callpath, uint64_t *tid, unsigned *trace_gen)
 {
 	if (!tbp_cfg.enabled || !TBP_ACTIVE() || !tbp_guard_enter())
 		return 0;
@@ -662,15 +662,17 @@ uint64_t tbp_range_begin(uint64_t *callpath, uint64_t *tid)
 		ts = tbp_now();
 		*callpath = tbp_py_inert ? 0 : tbp_py_callpath();
 		*tid = (uint64_t)tbp_gettid();
+		*trace_gen = __atomic_load_n(&capture_gen, __ATOMIC_RELAXED);
 	}
 	tbp_guard_leave();
 	return ts;
 }
 
 void tbp_range_emit(unsigned range_kind, uint64_t begin, uint64_t domain, uint64_t name, uint64_t callpath,
-		    uint64_t depth, uint64_t id, uint64_t begin_tid)
+		    uint64_t depth, uint64_t id, uint64_t begin_tid, unsigned trace_gen)
 {
-	if (!TBP_ACTIVE() || !tbp_guard_enter())
+	/* A range begun in an earlier capture and ended in this one began before this file did. */
+	if (!TBP_ACTIVE() || trace_gen != __atomic_load_n(&capture_gen, __ATOMIC_RELAXED) || !tbp_guard_enter())
 		return;
 	struct tbp_record *rec = tbp_slot_acquire(TBP_K_RANGE);
 	if (rec) {
