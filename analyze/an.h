@@ -66,6 +66,8 @@ struct an_opts {
 	const struct an_step *synth_steps;
 	size_t n_synth_steps;
 	size_t synth_warmup;      /* of them, warm-up (0: the first) */
+	/* --steps nvtx:NAME: the steps are the NVTX ranges named NAME (even in a trace with marks) */
+	const char *steps_nvtx;
 };
 void an_opts_default(struct an_opts *o);
 /* Parses one analysis option at argv[*i] (advancing *i past its value):
@@ -454,6 +456,8 @@ struct analysis {
 	struct vec step_times;
 	struct an_tl_event *tl;
 	uint64_t tl_seen;
+	/* NVTX ranges (an_ranges.c); NULL when the trace has none */
+	struct an_ranges *ranges;
 };
 
 /* The spans of a trace with marks read again for the host tables over the

@@ -13,6 +13,7 @@
 
 #include "an.h"
 #include "an_internal.h"
+#include "an_ranges.h"
 #include "cmd.h"
 #include "tr_common.h"
 
@@ -181,6 +182,10 @@ static int run_once(struct analysis *a, const char *path, const struct an_opts *
 	rc = an_read_trace(a, r, path);
 	if (rc)
 		return rc;
+	if (an_ranges_finish(a)) {
+		fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
+		return TBA_EXIT_INTERNAL;
+	}
 	/* GPU activity that reached the analysis after a later marker makes
 	 * the marker snapshots inexact: measure the window again from the GPU
 	 * records alone (in order per device stream), clipped to it. */
@@ -231,7 +236,7 @@ int an_load_defs(struct analysis *a, const char *path, uint64_t *first_ts, uint6
 			fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
 			return TBA_EXIT_INTERNAL;
 		}
-		if (an_is_timed_record(rec.kind) || rec.kind == TBP_K_PY_SPAN)
+		if (an_is_timed_record(rec.kind) || rec.kind == TBP_K_PY_SPAN || rec.kind == TBP_K_RANGE)
 			if (rec.ts < *first_ts)
 				*first_ts = rec.ts;
 	}
@@ -246,6 +251,7 @@ int an_load_defs(struct analysis *a, const char *path, uint64_t *first_ts, uint6
 void an_free(struct analysis *a)
 {
 	an_pass_free(a);
+	an_ranges_free(a);
 	defs_free(a->defs);
 	a->defs = NULL;
 	vec_free(&a->devices);

@@ -281,7 +281,7 @@ static void steps_flush(struct analysis *a)
 static int steps_finish_pass(struct analysis *a)
 {
 	steps_finish(a);
-	if (!a->st->iter_markers && !a->opts.no_markers && !a->opts.synth_steps)
+	if ((!a->st->iter_markers || a->opts.steps_nvtx) && !a->opts.no_markers && !a->opts.synth_steps)
 		steps_detect(a);
 	return 0;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "an_pass.h"
+#include "an_ranges.h"
 
 /* In the order their hooks run; init, flush and finish go down the list
  * too: the steps' last marks are emitted before the other passes close what
@@ -667,6 +668,9 @@ static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 	case TBP_K_MARKER:
 		note_time(a, r->ts, r->ts);
 		steps_marker(a, r);
+		break;
+	case TBP_K_RANGE:
+		an_ranges_record(a, r);
 		break;
 	case TBP_K_LOST:
 		a->lost += r->u.lost.count;

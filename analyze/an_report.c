@@ -9,6 +9,7 @@
 
 #include "an_fmt.h"
 #include "an.h"
+#include "an_ranges.h"
 #include "an_report_int.h"
 #include "tr_common.h"
 
@@ -1094,6 +1095,7 @@ void an_report_text(const struct analysis *a, FILE *f)
 	}
 	if (a->spans.n && (!an_has_gpu(a) || a->opts.top > 20))
 		text_host_time(a, f);
+	an_ranges_text(a, f);
 	int any_mem = 0;
 	for (size_t i = 0; i < a->devices.n; i++) {
 		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
@@ -1457,7 +1459,9 @@ int an_report_json(const struct analysis *a, FILE *f)
 			an_frame_is_library(a, &r->fr) ? "false" : "true");
 	}
 	free(rows);
-	fprintf(f, "],\n\"memory\":{\"not_freed_blocks\":%" PRIu64 ",\"not_freed_bytes\":%" PRIu64 "}}\n",
+	fputc(']', f);
+	an_ranges_json(a, f);
+	fprintf(f, ",\n\"memory\":{\"not_freed_blocks\":%" PRIu64 ",\"not_freed_bytes\":%" PRIu64 "}}\n",
 		a->mem_leak_count, a->mem_leak_bytes);
 	return ferror(f) ? -1 : 0;
 }

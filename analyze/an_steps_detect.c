@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "an_pass.h"
+#include "an_ranges.h"
 
 /* A line entered twice may be code before and after another (a single
  * step's forward and its optimizer step): a loop runs at least three
@@ -1107,8 +1108,31 @@ static void scan_free(struct scan *sc)
 	u64map_free(&sc->path_idx);
 }
 
+/* --steps nvtx:NAME: the ranges named NAME are the steps, marked as detected ones are (the first
+ * warm-up), each starting where its range was pushed. */
+static void steps_from_nvtx(struct analysis *a)
+{
+	struct vec v = {0};
+	a->steps.none = "fewer than two NVTX ranges of the name given to --steps";
+	if (an_ranges_steps(a, a->opts.steps_nvtx, &v) || v.n < 2) {
+		vec_free(&v);
+		return;
+	}
+	a->steps.none = NULL;
+	a->steps.source = AN_STEPS_DETECTED;
+	a->steps.loop = an_ranges_first_callpath(a, a->opts.steps_nvtx);
+	a->steps.unit = 0;
+	a->steps.unit_kind = AN_UNIT_NONE;
+	vec_free(&a->step_ivs);
+	a->step_ivs = v;
+}
+
 void steps_detect(struct analysis *a)
 {
+	if (a->opts.steps_nvtx) {
+		steps_from_nvtx(a);
+		return;
+	}
 	const struct steps_state *ss = &a->st->steps;
 	if (ss->collect_full) {
 		a->steps.none = "more than 1 Mi runs of work or spans to look at";

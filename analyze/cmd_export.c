@@ -256,6 +256,37 @@ static void export_record(struct exporter *x, const struct tbp_record *r)
 		x->events++;
 		break;
 	}
+	case TBP_K_RANGE: {
+		/* An NVTX range as torch.profiler writes a record_function range (a user annotation) on
+		 * the thread that began it; a mark as an instant. */
+		const struct tbp_range *g = &r->u.range;
+		uint32_t tid = g->begin_tid ? (uint32_t)g->begin_tid : r->tid;
+		ev_begin(x);
+		u64map_put(&x->threads, tid, 1);
+		fputs(g->range_kind == TBP_NVTX_MARK ? "{\"ph\":\"i\",\"s\":\"t\"" : "{\"ph\":\"X\"", f);
+		fputs(",\"cat\":\"user_annotation\",\"name\":", f);
+		name_str(x, g->name, "(nvtx)");
+		fprintf(f, ",\"pid\":%" PRIu64 ",\"tid\":%u,\"ts\":", x->host_pid, tid);
+		ts_us(f, r->ts, x->base);
+		if (g->range_kind != TBP_NVTX_MARK) {
+			fputs(",\"dur\":", f);
+			ts_us(f, g->end < r->ts ? r->ts : g->end, r->ts);
+		}
+		fputs(",\"args\":{\"nvtx\":", f);
+		fputs(g->range_kind == TBP_NVTX_MARK ? "\"mark\"" : g->range_kind == TBP_NVTX_START ? "\"start_end\"" : "\"push_pop\"", f);
+		if (g->domain) {
+			fputs(",\"domain\":", f);
+			name_str(x, g->domain, "");
+		}
+		if (g->range_kind == TBP_NVTX_PUSH)
+			fprintf(f, ",\"depth\":%" PRIu64, g->depth);
+		if (g->range_kind == TBP_NVTX_START && r->tid != tid)
+			fprintf(f, ",\"end_tid\":%u", r->tid);
+		callpath_arg(x, g->callpath);
+		fputs("}}", f);
+		x->events++;
+		break;
+	}
 	case TBP_K_MARKER: {
 		static const char *mk[] = {"user", "iteration begin", "iteration end", "warm-up end"};
 		uint64_t k = r->u.marker.marker_kind;

@@ -22,6 +22,7 @@ const char an_opts_help[] =
 	"  --churn-min N       allocations per call site to report churn (default 50)\n"
 	"  --top N             findings shown in the text report (default 20)\n"
 	"  --no-markers        ignore the runner's iteration/warm-up markers (and detect no steps)\n"
+	"  --steps nvtx:NAME   the steps are the NVTX ranges named NAME (torch.cuda.nvtx.range_push(NAME)...)\n"
 	"  --where=user|leaf   place a finding at the innermost frame of the user's code (default: user, the\n"
 	"                      first frame outside torch and the standard library) or at the leaf frame\n";
 
@@ -68,6 +69,15 @@ int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
 	if (!strcmp(arg, "--no-markers")) {
 		o->no_markers = 1;
 		return 1;
+	}
+	if (!strncmp(arg, "--steps", 7) && (arg[7] == '=' || !arg[7])) {
+		const char *val = arg[7] ? arg + 8 : (*i + 1 < argc ? argv[++*i] : NULL);
+		if (val && !strncmp(val, "nvtx:", 5) && val[5]) {
+			o->steps_nvtx = val + 5;
+			return 1;
+		}
+		fprintf(stderr, "tbanalyze: --steps: %s: not nvtx:NAME\n", val ? val : "value missing");
+		return -1;
 	}
 	if (!strncmp(arg, "--where", 7) && (arg[7] == '=' || !arg[7])) {
 		const char *val = arg[7] ? arg + 8 : (*i + 1 < argc ? argv[++*i] : NULL);

@@ -135,6 +135,11 @@ static const char record_help[] =
 	"        On demand, and each cudaProfilerStart ... cudaProfilerStop of the\n"
 	"        program (torch.cuda.profiler.start/stop) is a capture of its own, as\n"
 	"        nsys's --capture-range=cudaProfilerApi.  (TBPROF_CAPTURE_RANGE)\n"
+	"    --capture-range nvtx:NAME[@DOMAIN]\n"
+	"        On demand, and each NVTX range named NAME (torch.cuda.nvtx.range_push,\n"
+	"        nvtxRangePush/Start; of DOMAIN if given, else of any domain) is a\n"
+	"        capture of its own, from its push to its pop (an outermost one: a NAME\n"
+	"        inside NAME is part of it).  (TBPROF_CAPTURE_RANGE)\n"
 	"    --flight SECONDS\n"
 	"        The flight recorder: record all the time into memory, keeping the\n"
 	"        last SECONDS (at most --flight-mem bytes per process; records that\n"
@@ -205,6 +210,8 @@ static const char record_help[] =
 	"                  nothing else) is added after its entries: `import tbprof`\n"
 	"                  works in the command, whichever Python runs it.\n"
 	"    TBPROF_*      passed on; options override them.\n"
+	"    NVTX_INJECTION64_PATH  set to libtbprof.so, which records NVTX ranges, unless\n"
+	"                  set already (then the ranges go to that tool; tbprof says so).\n"
 	"\n"
 	"EXAMPLES\n"
 	"    tbprof record python train.py\n"
@@ -508,8 +515,8 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 			set_var(o, "TBPROF_ON_DEMAND", "1");
 			o->on_demand = true;
 		} else if (opt_is(argv, argc, &i, "--capture-range", NULL, true, &v)) {
-			if (strcmp(v, "cudaProfilerApi"))
-				usage_error("--capture-range: '%s' is not a capture range (cudaProfilerApi)", v);
+			if (strcmp(v, "cudaProfilerApi") && (strncmp(v, "nvtx:", 5) || !v[5] || v[5] == '@'))
+				usage_error("--capture-range: '%s' is not a capture range (cudaProfilerApi, nvtx:NAME[@DOMAIN])", v);
 			set_var(o, "TBPROF_CAPTURE_RANGE", v);
 			o->on_demand = true;
 		} else if (opt_is(argv, argc, &i, "--flight", NULL, true, &v)) {
@@ -625,6 +632,11 @@ static void child_exec(const struct record_opts *o, const char *lib)
 			setenv("PYTHONPATH", both, 1);
 		}
 	}
+	/* NVTX ranges come to libtbprof as NVTX's injection library (cmd_record said so when the user's
+	 * own is set). */
+	const char *nvtx = getenv("NVTX_INJECTION64_PATH");
+	if (!nvtx || !*nvtx)
+		setenv("NVTX_INJECTION64_PATH", lib, 1);
 	const char *old = getenv("LD_PRELOAD");
 	if (!old || !*old) {
 		setenv("LD_PRELOAD", lib, 1);
@@ -828,6 +840,10 @@ static int cmd_record(int argc, char **argv)
 	if (realpath(lib, abs_lib))
 		snprintf(lib, sizeof lib, "%s", abs_lib);
 	find_python_dir(lib);
+	const char *nvtx = getenv("NVTX_INJECTION64_PATH");
+	if (nvtx && *nvtx && strcmp(nvtx, lib) && !o.quiet)
+		fprintf(stderr, "tbprof: NVTX_INJECTION64_PATH is set (%s): NVTX ranges go there, not into the trace\n",
+			nvtx);
 
 	struct timespec start;
 	clock_gettime(CLOCK_REALTIME_COARSE, &start);

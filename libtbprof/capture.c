@@ -599,6 +599,59 @@ void tbp_profiler_api(bool start)
 	pthread_mutex_unlock(&capture_lock);
 }
 
+/* ------------------------------------------------------------ NVTX ranges (--capture-range nvtx:NAME) */
+
+static bool nvtx_capture;   /* the capture in progress was begun by an NVTX range (capture_lock) */
+
+/* The configured name and domain, interned once (ids compare with the hook's). */
+static uint64_t nvtx_capture_id(const char *text, uint64_t *cache)
+{
+	uint64_t id = __atomic_load_n(cache, __ATOMIC_RELAXED);
+	if (!id) {
+		id = tbp_intern_string(text, strlen(text));
+		__atomic_store_n(cache, id, __ATOMIC_RELAXED);
+	}
+	return id;
+}
+
+bool tbp_nvtx_capture_begin(uint64_t domain, uint64_t name)
+{
+	static uint64_t name_id, domain_id;
+	if (!tbp_cfg.capture_range_nvtx[0] || !name || name != nvtx_capture_id(tbp_cfg.capture_range_nvtx, &name_id))
+		return false;
+	if (tbp_cfg.capture_range_nvtx_domain[0] &&
+	    domain != nvtx_capture_id(tbp_cfg.capture_range_nvtx_domain, &domain_id))
+		return false;
+	if (atomic_load_explicit(&cap_state, memory_order_acquire) != CAP_IDLE)
+		return false;
+	int saved_errno = errno;
+	bool began = false;
+	pthread_mutex_lock(&capture_lock);
+	if (atomic_load(&cap_state) == CAP_IDLE && atomic_load(&tbp_start_state) != 2) {
+		cap.id = 0;
+		cap.by_backward = false;
+		cap.steps = 0;
+		cap.deadline_ns = 0;
+		tbp_capture_default_path(cap.path, sizeof cap.path, "capture", capture_count + 1, NULL);
+		began = nvtx_capture = begin_locked() == 0;
+	}
+	pthread_mutex_unlock(&capture_lock);
+	errno = saved_errno;
+	return began;
+}
+
+void tbp_nvtx_capture_end(void)
+{
+	int saved_errno = errno;
+	pthread_mutex_lock(&capture_lock);
+	int st = atomic_load(&cap_state);
+	if (nvtx_capture && (st == CAP_RUNNING || st == CAP_ENDING))
+		end_locked();
+	nvtx_capture = false;
+	pthread_mutex_unlock(&capture_lock);
+	errno = saved_errno;
+}
+
 void tbp_capture_backward_done(void)
 {
 	if (!cap.by_backward || atomic_load_explicit(&cap_state, memory_order_acquire) != CAP_RUNNING)

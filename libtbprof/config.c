@@ -228,11 +228,24 @@ __attribute__((constructor)) static void tbp_read_config(void)
 	tsc_wanted = tbp_env_bool("TBPROF_TSC", true);
 	tbp_rank_from_env();
 	const char *range = getenv("TBPROF_CAPTURE_RANGE");
-	if (range && *range && strcmp(range, "cudaProfilerApi"))
-		tbp_log("TBPROF_CAPTURE_RANGE=%s: not a capture range (cudaProfilerApi); ignored", range);
+	bool range_nvtx = range && !strncmp(range, "nvtx:", 5) && range[5] && range[5] != '@';
+	if (range && *range && strcmp(range, "cudaProfilerApi") && !range_nvtx)
+		tbp_log("TBPROF_CAPTURE_RANGE=%s: not a capture range (cudaProfilerApi, nvtx:NAME[@DOMAIN]); ignored", range);
 	tbp_cfg.capture_range_profiler = tbp_cfg.enabled && range && !strcmp(range, "cudaProfilerApi");
+	if (tbp_cfg.enabled && range_nvtx) {
+		/* NAME@DOMAIN: the last '@' parts them (a range's name may hold one) */
+		const char *at = strrchr(range + 5, '@');
+		size_t nlen = at ? (size_t)(at - (range + 5)) : strlen(range + 5);
+		if (nlen >= sizeof tbp_cfg.capture_range_nvtx)
+			nlen = sizeof tbp_cfg.capture_range_nvtx - 1;
+		memcpy(tbp_cfg.capture_range_nvtx, range + 5, nlen);
+		tbp_cfg.capture_range_nvtx[nlen] = 0;
+		if (at)
+			snprintf(tbp_cfg.capture_range_nvtx_domain, sizeof tbp_cfg.capture_range_nvtx_domain, "%s", at + 1);
+	}
 	/* A capture range arms the process: nothing is recorded outside it. */
-	tbp_cfg.on_demand = tbp_cfg.enabled && (tbp_env_bool("TBPROF_ON_DEMAND", false) || tbp_cfg.capture_range_profiler);
+	tbp_cfg.on_demand = tbp_cfg.enabled && (tbp_env_bool("TBPROF_ON_DEMAND", false) || tbp_cfg.capture_range_profiler ||
+		tbp_cfg.capture_range_nvtx[0]);
 	tbp_cfg.flight_ns = tbp_cfg.enabled && !tbp_cfg.on_demand
 		? (uint64_t)(env_positive("TBPROF_FLIGHT", 86400) * 1e9) : 0;
 	tbp_cfg.flight_mem = (size_t)env_uint("TBPROF_FLIGHT_MEM", 256ull << 20, 1u << 20, 1ull << 40, true);

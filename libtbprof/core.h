@@ -50,6 +50,10 @@ struct tbp_config {
 	uint64_t flight_stall_ns;
 	/* TBPROF_CAPTURE_RANGE=cudaProfilerApi: cudaProfilerStart/Stop begin and end captures (on demand) */
 	bool capture_range_profiler;
+	/* TBPROF_CAPTURE_RANGE=nvtx:NAME[@DOMAIN]: each NVTX range NAME (of DOMAIN; of any domain
+	 * without one) is a capture (on demand); "" when not asked */
+	char capture_range_nvtx[256];
+	char capture_range_nvtx_domain[256];
 };
 extern struct tbp_config tbp_cfg TBP_HIDDEN;
 
@@ -200,6 +204,19 @@ TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label);
 /* cudaProfilerStart (start) / cudaProfilerStop returned success (interpose/profiler_range.c): a marker
  * in a trace being written; with TBPROF_CAPTURE_RANGE=cudaProfilerApi, a capture's begin and end. */
 void tbp_profiler_api(bool start) TBP_HIDDEN;
+
+/* NVTX ranges (interpose/nvtx.c, libtbprof as NVTX's injection library).  tbp_range_begin: when
+ * records are being made (it starts the trace as a marker does), the time a range begins now, the
+ * Python call path and thread there, and which trace it is in (captures: each its own); else 0.
+ * tbp_range_emit: the range's record, ended now (a mark: at `begin`), when records are being made
+ * into the trace it began in. */
+uint64_t tbp_range_begin(uint64_t *callpath, uint64_t *tid, unsigned *trace_gen) TBP_HIDDEN;
+void tbp_range_emit(unsigned range_kind, uint64_t begin, uint64_t domain, uint64_t name, uint64_t callpath,
+		    uint64_t depth, uint64_t id, uint64_t begin_tid, unsigned trace_gen) TBP_HIDDEN;
+/* --capture-range nvtx:NAME[@DOMAIN] (TBPROF_CAPTURE_RANGE): a range named so (interned ids) begins a
+ * capture when none is in progress (true: this one did), and its end ends it (capture.c). */
+bool tbp_nvtx_capture_begin(uint64_t domain, uint64_t name) TBP_HIDDEN;
+void tbp_nvtx_capture_end(void) TBP_HIDDEN;
 
 /* The outermost torch backward()/autograd.grad() call returned (python.c, on demand only): a step
  * boundary for a `--steps` capture in a program without marks (capture.c). */

@@ -647,3 +647,45 @@ TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label)
 	errno = saved_errno;
 	return TBP_ACTIVE() || tbp_cfg.on_demand ? 0 : -1;
 }
+
+/* ------------------------------------------------------------ NVTX ranges (interpose/nvtx.c) */
+
+uint64_t tbp_range_begin(uint64_t *callpath, uint64_t *tid, unsigned *trace_gen)
+{
+	if (!tbp_cfg.enabled || !TBP_ACTIVE() || !tbp_guard_enter())
+		return 0;
+	/* A range starts the trace as a marker does: a CPU-only program's ranges are its trace. */
+	tbp_ensure_started();
+	tbp_register_exit_hook();
+	uint64_t ts = 0;
+	if (TBP_ACTIVE()) {
+		ts = tbp_now();
+		*callpath = tbp_py_inert ? 0 : tbp_py_callpath();
+		*tid = (uint64_t)tbp_gettid();
+		*trace_gen = __atomic_load_n(&capture_gen, __ATOMIC_RELAXED);
+	}
+	tbp_guard_leave();
+	return ts;
+}
+
+void tbp_range_emit(unsigned range_kind, uint64_t begin, uint64_t domain, uint64_t name, uint64_t callpath,
+		    uint64_t depth, uint64_t id, uint64_t begin_tid, unsigned trace_gen)
+{
+	/* A range begun in an earlier capture and ended in this one began before this file did. */
+	if (!TBP_ACTIVE() || trace_gen != __atomic_load_n(&capture_gen, __ATOMIC_RELAXED) || !tbp_guard_enter())
+		return;
+	struct tbp_record *rec = tbp_slot_acquire(TBP_K_RANGE);
+	if (rec) {
+		rec->ts = begin;
+		rec->u.range.end = range_kind == TBP_NVTX_MARK ? begin : tbp_now();
+		rec->u.range.range_kind = range_kind;
+		rec->u.range.domain = domain;
+		rec->u.range.name = name;
+		rec->u.range.callpath = callpath;
+		rec->u.range.depth = depth;
+		rec->u.range.id = id;
+		rec->u.range.begin_tid = begin_tid;
+		tbp_slot_commit(rec);
+	}
+	tbp_guard_leave();
+}

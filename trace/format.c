@@ -34,6 +34,8 @@ static const char *const gpu_memset_names[] = {GPU_NAMES, "bytes", "value", "mem
 static const char *const gpu_sync_names[] = {GPU_NAMES, "sync_kind", "event"};
 static const char *const py_span_names[] = {"end", "callpath"};
 static const char *const marker_names[] = {"marker_kind", "value", "label"};
+static const char *const range_names[] = {"end", "range_kind", "domain", "name", "callpath", "depth", "id",
+	"begin_tid"};
 static const char *const lost_names[] = {"count", "source", "since_ts"};
 static const char *const clock_names[] = {"domain", "device", "offset_ns", "uncertainty_ns", "method"};
 static const char *const notice_names[] = {"level", "code", "message"};
@@ -65,6 +67,7 @@ CHECK(tbp_gpu_sync, gpu_sync_names);
 CHECK(tbp_py_span, py_span_names);
 CHECK(tbp_marker, marker_names);
 CHECK(tbp_lost, lost_names);
+CHECK(tbp_range, range_names);
 CHECK(tbp_clock, clock_names);
 CHECK(tbp_notice, notice_names);
 CHECK(tbp_device, device_names);
@@ -105,6 +108,7 @@ static const struct tbp_kind_info kind_table[TBP_K__MAX] = {
 	KIND(TBP_K_DEVICE, "device", tbp_device, device_names, 0, SREF(1)),
 	KIND(TBP_K_END, "end", tbp_end, end_names, 0, 0),
 	KIND(TBP_K_PY_LIB, "py_lib", tbp_py_lib, py_lib_names, 0, SREF(1)),
+	KIND(TBP_K_RANGE, "range", tbp_range, range_names, 0, SREF(2) | SREF(3)),
 };
 
 const struct tbp_kind_info *tbp_kind_lookup(unsigned kind)

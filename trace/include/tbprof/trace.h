@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define TBP_FORMAT_VERSION 3
+#define TBP_FORMAT_VERSION 4
 #define TBP_MIN_READER_VERSION 2
 #define TBP_MAX_FIELDS 16
 
@@ -73,6 +73,7 @@ enum tbp_kind {
 	TBP_K_DEVICE = 35,
 	TBP_K_END = 36,       /* written last by a clean shutdown */
 	TBP_K_PY_LIB = 37,    /* where the interpreter keeps library code (version 3) */
+	TBP_K_RANGE = 38,     /* an NVTX range or mark, written when it ends (version 4) */
 	TBP_K__MAX = 64,      /* kinds are < TBP_K__MAX */
 };
 
@@ -132,6 +133,12 @@ enum tbp_sync_kind {
 enum tbp_marker_kind {
 	TBP_MARK_USER = 0, TBP_MARK_ITER_BEGIN = 1, TBP_MARK_ITER_END = 2,
 	TBP_MARK_WARMUP_END = 3,
+};
+/* RANGE.range_kind: how the program opened it (NVTX). */
+enum tbp_nvtx_kind {
+	TBP_NVTX_PUSH = 0,   /* nvtxRangePush ... nvtxRangePop: one thread, nested (depth) */
+	TBP_NVTX_START = 1,  /* nvtxRangeStart ... nvtxRangeEnd: by id, may end on another thread */
+	TBP_NVTX_MARK = 2,   /* nvtxMark: an instant (end == ts) */
 };
 /* LOST.source */
 enum tbp_lost_source {
@@ -227,6 +234,13 @@ struct tbp_gpu_memset { TBP_GPU_FIELDS; uint64_t bytes, value, mem_kind; };
 struct tbp_gpu_sync { TBP_GPU_FIELDS; uint64_t sync_kind, event; };
 struct tbp_py_span { uint64_t end, callpath; };
 struct tbp_marker { uint64_t marker_kind, value, label; };
+/* An NVTX range [ts, end) or mark (libtbprof as NVTX's injection library):
+ * its domain and message (string ids; domain 0: the default domain), the
+ * Python call path where it began, its nesting depth among the push/pop
+ * ranges of its thread and domain (0: outermost), the id nvtxRangeStart
+ * returned (start/end ranges, else 0) and the thread that began it (the
+ * record's stream is the thread that ended it). */
+struct tbp_range { uint64_t end, range_kind, domain, name, callpath, depth, id, begin_tid; };
 struct tbp_lost { uint64_t count, source, since_ts; };
 struct tbp_clock {
 	uint64_t domain, device, offset_ns /* signed */, uncertainty_ns, method;
@@ -268,6 +282,7 @@ struct tbp_record {
 		struct tbp_py_span py_span;
 		struct tbp_marker marker;
 		struct tbp_lost lost;
+		struct tbp_range range;
 		struct tbp_clock clock;
 		struct tbp_notice notice;
 		struct tbp_device device;
