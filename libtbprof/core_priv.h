@@ -12,6 +12,7 @@
 #endif
 
 #include "core.h"
+#include "libc_real.h"   /* tbp_real_dlsym: never our own interposer */
 #include "ring_codec.h"
 
 /* Called by a hook after its first real GPU call returned: the GPU runtime

@@ -134,14 +134,14 @@ static uint64_t kernel_name_id(const char *mangled)
 		return slot->id;
 
 	if (!cxa_demangle_looked_up) {
-		cxa_demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		cxa_demangle = (demangle_fn)tbp_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
 		if (!cxa_demangle) {
 			/* A C program or plain Python (ctypes) driving CUDA: the
 			 * C++ runtime, privately (RTLD_LOCAL), for its demangler --
 			 * as the launch hooks do, so both intern the same name. */
 			void *cxx = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
 			if (cxx)
-				cxa_demangle = (demangle_fn)dlsym(cxx, "__cxa_demangle");
+				cxa_demangle = (demangle_fn)tbp_real_dlsym(cxx, "__cxa_demangle");
 		}
 		cxa_demangle_looked_up = 1;
 	}
@@ -421,8 +421,8 @@ void tbp_cupti_in_use(const char *what)
 static int cuda_driver_missing(void)
 {
 	typedef int (*version_fn)(int *);
-	version_fn runtime = (version_fn)dlsym(RTLD_DEFAULT, "cudaDriverGetVersion");
-	version_fn driver = (version_fn)dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
+	version_fn runtime = (version_fn)tbp_real_dlsym(RTLD_DEFAULT, "cudaDriverGetVersion");
+	version_fn driver = (version_fn)tbp_real_dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
 	int version = -1;
 	if (runtime && runtime(&version) == 0)
 		return version == 0;
@@ -546,7 +546,7 @@ static void stop_flusher(void)
 
 #define LOOKUP(field, name, required)                                                  \
 	do {                                                                           \
-		*(void **)&tbp_cupti.field = dlsym(cupti_handle, name);                \
+		*(void **)&tbp_cupti.field = tbp_real_dlsym(cupti_handle, name);                \
 		if (!tbp_cupti.field && (required)) {                                  \
 			missing = name;                                                \
 			goto missing_symbol;                                           \

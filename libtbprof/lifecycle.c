@@ -138,7 +138,7 @@ static uint32_t tbp_start_features(void)
 		f |= TBP_FEAT_HIP;
 	if (tbp_cfg.cupti && !hip)
 		f |= TBP_FEAT_CUPTI;
-	if (tbp_cfg.python && dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+	if (tbp_cfg.python && tbp_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
 		f |= TBP_FEAT_PYTHON;
 	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
 		f |= TBP_FEAT_NATIVE;

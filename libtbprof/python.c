@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "libc_real.h"   /* tbp_real_dlsym: never our own interposer */
 #include "python_internal.h"
 
 /* ------------------------------------------------------------ versions */
@@ -641,17 +642,17 @@ void tbp_py_note_wait(uint64_t callpath)
 
 static bool resolve(void)
 {
-	py.is_initialized = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+	py.is_initialized = (int (*)(void))tbp_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
 	if (!py.is_initialized)
 		return false;
-	py.this_thread_state = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
-	py.gil_check = (int (*)(void))dlsym(RTLD_DEFAULT, "PyGILState_Check");
-	py.add_pending_call = (int (*)(int (*)(void *), void *))dlsym(RTLD_DEFAULT, "Py_AddPendingCall");
-	py.interp_main = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
-	py.get_eval = (eval_frame_fn (*)(void *))dlsym(RTLD_DEFAULT, "_PyInterpreterState_GetEvalFrameFunc");
-	py.set_eval = (void (*)(void *, eval_frame_fn))dlsym(RTLD_DEFAULT, "_PyInterpreterState_SetEvalFrameFunc");
-	py.intern_from_string = (void *(*)(const char *))dlsym(RTLD_DEFAULT, "PyUnicode_InternFromString");
-	py.code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+	py.this_thread_state = (void *(*)(void))tbp_real_dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
+	py.gil_check = (int (*)(void))tbp_real_dlsym(RTLD_DEFAULT, "PyGILState_Check");
+	py.add_pending_call = (int (*)(int (*)(void *), void *))tbp_real_dlsym(RTLD_DEFAULT, "Py_AddPendingCall");
+	py.interp_main = (void *(*)(void))tbp_real_dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
+	py.get_eval = (eval_frame_fn (*)(void *))tbp_real_dlsym(RTLD_DEFAULT, "_PyInterpreterState_GetEvalFrameFunc");
+	py.set_eval = (void (*)(void *, eval_frame_fn))tbp_real_dlsym(RTLD_DEFAULT, "_PyInterpreterState_SetEvalFrameFunc");
+	py.intern_from_string = (void *(*)(const char *))tbp_real_dlsym(RTLD_DEFAULT, "PyUnicode_InternFromString");
+	py.code_type = tbp_real_dlsym(RTLD_DEFAULT, "PyCode_Type");
 	return true;
 }
 
@@ -663,10 +664,10 @@ static unsigned running_minor(void)
 {
 	if (minor_override)
 		return minor_override;
-	const unsigned long *hex = dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11+ */
+	const unsigned long *hex = tbp_real_dlsym(RTLD_DEFAULT, "Py_Version"); /* 3.11+ */
 	if (hex)
 		return (*hex >> 24) == 3 ? (unsigned)((*hex >> 16) & 0xff) : 0;
-	const char *(*get_version)(void) = (const char *(*)(void))dlsym(RTLD_DEFAULT, "Py_GetVersion");
+	const char *(*get_version)(void) = (const char *(*)(void))tbp_real_dlsym(RTLD_DEFAULT, "Py_GetVersion");
 	unsigned major, minor;
 	if (get_version && sscanf(get_version(), "%u.%u", &major, &minor) == 2 && major == 3)
 		return minor;
@@ -680,7 +681,7 @@ static unsigned running_minor(void)
  * releases).  False when they cannot be found or disagree. */
 static bool layout_313_from_debug(struct py_layout *out)
 {
-	const char *runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+	const char *runtime = tbp_real_dlsym(RTLD_DEFAULT, "_PyRuntime");
 	if (!runtime || memcmp(runtime, "xdebugpy", 8) != 0)
 		return false;
 	const uint64_t *w = (const uint64_t *)(runtime + 8);
@@ -821,7 +822,7 @@ static void try_init(void)
 		give_up(why);
 		goto out;
 	}
-	if (dlsym(RTLD_DEFAULT, "_Py_DecRefShared")) { /* only free-threaded builds have it */
+	if (tbp_real_dlsym(RTLD_DEFAULT, "_Py_DecRefShared")) { /* only free-threaded builds have it */
 		give_up("free-threaded CPython build (object layout differs)");
 		goto out;
 	}
@@ -1409,9 +1410,9 @@ static bool interpreter_finalizing(void)
 	static int (*is_finalizing)(void);
 	static bool resolved;
 	if (!resolved) {
-		is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
+		is_finalizing = (int (*)(void))tbp_real_dlsym(RTLD_DEFAULT, "Py_IsFinalizing");
 		if (!is_finalizing)
-			is_finalizing = (int (*)(void))dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
+			is_finalizing = (int (*)(void))tbp_real_dlsym(RTLD_DEFAULT, "_Py_IsFinalizing");
 		resolved = true;
 	}
 	return !is_finalizing || is_finalizing();
@@ -1435,15 +1436,15 @@ static int lib_paths_record(void *unused)
 	} c;
 	if (!c.resolved) {
 		c.resolved = true;
-		c.dict_new = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyDict_New");
-		c.builtins = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyEval_GetBuiltins");
-		c.dict_set = (int (*)(void *, const char *, void *))dlsym(RTLD_DEFAULT, "PyDict_SetItemString");
-		c.dict_get = (void *(*)(void *, const char *))dlsym(RTLD_DEFAULT, "PyDict_GetItemString");
-		c.run = (void *(*)(const char *, int, void *, void *, void *))dlsym(RTLD_DEFAULT, "PyRun_StringFlags");
-		c.utf8 = (const char *(*)(void *, ssize_t *))dlsym(RTLD_DEFAULT, "PyUnicode_AsUTF8AndSize");
-		c.decref = (void (*)(void *))dlsym(RTLD_DEFAULT, "Py_DecRef");
-		c.err_occurred = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyErr_Occurred");
-		c.err_clear = (void (*)(void))dlsym(RTLD_DEFAULT, "PyErr_Clear");
+		c.dict_new = (void *(*)(void))tbp_real_dlsym(RTLD_DEFAULT, "PyDict_New");
+		c.builtins = (void *(*)(void))tbp_real_dlsym(RTLD_DEFAULT, "PyEval_GetBuiltins");
+		c.dict_set = (int (*)(void *, const char *, void *))tbp_real_dlsym(RTLD_DEFAULT, "PyDict_SetItemString");
+		c.dict_get = (void *(*)(void *, const char *))tbp_real_dlsym(RTLD_DEFAULT, "PyDict_GetItemString");
+		c.run = (void *(*)(const char *, int, void *, void *, void *))tbp_real_dlsym(RTLD_DEFAULT, "PyRun_StringFlags");
+		c.utf8 = (const char *(*)(void *, ssize_t *))tbp_real_dlsym(RTLD_DEFAULT, "PyUnicode_AsUTF8AndSize");
+		c.decref = (void (*)(void *))tbp_real_dlsym(RTLD_DEFAULT, "Py_DecRef");
+		c.err_occurred = (void *(*)(void))tbp_real_dlsym(RTLD_DEFAULT, "PyErr_Occurred");
+		c.err_clear = (void (*)(void))tbp_real_dlsym(RTLD_DEFAULT, "PyErr_Clear");
 		c.ok = c.dict_new && c.builtins && c.dict_set && c.dict_get && c.run && c.utf8 && c.decref &&
 		       c.err_occurred && c.err_clear;
 	}
@@ -1549,7 +1550,7 @@ static int install_with_gil(void *unused)
 	guard_max_depth = L.minor == 12 ? 32 : L.minor >= 13 ? 256 : ~0u;
 	prev_eval = current;
 	if (!prev_eval)
-		prev_eval = (eval_frame_fn)dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+		prev_eval = (eval_frame_fn)tbp_real_dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
 	if (!prev_eval)
 		return 0;
 	py.set_eval(interp, (eval_frame_fn)tbp_eval_frame);
