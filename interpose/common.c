@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hook.h"
+#include "tbp_config.h"   /* TBP_HAVE_HIP */
 
 const struct tbp_hook_entry *tbp_hook_find(const char *name)
 {
@@ -28,8 +29,13 @@ static bool own_wrapper(void *p)
 
 void *tbp_resolve_real(const struct tbp_hook_entry *e)
 {
-	if (e->lib == TBP_LIB_HIP)
-		return tbp_hip_find_real ? tbp_hip_find_real(e->name, e->wrapper) : NULL;
+	if (e->lib == TBP_LIB_HIP) {
+#if TBP_HAVE_HIP
+		return tbp_hip_find_real(e->name, e->wrapper);
+#else
+		return NULL;   /* no HIP hooks in this build: no HIP entry either */
+#endif
+	}
 	void *p = tbp_real_dlsym(RTLD_NEXT, e->name);
 	if (!p && e->lib == TBP_LIB_CUDART)
 		p = dlvsym(RTLD_NEXT, e->name, "libcudart.so.13");
@@ -179,8 +185,9 @@ void tbp_hook_first_use(unsigned lib)
 {
 	if (lib == TBP_LIB_HIP) {
 		/* pthread_once inside: every thread waits until it is done. */
-		if (tbp_hip_first_use)
-			tbp_hip_first_use();
+#if TBP_HAVE_HIP
+		tbp_hip_first_use();
+#endif
 	} else if (tbp_cfg.cupti) {
 		/* Called by every thread until one start has completed: a second
 		 * thread blocks in tbp_cupti_start while the first starts CUPTI

@@ -781,17 +781,17 @@ static void start_poller(void)
 /* Fork: the set-up lock is the outermost tbprof lock (set-up may record a
  * notice, which may start the trace).  It is never held while waiting for
  * the GIL, so a fork from a thread holding the GIL can wait for it. */
-void tbp_py_fork_prepare(void)
+static void py_fork_prepare(void)
 {
 	pthread_mutex_lock(&py_init_lock);
 }
 
-void tbp_py_fork_parent(void)
+static void py_fork_parent(void)
 {
 	pthread_mutex_unlock(&py_init_lock);
 }
 
-void tbp_py_fork_child(void)
+static void py_fork_child(void)
 {
 	pthread_mutex_init(&py_init_lock, NULL);
 }
@@ -1617,4 +1617,19 @@ void tbp_py_shutdown(void)
 			(unsigned long long)next_frame_id - 1, (unsigned long long)next_path_id - 1,
 			full ? " (tables full: some not cached)" : "");
 	}
+}
+
+/* Lent to the lifecycle (lifecycle.c) at load. */
+static const struct tbp_hook_ops python_ops = {
+	.rank = TBP_RANK_PYTHON,
+	.fork_prepare = py_fork_prepare,
+	.fork_parent = py_fork_parent,
+	.fork_child = py_fork_child,
+	.trace_started = tbp_py_init,
+	.trace_stop = tbp_py_shutdown,
+};
+
+__attribute__((constructor(102))) static void python_register(void)
+{
+	tbp_register_hook_ops(&python_ops);
 }
