@@ -1,44 +1,15 @@
 /*
  * Hook table services: real-function resolution, the dlsym interposer that
  * hands wrappers to code looking CUDA entry points up by handle (ctypes,
- * Triton, NCCL), and the one-time start of CUPTI.
+ * Triton, NCCL), and the one-time start of CUPTI.  The C library's dlsym
+ * itself is the core's (libtbprof/libc_real.c).
  */
 #include <dlfcn.h>
 #include <link.h>
 #include <string.h>
 
 #include "hook.h"
-
-/* ------------------------------------------------------------ real dlsym */
-
-typedef void *(*dlsym_fn)(void *, const char *);
-void *tbp_real_dlsym_fn TBP_HIDDEN;   /* read by the assembly trampoline */
-
-static dlsym_fn real_dlsym_resolve(void)
-{
-	dlsym_fn f = (dlsym_fn)__atomic_load_n(&tbp_real_dlsym_fn, __ATOMIC_ACQUIRE);
-	if (f)
-		return f;
-	/* dlvsym is not interposed; glibc >= 2.34 has dlsym in libc. */
-	f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
-	if (!f)
-		f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
-	__atomic_store_n(&tbp_real_dlsym_fn, (void *)f, __ATOMIC_RELEASE);
-	return f;
-}
-
-/* Resolved before any program code runs, so RTLD_NEXT lookups by others
- * always take the exact path below. */
-__attribute__((constructor(101))) static void tbp_dlsym_init(void)
-{
-	real_dlsym_resolve();
-}
-
-void *tbp_real_dlsym(void *handle, const char *name)
-{
-	dlsym_fn f = real_dlsym_resolve();
-	return f ? f(handle, name) : NULL;
-}
+#include "tbp_config.h"   /* TBP_HAVE_HIP */
 
 const struct tbp_hook_entry *tbp_hook_find(const char *name)
 {
@@ -58,8 +29,13 @@ static bool own_wrapper(void *p)
 
 void *tbp_resolve_real(const struct tbp_hook_entry *e)
 {
-	if (e->lib == TBP_LIB_HIP)
-		return tbp_hip_find_real ? tbp_hip_find_real(e->name, e->wrapper) : NULL;
+	if (e->lib == TBP_LIB_HIP) {
+#if TBP_HAVE_HIP
+		return tbp_hip_find_real(e->name, e->wrapper);
+#else
+		return NULL;   /* no HIP hooks in this build: no HIP entry either */
+#endif
+	}
 	void *p = tbp_real_dlsym(RTLD_NEXT, e->name);
 	if (!p && e->lib == TBP_LIB_CUDART)
 		p = dlvsym(RTLD_NEXT, e->name, "libcudart.so.13");
@@ -113,10 +89,7 @@ static void *maybe_wrap(const struct tbp_hook_entry *e, void *real)
 TBP_HIDDEN void *tbp_dlsym_slow(void *handle, const char *name)
 {
 	void *caller = __builtin_return_address(0);
-	dlsym_fn f = real_dlsym_resolve();
-	if (!f)
-		return NULL;
-	void *p = f(handle, name);
+	void *p = tbp_real_dlsym(handle, name);
 	if (!p || !name || handle == RTLD_NEXT || handle == RTLD_DEFAULT || !tbp_cfg.enabled)
 		return p;
 	/* Cheap filter before the table lookup: every hooked name starts with
@@ -212,8 +185,9 @@ void tbp_hook_first_use(unsigned lib)
 {
 	if (lib == TBP_LIB_HIP) {
 		/* pthread_once inside: every thread waits until it is done. */
-		if (tbp_hip_first_use)
-			tbp_hip_first_use();
+#if TBP_HAVE_HIP
+		tbp_hip_first_use();
+#endif
 	} else if (tbp_cfg.cupti) {
 		/* Called by every thread until one start has completed: a second
 		 * thread blocks in tbp_cupti_start while the first starts CUPTI

@@ -241,9 +241,10 @@ static void parent_after_fork(void)
  * records, its threads stuck in an allocator lock the parent's emitter
  * held at fork). */
 static const struct tbp_hook_ops hip_timing_ops = {
+	.rank = TBP_RANK_OUTER,
+	.fork_prepare = prepare_fork,
+	.fork_parent = parent_after_fork,
 	.fork_child = child_after_fork,
-	.fork_prepare_outer = prepare_fork,
-	.fork_parent_outer = parent_after_fork,
 };
 
 __attribute__((constructor(102))) static void hip_timing_register(void)

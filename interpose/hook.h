@@ -58,10 +58,12 @@ void *tbp_wrap_proc(const char *symbol, void *real, int per_thread, const void *
  * CUPTI (every thread calls until it has started, so none runs GPU work
  * before the activity kinds are on); HIP resolves its helpers once. */
 void tbp_hook_first_use(unsigned lib) TBP_HIDDEN;
-/* HIP's first-use step (hip.c; absent in builds without HIP). */
-void tbp_hip_first_use(void) TBP_HIDDEN __attribute__((weak));
-/* The real HIP function (hip.c: HIP's sonames); weak like the above. */
-void *tbp_hip_find_real(const char *name, const void *own_wrapper) TBP_HIDDEN __attribute__((weak));
+/* HIP's first-use step and the real HIP function (hip.c: HIP's sonames), for
+ * common.c; built only with HIP (TBP_HAVE_HIP).  Called directly, not
+ * registered: a HIP call from a library's constructor that runs before ours
+ * needs its real function before any registration could have been made. */
+void tbp_hip_first_use(void) TBP_HIDDEN;
+void *tbp_hip_find_real(const char *name, const void *own_wrapper) TBP_HIDDEN;
 
 /* DEVICE records: one per device id, after the first successful call on it. */
 extern uint64_t tbp_devices_seen TBP_HIDDEN;

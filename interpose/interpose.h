@@ -6,8 +6,7 @@
 #define TBPROF_INTERPOSE_H
 
 #include "core.h"
-
-/* The real dlsym/dlvsym, bypassing tbprof's own dlsym interposer (common.c). */
-void *tbp_real_dlsym(void *handle, const char *name) TBP_HIDDEN;
+/* tbp_real_dlsym and tbp_real_sigaction: the C library's, never our own interposers (common.c, signal.c). */
+#include "libc_real.h"
 
 #endif

@@ -60,12 +60,13 @@ static void memmap_fork_child(void)
 }
 
 static const struct tbp_hook_ops memmap_ops = {
+	.rank = TBP_RANK_LEAF,
 	.fork_prepare = memmap_fork_prepare,
 	.fork_parent = memmap_fork_parent,
 	.fork_child = memmap_fork_child,
 };
 
-/* After tbp_dlsym_init (101), before any default-priority constructor. */
+/* After tbp_real_dlsym_init (101), before any default-priority constructor. */
 __attribute__((constructor(102))) static void memmap_register(void)
 {
 	tbp_register_hook_ops(&memmap_ops);

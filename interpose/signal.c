@@ -30,9 +30,7 @@
 
 #include "core.h"
 #include "core_priv.h"   /* tbp_start_state */
-#include "interpose.h"   /* tbp_real_dlsym */
-
-extern int __sigaction(int, const struct sigaction *, struct sigaction *);
+#include "libc_real.h"   /* tbp_real_dlsym, tbp_real_sigaction */
 
 /* The last four only for the flight recorder (TBPROF_FLIGHT), whose dump is for crashes. */
 static const int handled_signals[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGABRT, SIGSEGV, SIGBUS, SIGFPE, SIGILL };
@@ -47,15 +45,12 @@ static __thread int own_call __attribute__((tls_model("initial-exec")));
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 
-/* weak: a build without CUDA and HIP hooks has no interpose/common.c */
-#pragma weak tbp_real_dlsym
-
 /* Our own sigaction calls, through the global scope's first sigaction. */
 static int own_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	static sigaction_fn first;
 	sigaction_fn f = __atomic_load_n(&first, __ATOMIC_ACQUIRE);
-	if (!f && tbp_real_dlsym) {
+	if (!f) {
 		int saved_errno = errno;
 		f = (sigaction_fn)tbp_real_dlsym(RTLD_DEFAULT, "sigaction");
 		errno = saved_errno;
@@ -63,7 +58,7 @@ static int own_sigaction(int sig, const struct sigaction *act, struct sigaction 
 			__atomic_store_n(&first, f, __ATOMIC_RELEASE);
 	}
 	if (!f)
-		f = __sigaction;
+		f = tbp_real_sigaction;
 	own_call = 1;
 	int rc = f(sig, act, old);
 	own_call = 0;
@@ -137,23 +132,24 @@ __attribute__((constructor(102))) static void signal_register(void)
 	tbp_register_hook_ops(&signal_ops);
 }
 
-TBP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+/* The program's sigaction, answered from the view for the signals we own. */
+static int program_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	if (own_call || !__atomic_load_n(&any_installed, __ATOMIC_ACQUIRE))
-		return __sigaction(sig, act, old);
+		return tbp_real_sigaction(sig, act, old);
 	int i = handled_index(sig);
 	if (i < 0)
-		return __sigaction(sig, act, old);
+		return tbp_real_sigaction(sig, act, old);
 	if (!__atomic_load_n(&owned[i], __ATOMIC_ACQUIRE)) {
 		/* Back to the default while tracing: ours returns, unseen. */
 		if (!act || !is_default(act) || !flush_handler ||
 		    atomic_load(&tbp_start_state) != 2 || !TBP_ACTIVE())
-			return __sigaction(sig, act, old);
+			return tbp_real_sigaction(sig, act, old);
 		struct sigaction cur;
-		if (__sigaction(sig, NULL, &cur) != 0)
+		if (tbp_real_sigaction(sig, NULL, &cur) != 0)
 			return -1;
 		if (!install_one((size_t)i, act))
-			return __sigaction(sig, act, old);
+			return tbp_real_sigaction(sig, act, old);
 		if (old)
 			*old = cur;
 		return 0;
@@ -164,7 +160,7 @@ TBP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction 
 			view[i] = *act;   /* ours stays installed */
 		} else {
 			/* The program's own handler (or SIG_IGN) takes over. */
-			if (__sigaction(sig, act, NULL) != 0)
+			if (tbp_real_sigaction(sig, act, NULL) != 0)
 				return -1;
 			__atomic_store_n(&owned[i], 0, __ATOMIC_RELEASE);
 		}
@@ -172,6 +168,11 @@ TBP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction 
 	if (old)
 		*old = before;
 	return 0;
+}
+
+TBP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	return program_sigaction(sig, act, old);
 }
 
 /* glibc's signal(): BSD semantics (the handler stays, SA_RESTART, the
@@ -188,7 +189,9 @@ TBP_EXPORT __sighandler_t signal(int sig, __sighandler_t handler)
 	sigemptyset(&act.sa_mask);
 	sigaddset(&act.sa_mask, sig);
 	act.sa_flags = SA_RESTART;
-	if (sigaction(sig, &act, &old) != 0)
+	/* Not through the name `sigaction`: from inside the library that would
+	 * bind to the exported interposer through our own PLT (libc_real.h). */
+	if (program_sigaction(sig, &act, &old) != 0)
 		return SIG_ERR;
 	return old.sa_handler;
 }

@@ -287,7 +287,7 @@ static void take_request(void)
 		pthread_mutex_unlock(&capture_lock);
 		tbp_capture_answer(id, "nosteps\n");
 		return;
-	} else if (steps > 0 && !atomic_load(&step_marks_seen) && dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
+	} else if (steps > 0 && !atomic_load(&step_marks_seen) && tbp_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized")) {
 		/* No marks: recording begins now (the Python hooks go in) and the steps are what lies
 		 * between the ends of its backward() calls, marked as the runner marks them. */
 		cap.by_backward = true;

@@ -267,7 +267,7 @@ __attribute__((constructor)) static void tbp_read_config(void)
 		tbp_capture_arm();
 	if (tbp_cfg.on_demand)
 		;
-	else if (tbp_cfg.enabled && tbp_cfg.trace_all && dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+	else if (tbp_cfg.enabled && tbp_cfg.trace_all && tbp_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
 		tbp_start_trace_all();
 }
 

@@ -75,25 +75,49 @@ static inline uint64_t tbp_now(void)
 bool tbp_guard_enter(void) TBP_HIDDEN;
 void tbp_guard_leave(void) TBP_HIDDEN;
 
-/* What the hook layer (interpose/) lends the core.  Each hook module that
- * holds locks or owns signal dispositions registers its part from a load-time
- * constructor, so the core reaches hooks only through this table and never
- * names them (layers call down).  Any member may be NULL. */
+/* Where a module's fork locks sit in tbprof's lock order, outermost first.  At
+ * fork, lifecycle.c takes every lock in this order (the core's own at their
+ * ranks), releases them in the reverse order in the parent, and resets them
+ * in the child.  A module's rank says which of the core's locks it may take
+ * (or call into the core under): only those of a higher rank. */
+enum tbp_lock_rank {
+	TBP_RANK_NONE = 0,       /* no fork callbacks */
+	TBP_RANK_OUTER,          /* a module that interns, emits definitions or allocates from a thread of its own under its lock */
+	TBP_RANK_CORE_CAPTURE,   /* core: the capture lock, then the writer's drain lock */
+	TBP_RANK_PYTHON,         /* python.c's set-up lock (set-up may record a notice, which may start the trace) */
+	TBP_RANK_CORE_START,     /* core: the start lock */
+	TBP_RANK_NATIVE,         /* native.c's lock: a stack is interned under it */
+	TBP_RANK_CORE_DEFS,      /* core: strings, definitions, thread registry */
+	TBP_RANK_LEAF,           /* leaf locks, under which nothing of the core is called */
+	TBP_RANK_COUNT
+};
+
+/* What a module lends the core's lifecycle: the hook modules (interpose/)
+ * and the core's own CUPTI, Python and native-stack modules.  Each registers
+ * its part from a load-time constructor (tbp_register_hook_ops), so the
+ * lifecycle reaches them only through this table and never names them.
+ * Any member may be NULL. */
 struct tbp_hook_ops {
-	/* Fork: leaf locks taken after the core's own, released (parent) or
-	 * reset with any per-process state (child) before the core's. */
+	/* Fork (enum tbp_lock_rank; required with any fork callback): the
+	 * module's locks taken at its rank, released (parent) in the reverse
+	 * order; in the child, after the core has reset its own locks, each
+	 * module resets its locks and any per-process state, innermost first. */
+	unsigned rank;
 	void (*fork_prepare)(void);
 	void (*fork_parent)(void);
 	void (*fork_child)(void);
-	/* Fork: a module's locks under which it calls into the core (interns,
-	 * emits definitions) or allocates from a thread of its own: taken
-	 * before any of the core's, released after them in the parent (the
-	 * child resets them in fork_child).  Held across fork, no thread is
-	 * inside the allocator under them: ASan's allocator has no fork
-	 * handler, and a lock of its held by another thread at fork hangs
-	 * the child's first allocation. */
-	void (*fork_prepare_outer)(void);
-	void (*fork_parent_outer)(void);
+	/* The trace has started (its writer runs): a module may set up what it
+	 * records with (Python's call paths). */
+	void (*trace_started)(void);
+	/* GPU records the module still holds are delivered now (CUPTI's flush):
+	 * before a capture begins or ends and at exit.  Called only once a GPU
+	 * call returned in this process. */
+	void (*gpu_flush)(void);
+	/* At exit, after every gpu_flush, before the writer's final drain: the
+	 * GPU side stops collecting (called only once a GPU call returned),
+	 * then every module's trace_stop. */
+	void (*gpu_stop)(void);
+	void (*trace_stop)(void);
 	/* Installs `handler` for the signals tbprof flushes on, hidden from the
 	 * program; signal_restore_default puts SIG_DFL back for one of them
 	 * (called from the handler, so it must be async-signal-safe). */
@@ -112,8 +136,9 @@ enum tbp_runtime { TBP_RUNTIME_NONE = 0, TBP_RUNTIME_CUDA = 1, TBP_RUNTIME_HIP =
 void tbp_note_runtime(unsigned runtime) TBP_HIDDEN;
 /* At most TBP_MAX_HOOK_OPS registrations; `ops` must stay valid for the
  * process's life.  A registration made after the trace started installs its
- * signal handlers at once. */
-#define TBP_MAX_HOOK_OPS 8
+ * signal handlers at once.  Registrations come from constructor(102): after
+ * libc_real.c's (101), before config.c's, which registers the fork handlers. */
+#define TBP_MAX_HOOK_OPS 16
 void tbp_register_hook_ops(const struct tbp_hook_ops *ops) TBP_HIDDEN;
 
 /* A TBPROF_* boolean: 1/0, true/false, yes/no, on/off (any case); anything
@@ -165,8 +190,9 @@ void tbp_gpu_call_exit(uint64_t corr) TBP_HIDDEN;
  * ns: a library's statically linked runtime makes such calls inside runtime calls no hook sees,
  * and cupti.c joins that work through them. */
 void tbp_gpu_driver_call_done(uint64_t corr, uint64_t start, uint64_t end, unsigned join_class) TBP_HIDDEN;
-/* Called by hooks when CUDA is first seen in use (starts CUPTI), on
- * cudaDeviceReset (flush), and at exit before the writer stops. */
+/* Called by hooks when CUDA is first seen in use (starts CUPTI) and on
+ * cudaDeviceReset (flush); the lifecycle reaches flush and stop through
+ * cupti.c's registration (gpu_flush, gpu_stop). */
 void tbp_cupti_start(void) TBP_HIDDEN;
 void tbp_cupti_flush(void) TBP_HIDDEN;
 void tbp_cupti_stop(void) TBP_HIDDEN;
@@ -178,7 +204,9 @@ uint64_t tbp_py_callpath(void) TBP_HIDDEN;
  * Python process, or given up): hooks skip tbp_py_callpath's call, ~18 of
  * a launch's instructions in a C program (callgrind). */
 extern bool tbp_py_inert TBP_HIDDEN;
-void tbp_py_init(void) TBP_HIDDEN;       /* lazy, idempotent */
+/* Lazy, idempotent set-up, and the verbose summary at exit; lent to the
+ * lifecycle as trace_started and trace_stop (python.c's registration). */
+void tbp_py_init(void) TBP_HIDDEN;
 void tbp_py_shutdown(void) TBP_HIDDEN;
 /* Hooks that wait for the GPU call these so kernels from threads without
  * Python frames can be attributed to the waiting thread (python.c). */

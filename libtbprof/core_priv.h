@@ -12,6 +12,7 @@
 #endif
 
 #include "core.h"
+#include "libc_real.h"   /* tbp_real_dlsym: never our own interposer */
 #include "ring_codec.h"
 
 /* Called by a hook after its first real GPU call returned: the GPU runtime
@@ -314,23 +315,8 @@ static inline __attribute__((always_inline)) void tbp_slot_commit_inline(struct 
 void tbp_before_exec(void) TBP_HIDDEN;
 
 
-/* Native stacks (native.c); 0 when disabled or not built with libunwind.
- * Fork: its lock is taken before the core's definition locks (a stack is
- * interned under it) and released, or reset in the child, after them. */
-void tbp_native_fork_prepare(void) TBP_HIDDEN;
-void tbp_native_fork_parent(void) TBP_HIDDEN;
-void tbp_native_reset_after_fork(void) TBP_HIDDEN;
-
-/* python.c's set-up lock, taken first and released last across fork. */
-void tbp_py_fork_prepare(void) TBP_HIDDEN;
-void tbp_py_fork_parent(void) TBP_HIDDEN;
-void tbp_py_fork_child(void) TBP_HIDDEN;
-
-/* cupti.c: in a child forked while CUPTI was started or starting, CUPTI is
- * off for good (CUDA cannot be used after fork) and its locks are reset.
- * Called from the core's atfork child handler, registered at load: a
- * registration made inside CUPTI's start, under its lock, would come too
- * late for a fork racing that start. */
-void tbp_cupti_fork_child(void) TBP_HIDDEN __attribute__((weak));
+/* CUPTI (cupti.c), Python (python.c) and native stacks (native.c) lend the
+ * lifecycle their fork, flush and stop steps through tbp_register_hook_ops
+ * (core.h), as the hook modules do: lifecycle.c names none of them. */
 
 #endif

@@ -134,14 +134,14 @@ static uint64_t kernel_name_id(const char *mangled)
 		return slot->id;
 
 	if (!cxa_demangle_looked_up) {
-		cxa_demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		cxa_demangle = (demangle_fn)tbp_real_dlsym(RTLD_DEFAULT, "__cxa_demangle");
 		if (!cxa_demangle) {
 			/* A C program or plain Python (ctypes) driving CUDA: the
 			 * C++ runtime, privately (RTLD_LOCAL), for its demangler --
 			 * as the launch hooks do, so both intern the same name. */
 			void *cxx = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_LOCAL);
 			if (cxx)
-				cxa_demangle = (demangle_fn)dlsym(cxx, "__cxa_demangle");
+				cxa_demangle = (demangle_fn)tbp_real_dlsym(cxx, "__cxa_demangle");
 		}
 		cxa_demangle_looked_up = 1;
 	}
@@ -421,8 +421,8 @@ void tbp_cupti_in_use(const char *what)
 static int cuda_driver_missing(void)
 {
 	typedef int (*version_fn)(int *);
-	version_fn runtime = (version_fn)dlsym(RTLD_DEFAULT, "cudaDriverGetVersion");
-	version_fn driver = (version_fn)dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
+	version_fn runtime = (version_fn)tbp_real_dlsym(RTLD_DEFAULT, "cudaDriverGetVersion");
+	version_fn driver = (version_fn)tbp_real_dlsym(RTLD_DEFAULT, "cuDriverGetVersion");
 	int version = -1;
 	if (runtime && runtime(&version) == 0)
 		return version == 0;
@@ -546,7 +546,7 @@ static void stop_flusher(void)
 
 #define LOOKUP(field, name, required)                                                  \
 	do {                                                                           \
-		*(void **)&tbp_cupti.field = dlsym(cupti_handle, name);                \
+		*(void **)&tbp_cupti.field = tbp_real_dlsym(cupti_handle, name);                \
 		if (!tbp_cupti.field && (required)) {                                  \
 			missing = name;                                                \
 			goto missing_symbol;                                           \
@@ -677,7 +677,9 @@ static void after_fork_child(void)
 	tbp_cupti_buffers_fork_child();
 }
 
-void tbp_cupti_fork_child(void)
+/* In a child forked while CUPTI was started or starting, CUPTI is off for good (CUDA cannot be used
+ * after fork) and its locks are reset. */
+static void cupti_fork_child(void)
 {
 	/* A parent that never started CUPTI: the child may use CUDA itself. */
 	if (__atomic_load_n(&state, __ATOMIC_RELAXED) == CS_IDLE && !__atomic_load_n(&starting, __ATOMIC_RELAXED))
@@ -800,6 +802,21 @@ void tbp_gpu_driver_call_done(uint64_t corr, uint64_t start, uint64_t end, unsig
 {
 	if (__atomic_load_n(&pushing, __ATOMIC_ACQUIRE) && push_depth == 0)
 		tbp_cupti_join_hooked_call(corr, start, end, join_class);
+}
+
+/* Lent to the lifecycle (lifecycle.c) at load: a registration made inside CUPTI's start, under its
+ * lock, would come too late for a fork racing that start.  No lock is held across fork: the child
+ * resets them (innermost rank). */
+static const struct tbp_hook_ops cupti_ops = {
+	.rank = TBP_RANK_LEAF,
+	.fork_child = cupti_fork_child,
+	.gpu_flush = tbp_cupti_flush,
+	.gpu_stop = tbp_cupti_stop,
+};
+
+__attribute__((constructor(102))) static void cupti_register(void)
+{
+	tbp_register_hook_ops(&cupti_ops);
 }
 
 #endif /* TBP_HAVE_CUPTI */

@@ -56,10 +56,13 @@ static void probe_child(void *const *fns, int report_fd)
 	struct rlimit no_core = { 0, 0 };
 	setrlimit(RLIMIT_CORE, &no_core);
 	/* A crash must end the copy by its signal: the host's handlers (a sanitizer's, a runtime's that
-	 * reports and exits) would turn it into an exit status that reads as "returned". */
+	 * reports and exits, tbprof's own final flush, which would wait for a writer thread the copy
+	 * does not have) would delay it or turn it into an exit status that reads as "returned".  The
+	 * C library's sigaction: the name `signal` is tbprof's interposer, which keeps its flush handler
+	 * installed for a program that asks for SIG_DFL. */
 	static const int fatal[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP, SIGSYS };
 	for (unsigned i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
-		signal(fatal[i], SIG_DFL);
+		tbp_real_signal_default(fatal[i]);
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (devnull >= 0) {
 		dup2(devnull, STDOUT_FILENO);
@@ -109,7 +112,7 @@ enum tbp_cupti_probe tbp_cupti_probe(void *handle, const char **crashed_in, int 
 	 * held at the clone. */
 	void *fns[sizeof probe_calls / sizeof probe_calls[0]];
 	for (unsigned i = 0; i < sizeof probe_calls / sizeof probe_calls[0]; i++)
-		fns[i] = dlsym(handle, probe_calls[i]);
+		fns[i] = tbp_real_dlsym(handle, probe_calls[i]);
 	int fds[2];
 	if (pipe2(fds, O_CLOEXEC) != 0)
 		return TBP_PROBE_UNKNOWN;

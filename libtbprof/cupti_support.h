@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "libc_real.h"   /* tbp_real_dlsym: never our own interposer */
 
 enum tbp_cupti_probe {
 	TBP_PROBE_OK = 0,      /* the first calls returned (whatever they answered) */

@@ -1,6 +1,7 @@
 /*
- * libtbprof core, lifecycle: what interpose/ lends the core (tbp_register_hook_ops), the
- * flush on fatal signals, lazy start, exit, fork, notices and markers.
+ * libtbprof core, lifecycle: what the modules lend the core (tbp_register_hook_ops: the hooks of
+ * interpose/, and CUPTI, Python, native stacks), the flush on fatal signals, lazy start, exit,
+ * fork, notices and markers.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -21,7 +22,7 @@
 
 /* ------------------------------------------------------------ hook registry */
 
-/* Filled by interpose/'s load-time constructors; read lock-free (from signal
+/* Filled by the modules' load-time constructors; read lock-free (from signal
  * handlers and atfork handlers too): an entry is written before the count
  * that publishes it. */
 static const struct tbp_hook_ops *hook_ops[TBP_MAX_HOOK_OPS];
@@ -41,6 +42,11 @@ static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void tbp_register_hook_ops(const struct tbp_hook_ops *ops)
 {
+	if ((ops->fork_prepare || ops->fork_parent || ops->fork_child) &&
+	    (ops->rank == TBP_RANK_NONE || ops->rank >= TBP_RANK_COUNT)) {
+		tbp_log("internal: fork callbacks registered without a lock rank; ignored");
+		return;
+	}
 	pthread_mutex_lock(&start_lock);
 	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_relaxed);
 	if (n < TBP_MAX_HOOK_OPS) {
@@ -123,6 +129,22 @@ static bool hook_ops_runtime_loaded(unsigned runtime)
 	return false;
 }
 
+/* Every registered module's `member` callback, in registration order. */
+#define HOOK_OPS_CALL(member)                                                           \
+	do {                                                                            \
+		unsigned n_ = atomic_load_explicit(&n_hook_ops, memory_order_acquire);  \
+		for (unsigned i_ = 0; i_ < n_; i_++)                                    \
+			if (hook_ops[i_]->member)                                       \
+				hook_ops[i_]->member();                                 \
+	} while (0)
+
+/* GPU records the modules still hold (CUPTI's), delivered: only once a GPU call returned. */
+static void modules_gpu_flush(void)
+{
+	if (__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED))
+		HOOK_OPS_CALL(gpu_flush);
+}
+
 /* Header features, decided when the writer opens (they cannot change
  * later): HIP when a HIP call started the trace or the HIP runtime is
  * loaded; CUPTI when it is wanted and the trace is not a HIP one (CUPTI
@@ -138,7 +160,7 @@ static uint32_t tbp_start_features(void)
 		f |= TBP_FEAT_HIP;
 	if (tbp_cfg.cupti && !hip)
 		f |= TBP_FEAT_CUPTI;
-	if (tbp_cfg.python && dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
+	if (tbp_cfg.python && tbp_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized"))
 		f |= TBP_FEAT_PYTHON;
 	if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
 		f |= TBP_FEAT_NATIVE;
@@ -268,7 +290,7 @@ static void tbp_start_slow(void)
 		 * ever only a header. */
 		tbp_drain_now(200);
 	}
-	tbp_py_init();
+	HOOK_OPS_CALL(trace_started);
 }
 
 void tbp_ensure_started(void)
@@ -338,10 +360,10 @@ static void tbp_shutdown_locked(void)
 	int guard = tbp_tls_guard;
 	tbp_tls_guard = 1;
 	if (__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED)) {
-		tbp_cupti_flush();
-		tbp_cupti_stop();
+		HOOK_OPS_CALL(gpu_flush);
+		HOOK_OPS_CALL(gpu_stop);
 	}
-	tbp_py_shutdown();
+	HOOK_OPS_CALL(trace_stop);
 	atomic_store(&writer_stop, 1);
 	atomic_store(&writer_wake, 1);
 	futex_wake_all(&writer_wake);
@@ -404,8 +426,7 @@ int tbp_capture_begin(const char *path)
 	atomic_store(&lost_total_all, 0);
 	capture_gen++;
 	/* GPU records CUPTI still holds from before (their launches were not recorded) go nowhere. */
-	if (__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED))
-		tbp_cupti_flush();
+	modules_gpu_flush();
 	atomic_store(&tbp_start_state, 0);
 	TBP_SET_ACTIVE(1);
 	tbp_start_slow();
@@ -431,8 +452,7 @@ int tbp_capture_end(void)
 	tbp_tls_guard = 1;
 	atomic_store(&capture_closing, 1);
 	TBP_SET_ACTIVE(0);
-	if (__atomic_load_n(&tbp_gpu_used, __ATOMIC_RELAXED))
-		tbp_cupti_flush();
+	modules_gpu_flush();
 	atomic_store(&writer_stop, 1);
 	atomic_store(&writer_wake, 1);
 	futex_wake_all(&writer_wake);
@@ -464,50 +484,71 @@ void tbp_register_atfork(void)
 	pthread_atfork(tbp_atfork_prepare, tbp_atfork_parent, tbp_atfork_child);
 }
 
-/* Every lock tbprof holds is taken here, in the order the code nests them
- * (the writer's drain, Python set-up, start, native stacks, strings, definitions, thread
- * registry, then the interposers' leaf locks), so the child never inherits
- * one held by a thread it does not have. */
+/* The core's own fork locks, at their ranks (enum tbp_lock_rank). */
+static void core_fork_prepare(unsigned rank)
+{
+	switch (rank) {
+	case TBP_RANK_CORE_CAPTURE:
+		pthread_mutex_lock(&capture_lock);
+		/* Then the writer's: it may need the locks below to finish its drain. */
+		pthread_mutex_lock(&writer_busy_lock);
+		break;
+	case TBP_RANK_CORE_START:
+		pthread_mutex_lock(&start_lock);
+		break;
+	case TBP_RANK_CORE_DEFS:
+		pthread_mutex_lock(&intern_lock);
+		pthread_mutex_lock(&def_lock);
+		pthread_mutex_lock(&registry_lock);
+		break;
+	}
+}
+
+static void core_fork_parent(unsigned rank)
+{
+	switch (rank) {
+	case TBP_RANK_CORE_CAPTURE:
+		pthread_mutex_unlock(&writer_busy_lock);
+		pthread_mutex_unlock(&capture_lock);
+		break;
+	case TBP_RANK_CORE_START:
+		pthread_mutex_unlock(&start_lock);
+		break;
+	case TBP_RANK_CORE_DEFS:
+		pthread_mutex_unlock(&registry_lock);
+		pthread_mutex_unlock(&def_lock);
+		pthread_mutex_unlock(&intern_lock);
+		break;
+	}
+}
+
+/* Every lock tbprof holds is taken here, in rank order (enum tbp_lock_rank:
+ * the order the code nests them), the core's and the registered modules',
+ * so the child never inherits one held by a thread it does not have.
+ * Within a rank, modules go in registration order. */
 static void tbp_atfork_prepare(void)
 {
 	sigset_t all;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &fork_saved_mask);
-	unsigned nops = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
-	for (unsigned i = 0; i < nops; i++)
-		if (hook_ops[i]->fork_prepare_outer)
-			hook_ops[i]->fork_prepare_outer();
-	pthread_mutex_lock(&capture_lock);
-	/* Then the writer's: it may need the locks below to finish its drain. */
-	pthread_mutex_lock(&writer_busy_lock);
-	tbp_py_fork_prepare();
-	pthread_mutex_lock(&start_lock);
-	tbp_native_fork_prepare();
-	pthread_mutex_lock(&intern_lock);
-	pthread_mutex_lock(&def_lock);
-	pthread_mutex_lock(&registry_lock);
 	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
-	for (unsigned i = 0; i < n; i++)
-		if (hook_ops[i]->fork_prepare)
-			hook_ops[i]->fork_prepare();
+	for (unsigned rank = TBP_RANK_NONE + 1; rank < TBP_RANK_COUNT; rank++) {
+		core_fork_prepare(rank);
+		for (unsigned i = 0; i < n; i++)
+			if (hook_ops[i]->rank == rank && hook_ops[i]->fork_prepare)
+				hook_ops[i]->fork_prepare();
+	}
 }
 
 static void tbp_atfork_parent(void)
 {
-	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
-		if (hook_ops[i]->fork_parent)
-			hook_ops[i]->fork_parent();
-	pthread_mutex_unlock(&registry_lock);
-	pthread_mutex_unlock(&def_lock);
-	pthread_mutex_unlock(&intern_lock);
-	tbp_native_fork_parent();
-	pthread_mutex_unlock(&start_lock);
-	tbp_py_fork_parent();
-	pthread_mutex_unlock(&writer_busy_lock);
-	pthread_mutex_unlock(&capture_lock);
-	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
-		if (hook_ops[i]->fork_parent_outer)
-			hook_ops[i]->fork_parent_outer();
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned rank = TBP_RANK_COUNT - 1; rank > TBP_RANK_NONE; rank--) {
+		for (unsigned i = n; i-- > 0;)
+			if (hook_ops[i]->rank == rank && hook_ops[i]->fork_parent)
+				hook_ops[i]->fork_parent();
+		core_fork_parent(rank);
+	}
 	pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 }
 
@@ -524,20 +565,19 @@ static void tbp_atfork_child(void)
 	pthread_mutex_init(&def_lock, NULL);
 	pthread_mutex_init(&intern_lock, NULL);
 	pthread_mutex_init(&start_lock, NULL);
-	tbp_py_fork_child();
 	if (tbp_cfg.on_demand || tbp_cfg.flight_ns)
 		tbp_capture_fork_child();
 	if (tbp_cfg.flight_ns)
 		tbp_flight_fork_child();
-	for (unsigned i = atomic_load_explicit(&n_hook_ops, memory_order_acquire); i-- > 0;)
-		if (hook_ops[i]->fork_child)
-			hook_ops[i]->fork_child();
-	if (tbp_cupti_fork_child)
-		tbp_cupti_fork_child();
+	/* Innermost first; a module's reset may use the core's locks, reset above. */
+	unsigned n = atomic_load_explicit(&n_hook_ops, memory_order_acquire);
+	for (unsigned rank = TBP_RANK_COUNT - 1; rank > TBP_RANK_NONE; rank--)
+		for (unsigned i = n; i-- > 0;)
+			if (hook_ops[i]->rank == rank && hook_ops[i]->fork_child)
+				hook_ops[i]->fork_child();
 	if (atomic_load(&tbp_start_state) != 2) {
 		/* The parent was not tracing (not yet, or it could not): the
 		 * child is the same kind of process, nothing else to reset. */
-		tbp_native_reset_after_fork();
 		pthread_sigmask(SIG_SETMASK, &fork_saved_mask, NULL);
 		return;
 	}
@@ -580,7 +620,6 @@ static void tbp_atfork_child(void)
 	atomic_store(&tbp_start_state, 0);
 	is_fork_child = true;
 	fork_parent_pid = getppid();
-	tbp_native_reset_after_fork();
 	/* A child of a tracing parent traces only with TBPROF_FORK=1 (the
 	 * default); a child of a parent that never started behaves as the
 	 * parent would have. */

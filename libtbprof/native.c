@@ -143,39 +143,41 @@ uint64_t tbp_native_stack(unsigned skip)
 	return parent;
 }
 
-void tbp_native_fork_prepare(void)
+/* Fork: the lock is taken before the core's definition locks (a stack is interned under it) and
+ * released, or reset in the child, after them.  Lent to the lifecycle (lifecycle.c) at load. */
+static void native_fork_prepare(void)
 {
 	pthread_mutex_lock(&native_lock);
 }
 
-void tbp_native_fork_parent(void)
+static void native_fork_parent(void)
 {
 	pthread_mutex_unlock(&native_lock);
 }
 
-void tbp_native_reset_after_fork(void)
+static void native_fork_child(void)
 {
 	pthread_mutex_init(&native_lock, NULL);
 }
 
+static const struct tbp_hook_ops native_ops = {
+	.rank = TBP_RANK_NATIVE,
+	.fork_prepare = native_fork_prepare,
+	.fork_parent = native_fork_parent,
+	.fork_child = native_fork_child,
+};
+
+__attribute__((constructor(102))) static void native_register(void)
+{
+	tbp_register_hook_ops(&native_ops);
+}
+
 #else
-
-void tbp_native_fork_prepare(void)
-{
-}
-
-void tbp_native_fork_parent(void)
-{
-}
 
 uint64_t tbp_native_stack(unsigned skip)
 {
 	(void)skip;
 	return 0;
-}
-
-void tbp_native_reset_after_fork(void)
-{
 }
 
 #endif

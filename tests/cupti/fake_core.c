@@ -101,9 +101,25 @@ void tbp_warn_once(int *flag, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* As libtbprof's core does at load: its atfork child handler calls CUPTI's. */
-void tbp_cupti_fork_child(void);
+/* As libtbprof's core does (lifecycle.c): cupti.c lends its fork child step at load, and the
+ * core's atfork child handler calls it. */
+static const struct tbp_hook_ops *registered[TBP_MAX_HOOK_OPS];
+static unsigned n_registered;
+
+static void fake_core_fork_child(void)
+{
+	for (unsigned i = n_registered; i-- > 0;)
+		if (registered[i]->fork_child)
+			registered[i]->fork_child();
+}
+
+void tbp_register_hook_ops(const struct tbp_hook_ops *ops)
+{
+	if (n_registered < TBP_MAX_HOOK_OPS)
+		registered[n_registered++] = ops;
+}
+
 __attribute__((constructor)) static void fake_core_register_atfork(void)
 {
-	pthread_atfork(NULL, NULL, tbp_cupti_fork_child);
+	pthread_atfork(NULL, NULL, fake_core_fork_child);
 }

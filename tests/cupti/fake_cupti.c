@@ -3,11 +3,14 @@
  * libtbprof/cupti.c uses, with CUDA 13 record layouts, driven by the test
  * through fake_cupti.h.  Nothing here talks to a GPU.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cupti.h>
 
@@ -429,11 +432,36 @@ EXPORT void fakecupti_complete_buffer(uint8_t *buf, size_t size)
 		complete_cb(NULL, 0, buf, size, 0);
 }
 
+/* FAKE_CUPTI_CRASH=abort: first writes to the file FAKE_CUPTI_REPORT what the kernel would do with
+ * SIGABRT in this process ("SIGABRT default" or "SIGABRT handler"), asked with the raw system call (no
+ * library, no interposer can answer for it), then aborts (tests/cupti/probe_abort.py). */
+static void report_abort_disposition(void)
+{
+	const char *path = getenv("FAKE_CUPTI_REPORT");
+	if (!path)
+		return;
+	struct { void *handler; unsigned long flags; void *restorer; uint64_t mask; } k;
+	if (syscall(SYS_rt_sigaction, SIGABRT, NULL, &k, sizeof k.mask) != 0)
+		return;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return;
+	const char *what = k.handler == SIG_DFL ? "SIGABRT default\n" : "SIGABRT handler\n";
+	if (syscall(SYS_write, fd, what, strlen(what)) < 0) {
+		/* the test reads no report and fails */
+	}
+	syscall(SYS_close, fd);
+}
+
 /* FAKE_CUPTI_CRASH=1: dies here, as the wheel's CUPTI 13.2 does in its first call (this one too) without a
  * driver that can serve it: the crashing-libcupti scenario. */
 EXPORT CUptiResult cuptiGetVersion(uint32_t *version)
 {
 	const char *crash = getenv("FAKE_CUPTI_CRASH");
+	if (crash && !strcmp(crash, "abort")) {
+		report_abort_disposition();
+		abort();
+	}
 	if (crash && *crash == '1')
 		raise(SIGSEGV);
 	if (!version)

@@ -12,6 +12,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_ROOT = os.environ.get("TBP_SOURCE_ROOT", os.path.dirname(os.path.dirname(HERE)))
+# The Python module (libtbprof/python*.c, as libtbprof/meson.build lists them) and the C library lookups it uses.
+PY_MODULE_SOURCES = sorted(glob.glob(os.path.join(SOURCE_ROOT, "libtbprof", "python*.c"))) + [
+    os.path.join(SOURCE_ROOT, "libtbprof", "libc_real.c")]
 
 
 def runs_as(exe, minor):
@@ -70,7 +73,7 @@ for minor, exe in sorted(found.items()):
                             "-I" + os.path.join(SOURCE_ROOT, "trace", "include"),
                             "-I" + os.path.join(SOURCE_ROOT, "libtbprof"),
                             os.path.join(HERE, "offsets.c"), os.path.join(HERE, "fake_core.c"),
-                            os.path.join(SOURCE_ROOT, "libtbprof", "python.c"), "-o", binary,
+                            *PY_MODULE_SOURCES, "-o", binary,
                             "-lpthread", "-ldl"], capture_output=True, text=True)
     if build.returncode:
         print("FAIL 3.%d offsets: build failed\n%s" % (minor, build.stderr[-1500:]))
