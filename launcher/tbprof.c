@@ -39,6 +39,7 @@
 
 #include "tbp_config.h"
 #include "../libtbprof/control_dir.h"
+#include "tbprof/naming.h"
 #include "tbprof/trace.h"
 
 /* Exit statuses of tbprof's own failures (the command's are passed on). */
@@ -118,9 +119,11 @@ static const char record_help[] =
 	"    -o, --output OUT\n"
 	"        Where the trace goes (TBPROF_OUT; default trace.zst).  Passed on as an\n"
 	"        absolute path: a program that changes directory still writes there.\n"
-	"        OUT is a file when it ends in .zst, holds %p (the pid) or %r (the\n"
-	"        rank), or is an existing file; otherwise it is a directory, created\n"
-	"        if missing, that holds one file per process: rank<N>.zst for each\n"
+	"        OUT is a file when it ends in .zst (it may hold %p, the pid, or %r,\n"
+	"        the rank) or is a device such as /dev/null; a directory when it is\n"
+	"        one, ends in /, or is a new name without an extension; any other\n"
+	"        name (an existing train.py, out.json) is refused before COMMAND runs.\n"
+	"        A directory, created if missing, holds one file per process: rank<N>.zst for each\n"
 	"        rank of a torchrun, mpirun or srun job, agent.zst for torchrun's\n"
 	"        agent, trace.zst otherwise.  A second process of the same run gets\n"
 	"        <stem>.<pid>.zst; torchrun's agent, with a file name,\n"
@@ -437,17 +440,23 @@ static bool opt_is(char **argv, int argc, int *i, const char *lng, const char *s
 	return true;
 }
 
-/* -o OUT: a file when it ends in .zst, holds %p or %r, or is an existing
- * file; otherwise a directory, created now (with its parents) so a
- * mistake shows before the command runs, and passed on with a trailing
- * '/' so libtbprof takes it as one: `-o traces` leaves traces/rank0.zst,
- * traces/rank1.zst ... or traces/trace.zst. */
+/* -o OUT, classified by the naming rules (tbp_name_classify): a file when
+ * it ends in .zst (or is a device or FIFO such as /dev/null); a directory
+ * when it is one, ends in '/', or is a new name without an extension,
+ * created now (with its parents) so a mistake shows before the command
+ * runs, and passed on with a trailing '/' so libtbprof takes it as one:
+ * `-o traces` leaves traces/rank0.zst, traces/rank1.zst ... or
+ * traces/trace.zst.  Any other name (`-o train.py`) is not a trace's:
+ * refused before anything runs. */
 static const char *output_name(const char *opt, const char *v)
 {
 	size_t len = strlen(v);
 	struct stat st;
-	if ((len >= 4 && !strcmp(v + len - 4, ".zst")) || strstr(v, "%p") || strstr(v, "%r") ||
-	    (stat(v, &st) == 0 && !S_ISDIR(st.st_mode)))
+	const char *why = NULL;
+	enum tbp_out_kind kind = tbp_name_classify(v, &why);
+	if (kind == TBP_OUT_NOT_A_TRACE)
+		usage_error("%s: '%s': %s", opt, v, why);
+	if (kind == TBP_OUT_FILE)
 		return v;
 	char *dir = malloc(len + 2);
 	if (!dir)
@@ -554,7 +563,7 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 		return;
 	}
 	if (!o->out)
-		o->out = "trace.zst";
+		o->out = TBP_NAME_DEFAULT;
 	/* Made absolute from here: libtbprof resolves a relative name against
 	 * the directory current when tracing starts, and a program that has
 	 * changed directory by then would put its trace where tbprof does
@@ -635,52 +644,29 @@ static int cmp_str(const void *a, const void *b)
  * command started (the coarse clock: file times come from it). */
 static bool out_is_dir(const char *out)
 {
-	struct stat st;
-	size_t len = strlen(out);
-	return (len && out[len - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+	return tbp_name_is_dir(out);
 }
 
 static void find_traces(const char *out, const struct timespec *since, struct found *fd)
 {
-	char dir[PATH_MAX], pat[PATH_MAX], alt[2 * PATH_MAX + 8];
+	char dir[PATH_MAX];
 	struct stat st;
-	if (out_is_dir(out)) {
+	bool is_dir = out_is_dir(out);
+	if (is_dir) {
 		snprintf(dir, sizeof dir, "%s", out);
-		snprintf(pat, sizeof pat, "*.zst");
-		alt[0] = 0;
 	} else {
 		const char *slash = strrchr(out, '/');
 		if (slash)
 			snprintf(dir, sizeof dir, "%.*s", (int)(slash - out + (slash == out)), out);
 		else
 			snprintf(dir, sizeof dir, ".");
-		const char *base = slash ? slash + 1 : out;
-		size_t o = 0;
-		for (const char *p = base; *p && o + 2 < sizeof pat; p++) {
-			if (p[0] == '%' && (p[1] == 'p' || p[1] == 'r')) {
-				pat[o++] = '*';
-				p++;
-			} else if (strchr("*?[\\", *p)) {
-				pat[o++] = '\\';
-				pat[o++] = *p;
-			} else {
-				pat[o++] = *p;
-			}
-		}
-		pat[o] = 0;
-		/* <stem>.<pid><ext>: the stem ends at the first dot */
-		char *dot = strchr(pat, '.');
-		if (dot)
-			snprintf(alt, sizeof alt, "%.*s.*%s", (int)(dot - pat), pat, dot);
-		else
-			snprintf(alt, sizeof alt, "%s.*", pat);
 	}
 	DIR *d = opendir(dir);
 	if (!d)
 		return;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (fnmatch(pat, e->d_name, 0) && (!alt[0] || fnmatch(alt, e->d_name, 0)))
+		if (is_dir ? fnmatch("*" TBP_NAME_EXT, e->d_name, 0) : !tbp_name_is_output_of(out, e->d_name))
 			continue;
 		char path[2 * PATH_MAX + 2];
 		if (!strcmp(dir, "."))

@@ -17,6 +17,7 @@
 #include "core_priv.h"
 #include "core_internal.h"
 #include "tbp_config.h"
+#include "tbprof/naming.h"
 
 /* ------------------------------------------------------------ process facts */
 
@@ -280,56 +281,24 @@ static bool file_is_from_this_session(const char *path)
 }
 
 
-/* Expand %p to the pid and %r to the rank (the agent's "agent", any other
- * process's "norank"). */
-static void expand_out(char *dst, size_t cap, const char *pattern, bool *had_pid)
-{
-	size_t o = 0;
-	*had_pid = false;
-	for (const char *p = pattern; *p && o + 1 < cap; p++) {
-		if (p[0] == '%' && p[1] == 'p') {
-			o += (size_t)snprintf(dst + o, cap - o, "%d", (int)getpid());
-			p++;
-			*had_pid = true;
-		} else if (p[0] == '%' && p[1] == 'r') {
-			if (tbp_cfg.rank >= 0 && !tbp_cfg.launcher_agent)
-				o += (size_t)snprintf(dst + o, cap - o, "%lld", (long long)tbp_cfg.rank);
-			else
-				o += (size_t)snprintf(dst + o, cap - o, "%s", tbp_cfg.launcher_agent ? "agent" : "norank");
-			p++;
-		} else {
-			dst[o++] = *p;
-		}
-		if (o >= cap)
-			o = cap - 1;
-	}
-	dst[o] = 0;
-}
-
 /* TBPROF_OUT naming a directory (an existing one, or any name ending in
  * '/', created here): each process writes a file in it named by what it
- * is, so a torchrun job leaves rank0.zst, rank1.zst ... side by side;
- * torchrun's agent writes agent.zst, a process outside a job trace.zst.
- * The session rules below then apply to that name. */
+ * is (tbp_name_in_dir), so a torchrun job leaves rank0.zst, rank1.zst ...
+ * side by side; torchrun's agent writes agent.zst, a process outside a job
+ * trace.zst.  The session rules below then apply to that name. */
 static void directory_out(char *base, size_t cap)
 {
 	size_t len = strlen(base);
-	struct stat st;
 	bool slash = len > 0 && base[len - 1] == '/';
 	if (slash && len > 1)
 		mkdir(base, 0777);   /* EEXIST is fine; other failures show when the file is opened */
-	if (!slash && (stat(base, &st) != 0 || !S_ISDIR(st.st_mode)))
+	if (!tbp_name_is_dir(base))
 		return;
 	char name[32];
-	if (tbp_cfg.rank >= 0 && !tbp_cfg.launcher_agent)
-		snprintf(name, sizeof name, "rank%lld.zst", (long long)tbp_cfg.rank);
-	else
-		snprintf(name, sizeof name, "%s", tbp_cfg.launcher_agent ? "agent.zst" : "trace.zst");
+	tbp_name_in_dir(name, sizeof name, tbp_cfg.rank, tbp_cfg.launcher_agent);
 	if (len + strlen(name) + 2 < cap)
 		snprintf(base + len, cap - len, "%s%s", slash ? "" : "/", name);
 }
-
-static void tagged_name(char *dst, size_t cap, const char *base, const char *tag);
 
 /* The output's base name.  torchrun's agent starts before its ranks: with
  * a plain file name it would take the name and leave the ranks the per-pid
@@ -337,36 +306,14 @@ static void tagged_name(char *dst, size_t cap, const char *base, const char *tag
  * already). */
 static void output_base(char *base, size_t cap, bool *had_pid)
 {
-	expand_out(base, cap, tbp_cfg.out, had_pid);
+	*had_pid = tbp_name_expand(base, cap, tbp_cfg.out, (long)getpid(), tbp_cfg.rank, tbp_cfg.launcher_agent);
 	size_t len = strlen(base);
 	directory_out(base, cap);
 	if (strlen(base) == len && tbp_cfg.launcher_agent && !strstr(tbp_cfg.out, "%r")) {
 		char plain[PATH_MAX];
 		snprintf(plain, sizeof plain, "%s", base);
-		tagged_name(base, cap, plain, "agent");
+		tbp_name_tagged(base, cap, plain, "agent");
 	}
-}
-
-/* "trace.zst" -> "trace.<tag>.zst": the tag goes after the stem. */
-static void tagged_name(char *dst, size_t cap, const char *base, const char *tag)
-{
-	const char *slash = strrchr(base, '/');
-	const char *dot = strchr(slash ? slash + 1 : base, '.');
-	if (dot)
-		snprintf(dst, cap, "%.*s.%s%s", (int)(dot - base), base, tag, dot);
-	else
-		snprintf(dst, cap, "%s.%s", base, tag);
-}
-
-/* The per-pid name: "trace.zst" -> "trace.<pid>.zst". */
-static void unique_name(char *dst, size_t cap, const char *base, int serial)
-{
-	char id[32];
-	if (serial)
-		snprintf(id, sizeof id, "%d-%d", (int)getpid(), serial);
-	else
-		snprintf(id, sizeof id, "%d", (int)getpid());
-	tagged_name(dst, cap, base, id);
 }
 
 /* May we truncate this open regular file?  Only when it is empty or a
@@ -482,7 +429,7 @@ int tbp_open_output(void)
 	 * if it is a trace (never a symlink, nor anything else). */
 	fd = -1;
 	for (int serial = 0; serial < 1000; serial++) {
-		unique_name(uniq, sizeof uniq, base, serial);
+		tbp_name_per_pid(uniq, sizeof uniq, base, (long)getpid(), serial);
 		snprintf(out_path, sizeof out_path, "%s", uniq);
 		fd = open(uniq, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (fd >= 0 || errno != EEXIST)
@@ -513,7 +460,7 @@ char capture_out[PATH_MAX];
 
 void tbp_capture_tagged_path(char *buf, size_t cap, const char *path, const char *tag)
 {
-	tagged_name(buf, cap, path, tag);
+	tbp_name_tagged(buf, cap, path, tag);
 }
 
 void tbp_capture_default_path(char *buf, size_t cap, const char *word, unsigned n, const char *tag)
@@ -523,7 +470,7 @@ void tbp_capture_default_path(char *buf, size_t cap, const char *word, unsigned 
 	output_base(base, sizeof base, &had_pid);
 	char what[64];
 	snprintf(what, sizeof what, "%s%u", word, n);
-	tagged_name(one, sizeof one, base, what);
+	tbp_name_tagged(one, sizeof one, base, what);
 	/* A directory OUT names a rank's file by its rank already (rank0.zst): no second tag. */
 	const char *slash = strrchr(base, '/');
 	const char *file = slash ? slash + 1 : base;
@@ -531,7 +478,7 @@ void tbp_capture_default_path(char *buf, size_t cap, const char *word, unsigned 
 	if (tl && !strncmp(file, tag, tl) && file[tl] == '.')
 		tag = NULL;
 	if (tag && *tag)
-		tagged_name(buf, cap, one, tag);
+		tbp_name_tagged(buf, cap, one, tag);
 	else
 		snprintf(buf, cap, "%s", one);
 	/* A relative TBPROF_OUT: against the directory current now, made absolute so the requester

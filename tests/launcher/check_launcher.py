@@ -74,6 +74,8 @@ def scenario_help():
 def scenario_badopts():
     d = tempfile.mkdtemp(prefix="tbp-cmd-")
     marker = os.path.join(d, "ran")
+    with open(os.path.join(d, "train.py"), "w") as f:
+        f.write("print('the script')\n")
     cmd = ["touch", marker]
     cases = [
         (["record", "--bogus", "--"] + cmd, "'--bogus'"),
@@ -85,6 +87,11 @@ def scenario_badopts():
         (["record", "--buffer-size", "1K"] + cmd, "--buffer-size: '1K'"),
         (["record", "--native-depth", "500"] + cmd, "--native-depth: '500'"),
         (["record", "-o", ""] + cmd, "-o: empty"),
+        # a name that is not a trace's is refused before the command runs (it used to run and write
+        # the trace as train.PID.py beside the script)
+        (["record", "-o", "train.py"] + cmd, "-o: 'train.py'"),
+        (["record", "--output=out.json"] + cmd, "--output=out.json: 'out.json'"),
+        (["record", "-o", "t-%p"] + cmd, "-o: 't-%p'"),
         (["record", "--output"], "--output needs a value"),
         (["record"], "no command"),
         (["record", "--trace-all", "--"], "no command"),
@@ -105,6 +112,9 @@ def scenario_badopts():
                 "--"] + cmd, cwd=d)
     if p.returncode != 0 or not os.path.exists(marker):
         fail(f"good options: rc {p.returncode}, {p.stderr!r}")
+    with open(os.path.join(d, "train.py")) as f:
+        if f.read() != "print('the script')\n" or [n for n in os.listdir(d) if n.startswith("train.")] != ["train.py"]:
+            fail("-o train.py: the script was touched or a train.*.py written")
     print(f"ok: {len(cases)} bad command lines: exit 2, one line naming the option, nothing run")
 
 
