@@ -86,6 +86,12 @@ def scenario_badopts():
         (["record", "--buffer-size", "12Q"] + cmd, "--buffer-size: '12Q'"),
         (["record", "--buffer-size", "1K"] + cmd, "--buffer-size: '1K'"),
         (["record", "--native-depth", "500"] + cmd, "--native-depth: '500'"),
+        # the launcher checks with libtbprof's parser and ranges (tbprof/options.def): it used to let
+        # --flight 100000 through, which libtbprof then ignored with a warning
+        (["record", "--flight", "100000"] + cmd, "--flight: '100000'"),
+        (["record", "--flight-slow=0"] + cmd, "--flight-slow: '0'"),
+        (["record", "--flight-mem", "512K"] + cmd, "--flight-mem: '512K'"),
+        (["record", "--capture-range", "nvtx"] + cmd, "--capture-range: 'nvtx'"),
         (["record", "-o", ""] + cmd, "-o: empty"),
         # a name that is not a trace's is refused before the command runs (it used to run and write
         # the trace as train.PID.py beside the script)
@@ -115,6 +121,10 @@ def scenario_badopts():
     with open(os.path.join(d, "train.py")) as f:
         if f.read() != "print('the script')\n" or [n for n in os.listdir(d) if n.startswith("train.")] != ["train.py"]:
             fail("-o train.py: the script was touched or a train.*.py written")
+    # TBPROF_TRACE_ALL=false is false for the launcher too (its summary used to take any value but 0 as true)
+    p = tbprof(["record", "--", "true"], cwd=d, extra={"TBPROF_TRACE_ALL": "false"})
+    if p.returncode != 0 or "--trace-all traces CPU-only" not in p.stderr:
+        fail(f"TBPROF_TRACE_ALL=false: the summary does not read it as false: {p.stderr!r}")
     print(f"ok: {len(cases)} bad command lines: exit 2, one line naming the option, nothing run")
 
 
