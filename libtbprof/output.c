@@ -131,15 +131,20 @@ void tbp_announce_thread(struct tbp_tbuf *b)
 
 /* ------------------------------------------------------------ output file */
 
-int out_fd = -1;
-char out_path[PATH_MAX];
-/* Identity of the trace file, so the writer notices when the program closed
- * our descriptor (os.closerange, close_fds) and the number now names one of
- * its own files: then nothing more is written through it. */
-dev_t out_dev;
-ino_t out_ino;
-int out_gone_warned;
-bool out_gone;
+/* The output file's state, owned here: lifecycle.c opens and forgets it
+ * through the functions below, the writer thread checks and finishes it. */
+static struct {
+	int fd;                        /* the trace's descriptor; -1 when none */
+	char path[PATH_MAX];           /* as opened (relative to the cwd of then) */
+	char path_abs[2 * PATH_MAX + 2]; /* made absolute when opened: the program may chdir */
+	/* Identity of the trace file, so the writer notices when the program
+	 * closed our descriptor (os.closerange, close_fds) and the number now
+	 * names one of its own files: then nothing more is written through it. */
+	dev_t dev;
+	ino_t ino;
+	bool gone;
+	int gone_warned;
+} out = { .fd = -1 };
 
 /* A descriptor number far from the ones the program uses: programs get the
  * lowest free number, so a high one is rarely reused even after a
@@ -159,16 +164,93 @@ int move_fd_high(int fd)
 	return high;
 }
 
-/* Writer thread, before each frame: is out_fd still our trace file? */
+/* Writer thread, before each frame: is out.fd still our trace file? */
 bool out_still_ours(void)
 {
-	if (out_gone)
+	if (out.gone)
 		return false;
 	struct stat st;
-	if (out_fd >= 0 && fstat(out_fd, &st) == 0 && st.st_dev == out_dev && st.st_ino == out_ino)
+	if (out.fd >= 0 && fstat(out.fd, &st) == 0 && st.st_dev == out.dev && st.st_ino == out.ino)
 		return true;
-	out_gone = true;
+	out.gone = true;
 	return false;
+}
+
+int tbp_output_fd(void)
+{
+	return out.fd;
+}
+
+const char *tbp_output_path(void)
+{
+	return out.path;
+}
+
+/* The output path for a message: absolute, so "Permission denied" on a
+ * relative name says which directory. */
+const char *tbp_output_shown(char *buf, size_t len)
+{
+	char cwd[PATH_MAX];
+	if (out.path[0] == '/' || !getcwd(cwd, sizeof cwd))
+		return out.path;
+	int n = snprintf(buf, len, "%s/%s", cwd, out.path);
+	return n > 0 && (size_t)n < len ? buf : out.path;
+}
+
+int tbp_output_open(void)
+{
+	int fd = tbp_open_output();
+	if (fd < 0) {
+		out.fd = -1;
+		return -1;
+	}
+	char shown[2 * PATH_MAX + 2];
+	snprintf(out.path_abs, sizeof out.path_abs, "%s", tbp_output_shown(shown, sizeof shown));
+	out.fd = move_fd_high(fd);
+	struct stat st;
+	if (fstat(out.fd, &st) == 0) {
+		out.dev = st.st_dev;
+		out.ino = st.st_ino;
+	}
+	out.gone = false;
+	return out.fd;
+}
+
+void tbp_output_none(void)
+{
+	out.fd = -1;
+	out.path_abs[0] = 0;
+}
+
+void tbp_output_forget(void)
+{
+	out.fd = -1;
+}
+
+void tbp_output_after_fork(void)
+{
+	if (out.fd >= 0)
+		close(out.fd);   /* the parent's file and lock stay the parent's */
+	out.fd = -1;
+	out.gone = false;
+}
+
+void tbp_output_warn_gone(uint64_t dropped)
+{
+	tbp_warn_once(&out.gone_warned, "the program closed the trace file descriptor of %s; "
+		"tracing stops (%llu records not written)", out.path, (unsigned long long)dropped);
+}
+
+/* A trace with no event leaves no file: removed only while the path still
+ * names the file we wrote, a regular one. */
+void tbp_output_remove_if_empty(bool any_event)
+{
+	struct stat st;
+	if (any_event || !out.path_abs[0] || lstat(out.path_abs, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_dev != out.dev || st.st_ino != out.ino)
+		return;
+	if (unlink(out.path_abs) == 0 && tbp_cfg.verbose)
+		tbp_log("pid %d recorded no event: %s removed", (int)getpid(), out.path_abs);
 }
 
 /*
@@ -390,7 +472,7 @@ int tbp_open_output(void)
 	if (capture_out[0]) {
 		/* A capture's file, named by its requester: never a symlink followed nor a file that is
 		 * not a trace overwritten; refused, the capture fails (the requester hears why). */
-		snprintf(out_path, sizeof out_path, "%s", capture_out);
+		snprintf(out.path, sizeof out.path, "%s", capture_out);
 		enum out_refusal refused;
 		struct stat st;
 		int fd = open_output_checked(capture_out, true, &refused, &st);
@@ -399,7 +481,7 @@ int tbp_open_output(void)
 		return fd;
 	}
 	output_base(base, sizeof base, &had_pid);
-	snprintf(out_path, sizeof out_path, "%s", base);
+	snprintf(out.path, sizeof out.path, "%s", base);
 	enum out_refusal refused;
 	struct stat st;
 	int fd = open_output_checked(base, had_pid, &refused, &st);
@@ -430,7 +512,7 @@ int tbp_open_output(void)
 	fd = -1;
 	for (int serial = 0; serial < 1000; serial++) {
 		tbp_name_per_pid(uniq, sizeof uniq, base, (long)getpid(), serial);
-		snprintf(out_path, sizeof out_path, "%s", uniq);
+		snprintf(out.path, sizeof out.path, "%s", uniq);
 		fd = open(uniq, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (fd >= 0 || errno != EEXIST)
 			break;
@@ -446,7 +528,7 @@ int tbp_open_output(void)
 		flock(fd, LOCK_EX | LOCK_NB);
 	if (fd >= 0 && refused != OUT_OK) {
 		char shown[2 * PATH_MAX + 2];
-		const char *to = out_path_shown(shown, sizeof shown);
+		const char *to = tbp_output_shown(shown, sizeof shown);
 		tbp_log("%s %s: not %s it; the trace goes to %s", base,
 			refused == OUT_IS_SYMLINK ? "is a symbolic link" : "exists and is not a tbprof trace",
 			refused == OUT_IS_SYMLINK ? "following" : "overwriting", to);
