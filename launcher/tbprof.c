@@ -304,6 +304,10 @@ struct record_opts {
 	char **command;
 };
 
+/* One setting per option of the table at most, TBPROF_OUT included. */
+_Static_assert(TBP_OPT_COUNT <= sizeof ((struct record_opts *)0)->env / sizeof ((struct record_opts *)0)->env[0],
+	"record_opts.env cannot hold every option of options.def");
+
 static void set_var(struct record_opts *o, const char *var, const char *value)
 {
 	for (int i = 0; i < o->nenv; i++)

@@ -7,7 +7,11 @@ dumped by test_options --dump):
   - doc/launcher.md's option table lists every flag of the table with the variable it sets (and
     the value, for a flag without one), and no flag that tbprof record does not have.
 
-A difference fails naming the row."""
+A difference fails naming the row.
+
+With --parity TBPROF LIBTBPROF: for every flag of tbprof record that takes a value, a set of good
+and bad values: tbprof record accepts a value (runs the command) exactly when libtbprof, given the
+same value in the variable, takes it without a word on stderr -- the two use one parser."""
 import os
 import re
 import subprocess
@@ -102,7 +106,40 @@ def check_launcher(rows, path):
     return len(documented)
 
 
+PROBES = ["0", "1", "2.5", "32", "-1", "+5", "abc", "", "1K", "64k", "1M", "2MiB", "16G", "1T", "2T", "12Q",
+          "86400", "86401", "604801", "1025", "3600000001", "18446744073709551616", "nan", "cudaProfilerApi",
+          "true", "off"]
+
+
+def check_parity(rows, tbprof, lib):
+    env0 = {k: v for k, v in os.environ.items() if not k.startswith("TBPROF_") and k != "LD_PRELOAD"}
+    checked = 0
+    for r in rows:
+        if not r["flag"] or r["sets"] or r["var"] == "TBPROF_OUT":
+            continue
+        for value in PROBES:
+            if value == "":
+                continue   # unset for libtbprof, a missing value for the launcher: not the same question
+            p = subprocess.run([tbprof, "record", "-q", f"{r['flag']}={value}", "--", "true"], env=env0,
+                               capture_output=True, text=True, timeout=60)
+            launcher_ok = p.returncode == 0
+            if p.returncode not in (0, 2):
+                fail(f"tbprof record {r['flag']}={value}: exit {p.returncode}: {p.stderr!r}")
+            q = subprocess.run(["true"], env=dict(env0, LD_PRELOAD=lib, **{r["var"]: value}),
+                               capture_output=True, text=True, timeout=60)
+            lib_ok = f"tbprof: {r['var']}=" not in q.stderr
+            if launcher_ok != lib_ok:
+                fail(f"{r['flag']}={value}: tbprof record {'accepts' if launcher_ok else 'refuses'} it, libtbprof "
+                     f"{'takes' if lib_ok else 'rejects'} {r['var']}={value} ({q.stderr.strip()!r})")
+            checked += 1
+    print(f"ok: {checked} (flag, value) pairs: tbprof record and libtbprof accept the same values")
+
+
 def main():
+    if sys.argv[1] == "--parity":
+        dump, tbprof, lib = sys.argv[2], sys.argv[3], sys.argv[4]
+        check_parity(load_table(dump), tbprof, lib)
+        return
     dump, root = sys.argv[1], sys.argv[2]
     rows = load_table(dump)
     n_vars = check_config(rows, os.path.join(root, "doc", "config.md"))
