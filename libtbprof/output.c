@@ -548,21 +548,9 @@ void tbp_capture_tagged_path(char *buf, size_t cap, const char *path, const char
 void tbp_capture_default_path(char *buf, size_t cap, const char *word, unsigned n, const char *tag)
 {
 	bool had_pid;
-	char base[PATH_MAX], one[PATH_MAX + 32];
+	char base[PATH_MAX];
 	output_base(base, sizeof base, &had_pid);
-	char what[64];
-	snprintf(what, sizeof what, "%s%u", word, n);
-	tbp_name_tagged(one, sizeof one, base, what);
-	/* A directory OUT names a rank's file by its rank already (rank0.zst): no second tag. */
-	const char *slash = strrchr(base, '/');
-	const char *file = slash ? slash + 1 : base;
-	size_t tl = tag ? strlen(tag) : 0;
-	if (tl && !strncmp(file, tag, tl) && file[tl] == '.')
-		tag = NULL;
-	if (tag && *tag)
-		tbp_name_tagged(buf, cap, one, tag);
-	else
-		snprintf(buf, cap, "%s", one);
+	tbp_name_capture(buf, cap, base, word, n, tag);
 	/* A relative TBPROF_OUT: against the directory current now, made absolute so the requester
 	 * can name the file. */
 	if (buf[0] != '/') {

@@ -38,6 +38,22 @@ void tbp_name_in_dir(char *dst, size_t cap, long long rank, bool agent)
 		snprintf(dst, cap, "%s", agent ? "agent" TBP_NAME_EXT : TBP_NAME_DEFAULT);
 }
 
+void tbp_name_capture(char *dst, size_t cap, const char *base, const char *word, unsigned n, const char *tag)
+{
+	char what[64], one[4096 + 64];
+	snprintf(what, sizeof what, "%s%u", word, n);
+	tbp_name_tagged(one, sizeof one, base, what);
+	const char *slash = strrchr(base, '/');
+	const char *file = slash ? slash + 1 : base;
+	size_t tl = tag ? strlen(tag) : 0;
+	if (tl && !strncmp(file, tag, tl) && file[tl] == '.')
+		tag = NULL;
+	if (tag && *tag)
+		tbp_name_tagged(dst, cap, one, tag);
+	else
+		snprintf(dst, cap, "%s", one);
+}
+
 bool tbp_name_expand(char *dst, size_t cap, const char *pattern, long pid, long long rank, bool agent)
 {
 	size_t o = 0;

@@ -42,6 +42,18 @@ static void tagged(void)
 	expect_str("per pid", b, "dir/trace.12345.zst");
 	tbp_name_per_pid(b, sizeof b, "trace.zst", 12345, 2);
 	expect_str("per pid, serial", b, "trace.12345-2.zst");
+	tbp_name_capture(b, sizeof b, "/o/trace.zst", "capture", 1, NULL);
+	expect_str("capture", b, "/o/trace.capture1.zst");
+	tbp_name_capture(b, sizeof b, "/o/trace.zst", "flight", 2, "");
+	expect_str("flight dump, empty tag", b, "/o/trace.flight2.zst");
+	tbp_name_capture(b, sizeof b, "/o/trace.zst", "capture", 3, "rank1");
+	expect_str("capture of one of several ranks", b, "/o/trace.rank1.capture3.zst");
+	tbp_name_capture(b, sizeof b, "/o/rank1.zst", "capture", 1, "rank1");
+	expect_str("capture in a directory OUT: the rank once", b, "/o/rank1.capture1.zst");
+	tbp_name_capture(b, sizeof b, "/o/rank10.zst", "capture", 1, "rank1");
+	expect_str("rank10 is not rank1", b, "/o/rank10.rank1.capture1.zst");
+	tbp_name_capture(b, sizeof b, "/o/trace.zst", "capture", 1, "4242");
+	expect_str("capture tagged by pid", b, "/o/trace.4242.capture1.zst");
 	tbp_name_tagged(b, 8, "trace.zst", "capture1");
 	expect_int("tagged truncates within cap", (long)strlen(b), 7);
 }

@@ -33,6 +33,13 @@ void tbp_name_per_pid(char *dst, size_t cap, const char *base, long pid, int ser
  * agent), "agent.zst" for torchrun's agent, "trace.zst" otherwise. */
 void tbp_name_in_dir(char *dst, size_t cap, long long rank, bool agent);
 
+/* A capture's or a flight dump's file, from the process's output name: "trace.zst" ->
+ * "trace.<word><n>.zst" (trace.capture1.zst, trace.flight2.zst), then, when several processes
+ * answer one request, the process's tag after the stem ("trace.rank1.capture1.zst"), unless the
+ * name already starts with it (a directory OUT's rank1.zst: "rank1.capture1.zst").  tag may be
+ * NULL or "". */
+void tbp_name_capture(char *dst, size_t cap, const char *base, const char *word, unsigned n, const char *tag);
+
 /* OUT with "%p" replaced by pid and "%r" by the rank ("agent" for torchrun's agent, "norank"
  * outside a job); returns whether it held "%p". */
 bool tbp_name_expand(char *dst, size_t cap, const char *pattern, long pid, long long rank, bool agent);
