@@ -142,7 +142,10 @@ static const char record_help_tail[] =
 	"\n"
 	"ENVIRONMENT\n"
 	"    LD_PRELOAD    kept; libtbprof.so is added after its entries.\n"
-	"    TBPROF_*      passed on; options override them.\n"
+	"    TBPROF_*      passed on; options override them.  Those without an option:\n";
+
+/* After the variables without a flag, which print_record_help writes from the table. */
+static const char record_help_examples[] =
 	"\n"
 	"EXAMPLES\n"
 	"    tbprof record python train.py\n"
@@ -389,6 +392,33 @@ static void print_wrapped(const char *text)
 		fputc('\n', stdout);
 }
 
+/* An option's help paragraph with, in parentheses, its variable (when
+ * with_var), what its flag sets or its range, and its default. */
+static void option_help(char *text, size_t cap, const struct tbp_option *o, bool with_var)
+{
+	char lo[32], hi[32], note[256] = "";
+	size_t n = 0;
+	if (o->flag && o->sets)
+		n += snprintf(note + n, sizeof note - n, "=%s", o->sets);
+	else if (o->type == TBP_OPT_UINT)
+		n += snprintf(note + n, sizeof note - n, ": %llu..%llu", o->lo, o->hi);
+	else if (o->type == TBP_OPT_SIZE)
+		n += snprintf(note + n, sizeof note - n, ": %s..%s, suffixes K M G T",
+			size_text(lo, sizeof lo, o->lo), size_text(hi, sizeof hi, o->hi));
+	else if (o->type == TBP_OPT_SECONDS)
+		n += snprintf(note + n, sizeof note - n, ": 0 < %s <= %llu", o->metavar ? o->metavar : "S", o->hi);
+	if (!(o->flag && o->sets) && o->dflt)
+		n += snprintf(note + n, sizeof note - n, "; default %s", o->dflt);
+	/* without the variable's name, the note's leading ": " or "; " goes */
+	const char *shown = with_var ? note : note + (note[0] == ':' || note[0] == ';' ? 2 : 0);
+	if (with_var)
+		snprintf(text, cap, "%s  (%s%s)", o->help, o->var, shown);
+	else if (*shown)
+		snprintf(text, cap, "%s  (%s)", o->help, shown);
+	else
+		snprintf(text, cap, "%s", o->help);
+}
+
 /* tbprof record --help: the options are the table's (tbprof/options.def), each with the variable
  * it sets, its range and its default. */
 static void print_record_help(void)
@@ -400,23 +430,21 @@ static void print_record_help(void)
 			continue;
 		printf("    %s%s%s%s%s\n", o->short_flag ? o->short_flag : "", o->short_flag ? ", " : "", o->flag,
 			o->sets ? "" : " ", o->sets ? "" : o->metavar);
-		char text[2048], lo[32], hi[32];
-		int n = snprintf(text, sizeof text, "%s  (%s", o->help, o->var);
-		if (o->sets)
-			n += snprintf(text + n, sizeof text - n, "=%s", o->sets);
-		else if (o->type == TBP_OPT_UINT)
-			n += snprintf(text + n, sizeof text - n, ": %llu..%llu", o->lo, o->hi);
-		else if (o->type == TBP_OPT_SIZE)
-			n += snprintf(text + n, sizeof text - n, ": %s..%s, suffixes K M G T",
-				size_text(lo, sizeof lo, o->lo), size_text(hi, sizeof hi, o->hi));
-		else if (o->type == TBP_OPT_SECONDS)
-			n += snprintf(text + n, sizeof text - n, ": 0 < %s <= %llu", o->metavar, o->hi);
-		if (!o->sets && o->dflt)
-			n += snprintf(text + n, sizeof text - n, "; default %s", o->dflt);
-		snprintf(text + n, sizeof text - n, ")");
+		char text[2048];
+		option_help(text, sizeof text, o, true);
 		print_wrapped(text);
 	}
 	fputs(record_help_tail, stdout);
+	for (size_t k = 0; k < TBP_OPT_COUNT; k++) {
+		const struct tbp_option *o = &tbp_options[k];
+		if (o->flag)
+			continue;
+		printf("    %s\n", o->var);
+		char text[2048];
+		option_help(text, sizeof text, o, false);
+		print_wrapped(text);
+	}
+	fputs(record_help_examples, stdout);
 }
 
 /* Matches argv[*i] against --name / --name=VALUE / -s [VALUE]; returns the
