@@ -894,9 +894,10 @@ static const char capture_help[] =
 	"        iteration marks, or tbprof.mark_step() in the program; in a Python\n"
 	"        program without marks, from now, counting its backward() calls.\n"
 	"    -o, --output FILE\n"
-	"        The file (several processes: FILE with .rank<N> or .<pid> after its\n"
-	"        stem).  Default: the process's trace name with .capture<K> after its\n"
-	"        stem (trace.capture1.zst, rank0.capture1.zst, ...).\n"
+	"        The file, whose name ends in .zst (several processes: FILE with\n"
+	"        .rank<N> or .<pid> after its stem).  Default: the process's trace\n"
+	"        name with .capture<K> after its stem (trace.capture1.zst,\n"
+	"        rank0.capture1.zst, ...).\n"
 	"    --timeout SECONDS\n"
 	"        Give up after SECONDS (default: --for's time + 30, or 600 with\n"
 	"        --steps); the capture is then ended where it is.\n"
@@ -1012,6 +1013,9 @@ static int cmd_capture(int argc, char **argv)
 			check_number("--steps", v, 1, 1000000000, false);
 			steps = strtoll(v, NULL, 10);
 		} else if (opt_is(argv, argc, &i, "--output", "-o", true, &v)) {
+			/* a capture is one trace file: the naming rules' file name (ends in .zst) */
+			if (tbp_name_classify(v, NULL) != TBP_OUT_FILE)
+				usage_error("-o: '%s' is not a trace file's name (it ends in " TBP_NAME_EXT ")", v);
 			out = v;
 		} else if (argv[i][0] == '-' || pid_arg) {
 			usage_error("unknown argument '%s'", argv[i]);
