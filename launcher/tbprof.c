@@ -180,8 +180,8 @@ static const char demo_help[] =
 	"\n"
 	"OPTIONS\n"
 	"    -o, --output OUT\n"
-	"        The trace (default tbprof-demo.zst).  A trace already there is\n"
-	"        replaced; any other file is left alone (exit 2).\n"
+	"        The trace (default tbprof-demo.zst; the name ends in .zst).  A trace\n"
+	"        already there is replaced; any other file is left alone (exit 2).\n"
 	"    --python PYTHON\n"
 	"        The Python with PyTorch (default python3 on PATH).\n"
 	"    -h, --help\n"
@@ -1207,6 +1207,8 @@ static int cmd_demo(int argc, char **argv)
 		} else if (opt_is(argv, argc, &i, "--output", "-o", true, &v)) {
 			if (!*v)
 				usage_error("%s: empty output name", a);
+			if (tbp_name_classify(v, NULL) != TBP_OUT_FILE)
+				usage_error("%s: '%s' is not a trace file's name (it ends in " TBP_NAME_EXT ")", a, v);
 			out = v;
 		} else if (opt_is(argv, argc, &i, "--python", NULL, true, &v)) {
 			if (!*v)

@@ -99,6 +99,7 @@ def scenario_badopts():
         (["record", "--output=out.json"] + cmd, "--output=out.json: 'out.json'"),
         (["record", "-o", "t-%p"] + cmd, "-o: 't-%p'"),
         (["capture", "1", "-o", "train.py"], "-o: 'train.py'"),
+        (["demo", "-o", "train.py"], "tbprof demo: -o: 'train.py'"),
         (["record", "--output"], "--output needs a value"),
         (["record"], "no command"),
         (["record", "--trace-all", "--"], "no command"),
