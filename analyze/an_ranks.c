@@ -14,6 +14,7 @@
 #include "an_ranks.h"
 #include "cmd.h"
 #include "tr_common.h"
+#include "tbprof/naming.h"
 
 /* A step-mean lateness below this share of the step time is noise (thread
  * scheduling, a collective's own jitter), not a straggler. */
@@ -33,18 +34,11 @@ struct raw_mark {
 };
 
 /* ------------------------------------------------------------ directory */
+/* The rank in a file name is the naming module's rule (rank<N>.zst, as libtbprof names a rank's
+ * file in a directory OUT). */
 long an_rank_from_name(const char *path)
 {
-	const char *base = strrchr(path, '/');
-	base = base ? base + 1 : path;
-	if (strncmp(base, "rank", 4) || !isdigit((unsigned char)base[4]))
-		return -1;
-	char *end;
-	errno = 0;
-	long v = strtol(base + 4, &end, 10);
-	if (errno || strcmp(end, ".zst"))
-		return -1;
-	return v;
+	return tbp_name_rank_of(path);
 }
 
 /* Name order with digit runs compared as numbers: rank2 before rank10. */
@@ -101,7 +95,8 @@ int an_ranks_list_dir(const char *dir, char ***out, size_t *out_n)
 	size_t dl = strlen(dir);
 	while ((e = readdir(d))) {
 		size_t nl = strlen(e->d_name);
-		if (nl < 5 || strcmp(e->d_name + nl - 4, ".zst") || e->d_name[0] == '.')
+		size_t el = strlen(TBP_NAME_EXT);
+		if (nl <= el || strcmp(e->d_name + nl - el, TBP_NAME_EXT) || e->d_name[0] == '.')
 			continue;
 		char *p = malloc(dl + nl + 2);
 		if (!p || (n == cap && !(paths = realloc(paths, (cap = cap ? 2 * cap : 16) * sizeof *paths)))) {

@@ -274,7 +274,7 @@ void hip_timing_init(void)
 		return;
 	pthread_mutex_lock(&timing_lock);
 	if (!init_done) {
-		if (tbp_env_bool("TBPROF_HIP_EVENTS", false)) {
+		if (tbp_cfg.hip_events) {
 			ops = calloc(PENDING_CAP, sizeof *ops);
 			if (hip_real.EventCreateWithFlags && hip_real.EventRecord && hip_real.EventQuery &&
 			    hip_real.EventSynchronize && hip_real.EventElapsedTime &&

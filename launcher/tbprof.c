@@ -39,6 +39,8 @@
 
 #include "tbp_config.h"
 #include "../libtbprof/control_dir.h"
+#include "tbprof/naming.h"
+#include "tbprof/options.h"
 #include "tbprof/trace.h"
 
 /* Exit statuses of tbprof's own failures (the command's are passed on). */
@@ -114,82 +116,16 @@ static const char record_help[] =
 	"\n"
 	"    Options end at the first argument that is not one, or at `--`.\n"
 	"\n"
-	"OPTIONS\n"
-	"    -o, --output OUT\n"
-	"        Where the trace goes (TBPROF_OUT; default trace.zst).  Passed on as an\n"
-	"        absolute path: a program that changes directory still writes there.\n"
-	"        OUT is a file when it ends in .zst, holds %p (the pid) or %r (the\n"
-	"        rank), or is an existing file; otherwise it is a directory, created\n"
-	"        if missing, that holds one file per process: rank<N>.zst for each\n"
-	"        rank of a torchrun, mpirun or srun job, agent.zst for torchrun's\n"
-	"        agent, trace.zst otherwise.  A second process of the same run gets\n"
-	"        <stem>.<pid>.zst; torchrun's agent, with a file name,\n"
-	"        <stem>.agent.zst.  A symlink at OUT is not followed and a file that\n"
-	"        is not a trace is not overwritten: the trace goes beside it.\n"
-	"    --on-demand\n"
-	"        Record nothing and write no file until asked: `tbprof capture PID`\n"
-	"        (PID: tbprof's own, or a traced process) writes a trace of the next\n"
-	"        seconds or steps; in Python, `with tbprof.capture(\"cell.zst\"):`.\n"
-	"        Captures repeat; each is a complete trace.  (TBPROF_ON_DEMAND=1)\n"
-	"    --capture-range cudaProfilerApi\n"
-	"        On demand, and each cudaProfilerStart ... cudaProfilerStop of the\n"
-	"        program (torch.cuda.profiler.start/stop) is a capture of its own, as\n"
-	"        nsys's --capture-range=cudaProfilerApi.  (TBPROF_CAPTURE_RANGE)\n"
-	"    --capture-range nvtx:NAME[@DOMAIN]\n"
-	"        On demand, and each NVTX range named NAME (torch.cuda.nvtx.range_push,\n"
-	"        nvtxRangePush/Start; of DOMAIN if given, else of any domain) is a\n"
-	"        capture of its own, from its push to its pop (an outermost one: a NAME\n"
-	"        inside NAME is part of it).  (TBPROF_CAPTURE_RANGE)\n"
-	"    --flight SECONDS\n"
-	"        The flight recorder: record all the time into memory, keeping the\n"
-	"        last SECONDS (at most --flight-mem bytes per process; records that\n"
-	"        do not fit are counted as lost), and write them (trace.flight1.zst,\n"
-	"        ...) only on `tbprof capture PID`, when the process dies of SIGSEGV,\n"
-	"        SIGBUS, SIGFPE, SIGILL or SIGABRT (then the signal proceeds), or as\n"
-	"        below.  Nothing at exit.  (TBPROF_FLIGHT)\n"
-	"    --flight-mem SIZE\n"
-	"        The flight recorder's memory per process (TBPROF_FLIGHT_MEM; 256M).\n"
-	"    --flight-slow F\n"
-	"        Also dump when a marked step takes more than F x the median of the\n"
-	"        last 64 (at most once a minute).  (TBPROF_FLIGHT_SLOW)\n"
-	"    --flight-stall S\n"
-	"        Also dump when no step has ended for S seconds: each thread's last\n"
-	"        call and Python stack and the GPU's last work are in it.\n"
-	"        (TBPROF_FLIGHT_STALL)\n"
-	"    --trace-all\n"
-	"        Trace every Python process from its start, even one that never uses\n"
-	"        the GPU (CPU runs: Python spans; a torchrun agent).  Without it only\n"
-	"        processes that call CUDA/HIP leave a trace.  (TBPROF_TRACE_ALL=1)\n"
-	"    --python-depth N\n"
-	"        Python frames kept per call path, 1..1024 (TBPROF_PY_DEPTH; 32).\n"
-	"    --span-us N\n"
-	"        Record Python calls longer than N microseconds as spans; 0: none\n"
-	"        (TBPROF_PY_SPAN_US; 100).\n"
-	"    --no-python\n"
-	"        No Python call paths nor spans (TBPROF_PYTHON=0).\n"
-	"    --no-cupti\n"
-	"        No GPU timeline from CUPTI: API calls with host times only\n"
-	"        (TBPROF_CUPTI=0).\n"
-	"    --native\n"
-	"        Native call stacks on every API call, symbolized by tbanalyze\n"
-	"        (TBPROF_NATIVE=1; builds with libunwind).\n"
-	"    --native-depth N\n"
-	"        Native frames per stack, 1..128 (TBPROF_NATIVE_DEPTH; 16).\n"
-	"    --buffer-size SIZE\n"
-	"        Largest per-thread buffer, 4K..16G, suffixes K M G T\n"
-	"        (TBPROF_BUFFER_SIZE; 8M).  When full, events are dropped and counted.\n"
-	"    --no-fork\n"
-	"        Forked children without exec are not traced (TBPROF_FORK=0).\n"
-	"    --hip-events\n"
-	"        HIP: time launches and copies with hipEvents (TBPROF_HIP_EVENTS=1).\n"
+	"OPTIONS\n";
+
+/* After the options, which print_record_help writes from tbprof/options.def. */
+static const char record_help_tail[] =
 	"    --report\n"
 	"        When the command ends, run tbanalyze on the traces it left (stdout):\n"
 	"        for a directory OUT with several (a job's ranks), tbanalyze OUT, each\n"
 	"        rank and the cross-rank view; otherwise each trace.\n"
 	"    -q, --quiet\n"
 	"        Do not print where the traces went.\n"
-	"    -v, --verbose\n"
-	"        libtbprof names each trace file as it opens it (TBPROF_VERBOSE=1).\n"
 	"    -h, --help\n"
 	"        This text.\n"
 	"\n"
@@ -209,9 +145,12 @@ static const char record_help[] =
 	"    PYTHONPATH    kept; the directory of the tbprof Python package (and\n"
 	"                  nothing else) is added after its entries: `import tbprof`\n"
 	"                  works in the command, whichever Python runs it.\n"
-	"    TBPROF_*      passed on; options override them.\n"
 	"    NVTX_INJECTION64_PATH  set to libtbprof.so, which records NVTX ranges, unless\n"
 	"                  set already (then the ranges go to that tool; tbprof says so).\n"
+	"    TBPROF_*      passed on; options override them.  Those without an option:\n";
+
+/* After the variables without a flag, which print_record_help writes from the table. */
+static const char record_help_examples[] =
 	"\n"
 	"EXAMPLES\n"
 	"    tbprof record python train.py\n"
@@ -246,8 +185,8 @@ static const char demo_help[] =
 	"\n"
 	"OPTIONS\n"
 	"    -o, --output OUT\n"
-	"        The trace (default tbprof-demo.zst).  A trace already there is\n"
-	"        replaced; any other file is left alone (exit 2).\n"
+	"        The trace (default tbprof-demo.zst; the name ends in .zst).  A trace\n"
+	"        already there is replaced; any other file is left alone (exit 2).\n"
 	"    --python PYTHON\n"
 	"        The Python with PyTorch (default python3 on PATH).\n"
 	"    -h, --help\n"
@@ -373,6 +312,10 @@ struct record_opts {
 	char **command;
 };
 
+/* One setting per option of the table at most, TBPROF_OUT included. */
+_Static_assert(TBP_OPT_COUNT <= sizeof ((struct record_opts *)0)->env / sizeof ((struct record_opts *)0)->env[0],
+	"record_opts.env cannot hold every option of options.def");
+
 static void set_var(struct record_opts *o, const char *var, const char *value)
 {
 	for (int i = 0; i < o->nenv; i++)
@@ -383,45 +326,130 @@ static void set_var(struct record_opts *o, const char *var, const char *value)
 	o->env[o->nenv++] = (struct setting){var, value};
 }
 
-/* An unsigned decimal within [lo, hi], with K/M/G/T (powers of 1024, an
- * optional trailing B or iB) when `size`: the same grammar libtbprof
- * accepts, checked here so a typo is an error now, not a warning in the
- * middle of the command's output. */
-static void check_number(const char *opt, const char *v, unsigned long long lo, unsigned long long hi, bool size)
+/* A flag's value, checked now with libtbprof's own parser (tbprof/options.h)
+ * so a typo is an error before the command runs, not a warning in the
+ * middle of its output. */
+static void check_value(const char *opt, const struct tbp_option *o, const char *v)
 {
-	const char *p = v;
-	unsigned long long n = 0;
-	bool ok = *p >= '0' && *p <= '9';
-	for (; ok && *p >= '0' && *p <= '9'; p++) {
-		if (n > (ULLONG_MAX - 9) / 10)
-			ok = false;
-		n = n * 10 + (unsigned)(*p - '0');
-	}
-	if (ok && *p && size) {
-		unsigned shift = *p == 'K' || *p == 'k' ? 10 : *p == 'M' || *p == 'm' ? 20 : *p == 'G' || *p == 'g' ? 30
-			: *p == 'T' || *p == 't' ? 40 : 0;
-		ok = shift && n <= (ULLONG_MAX >> shift);
-		n <<= shift;
-		p++;
-		if (*p == 'i' && (p[1] == 'B' || p[1] == 'b'))
-			p++;
-		if (*p == 'B' || *p == 'b')
-			p++;
-	}
-	if (!ok || *p || n < lo || n > hi) {
-		if (size)
-			usage_error("%s: '%s' is not a size from %llu to %llu bytes (suffixes K, M, G, T)", opt, v, lo, hi);
-		usage_error("%s: '%s' is not a number from %llu to %llu", opt, v, lo, hi);
+	union tbp_opt_value parsed;
+	if (tbp_opt_parse(o, v, &parsed, NULL))
+		return;
+	switch (o->type) {
+	case TBP_OPT_SIZE:
+		usage_error("%s: '%s' is not a size from %llu to %llu bytes (suffixes K, M, G, T)", opt, v, o->lo, o->hi);
+	case TBP_OPT_SECONDS:
+		usage_error("%s: '%s' is not a positive number (at most %llu)", opt, v, o->hi);
+	case TBP_OPT_CHOICE:
+		usage_error("%s: '%s' is not one of: %s", opt, v, o->metavar);
+	case TBP_OPT_BOOL:
+	case TBP_OPT_LEVEL:
+		usage_error("%s: '%s' is not a boolean (1/true/yes/on, 0/false/no/off)", opt, v);
+	default:
+		usage_error("%s: '%s' is not a number from %llu to %llu", opt, v, o->lo, o->hi);
 	}
 }
 
-/* A positive number (seconds, a factor), as libtbprof reads it. */
-static void check_seconds(const char *opt, const char *v)
+/* An unsigned decimal within [lo, hi] (the options' grammar, for the commands' own numbers). */
+static void check_number(const char *opt, const char *v, unsigned long long lo, unsigned long long hi, bool size)
 {
-	char *end;
-	double d = strtod(v, &end);
-	if (*end || !(d > 0) || d > 86400 * 7)
-		usage_error("%s: '%s' is not a positive number", opt, v);
+	struct tbp_option o = { .type = size ? TBP_OPT_SIZE : TBP_OPT_UINT, .lo = lo, .hi = hi };
+	check_value(opt, &o, v);
+}
+
+/* 8388608 -> "8M": a table's byte count as the help writes it. */
+static const char *size_text(char *buf, size_t cap, unsigned long long n)
+{
+	static const char units[] = "KMGT";
+	int u = -1;
+	while (u < 3 && n && !(n & 1023)) {
+		n >>= 10;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, cap, "%llu", n);
+	else
+		snprintf(buf, cap, "%llu%c", n, units[u]);
+	return buf;
+}
+
+/* Writes text wrapped at 78 columns, each line indented by 8; two spaces
+ * between sentences stay two within a line. */
+static void print_wrapped(const char *text)
+{
+	int col = 0, gap = 0;
+	for (const char *p = text; *p;) {
+		size_t spaces = strspn(p, " ");
+		p += spaces;
+		if (col)
+			gap = spaces >= 2 ? 2 : 1;
+		size_t len = strcspn(p, " ");
+		if (!len)
+			break;
+		if (col && col + gap + (int)len > 78) {
+			fputc('\n', stdout);
+			col = 0;
+		}
+		printf("%*s%.*s", col ? gap : 8, "", (int)len, p);
+		col += (col ? gap : 8) + (int)len;
+		p += len;
+	}
+	if (col)
+		fputc('\n', stdout);
+}
+
+/* An option's help paragraph with, in parentheses, its variable (when
+ * with_var), what its flag sets or its range, and its default. */
+static void option_help(char *text, size_t cap, const struct tbp_option *o, bool with_var)
+{
+	char lo[32], hi[32], note[256] = "";
+	size_t n = 0;
+	if (o->flag && o->sets)
+		n += snprintf(note + n, sizeof note - n, "=%s", o->sets);
+	else if (o->type == TBP_OPT_UINT)
+		n += snprintf(note + n, sizeof note - n, ": %llu..%llu", o->lo, o->hi);
+	else if (o->type == TBP_OPT_SIZE)
+		n += snprintf(note + n, sizeof note - n, ": %s..%s, suffixes K M G T",
+			size_text(lo, sizeof lo, o->lo), size_text(hi, sizeof hi, o->hi));
+	else if (o->type == TBP_OPT_SECONDS)
+		n += snprintf(note + n, sizeof note - n, ": 0 < %s <= %llu", o->metavar ? o->metavar : "S", o->hi);
+	if (!(o->flag && o->sets) && o->dflt)
+		n += snprintf(note + n, sizeof note - n, "; default %s", o->dflt);
+	/* without the variable's name, the note's leading ": " or "; " goes */
+	const char *shown = with_var ? note : note + (note[0] == ':' || note[0] == ';' ? 2 : 0);
+	if (with_var)
+		snprintf(text, cap, "%s  (%s%s)", o->help, o->var, shown);
+	else if (*shown)
+		snprintf(text, cap, "%s  (%s)", o->help, shown);
+	else
+		snprintf(text, cap, "%s", o->help);
+}
+
+/* tbprof record --help: the options are the table's (tbprof/options.def), each with the variable
+ * it sets, its range and its default. */
+static void print_record_help(void)
+{
+	fputs(record_help, stdout);
+	for (size_t k = 0; k < TBP_OPT_COUNT; k++) {
+		const struct tbp_option *o = &tbp_options[k];
+		if (!o->flag)
+			continue;
+		printf("    %s%s%s%s%s\n", o->short_flag ? o->short_flag : "", o->short_flag ? ", " : "", o->flag,
+			o->sets ? "" : " ", o->sets ? "" : o->metavar);
+		char text[2048];
+		option_help(text, sizeof text, o, true);
+		print_wrapped(text);
+	}
+	fputs(record_help_tail, stdout);
+	for (size_t k = 0; k < TBP_OPT_COUNT; k++) {
+		const struct tbp_option *o = &tbp_options[k];
+		if (o->flag)
+			continue;
+		printf("    %s\n", o->var);
+		char text[2048];
+		option_help(text, sizeof text, o, false);
+		print_wrapped(text);
+	}
+	fputs(record_help_examples, stdout);
 }
 
 /* Matches argv[*i] against --name / --name=VALUE / -s [VALUE]; returns the
@@ -447,17 +475,23 @@ static bool opt_is(char **argv, int argc, int *i, const char *lng, const char *s
 	return true;
 }
 
-/* -o OUT: a file when it ends in .zst, holds %p or %r, or is an existing
- * file; otherwise a directory, created now (with its parents) so a
- * mistake shows before the command runs, and passed on with a trailing
- * '/' so libtbprof takes it as one: `-o traces` leaves traces/rank0.zst,
- * traces/rank1.zst ... or traces/trace.zst. */
+/* -o OUT, classified by the naming rules (tbp_name_classify): a file when
+ * it ends in .zst (or is a device or FIFO such as /dev/null); a directory
+ * when it is one, ends in '/', or is a new name without an extension,
+ * created now (with its parents) so a mistake shows before the command
+ * runs, and passed on with a trailing '/' so libtbprof takes it as one:
+ * `-o traces` leaves traces/rank0.zst, traces/rank1.zst ... or
+ * traces/trace.zst.  Any other name (`-o train.py`) is not a trace's:
+ * refused before anything runs. */
 static const char *output_name(const char *opt, const char *v)
 {
 	size_t len = strlen(v);
 	struct stat st;
-	if ((len >= 4 && !strcmp(v + len - 4, ".zst")) || strstr(v, "%p") || strstr(v, "%r") ||
-	    (stat(v, &st) == 0 && !S_ISDIR(st.st_mode)))
+	const char *why = NULL;
+	enum tbp_out_kind kind = tbp_name_classify(v, &why);
+	if (kind == TBP_OUT_NOT_A_TRACE)
+		usage_error("%s: '%s': %s", opt, v, why);
+	if (kind == TBP_OUT_FILE)
 		return v;
 	char *dir = malloc(len + 2);
 	if (!dir)
@@ -481,11 +515,46 @@ static const char *output_name(const char *opt, const char *v)
 	return dir;
 }
 
+/* The value an option of the command line set for var, or NULL. */
+static const char *setting(const struct record_opts *o, const char *var)
+{
+	for (int i = 0; i < o->nenv; i++)
+		if (!strcmp(o->env[i].var, var))
+			return o->env[i].value;
+	return NULL;
+}
+
+/* argv[*i] as one of the table's flags (tbprof/options.def): its value
+ * checked, its variable set.  False when it is none of them. */
+static bool record_flag(char **argv, int argc, int *i, struct record_opts *o)
+{
+	const char *a = argv[*i];
+	for (size_t k = 0; k < TBP_OPT_COUNT; k++) {
+		const struct tbp_option *opt = &tbp_options[k];
+		const char *v = NULL;
+		if (!opt->flag || !opt_is(argv, argc, i, opt->flag, opt->short_flag, !opt->sets, &v))
+			continue;
+		if (k == TBP_OPT_OUT) {
+			if (!*v)
+				usage_error("%s: empty output name", a);
+			o->out = output_name(a, v);
+			return true;
+		}
+		if (opt->sets)
+			v = opt->sets;
+		else
+			check_value(opt->flag, opt, v);
+		set_var(o, opt->var, v);
+		return true;
+	}
+	return false;
+}
+
 static void parse_record(int argc, char **argv, struct record_opts *o)
 {
 	int i = 0;
 	for (; i < argc; i++) {
-		const char *a = argv[i], *v = NULL;
+		const char *a = argv[i];
 		if (!strcmp(a, "--")) {
 			i++;
 			break;
@@ -493,60 +562,10 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 		if (a[0] != '-' || !a[1])
 			break;
 		if (opt_is(argv, argc, &i, "--help", "-h", false, NULL)) {
-			fputs(record_help, stdout);
+			print_record_help();
 			exit(0);
-		} else if (opt_is(argv, argc, &i, "--output", "-o", true, &v)) {
-			if (!*v)
-				usage_error("%s: empty output name", a);
-			o->out = output_name(a, v);
-		} else if (opt_is(argv, argc, &i, "--python-depth", NULL, true, &v)) {
-			check_number("--python-depth", v, 1, 1024, false);
-			set_var(o, "TBPROF_PY_DEPTH", v);
-		} else if (opt_is(argv, argc, &i, "--span-us", NULL, true, &v)) {
-			check_number("--span-us", v, 0, 3600000000ull, false);
-			set_var(o, "TBPROF_PY_SPAN_US", v);
-		} else if (opt_is(argv, argc, &i, "--native-depth", NULL, true, &v)) {
-			check_number("--native-depth", v, 1, 128, false);
-			set_var(o, "TBPROF_NATIVE_DEPTH", v);
-		} else if (opt_is(argv, argc, &i, "--buffer-size", NULL, true, &v)) {
-			check_number("--buffer-size", v, 4096, 1ull << 34, true);
-			set_var(o, "TBPROF_BUFFER_SIZE", v);
-		} else if (opt_is(argv, argc, &i, "--on-demand", NULL, false, NULL)) {
-			set_var(o, "TBPROF_ON_DEMAND", "1");
-			o->on_demand = true;
-		} else if (opt_is(argv, argc, &i, "--capture-range", NULL, true, &v)) {
-			if (strcmp(v, "cudaProfilerApi") && (strncmp(v, "nvtx:", 5) || !v[5] || v[5] == '@'))
-				usage_error("--capture-range: '%s' is not a capture range (cudaProfilerApi, nvtx:NAME[@DOMAIN])", v);
-			set_var(o, "TBPROF_CAPTURE_RANGE", v);
-			o->on_demand = true;
-		} else if (opt_is(argv, argc, &i, "--flight", NULL, true, &v)) {
-			check_seconds("--flight", v);
-			set_var(o, "TBPROF_FLIGHT", v);
-			o->flight = v;
-		} else if (opt_is(argv, argc, &i, "--flight-mem", NULL, true, &v)) {
-			check_number("--flight-mem", v, 1u << 20, 1ull << 40, true);
-			set_var(o, "TBPROF_FLIGHT_MEM", v);
-			o->flight_mem = v;
-		} else if (opt_is(argv, argc, &i, "--flight-slow", NULL, true, &v)) {
-			check_seconds("--flight-slow", v);
-			set_var(o, "TBPROF_FLIGHT_SLOW", v);
-		} else if (opt_is(argv, argc, &i, "--flight-stall", NULL, true, &v)) {
-			check_seconds("--flight-stall", v);
-			set_var(o, "TBPROF_FLIGHT_STALL", v);
-		} else if (opt_is(argv, argc, &i, "--trace-all", NULL, false, NULL)) {
-			set_var(o, "TBPROF_TRACE_ALL", "1");
-		} else if (opt_is(argv, argc, &i, "--no-python", NULL, false, NULL)) {
-			set_var(o, "TBPROF_PYTHON", "0");
-		} else if (opt_is(argv, argc, &i, "--no-cupti", NULL, false, NULL)) {
-			set_var(o, "TBPROF_CUPTI", "0");
-		} else if (opt_is(argv, argc, &i, "--native", NULL, false, NULL)) {
-			set_var(o, "TBPROF_NATIVE", "1");
-		} else if (opt_is(argv, argc, &i, "--no-fork", NULL, false, NULL)) {
-			set_var(o, "TBPROF_FORK", "0");
-		} else if (opt_is(argv, argc, &i, "--hip-events", NULL, false, NULL)) {
-			set_var(o, "TBPROF_HIP_EVENTS", "1");
-		} else if (opt_is(argv, argc, &i, "--verbose", "-v", false, NULL)) {
-			set_var(o, "TBPROF_VERBOSE", "1");
+		} else if (record_flag(argv, argc, &i, o)) {
+			continue;
 		} else if (opt_is(argv, argc, &i, "--report", NULL, false, NULL)) {
 			o->report = true;
 		} else if (opt_is(argv, argc, &i, "--quiet", "-q", false, NULL)) {
@@ -558,13 +577,17 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 	if (i >= argc)
 		usage_error("no command to run");
 	o->command = argv + i;
-	const char *env_out = getenv("TBPROF_OUT");
+	o->on_demand = setting(o, tbp_options[TBP_OPT_ON_DEMAND].var) || setting(o, tbp_options[TBP_OPT_CAPTURE_RANGE].var);
+	o->flight = setting(o, tbp_options[TBP_OPT_FLIGHT].var);
+	o->flight_mem = setting(o, tbp_options[TBP_OPT_FLIGHT_MEM].var);
+	const char *out_var = tbp_options[TBP_OPT_OUT].var;
+	const char *env_out = getenv(out_var);
 	if (!o->out && env_out && *env_out) {
 		o->out = env_out;   /* the caller's own variable: passed on as it is */
 		return;
 	}
 	if (!o->out)
-		o->out = "trace.zst";
+		o->out = TBP_NAME_DEFAULT;
 	/* Made absolute from here: libtbprof resolves a relative name against
 	 * the directory current when tracing starts, and a program that has
 	 * changed directory by then would put its trace where tbprof does
@@ -573,9 +596,9 @@ static void parse_record(int argc, char **argv, struct record_opts *o)
 	char cwd[PATH_MAX];
 	if (o->out[0] != '/' && getcwd(cwd, sizeof cwd) &&
 	    snprintf(abs_out, sizeof abs_out, "%s/%s", cwd, o->out) < (int)sizeof abs_out)
-		set_var(o, "TBPROF_OUT", abs_out);
+		set_var(o, out_var, abs_out);
 	else
-		set_var(o, "TBPROF_OUT", o->out);
+		set_var(o, out_var, o->out);
 }
 
 /* ------------------------------------------------------------ running */
@@ -684,52 +707,29 @@ static int cmp_str(const void *a, const void *b)
  * command started (the coarse clock: file times come from it). */
 static bool out_is_dir(const char *out)
 {
-	struct stat st;
-	size_t len = strlen(out);
-	return (len && out[len - 1] == '/') || (stat(out, &st) == 0 && S_ISDIR(st.st_mode));
+	return tbp_name_is_dir(out);
 }
 
 static void find_traces(const char *out, const struct timespec *since, struct found *fd)
 {
-	char dir[PATH_MAX], pat[PATH_MAX], alt[2 * PATH_MAX + 8];
+	char dir[PATH_MAX];
 	struct stat st;
-	if (out_is_dir(out)) {
+	bool is_dir = out_is_dir(out);
+	if (is_dir) {
 		snprintf(dir, sizeof dir, "%s", out);
-		snprintf(pat, sizeof pat, "*.zst");
-		alt[0] = 0;
 	} else {
 		const char *slash = strrchr(out, '/');
 		if (slash)
 			snprintf(dir, sizeof dir, "%.*s", (int)(slash - out + (slash == out)), out);
 		else
 			snprintf(dir, sizeof dir, ".");
-		const char *base = slash ? slash + 1 : out;
-		size_t o = 0;
-		for (const char *p = base; *p && o + 2 < sizeof pat; p++) {
-			if (p[0] == '%' && (p[1] == 'p' || p[1] == 'r')) {
-				pat[o++] = '*';
-				p++;
-			} else if (strchr("*?[\\", *p)) {
-				pat[o++] = '\\';
-				pat[o++] = *p;
-			} else {
-				pat[o++] = *p;
-			}
-		}
-		pat[o] = 0;
-		/* <stem>.<pid><ext>: the stem ends at the first dot */
-		char *dot = strchr(pat, '.');
-		if (dot)
-			snprintf(alt, sizeof alt, "%.*s.*%s", (int)(dot - pat), pat, dot);
-		else
-			snprintf(alt, sizeof alt, "%s.*", pat);
 	}
 	DIR *d = opendir(dir);
 	if (!d)
 		return;
 	struct dirent *e;
 	while ((e = readdir(d))) {
-		if (fnmatch(pat, e->d_name, 0) && (!alt[0] || fnmatch(alt, e->d_name, 0)))
+		if (is_dir ? fnmatch("*" TBP_NAME_EXT, e->d_name, 0) : !tbp_name_is_output_of(out, e->d_name))
 			continue;
 		char path[2 * PATH_MAX + 2];
 		if (!strcmp(dir, "."))
@@ -868,8 +868,9 @@ static int cmd_record(int argc, char **argv)
 			(int)getpid());
 	if (o.flight && !o.quiet)
 		fprintf(stderr, "tbprof: flight recorder: the last %s s in at most %s bytes per process "
-			"(--flight-mem; 256M), written by tbprof capture %d or a crash\n", o.flight,
-			o.flight_mem ? o.flight_mem : "256M", (int)getpid());
+			"(--flight-mem; %s), written by tbprof capture %d or a crash\n", o.flight,
+			o.flight_mem ? o.flight_mem : tbp_options[TBP_OPT_FLIGHT_MEM].dflt,
+			tbp_options[TBP_OPT_FLIGHT_MEM].dflt, (int)getpid());
 	struct sigaction sa = {0};
 	sa.sa_sigaction = forward_signal;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
@@ -895,12 +896,15 @@ static int cmd_record(int argc, char **argv)
 		fprintf(stderr, "tbprof: on demand: no capture under the run's trace name (captures named by "
 			"tbprof capture -o or tbprof.capture(PATH) are not listed here)\n");
 	else if (!o.quiet && (ran || fd.n)) {
-		const char *ta = getenv("TBPROF_TRACE_ALL");
-		bool trace_all = ta && *ta && strcmp(ta, "0");
-		for (int i = 0; i < o.nenv; i++)
-			if (!strcmp(o.env[i].var, "TBPROF_TRACE_ALL"))
-				trace_all = true;
-		print_summary(&fd, trace_all);
+		/* as libtbprof reads it: TBPROF_TRACE_ALL=false is false (it was true here) */
+		const struct tbp_option *ta_opt = &tbp_options[TBP_OPT_TRACE_ALL];
+		const char *ta = setting(&o, ta_opt->var);
+		if (!ta)
+			ta = getenv(ta_opt->var);
+		union tbp_opt_value ta_value;
+		if (!ta || !*ta || !tbp_opt_parse(ta_opt, ta, &ta_value, NULL))
+			ta_value = tbp_opt_default(ta_opt);
+		print_summary(&fd, ta_value.b);
 	}
 	if (o.report && fd.n)
 		run_reports(&fd, out_is_dir(o.out) ? o.out : NULL);
@@ -939,9 +943,10 @@ static const char capture_help[] =
 	"        iteration marks, or tbprof.mark_step() in the program; in a Python\n"
 	"        program without marks, from now, counting its backward() calls.\n"
 	"    -o, --output FILE\n"
-	"        The file (several processes: FILE with .rank<N> or .<pid> after its\n"
-	"        stem).  Default: the process's trace name with .capture<K> after its\n"
-	"        stem (trace.capture1.zst, rank0.capture1.zst, ...).\n"
+	"        The file, whose name ends in .zst (several processes: FILE with\n"
+	"        .rank<N> or .<pid> after its stem).  Default: the process's trace\n"
+	"        name with .capture<K> after its stem (trace.capture1.zst,\n"
+	"        rank0.capture1.zst, ...).\n"
 	"    --timeout SECONDS\n"
 	"        Give up after SECONDS (default: --for's time + 30, or 600 with\n"
 	"        --steps); the capture is then ended where it is.\n"
@@ -1057,6 +1062,9 @@ static int cmd_capture(int argc, char **argv)
 			check_number("--steps", v, 1, 1000000000, false);
 			steps = strtoll(v, NULL, 10);
 		} else if (opt_is(argv, argc, &i, "--output", "-o", true, &v)) {
+			/* a capture is one trace file: the naming rules' file name (ends in .zst) */
+			if (tbp_name_classify(v, NULL) != TBP_OUT_FILE)
+				usage_error("-o: '%s' is not a trace file's name (it ends in " TBP_NAME_EXT ")", v);
 			out = v;
 		} else if (argv[i][0] == '-' || pid_arg) {
 			usage_error("unknown argument '%s'", argv[i]);
@@ -1248,6 +1256,8 @@ static int cmd_demo(int argc, char **argv)
 		} else if (opt_is(argv, argc, &i, "--output", "-o", true, &v)) {
 			if (!*v)
 				usage_error("%s: empty output name", a);
+			if (tbp_name_classify(v, NULL) != TBP_OUT_FILE)
+				usage_error("%s: '%s' is not a trace file's name (it ends in " TBP_NAME_EXT ")", a, v);
 			out = v;
 		} else if (opt_is(argv, argc, &i, "--python", NULL, true, &v)) {
 			if (!*v)

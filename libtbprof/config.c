@@ -17,6 +17,7 @@
 #include "core_priv.h"
 #include "core_internal.h"
 #include "tbp_config.h"
+#include "tbprof/options.h"
 
 struct tbp_config tbp_cfg;
 struct tbp_tsc_params tbp_tsc;
@@ -61,107 +62,53 @@ void tbp_warn_once(int *flag, const char *fmt, ...)
 
 /* ------------------------------------------------------------ configuration */
 
-/* Strict parsing: a value that is not exactly of the expected form is
- * rejected with one line naming the variable and the value, and the
- * default is used (a typo must not silently mean something else). */
-bool tbp_env_bool(const char *name, bool dflt)
+/* One TBPROF_* variable, by its row in tbprof/options.def, parsed by the
+ * parser the launcher shares.  Strict: a value that is not exactly of the
+ * option's form is rejected with one line naming the variable and the
+ * value, and the default is used (a typo must not silently mean something
+ * else); unset or empty is the default. */
+static union tbp_opt_value opt_read(enum tbp_opt_id id)
 {
-	const char *v = getenv(name);
-	if (!v || !*v)
+	const struct tbp_option *o = &tbp_options[id];
+	union tbp_opt_value dflt = tbp_opt_default(o), v;
+	const char *text = getenv(o->var);
+	if (!text || !*text)
 		return dflt;
-	static const char *const yes[] = { "1", "true", "yes", "on" };
-	static const char *const no[] = { "0", "false", "no", "off" };
-	for (size_t i = 0; i < 4; i++) {
-		if (!strcasecmp(v, yes[i]))
-			return true;
-		if (!strcasecmp(v, no[i]))
-			return false;
+	const char *why;
+	if (tbp_opt_parse(o, text, &v, &why))
+		return v;
+	switch (o->type) {
+	case TBP_OPT_BOOL:
+		tbp_log("%s=%s: %s; using the default %d", o->var, text, why, dflt.b ? 1 : 0);
+		break;
+	case TBP_OPT_LEVEL:
+		tbp_log("%s=%s: %s; using the default %llu", o->var, text, why, dflt.u);
+		break;
+	case TBP_OPT_UINT:
+	case TBP_OPT_SIZE:
+		tbp_log("%s=%s: %s (allowed %llu..%llu); using the default %llu", o->var, text, why, o->lo, o->hi,
+			dflt.u);
+		break;
+	case TBP_OPT_SECONDS:
+		tbp_log("%s=%s: not a number in (0, %g]; ignored", o->var, text, (double)o->hi);
+		break;
+	case TBP_OPT_CHOICE:
+		tbp_log("%s=%s: not one of %s; ignored", o->var, text, o->metavar);
+		break;
+	case TBP_OPT_STRING:
+		break;
 	}
-	tbp_log("%s=%s: not a boolean (true/false, yes/no, on/off, 1/0); using the default %d",
-		name, v, dflt ? 1 : 0);
 	return dflt;
 }
 
-/* Unsigned decimal, optionally with a K/M/G/T suffix (powers of 1024, an
- * optional trailing B) when `suffixes`; within [lo, hi]. */
-static unsigned long long env_uint(const char *name, unsigned long long dflt, unsigned long long lo,
-	unsigned long long hi, bool suffixes)
+static bool opt_bool(enum tbp_opt_id id)
 {
-	const char *v = getenv(name);
-	if (!v || !*v)
-		return dflt;
-	const char *why = "not a non-negative integer";
-	unsigned long long n = 0;
-	const char *p = v;
-	if (*p < '0' || *p > '9')
-		goto bad;
-	for (; *p >= '0' && *p <= '9'; p++) {
-		unsigned digit = (unsigned)(*p - '0');
-		if (n > (ULLONG_MAX - digit) / 10) {
-			why = "too large";
-			goto bad;
-		}
-		n = n * 10 + digit;
-	}
-	if (*p && suffixes) {
-		unsigned shift = 0;
-		switch (*p) {
-		case 'k': case 'K': shift = 10; break;
-		case 'm': case 'M': shift = 20; break;
-		case 'g': case 'G': shift = 30; break;
-		case 't': case 'T': shift = 40; break;
-		default: why = "unknown suffix (K, M, G, T)"; goto bad;
-		}
-		p++;
-		if (*p == 'i' && (p[1] == 'B' || p[1] == 'b'))
-			p++;
-		if (*p == 'B' || *p == 'b')
-			p++;
-		if (n > (ULLONG_MAX >> shift)) {
-			why = "too large";
-			goto bad;
-		}
-		n <<= shift;
-	}
-	if (*p) {
-		why = suffixes ? "trailing characters" : "not a non-negative integer";
-		goto bad;
-	}
-	if (n < lo || n > hi) {
-		why = "out of range";
-		goto bad;
-	}
-	return n;
-bad:
-	tbp_log("%s=%s: %s (allowed %llu..%llu); using the default %llu", name, v, why, lo, hi, dflt);
-	return dflt;
+	return opt_read(id).b;
 }
 
-/* A positive decimal number (seconds, a factor) within (0, hi]; 0 when unset; a bad one is a line
- * on stderr and 0 (the feature stays off). */
-static double env_positive(const char *name, double hi)
+static unsigned long long opt_uint(enum tbp_opt_id id)
 {
-	const char *v = getenv(name);
-	if (!v || !*v)
-		return 0;
-	char *end;
-	double d = strtod(v, &end);
-	if (*end || !(d > 0) || d > hi) {
-		tbp_log("%s=%s: not a number in (0, %g]; ignored", name, v, hi);
-		return 0;
-	}
-	return d;
-}
-
-/* TBPROF_VERBOSE: a boolean or a level 0..9. */
-static int env_verbose(const char *name)
-{
-	const char *v = getenv(name);
-	if (!v || !*v)
-		return 0;
-	if (v[0] >= '0' && v[0] <= '9' && !v[1])
-		return v[0] - '0';
-	return tbp_env_bool(name, false) ? 1 : 0;
+	return opt_read(id).u;
 }
 
 /* A non-negative decimal below 2^31 from a launcher's variable, else -1.
@@ -209,30 +156,28 @@ static void tbp_rank_from_env(void)
  * file, so a process that never touches the GPU is not disturbed at all. */
 __attribute__((constructor)) static void tbp_read_config(void)
 {
-	tbp_cfg.enabled = tbp_env_bool("TBPROF_ENABLE", true);
-	const char *out = getenv("TBPROF_OUT");
-	snprintf(tbp_cfg.out, sizeof tbp_cfg.out, "%s", out && *out ? out : "trace.zst");
-	tbp_cfg.buffer_bytes = (size_t)env_uint("TBPROF_BUFFER_SIZE", 8ull << 20, 4u << 10, 1ull << 34, true);
-	tbp_cfg.python = tbp_env_bool("TBPROF_PYTHON", true);
-	/* up to one hour: the product in ns cannot overflow */
-	tbp_cfg.py_span_ns = env_uint("TBPROF_PY_SPAN_US", 100, 0, 3600ull * 1000000ull, false) * 1000ull;
-	tbp_cfg.py_depth = (unsigned)env_uint("TBPROF_PY_DEPTH", 32, 1, 1024, false);
-	tbp_cfg.native = tbp_env_bool("TBPROF_NATIVE", false);
-	tbp_cfg.native_depth = (unsigned)env_uint("TBPROF_NATIVE_DEPTH", 16, 1, 128, false);
-	tbp_cfg.cupti = tbp_env_bool("TBPROF_CUPTI", true);
-	tbp_cfg.cupti_buffer_bytes =
-		(size_t)env_uint("TBPROF_CUPTI_BUFFER_SIZE", 32ull << 20, 256u << 10, 1ull << 34, true);
-	tbp_cfg.fork_mode = tbp_env_bool("TBPROF_FORK", true) ? 1 : 0;
-	tbp_cfg.trace_all = tbp_env_bool("TBPROF_TRACE_ALL", false);
-	tbp_cfg.verbose = env_verbose("TBPROF_VERBOSE");
-	tsc_wanted = tbp_env_bool("TBPROF_TSC", true);
+	tbp_cfg.enabled = opt_bool(TBP_OPT_ENABLE);
+	snprintf(tbp_cfg.out, sizeof tbp_cfg.out, "%s", opt_read(TBP_OPT_OUT).s);
+	tbp_cfg.buffer_bytes = (size_t)opt_uint(TBP_OPT_BUFFER_SIZE);
+	tbp_cfg.python = opt_bool(TBP_OPT_PYTHON);
+	/* up to one hour (the table's range): the product in ns cannot overflow */
+	tbp_cfg.py_span_ns = opt_uint(TBP_OPT_PY_SPAN_US) * 1000ull;
+	tbp_cfg.py_depth = (unsigned)opt_uint(TBP_OPT_PY_DEPTH);
+	tbp_cfg.native = opt_bool(TBP_OPT_NATIVE);
+	tbp_cfg.native_depth = (unsigned)opt_uint(TBP_OPT_NATIVE_DEPTH);
+	tbp_cfg.cupti = opt_bool(TBP_OPT_CUPTI);
+	tbp_cfg.cupti_buffer_bytes = (size_t)opt_uint(TBP_OPT_CUPTI_BUFFER_SIZE);
+	const char *cupti_path = opt_read(TBP_OPT_CUPTI_PATH).s;
+	snprintf(tbp_cfg.cupti_path, sizeof tbp_cfg.cupti_path, "%s", cupti_path ? cupti_path : "");
+	tbp_cfg.fork_mode = opt_bool(TBP_OPT_FORK) ? 1 : 0;
+	tbp_cfg.trace_all = opt_bool(TBP_OPT_TRACE_ALL);
+	tbp_cfg.verbose = (int)opt_uint(TBP_OPT_VERBOSE);
+	tbp_cfg.hip_events = opt_bool(TBP_OPT_HIP_EVENTS);
+	tsc_wanted = opt_bool(TBP_OPT_TSC);
 	tbp_rank_from_env();
-	const char *range = getenv("TBPROF_CAPTURE_RANGE");
-	bool range_nvtx = range && !strncmp(range, "nvtx:", 5) && range[5] && range[5] != '@';
-	if (range && *range && strcmp(range, "cudaProfilerApi") && !range_nvtx)
-		tbp_log("TBPROF_CAPTURE_RANGE=%s: not a capture range (cudaProfilerApi, nvtx:NAME[@DOMAIN]); ignored", range);
+	const char *range = opt_read(TBP_OPT_CAPTURE_RANGE).s;   /* said when bad, even disabled */
 	tbp_cfg.capture_range_profiler = tbp_cfg.enabled && range && !strcmp(range, "cudaProfilerApi");
-	if (tbp_cfg.enabled && range_nvtx) {
+	if (tbp_cfg.enabled && range && !strncmp(range, "nvtx:", 5)) {
 		/* NAME@DOMAIN: the last '@' parts them (a range's name may hold one) */
 		const char *at = strrchr(range + 5, '@');
 		size_t nlen = at ? (size_t)(at - (range + 5)) : strlen(range + 5);
@@ -244,13 +189,12 @@ __attribute__((constructor)) static void tbp_read_config(void)
 			snprintf(tbp_cfg.capture_range_nvtx_domain, sizeof tbp_cfg.capture_range_nvtx_domain, "%s", at + 1);
 	}
 	/* A capture range arms the process: nothing is recorded outside it. */
-	tbp_cfg.on_demand = tbp_cfg.enabled && (tbp_env_bool("TBPROF_ON_DEMAND", false) || tbp_cfg.capture_range_profiler ||
+	tbp_cfg.on_demand = tbp_cfg.enabled && (opt_bool(TBP_OPT_ON_DEMAND) || tbp_cfg.capture_range_profiler ||
 		tbp_cfg.capture_range_nvtx[0]);
-	tbp_cfg.flight_ns = tbp_cfg.enabled && !tbp_cfg.on_demand
-		? (uint64_t)(env_positive("TBPROF_FLIGHT", 86400) * 1e9) : 0;
-	tbp_cfg.flight_mem = (size_t)env_uint("TBPROF_FLIGHT_MEM", 256ull << 20, 1u << 20, 1ull << 40, true);
-	tbp_cfg.flight_slow = env_positive("TBPROF_FLIGHT_SLOW", 1e6);
-	tbp_cfg.flight_stall_ns = (uint64_t)(env_positive("TBPROF_FLIGHT_STALL", 86400 * 7) * 1e9);
+	tbp_cfg.flight_ns = tbp_cfg.enabled && !tbp_cfg.on_demand ? (uint64_t)(opt_read(TBP_OPT_FLIGHT).d * 1e9) : 0;
+	tbp_cfg.flight_mem = (size_t)opt_uint(TBP_OPT_FLIGHT_MEM);
+	tbp_cfg.flight_slow = opt_read(TBP_OPT_FLIGHT_SLOW).d;
+	tbp_cfg.flight_stall_ns = (uint64_t)(opt_read(TBP_OPT_FLIGHT_STALL).d * 1e9);
 	/* Armed: every hook returns at its first test until a capture starts. */
 	TBP_SET_ACTIVE(tbp_cfg.enabled && !tbp_cfg.on_demand);
 	/* Now, not at trace start: a fork while another thread is starting

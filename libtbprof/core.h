@@ -34,6 +34,8 @@ struct tbp_config {
 	int fork_mode;           /* TBPROF_FORK: 0 inert child, 1 child traces (default 1) */
 	bool trace_all;          /* TBPROF_TRACE_ALL: write a trace even without CUDA use */
 	int verbose;             /* TBPROF_VERBOSE */
+	char cupti_path[4096];   /* TBPROF_CUPTI_PATH: load exactly this libcupti ("" = search) */
+	bool hip_events;         /* TBPROF_HIP_EVENTS: HIP timing by hipEvents (interpose/hip_timing.c) */
 	/* The process's place in a distributed job, from the launcher's
 	 * variables (tbp_rank_from_env); -1 when not set. */
 	int64_t rank, world_size, local_rank;
@@ -143,7 +145,6 @@ void tbp_register_hook_ops(const struct tbp_hook_ops *ops) TBP_HIDDEN;
 
 /* A TBPROF_* boolean: 1/0, true/false, yes/no, on/off (any case); anything
  * else is one line on stderr and the default. */
-bool tbp_env_bool(const char *name, bool dflt) TBP_HIDDEN;
 
 /* Lazy start: first hook call starts the writer thread, opens the file. */
 void tbp_ensure_started(void) TBP_HIDDEN;

@@ -31,15 +31,17 @@ void futex_wake_all(atomic_int *addr);
 extern pthread_mutex_t intern_lock;
 extern _Atomic uint64_t lost_total_all;
 int move_fd_high(int fd);
-extern dev_t out_dev;
-extern int out_fd;
-extern int out_gone_warned;
-extern bool out_gone;
-extern ino_t out_ino;
-extern char out_path_abs[2 * PATH_MAX + 2];
-const char *out_path_shown(char *buf, size_t len);
-extern char out_path[PATH_MAX];
-bool out_still_ours(void);
+/* The output file (output.c owns its state). */
+int tbp_output_open(void);          /* opens the trace's file, moved to a high descriptor: fd, or -1 (errno) */
+void tbp_output_none(void);         /* no file (the flight recorder writes dumps only) */
+void tbp_output_forget(void);       /* the descriptor was closed elsewhere (the writer's open failed) */
+void tbp_output_after_fork(void);   /* a forked child: the parent's file is not its own */
+int tbp_output_fd(void);            /* -1 when none */
+const char *tbp_output_path(void);  /* as opened, for messages */
+const char *tbp_output_shown(char *buf, size_t len); /* the same, absolute */
+bool out_still_ours(void);          /* writer: is the descriptor still our file? */
+void tbp_output_warn_gone(uint64_t dropped); /* writer: once, the program closed it */
+void tbp_output_remove_if_empty(bool any_event); /* writer, at the end: no event, no file */
 extern struct tbp_record process_rec;
 extern bool process_written;
 extern uint64_t records_written;

@@ -574,7 +574,7 @@ static void start_locked(void)
 		return;
 	}
 
-	cupti_handle = tbp_cupti_open(tbp_cupti_path, sizeof tbp_cupti_path);
+	cupti_handle = tbp_cupti_open(tbp_cfg.cupti_path, tbp_cupti_path, sizeof tbp_cupti_path);
 	if (!cupti_handle) {
 		tbp_notice(TBP_NOTE_INFO, TBP_NOTICE_NO_CUPTI, "API-only trace: libcupti not found");
 		if (tbp_cfg.verbose)

@@ -39,9 +39,8 @@ static int find_cudart(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
-void *tbp_cupti_open(char *path, size_t path_len)
+void *tbp_cupti_open(const char *forced, char *path, size_t path_len)
 {
-	const char *forced = getenv("TBPROF_CUPTI_PATH");
 	if (forced && *forced)
 		return try_open(forced, path, path_len);
 

@@ -12,11 +12,11 @@
 
 #define TBP_CUPTI_SONAME "libcupti.so.13"
 
-/* dlopen()s libcupti: TBPROF_CUPTI_PATH if set (then only that), a copy already loaded, the one
+/* dlopen()s libcupti: `forced` if set (libtbprof: TBPROF_CUPTI_PATH, read in config.c; then only that), a copy already loaded, the one
  * next to the loaded libcudart.so.* (PyTorch's nvidia wheels, the toolkit), the dynamic linker's
  * search path, then $CUDA_HOME, $CUDA_PATH and /usr/local/cuda.  NULL when none opens.  `path`
  * (may be NULL) gets the file that was opened, for messages. */
-void *tbp_cupti_open(char *path, size_t path_len) __attribute__((visibility("hidden")));
+void *tbp_cupti_open(const char *forced, char *path, size_t path_len) __attribute__((visibility("hidden")));
 
 /* The join class of an API call named `name` (cuptiGetCallbackName's answer, with or without a
  * version suffix) in the runtime (driver == 0) or driver (driver != 0) domain: TBP_CAT_LAUNCH

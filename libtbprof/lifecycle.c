@@ -170,17 +170,6 @@ static uint32_t tbp_start_features(void)
 static pid_t trace_pid;   /* the process whose trace the writer writes */
 uint32_t trace_features;  /* the header's features, decided at start */
 
-/* The output path for a message: absolute, so "Permission denied" on a
- * relative name says which directory. */
-const char *out_path_shown(char *buf, size_t len)
-{
-	char cwd[PATH_MAX];
-	if (out_path[0] == '/' || !getcwd(cwd, sizeof cwd))
-		return out_path;
-	int n = snprintf(buf, len, "%s/%s", cwd, out_path);
-	return n > 0 && (size_t)n < len ? buf : out_path;
-}
-
 static void tbp_start_slow(void)
 {
 	pthread_mutex_lock(&start_lock);
@@ -202,15 +191,14 @@ static void tbp_start_slow(void)
 	if (tbp_cfg.flight_ns) {
 		/* The flight recorder: no file; the writer keeps the records (flight.c). */
 		writer = NULL;
-		out_fd = -1;
-		out_path_abs[0] = 0;
+		tbp_output_none();
 		events_written = false;
 	} else {
-		out_fd = tbp_open_output();
-		if (out_fd < 0) {
+		int fd = tbp_output_open();
+		if (fd < 0) {
 			int e = errno;
 			char shown[2 * PATH_MAX + 2];
-			tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown), strerror(e));
+			tbp_log("cannot write trace to %s: %s; tracing disabled", tbp_output_shown(shown, sizeof shown), strerror(e));
 			atomic_store(&tbp_start_state, 3);
 			TBP_SET_ACTIVE(0);
 			pthread_mutex_unlock(&start_lock);
@@ -219,25 +207,14 @@ static void tbp_start_slow(void)
 		struct tbp_writer_opts opts = { .compression_level = 0, .features = tbp_start_features() };
 		if (tbp_cfg.native && TBP_HAVE_LIBUNWIND)
 			opts.features |= TBP_FEAT_NATIVE;
-		{
-			char shown[2 * PATH_MAX + 2];
-			snprintf(out_path_abs, sizeof out_path_abs, "%s", out_path_shown(shown, sizeof shown));
-		}
 		events_written = false;
-		out_fd = move_fd_high(out_fd);
-		struct stat out_st;
-		if (fstat(out_fd, &out_st) == 0) {
-			out_dev = out_st.st_dev;
-			out_ino = out_st.st_ino;
-		}
-		out_gone = false;
 		errno = 0;
-		int rc = tbp_writer_open_fd(&writer, out_fd, &opts);
+		int rc = tbp_writer_open_fd(&writer, fd, &opts);
 		if (rc != TBP_OK) {
 			int e = errno;
-			out_fd = -1;   /* closed by tbp_writer_open_fd */
+			tbp_output_forget();   /* closed by tbp_writer_open_fd */
 			char shown[2 * PATH_MAX + 2];
-			tbp_log("cannot write trace to %s: %s; tracing disabled", out_path_shown(shown, sizeof shown),
+			tbp_log("cannot write trace to %s: %s; tracing disabled", tbp_output_shown(shown, sizeof shown),
 				e ? strerror(e) : tbp_error_name(rc));
 			atomic_store(&tbp_start_state, 3);
 			TBP_SET_ACTIVE(0);
@@ -248,7 +225,7 @@ static void tbp_start_slow(void)
 	trace_pid = getpid();
 	tbp_intern_string(session_text, strlen(session_text));   /* see session_compute */
 	if (tbp_cfg.verbose)
-		tbp_log("tracing pid %d to %s", (int)getpid(), out_path);
+		tbp_log("tracing pid %d to %s", (int)getpid(), tbp_output_path());
 	process_written = false;
 	records_written = 0;
 	tbp_build_process_record();
@@ -603,10 +580,7 @@ static void tbp_atfork_child(void)
 		mine->next = NULL;
 		registry = mine;
 	}
-	if (out_fd >= 0)
-		close(out_fd);   /* the parent's file and lock stay the parent's */
-	out_fd = -1;
-	out_gone = false;
+	tbp_output_after_fork();
 	writer = NULL;       /* the parent's writer state: not ours to flush */
 	def_written = 0;
 	process_written = false;

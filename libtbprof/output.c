@@ -17,6 +17,7 @@
 #include "core_priv.h"
 #include "core_internal.h"
 #include "tbp_config.h"
+#include "tbprof/naming.h"
 
 /* ------------------------------------------------------------ process facts */
 
@@ -130,15 +131,20 @@ void tbp_announce_thread(struct tbp_tbuf *b)
 
 /* ------------------------------------------------------------ output file */
 
-int out_fd = -1;
-char out_path[PATH_MAX];
-/* Identity of the trace file, so the writer notices when the program closed
- * our descriptor (os.closerange, close_fds) and the number now names one of
- * its own files: then nothing more is written through it. */
-dev_t out_dev;
-ino_t out_ino;
-int out_gone_warned;
-bool out_gone;
+/* The output file's state, owned here: lifecycle.c opens and forgets it
+ * through the functions below, the writer thread checks and finishes it. */
+static struct {
+	int fd;                        /* the trace's descriptor; -1 when none */
+	char path[PATH_MAX];           /* as opened (relative to the cwd of then) */
+	char path_abs[2 * PATH_MAX + 2]; /* made absolute when opened: the program may chdir */
+	/* Identity of the trace file, so the writer notices when the program
+	 * closed our descriptor (os.closerange, close_fds) and the number now
+	 * names one of its own files: then nothing more is written through it. */
+	dev_t dev;
+	ino_t ino;
+	bool gone;
+	int gone_warned;
+} out = { .fd = -1 };
 
 /* A descriptor number far from the ones the program uses: programs get the
  * lowest free number, so a high one is rarely reused even after a
@@ -158,16 +164,93 @@ int move_fd_high(int fd)
 	return high;
 }
 
-/* Writer thread, before each frame: is out_fd still our trace file? */
+/* Writer thread, before each frame: is out.fd still our trace file? */
 bool out_still_ours(void)
 {
-	if (out_gone)
+	if (out.gone)
 		return false;
 	struct stat st;
-	if (out_fd >= 0 && fstat(out_fd, &st) == 0 && st.st_dev == out_dev && st.st_ino == out_ino)
+	if (out.fd >= 0 && fstat(out.fd, &st) == 0 && st.st_dev == out.dev && st.st_ino == out.ino)
 		return true;
-	out_gone = true;
+	out.gone = true;
 	return false;
+}
+
+int tbp_output_fd(void)
+{
+	return out.fd;
+}
+
+const char *tbp_output_path(void)
+{
+	return out.path;
+}
+
+/* The output path for a message: absolute, so "Permission denied" on a
+ * relative name says which directory. */
+const char *tbp_output_shown(char *buf, size_t len)
+{
+	char cwd[PATH_MAX];
+	if (out.path[0] == '/' || !getcwd(cwd, sizeof cwd))
+		return out.path;
+	int n = snprintf(buf, len, "%s/%s", cwd, out.path);
+	return n > 0 && (size_t)n < len ? buf : out.path;
+}
+
+int tbp_output_open(void)
+{
+	int fd = tbp_open_output();
+	if (fd < 0) {
+		out.fd = -1;
+		return -1;
+	}
+	char shown[2 * PATH_MAX + 2];
+	snprintf(out.path_abs, sizeof out.path_abs, "%s", tbp_output_shown(shown, sizeof shown));
+	out.fd = move_fd_high(fd);
+	struct stat st;
+	if (fstat(out.fd, &st) == 0) {
+		out.dev = st.st_dev;
+		out.ino = st.st_ino;
+	}
+	out.gone = false;
+	return out.fd;
+}
+
+void tbp_output_none(void)
+{
+	out.fd = -1;
+	out.path_abs[0] = 0;
+}
+
+void tbp_output_forget(void)
+{
+	out.fd = -1;
+}
+
+void tbp_output_after_fork(void)
+{
+	if (out.fd >= 0)
+		close(out.fd);   /* the parent's file and lock stay the parent's */
+	out.fd = -1;
+	out.gone = false;
+}
+
+void tbp_output_warn_gone(uint64_t dropped)
+{
+	tbp_warn_once(&out.gone_warned, "the program closed the trace file descriptor of %s; "
+		"tracing stops (%llu records not written)", out.path, (unsigned long long)dropped);
+}
+
+/* A trace with no event leaves no file: removed only while the path still
+ * names the file we wrote, a regular one. */
+void tbp_output_remove_if_empty(bool any_event)
+{
+	struct stat st;
+	if (any_event || !out.path_abs[0] || lstat(out.path_abs, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_dev != out.dev || st.st_ino != out.ino)
+		return;
+	if (unlink(out.path_abs) == 0 && tbp_cfg.verbose)
+		tbp_log("pid %d recorded no event: %s removed", (int)getpid(), out.path_abs);
 }
 
 /*
@@ -280,56 +363,24 @@ static bool file_is_from_this_session(const char *path)
 }
 
 
-/* Expand %p to the pid and %r to the rank (the agent's "agent", any other
- * process's "norank"). */
-static void expand_out(char *dst, size_t cap, const char *pattern, bool *had_pid)
-{
-	size_t o = 0;
-	*had_pid = false;
-	for (const char *p = pattern; *p && o + 1 < cap; p++) {
-		if (p[0] == '%' && p[1] == 'p') {
-			o += (size_t)snprintf(dst + o, cap - o, "%d", (int)getpid());
-			p++;
-			*had_pid = true;
-		} else if (p[0] == '%' && p[1] == 'r') {
-			if (tbp_cfg.rank >= 0 && !tbp_cfg.launcher_agent)
-				o += (size_t)snprintf(dst + o, cap - o, "%lld", (long long)tbp_cfg.rank);
-			else
-				o += (size_t)snprintf(dst + o, cap - o, "%s", tbp_cfg.launcher_agent ? "agent" : "norank");
-			p++;
-		} else {
-			dst[o++] = *p;
-		}
-		if (o >= cap)
-			o = cap - 1;
-	}
-	dst[o] = 0;
-}
-
 /* TBPROF_OUT naming a directory (an existing one, or any name ending in
  * '/', created here): each process writes a file in it named by what it
- * is, so a torchrun job leaves rank0.zst, rank1.zst ... side by side;
- * torchrun's agent writes agent.zst, a process outside a job trace.zst.
- * The session rules below then apply to that name. */
+ * is (tbp_name_in_dir), so a torchrun job leaves rank0.zst, rank1.zst ...
+ * side by side; torchrun's agent writes agent.zst, a process outside a job
+ * trace.zst.  The session rules below then apply to that name. */
 static void directory_out(char *base, size_t cap)
 {
 	size_t len = strlen(base);
-	struct stat st;
 	bool slash = len > 0 && base[len - 1] == '/';
 	if (slash && len > 1)
 		mkdir(base, 0777);   /* EEXIST is fine; other failures show when the file is opened */
-	if (!slash && (stat(base, &st) != 0 || !S_ISDIR(st.st_mode)))
+	if (!tbp_name_is_dir(base))
 		return;
 	char name[32];
-	if (tbp_cfg.rank >= 0 && !tbp_cfg.launcher_agent)
-		snprintf(name, sizeof name, "rank%lld.zst", (long long)tbp_cfg.rank);
-	else
-		snprintf(name, sizeof name, "%s", tbp_cfg.launcher_agent ? "agent.zst" : "trace.zst");
+	tbp_name_in_dir(name, sizeof name, tbp_cfg.rank, tbp_cfg.launcher_agent);
 	if (len + strlen(name) + 2 < cap)
 		snprintf(base + len, cap - len, "%s%s", slash ? "" : "/", name);
 }
-
-static void tagged_name(char *dst, size_t cap, const char *base, const char *tag);
 
 /* The output's base name.  torchrun's agent starts before its ranks: with
  * a plain file name it would take the name and leave the ranks the per-pid
@@ -337,36 +388,14 @@ static void tagged_name(char *dst, size_t cap, const char *base, const char *tag
  * already). */
 static void output_base(char *base, size_t cap, bool *had_pid)
 {
-	expand_out(base, cap, tbp_cfg.out, had_pid);
+	*had_pid = tbp_name_expand(base, cap, tbp_cfg.out, (long)getpid(), tbp_cfg.rank, tbp_cfg.launcher_agent);
 	size_t len = strlen(base);
 	directory_out(base, cap);
 	if (strlen(base) == len && tbp_cfg.launcher_agent && !strstr(tbp_cfg.out, "%r")) {
 		char plain[PATH_MAX];
 		snprintf(plain, sizeof plain, "%s", base);
-		tagged_name(base, cap, plain, "agent");
+		tbp_name_tagged(base, cap, plain, "agent");
 	}
-}
-
-/* "trace.zst" -> "trace.<tag>.zst": the tag goes after the stem. */
-static void tagged_name(char *dst, size_t cap, const char *base, const char *tag)
-{
-	const char *slash = strrchr(base, '/');
-	const char *dot = strchr(slash ? slash + 1 : base, '.');
-	if (dot)
-		snprintf(dst, cap, "%.*s.%s%s", (int)(dot - base), base, tag, dot);
-	else
-		snprintf(dst, cap, "%s.%s", base, tag);
-}
-
-/* The per-pid name: "trace.zst" -> "trace.<pid>.zst". */
-static void unique_name(char *dst, size_t cap, const char *base, int serial)
-{
-	char id[32];
-	if (serial)
-		snprintf(id, sizeof id, "%d-%d", (int)getpid(), serial);
-	else
-		snprintf(id, sizeof id, "%d", (int)getpid());
-	tagged_name(dst, cap, base, id);
 }
 
 /* May we truncate this open regular file?  Only when it is empty or a
@@ -443,7 +472,7 @@ int tbp_open_output(void)
 	if (capture_out[0]) {
 		/* A capture's file, named by its requester: never a symlink followed nor a file that is
 		 * not a trace overwritten; refused, the capture fails (the requester hears why). */
-		snprintf(out_path, sizeof out_path, "%s", capture_out);
+		snprintf(out.path, sizeof out.path, "%s", capture_out);
 		enum out_refusal refused;
 		struct stat st;
 		int fd = open_output_checked(capture_out, true, &refused, &st);
@@ -452,7 +481,7 @@ int tbp_open_output(void)
 		return fd;
 	}
 	output_base(base, sizeof base, &had_pid);
-	snprintf(out_path, sizeof out_path, "%s", base);
+	snprintf(out.path, sizeof out.path, "%s", base);
 	enum out_refusal refused;
 	struct stat st;
 	int fd = open_output_checked(base, had_pid, &refused, &st);
@@ -482,8 +511,8 @@ int tbp_open_output(void)
 	 * if it is a trace (never a symlink, nor anything else). */
 	fd = -1;
 	for (int serial = 0; serial < 1000; serial++) {
-		unique_name(uniq, sizeof uniq, base, serial);
-		snprintf(out_path, sizeof out_path, "%s", uniq);
+		tbp_name_per_pid(uniq, sizeof uniq, base, (long)getpid(), serial);
+		snprintf(out.path, sizeof out.path, "%s", uniq);
 		fd = open(uniq, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 		if (fd >= 0 || errno != EEXIST)
 			break;
@@ -499,7 +528,7 @@ int tbp_open_output(void)
 		flock(fd, LOCK_EX | LOCK_NB);
 	if (fd >= 0 && refused != OUT_OK) {
 		char shown[2 * PATH_MAX + 2];
-		const char *to = out_path_shown(shown, sizeof shown);
+		const char *to = tbp_output_shown(shown, sizeof shown);
 		tbp_log("%s %s: not %s it; the trace goes to %s", base,
 			refused == OUT_IS_SYMLINK ? "is a symbolic link" : "exists and is not a tbprof trace",
 			refused == OUT_IS_SYMLINK ? "following" : "overwriting", to);
@@ -513,27 +542,15 @@ char capture_out[PATH_MAX];
 
 void tbp_capture_tagged_path(char *buf, size_t cap, const char *path, const char *tag)
 {
-	tagged_name(buf, cap, path, tag);
+	tbp_name_tagged(buf, cap, path, tag);
 }
 
 void tbp_capture_default_path(char *buf, size_t cap, const char *word, unsigned n, const char *tag)
 {
 	bool had_pid;
-	char base[PATH_MAX], one[PATH_MAX + 32];
+	char base[PATH_MAX];
 	output_base(base, sizeof base, &had_pid);
-	char what[64];
-	snprintf(what, sizeof what, "%s%u", word, n);
-	tagged_name(one, sizeof one, base, what);
-	/* A directory OUT names a rank's file by its rank already (rank0.zst): no second tag. */
-	const char *slash = strrchr(base, '/');
-	const char *file = slash ? slash + 1 : base;
-	size_t tl = tag ? strlen(tag) : 0;
-	if (tl && !strncmp(file, tag, tl) && file[tl] == '.')
-		tag = NULL;
-	if (tag && *tag)
-		tagged_name(buf, cap, one, tag);
-	else
-		snprintf(buf, cap, "%s", one);
+	tbp_name_capture(buf, cap, base, word, n, tag);
 	/* A relative TBPROF_OUT: against the directory current now, made absolute so the requester
 	 * can name the file. */
 	if (buf[0] != '/') {

@@ -31,8 +31,6 @@ uint64_t records_written;
  * definitions: nothing to analyze, so the file is removed at the end
  * (a launcher script's helper, a Python process that did nothing). */
 bool events_written;
-/* out_path made absolute when it was opened: the program may chdir. */
-char out_path_abs[2 * PATH_MAX + 2];
 bool process_written;
 static int write_error_warned;
 
@@ -46,7 +44,7 @@ static size_t snaps_cap;
 
 static void writer_fail(int rc)
 {
-	tbp_warn_once(&write_error_warned, "writing %s failed (%s); tracing stops", out_path,
+	tbp_warn_once(&write_error_warned, "writing %s failed (%s); tracing stops", tbp_output_path(),
 		tbp_error_name(rc));
 	TBP_SET_ACTIVE(0);
 }
@@ -262,8 +260,7 @@ void drain_once(bool final)
 		}
 		atomic_fetch_add(&lost_total_all, dropped);
 		TBP_SET_ACTIVE(0);
-		tbp_warn_once(&out_gone_warned, "the program closed the trace file descriptor of %s; "
-			"tracing stops (%llu records not written)", out_path, (unsigned long long)dropped);
+		tbp_output_warn_gone(dropped);
 		/* The writer's buffers are abandoned: closing or flushing it would
 		 * touch a descriptor that is no longer ours. */
 		writer = NULL;
@@ -328,18 +325,6 @@ void tbp_emit_patient(const struct tbp_record *src)
 	tbp_emit(src);
 }
 
-/* A trace with no event leaves no file (see events_written): removed
- * only while the path still names the file we wrote, a regular one. */
-static void remove_if_empty(void)
-{
-	struct stat st;
-	if (events_written || !out_path_abs[0] || lstat(out_path_abs, &st) != 0 || !S_ISREG(st.st_mode) ||
-	    st.st_dev != out_dev || st.st_ino != out_ino)
-		return;
-	if (unlink(out_path_abs) == 0 && tbp_cfg.verbose)
-		tbp_log("pid %d recorded no event: %s removed", (int)getpid(), out_path_abs);
-}
-
 pthread_mutex_t writer_busy_lock = PTHREAD_MUTEX_INITIALIZER;
 atomic_int writer_running;
 
@@ -370,10 +355,10 @@ void *tbp_writer_main(void *arg)
 	}
 	if (writer && out_still_ours()) {
 		tbp_writer_close(writer);
-		remove_if_empty();
+		tbp_output_remove_if_empty(events_written);
 	}
 	writer = NULL;
-	out_fd = -1;
+	tbp_output_forget();
 	atomic_store(&writer_exited, 1);
 	futex_wake_all(&writer_exited);
 	return NULL;

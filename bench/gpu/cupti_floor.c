@@ -50,7 +50,7 @@ __attribute__((constructor)) static void floor_start(void)
 	const char *on = getenv("TBP_CUPTI_FLOOR");
 	if (!on || strcmp(on, "1") != 0)
 		return;
-	void *h = tbp_cupti_open(NULL, 0);
+	void *h = tbp_cupti_open(getenv("TBPROF_CUPTI_PATH"), NULL, 0);
 	if (!h)
 		return;
 	CUptiResult (*register_callbacks)(CUpti_BuffersCallbackRequestFunc, CUpti_BuffersCallbackCompleteFunc) =

@@ -721,7 +721,8 @@ int main(int argc, char **argv)
 	else if (!strcmp(s, "busy-enable"))
 		in_use(0);
 	else if (!strcmp(s, "no-libcupti")) {
-		setenv("TBPROF_CUPTI_PATH", "/nonexistent/libcupti.so.13", 1);
+		/* TBPROF_CUPTI_PATH, as config.c reads it at start */
+		snprintf(tbp_cfg.cupti_path, sizeof tbp_cfg.cupti_path, "%s", "/nonexistent/libcupti.so.13");
 		api_only("not found", 0);
 	} else if (!strcmp(s, "disabled")) {
 		tbp_cfg.cupti = false;

@@ -74,6 +74,8 @@ def scenario_help():
 def scenario_badopts():
     d = tempfile.mkdtemp(prefix="tbp-cmd-")
     marker = os.path.join(d, "ran")
+    with open(os.path.join(d, "train.py"), "w") as f:
+        f.write("print('the script')\n")
     cmd = ["touch", marker]
     cases = [
         (["record", "--bogus", "--"] + cmd, "'--bogus'"),
@@ -84,7 +86,20 @@ def scenario_badopts():
         (["record", "--buffer-size", "12Q"] + cmd, "--buffer-size: '12Q'"),
         (["record", "--buffer-size", "1K"] + cmd, "--buffer-size: '1K'"),
         (["record", "--native-depth", "500"] + cmd, "--native-depth: '500'"),
+        # the launcher checks with libtbprof's parser and ranges (tbprof/options.def): it used to let
+        # --flight 100000 through, which libtbprof then ignored with a warning
+        (["record", "--flight", "100000"] + cmd, "--flight: '100000'"),
+        (["record", "--flight-slow=0"] + cmd, "--flight-slow: '0'"),
+        (["record", "--flight-mem", "512K"] + cmd, "--flight-mem: '512K'"),
+        (["record", "--capture-range", "nvtx"] + cmd, "--capture-range: 'nvtx'"),
         (["record", "-o", ""] + cmd, "-o: empty"),
+        # a name that is not a trace's is refused before the command runs (it used to run and write
+        # the trace as train.PID.py beside the script)
+        (["record", "-o", "train.py"] + cmd, "-o: 'train.py'"),
+        (["record", "--output=out.json"] + cmd, "--output=out.json: 'out.json'"),
+        (["record", "-o", "t-%p"] + cmd, "-o: 't-%p'"),
+        (["capture", "1", "-o", "train.py"], "-o: 'train.py'"),
+        (["demo", "-o", "train.py"], "tbprof demo: -o: 'train.py'"),
         (["record", "--output"], "--output needs a value"),
         (["record"], "no command"),
         (["record", "--trace-all", "--"], "no command"),
@@ -105,6 +120,13 @@ def scenario_badopts():
                 "--"] + cmd, cwd=d)
     if p.returncode != 0 or not os.path.exists(marker):
         fail(f"good options: rc {p.returncode}, {p.stderr!r}")
+    with open(os.path.join(d, "train.py")) as f:
+        if f.read() != "print('the script')\n" or [n for n in os.listdir(d) if n.startswith("train.")] != ["train.py"]:
+            fail("-o train.py: the script was touched or a train.*.py written")
+    # TBPROF_TRACE_ALL=false is false for the launcher too (its summary used to take any value but 0 as true)
+    p = tbprof(["record", "--", "true"], cwd=d, extra={"TBPROF_TRACE_ALL": "false"})
+    if p.returncode != 0 or "--trace-all traces CPU-only" not in p.stderr:
+        fail(f"TBPROF_TRACE_ALL=false: the summary does not read it as false: {p.stderr!r}")
     print(f"ok: {len(cases)} bad command lines: exit 2, one line naming the option, nothing run")
 
 

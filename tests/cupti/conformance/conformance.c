@@ -145,7 +145,7 @@ static void load_libraries(int with_cupti)
 	if (!with_cupti)
 		return;
 	char path[4096] = "";
-	void *cupti = tbp_cupti_open(path, sizeof path);
+	void *cupti = tbp_cupti_open(getenv("TBPROF_CUPTI_PATH"), path, sizeof path);
 	if (!cupti) {
 		fprintf(stderr, "cupti_conformance: libcupti not found (as libtbprof searches)\n");
 		exit(77);
