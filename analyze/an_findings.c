@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "an_kind.h"
 #include "an_pass.h"
 
 static int cmp_finding(const void *x, const void *y)
@@ -26,30 +27,8 @@ static int cmp_finding(const void *x, const void *y)
 
 static int keep_finding(const struct analysis *a, const struct an_finding *f)
 {
-	switch (f->kind) {
-	case AN_F_PING_PONG: return f->count >= a->opts.pingpong_min;
-	/* Repeated: at least scalar_min copies, and with steps in at least two
-	 * of them (one-time set-up, or a one-off inside one step, is not the
-	 * pattern). */
-	case AN_F_SCALAR_COPY: return f->count >= a->opts.scalar_min && (a->iterations < 2 || f->iters_allocating >= 2);
-	/* --sync-min syncs, or, with steps, a sync in nearly every counted
-	 * step (three quarters of them, at least 3): an .item() logged each
-	 * step of a 10-step loop is the pattern, 9 syncs in its 9 steady steps
-	 * (a step whose boundary falls before its sync leaves one without). */
-	case AN_F_SYNC_HOTSPOT:
-		return f->count >= a->opts.sync_min ||
-		       (a->iterations >= 3 && f->iters_allocating >= 3 && 4 * f->iters_allocating >= 3 * a->iterations);
-	case AN_F_ALLOC_CHURN:
-		/* Allocations that come back (allocate, free, allocate again) or
-		 * are made in every iteration, --churn-min of them at least; or,
-		 * with steps, made in most of them (at least 3): a short run makes
-		 * fewer than --churn-min even when every step allocates (its cache
-		 * emptied each step).  One-time setup allocates in one step. */
-		return (f->count >= a->opts.churn_min &&
-			(2 * f->cycles >= f->count || (a->iterations >= 2 && f->iters_allocating >= a->iterations))) ||
-		       (a->iterations >= 3 && f->iters_allocating >= 3 && 2 * f->iters_allocating > a->iterations);
-	}
-	return f->count > 0;
+	const struct an_kind *k = an_kind_of(f->kind);
+	return k->keep ? k->keep(a, f) : f->count > 0;
 }
 
 /* The call path runs inside a backward() (Tensor.backward, autograd.backward,
@@ -78,8 +57,8 @@ static void keep_sorted(const struct analysis *a, struct vec *v)
 	for (size_t i = 0; i < v->n; i++) {
 		struct an_finding *f = VEC_AT(v, struct an_finding, i);
 		/* A sync's cost is its wait and the GPU's idle after it (the
-		 * launch gap the drained queue leaves). */
-		f->stake_ns = f->total_ns + (f->kind == AN_F_SYNC_HOTSPOT ? f->idle_ns : 0);
+		 * launch gap the drained queue leaves): stake_adds_idle. */
+		f->stake_ns = f->total_ns + (an_kind_of(f->kind)->stake_adds_idle ? f->idle_ns : 0);
 		if (keep_finding(a, f))
 			*VEC_AT(v, struct an_finding, w++) = *f;
 	}

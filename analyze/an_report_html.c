@@ -15,6 +15,7 @@
 #include "an_fmt.h"
 #include "an.h"
 #include "an_html.h"
+#include "an_kind.h"
 #include "an_report_int.h"
 
 static const char *const cause_color[AN_CAUSE_N] = {"#bbbbbb", "#d62728", "#2ca02c", "#17becf", "#8c564b",
@@ -91,105 +92,6 @@ static int source_line(const struct analysis *a, const char *file, size_t fl, ui
 	return found;
 }
 
-/* The finding's numbers, worded as the text report's first line. */
-static void finding_head(const struct analysis *a, FILE *f, const struct an_finding *x)
-{
-	char t1[32], t2[32], b1[32];
-	switch (x->kind) {
-	case AN_F_IDLE_GAP:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " gap%s</span><span class=\"cost\">%s idle", x->count,
-			x->count == 1 ? "" : "s", fmt_ns(x->total_ns, t1, sizeof t1));
-		if (a->total.window_ns)
-			fprintf(f, " (%.1f%% of the window)", pct(x->total_ns, a->total.window_ns));
-		fprintf(f, "</span><span class=\"num\">longest %s</span>", fmt_ns(x->max_ns, t2, sizeof t2));
-		break;
-	case AN_F_KERNEL_BURST:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " burst%s, %" PRIu64 " short kernels</span>"
-			   "<span class=\"cost\">spanning %s, GPU idle %s inside them</span>",
-			x->groups, x->groups == 1 ? "" : "s", x->count, fmt_ns(x->total_ns, t1, sizeof t1),
-			fmt_ns(x->idle_ns, t2, sizeof t2));
-		break;
-	case AN_F_SCALAR_COPY:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " copies of &lt;= %" PRIu64 " bytes</span><span class=\"cost\">%s "
-			   "stalled</span><span class=\"num\">%" PRIu64 " followed by a sync, %" PRIu64 " pageable</span>",
-			x->count, a->opts.scalar_bytes, fmt_ns(x->total_ns, t1, sizeof t1), x->flagged, x->pageable);
-		break;
-	case AN_F_PING_PONG:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " round trips, %s moved</span><span class=\"cost\">%s in copies</span>",
-			x->count, fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
-		break;
-	case AN_F_SYNC_HOTSPOT:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " syncs</span><span class=\"cost\">%s waiting</span>"
-			   "<span class=\"num\">longest %s</span>",
-			x->count, fmt_ns(x->total_ns, t1, sizeof t1), fmt_ns(x->max_ns, t2, sizeof t2));
-		break;
-	case AN_F_ALLOC_CHURN:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " allocations, %s</span><span class=\"cost\">%s in the allocator</span>",
-			x->count, fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
-		if (a->iterations && x->iters_allocating)
-			fprintf(f, "<span class=\"num\">in %" PRIu64 " of the %" PRIu64 " steps</span>", x->iters_allocating,
-				a->iterations);
-		break;
-	}
-}
-
-/* What else the text report says under the numbers: the other causes, the
- * copy or CPU work or allocator the time was in. */
-static void finding_also(const struct analysis *a, FILE *f, const struct an_finding *x)
-{
-	char t1[32], t2[32];
-	(void)a;
-	if (x->kind != AN_F_IDLE_GAP)
-		return;
-	int shown = 0;
-	for (int c = 1; c < AN_CAUSE_N; c++) {
-		if (c == x->cause || !x->cause_ns[c] || x->cause_ns[c] * 100 < x->total_ns)
-			continue;
-		fprintf(f, "%s%s %s", shown++ ? ", " : "<p class=\"also\">also: ", an_cause_name(c),
-			fmt_ns(x->cause_ns[c], t1, sizeof t1));
-	}
-	if (shown)
-		fputs("</p>\n", f);
-	if (an_finding_in_copy(x))
-		fprintf(f, "<p class=\"also\">of it %s inside %s copy calls here</p>\n", fmt_ns(x->copy_ns, t1, sizeof t1),
-			an_copy_label(x->copy_bits));
-	else if (an_finding_cpu_bound(x))
-		fprintf(f, "<p class=\"also\">of it %s with no GPU call for %s or more before the launch (host CPU work, "
-			   "not launch overhead)</p>\n",
-			fmt_ns(x->no_call_ns, t1, sizeof t1), fmt_ns(AN_CPU_STRETCH_NS, t2, sizeof t2));
-	else if (x->cause == AN_CAUSE_ALLOC && x->site_ns)
-		fprintf(f, "<p class=\"also\">of it %s inside device memory calls here (the caching allocator going to the "
-			   "driver)</p>\n",
-			fmt_ns(x->site_ns, t1, sizeof t1));
-}
-
-/* Who ended the gaps, who waited meanwhile: the text report's lines. */
-static void gap_threads(const struct analysis *a, FILE *f, const struct an_finding *x)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&buf, &len);
-	if (!m)
-		return;
-	text_gap_threads(a, m, x);
-	if (fclose(m)) {
-		free(buf);
-		return;
-	}
-	for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-		nl = strchr(line, '\n');
-		size_t ll = nl ? (size_t)(nl - line) : strlen(line);
-		while (ll && *line == ' ')
-			line++, ll--;
-		if (!ll)
-			continue;
-		fputs("<p class=\"also\">", f);
-		html_text(f, line, ll);
-		fputs("</p>\n", f);
-	}
-	free(buf);
-}
-
 static void html_frame_li(const struct analysis *a, FILE *f, const struct an_frame *fr, const char *role)
 {
 	int lib = an_frame_is_library(a, fr);
@@ -205,12 +107,15 @@ static void html_frame_li(const struct analysis *a, FILE *f, const struct an_fra
  * the callers above it). */
 static void html_finding(const struct analysis *a, FILE *f, size_t idx, const struct an_finding *x)
 {
+	const struct an_kind *k = an_kind_of(x->kind);
+	int cause = k->named_with_cause;
 	fprintf(f, "<section class=\"finding\" id=\"finding-%zu\"><div class=\"head\"><h3><span class=\"kind\">%zu. %s%s%s%s</span></h3>",
-		idx, idx, an_finding_name(x->kind), x->kind == AN_F_IDLE_GAP ? " (" : "",
-		x->kind == AN_F_IDLE_GAP ? an_cause_name(x->cause) : "", x->kind == AN_F_IDLE_GAP ? ")" : "");
-	finding_head(a, f, x);
+		idx, idx, k->name, cause ? " (" : "", cause ? an_cause_name(x->cause) : "", cause ? ")" : "");
+	if (k->html_head)
+		k->html_head(a, f, x);
 	fputs("</div>\n", f);
-	finding_also(a, f, x);
+	if (k->html_also)
+		k->html_also(a, f, x);
 
 	struct an_frame fr[MAX_FRAMES], lib[MAX_FRAMES];
 	size_t n = an_callpath_frames(a, x->callpath, fr, MAX_FRAMES);
@@ -241,15 +146,15 @@ static void html_finding(const struct analysis *a, FILE *f, size_t idx, const st
 	fputs("<p class=\"advice\">&rarr; ", f);
 	html_str(f, an_suggestion(a, x));
 	fputs("</p>\n", f);
-	if (x->kind == AN_F_IDLE_GAP) /* under the advice: the line and the advice lead */
-		gap_threads(a, f, x);
+	if (k->html_tail) /* under the advice: the line and the advice lead */
+		k->html_tail(a, f, x);
 	if (n > 1 || nl) {
 		fprintf(f, "<details><summary>call path: %zu frame%s", n + nl, n + nl == 1 ? "" : "s");
 		if (nl)
 			fprintf(f, ", %zu in libraries below this line", nl);
 		fputs("</summary><ol class=\"frames\">\n", f);
-		for (size_t k = nl; k-- > 0;)
-			html_frame_li(a, f, &lib[k], "via ");
+		for (size_t j = nl; j-- > 0;)
+			html_frame_li(a, f, &lib[j], "via ");
 		for (size_t i = 0; i < n; i++)
 			html_frame_li(a, f, &fr[i], i ? "from " : "at ");
 		fputs("</ol></details>\n", f);
@@ -813,9 +718,9 @@ int an_report_html(const struct analysis *a, FILE *f)
 		for (size_t i = 0; i < a->harness.n; i++) {
 			const struct an_finding *x = VEC_AT(&a->harness, struct an_finding, i);
 			an_site_label(a, x->callpath, x->native, site, sizeof site);
-			fprintf(f, "<li>%s%s%s: %" PRIu64 "x, %s at <code>", an_finding_name(x->kind),
-				x->kind == AN_F_IDLE_GAP ? " " : "", x->kind == AN_F_IDLE_GAP ? an_cause_name(x->cause) : "",
-				x->count, fmt_ns(x->total_ns, t1, sizeof t1));
+			const struct an_kind *k = an_kind_of(x->kind);
+			fprintf(f, "<li>%s%s%s: %" PRIu64 "x, %s at <code>", k->name, k->named_with_cause ? " " : "",
+				k->named_with_cause ? an_cause_name(x->cause) : "", x->count, fmt_ns(x->total_ns, t1, sizeof t1));
 			html_str(f, site);
 			fputs("</code></li>\n", f);
 		}
