@@ -632,9 +632,10 @@ static void text_join(const struct analysis *a, FILE *f)
 			   "a HIP trace, or a process that did not exit cleanly)\n");
 }
 
-void an_report_text(const struct analysis *a, FILE *f)
+/* The report's title, its window and the steps found in it. */
+static void text_header(const struct analysis *a, FILE *f)
 {
-	char t1[32], t2[32], t3[32], t4[32], b1[32];
+	char t1[32], t2[32];
 	fprintf(f, "tbanalyze report: %s\n", a->path);
 	uint64_t win = a->total.window_ns;
 	if (a->markers_used && a->steps.source == AN_STEPS_DETECTED && a->steps.warmup > 1)
@@ -669,50 +670,63 @@ void an_report_text(const struct analysis *a, FILE *f)
 	} else if (a->steps.none) {
 		fprintf(f, "steps: no steps detected (%s): the whole trace is analysed\n", a->steps.none);
 	}
+}
 
-	text_join(a, f);
+/* One device's breakdown and its streams'. */
+static void text_device(const struct analysis *a, FILE *f, const struct an_device *d, const struct stream_ref *refs)
+{
+	char t1[32], t2[32], t3[32], t4[32];
+	struct an_breakdown b;
+	an_device_breakdown(a, d, &b);
+	size_t nl;
+	const char *name = an_string(a, d->name, &nl);
+	fprintf(f, "GPU %" PRIu64 "%s%.*s%s: active %.1f%% (%s)  data movement %.1f%% (%s)  idle %.1f%% (%s)\n", d->id,
+		name ? " (" : "", name ? (int)nl : 0, name ? name : "", name ? ")" : "", pct(b.active_ns, b.window_ns),
+		fmt_ns(b.active_ns, t1, sizeof t1), pct(b.dm_ns, b.window_ns), fmt_ns(b.dm_ns, t2, sizeof t2),
+		pct(b.idle_ns, b.window_ns), fmt_ns(b.idle_ns, t3, sizeof t3));
+	if (b.dm_ns)
+		fprintf(f, "      copies: H2D %s  D2H %s  D2D %s  peer %s\n", fmt_ns(b.ck_ns[TBP_COPY_H2D], t1, sizeof t1),
+			fmt_ns(b.ck_ns[TBP_COPY_D2H], t2, sizeof t2), fmt_ns(b.ck_ns[TBP_COPY_D2D], t3, sizeof t3),
+			fmt_ns(b.ck_ns[TBP_COPY_PEER], t4, sizeof t4));
+	size_t lo, hi;
+	device_streams(a, refs, d->id, &lo, &hi);
+	for (size_t j = lo; j < hi; j++) {
+		const struct an_stream *s = stream_at(a, refs, j);
+		if (s->device != d->id)
+			continue;
+		uint64_t busy, dm;
+		an_stream_breakdown(a, s, &busy, &dm);
+		fprintf(f, "      stream %" PRIu64 ": busy %.1f%% (%s), data movement %s, %" PRIu64 " kernels, %" PRIu64
+			   " copies, %" PRIu64 " memsets\n",
+			s->stream, pct(busy, b.window_ns), fmt_ns(busy, t1, sizeof t1), fmt_ns(dm, t2, sizeof t2), s->kernels,
+			s->copies, s->sets);
+	}
+}
+
+/* The GPU's time: each active device's breakdown and the idle by cause,
+ * or why there is none. */
+static void text_gpu(const struct analysis *a, FILE *f)
+{
 	if (!an_has_gpu(a)) {
 		if (a->n_launch + a->n_memcpy + a->n_memset)
 			fprintf(f, "no GPU timeline in this trace (API-only, no CUPTI records): GPU time cannot be "
 				   "measured; findings below come from host-side API times\n");
 		else
 			fprintf(f, "no GPU activity recorded (a CPU run): host time by Python function follows\n");
-	} else {
-		struct stream_ref *refs = streams_by_device(a);
-		for (size_t i = 0; i < a->devices.n; i++) {
-			const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
-			if (!d->kernels && !d->copies && !d->sets)
-				continue;
-			struct an_breakdown b;
-			an_device_breakdown(a, d, &b);
-			size_t nl;
-			const char *name = an_string(a, d->name, &nl);
-			fprintf(f, "GPU %" PRIu64 "%s%.*s%s: active %.1f%% (%s)  data movement %.1f%% (%s)  idle %.1f%% (%s)\n",
-				d->id, name ? " (" : "", name ? (int)nl : 0, name ? name : "", name ? ")" : "",
-				pct(b.active_ns, b.window_ns), fmt_ns(b.active_ns, t1, sizeof t1),
-				pct(b.dm_ns, b.window_ns), fmt_ns(b.dm_ns, t2, sizeof t2), pct(b.idle_ns, b.window_ns),
-				fmt_ns(b.idle_ns, t3, sizeof t3));
-			if (b.dm_ns)
-				fprintf(f, "      copies: H2D %s  D2H %s  D2D %s  peer %s\n",
-					fmt_ns(b.ck_ns[TBP_COPY_H2D], t1, sizeof t1), fmt_ns(b.ck_ns[TBP_COPY_D2H], t2, sizeof t2),
-					fmt_ns(b.ck_ns[TBP_COPY_D2D], t3, sizeof t3), fmt_ns(b.ck_ns[TBP_COPY_PEER], t4, sizeof t4));
-			size_t lo, hi;
-			device_streams(a, refs, d->id, &lo, &hi);
-			for (size_t j = lo; j < hi; j++) {
-				const struct an_stream *s = stream_at(a, refs, j);
-				if (s->device != d->id)
-					continue;
-				uint64_t busy, dm;
-				an_stream_breakdown(a, s, &busy, &dm);
-				fprintf(f, "      stream %" PRIu64 ": busy %.1f%% (%s), data movement %s, %" PRIu64
-					   " kernels, %" PRIu64 " copies, %" PRIu64 " memsets\n",
-					s->stream, pct(busy, b.window_ns), fmt_ns(busy, t1, sizeof t1), fmt_ns(dm, t2, sizeof t2),
-					s->kernels, s->copies, s->sets);
-			}
-		}
-		free(refs);
-		text_idle_breakdown(a, f);
+		return;
 	}
+	struct stream_ref *refs = streams_by_device(a);
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		if (d->kernels || d->copies || d->sets)
+			text_device(a, f, d, refs);
+	}
+	free(refs);
+	text_idle_breakdown(a, f);
+}
+
+static void text_counts(const struct analysis *a, FILE *f)
+{
 	fprintf(f, "counts: %" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64
 		   " free, %" PRIu64 " sync",
 		a->n_launch - a->n_graph_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync);
@@ -724,23 +738,31 @@ void an_report_text(const struct analysis *a, FILE *f)
 		fprintf(f, ", %" PRIu64 " failed API call%s (not counted as kernels)", a->n_errors,
 			a->n_errors == 1 ? "" : "s");
 	fputc('\n', f);
+}
 
+/* The first --top findings of v, numbered. */
+static void text_finding_list(const struct analysis *a, FILE *f, const struct vec *v)
+{
+	size_t shown = v->n < a->opts.top ? v->n : a->opts.top;
+	for (size_t i = 0; i < shown; i++)
+		text_finding(a, f, i + 1, VEC_AT(v, struct an_finding, i));
+	if (shown < v->n)
+		fprintf(f, "    ... %zu more (--top N, or --json for all)\n", v->n - shown);
+}
+
+/* The findings: the model's at the runner's shared step, the others, and
+ * the runner's own cost. */
+static void text_findings(const struct analysis *a, FILE *f)
+{
+	char t1[32];
 	if (a->model_step.n) {
 		fprintf(f, "\nthe model's work at the runner's shared training step (runner/model.py: the step of "
 			   "models without their own train()), biggest first:\n");
-		size_t shown = a->model_step.n < a->opts.top ? a->model_step.n : a->opts.top;
-		for (size_t i = 0; i < shown; i++)
-			text_finding(a, f, i + 1, VEC_AT(&a->model_step, struct an_finding, i));
-		if (shown < a->model_step.n)
-			fprintf(f, "    ... %zu more (--top N, or --json for all)\n", a->model_step.n - shown);
+		text_finding_list(a, f, &a->model_step);
 	}
 	if (a->findings.n) {
 		fprintf(f, "\nfindings, biggest first:\n");
-		size_t shown = a->findings.n < a->opts.top ? a->findings.n : a->opts.top;
-		for (size_t i = 0; i < shown; i++)
-			text_finding(a, f, i + 1, VEC_AT(&a->findings, struct an_finding, i));
-		if (shown < a->findings.n)
-			fprintf(f, "    ... %zu more (--top N, or --json for all)\n", a->findings.n - shown);
+		text_finding_list(a, f, &a->findings);
 	} else {
 		fprintf(f, a->model_step.n ? "\nno other findings\n" : "\nno findings\n");
 	}
@@ -756,19 +778,26 @@ void an_report_text(const struct analysis *a, FILE *f)
 				site);
 		}
 	}
+}
 
-	if (a->kernels.n) {
-		fprintf(f, "\ntop kernels:\n");
-		for (size_t i = 0; i < a->kernels.n && i < 10; i++) {
-			const struct an_kernel_stat *k = VEC_AT(&a->kernels, struct an_kernel_stat, i);
-			size_t nl;
-			const char *name = an_string(a, k->name, &nl);
-			fprintf(f, "  %10s  %7" PRIu64 "x  %.*s\n", fmt_ns(k->total_ns, t1, sizeof t1), k->count,
-				name ? (int)(nl > 100 ? 100 : nl) : 9, name ? name : "(unnamed)");
-		}
+static void text_kernels(const struct analysis *a, FILE *f)
+{
+	char t1[32];
+	if (!a->kernels.n)
+		return;
+	fprintf(f, "\ntop kernels:\n");
+	for (size_t i = 0; i < a->kernels.n && i < 10; i++) {
+		const struct an_kernel_stat *k = VEC_AT(&a->kernels, struct an_kernel_stat, i);
+		size_t nl;
+		const char *name = an_string(a, k->name, &nl);
+		fprintf(f, "  %10s  %7" PRIu64 "x  %.*s\n", fmt_ns(k->total_ns, t1, sizeof t1), k->count,
+			name ? (int)(nl > 100 ? 100 : nl) : 9, name ? name : "(unnamed)");
 	}
-	if (a->spans.n && (!an_has_gpu(a) || a->opts.top > 20))
-		text_host_time(a, f);
+}
+
+static void text_memory(const struct analysis *a, FILE *f)
+{
+	char t1[32], b1[32];
 	int any_mem = 0;
 	for (size_t i = 0; i < a->devices.n; i++) {
 		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
@@ -782,7 +811,11 @@ void an_report_text(const struct analysis *a, FILE *f)
 	if (a->mem_leak_count)
 		fprintf(f, "  not freed at the end of the trace: %" PRIu64 " blocks, %s\n", a->mem_leak_count,
 			fmt_bytes(a->mem_leak_bytes, b1, sizeof b1));
+}
 
+/* The trace's own state: events, what was lost and why, a cut or unclean end. */
+static void text_trace_state(const struct analysis *a, FILE *f)
+{
 	char by_source[400];
 	lost_by_source_text(a, by_source, sizeof by_source);
 	fprintf(f, "\ntrace: %" PRIu64 " events, %" PRIu64 " lost%s%s%s\n", a->events, a->lost ? a->lost : a->end_lost,
@@ -791,6 +824,20 @@ void an_report_text(const struct analysis *a, FILE *f)
 	if (a->reorder_forced || a->late_records)
 		fprintf(f, "note: %" PRIu64 " records arrived out of time order beyond the reorder window\n",
 			a->late_records);
+}
+
+void an_report_text(const struct analysis *a, FILE *f)
+{
+	text_header(a, f);
+	text_join(a, f);
+	text_gpu(a, f);
+	text_counts(a, f);
+	text_findings(a, f);
+	text_kernels(a, f);
+	if (a->spans.n && (!an_has_gpu(a) || a->opts.top > 20))
+		text_host_time(a, f);
+	text_memory(a, f);
+	text_trace_state(a, f);
 }
 
 /* ------------------------------------------------------------ JSON */
