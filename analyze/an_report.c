@@ -841,11 +841,10 @@ void an_report_text(const struct analysis *a, FILE *f)
 }
 
 /* ------------------------------------------------------------ JSON */
-void json_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat)
+/* [{"file":...,"line":...,"function":...}, ...] */
+static void json_frames(FILE *f, const struct an_frame *fr, size_t n)
 {
-	struct an_frame fr[MAX_FRAMES];
-	size_t n = an_callpath_frames(a, cp, fr, MAX_FRAMES);
-	fprintf(f, "{\"python\":[");
+	fputc('[', f);
 	for (size_t i = 0; i < n; i++) {
 		fprintf(f, "%s{\"file\":", i ? "," : "");
 		json_str(f, fr[i].file, fr[i].file_len);
@@ -853,7 +852,16 @@ void json_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat)
 		json_str(f, fr[i].function, fr[i].function_len);
 		fputc('}', f);
 	}
-	fprintf(f, "],\"native\":[");
+	fputc(']', f);
+}
+
+void json_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat)
+{
+	struct an_frame fr[MAX_FRAMES];
+	size_t n = an_callpath_frames(a, cp, fr, MAX_FRAMES);
+	fprintf(f, "{\"python\":");
+	json_frames(f, fr, n);
+	fprintf(f, ",\"native\":[");
 	struct an_native_frame nf[MAX_FRAMES];
 	size_t nn = an_native_frames(a, nat, nf, MAX_FRAMES);
 	for (size_t i = 0; i < nn; i++) {
@@ -916,15 +924,8 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 	json_where(a, f, x->callpath, x->native);
 	struct an_frame fr[MAX_FRAMES];
 	size_t nl = library_frames(a, x, fr, MAX_FRAMES);
-	fprintf(f, ",\"library\":[");
-	for (size_t i = 0; i < nl; i++) {
-		fprintf(f, "%s{\"file\":", i ? "," : "");
-		json_str(f, fr[i].file, fr[i].file_len);
-		fprintf(f, ",\"line\":%" PRIu64 ",\"function\":", fr[i].line);
-		json_str(f, fr[i].function, fr[i].function_len);
-		fputc('}', f);
-	}
-	fputc(']', f);
+	fprintf(f, ",\"library\":");
+	json_frames(f, fr, nl);
 	if (k->json_tail)
 		k->json_tail(a, f, x);
 	fprintf(f, ",\"suggestion\":");
@@ -933,13 +934,9 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 	fputc('}', f);
 }
 
-int an_report_json(const struct analysis *a, FILE *f)
+static void json_trace(const struct analysis *a, FILE *f)
 {
 	int gpu = an_has_gpu(a);
-	unsigned ndev = active_devices(a);
-	uint64_t cap = a->total.window_ns * (ndev ? ndev : 1);
-	fprintf(f, "{\"schema\":\"tbprof-report\",\"schema_version\":1,\"trace_file\":");
-	json_str(f, a->path, strlen(a->path));
 	fprintf(f, ",\n\"trace\":{\"events\":%" PRIu64 ",\"records\":%" PRIu64 ",\"lost_events\":%" PRIu64
 		   ",\"truncated\":%s,\"clean_end\":%s,\"gpu_timeline\":%s,\"api_only\":%s,\"out_of_order\":%" PRIu64
 		   ",\"window_remeasured\":%s,\"lost_by_source\":{",
@@ -965,6 +962,19 @@ int an_report_json(const struct analysis *a, FILE *f)
 	else
 		fputs("null", f);
 	fprintf(f, "}");
+}
+
+/* A call site, or null. */
+static void json_where_or_null(const struct analysis *a, FILE *f, uint64_t cp)
+{
+	if (cp)
+		json_where(a, f, cp, 0);
+	else
+		fputs("null", f);
+}
+
+static void json_window_steps(const struct analysis *a, FILE *f)
+{
 	fprintf(f, ",\n\"window\":{\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"source\":\"%s\",\"iterations\":%" PRIu64
 		   ",\"warmup_excluded\":%s}",
 		a->markers_used ? a->win_begin : a->first_ts, a->markers_used ? a->win_end : a->last_ts,
@@ -974,15 +984,9 @@ int an_report_json(const struct analysis *a, FILE *f)
 		fprintf(f, ",\n\"steps\":{\"count\":%" PRIu64 ",\"source\":\"%s\",\"warmup\":%" PRIu64
 			   ",\"median_ns\":%" PRIu64 ",\"loop\":",
 			a->steps.count, an_steps_source_name(a->steps.source), a->steps.warmup, a->steps.median_ns);
-		if (a->steps.loop)
-			json_where(a, f, a->steps.loop, 0);
-		else
-			fputs("null", f);
+		json_where_or_null(a, f, a->steps.loop);
 		fprintf(f, ",\"unit_kind\":\"%s\",\"unit\":", an_step_unit_name(a->steps.unit_kind));
-		if (a->steps.unit)
-			json_where(a, f, a->steps.unit, 0);
-		else
-			fputs("null", f);
+		json_where_or_null(a, f, a->steps.unit);
 		fputc('}', f);
 	} else {
 		fprintf(f, ",\n\"steps\":null");
@@ -991,6 +995,15 @@ int an_report_json(const struct analysis *a, FILE *f)
 		fputs(",\n\"steps_none\":", f);
 		json_str(f, a->steps.none, strlen(a->steps.none));
 	}
+}
+
+/* The window's time over all active devices (null figures for an
+ * API-only trace: GPU time not measured). */
+static void json_breakdown(const struct analysis *a, FILE *f)
+{
+	int gpu = an_has_gpu(a);
+	unsigned ndev = active_devices(a);
+	uint64_t cap = a->total.window_ns * (ndev ? ndev : 1);
 	if (gpu || !(a->n_launch + a->n_memcpy + a->n_memset)) {
 		uint64_t idle = gpu ? a->total.idle_ns : a->total.window_ns;
 		fprintf(f, ",\n\"breakdown\":{\"window_ns\":%" PRIu64 ",\"devices\":%u,\"gpu_busy_ns\":%" PRIu64
@@ -1008,17 +1021,39 @@ int an_report_json(const struct analysis *a, FILE *f)
 			   "\"data_movement_pct\":null,\"gpu_idle_pct\":null}",
 			a->total.window_ns);
 	}
-	if (gpu)
-		json_idle_breakdown(a, f);
+}
+
+static void json_streams(const struct analysis *a, FILE *f, const struct an_device *d, const struct an_breakdown *b,
+			 const struct stream_ref *refs)
+{
+	int sf = 1;
+	size_t lo, hi;
+	device_streams(a, refs, d->id, &lo, &hi);
+	for (size_t j = lo; j < hi; j++) {
+		const struct an_stream *s = stream_at(a, refs, j);
+		if (s->device != d->id)
+			continue;
+		uint64_t busy, dm;
+		an_stream_breakdown(a, s, &busy, &dm);
+		fprintf(f, "%s{\"stream\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"active_ns\":%" PRIu64
+			   ",\"data_movement_ns\":%" PRIu64 ",\"idle_ns\":%" PRIu64 ",\"kernels\":%" PRIu64
+			   ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64 ",\"hta\":{\"host_wait_ns\":%" PRIu64
+			   ",\"queued_ns\":%" PRIu64 "}}",
+			sf ? "" : ",", s->stream, busy, busy > dm ? busy - dm : 0, dm, b->window_ns > busy ? b->window_ns - busy : 0,
+			s->kernels, s->copies, s->sets, s->hta_gap[1], s->hta_gap[0]);
+		sf = 0;
+	}
+}
+
+static void json_devices(const struct analysis *a, FILE *f)
+{
 	fprintf(f, ",\n\"devices\":[");
-	int first = 1;
 	struct stream_ref *refs = streams_by_device(a);
 	for (size_t i = 0; i < a->devices.n; i++) {
 		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
 		struct an_breakdown b;
 		an_device_breakdown(a, d, &b);
-		fprintf(f, "%s\n {\"device\":%" PRIu64 ",\"name\":", first ? "" : ",", d->id);
-		first = 0;
+		fprintf(f, "%s\n {\"device\":%" PRIu64 ",\"name\":", i ? "," : "", d->id);
 		size_t nl = 0;
 		const char *name = an_string(a, d->name, &nl);
 		json_str(f, name, nl);
@@ -1034,43 +1069,36 @@ int an_report_json(const struct analysis *a, FILE *f)
 		fprintf(f, ",\"memory\":{\"peak_bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",\"frees\":%" PRIu64
 			   ",\"allocated_bytes\":%" PRIu64 "},\"streams\":[",
 			d->mem_peak, d->allocs, d->frees, d->alloc_bytes);
-		int sf = 1;
-		size_t lo, hi;
-		device_streams(a, refs, d->id, &lo, &hi);
-		for (size_t j = lo; j < hi; j++) {
-			const struct an_stream *s = stream_at(a, refs, j);
-			if (s->device != d->id)
-				continue;
-			uint64_t busy, dm;
-			an_stream_breakdown(a, s, &busy, &dm);
-			fprintf(f, "%s{\"stream\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"active_ns\":%" PRIu64
-				   ",\"data_movement_ns\":%" PRIu64 ",\"idle_ns\":%" PRIu64 ",\"kernels\":%" PRIu64
-				   ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64 ",\"hta\":{\"host_wait_ns\":%" PRIu64
-				   ",\"queued_ns\":%" PRIu64 "}}",
-				sf ? "" : ",", s->stream, busy, busy > dm ? busy - dm : 0, dm, b.window_ns > busy ? b.window_ns - busy : 0,
-				s->kernels, s->copies, s->sets, s->hta_gap[1], s->hta_gap[0]);
-			sf = 0;
-		}
+		json_streams(a, f, d, &b, refs);
 		fprintf(f, "]}");
 	}
 	free(refs);
-	fprintf(f, "],\n\"counts\":{\"kernels\":%" PRIu64 ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64
+	fprintf(f, "]");
+}
+
+static void json_counts(const struct analysis *a, FILE *f)
+{
+	fprintf(f, ",\n\"counts\":{\"kernels\":%" PRIu64 ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64
 		   ",\"malloc\":%" PRIu64 ",\"free\":%" PRIu64 ",\"sync\":%" PRIu64 ",\"api_calls\":%" PRIu64
 		   ",\"gpu_kernels\":%" PRIu64 ",\"gpu_memcpy\":%" PRIu64 ",\"gpu_memset\":%" PRIu64
 		   ",\"python_spans\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"graph_launches\":%" PRIu64
 		   ",\"graph_launch_steps\":%" PRIu64 "}",
 		a->n_launch - a->n_graph_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync, a->n_api, a->n_gpu_kernel,
 		a->n_gpu_memcpy, a->n_gpu_memset, a->n_spans, a->n_errors, a->n_graph_launch, a->graph_launch_iters);
-	fprintf(f, ",\n\"findings\":[");
-	for (size_t i = 0; i < a->findings.n; i++)
-		json_finding(a, f, VEC_AT(&a->findings, struct an_finding, i), i == 0);
-	fprintf(f, "],\n\"harness\":[");
-	for (size_t i = 0; i < a->harness.n; i++)
-		json_finding(a, f, VEC_AT(&a->harness, struct an_finding, i), i == 0);
-	fprintf(f, "],\n\"model_step\":[");
-	for (size_t i = 0; i < a->model_step.n; i++)
-		json_finding(a, f, VEC_AT(&a->model_step, struct an_finding, i), i == 0);
-	fprintf(f, "],\n\"kernels\":[");
+}
+
+/* ,\n"key":[every finding of v] */
+static void json_finding_list(const struct analysis *a, FILE *f, const char *key, const struct vec *v)
+{
+	fprintf(f, ",\n\"%s\":[", key);
+	for (size_t i = 0; i < v->n; i++)
+		json_finding(a, f, VEC_AT(v, struct an_finding, i), i == 0);
+	fputc(']', f);
+}
+
+static void json_kernels(const struct analysis *a, FILE *f)
+{
+	fprintf(f, ",\n\"kernels\":[");
 	for (size_t i = 0; i < a->kernels.n && i < 100; i++) {
 		const struct an_kernel_stat *k = VEC_AT(&a->kernels, struct an_kernel_stat, i);
 		size_t nl = 0;
@@ -1080,8 +1108,14 @@ int an_report_json(const struct analysis *a, FILE *f)
 		fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 "}", k->count, k->total_ns,
 			k->max_ns);
 	}
+	fputc(']', f);
+}
+
+/* The host window, and the host's time by call path and by function in it. */
+static void json_host_time(const struct analysis *a, FILE *f)
+{
 	struct host_outside out;
-	fprintf(f, "],\n\"host_time_window\":");
+	fprintf(f, ",\n\"host_time_window\":");
 	if (host_outside(a, &out))
 		fprintf(f, "{\"scope\":\"window\",\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"window_ns\":%" PRIu64
 			   ",\"before_ns\":%" PRIu64 ",\"after_ns\":%" PRIu64 ",\"imports_outside_ns\":%" PRIu64 "}",
@@ -1118,7 +1152,26 @@ int an_report_json(const struct analysis *a, FILE *f)
 			an_frame_is_library(a, &r->fr) ? "false" : "true");
 	}
 	free(rows);
-	fprintf(f, "],\n\"memory\":{\"not_freed_blocks\":%" PRIu64 ",\"not_freed_bytes\":%" PRIu64 "}}\n",
+	fputc(']', f);
+}
+
+int an_report_json(const struct analysis *a, FILE *f)
+{
+	fprintf(f, "{\"schema\":\"tbprof-report\",\"schema_version\":1,\"trace_file\":");
+	json_str(f, a->path, strlen(a->path));
+	json_trace(a, f);
+	json_window_steps(a, f);
+	json_breakdown(a, f);
+	if (an_has_gpu(a))
+		json_idle_breakdown(a, f);
+	json_devices(a, f);
+	json_counts(a, f);
+	json_finding_list(a, f, "findings", &a->findings);
+	json_finding_list(a, f, "harness", &a->harness);
+	json_finding_list(a, f, "model_step", &a->model_step);
+	json_kernels(a, f);
+	json_host_time(a, f);
+	fprintf(f, ",\n\"memory\":{\"not_freed_blocks\":%" PRIu64 ",\"not_freed_bytes\":%" PRIu64 "}}\n",
 		a->mem_leak_count, a->mem_leak_bytes);
 	return ferror(f) ? -1 : 0;
 }
