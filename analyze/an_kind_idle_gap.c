@@ -86,6 +86,52 @@ static int finding_in_dataloader(const struct analysis *a, const struct an_findi
 	"tensors on the GPU (device='cuda'), move that work to the GPU or out of the loop, or overlap it "      \
 	"with GPU work (DataLoader workers, prepare the next batch while this one runs)"
 
+/* The host was inside a copy call: advice by the copy's direction and memory. */
+static const char *copy_advice(const struct an_finding *f)
+{
+	if ((f->copy_bits & (AN_COPY_H2D | AN_COPY_PAGEABLE)) == (AN_COPY_H2D | AN_COPY_PAGEABLE))
+		return "the host was inside a host-to-device copy from pageable memory while the GPU "
+		       "sat idle (the call stages the bytes itself): copy from pinned memory "
+		       "(DataLoader(pin_memory=True), tensor.pin_memory()) with non_blocking=True, "
+		       "or prepare the next batch on the GPU ahead of the step";
+	if ((f->copy_bits & (AN_COPY_D2H | AN_COPY_PAGEABLE)) == (AN_COPY_D2H | AN_COPY_PAGEABLE))
+		return "the host was inside a device-to-host copy into pageable memory while the GPU "
+		       "sat idle (it returns only when the bytes are there): copy into a pinned "
+		       "buffer with non_blocking=True and read it after the next step is queued, "
+		       "or copy less often";
+	return "the host was inside a copy call while the GPU sat idle: queue the GPU's next "
+	       "work before the copy, or issue the copy earlier (non_blocking=True from pinned "
+	       "memory, on a side stream) so that work is queued behind it";
+}
+
+/* Host work outside Python: autograd's engine, a wait inside backward(), or native code. */
+static const char *host_other_advice(const struct an_finding *f, int graphs)
+{
+	if (f->cause == AN_CAUSE_HOST_OTHER && an_finding_is_engine(f))
+		return graphs ? "autograd's engine worked on the host before this launch with the GPU "
+				"idle (its C++: backward ops with no GPU kernel, gradient hooks, waiting "
+				"for the GIL or for the first launch of the pass): fuse the forward's "
+				"small ops (torch.compile), or queue other GPU work meanwhile"
+			      : "autograd's engine worked on the host before this launch with the GPU idle (its "
+		       "C++: backward ops with no GPU kernel, gradient hooks, waiting for the GIL or "
+		       "for the first launch of the pass): fuse the forward's small ops "
+		       "(torch.compile), capture the step with CUDA graphs, or queue other GPU work "
+		       "meanwhile";
+	if (finding_backward_wait(f))
+		return graphs ? "the thread waited inside backward() while autograd's engine worked "
+				"in C++ with no GPU work queued (after its last launch, or before its "
+				"first): the engine's own work (gradient hooks, accumulation, "
+				"allocation), or a graph of many tiny ops: fuse them (torch.compile), or "
+				"queue other GPU work meanwhile"
+			      : "the thread waited inside backward() while autograd's engine worked in C++ "
+		       "with no GPU work queued (after its last launch, or before its first): the "
+		       "engine's own work (gradient hooks, accumulation, allocation), or a graph of "
+		       "many tiny ops: fuse them (torch.compile), capture the step with CUDA graphs, "
+		       "or queue other GPU work meanwhile";
+	return "the host was busy outside Python before this launch (native code, data "
+	       "loading, allocator): profile the native side or overlap it with GPU work";
+}
+
 static const char *idle_gap_suggestion(const struct analysis *a, const struct an_finding *f)
 {
 	/* Steps that already replay CUDA graphs get no advice to capture the step in one. */
@@ -106,21 +152,8 @@ static const char *idle_gap_suggestion(const struct analysis *a, const struct an
 		       "the critical path (DataLoader workers, precompute, overlap it with GPU work) or "
 		       "move the computation to the GPU";
 	case AN_CAUSE_LAUNCH_BOUND:
-		if (an_finding_in_copy(f)) {
-			if ((f->copy_bits & (AN_COPY_H2D | AN_COPY_PAGEABLE)) == (AN_COPY_H2D | AN_COPY_PAGEABLE))
-				return "the host was inside a host-to-device copy from pageable memory while the GPU "
-				       "sat idle (the call stages the bytes itself): copy from pinned memory "
-				       "(DataLoader(pin_memory=True), tensor.pin_memory()) with non_blocking=True, "
-				       "or prepare the next batch on the GPU ahead of the step";
-			if ((f->copy_bits & (AN_COPY_D2H | AN_COPY_PAGEABLE)) == (AN_COPY_D2H | AN_COPY_PAGEABLE))
-				return "the host was inside a device-to-host copy into pageable memory while the GPU "
-				       "sat idle (it returns only when the bytes are there): copy into a pinned "
-				       "buffer with non_blocking=True and read it after the next step is queued, "
-				       "or copy less often";
-			return "the host was inside a copy call while the GPU sat idle: queue the GPU's next "
-			       "work before the copy, or issue the copy earlier (non_blocking=True from pinned "
-			       "memory, on a side stream) so that work is queued behind it";
-		}
+		if (an_finding_in_copy(f))
+			return copy_advice(f);
 		if (an_finding_cpu_bound(f))
 			return CPU_WORK_ADVICE;
 		if (graphs)
@@ -149,29 +182,7 @@ static const char *idle_gap_suggestion(const struct analysis *a, const struct an
 		return "nothing was recorded on the host while the GPU sat idle (a sleep, I/O, or code the "
 		       "tracer does not see): profile the host side of this stretch";
 	default:
-		if (f->cause == AN_CAUSE_HOST_OTHER && an_finding_is_engine(f))
-			return graphs ? "autograd's engine worked on the host before this launch with the GPU "
-					"idle (its C++: backward ops with no GPU kernel, gradient hooks, waiting "
-					"for the GIL or for the first launch of the pass): fuse the forward's "
-					"small ops (torch.compile), or queue other GPU work meanwhile"
-				      : "autograd's engine worked on the host before this launch with the GPU idle (its "
-			       "C++: backward ops with no GPU kernel, gradient hooks, waiting for the GIL or "
-			       "for the first launch of the pass): fuse the forward's small ops "
-			       "(torch.compile), capture the step with CUDA graphs, or queue other GPU work "
-			       "meanwhile";
-		if (finding_backward_wait(f))
-			return graphs ? "the thread waited inside backward() while autograd's engine worked "
-					"in C++ with no GPU work queued (after its last launch, or before its "
-					"first): the engine's own work (gradient hooks, accumulation, "
-					"allocation), or a graph of many tiny ops: fuse them (torch.compile), or "
-					"queue other GPU work meanwhile"
-				      : "the thread waited inside backward() while autograd's engine worked in C++ "
-			       "with no GPU work queued (after its last launch, or before its first): the "
-			       "engine's own work (gradient hooks, accumulation, allocation), or a graph of "
-			       "many tiny ops: fuse them (torch.compile), capture the step with CUDA graphs, "
-			       "or queue other GPU work meanwhile";
-		return "the host was busy outside Python before this launch (native code, data "
-		       "loading, allocator): profile the native side or overlap it with GPU work";
+		return host_other_advice(f, graphs);
 	}
 }
 
