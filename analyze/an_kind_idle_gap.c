@@ -187,19 +187,36 @@ static const char *idle_gap_suggestion(const struct analysis *a, const struct an
 }
 
 /* ------------------------------------------------------------ text */
-/* The causes of an idle gap finding other than its own, when the host did
- * more than one thing in its gaps. */
-static void text_cause_split(FILE *f, const struct an_finding *x)
+/* What else explains the gaps' time, a line each between `open` and
+ * `close`: the causes other than its own (when the host did more than one
+ * thing in its gaps), and the copy, CPU work or allocator calls the time at
+ * its site was in (`alloc_calls`: which allocator calls, as the text report
+ * says; the HTML page does not). */
+static void gap_notes(FILE *f, const struct an_finding *x, const char *open, const char *close, int alloc_calls)
 {
-	char t1[32];
+	char t1[32], t2[32];
 	int shown = 0;
 	for (int c = 1; c < AN_CAUSE_N; c++) {
 		if (c == x->cause || !x->cause_ns[c] || x->cause_ns[c] * 100 < x->total_ns)
 			continue;
-		fprintf(f, "%s%s %s", shown++ ? ", " : "      also: ", an_cause_name(c), fmt_ns(x->cause_ns[c], t1, sizeof t1));
+		fprintf(f, "%s%s%s %s", shown ? ", " : open, shown ? "" : "also: ", an_cause_name(c),
+			fmt_ns(x->cause_ns[c], t1, sizeof t1));
+		shown++;
 	}
 	if (shown)
-		fputc('\n', f);
+		fputs(close, f);
+	const char *calls = !alloc_calls ? "" : x->alloc_bits == AN_ALLOC_FREE ? "free " : x->alloc_bits == AN_ALLOC_MALLOC
+		? "allocation " : "allocation and free ";
+	if (an_finding_in_copy(x))
+		fprintf(f, "%sof it %s inside %s copy calls here%s", open, fmt_ns(x->copy_ns, t1, sizeof t1),
+			an_copy_label(x->copy_bits), close);
+	else if (an_finding_cpu_bound(x))
+		fprintf(f, "%sof it %s with no GPU call for %s or more before the launch (host CPU work, not launch "
+			   "overhead)%s",
+			open, fmt_ns(x->no_call_ns, t1, sizeof t1), fmt_ns(AN_CPU_STRETCH_NS, t2, sizeof t2), close);
+	else if (x->cause == AN_CAUSE_ALLOC && x->site_ns)
+		fprintf(f, "%sof it %s inside device memory %scalls here (the caching allocator going to the driver)%s", open,
+			fmt_ns(x->site_ns, t1, sizeof t1), calls, close);
 }
 
 static void idle_gap_text_head(const struct analysis *a, FILE *f, const struct an_finding *x)
@@ -209,20 +226,7 @@ static void idle_gap_text_head(const struct analysis *a, FILE *f, const struct a
 	if (a->total.window_ns)
 		fprintf(f, " (%.1f%% of the window)", pct(x->total_ns, a->total.window_ns));
 	fprintf(f, ", longest %s\n", fmt_ns(x->max_ns, t2, sizeof t2));
-	text_cause_split(f, x);
-	if (an_finding_in_copy(x))
-		fprintf(f, "      of it %s inside %s copy calls here\n", fmt_ns(x->copy_ns, t1, sizeof t1),
-			an_copy_label(x->copy_bits));
-	else if (an_finding_cpu_bound(x))
-		fprintf(f, "      of it %s with no GPU call for %s or more before the launch (host CPU work, "
-			   "not launch overhead)\n",
-			fmt_ns(x->no_call_ns, t1, sizeof t1), fmt_ns(AN_CPU_STRETCH_NS, t2, sizeof t2));
-	else if (x->cause == AN_CAUSE_ALLOC && x->site_ns)
-		fprintf(f, "      of it %s inside device memory %s calls here (the caching allocator going to "
-			   "the driver)\n",
-			fmt_ns(x->site_ns, t1, sizeof t1),
-			x->alloc_bits == AN_ALLOC_FREE ? "free" : x->alloc_bits == AN_ALLOC_MALLOC ? "allocation"
-											  : "allocation and free");
+	gap_notes(f, x, "      ", "\n", 1);
 }
 
 /* A kernel's name short enough for a line of text: no "void ", no
@@ -357,32 +361,11 @@ static void idle_gap_html_head(const struct analysis *a, FILE *f, const struct a
 	fprintf(f, "</span><span class=\"num\">longest %s</span>", fmt_ns(x->max_ns, t2, sizeof t2));
 }
 
-/* What else the text report says under the numbers: the other causes, the
- * copy or CPU work or allocator the time was in. */
+/* What the text report says under the numbers (gap_notes). */
 static void idle_gap_html_also(const struct analysis *a, FILE *f, const struct an_finding *x)
 {
-	char t1[32], t2[32];
 	(void)a;
-	int shown = 0;
-	for (int c = 1; c < AN_CAUSE_N; c++) {
-		if (c == x->cause || !x->cause_ns[c] || x->cause_ns[c] * 100 < x->total_ns)
-			continue;
-		fprintf(f, "%s%s %s", shown++ ? ", " : "<p class=\"also\">also: ", an_cause_name(c),
-			fmt_ns(x->cause_ns[c], t1, sizeof t1));
-	}
-	if (shown)
-		fputs("</p>\n", f);
-	if (an_finding_in_copy(x))
-		fprintf(f, "<p class=\"also\">of it %s inside %s copy calls here</p>\n", fmt_ns(x->copy_ns, t1, sizeof t1),
-			an_copy_label(x->copy_bits));
-	else if (an_finding_cpu_bound(x))
-		fprintf(f, "<p class=\"also\">of it %s with no GPU call for %s or more before the launch (host CPU work, "
-			   "not launch overhead)</p>\n",
-			fmt_ns(x->no_call_ns, t1, sizeof t1), fmt_ns(AN_CPU_STRETCH_NS, t2, sizeof t2));
-	else if (x->cause == AN_CAUSE_ALLOC && x->site_ns)
-		fprintf(f, "<p class=\"also\">of it %s inside device memory calls here (the caching allocator going to the "
-			   "driver)</p>\n",
-			fmt_ns(x->site_ns, t1, sizeof t1));
+	gap_notes(f, x, "<p class=\"also\">", "</p>\n", 0);
 }
 
 /* Who ended the gaps, who waited meanwhile: the text report's lines. */

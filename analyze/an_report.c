@@ -542,6 +542,27 @@ static const struct an_stream *stream_at(const struct analysis *a, const struct 
 {
 	return VEC_AT(&a->streams, struct an_stream, refs ? refs[k].ix : k);
 }
+
+/* One stream of a device, its busy and data-movement time; n: streams of
+ * the device written before it. */
+typedef void stream_writer(FILE *f, const struct an_stream *s, uint64_t busy, uint64_t dm, const struct an_breakdown *b,
+			   size_t n);
+
+/* Device d's streams in their order, each through `write`. */
+static void device_streams_write(const struct analysis *a, FILE *f, const struct an_device *d,
+				 const struct an_breakdown *b, const struct stream_ref *refs, stream_writer *write)
+{
+	size_t lo, hi, n = 0;
+	device_streams(a, refs, d->id, &lo, &hi);
+	for (size_t j = lo; j < hi; j++) {
+		const struct an_stream *s = stream_at(a, refs, j);
+		if (s->device != d->id)
+			continue;
+		uint64_t busy, dm;
+		an_stream_breakdown(a, s, &busy, &dm);
+		write(f, s, busy, dm, b, n++);
+	}
+}
 /* What each source of LOST records means, for a reader who has not read the trace format. */
 static const char *lost_source_meaning(unsigned source)
 {
@@ -672,6 +693,17 @@ static void text_header(const struct analysis *a, FILE *f)
 	}
 }
 
+static void text_stream(FILE *f, const struct an_stream *s, uint64_t busy, uint64_t dm, const struct an_breakdown *b,
+			size_t n)
+{
+	char t1[32], t2[32];
+	(void)n;
+	fprintf(f, "      stream %" PRIu64 ": busy %.1f%% (%s), data movement %s, %" PRIu64 " kernels, %" PRIu64
+		   " copies, %" PRIu64 " memsets\n",
+		s->stream, pct(busy, b->window_ns), fmt_ns(busy, t1, sizeof t1), fmt_ns(dm, t2, sizeof t2), s->kernels,
+		s->copies, s->sets);
+}
+
 /* One device's breakdown and its streams'. */
 static void text_device(const struct analysis *a, FILE *f, const struct an_device *d, const struct stream_ref *refs)
 {
@@ -688,19 +720,7 @@ static void text_device(const struct analysis *a, FILE *f, const struct an_devic
 		fprintf(f, "      copies: H2D %s  D2H %s  D2D %s  peer %s\n", fmt_ns(b.ck_ns[TBP_COPY_H2D], t1, sizeof t1),
 			fmt_ns(b.ck_ns[TBP_COPY_D2H], t2, sizeof t2), fmt_ns(b.ck_ns[TBP_COPY_D2D], t3, sizeof t3),
 			fmt_ns(b.ck_ns[TBP_COPY_PEER], t4, sizeof t4));
-	size_t lo, hi;
-	device_streams(a, refs, d->id, &lo, &hi);
-	for (size_t j = lo; j < hi; j++) {
-		const struct an_stream *s = stream_at(a, refs, j);
-		if (s->device != d->id)
-			continue;
-		uint64_t busy, dm;
-		an_stream_breakdown(a, s, &busy, &dm);
-		fprintf(f, "      stream %" PRIu64 ": busy %.1f%% (%s), data movement %s, %" PRIu64 " kernels, %" PRIu64
-			   " copies, %" PRIu64 " memsets\n",
-			s->stream, pct(busy, b.window_ns), fmt_ns(busy, t1, sizeof t1), fmt_ns(dm, t2, sizeof t2), s->kernels,
-			s->copies, s->sets);
-	}
+	device_streams_write(a, f, d, &b, refs, text_stream);
 }
 
 /* The GPU's time: each active device's breakdown and the idle by cause,
@@ -1023,26 +1043,14 @@ static void json_breakdown(const struct analysis *a, FILE *f)
 	}
 }
 
-static void json_streams(const struct analysis *a, FILE *f, const struct an_device *d, const struct an_breakdown *b,
-			 const struct stream_ref *refs)
+static void json_stream(FILE *f, const struct an_stream *s, uint64_t busy, uint64_t dm, const struct an_breakdown *b,
+			size_t n)
 {
-	int sf = 1;
-	size_t lo, hi;
-	device_streams(a, refs, d->id, &lo, &hi);
-	for (size_t j = lo; j < hi; j++) {
-		const struct an_stream *s = stream_at(a, refs, j);
-		if (s->device != d->id)
-			continue;
-		uint64_t busy, dm;
-		an_stream_breakdown(a, s, &busy, &dm);
-		fprintf(f, "%s{\"stream\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"active_ns\":%" PRIu64
-			   ",\"data_movement_ns\":%" PRIu64 ",\"idle_ns\":%" PRIu64 ",\"kernels\":%" PRIu64
-			   ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64 ",\"hta\":{\"host_wait_ns\":%" PRIu64
-			   ",\"queued_ns\":%" PRIu64 "}}",
-			sf ? "" : ",", s->stream, busy, busy > dm ? busy - dm : 0, dm, b->window_ns > busy ? b->window_ns - busy : 0,
-			s->kernels, s->copies, s->sets, s->hta_gap[1], s->hta_gap[0]);
-		sf = 0;
-	}
+	fprintf(f, "%s{\"stream\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"active_ns\":%" PRIu64 ",\"data_movement_ns\":%" PRIu64
+		   ",\"idle_ns\":%" PRIu64 ",\"kernels\":%" PRIu64 ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64
+		   ",\"hta\":{\"host_wait_ns\":%" PRIu64 ",\"queued_ns\":%" PRIu64 "}}",
+		n ? "," : "", s->stream, busy, busy > dm ? busy - dm : 0, dm, b->window_ns > busy ? b->window_ns - busy : 0,
+		s->kernels, s->copies, s->sets, s->hta_gap[1], s->hta_gap[0]);
 }
 
 static void json_devices(const struct analysis *a, FILE *f)
@@ -1069,7 +1077,7 @@ static void json_devices(const struct analysis *a, FILE *f)
 		fprintf(f, ",\"memory\":{\"peak_bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",\"frees\":%" PRIu64
 			   ",\"allocated_bytes\":%" PRIu64 "},\"streams\":[",
 			d->mem_peak, d->allocs, d->frees, d->alloc_bytes);
-		json_streams(a, f, d, &b, refs);
+		device_streams_write(a, f, d, &b, refs, json_stream);
 		fprintf(f, "]}");
 	}
 	free(refs);
