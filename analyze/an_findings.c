@@ -90,15 +90,16 @@ static struct vec *finding_list(struct analysis *a, const struct an_finding *f, 
 }
 
 /* Merged by the lines they show, whichever call on a line made them: the
- * thresholds (keep_finding) see the line's whole count.  A burst by its
- * loop, as its run was made (burst_kernel): the lines of one function
- * under one caller, so a loop's bursts are one finding whichever of its
- * lines had the most kernels in each (the backward pass's apart). */
+ * thresholds (keep_finding) see the line's whole count.  A kind merged by
+ * loop (merged_by_loop: a burst, as its run was made, burst_kernel): the
+ * lines of one function under one caller, so a loop's bursts are one
+ * finding whichever of its lines had the most kernels in each (the
+ * backward pass's apart). */
 static uint64_t merge_key(const struct analysis *a, const struct an_finding *f, uint64_t placed, int bw)
 {
 	uint64_t site = an_callpath_line_key(a, placed);
 	struct an_frame pf;
-	if (f->kind == AN_F_KERNEL_BURST && placed && an_callpath_frames(a, placed, &pf, 1))
+	if (an_kind_of(f->kind)->merged_by_loop && placed && an_callpath_frames(a, placed, &pf, 1))
 		site = an_hash_combine(an_hash_combine(an_frame_function_hash(&pf), an_callpath_parent(a, placed)), 2u + bw);
 	uint64_t h = an_hash_combine(an_hash_combine(f->kind, f->cause + 16u * f->edge), an_hash_combine(site, f->native));
 	return h == UINT64_MAX ? 0 : h;
@@ -134,7 +135,7 @@ static void merge_gap_facts(const struct analysis *a, struct an_finding *o, cons
 	o->engine_ns += f->engine_ns;
 	if (f->max_ns > o->max_ns) {
 		o->max_ns = f->max_ns;
-		if (f->kind == AN_F_IDLE_GAP) {
+		if (an_kind_of(f->kind)->other_of_longest) {
 			o->other_callpath = place(a, f->other_callpath);
 			o->kernel_name = f->kernel_name;
 			o->launch_tid = f->launch_tid;
@@ -148,7 +149,8 @@ static void merge_gap_facts(const struct analysis *a, struct an_finding *o, cons
 static void merge_more(const struct analysis *a, struct an_finding *o, const struct an_finding *f, uint64_t placed,
 		       const struct u64map *bw_callers)
 {
-	if (f->kind == AN_F_KERNEL_BURST && an_callpath_line_key(a, placed) != an_callpath_line_key(a, o->callpath)) {
+	const struct an_kind *k = an_kind_of(f->kind);
+	if (k->merged_by_loop && an_callpath_line_key(a, placed) != an_callpath_line_key(a, o->callpath)) {
 		/* Another line of the loop: shown at the line with the most kernels. */
 		if (f->count > o->site_count) {
 			o->callpath = placed;
@@ -171,7 +173,7 @@ static void merge_more(const struct analysis *a, struct an_finding *o, const str
 		o->context_tid = f->context_tid;
 		o->context_backward = 1;
 	}
-	if (f->kind == AN_F_KERNEL_BURST && u64map_get(bw_callers, f->callpath))
+	if (k->merged_by_loop && u64map_get(bw_callers, f->callpath))
 		o->backward_burst = 1;
 	o->count += f->count;
 	o->total_ns += f->total_ns;
@@ -203,7 +205,7 @@ static int merge_findings(struct analysis *a, const struct u64map *bw_callers)
 			continue;
 		uint64_t placed = place(a, f->callpath);
 		struct vec *out = finding_list(a, f, placed);
-		int bw = f->kind == AN_F_KERNEL_BURST && u64map_get(bw_callers, f->callpath) != NULL;
+		int bw = an_kind_of(f->kind)->merged_by_loop && u64map_get(bw_callers, f->callpath) != NULL;
 		uint64_t h = merge_key(a, f, placed, bw);
 		uint64_t *ix = u64map_get(&merged, h);
 		if (ix) {

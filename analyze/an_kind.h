@@ -25,6 +25,14 @@ struct an_kind {
 	/* Its stake is its time and the GPU's idle after it (idle_ns): the
 	 * drained queue a host wait leaves. */
 	unsigned stake_adds_idle : 1;
+	/* Merged by loop: its findings on the lines of one function under one
+	 * caller are one, shown at the line with the most (count); those
+	 * recorded at a call of backward() (the backward pass's) apart, and
+	 * marked backward_burst. */
+	unsigned merged_by_loop : 1;
+	/* The launch that ended it (other_callpath, kernel_name, launch_tid) is
+	 * the longest occurrence's, not the first's. */
+	unsigned other_of_longest : 1;
 	/* Kept when it passes this (thresholds from an_opts); NULL: count > 0. */
 	int (*keep)(const struct analysis *a, const struct an_finding *x);
 

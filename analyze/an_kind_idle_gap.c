@@ -398,6 +398,7 @@ static void idle_gap_html_tail(const struct analysis *a, FILE *f, const struct a
 const struct an_kind an_kind_idle_gap = {
 	.name = "idle_gap",
 	.named_with_cause = 1,
+	.other_of_longest = 1,
 	.text_head = idle_gap_text_head,
 	.text_tail = idle_gap_text_tail,
 	.json_fields = idle_gap_json_fields,

@@ -106,6 +106,7 @@ static const char *burst_suggestion(const struct analysis *a, const struct an_fi
 const struct an_kind an_kind_kernel_burst = {
 	.name = "kernel_burst",
 	.counted_at_user_line = 1,
+	.merged_by_loop = 1,
 	.text_head = burst_text_head,
 	.text_tail = burst_text_tail,
 	.json_fields = burst_json_fields,
