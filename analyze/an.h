@@ -76,13 +76,13 @@ int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o);
 extern const char an_opts_help[];
 
 /* ------------------------------------------------------------ findings */
+/* One value per row of an_kinds.def (AN_F_IDLE_GAP, AN_F_KERNEL_BURST, ...);
+ * each kind's rules and writers are its descriptor (an_kind.h). */
 enum an_finding_kind {
-	AN_F_IDLE_GAP = 1,
-	AN_F_KERNEL_BURST,
-	AN_F_SCALAR_COPY,
-	AN_F_PING_PONG,
-	AN_F_SYNC_HOTSPOT,
-	AN_F_ALLOC_CHURN,
+	AN_F_NONE = 0,
+#define AN_FINDING_KIND(id, descriptor) AN_F_##id,
+#include "an_kinds.def"
+#undef AN_FINDING_KIND
 	/* Internal: idle time of one (cause, call site), from every gap piece of
 	 * any length; feeds the idle breakdown's top sites, never reported as a
 	 * finding. */

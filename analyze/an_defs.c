@@ -773,19 +773,6 @@ void an_opts_default(struct an_opts *o)
 	o->top = 20;
 }
 
-const char *an_finding_name(int kind)
-{
-	switch (kind) {
-	case AN_F_IDLE_GAP: return "idle_gap";
-	case AN_F_KERNEL_BURST: return "kernel_burst";
-	case AN_F_SCALAR_COPY: return "scalar_copy";
-	case AN_F_PING_PONG: return "ping_pong";
-	case AN_F_SYNC_HOTSPOT: return "sync_hotspot";
-	case AN_F_ALLOC_CHURN: return "alloc_churn";
-	}
-	return "unknown";
-}
-
 const char *an_cause_name(int cause)
 {
 	switch (cause) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "an_kind.h"
 #include "an_pass.h"
 
 static int cmp_finding(const void *x, const void *y)
@@ -26,30 +27,8 @@ static int cmp_finding(const void *x, const void *y)
 
 static int keep_finding(const struct analysis *a, const struct an_finding *f)
 {
-	switch (f->kind) {
-	case AN_F_PING_PONG: return f->count >= a->opts.pingpong_min;
-	/* Repeated: at least scalar_min copies, and with steps in at least two
-	 * of them (one-time set-up, or a one-off inside one step, is not the
-	 * pattern). */
-	case AN_F_SCALAR_COPY: return f->count >= a->opts.scalar_min && (a->iterations < 2 || f->iters_allocating >= 2);
-	/* --sync-min syncs, or, with steps, a sync in nearly every counted
-	 * step (three quarters of them, at least 3): an .item() logged each
-	 * step of a 10-step loop is the pattern, 9 syncs in its 9 steady steps
-	 * (a step whose boundary falls before its sync leaves one without). */
-	case AN_F_SYNC_HOTSPOT:
-		return f->count >= a->opts.sync_min ||
-		       (a->iterations >= 3 && f->iters_allocating >= 3 && 4 * f->iters_allocating >= 3 * a->iterations);
-	case AN_F_ALLOC_CHURN:
-		/* Allocations that come back (allocate, free, allocate again) or
-		 * are made in every iteration, --churn-min of them at least; or,
-		 * with steps, made in most of them (at least 3): a short run makes
-		 * fewer than --churn-min even when every step allocates (its cache
-		 * emptied each step).  One-time setup allocates in one step. */
-		return (f->count >= a->opts.churn_min &&
-			(2 * f->cycles >= f->count || (a->iterations >= 2 && f->iters_allocating >= a->iterations))) ||
-		       (a->iterations >= 3 && f->iters_allocating >= 3 && 2 * f->iters_allocating > a->iterations);
-	}
-	return f->count > 0;
+	const struct an_kind *k = an_kind_of(f->kind);
+	return k->keep ? k->keep(a, f) : f->count > 0;
 }
 
 /* The call path runs inside a backward() (Tensor.backward, autograd.backward,
@@ -78,8 +57,8 @@ static void keep_sorted(const struct analysis *a, struct vec *v)
 	for (size_t i = 0; i < v->n; i++) {
 		struct an_finding *f = VEC_AT(v, struct an_finding, i);
 		/* A sync's cost is its wait and the GPU's idle after it (the
-		 * launch gap the drained queue leaves). */
-		f->stake_ns = f->total_ns + (f->kind == AN_F_SYNC_HOTSPOT ? f->idle_ns : 0);
+		 * launch gap the drained queue leaves): stake_adds_idle. */
+		f->stake_ns = f->total_ns + (an_kind_of(f->kind)->stake_adds_idle ? f->idle_ns : 0);
 		if (keep_finding(a, f))
 			*VEC_AT(v, struct an_finding, w++) = *f;
 	}
@@ -88,128 +67,169 @@ static void keep_sorted(const struct analysis *a, struct vec *v)
 		qsort(v->data, w, sizeof(struct an_finding), cmp_finding);
 }
 
-static int findings_finish(struct analysis *a)
+/* Call sites of torch's backward(): the path autograd's threads launch
+ * under (the tracer lends them the caller's), so a burst recorded at one is
+ * the backward pass's kernels. */
+static int backward_callers(const struct analysis *a, struct u64map *bw_callers)
 {
-	struct an_state *st = a->st;
-	/* Call sites of torch's backward(): the path autograd's threads launch
-	 * under (the tracer lends them the caller's), so a burst recorded at one
-	 * is the backward pass's kernels. */
-	struct u64map bw_callers = {0};
 	for (size_t i = 0; i < a->spans.n; i++) {
 		const struct an_span_stat *sp = VEC_AT(&a->spans, struct an_span_stat, i);
 		uint64_t caller = sp->backward_wait ? an_user_callpath(a, sp->callpath) : 0;
-		if (caller && u64map_put(&bw_callers, caller, 1)) {
-			u64map_free(&bw_callers);
+		if (caller && u64map_put(bw_callers, caller, 1))
 			return -1;
+	}
+	return 0;
+}
+
+/* Which list a finding placed at `placed` goes to. */
+static struct vec *finding_list(struct analysis *a, const struct an_finding *f, uint64_t placed)
+{
+	return f->kind == AN_F_IDLE_PART ? &a->idle_parts
+	       : an_callpath_is_harness(a, placed) ? &a->harness
+	       : an_callpath_is_model_step(a, placed) ? &a->model_step : &a->findings;
+}
+
+/* Merged by the lines they show, whichever call on a line made them: the
+ * thresholds (keep_finding) see the line's whole count.  A kind merged by
+ * loop (merged_by_loop: a burst, as its run was made, burst_kernel): the
+ * lines of one function under one caller, so a loop's bursts are one
+ * finding whichever of its lines had the most kernels in each (the
+ * backward pass's apart). */
+static uint64_t merge_key(const struct analysis *a, const struct an_finding *f, uint64_t placed, int bw)
+{
+	uint64_t site = an_callpath_line_key(a, placed);
+	struct an_frame pf;
+	if (an_kind_of(f->kind)->merged_by_loop && placed && an_callpath_frames(a, placed, &pf, 1))
+		site = an_hash_combine(an_hash_combine(an_frame_function_hash(&pf), an_callpath_parent(a, placed)), 2u + bw);
+	uint64_t h = an_hash_combine(an_hash_combine(f->kind, f->cause + 16u * f->edge), an_hash_combine(site, f->native));
+	return h == UINT64_MAX ? 0 : h;
+}
+
+/* The first finding at its line: f placed there. */
+static void merge_first(struct analysis *a, struct an_finding *o, const struct an_finding *f, uint64_t placed, int bw,
+			int harness)
+{
+	*o = *f;
+	o->callpath = placed;
+	o->site_count = f->count;
+	o->backward_burst = bw;
+	o->harness = harness || (f->kind == AN_F_IDLE_PART && an_callpath_is_harness(a, placed));
+	o->leaf_callpath = f->leaf_callpath ? f->leaf_callpath : placed != f->callpath ? f->callpath : 0;
+	/* Another thread's span around the gaps explains them only when it
+	 * waits on this work: inside backward(), for autograd's threads (main()
+	 * around everything does not). */
+	o->context_backward = in_backward(a, f->context_callpath);
+	o->context_callpath = o->context_backward ? place(a, f->context_callpath) : 0;
+	o->other_callpath = place(a, f->other_callpath);
+}
+
+/* The idle gap's facts about its gaps: who resumed the GPU after the
+ * longest, autograd's engine's launches. */
+static void merge_gap_facts(const struct analysis *a, struct an_finding *o, const struct an_finding *f)
+{
+	if (f->engine_gaps && (!o->engine_gaps || (!o->engine_kernel && f->engine_kernel))) {
+		o->engine_kernel = f->engine_kernel;
+		o->engine_tid = f->engine_tid;
+	}
+	o->engine_gaps += f->engine_gaps;
+	o->engine_ns += f->engine_ns;
+	if (f->max_ns > o->max_ns) {
+		o->max_ns = f->max_ns;
+		if (an_kind_of(f->kind)->other_of_longest) {
+			o->other_callpath = place(a, f->other_callpath);
+			o->kernel_name = f->kernel_name;
+			o->launch_tid = f->launch_tid;
+			o->has_launch_tid = f->has_launch_tid;
+			o->longest_engine = f->longest_engine;
 		}
 	}
-	/* Keep the steady state when the runner marked one; otherwise every
-	 * marked iteration; otherwise everything.  Merge phases per site. */
+}
+
+/* Another finding at o's line: f (placed at `placed`) added to o. */
+static void merge_more(const struct analysis *a, struct an_finding *o, const struct an_finding *f, uint64_t placed,
+		       const struct u64map *bw_callers)
+{
+	const struct an_kind *k = an_kind_of(f->kind);
+	if (k->merged_by_loop && an_callpath_line_key(a, placed) != an_callpath_line_key(a, o->callpath)) {
+		/* Another line of the loop: shown at the line with the most kernels. */
+		if (f->count > o->site_count) {
+			o->callpath = placed;
+			o->leaf_callpath = f->leaf_callpath ? f->leaf_callpath : placed != f->callpath ? f->callpath : 0;
+			o->site_count = f->count;
+		}
+	} else {
+		o->site_count += f->count;
+	}
+	o->cycles += f->cycles;
+	/* Steps with an allocation here: each call path counts its own; two of
+	 * them in the same step are one step (the larger count stands: never
+	 * more steps than there were). */
+	if (f->iters_allocating > o->iters_allocating)
+		o->iters_allocating = f->iters_allocating;
+	for (int c = 0; c < AN_CAUSE_N; c++)
+		o->cause_ns[c] += f->cause_ns[c];
+	if (!o->context_callpath && in_backward(a, f->context_callpath)) {
+		o->context_callpath = place(a, f->context_callpath);
+		o->context_tid = f->context_tid;
+		o->context_backward = 1;
+	}
+	if (k->merged_by_loop && u64map_get(bw_callers, f->callpath))
+		o->backward_burst = 1;
+	o->count += f->count;
+	o->total_ns += f->total_ns;
+	o->groups += f->groups;
+	o->bytes += f->bytes;
+	o->flagged += f->flagged;
+	o->pageable += f->pageable;
+	o->idle_ns += f->idle_ns;
+	/* An idle gap's split at its site, and who resumed the GPU after the
+	 * longest gap. */
+	o->site_ns += f->site_ns;
+	o->copy_ns += f->copy_ns;
+	o->copy_bits |= f->copy_bits;
+	o->no_call_ns += f->no_call_ns;
+	o->alloc_bits |= f->alloc_bits;
+	o->backward_wait_ns += f->backward_wait_ns;
+	merge_gap_facts(a, o, f);
+}
+
+/* Keep the steady state when the runner marked one; otherwise every marked
+ * iteration; otherwise everything.  Merge phases per site. */
+static int merge_findings(struct analysis *a, const struct u64map *bw_callers)
+{
+	struct an_state *st = a->st;
 	struct u64map merged = {0};
 	for (size_t i = 0; i < st->all_findings.n; i++) {
 		const struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, i);
 		if (!phase_counts(a, f->phase))
 			continue;
 		uint64_t placed = place(a, f->callpath);
-		struct vec *out = f->kind == AN_F_IDLE_PART ? &a->idle_parts
-				  : an_callpath_is_harness(a, placed) ? &a->harness
-				  : an_callpath_is_model_step(a, placed) ? &a->model_step : &a->findings;
-		/* Merged by the lines they show, whichever call on a line made
-		 * them: the thresholds (keep_finding) see the line's whole count.
-		 * A burst by its loop, as its run was made (burst_kernel): the
-		 * lines of one function under one caller, so a loop's bursts are
-		 * one finding whichever of its lines had the most kernels in each
-		 * (the backward pass's apart). */
-		int bw = f->kind == AN_F_KERNEL_BURST && u64map_get(&bw_callers, f->callpath) != NULL;
-		uint64_t site = an_callpath_line_key(a, placed);
-		struct an_frame pf;
-		if (f->kind == AN_F_KERNEL_BURST && placed && an_callpath_frames(a, placed, &pf, 1))
-			site = an_hash_combine(an_hash_combine(an_frame_function_hash(&pf), an_callpath_parent(a, placed)), 2u + bw);
-		uint64_t h = an_hash_combine(an_hash_combine(f->kind, f->cause + 16u * f->edge),
-					     an_hash_combine(site, f->native));
-		if (h == UINT64_MAX)
-			h = 0;
+		struct vec *out = finding_list(a, f, placed);
+		int bw = an_kind_of(f->kind)->merged_by_loop && u64map_get(bw_callers, f->callpath) != NULL;
+		uint64_t h = merge_key(a, f, placed, bw);
 		uint64_t *ix = u64map_get(&merged, h);
-		if (!ix) {
-			struct an_finding *o = vec_push(out);
-			if (!o || u64map_put(&merged, h, out->n - 1)) {
-				u64map_free(&merged);
-				u64map_free(&bw_callers);
-				return -1;
-			}
-			*o = *f;
-			o->callpath = placed;
-			o->site_count = f->count;
-			o->backward_burst = bw;
-			o->harness = out == &a->harness || (f->kind == AN_F_IDLE_PART && an_callpath_is_harness(a, placed));
-			o->leaf_callpath = f->leaf_callpath ? f->leaf_callpath : placed != f->callpath ? f->callpath : 0;
-			/* Another thread's span around the gaps explains them only
-			 * when it waits on this work: inside backward(), for
-			 * autograd's threads (main() around everything does not). */
-			o->context_backward = in_backward(a, f->context_callpath);
-			o->context_callpath = o->context_backward ? place(a, f->context_callpath) : 0;
-			o->other_callpath = place(a, f->other_callpath);
+		if (ix) {
+			merge_more(a, VEC_AT(out, struct an_finding, *ix), f, placed, bw_callers);
 			continue;
 		}
-		struct an_finding *o = VEC_AT(out, struct an_finding, *ix);
-		if (f->kind == AN_F_KERNEL_BURST && an_callpath_line_key(a, placed) != an_callpath_line_key(a, o->callpath)) {
-			/* Another line of the loop: shown at the line with the most kernels. */
-			if (f->count > o->site_count) {
-				o->callpath = placed;
-				o->leaf_callpath = f->leaf_callpath ? f->leaf_callpath : placed != f->callpath ? f->callpath : 0;
-				o->site_count = f->count;
-			}
-		} else {
-			o->site_count += f->count;
+		struct an_finding *o = vec_push(out);
+		if (!o || u64map_put(&merged, h, out->n - 1)) {
+			u64map_free(&merged);
+			return -1;
 		}
-		o->cycles += f->cycles;
-		/* Steps with an allocation here: each call path counts its own;
-		 * two of them in the same step are one step (the larger count
-		 * stands: never more steps than there were). */
-		if (f->iters_allocating > o->iters_allocating)
-			o->iters_allocating = f->iters_allocating;
-		for (int c = 0; c < AN_CAUSE_N; c++)
-			o->cause_ns[c] += f->cause_ns[c];
-		if (!o->context_callpath && in_backward(a, f->context_callpath)) {
-			o->context_callpath = place(a, f->context_callpath);
-			o->context_tid = f->context_tid;
-			o->context_backward = 1;
-		}
-		if (f->kind == AN_F_KERNEL_BURST && u64map_get(&bw_callers, f->callpath))
-			o->backward_burst = 1;
-		o->count += f->count;
-		o->total_ns += f->total_ns;
-		o->groups += f->groups;
-		o->bytes += f->bytes;
-		o->flagged += f->flagged;
-		o->pageable += f->pageable;
-		o->idle_ns += f->idle_ns;
-		/* An idle gap's split at its site, and who resumed the GPU after
-		 * the longest gap. */
-		o->site_ns += f->site_ns;
-		o->copy_ns += f->copy_ns;
-		o->copy_bits |= f->copy_bits;
-		o->no_call_ns += f->no_call_ns;
-		o->alloc_bits |= f->alloc_bits;
-		o->backward_wait_ns += f->backward_wait_ns;
-		if (f->engine_gaps && (!o->engine_gaps || (!o->engine_kernel && f->engine_kernel))) {
-			o->engine_kernel = f->engine_kernel;
-			o->engine_tid = f->engine_tid;
-		}
-		o->engine_gaps += f->engine_gaps;
-		o->engine_ns += f->engine_ns;
-		if (f->max_ns > o->max_ns) {
-			o->max_ns = f->max_ns;
-			if (f->kind == AN_F_IDLE_GAP) {
-				o->other_callpath = place(a, f->other_callpath);
-				o->kernel_name = f->kernel_name;
-				o->launch_tid = f->launch_tid;
-				o->has_launch_tid = f->has_launch_tid;
-				o->longest_engine = f->longest_engine;
-			}
-		}
+		merge_first(a, o, f, placed, bw, out == &a->harness);
 	}
 	u64map_free(&merged);
+	return 0;
+}
+
+static int findings_finish(struct analysis *a)
+{
+	struct u64map bw_callers = {0};
+	if (backward_callers(a, &bw_callers) || merge_findings(a, &bw_callers)) {
+		u64map_free(&bw_callers);
+		return -1;
+	}
 	u64map_free(&bw_callers);
 	keep_sorted(a, &a->findings);
 	keep_sorted(a, &a->harness);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "an_kind.h"
 #include "an_pass.h"
 #include "an_ranges.h"
 
@@ -113,14 +114,8 @@ void forget_finding(struct analysis *a, const struct an_finding *f)
  * it) and are placed at the finish like every finding. */
 static uint64_t finding_site(const struct analysis *a, int kind, uint64_t cp)
 {
-	switch (kind) {
-	case AN_F_KERNEL_BURST:
-	case AN_F_SCALAR_COPY:
-	case AN_F_PING_PONG:
-	case AN_F_SYNC_HOTSPOT:
-	case AN_F_ALLOC_CHURN:
+	if (an_kind_of(kind)->counted_at_user_line)
 		return cp && !a->opts.where_leaf ? an_user_callpath(a, cp) : cp;
-	}
 	return cp;
 }
 

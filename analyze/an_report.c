@@ -10,6 +10,7 @@
 #include "an_fmt.h"
 #include "an.h"
 #include "an_ranges.h"
+#include "an_kind.h"
 #include "an_report_int.h"
 #include "tr_common.h"
 
@@ -42,35 +43,8 @@ unsigned active_devices(const struct analysis *a)
 	return n;
 }
 
-/* An idle-gap finding whose time at its site was mostly the host inside
- * copy calls (a pageable copy staging its bytes): its advice is about the
- * copy, not about launches. */
-int an_finding_in_copy(const struct an_finding *f)
-{
-	return f->kind == AN_F_IDLE_GAP && f->cause == AN_CAUSE_LAUNCH_BOUND && f->copy_ns &&
-	       f->copy_ns * 2 >= f->site_ns;
-}
-
-/* An idle-gap finding whose time at its site was mostly the host running
- * without any GPU call for long stretches before the launch there: CPU work,
- * not launch overhead (python at that line; launch_bound only in the
- * findings of traces read before 2026-11-28, none now). */
-int an_finding_cpu_bound(const struct an_finding *f)
-{
-	return f->kind == AN_F_IDLE_GAP && (f->cause == AN_CAUSE_LAUNCH_BOUND || f->cause == AN_CAUSE_PYTHON) &&
-	       !an_finding_in_copy(f) && !an_finding_is_engine(f) && f->no_call_ns && f->no_call_ns * 2 >= f->site_ns;
-}
-
-/* An idle-gap finding whose time at its site was mostly the thread waiting
- * inside its own backward() (autograd's engine working in C++, nothing
- * queued on the GPU). */
-static int finding_backward_wait(const struct an_finding *f)
-{
-	return f->kind == AN_F_IDLE_GAP && f->backward_wait_ns && f->backward_wait_ns * 2 >= f->site_ns;
-}
-
 /* A thread's name from its THREAD record, NULL when none. */
-static const char *thread_name(const struct analysis *a, uint32_t tid, size_t *len)
+const char *an_tid_name(const struct analysis *a, uint32_t tid, size_t *len)
 {
 	for (size_t i = 0; i < a->thread_names.n; i++) {
 		const struct an_thread_name *tn = VEC_AT(&a->thread_names, struct an_thread_name, i);
@@ -84,7 +58,7 @@ static const char *thread_name(const struct analysis *a, uint32_t tid, size_t *l
 const char *an_thread_label(const struct analysis *a, uint32_t tid, char *buf, size_t len)
 {
 	size_t nl = 0;
-	const char *name = thread_name(a, tid, &nl);
+	const char *name = an_tid_name(a, tid, &nl);
 	if (a->has_process && a->process.pid == tid)
 		snprintf(buf, len, "the main thread");
 	else if (name)
@@ -104,144 +78,6 @@ const char *an_copy_label(uint8_t bits)
 	case AN_COPY_D2D: return "device-to-device";
 	default: return pageable ? "pageable" : "mixed";
 	}
-}
-
-static int finding_in_dataloader(const struct analysis *a, const struct an_finding *x);
-
-#define CPU_WORK_ADVICE                                                                                        \
-	"the host ran for long stretches without any GPU call before this line while the GPU sat idle (work "   \
-	"on the CPU: tensors made or computed on the CPU, numpy, .tolist(), Python in C code): make the "       \
-	"tensors on the GPU (device='cuda'), move that work to the GPU or out of the loop, or overlap it "      \
-	"with GPU work (DataLoader workers, prepare the next batch while this one runs)"
-
-const char *an_suggestion(const struct analysis *a, const struct an_finding *f)
-{
-	static char buf[512];
-	/* Steps that already replay CUDA graphs get no advice to capture the step in one. */
-	int graphs = an_steps_replay_graphs(a);
-	switch (f->kind) {
-	case AN_F_IDLE_GAP:
-		switch (f->cause) {
-		case AN_CAUSE_SYNC:
-			return "the GPU ran dry while the host waited in this synchronization: avoid syncing "
-			       "inside the loop (.item(), .cpu(), printing a tensor), or sync after the next "
-			       "step's work is queued";
-		case AN_CAUSE_PYTHON:
-			if (an_finding_cpu_bound(f))
-				return CPU_WORK_ADVICE;
-			if (finding_in_dataloader(a, f))
-				return "the loop waited here for the DataLoader's next batch while the GPU sat idle: "
-				       "its workers do not keep up: more num_workers, a cheaper __getitem__ (decode "
-				       "or augment on the GPU), persistent_workers=True, a larger prefetch_factor";
-			return "the host was busy in this Python function while the GPU sat idle: take it off "
-			       "the critical path (DataLoader workers, precompute, overlap it with GPU work) or "
-			       "move the computation to the GPU";
-		case AN_CAUSE_LAUNCH_BOUND:
-			if (an_finding_in_copy(f)) {
-				if ((f->copy_bits & (AN_COPY_H2D | AN_COPY_PAGEABLE)) == (AN_COPY_H2D | AN_COPY_PAGEABLE))
-					return "the host was inside a host-to-device copy from pageable memory while the GPU "
-					       "sat idle (the call stages the bytes itself): copy from pinned memory "
-					       "(DataLoader(pin_memory=True), tensor.pin_memory()) with non_blocking=True, "
-					       "or prepare the next batch on the GPU ahead of the step";
-				if ((f->copy_bits & (AN_COPY_D2H | AN_COPY_PAGEABLE)) == (AN_COPY_D2H | AN_COPY_PAGEABLE))
-					return "the host was inside a device-to-host copy into pageable memory while the GPU "
-					       "sat idle (it returns only when the bytes are there): copy into a pinned "
-					       "buffer with non_blocking=True and read it after the next step is queued, "
-					       "or copy less often";
-				return "the host was inside a copy call while the GPU sat idle: queue the GPU's next "
-				       "work before the copy, or issue the copy earlier (non_blocking=True from pinned "
-				       "memory, on a side stream) so that work is queued behind it";
-			}
-			if (an_finding_cpu_bound(f))
-				return CPU_WORK_ADVICE;
-			if (graphs)
-				return "the next launch was issued late (launch-bound): batch small ops "
-				       "(torch._foreach_*, fused ops), or capture more of the step into the CUDA graph "
-				       "it replays (fewer, larger replays)";
-			return "the next launch was issued late (launch-bound): batch small ops "
-			       "(torch._foreach_*, fused ops), use torch.compile or CUDA graphs";
-		case AN_CAUSE_ALLOC:
-			if (f->alloc_bits == AN_ALLOC_FREE)
-				return "the host was inside device memory free calls (cudaFree) while the GPU sat idle: "
-				       "torch.cuda.empty_cache() (or the allocator emptying its cache to retry a failed "
-				       "allocation) gives the memory back to the driver, and the next step must "
-				       "allocate it again: do not empty the cache in the loop, and keep the peak "
-				       "below the device's memory";
-			return "the host was inside device memory allocation calls (cudaMalloc/cudaFree) while the "
-			       "GPU sat idle: PyTorch's caching allocator went to the driver for memory: keep its "
-			       "cache warm (no torch.cuda.empty_cache() in the loop), reuse or preallocate buffers "
-			       "instead of making new ones each step, keep tensor shapes steady (or set "
-			       "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)";
-		case AN_CAUSE_QUEUED:
-			return "the next work was already queued when the GPU ran dry: it waited on the GPU side "
-			       "(an event or another stream it depends on, or launch latency): check cross-stream "
-			       "waits and events here";
-		case AN_CAUSE_NO_HOST:
-			return "nothing was recorded on the host while the GPU sat idle (a sleep, I/O, or code the "
-			       "tracer does not see): profile the host side of this stretch";
-		default:
-			if (f->cause == AN_CAUSE_HOST_OTHER && an_finding_is_engine(f))
-				return graphs ? "autograd's engine worked on the host before this launch with the GPU "
-						"idle (its C++: backward ops with no GPU kernel, gradient hooks, waiting "
-						"for the GIL or for the first launch of the pass): fuse the forward's "
-						"small ops (torch.compile), or queue other GPU work meanwhile"
-					      : "autograd's engine worked on the host before this launch with the GPU idle (its "
-				       "C++: backward ops with no GPU kernel, gradient hooks, waiting for the GIL or "
-				       "for the first launch of the pass): fuse the forward's small ops "
-				       "(torch.compile), capture the step with CUDA graphs, or queue other GPU work "
-				       "meanwhile";
-			if (finding_backward_wait(f))
-				return graphs ? "the thread waited inside backward() while autograd's engine worked "
-						"in C++ with no GPU work queued (after its last launch, or before its "
-						"first): the engine's own work (gradient hooks, accumulation, "
-						"allocation), or a graph of many tiny ops: fuse them (torch.compile), or "
-						"queue other GPU work meanwhile"
-					      : "the thread waited inside backward() while autograd's engine worked in C++ "
-				       "with no GPU work queued (after its last launch, or before its first): the "
-				       "engine's own work (gradient hooks, accumulation, allocation), or a graph of "
-				       "many tiny ops: fuse them (torch.compile), capture the step with CUDA graphs, "
-				       "or queue other GPU work meanwhile";
-			return "the host was busy outside Python before this launch (native code, data "
-			       "loading, allocator): profile the native side or overlap it with GPU work";
-		}
-	case AN_F_KERNEL_BURST:
-		if (f->backward_burst && graphs)
-			return "the backward pass launches many tiny kernels here (autograd runs one or more per "
-			       "op of the forward) with the GPU idling between them: fuse the forward's small ops "
-			       "(torch.compile), capture the backward into the CUDA graph the step replays too, or "
-			       "give each op more work (a larger batch)";
-		if (f->backward_burst)
-			return "the backward pass launches many tiny kernels here (autograd runs one or more per "
-			       "op of the forward) with the GPU idling between them: fuse the forward's small "
-			       "ops (torch.compile), capture the step with CUDA graphs, or give each op more work "
-			       "(a larger batch)";
-		if (graphs)
-			return "many tiny kernels in a row from this line with the GPU idling between them: use "
-			       "torch._foreach_* (e.g. zero_grad(set_to_none=True), foreach=True optimizers), fuse "
-			       "with torch.compile, or capture more of the step into the CUDA graph it replays "
-			       "(fewer, larger replays)";
-		return "many tiny kernels in a row from this line with the GPU idling between them: use "
-		       "torch._foreach_* (e.g. zero_grad(set_to_none=True), foreach=True optimizers), fuse "
-		       "with torch.compile, or capture the loop with CUDA graphs";
-	case AN_F_SCALAR_COPY:
-		snprintf(buf, sizeof buf,
-			 "scalar host-to-device copies (%" PRIu64 " pageable, %" PRIu64 " followed by a sync): "
-			 "keep the scalar on the host (a Python float or numpy value) instead of making a "
-			 "device tensor of it, as the hf_Reformer fix did",
-			 f->pageable, f->flagged);
-		return buf;
-	case AN_F_PING_PONG:
-		return "the same bytes are copied to the GPU and back again and again: keep the tensor on "
-		       "one side across steps instead of offloading it each time";
-	case AN_F_SYNC_HOTSPOT:
-		return "the host blocks here waiting for the GPU (.item(), .cpu(), synchronize): read "
-		       "values less often, accumulate on the device, or use non_blocking copies and events";
-	case AN_F_ALLOC_CHURN:
-		return "device memory is allocated here over and over: reuse buffers, let the caching "
-		       "allocator keep them (no torch.cuda.empty_cache() in the loop)";
-	}
-	(void)a;
-	return "";
 }
 
 /* ------------------------------------------------------------ text */
@@ -295,54 +131,6 @@ size_t library_frames(const struct analysis *a, const struct an_finding *x, stru
 	return n;
 }
 
-/* An idle gap blamed on Python whose recorded frames below the user's line
- * are in torch's DataLoader: the loop waited for a batch (from workers, or
- * made in the loop's own process by the dataset's __getitem__ when it has
- * no Python frames of the user's below). */
-static int finding_in_dataloader(const struct analysis *a, const struct an_finding *x)
-{
-	if (x->kind != AN_F_IDLE_GAP || x->cause != AN_CAUSE_PYTHON)
-		return 0;
-	struct an_frame fr[MAX_FRAMES];
-	size_t n = library_frames(a, x, fr, MAX_FRAMES);
-	static const char file[] = "torch/utils/data/dataloader.py";
-	for (size_t i = 0; i < n; i++)
-		if (fr[i].file_len >= sizeof file - 1 &&
-		    !memcmp(fr[i].file + fr[i].file_len - (sizeof file - 1), file, sizeof file - 1))
-			return 1;
-	return 0;
-}
-
-/* The gaps' host work was launching from a thread with no Python of its own
- * while another thread waited in backward(): autograd's engine.  (The tracer
- * lends such a thread the backward() caller's path, so its launches show
- * the user's loss.backward() line.) */
-int an_finding_is_engine(const struct an_finding *x)
-{
-	/* Most of its idle time in gaps ended by a launch of a thread other than the one
-	 * waiting in backward(), with no Python or the path lent by the tracer
-	 * (gap_engine): not the waiting thread's own launches after it returned
-	 * (the optimizer's step), nor torch's Python inside backward() before
-	 * the engine starts (_make_grads). */
-	return x->kind == AN_F_IDLE_GAP && x->context_backward && x->engine_ns * 2 > x->total_ns &&
-	       (x->cause == AN_CAUSE_LAUNCH_BOUND || x->cause == AN_CAUSE_HOST_OTHER || x->cause == AN_CAUSE_ALLOC) &&
-	       (!x->callpath || x->callpath == x->context_callpath);
-}
-
-/* The causes of an idle gap finding other than its own, when the host did
- * more than one thing in its gaps. */
-static void text_cause_split(FILE *f, const struct an_finding *x)
-{
-	char t1[32];
-	int shown = 0;
-	for (int c = 1; c < AN_CAUSE_N; c++) {
-		if (c == x->cause || !x->cause_ns[c] || x->cause_ns[c] * 100 < x->total_ns)
-			continue;
-		fprintf(f, "%s%s %s", shown++ ? ", " : "      also: ", an_cause_name(c), fmt_ns(x->cause_ns[c], t1, sizeof t1));
-	}
-	if (shown)
-		fputc('\n', f);
-}
 
 const char *edge_name(int edge)
 {
@@ -409,73 +197,6 @@ static void text_idle_breakdown(const struct analysis *a, FILE *f)
 	}
 }
 
-/* A kernel's name short enough for a line of text: no "void ", no
- * template arguments or parameters. */
-static void kernel_short(const struct analysis *a, uint64_t name, char *buf, size_t len)
-{
-	size_t kl = 0;
-	const char *k = an_string(a, name, &kl);
-	if (!k || !kl) {
-		snprintf(buf, len, "GPU work");
-		return;
-	}
-	if (kl > 5 && !memcmp(k, "void ", 5)) {
-		k += 5;
-		kl -= 5;
-	}
-	static const char anon[] = "(anonymous namespace)";
-	size_t n = 0;
-	while (n < kl && k[n] != '<') {
-		if (k[n] == '(') {
-			if (kl - n < sizeof anon - 1 || memcmp(k + n, anon, sizeof anon - 1))
-				break;
-			n += sizeof anon - 2;
-		}
-		n++;
-	}
-	snprintf(buf, len, "%.*s%s", (int)(n > 72 ? 72 : n), k, n < kl ? (k[n] == '<' ? "<...>" : "") : "");
-}
-
-/* An idle gap finding's threads: who launched the work that ended its
- * gaps (autograd's engine, or the thread and line that resumed the GPU
- * after the longest), the thread's own wait in backward(), another thread
- * waiting in backward() meanwhile. */
-void text_gap_threads(const struct analysis *a, FILE *f, const struct an_finding *x)
-{
-	char th[128], site[512], t1[32], kn[96];
-	if (x->context_backward && x->engine_gaps) {
-		size_t nl = 0;
-		const char *name = thread_name(a, x->engine_tid, &nl);
-		kernel_short(a, x->engine_kernel, kn, sizeof kn);
-		fprintf(f, "      the autograd engine's thread (%.*s%stid %" PRIu32 ", no Python of its own) launching %s",
-			name ? (int)(nl > 64 ? 64 : nl) : 0, name ? name : "", name ? ", " : "", x->engine_tid, kn);
-		if (x->engine_gaps < x->count)
-			fprintf(f, " (%" PRIu64 " of the %" PRIu64 " gaps)", x->engine_gaps, x->count);
-		fputc('\n', f);
-	}
-	if (finding_backward_wait(x))
-		fprintf(f, "      this thread waited inside backward() here for %s with no GPU work queued "
-			"(autograd's engine working in C++)\n", fmt_ns(x->backward_wait_ns, t1, sizeof t1));
-	/* Who resumed the GPU, where the finding's line or threads could be
-	 * read otherwise: a wait in backward() (the launch came after it), a
-	 * thread other than the main one, another thread waiting meanwhile. */
-	int other_thread = a->has_process && x->launch_tid != a->process.pid;
-	if (x->has_launch_tid && !x->longest_engine &&
-	    (finding_backward_wait(x) || other_thread || x->context_callpath || x->engine_gaps) &&
-	    (x->other_callpath != x->callpath || other_thread)) {
-		kernel_short(a, x->kernel_name, kn, sizeof kn);
-		an_site_label(a, x->other_callpath, 0, site, sizeof site);
-		fprintf(f, "      %s with %s launched by %s at %s\n",
-			x->count > 1 ? "the longest gap ended" : "the gap ended", kn,
-			an_thread_label(a, x->launch_tid, th, sizeof th), site);
-	}
-	if (x->context_callpath) {
-		an_site_label(a, x->context_callpath, 0, site, sizeof site);
-		fprintf(f, "      while another thread (%s) waited in backward() at %s\n",
-			an_thread_label(a, x->context_tid, th, sizeof th), site);
-	}
-}
-
 /* Steps the window holds (its per-step figures), 0: none. */
 static uint64_t window_steps(const struct analysis *a)
 {
@@ -496,7 +217,7 @@ static void text_stake(const struct analysis *a, FILE *f, const struct an_findin
 	else
 		fprintf(f, "      at stake: %s (%.1f%% of the window)", fmt_ns(x->stake_ns, t1, sizeof t1),
 			pct(x->stake_ns, win));
-	if (x->kind == AN_F_SYNC_HOTSPOT && x->idle_ns)
+	if (an_kind_of(x->kind)->stake_adds_idle && x->idle_ns)
 		fprintf(f, ": %s waiting, then %s of GPU idle until the host's next work", fmt_ns(x->total_ns, t2, sizeof t2),
 			fmt_ns(x->idle_ns, t3, sizeof t3));
 	fputc('\n', f);
@@ -504,65 +225,18 @@ static void text_stake(const struct analysis *a, FILE *f, const struct an_findin
 
 static void text_finding(const struct analysis *a, FILE *f, size_t idx, const struct an_finding *x)
 {
-	char t1[32], t2[32], b1[32];
-	fprintf(f, "%2zu. %s", idx, an_finding_name(x->kind));
-	switch (x->kind) {
-	case AN_F_IDLE_GAP:
-		fprintf(f, " (%s): %" PRIu64 " gap%s, %s idle", an_cause_name(x->cause), x->count,
-			x->count == 1 ? "" : "s", fmt_ns(x->total_ns, t1, sizeof t1));
-		if (a->total.window_ns)
-			fprintf(f, " (%.1f%% of the window)", pct(x->total_ns, a->total.window_ns));
-		fprintf(f, ", longest %s\n", fmt_ns(x->max_ns, t2, sizeof t2));
-		text_cause_split(f, x);
-		if (an_finding_in_copy(x))
-			fprintf(f, "      of it %s inside %s copy calls here\n", fmt_ns(x->copy_ns, t1, sizeof t1),
-				an_copy_label(x->copy_bits));
-		else if (an_finding_cpu_bound(x))
-			fprintf(f, "      of it %s with no GPU call for %s or more before the launch (host CPU work, "
-				"not launch overhead)\n", fmt_ns(x->no_call_ns, t1, sizeof t1),
-				fmt_ns(AN_CPU_STRETCH_NS, t2, sizeof t2));
-		else if (x->cause == AN_CAUSE_ALLOC && x->site_ns)
-			fprintf(f, "      of it %s inside device memory %s calls here (the caching allocator going to "
-				"the driver)\n", fmt_ns(x->site_ns, t1, sizeof t1),
-				x->alloc_bits == AN_ALLOC_FREE ? "free" : x->alloc_bits == AN_ALLOC_MALLOC ? "allocation"
-				: "allocation and free");
-		break;
-	case AN_F_KERNEL_BURST:
-		/* Spans are merged across streams, idle is the device's: both
-		 * are wall time, within the window. */
-		fprintf(f, ": %" PRIu64 " burst%s, %" PRIu64 " short kernels spanning %s, GPU idle %s inside them\n",
-			x->groups, x->groups == 1 ? "" : "s", x->count, fmt_ns(x->total_ns, t1, sizeof t1),
-			fmt_ns(x->idle_ns, t2, sizeof t2));
-		break;
-	case AN_F_SCALAR_COPY:
-		fprintf(f, ": %" PRIu64 " copies of <= %" PRIu64 " bytes, %s stalled (%" PRIu64
-			   " followed by a sync, %" PRIu64 " pageable)\n",
-			x->count, a->opts.scalar_bytes, fmt_ns(x->total_ns, t1, sizeof t1), x->flagged, x->pageable);
-		break;
-	case AN_F_PING_PONG:
-		fprintf(f, ": %" PRIu64 " round trips, %s moved, %s in copies\n", x->count,
-			fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
-		break;
-	case AN_F_SYNC_HOTSPOT:
-		fprintf(f, ": %" PRIu64 " syncs, %s waiting, longest %s\n", x->count,
-			fmt_ns(x->total_ns, t1, sizeof t1), fmt_ns(x->max_ns, t2, sizeof t2));
-		break;
-	case AN_F_ALLOC_CHURN:
-		fprintf(f, ": %" PRIu64 " allocations, %s, %s in the allocator", x->count,
-			fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
-		if (a->iterations && x->iters_allocating)
-			fprintf(f, ", in %" PRIu64 " of the %" PRIu64 " steps", x->iters_allocating, a->iterations);
-		fputc('\n', f);
-		break;
-	}
+	const struct an_kind *k = an_kind_of(x->kind);
+	fprintf(f, "%2zu. %s", idx, k->name);
+	if (k->named_with_cause)
+		fprintf(f, " (%s)", an_cause_name(x->cause));
+	if (k->text_head)
+		k->text_head(a, f, x);
 	text_stake(a, f, x);
 	struct an_frame lib[MAX_FRAMES];
 	size_t nl = library_frames(a, x, lib, MAX_FRAMES);
 	text_where_lib(a, f, x->callpath, x->native, "      ", lib, nl);
-	if (x->kind == AN_F_KERNEL_BURST && x->backward_burst)
-		fprintf(f, "      launched by autograd's engine for the backward() called here\n");
-	if (x->kind == AN_F_IDLE_GAP)
-		text_gap_threads(a, f, x);
+	if (k->text_tail)
+		k->text_tail(a, f, x);
 	fprintf(f, "      -> %s\n", an_suggestion(a, x));
 }
 
@@ -869,6 +543,27 @@ static const struct an_stream *stream_at(const struct analysis *a, const struct 
 {
 	return VEC_AT(&a->streams, struct an_stream, refs ? refs[k].ix : k);
 }
+
+/* One stream of a device, its busy and data-movement time; n: streams of
+ * the device written before it. */
+typedef void stream_writer(FILE *f, const struct an_stream *s, uint64_t busy, uint64_t dm, const struct an_breakdown *b,
+			   size_t n);
+
+/* Device d's streams in their order, each through `write`. */
+static void device_streams_write(const struct analysis *a, FILE *f, const struct an_device *d,
+				 const struct an_breakdown *b, const struct stream_ref *refs, stream_writer *write)
+{
+	size_t lo, hi, n = 0;
+	device_streams(a, refs, d->id, &lo, &hi);
+	for (size_t j = lo; j < hi; j++) {
+		const struct an_stream *s = stream_at(a, refs, j);
+		if (s->device != d->id)
+			continue;
+		uint64_t busy, dm;
+		an_stream_breakdown(a, s, &busy, &dm);
+		write(f, s, busy, dm, b, n++);
+	}
+}
 /* What each source of LOST records means, for a reader who has not read the trace format. */
 static const char *lost_source_meaning(unsigned source)
 {
@@ -959,9 +654,10 @@ static void text_join(const struct analysis *a, FILE *f)
 			   "a HIP trace, or a process that did not exit cleanly)\n");
 }
 
-void an_report_text(const struct analysis *a, FILE *f)
+/* The report's title, its window and the steps found in it. */
+static void text_header(const struct analysis *a, FILE *f)
 {
-	char t1[32], t2[32], t3[32], t4[32], b1[32];
+	char t1[32], t2[32];
 	fprintf(f, "tbanalyze report: %s\n", a->path);
 	uint64_t win = a->total.window_ns;
 	if (a->markers_used && a->steps.source == AN_STEPS_DETECTED && a->steps.warmup > 1)
@@ -996,50 +692,62 @@ void an_report_text(const struct analysis *a, FILE *f)
 	} else if (a->steps.none) {
 		fprintf(f, "steps: no steps detected (%s): the whole trace is analysed\n", a->steps.none);
 	}
+}
 
-	text_join(a, f);
+static void text_stream(FILE *f, const struct an_stream *s, uint64_t busy, uint64_t dm, const struct an_breakdown *b,
+			size_t n)
+{
+	char t1[32], t2[32];
+	(void)n;
+	fprintf(f, "      stream %" PRIu64 ": busy %.1f%% (%s), data movement %s, %" PRIu64 " kernels, %" PRIu64
+		   " copies, %" PRIu64 " memsets\n",
+		s->stream, pct(busy, b->window_ns), fmt_ns(busy, t1, sizeof t1), fmt_ns(dm, t2, sizeof t2), s->kernels,
+		s->copies, s->sets);
+}
+
+/* One device's breakdown and its streams'. */
+static void text_device(const struct analysis *a, FILE *f, const struct an_device *d, const struct stream_ref *refs)
+{
+	char t1[32], t2[32], t3[32], t4[32];
+	struct an_breakdown b;
+	an_device_breakdown(a, d, &b);
+	size_t nl;
+	const char *name = an_string(a, d->name, &nl);
+	fprintf(f, "GPU %" PRIu64 "%s%.*s%s: active %.1f%% (%s)  data movement %.1f%% (%s)  idle %.1f%% (%s)\n", d->id,
+		name ? " (" : "", name ? (int)nl : 0, name ? name : "", name ? ")" : "", pct(b.active_ns, b.window_ns),
+		fmt_ns(b.active_ns, t1, sizeof t1), pct(b.dm_ns, b.window_ns), fmt_ns(b.dm_ns, t2, sizeof t2),
+		pct(b.idle_ns, b.window_ns), fmt_ns(b.idle_ns, t3, sizeof t3));
+	if (b.dm_ns)
+		fprintf(f, "      copies: H2D %s  D2H %s  D2D %s  peer %s\n", fmt_ns(b.ck_ns[TBP_COPY_H2D], t1, sizeof t1),
+			fmt_ns(b.ck_ns[TBP_COPY_D2H], t2, sizeof t2), fmt_ns(b.ck_ns[TBP_COPY_D2D], t3, sizeof t3),
+			fmt_ns(b.ck_ns[TBP_COPY_PEER], t4, sizeof t4));
+	device_streams_write(a, f, d, &b, refs, text_stream);
+}
+
+/* The GPU's time: each active device's breakdown and the idle by cause,
+ * or why there is none. */
+static void text_gpu(const struct analysis *a, FILE *f)
+{
 	if (!an_has_gpu(a)) {
 		if (a->n_launch + a->n_memcpy + a->n_memset)
 			fprintf(f, "no GPU timeline in this trace (API-only, no CUPTI records): GPU time cannot be "
 				   "measured; findings below come from host-side API times\n");
 		else
 			fprintf(f, "no GPU activity recorded (a CPU run): host time by Python function follows\n");
-	} else {
-		struct stream_ref *refs = streams_by_device(a);
-		for (size_t i = 0; i < a->devices.n; i++) {
-			const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
-			if (!d->kernels && !d->copies && !d->sets)
-				continue;
-			struct an_breakdown b;
-			an_device_breakdown(a, d, &b);
-			size_t nl;
-			const char *name = an_string(a, d->name, &nl);
-			fprintf(f, "GPU %" PRIu64 "%s%.*s%s: active %.1f%% (%s)  data movement %.1f%% (%s)  idle %.1f%% (%s)\n",
-				d->id, name ? " (" : "", name ? (int)nl : 0, name ? name : "", name ? ")" : "",
-				pct(b.active_ns, b.window_ns), fmt_ns(b.active_ns, t1, sizeof t1),
-				pct(b.dm_ns, b.window_ns), fmt_ns(b.dm_ns, t2, sizeof t2), pct(b.idle_ns, b.window_ns),
-				fmt_ns(b.idle_ns, t3, sizeof t3));
-			if (b.dm_ns)
-				fprintf(f, "      copies: H2D %s  D2H %s  D2D %s  peer %s\n",
-					fmt_ns(b.ck_ns[TBP_COPY_H2D], t1, sizeof t1), fmt_ns(b.ck_ns[TBP_COPY_D2H], t2, sizeof t2),
-					fmt_ns(b.ck_ns[TBP_COPY_D2D], t3, sizeof t3), fmt_ns(b.ck_ns[TBP_COPY_PEER], t4, sizeof t4));
-			size_t lo, hi;
-			device_streams(a, refs, d->id, &lo, &hi);
-			for (size_t j = lo; j < hi; j++) {
-				const struct an_stream *s = stream_at(a, refs, j);
-				if (s->device != d->id)
-					continue;
-				uint64_t busy, dm;
-				an_stream_breakdown(a, s, &busy, &dm);
-				fprintf(f, "      stream %" PRIu64 ": busy %.1f%% (%s), data movement %s, %" PRIu64
-					   " kernels, %" PRIu64 " copies, %" PRIu64 " memsets\n",
-					s->stream, pct(busy, b.window_ns), fmt_ns(busy, t1, sizeof t1), fmt_ns(dm, t2, sizeof t2),
-					s->kernels, s->copies, s->sets);
-			}
-		}
-		free(refs);
-		text_idle_breakdown(a, f);
+		return;
 	}
+	struct stream_ref *refs = streams_by_device(a);
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		if (d->kernels || d->copies || d->sets)
+			text_device(a, f, d, refs);
+	}
+	free(refs);
+	text_idle_breakdown(a, f);
+}
+
+static void text_counts(const struct analysis *a, FILE *f)
+{
 	fprintf(f, "counts: %" PRIu64 " kernels, %" PRIu64 " memcpy, %" PRIu64 " memset, %" PRIu64 " malloc, %" PRIu64
 		   " free, %" PRIu64 " sync",
 		a->n_launch - a->n_graph_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync);
@@ -1051,23 +759,31 @@ void an_report_text(const struct analysis *a, FILE *f)
 		fprintf(f, ", %" PRIu64 " failed API call%s (not counted as kernels)", a->n_errors,
 			a->n_errors == 1 ? "" : "s");
 	fputc('\n', f);
+}
 
+/* The first --top findings of v, numbered. */
+static void text_finding_list(const struct analysis *a, FILE *f, const struct vec *v)
+{
+	size_t shown = v->n < a->opts.top ? v->n : a->opts.top;
+	for (size_t i = 0; i < shown; i++)
+		text_finding(a, f, i + 1, VEC_AT(v, struct an_finding, i));
+	if (shown < v->n)
+		fprintf(f, "    ... %zu more (--top N, or --json for all)\n", v->n - shown);
+}
+
+/* The findings: the model's at the runner's shared step, the others, and
+ * the runner's own cost. */
+static void text_findings(const struct analysis *a, FILE *f)
+{
+	char t1[32];
 	if (a->model_step.n) {
 		fprintf(f, "\nthe model's work at the runner's shared training step (runner/model.py: the step of "
 			   "models without their own train()), biggest first:\n");
-		size_t shown = a->model_step.n < a->opts.top ? a->model_step.n : a->opts.top;
-		for (size_t i = 0; i < shown; i++)
-			text_finding(a, f, i + 1, VEC_AT(&a->model_step, struct an_finding, i));
-		if (shown < a->model_step.n)
-			fprintf(f, "    ... %zu more (--top N, or --json for all)\n", a->model_step.n - shown);
+		text_finding_list(a, f, &a->model_step);
 	}
 	if (a->findings.n) {
 		fprintf(f, "\nfindings, biggest first:\n");
-		size_t shown = a->findings.n < a->opts.top ? a->findings.n : a->opts.top;
-		for (size_t i = 0; i < shown; i++)
-			text_finding(a, f, i + 1, VEC_AT(&a->findings, struct an_finding, i));
-		if (shown < a->findings.n)
-			fprintf(f, "    ... %zu more (--top N, or --json for all)\n", a->findings.n - shown);
+		text_finding_list(a, f, &a->findings);
 	} else {
 		fprintf(f, a->model_step.n ? "\nno other findings\n" : "\nno findings\n");
 	}
@@ -1077,25 +793,32 @@ void an_report_text(const struct analysis *a, FILE *f)
 		for (size_t i = 0; i < a->harness.n; i++) {
 			const struct an_finding *x = VEC_AT(&a->harness, struct an_finding, i);
 			an_site_label(a, x->callpath, x->native, site, sizeof site);
-			fprintf(f, "  %s%s%s: %" PRIu64 "x, %s at %s\n", an_finding_name(x->kind),
-				x->kind == AN_F_IDLE_GAP ? " " : "", x->kind == AN_F_IDLE_GAP ? an_cause_name(x->cause) : "",
-				x->count, fmt_ns(x->total_ns, t1, sizeof t1), site);
+			const struct an_kind *k = an_kind_of(x->kind);
+			fprintf(f, "  %s%s%s: %" PRIu64 "x, %s at %s\n", k->name, k->named_with_cause ? " " : "",
+				k->named_with_cause ? an_cause_name(x->cause) : "", x->count, fmt_ns(x->total_ns, t1, sizeof t1),
+				site);
 		}
 	}
+}
 
-	if (a->kernels.n) {
-		fprintf(f, "\ntop kernels:\n");
-		for (size_t i = 0; i < a->kernels.n && i < 10; i++) {
-			const struct an_kernel_stat *k = VEC_AT(&a->kernels, struct an_kernel_stat, i);
-			size_t nl;
-			const char *name = an_string(a, k->name, &nl);
-			fprintf(f, "  %10s  %7" PRIu64 "x  %.*s\n", fmt_ns(k->total_ns, t1, sizeof t1), k->count,
-				name ? (int)(nl > 100 ? 100 : nl) : 9, name ? name : "(unnamed)");
-		}
+static void text_kernels(const struct analysis *a, FILE *f)
+{
+	char t1[32];
+	if (!a->kernels.n)
+		return;
+	fprintf(f, "\ntop kernels:\n");
+	for (size_t i = 0; i < a->kernels.n && i < 10; i++) {
+		const struct an_kernel_stat *k = VEC_AT(&a->kernels, struct an_kernel_stat, i);
+		size_t nl;
+		const char *name = an_string(a, k->name, &nl);
+		fprintf(f, "  %10s  %7" PRIu64 "x  %.*s\n", fmt_ns(k->total_ns, t1, sizeof t1), k->count,
+			name ? (int)(nl > 100 ? 100 : nl) : 9, name ? name : "(unnamed)");
 	}
-	if (a->spans.n && (!an_has_gpu(a) || a->opts.top > 20))
-		text_host_time(a, f);
-	an_ranges_text(a, f);
+}
+
+static void text_memory(const struct analysis *a, FILE *f)
+{
+	char t1[32], b1[32];
 	int any_mem = 0;
 	for (size_t i = 0; i < a->devices.n; i++) {
 		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
@@ -1109,7 +832,11 @@ void an_report_text(const struct analysis *a, FILE *f)
 	if (a->mem_leak_count)
 		fprintf(f, "  not freed at the end of the trace: %" PRIu64 " blocks, %s\n", a->mem_leak_count,
 			fmt_bytes(a->mem_leak_bytes, b1, sizeof b1));
+}
 
+/* The trace's own state: events, what was lost and why, a cut or unclean end. */
+static void text_trace_state(const struct analysis *a, FILE *f)
+{
 	char by_source[400];
 	lost_by_source_text(a, by_source, sizeof by_source);
 	fprintf(f, "\ntrace: %" PRIu64 " events, %" PRIu64 " lost%s%s%s\n", a->events, a->lost ? a->lost : a->end_lost,
@@ -1120,12 +847,26 @@ void an_report_text(const struct analysis *a, FILE *f)
 			a->late_records);
 }
 
-/* ------------------------------------------------------------ JSON */
-static void json_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat)
+void an_report_text(const struct analysis *a, FILE *f)
 {
-	struct an_frame fr[MAX_FRAMES];
-	size_t n = an_callpath_frames(a, cp, fr, MAX_FRAMES);
-	fprintf(f, "{\"python\":[");
+	text_header(a, f);
+	text_join(a, f);
+	text_gpu(a, f);
+	text_counts(a, f);
+	text_findings(a, f);
+	text_kernels(a, f);
+	if (a->spans.n && (!an_has_gpu(a) || a->opts.top > 20))
+		text_host_time(a, f);
+	an_ranges_text(a, f);
+	text_memory(a, f);
+	text_trace_state(a, f);
+}
+
+/* ------------------------------------------------------------ JSON */
+/* [{"file":...,"line":...,"function":...}, ...] */
+static void json_frames(FILE *f, const struct an_frame *fr, size_t n)
+{
+	fputc('[', f);
 	for (size_t i = 0; i < n; i++) {
 		fprintf(f, "%s{\"file\":", i ? "," : "");
 		json_str(f, fr[i].file, fr[i].file_len);
@@ -1133,7 +874,16 @@ static void json_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t 
 		json_str(f, fr[i].function, fr[i].function_len);
 		fputc('}', f);
 	}
-	fprintf(f, "],\"native\":[");
+	fputc(']', f);
+}
+
+void json_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat)
+{
+	struct an_frame fr[MAX_FRAMES];
+	size_t n = an_callpath_frames(a, cp, fr, MAX_FRAMES);
+	fprintf(f, "{\"python\":");
+	json_frames(f, fr, n);
+	fprintf(f, ",\"native\":[");
 	struct an_native_frame nf[MAX_FRAMES];
 	size_t nn = an_native_frames(a, nat, nf, MAX_FRAMES);
 	for (size_t i = 0; i < nn; i++) {
@@ -1146,14 +896,6 @@ static void json_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t 
 		fputc('}', f);
 	}
 	fprintf(f, "]}");
-}
-
-static void json_causes(FILE *f, const char *name, const uint64_t *by_cause)
-{
-	fprintf(f, ",\"%s\":{", name);
-	for (int c = 1; c < AN_CAUSE_N; c++)
-		fprintf(f, "%s\"%s_ns\":%" PRIu64, c > 1 ? "," : "", an_cause_name(c), by_cause[c]);
-	fputc('}', f);
 }
 
 static void json_idle_breakdown(const struct analysis *a, FILE *f)
@@ -1183,8 +925,9 @@ static void json_idle_breakdown(const struct analysis *a, FILE *f)
 
 static void json_finding(const struct analysis *a, FILE *f, const struct an_finding *x, int first)
 {
-	fprintf(f, "%s\n {\"kind\":\"%s\",", first ? "" : ",", an_finding_name(x->kind));
-	if (x->kind == AN_F_IDLE_GAP)
+	const struct an_kind *k = an_kind_of(x->kind);
+	fprintf(f, "%s\n {\"kind\":\"%s\",", first ? "" : ",", k->name);
+	if (k->named_with_cause)
 		fprintf(f, "\"cause\":\"%s\",", an_cause_name(x->cause));
 	fprintf(f, "\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 ",\"device\":%" PRIu64,
 		x->count, x->total_ns, x->max_ns, x->device);
@@ -1195,92 +938,27 @@ static void json_finding(const struct analysis *a, FILE *f, const struct an_find
 	else
 		fprintf(f, ",\"stake_per_step_ns\":null");
 	fprintf(f, ",\"stake_share\":%.4f", a->total.window_ns ? (double)x->stake_ns / (double)a->total.window_ns : 0.0);
-	if (x->kind == AN_F_SYNC_HOTSPOT)
+	if (k->stake_adds_idle)
 		fprintf(f, ",\"idle_after_ns\":%" PRIu64, x->idle_ns);
-	switch (x->kind) {
-	case AN_F_KERNEL_BURST:
-		fprintf(f, ",\"bursts\":%" PRIu64 ",\"idle_ns\":%" PRIu64, x->groups, x->idle_ns);
-		break;
-	case AN_F_SCALAR_COPY:
-		fprintf(f, ",\"bytes\":%" PRIu64 ",\"followed_by_sync\":%" PRIu64 ",\"pageable\":%" PRIu64, x->bytes,
-			x->flagged, x->pageable);
-		break;
-	case AN_F_PING_PONG:
-		fprintf(f, ",\"bytes\":%" PRIu64, x->bytes);
-		break;
-	case AN_F_ALLOC_CHURN:
-		fprintf(f, ",\"bytes\":%" PRIu64 ",\"steps_allocating\":%" PRIu64, x->bytes,
-			a->iterations ? x->iters_allocating : 0);
-		break;
-	}
-	if (x->kind == AN_F_IDLE_GAP)
-		json_causes(f, "causes", x->cause_ns);
+	if (k->json_fields)
+		k->json_fields(a, f, x);
 	fprintf(f, ",\"where\":");
 	json_where(a, f, x->callpath, x->native);
 	struct an_frame fr[MAX_FRAMES];
 	size_t nl = library_frames(a, x, fr, MAX_FRAMES);
-	fprintf(f, ",\"library\":[");
-	for (size_t i = 0; i < nl; i++) {
-		fprintf(f, "%s{\"file\":", i ? "," : "");
-		json_str(f, fr[i].file, fr[i].file_len);
-		fprintf(f, ",\"line\":%" PRIu64 ",\"function\":", fr[i].line);
-		json_str(f, fr[i].function, fr[i].function_len);
-		fputc('}', f);
-	}
-	fputc(']', f);
-	if (x->kind == AN_F_IDLE_GAP && x->context_callpath) {
-		fprintf(f, ",\"context\":");
-		json_where(a, f, x->context_callpath, 0);
-	}
-	if (x->kind == AN_F_IDLE_GAP && x->context_callpath)
-		fprintf(f, ",\"autograd_engine\":%s,\"engine_gaps\":%" PRIu64, an_finding_is_engine(x) ? "true" : "false",
-			x->engine_gaps);
-	uint64_t kname = an_finding_is_engine(x) ? x->engine_kernel : x->kernel_name;
-	if (x->kind == AN_F_IDLE_GAP && kname) {
-		size_t kl = 0;
-		const char *k = an_string(a, kname, &kl);
-		fprintf(f, ",\"kernel\":");
-		json_str(f, k ? k : "", k ? kl : 0);
-	}
-	if (x->kind == AN_F_IDLE_GAP && x->has_launch_tid) {
-		size_t tl = 0;
-		const char *name = thread_name(a, x->launch_tid, &tl);
-		fprintf(f, ",\"resumed_by_thread\":{\"tid\":%" PRIu32 ",\"main\":%s,\"name\":", x->launch_tid,
-			a->has_process && x->launch_tid == a->process.pid ? "true" : "false");
-		if (name)
-			json_str(f, name, tl);
-		else
-			fputs("null", f);
-		fputc('}', f);
-	}
-	if (x->kind == AN_F_IDLE_GAP && x->backward_wait_ns)
-		fprintf(f, ",\"backward_wait_ns\":%" PRIu64, x->backward_wait_ns);
-	if (x->kind == AN_F_KERNEL_BURST)
-		fprintf(f, ",\"backward\":%s", x->backward_burst ? "true" : "false");
-	if (x->kind == AN_F_IDLE_GAP && x->copy_ns) {
-		fprintf(f, ",\"in_copy_ns\":%" PRIu64 ",\"copy\":", x->copy_ns);
-		const char *l = an_copy_label(x->copy_bits);
-		json_str(f, l, strlen(l));
-	}
-	if (x->kind == AN_F_IDLE_GAP && x->no_call_ns)
-		fprintf(f, ",\"no_gpu_call_ns\":%" PRIu64, x->no_call_ns);
-	if (x->kind == AN_F_IDLE_GAP && x->other_callpath && x->other_callpath != x->callpath) {
-		fprintf(f, ",\"resumed_by\":");
-		json_where(a, f, x->other_callpath, 0);
-	}
+	fprintf(f, ",\"library\":");
+	json_frames(f, fr, nl);
+	if (k->json_tail)
+		k->json_tail(a, f, x);
 	fprintf(f, ",\"suggestion\":");
 	const char *sug = an_suggestion(a, x);
 	json_str(f, sug, strlen(sug));
 	fputc('}', f);
 }
 
-int an_report_json(const struct analysis *a, FILE *f)
+static void json_trace(const struct analysis *a, FILE *f)
 {
 	int gpu = an_has_gpu(a);
-	unsigned ndev = active_devices(a);
-	uint64_t cap = a->total.window_ns * (ndev ? ndev : 1);
-	fprintf(f, "{\"schema\":\"tbprof-report\",\"schema_version\":1,\"trace_file\":");
-	json_str(f, a->path, strlen(a->path));
 	fprintf(f, ",\n\"trace\":{\"events\":%" PRIu64 ",\"records\":%" PRIu64 ",\"lost_events\":%" PRIu64
 		   ",\"truncated\":%s,\"clean_end\":%s,\"gpu_timeline\":%s,\"api_only\":%s,\"out_of_order\":%" PRIu64
 		   ",\"window_remeasured\":%s,\"lost_by_source\":{",
@@ -1306,6 +984,19 @@ int an_report_json(const struct analysis *a, FILE *f)
 	else
 		fputs("null", f);
 	fprintf(f, "}");
+}
+
+/* A call site, or null. */
+static void json_where_or_null(const struct analysis *a, FILE *f, uint64_t cp)
+{
+	if (cp)
+		json_where(a, f, cp, 0);
+	else
+		fputs("null", f);
+}
+
+static void json_window_steps(const struct analysis *a, FILE *f)
+{
 	fprintf(f, ",\n\"window\":{\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"source\":\"%s\",\"iterations\":%" PRIu64
 		   ",\"warmup_excluded\":%s}",
 		a->markers_used ? a->win_begin : a->first_ts, a->markers_used ? a->win_end : a->last_ts,
@@ -1315,15 +1006,9 @@ int an_report_json(const struct analysis *a, FILE *f)
 		fprintf(f, ",\n\"steps\":{\"count\":%" PRIu64 ",\"source\":\"%s\",\"warmup\":%" PRIu64
 			   ",\"median_ns\":%" PRIu64 ",\"loop\":",
 			a->steps.count, an_steps_source_name(a->steps.source), a->steps.warmup, a->steps.median_ns);
-		if (a->steps.loop)
-			json_where(a, f, a->steps.loop, 0);
-		else
-			fputs("null", f);
+		json_where_or_null(a, f, a->steps.loop);
 		fprintf(f, ",\"unit_kind\":\"%s\",\"unit\":", an_step_unit_name(a->steps.unit_kind));
-		if (a->steps.unit)
-			json_where(a, f, a->steps.unit, 0);
-		else
-			fputs("null", f);
+		json_where_or_null(a, f, a->steps.unit);
 		fputc('}', f);
 	} else {
 		fprintf(f, ",\n\"steps\":null");
@@ -1332,6 +1017,15 @@ int an_report_json(const struct analysis *a, FILE *f)
 		fputs(",\n\"steps_none\":", f);
 		json_str(f, a->steps.none, strlen(a->steps.none));
 	}
+}
+
+/* The window's time over all active devices (null figures for an
+ * API-only trace: GPU time not measured). */
+static void json_breakdown(const struct analysis *a, FILE *f)
+{
+	int gpu = an_has_gpu(a);
+	unsigned ndev = active_devices(a);
+	uint64_t cap = a->total.window_ns * (ndev ? ndev : 1);
 	if (gpu || !(a->n_launch + a->n_memcpy + a->n_memset)) {
 		uint64_t idle = gpu ? a->total.idle_ns : a->total.window_ns;
 		fprintf(f, ",\n\"breakdown\":{\"window_ns\":%" PRIu64 ",\"devices\":%u,\"gpu_busy_ns\":%" PRIu64
@@ -1349,17 +1043,27 @@ int an_report_json(const struct analysis *a, FILE *f)
 			   "\"data_movement_pct\":null,\"gpu_idle_pct\":null}",
 			a->total.window_ns);
 	}
-	if (gpu)
-		json_idle_breakdown(a, f);
+}
+
+static void json_stream(FILE *f, const struct an_stream *s, uint64_t busy, uint64_t dm, const struct an_breakdown *b,
+			size_t n)
+{
+	fprintf(f, "%s{\"stream\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"active_ns\":%" PRIu64 ",\"data_movement_ns\":%" PRIu64
+		   ",\"idle_ns\":%" PRIu64 ",\"kernels\":%" PRIu64 ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64
+		   ",\"hta\":{\"host_wait_ns\":%" PRIu64 ",\"queued_ns\":%" PRIu64 "}}",
+		n ? "," : "", s->stream, busy, busy > dm ? busy - dm : 0, dm, b->window_ns > busy ? b->window_ns - busy : 0,
+		s->kernels, s->copies, s->sets, s->hta_gap[1], s->hta_gap[0]);
+}
+
+static void json_devices(const struct analysis *a, FILE *f)
+{
 	fprintf(f, ",\n\"devices\":[");
-	int first = 1;
 	struct stream_ref *refs = streams_by_device(a);
 	for (size_t i = 0; i < a->devices.n; i++) {
 		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
 		struct an_breakdown b;
 		an_device_breakdown(a, d, &b);
-		fprintf(f, "%s\n {\"device\":%" PRIu64 ",\"name\":", first ? "" : ",", d->id);
-		first = 0;
+		fprintf(f, "%s\n {\"device\":%" PRIu64 ",\"name\":", i ? "," : "", d->id);
 		size_t nl = 0;
 		const char *name = an_string(a, d->name, &nl);
 		json_str(f, name, nl);
@@ -1375,43 +1079,36 @@ int an_report_json(const struct analysis *a, FILE *f)
 		fprintf(f, ",\"memory\":{\"peak_bytes\":%" PRIu64 ",\"allocations\":%" PRIu64 ",\"frees\":%" PRIu64
 			   ",\"allocated_bytes\":%" PRIu64 "},\"streams\":[",
 			d->mem_peak, d->allocs, d->frees, d->alloc_bytes);
-		int sf = 1;
-		size_t lo, hi;
-		device_streams(a, refs, d->id, &lo, &hi);
-		for (size_t j = lo; j < hi; j++) {
-			const struct an_stream *s = stream_at(a, refs, j);
-			if (s->device != d->id)
-				continue;
-			uint64_t busy, dm;
-			an_stream_breakdown(a, s, &busy, &dm);
-			fprintf(f, "%s{\"stream\":%" PRIu64 ",\"busy_ns\":%" PRIu64 ",\"active_ns\":%" PRIu64
-				   ",\"data_movement_ns\":%" PRIu64 ",\"idle_ns\":%" PRIu64 ",\"kernels\":%" PRIu64
-				   ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64 ",\"hta\":{\"host_wait_ns\":%" PRIu64
-				   ",\"queued_ns\":%" PRIu64 "}}",
-				sf ? "" : ",", s->stream, busy, busy > dm ? busy - dm : 0, dm, b.window_ns > busy ? b.window_ns - busy : 0,
-				s->kernels, s->copies, s->sets, s->hta_gap[1], s->hta_gap[0]);
-			sf = 0;
-		}
+		device_streams_write(a, f, d, &b, refs, json_stream);
 		fprintf(f, "]}");
 	}
 	free(refs);
-	fprintf(f, "],\n\"counts\":{\"kernels\":%" PRIu64 ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64
+	fprintf(f, "]");
+}
+
+static void json_counts(const struct analysis *a, FILE *f)
+{
+	fprintf(f, ",\n\"counts\":{\"kernels\":%" PRIu64 ",\"memcpy\":%" PRIu64 ",\"memset\":%" PRIu64
 		   ",\"malloc\":%" PRIu64 ",\"free\":%" PRIu64 ",\"sync\":%" PRIu64 ",\"api_calls\":%" PRIu64
 		   ",\"gpu_kernels\":%" PRIu64 ",\"gpu_memcpy\":%" PRIu64 ",\"gpu_memset\":%" PRIu64
 		   ",\"python_spans\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"graph_launches\":%" PRIu64
 		   ",\"graph_launch_steps\":%" PRIu64 "}",
 		a->n_launch - a->n_graph_launch, a->n_memcpy, a->n_memset, a->n_malloc, a->n_free, a->n_sync, a->n_api, a->n_gpu_kernel,
 		a->n_gpu_memcpy, a->n_gpu_memset, a->n_spans, a->n_errors, a->n_graph_launch, a->graph_launch_iters);
-	fprintf(f, ",\n\"findings\":[");
-	for (size_t i = 0; i < a->findings.n; i++)
-		json_finding(a, f, VEC_AT(&a->findings, struct an_finding, i), i == 0);
-	fprintf(f, "],\n\"harness\":[");
-	for (size_t i = 0; i < a->harness.n; i++)
-		json_finding(a, f, VEC_AT(&a->harness, struct an_finding, i), i == 0);
-	fprintf(f, "],\n\"model_step\":[");
-	for (size_t i = 0; i < a->model_step.n; i++)
-		json_finding(a, f, VEC_AT(&a->model_step, struct an_finding, i), i == 0);
-	fprintf(f, "],\n\"kernels\":[");
+}
+
+/* ,\n"key":[every finding of v] */
+static void json_finding_list(const struct analysis *a, FILE *f, const char *key, const struct vec *v)
+{
+	fprintf(f, ",\n\"%s\":[", key);
+	for (size_t i = 0; i < v->n; i++)
+		json_finding(a, f, VEC_AT(v, struct an_finding, i), i == 0);
+	fputc(']', f);
+}
+
+static void json_kernels(const struct analysis *a, FILE *f)
+{
+	fprintf(f, ",\n\"kernels\":[");
 	for (size_t i = 0; i < a->kernels.n && i < 100; i++) {
 		const struct an_kernel_stat *k = VEC_AT(&a->kernels, struct an_kernel_stat, i);
 		size_t nl = 0;
@@ -1421,8 +1118,14 @@ int an_report_json(const struct analysis *a, FILE *f)
 		fprintf(f, ",\"count\":%" PRIu64 ",\"total_ns\":%" PRIu64 ",\"max_ns\":%" PRIu64 "}", k->count, k->total_ns,
 			k->max_ns);
 	}
+	fputc(']', f);
+}
+
+/* The host window, and the host's time by call path and by function in it. */
+static void json_host_time(const struct analysis *a, FILE *f)
+{
 	struct host_outside out;
-	fprintf(f, "],\n\"host_time_window\":");
+	fprintf(f, ",\n\"host_time_window\":");
 	if (host_outside(a, &out))
 		fprintf(f, "{\"scope\":\"window\",\"begin_ns\":%" PRIu64 ",\"end_ns\":%" PRIu64 ",\"window_ns\":%" PRIu64
 			   ",\"before_ns\":%" PRIu64 ",\"after_ns\":%" PRIu64 ",\"imports_outside_ns\":%" PRIu64 "}",
@@ -1460,6 +1163,24 @@ int an_report_json(const struct analysis *a, FILE *f)
 	}
 	free(rows);
 	fputc(']', f);
+}
+
+int an_report_json(const struct analysis *a, FILE *f)
+{
+	fprintf(f, "{\"schema\":\"tbprof-report\",\"schema_version\":1,\"trace_file\":");
+	json_str(f, a->path, strlen(a->path));
+	json_trace(a, f);
+	json_window_steps(a, f);
+	json_breakdown(a, f);
+	if (an_has_gpu(a))
+		json_idle_breakdown(a, f);
+	json_devices(a, f);
+	json_counts(a, f);
+	json_finding_list(a, f, "findings", &a->findings);
+	json_finding_list(a, f, "harness", &a->harness);
+	json_finding_list(a, f, "model_step", &a->model_step);
+	json_kernels(a, f);
+	json_host_time(a, f);
 	an_ranges_json(a, f);
 	fprintf(f, ",\n\"memory\":{\"not_freed_blocks\":%" PRIu64 ",\"not_freed_bytes\":%" PRIu64 "}}\n",
 		a->mem_leak_count, a->mem_leak_bytes);

@@ -15,6 +15,7 @@
 #include "an_fmt.h"
 #include "an.h"
 #include "an_html.h"
+#include "an_kind.h"
 #include "an_report_int.h"
 
 static const char *const cause_color[AN_CAUSE_N] = {"#bbbbbb", "#d62728", "#2ca02c", "#17becf", "#8c564b",
@@ -91,105 +92,6 @@ static int source_line(const struct analysis *a, const char *file, size_t fl, ui
 	return found;
 }
 
-/* The finding's numbers, worded as the text report's first line. */
-static void finding_head(const struct analysis *a, FILE *f, const struct an_finding *x)
-{
-	char t1[32], t2[32], b1[32];
-	switch (x->kind) {
-	case AN_F_IDLE_GAP:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " gap%s</span><span class=\"cost\">%s idle", x->count,
-			x->count == 1 ? "" : "s", fmt_ns(x->total_ns, t1, sizeof t1));
-		if (a->total.window_ns)
-			fprintf(f, " (%.1f%% of the window)", pct(x->total_ns, a->total.window_ns));
-		fprintf(f, "</span><span class=\"num\">longest %s</span>", fmt_ns(x->max_ns, t2, sizeof t2));
-		break;
-	case AN_F_KERNEL_BURST:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " burst%s, %" PRIu64 " short kernels</span>"
-			   "<span class=\"cost\">spanning %s, GPU idle %s inside them</span>",
-			x->groups, x->groups == 1 ? "" : "s", x->count, fmt_ns(x->total_ns, t1, sizeof t1),
-			fmt_ns(x->idle_ns, t2, sizeof t2));
-		break;
-	case AN_F_SCALAR_COPY:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " copies of &lt;= %" PRIu64 " bytes</span><span class=\"cost\">%s "
-			   "stalled</span><span class=\"num\">%" PRIu64 " followed by a sync, %" PRIu64 " pageable</span>",
-			x->count, a->opts.scalar_bytes, fmt_ns(x->total_ns, t1, sizeof t1), x->flagged, x->pageable);
-		break;
-	case AN_F_PING_PONG:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " round trips, %s moved</span><span class=\"cost\">%s in copies</span>",
-			x->count, fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
-		break;
-	case AN_F_SYNC_HOTSPOT:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " syncs</span><span class=\"cost\">%s waiting</span>"
-			   "<span class=\"num\">longest %s</span>",
-			x->count, fmt_ns(x->total_ns, t1, sizeof t1), fmt_ns(x->max_ns, t2, sizeof t2));
-		break;
-	case AN_F_ALLOC_CHURN:
-		fprintf(f, "<span class=\"num\">%" PRIu64 " allocations, %s</span><span class=\"cost\">%s in the allocator</span>",
-			x->count, fmt_bytes(x->bytes, b1, sizeof b1), fmt_ns(x->total_ns, t1, sizeof t1));
-		if (a->iterations && x->iters_allocating)
-			fprintf(f, "<span class=\"num\">in %" PRIu64 " of the %" PRIu64 " steps</span>", x->iters_allocating,
-				a->iterations);
-		break;
-	}
-}
-
-/* What else the text report says under the numbers: the other causes, the
- * copy or CPU work or allocator the time was in. */
-static void finding_also(const struct analysis *a, FILE *f, const struct an_finding *x)
-{
-	char t1[32], t2[32];
-	(void)a;
-	if (x->kind != AN_F_IDLE_GAP)
-		return;
-	int shown = 0;
-	for (int c = 1; c < AN_CAUSE_N; c++) {
-		if (c == x->cause || !x->cause_ns[c] || x->cause_ns[c] * 100 < x->total_ns)
-			continue;
-		fprintf(f, "%s%s %s", shown++ ? ", " : "<p class=\"also\">also: ", an_cause_name(c),
-			fmt_ns(x->cause_ns[c], t1, sizeof t1));
-	}
-	if (shown)
-		fputs("</p>\n", f);
-	if (an_finding_in_copy(x))
-		fprintf(f, "<p class=\"also\">of it %s inside %s copy calls here</p>\n", fmt_ns(x->copy_ns, t1, sizeof t1),
-			an_copy_label(x->copy_bits));
-	else if (an_finding_cpu_bound(x))
-		fprintf(f, "<p class=\"also\">of it %s with no GPU call for %s or more before the launch (host CPU work, "
-			   "not launch overhead)</p>\n",
-			fmt_ns(x->no_call_ns, t1, sizeof t1), fmt_ns(AN_CPU_STRETCH_NS, t2, sizeof t2));
-	else if (x->cause == AN_CAUSE_ALLOC && x->site_ns)
-		fprintf(f, "<p class=\"also\">of it %s inside device memory calls here (the caching allocator going to the "
-			   "driver)</p>\n",
-			fmt_ns(x->site_ns, t1, sizeof t1));
-}
-
-/* Who ended the gaps, who waited meanwhile: the text report's lines. */
-static void gap_threads(const struct analysis *a, FILE *f, const struct an_finding *x)
-{
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&buf, &len);
-	if (!m)
-		return;
-	text_gap_threads(a, m, x);
-	if (fclose(m)) {
-		free(buf);
-		return;
-	}
-	for (char *line = buf, *nl; line && *line; line = nl ? nl + 1 : NULL) {
-		nl = strchr(line, '\n');
-		size_t ll = nl ? (size_t)(nl - line) : strlen(line);
-		while (ll && *line == ' ')
-			line++, ll--;
-		if (!ll)
-			continue;
-		fputs("<p class=\"also\">", f);
-		html_text(f, line, ll);
-		fputs("</p>\n", f);
-	}
-	free(buf);
-}
-
 static void html_frame_li(const struct analysis *a, FILE *f, const struct an_frame *fr, const char *role)
 {
 	int lib = an_frame_is_library(a, fr);
@@ -205,12 +107,15 @@ static void html_frame_li(const struct analysis *a, FILE *f, const struct an_fra
  * the callers above it). */
 static void html_finding(const struct analysis *a, FILE *f, size_t idx, const struct an_finding *x)
 {
+	const struct an_kind *k = an_kind_of(x->kind);
+	int cause = k->named_with_cause;
 	fprintf(f, "<section class=\"finding\" id=\"finding-%zu\"><div class=\"head\"><h3><span class=\"kind\">%zu. %s%s%s%s</span></h3>",
-		idx, idx, an_finding_name(x->kind), x->kind == AN_F_IDLE_GAP ? " (" : "",
-		x->kind == AN_F_IDLE_GAP ? an_cause_name(x->cause) : "", x->kind == AN_F_IDLE_GAP ? ")" : "");
-	finding_head(a, f, x);
+		idx, idx, k->name, cause ? " (" : "", cause ? an_cause_name(x->cause) : "", cause ? ")" : "");
+	if (k->html_head)
+		k->html_head(a, f, x);
 	fputs("</div>\n", f);
-	finding_also(a, f, x);
+	if (k->html_also)
+		k->html_also(a, f, x);
 
 	struct an_frame fr[MAX_FRAMES], lib[MAX_FRAMES];
 	size_t n = an_callpath_frames(a, x->callpath, fr, MAX_FRAMES);
@@ -241,15 +146,15 @@ static void html_finding(const struct analysis *a, FILE *f, size_t idx, const st
 	fputs("<p class=\"advice\">&rarr; ", f);
 	html_str(f, an_suggestion(a, x));
 	fputs("</p>\n", f);
-	if (x->kind == AN_F_IDLE_GAP) /* under the advice: the line and the advice lead */
-		gap_threads(a, f, x);
+	if (k->html_tail) /* under the advice: the line and the advice lead */
+		k->html_tail(a, f, x);
 	if (n > 1 || nl) {
 		fprintf(f, "<details><summary>call path: %zu frame%s", n + nl, n + nl == 1 ? "" : "s");
 		if (nl)
 			fprintf(f, ", %zu in libraries below this line", nl);
 		fputs("</summary><ol class=\"frames\">\n", f);
-		for (size_t k = nl; k-- > 0;)
-			html_frame_li(a, f, &lib[k], "via ");
+		for (size_t j = nl; j-- > 0;)
+			html_frame_li(a, f, &lib[j], "via ");
 		for (size_t i = 0; i < n; i++)
 			html_frame_li(a, f, &fr[i], i ? "from " : "at ");
 		fputs("</ol></details>\n", f);
@@ -297,135 +202,162 @@ static int cmp_u64(const void *x, const void *y)
 /* One bar per step, its height the step's time, split into the GPU's
  * active time, data movement, idle by cause and the idle no gap piece
  * explains; warm-up steps hatched, slow steps outlined. */
-static void html_steps_plot(const struct analysis *a, FILE *f)
+/* The plot's frame and scale: a bar per step, or per run of steps past
+ * STEP_BARS. */
+struct steps_plot {
+	const struct vec *v; /* struct an_step_time */
+	double W, H, X0, Y0, PH, PW;
+	size_t per_bar, bars;
+	double bw, gap;      /* bar width, space between bars */
+	uint64_t maxlen, median;
+	int gpu;
+};
+
+/* The longest step, and the median of the counted ones (0: none). */
+static void steps_scale(const struct vec *v, uint64_t *maxlen, uint64_t *median)
 {
-	const struct vec *v = &a->step_times;
-	char t1[32], t2[32];
-	fputs("<h2>Time per step</h2>\n", f);
-	if (!v->n) {
-		fprintf(f, "<p>No steps in this trace (%s): the analysis covers the whole trace.</p>\n",
-			a->steps.none ? a->steps.none : "no iteration marks and no training loop detected");
-		return;
-	}
-	uint64_t maxlen = 1, *lens = malloc(v->n * sizeof *lens);
+	uint64_t *lens = malloc(v->n * sizeof *lens);
 	size_t nl = 0;
+	*maxlen = 1;
+	*median = 0;
 	for (size_t i = 0; i < v->n; i++) {
 		const struct an_step_time *st = VEC_AT(v, struct an_step_time, i);
 		uint64_t len = st->end - st->begin;
-		if (len > maxlen)
-			maxlen = len;
+		if (len > *maxlen)
+			*maxlen = len;
 		if (lens && st->counted)
 			lens[nl++] = len;
 	}
-	uint64_t median = 0;
 	if (lens && nl) {
 		qsort(lens, nl, sizeof *lens, cmp_u64);
-		median = nl % 2 ? lens[nl / 2] : (lens[nl / 2 - 1] + lens[nl / 2]) / 2;
+		*median = nl % 2 ? lens[nl / 2] : (lens[nl / 2 - 1] + lens[nl / 2]) / 2;
 	}
 	free(lens);
-	int gpu = an_has_gpu(a);
-	const double W = 1000, H = 300, X0 = 70, Y0 = 16, PH = 250, PW = W - X0 - 10;
-	/* Past STEP_BARS steps a bar stands for a run of steps: the slowest of
-	 * them (the slow ones stay visible), the page stays small. */
-	size_t per_bar = (v->n + STEP_BARS - 1) / STEP_BARS, bars = (v->n + per_bar - 1) / per_bar;
-	double bw = PW / (double)bars, gap = bw > 4 ? 1 : 0;
+}
+
+/* A bar's hover text: the step, its length, its split. */
+static void step_bar_title(FILE *f, const struct steps_plot *p, size_t bar, size_t i, size_t last, int warm, int slow)
+{
+	char t1[32], t2[32];
+	const struct an_step_time *st = VEC_AT(p->v, struct an_step_time, i);
+	uint64_t len = st->end - st->begin;
+	fprintf(f, "<g class=\"step%s%s\"><title>", warm ? " warmup" : "", slow ? " slow" : "");
+	if (p->per_bar > 1)
+		fprintf(f, "steps %zu-%zu, the slowest shown: ", bar * p->per_bar + 1, last);
+	fprintf(f, "step %zu%s: %s", i + 1, warm ? " (warm-up, not counted)" : slow ? " (over 1.25x the median)" : "",
+		fmt_ns(len, t1, sizeof t1));
+	uint64_t whole = len * (st->devices ? st->devices : 1);
+	uint64_t active = st->busy_ns > st->dm_ns ? st->busy_ns - st->dm_ns : 0;
+	uint64_t idle = whole > st->busy_ns ? whole - st->busy_ns : 0, expl = step_idle_explained(st);
+	if (p->gpu) {
+		fprintf(f, "\nGPU active %.1f%%, data movement %.1f%%, idle %.1f%%", pct(active, whole), pct(st->dm_ns, whole),
+			pct(idle, whole));
+		for (int c = 1; c < AN_CAUSE_N; c++)
+			if (st->idle_by[c])
+				fprintf(f, "\n  idle %s %s", an_cause_name(c), fmt_ns(st->idle_by[c], t2, sizeof t2));
+		if (idle > expl)
+			fprintf(f, "\n  idle not placed %s", fmt_ns(idle - expl, t2, sizeof t2));
+	}
+	fputs("</title>\n", f);
+}
+
+/* Bar `bar`: the slowest step of its run, its segments bottom up (each its
+ * share of the bar), hatched for warm-up, outlined when slow. */
+static void step_bar(FILE *f, const struct steps_plot *p, size_t bar)
+{
+	const struct vec *v = p->v;
+	size_t i = bar * p->per_bar, last = i + p->per_bar < v->n ? i + p->per_bar : v->n;
+	for (size_t j = i + 1; j < last; j++) {
+		const struct an_step_time *sj = VEC_AT(v, struct an_step_time, j), *si = VEC_AT(v, struct an_step_time, i);
+		if (sj->end - sj->begin > si->end - si->begin)
+			i = j;
+	}
+	const struct an_step_time *st = VEC_AT(v, struct an_step_time, i);
+	uint64_t len = st->end - st->begin;
+	double x = p->X0 + p->bw * (double)bar, h = p->PH * (double)len / (double)p->maxlen, y = p->Y0 + p->PH;
+	int warm = !st->counted;
+	int slow = !warm && p->median && len * 4 > p->median * 5;
+	step_bar_title(f, p, bar, i, last, warm, slow);
+	uint64_t whole = len * (st->devices ? st->devices : 1);
+	uint64_t active = st->busy_ns > st->dm_ns ? st->busy_ns - st->dm_ns : 0;
+	uint64_t idle = whole > st->busy_ns ? whole - st->busy_ns : 0, expl = step_idle_explained(st);
+	struct {
+		uint64_t ns;
+		const char *color, *cls;
+	} seg[AN_CAUSE_N + 3];
+	size_t ns = 0;
+	if (p->gpu) {
+		seg[ns++] = (typeof(seg[0])){active, C_ACTIVE, "active"};
+		seg[ns++] = (typeof(seg[0])){st->dm_ns, C_DM, "dm"};
+		for (int c = 1; c < AN_CAUSE_N; c++)
+			seg[ns++] = (typeof(seg[0])){expl <= idle ? st->idle_by[c] : (uint64_t)((double)st->idle_by[c] * idle / expl),
+						     cause_color[c], an_cause_name(c)};
+		seg[ns++] = (typeof(seg[0])){idle > expl ? idle - expl : 0, C_IDLE_SHORT, "idle-short"};
+	} else {
+		seg[ns++] = (typeof(seg[0])){whole, "#9d755d", "host"};
+	}
+	double w = p->bw - p->gap > 0.3 ? p->bw - p->gap : 0.3;
+	for (size_t k = 0; k < ns; k++) {
+		if (!seg[k].ns)
+			continue;
+		double sh = h * (double)seg[k].ns / (double)whole;
+		y -= sh;
+		fprintf(f, "<rect class=\"seg-%s\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>", seg[k].cls, x,
+			y, w, sh, seg[k].color);
+	}
+	if (warm)
+		fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"url(#warm)\"/>", x, p->Y0 + p->PH - h,
+			w, h);
+	if (slow)
+		fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"none\" stroke=\"#b00020\" stroke-width=\"1.5\"/>",
+			x, p->Y0 + p->PH - h, w, h);
+	fputs("</g>\n", f);
+}
+
+/* The plot's axes, its bars, the warm-up label and the median line. */
+static void steps_svg(FILE *f, const struct steps_plot *p)
+{
+	char t1[32];
 	fprintf(f, "<div class=\"plot\"><svg id=\"steps-plot\" role=\"img\" aria-label=\"Time per step\" viewBox=\"0 0 %.0f %.0f\" "
 		   "xmlns=\"http://www.w3.org/2000/svg\" font-size=\"12\">\n",
-		W, H);
+		p->W, p->H);
 	fputs("<defs><pattern id=\"warm\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
 	      "<rect width=\"3\" height=\"6\" fill=\"#fff\" fill-opacity=\"0.55\"/></pattern></defs>\n", f);
 	for (int k = 0; k <= 4; k++) {
-		double y = Y0 + PH - PH * k / 4.0;
+		double y = p->Y0 + p->PH - p->PH * k / 4.0;
 		fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e5e5e5\"/>"
 			   "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-			X0, W - 10, y, y, X0 - 6, y + 4, fmt_ns(maxlen * (uint64_t)k / 4, t1, sizeof t1));
+			p->X0, p->W - 10, y, y, p->X0 - 6, y + 4, fmt_ns(p->maxlen * (uint64_t)k / 4, t1, sizeof t1));
 	}
-	for (size_t bar = 0; bar < bars; bar++) {
-		size_t i = bar * per_bar, last = i + per_bar < v->n ? i + per_bar : v->n;
-		for (size_t j = i + 1; j < last; j++) {
-			const struct an_step_time *sj = VEC_AT(v, struct an_step_time, j), *si = VEC_AT(v, struct an_step_time, i);
-			if (sj->end - sj->begin > si->end - si->begin)
-				i = j;
-		}
-		const struct an_step_time *st = VEC_AT(v, struct an_step_time, i);
-		uint64_t len = st->end - st->begin;
-		double x = X0 + bw * (double)bar, h = PH * (double)len / (double)maxlen, y = Y0 + PH;
-		int warm = !st->counted;
-		int slow = !warm && median && len * 4 > median * 5;
-		fprintf(f, "<g class=\"step%s%s\"><title>", warm ? " warmup" : "", slow ? " slow" : "");
-		if (per_bar > 1)
-			fprintf(f, "steps %zu-%zu, the slowest shown: ", bar * per_bar + 1, last);
-		fprintf(f, "step %zu%s: %s", i + 1, warm ? " (warm-up, not counted)" : slow ? " (over 1.25x the median)" : "",
-			fmt_ns(len, t1, sizeof t1));
-		uint64_t whole = len * (st->devices ? st->devices : 1);
-		uint64_t active = st->busy_ns > st->dm_ns ? st->busy_ns - st->dm_ns : 0;
-		uint64_t idle = whole > st->busy_ns ? whole - st->busy_ns : 0, expl = step_idle_explained(st);
-		if (gpu) {
-			fprintf(f, "\nGPU active %.1f%%, data movement %.1f%%, idle %.1f%%", pct(active, whole),
-				pct(st->dm_ns, whole), pct(idle, whole));
-			for (int c = 1; c < AN_CAUSE_N; c++)
-				if (st->idle_by[c])
-					fprintf(f, "\n  idle %s %s", an_cause_name(c), fmt_ns(st->idle_by[c], t2, sizeof t2));
-			if (idle > expl)
-				fprintf(f, "\n  idle not placed %s", fmt_ns(idle - expl, t2, sizeof t2));
-		}
-		fputs("</title>\n", f);
-		/* Segments bottom up, each its share of the bar. */
-		struct {
-			uint64_t ns;
-			const char *color, *cls;
-		} seg[AN_CAUSE_N + 3];
-		size_t ns = 0;
-		if (gpu) {
-			seg[ns++] = (typeof(seg[0])){active, C_ACTIVE, "active"};
-			seg[ns++] = (typeof(seg[0])){st->dm_ns, C_DM, "dm"};
-			for (int c = 1; c < AN_CAUSE_N; c++)
-				seg[ns++] = (typeof(seg[0])){expl <= idle ? st->idle_by[c]
-									  : (uint64_t)((double)st->idle_by[c] * idle / expl),
-							     cause_color[c], an_cause_name(c)};
-			seg[ns++] = (typeof(seg[0])){idle > expl ? idle - expl : 0, C_IDLE_SHORT, "idle-short"};
-		} else {
-			seg[ns++] = (typeof(seg[0])){whole, "#9d755d", "host"};
-		}
-		for (size_t k = 0; k < ns; k++) {
-			if (!seg[k].ns)
-				continue;
-			double sh = h * (double)seg[k].ns / (double)whole;
-			y -= sh;
-			fprintf(f, "<rect class=\"seg-%s\" x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"%s\"/>", seg[k].cls,
-				x, y, bw - gap > 0.3 ? bw - gap : 0.3, sh, seg[k].color);
-		}
-		if (warm)
-			fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"url(#warm)\"/>", x, Y0 + PH - h,
-				bw - gap > 0.3 ? bw - gap : 0.3, h);
-		if (slow)
-			fprintf(f, "<rect x=\"%.2f\" y=\"%.2f\" width=\"%.2f\" height=\"%.2f\" fill=\"none\" stroke=\"#b00020\" stroke-width=\"1.5\"/>",
-				x, Y0 + PH - h, bw - gap > 0.3 ? bw - gap : 0.3, h);
-		fputs("</g>\n", f);
-	}
+	for (size_t bar = 0; bar < p->bars; bar++)
+		step_bar(f, p, bar);
 	/* Warm-up steps named once, over the first of them. */
-	for (size_t i = 0; i < v->n; i++)
-		if (!VEC_AT(v, struct an_step_time, i)->counted) {
-			fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" fill=\"#555\">warm-up</text>\n", X0 + bw * (double)(i / per_bar) + 2,
-				Y0 - 3);
+	for (size_t i = 0; i < p->v->n; i++)
+		if (!VEC_AT(p->v, struct an_step_time, i)->counted) {
+			fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" fill=\"#555\">warm-up</text>\n",
+				p->X0 + p->bw * (double)(i / p->per_bar) + 2, p->Y0 - 3);
 			break;
 		}
-	if (median) {
-		double y = Y0 + PH - PH * (double)median / (double)maxlen;
+	if (p->median) {
+		double y = p->Y0 + p->PH - p->PH * (double)p->median / (double)p->maxlen;
 		fprintf(f, "<line class=\"median\" x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#222\" stroke-dasharray=\"5 4\"/>"
 			   "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\" fill=\"#222\">median %s</text>\n",
-			X0, W - 10, y, y, W - 12, y - 4, fmt_ns(median, t1, sizeof t1));
+			p->X0, p->W - 10, y, y, p->W - 12, y - 4, fmt_ns(p->median, t1, sizeof t1));
 	}
-	fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step 1 &#8230; %zu</text>\n</svg>\n", X0 + PW / 2,
-		H - 6, v->n);
+	fprintf(f, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">step 1 &#8230; %zu</text>\n</svg>\n", p->X0 + p->PW / 2,
+		p->H - 6, p->v->n);
+}
+
+static void steps_legend(FILE *f, const struct steps_plot *p)
+{
 	fputs("<ul class=\"legend\">", f);
-	if (gpu) {
+	if (p->gpu) {
 		legend_item(f, C_ACTIVE, "GPU active");
 		legend_item(f, C_DM, "data movement");
 		for (int c = 1; c < AN_CAUSE_N; c++) {
 			int any = 0;
-			for (size_t i = 0; i < v->n && !any; i++)
-				any = VEC_AT(v, struct an_step_time, i)->idle_by[c] != 0;
+			for (size_t i = 0; i < p->v->n && !any; i++)
+				any = VEC_AT(p->v, struct an_step_time, i)->idle_by[c] != 0;
 			if (any) {
 				char lab[64];
 				snprintf(lab, sizeof lab, "idle: %s", an_cause_name(c));
@@ -437,9 +369,31 @@ static void html_steps_plot(const struct analysis *a, FILE *f)
 		legend_item(f, "#9d755d", "step time (no GPU work recorded)");
 	}
 	fputs("<li>hatched: warm-up</li><li>red outline: over 1.25&times; the median</li></ul></div>\n", f);
+}
+
+static void html_steps_plot(const struct analysis *a, FILE *f)
+{
+	const struct vec *v = &a->step_times;
+	fputs("<h2>Time per step</h2>\n", f);
+	if (!v->n) {
+		fprintf(f, "<p>No steps in this trace (%s): the analysis covers the whole trace.</p>\n",
+			a->steps.none ? a->steps.none : "no iteration marks and no training loop detected");
+		return;
+	}
+	struct steps_plot p = {.v = v, .W = 1000, .H = 300, .X0 = 70, .Y0 = 16, .PH = 250, .gpu = an_has_gpu(a)};
+	p.PW = p.W - p.X0 - 10;
+	steps_scale(v, &p.maxlen, &p.median);
+	/* Past STEP_BARS steps a bar stands for a run of steps: the slowest of
+	 * them (the slow ones stay visible), the page stays small. */
+	p.per_bar = (v->n + STEP_BARS - 1) / STEP_BARS;
+	p.bars = (v->n + p.per_bar - 1) / p.per_bar;
+	p.bw = p.PW / (double)p.bars;
+	p.gap = p.bw > 4 ? 1 : 0;
+	steps_svg(f, &p);
+	steps_legend(f, &p);
 	fprintf(f, "<p class=\"s\">%zu steps (%s)", v->n, an_steps_source_name(a->steps.source));
-	if (per_bar > 1)
-		fprintf(f, "; each bar the slowest of %zu steps in a row", per_bar);
+	if (p.per_bar > 1)
+		fprintf(f, "; each bar the slowest of %zu steps in a row", p.per_bar);
 	if (a->steps.source == AN_STEPS_MARKS && a->steps.warmup && a->steps.count > v->n)
 		fprintf(f, "; the runner's %" PRIu64 " warm-up iterations are not marked and not drawn", a->steps.warmup);
 	if (a->late_gpu_records)
@@ -535,29 +489,22 @@ static void html_idle(const struct analysis *a, FILE *f)
 }
 
 /* ------------------------------------------------------------ timeline */
+/* Strings (kernel names, call sites) each written once in the data and
+ * referred to by index. */
 struct tl_names {
 	struct u64map idx;
-	uint64_t *ids;
-	size_t n, cap;
+	struct vec ids; /* uint64_t */
 };
 
 static long tl_name_index(struct tl_names *t, uint64_t id)
 {
-	uint64_t *ix = u64map_get(&t->idx, id);
-	if (ix)
-		return (long)*ix;
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 64;
-		uint64_t *ids = realloc(t->ids, cap * sizeof *ids);
-		if (!ids)
-			return -1;
-		t->ids = ids;
-		t->cap = cap;
-	}
-	if (u64map_put(&t->idx, id, t->n))
+	int added;
+	size_t ix = vec_keyed(&t->ids, &t->idx, id, &added);
+	if (ix == SIZE_MAX)
 		return -1;
-	t->ids[t->n] = id;
-	return (long)t->n++;
+	if (added)
+		*VEC_AT(&t->ids, uint64_t, ix) = id;
+	return (long)ix;
 }
 
 static long tl_row(const struct analysis *a, uint64_t dev, uint64_t stream)
@@ -570,13 +517,9 @@ static long tl_row(const struct analysis *a, uint64_t dev, uint64_t stream)
 	return -1;
 }
 
-static void html_timeline(const struct analysis *a, FILE *f)
+/* The controls, the drawing area the script fills, the legend. */
+static void timeline_frame(FILE *f)
 {
-	char t1[32];
-	uint64_t w0 = a->markers_used ? a->win_begin : a->first_ts;
-	uint64_t w1 = a->markers_used ? a->win_end : a->last_ts;
-	if (!a->hist_on || !a->streams.n || w1 <= w0)
-		return;
 	fputs("<h2>Timeline per stream</h2>\n<div class=\"plot\"><div class=\"tlbar\">"
 	      "<button type=\"button\" data-zoom=\"0.5\">zoom in</button><button type=\"button\" data-zoom=\"2\">zoom out</button>"
 	      "<button type=\"button\" data-zoom=\"reset\">whole window</button><span class=\"s\">wheel: zoom, drag: pan, "
@@ -593,8 +536,70 @@ static void html_timeline(const struct analysis *a, FILE *f)
 	legend_item(f, "#e45756", "idle gap (under the row)");
 	legend_item(f, "#b279a2", "kernel burst (over the row)");
 	fputs("</ul></div>\n", f);
+}
 
-	/* The data: times in ns from the window's start. */
+/* Density where no record is kept: the bins of [w0, w1) before `from`. */
+static void timeline_hist(const struct analysis *a, FILE *f, uint64_t w0, uint64_t w1, uint64_t from)
+{
+	int any = 0;
+	for (size_t j = 0; j < a->streams.n && from; j++) {
+		const struct an_stream *s = VEC_AT(&a->streams, struct an_stream, j);
+		for (size_t b = 0; b < AN_HIST_BINS; b++) {
+			if (!s->hist[b])
+				continue;
+			uint64_t lo = a->hist_origin + b * a->hist_w, hi = lo + a->hist_w;
+			if (hi <= w0 || lo >= w1)
+				continue;
+			double op = (double)s->hist[b] / (double)a->hist_w;
+			/* bin index relative to the window: the script multiplies by bin */
+			fprintf(f, "%s[%zu,%.4f,%.2f]", any++ ? "," : "", j, ((double)lo - (double)w0) / (double)a->hist_w,
+				op > 1 ? 1 : op);
+		}
+	}
+}
+
+/* The kept GPU records in [w0, w1): [row, start, duration, kind, name, site]. */
+static void timeline_events(const struct analysis *a, FILE *f, uint64_t w0, uint64_t w1, size_t first, size_t kept,
+			    struct tl_names *names, struct tl_names *sites)
+{
+	int any = 0;
+	for (size_t k = 0; k < kept; k++) {
+		const struct an_tl_event *e = &a->tl[(first + k) % AN_TL_EVENTS];
+		if (e->end <= w0 || e->start >= w1)
+			continue;
+		long row = tl_row(a, e->device, e->stream);
+		if (row < 0)
+			continue;
+		uint64_t s = e->start > w0 ? e->start : w0, en = e->end < w1 ? e->end : w1;
+		long ni = e->name ? tl_name_index(names, e->name) : -1;
+		long si = e->callpath ? tl_name_index(sites, an_user_callpath(a, e->callpath)) : -1;
+		fprintf(f, "%s[%ld,%" PRIu64 ",%" PRIu64 ",%d,%ld,%ld]", any++ ? "," : "", row, s - w0, en - s, e->kind, ni, si);
+	}
+}
+
+/* The idle gaps and bursts found in [w0, w1): [row, start, duration, 0 gap / 1 burst]. */
+static void timeline_marks(const struct analysis *a, FILE *f, uint64_t w0, uint64_t w1)
+{
+	int any = 0;
+	for (size_t m = 0; m < a->n_marks; m++) {
+		const struct an_mark *mk = &a->marks[m];
+		if (mk->end <= w0 || mk->start >= w1)
+			continue;
+		uint64_t s = mk->start > w0 ? mk->start : w0, e = mk->end < w1 ? mk->end : w1;
+		for (size_t j = 0; j < a->streams.n; j++) {
+			const struct an_stream *st = VEC_AT(&a->streams, struct an_stream, j);
+			if (st->device != mk->device || (mk->kind == AN_F_KERNEL_BURST && st->stream != mk->stream))
+				continue;
+			fprintf(f, "%s[%zu,%" PRIu64 ",%" PRIu64 ",%d]", any++ ? "," : "", j, s - w0, e - s,
+				mk->kind == AN_F_IDLE_GAP ? 0 : 1);
+		}
+	}
+}
+
+/* The timeline's data, as JSON for the page's script: times in ns from
+ * the window's start. */
+static void timeline_data(const struct analysis *a, FILE *f, uint64_t w0, uint64_t w1, uint64_t *from_out)
+{
 	fprintf(f, "<script type=\"application/json\" id=\"tl-data\">{\"w\":%" PRIu64 ",\"bin\":%" PRIu64 ",\"rows\":[", w1 - w0,
 		a->hist_w);
 	for (size_t j = 0; j < a->streams.n; j++) {
@@ -614,72 +619,45 @@ static void html_timeline(const struct analysis *a, FILE *f)
 	} else if (!a->tl) {
 		from = w1 - w0;
 	}
-	/* Density where no record is kept: the bins before the first kept one. */
 	fprintf(f, "],\"from\":%" PRIu64 ",\"hist\":[", from);
-	int any = 0;
-	for (size_t j = 0; j < a->streams.n && from; j++) {
-		const struct an_stream *s = VEC_AT(&a->streams, struct an_stream, j);
-		for (size_t b = 0; b < AN_HIST_BINS; b++) {
-			if (!s->hist[b])
-				continue;
-			uint64_t lo = a->hist_origin + b * a->hist_w, hi = lo + a->hist_w;
-			if (hi <= w0 || lo >= w1)
-				continue;
-			double op = (double)s->hist[b] / (double)a->hist_w;
-			/* bin index relative to the window: the script multiplies by bin */
-			fprintf(f, "%s[%zu,%.4f,%.2f]", any++ ? "," : "", j,
-				((double)lo - (double)w0) / (double)a->hist_w, op > 1 ? 1 : op);
-		}
-	}
+	timeline_hist(a, f, w0, w1, from);
 	fputs("],\"ev\":[", f);
-	struct tl_names names = {0}, sites = {0};
-	any = 0;
-	for (size_t k = 0; k < kept; k++) {
-		const struct an_tl_event *e = &a->tl[(first + k) % AN_TL_EVENTS];
-		if (e->end <= w0 || e->start >= w1)
-			continue;
-		long row = tl_row(a, e->device, e->stream);
-		if (row < 0)
-			continue;
-		uint64_t s = e->start > w0 ? e->start : w0, en = e->end < w1 ? e->end : w1;
-		long ni = e->name ? tl_name_index(&names, e->name) : -1;
-		long si = e->callpath ? tl_name_index(&sites, an_user_callpath(a, e->callpath)) : -1;
-		fprintf(f, "%s[%ld,%" PRIu64 ",%" PRIu64 ",%d,%ld,%ld]", any++ ? "," : "", row, s - w0, en - s, e->kind, ni, si);
-	}
+	struct tl_names names = {.ids.item = sizeof(uint64_t)}, sites = {.ids.item = sizeof(uint64_t)};
+	timeline_events(a, f, w0, w1, first, kept, &names, &sites);
 	fputs("],\"names\":[", f);
-	for (size_t i = 0; i < names.n; i++) {
+	for (size_t i = 0; i < names.ids.n; i++) {
 		size_t nl = 0;
-		const char *nm = an_string(a, names.ids[i], &nl);
+		const char *nm = an_string(a, *VEC_AT(&names.ids, uint64_t, i), &nl);
 		fputs(i ? "," : "", f);
 		html_js_string(f, nm ? nm : "kernel", nm ? (nl > 300 ? 300 : nl) : 6);
 	}
 	fputs("],\"sites\":[", f);
-	for (size_t i = 0; i < sites.n; i++) {
+	for (size_t i = 0; i < sites.ids.n; i++) {
 		char lbl[512];
-		an_site_label(a, sites.ids[i], 0, lbl, sizeof lbl);
+		an_site_label(a, *VEC_AT(&sites.ids, uint64_t, i), 0, lbl, sizeof lbl);
 		fputs(i ? "," : "", f);
 		html_js_string(f, lbl, strlen(lbl));
 	}
 	fputs("],\"marks\":[", f);
-	any = 0;
-	for (size_t m = 0; m < a->n_marks; m++) {
-		const struct an_mark *mk = &a->marks[m];
-		if (mk->end <= w0 || mk->start >= w1)
-			continue;
-		uint64_t s = mk->start > w0 ? mk->start : w0, e = mk->end < w1 ? mk->end : w1;
-		for (size_t j = 0; j < a->streams.n; j++) {
-			const struct an_stream *st = VEC_AT(&a->streams, struct an_stream, j);
-			if (st->device != mk->device || (mk->kind == AN_F_KERNEL_BURST && st->stream != mk->stream))
-				continue;
-			fprintf(f, "%s[%zu,%" PRIu64 ",%" PRIu64 ",%d]", any++ ? "," : "", j, s - w0, e - s,
-				mk->kind == AN_F_IDLE_GAP ? 0 : 1);
-		}
-	}
+	timeline_marks(a, f, w0, w1);
 	fputs("]}</script>\n", f);
 	u64map_free(&names.idx);
 	u64map_free(&sites.idx);
-	free(names.ids);
-	free(sites.ids);
+	vec_free(&names.ids);
+	vec_free(&sites.ids);
+	*from_out = from;
+}
+
+static void html_timeline(const struct analysis *a, FILE *f)
+{
+	char t1[32];
+	uint64_t w0 = a->markers_used ? a->win_begin : a->first_ts;
+	uint64_t w1 = a->markers_used ? a->win_end : a->last_ts;
+	if (!a->hist_on || !a->streams.n || w1 <= w0)
+		return;
+	timeline_frame(f);
+	uint64_t from;
+	timeline_data(a, f, w0, w1, &from);
 	fprintf(f, "<p class=\"s\">The axis is the analysed window (%s, %s). ",
 		a->markers_used ? "marked iterations after warm-up" : "first to last event", fmt_ns(w1 - w0, t1, sizeof t1));
 	if (from && from < w1 - w0)
@@ -813,9 +791,9 @@ int an_report_html(const struct analysis *a, FILE *f)
 		for (size_t i = 0; i < a->harness.n; i++) {
 			const struct an_finding *x = VEC_AT(&a->harness, struct an_finding, i);
 			an_site_label(a, x->callpath, x->native, site, sizeof site);
-			fprintf(f, "<li>%s%s%s: %" PRIu64 "x, %s at <code>", an_finding_name(x->kind),
-				x->kind == AN_F_IDLE_GAP ? " " : "", x->kind == AN_F_IDLE_GAP ? an_cause_name(x->cause) : "",
-				x->count, fmt_ns(x->total_ns, t1, sizeof t1));
+			const struct an_kind *k = an_kind_of(x->kind);
+			fprintf(f, "<li>%s%s%s: %" PRIu64 "x, %s at <code>", k->name, k->named_with_cause ? " " : "",
+				k->named_with_cause ? an_cause_name(x->cause) : "", x->count, fmt_ns(x->total_ns, t1, sizeof t1));
 			html_str(f, site);
 			fputs("</code></li>\n", f);
 		}

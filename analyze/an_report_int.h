@@ -1,5 +1,6 @@
-/* What the reporters share (an_report.c, an_report_html.c): the host
- * tables' rows and the labels the text and HTML forms both print. */
+/* What the reporters share (an_report.c, an_report_html.c, and the finding
+ * kinds' writers, an_kinds.c, an_kind_*.c): the host tables' rows and the
+ * labels the text and HTML forms both print. */
 #ifndef TBPROF_AN_REPORT_INT_H
 #define TBPROF_AN_REPORT_INT_H
 
@@ -40,8 +41,9 @@ size_t library_frames(const struct analysis *a, const struct an_finding *x, stru
 const char *edge_name(int edge);
 const char *fmt_bytes(uint64_t b, char *buf, size_t len); /* "1.50 MiB" */
 const char *between_label(const struct analysis *a);
-/* An idle gap finding's threads, as the text report's indented lines (the
- * HTML page shows the same lines). */
-void text_gap_threads(const struct analysis *a, FILE *f, const struct an_finding *x);
+/* A thread's name from its THREAD record, NULL when none. */
+const char *an_tid_name(const struct analysis *a, uint32_t tid, size_t *len);
+/* {"python":[frames],"native":[frames]} of a call site. */
+void json_where(const struct analysis *a, FILE *f, uint64_t cp, uint64_t nat);
 
 #endif
