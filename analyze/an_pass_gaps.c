@@ -28,6 +28,8 @@
 
 #include "an_pass.h"
 
+_Static_assert(SPAN_RING == AN_SPAN_TREE_SLOTS, "the span tree indexes the span ring");
+
 /* A host call or Python span kept with a gap: what the responsible host
  * thread was doing during it. */
 #define GAP_CALLS 24
@@ -434,18 +436,13 @@ static size_t span_first_after(const struct gaps_state *gs, uint64_t t)
 	return lo;
 }
 
-/* The spans at positions [lo, hi) of the ring (one run of slots, no wrap). */
-static void gap_consider_spans(struct pgap *g, const struct gaps_state *gs, size_t lo, size_t hi)
+/* The spans in slots [lo, hi) of the ring that start before the piece ends
+ * (any other one cannot overlap it), in slot order. */
+static void gap_consider_slots(struct pgap *g, const struct gaps_state *gs, size_t lo, size_t hi)
 {
-	while (lo < hi) {
-		size_t block_end = (lo / SPAN_BLOCK + 1) * SPAN_BLOCK;
-		if (block_end > hi)
-			block_end = hi;
-		if (gs->span_block_min[(lo / SPAN_BLOCK) % SPAN_BLOCKS] < g->end)
-			for (size_t p = lo; p < block_end; p++)
-				gap_consider_span(g, &gs->span[p % SPAN_RING]);
-		lo = block_end;
-	}
+	for (size_t s = an_span_tree_next(&gs->span_tree, lo, hi, g->end); s < hi;
+	     s = an_span_tree_next(&gs->span_tree, s + 1, hi, g->end))
+		gap_consider_span(g, &gs->span[s]);
 }
 
 COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
@@ -471,16 +468,19 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 	g->max_end = gs->gap_max_end[q];
 	/* Only the spans that may overlap it, in the ring's slot order (as a
 	 * scan of the whole ring meets them: the kept spans, and which of two
-	 * alike wins, do not depend on where the ring wrapped): from the first
-	 * that may end after its start, skipping blocks that all start after
+	 * alike wins, do not depend on where the ring wrapped): of those from
+	 * the first that may end after its start, the ones that start before
 	 * its end (spans come as they end, before the GPU records: the ring
 	 * runs ahead of the gaps). */
-	size_t first = span_first_after(gs, start), split = first + (SPAN_RING - first % SPAN_RING);
-	if (split < gs->span_n) {
-		gap_consider_spans(g, gs, split, gs->span_n);
-		gap_consider_spans(g, gs, first, split);
-	} else {
-		gap_consider_spans(g, gs, first, gs->span_n);
+	size_t first = span_first_after(gs, start), n = gs->span_n;
+	if (first == n)
+		return;
+	size_t lo = first % SPAN_RING, hi = n % SPAN_RING;
+	if (lo < hi) {
+		gap_consider_slots(g, gs, lo, hi);
+	} else { /* wrapped (or the whole ring) */
+		gap_consider_slots(g, gs, 0, hi);
+		gap_consider_slots(g, gs, lo, SPAN_RING);
 	}
 }
 
@@ -652,9 +652,7 @@ static void gaps_span(struct analysis *a, struct an_span_ev *ev)
 	struct gaps_state *gs = &a->st->gaps;
 	size_t pos = gs->span_n++;
 	struct span_ent *e = &gs->span[pos % SPAN_RING];
-	uint64_t *block_min = &gs->span_block_min[(pos / SPAN_BLOCK) % SPAN_BLOCKS];
-	if (pos % SPAN_BLOCK == 0 || ev->ts < *block_min)
-		*block_min = ev->ts;
+	an_span_tree_set(&gs->span_tree, pos % SPAN_RING, ev->ts);
 	e->tid = ev->tid;
 	e->backward_wait = ev->stat && ev->stat->backward_wait;
 	e->wait_callpath = e->backward_wait ? an_user_callpath(a, ev->callpath) : 0;
@@ -744,6 +742,7 @@ void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle)
 
 static int gaps_init(struct analysis *a)
 {
+	an_span_tree_init(&a->st->gaps.span_tree);
 	a->st->gaps.gaps = calloc(2 * PENDING_GAPS, sizeof(struct pgap));
 	return a->st->gaps.gaps ? 0 : -1;
 }
