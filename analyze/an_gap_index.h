@@ -25,6 +25,10 @@
  * AN_SPAN_TREE_SLOTS + s.  An empty slot holds UINT64_MAX. */
 struct an_span_tree {
 	uint64_t min_ts[2 * AN_SPAN_TREE_SLOTS];
+	/* Where the last search for the first span that may end after a time
+	 * found it (a position, as the gaps pass counts them): gaps come in
+	 * time order, so the next one is near (an_span_first_after). */
+	size_t first_hint;
 };
 
 static inline void an_span_tree_init(struct an_span_tree *t)
@@ -71,5 +75,47 @@ static inline size_t an_span_tree_next(const struct an_span_tree *t, size_t from
 	size_t slot = i - AN_SPAN_TREE_SLOTS;
 	return slot < end ? slot : end;
 }
+
+/* The first position in [lo, hi) whose max_end (max_end_at(pos): never
+ * decreasing with the position) is after t, else hi: as a binary search
+ * over [lo, hi) finds it, but galloping from the last answer, so that a
+ * search near the last one costs a few steps instead of log2(hi - lo). */
+#define AN_SPAN_FIRST_AFTER(tree, lo_, hi_, t, max_end_at)                                                  \
+	({                                                                                                   \
+		size_t lo__ = (lo_), hi__ = (hi_), h__ = (tree)->first_hint;                                  \
+		if (h__ < lo__)                                                                               \
+			h__ = lo__;                                                                           \
+		if (h__ > hi__)                                                                               \
+			h__ = hi__;                                                                           \
+		/* Narrow [lo__, hi__) around the hint by doubling steps. */                                 \
+		if (h__ < hi__ && max_end_at(h__) <= (t)) {                                                   \
+			size_t step__ = 1;                                                                    \
+			lo__ = h__ + 1;                                                                       \
+			while (lo__ + step__ - 1 < hi__ && max_end_at(lo__ + step__ - 1) <= (t)) {            \
+				lo__ += step__;                                                               \
+				step__ *= 2;                                                                  \
+			}                                                                                     \
+			if (lo__ + step__ - 1 < hi__)                                                         \
+				hi__ = lo__ + step__ - 1;                                                     \
+		} else {                                                                                      \
+			size_t step__ = 1;                                                                    \
+			hi__ = h__;                                                                           \
+			while (hi__ >= lo__ + step__ && max_end_at(hi__ - step__) > (t)) {                    \
+				hi__ -= step__;                                                               \
+				step__ *= 2;                                                                  \
+			}                                                                                     \
+			if (hi__ >= lo__ + step__)                                                            \
+				lo__ = hi__ - step__ + 1;                                                     \
+		}                                                                                             \
+		while (lo__ < hi__) {                                                                         \
+			size_t mid__ = lo__ + (hi__ - lo__) / 2;                                              \
+			if (max_end_at(mid__) > (t))                                                          \
+				hi__ = mid__;                                                                 \
+			else                                                                                  \
+				lo__ = mid__ + 1;                                                             \
+		}                                                                                             \
+		(tree)->first_hint = lo__;                                                                    \
+		lo__;                                                                                         \
+	})
 
 #endif

@@ -306,31 +306,39 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		struct gap_at at = {.cp = g->launch_cp, .nat = g->launch_nat};
 		part_add(parts, &np, AN_CAUSE_QUEUED, &at, len);
 	} else {
+		/* The piece cut at every call's and span's ends that fall inside
+		 * it (the others only make empty stretches). */
 		uint64_t pts[2 + 2 * (GAP_CALLS + GAP_SPANS)];
 		size_t n = 0;
-		pts[n++] = g->start;
-		pts[n++] = g->end;
+		uint64_t s = g->start, e = g->end;
+		pts[n++] = s;
 		for (unsigned i = 0; i < g->ncalls; i++) {
-			pts[n++] = g->calls[i].ts;
-			pts[n++] = g->calls[i].end;
+			uint64_t from = g->calls[i].ts, to = g->calls[i].end;
+			pts[n] = from;
+			n += from > s && from < e;
+			pts[n] = to;
+			n += to > s && to < e;
 		}
 		for (unsigned i = 0; i < g->nspans; i++) {
-			pts[n++] = g->spans[i].ts;
-			pts[n++] = g->spans[i].end;
+			uint64_t from = g->spans[i].ts, to = g->spans[i].end;
+			pts[n] = from;
+			n += from > s && from < e;
+			pts[n] = to;
+			n += to > s && to < e;
 		}
-		/* A few dozen at most, mostly in order already: insertion
-		 * sort (qsort's merge sort cost more than the rest of a short
-		 * gap's placing). */
-		for (size_t i = 1; i < n; i++) {
+		pts[n++] = e;
+		/* A few at most, mostly in order already: insertion sort
+		 * (qsort's merge sort cost more than the rest of a short gap's
+		 * placing). */
+		for (size_t i = 2; i + 1 < n; i++) {
 			uint64_t x = pts[i];
 			size_t j = i;
-			for (; j && pts[j - 1] > x; j--)
+			for (; pts[j - 1] > x; j--)
 				pts[j] = pts[j - 1];
 			pts[j] = x;
 		}
 		for (size_t i = 0; i + 1 < n; i++) {
-			uint64_t lo = pts[i] > g->start ? pts[i] : g->start;
-			uint64_t hi = pts[i + 1] < g->end ? pts[i + 1] : g->end;
+			uint64_t lo = pts[i], hi = pts[i + 1];
 			if (hi <= lo)
 				continue;
 			struct gap_at at;
@@ -423,17 +431,12 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 
 /* The oldest position in the span ring whose span may end after t: the
  * ring's max_end never decreases, so every span before it ended by t. */
-static size_t span_first_after(const struct gaps_state *gs, uint64_t t)
+static size_t span_first_after(struct gaps_state *gs, uint64_t t)
 {
-	size_t lo = gs->span_n > SPAN_RING ? gs->span_n - SPAN_RING : 0, hi = gs->span_n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (gs->span[mid % SPAN_RING].max_end > t)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo;
+#define SPAN_MAX_END_AT(pos) (gs->span[(pos) % SPAN_RING].max_end)
+	return AN_SPAN_FIRST_AFTER(&gs->span_tree, gs->span_n > SPAN_RING ? gs->span_n - SPAN_RING : 0, gs->span_n, t,
+				   SPAN_MAX_END_AT);
+#undef SPAN_MAX_END_AT
 }
 
 /* The spans in slots [lo, hi) of the ring that start before the piece ends
