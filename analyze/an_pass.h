@@ -207,8 +207,11 @@ struct thread_st {
 	uint32_t syncs;       /* host syncs made so far (bursts: a sync ends one) */
 	int scalar_pending;   /* copies: a scalar copy was this thread's last call */
 	size_t scalar_finding;
-	struct done_span *done; /* spans */
-	size_t ndone;
+	/* spans: done[done_base, ndone) (2 * SPAN_STACK slots: a full stack
+	 * forgets its oldest by moving its base, and is moved down only when
+	 * the slots run out, not at every span) */
+	struct done_span *done;
+	size_t ndone, done_base;
 };
 
 struct an_state {
