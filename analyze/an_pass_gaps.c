@@ -179,25 +179,29 @@ static void part_add(struct gap_part *parts, size_t *n, int cause, const struct 
 static int gap_cause_at(const struct pgap *g, uint64_t t, int engine, struct gap_at *at)
 {
 	memset(at, 0, sizeof *at);
+	/* Inside a sync, else inside the allocator (the first such call):
+	 * PyTorch's caching allocator asking the driver for memory (its cache
+	 * emptied, or grown) or giving it back.  Before spans: the Python
+	 * function around it is not what took the time.  One walk: a sync
+	 * anywhere wins over an allocator call. */
+	const struct gap_call *alloc = NULL;
 	for (unsigned i = 0; i < g->ncalls; i++) {
 		const struct gap_call *c = &g->calls[i];
-		if (c->sync && c->ts <= t && t < c->end) {
-			at->cp = c->callpath;
-			at->nat = c->native;
-			return AN_CAUSE_SYNC;
+		if ((c->sync || c->alloc) && c->ts <= t && t < c->end) {
+			if (c->sync) {
+				at->cp = c->callpath;
+				at->nat = c->native;
+				return AN_CAUSE_SYNC;
+			}
+			if (!alloc)
+				alloc = c;
 		}
 	}
-	/* Inside the allocator: PyTorch's caching allocator asking the driver
-	 * for memory (its cache emptied, or grown) or giving it back.  Before
-	 * spans: the Python function around it is not what took the time. */
-	for (unsigned i = 0; i < g->ncalls; i++) {
-		const struct gap_call *c = &g->calls[i];
-		if (c->alloc && c->ts <= t && t < c->end) {
-			at->cp = c->callpath;
-			at->nat = c->native;
-			at->alloc = c->alloc;
-			return AN_CAUSE_ALLOC;
-		}
+	if (alloc) {
+		at->cp = alloc->callpath;
+		at->nat = alloc->native;
+		at->alloc = alloc->alloc;
+		return AN_CAUSE_ALLOC;
 	}
 	const struct gap_span *inner = NULL;
 	for (unsigned i = 0; i < g->nspans; i++) {
@@ -361,8 +365,9 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	gap_after_sync(a, g);
 	struct an_device *d = get_device(a, g->device);
 	if (d) {
-		for (int c = 0; c < AN_CAUSE_N; c++)
-			d->idle_by[g->phase][c] += by_cause[c];
+		/* by part, not by cause: a piece has a part or two, the same sums */
+		for (size_t i = 0; i < np; i++)
+			d->idle_by[g->phase][parts[i].cause] += parts[i].ns;
 		if (g->edge)
 			d->idle_edge[g->phase][g->edge - 1] += len;
 	}
