@@ -341,14 +341,30 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 				pts[j] = pts[j - 1];
 			pts[j] = x;
 		}
+		/* Consecutive stretches the host spent alike go to their part
+		 * as one (the same sums). */
+		struct gap_at run = {0};
+		int run_cause = -1;
+		uint64_t run_ns = 0;
 		for (size_t i = 0; i + 1 < n; i++) {
 			uint64_t lo = pts[i], hi = pts[i + 1];
 			if (hi <= lo)
 				continue;
 			struct gap_at at;
 			int cause = gap_cause_at(g, lo, engine, &at);
-			part_add(parts, &np, cause, &at, hi - lo);
+			if (cause == run_cause && at.cp == run.cp && at.nat == run.nat && at.copy == run.copy &&
+			    at.alloc == run.alloc && at.no_call == run.no_call && at.bwait == run.bwait) {
+				run_ns += hi - lo;
+				continue;
+			}
+			if (run_cause >= 0)
+				part_add(parts, &np, run_cause, &run, run_ns);
+			run = at;
+			run_cause = cause;
+			run_ns = hi - lo;
 		}
+		if (run_cause >= 0)
+			part_add(parts, &np, run_cause, &run, run_ns);
 	}
 	uint64_t by_cause[AN_CAUSE_N] = {0};
 	for (size_t i = 0; i < np; i++)
