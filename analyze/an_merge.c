@@ -36,6 +36,13 @@ static size_t reorder_cap = AN_REORDER_CAP;
  * cache does not hold: its slots are prefetched ahead of use. */
 #define AN_COLD_QUEUE 4096
 
+/* A queue in the merge's heap with its head's order key, so that a heap
+ * step compares keys in the heap itself, not the heads in their rings. */
+struct heap_ent {
+	uint64_t ts;
+	uint64_t tie; /* stream kind << 32 | queue index: host before GPU, then the queue made first */
+};
+
 struct mqueue {
 	uint32_t key_kind, key_id;
 	struct tbp_record *ring;
@@ -45,7 +52,7 @@ struct mqueue {
 
 struct merger {
 	struct vec qs; /* struct mqueue */
-	size_t *heap;  /* merge_drain_runs: non-empty queues, earliest head first */
+	struct heap_ent *heap; /* merge_drain_runs: non-empty queues, earliest head first */
 	size_t heap_cap;
 	struct u64map idx;
 	size_t buffered;
@@ -77,7 +84,7 @@ static struct mqueue *mq_get_slow(struct merger *m, unsigned kind, uint32_t id)
 	}
 	if (m->heap_cap < m->qs.n + 1) {
 		size_t ncap = m->heap_cap ? 2 * m->heap_cap : 8;
-		size_t *nh = realloc(m->heap, ncap * sizeof *nh);
+		struct heap_ent *nh = realloc(m->heap, ncap * sizeof *nh);
 		if (!nh)
 			return NULL;
 		m->heap = nh;
@@ -230,28 +237,34 @@ static void merge_drain(struct analysis *a, struct merger *m, int final)
 
 /* Queue i's head comes before queue j's: earlier time, then host records
  * (markers, API calls) before GPU activity, then the queue made first. */
-static inline int mq_before(const struct merger *m, size_t i, size_t j)
+static inline int heap_before(const struct heap_ent *x, const struct heap_ent *y)
 {
-	const struct mqueue *qi = VEC_AT(&m->qs, struct mqueue, i), *qj = VEC_AT(&m->qs, struct mqueue, j);
-	const struct tbp_record *x = &qi->ring[qi->head], *y = &qj->ring[qj->head];
-	if (x->ts != y->ts)
-		return x->ts < y->ts;
-	if (x->stream_kind != y->stream_kind)
-		return x->stream_kind < y->stream_kind;
-	return i < j;
+	return x->ts != y->ts ? x->ts < y->ts : x->tie < y->tie;
 }
 
-static void heap_sift_down(const struct merger *m, size_t *heap, size_t n, size_t at)
+static inline struct heap_ent heap_key(const struct merger *m, size_t i)
+{
+	const struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
+	const struct tbp_record *h = &q->ring[q->head];
+	return (struct heap_ent){.ts = h->ts, .tie = (uint64_t)h->stream_kind << 32 | i};
+}
+
+static inline size_t heap_queue(const struct heap_ent *e)
+{
+	return (size_t)(uint32_t)e->tie;
+}
+
+static void heap_sift_down(struct heap_ent *heap, size_t n, size_t at)
 {
 	for (;;) {
 		size_t l = 2 * at + 1, r = l + 1, min = at;
-		if (l < n && mq_before(m, heap[l], heap[min]))
+		if (l < n && heap_before(&heap[l], &heap[min]))
 			min = l;
-		if (r < n && mq_before(m, heap[r], heap[min]))
+		if (r < n && heap_before(&heap[r], &heap[min]))
 			min = r;
 		if (min == at)
 			return;
-		size_t t = heap[at];
+		struct heap_ent t = heap[at];
 		heap[at] = heap[min];
 		heap[min] = t;
 		at = min;
@@ -266,6 +279,7 @@ static inline int mq_blocks(const struct merger *m, const struct mqueue *q)
 	return q->key_kind == TBP_STREAM_GPU || q->last_frame + AN_STALL_FRAMES > m->frame;
 }
 
+#define MERGE_BLOCK 64
 static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 {
 	/* Streams are only known once they show up: give the late starters
@@ -276,53 +290,59 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 		merge_two(a, m);
 	/* The queues with records in a heap by their heads (no queue gets
 	 * records during a drain); an empty queue that blocks stays so. */
-	size_t *heap = m->heap, hn = 0;
+	struct heap_ent *heap = m->heap;
+	size_t hn = 0;
 	int blocked = 0;
 	for (size_t i = 0; i < m->qs.n; i++) {
 		const struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
 		if (q->n)
-			heap[hn++] = i;
+			heap[hn++] = heap_key(m, i);
 		else if (mq_blocks(m, q))
 			blocked = 1;
 	}
 	for (size_t i = hn / 2; i-- > 0;)
-		heap_sift_down(m, heap, hn, i);
+		heap_sift_down(heap, hn, i);
+	/* The records go to the passes a block at a time (runs are a record
+	 * or two when host threads and devices alternate); they stay in their
+	 * rings until the drain returns: no queue gets records during it. */
+	const struct tbp_record *block[MERGE_BLOCK];
+	unsigned nblock = 0;
 	while (hn) {
 		if (blocked && !final) {
 			if (m->buffered <= reorder_cap)
-				return;
+				break;
 			a->reorder_forced++;
 		}
 		/* Emit from the earliest queue as long as it stays ahead of every
 		 * other head (the earlier of the heap's second level): one heap
 		 * step per run of records.  Past the cap with a stream blocking,
 		 * only down to the cap. */
-		struct mqueue *best = VEC_AT(&m->qs, struct mqueue, heap[0]);
+		struct mqueue *best = VEC_AT(&m->qs, struct mqueue, heap_queue(&heap[0]));
 		uint64_t lim_ts = UINT64_MAX;
 		unsigned lim_kind = 255;
 		if (hn > 1) {
-			size_t sx = hn > 2 && mq_before(m, heap[2], heap[1]) ? heap[2] : heap[1];
-			const struct mqueue *sq = VEC_AT(&m->qs, struct mqueue, sx);
-			lim_ts = sq->ring[sq->head].ts;
-			lim_kind = sq->ring[sq->head].stream_kind;
+			const struct heap_ent *sx = hn > 2 && heap_before(&heap[2], &heap[1]) ? &heap[2] : &heap[1];
+			lim_ts = sx->ts;
+			lim_kind = (unsigned)(sx->tie >> 32);
 		}
 		size_t take = best->n;
 		if (!final && blocked && m->buffered - reorder_cap < take)
 			take = m->buffered - reorder_cap;
 		struct tbp_record *ring = best->ring;
 		size_t mask = best->cap - 1, head = best->head, done = 0;
-		uint64_t last_ts = m->last_emitted_ts;
 		for (;;) {
-			const struct tbp_record *r = &ring[head];
-			an_pass_block(a, &r, 1, &last_ts);
+			block[nblock++] = &ring[head];
+			if (nblock == MERGE_BLOCK) {
+				an_pass_block(a, block, nblock, &m->last_emitted_ts);
+				nblock = 0;
+			}
 			head = (head + 1) & mask;
 			if (++done == take)
 				break;
-			r = &ring[head];
+			const struct tbp_record *r = &ring[head];
 			if (r->ts > lim_ts || (r->ts == lim_ts && r->stream_kind > lim_kind))
 				break;
 		}
-		m->last_emitted_ts = last_ts;
 		best->head = head;
 		best->n -= done;
 		m->buffered -= done;
@@ -330,9 +350,13 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 			if (mq_blocks(m, best))
 				blocked = 1;
 			heap[0] = heap[--hn];
+		} else {
+			heap[0] = heap_key(m, heap_queue(&heap[0]));
 		}
-		heap_sift_down(m, heap, hn, 0);
+		heap_sift_down(heap, hn, 0);
 	}
+	if (nblock)
+		an_pass_block(a, block, nblock, &m->last_emitted_ts);
 }
 
 static void merge_free(struct merger *m)

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "an.h"
+#include "an_gap_index.h"
 #include "an_internal.h"
 
 #define HOT_FN static inline __attribute__((always_inline))
@@ -39,12 +40,6 @@
 #define API_RING 1024
 #define SPAN_RING 4096
 #define PENDING_GAPS 1024
-/* The span ring in blocks of SPAN_BLOCK positions, each with the earliest
- * start of its spans: a gap skips a block that starts after it ends.  One
- * more block than the ring holds, so that the oldest block still in it and
- * the one being written never share an entry. */
-#define SPAN_BLOCK 64
-#define SPAN_BLOCKS (SPAN_RING / SPAN_BLOCK + 1)
 struct api_ent {
 	uint32_t tid;
 	uint8_t kind;
@@ -68,7 +63,7 @@ struct gaps_state {
 	size_t api_n;
 	struct span_ent span[SPAN_RING];
 	size_t span_n;
-	uint64_t span_block_min[SPAN_BLOCKS]; /* by position / SPAN_BLOCK, modulo: the earliest ts */
+	struct an_span_tree span_tree; /* the ring's slots by earliest start (an_gap_index.h) */
 	/* Two queues of PENDING_GAPS pieces: [0] gaps of --gap-us or more (and
 	 * short ones cut at a mark), [1] the other short ones, so that the
 	 * thousands of a launch-bound loop do not push the long ones out before
@@ -212,8 +207,11 @@ struct thread_st {
 	uint32_t syncs;       /* host syncs made so far (bursts: a sync ends one) */
 	int scalar_pending;   /* copies: a scalar copy was this thread's last call */
 	size_t scalar_finding;
-	struct done_span *done; /* spans */
-	size_t ndone;
+	/* spans: done[done_base, ndone) (2 * SPAN_STACK slots: a full stack
+	 * forgets its oldest by moving its base, and is moved down only when
+	 * the slots run out, not at every span) */
+	struct done_span *done;
+	size_t ndone, done_base;
 };
 
 struct an_state {

@@ -28,6 +28,8 @@
 
 #include "an_pass.h"
 
+_Static_assert(SPAN_RING == AN_SPAN_TREE_SLOTS, "the span tree indexes the span ring");
+
 /* A host call or Python span kept with a gap: what the responsible host
  * thread was doing during it. */
 #define GAP_CALLS 24
@@ -177,25 +179,29 @@ static void part_add(struct gap_part *parts, size_t *n, int cause, const struct 
 static int gap_cause_at(const struct pgap *g, uint64_t t, int engine, struct gap_at *at)
 {
 	memset(at, 0, sizeof *at);
+	/* Inside a sync, else inside the allocator (the first such call):
+	 * PyTorch's caching allocator asking the driver for memory (its cache
+	 * emptied, or grown) or giving it back.  Before spans: the Python
+	 * function around it is not what took the time.  One walk: a sync
+	 * anywhere wins over an allocator call. */
+	const struct gap_call *alloc = NULL;
 	for (unsigned i = 0; i < g->ncalls; i++) {
 		const struct gap_call *c = &g->calls[i];
-		if (c->sync && c->ts <= t && t < c->end) {
-			at->cp = c->callpath;
-			at->nat = c->native;
-			return AN_CAUSE_SYNC;
+		if ((c->sync || c->alloc) && c->ts <= t && t < c->end) {
+			if (c->sync) {
+				at->cp = c->callpath;
+				at->nat = c->native;
+				return AN_CAUSE_SYNC;
+			}
+			if (!alloc)
+				alloc = c;
 		}
 	}
-	/* Inside the allocator: PyTorch's caching allocator asking the driver
-	 * for memory (its cache emptied, or grown) or giving it back.  Before
-	 * spans: the Python function around it is not what took the time. */
-	for (unsigned i = 0; i < g->ncalls; i++) {
-		const struct gap_call *c = &g->calls[i];
-		if (c->alloc && c->ts <= t && t < c->end) {
-			at->cp = c->callpath;
-			at->nat = c->native;
-			at->alloc = c->alloc;
-			return AN_CAUSE_ALLOC;
-		}
+	if (alloc) {
+		at->cp = alloc->callpath;
+		at->nat = alloc->native;
+		at->alloc = alloc->alloc;
+		return AN_CAUSE_ALLOC;
 	}
 	const struct gap_span *inner = NULL;
 	for (unsigned i = 0; i < g->nspans; i++) {
@@ -304,37 +310,61 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		struct gap_at at = {.cp = g->launch_cp, .nat = g->launch_nat};
 		part_add(parts, &np, AN_CAUSE_QUEUED, &at, len);
 	} else {
+		/* The piece cut at every call's and span's ends that fall inside
+		 * it (the others only make empty stretches). */
 		uint64_t pts[2 + 2 * (GAP_CALLS + GAP_SPANS)];
 		size_t n = 0;
-		pts[n++] = g->start;
-		pts[n++] = g->end;
+		uint64_t s = g->start, e = g->end;
+		pts[n++] = s;
 		for (unsigned i = 0; i < g->ncalls; i++) {
-			pts[n++] = g->calls[i].ts;
-			pts[n++] = g->calls[i].end;
+			uint64_t from = g->calls[i].ts, to = g->calls[i].end;
+			pts[n] = from;
+			n += from > s && from < e;
+			pts[n] = to;
+			n += to > s && to < e;
 		}
 		for (unsigned i = 0; i < g->nspans; i++) {
-			pts[n++] = g->spans[i].ts;
-			pts[n++] = g->spans[i].end;
+			uint64_t from = g->spans[i].ts, to = g->spans[i].end;
+			pts[n] = from;
+			n += from > s && from < e;
+			pts[n] = to;
+			n += to > s && to < e;
 		}
-		/* A few dozen at most, mostly in order already: insertion
-		 * sort (qsort's merge sort cost more than the rest of a short
-		 * gap's placing). */
-		for (size_t i = 1; i < n; i++) {
+		pts[n++] = e;
+		/* A few at most, mostly in order already: insertion sort
+		 * (qsort's merge sort cost more than the rest of a short gap's
+		 * placing). */
+		for (size_t i = 2; i + 1 < n; i++) {
 			uint64_t x = pts[i];
 			size_t j = i;
-			for (; j && pts[j - 1] > x; j--)
+			for (; pts[j - 1] > x; j--)
 				pts[j] = pts[j - 1];
 			pts[j] = x;
 		}
+		/* Consecutive stretches the host spent alike go to their part
+		 * as one (the same sums). */
+		struct gap_at run = {0};
+		int run_cause = -1;
+		uint64_t run_ns = 0;
 		for (size_t i = 0; i + 1 < n; i++) {
-			uint64_t lo = pts[i] > g->start ? pts[i] : g->start;
-			uint64_t hi = pts[i + 1] < g->end ? pts[i + 1] : g->end;
+			uint64_t lo = pts[i], hi = pts[i + 1];
 			if (hi <= lo)
 				continue;
 			struct gap_at at;
 			int cause = gap_cause_at(g, lo, engine, &at);
-			part_add(parts, &np, cause, &at, hi - lo);
+			if (cause == run_cause && at.cp == run.cp && at.nat == run.nat && at.copy == run.copy &&
+			    at.alloc == run.alloc && at.no_call == run.no_call && at.bwait == run.bwait) {
+				run_ns += hi - lo;
+				continue;
+			}
+			if (run_cause >= 0)
+				part_add(parts, &np, run_cause, &run, run_ns);
+			run = at;
+			run_cause = cause;
+			run_ns = hi - lo;
 		}
+		if (run_cause >= 0)
+			part_add(parts, &np, run_cause, &run, run_ns);
 	}
 	uint64_t by_cause[AN_CAUSE_N] = {0};
 	for (size_t i = 0; i < np; i++)
@@ -351,8 +381,9 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	gap_after_sync(a, g);
 	struct an_device *d = get_device(a, g->device);
 	if (d) {
-		for (int c = 0; c < AN_CAUSE_N; c++)
-			d->idle_by[g->phase][c] += by_cause[c];
+		/* by part, not by cause: a piece has a part or two, the same sums */
+		for (size_t i = 0; i < np; i++)
+			d->idle_by[g->phase][parts[i].cause] += parts[i].ns;
 		if (g->edge)
 			d->idle_edge[g->phase][g->edge - 1] += len;
 	}
@@ -421,31 +452,21 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 
 /* The oldest position in the span ring whose span may end after t: the
  * ring's max_end never decreases, so every span before it ended by t. */
-static size_t span_first_after(const struct gaps_state *gs, uint64_t t)
+static size_t span_first_after(struct gaps_state *gs, uint64_t t)
 {
-	size_t lo = gs->span_n > SPAN_RING ? gs->span_n - SPAN_RING : 0, hi = gs->span_n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (gs->span[mid % SPAN_RING].max_end > t)
-			hi = mid;
-		else
-			lo = mid + 1;
-	}
-	return lo;
+#define SPAN_MAX_END_AT(pos) (gs->span[(pos) % SPAN_RING].max_end)
+	return AN_SPAN_FIRST_AFTER(&gs->span_tree, gs->span_n > SPAN_RING ? gs->span_n - SPAN_RING : 0, gs->span_n, t,
+				   SPAN_MAX_END_AT);
+#undef SPAN_MAX_END_AT
 }
 
-/* The spans at positions [lo, hi) of the ring (one run of slots, no wrap). */
-static void gap_consider_spans(struct pgap *g, const struct gaps_state *gs, size_t lo, size_t hi)
+/* The spans in slots [lo, hi) of the ring that start before the piece ends
+ * (any other one cannot overlap it), in slot order. */
+static void gap_consider_slots(struct pgap *g, const struct gaps_state *gs, size_t lo, size_t hi)
 {
-	while (lo < hi) {
-		size_t block_end = (lo / SPAN_BLOCK + 1) * SPAN_BLOCK;
-		if (block_end > hi)
-			block_end = hi;
-		if (gs->span_block_min[(lo / SPAN_BLOCK) % SPAN_BLOCKS] < g->end)
-			for (size_t p = lo; p < block_end; p++)
-				gap_consider_span(g, &gs->span[p % SPAN_RING]);
-		lo = block_end;
-	}
+	for (size_t s = an_span_tree_next(&gs->span_tree, lo, hi, g->end); s < hi;
+	     s = an_span_tree_next(&gs->span_tree, s + 1, hi, g->end))
+		gap_consider_span(g, &gs->span[s]);
 }
 
 COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
@@ -471,16 +492,19 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 	g->max_end = gs->gap_max_end[q];
 	/* Only the spans that may overlap it, in the ring's slot order (as a
 	 * scan of the whole ring meets them: the kept spans, and which of two
-	 * alike wins, do not depend on where the ring wrapped): from the first
-	 * that may end after its start, skipping blocks that all start after
+	 * alike wins, do not depend on where the ring wrapped): of those from
+	 * the first that may end after its start, the ones that start before
 	 * its end (spans come as they end, before the GPU records: the ring
 	 * runs ahead of the gaps). */
-	size_t first = span_first_after(gs, start), split = first + (SPAN_RING - first % SPAN_RING);
-	if (split < gs->span_n) {
-		gap_consider_spans(g, gs, split, gs->span_n);
-		gap_consider_spans(g, gs, first, split);
-	} else {
-		gap_consider_spans(g, gs, first, gs->span_n);
+	size_t first = span_first_after(gs, start), n = gs->span_n;
+	if (first == n)
+		return;
+	size_t lo = first % SPAN_RING, hi = n % SPAN_RING;
+	if (lo < hi) {
+		gap_consider_slots(g, gs, lo, hi);
+	} else { /* wrapped (or the whole ring) */
+		gap_consider_slots(g, gs, 0, hi);
+		gap_consider_slots(g, gs, lo, SPAN_RING);
 	}
 }
 
@@ -652,9 +676,7 @@ static void gaps_span(struct analysis *a, struct an_span_ev *ev)
 	struct gaps_state *gs = &a->st->gaps;
 	size_t pos = gs->span_n++;
 	struct span_ent *e = &gs->span[pos % SPAN_RING];
-	uint64_t *block_min = &gs->span_block_min[(pos / SPAN_BLOCK) % SPAN_BLOCKS];
-	if (pos % SPAN_BLOCK == 0 || ev->ts < *block_min)
-		*block_min = ev->ts;
+	an_span_tree_set(&gs->span_tree, pos % SPAN_RING, ev->ts);
 	e->tid = ev->tid;
 	e->backward_wait = ev->stat && ev->stat->backward_wait;
 	e->wait_callpath = e->backward_wait ? an_user_callpath(a, ev->callpath) : 0;
@@ -744,6 +766,7 @@ void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle)
 
 static int gaps_init(struct analysis *a)
 {
+	an_span_tree_init(&a->st->gaps.span_tree);
 	a->st->gaps.gaps = calloc(2 * PENDING_GAPS, sizeof(struct pgap));
 	return a->st->gaps.gaps ? 0 : -1;
 }

@@ -79,7 +79,7 @@ static void span_account(struct analysis *a, const struct an_span_ev *ev, struct
 	size_t sidx = (size_t)(s - VEC_AT(&a->spans, struct an_span_stat, 0));
 	struct thread_st *th = get_thread(st, ev->tid);
 	if (th && !th->done)
-		th->done = malloc(SPAN_STACK * sizeof *th->done);
+		th->done = malloc(2 * SPAN_STACK * sizeof *th->done);
 	if (th && th->done) {
 		/* Spans come in end order.  A span's start is its end less a
 		 * length measured in CPU ticks, converted at a calibrated
@@ -88,7 +88,7 @@ static void span_account(struct analysis *a, const struct an_span_ev *ev, struct
 		 * parent.  It is still a child (only its part inside counts);
 		 * a span that began well before is an earlier sibling. */
 		uint64_t slack = (end - ts) / 1024 + 1000;
-		while (th->ndone && th->done[th->ndone - 1].end > ts && th->done[th->ndone - 1].end <= end &&
+		while (th->ndone > th->done_base && th->done[th->ndone - 1].end > ts && th->done[th->ndone - 1].end <= end &&
 		       th->done[th->ndone - 1].ts + slack >= ts) {
 			const struct done_span *c = &th->done[--th->ndone];
 			uint64_t cb = c->ts > ts ? c->ts : ts, cd = c->end - cb;
@@ -98,9 +98,12 @@ static void span_account(struct analysis *a, const struct an_span_ev *ev, struct
 				wself = wself > wd ? wself - wd : 0;
 			}
 		}
-		if (th->ndone == SPAN_STACK) {
-			memmove(th->done, th->done + 1, (SPAN_STACK - 1) * sizeof *th->done);
-			th->ndone--;
+		if (th->ndone - th->done_base == SPAN_STACK)
+			th->done_base++; /* the oldest forgotten */
+		if (th->ndone == 2 * SPAN_STACK) {
+			memmove(th->done, th->done + th->done_base, (th->ndone - th->done_base) * sizeof *th->done);
+			th->ndone -= th->done_base;
+			th->done_base = 0;
 		}
 		th->done[th->ndone++] = (struct done_span){.ts = ts, .end = end, .stat = sidx};
 	}
@@ -136,7 +139,7 @@ void an_spans_window_begin(struct analysis *a)
 	a->host_win.begin = a->win_begin;
 	a->host_win.end = a->win_end;
 	for (size_t i = 0; i < st->threads.n; i++)
-		VEC_AT(&st->threads, struct thread_st, i)->ndone = 0;
+		VEC_AT(&st->threads, struct thread_st, i)->ndone = VEC_AT(&st->threads, struct thread_st, i)->done_base = 0;
 	for (size_t i = 0; i < a->spans.n; i++) {
 		struct an_span_stat *s = VEC_AT(&a->spans, struct an_span_stat, i);
 		s->win_count = s->win_total_ns = s->win_self_ns = 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tbanalyze throughput, printed from one run (a benchmark, not a test).
 
-    bench_analyze.py GEN_PLANTED [ITERATIONS]
+    bench_analyze.py GEN_PLANTED [ITERATIONS] [--simtorch SIMTORCH --libtbprof LIBTBPROF.so
+                     --script SCRIPT.py [--steps N]]
 
 1. Writes a large launch-heavy trace with gen_planted (16 events per step),
    runs `tbanalyze report` on it and prints events/s per CPU core (user+sys
@@ -11,7 +12,12 @@
    With TBANALYZE_BASELINE=/path/to/other/tbanalyze, the same for that build
    on the same file, its runs alternating with these, and the median of the
    per-pair time ratios.
-2. If Holistic Trace Analysis is importable (TBP_HTA_PYTHON, else
+2. With --simtorch: records a real PyTorch trace on simgpu (SCRIPT, its
+   `STEPS = ...` line set to N steps: grad_rescale.py's 1000 steps make
+   about 1 M records, with the Python spans, threads and joins of a real
+   trace), and prints records/s per CPU core for the full report and the
+   reader alone, beside TBANALYZE_BASELINE's when set (doc/analyzer-speed.md).
+3. If Holistic Trace Analysis is importable (TBP_HTA_PYTHON, else
    ~/.cache/tbprof/hta-venv/bin/python from .ci/setup, else this python),
    exports a smaller trace as Kineto JSON and prints how much longer HTA's
    temporal breakdown takes than tbanalyze's full report on the same trace.
@@ -68,9 +74,70 @@ print(time.perf_counter() - t1)
 """
 
 
+def report_rate(label, path):
+    """The full report's and the reader's records/s per core on one trace,
+    best of REPEAT runs (alternating with TBANALYZE_BASELINE's runs)."""
+    base = os.environ.get("TBANALYZE_BASELINE")
+    runs, infos, bruns, binfos = [], [], [], []
+    for _ in range(REPEAT):
+        runs.append(cpu_of([TBANALYZE, path, "--json"]))
+        infos.append(cpu_of([TBANALYZE, "info", path])[1])
+        if base:
+            bruns.append(cpu_of([base, path, "--json"])[1])
+            binfos.append(cpu_of([base, "info", path])[1])
+    out, cpu, wall, _ = min(runs, key=lambda r: r[1])
+    records = json.loads(out)["trace"]["records"]
+    med = statistics.median(r[1] for r in runs)
+    print(f"{label}: {records} records ({os.path.getsize(path) / records:.2f} bytes/record on disk)")
+    print(f"  full report: {cpu:.3f} s CPU ({wall:.3f} s wall) -> {records / cpu / 1e6:.2f} M records/s/core"
+          f" (goal >= 10); median of {REPEAT} runs {records / med / 1e6:.2f}")
+    print(f"  trace reader alone (tbanalyze info): {records / min(infos) / 1e6:.2f} M records/s/core")
+    if base:
+        rr = statistics.median(b / r[1] for b, r in zip(bruns, runs))
+        print(f"  vs {base}: report {records / min(bruns) / 1e6:.2f} M records/s/core (it takes {rr:.2f}x the"
+              f" time), reader {records / min(binfos) / 1e6:.2f} M records/s/core")
+
+
+def bench_simtorch(simtorch, libtbprof, script, steps, tmp):
+    """A real trace: SCRIPT under the preload on simgpu, its STEPS set."""
+    probe = subprocess.run([simtorch, sys.executable, "-c", "import torch; assert torch.cuda.is_available()"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        print("simtorch trace skipped: PyTorch on simgpu is not available here")
+        return
+    with open(script) as f:
+        src = f.read()
+    lines = src.splitlines(keepends=True)
+    at = [i for i, l in enumerate(lines) if l.startswith("STEPS = ")]
+    if not at:
+        sys.exit(f"bench: {script} has no 'STEPS = ' line to set")
+    lines[at[0]] = f"STEPS = {steps}\n"
+    copy = os.path.join(tmp, os.path.basename(script))
+    with open(copy, "w") as f:
+        f.write("".join(lines))
+    trace = os.path.join(tmp, "simtorch.zst")
+    env = dict(os.environ, LD_PRELOAD=os.path.abspath(libtbprof), TBPROF_OUT=trace)
+    t0 = time.perf_counter()
+    p = subprocess.run([os.path.abspath(simtorch), sys.executable, copy], env=env, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, cwd=tmp)
+    if p.returncode != 0:
+        sys.exit(f"bench: recording {script} failed ({p.returncode}): {p.stderr.decode()[-300:]}")
+    print(f"(recorded {os.path.basename(script)} with {steps} steps on simgpu in {time.perf_counter() - t0:.0f} s)")
+    report_rate(f"simtorch trace ({os.path.basename(script)}, {steps} steps)", trace)
+
+
 def main():
-    gen = sys.argv[1]
-    iters = int(sys.argv[2]) if len(sys.argv) > 2 else 1000000
+    args = sys.argv[1:]
+    opts = {}
+    for name in ("--simtorch", "--libtbprof", "--script", "--steps"):
+        if name in args:
+            i = args.index(name)
+            if i + 1 >= len(args):
+                sys.exit(f"bench: {name} needs a value")
+            opts[name] = args[i + 1]
+            del args[i:i + 2]
+    gen = args[0]
+    iters = int(args[1]) if len(args) > 1 else 1000000
     with tempfile.TemporaryDirectory(prefix="tba-bench-") as tmp:
         big = os.path.join(tmp, "big.zst")
         subprocess.run([gen, "big", big, os.devnull, str(iters)], check=True)
@@ -112,6 +179,13 @@ def main():
         subprocess.run([gen, "big", tenth, os.devnull, str(max(iters // 10, 1))], check=True)
         _, _, _, rss10 = cpu_of([TBANALYZE, tenth, "--json"])
         print(f"  memory: max RSS {rss / 1024:.1f} MiB for {events} events, {rss10 / 1024:.1f} MiB for a tenth of them")
+        report_rate("synthetic trace (gen_planted big)", big)
+
+        if opts.get("--simtorch"):
+            if not opts.get("--libtbprof") or not opts.get("--script"):
+                sys.exit("bench: --simtorch needs --libtbprof and --script")
+            bench_simtorch(opts["--simtorch"], opts["--libtbprof"], opts["--script"],
+                           int(opts.get("--steps", "1000")), tmp)
 
         py = hta_python()
         if not py:
