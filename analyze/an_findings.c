@@ -88,7 +88,7 @@ static void keep_sorted(const struct analysis *a, struct vec *v)
 		qsort(v->data, w, sizeof(struct an_finding), cmp_finding);
 }
 
-static int findings_finish(struct analysis *a)
+int an_findings_finish(struct analysis *a)
 {
 	struct an_state *st = a->st;
 	/* Call sites of torch's backward(): the path autograd's threads launch
@@ -227,8 +227,3 @@ static int findings_finish(struct analysis *a)
 		qsort(a->idle_parts.data, a->idle_parts.n, sizeof(struct an_finding), cmp_finding);
 	return 0;
 }
-
-const struct an_pass_ops an_pass_findings = {
-	.name = "findings",
-	.finish = findings_finish,
-};
