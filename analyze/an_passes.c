@@ -261,27 +261,23 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 			ss->gpu_ns += e - s;
 	}
 
+	/* Each kind: its counts (the trace's, the device's, the stream's), and
+	 * its hook in every pass. */
+#define GPU_KIND(kind_, count, dev_count, hook)                                                                        \
+	case kind_:                                                                                                    \
+		a->count++;                                                                                            \
+		d->dev_count++;                                                                                        \
+		str->dev_count++;                                                                                      \
+		DISPATCH(hook, a, &ev)                                                                                 \
+		break;
 	switch (kind) {
-	case TBP_K_GPU_KERNEL:
-		a->n_gpu_kernel++;
-		d->kernels++;
-		str->kernels++;
-		DISPATCH(on_kernel, a, &ev)
-		kernel_stat(a, g->name, e - s);
-		break;
-	case TBP_K_GPU_MEMCPY:
-		a->n_gpu_memcpy++;
-		d->copies++;
-		str->copies++;
-		DISPATCH(on_gpu_memcpy, a, &ev)
-		break;
-	case TBP_K_GPU_MEMSET:
-		a->n_gpu_memset++;
-		d->sets++;
-		str->sets++;
-		DISPATCH(on_gpu_memset, a, &ev)
-		break;
+		GPU_KIND(TBP_K_GPU_KERNEL, n_gpu_kernel, kernels, on_kernel)
+		GPU_KIND(TBP_K_GPU_MEMCPY, n_gpu_memcpy, copies, on_gpu_memcpy)
+		GPU_KIND(TBP_K_GPU_MEMSET, n_gpu_memset, sets, on_gpu_memset)
 	}
+#undef GPU_KIND
+	if (kind == TBP_K_GPU_KERNEL)
+		kernel_stat(a, g->name, e - s);
 }
 
 /* Host API calls, to the passes that read them; kind as in on_gpu_k. */
@@ -316,29 +312,25 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	ev.failed = c->result != 0 && c->result != 600;
 	if (ev.failed)
 		a->n_errors++;
+	/* Each kind: its count, and its hook in every pass. */
+#define CALL_KIND(kind_, count, hook)                                                                                  \
+	case kind_:                                                                                                    \
+		a->count += count_if;                                                                                  \
+		DISPATCH(hook, a, &ev)                                                                                 \
+		break;
+	int count_if = kind != TBP_K_LAUNCH || !ev.failed; /* (a refused launch is no launch) */
 	switch (kind) {
-	case TBP_K_LAUNCH:
-		DISPATCH(on_launch, a, &ev)
-		break;
-	case TBP_K_MEMCPY:
-		DISPATCH(on_memcpy, a, &ev)
-		break;
-	case TBP_K_MEMSET:
-		DISPATCH(on_memset, a, &ev)
-		break;
-	case TBP_K_SYNC:
-		DISPATCH(on_sync, a, &ev)
-		break;
-	case TBP_K_MALLOC:
-		DISPATCH(on_malloc, a, &ev)
-		break;
-	case TBP_K_FREE:
-		DISPATCH(on_free, a, &ev)
-		break;
+		CALL_KIND(TBP_K_LAUNCH, n_launch, on_launch)
+		CALL_KIND(TBP_K_MEMCPY, n_memcpy, on_memcpy)
+		CALL_KIND(TBP_K_MEMSET, n_memset, on_memset)
+		CALL_KIND(TBP_K_SYNC, n_sync, on_sync)
+		CALL_KIND(TBP_K_MALLOC, n_malloc, on_malloc)
+		CALL_KIND(TBP_K_FREE, n_free, on_free)
 	default:
 		DISPATCH(on_api, a, &ev)
 		break;
 	}
+#undef CALL_KIND
 	/* A call the runtime refused has no GPU side to wait for. */
 	if (st->expect_gpu && !c->result && (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET)) {
 		/* Only on_api hands an API record over as a launch: a graph launch. */
@@ -358,30 +350,10 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			ce->syncs = ev.th ? ev.th->syncs : 0;
 		}
 	}
-
-	switch (kind) {
-	case TBP_K_LAUNCH:
-		if (!ev.failed)
-			a->n_launch++;
-		break;
-	case TBP_K_MEMSET:
-		a->n_memset++;
-		break;
-	case TBP_K_MEMCPY:
-		a->n_memcpy++;
-		break;
-	case TBP_K_SYNC:
-		a->n_sync++;
-		if (ev.host_waits && ev.th)
-			ev.th->syncs++;
-		break;
-	case TBP_K_MALLOC:
-		a->n_malloc++;
-		break;
-	case TBP_K_FREE:
-		a->n_free++;
-		break;
-	}
+	/* A sync the host waited in ends the thread's runs of tiny kernels
+	 * (bursts): counted after the join, which keeps the count before it. */
+	if (kind == TBP_K_SYNC && ev.host_waits && ev.th)
+		ev.th->syncs++;
 }
 
 static __attribute__((noinline)) void on_gpu(struct analysis *a, const struct tbp_record *r)
@@ -421,27 +393,24 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 	on_api_k(a, r, r->kind);
 }
 
-/* Copies for the copies and memsets of a training step (one of each per
- * step is common): their kind a constant too. */
-static __attribute__((noinline)) void on_memcpy(struct analysis *a, const struct tbp_record *r)
-{
-	on_api_k(a, r, TBP_K_MEMCPY);
-}
-
-static __attribute__((noinline)) void on_memset(struct analysis *a, const struct tbp_record *r)
-{
-	on_api_k(a, r, TBP_K_MEMSET);
-}
-
-static __attribute__((noinline)) void on_gpu_memcpy(struct analysis *a, const struct tbp_record *r)
-{
-	on_gpu_k(a, r, TBP_K_GPU_MEMCPY);
-}
-
-static __attribute__((noinline)) void on_gpu_memset(struct analysis *a, const struct tbp_record *r)
-{
-	on_gpu_k(a, r, TBP_K_GPU_MEMSET);
-}
+/* Launches and kernels are most records: each takes a copy of on_api_k or
+ * on_gpu_k specialised for its kind, and so do the copies and memsets of a
+ * training step (one of each per step is common); every other kind goes
+ * through the general one. */
+#define SPECIALISED_KINDS(X)                                                                                           \
+	X(on_launch, on_api_k, TBP_K_LAUNCH)                                                                           \
+	X(on_memcpy, on_api_k, TBP_K_MEMCPY)                                                                           \
+	X(on_memset, on_api_k, TBP_K_MEMSET)                                                                           \
+	X(on_kernel, on_gpu_k, TBP_K_GPU_KERNEL)                                                                       \
+	X(on_gpu_memcpy, on_gpu_k, TBP_K_GPU_MEMCPY)                                                                   \
+	X(on_gpu_memset, on_gpu_k, TBP_K_GPU_MEMSET)
+#define KIND_COPY(name, body, kind)                                                                                    \
+	COLD_FN void name(struct analysis *a, const struct tbp_record *r)                                              \
+	{                                                                                                              \
+		body(a, r, kind);                                                                                      \
+	}
+SPECIALISED_KINDS(KIND_COPY)
+#undef KIND_COPY
 
 /* A Python span, to every pass's span hook. */
 static void on_span(struct analysis *a, const struct tbp_record *r)
@@ -455,19 +424,7 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 
 static __attribute__((noinline)) void pass_record_other(struct analysis *a, const struct tbp_record *r);
 
-/* Launches and kernels are most records: each takes a copy of its pass
- * specialised for its kind; every other kind goes through the general one. */
-COLD_FN void on_launch(struct analysis *a, const struct tbp_record *r)
-{
-	on_api_k(a, r, TBP_K_LAUNCH);
-}
-
-COLD_FN void on_kernel(struct analysis *a, const struct tbp_record *r)
-{
-	on_gpu_k(a, r, TBP_K_GPU_KERNEL);
-}
-
-void an_pass_record(struct analysis *a, const struct tbp_record *r)
+HOT_FN void record_one(struct analysis *a, const struct tbp_record *r)
 {
 	if (r->kind == TBP_K_LAUNCH)
 		on_launch(a, r);
@@ -475,6 +432,11 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 		on_kernel(a, r);
 	else
 		pass_record_other(a, r);
+}
+
+void an_pass_record(struct analysis *a, const struct tbp_record *r)
+{
+	record_one(a, r);
 }
 
 /* A block with a time a pass asked for (st->due_ts) inside: record by
@@ -508,12 +470,7 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 		} else {
 			last = r->ts;
 		}
-		if (r->kind == TBP_K_LAUNCH)
-			on_launch(a, r);
-		else if (r->kind == TBP_K_GPU_KERNEL)
-			on_kernel(a, r);
-		else
-			pass_record_other(a, r);
+		record_one(a, r);
 	}
 	*last_ts = last;
 }
@@ -521,26 +478,18 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 {
 	switch (r->kind) {
-	case TBP_K_MEMCPY:
-		on_memcpy(a, r);
+#define KIND_CASE(name, body, kind)                                                                                    \
+	case kind:                                                                                                     \
+		name(a, r);                                                                                            \
 		break;
-	case TBP_K_MEMSET:
-		on_memset(a, r);
-		break;
-	case TBP_K_GPU_MEMCPY:
-		on_gpu_memcpy(a, r);
-		break;
-	case TBP_K_GPU_MEMSET:
-		on_gpu_memset(a, r);
-		break;
+		SPECIALISED_KINDS(KIND_CASE)
+#undef KIND_CASE
 	case TBP_K_API:
-	case TBP_K_LAUNCH:
 	case TBP_K_MALLOC:
 	case TBP_K_FREE:
 	case TBP_K_SYNC:
 		on_api(a, r);
 		break;
-	case TBP_K_GPU_KERNEL:
 	case TBP_K_GPU_SYNC:
 		on_gpu(a, r);
 		break;
