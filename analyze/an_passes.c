@@ -57,16 +57,16 @@ static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint
 	uint64_t *ix = hot_get(&st->site_cache, h);
 	if (ix)
 		return VEC_AT(&a->sites, struct an_site_stat, *ix);
-	ix = u64map_get(&st->site_idx, h);
-	if (ix) {
-		hot_put(&st->site_cache, h, *ix);
-		return VEC_AT(&a->sites, struct an_site_stat, *ix);
-	}
-	struct an_site_stat *s = vec_push(&a->sites);
-	if (!s || u64map_put(&st->site_idx, h, a->sites.n - 1))
+	int added;
+	size_t i = vec_keyed(&a->sites, &st->site_idx, h, &added);
+	if (i == SIZE_MAX)
 		return NULL;
-	s->callpath = cp;
-	s->native = nat;
+	hot_put(&st->site_cache, h, i);
+	struct an_site_stat *s = VEC_AT(&a->sites, struct an_site_stat, i);
+	if (added) {
+		s->callpath = cp;
+		s->native = nat;
+	}
 	return s;
 }
 

@@ -10,70 +10,65 @@
 #include "an_services.h"
 
 /* ------------------------------------------------------------ tables */
+/* Each table's entry by its key, made on first use (zeroed, then filled by
+ * the caller when *added); the one-entry caches in front of the maps
+ * (an_services.h) keep what the map answered.  NULL: out of memory. */
 struct an_device *get_device_slow(struct analysis *a, uint64_t id)
 {
 	struct an_state *st = a->st;
-	uint64_t *ix = u64map_get(&st->dev_idx, id);
-	if (ix) {
-		st->c_dev_ok = 1;
-		st->c_dev_id = id;
-		st->c_dev = *ix;
-		return VEC_AT(&a->devices, struct an_device, *ix);
-	}
-	struct an_device *d = vec_push(&a->devices);
-	if (!d || u64map_put(&st->dev_idx, id, a->devices.n - 1))
+	int added;
+	size_t ix = vec_keyed(&a->devices, &st->dev_idx, id, &added);
+	if (ix == SIZE_MAX)
 		return NULL;
-	d->id = id;
-	d->first_ts = UINT64_MAX;
+	struct an_device *d = VEC_AT(&a->devices, struct an_device, ix);
+	if (added) {
+		d->id = id;
+		d->first_ts = UINT64_MAX;
+	}
+	st->c_dev_ok = 1;
+	st->c_dev_id = id;
+	st->c_dev = ix;
 	return d;
 }
 
 struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev, uint64_t stream)
 {
 	struct an_state *st = a->st;
-	uint64_t *ix = u64map_get(&st->stream_idx, key);
-	if (ix) {
-		/* The entry hit before moves to the second place. */
-		if (st->c_stream_ok & 1) {
-			st->c_stream_key2 = st->c_stream_key;
-			st->c_stream2 = st->c_stream;
-			st->c_stream_ok |= 2;
-		}
-		st->c_stream_ok |= 1;
-		st->c_stream_key = key;
-		st->c_stream = *ix;
-		return VEC_AT(&a->streams, struct an_stream, *ix);
-	}
-	struct an_stream *s = vec_push(&a->streams);
-	if (!s || u64map_put(&st->stream_idx, key, a->streams.n - 1))
+	int added;
+	size_t ix = vec_keyed(&a->streams, &st->stream_idx, key, &added);
+	if (ix == SIZE_MAX)
 		return NULL;
-	s->device = dev;
-	s->stream = stream;
-	s->first_ts = UINT64_MAX;
+	struct an_stream *s = VEC_AT(&a->streams, struct an_stream, ix);
+	if (added) {
+		s->device = dev;
+		s->stream = stream;
+		s->first_ts = UINT64_MAX;
+	}
+	/* The entry hit before moves to the second place. */
+	if (st->c_stream_ok & 1) {
+		st->c_stream_key2 = st->c_stream_key;
+		st->c_stream2 = st->c_stream;
+		st->c_stream_ok |= 2;
+	}
+	st->c_stream_ok |= 1;
+	st->c_stream_key = key;
+	st->c_stream = ix;
 	return s;
 }
 
 /* By a map, not a scan: a server process can have many threads calling CUDA. */
 struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid)
 {
-	uint64_t *ix = u64map_get(&st->thread_idx, tid);
-	size_t i;
-	if (ix) {
-		i = *ix;
-	} else {
-		struct thread_st *t = vec_push(&st->threads);
-		if (!t)
-			return NULL;
+	int added;
+	size_t ix = vec_keyed(&st->threads, &st->thread_idx, tid, &added);
+	if (ix == SIZE_MAX)
+		return NULL;
+	struct thread_st *t = VEC_AT(&st->threads, struct thread_st, ix);
+	if (added)
 		t->tid = tid;
-		i = st->threads.n - 1;
-		if (u64map_put(&st->thread_idx, tid, i)) {
-			st->threads.n--;
-			return NULL;
-		}
-	}
 	st->c_thread_tid = tid;
-	st->c_thread_ix = i + 1;
-	return VEC_AT(&st->threads, struct thread_st, i);
+	st->c_thread_ix = ix + 1;
+	return t;
 }
 
 void *vec_slot(struct vec *v, size_t i)
