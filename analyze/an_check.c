@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "an_pass.h"
+#include "an_services.h"
 #include "cmd.h"
 
 int an_check_on(void)

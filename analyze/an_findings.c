@@ -223,7 +223,7 @@ static int merge_findings(struct analysis *a, const struct u64map *bw_callers)
 	return 0;
 }
 
-static int findings_finish(struct analysis *a)
+int an_findings_finish(struct analysis *a)
 {
 	struct u64map bw_callers = {0};
 	if (backward_callers(a, &bw_callers) || merge_findings(a, &bw_callers)) {
@@ -247,8 +247,3 @@ static int findings_finish(struct analysis *a)
 		qsort(a->idle_parts.data, a->idle_parts.n, sizeof(struct an_finding), cmp_finding);
 	return 0;
 }
-
-const struct an_pass_ops an_pass_findings = {
-	.name = "findings",
-	.finish = findings_finish,
-};

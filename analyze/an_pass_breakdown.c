@@ -1,6 +1,6 @@
 /*
  * Pass: the breakdown.  Unions of kernel, memcpy and memset intervals per
- * device and stream (the hot part is breakdown_gpu and un_add, an_pass.h),
+ * device and stream (the hot part is breakdown_gpu, an_pass_breakdown.h),
  * snapshots at the window's marks, the window measured again from the GPU
  * records when they came late, the HTML timeline, and the totals over
  * devices.
@@ -9,48 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "an_pass.h"
-
-/* Measure of the union up to time t (every interval starting before t has
- * been added, so closed ones end by t). */
-uint64_t an_union_at(const struct an_union *u, uint64_t t)
-{
-	uint64_t v = u->closed;
-	if (u->open && u->start < t)
-		v += (u->end < t ? u->end : t) - u->start;
-	return v;
-}
-
-uint64_t an_union_total(const struct an_union *u)
-{
-	return u->closed + (u->open ? u->end - u->start : 0);
-}
-
-static void un_snap(struct an_union *u, uint64_t t, int end)
-{
-	if (end)
-		u->snap_end = an_union_at(u, t);
-	else
-		u->snap_begin = an_union_at(u, t);
-}
-
-void snap_all(struct analysis *a, uint64_t t, int end)
-{
-	for (size_t i = 0; i < a->devices.n; i++) {
-		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
-		un_snap(&d->busy, t, end);
-		un_snap(&d->dm, t, end);
-		un_snap(&d->kern, t, end);
-		un_snap(&d->set, t, end);
-		for (int k = 0; k < AN_CK_N; k++)
-			un_snap(&d->ck[k], t, end);
-	}
-	for (size_t i = 0; i < a->streams.n; i++) {
-		struct an_stream *s = VEC_AT(&a->streams, struct an_stream, i);
-		un_snap(&s->busy, t, end);
-		un_snap(&s->dm, t, end);
-	}
-}
+#include "an_pass_breakdown.h"
 
 static uint64_t un_window(const struct analysis *a, const struct an_union *u)
 {
@@ -97,24 +56,6 @@ __attribute__((noinline)) void hist_coarsen(struct analysis *a, uint64_t e)
 		}
 		a->hist_w *= 2;
 	}
-}
-
-__attribute__((noinline)) void mark_add(struct analysis *a, int kind, uint64_t dev, uint64_t stream, uint64_t s,
-					uint64_t e)
-{
-	size_t slot = a->n_marks;
-	if (a->n_marks == AN_MAX_MARKS) {
-		/* Keep the longest: replace the shortest if this one is longer. */
-		slot = 0;
-		for (size_t i = 1; i < AN_MAX_MARKS; i++)
-			if (a->marks[i].end - a->marks[i].start < a->marks[slot].end - a->marks[slot].start)
-				slot = i;
-		if (a->marks[slot].end - a->marks[slot].start >= e - s)
-			return;
-	} else {
-		a->n_marks++;
-	}
-	a->marks[slot] = (struct an_mark){.device = dev, .stream = stream, .start = s, .end = e, .kind = kind};
 }
 
 /* ------------------------------------------------------------ window, again
@@ -190,7 +131,7 @@ void an_window_done(struct analysis *a)
 
 /* ------------------------------------------------------------ totals */
 /* Totals over devices, and each device's idle time by cause. */
-static int breakdown_finish(struct analysis *a)
+int breakdown_finish(struct analysis *a)
 {
 	memset(&a->total, 0, sizeof a->total);
 	memset(&a->idle, 0, sizeof a->idle);
@@ -219,8 +160,3 @@ static int breakdown_finish(struct analysis *a)
 	}
 	return 0;
 }
-
-const struct an_pass_ops an_pass_breakdown = {
-	.name = "breakdown",
-	.finish = breakdown_finish,
-};

@@ -1,6 +1,6 @@
 /*
  * Pass: kernel bursts, runs of tiny kernels on a stream from one loop
- * (burst_kernel, on every kernel and memset, is in an_pass.h).  A closed
+ * (burst_kernel, on every kernel and memset, is in an_pass_bursts.h).  A closed
  * burst waits in a list until no burst still open can overlap it, then its
  * span and the device idle inside it go to its finding once, however many
  * streams' bursts cover the same time.
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "an_pass.h"
+#include "an_pass_bursts.h"
 
 /* One closed burst: its span and the device's cumulative idle at both ends
  * (idle_last - idle_first is the device idle inside the span). */
@@ -46,7 +46,7 @@ static int burst_idle_cmp(const void *x, const void *y)
 static void bursts_fold(struct analysis *a, uint64_t horizon)
 {
 	struct an_state *st = a->st;
-	struct vec *v = &st->bursts.burst_ivs;
+	struct vec *v = &an_pass_state(a, bursts)->burst_ivs;
 	if (v->n > 1)
 		qsort(v->data, v->n, v->item, burst_iv_cmp);
 	size_t kept = 0, nadd = 0;
@@ -100,6 +100,7 @@ static void bursts_fold(struct analysis *a, uint64_t horizon)
 __attribute__((noinline)) void burst_close(struct analysis *a, struct an_stream *s)
 {
 	struct an_state *st = a->st;
+	struct bursts_state *bs = an_pass_state(a, bursts);
 	struct an_burst_run *r = &s->run;
 	if (r->count >= a->opts.burst_min && r->dev_idle_last > r->dev_idle_first) {
 		uint32_t top = 0;   /* every kernel of the run counted a site: the first is site 0 */
@@ -107,7 +108,7 @@ __attribute__((noinline)) void burst_close(struct analysis *a, struct an_stream 
 			if (r->site_n[i] > r->site_n[top])
 				top = i;
 		struct an_finding *f = finding(a, AN_F_KERNEL_BURST, 0, cur_phase(a), r->site_cp[top], r->site_nat[top]);
-		struct burst_iv *b = f ? vec_push(&st->bursts.burst_ivs) : NULL;
+		struct burst_iv *b = f ? vec_push(&bs->burst_ivs) : NULL;
 		if (b) {
 			if (!f->leaf_callpath && r->site_leaf[top] != f->callpath)
 				f->leaf_callpath = r->site_leaf[top];
@@ -124,7 +125,7 @@ __attribute__((noinline)) void burst_close(struct analysis *a, struct an_stream 
 		mark_add(a, AN_F_KERNEL_BURST, s->device, s->stream, r->first_start, r->last_end);
 	}
 	memset(r, 0, sizeof *r);
-	if (st->bursts.burst_ivs.n >= st->bursts.burst_fold_at) {
+	if (bs->burst_ivs.n >= bs->burst_fold_at) {
 		/* Nothing still to close starts before the record in hand or
 		 * before a burst still open on another stream. */
 		uint64_t horizon = st->gpu_now;
@@ -134,7 +135,7 @@ __attribute__((noinline)) void burst_close(struct analysis *a, struct an_stream 
 				horizon = o->run.first_start;
 		}
 		bursts_fold(a, horizon);
-		st->bursts.burst_fold_at = st->bursts.burst_ivs.n * 2 > 4096 ? st->bursts.burst_ivs.n * 2 : 4096;
+		bs->burst_fold_at = bs->burst_ivs.n * 2 > 4096 ? bs->burst_ivs.n * 2 : 4096;
 	}
 }
 
@@ -153,27 +154,31 @@ void bursts_close_all(struct analysis *a)
 		burst_close(a, VEC_AT(&a->streams, struct an_stream, i));
 }
 
-static void bursts_flush(struct analysis *a)
+/* The devices' idle inside bursts filed under phase from goes to to. */
+void bursts_phase_moved(struct analysis *a, int from, int to)
+{
+	for (size_t i = 0; i < a->devices.n; i++) {
+		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		d->burst_idle_by[to] += d->burst_idle_by[from];
+		d->burst_idle_by[from] = 0;
+	}
+}
+
+void bursts_flush(struct analysis *a)
 {
 	bursts_close_all(a);
 	bursts_fold(a, UINT64_MAX);
 }
 
-static int bursts_init(struct analysis *a)
+int bursts_init(struct analysis *a)
 {
-	a->st->bursts.burst_ivs.item = sizeof(struct burst_iv);
-	a->st->bursts.burst_fold_at = 4096;
+	struct bursts_state *bs = an_pass_state(a, bursts);
+	bs->burst_ivs.item = sizeof(struct burst_iv);
+	bs->burst_fold_at = 4096;
 	return 0;
 }
 
-static void bursts_free(struct analysis *a)
+void bursts_free(struct analysis *a)
 {
-	vec_free(&a->st->bursts.burst_ivs);
+	vec_free(&an_pass_state(a, bursts)->burst_ivs);
 }
-
-const struct an_pass_ops an_pass_bursts = {
-	.name = "bursts",
-	.init = bursts_init,
-	.flush = bursts_flush,
-	.free = bursts_free,
-};

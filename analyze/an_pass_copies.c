@@ -3,7 +3,7 @@
  * element, made again and again: the hf_Reformer torch.tensor(scalar)
  * pattern; not a module's parameters and buffers moved by .to()/.cuda(),
  * nor the small tensors of a batch; their stall includes a sync right after
- * them, copies_call in an_pass.h), ping-pong (the same bytes copied to the
+ * them, copies_on_call in an_pass_copies.h), ping-pong (the same bytes copied to the
  * device and back) and sync hotspots (the host waiting for the GPU, by call
  * site).
  */
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "an_pass.h"
+#include "an_pass_copies.h"
 
 struct pp_ent {
 	uint64_t callpath, native, bytes, dur;
@@ -36,7 +36,7 @@ static const struct {
 
 static int module_move(struct analysis *a, uint64_t cp)
 {
-	struct copies_state *cs = &a->st->copies;
+	struct copies_state *cs = an_pass_state(a, copies);
 	uint64_t *v = u64map_get(&cs->module_move, cp);
 	if (v)
 		return *v == 2;
@@ -65,7 +65,7 @@ static uint64_t site_key(const struct analysis *a, uint64_t cp, uint64_t nat)
 void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread_st *th, int phase, uint64_t dur)
 {
 	struct an_state *st = a->st;
-	struct copies_state *cs = &st->copies;
+	struct copies_state *cs = an_pass_state(a, copies);
 	const struct tbp_call *c = &r->u.call;
 	const struct tbp_memcpy *m = &r->u.memcpy;
 	/* A copy with neither call path nor native stack has no site: unknown
@@ -88,9 +88,11 @@ void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread
 				f->pageable++;
 			if (dur > f->max_ns)
 				f->max_ns = dur;
-			if (th) {
-				th->scalar_pending = 1;
-				th->scalar_finding = finding_index(st, f);
+			struct copies_thread *ct = th ? vec_slot(&cs->threads, thread_index(st, th)) : NULL;
+			if (ct) {
+				cs->pending_n += !ct->scalar_pending;
+				ct->scalar_pending = 1;
+				ct->scalar_finding = finding_index(st, f);
 			}
 		}
 	}
@@ -143,10 +145,11 @@ void copies_memcpy(struct analysis *a, const struct tbp_record *r, struct thread
 }
 
 /* A call in which the host waited for the GPU. */
-void copies_sync(struct analysis *a, const struct tbp_record *r, int phase, uint64_t dur)
+void copies_sync(struct analysis *a, struct an_call_ev *e)
 {
-	const struct tbp_call *c = &r->u.call;
-	struct an_finding *f = finding(a, AN_F_SYNC_HOTSPOT, 0, phase, c->callpath, c->native);
+	const struct tbp_call *c = &e->r->u.call;
+	uint64_t dur = e->dur;
+	struct an_finding *f = finding(a, AN_F_SYNC_HOTSPOT, 0, e->phase, c->callpath, c->native);
 	if (f) {
 		struct an_state *st = a->st;
 		if (st->in_iter && f->last_iter != st->iter_no) {
@@ -161,9 +164,11 @@ void copies_sync(struct analysis *a, const struct tbp_record *r, int phase, uint
 	}
 }
 
-static int copies_init(struct analysis *a)
+int copies_init(struct analysis *a)
 {
-	a->st->copies.pp_pool.item = sizeof(struct pp_ent);
+	struct copies_state *cs = an_pass_state(a, copies);
+	cs->pp_pool.item = sizeof(struct pp_ent);
+	cs->threads.item = sizeof(struct copies_thread);
 	return 0;
 }
 
@@ -171,31 +176,27 @@ static int copies_init(struct analysis *a)
  * device moves a batch (`x, y = x.cuda(), y.cuda()`, a collate's list of
  * tensors): its small copies are the batch's small tensors (the labels of
  * a batch of one), not host scalars.  Their findings go. */
-static int copies_finish(struct analysis *a)
+int copies_finish(struct analysis *a)
 {
 	struct an_state *st = a->st;
-	if (!st->copies.batch_sites.n)
+	struct copies_state *cs = an_pass_state(a, copies);
+	if (!cs->batch_sites.n)
 		return 0;
 	for (size_t i = 0; i < st->all_findings.n; i++) {
 		struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, i);
-		if (f->kind == AN_F_SCALAR_COPY && (f->callpath || f->native) && u64map_get(&st->copies.batch_sites, site_key(a, f->callpath, f->native)))
+		if (f->kind == AN_F_SCALAR_COPY && (f->callpath || f->native) && u64map_get(&cs->batch_sites, site_key(a, f->callpath, f->native)))
 			f->count = f->total_ns = f->bytes = f->flagged = f->pageable = f->max_ns = f->iters_allocating = 0;
 	}
 	return 0;
 }
 
-static void copies_free(struct analysis *a)
+void copies_free(struct analysis *a)
 {
-	u64map_free(&a->st->copies.pp);
-	u64map_free(&a->st->copies.pp_back);
-	vec_free(&a->st->copies.pp_pool);
-	u64map_free(&a->st->copies.module_move);
-	u64map_free(&a->st->copies.batch_sites);
+	struct copies_state *cs = an_pass_state(a, copies);
+	u64map_free(&cs->pp);
+	u64map_free(&cs->pp_back);
+	vec_free(&cs->pp_pool);
+	u64map_free(&cs->module_move);
+	u64map_free(&cs->batch_sites);
+	vec_free(&cs->threads);
 }
-
-const struct an_pass_ops an_pass_copies = {
-	.name = "copies",
-	.init = copies_init,
-	.finish = copies_finish,
-	.free = copies_free,
-};

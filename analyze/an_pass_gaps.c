@@ -17,16 +17,18 @@
  * occurrences of idle_gap findings.
  *
  * Gaps wait in a pending list for the spans that explain them (spans reach
- * the file as they end, after the GPU records of the gap).  The idle
- * breakdown by cause (idle_breakdown_add) is this pass's too, and so is the
- * GPU idle after each sync (a sync hotspot's time at stake).
+ * the file as they end, after the GPU records of the gap).  Each piece's
+ * idle by cause goes to the devices' per-phase sums (the services' idle
+ * breakdown, idle_breakdown_add, adds them up) and out as the
+ * idle_explained event (time per step); so does the GPU idle after each
+ * sync (a sync hotspot's time at stake).
  */
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "an_pass.h"
+#include "an_pass_gaps.h"
 
 _Static_assert(SPAN_RING == AN_SPAN_TREE_SLOTS, "the span tree indexes the span ring");
 
@@ -387,7 +389,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		if (g->edge)
 			d->idle_edge[g->phase][g->edge - 1] += len;
 	}
-	steptime_idle(a, g->start, g->end, by_cause);
+	an_publish_idle_explained(a, g->start, g->end, by_cause);
 	for (size_t i = 0; i < np; i++) {
 		struct an_finding *p = finding(a, AN_F_IDLE_PART, parts[i].cause + 16 * g->edge, g->phase,
 					       parts[i].cp, parts[i].nat);
@@ -471,7 +473,7 @@ static void gap_consider_slots(struct pgap *g, const struct gaps_state *gs, size
 
 COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
 {
-	struct gaps_state *gs = &a->st->gaps;
+	struct gaps_state *gs = an_pass_state(a, gaps);
 	if (end <= start)
 		return;
 	unsigned q = tmpl->q;
@@ -516,7 +518,7 @@ static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint6
 		      const struct corr_ent *launch, int edge, unsigned q)
 {
 	struct an_state *st = a->st;
-	struct gaps_state *gs = &st->gaps;
+	struct gaps_state *gs = an_pass_state(a, gaps);
 	struct pgap g;
 	memset(&g, 0, offsetof(struct pgap, calls));
 	g.device = device;
@@ -599,9 +601,9 @@ __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint
 __attribute__((noinline)) void gap_long(struct analysis *a, struct an_device *d, uint64_t s,
 					 const struct corr_ent *launch, uint64_t kernel_name)
 {
-	a->st->gaps.gap_kernel_name = kernel_name;
+	an_pass_state(a, gaps)->gap_kernel_name = kernel_name;
 	gap_new(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE);
-	a->st->gaps.gap_kernel_name = 0;
+	an_pass_state(a, gaps)->gap_kernel_name = 0;
 	mark_add(a, AN_F_IDLE_GAP, d->id, 0, d->busy.end, s);
 }
 
@@ -633,7 +635,7 @@ __attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_de
 	int phase = cur_phase(a);
 	d->idle_by[phase][AN_CAUSE_QUEUED] += idle;
 	uint64_t by_cause[AN_CAUSE_N] = {[AN_CAUSE_QUEUED] = idle};
-	steptime_idle(a, d->busy.end, d->busy.end + idle, by_cause); /* the gap ends where the GPU resumes */
+	an_publish_idle_explained(a, d->busy.end, d->busy.end + idle, by_cause); /* the gap ends where the GPU resumes */
 	if (launch->site) {
 		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
 		ss->queued_ns[phase] += idle;
@@ -671,9 +673,9 @@ static void gaps_queued_file(struct analysis *a)
 }
 
 /* A span into the ring, and into the gaps still waiting for theirs. */
-static void gaps_span(struct analysis *a, struct an_span_ev *ev)
+void gaps_on_span(struct analysis *a, struct an_span_ev *ev)
 {
-	struct gaps_state *gs = &a->st->gaps;
+	struct gaps_state *gs = an_pass_state(a, gaps);
 	size_t pos = gs->span_n++;
 	struct span_ent *e = &gs->span[pos % SPAN_RING];
 	an_span_tree_set(&gs->span_tree, pos % SPAN_RING, ev->ts);
@@ -698,9 +700,26 @@ static void gaps_span(struct analysis *a, struct an_span_ev *ev)
 	}
 }
 
+/* What was filed under phase from goes to to: the devices' per-phase sums
+ * of the gaps, the queued short gaps kept with their sites, the gaps still
+ * waiting for their spans. */
 void gaps_phase_moved(struct analysis *a, int from, int to)
 {
-	struct gaps_state *gs = &a->st->gaps;
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	for (size_t i = 0; i < a->devices.n; i++) {
+		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		d->gaps_by[to] += d->gaps_by[from];
+		d->gap_ns_by[to] += d->gap_ns_by[from];
+		d->gaps_by[from] = d->gap_ns_by[from] = 0;
+		for (int c = 0; c < AN_CAUSE_N; c++) {
+			d->idle_by[to][c] += d->idle_by[from][c];
+			d->idle_by[from][c] = 0;
+		}
+		for (int k = 0; k < 2; k++) {
+			d->idle_edge[to][k] += d->idle_edge[from][k];
+			d->idle_edge[from][k] = 0;
+		}
+	}
 	for (size_t i = 0; i < a->sites.n; i++) {
 		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, i);
 		ss->queued_ns[to] += ss->queued_ns[from];
@@ -715,9 +734,9 @@ void gaps_phase_moved(struct analysis *a, int from, int to)
 		}
 }
 
-static void gaps_flush(struct analysis *a)
+void gaps_flush(struct analysis *a)
 {
-	struct gaps_state *gs = &a->st->gaps;
+	struct gaps_state *gs = an_pass_state(a, gaps);
 	gaps_queued_file(a);
 	/* The idle after each device's last work is the window's trailing edge. */
 	for (size_t i = 0; i < a->devices.n; i++) {
@@ -738,48 +757,15 @@ static void gaps_flush(struct analysis *a)
 		}
 }
 
-/* One device's idle time of the window, by cause; what no counted piece
- * explains lies between marked iterations (the runner's time). */
-void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle)
+int gaps_init(struct analysis *a)
 {
-	struct an_idle_breakdown *ib = &a->idle;
-	uint64_t explained = 0;
-	ib->idle_ns += idle;
-	d->gaps = d->gap_ns = 0;
-	for (int ph = 0; ph < 3; ph++) {
-		if (!phase_counts(a, ph))
-			continue;
-		/* The gaps of the window are pieces of its idle time: they never add up to more. */
-		d->gaps += d->gaps_by[ph];
-		d->gap_ns += d->gap_ns_by[ph];
-		for (int c = 0; c < AN_CAUSE_N; c++) {
-			ib->by_cause[c] += d->idle_by[ph][c];
-			explained += d->idle_by[ph][c];
-		}
-		/* (gaps under the threshold are among the pieces: idle_by) */
-		ib->short_ns += d->idle_short[ph][0] + d->idle_short[ph][1];
-		ib->leading_ns += d->idle_edge[ph][0];
-		ib->trailing_ns += d->idle_edge[ph][1];
-	}
-	ib->harness_ns += idle > explained ? idle - explained : 0;
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	an_span_tree_init(&gs->span_tree);
+	gs->gaps = calloc(2 * PENDING_GAPS, sizeof(struct pgap));
+	return gs->gaps ? 0 : -1;
 }
 
-static int gaps_init(struct analysis *a)
+void gaps_free(struct analysis *a)
 {
-	an_span_tree_init(&a->st->gaps.span_tree);
-	a->st->gaps.gaps = calloc(2 * PENDING_GAPS, sizeof(struct pgap));
-	return a->st->gaps.gaps ? 0 : -1;
+	free(an_pass_state(a, gaps)->gaps);
 }
-
-static void gaps_free(struct analysis *a)
-{
-	free(a->st->gaps.gaps);
-}
-
-const struct an_pass_ops an_pass_gaps = {
-	.name = "gaps",
-	.init = gaps_init,
-	.span = gaps_span,
-	.flush = gaps_flush,
-	.free = gaps_free,
-};

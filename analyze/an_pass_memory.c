@@ -8,17 +8,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "an_pass.h"
+#include "an_pass_memory.h"
 
 struct alloc_ent {
 	uint64_t bytes, device;
 	size_t finding; /* index + 1 in all_findings of the allocating site's churn finding */
 };
 
-void memory_malloc(struct analysis *a, const struct tbp_record *r, struct an_site_stat *ss, int phase, uint64_t dur)
+void memory_on_malloc(struct analysis *a, struct an_call_ev *e)
 {
 	struct an_state *st = a->st;
-	struct memory_state *ms = &st->mem;
+	struct memory_state *ms = an_pass_state(a, memory);
+	const struct tbp_record *r = e->r;
+	struct an_site_stat *ss = e->ss;
+	int phase = e->phase;
+	uint64_t dur = e->dur;
 	const struct tbp_call *c = &r->u.call;
 	const struct tbp_malloc *m = &r->u.malloc;
 	if (m->flags & TBP_ALLOCF_HOST)
@@ -74,11 +78,11 @@ void memory_malloc(struct analysis *a, const struct tbp_record *r, struct an_sit
 	}
 }
 
-void memory_free(struct analysis *a, const struct tbp_record *r)
+void memory_on_free(struct analysis *a, struct an_call_ev *e)
 {
 	struct an_state *st = a->st;
-	struct memory_state *ms = &st->mem;
-	const struct tbp_free *fr = &r->u.free;
+	struct memory_state *ms = an_pass_state(a, memory);
+	const struct tbp_free *fr = &e->r->u.free;
 	uint64_t *ix = fr->ptr ? u64map_get(&ms->allocs, fr->ptr) : NULL;
 	if (!ix)
 		return;
@@ -98,9 +102,9 @@ void memory_free(struct analysis *a, const struct tbp_record *r)
 }
 
 /* Memory still allocated at the end of the trace. */
-static int memory_finish(struct analysis *a)
+int memory_finish(struct analysis *a)
 {
-	struct memory_state *ms = &a->st->mem;
+	struct memory_state *ms = an_pass_state(a, memory);
 	for (size_t i = 0; i < ms->allocs.cap; i++) {
 		if (!ms->allocs.keys[i])
 			continue;
@@ -111,25 +115,18 @@ static int memory_finish(struct analysis *a)
 	return 0;
 }
 
-static int memory_init(struct analysis *a)
+int memory_init(struct analysis *a)
 {
-	struct memory_state *ms = &a->st->mem;
+	struct memory_state *ms = an_pass_state(a, memory);
 	ms->alloc_pool.item = sizeof(struct alloc_ent);
 	ms->alloc_freelist.item = sizeof(uint64_t);
 	return 0;
 }
 
-static void memory_free_state(struct analysis *a)
+void memory_free_state(struct analysis *a)
 {
-	struct memory_state *ms = &a->st->mem;
+	struct memory_state *ms = an_pass_state(a, memory);
 	u64map_free(&ms->allocs);
 	vec_free(&ms->alloc_pool);
 	vec_free(&ms->alloc_freelist);
 }
-
-const struct an_pass_ops an_pass_memory = {
-	.name = "memory",
-	.init = memory_init,
-	.finish = memory_finish,
-	.free = memory_free_state,
-};

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "an_pass.h"
+#include "an_pass_spans.h"
 
 static int ends_with(const char *s, size_t n, const char *tail)
 {
@@ -65,6 +65,7 @@ static uint64_t in_win(const struct analysis *a, uint64_t b, uint64_t e)
 static void span_account(struct analysis *a, const struct an_span_ev *ev, struct an_span_stat *s, int whole)
 {
 	struct an_state *st = a->st;
+	struct spans_state *ss = an_pass_state(a, spans);
 	uint64_t ts = ev->ts, end = ev->end;
 	int win = a->host_win.on;
 	if (whole) {
@@ -77,7 +78,8 @@ static void span_account(struct analysis *a, const struct an_span_ev *ev, struct
 		s->win_total_ns += wself;
 	}
 	size_t sidx = (size_t)(s - VEC_AT(&a->spans, struct an_span_stat, 0));
-	struct thread_st *th = get_thread(st, ev->tid);
+	struct thread_st *thr = get_thread(st, ev->tid);
+	struct spans_thread *th = thr ? vec_slot(&ss->threads, thread_index(st, thr)) : NULL;
 	if (th && !th->done)
 		th->done = malloc(2 * SPAN_STACK * sizeof *th->done);
 	if (th && th->done) {
@@ -112,11 +114,10 @@ static void span_account(struct analysis *a, const struct an_span_ev *ev, struct
 	s->win_self_ns += wself;
 }
 
-static void spans_span(struct analysis *a, struct an_span_ev *ev)
+void spans_on_span(struct analysis *a, struct an_span_ev *ev)
 {
-	struct an_state *st = a->st;
 	uint64_t cp = ev->callpath;
-	size_t ix = vec_keyed(&a->spans, &st->spans.span_idx, cp, NULL);
+	size_t ix = vec_keyed(&a->spans, &an_pass_state(a, spans)->span_idx, cp, NULL);
 	struct an_span_stat *s = ix == SIZE_MAX ? NULL : VEC_AT(&a->spans, struct an_span_stat, ix);
 	ev->stat = s;
 	if (!s)
@@ -134,12 +135,12 @@ static void spans_span(struct analysis *a, struct an_span_ev *ev)
  * nesting from scratch. */
 void an_spans_window_begin(struct analysis *a)
 {
-	struct an_state *st = a->st;
+	struct spans_state *ss = an_pass_state(a, spans);
 	a->host_win.on = 1;
 	a->host_win.begin = a->win_begin;
 	a->host_win.end = a->win_end;
-	for (size_t i = 0; i < st->threads.n; i++)
-		VEC_AT(&st->threads, struct thread_st, i)->ndone = VEC_AT(&st->threads, struct thread_st, i)->done_base = 0;
+	for (size_t i = 0; i < ss->threads.n; i++)
+		VEC_AT(&ss->threads, struct spans_thread, i)->ndone = VEC_AT(&ss->threads, struct spans_thread, i)->done_base = 0;
 	for (size_t i = 0; i < a->spans.n; i++) {
 		struct an_span_stat *s = VEC_AT(&a->spans, struct an_span_stat, i);
 		s->win_count = s->win_total_ns = s->win_self_ns = 0;
@@ -150,15 +151,16 @@ void an_spans_window_add(struct analysis *a, const struct tbp_record *r)
 {
 	struct an_span_ev e = {.tid = r->tid, .ts = r->ts, .callpath = r->u.py_span.callpath};
 	e.end = r->u.py_span.end < e.ts ? e.ts : r->u.py_span.end;
-	uint64_t *ix = u64map_get(&a->st->spans.span_idx, e.callpath);
+	uint64_t *ix = u64map_get(&an_pass_state(a, spans)->span_idx, e.callpath);
 	if (ix)
 		span_account(a, &e, VEC_AT(&a->spans, struct an_span_stat, *ix), 0);
 }
 
 /* Detected steps, marked by this (second) pass: the window is theirs after
  * warm-up, known before the first span. */
-static int spans_init(struct analysis *a)
+int spans_init(struct analysis *a)
 {
+	an_pass_state(a, spans)->threads.item = sizeof(struct spans_thread);
 	size_t n = a->opts.n_synth_steps, w = a->opts.synth_warmup ? a->opts.synth_warmup : 1;
 	if (n > w) {
 		a->host_win.on = 1;
@@ -180,22 +182,18 @@ static int cmp_span(const void *x, const void *y)
 	return a->callpath < b->callpath ? -1 : a->callpath > b->callpath;
 }
 
-static int spans_finish(struct analysis *a)
+int spans_finish(struct analysis *a)
 {
 	if (a->spans.n)
 		qsort(a->spans.data, a->spans.n, sizeof(struct an_span_stat), cmp_span);
 	return 0;
 }
 
-static void spans_free(struct analysis *a)
+void spans_free(struct analysis *a)
 {
-	u64map_free(&a->st->spans.span_idx);
+	struct spans_state *ss = an_pass_state(a, spans);
+	u64map_free(&ss->span_idx);
+	for (size_t i = 0; i < ss->threads.n; i++)
+		free(VEC_AT(&ss->threads, struct spans_thread, i)->done);
+	vec_free(&ss->threads);
 }
-
-const struct an_pass_ops an_pass_spans = {
-	.name = "spans",
-	.init = spans_init,
-	.span = spans_span,
-	.finish = spans_finish,
-	.free = spans_free,
-};

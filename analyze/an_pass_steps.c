@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "an_pass.h"
+#include "an_pass_steps.h"
 
 struct iter_len {
 	uint64_t ns;
@@ -42,10 +42,9 @@ static int item_keep(struct vec *v, uint32_t tid, uint64_t ts, uint64_t end, uin
 
 /* A work item from another call path or thread than the last one's (out of
  * line: most launches continue an item). */
-__attribute__((noinline)) uint32_t step_item_new(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end,
+__attribute__((noinline)) uint32_t step_item_new(struct steps_state *ss, uint32_t tid, uint64_t ts, uint64_t end,
 						 uint64_t cp)
 {
-	struct steps_state *ss = &st->steps;
 	ss->work_cp = (uint32_t)cp;
 	ss->work_tid = tid;
 	if (item_keep(&ss->work, tid, ts, end, cp)) {
@@ -59,9 +58,8 @@ __attribute__((noinline)) uint32_t step_item_new(struct an_state *st, uint32_t t
 /* A host call from another call path or thread than the last one's.  Past
  * the cap calls are no longer kept (they only extend a step's end: the
  * detection itself goes on). */
-__attribute__((noinline)) void step_call_new(struct an_state *st, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp)
+__attribute__((noinline)) void step_call_new(struct steps_state *ss, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp)
 {
-	struct steps_state *ss = &st->steps;
 	ss->call_cp = (uint32_t)cp;
 	ss->call_tid = tid;
 	ss->call_work_n = ss->work.n;
@@ -73,36 +71,13 @@ __attribute__((noinline)) void step_call_new(struct an_state *st, uint32_t tid, 
  * or a damaged trace): the steady state starts after it, and what was
  * counted as steady before is warm-up now, so the findings keep to the
  * window the breakdown measures.  Findings filed as steady move to
- * warm-up (their key goes: later steady occurrences make new ones), with
- * the devices' per-phase sums and the gaps still waiting for their spans. */
+ * warm-up (their key goes: later steady occurrences make new ones), and so
+ * does what each pass filed under the steady state (phase_move). */
 static void steady_to_warmup(struct analysis *a)
 {
 	struct an_state *st = a->st;
 	enum { S = AN_PH_STEADY, W = AN_PH_WARMUP };
-	for (size_t i = 0; i < st->all_findings.n; i++) {
-		struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, i);
-		if (f->phase != S)
-			continue;
-		forget_finding(a, f);
-		f->phase = W;
-	}
-	for (size_t i = 0; i < a->devices.n; i++) {
-		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
-		d->gaps_by[W] += d->gaps_by[S];
-		d->gap_ns_by[W] += d->gap_ns_by[S];
-		d->burst_idle_by[W] += d->burst_idle_by[S];
-		d->gaps_by[S] = d->gap_ns_by[S] = d->burst_idle_by[S] = 0;
-		for (int c = 0; c < AN_CAUSE_N; c++) {
-			d->idle_by[W][c] += d->idle_by[S][c];
-			d->idle_by[S][c] = 0;
-		}
-		for (int k = 0; k < 2; k++) {
-			d->idle_short[W][k] += d->idle_short[S][k];
-			d->idle_edge[W][k] += d->idle_edge[S][k];
-			d->idle_short[S][k] = d->idle_edge[S][k] = 0;
-		}
-	}
-	gaps_phase_moved(a, S, W);
+	phase_move(a, S, W);
 	/* A gap found later across the end of the last iteration files its
 	 * piece under that iteration's phase. */
 	if (st->last_iter_phase == S)
@@ -112,7 +87,7 @@ static void steady_to_warmup(struct analysis *a)
 void steps_marker(struct analysis *a, const struct tbp_record *r)
 {
 	struct an_state *st = a->st;
-	struct steps_state *ss = &st->steps;
+	struct steps_state *ss = an_pass_state(a, steps);
 	if (a->opts.no_markers)
 		return;
 	/* A second pass marks the detected steps itself; the trace has none. */
@@ -120,7 +95,7 @@ void steps_marker(struct analysis *a, const struct tbp_record *r)
 		return;
 	unsigned mk = r->u.marker.marker_kind;
 	if (mk == TBP_MARK_ITER_BEGIN || mk == TBP_MARK_ITER_END || mk == TBP_MARK_WARMUP_END)
-		bursts_close_all(a); /* in the phase that ends */
+		an_publish_phase_ending(a); /* close what is open in the phase that ends */
 	switch (mk) {
 	case TBP_MARK_ITER_BEGIN:
 		if (ss->collect_on && !ss->in_synth) /* marked steps: none to detect */
@@ -131,7 +106,7 @@ void steps_marker(struct analysis *a, const struct tbp_record *r)
 		st->iter_steady = a->warmup_seen;
 		st->iter_begin_ts = r->ts;
 		st->iter_no++;
-		steptime_begin(a, r->ts);
+		an_publish_step_begin(a, r->ts);
 		if (!st->win_open) {
 			snap_all(a, r->ts, 0);
 			a->win_begin = r->ts;
@@ -147,7 +122,7 @@ void steps_marker(struct analysis *a, const struct tbp_record *r)
 			struct iter_len *il = vec_push(&ss->iters);
 			if (il)
 				*il = (struct iter_len){.ns = r->ts - st->iter_begin_ts, .phase = st->last_iter_phase};
-			steptime_end(a, r->ts, st->last_iter_phase);
+			an_publish_step_end(a, r->ts, st->last_iter_phase);
 		}
 		st->in_iter = 0;
 		if (st->win_open) {
@@ -174,9 +149,9 @@ void steps_marker(struct analysis *a, const struct tbp_record *r)
 
 /* Time per step: the iterations' lengths (marks, or detected steps marked
  * by the second pass), the counted ones' median. */
-static void steps_finish(struct analysis *a)
+static void steps_time_per_step(struct analysis *a)
 {
-	struct steps_state *st = &a->st->steps;
+	struct steps_state *st = an_pass_state(a, steps);
 	if (!st->iters.n || a->opts.no_markers)
 		return;
 	uint64_t *lens = malloc(st->iters.n * sizeof *lens);
@@ -204,8 +179,7 @@ static void steps_finish(struct analysis *a)
  * each, warm-up after the first (or opts.synth_warmup). */
 static int synth_init(struct analysis *a)
 {
-	struct steps_state *st = &a->st->steps;
-	st->next_synth_ts = UINT64_MAX;
+	struct steps_state *st = an_pass_state(a, steps);
 	size_t n = a->opts.n_synth_steps;
 	if (!n)
 		return 0;
@@ -220,14 +194,14 @@ static int synth_init(struct analysis *a)
 		if (i + 1 == (a->opts.synth_warmup ? a->opts.synth_warmup : 1))
 			st->synth[st->n_synth++] = (struct synth_mark){end, TBP_MARK_WARMUP_END};
 	}
-	st->next_synth_ts = st->synth[0].ts;
+	a->st->due_ts = st->synth[0].ts;
 	return 0;
 }
 
 /* The synthetic marks due by time t, before the record at t. */
 __attribute__((noinline)) void synth_emit(struct analysis *a, uint64_t t)
 {
-	struct steps_state *st = &a->st->steps;
+	struct steps_state *st = an_pass_state(a, steps);
 	while (st->synth_at < st->n_synth && st->synth[st->synth_at].ts <= t) {
 		struct tbp_record m;
 		memset(&m, 0, sizeof m);
@@ -239,15 +213,15 @@ __attribute__((noinline)) void synth_emit(struct analysis *a, uint64_t t)
 		steps_marker(a, &m);
 		st->in_synth = 0;
 	}
-	st->next_synth_ts = st->synth_at < st->n_synth ? st->synth[st->synth_at].ts : UINT64_MAX;
+	a->st->due_ts = st->synth_at < st->n_synth ? st->synth[st->synth_at].ts : UINT64_MAX;
 }
 
 /* A span: the loop's lines are in the spans too (a step's host work before
  * its first launch, a CPU run's whole work); an import's is not the
  * program's own work. */
-static void steps_span(struct analysis *a, struct an_span_ev *e)
+void steps_on_span(struct analysis *a, struct an_span_ev *e)
 {
-	struct steps_state *ss = &a->st->steps;
+	struct steps_state *ss = an_pass_state(a, steps);
 	if (!ss->collect_on)
 		return;
 	if (e->stat && e->stat->import) {
@@ -265,12 +239,12 @@ static void steps_span(struct analysis *a, struct an_span_ev *e)
 /* The detected steps' last marks, and the phase they leave.  An iteration
  * still open at the end (a process killed in it) is counted to the end of
  * the trace: its findings are in the window then. */
-static void steps_flush(struct analysis *a)
+void steps_flush(struct analysis *a)
 {
 	struct an_state *st = a->st;
 	synth_emit(a, UINT64_MAX);
 	if (st->in_iter && st->win_open && a->last_ts > a->win_begin) {
-		bursts_close_all(a);
+		an_publish_phase_ending(a);
 		snap_all(a, a->last_ts, 1);
 		a->win_end = a->last_ts;
 		a->markers_used = 1;
@@ -278,17 +252,17 @@ static void steps_flush(struct analysis *a)
 	phase_update(a); /* files the last phase's short gaps */
 }
 
-static int steps_finish_pass(struct analysis *a)
+int steps_finish(struct analysis *a)
 {
-	steps_finish(a);
+	steps_time_per_step(a);
 	if ((!a->st->iter_markers || a->opts.steps_nvtx) && !a->opts.no_markers && !a->opts.synth_steps)
 		steps_detect(a);
 	return 0;
 }
 
-static int steps_init(struct analysis *a)
+int steps_init(struct analysis *a)
 {
-	struct steps_state *ss = &a->st->steps;
+	struct steps_state *ss = an_pass_state(a, steps);
 	ss->work.item = ss->spans.item = ss->calls.item = sizeof(struct step_item);
 	ss->imports.item = sizeof(struct an_step);
 	ss->collect_on = !a->opts.synth_steps && !a->opts.no_markers;
@@ -296,19 +270,10 @@ static int steps_init(struct analysis *a)
 	return synth_init(a);
 }
 
-static void steps_free(struct analysis *a)
+void steps_free(struct analysis *a)
 {
-	struct steps_state *ss = &a->st->steps;
+	struct steps_state *ss = an_pass_state(a, steps);
 	steps_collect_stop(ss);
 	vec_free(&ss->iters);
 	free(ss->synth);
 }
-
-const struct an_pass_ops an_pass_steps = {
-	.name = "steps",
-	.init = steps_init,
-	.span = steps_span,
-	.flush = steps_flush,
-	.finish = steps_finish_pass,
-	.free = steps_free,
-};

@@ -6,12 +6,12 @@
  * when the gaps pass explains a piece, which may be after the step ended:
  * the piece is placed by its time).  The HTML report's step plot reads it;
  * with opts.keep_timeline this pass also owns the timeline's ring of GPU
- * records (filled by timeline_keep, an_pass.h).
+ * records (filled by timeline_keep, an_pass_steptime.h).
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "an_pass.h"
+#include "an_pass_steptime.h"
 
 static void steptime_settle(struct analysis *a);
 
@@ -31,7 +31,7 @@ static void unions_now(const struct analysis *a, uint64_t t, uint64_t *busy, uin
 
 void steptime_begin(struct analysis *a, uint64_t t)
 {
-	struct steptime_state *ss = &a->st->steptime;
+	struct steptime_state *ss = an_pass_state(a, steptime);
 	ss->open = 1;
 	ss->begin = t;
 	unions_now(a, t, &ss->busy0, &ss->dm0, NULL);
@@ -39,7 +39,7 @@ void steptime_begin(struct analysis *a, uint64_t t)
 
 void steptime_end(struct analysis *a, uint64_t t, int phase)
 {
-	struct steptime_state *ss = &a->st->steptime;
+	struct steptime_state *ss = an_pass_state(a, steptime);
 	if (!ss->open)
 		return;
 	ss->open = 0;
@@ -87,7 +87,7 @@ void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *b
 		uint64_t b = s > st->begin ? s : st->begin, en = e < st->end ? e : st->end;
 		add_share(st->idle_by, by_cause, en - b, e - s);
 	}
-	struct steptime_state *ss = &a->st->steptime;
+	struct steptime_state *ss = an_pass_state(a, steptime);
 	if (ss->open && e > ss->begin) {
 		struct an_step_time *p = vec_push(&ss->pending);
 		if (p) {
@@ -102,7 +102,7 @@ void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *b
 /* Pieces held for the step that was open, filed now it has ended. */
 static void steptime_settle(struct analysis *a)
 {
-	struct steptime_state *ss = &a->st->steptime;
+	struct steptime_state *ss = an_pass_state(a, steptime);
 	size_t n = ss->pending.n;
 	if (!n || ss->open)
 		return;
@@ -113,10 +113,10 @@ static void steptime_settle(struct analysis *a)
 	ss->pending.n = 0;
 }
 
-static int steptime_init(struct analysis *a)
+int steptime_init(struct analysis *a)
 {
 	a->step_times.item = sizeof(struct an_step_time);
-	a->st->steptime.pending.item = sizeof(struct an_step_time);
+	an_pass_state(a, steptime)->pending.item = sizeof(struct an_step_time);
 	if (a->opts.keep_timeline && !(a->tl = calloc(AN_TL_EVENTS, sizeof *a->tl)))
 		return -1;
 	return 0;
@@ -125,7 +125,7 @@ static int steptime_init(struct analysis *a)
 /* The devices a step is measured over: those with GPU work in the trace
  * (a device whose records come after a step's end mark still had its gap
  * pieces filed in the step). */
-static int steptime_finish(struct analysis *a)
+int steptime_finish(struct analysis *a)
 {
 	steptime_settle(a);
 	unsigned n = 0;
@@ -145,18 +145,11 @@ static int steptime_finish(struct analysis *a)
 	return 0;
 }
 
-static void steptime_free(struct analysis *a)
+void steptime_free(struct analysis *a)
 {
 	vec_free(&a->step_times);
-	vec_free(&a->st->steptime.pending);
+	vec_free(&an_pass_state(a, steptime)->pending);
 	free(a->tl);
 	a->tl = NULL;
 	a->tl_seen = 0;
 }
-
-const struct an_pass_ops an_pass_steptime = {
-	.name = "steptime",
-	.init = steptime_init,
-	.finish = steptime_finish,
-	.free = steptime_free,
-};

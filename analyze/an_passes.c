@@ -1,170 +1,35 @@
 /*
  * tbanalyze engine, part 2: the dispatcher.  Every record is seen once, in
- * time order (see the merge in an_merge.c), and handed to the hooks of the
- * passes that read its kind (an_pass.h lists them); each pass keeps
- * per-device, per-stream or per-call-site state only.  What every pass
- * shares is here: the device, stream and thread tables, the join of GPU
- * records to the calls that launched them, the statistics per call site
- * and per kernel name (diff), the findings table and the phases.
+ * time order (see the merge in an_merge.c), and handed to the hook for its
+ * class in each pass's ops, in the order of AN_PASSES (an_pass.h); the
+ * events the services publish go the same way.  Before the passes see a
+ * record, the dispatcher brings the services' state (an_services.h) up to
+ * date: the device, stream and thread tables, the join of GPU records to
+ * the calls that launched them, the statistics per call site and per
+ * kernel name (diff), the devices' idle.
  */
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "an_kind.h"
-#include "an_pass.h"
+#include "an_pass_breakdown.h"
 #include "an_ranges.h"
+#include "an_pass_bursts.h"
+#include "an_pass_copies.h"
+#include "an_pass_gaps.h"
+#include "an_pass_memory.h"
+#include "an_pass_spans.h"
+#include "an_pass_steps.h"
+#include "an_pass_steptime.h"
 
-/* In the order their hooks run; init, flush and finish go down the list
- * too: the steps' last marks are emitted before the other passes close what
- * is open, in the phase those marks end. */
+/* The passes' ops in AN_PASSES' order, for the hooks called by a loop. */
 static const struct an_pass_ops *const passes[] = {
-	&an_pass_spans, &an_pass_steps, &an_pass_breakdown, &an_pass_bursts, &an_pass_gaps,
-	&an_pass_copies, &an_pass_memory, &an_pass_findings, &an_pass_steptime,
+#define AN_PASS_OPS(name, unused) &an_pass_##name,
+	AN_PASSES(AN_PASS_OPS, 0)
+#undef AN_PASS_OPS
 };
 #define N_PASSES (sizeof passes / sizeof passes[0])
-
-/* ------------------------------------------------------------ lookups */
-struct an_device *get_device_slow(struct analysis *a, uint64_t id)
-{
-	struct an_state *st = a->st;
-	uint64_t *ix = u64map_get(&st->dev_idx, id);
-	if (ix) {
-		st->c_dev_ok = 1;
-		st->c_dev_id = id;
-		st->c_dev = *ix;
-		return VEC_AT(&a->devices, struct an_device, *ix);
-	}
-	struct an_device *d = vec_push(&a->devices);
-	if (!d || u64map_put(&st->dev_idx, id, a->devices.n - 1))
-		return NULL;
-	d->id = id;
-	d->first_ts = UINT64_MAX;
-	return d;
-}
-
-struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev, uint64_t stream)
-{
-	struct an_state *st = a->st;
-	uint64_t *ix = u64map_get(&st->stream_idx, key);
-	if (ix) {
-		/* The entry hit before moves to the second place. */
-		if (st->c_stream_ok & 1) {
-			st->c_stream_key2 = st->c_stream_key;
-			st->c_stream2 = st->c_stream;
-			st->c_stream_ok |= 2;
-		}
-		st->c_stream_ok |= 1;
-		st->c_stream_key = key;
-		st->c_stream = *ix;
-		return VEC_AT(&a->streams, struct an_stream, *ix);
-	}
-	struct an_stream *s = vec_push(&a->streams);
-	if (!s || u64map_put(&st->stream_idx, key, a->streams.n - 1))
-		return NULL;
-	s->device = dev;
-	s->stream = stream;
-	s->first_ts = UINT64_MAX;
-	return s;
-}
-
-/* By a map, not a scan: a server process can have many threads calling CUDA. */
-struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid)
-{
-	uint64_t *ix = u64map_get(&st->thread_idx, tid);
-	size_t i;
-	if (ix) {
-		i = *ix;
-	} else {
-		struct thread_st *t = vec_push(&st->threads);
-		if (!t)
-			return NULL;
-		t->tid = tid;
-		i = st->threads.n - 1;
-		if (u64map_put(&st->thread_idx, tid, i)) {
-			st->threads.n--;
-			return NULL;
-		}
-	}
-	st->c_thread_tid = tid;
-	st->c_thread_ix = i + 1;
-	return VEC_AT(&st->threads, struct thread_st, i);
-}
-
-static uint64_t finding_key(int kind, int cause, int phase, uint64_t cp, uint64_t nat)
-{
-	uint64_t h = an_hash_combine(an_hash_combine(an_hash_combine(kind, cause), phase), an_hash_combine(cp, nat));
-	return h == UINT64_MAX ? 0 : h;
-}
-
-void forget_finding(struct analysis *a, const struct an_finding *f)
-{
-	uint64_t h = finding_key(f->kind, f->cause, f->phase, f->callpath, f->native);
-	uint64_t *ix = u64map_get(&a->st->finding_idx, h);
-	if (ix && *ix == finding_index(a->st, f))
-		u64map_del(&a->st->finding_idx, h);
-}
-
-/* The call path a finding of this kind is kept under while the pass runs:
- * the line it is shown at (the innermost frame of the user's code; the leaf
- * with --where=leaf), so that what a rule counts per site (allocations that
- * come back, steps with a copy, kernels of a burst) is counted per user's
- * line however many of torch's Python wrappers the calls went through.
- * Idle gaps keep their recorded path here (their host work is matched by
- * it) and are placed at the finish like every finding. */
-static uint64_t finding_site(const struct analysis *a, int kind, uint64_t cp)
-{
-	if (an_kind_of(kind)->counted_at_user_line)
-		return cp && !a->opts.where_leaf ? an_user_callpath(a, cp) : cp;
-	return cp;
-}
-
-struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, uint64_t cp, uint64_t nat)
-{
-	struct an_state *st = a->st;
-	uint64_t leaf = cp;
-	cp = finding_site(a, kind, cp);
-	int added;
-	size_t ix = vec_keyed(&st->all_findings, &st->finding_idx, finding_key(kind, cause, phase, cp, nat), &added);
-	if (ix == SIZE_MAX)
-		return NULL;
-	struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, ix);
-	if (!added)
-		return f;
-	f->kind = kind;
-	f->cause = cause;
-	f->phase = phase;
-	f->callpath = cp;
-	f->native = nat;
-	f->leaf_callpath = leaf != cp ? leaf : 0; /* (the first recorded path: its library frames shown) */
-	return f;
-}
-
-void phase_update(struct analysis *a)
-{
-	struct an_state *st = a->st;
-	for (size_t i = 0; i < a->devices.n; i++) {
-		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
-		for (int k = 0; k < 2; k++) {
-			d->idle_short[st->phase][k] += d->short_acc[k];
-			d->short_acc[k] = 0;
-		}
-	}
-	st->phase = cur_phase(a);
-}
-
-int phase_counts(const struct analysis *a, int phase)
-{
-	if (!a->st->iter_markers || a->opts.no_markers)
-		return 1;
-	return a->warmup_seen ? phase == AN_PH_STEADY : phase != AN_PH_OUTSIDE;
-}
-
-int u64_cmp(const void *x, const void *y)
-{
-	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-	return a < b ? -1 : a > b;
-}
+_Static_assert(N_PASSES == AN_N_PASSES, "one ops per pass");
 
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat);
 /* In front of site_stat_slow: a direct-mapped table by (cp, nat) itself, no
@@ -193,16 +58,16 @@ static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint
 	uint64_t *ix = hot_get(&st->site_cache, h);
 	if (ix)
 		return VEC_AT(&a->sites, struct an_site_stat, *ix);
-	ix = u64map_get(&st->site_idx, h);
-	if (ix) {
-		hot_put(&st->site_cache, h, *ix);
-		return VEC_AT(&a->sites, struct an_site_stat, *ix);
-	}
-	struct an_site_stat *s = vec_push(&a->sites);
-	if (!s || u64map_put(&st->site_idx, h, a->sites.n - 1))
+	int added;
+	size_t i = vec_keyed(&a->sites, &st->site_idx, h, &added);
+	if (i == SIZE_MAX)
 		return NULL;
-	s->callpath = cp;
-	s->native = nat;
+	hot_put(&st->site_cache, h, i);
+	struct an_site_stat *s = VEC_AT(&a->sites, struct an_site_stat, i);
+	if (added) {
+		s->callpath = cp;
+		s->native = nat;
+	}
 	return s;
 }
 
@@ -336,6 +201,24 @@ HOT_FN void kernel_stat(struct analysis *a, uint64_t name, uint64_t ns)
 }
 
 /* ------------------------------------------------------------ records */
+/* The hook of each pass, in the list's order, called directly: each pass's
+ * ops are a constant (its header), so a hook it does not have costs nothing
+ * and the one it has is inlined where it is small. */
+#define CALL_HOOK(pass, hook, ...)                                                                                     \
+	if (an_pass_##pass.hook)                                                                                       \
+		an_pass_##pass.hook(__VA_ARGS__);
+#define DISPATCH(hook, ...) AN_PASSES(CALL_HOOK, hook, __VA_ARGS__)
+
+/* The events the services publish (AN_EVENTS): direct calls too. */
+#define AN_UNPAREN(...) __VA_ARGS__
+#define AN_EVENT_DEFINE(name, params, args)                                                                            \
+	void an_publish_##name params                                                                                  \
+	{                                                                                                              \
+		DISPATCH(name, AN_UNPAREN args)                                                                        \
+	}
+AN_EVENTS(AN_EVENT_DEFINE)
+#undef AN_EVENT_DEFINE
+
 /* GPU records, to the passes that read them; kind is a constant where the
  * hot kind takes its own copy (an_pass_record). */
 static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, const struct tbp_record *r,
@@ -362,47 +245,40 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		api = &no_launch;
 	}
 	st->gpu_now = s;
-	gaps_gpu(a, d, s, api, joined, kind == TBP_K_GPU_KERNEL ? g->name : 0);
-	breakdown_gpu(a, d, str, s, e, api->ts);
-	timeline_keep(a, kind, g, s, e, api->callpath, kind == TBP_K_GPU_MEMCPY ? r->u.gpu_memcpy.copy_kind : 0);
+	struct an_gpu_ev ev = {.r = r, .kind = kind, .s = s, .e = e, .d = d, .str = str, .api = api, .joined = joined};
+	/* The device's idle before this work (d->busy as the passes left it
+	 * with the previous record): its first work, or a gap. */
+	if (d->busy.open && s > d->busy.end) {
+		uint64_t idle = s - d->busy.end;
+		d->idle_total += idle;
+		DISPATCH(on_gpu_idle, a, &ev, idle)
+	} else if (__builtin_expect(!d->busy.open, 0)) {
+		DISPATCH(on_gpu_idle, a, &ev, 0)
+	}
 	if (joined) {
 		struct an_site_stat *ss = api->site ? VEC_AT(&a->sites, struct an_site_stat, api->site - 1)
 						    : site_stat(a, api->callpath, api->native);
 		if (ss)
 			ss->gpu_ns += e - s;
-		steps_gpu(st, api->item, e - s);
 	}
 
+	/* Each kind: its counts (the trace's, the device's, the stream's), and
+	 * its hook in every pass. */
+#define GPU_KIND(kind_, count, dev_count, hook)                                                                        \
+	case kind_:                                                                                                    \
+		a->count++;                                                                                            \
+		d->dev_count++;                                                                                        \
+		str->dev_count++;                                                                                      \
+		DISPATCH(hook, a, &ev)                                                                                 \
+		break;
 	switch (kind) {
-	case TBP_K_GPU_KERNEL:
-		a->n_gpu_kernel++;
-		d->kernels++;
-		str->kernels++;
-		un_add(&d->kern, s, e);
-		burst_kernel(a, d, str, s, e, api);
+		GPU_KIND(TBP_K_GPU_KERNEL, n_gpu_kernel, kernels, on_kernel)
+		GPU_KIND(TBP_K_GPU_MEMCPY, n_gpu_memcpy, copies, on_gpu_memcpy)
+		GPU_KIND(TBP_K_GPU_MEMSET, n_gpu_memset, sets, on_gpu_memset)
+	}
+#undef GPU_KIND
+	if (kind == TBP_K_GPU_KERNEL)
 		kernel_stat(a, g->name, e - s);
-		break;
-	case TBP_K_GPU_MEMCPY: {
-		a->n_gpu_memcpy++;
-		d->copies++;
-		str->copies++;
-		burst_close(a, str);
-		un_add(&d->dm, s, e);
-		un_add(&str->dm, s, e);
-		uint64_t ck = r->u.gpu_memcpy.copy_kind < AN_CK_N ? r->u.gpu_memcpy.copy_kind : 0;
-		un_add(&d->ck[ck], s, e);
-		break;
-	}
-	case TBP_K_GPU_MEMSET:
-		a->n_gpu_memset++;
-		d->sets++;
-		str->sets++;
-		/* A short memset is a tiny kernel to the burst rule: PyTorch's zero_() on a contiguous CUDA tensor
-		 * is a cudaMemsetAsync, so zero_grad's per-parameter loop is a run of memsets. */
-		burst_kernel(a, d, str, s, e, api);
-		un_add(&d->set, s, e);
-		break;
-	}
 }
 
 /* Host API calls, to the passes that read them; kind as in on_gpu_k. */
@@ -411,22 +287,19 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 {
 	struct an_state *st = a->st;
 	const struct tbp_call *c = &r->u.call;
-	uint64_t ts = r->ts, end = c->end < ts ? ts : c->end, dur = end - ts;
+	uint64_t ts = r->ts, end = c->end < ts ? ts : c->end;
 	note_time(a, ts, end);
 	a->n_api++;
-	struct thread_st *th = get_thread(st, r->tid);
-	int phase = cur_phase(a);
-
+	struct an_call_ev ev = {.r = r, .kind = kind, .ts = ts, .end = end, .dur = end - ts};
+	ev.th = get_thread(st, r->tid);
+	ev.phase = cur_phase(a);
 	/* cudaStreamWaitEvent (torch's wait_stream) makes a stream wait on the
 	 * GPU; the host goes on at once: not a sync of the host. */
-	int host_waits = kind == TBP_K_SYNC && r->u.sync.sync_kind != TBP_SYNC_STREAM_WAIT_EVENT;
-	gaps_call(st, r->tid, kind == TBP_K_SYNC && !host_waits ? TBP_K_API : kind, ts, end, c->callpath, c->native,
-		  kind == TBP_K_MEMCPY ? an_copy_bits(r->u.memcpy.copy_kind, r->u.memcpy.flags) : 0);
-	copies_call(st, th, host_waits, dur);
+	ev.host_waits = kind == TBP_K_SYNC && r->u.sync.sync_kind != TBP_SYNC_STREAM_WAIT_EVENT;
 
-	struct an_site_stat *ss = site_stat(a, c->callpath, c->native);
+	struct an_site_stat *ss = ev.ss = site_stat(a, c->callpath, c->native);
 	if (ss) {
-		ss->api_ns += dur;
+		ss->api_ns += ev.dur;
 		ss->calls++;
 		if (st->in_iter && ss->last_iter != st->iter_no) {
 			if (!ss->iters)
@@ -437,14 +310,28 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	}
 	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
 	 * a poll's answer (cudaStreamQuery, cudaEventQuery), not a failure. */
-	int failed = c->result != 0 && c->result != 600;
-	if (failed)
+	ev.failed = c->result != 0 && c->result != 600;
+	if (ev.failed)
 		a->n_errors++;
-	uint32_t item = 0;
-	if ((kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET) && !failed)
-		item = steps_work(st, r->tid, ts, end, c->callpath);
-	else if (kind != TBP_K_LAUNCH && kind != TBP_K_MEMCPY && kind != TBP_K_MEMSET)
-		steps_call(st, r->tid, ts, end, c->callpath);
+	/* Each kind: its count, and its hook in every pass. */
+#define CALL_KIND(kind_, count, hook)                                                                                  \
+	case kind_:                                                                                                    \
+		a->count += count_if;                                                                                  \
+		DISPATCH(hook, a, &ev)                                                                                 \
+		break;
+	int count_if = kind != TBP_K_LAUNCH || !ev.failed; /* (a refused launch is no launch) */
+	switch (kind) {
+		CALL_KIND(TBP_K_LAUNCH, n_launch, on_launch)
+		CALL_KIND(TBP_K_MEMCPY, n_memcpy, on_memcpy)
+		CALL_KIND(TBP_K_MEMSET, n_memset, on_memset)
+		CALL_KIND(TBP_K_SYNC, n_sync, on_sync)
+		CALL_KIND(TBP_K_MALLOC, n_malloc, on_malloc)
+		CALL_KIND(TBP_K_FREE, n_free, on_free)
+	default:
+		DISPATCH(on_api, a, &ev)
+		break;
+	}
+#undef CALL_KIND
 	/* A call the runtime refused has no GPU side to wait for. */
 	if (st->expect_gpu && !c->result && (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET)) {
 		/* Only on_api hands an API record over as a launch: a graph launch. */
@@ -454,46 +341,20 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			ce->callpath = c->callpath;
 			ce->native = c->native;
 			ce->ts = ts;
-			ce->end = ts + dur;
+			ce->end = end;
 			ce->tid = r->tid;
 			/* The GPU side adds its time to the same site: no second lookup. */
 			ce->site = ss && a->sites.n < UINT32_MAX
 					   ? (uint32_t)(ss - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1
 					   : 0;
-			ce->item = item;
-			ce->syncs = th ? th->syncs : 0;
+			ce->item = ev.item;
+			ce->syncs = ev.th ? ev.th->syncs : 0;
 		}
 	}
-
-	switch (kind) {
-	case TBP_K_LAUNCH:
-		if (!failed)
-			a->n_launch++;
-		break;
-	case TBP_K_MEMSET:
-		a->n_memset++;
-		break;
-	case TBP_K_MEMCPY:
-		a->n_memcpy++;
-		copies_memcpy(a, r, th, phase, dur);
-		break;
-	case TBP_K_SYNC:
-		a->n_sync++;
-		if (host_waits) {
-			copies_sync(a, r, phase, dur);
-			if (th)
-				th->syncs++;
-		}
-		break;
-	case TBP_K_MALLOC:
-		a->n_malloc++;
-		memory_malloc(a, r, ss, phase, dur);
-		break;
-	case TBP_K_FREE:
-		a->n_free++;
-		memory_free(a, r);
-		break;
-	}
+	/* A sync the host waited in ends the thread's runs of tiny kernels
+	 * (bursts): counted after the join, which keeps the count before it. */
+	if (kind == TBP_K_SYNC && ev.host_waits && ev.th)
+		ev.th->syncs++;
 }
 
 static __attribute__((noinline)) void on_gpu(struct analysis *a, const struct tbp_record *r)
@@ -533,27 +394,24 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 	on_api_k(a, r, r->kind);
 }
 
-/* Copies for the copies and memsets of a training step (one of each per
- * step is common): their kind a constant too. */
-static __attribute__((noinline)) void on_memcpy(struct analysis *a, const struct tbp_record *r)
-{
-	on_api_k(a, r, TBP_K_MEMCPY);
-}
-
-static __attribute__((noinline)) void on_memset(struct analysis *a, const struct tbp_record *r)
-{
-	on_api_k(a, r, TBP_K_MEMSET);
-}
-
-static __attribute__((noinline)) void on_gpu_memcpy(struct analysis *a, const struct tbp_record *r)
-{
-	on_gpu_k(a, r, TBP_K_GPU_MEMCPY);
-}
-
-static __attribute__((noinline)) void on_gpu_memset(struct analysis *a, const struct tbp_record *r)
-{
-	on_gpu_k(a, r, TBP_K_GPU_MEMSET);
-}
+/* Launches and kernels are most records: each takes a copy of on_api_k or
+ * on_gpu_k specialised for its kind, and so do the copies and memsets of a
+ * training step (one of each per step is common); every other kind goes
+ * through the general one. */
+#define SPECIALISED_KINDS(X)                                                                                           \
+	X(on_launch, on_api_k, TBP_K_LAUNCH)                                                                           \
+	X(on_memcpy, on_api_k, TBP_K_MEMCPY)                                                                           \
+	X(on_memset, on_api_k, TBP_K_MEMSET)                                                                           \
+	X(on_kernel, on_gpu_k, TBP_K_GPU_KERNEL)                                                                       \
+	X(on_gpu_memcpy, on_gpu_k, TBP_K_GPU_MEMCPY)                                                                   \
+	X(on_gpu_memset, on_gpu_k, TBP_K_GPU_MEMSET)
+#define KIND_COPY(name, body, kind)                                                                                    \
+	COLD_FN void name(struct analysis *a, const struct tbp_record *r)                                              \
+	{                                                                                                              \
+		body(a, r, kind);                                                                                      \
+	}
+SPECIALISED_KINDS(KIND_COPY)
+#undef KIND_COPY
 
 /* A Python span, to every pass's span hook. */
 static void on_span(struct analysis *a, const struct tbp_record *r)
@@ -562,26 +420,12 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 	e.end = r->u.py_span.end < e.ts ? e.ts : r->u.py_span.end;
 	note_time(a, e.ts, e.end);
 	a->n_spans++;
-	for (size_t i = 0; i < N_PASSES; i++)
-		if (passes[i]->span)
-			passes[i]->span(a, &e);
+	DISPATCH(on_span, a, &e)
 }
 
 static __attribute__((noinline)) void pass_record_other(struct analysis *a, const struct tbp_record *r);
 
-/* Launches and kernels are most records: each takes a copy of its pass
- * specialised for its kind; every other kind goes through the general one. */
-COLD_FN void on_launch(struct analysis *a, const struct tbp_record *r)
-{
-	on_api_k(a, r, TBP_K_LAUNCH);
-}
-
-COLD_FN void on_kernel(struct analysis *a, const struct tbp_record *r)
-{
-	on_gpu_k(a, r, TBP_K_GPU_KERNEL);
-}
-
-void an_pass_record(struct analysis *a, const struct tbp_record *r)
+HOT_FN void record_one(struct analysis *a, const struct tbp_record *r)
 {
 	if (r->kind == TBP_K_LAUNCH)
 		on_launch(a, r);
@@ -591,24 +435,30 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 		pass_record_other(a, r);
 }
 
-/* A block with the mark of a detected step inside: record by record, each
- * after the marks due by its time. */
-COLD_FN void pass_block_marked(struct analysis *a, const struct tbp_record *const *recs, unsigned n,
-			       uint64_t *last_ts)
+void an_pass_record(struct analysis *a, const struct tbp_record *r)
+{
+	record_one(a, r);
+}
+
+/* A block with a time a pass asked for (st->due_ts) inside: record by
+ * record, each after the due hooks of its time. */
+COLD_FN void pass_block_due(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
 {
 	for (unsigned i = 0; i < n; i++) {
-		if (recs[i]->ts >= a->st->steps.next_synth_ts)
-			synth_emit(a, recs[i]->ts);
+		if (recs[i]->ts >= a->st->due_ts) {
+			uint64_t t = recs[i]->ts;
+			DISPATCH(on_due, a, t)
+		}
 		an_pass_block(a, &recs[i], 1, last_ts);
 	}
 }
 
 void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
 {
-	/* Records come in time order: marks of detected steps fall inside this
-	 * block only if its last record reaches the next one. */
-	if (__builtin_expect(n && recs[n - 1]->ts >= a->st->steps.next_synth_ts, 0)) {
-		pass_block_marked(a, recs, n, last_ts);
+	/* Records come in time order: a time a pass asked for falls inside
+	 * this block only if its last record reaches it. */
+	if (__builtin_expect(n && recs[n - 1]->ts >= a->st->due_ts, 0)) {
+		pass_block_due(a, recs, n, last_ts);
 		return;
 	}
 	uint64_t last = *last_ts;
@@ -621,12 +471,7 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 		} else {
 			last = r->ts;
 		}
-		if (r->kind == TBP_K_LAUNCH)
-			on_launch(a, r);
-		else if (r->kind == TBP_K_GPU_KERNEL)
-			on_kernel(a, r);
-		else
-			pass_record_other(a, r);
+		record_one(a, r);
 	}
 	*last_ts = last;
 }
@@ -634,26 +479,18 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 {
 	switch (r->kind) {
-	case TBP_K_MEMCPY:
-		on_memcpy(a, r);
+#define KIND_CASE(name, body, kind)                                                                                    \
+	case kind:                                                                                                     \
+		name(a, r);                                                                                            \
 		break;
-	case TBP_K_MEMSET:
-		on_memset(a, r);
-		break;
-	case TBP_K_GPU_MEMCPY:
-		on_gpu_memcpy(a, r);
-		break;
-	case TBP_K_GPU_MEMSET:
-		on_gpu_memset(a, r);
-		break;
+		SPECIALISED_KINDS(KIND_CASE)
+#undef KIND_CASE
 	case TBP_K_API:
-	case TBP_K_LAUNCH:
 	case TBP_K_MALLOC:
 	case TBP_K_FREE:
 	case TBP_K_SYNC:
 		on_api(a, r);
 		break;
-	case TBP_K_GPU_KERNEL:
 	case TBP_K_GPU_SYNC:
 		on_gpu(a, r);
 		break;
@@ -662,7 +499,7 @@ static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 		break;
 	case TBP_K_MARKER:
 		note_time(a, r->ts, r->ts);
-		steps_marker(a, r);
+		DISPATCH(on_marker, a, r)
 		break;
 	case TBP_K_RANGE:
 		an_ranges_record(a, r);
@@ -726,7 +563,11 @@ int an_pass_init(struct analysis *a)
 	st->all_findings.item = sizeof(struct an_finding);
 	/* Without CUPTI nothing will claim a correlation id: do not keep them. */
 	st->expect_gpu = 1;
+	st->due_ts = UINT64_MAX;
 	a->st = st;
+	for (size_t i = 0; i < N_PASSES; i++)
+		if (passes[i]->state_size && !(st->pass[i] = calloc(1, passes[i]->state_size)))
+			return -1;
 	for (size_t i = 0; i < N_PASSES; i++)
 		if (passes[i]->init && passes[i]->init(a))
 			return -1;
@@ -754,6 +595,8 @@ int an_pass_finish(struct analysis *a)
 	for (size_t i = 0; i < N_PASSES; i++)
 		if (passes[i]->finish && passes[i]->finish(a))
 			return -1;
+	if (an_findings_finish(a))
+		return -1;
 	if (a->kernels.n)
 		qsort(a->kernels.data, a->kernels.n, sizeof(struct an_kernel_stat), cmp_kernel);
 	return 0;
@@ -764,9 +607,12 @@ void an_pass_free(struct analysis *a)
 	struct an_state *st = a->st;
 	if (!st)
 		return;
-	for (size_t i = 0; i < N_PASSES; i++)
-		if (passes[i]->free)
+	for (size_t i = 0; i < N_PASSES; i++) {
+		/* (a pass whose state could not be made has not been set up) */
+		if (passes[i]->free && (st->pass[i] || !passes[i]->state_size))
 			passes[i]->free(a);
+		free(st->pass[i]);
+	}
 	u64map_free(&st->corr);
 	free(st->corr_ring);
 	free(st->graph_ring);
@@ -779,8 +625,6 @@ void an_pass_free(struct analysis *a)
 	u64map_free(&st->finding_idx);
 	u64map_free(&st->kernel_idx);
 	u64map_free(&st->site_idx);
-	for (size_t i = 0; i < st->threads.n; i++)
-		free(VEC_AT(&st->threads, struct thread_st, i)->done);
 	vec_free(&st->threads);
 	vec_free(&st->all_findings);
 	free(st);

@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "an_pass.h"
+#include "an_pass_steps.h"
 #include "an_ranges.h"
 
 /* A line entered twice may be code before and after another (a single
@@ -339,7 +339,7 @@ static int span_tid_cmp(const void *x, const void *y)
  * inside it. */
 static int cpu_work(struct scan *sc)
 {
-	struct vec *imports = &sc->a->st->steps.imports;
+	struct vec *imports = &an_pass_state(sc->a, steps)->imports;
 	if (imports->n > 1)
 		qsort(imports->data, imports->n, sizeof(struct an_step), step_cmp);
 	size_t merged = 0;
@@ -384,7 +384,7 @@ static int cpu_work(struct scan *sc)
 static int items_build(struct scan *sc)
 {
 	const struct analysis *a = sc->a;
-	const struct steps_state *ss = &a->st->steps;
+	const struct steps_state *ss = an_pass_state(a, steps);
 	size_t n = ss->work.n + ss->spans.n;
 	if (!(sc->items = malloc((n ? n : 1) * sizeof *sc->items)))
 		return -1;
@@ -1133,7 +1133,7 @@ void steps_detect(struct analysis *a)
 		steps_from_nvtx(a);
 		return;
 	}
-	const struct steps_state *ss = &a->st->steps;
+	const struct steps_state *ss = an_pass_state(a, steps);
 	if (ss->collect_full) {
 		a->steps.none = "more than 1 Mi runs of work or spans to look at";
 		return;

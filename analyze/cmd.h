@@ -11,10 +11,11 @@ enum tba_exit {
 	TBA_EXIT_INTERNAL = 4,   /* out of memory, write error on output */
 };
 
-/* Consistency checks (an_check.c), on when TBANALYZE_CHECK=1: a trace a
- * verb opened (tr_open), checked by an analysis of it or not; after the
- * verb, the unchecked ones are analysed and checked.  Returns the verb's
- * status, or TBA_EXIT_INTERNAL when a check failed. */
+/* Consistency checks (an_check.c), on when TBANALYZE_CHECK=1.  A verb
+ * registers each trace it read (an_check_opened), checked by an analysis of
+ * it (an_run registers the traces it analyses so) or not; after the verb
+ * (main.c), the unchecked ones are analysed and checked: an_check_unchecked
+ * returns the verb's status, or TBA_EXIT_INTERNAL when a check failed. */
 int an_check_on(void);
 void an_check_opened(const char *path, int checked);
 int an_check_unchecked(int rc);

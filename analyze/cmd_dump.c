@@ -201,6 +201,7 @@ int cmd_dump(int argc, char **argv)
 	int status = tr_open(path, &r);
 	if (status != TBA_EXIT_OK)
 		return status;
+	an_check_opened(path, 0);
 	struct tr_strings strs;
 	tr_strings_init(&strs);
 	if (collect_strings(path, &strs)) {

@@ -626,6 +626,7 @@ static int export_ranks(char **paths, size_t n, const char *out)
 		rc = an_open(&r, paths[i]);
 		if (rc)
 			break;
+		an_check_opened(paths[i], 0);
 		struct tbp_record rec;
 		int st;
 		x.stream_list.item = sizeof(struct dev_stream);

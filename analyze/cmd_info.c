@@ -498,6 +498,7 @@ int cmd_info(int argc, char **argv)
 	int status = tr_open(path, &r);
 	if (status != TBA_EXIT_OK)
 		return status;
+	an_check_opened(path, 0);
 	struct info *in = calloc(1, sizeof *in);
 	if (!in) {
 		tbp_reader_close(r);

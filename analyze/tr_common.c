@@ -33,7 +33,6 @@ int tr_open(const char *path, struct tbp_reader **r)
 	int rc = tbp_reader_open(&rd, path);
 	if (rc == TBP_OK) {
 		*r = rd;
-		an_check_opened(path, 0);
 		return TBA_EXIT_OK;
 	}
 	tr_print_error(rd, path, rc);

@@ -1,0 +1,143 @@
+/* Pass: idle gaps and what the host did in them (an_pass_gaps.c). */
+#ifndef TBANALYZE_AN_PASS_GAPS_H
+#define TBANALYZE_AN_PASS_GAPS_H
+
+#include "an_gap_index.h"
+#include "an_pass.h"
+
+/* gaps: the host facts a gap is explained by, and the gaps waiting for them. */
+#define API_RING 1024
+#define SPAN_RING 4096
+#define PENDING_GAPS 1024
+struct api_ent {
+	uint32_t tid;
+	uint8_t kind;
+	uint8_t copy; /* a copy call: an_copy_bits(), else 0 */
+	uint64_t ts, end, callpath, native;
+	/* The latest end of this and every call before it in the ring's
+	 * order: a scan back for the calls over a gap stops at the first
+	 * entry whose max_end is at or before the gap's start. */
+	uint64_t max_end;
+};
+struct span_ent {
+	uint32_t tid;
+	int backward_wait; /* see struct an_span_stat */
+	uint64_t ts, end, callpath;
+	uint64_t wait_callpath; /* backward_wait: the user's frame that called backward() */
+	uint64_t max_end; /* as api_ent's */
+};
+struct pgap;
+struct gaps_state {
+	struct api_ent api[API_RING];
+	size_t api_n;
+	struct span_ent span[SPAN_RING];
+	size_t span_n;
+	struct an_span_tree span_tree; /* the ring's slots by earliest start (an_gap_index.h) */
+	/* Two queues of PENDING_GAPS pieces: [0] gaps of --gap-us or more (and
+	 * short ones cut at a mark), [1] the other short ones, so that the
+	 * thousands of a launch-bound loop do not push the long ones out before
+	 * their spans come. */
+	struct pgap *gaps; /* 2 * PENDING_GAPS */
+	size_t gap_head[2], gap_n[2];
+	uint64_t api_max_end, span_max_end, gap_max_end[2]; /* the rings' and the queues' latest ends */
+	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
+};
+
+/* A host call into the ring the gaps are explained by. */
+HOT_FN void gaps_on_call(struct analysis *a, struct an_call_ev *e)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	const struct tbp_call *c = &e->r->u.call;
+	struct api_ent *ae = &gs->api[gs->api_n++ % API_RING];
+	ae->tid = e->r->tid;
+	ae->kind = (uint8_t)(e->kind == TBP_K_SYNC && !e->host_waits ? TBP_K_API : e->kind);
+	ae->ts = e->ts;
+	ae->end = e->end;
+	ae->callpath = c->callpath;
+	ae->native = c->native;
+	ae->copy = e->kind == TBP_K_MEMCPY ? an_copy_bits(e->r->u.memcpy.copy_kind, e->r->u.memcpy.flags) : 0;
+	if (e->end > gs->api_max_end)
+		gs->api_max_end = e->end;
+	ae->max_end = gs->api_max_end;
+}
+void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch, uint64_t kernel_name);
+void gap_cut_short(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch);
+void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, const struct corr_ent *launch,
+	     int edge);
+void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch);
+void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle, const struct corr_ent *launch);
+/* A gap under the threshold (they come with most kernels of a launch-bound
+ * loop): its idle is placed as a long one's is (at the line and cause of
+ * what the host did in it), not listed as an occurrence.  The time in such
+ * gaps is also summed apart (short_gaps_ns), by whether the launch was late. */
+HOT_FN void gap_short(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *api, int joined,
+		      uint64_t idle, int host_wait)
+{
+	d->short_acc[host_wait] += idle;
+	if (joined && !host_wait)
+		gap_short_queued(a, d, idle, api);
+	else
+		gap_short_host(a, d, s, joined ? api : NULL);
+}
+/* The device idle before GPU work starting at s, launched by api (joined:
+ * a call of the trace, else one with no times): a gap, or the window's
+ * leading edge before the device's first work. */
+/* The device idle before GPU work starting at s, launched by api (joined:
+ * a call of the trace, else one with no times): a gap, or the window's
+ * leading edge before the device's first work. */
+HOT_FN void gaps_on_gpu_idle(struct analysis *a, const struct an_gpu_ev *ev, uint64_t idle)
+{
+	struct an_device *d = ev->d;
+	uint64_t s = ev->s;
+	const struct corr_ent *api = ev->api;
+	int joined = ev->joined;
+	if (__builtin_expect(d->busy.open, 1)) {
+		/* Late when its call had not returned when the GPU ran dry (as
+		 * gap_new's queued).  An unjoined record's launch has ts and
+		 * end 0: not late. */
+		int host_wait = (api->end ? api->end : api->ts) > d->busy.end;
+		struct an_state *st = a->st;
+		if (idle >= a->opts.gap_ns)
+			gap_long(a, d, s, joined ? api : NULL, ev->kind == TBP_K_GPU_KERNEL ? ev->r->u.gpu_kernel.name : 0);
+		else if (__builtin_expect(st->last_iter_end_ts > d->busy.end ||
+					  (st->in_iter && st->iter_begin_ts > d->busy.end), 0))
+			/* Across an iteration's mark: cut there as a long one, each
+			 * piece in its own iteration (whole, it went to the phase
+			 * after the mark: the runner's time and the idle before the
+			 * window counted as the steady state's). */
+			gap_cut_short(a, d, s, joined ? api : NULL);
+		else
+			gap_short(a, d, s, api, joined, idle, host_wait);
+	} else {
+		/* The device's first work: the idle before it is the window's edge. */
+		d->edge_from = a->first_ts < s ? a->first_ts : s;
+		gap_new(a, d->id, d->edge_from, s, joined ? api : NULL, AN_EDGE_LEADING);
+	}
+}
+
+int gaps_init(struct analysis *a);
+void gaps_on_span(struct analysis *a, struct an_span_ev *ev);
+/* The gaps still waiting for their spans, filed under phase from, go to to. */
+void gaps_phase_moved(struct analysis *a, int from, int to);
+void gaps_flush(struct analysis *a);
+void gaps_free(struct analysis *a);
+
+static const struct an_pass_ops an_pass_gaps = {
+	.name = "gaps",
+	.state_size = sizeof(struct gaps_state),
+	.init = gaps_init,
+	.on_launch = gaps_on_call,
+	.on_memcpy = gaps_on_call,
+	.on_memset = gaps_on_call,
+	.on_sync = gaps_on_call,
+	.on_malloc = gaps_on_call,
+	.on_free = gaps_on_call,
+	.on_api = gaps_on_call,
+	.on_gpu_idle = gaps_on_gpu_idle,
+	.on_span = gaps_on_span,
+	.phase_moved = gaps_phase_moved,
+	.flush = gaps_flush,
+	.free = gaps_free,
+};
+
+#endif

@@ -1,0 +1,265 @@
+/*
+ * tbanalyze's services, below the passes (an_services.h says what each is):
+ * the tables' slow paths, the findings table, the phases, the unions'
+ * measures and snapshots, the idle breakdown by cause, the timeline's marks.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "an_kind.h"
+#include "an_services.h"
+
+/* ------------------------------------------------------------ tables */
+/* Each table's entry by its key, made on first use (zeroed, then filled by
+ * the caller when *added); the one-entry caches in front of the maps
+ * (an_services.h) keep what the map answered.  NULL: out of memory. */
+struct an_device *get_device_slow(struct analysis *a, uint64_t id)
+{
+	struct an_state *st = a->st;
+	int added;
+	size_t ix = vec_keyed(&a->devices, &st->dev_idx, id, &added);
+	if (ix == SIZE_MAX)
+		return NULL;
+	struct an_device *d = VEC_AT(&a->devices, struct an_device, ix);
+	if (added) {
+		d->id = id;
+		d->first_ts = UINT64_MAX;
+	}
+	st->c_dev_ok = 1;
+	st->c_dev_id = id;
+	st->c_dev = ix;
+	return d;
+}
+
+struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev, uint64_t stream)
+{
+	struct an_state *st = a->st;
+	int added;
+	size_t ix = vec_keyed(&a->streams, &st->stream_idx, key, &added);
+	if (ix == SIZE_MAX)
+		return NULL;
+	struct an_stream *s = VEC_AT(&a->streams, struct an_stream, ix);
+	if (added) {
+		s->device = dev;
+		s->stream = stream;
+		s->first_ts = UINT64_MAX;
+	}
+	/* The entry hit before moves to the second place. */
+	if (st->c_stream_ok & 1) {
+		st->c_stream_key2 = st->c_stream_key;
+		st->c_stream2 = st->c_stream;
+		st->c_stream_ok |= 2;
+	}
+	st->c_stream_ok |= 1;
+	st->c_stream_key = key;
+	st->c_stream = ix;
+	return s;
+}
+
+/* By a map, not a scan: a server process can have many threads calling CUDA. */
+struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid)
+{
+	int added;
+	size_t ix = vec_keyed(&st->threads, &st->thread_idx, tid, &added);
+	if (ix == SIZE_MAX)
+		return NULL;
+	struct thread_st *t = VEC_AT(&st->threads, struct thread_st, ix);
+	if (added)
+		t->tid = tid;
+	st->c_thread_tid = tid;
+	st->c_thread_ix = ix + 1;
+	return t;
+}
+
+void *vec_slot(struct vec *v, size_t i)
+{
+	while (v->n <= i)
+		if (!vec_push(v))
+			return NULL;
+	return VEC_AT(v, char, i * v->item);
+}
+
+static uint64_t finding_key(int kind, int cause, int phase, uint64_t cp, uint64_t nat)
+{
+	uint64_t h = an_hash_combine(an_hash_combine(an_hash_combine(kind, cause), phase), an_hash_combine(cp, nat));
+	return h == UINT64_MAX ? 0 : h;
+}
+
+void forget_finding(struct analysis *a, const struct an_finding *f)
+{
+	uint64_t h = finding_key(f->kind, f->cause, f->phase, f->callpath, f->native);
+	uint64_t *ix = u64map_get(&a->st->finding_idx, h);
+	if (ix && *ix == finding_index(a->st, f))
+		u64map_del(&a->st->finding_idx, h);
+}
+
+/* The call path a finding of this kind is kept under while the pass runs:
+ * the line it is shown at (the innermost frame of the user's code; the leaf
+ * with --where=leaf), so that what a rule counts per site (allocations that
+ * come back, steps with a copy, kernels of a burst) is counted per user's
+ * line however many of torch's Python wrappers the calls went through.
+ * Idle gaps keep their recorded path here (their host work is matched by
+ * it) and are placed at the finish like every finding. */
+static uint64_t finding_site(const struct analysis *a, int kind, uint64_t cp)
+{
+	if (an_kind_of(kind)->counted_at_user_line)
+		return cp && !a->opts.where_leaf ? an_user_callpath(a, cp) : cp;
+	return cp;
+}
+
+struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, uint64_t cp, uint64_t nat)
+{
+	struct an_state *st = a->st;
+	uint64_t leaf = cp;
+	cp = finding_site(a, kind, cp);
+	int added;
+	size_t ix = vec_keyed(&st->all_findings, &st->finding_idx, finding_key(kind, cause, phase, cp, nat), &added);
+	if (ix == SIZE_MAX)
+		return NULL;
+	struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, ix);
+	if (!added)
+		return f;
+	f->kind = kind;
+	f->cause = cause;
+	f->phase = phase;
+	f->callpath = cp;
+	f->native = nat;
+	f->leaf_callpath = leaf != cp ? leaf : 0; /* (the first recorded path: its library frames shown) */
+	return f;
+}
+
+void phase_update(struct analysis *a)
+{
+	struct an_state *st = a->st;
+	for (size_t i = 0; i < a->devices.n; i++) {
+		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		for (int k = 0; k < 2; k++) {
+			d->idle_short[st->phase][k] += d->short_acc[k];
+			d->short_acc[k] = 0;
+		}
+	}
+	st->phase = cur_phase(a);
+}
+
+void phase_move(struct analysis *a, int from, int to)
+{
+	struct an_state *st = a->st;
+	for (size_t i = 0; i < st->all_findings.n; i++) {
+		struct an_finding *f = VEC_AT(&st->all_findings, struct an_finding, i);
+		if (f->phase != from)
+			continue;
+		forget_finding(a, f);
+		f->phase = to;
+	}
+	for (size_t i = 0; i < a->devices.n; i++) {
+		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		for (int k = 0; k < 2; k++) {
+			d->idle_short[to][k] += d->idle_short[from][k];
+			d->idle_short[from][k] = 0;
+		}
+	}
+	an_publish_phase_moved(a, from, to);
+}
+
+int phase_counts(const struct analysis *a, int phase)
+{
+	if (!a->st->iter_markers || a->opts.no_markers)
+		return 1;
+	return a->warmup_seen ? phase == AN_PH_STEADY : phase != AN_PH_OUTSIDE;
+}
+
+int u64_cmp(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* ------------------------------------------------------------ unions */
+/* Measure of the union up to time t (every interval starting before t has
+ * been added, so closed ones end by t). */
+uint64_t an_union_at(const struct an_union *u, uint64_t t)
+{
+	uint64_t v = u->closed;
+	if (u->open && u->start < t)
+		v += (u->end < t ? u->end : t) - u->start;
+	return v;
+}
+
+uint64_t an_union_total(const struct an_union *u)
+{
+	return u->closed + (u->open ? u->end - u->start : 0);
+}
+
+static void un_snap(struct an_union *u, uint64_t t, int end)
+{
+	if (end)
+		u->snap_end = an_union_at(u, t);
+	else
+		u->snap_begin = an_union_at(u, t);
+}
+
+void snap_all(struct analysis *a, uint64_t t, int end)
+{
+	for (size_t i = 0; i < a->devices.n; i++) {
+		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		un_snap(&d->busy, t, end);
+		un_snap(&d->dm, t, end);
+		un_snap(&d->kern, t, end);
+		un_snap(&d->set, t, end);
+		for (int k = 0; k < AN_CK_N; k++)
+			un_snap(&d->ck[k], t, end);
+	}
+	for (size_t i = 0; i < a->streams.n; i++) {
+		struct an_stream *s = VEC_AT(&a->streams, struct an_stream, i);
+		un_snap(&s->busy, t, end);
+		un_snap(&s->dm, t, end);
+	}
+}
+
+/* ------------------------------------------------------------ the timeline's marks */
+__attribute__((noinline)) void mark_add(struct analysis *a, int kind, uint64_t dev, uint64_t stream, uint64_t s,
+					uint64_t e)
+{
+	size_t slot = a->n_marks;
+	if (a->n_marks == AN_MAX_MARKS) {
+		/* Keep the longest: replace the shortest if this one is longer. */
+		slot = 0;
+		for (size_t i = 1; i < AN_MAX_MARKS; i++)
+			if (a->marks[i].end - a->marks[i].start < a->marks[slot].end - a->marks[slot].start)
+				slot = i;
+		if (a->marks[slot].end - a->marks[slot].start >= e - s)
+			return;
+	} else {
+		a->n_marks++;
+	}
+	a->marks[slot] = (struct an_mark){.device = dev, .stream = stream, .start = s, .end = e, .kind = kind};
+}
+
+/* ------------------------------------------------------------ the idle breakdown */
+/* One device's idle time of the window, by cause; what no counted piece
+ * explains lies between marked iterations (the runner's time). */
+void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle)
+{
+	struct an_idle_breakdown *ib = &a->idle;
+	uint64_t explained = 0;
+	ib->idle_ns += idle;
+	d->gaps = d->gap_ns = 0;
+	for (int ph = 0; ph < 3; ph++) {
+		if (!phase_counts(a, ph))
+			continue;
+		/* The gaps of the window are pieces of its idle time: they never add up to more. */
+		d->gaps += d->gaps_by[ph];
+		d->gap_ns += d->gap_ns_by[ph];
+		for (int c = 0; c < AN_CAUSE_N; c++) {
+			ib->by_cause[c] += d->idle_by[ph][c];
+			explained += d->idle_by[ph][c];
+		}
+		/* (gaps under the threshold are among the pieces: idle_by) */
+		ib->short_ns += d->idle_short[ph][0] + d->idle_short[ph][1];
+		ib->leading_ns += d->idle_edge[ph][0];
+		ib->trailing_ns += d->idle_edge[ph][1];
+	}
+	ib->harness_ns += idle > explained ? idle - explained : 0;
+}
+

@@ -1,0 +1,264 @@
+/*
+ * tbanalyze's services: what every pass may call, below the passes (a pass
+ * calls these, never another pass).  The dispatcher (an_passes.c) owns the
+ * state here and keeps it up to date before any pass sees a record:
+ *
+ *   tables     devices, streams, threads (get_device, get_stream, get_thread)
+ *   join       each GPU record's launch (struct corr_ent)
+ *   findings   the table every pass files into (finding, forget_finding)
+ *   phases     the iteration in progress and its phase (cur_phase,
+ *              phase_counts, phase_update); the steps pass drives them
+ *   unions     the device and stream unions' measures (an_union_at,
+ *              snap_all), the idle breakdown by cause (idle_breakdown_add)
+ *   marks      gaps and bursts drawn on the HTML timeline (mark_add)
+ *   events     what one pass learns that others need, published to the
+ *              passes that take it (AN_EVENTS: an_publish_*)
+ */
+#ifndef TBANALYZE_AN_SERVICES_H
+#define TBANALYZE_AN_SERVICES_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "an.h"
+#include "an_internal.h"
+
+#define HOT_FN static inline __attribute__((always_inline))
+#define COLD_FN static __attribute__((noinline))
+
+/* At most this many passes (an_pass.h checks its list against it). */
+#define AN_MAX_PASSES 16
+
+/* Events a pass publishes through the services for the passes that take
+ * them (a hook of the same name in struct an_pass_ops); each is
+ * (name, parameters, arguments):
+ *   phase_ending    a mark is about to end the phase in progress (an
+ *                   iteration's begin or end, WARMUP_END, the open iteration
+ *                   closed at the end of the trace): close what is open in it
+ *   step_begin      a step (marked iteration, or detected) begins at t
+ *   step_end        it ends at t, in phase
+ *   idle_explained  a piece [s, e) of a device's idle, split by cause
+ *                   (by_cause: AN_CAUSE_N entries)
+ *   phase_moved     what was filed under phase from is now under to (a
+ *                   second WARMUP_END) */
+#define AN_EVENTS(X)                                                                                                   \
+	X(phase_ending, (struct analysis * a), (a))                                                                    \
+	X(step_begin, (struct analysis * a, uint64_t t), (a, t))                                                       \
+	X(step_end, (struct analysis * a, uint64_t t, int phase), (a, t, phase))                                       \
+	X(idle_explained, (struct analysis * a, uint64_t s, uint64_t e, const uint64_t *by_cause), (a, s, e, by_cause)) \
+	X(phase_moved, (struct analysis * a, int from, int to), (a, from, to))
+
+/* ------------------------------------------------------------ shared state */
+
+/* What a GPU record needs of the call that launched it. */
+struct corr_ent {
+	uint64_t callpath, native, ts, end; /* end: when the call returned */
+	uint32_t tid;
+	uint32_t site; /* index + 1 in a->sites of the call's site, 0 = none */
+	uint32_t item; /* index + 1 of its step detection item, 0 = none */
+	uint32_t syncs; /* the launching thread's host syncs so far (bursts) */
+};
+/* 4096 entries (192 KiB, cache-resident): in time order, the launches
+ * still waiting for their GPU side are about the runtime's queue depth. */
+#define CORR_RING (1u << 12)
+#define GRAPH_RING (1u << 10)
+struct corr_slot {
+	uint64_t corr; /* 0: empty */
+	struct corr_ent e;
+};
+/* key + 1 -> index into a vector (0: empty slot); a miss falls back to the
+ * map, so the cache only ever answers what the map would. */
+#define HOT_CACHE 64
+struct hot_cache {
+	uint64_t key1[HOT_CACHE];
+	uint64_t ix[HOT_CACHE];
+};
+static inline uint64_t *hot_get(struct hot_cache *c, uint64_t key)
+{
+	unsigned slot = (unsigned)(key ^ key >> 17) & (HOT_CACHE - 1);
+	return c->key1[slot] == key + 1 ? &c->ix[slot] : NULL;
+}
+static inline void hot_put(struct hot_cache *c, uint64_t key, uint64_t ix)
+{
+	unsigned slot = (unsigned)(key ^ key >> 17) & (HOT_CACHE - 1);
+	c->key1[slot] = key + 1;
+	c->ix[slot] = ix;
+}
+
+#define SITE_DIRECT 64
+struct site_direct {
+	uint64_t cp, nat, ix1; /* ix1: index + 1 in a->sites, 0 = empty */
+};
+
+struct thread_st {
+	uint32_t tid;
+	uint32_t syncs;       /* host syncs made so far (bursts: a sync ends one) */
+};
+
+struct an_state {
+	struct u64map corr; /* corr -> index in corr_pool */
+	struct vec corr_pool, corr_freelist;
+	/* In front of the map: a direct-mapped table by corr's low bits.  Ids
+	 * grow one by one and the GPU side comes soon after, so nearly every
+	 * join is one array access; an entry pushed out by a newer id moves to
+	 * the map. */
+	struct corr_slot *corr_ring; /* CORR_RING entries; NULL: map only */
+	int corr_ring_failed;
+	/* Graph launches: every node a replay ran carries the launch's corr, so the entry is not taken
+	 * by the first; the last GRAPH_RING launches stay (their replays' records come long before
+	 * that many more launches). */
+	struct corr_slot *graph_ring; /* GRAPH_RING entries, allocated at the first graph launch */
+	struct u64map graph_corr;     /* corr -> index in graph_ring */
+	uint64_t graph_next;
+	int expect_gpu;
+
+	struct u64map dev_idx, stream_idx, finding_idx, kernel_idx, site_idx, thread_idx;
+	struct vec threads;
+
+	struct vec all_findings; /* struct an_finding, every phase */
+	uint64_t gpu_now; /* start of the GPU record being handled */
+
+	/* Iterations (marks, or detected steps marked by the steps pass). */
+	int in_iter, iter_markers, win_open;
+	int iter_steady;  /* the iteration in progress began after WARMUP_END */
+	uint64_t iter_begin_ts;
+	/* The latest iteration that ended: a gap across its end is cut there. */
+	uint64_t last_iter_begin_ts, last_iter_end_ts;
+	int last_iter_phase;
+	uint64_t iter_no; /* ITER_BEGIN marks seen */
+	int phase;        /* cur_phase() since the last mark */
+
+	/* One-entry caches: consecutive records mostly hit the same device,
+	 * stream, call site and kernel name. */
+	uint64_t c_dev_id, c_stream_key;
+	uint64_t c_dev, c_stream, c_stream_key2, c_stream2;
+	int c_dev_ok, c_stream_ok;
+	uint32_t c_thread_tid;
+	size_t c_thread_ix; /* index + 1 in threads, 0 = none */
+	/* Call sites and kernel names alternate within a step (a loop body
+	 * launches several kernels from several lines): small direct-mapped
+	 * caches in front of their maps. */
+	struct hot_cache site_cache, kernel_cache;
+	struct site_direct site_direct[SITE_DIRECT];
+
+	/* Each pass's own state (its ops' state_size, zeroed), by its
+	 * AN_PASS_* number (an_pass.h). */
+	void *pass[AN_MAX_PASSES];
+	/* A pass's due hook runs before the first record at or after due_ts
+	 * (the steps pass: the marks of detected steps). */
+	uint64_t due_ts;
+};
+
+/* an_publish_<event>(...): the event to each pass that takes it, in the
+ * passes' order (defined by the dispatcher, an_passes.c, which knows them). */
+#define AN_EVENT_PUBLISH(name, params, args) void an_publish_##name params;
+AN_EVENTS(AN_EVENT_PUBLISH)
+#undef AN_EVENT_PUBLISH
+
+/* ------------------------------------------------------------ tables, findings, phases (an_services.c) */
+
+struct an_device *get_device_slow(struct analysis *a, uint64_t id);
+HOT_FN struct an_device *get_device(struct analysis *a, uint64_t id)
+{
+	struct an_state *st = a->st;
+	if (__builtin_expect(st->c_dev_ok && st->c_dev_id == id, 1))
+		return VEC_AT(&a->devices, struct an_device, st->c_dev);
+	return get_device_slow(a, id);
+}
+
+struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev, uint64_t stream);
+HOT_FN struct an_stream *get_stream(struct analysis *a, uint64_t dev, uint64_t stream)
+{
+	struct an_state *st = a->st;
+	uint64_t key = (dev << 40) ^ stream;
+	/* Two entries: kernels and copies often run on two streams. */
+	if (__builtin_expect(st->c_stream_ok & 1, 1) && st->c_stream_key == key)
+		return VEC_AT(&a->streams, struct an_stream, st->c_stream);
+	if ((st->c_stream_ok & 2) && st->c_stream_key2 == key)
+		return VEC_AT(&a->streams, struct an_stream, st->c_stream2);
+	return get_stream_slow(a, key, dev, stream);
+}
+
+struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid);
+HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
+{
+	if (__builtin_expect(st->c_thread_ix && st->c_thread_tid == tid, 1))
+		return VEC_AT(&st->threads, struct thread_st, st->c_thread_ix - 1);
+	return get_thread_slow(st, tid);
+}
+
+/* The finding for (kind, cause, phase, site); created on first use. */
+struct an_finding *finding(struct analysis *a, int kind, int cause, int phase, uint64_t cp, uint64_t nat);
+/* Takes the finding out of the table's index: the next occurrence of its
+ * (kind, cause, phase, site) makes a new one. */
+void forget_finding(struct analysis *a, const struct an_finding *f);
+static inline size_t finding_index(const struct an_state *st, const struct an_finding *f)
+{
+	return (size_t)(f - VEC_AT(&st->all_findings, struct an_finding, 0));
+}
+
+static inline int cur_phase(const struct analysis *a)
+{
+	const struct an_state *st = a->st;
+	if (!st->in_iter)
+		return AN_PH_OUTSIDE;
+	return st->iter_steady ? AN_PH_STEADY : AN_PH_WARMUP;
+}
+/* Occurrences that count: with markers, those of the steady-state
+ * iterations (every marked iteration when there is no warm-up mark);
+ * otherwise all. */
+int phase_counts(const struct analysis *a, int phase);
+/* At a change of phase, the short gaps of the phase that ends are filed
+ * under it (the per-kernel path only adds to one accumulator). */
+void phase_update(struct analysis *a);
+/* What was filed under phase from is now under to (a second WARMUP_END):
+ * the findings (their key goes: later occurrences under from make new
+ * ones), the devices' short gaps, and, by the phase_moved event, what each
+ * pass filed. */
+void phase_move(struct analysis *a, int from, int to);
+int u64_cmp(const void *x, const void *y);
+
+/* A thread's index in st->threads (a pass keeps its per-thread state by it). */
+static inline size_t thread_index(const struct an_state *st, const struct thread_st *th)
+{
+	return (size_t)(th - VEC_AT(&st->threads, struct thread_st, 0));
+}
+
+/* Item i of v (zeroed items pushed up to it), NULL when out of memory: a
+ * pass's own table by an index of the services' (a thread's). */
+void *vec_slot(struct vec *v, size_t i);
+
+/* ------------------------------------------------------------ unions */
+HOT_FN void un_add(struct an_union *u, uint64_t s, uint64_t e)
+{
+	if (e < s)
+		e = s;
+	if (!u->open) {
+		u->start = s;
+		u->end = e;
+		u->open = 1;
+		return;
+	}
+	if (s > u->end) {
+		u->closed += u->end - u->start;
+		u->start = s;
+		u->end = e;
+	} else if (e > u->end) {
+		u->end = e;
+	}
+}
+
+/* Measure of a union up to time t. */
+uint64_t an_union_at(const struct an_union *u, uint64_t t);
+/* The unions' measures at time t, at a window's begin (end 0) or end. */
+void snap_all(struct analysis *a, uint64_t t, int end);
+/* One device's idle time of the window, by cause, into a->idle. */
+void idle_breakdown_add(struct analysis *a, struct an_device *d, uint64_t idle);
+/* A gap or burst drawn on the HTML timeline (the longest ones are kept). */
+void mark_add(struct analysis *a, int kind, uint64_t dev, uint64_t stream, uint64_t s, uint64_t e);
+
+/* The findings' end (an_findings.c): placed, merged, kept and sorted, after
+ * every pass has finished. */
+int an_findings_finish(struct analysis *a);
+
+#endif
