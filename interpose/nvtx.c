@@ -159,6 +159,16 @@ static struct msg attr_msg(const struct nvtx_event_attributes *a)
 	return (struct msg){a->message_type, a->message.ascii};
 }
 
+/* Where the range begins in the program's Python, as a hook takes it (interpose/hook.h). */
+static uint64_t range_callpath(void)
+{
+	if (!tbp_cfg.python || __atomic_load_n(&tbp_py_inert, __ATOMIC_RELAXED) || !tbp_guard_enter())
+		return 0;
+	uint64_t cp = tbp_py_callpath();
+	tbp_guard_leave();
+	return cp;
+}
+
 /* ------------------------------------------------------------ push / pop */
 
 /* Deeper than this, a thread's ranges are counted (their depth stays right) but not recorded. */
@@ -199,7 +209,8 @@ static int range_push(uint64_t domain, struct msg m)
 	if (TBP_ACTIVE()) {
 		if (!r->name)
 			r->name = msg_id(&m);
-		r->ts = tbp_range_begin(&r->callpath, &r->tid, &r->gen);
+		r->ts = tbp_range_begin(&r->tid, &r->gen);
+		r->callpath = r->ts ? range_callpath() : 0;
 	}
 	errno = saved_errno;
 	return level;
@@ -256,7 +267,8 @@ static uint64_t range_start(uint64_t domain, struct msg m)
 	if (TBP_ACTIVE()) {
 		if (!name)
 			name = msg_id(&m);
-		ts = tbp_range_begin(&callpath, &tid, &gen);
+		ts = tbp_range_begin(&tid, &gen);
+		callpath = ts ? range_callpath() : 0;
 	}
 	if (ts || capture) {
 		struct start_slot *s = &started[id % START_SLOTS];
@@ -301,7 +313,8 @@ static void mark(uint64_t domain, struct msg m)
 	int saved_errno = errno;
 	uint64_t name = msg_id(&m), callpath = 0, tid = 0;
 	unsigned gen = 0;
-	uint64_t ts = tbp_range_begin(&callpath, &tid, &gen);
+	uint64_t ts = tbp_range_begin(&tid, &gen);
+	callpath = ts ? range_callpath() : 0;
 	if (ts)
 		tbp_range_emit(TBP_NVTX_MARK, ts, domain, name, callpath, 0, 0, tid, gen);
 	errno = saved_errno;

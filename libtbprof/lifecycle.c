@@ -663,7 +663,7 @@ TBP_EXPORT int tbprof_marker(int kind, long long value, const char *label)
 
 /* ------------------------------------------------------------ NVTX ranges (interpose/nvtx.c) */
 
-uint64_t tbp_range_begin(uint64_t *callpath, uint64_t *tid, unsigned *trace_gen)
+uint64_t tbp_range_begin(uint64_t *tid, unsigned *trace_gen)
 {
 	if (!tbp_cfg.enabled || !TBP_ACTIVE() || !tbp_guard_enter())
 		return 0;
@@ -673,7 +673,6 @@ uint64_t tbp_range_begin(uint64_t *callpath, uint64_t *tid, unsigned *trace_gen)
 	uint64_t ts = 0;
 	if (TBP_ACTIVE()) {
 		ts = tbp_now();
-		*callpath = tbp_py_inert ? 0 : tbp_py_callpath();
 		*tid = (uint64_t)tbp_gettid();
 		*trace_gen = __atomic_load_n(&capture_gen, __ATOMIC_RELAXED);
 	}

@@ -192,10 +192,10 @@ unsigned tbp_py_stall_stacks(void)
 	const struct py_layout *L = tbp_py_layout_running();
 	if (!L)
 		return 0;
-	void *(*interp_main)(void) = (void *(*)(void))dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
-	void *(*thread_head)(void *) = (void *(*)(void *))dlsym(RTLD_DEFAULT, "PyInterpreterState_ThreadHead");
-	int (*is_initialized)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "Py_IsInitialized");
-	const void *code_type = dlsym(RTLD_DEFAULT, "PyCode_Type");
+	void *(*interp_main)(void) = (void *(*)(void))tbp_real_dlsym(RTLD_DEFAULT, "PyInterpreterState_Main");
+	void *(*thread_head)(void *) = (void *(*)(void *))tbp_real_dlsym(RTLD_DEFAULT, "PyInterpreterState_ThreadHead");
+	int (*is_initialized)(void) = (int (*)(void))tbp_real_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
+	const void *code_type = tbp_real_dlsym(RTLD_DEFAULT, "PyCode_Type");
 	if (!interp_main || !thread_head || !is_initialized || !code_type || !is_initialized())
 		return 0;
 	void *interp = interp_main();
