@@ -469,31 +469,26 @@ static void info_free(struct info *in)
 	tr_strings_free(&in->strs);
 }
 
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tbanalyze info TRACE.zst [--json]\n"
+		   "  header, processes, threads, record counts, losses, clock alignment; --json: as JSON\n");
+}
+
 int cmd_info(int argc, char **argv)
 {
-	const char *path = NULL;
-	int json = 0;
+	static const struct cmd_args_spec spec = {usage, 1, 1, 1, {"TRACE.zst"}};
+	const char *paths[1];
+	struct cmd_args args = {paths, 0, 0};
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: tbanalyze info TRACE.zst [--json]\n");
-			return TBA_EXIT_OK;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "tbanalyze: info: unknown option '%s'\n", argv[i]);
-			fprintf(stderr, "usage: tbanalyze info TRACE.zst [--json]\n");
-			return TBA_EXIT_USAGE;
-		} else if (!path) {
-			path = argv[i];
-		} else {
-			fprintf(stderr, "tbanalyze: info: more than one trace given\n");
-			return TBA_EXIT_USAGE;
-		}
+		int r = cmd_common_arg(&spec, &args, argv[i]);
+		if (r != CMD_ARG_TAKEN)
+			return cmd_arg_exit(r);
 	}
-	if (!path) {
-		fprintf(stderr, "usage: tbanalyze info TRACE.zst [--json]\n");
+	if (cmd_args_done(&spec, &args))
 		return TBA_EXIT_USAGE;
-	}
+	const char *path = paths[0];
+	int json = args.json;
 	struct tbp_reader *r;
 	int status = tr_open(path, &r);
 	if (status != TBA_EXIT_OK)
