@@ -672,6 +672,7 @@ def part_cli(gen_path, tmp):
         return first
 
     part_cli_convention(trace, tmp)
+    part_cli_cut(gen_path, tmp)
     p = run([trace, "--html", os.path.join(tmp, "no-such-dir", "r.html")], expect_rc=4)
     check("no-such-dir/r.html: No such file or directory" in p.stderr and not p.stdout,
           f"--html to a missing directory is refused before the report ({p.stderr.strip()!r})")
@@ -712,6 +713,21 @@ def part_cli(gen_path, tmp):
     p = run(["dump", trace, "--kind", "gpu_kernel,launch"])
     kinds = {l.split()[2] for l in p.stdout.splitlines() if l.strip()}
     check(kinds == {"gpu_kernel", "launch"}, f"dump --kind gpu_kernel,launch: kinds shown {kinds}")
+
+
+def part_cli_cut(gen_path, tmp):
+    """A trace cut short (no END record) whose header says CUPTI was on, with no GPU record: the report says it ends
+    early, not that it is API-only; a real API-only trace still says API-only."""
+    for scen, says, not_says in (("apionly-cut", "the trace ends early (no END record", "API-only"),
+                                 ("apionly", "API-only, no CUPTI records", "ends early")):
+        t, _ = gen(gen_path, tmp, scen)
+        html = os.path.join(tmp, scen + ".html")
+        text = run([t, "--html", html]).stdout
+        page = open(html).read()
+        line = next((l for l in text.splitlines() if l.startswith("no GPU timeline")), "")
+        check(says in line and not_says not in line and "features: cupti" in line if scen.endswith("cut") else
+              says in line and not_says not in line, f"{scen}: text says {says!r} ({line!r})")
+        check(says in page and not_says not in page, f"{scen}: the HTML page says {says!r}")
 
 
 def part_cli_convention(trace, tmp):
