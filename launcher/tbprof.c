@@ -1238,6 +1238,7 @@ static int cmd_demo(int argc, char **argv)
 			usage_error("unexpected argument '%s' (arguments for run.py go after --)", a);
 		}
 	}
+	refuse_foreign_output("-o", out);
 	char lib[PATH_MAX], tba[PATH_MAX], simgpu[PATH_MAX], site[PATH_MAX + 8], root[PATH_MAX], demo[PATH_MAX];
 	if (!find_piece(lib, sizeof lib, "../libtbprof", TBPROF_INSTALL_LIBDIR, "libtbprof.so") ||
 	    !find_piece(tba, sizeof tba, "../analyze", TBPROF_INSTALL_BINDIR, "tbanalyze")) {

@@ -12,7 +12,7 @@ Usage: check_launcher.py SCENARIO
   report    --report runs tbanalyze on the trace
   cut       a real trace cut before its first event (inside its first frame of events, right after the header) is an error
             (exit 2, file and offset); cut after some events, a warning and a report (exit 0)
-  refuse    an output name that is an existing file but not a trace (record -o, capture -o): exit 2 before anything
+  refuse    an output name that is an existing file but not a trace (record, capture, demo -o): exit 2 before anything
             runs, the file unchanged; a trace there is written over
   exitdoc   doc/launcher.md's exit-status table is common/exit_status.def's, row for row, and both commands' --help
             print it
@@ -352,7 +352,8 @@ def scenario_refuse():
         f.write("print('the user program')\n")
     for args in (["record", "-o", "train.py", "--", "touch", marker],
                  ["record", "--output=train.py", "touch", marker],
-                 ["capture", str(os.getpid()), "-o", "train.py"]):
+                 ["capture", str(os.getpid()), "-o", "train.py"],
+                 ["demo", "-o", "train.py", "--python", "/nonexistent/python"]):
         p = tbprof(args, cwd=d)
         if (p.returncode != 2 or p.stderr.count("\n") != 1 or "train.py: exists and is not a trace" not in p.stderr
                 or os.path.exists(marker) or open(notes).read() != "print('the user program')\n"):
@@ -363,7 +364,7 @@ def scenario_refuse():
     p = tbprof(["record", "-q", "-o", "empty.out", "--", "touch", marker], cwd=d)
     if p.returncode != 0 or not os.path.exists(marker):
         fail(f"record -o over an empty file: rc {p.returncode}, {p.stderr!r}")
-    print("ok: record -o / capture -o naming a file that is not a trace: exit 2, one line, nothing run, unchanged")
+    print("ok: record -o / capture -o / demo -o naming a file that is not a trace: exit 2, one line, nothing run, unchanged")
 
 
 def scenario_exitdoc():
