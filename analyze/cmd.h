@@ -54,11 +54,14 @@ enum { CMD_GO_ON = -1 };
 int cmd_common_arg(const struct cmd_args_spec *spec, struct cmd_args *a, const char *arg);
 /* After the loop: TBA_EXIT_OK, or the missing trace named (exit 3). */
 int cmd_args_done(const struct cmd_args_spec *spec, const struct cmd_args *a);
-/* The status of cmd_common_arg's answer r for the verb to return. */
-static inline int cmd_arg_exit(int r)
-{
-	return r == CMD_ARG_HELP ? TBA_EXIT_OK : TBA_EXIT_USAGE;
-}
+/* A verb's own options at argv[*i]: CMD_ARG_TAKEN (*i past its value), 0
+ * not one of them, CMD_ARG_ERROR (a usage error said). */
+typedef int (*cmd_opt_fn)(int argc, char **argv, int *i, void *ctx);
+/* A verb's whole command line: each argument through opt (NULL: the verb
+ * has none), else cmd_common_arg; then cmd_args_done.  CMD_GO_ON, or the
+ * status to exit with (--help printed: 0; a usage error said: 3). */
+int cmd_parse(int argc, char **argv, const struct cmd_args_spec *spec, struct cmd_args *a, cmd_opt_fn opt,
+	      void *ctx);
 
 /* "--html FILE" / "--html=FILE" at argv[*i] (report, diff): 1 taken (*html
  * set, *i past it), 0 another argument, -1 said (no file name). */
@@ -71,6 +74,13 @@ int cmd_html_opt(int argc, char **argv, int *i, const char **html);
 enum cmd_out_kind { CMD_OUT_HTML, CMD_OUT_TRACE_JSON };
 int cmd_output_check(const char *path, enum cmd_out_kind kind);
 void cmd_output_wrote(const char *path);
+/* fopen(path, "w"), or NULL with the reason said (the verb exits 4). */
+FILE *cmd_output_open(const char *path);
+/* Ends an output the verb wrote with status so far: closes f (path NULL:
+ * standard output, flushed), and when status is TBA_EXIT_OK says a write
+ * error (returns TBA_EXIT_INTERNAL) or what was written (path).  Returns
+ * the status. */
+int cmd_output_close(FILE *f, const char *path, int status);
 
 /* Each verb gets argv with argv[0] = the verb name. */
 int cmd_info(int argc, char **argv);

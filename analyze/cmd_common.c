@@ -64,6 +64,19 @@ int cmd_common_arg(const struct cmd_args_spec *spec, struct cmd_args *a, const c
 	return CMD_ARG_TAKEN;
 }
 
+int cmd_parse(int argc, char **argv, const struct cmd_args_spec *spec, struct cmd_args *a, cmd_opt_fn opt,
+	      void *ctx)
+{
+	for (int i = 1; i < argc; i++) {
+		int r = opt ? opt(argc, argv, &i, ctx) : 0;
+		if (!r)
+			r = cmd_common_arg(spec, a, argv[i]);
+		if (r != CMD_ARG_TAKEN)
+			return r == CMD_ARG_HELP ? TBA_EXIT_OK : TBA_EXIT_USAGE;
+	}
+	return cmd_args_done(spec, a) ? TBA_EXIT_USAGE : CMD_GO_ON;
+}
+
 int cmd_args_done(const struct cmd_args_spec *spec, const struct cmd_args *a)
 {
 	if (a->n_paths >= spec->min_paths)
@@ -144,6 +157,30 @@ int cmd_output_check(const char *path, enum cmd_out_kind kind)
 		return TBA_EXIT_BAD_INPUT;
 	}
 	return TBA_EXIT_OK;
+}
+
+FILE *cmd_output_open(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		fprintf(stderr, "tbanalyze %s: %s: %s\n", current_verb, path, strerror(errno));
+	return f;
+}
+
+int cmd_output_close(FILE *f, const char *path, int status)
+{
+	int failed = ferror(f);
+	if (path ? fclose(f) : fflush(f))
+		failed = 1;
+	if (status != TBA_EXIT_OK)
+		return status;
+	if (failed) {
+		fprintf(stderr, "tbanalyze %s: %s: write failed\n", current_verb, path ? path : "standard output");
+		return TBA_EXIT_INTERNAL;
+	}
+	if (path)
+		cmd_output_wrote(path);
+	return status;
 }
 
 void cmd_output_wrote(const char *path)

@@ -990,14 +990,11 @@ static int html_report(const struct diff *d, const char *path)
 				  d->no_steps,
 				  d->tps ? an_change_name(d->cmp.verdict) : d->regressions ? "regression" : "no regression",
 				  d->regressions != 0, ch, it->n};
-	FILE *f = fopen(path, "w");
-	int bad = !f || an_diff_html(f, &pg);
-	if ((f && fclose(f)) || bad) {
-		fprintf(stderr, "tbanalyze: diff: %s: %s\n", path, f ? "write failed" : strerror(errno));
-		bad = 1;
-	}
+	FILE *f = cmd_output_open(path);
+	if (f)
+		an_diff_html(f, &pg);
 	free(ch);
-	return bad ? TBA_EXIT_INTERNAL : TBA_EXIT_OK;
+	return f ? cmd_output_close(f, path, TBA_EXIT_OK) : TBA_EXIT_INTERNAL;
 }
 
 /* What the diff's command line asks. */
@@ -1032,6 +1029,16 @@ static int pct_opt(int argc, char **argv, int *i, struct diff_args *d)
 	return 0;
 }
 
+/* The diff's own options: --html, the percentages, the analysis's. */
+static int diff_opt(int argc, char **argv, int *i, void *ctx)
+{
+	struct diff_args *d = ctx;
+	int r = cmd_html_opt(argc, argv, i, &d->html);
+	if (!r)
+		r = pct_opt(argc, argv, i, d);
+	return r ? r : an_parse_opt(argc, argv, i, &d->opts);
+}
+
 /* The command line into *d: CMD_GO_ON, or the status to exit with (a usage
  * error said, or --help printed). */
 static int parse_diff_args(int argc, char **argv, struct diff_args *d)
@@ -1041,19 +1048,9 @@ static int parse_diff_args(int argc, char **argv, struct diff_args *d)
 	an_opts_default(&d->opts);
 	d->threshold = 7.0;
 	d->min_share = 1.0;
-	for (int i = 1; i < argc; i++) {
-		int r = cmd_html_opt(argc, argv, &i, &d->html);
-		if (!r)
-			r = pct_opt(argc, argv, &i, d);
-		if (!r)
-			r = an_parse_opt(argc, argv, &i, &d->opts);
-		if (!r)
-			r = cmd_common_arg(&spec, &args, argv[i]);
-		if (r != CMD_ARG_TAKEN)
-			return cmd_arg_exit(r);
-	}
+	int rc = cmd_parse(argc, argv, &spec, &args, diff_opt, d);
 	d->json = args.json;
-	return cmd_args_done(&spec, &args) ? TBA_EXIT_USAGE : CMD_GO_ON;
+	return rc;
 }
 
 /* The report on stdout (and the page): the diff's exit status. */
@@ -1063,7 +1060,6 @@ static int diff_output(const struct diff *d, const struct diff_args *args)
 		int rc = html_report(d, args->html);
 		if (rc)
 			return rc;
-		cmd_output_wrote(args->html);
 	}
 	if (args->json)
 		json_report(d);

@@ -148,36 +148,37 @@ static int collect_strings(const char *path, struct tr_strings *strs)
 	return rc;
 }
 
+/* --kind NAME[,NAME...] / --kind=...: the kinds kept (ctx: keep[TBP_K__MAX];
+ * a --kind that names none is an error, so any kept means a filter). */
+static int kind_opt(int argc, char **argv, int *i, void *ctx)
+{
+	unsigned char *keep = ctx;
+	const char *v;
+	if (!strncmp(argv[*i], "--kind=", 7))
+		v = argv[*i] + 7;
+	else if (!strcmp(argv[*i], "--kind")) /* last, or followed by another option: no value */
+		v = *i + 1 < argc && argv[*i + 1][0] != '-' ? argv[++*i] : NULL;
+	else
+		return 0;
+	return parse_kinds(v, keep) ? CMD_ARG_ERROR : CMD_ARG_TAKEN;
+}
+
 int cmd_dump(int argc, char **argv)
 {
 	static const struct cmd_args_spec spec = {usage, 1, 1, 1, {"TRACE.zst"}};
 	const char *paths[1];
 	struct cmd_args args = {paths, 0, 0};
 	unsigned char keep[TBP_K__MAX] = {0};
+	int status = cmd_parse(argc, argv, &spec, &args, kind_opt, keep);
+	if (status != CMD_GO_ON)
+		return status;
 	int filter = 0;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--kind")) {
-			/* "--kind" last, or followed by another option: no value. */
-			const char *v = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : NULL;
-			if (parse_kinds(v, keep))
-				return TBA_EXIT_USAGE;
-			filter = 1;
-		} else if (!strncmp(argv[i], "--kind=", 7)) {
-			if (parse_kinds(argv[i] + 7, keep))
-				return TBA_EXIT_USAGE;
-			filter = 1;
-		} else {
-			int r = cmd_common_arg(&spec, &args, argv[i]);
-			if (r != CMD_ARG_TAKEN)
-				return cmd_arg_exit(r);
-		}
-	}
-	if (cmd_args_done(&spec, &args))
-		return TBA_EXIT_USAGE;
+	for (unsigned k = 0; k < TBP_K__MAX; k++)
+		filter |= keep[k];
 	const char *path = paths[0];
 	int json = args.json;
 	struct tbp_reader *r;
-	int status = tr_open(path, &r);
+	status = tr_open(path, &r);
 	if (status != TBA_EXIT_OK)
 		return status;
 	struct tr_strings strs;

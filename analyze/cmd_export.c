@@ -382,9 +382,8 @@ static int export_one(const struct analysis *defs, uint64_t base, uint64_t pid, 
 	int rc = an_open(&r, path);
 	if (rc)
 		return rc;
-	FILE *f = out ? fopen(out, "w") : stdout;
+	FILE *f = out ? cmd_output_open(out) : stdout;
 	if (!f) {
-		fprintf(stderr, "tbanalyze: %s: %s\n", out, strerror(errno));
 		tbp_reader_close(r);
 		return TBA_EXIT_INTERNAL;
 	}
@@ -462,16 +461,7 @@ static int export_one(const struct analysis *defs, uint64_t base, uint64_t pid, 
 	vec_free(&x.stream_list);
 	if (an_ok)
 		an_free(&an);
-	int werr = ferror(f);
-	if (out ? fclose(f) : fflush(f))
-		werr = 1;
-	if (werr && !rc) {
-		fprintf(stderr, "tbanalyze: %s: write failed\n", out ? out : "standard output");
-		rc = TBA_EXIT_INTERNAL;
-	}
-	if (!rc && out)
-		cmd_output_wrote(out);
-	return rc;
+	return cmd_output_close(f, out, rc);
 }
 
 /* The ranks of the traces, as the report takes them: recorded, else the
@@ -546,9 +536,8 @@ static int export_ranks(char **paths, size_t n, const char *out)
 			base = firsts[i] + (uint64_t)shifts[i];
 	if (base == UINT64_MAX)
 		base = 0;
-	f = out ? fopen(out, "w") : stdout;
+	f = out ? cmd_output_open(out) : stdout;
 	if (!f) {
-		fprintf(stderr, "tbanalyze: %s: %s\n", out, strerror(errno));
 		rc = TBA_EXIT_INTERNAL;
 		goto out;
 	}
@@ -611,15 +600,7 @@ static int export_ranks(char **paths, size_t n, const char *out)
 		first = x.first;
 	}
 	fprintf(f, "\n]}\n");
-	int werr = ferror(f);
-	if (out ? fclose(f) : fflush(f))
-		werr = 1;
-	if (werr && !rc) {
-		fprintf(stderr, "tbanalyze: %s: write failed\n", out ? out : "standard output");
-		rc = TBA_EXIT_INTERNAL;
-	}
-	if (!rc && out)
-		cmd_output_wrote(out);
+	rc = cmd_output_close(f, out, rc);
 out:
 	for (size_t i = 0; i < loaded; i++)
 		an_free(&defs[i]);
@@ -740,10 +721,16 @@ static int export_several(char **paths, size_t n, const char *out, int kineto)
 	return rc ? rc : export_ranks(paths, n, out);
 }
 
+struct export_args {
+	const char *format, *out;
+};
+
 /* "--format F" / "--format=F" / "-o OUT" at argv[*i]: 1 taken, 0 another
  * argument, -1 said. */
-static int export_opt(int argc, char **argv, int *i, const char **format, const char **out)
+static int export_opt(int argc, char **argv, int *i, void *ctx)
 {
+	struct export_args *ea = ctx;
+	const char **format = &ea->format, **out = &ea->out;
 	const char *arg = argv[*i];
 	if (!strncmp(arg, "--format=", 9)) {
 		*format = arg + 9;
@@ -763,19 +750,14 @@ static int export_opt(int argc, char **argv, int *i, const char **format, const 
 
 int cmd_export(int argc, char **argv)
 {
-	const char *out = NULL, *format = "chrome";
+	struct export_args ea = {"chrome", NULL};
 	const char *named[argc]; /* the traces named, for several */
 	static const struct cmd_args_spec spec = {usage, 0, 1, SIZE_MAX, {"TRACE.zst"}};
 	struct cmd_args args = {named, 0, 0};
-	for (int i = 1; i < argc; i++) {
-		int r = export_opt(argc, argv, &i, &format, &out);
-		if (!r)
-			r = cmd_common_arg(&spec, &args, argv[i]);
-		if (r != CMD_ARG_TAKEN)
-			return cmd_arg_exit(r);
-	}
-	if (cmd_args_done(&spec, &args))
-		return TBA_EXIT_USAGE;
+	int rc = cmd_parse(argc, argv, &spec, &args, export_opt, &ea);
+	if (rc != CMD_GO_ON)
+		return rc;
+	const char *format = ea.format, *out = ea.out;
 	if (strcmp(format, "chrome") && strcmp(format, "kineto"))
 		return cmd_usage_error("--format: %s: unknown format (valid: chrome, kineto)", format);
 	char **paths = (char **)named;
@@ -789,7 +771,7 @@ int cmd_export(int argc, char **argv)
 		return export_several(paths, n_paths, out, kineto);
 	char **list;
 	size_t n;
-	int rc = an_ranks_list_dir(path, &list, &n);
+	rc = an_ranks_list_dir(path, &list, &n);
 	if (rc)
 		return rc;
 	rc = n == 1 ? export_single(list[0], out, kineto) /* a directory of one trace is that trace */

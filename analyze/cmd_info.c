@@ -480,17 +480,13 @@ int cmd_info(int argc, char **argv)
 	static const struct cmd_args_spec spec = {usage, 1, 1, 1, {"TRACE.zst"}};
 	const char *paths[1];
 	struct cmd_args args = {paths, 0, 0};
-	for (int i = 1; i < argc; i++) {
-		int r = cmd_common_arg(&spec, &args, argv[i]);
-		if (r != CMD_ARG_TAKEN)
-			return cmd_arg_exit(r);
-	}
-	if (cmd_args_done(&spec, &args))
-		return TBA_EXIT_USAGE;
+	int status = cmd_parse(argc, argv, &spec, &args, NULL, NULL);
+	if (status != CMD_GO_ON)
+		return status;
 	const char *path = paths[0];
 	int json = args.json;
 	struct tbp_reader *r;
-	int status = tr_open(path, &r);
+	status = tr_open(path, &r);
 	if (status != TBA_EXIT_OK)
 		return status;
 	struct info *in = calloc(1, sizeof *in);

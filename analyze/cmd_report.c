@@ -136,14 +136,13 @@ static int report_ranks(char **paths, size_t n, const struct an_opts *opts, int 
 	struct an_ranks R;
 	int rc = an_ranks_run(&R, paths, n, opts);
 	if (!rc && html) {
-		FILE *hf = fopen(html, "w");
-		int bad = !hf || an_ranks_report_html(&R, hf);
-		if ((hf && fclose(hf)) || bad) {
-			fprintf(stderr, "tbanalyze: %s: %s\n", html, hf ? "write failed" : strerror(errno));
+		FILE *hf = cmd_output_open(html);
+		if (hf)
+			an_ranks_report_html(&R, hf);
+		if ((rc = hf ? cmd_output_close(hf, html, rc) : TBA_EXIT_INTERNAL)) {
 			an_ranks_free(&R);
-			return TBA_EXIT_INTERNAL;
+			return rc;
 		}
-		cmd_output_wrote(html);
 	}
 	if (!rc) {
 		if (json)
@@ -184,27 +183,32 @@ int cmd_html_opt(int argc, char **argv, int *i, const char **html)
 	return 1;
 }
 
+struct report_args {
+	struct an_opts opts;
+	const char *html;
+};
+
+static int report_opt(int argc, char **argv, int *i, void *ctx)
+{
+	struct report_args *ra = ctx;
+	int r = cmd_html_opt(argc, argv, i, &ra->html);
+	return r ? r : an_parse_opt(argc, argv, i, &ra->opts);
+}
+
 int cmd_report(int argc, char **argv)
 {
-	struct an_opts opts;
-	an_opts_default(&opts);
-	const char *html = NULL;
+	struct report_args ra = {.html = NULL};
+	an_opts_default(&ra.opts);
 	const char *named[argc]; /* the traces named, for several */
 	static const struct cmd_args_spec spec = {usage, 1, 1, SIZE_MAX, {"TRACE.zst"}};
 	struct cmd_args args = {named, 0, 0};
-	for (int i = 1; i < argc; i++) {
-		int r = cmd_html_opt(argc, argv, &i, &html);
-		if (!r)
-			r = an_parse_opt(argc, argv, &i, &opts);
-		if (!r)
-			r = cmd_common_arg(&spec, &args, argv[i]);
-		if (r != CMD_ARG_TAKEN)
-			return cmd_arg_exit(r);
-	}
-	if (cmd_args_done(&spec, &args))
-		return TBA_EXIT_USAGE;
+	int rc = cmd_parse(argc, argv, &spec, &args, report_opt, &ra);
+	if (rc != CMD_GO_ON)
+		return rc;
+	const struct an_opts opts = ra.opts;
+	const char *html = ra.html;
 	/* A bad --html name is refused before a long analysis, leaving no file. */
-	int rc = html ? cmd_output_check(html, CMD_OUT_HTML) : TBA_EXIT_OK;
+	rc = html ? cmd_output_check(html, CMD_OUT_HTML) : TBA_EXIT_OK;
 	if (rc)
 		return rc;
 	char **paths = (char **)named;
@@ -245,19 +249,13 @@ static int report_one(const char *path, const char *html, const struct an_opts *
 		return rc;
 	}
 	if (html) {
-		FILE *hf = fopen(html, "w");
-		if (!hf) {
-			fprintf(stderr, "tbanalyze: %s: %s\n", html, strerror(errno));
+		FILE *hf = cmd_output_open(html);
+		if (hf)
+			an_report_html(&a, hf);
+		if ((rc = hf ? cmd_output_close(hf, html, rc) : TBA_EXIT_INTERNAL)) {
 			an_free(&a);
-			return TBA_EXIT_INTERNAL;
+			return rc;
 		}
-		int bad = an_report_html(&a, hf);
-		if (fclose(hf) || bad) {
-			fprintf(stderr, "tbanalyze: %s: write failed\n", html);
-			an_free(&a);
-			return TBA_EXIT_INTERNAL;
-		}
-		cmd_output_wrote(html);
 	}
 	if (json)
 		an_report_json(&a, stdout);
