@@ -194,9 +194,10 @@ static const char record_help[] =
 	"    HUP, QUIT, USR1, USR2, ALRM) is passed on to the command; the terminal's\n"
 	"    Ctrl-C and Ctrl-\\ reach the command directly.  tbprof's own failures,\n"
 	"    before COMMAND starts: 2 an output name that is a file but not a trace,\n"
-	"    3 bad command line (the option is named), 4 internal error, 5 libtbprof.so\n"
-	"    not found, 126 COMMAND cannot be executed, 127 COMMAND not found\n"
-	"    (tbprof --help lists every status).\n"
+	"    3 bad command line (the option is named), 4 -o's directory cannot be\n"
+	"    made (or another internal error), 5 libtbprof.so not found, 126\n"
+	"    COMMAND cannot be executed, 127 COMMAND not found (tbprof --help lists\n"
+	"    every status).\n"
 	"\n"
 	"ENVIRONMENT\n"
 	"    LD_PRELOAD    kept; libtbprof.so is added after its entries.\n"
@@ -481,7 +482,7 @@ static const char *output_name(const char *opt, const char *v)
 	}
 	char *dir = malloc(len + 2);
 	if (!dir)
-		usage_error("%s: out of memory", opt);
+		fail_with(TBP_EXIT_INTERNAL, "%s: out of memory", opt);
 	memcpy(dir, v, len + 1);
 	for (char *p = dir + 1; ; p++) {
 		if (*p != '/' && *p)
@@ -489,13 +490,13 @@ static const char *output_name(const char *opt, const char *v)
 		char c = *p;
 		*p = 0;
 		if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-			usage_error("%s: cannot create directory %s: %s", opt, dir, strerror(errno));
+			fail_with(TBP_EXIT_INTERNAL, "%s: cannot create directory %s: %s", opt, dir, strerror(errno));
 		*p = c;
 		if (!c)
 			break;
 	}
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		usage_error("%s: %s is not a directory", opt, dir);
+		fail_with(TBP_EXIT_INTERNAL, "%s: %s is not a directory", opt, dir);
 	if (dir[len - 1] != '/')
 		memcpy(dir + len, "/", 2);
 	return dir;

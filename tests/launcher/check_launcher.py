@@ -359,6 +359,10 @@ def scenario_refuse():
                 or os.path.exists(marker) or open(notes).read() != "print('the user program')\n"):
             fail(f"tbprof {args}: rc {p.returncode}, stderr {p.stderr!r}, ran {os.path.exists(marker)} "
                  f"(want 2, one line, nothing run, the file unchanged)")
+    # a directory OUT that cannot be made (a file on its path): exit 4, nothing run
+    p = tbprof(["record", "-o", "train.py/traces", "--", "touch", marker], cwd=d)
+    if p.returncode != 4 or p.stderr.count("\n") != 1 or "cannot create directory" not in p.stderr or os.path.exists(marker):
+        fail(f"record -o under a file: rc {p.returncode}, stderr {p.stderr!r} (want 4, one line, nothing run)")
     # an empty file and an earlier trace are the output's to take
     open(os.path.join(d, "empty.out"), "w").close()
     p = tbprof(["record", "-q", "-o", "empty.out", "--", "touch", marker], cwd=d)
