@@ -32,9 +32,11 @@ const char *fmt_bytes(uint64_t b, char *buf, size_t len)
 
 const char *no_gpu_timeline_why(const struct analysis *a)
 {
-	/* The header says whether CUPTI was on when the trace began: then no
-	 * GPU record means they were not written, not that there were none. */
-	if (!(a->header.features & TBP_FEAT_CUPTI) || a->no_cupti_notice)
+	/* The header says whether CUPTI was wanted when the trace began; a
+	 * notice, that it could not be had (no libcupti, another tool holds
+	 * it, an error): then the trace is API-only.  Otherwise no GPU record
+	 * means they were not written, not that there were none. */
+	if (!(a->header.features & TBP_FEAT_CUPTI) || a->no_cupti_notice || a->cupti_trouble_notice)
 		return "no GPU timeline in this trace (API-only, no CUPTI records)";
 	if (!a->has_end)
 		return "no GPU timeline: the trace ends early (no END record: the process was killed, or the file is "

@@ -2299,7 +2299,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|apionly-cut|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|apionly-cut|apionly-cut-inuse|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -2341,9 +2341,19 @@ int main(int argc, char **argv)
 		gpu_at_end = 1;
 		scen_planted(1);
 	}
-	else if (!strcmp(s, "apionly") || !strcmp(s, "apionly-cut")) {
+	else if (!strcmp(s, "apionly") || !strncmp(s, "apionly-cut", 11)) {
 		api_only = 1;
-		cut_early = !strcmp(s, "apionly-cut");
+		cut_early = !strncmp(s, "apionly-cut", 11);
+		if (!strcmp(s, "apionly-cut-inuse")) {
+			/* ... where another tool held CUPTI: libtbprof's notice says so */
+			struct tbp_record *n = push(&host[0]);
+			n->kind = TBP_K_NOTICE;
+			n->tid = host_tid[0];
+			n->ts = 900 * US;
+			n->u.notice.level = TBP_NOTE_WARN;
+			n->u.notice.code = TBP_NOTICE_CUPTI_IN_USE;
+			n->u.notice.message = intern("API-only trace: another tool holds CUPTI");
+		}
 		scen_planted(0);
 		/* Without GPU timestamps no idle gap or burst can be seen. */
 		size_t w = 0;
