@@ -28,7 +28,6 @@ int an_check_unchecked(int rc);
 /* ------------------------------------------------------------ the convention
  * (cmd_common.c).  Every message names the verb: "tbanalyze VERB: ...". */
 void cmd_set_verb(const char *verb); /* main.c, before the verb runs */
-const char *cmd_verb(void);
 /* "tbanalyze VERB: MESSAGE; see tbanalyze VERB --help" on one line of
  * stderr; returns TBA_EXIT_USAGE. */
 int cmd_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -48,18 +47,14 @@ struct cmd_args {
 enum { CMD_ARG_TAKEN = 1, CMD_ARG_HELP = 2, CMD_ARG_ERROR = -1 };
 /* A verb's parser's answer when the verb goes on (else an exit status). */
 enum { CMD_GO_ON = -1 };
-/* The tail of every verb's option loop, for argv[*i] that the verb's own
- * options did not take (arg): --help (prints the usage on stdout), --json, a
- * trace, or an unknown option / one trace too many (said; CMD_ARG_ERROR). */
-int cmd_common_arg(const struct cmd_args_spec *spec, struct cmd_args *a, const char *arg);
-/* After the loop: TBA_EXIT_OK, or the missing trace named (exit 3). */
-int cmd_args_done(const struct cmd_args_spec *spec, const struct cmd_args *a);
 /* A verb's own options at argv[*i]: CMD_ARG_TAKEN (*i past its value), 0
  * not one of them, CMD_ARG_ERROR (a usage error said). */
 typedef int (*cmd_opt_fn)(int argc, char **argv, int *i, void *ctx);
 /* A verb's whole command line: each argument through opt (NULL: the verb
- * has none), else cmd_common_arg; then cmd_args_done.  CMD_GO_ON, or the
- * status to exit with (--help printed: 0; a usage error said: 3). */
+ * has none), else the arguments every verb reads alike: --help (the usage
+ * on stdout), --json, a trace, an unknown option or one trace too many
+ * (said); then a missing trace is named.  CMD_GO_ON, or the status to exit
+ * with (--help printed: 0; a usage error said: 3). */
 int cmd_parse(int argc, char **argv, const struct cmd_args_spec *spec, struct cmd_args *a, cmd_opt_fn opt,
 	      void *ctx);
 
@@ -70,10 +65,9 @@ int cmd_html_opt(int argc, char **argv, int *i, const char **html);
 /* Output files a verb writes: before, cmd_output_check refuses an existing
  * file that is not of the kind written (exit 2: a trace given as -o, a
  * user's notes) and a name that cannot be written (exit 4), leaving
- * nothing; after, cmd_output_wrote says "tbanalyze VERB: wrote PATH (SIZE)". */
+ * nothing; after, cmd_output_close says "tbanalyze VERB: wrote PATH (SIZE)". */
 enum cmd_out_kind { CMD_OUT_HTML, CMD_OUT_TRACE_JSON };
 int cmd_output_check(const char *path, enum cmd_out_kind kind);
-void cmd_output_wrote(const char *path);
 /* fopen(path, "w"), or NULL with the reason said (the verb exits 4). */
 FILE *cmd_output_open(const char *path);
 /* Ends an output the verb wrote with status so far: closes f (path NULL:

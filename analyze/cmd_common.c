@@ -23,11 +23,6 @@ void cmd_set_verb(const char *verb)
 	current_verb = verb;
 }
 
-const char *cmd_verb(void)
-{
-	return current_verb;
-}
-
 int cmd_usage_error(const char *fmt, ...)
 {
 	va_list ap;
@@ -39,7 +34,9 @@ int cmd_usage_error(const char *fmt, ...)
 	return TBA_EXIT_USAGE;
 }
 
-int cmd_common_arg(const struct cmd_args_spec *spec, struct cmd_args *a, const char *arg)
+/* An argument the verb's own options did not take: --help (the usage on
+ * stdout), --json, a trace, or an unknown option / one trace too many. */
+static int common_arg(const struct cmd_args_spec *spec, struct cmd_args *a, const char *arg)
 {
 	if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
 		spec->usage(stdout);
@@ -57,11 +54,22 @@ int cmd_common_arg(const struct cmd_args_spec *spec, struct cmd_args *a, const c
 		if (spec->max_paths == 1)
 			cmd_usage_error("one trace, not more ('%s' is a second)", arg);
 		else
-			cmd_usage_error("%zu traces, not more ('%s' is a third)", spec->max_paths, arg);
+			cmd_usage_error("%zu traces, not more ('%s' is one more)", spec->max_paths, arg);
 		return CMD_ARG_ERROR;
 	}
 	a->paths[a->n_paths++] = arg;
 	return CMD_ARG_TAKEN;
+}
+
+/* After the arguments: TBA_EXIT_OK, or the missing trace named. */
+static int args_done(const struct cmd_args_spec *spec, const struct cmd_args *a)
+{
+	if (a->n_paths >= spec->min_paths)
+		return TBA_EXIT_OK;
+	static const char *const nth[] = {"first", "second"};
+	if (spec->min_paths == 1)
+		return cmd_usage_error("no trace given (%s)", spec->path_names[0]);
+	return cmd_usage_error("missing the %s trace (%s)", nth[a->n_paths], spec->path_names[a->n_paths]);
 }
 
 int cmd_parse(int argc, char **argv, const struct cmd_args_spec *spec, struct cmd_args *a, cmd_opt_fn opt,
@@ -70,21 +78,36 @@ int cmd_parse(int argc, char **argv, const struct cmd_args_spec *spec, struct cm
 	for (int i = 1; i < argc; i++) {
 		int r = opt ? opt(argc, argv, &i, ctx) : 0;
 		if (!r)
-			r = cmd_common_arg(spec, a, argv[i]);
+			r = common_arg(spec, a, argv[i]);
 		if (r != CMD_ARG_TAKEN)
 			return r == CMD_ARG_HELP ? TBA_EXIT_OK : TBA_EXIT_USAGE;
 	}
-	return cmd_args_done(spec, a) ? TBA_EXIT_USAGE : CMD_GO_ON;
+	return args_done(spec, a) ? TBA_EXIT_USAGE : CMD_GO_ON;
 }
 
-int cmd_args_done(const struct cmd_args_spec *spec, const struct cmd_args *a)
+/* "--html FILE" or "--html=FILE" at argv[*i]: 1 taken (in *html), 0 not
+ * this option, -1 said (no name).  An option in FILE's place ("--html -o
+ * x.html") is a missing name, not a file called "-o" (--html=-o is one). */
+int cmd_html_opt(int argc, char **argv, int *i, const char **html)
 {
-	if (a->n_paths >= spec->min_paths)
-		return TBA_EXIT_OK;
-	static const char *const nth[] = {"first", "second"};
-	if (spec->min_paths == 1)
-		return cmd_usage_error("no trace given (%s)", spec->path_names[0]);
-	return cmd_usage_error("missing the %s trace (%s)", nth[a->n_paths], spec->path_names[a->n_paths]);
+	const char *arg = argv[*i];
+	if (!strncmp(arg, "--html=", 7)) {
+		*html = arg + 7;
+	} else if (!strcmp(arg, "--html")) {
+		if (*i + 1 >= argc || (argv[*i + 1][0] == '-' && argv[*i + 1][1])) {
+			cmd_usage_error("--html: value missing (a file name%s%s)", *i + 1 < argc ? "; got the option " : "",
+					*i + 1 < argc ? argv[*i + 1] : "");
+			return -1;
+		}
+		*html = argv[++*i];
+	} else {
+		return 0;
+	}
+	if (!**html) {
+		cmd_usage_error("--html: value missing (a file name)");
+		return -1;
+	}
+	return 1;
 }
 
 /* ------------------------------------------------------------ output files */
@@ -159,6 +182,25 @@ int cmd_output_check(const char *path, enum cmd_out_kind kind)
 	return TBA_EXIT_OK;
 }
 
+/* "tbanalyze VERB: wrote PATH (SIZE)" on stderr. */
+static void output_wrote(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return;
+	double size = (double)st.st_size;
+	static const char *const units[] = {"bytes", "kB", "MB", "GB", "TB"};
+	unsigned u = 0;
+	while (size >= 1000 && u + 1 < sizeof units / sizeof units[0]) {
+		size /= 1000;
+		u++;
+	}
+	if (u)
+		fprintf(stderr, "tbanalyze %s: wrote %s (%.1f %s)\n", current_verb, path, size, units[u]);
+	else
+		fprintf(stderr, "tbanalyze %s: wrote %s (%.0f bytes)\n", current_verb, path, size);
+}
+
 FILE *cmd_output_open(const char *path)
 {
 	FILE *f = fopen(path, "w");
@@ -179,24 +221,7 @@ int cmd_output_close(FILE *f, const char *path, int status)
 		return TBA_EXIT_INTERNAL;
 	}
 	if (path)
-		cmd_output_wrote(path);
+		output_wrote(path);
 	return status;
 }
 
-void cmd_output_wrote(const char *path)
-{
-	struct stat st;
-	if (stat(path, &st) != 0)
-		return;
-	double size = (double)st.st_size;
-	static const char *const units[] = {"bytes", "kB", "MB", "GB", "TB"};
-	unsigned u = 0;
-	while (size >= 1000 && u + 1 < sizeof units / sizeof units[0]) {
-		size /= 1000;
-		u++;
-	}
-	if (u)
-		fprintf(stderr, "tbanalyze %s: wrote %s (%.1f %s)\n", current_verb, path, size, units[u]);
-	else
-		fprintf(stderr, "tbanalyze %s: wrote %s (%.0f bytes)\n", current_verb, path, size);
-}

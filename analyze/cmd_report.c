@@ -158,31 +158,6 @@ static int report_ranks(char **paths, size_t n, const struct an_opts *opts, int 
 	return rc;
 }
 
-/* "--html FILE" or "--html=FILE" at argv[*i]: 1 taken (in *html), 0 not
- * this option, -1 said (no name).  An option in FILE's place ("--html -o
- * x.html") is a missing name, not a file called "-o" (--html=-o is one). */
-int cmd_html_opt(int argc, char **argv, int *i, const char **html)
-{
-	const char *arg = argv[*i];
-	if (!strncmp(arg, "--html=", 7)) {
-		*html = arg + 7;
-	} else if (!strcmp(arg, "--html")) {
-		if (*i + 1 >= argc || (argv[*i + 1][0] == '-' && argv[*i + 1][1])) {
-			cmd_usage_error("--html: value missing (a file name%s%s)", *i + 1 < argc ? "; got the option " : "",
-					*i + 1 < argc ? argv[*i + 1] : "");
-			return -1;
-		}
-		*html = argv[++*i];
-	} else {
-		return 0;
-	}
-	if (!**html) {
-		cmd_usage_error("--html: value missing (a file name)");
-		return -1;
-	}
-	return 1;
-}
-
 struct report_args {
 	struct an_opts opts;
 	const char *html;
