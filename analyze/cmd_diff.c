@@ -1065,11 +1065,8 @@ static int diff_output(const struct diff *d, const struct diff_args *args)
 		json_report(d);
 	else
 		text_report(d);
-	if (fflush(stdout)) {
-		fprintf(stderr, "tbanalyze: write error on standard output\n");
-		return TBA_EXIT_INTERNAL;
-	}
-	return d->regressions ? TBA_EXIT_REGRESSION : TBA_EXIT_OK;
+	int rc = cmd_output_close(stdout, NULL, TBA_EXIT_OK);
+	return rc ? rc : d->regressions ? TBA_EXIT_REGRESSION : TBA_EXIT_OK;
 }
 
 int cmd_diff(int argc, char **argv)

@@ -202,9 +202,5 @@ int cmd_dump(int argc, char **argv)
 	status = rc < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
 	tbp_reader_close(r);
 	tr_strings_free(&strs);
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		fprintf(stderr, "tbanalyze: dump: write error on standard output\n");
-		return TBA_EXIT_INTERNAL;
-	}
-	return status;
+	return cmd_output_close(stdout, NULL, status);
 }

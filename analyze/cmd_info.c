@@ -522,10 +522,7 @@ int cmd_info(int argc, char **argv)
 			print_json(stdout, path, in, in->streams, ns);
 		else
 			print_text(stdout, path, in, in->streams, ns);
-		if (fflush(stdout) != 0 || ferror(stdout)) {
-			fprintf(stderr, "tbanalyze: info: write error on standard output\n");
-			status = TBA_EXIT_INTERNAL;
-		}
+		status = cmd_output_close(stdout, NULL, status);
 	}
 	tbp_reader_close(r);
 	info_free(in);

@@ -150,10 +150,7 @@ static int report_ranks(char **paths, size_t n, const struct an_opts *opts, int 
 		else
 			an_ranks_report_text(&R, stdout);
 		an_ranks_free(&R);
-		if (fflush(stdout) || ferror(stdout)) {
-			fprintf(stderr, "tbanalyze: write error on standard output\n");
-			rc = TBA_EXIT_INTERNAL;
-		}
+		rc = cmd_output_close(stdout, NULL, rc);
 	}
 	return rc;
 }
@@ -237,9 +234,5 @@ static int report_one(const char *path, const char *html, const struct an_opts *
 	else
 		an_report_text(&a, stdout);
 	an_free(&a);
-	if (fflush(stdout) || ferror(stdout)) {
-		fprintf(stderr, "tbanalyze: write error on standard output\n");
-		return TBA_EXIT_INTERNAL;
-	}
-	return TBA_EXIT_OK;
+	return cmd_output_close(stdout, NULL, TBA_EXIT_OK);
 }

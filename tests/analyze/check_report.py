@@ -795,6 +795,14 @@ def part_cli_convention(trace, tmp):
         os.unlink(out)
     p = run([trace, "--json"])
     check("wrote" not in p.stderr, f"nothing written, nothing said ({p.stderr!r})")
+    # standard output that cannot be written (a full disk): exit 4, one line naming the verb
+    if os.path.exists("/dev/full"):
+        for args in ([trace], ["info", trace], ["dump", trace], ["diff", trace, trace], ["export", trace]):
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([TBANALYZE] + args, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+            verb = args[0] if args[0] in VERBS else "report"
+            check(p.returncode == 4 and p.stderr == f"tbanalyze {verb}: standard output: write failed\n",
+                  f"tbanalyze {verb} > /dev/full: exit {p.returncode} (want 4), {p.stderr!r}")
 
 
 def part_text(gen_path, tmp):
