@@ -369,6 +369,7 @@ struct analysis {
 	uint64_t truncated_at;
 	int has_end;
 	int no_cupti_notice;
+	int cupti_trouble_notice; /* NOTICE CUPTI_IN_USE or CUPTI_ERROR: CUPTI did not (all) work */
 	uint64_t reorder_forced; /* records emitted because the reorder window was full */
 	uint64_t late_records;   /* records older than already-processed time */
 	uint64_t late_gpu_records;

@@ -516,6 +516,8 @@ static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 		if (r->u.notice.code == TBP_NOTICE_NO_CUPTI) {
 			a->no_cupti_notice = 1;
 			a->st->expect_gpu = 0;
+		} else if (r->u.notice.code == TBP_NOTICE_CUPTI_IN_USE || r->u.notice.code == TBP_NOTICE_CUPTI_ERROR) {
+			a->cupti_trouble_notice = 1;
 		} else if (r->u.notice.code == TBP_NOTICE_CUPTI_JOIN) {
 			a->join_notice = r->u.notice.message;
 		}

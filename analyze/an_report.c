@@ -32,6 +32,22 @@ const char *fmt_bytes(uint64_t b, char *buf, size_t len)
 	return buf;
 }
 
+const char *no_gpu_timeline_why(const struct analysis *a)
+{
+	/* The header says whether CUPTI was wanted when the trace began; a
+	 * notice, that it could not be had (no libcupti, another tool holds
+	 * it, an error): then the trace is API-only.  Otherwise no GPU record
+	 * means they were not written, not that there were none. */
+	if (!(a->header.features & TBP_FEAT_CUPTI) || a->no_cupti_notice || a->cupti_trouble_notice)
+		return "no GPU timeline in this trace (API-only, no CUPTI records)";
+	if (!a->has_end)
+		return "no GPU timeline: the trace ends early (no END record: the process was killed, or the file is "
+		       "still being written) and the GPU records were not written, although CUPTI was on (features: cupti)";
+	return "no GPU timeline: no GPU record reached the trace, although CUPTI was on (features: cupti); GPU records "
+	       "reach the writer a second or so after the work (CUPTI's buffers, the ordering hold), so a short capture "
+	       "or a crash's flight dump can end before any";
+}
+
 unsigned active_devices(const struct analysis *a)
 {
 	unsigned n = 0;
@@ -730,8 +746,8 @@ static void text_gpu(const struct analysis *a, FILE *f)
 {
 	if (!an_has_gpu(a)) {
 		if (a->n_launch + a->n_memcpy + a->n_memset)
-			fprintf(f, "no GPU timeline in this trace (API-only, no CUPTI records): GPU time cannot be "
-				   "measured; findings below come from host-side API times\n");
+			fprintf(f, "%s: GPU time cannot be measured; findings below come from host-side API times\n",
+				no_gpu_timeline_why(a));
 		else
 			fprintf(f, "no GPU activity recorded (a CPU run): host time by Python function follows\n");
 		return;

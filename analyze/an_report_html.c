@@ -6,6 +6,7 @@
  * the plots: time per step (an_pass_steptime.c's split), the breakdown, the
  * idle by cause, the per-stream timeline that zooms and pans.
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -738,11 +739,14 @@ static void html_header(const struct analysis *a, FILE *f)
 		fputs("</p>\n", f);
 	}
 	if (!an_has_gpu(a)) {
-		fputs(a->n_launch + a->n_memcpy + a->n_memset
-			      ? "<p class=\"meta\">No GPU timeline in this trace (API-only, no CUPTI records): findings come from "
-				"host-side API times.</p>\n"
-			      : "<p class=\"meta\">No GPU activity recorded (a CPU run): host time by Python function below.</p>\n",
-		      f);
+		if (a->n_launch + a->n_memcpy + a->n_memset) {
+			const char *why = no_gpu_timeline_why(a);
+			fprintf(f, "<p class=\"meta\">%c", toupper((unsigned char)why[0]));
+			html_str(f, why + 1);
+			fputs(": findings come from host-side API times.</p>\n", f);
+		} else {
+			fputs("<p class=\"meta\">No GPU activity recorded (a CPU run): host time by Python function below.</p>\n", f);
+		}
 		return;
 	}
 	unsigned n = active_devices(a);

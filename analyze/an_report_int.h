@@ -37,6 +37,9 @@ size_t host_rows_shown(const struct analysis *a, size_t n);
 const char *row_incl(const struct host_row *r, char *buf, size_t len);
 
 unsigned active_devices(const struct analysis *a);
+/* Why a trace with API records has no GPU timeline, as one sentence (no
+ * final period) the text and HTML reports print. */
+const char *no_gpu_timeline_why(const struct analysis *a);
 size_t library_frames(const struct analysis *a, const struct an_finding *x, struct an_frame *fr, size_t max);
 const char *edge_name(int edge);
 const char *fmt_bytes(uint64_t b, char *buf, size_t len); /* "1.50 MiB" */

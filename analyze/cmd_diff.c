@@ -638,22 +638,23 @@ static void usage(FILE *f)
 		an_opts_help);
 }
 
-/* "tbanalyze: --OPTION: VALUE: REASON" (exit 3).  A threshold is a change
- * in percent (B may be many times A); a share is a part of a total. */
+/* "tbanalyze diff: --OPTION: VALUE: REASON; see ..." (exit 3).  A threshold
+ * is a change in percent (B may be many times A); a share is a part of a
+ * total. */
 static int parse_pct(const char *opt, const char *s, double max, double *out)
 {
 	if (!s) {
-		fprintf(stderr, "tbanalyze: %s: value missing (a percentage from 0 to %g)\n", opt, max);
+		cmd_usage_error("%s: value missing (a percentage from 0 to %g)", opt, max);
 		return -1;
 	}
 	char *end;
 	double v = strtod(s, &end);
 	if (!*s || *end || end == s || v != v) {
-		fprintf(stderr, "tbanalyze: %s: %s: not a number\n", opt, s);
+		cmd_usage_error("%s: %s: not a number", opt, s);
 		return -1;
 	}
 	if (!(v >= 0) || v > max) {
-		fprintf(stderr, "tbanalyze: %s: %s: out of range (0 to %g)\n", opt, s, max);
+		cmd_usage_error("%s: %s: out of range (0 to %g)", opt, s, max);
 		return -1;
 	}
 	*out = v;
@@ -989,95 +990,101 @@ static int html_report(const struct diff *d, const char *path)
 				  d->no_steps,
 				  d->tps ? an_change_name(d->cmp.verdict) : d->regressions ? "regression" : "no regression",
 				  d->regressions != 0, ch, it->n};
-	FILE *f = fopen(path, "w");
-	int bad = !f || an_diff_html(f, &pg);
-	if ((f && fclose(f)) || bad) {
-		fprintf(stderr, "tbanalyze: diff: %s: %s\n", path, f ? "write failed" : strerror(errno));
-		bad = 1;
-	}
+	FILE *f = cmd_output_open(path);
+	if (f)
+		an_diff_html(f, &pg);
 	free(ch);
-	return bad ? TBA_EXIT_INTERNAL : TBA_EXIT_OK;
+	return f ? cmd_output_close(f, path, TBA_EXIT_OK) : TBA_EXIT_INTERNAL;
+}
+
+/* What the diff's command line asks. */
+struct diff_args {
+	struct an_opts opts;
+	const char *paths[2];
+	double threshold, min_share;
+	int json;
+	const char *html;
+};
+
+/* --threshold / --min-share, as "--opt PCT" or "--opt=PCT": 1 taken, 0 not
+ * one of them, -1 said. */
+static int pct_opt(int argc, char **argv, int *i, struct diff_args *d)
+{
+	static const struct {
+		const char *name;
+		double max;
+		size_t at;
+	} pcts[] = {
+		{"--threshold", 10000, offsetof(struct diff_args, threshold)}, /* B may be many times A */
+		{"--min-share", 100, offsetof(struct diff_args, min_share)},
+	};
+	const char *arg = argv[*i];
+	for (size_t k = 0; k < sizeof pcts / sizeof pcts[0]; k++) {
+		size_t len = strlen(pcts[k].name);
+		if (strncmp(arg, pcts[k].name, len) || (arg[len] && arg[len] != '='))
+			continue;
+		const char *val = arg[len] ? arg + len + 1 : *i + 1 < argc ? argv[++*i] : NULL;
+		return parse_pct(pcts[k].name, val, pcts[k].max, (double *)((char *)d + pcts[k].at)) ? -1 : 1;
+	}
+	return 0;
+}
+
+/* The diff's own options: --html, the percentages, the analysis's. */
+static int diff_opt(int argc, char **argv, int *i, void *ctx)
+{
+	struct diff_args *d = ctx;
+	int r = cmd_html_opt(argc, argv, i, &d->html);
+	if (!r)
+		r = pct_opt(argc, argv, i, d);
+	return r ? r : an_parse_opt(argc, argv, i, &d->opts);
+}
+
+/* The command line into *d: CMD_GO_ON, or the status to exit with (a usage
+ * error said, or --help printed). */
+static int parse_diff_args(int argc, char **argv, struct diff_args *d)
+{
+	static const struct cmd_args_spec spec = {usage, 1, 2, 2, {"A.zst", "B.zst"}};
+	struct cmd_args args = {d->paths, 0, 0};
+	an_opts_default(&d->opts);
+	d->threshold = 7.0;
+	d->min_share = 1.0;
+	int rc = cmd_parse(argc, argv, &spec, &args, diff_opt, d);
+	d->json = args.json;
+	return rc;
+}
+
+/* The report on stdout (and the page): the diff's exit status. */
+static int diff_output(const struct diff *d, const struct diff_args *args)
+{
+	if (args->html) {
+		int rc = html_report(d, args->html);
+		if (rc)
+			return rc;
+	}
+	if (args->json)
+		json_report(d);
+	else
+		text_report(d);
+	int rc = cmd_output_close(stdout, NULL, TBA_EXIT_OK);
+	return rc ? rc : d->regressions ? TBA_EXIT_REGRESSION : TBA_EXIT_OK;
 }
 
 int cmd_diff(int argc, char **argv)
 {
-	struct an_opts opts;
-	an_opts_default(&opts);
-	const char *paths[2] = {NULL, NULL};
-	double threshold = 7.0, min_share = 1.0;
-	int json = 0, npaths = 0;
-	const char *html = NULL;
-	for (int i = 1; i < argc; i++) {
-		const char *arg = argv[i];
-		if (!strcmp(arg, "--html") || !strncmp(arg, "--html=", 7)) {
-			html = arg[6] ? arg + 7 : i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : NULL;
-			if (!html || !*html) {
-				fprintf(stderr, "tbanalyze: diff: --html: value missing (a file name)\n");
-				return TBA_EXIT_USAGE;
-			}
-			continue;
-		}
-		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-			usage(stdout);
-			return TBA_EXIT_OK;
-		}
-		if (!strcmp(arg, "--json")) {
-			json = 1;
-			continue;
-		}
-		if (!strcmp(arg, "--threshold") || !strcmp(arg, "--min-share")) {
-			int thr = arg[2] == 't';
-			if (parse_pct(arg, i + 1 < argc ? argv[i + 1] : NULL, thr ? 10000 : 100, thr ? &threshold : &min_share))
-				return TBA_EXIT_USAGE;
-			i++;
-			continue;
-		}
-		if (!strncmp(arg, "--threshold=", 12) || !strncmp(arg, "--min-share=", 12)) {
-			int thr = arg[2] == 't';
-			if (parse_pct(thr ? "--threshold" : "--min-share", arg + 12, thr ? 10000 : 100,
-				      thr ? &threshold : &min_share))
-				return TBA_EXIT_USAGE;
-			continue;
-		}
-		int r = an_parse_opt(argc, argv, &i, &opts);
-		if (r < 0)
-			return TBA_EXIT_USAGE;
-		if (r)
-			continue;
-		if (arg[0] == '-' && arg[1]) {
-			fprintf(stderr, "tbanalyze: diff: unknown option %s\n", arg);
-			usage(stderr);
-			return TBA_EXIT_USAGE;
-		}
-		if (npaths == 2) {
-			fprintf(stderr, "tbanalyze: diff: two traces, not more\n");
-			return TBA_EXIT_USAGE;
-		}
-		paths[npaths++] = arg;
-	}
-	if (npaths != 2) {
-		usage(stderr);
-		return TBA_EXIT_USAGE;
-	}
+	struct diff_args args = {0};
+	int rc = parse_diff_args(argc, argv, &args);
+	if (rc != CMD_GO_ON)
+		return rc;
+	if (args.html && (rc = cmd_output_check(args.html, CMD_OUT_HTML)))
+		return rc;
 	struct diff *d = malloc(sizeof *d);
 	if (!d) {
 		fprintf(stderr, "tbanalyze: diff: out of memory\n");
 		return TBA_EXIT_INTERNAL;
 	}
-	int rc = diff_compute(d, paths[0], paths[1], &opts, threshold, min_share);
-	if (!rc && html)
-		rc = html_report(d, html);
-	if (!rc) {
-		if (json)
-			json_report(d);
-		else
-			text_report(d);
-		rc = d->regressions ? TBA_EXIT_REGRESSION : TBA_EXIT_OK;
-		if (fflush(stdout)) {
-			fprintf(stderr, "tbanalyze: write error on standard output\n");
-			rc = TBA_EXIT_INTERNAL;
-		}
-	}
+	rc = diff_compute(d, args.paths[0], args.paths[1], &args.opts, args.threshold, args.min_share);
+	if (!rc)
+		rc = diff_output(d, &args);
 	diff_free(d);
 	free(d);
 	return rc;

@@ -30,31 +30,27 @@ static int field_is_api(const struct tbp_kind_info *ki, unsigned field)
 }
 
 /* The record kind names, comma-separated, for error messages. */
-static void print_kind_names(FILE *f)
+static const char *kind_names(void)
 {
-	const char *sep = "";
-	for (unsigned k = 0; k < TBP_K__MAX; k++) {
+	static char names[2048];
+	size_t o = 0;
+	for (unsigned k = 0; k < TBP_K__MAX && o < sizeof names; k++) {
 		const struct tbp_kind_info *ki = tbp_kind_lookup(k);
-		if (ki && ki->name) {
-			fprintf(f, "%s%s", sep, ki->name);
-			sep = ", ";
-		}
+		if (ki && ki->name)
+			o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", o ? ", " : "", ki->name);
 	}
+	return names;
 }
 
-/* Errors read "tbanalyze: --kind: VALUE: REASON" (exit 3). */
+/* Errors read "tbanalyze dump: --kind: VALUE: REASON; see ..." (exit 3). */
 static int parse_kinds(const char *list, unsigned char *keep)
 {
-	if (!list || !*list) {
-		fprintf(stderr, "tbanalyze: --kind: value missing (NAME[,NAME...], one of: ");
-		print_kind_names(stderr);
-		fprintf(stderr, ")\n");
-		return -1;
-	}
-	char *copy = strdup(list);
-	if (!copy)
-		return -1;
-	int rc = 0, any = 0;
+	if (!list || !*list)
+		return cmd_usage_error("--kind: value missing (NAME[,NAME...], one of: %s)", kind_names());
+	size_t len = strlen(list);
+	char copy[len + 1];
+	memcpy(copy, list, len + 1);
+	int any = 0;
 	for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		int found = 0;
 		any = 1;
@@ -65,20 +61,12 @@ static int parse_kinds(const char *list, unsigned char *keep)
 				found = 1;
 			}
 		}
-		if (!found) {
-			fprintf(stderr, "tbanalyze: --kind: %s: unknown record kind (valid: ", tok);
-			print_kind_names(stderr);
-			fprintf(stderr, ")\n");
-			rc = -1;
-			break;
-		}
+		if (!found)
+			return cmd_usage_error("--kind: %s: unknown record kind (valid: %s)", tok, kind_names());
 	}
-	if (!any && !rc) {
-		fprintf(stderr, "tbanalyze: --kind: %s: no kind named\n", list);
-		rc = -1;
-	}
-	free(copy);
-	return rc;
+	if (!any)
+		return cmd_usage_error("--kind: %s: no kind named", list);
+	return 0;
 }
 
 static void print_text(FILE *out, const struct tbp_record *rec, const struct tr_strings *strs)
@@ -160,45 +148,37 @@ static int collect_strings(const char *path, struct tr_strings *strs)
 	return rc;
 }
 
+/* --kind NAME[,NAME...] / --kind=...: the kinds kept (ctx: keep[TBP_K__MAX];
+ * a --kind that names none is an error, so any kept means a filter). */
+static int kind_opt(int argc, char **argv, int *i, void *ctx)
+{
+	unsigned char *keep = ctx;
+	const char *v;
+	if (!strncmp(argv[*i], "--kind=", 7))
+		v = argv[*i] + 7;
+	else if (!strcmp(argv[*i], "--kind")) /* last, or followed by another option: no value */
+		v = *i + 1 < argc && argv[*i + 1][0] != '-' ? argv[++*i] : NULL;
+	else
+		return 0;
+	return parse_kinds(v, keep) ? CMD_ARG_ERROR : CMD_ARG_TAKEN;
+}
+
 int cmd_dump(int argc, char **argv)
 {
-	const char *path = NULL;
-	int json = 0;
+	static const struct cmd_args_spec spec = {usage, 1, 1, 1, {"TRACE.zst"}};
+	const char *paths[1];
+	struct cmd_args args = {paths, 0, 0};
 	unsigned char keep[TBP_K__MAX] = {0};
+	int status = cmd_parse(argc, argv, &spec, &args, kind_opt, keep);
+	if (status != CMD_GO_ON)
+		return status;
 	int filter = 0;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (!strcmp(argv[i], "--kind")) {
-			/* "--kind" last, or followed by another option: no value. */
-			const char *v = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : NULL;
-			if (parse_kinds(v, keep))
-				return TBA_EXIT_USAGE;
-			filter = 1;
-		} else if (!strncmp(argv[i], "--kind=", 7)) {
-			if (parse_kinds(argv[i] + 7, keep))
-				return TBA_EXIT_USAGE;
-			filter = 1;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			usage(stdout);
-			return TBA_EXIT_OK;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "tbanalyze: dump: unknown option '%s'\n", argv[i]);
-			usage(stderr);
-			return TBA_EXIT_USAGE;
-		} else if (!path) {
-			path = argv[i];
-		} else {
-			fprintf(stderr, "tbanalyze: dump: more than one trace given\n");
-			return TBA_EXIT_USAGE;
-		}
-	}
-	if (!path) {
-		usage(stderr);
-		return TBA_EXIT_USAGE;
-	}
+	for (unsigned k = 0; k < TBP_K__MAX; k++)
+		filter |= keep[k];
+	const char *path = paths[0];
+	int json = args.json;
 	struct tbp_reader *r;
-	int status = tr_open(path, &r);
+	status = tr_open(path, &r);
 	if (status != TBA_EXIT_OK)
 		return status;
 	an_check_opened(path, 0);
@@ -223,9 +203,5 @@ int cmd_dump(int argc, char **argv)
 	status = rc < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
 	tbp_reader_close(r);
 	tr_strings_free(&strs);
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		fprintf(stderr, "tbanalyze: dump: write error on standard output\n");
-		return TBA_EXIT_INTERNAL;
-	}
-	return status;
+	return cmd_output_close(stdout, NULL, status);
 }

@@ -413,9 +413,8 @@ static int export_one(const struct analysis *defs, uint64_t base, uint64_t pid, 
 	int rc = an_open(&r, path);
 	if (rc)
 		return rc;
-	FILE *f = out ? fopen(out, "w") : stdout;
+	FILE *f = out ? cmd_output_open(out) : stdout;
 	if (!f) {
-		fprintf(stderr, "tbanalyze: %s: %s\n", out, strerror(errno));
 		tbp_reader_close(r);
 		return TBA_EXIT_INTERNAL;
 	}
@@ -493,14 +492,7 @@ static int export_one(const struct analysis *defs, uint64_t base, uint64_t pid, 
 	vec_free(&x.stream_list);
 	if (an_ok)
 		an_free(&an);
-	int werr = ferror(f);
-	if (out ? fclose(f) : fflush(f))
-		werr = 1;
-	if (werr && !rc) {
-		fprintf(stderr, "tbanalyze: %s: write failed\n", out ? out : "standard output");
-		rc = TBA_EXIT_INTERNAL;
-	}
-	return rc;
+	return cmd_output_close(f, out, rc);
 }
 
 /* The ranks of the traces, as the report takes them: recorded, else the
@@ -575,9 +567,8 @@ static int export_ranks(char **paths, size_t n, const char *out)
 			base = firsts[i] + (uint64_t)shifts[i];
 	if (base == UINT64_MAX)
 		base = 0;
-	f = out ? fopen(out, "w") : stdout;
+	f = out ? cmd_output_open(out) : stdout;
 	if (!f) {
-		fprintf(stderr, "tbanalyze: %s: %s\n", out, strerror(errno));
 		rc = TBA_EXIT_INTERNAL;
 		goto out;
 	}
@@ -641,13 +632,7 @@ static int export_ranks(char **paths, size_t n, const char *out)
 		first = x.first;
 	}
 	fprintf(f, "\n]}\n");
-	int werr = ferror(f);
-	if (out ? fclose(f) : fflush(f))
-		werr = 1;
-	if (werr && !rc) {
-		fprintf(stderr, "tbanalyze: %s: write failed\n", out ? out : "standard output");
-		rc = TBA_EXIT_INTERNAL;
-	}
+	rc = cmd_output_close(f, out, rc);
 out:
 	for (size_t i = 0; i < loaded; i++)
 		an_free(&defs[i]);
@@ -709,6 +694,13 @@ static int export_ranks_kineto(char **paths, size_t n, const char *outdir)
 		n_ranks += own[i];
 	if ((int64_t)n_ranks > world)
 		world = (int64_t)n_ranks;
+	/* Every rank's file may be written, before the first is. */
+	for (size_t i = 0; i < n && !rc; i++) {
+		if (ranks[i] < 0 || !own[i])
+			continue;
+		sprintf(name, "%s/rank%" PRId64 ".json", outdir, ranks[i]);
+		rc = cmd_output_check(name, CMD_OUT_TRACE_JSON);
+	}
 	for (size_t i = 0; i < n && !rc; i++) {
 		if (ranks[i] < 0) {
 			fprintf(stderr, "tbanalyze: %s: not a rank (no rank recorded), left out\n", paths[i]);
@@ -734,82 +726,88 @@ out:
 	return rc;
 }
 
-int cmd_export(int argc, char **argv)
+/* One trace into out (NULL: standard output). */
+static int export_single(const char *path, const char *out, int kineto)
 {
-	const char *path = NULL, *out = NULL, *format = "chrome";
-	char *paths[argc]; /* the traces named, for several */
-	size_t n_paths = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *arg = argv[i];
-		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-			usage(stdout);
-			return TBA_EXIT_OK;
-		}
-		if (!strcmp(arg, "--format") || !strcmp(arg, "-o")) {
-			if (i + 1 >= argc) {
-				fprintf(stderr, "tbanalyze: %s: value missing (%s)\n", arg,
-					strcmp(arg, "-o") ? "chrome or kineto" : "an output file name");
-				return TBA_EXIT_USAGE;
-			}
-			if (!strcmp(arg, "-o"))
-				out = argv[++i];
-			else
-				format = argv[++i];
-			continue;
-		}
-		if (!strncmp(arg, "--format=", 9)) {
-			format = arg + 9;
-			continue;
-		}
-		if (arg[0] == '-' && arg[1]) {
-			fprintf(stderr, "tbanalyze: export: unknown option %s\n", arg);
-			usage(stderr);
-			return TBA_EXIT_USAGE;
-		}
-		paths[n_paths++] = argv[i];
-		path = arg;
-	}
-	struct stat ps;
-	if (n_paths > 1 || (path && stat(path, &ps) == 0 && S_ISDIR(ps.st_mode))) {
-		char **list = paths;
-		size_t n = n_paths;
-		if (n_paths == 1) {
-			int rc = an_ranks_list_dir(path, &list, &n);
-			if (rc)
-				return rc;
-		}
-		int rc;
-		if (n == 1) { /* a directory of one trace is that trace */
-			struct analysis defs;
-			uint64_t base, pid;
-			rc = an_load_defs(&defs, list[0], &base, &pid);
-			if (!rc)
-				rc = export_one(&defs, base, pid, list[0], out, !strcmp(format, "kineto"), -1, -1);
-			an_free(&defs);
-		} else if (strcmp(format, "chrome") && !out) {
-			fprintf(stderr, "tbanalyze: export: --format %s of several traces writes one file per rank into a "
-					"directory: -o DIR missing\n",
-				format);
-			rc = TBA_EXIT_USAGE;
-		} else {
-			rc = strcmp(format, "chrome") ? export_ranks_kineto(list, n, out) : export_ranks(list, n, out);
-		}
-		if (list != paths)
-			an_ranks_free_list(list, n);
+	int rc = out ? cmd_output_check(out, CMD_OUT_TRACE_JSON) : TBA_EXIT_OK;
+	if (rc)
 		return rc;
-	}
-	if (!path || (strcmp(format, "chrome") && strcmp(format, "kineto"))) {
-		if (path)
-			fprintf(stderr, "tbanalyze: --format: %s: unknown format (valid: chrome, kineto)\n", format);
-		usage(stderr);
-		return TBA_EXIT_USAGE;
-	}
-
 	struct analysis defs;
 	uint64_t base, pid;
-	int rc = an_load_defs(&defs, path, &base, &pid);
+	rc = an_load_defs(&defs, path, &base, &pid);
 	if (!rc)
-		rc = export_one(&defs, base, pid, path, out, !strcmp(format, "kineto"), -1, -1);
+		rc = export_one(&defs, base, pid, path, out, kineto, -1, -1);
 	an_free(&defs);
+	return rc;
+}
+
+/* Several traces (one per rank): one chrome file, or kineto's OUT/rank<N>.json. */
+static int export_several(char **paths, size_t n, const char *out, int kineto)
+{
+	if (kineto && !out)
+		return cmd_usage_error("--format kineto of several traces writes one file per rank into a directory: "
+				       "-o DIR missing");
+	if (kineto)
+		return export_ranks_kineto(paths, n, out);
+	int rc = out ? cmd_output_check(out, CMD_OUT_TRACE_JSON) : TBA_EXIT_OK;
+	return rc ? rc : export_ranks(paths, n, out);
+}
+
+struct export_args {
+	const char *format, *out;
+};
+
+/* "--format F" / "--format=F" / "-o OUT" at argv[*i]: 1 taken, 0 another
+ * argument, -1 said. */
+static int export_opt(int argc, char **argv, int *i, void *ctx)
+{
+	struct export_args *ea = ctx;
+	const char **format = &ea->format, **out = &ea->out;
+	const char *arg = argv[*i];
+	if (!strncmp(arg, "--format=", 9)) {
+		*format = arg + 9;
+	} else if (!strcmp(arg, "--format") || !strcmp(arg, "-o")) {
+		int is_o = arg[1] == 'o';
+		if (*i + 1 >= argc || (argv[*i + 1][0] == '-' && argv[*i + 1][1])) {
+			cmd_usage_error("%s: value missing (%s)", arg, is_o ? "an output file name" : "chrome or kineto");
+			return -1;
+		}
+		*(is_o ? out : format) = argv[++*i];
+		return 1;
+	} else {
+		return 0;
+	}
+	return 1;
+}
+
+int cmd_export(int argc, char **argv)
+{
+	struct export_args ea = {"chrome", NULL};
+	const char *named[argc]; /* the traces named, for several */
+	static const struct cmd_args_spec spec = {usage, 0, 1, SIZE_MAX, {"TRACE.zst"}};
+	struct cmd_args args = {named, 0, 0};
+	int rc = cmd_parse(argc, argv, &spec, &args, export_opt, &ea);
+	if (rc != CMD_GO_ON)
+		return rc;
+	const char *format = ea.format, *out = ea.out;
+	if (strcmp(format, "chrome") && strcmp(format, "kineto"))
+		return cmd_usage_error("--format: %s: unknown format (valid: chrome, kineto)", format);
+	char **paths = (char **)named;
+	size_t n_paths = args.n_paths;
+	const char *path = paths[0];
+	int kineto = !strcmp(format, "kineto");
+	struct stat ps;
+	if (n_paths == 1 && !(stat(path, &ps) == 0 && S_ISDIR(ps.st_mode)))
+		return export_single(path, out, kineto);
+	if (n_paths > 1)
+		return export_several(paths, n_paths, out, kineto);
+	char **list;
+	size_t n;
+	rc = an_ranks_list_dir(path, &list, &n);
+	if (rc)
+		return rc;
+	rc = n == 1 ? export_single(list[0], out, kineto) /* a directory of one trace is that trace */
+		    : export_several(list, n, out, kineto);
+	an_ranks_free_list(list, n);
 	return rc;
 }

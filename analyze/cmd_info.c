@@ -469,33 +469,24 @@ static void info_free(struct info *in)
 	tr_strings_free(&in->strs);
 }
 
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: tbanalyze info TRACE.zst [--json]\n"
+		   "  header, processes, threads, record counts, losses, clock alignment; --json: as JSON\n");
+}
+
 int cmd_info(int argc, char **argv)
 {
-	const char *path = NULL;
-	int json = 0;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
-			json = 1;
-		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-			printf("usage: tbanalyze info TRACE.zst [--json]\n");
-			return TBA_EXIT_OK;
-		} else if (argv[i][0] == '-' && argv[i][1]) {
-			fprintf(stderr, "tbanalyze: info: unknown option '%s'\n", argv[i]);
-			fprintf(stderr, "usage: tbanalyze info TRACE.zst [--json]\n");
-			return TBA_EXIT_USAGE;
-		} else if (!path) {
-			path = argv[i];
-		} else {
-			fprintf(stderr, "tbanalyze: info: more than one trace given\n");
-			return TBA_EXIT_USAGE;
-		}
-	}
-	if (!path) {
-		fprintf(stderr, "usage: tbanalyze info TRACE.zst [--json]\n");
-		return TBA_EXIT_USAGE;
-	}
+	static const struct cmd_args_spec spec = {usage, 1, 1, 1, {"TRACE.zst"}};
+	const char *paths[1];
+	struct cmd_args args = {paths, 0, 0};
+	int status = cmd_parse(argc, argv, &spec, &args, NULL, NULL);
+	if (status != CMD_GO_ON)
+		return status;
+	const char *path = paths[0];
+	int json = args.json;
 	struct tbp_reader *r;
-	int status = tr_open(path, &r);
+	status = tr_open(path, &r);
 	if (status != TBA_EXIT_OK)
 		return status;
 	an_check_opened(path, 0);
@@ -532,10 +523,7 @@ int cmd_info(int argc, char **argv)
 			print_json(stdout, path, in, in->streams, ns);
 		else
 			print_text(stdout, path, in, in->streams, ns);
-		if (fflush(stdout) != 0 || ferror(stdout)) {
-			fprintf(stderr, "tbanalyze: info: write error on standard output\n");
-			status = TBA_EXIT_INTERNAL;
-		}
+		status = cmd_output_close(stdout, NULL, status);
 	}
 	tbp_reader_close(r);
 	info_free(in);

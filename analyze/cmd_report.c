@@ -26,7 +26,8 @@ const char an_opts_help[] =
 	"  --where=user|leaf   place a finding at the innermost frame of the user's code (default: user, the\n"
 	"                      first frame outside torch and the standard library) or at the leaf frame\n";
 
-/* Option errors read "tbanalyze: --OPTION: VALUE: REASON" (exit 3). */
+/* Option errors read "tbanalyze VERB: --OPTION: VALUE: REASON; see
+ * tbanalyze VERB --help" (exit 3). */
 static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *out)
 {
 	char *end;
@@ -34,11 +35,11 @@ static int parse_u64(const char *opt, const char *s, uint64_t min, uint64_t max,
 	unsigned long long v = strtoull(s, &end, 10);
 	int negative = s[0] == '-' && s[1] >= '0' && s[1] <= '9';
 	if (!negative && (!*s || *end || s[0] == '-' || s[0] == '+' || s[0] == ' ' || (errno && errno != ERANGE))) {
-		fprintf(stderr, "tbanalyze: %s: %s: not a whole number\n", opt, s);
+		cmd_usage_error("%s: %s: not a whole number", opt, s);
 		return -1;
 	}
 	if (negative || errno == ERANGE || v < min || v > max) {
-		fprintf(stderr, "tbanalyze: %s: %s: out of range (%" PRIu64 " to %" PRIu64 ")\n", opt, s, min, max);
+		cmd_usage_error("%s: %s: out of range (%" PRIu64 " to %" PRIu64 ")", opt, s, min, max);
 		return -1;
 	}
 	*out = v;
@@ -85,7 +86,10 @@ int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
 			o->where_leaf = !strcmp(val, "leaf");
 			return 1;
 		}
-		fprintf(stderr, "tbanalyze: --where: %s: not user or leaf\n", val ? val : "value missing");
+		if (val)
+			cmd_usage_error("--where: %s: not user or leaf", val);
+		else
+			cmd_usage_error("--where: value missing (user or leaf)");
 		return -1;
 	}
 	for (size_t k = 0; k < sizeof num_opts / sizeof num_opts[0]; k++) {
@@ -93,8 +97,8 @@ int an_parse_opt(int argc, char **argv, int *i, struct an_opts *o)
 		const char *val = NULL;
 		if (!strcmp(arg, num_opts[k].name)) {
 			if (*i + 1 >= argc) {
-				fprintf(stderr, "tbanalyze: %s: value missing (a number from %" PRIu64 " to %" PRIu64 ")\n",
-					arg, num_opts[k].min, num_opts[k].max);
+				cmd_usage_error("%s: value missing (a number from %" PRIu64 " to %" PRIu64 ")", arg,
+						num_opts[k].min, num_opts[k].max);
 				return -1;
 			}
 			val = argv[++*i];
@@ -142,12 +146,12 @@ static int report_ranks(char **paths, size_t n, const struct an_opts *opts, int 
 	struct an_ranks R;
 	int rc = an_ranks_run(&R, paths, n, opts);
 	if (!rc && html) {
-		FILE *hf = fopen(html, "w");
-		int bad = !hf || an_ranks_report_html(&R, hf);
-		if ((hf && fclose(hf)) || bad) {
-			fprintf(stderr, "tbanalyze: %s: %s\n", html, hf ? "write failed" : strerror(errno));
+		FILE *hf = cmd_output_open(html);
+		if (hf)
+			an_ranks_report_html(&R, hf);
+		if ((rc = hf ? cmd_output_close(hf, html, rc) : TBA_EXIT_INTERNAL)) {
 			an_ranks_free(&R);
-			return TBA_EXIT_INTERNAL;
+			return rc;
 		}
 	}
 	if (!rc) {
@@ -156,67 +160,50 @@ static int report_ranks(char **paths, size_t n, const struct an_opts *opts, int 
 		else
 			an_ranks_report_text(&R, stdout);
 		an_ranks_free(&R);
-		if (fflush(stdout) || ferror(stdout)) {
-			fprintf(stderr, "tbanalyze: write error on standard output\n");
-			rc = TBA_EXIT_INTERNAL;
-		}
+		rc = cmd_output_close(stdout, NULL, rc);
 	}
 	return rc;
 }
 
+struct report_args {
+	struct an_opts opts;
+	const char *html;
+};
+
+static int report_opt(int argc, char **argv, int *i, void *ctx)
+{
+	struct report_args *ra = ctx;
+	int r = cmd_html_opt(argc, argv, i, &ra->html);
+	return r ? r : an_parse_opt(argc, argv, i, &ra->opts);
+}
+
 int cmd_report(int argc, char **argv)
 {
-	struct an_opts opts;
-	an_opts_default(&opts);
-	const char *path = NULL, *html = NULL;
-	char *paths[argc]; /* the traces named, for several */
-	size_t n_paths = 0;
-	int json = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *arg = argv[i];
-		if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-			usage(stdout);
-			return TBA_EXIT_OK;
-		}
-		if (!strcmp(arg, "--json")) {
-			json = 1;
-			continue;
-		}
-		if (!strcmp(arg, "--html")) {
-			/* An option in its place ("--html -o x.html") is a missing
-			 * name, not a file called "-o" (use --html=-o for that). */
-			if (i + 1 >= argc || (argv[i + 1][0] == '-' && argv[i + 1][1])) {
-				fprintf(stderr, "tbanalyze: --html: value missing (a file name%s%s)\n",
-					i + 1 < argc ? "; got the option " : "", i + 1 < argc ? argv[i + 1] : "");
-				return TBA_EXIT_USAGE;
-			}
-			html = argv[++i];
-			continue;
-		}
-		if (!strncmp(arg, "--html=", 7)) {
-			html = arg + 7;
-			continue;
-		}
-		int r = an_parse_opt(argc, argv, &i, &opts);
-		if (r < 0)
-			return TBA_EXIT_USAGE;
-		if (r)
-			continue;
-		if (arg[0] == '-' && arg[1]) {
-			fprintf(stderr, "tbanalyze: report: unknown option %s\n", arg);
-			usage(stderr);
-			return TBA_EXIT_USAGE;
-		}
-		paths[n_paths++] = argv[i];
-		path = arg;
-	}
+	struct report_args ra = {.html = NULL};
+	an_opts_default(&ra.opts);
+	const char *named[argc]; /* the traces named, for several */
+	static const struct cmd_args_spec spec = {usage, 1, 1, SIZE_MAX, {"TRACE.zst"}};
+	struct cmd_args args = {named, 0, 0};
+	int rc = cmd_parse(argc, argv, &spec, &args, report_opt, &ra);
+	if (rc != CMD_GO_ON)
+		return rc;
+	const struct an_opts opts = ra.opts;
+	const char *html = ra.html;
+	/* A bad --html name is refused before a long analysis, leaving no file. */
+	rc = html ? cmd_output_check(html, CMD_OUT_HTML) : TBA_EXIT_OK;
+	if (rc)
+		return rc;
+	char **paths = (char **)named;
+	size_t n_paths = args.n_paths;
+	const char *path = named[0];
+	int json = args.json;
 	struct stat ps;
 	if (n_paths == 1 && stat(path, &ps) == 0 && S_ISDIR(ps.st_mode)) {
 		/* A directory: its traces, one per rank; a directory of one
 		 * trace (a run that was not distributed) is that trace's report. */
 		char **listed;
 		size_t n_listed;
-		int rc = an_ranks_list_dir(path, &listed, &n_listed);
+		rc = an_ranks_list_dir(path, &listed, &n_listed);
 		if (rc)
 			return rc;
 		if (n_listed == 1)
@@ -228,10 +215,6 @@ int cmd_report(int argc, char **argv)
 	}
 	if (n_paths > 1)
 		return report_ranks(paths, n_paths, &opts, json, html);
-	if (!path) {
-		usage(stderr);
-		return TBA_EXIT_USAGE;
-	}
 	return report_one(path, html, &opts, json);
 }
 
@@ -241,23 +224,6 @@ static int report_one(const char *path, const char *html, const struct an_opts *
 	struct an_opts opts = *opts_in;
 	opts.keep_timeline = html != NULL;
 
-	/* A bad --html path is refused before a long analysis, without
-	 * truncating or leaving a file. */
-	if (html) {
-		struct stat hs;
-		int exists = stat(html, &hs) == 0;
-		FILE *probe = fopen(html, exists ? "a" : "wx");
-		if (!probe || (exists && S_ISDIR(hs.st_mode))) {
-			fprintf(stderr, "tbanalyze: %s: %s\n", html, strerror(probe ? EISDIR : errno));
-			if (probe)
-				fclose(probe);
-			return TBA_EXIT_INTERNAL;
-		}
-		fclose(probe);
-		if (!exists)
-			unlink(html);
-	}
-
 	struct analysis a;
 	int rc = an_run(&a, path, &opts);
 	if (rc) {
@@ -265,17 +231,12 @@ static int report_one(const char *path, const char *html, const struct an_opts *
 		return rc;
 	}
 	if (html) {
-		FILE *hf = fopen(html, "w");
-		if (!hf) {
-			fprintf(stderr, "tbanalyze: %s: %s\n", html, strerror(errno));
+		FILE *hf = cmd_output_open(html);
+		if (hf)
+			an_report_html(&a, hf);
+		if ((rc = hf ? cmd_output_close(hf, html, rc) : TBA_EXIT_INTERNAL)) {
 			an_free(&a);
-			return TBA_EXIT_INTERNAL;
-		}
-		int bad = an_report_html(&a, hf);
-		if (fclose(hf) || bad) {
-			fprintf(stderr, "tbanalyze: %s: write failed\n", html);
-			an_free(&a);
-			return TBA_EXIT_INTERNAL;
+			return rc;
 		}
 	}
 	if (json)
@@ -283,9 +244,5 @@ static int report_one(const char *path, const char *html, const struct an_opts *
 	else
 		an_report_text(&a, stdout);
 	an_free(&a);
-	if (fflush(stdout) || ferror(stdout)) {
-		fprintf(stderr, "tbanalyze: write error on standard output\n");
-		return TBA_EXIT_INTERNAL;
-	}
-	return TBA_EXIT_OK;
+	return cmd_output_close(stdout, NULL, TBA_EXIT_OK);
 }

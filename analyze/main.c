@@ -28,14 +28,14 @@ static void usage(FILE *f)
 	for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
 		fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
 	fprintf(f, "\n`tbanalyze VERB --help` describes a verb's options; `tbanalyze --version` prints the version.\n"
-		   "exit status: 0 ok, 1 regression (diff), 2 bad input, 3 usage, 4 internal error (out of memory,\n"
-		   "or the output cannot be written)\n");
+		   "\nexit status (shared with tbprof; doc/launcher.md):\n");
+	tbp_exit_table_print(f);
 }
 
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		usage(stderr);
+		fprintf(stderr, "tbanalyze: no trace given (tbanalyze [VERB] TRACE.zst); see tbanalyze --help\n");
 		return TBA_EXIT_USAGE;
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
@@ -47,18 +47,21 @@ int main(int argc, char **argv)
 		return TBA_EXIT_OK;
 	}
 	for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
-		if (!strcmp(argv[1], verbs[i].name))
+		if (!strcmp(argv[1], verbs[i].name)) {
+			cmd_set_verb(verbs[i].name);
 			return an_check_unchecked(verbs[i].run(argc - 1, argv + 1));
+		}
 	/* A word that is neither a verb nor a file nor a path is a mistyped
 	 * verb, not a trace to open. */
 	if (argv[1][0] != '-' && !strchr(argv[1], '.') && !strchr(argv[1], '/') && access(argv[1], F_OK) != 0) {
 		fprintf(stderr, "tbanalyze: unknown verb '%s' (verbs:", argv[1]);
 		for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
 			fprintf(stderr, " %s", verbs[i].name);
-		fprintf(stderr, ")\n");
+		fprintf(stderr, "); see tbanalyze --help\n");
 		return TBA_EXIT_USAGE;
 	}
 	/* No verb: `tbanalyze trace.zst [options]` is a report. */
 	argv[0] = "report";
+	cmd_set_verb("report");
 	return an_check_unchecked(cmd_report(argc, argv));
 }

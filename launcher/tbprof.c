@@ -43,13 +43,9 @@
 #include "tbprof/options.h"
 #include "tbprof/trace.h"
 
-/* Exit statuses of tbprof's own failures (the command's are passed on). */
-enum {
-	EXIT_USAGE = 2,        /* bad command line */
-	EXIT_UNAVAILABLE = 3,  /* demo: a piece it needs is not in this build or install */
-	EXIT_CANNOT_RUN = 126, /* the command exists but cannot be executed (as shells) */
-	EXIT_NOT_FOUND = 127,  /* the command was not found (as shells) */
-};
+/* Exit statuses of tbprof's own outcomes (common/exit_status.def, shared
+ * with tbanalyze); once the command runs, its status is passed on. */
+#include "../common/exit_status.h"
 
 static const char main_help[] =
 	"NAME\n"
@@ -91,9 +87,10 @@ static const char main_help[] =
 	"    tbprof report trace.zst\n"
 	"\n"
 	"EXIT STATUS\n"
-	"    record: the command's; 128+N (by dying of signal N) when it died of signal N;\n"
-	"    2 on a bad command line, 126 when COMMAND cannot be executed, 127 when it is\n"
-	"    not found.  report: tbanalyze's.  demo: tbprof demo --help.\n"
+	"    record: once COMMAND runs, its status, or 128+N (by dying of signal N)\n"
+	"    when it died of signal N.  Otherwise, for every verb and for tbanalyze:\n";
+/* (the table of common/exit_status.def goes here) */
+static const char main_help_end[] =
 	"\n"
 	"SEE ALSO\n"
 	"    tbanalyze --help; doc/launcher.md, doc/config.md (the TBPROF_* variables).\n";
@@ -136,9 +133,12 @@ static const char record_help_tail[] =
 	"    is 128+N.  If that signal does not end tbprof, it exits with 128+N, as\n"
 	"    `timeout` does.  A signal sent to tbprof itself (kill PID: TERM, INT,\n"
 	"    HUP, QUIT, USR1, USR2, ALRM) is passed on to the command; the terminal's\n"
-	"    Ctrl-C and Ctrl-\\ reach the command directly.  tbprof's own failures:\n"
-	"    2 bad command line (the option is named), 126 COMMAND cannot be\n"
-	"    executed, 127 COMMAND not found.\n"
+	"    Ctrl-C and Ctrl-\\ reach the command directly.  tbprof's own failures,\n"
+	"    before COMMAND starts: 2 an output name that is a file but not a trace,\n"
+	"    3 bad command line (the option is named), 4 -o's directory cannot be\n"
+	"    made (or another internal error), 5 libtbprof.so not found, 126\n"
+	"    COMMAND cannot be executed, 127 COMMAND not found (tbprof --help lists\n"
+	"    every status).\n"
 	"\n"
 	"ENVIRONMENT\n"
 	"    LD_PRELOAD    kept; libtbprof.so is added after its entries.\n"
@@ -200,10 +200,10 @@ static const char demo_help[] =
 	"    configured at build time.\n"
 	"\n"
 	"EXIT STATUS\n"
-	"    0 done; 2 bad command line or output; 3 this build or machine cannot run\n"
-	"    it (no simgpu, no PyTorch or a CPU-only PyTorch: the message says which);\n"
-	"    127 PYTHON not found; else the status of the step that failed (the\n"
-	"    traced run's, tbanalyze's).\n";
+	"    0 done; 2 -o names a file that is not a trace; 3 bad command line;\n"
+	"    5 this build or machine cannot run it (no simgpu, no PyTorch or a\n"
+	"    CPU-only PyTorch: the message says which); 127 PYTHON not found; else\n"
+	"    the status of the step that failed (the traced run's, tbanalyze's).\n";
 
 static const char *prog_dir;   /* directory of this executable */
 static const char *cmd_name = "tbprof record"; /* in usage errors */
@@ -216,8 +216,50 @@ static void usage_error(const char *fmt, ...)
 	fprintf(stderr, "%s: ", cmd_name);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, " (%s --help)\n", cmd_name);
-	exit(EXIT_USAGE);
+	fprintf(stderr, "; see %s --help\n", cmd_name);
+	exit(TBP_EXIT_USAGE);
+}
+
+/* A failure that is not the command line's (it is named, not the --help):
+ * one line, the status of common/exit_status.def given. */
+static void fail_with(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void fail_with(int status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", cmd_name);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(status);
+}
+
+static bool file_is_trace(const char *path);
+
+/* An output name that is an existing file, not empty and not a trace (the
+ * program's own train.py, notes): refused before anything runs, exit 2,
+ * rather than left alone with the trace written beside it under a name
+ * nobody asked for.  A symlink, a device, a FIFO are libtbprof's to judge
+ * (doc/config.md: never followed, written as they are). */
+static void refuse_foreign_output(const char *opt, const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && !file_is_trace(path))
+		fail_with(TBP_EXIT_BAD_INPUT, "%s %s: exists and is not a trace: not overwritten (remove it or name "
+			  "another file)", opt, path);
+}
+
+/* One trace file's name (capture -o, demo -o): an existing file of another kind is bad input, any
+ * other name that is not a trace file's a usage slip. */
+static void require_trace_file_name(const char *opt, const char *v)
+{
+	struct stat st;
+	if (tbp_name_classify(v, NULL) == TBP_OUT_FILE)
+		return;
+	if (stat(v, &st) == 0 && S_ISREG(st.st_mode))
+		fail_with(TBP_EXIT_BAD_INPUT, "%s %s: exists and is not a trace: not overwritten (name a .zst file)", opt,
+			  v);
+	usage_error("%s: '%s' is not a trace file's name (it ends in " TBP_NAME_EXT ")", opt, v);
 }
 
 /* ------------------------------------------------------------ finding the pieces */
@@ -489,13 +531,20 @@ static const char *output_name(const char *opt, const char *v)
 	struct stat st;
 	const char *why = NULL;
 	enum tbp_out_kind kind = tbp_name_classify(v, &why);
-	if (kind == TBP_OUT_NOT_A_TRACE)
+	if (kind == TBP_OUT_NOT_A_TRACE) {
+		/* an existing file of another kind is bad input (as tbanalyze's -o); a new name, a usage slip */
+		if (stat(v, &st) == 0)
+			fail_with(TBP_EXIT_BAD_INPUT, "%s %s: exists and is not a trace: not overwritten (name a .zst "
+				  "file or a directory)", opt, v);
 		usage_error("%s: '%s': %s", opt, v, why);
-	if (kind == TBP_OUT_FILE)
+	}
+	if (kind == TBP_OUT_FILE) {
+		refuse_foreign_output(opt, v);
 		return v;
+	}
 	char *dir = malloc(len + 2);
 	if (!dir)
-		usage_error("%s: out of memory", opt);
+		fail_with(TBP_EXIT_INTERNAL, "%s: out of memory", opt);
 	memcpy(dir, v, len + 1);
 	for (char *p = dir + 1; ; p++) {
 		if (*p != '/' && *p)
@@ -503,13 +552,13 @@ static const char *output_name(const char *opt, const char *v)
 		char c = *p;
 		*p = 0;
 		if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-			usage_error("%s: cannot create directory %s: %s", opt, dir, strerror(errno));
+			fail_with(TBP_EXIT_INTERNAL, "%s: cannot create directory %s: %s", opt, dir, strerror(errno));
 		*p = c;
 		if (!c)
 			break;
 	}
 	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		usage_error("%s: %s is not a directory", opt, dir);
+		fail_with(TBP_EXIT_INTERNAL, "%s: %s is not a directory", opt, dir);
 	if (dir[len - 1] != '/')
 		memcpy(dir + len, "/", 2);
 	return dir;
@@ -650,7 +699,7 @@ static void child_exec(const struct record_opts *o, const char *lib)
 			size_t len = strlen(path) + strlen(python_dir) + 2;
 			char *both = malloc(len);
 			if (!both)
-				_exit(EXIT_CANNOT_RUN);
+				_exit(TBP_EXIT_CANNOT_RUN);
 			snprintf(both, len, "%s:%s", path, python_dir);
 			setenv("PYTHONPATH", both, 1);
 		}
@@ -668,14 +717,14 @@ static void child_exec(const struct record_opts *o, const char *lib)
 		size_t len = strlen(old) + strlen(lib) + 2;
 		char *both = malloc(len);
 		if (!both)
-			_exit(EXIT_CANNOT_RUN);
+			_exit(TBP_EXIT_CANNOT_RUN);
 		snprintf(both, len, "%s:%s", old, lib);
 		setenv("LD_PRELOAD", both, 1);
 	}
 	execvp(o->command[0], o->command);
 	int e = errno;
 	fprintf(stderr, "tbprof: %s: %s\n", o->command[0], strerror(e));
-	_exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN);
+	_exit(e == ENOENT ? TBP_EXIT_NOT_FOUND : TBP_EXIT_CANNOT_RUN);
 }
 
 /* ------------------------------------------------------------ the traces left */
@@ -798,7 +847,7 @@ static void run_reports(const struct found *fd, const char *out_dir)
 		if (pid == 0) {
 			execl(tba, "tbanalyze", what, (char *)NULL);
 			fprintf(stderr, "tbprof: %s: %s\n", tba, strerror(errno));
-			_exit(EXIT_CANNOT_RUN);
+			_exit(TBP_EXIT_CANNOT_RUN);
 		}
 		int status;
 		while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -834,7 +883,7 @@ static int cmd_record(int argc, char **argv)
 	if (!find_piece(lib, sizeof lib, "../libtbprof", TBPROF_INSTALL_LIBDIR, "libtbprof.so")) {
 		fprintf(stderr, "tbprof: libtbprof.so not found (looked beside %s and in %s)\n",
 			prog_dir ? prog_dir : "tbprof", TBPROF_INSTALL_LIBDIR);
-		return EXIT_CANNOT_RUN;
+		return TBP_EXIT_UNAVAILABLE;
 	}
 	char abs_lib[PATH_MAX];
 	if (realpath(lib, abs_lib))
@@ -856,7 +905,7 @@ static int cmd_record(int argc, char **argv)
 	pid_t pid = fork();
 	if (pid < 0) {
 		fprintf(stderr, "tbprof: fork: %s\n", strerror(errno));
-		return EXIT_CANNOT_RUN;
+		return TBP_EXIT_INTERNAL;
 	}
 	if (pid == 0) {
 		sigprocmask(SIG_SETMASK, &old, NULL);
@@ -883,13 +932,13 @@ static int cmd_record(int argc, char **argv)
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
 			fprintf(stderr, "tbprof: waitpid: %s\n", strerror(errno));
-			return EXIT_CANNOT_RUN;
+			return TBP_EXIT_INTERNAL;
 		}
 	}
 	child_pid = 0;
 	/* The command's own launch failures (127, 126) are not a run. */
-	bool ran = !(WIFEXITED(status) && (WEXITSTATUS(status) == EXIT_NOT_FOUND ||
-					   WEXITSTATUS(status) == EXIT_CANNOT_RUN));
+	bool ran = !(WIFEXITED(status) && (WEXITSTATUS(status) == TBP_EXIT_NOT_FOUND ||
+					   WEXITSTATUS(status) == TBP_EXIT_CANNOT_RUN));
 	struct found fd = {0};
 	find_traces(o.out, &start, &fd);
 	if (!o.quiet && (o.on_demand || o.flight) && !fd.n)
@@ -955,8 +1004,9 @@ static const char capture_help[] =
 	"    The file(s) written, one per line, on stdout.\n"
 	"\n"
 	"EXIT STATUS\n"
-	"    0 written; 1 timed out, or nothing recorded; 2 bad command line, or PID\n"
-	"    is not a process of this user that tbprof traces on demand.\n";
+	"    0 written; 1 timed out, or nothing recorded; 2 PID is not a process of\n"
+	"    this user that tbprof traces on demand; 3 bad command line; 4 the\n"
+	"    request could not be written.\n";
 
 /* Reads a small file; its length, or -1. */
 static ssize_t slurp(const char *path, char *buf, size_t cap)
@@ -1027,7 +1077,7 @@ static int capture_fail(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
-	return EXIT_USAGE;
+	return TBP_EXIT_BAD_INPUT;
 }
 
 static double now_s(void)
@@ -1063,8 +1113,7 @@ static int cmd_capture(int argc, char **argv)
 			steps = strtoll(v, NULL, 10);
 		} else if (opt_is(argv, argc, &i, "--output", "-o", true, &v)) {
 			/* a capture is one trace file: the naming rules' file name (ends in .zst) */
-			if (tbp_name_classify(v, NULL) != TBP_OUT_FILE)
-				usage_error("-o: '%s' is not a trace file's name (it ends in " TBP_NAME_EXT ")", v);
+			require_trace_file_name("-o", v);
 			out = v;
 		} else if (argv[i][0] == '-' || pid_arg) {
 			usage_error("unknown argument '%s'", argv[i]);
@@ -1085,6 +1134,8 @@ static int cmd_capture(int argc, char **argv)
 		for_s = 5;
 	if (!timeout_s)
 		timeout_s = steps ? 600 : for_s + 30;
+	if (out)
+		refuse_foreign_output("-o", out);
 
 	char proc[64];
 	struct stat st;
@@ -1147,8 +1198,10 @@ static int cmd_capture(int argc, char **argv)
 		snprintf(path, sizeof path, "%s/%d.req", dir, (int)targets[t]);
 		int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0 || write(fd, req, strlen(req)) != (ssize_t)strlen(req) || close(fd) != 0 ||
-		    rename(tmp, path) != 0)
-			return capture_fail("cannot write the request %s: %s", path, strerror(errno));
+		    rename(tmp, path) != 0) {
+			capture_fail("cannot write the request %s: %s", path, strerror(errno));
+			return TBP_EXIT_INTERNAL;
+		}
 	}
 	/* The answers: PID.ID.done from each. */
 	bool done[256] = {false};
@@ -1210,7 +1263,7 @@ static int cmd_capture(int argc, char **argv)
 					(int)targets[t], steps ? " (no step boundary seen? the runner's marks or "
 					"tbprof.mark_step() make them)" : "");
 			}
-			return 1;
+			return TBP_EXIT_NO;
 		}
 		struct timespec nap = {0, 50 * 1000000L};
 		nanosleep(&nap, NULL);
@@ -1218,7 +1271,7 @@ static int cmd_capture(int argc, char **argv)
 	if (!written && !failed)
 		fprintf(stderr, "tbprof capture: nothing was recorded in the capture (%d process%s)\n", nt,
 			nt > 1 ? "es" : "");
-	return written ? 0 : 1;
+	return written ? TBP_EXIT_OK : TBP_EXIT_NO;
 }
 
 /* ------------------------------------------------------------ demo */
@@ -1256,8 +1309,7 @@ static int cmd_demo(int argc, char **argv)
 		} else if (opt_is(argv, argc, &i, "--output", "-o", true, &v)) {
 			if (!*v)
 				usage_error("%s: empty output name", a);
-			if (tbp_name_classify(v, NULL) != TBP_OUT_FILE)
-				usage_error("%s: '%s' is not a trace file's name (it ends in " TBP_NAME_EXT ")", a, v);
+			require_trace_file_name(a, v);
 			out = v;
 		} else if (opt_is(argv, argc, &i, "--python", NULL, true, &v)) {
 			if (!*v)
@@ -1267,12 +1319,13 @@ static int cmd_demo(int argc, char **argv)
 			usage_error("unexpected argument '%s' (arguments for run.py go after --)", a);
 		}
 	}
+	refuse_foreign_output("-o", out);
 	char lib[PATH_MAX], tba[PATH_MAX], simgpu[PATH_MAX], site[PATH_MAX + 8], root[PATH_MAX], demo[PATH_MAX];
 	if (!find_piece(lib, sizeof lib, "../libtbprof", TBPROF_INSTALL_LIBDIR, "libtbprof.so") ||
 	    !find_piece(tba, sizeof tba, "../analyze", TBPROF_INSTALL_BINDIR, "tbanalyze")) {
 		fprintf(stderr, "tbprof demo: libtbprof.so or tbanalyze not found beside %s\n",
 			prog_dir ? prog_dir : "tbprof");
-		return EXIT_UNAVAILABLE;
+		return TBP_EXIT_UNAVAILABLE;
 	}
 	char probe[PATH_MAX];
 	bool build_tree = prog_dir && snprintf(probe, sizeof probe, "%s/../libtbprof/libtbprof.so", prog_dir) > 0 &&
@@ -1297,14 +1350,14 @@ static int cmd_demo(int argc, char **argv)
 		fprintf(stderr, "tbprof demo: the simulated GPU (simgpu) is not part of this %s: it is built with the "
 			"tests when the CUDA toolkit's headers are found (meson setup -Dtests=enabled "
 			"-Dcudadir=...)\n", build_tree ? "build" : "install");
-		return EXIT_UNAVAILABLE;
+		return TBP_EXIT_UNAVAILABLE;
 	}
 	if (!demo_piece(piece, sizeof piece, site, "sitecustomize.py") ||
 	    !demo_piece(piece, sizeof piece, root, "run.py") || !demo_piece(demo, sizeof demo, root, "runner/demo.py") ||
 	    !demo_piece(piece, sizeof piece, root, "models/paper_antipatterns/__init__.py")) {
 		fprintf(stderr, "tbprof demo: this %s lacks the demo's files (Python was not found when it was "
 			"configured?)\n", build_tree ? "build" : "install");
-		return EXIT_UNAVAILABLE;
+		return TBP_EXIT_UNAVAILABLE;
 	}
 	char abs[PATH_MAX];
 	char *paths[] = {lib, tba, simgpu, site, demo};
@@ -1314,7 +1367,7 @@ static int cmd_demo(int argc, char **argv)
 	int n = argc - i;
 	char **args = calloc((size_t)n + 16, sizeof *args);
 	if (!args)
-		return EXIT_CANNOT_RUN;
+		return TBP_EXIT_INTERNAL;
 	int k = 0;
 	args[k++] = (char *)python;
 	args[k++] = demo;
@@ -1336,24 +1389,26 @@ static int cmd_demo(int argc, char **argv)
 	int e = errno;
 	fprintf(stderr, "tbprof demo: %s: %s (the demo runs PyTorch: --python PATH names its Python)\n", python,
 		strerror(e));
-	return e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN;
+	return e == ENOENT ? TBP_EXIT_NOT_FOUND : TBP_EXIT_CANNOT_RUN;
 }
 
 int main(int argc, char **argv)
 {
 	prog_dir = find_prog_dir();
 	if (argc < 2) {
-		fputs(main_help, stderr);
-		return EXIT_USAGE;
+		fputs("tbprof: no command given (record, capture, report, demo); see tbprof --help\n", stderr);
+		return TBP_EXIT_USAGE;
 	}
 	const char *cmd = argv[1];
 	if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
 		fputs(main_help, stdout);
-		return 0;
+		tbp_exit_table_print(stdout);
+		fputs(main_help_end, stdout);
+		return TBP_EXIT_OK;
 	}
 	if (!strcmp(cmd, "--version")) {
 		printf("tbprof %s\n", TBPROF_VERSION);
-		return 0;
+		return TBP_EXIT_OK;
 	}
 	if (!strcmp(cmd, "record"))
 		return cmd_record(argc - 2, argv + 2);
@@ -1365,13 +1420,13 @@ int main(int argc, char **argv)
 		char tba[PATH_MAX];
 		if (!find_piece(tba, sizeof tba, "../analyze", TBPROF_INSTALL_BINDIR, "tbanalyze")) {
 			fprintf(stderr, "tbprof: tbanalyze not found beside %s\n", prog_dir ? prog_dir : "tbprof");
-			return EXIT_NOT_FOUND;
+			return TBP_EXIT_UNAVAILABLE;
 		}
 		argv[1] = "tbanalyze";
 		execv(tba, argv + 1);
 		fprintf(stderr, "tbprof: %s: %s\n", tba, strerror(errno));
-		return EXIT_CANNOT_RUN;
+		return TBP_EXIT_UNAVAILABLE;
 	}
-	fprintf(stderr, "tbprof: unknown command '%s' (tbprof --help: record, capture, report, demo)\n", cmd);
-	return EXIT_USAGE;
+	fprintf(stderr, "tbprof: unknown command '%s' (record, capture, report, demo); see tbprof --help\n", cmd);
+	return TBP_EXIT_USAGE;
 }

@@ -11,8 +11,9 @@ stdout: the first line says the GPU is simulated, then the report and the patter
 The `tbprof` command finds the pieces and runs this script:
     demo.py --lib LIBTBPROF --tbanalyze TBANALYZE --simgpu DIR --site DIR [-o OUT] [-- RUN.PY ARGS]
 with the Python that runs it running the model.
-Exit status: 0 done; 2 bad command line or output path; 3 this machine cannot run it (no PyTorch, or a
-PyTorch without its CUDA build); else the failing step's status (the traced run's, tbanalyze's).
+Exit status (common/exit_status.def, shared with tbprof and tbanalyze): 0 done; 2 the output path is not a
+trace's; 3 bad command line; 5 this machine cannot run it (no PyTorch, or a PyTorch without its CUDA build);
+else the failing step's status (the traced run's, tbanalyze's).
 """
 import argparse
 import importlib.util
@@ -22,8 +23,8 @@ import subprocess
 import sys
 import time
 
-EXIT_USAGE = 2
-EXIT_UNAVAILABLE = 3
+EXIT_BAD_INPUT = 2      # common/exit_status.def
+EXIT_UNAVAILABLE = 5
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL = "paper_antipatterns"
 MODEL_FILE = os.path.join(ROOT, "models", MODEL, "__init__.py")
@@ -149,7 +150,7 @@ def main(argv=None):
     problem = check_output_path(args.output)
     if problem:
         say(f"error: -o {args.output}: {problem}")
-        return EXIT_USAGE
+        return EXIT_BAD_INPUT
     if importlib.util.find_spec("torch") is None:
         say("error: PyTorch is not installed for", sys.executable, "(pip install torch: its CUDA build, the "
             "default on Linux, is what runs on the simulated GPU)")

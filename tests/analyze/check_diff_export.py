@@ -233,7 +233,7 @@ def parts(gen, run, check):
                 check(len(flows) == 2 * len(gpu), "kineto: one flow arrow per GPU event")
         # Markers keep their kind in args (the name is the label when set).
         mtrace, _ = gen(gen_path, tmp, "markers")
-        out = os.path.join(tmp, "markers.json")
+        out = os.path.join(tmp, "markers.export.json")  # (markers.json: the generator's expectation)
         run(["export", mtrace, "-o", out])
         with open(out) as f:
             marks = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "marker"]

@@ -286,7 +286,7 @@ def part_bad_input(gen, tmp):
             ts.append(t)
         run(ts)
         run(ts + ["--json"])
-        run(["export"] + ts + ["-o", os.path.join(tmp, "r.json")])
+        run(["export"] + ts + ["-o", os.path.join(tmp, "r.export.json")])  # (r.json: the generator's expectation)
     # --html of several ranks: the cross-rank page (the heat map, the straggler), beside the text report.
     d = os.path.join(tmp, "ok")
     gen_run(gen, d, 2, 1, "c10d")

@@ -643,18 +643,36 @@ def part_options(gen_path, tmp):
     run(["report"], expect_rc=3)
 
 
+VERBS = ("report", "info", "dump", "diff", "export")
+
+
+def usage_error(args, words):
+    """A bad command line: exit 3 and one line, "tbanalyze VERB: ...; see tbanalyze VERB --help", naming words."""
+    verb = args[0] if args and args[0] in VERBS else "report"
+    p = run(args, expect_rc=3)
+    lines = p.stderr.splitlines()
+    line = lines[0] if lines else ""
+    check(len(lines) == 1 and line.startswith(f"tbanalyze {verb}: ") and line.endswith(f"; see tbanalyze {verb} --help")
+          and all(w in line for w in words) and not p.stdout,
+          f"tbanalyze {' '.join(args)}: one line naming {words} and tbanalyze {verb} --help, got {p.stderr!r}")
+    return line
+
+
 def part_cli(gen_path, tmp):
     # Out-of-range and malformed option values are refused with
-    # "tbanalyze: --OPTION: VALUE: REASON" and exit 3, before any trace is read.
+    # "tbanalyze VERB: --OPTION: VALUE: REASON; see tbanalyze VERB --help" and exit 3, before any trace is read.
     trace, _ = gen(gen_path, tmp, "clean")
 
     def refused(args, option, value, reason):
-        p = run(args, expect_rc=3)
-        first = (p.stderr.splitlines() or [""])[0]
-        want = f"tbanalyze: {option}: {value}: {reason}" if value is not None else f"tbanalyze: {option}: {reason}"
-        check(first.startswith(want), f"{' '.join(args[1:]) or args}: message {first!r}, expected {want!r}...")
+        verb = args[0] if args[0] in VERBS else "report"
+        first = usage_error(args, [option])
+        want = f"{option}: {value}: {reason}" if value is not None else f"{option}: {reason}"
+        check(first.startswith(f"tbanalyze {verb}: {want}"), f"{' '.join(args[1:]) or args}: message {first!r}, "
+              f"expected 'tbanalyze {verb}: {want}'...")
         return first
 
+    part_cli_convention(trace, tmp)
+    part_cli_cut(gen_path, tmp)
     p = run([trace, "--html", os.path.join(tmp, "no-such-dir", "r.html")], expect_rc=4)
     check("no-such-dir/r.html: No such file or directory" in p.stderr and not p.stdout,
           f"--html to a missing directory is refused before the report ({p.stderr.strip()!r})")
@@ -695,6 +713,96 @@ def part_cli(gen_path, tmp):
     p = run(["dump", trace, "--kind", "gpu_kernel,launch"])
     kinds = {l.split()[2] for l in p.stdout.splitlines() if l.strip()}
     check(kinds == {"gpu_kernel", "launch"}, f"dump --kind gpu_kernel,launch: kinds shown {kinds}")
+
+
+def part_cli_cut(gen_path, tmp):
+    """A trace cut short (no END record) whose header says CUPTI was on, with no GPU record: the report says it ends
+    early, not that it is API-only; a real API-only trace still says API-only."""
+    for scen, says, not_says in (("apionly-cut", "the trace ends early (no END record", "API-only"),
+                                 ("apionly", "API-only, no CUPTI records", "ends early"),
+                                 # cut too, but another tool held CUPTI (libtbprof's notice): API-only it is
+                                 ("apionly-cut-inuse", "API-only, no CUPTI records", "ends early")):
+        t, _ = gen(gen_path, tmp, scen)
+        html = os.path.join(tmp, scen + ".html")
+        text = run([t, "--html", html]).stdout
+        page = open(html).read()
+        line = next((l for l in text.splitlines() if l.startswith("no GPU timeline")), "")
+        check(says in line and not_says not in line and "features: cupti" in line if scen == "apionly-cut" else
+              says in line and not_says not in line, f"{scen}: text says {says!r} ({line!r})")
+        check(says in page and not_says not in page, f"{scen}: the HTML page says {says!r}")
+
+
+def part_cli_convention(trace, tmp):
+    """Issue 31 step 5: no usage dumps, the missing argument and the unknown option named, one line each."""
+    p = run([], expect_rc=3)
+    check(p.stderr.count("\n") == 1 and "see tbanalyze --help" in p.stderr, f"no arguments: one line ({p.stderr!r})")
+    for args, words in ((["--tops"], ["'--tops'", "unknown option"]),
+                        ([trace, "--tops"], ["'--tops'"]),
+                        (["report", trace, "-x"], ["'-x'"]),
+                        (["diff", trace], ["missing the second trace (B.zst)"]),
+                        (["diff"], ["missing the first trace (A.zst)"]),
+                        (["diff", trace, trace, trace], ["not more"]),
+                        (["diff", trace, trace, "--bogus"], ["'--bogus'"]),
+                        (["diff", trace, trace, "--html"], ["--html: value missing"]),
+                        (["info"], ["no trace given (TRACE.zst)"]),
+                        (["info", trace, trace], ["one trace, not more"]),
+                        (["info", trace, "--bogus"], ["'--bogus'"]),
+                        (["dump"], ["no trace given"]),
+                        (["dump", trace, "--bogus"], ["'--bogus'"]),
+                        (["export"], ["no trace given"]),
+                        (["export", trace, "--bogus"], ["'--bogus'"]),
+                        (["export", trace, "-o"], ["-o: value missing"]),
+                        (["export", trace, "--json"], ["'--json'"])):
+        usage_error(args, words)
+    for verb in VERBS:
+        p = run([verb, "--help"])
+        check(p.stdout.startswith(f"usage: tbanalyze {'[report]' if verb == 'report' else verb}") and not p.stderr,
+              f"tbanalyze {verb} --help: its usage on stdout ({p.stdout[:80]!r})")
+    p = run(["--help"])
+    check("exit status" in p.stdout and all(f"\n    {c:3d}  " in p.stdout for c in (0, 1, 2, 3, 4, 5)),
+          "tbanalyze --help lists the exit statuses")
+
+    # Every verb that writes a file says so, and never writes over a file of another kind (exit 2, left as it was).
+    def wrote(p, path):
+        size = os.path.getsize(path) if os.path.exists(path) else -1
+        m = [l for l in p.stderr.splitlines() if l.endswith(")") and f": wrote {path} (" in l]
+        check(len(m) == 1 and size > 0, f"says it wrote {path} ({size} bytes): {p.stderr!r}")
+        if m and size > 0:
+            shown = m[0].rsplit("(", 1)[1].rstrip(")").split()
+            value = float(shown[0]) * {"bytes": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}[shown[1]]
+            check(abs(value - size) <= 0.05 * size + 1, f"{path}: said {shown}, the file has {size} bytes")
+
+    notes = os.path.join(tmp, "notes.txt")
+    copy = os.path.join(tmp, "copy.zst")
+    with open(trace, "rb") as f, open(copy, "wb") as g:
+        g.write(f.read())
+    for verb, args, kind in ((["report"], [trace, "--html"], "an HTML page"),
+                             (["diff"], [trace, trace, "--html"], "an HTML page"),
+                             (["export"], [trace, "-o"], "a JSON trace"),
+                             (["export"], ["--format", "kineto", trace, "-o"], "a JSON trace")):
+        for foreign, what in ((notes, "another file"), (copy, "a trace")):
+            with open(notes, "w") as f:
+                f.write("my notes\n")
+            before = open(foreign, "rb").read()
+            p = run(verb + args + [foreign], expect_rc=2)
+            check(p.stderr.count("\n") == 1 and f"{foreign} exists and is {what}, not {kind}" in p.stderr
+                  and "not overwritten" in p.stderr and open(foreign, "rb").read() == before,
+                  f"{' '.join(verb)} over {what}: refused, the file unchanged ({p.stderr!r})")
+        out = os.path.join(tmp, "out." + ("html" if "HTML" in kind else "json"))
+        for again in (0, 1):   # a file of its kind is written over
+            p = run(verb + args + [out], expect_rc=0 if verb != ["diff"] else 0)
+            wrote(p, out)
+        os.unlink(out)
+    p = run([trace, "--json"])
+    check("wrote" not in p.stderr, f"nothing written, nothing said ({p.stderr!r})")
+    # standard output that cannot be written (a full disk): exit 4, one line naming the verb
+    if os.path.exists("/dev/full"):
+        for args in ([trace], ["info", trace], ["dump", trace], ["diff", trace, trace], ["export", trace]):
+            with open("/dev/full", "w") as full:
+                p = subprocess.run([TBANALYZE] + args, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120)
+            verb = args[0] if args[0] in VERBS else "report"
+            check(p.returncode == 4 and p.stderr == f"tbanalyze {verb}: standard output: write failed\n",
+                  f"tbanalyze {verb} > /dev/full: exit {p.returncode} (want 4), {p.stderr!r}")
 
 
 def part_text(gen_path, tmp):

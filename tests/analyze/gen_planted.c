@@ -157,6 +157,7 @@ static void failed_launch(int th, uint64_t t, uint64_t cp)
 }
 
 static int api_only; /* apionly scenario: host records only */
+static int cut_early; /* apionly-cut: CUPTI on in the header, no GPU record, no END (a killed process) */
 /* bursts2: the burst's merged span and the device idle inside it */
 static int have_burst_truth;
 static uint64_t burst_truth_span, burst_truth_idle;
@@ -1707,7 +1708,8 @@ static void write_chunk(struct tbp_writer *w, unsigned sk, uint64_t id, struct e
 static void write_trace(const char *path)
 {
 	struct tbp_writer *w;
-	struct tbp_writer_opts o = {.compression_level = 3, .features = TBP_FEAT_PYTHON | (api_only ? 0 : TBP_FEAT_CUPTI)};
+	struct tbp_writer_opts o = {.compression_level = 3,
+				    .features = TBP_FEAT_PYTHON | (api_only && !cut_early ? 0 : TBP_FEAT_CUPTI)};
 	if (tbp_writer_open(&w, path, &o)) {
 		fprintf(stderr, "gen_planted: cannot write %s\n", path);
 		exit(4);
@@ -1756,9 +1758,11 @@ static void write_trace(const char *path)
 	}
 	struct tbp_record end = {.kind = TBP_K_END};
 	end.u.end.records = 0;
-	tbp_writer_begin_chunk(w, TBP_STREAM_DEFS, 0);
-	tbp_writer_add(w, &end);
-	tbp_writer_end_chunk(w);
+	if (!cut_early) {
+		tbp_writer_begin_chunk(w, TBP_STREAM_DEFS, 0);
+		tbp_writer_add(w, &end);
+		tbp_writer_end_chunk(w);
+	}
 	if (tbp_writer_close(w)) {
 		fprintf(stderr, "gen_planted: close failed\n");
 		exit(4);
@@ -2295,7 +2299,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|apionly-cut|apionly-cut-inuse|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -2337,8 +2341,19 @@ int main(int argc, char **argv)
 		gpu_at_end = 1;
 		scen_planted(1);
 	}
-	else if (!strcmp(s, "apionly")) {
+	else if (!strcmp(s, "apionly") || !strncmp(s, "apionly-cut", 11)) {
 		api_only = 1;
+		cut_early = !strncmp(s, "apionly-cut", 11);
+		if (!strcmp(s, "apionly-cut-inuse")) {
+			/* ... where another tool held CUPTI: libtbprof's notice says so */
+			struct tbp_record *n = push(&host[0]);
+			n->kind = TBP_K_NOTICE;
+			n->tid = host_tid[0];
+			n->ts = 900 * US;
+			n->u.notice.level = TBP_NOTE_WARN;
+			n->u.notice.code = TBP_NOTICE_CUPTI_IN_USE;
+			n->u.notice.message = intern("API-only trace: another tool holds CUPTI");
+		}
 		scen_planted(0);
 		/* Without GPU timestamps no idle gap or burst can be seen. */
 		size_t w = 0;

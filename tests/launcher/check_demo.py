@@ -120,7 +120,7 @@ def main():
             return 1
         os.unlink(cudart[0])
         p = subprocess.run([tbprof, "demo"], cwd=dest, env=clean_env(), capture_output=True, text=True, timeout=120)
-        if p.returncode != 3 or "simulated GPU (simgpu) is not part of this install" not in p.stderr:
+        if p.returncode != 5 or "simulated GPU (simgpu) is not part of this install" not in p.stderr:
             print(f"FAIL: installed without simgpu: exit {p.returncode}, stderr {p.stderr!r}")
             ok = False
         else:

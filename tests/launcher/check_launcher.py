@@ -3,7 +3,8 @@
 
 Usage: check_launcher.py SCENARIO
   help      tbprof --help / record --help / demo --help: man-page sections, every option
-  badopts   bad options are named, exit status 2, the command never runs
+  badopts   bad command lines (every verb): one line naming the option and its verb's --help, exit status 3
+            (common/exit_status.def), the command never runs
   exit      the exit status is the command's, also when it dies of a signal
   forward   a signal sent to tbprof reaches the command
   env       options become TBPROF_* variables; the caller's LD_PRELOAD is kept
@@ -11,6 +12,10 @@ Usage: check_launcher.py SCENARIO
   report    --report runs tbanalyze on the trace
   cut       a real trace cut before its first event (inside its first frame of events, right after the header) is an error
             (exit 2, file and offset); cut after some events, a warning and a report (exit 0)
+  refuse    an output name that is an existing file but not a trace (record, capture, demo -o): exit 2 before anything
+            runs, the file unchanged; a trace there is written over
+  exitdoc   doc/launcher.md's exit-status table is common/exit_status.def's, row for row, and both commands' --help
+            print it
 Environment: TBPROF_CMD (build/launcher/tbprof), TBPROF_LIB, TBANALYZE.
 """
 import os
@@ -57,8 +62,11 @@ def scenario_help():
     if p.returncode != 0:
         fail(f"record --help: rc {p.returncode}")
     p = tbprof([])
-    if p.returncode != 2 or "SYNOPSIS" not in p.stderr:
-        fail(f"tbprof without arguments: rc {p.returncode}, stderr {p.stderr[:100]!r}")
+    if p.returncode != 3 or p.stderr.count("\n") != 1 or "see tbprof --help" not in p.stderr or "record" not in p.stderr:
+        fail(f"tbprof without arguments: rc {p.returncode}, stderr {p.stderr[:300]!r} (want 3, one line)")
+    p = tbprof(["--help"])
+    if "EXIT STATUS" not in p.stdout or not all(f"\n    {c:3d}  " in p.stdout for c in (0, 1, 2, 3, 4, 5, 126, 127)):
+        fail(f"tbprof --help does not list every exit status: {p.stdout[p.stdout.find('EXIT STATUS'):][:600]!r}")
     p = tbprof(["demo", "--help"])
     for section in ("NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "FILES", "EXIT STATUS"):
         if "\n" + section + "\n" not in "\n" + p.stdout:
@@ -68,7 +76,8 @@ def scenario_help():
     p = tbprof(["--version"])
     if p.returncode != 0 or not p.stdout.startswith("tbprof "):
         fail(f"--version: {p.stdout!r}")
-    print("ok: --help, record --help (all sections and options), demo --help, no arguments: 2, --version")
+    print("ok: --help (every exit status), record --help (all sections and options), demo --help, no arguments: 3, "
+          "--version")
 
 
 def scenario_badopts():
@@ -95,11 +104,11 @@ def scenario_badopts():
         (["record", "-o", ""] + cmd, "-o: empty"),
         # a name that is not a trace's is refused before the command runs (it used to run and write
         # the trace as train.PID.py beside the script)
-        (["record", "-o", "train.py"] + cmd, "-o: 'train.py'"),
+        # (an existing one, as train.py here, is a file of another kind: exit 2, scenario_refuse)
         (["record", "--output=out.json"] + cmd, "--output=out.json: 'out.json'"),
         (["record", "-o", "t-%p"] + cmd, "-o: 't-%p'"),
-        (["capture", "1", "-o", "train.py"], "-o: 'train.py'"),
-        (["demo", "-o", "train.py"], "tbprof demo: -o: 'train.py'"),
+        (["capture", "1", "-o", "notes.txt"], "-o: 'notes.txt'"),
+        (["demo", "-o", "notes.txt"], "tbprof demo: -o: 'notes.txt'"),
         (["record", "--output"], "--output needs a value"),
         (["record"], "no command"),
         (["record", "--trace-all", "--"], "no command"),
@@ -107,14 +116,25 @@ def scenario_badopts():
         (["demo", "--bogus"], "tbprof demo: unexpected argument '--bogus'"),
         (["demo", "-o", ""], "tbprof demo: -o: empty"),
         (["demo", "--python"], "tbprof demo: --python needs a value"),
+        (["capture"], "tbprof capture: no PID given"),
+        (["capture", "12x"], "'12x' is not a process id"),
+        (["capture", "1234", "--bogus"], "unknown argument '--bogus'"),
+        (["capture", "1234", "--for", "0"], "--for: '0'"),
+        (["capture", "1234", "--for", "1", "--steps", "2"], "one or the other"),
     ]
     for args, words in cases:
         p = tbprof(args, cwd=d)
         lines = p.stderr.strip().splitlines()
-        if p.returncode != 2 or len(lines) != 1 or words not in lines[0]:
-            fail(f"tbprof {args}: rc {p.returncode}, stderr {p.stderr!r}; expected 2 and one line with {words!r}")
+        see = "see tbprof --help" if args[0] == "recrod" else f"see tbprof {args[0]} --help"
+        if p.returncode != 3 or len(lines) != 1 or words not in lines[0] or not lines[0].endswith(see):
+            fail(f"tbprof {args}: rc {p.returncode}, stderr {p.stderr!r}; expected 3 and one line with {words!r} "
+                 f"ending {see!r}")
         if os.path.exists(marker):
             fail(f"tbprof {args}: the command ran")
+    # tbprof report is tbanalyze: the same status for the same mistake
+    p = tbprof(["report", "--tops"], cwd=d)
+    if p.returncode != 3 or p.stderr.count("\n") != 1 or "--tops" not in p.stderr:
+        fail(f"tbprof report --tops: rc {p.returncode}, stderr {p.stderr!r} (want 3, one line naming --tops)")
     # good spellings are accepted
     p = tbprof(["record", "-q", "--buffer-size=64K", "--span-us", "0", "--python-depth=8", "--native-depth", "4",
                 "--"] + cmd, cwd=d)
@@ -127,7 +147,8 @@ def scenario_badopts():
     p = tbprof(["record", "--", "true"], cwd=d, extra={"TBPROF_TRACE_ALL": "false"})
     if p.returncode != 0 or "--trace-all traces CPU-only" not in p.stderr:
         fail(f"TBPROF_TRACE_ALL=false: the summary does not read it as false: {p.stderr!r}")
-    print(f"ok: {len(cases)} bad command lines: exit 2, one line naming the option, nothing run")
+    print(f"ok: {len(cases)} bad command lines: exit 3, one line naming the option and the verb's --help, "
+          f"nothing run")
 
 
 def expect_like_bare(cmd, want_rc):
@@ -343,6 +364,59 @@ def scenario_cut():
     print(f"ok: a real trace ({len(data)} bytes, header {header_end}) cut inside its first frame of events ({cut} bytes) "
           f"and right after its header: "
           f"exit 2 with file and offset from report, info, dump, export; cut at 2/3: warning, {events[0]}, exit 0")
+
+
+def scenario_refuse():
+    d = tempfile.mkdtemp(prefix="tbp-cmd-")
+    marker = os.path.join(d, "ran")
+    notes = os.path.join(d, "train.py")
+    with open(notes, "w") as f:
+        f.write("print('the user program')\n")
+    for args in (["record", "-o", "train.py", "--", "touch", marker],
+                 ["record", "--output=train.py", "touch", marker],
+                 ["capture", str(os.getpid()), "-o", "train.py"],
+                 ["demo", "-o", "train.py", "--python", "/nonexistent/python"]):
+        p = tbprof(args, cwd=d)
+        if (p.returncode != 2 or p.stderr.count("\n") != 1 or "train.py: exists and is not a trace" not in p.stderr
+                or os.path.exists(marker) or open(notes).read() != "print('the user program')\n"):
+            fail(f"tbprof {args}: rc {p.returncode}, stderr {p.stderr!r}, ran {os.path.exists(marker)} "
+                 f"(want 2, one line, nothing run, the file unchanged)")
+    # a directory OUT that cannot be made (a file on its path): exit 4, nothing run
+    p = tbprof(["record", "-o", "train.py/traces", "--", "touch", marker], cwd=d)
+    if p.returncode != 4 or p.stderr.count("\n") != 1 or "cannot create directory" not in p.stderr or os.path.exists(marker):
+        fail(f"record -o under a file: rc {p.returncode}, stderr {p.stderr!r} (want 4, one line, nothing run)")
+    # an empty file and an earlier trace are the output's to take
+    open(os.path.join(d, "empty.zst"), "w").close()
+    p = tbprof(["record", "-q", "-o", "empty.zst", "--", "touch", marker], cwd=d)
+    if p.returncode != 0 or not os.path.exists(marker):
+        fail(f"record -o over an empty file: rc {p.returncode}, {p.stderr!r}")
+    print("ok: record -o / capture -o / demo -o naming a file that is not a trace: exit 2, one line, nothing run, unchanged")
+
+
+def scenario_exitdoc():
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "common", "exit_status.def")) as f:
+        rows = re.findall(r'^TBP_EXIT\((\w+), (\d+), "(.*)"\)$', f.read(), re.M)
+    with open(os.path.join(root, "doc", "launcher.md")) as f:
+        doc = f.read()
+    m = re.search(r"<!-- exit-status-table.*?-->\n(.*?)<!-- end of exit-status-table -->", doc, re.S)
+    if not rows or not m:
+        fail(f"no rows in exit_status.def ({len(rows)}) or no table in doc/launcher.md")
+    table = [tuple(c.strip() for c in line.strip("|").split("|")) for line in m.group(1).strip().splitlines()[2:]]
+    want = [(code, meaning) for _, code, meaning in rows]
+    if table != want:
+        fail(f"doc/launcher.md's exit-status table differs from common/exit_status.def:\n{table}\n{want}")
+    codes = [int(c) for _, c, _ in rows]
+    if len(set(codes)) != len(codes):
+        fail(f"a status with two meanings: {codes}")
+    for cmd in ([TBPROF, "--help"], [os.environ["TBANALYZE"], "--help"]):
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+        flat = " ".join(out.split())
+        for _, code, meaning in rows:
+            if f" {code} {meaning} " not in flat + " ":
+                fail(f"{' '.join(cmd)} does not print status {code} as {meaning!r}")
+    print(f"ok: {len(rows)} exit statuses, one meaning each, the same in exit_status.def, doc/launcher.md, "
+          f"tbprof --help and tbanalyze --help")
 
 
 def main():
