@@ -339,6 +339,7 @@ static void check_dropped(void)
 	rec.u.lost.source = TBP_LOST_CUPTI;
 	rec.u.lost.since_ts = lost_since_ts;
 	lost_since_ts = rec.ts;
+	tbp_cupti_consumer_ring();
 	tbp_emit(&rec);
 }
 

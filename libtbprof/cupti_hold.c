@@ -56,6 +56,18 @@ uint64_t tbp_cupti_hold_forced_out(void)
 	return forced_out;
 }
 
+/* A thread with no ring yet has recorded nothing of the program's: CUPTI's delivery thread or our
+ * flusher, which carry the consumer's records alone -- GPU records, patiently (tbp_emit_patient waits
+ * for the writer rather than drop them) after they waited here already, and CUPTI's LOST notes.  Each
+ * got a whole TBPROF_BUFFER_SIZE ring, filled under load: 2 x 8 MiB of the CUPTI-on launch loop's
+ * +76 MiB.  Every first record such a thread can make goes through here: the flusher's was a LOST
+ * note (check_dropped) on a fast host, which gave it 8 MiB again (+69.5 MiB over 2 M launches). */
+void tbp_cupti_consumer_ring(void)
+{
+	if (!tbp_tls_buf)
+		tbp_tls_ring_limit = GPU_ONLY_RING_BYTES;
+}
+
 static inline int held_before(const struct held *a, const struct held *b)
 {
 	return a->ts != b->ts ? a->ts < b->ts : a->seq < b->seq;
@@ -82,12 +94,7 @@ static void hold_write_first(void)
 	if (n_hold)
 		hold[at] = last;
 
-	/* A thread with no ring yet has recorded nothing of the program's: CUPTI's delivery thread or
-	 * our flusher, which carry GPU records alone, patiently (tbp_emit_patient waits for the writer
-	 * rather than drop them), and the records have waited here already.  Each got a whole
-	 * TBPROF_BUFFER_SIZE ring, filled under load: 2 x 8 MiB of the CUPTI-on launch loop's +76 MiB. */
-	if (!tbp_tls_buf)
-		tbp_tls_ring_limit = GPU_ONLY_RING_BYTES;
+	tbp_cupti_consumer_ring();
 	if (last_writer != &writing_thread_mark) {
 		if (last_writer)
 			tbp_drain_now(HANDOVER_WAIT_MS);
