@@ -60,8 +60,10 @@ uint64_t tbp_cupti_hold_forced_out(void)
  * flusher, which carry the consumer's records alone -- GPU records, patiently (tbp_emit_patient waits
  * for the writer rather than drop them) after they waited here already, and CUPTI's LOST notes.  Each
  * got a whole TBPROF_BUFFER_SIZE ring, filled under load: 2 x 8 MiB of the CUPTI-on launch loop's
- * +76 MiB.  Every first record such a thread can make goes through here: the flusher's was a LOST
- * note (check_dropped) on a fast host, which gave it 8 MiB again (+69.5 MiB over 2 M launches). */
+ * +76 MiB.  Called where such a thread starts our work (buffer_completed, flusher_main), not only
+ * before a held record: on a fast host the flusher's first record was CUPTI's LOST note
+ * (check_dropped), which gave it 8 MiB again (+69.5 MiB over 2 M launches); here too, for a forced
+ * flush on a thread that has recorded nothing yet. */
 void tbp_cupti_consumer_ring(void)
 {
 	if (!tbp_tls_buf)
