@@ -371,6 +371,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 				      size_t size, size_t valid)
 {
 	(void)ctx; (void)stream_id; (void)size;
+	/* Whatever record comes first here -- a GPU record, CUPTI's LOST note, a notice of the join's --
+	 * CUPTI's delivery thread gets the consumer's 1 MiB ring. */
+	tbp_cupti_consumer_ring();
 	pthread_mutex_lock(&proc_lock);
 	/* After stop (or when another tool's records reach us) drop silently. */
 	if (__atomic_load_n(&state, __ATOMIC_ACQUIRE) == CS_ACTIVE && buffer) {
@@ -475,6 +478,7 @@ static void *flusher_main(void *arg)
 {
 	(void)arg;
 	pthread_setname_np(pthread_self(), "tbprof-cupti");
+	tbp_cupti_consumer_ring();   /* it records nothing of the program's */
 	for (;;) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);

@@ -56,6 +56,20 @@ uint64_t tbp_cupti_hold_forced_out(void)
 	return forced_out;
 }
 
+/* A thread with no ring yet has recorded nothing of the program's: CUPTI's delivery thread or our
+ * flusher, which carry the consumer's records alone -- GPU records, patiently (tbp_emit_patient waits
+ * for the writer rather than drop them) after they waited here already, and CUPTI's LOST notes.  Each
+ * got a whole TBPROF_BUFFER_SIZE ring, filled under load: 2 x 8 MiB of the CUPTI-on launch loop's
+ * +76 MiB.  Called where such a thread starts our work (buffer_completed, flusher_main), not only
+ * before a held record: on a fast host the flusher's first record was CUPTI's LOST note
+ * (check_dropped), which gave it 8 MiB again (+69.5 MiB over 2 M launches); here too, for a forced
+ * flush on a thread that has recorded nothing yet. */
+void tbp_cupti_consumer_ring(void)
+{
+	if (!tbp_tls_buf)
+		tbp_tls_ring_limit = GPU_ONLY_RING_BYTES;
+}
+
 static inline int held_before(const struct held *a, const struct held *b)
 {
 	return a->ts != b->ts ? a->ts < b->ts : a->seq < b->seq;
@@ -82,12 +96,7 @@ static void hold_write_first(void)
 	if (n_hold)
 		hold[at] = last;
 
-	/* A thread with no ring yet has recorded nothing of the program's: CUPTI's delivery thread or
-	 * our flusher, which carry GPU records alone, patiently (tbp_emit_patient waits for the writer
-	 * rather than drop them), and the records have waited here already.  Each got a whole
-	 * TBPROF_BUFFER_SIZE ring, filled under load: 2 x 8 MiB of the CUPTI-on launch loop's +76 MiB. */
-	if (!tbp_tls_buf)
-		tbp_tls_ring_limit = GPU_ONLY_RING_BYTES;
+	tbp_cupti_consumer_ring();
 	if (last_writer != &writing_thread_mark) {
 		if (last_writer)
 			tbp_drain_now(HANDOVER_WAIT_MS);

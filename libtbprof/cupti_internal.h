@@ -101,5 +101,8 @@ void tbp_cupti_hold_add(const struct tbp_record *rec, uint32_t cupti_corr, uint6
 /* Writes what has waited long enough (everything when `all`), joined, in start-time order. */
 void tbp_cupti_hold_release(int all) TBP_HIDDEN;
 uint64_t tbp_cupti_hold_forced_out(void) TBP_HIDDEN;      /* written early: the hold was full */
+/* Before a consumer thread's record: a thread with no ring yet gets a 1 MiB one (it carries no
+ * record of the program's). */
+void tbp_cupti_consumer_ring(void) TBP_HIDDEN;
 
 #endif
