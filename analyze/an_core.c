@@ -3,7 +3,8 @@
  * trace, reads it through the record merge (an_merge.c) into the passes
  * (an_passes.c), measures a marked window again when GPU records came late,
  * and analyses a trace without marks a second time with its detected steps
- * marked; definitions and containers are in an_defs.c.
+ * marked, their warm-up decided from the first analysis; definitions and
+ * containers are in an_defs.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -93,6 +94,25 @@ static size_t graph_warmup(const struct analysis *a, size_t nsteps)
 	return (size_t)first;
 }
 
+/* The detected loop's warm-up, in steps: the longer of the two. */
+static size_t loop_warmup(const struct analysis *a, size_t nsteps)
+{
+	size_t late = late_warmup(a, nsteps), graph = graph_warmup(a, nsteps);
+	return graph > late ? graph : late;
+}
+
+/* The warm-up decided before the analysis with the steps marked is the
+ * one that analysis counts (TBANALYZE_CHECK: an_sites_replay's claim). */
+static int check_warmup(const struct analysis *a, size_t nsteps, size_t decided)
+{
+	size_t counted = loop_warmup(a, nsteps);
+	if (counted == decided)
+		return TBA_EXIT_OK;
+	fprintf(stderr, "tbanalyze: %s: internal check failed: a warm-up of %zu steps decided from the first analysis, "
+		"the analysis with the steps marked counts %zu\n", a->path, decided, counted);
+	return TBA_EXIT_INTERNAL;
+}
+
 /* A trace without the runner's marks whose training loop was found (the
  * first pass detects it from the spans or the work's lines): analysed
  * again with the steps marked as the runner would, so that the first step
@@ -119,17 +139,29 @@ static int run_steps(struct analysis *a, const char *path, const struct an_opts 
 	uint64_t loop = a->steps.loop, unit = a->steps.unit;
 	int unit_kind = a->steps.unit_kind;
 	a->step_ivs = (struct vec){0};
+	/* The warm-up decided from this analysis's calls with the steps found
+	 * (as the analysis with them marked would count them): that analysis
+	 * is then the last.  Else it decides, and a third one runs when the
+	 * warm-up is longer than the first step. */
+	size_t warmup = 0;
+	if (!an_sites_replay(a, steps.data, steps.n)) {
+		warmup = loop_warmup(a, steps.n);
+		if (warmup > 1)
+			again.synth_warmup = warmup;
+	}
 	an_free(a);
 	again.synth_steps = steps.data;
 	again.n_synth_steps = steps.n;
 	rc = run_once(a, path, &again);
-	size_t warmup = rc ? 1 : late_warmup(a, steps.n);
-	if (!rc && graph_warmup(a, steps.n) > warmup)
-		warmup = graph_warmup(a, steps.n);
-	if (warmup > 1) {
-		an_free(a);
-		again.synth_warmup = warmup;
-		rc = run_once(a, path, &again);
+	if (warmup && !rc && an_check_on())
+		rc = check_warmup(a, steps.n, warmup);
+	if (!warmup) {
+		warmup = rc ? 1 : loop_warmup(a, steps.n);
+		if (warmup > 1) {
+			an_free(a);
+			again.synth_warmup = warmup;
+			rc = run_once(a, path, &again);
+		}
 	}
 	a->opts.synth_steps = NULL;
 	a->opts.n_synth_steps = 0;

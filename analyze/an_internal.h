@@ -33,6 +33,13 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r);
  * a->late_gpu_records), else *last_ts moves to it. */
 void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts);
 int an_pass_finish(struct analysis *a);
+/* The sites' iterations (first_iter, last_iter, iters) and the graph
+ * launches' (graph_launch_first_iter, _all_iters, _all_last) as an analysis
+ * of the same trace with steps[0..n) marked (opts.synth_steps) counts them,
+ * from this analysis's log of its calls (a first analysis of a trace
+ * without marks).  0 done; -1 the log cannot tell (not kept, cut short, or
+ * records came out of time order): analyse again to count them. */
+int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n);
 void an_pass_free(struct analysis *a);
 /* Exact window breakdown from GPU records alone (second pass). */
 void an_window_reset(struct analysis *a);

@@ -71,6 +71,89 @@ static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint
 	return s;
 }
 
+/* ------------------------------------------------------------ iterations per site */
+/* A call from site ss in iteration iter_no (the one in progress): the
+ * iterations with a call from there (late_warmup reads them). */
+HOT_FN void site_iter_note(struct an_site_stat *ss, uint64_t iter_no)
+{
+	if (ss->last_iter != iter_no) {
+		if (!ss->iters)
+			ss->first_iter = iter_no;
+		ss->last_iter = iter_no;
+		ss->iters++;
+	}
+}
+
+/* A graph launch that the runtime accepted in iteration iter_no, every
+ * iteration's count (graph_warmup reads it). */
+HOT_FN void graph_iter_note(struct analysis *a, uint64_t iter_no)
+{
+	if (a->graph_launch_all_last != iter_no) {
+		a->graph_launch_all_last = iter_no;
+		a->graph_launch_all_iters++;
+		if (!a->graph_launch_first_iter)
+			a->graph_launch_first_iter = iter_no;
+	}
+}
+
+/* A call (site: index + 1 in a->sites, 0: a graph launch) into the log of a
+ * first analysis.  A trace with the runner's marks has its iterations
+ * (no steps to detect, unless --steps nvtx: names them): no log. */
+COLD_FN void site_log_add(struct analysis *a, uint64_t ts, uint32_t site)
+{
+	struct an_state *st = a->st;
+	if (st->iter_markers && !a->opts.steps_nvtx) {
+		st->site_log_on = 0;
+		vec_free(&st->site_log);
+		return;
+	}
+	struct site_log_ent *e = st->site_log.n < SITE_LOG_MAX ? vec_push(&st->site_log) : NULL;
+	if (!e) {
+		st->site_log_on = 0;
+		st->site_log_lost = 1;
+		vec_free(&st->site_log);
+		return;
+	}
+	e->ts = ts;
+	e->site = site;
+}
+
+int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
+{
+	struct an_state *st = a->st;
+	/* Records in time order reach the passes with the marks due by their
+	 * time emitted before them (an_pass_block, synth_emit): a call is in
+	 * the iterations whose marks are at or before its time.  Out of
+	 * order, the marks emitted depend on the blocks: not replayed. */
+	if (!st || !st->site_log_on || st->site_log_lost || a->late_records)
+		return -1;
+	for (size_t i = 0; i < a->sites.n; i++) {
+		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, i);
+		ss->first_iter = ss->last_iter = ss->iters = 0;
+	}
+	a->graph_launch_first_iter = a->graph_launch_all_iters = a->graph_launch_all_last = 0;
+	/* The marks as the steps pass emits them (synth_init): each step's
+	 * ITER_BEGIN at its begin, then its ITER_END at its end. */
+	size_t mark = 0, n_marks = 2 * n;
+	int in_iter = 0;
+	uint64_t iter_no = 0;
+	for (size_t i = 0; i < st->site_log.n; i++) {
+		const struct site_log_ent *e = VEC_AT(&st->site_log, struct site_log_ent, i);
+		while (mark < n_marks && (mark % 2 ? steps[mark / 2].end : steps[mark / 2].begin) <= e->ts) {
+			in_iter = !(mark % 2);
+			iter_no += in_iter;
+			mark++;
+		}
+		if (!in_iter)
+			continue;
+		if (e->site)
+			site_iter_note(VEC_AT(&a->sites, struct an_site_stat, e->site - 1), iter_no);
+		else
+			graph_iter_note(a, iter_no);
+	}
+	return 0;
+}
+
 /* ------------------------------------------------------------ the join */
 HOT_FN void note_time(struct analysis *a, uint64_t ts, uint64_t end)
 {
@@ -301,12 +384,10 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	if (ss) {
 		ss->api_ns += ev.dur;
 		ss->calls++;
-		if (st->in_iter && ss->last_iter != st->iter_no) {
-			if (!ss->iters)
-				ss->first_iter = st->iter_no;
-			ss->last_iter = st->iter_no;
-			ss->iters++;
-		}
+		if (st->in_iter)
+			site_iter_note(ss, st->iter_no);
+		if (__builtin_expect(st->site_log_on, 0))
+			site_log_add(a, ts, (uint32_t)(ss - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1);
 	}
 	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
 	 * a poll's answer (cudaStreamQuery, cudaEventQuery), not a failure. */
@@ -381,12 +462,10 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 				a->graph_launch_last_iter = st->iter_no;
 				a->graph_launch_iters++;
 			}
-			if (st->in_iter && a->graph_launch_all_last != st->iter_no) {
-				a->graph_launch_all_last = st->iter_no;
-				a->graph_launch_all_iters++;
-				if (!a->graph_launch_first_iter)
-					a->graph_launch_first_iter = st->iter_no;
-			}
+			if (st->in_iter)
+				graph_iter_note(a, st->iter_no);
+			if (st->site_log_on)
+				site_log_add(a, r->ts, 0);
 		}
 		on_api_k(a, r, TBP_K_LAUNCH);
 		return;
@@ -566,6 +645,9 @@ int an_pass_init(struct analysis *a)
 	/* Without CUPTI nothing will claim a correlation id: do not keep them. */
 	st->expect_gpu = 1;
 	st->due_ts = UINT64_MAX;
+	st->site_log.item = sizeof(struct site_log_ent);
+	/* A first analysis of a trace that may have steps to detect. */
+	st->site_log_on = !a->opts.synth_steps && !a->opts.no_markers;
 	a->st = st;
 	for (size_t i = 0; i < N_PASSES; i++)
 		if (passes[i]->state_size && !(st->pass[i] = calloc(1, passes[i]->state_size)))
@@ -629,6 +711,7 @@ void an_pass_free(struct analysis *a)
 	u64map_free(&st->site_idx);
 	vec_free(&st->threads);
 	vec_free(&st->all_findings);
+	vec_free(&st->site_log);
 	free(st);
 	a->st = NULL;
 }

@@ -95,6 +95,14 @@ struct thread_st {
 	uint32_t syncs;       /* host syncs made so far (bursts: a sync ends one) */
 };
 
+/* A call from site (index + 1; 0: a graph launch) at ts (an_state.site_log). */
+struct site_log_ent {
+	uint64_t ts;
+	uint32_t site;
+};
+/* The log's cap (64 MiB): a longer trace is analysed again to count them. */
+#define SITE_LOG_MAX (1u << 22)
+
 struct an_state {
 	struct u64map corr; /* corr -> index in corr_pool */
 	struct vec corr_pool, corr_freelist;
@@ -147,6 +155,14 @@ struct an_state {
 	/* A pass's due hook runs before the first record at or after due_ts
 	 * (the steps pass: the marks of detected steps). */
 	uint64_t due_ts;
+
+	/* A first analysis of a trace without marks: each call's time and
+	 * site, and each graph launch's time, so that the sites' iterations
+	 * (late_warmup, graph_warmup: an_core.c) can be counted for the steps
+	 * it finds without analysing the trace again (an_sites_replay). */
+	struct vec site_log; /* struct site_log_ent, in the order the calls came */
+	int site_log_on;     /* logging */
+	int site_log_lost;   /* an entry could not be kept: the log cannot answer */
 };
 
 /* an_publish_<event>(...): the event to each pass that takes it, in the
