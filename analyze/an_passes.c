@@ -96,10 +96,10 @@ HOT_FN void graph_iter_note(struct analysis *a, uint64_t iter_no)
 	}
 }
 
-/* A call (site: index + 1 in a->sites, 0: a graph launch) into the log of a
- * first analysis.  A trace with the runner's marks has its iterations
- * (no steps to detect, unless --steps nvtx: names them): no log. */
-COLD_FN void site_log_add(struct analysis *a, uint64_t ts, uint32_t site)
+/* The log of a first analysis full: grown (vec_push doubles it), unless
+ * it reached its cap or the trace has the runner's marks, whose
+ * iterations need no steps detected (unless --steps nvtx names them). */
+COLD_FN void site_log_grow(struct analysis *a, uint64_t ts, uint32_t site)
 {
 	struct an_state *st = a->st;
 	if (st->iter_markers && !a->opts.steps_nvtx) {
@@ -116,6 +116,20 @@ COLD_FN void site_log_add(struct analysis *a, uint64_t ts, uint32_t site)
 	}
 	e->ts = ts;
 	e->site = site;
+}
+
+/* A call (site: index + 1 in a->sites, 0: a graph launch) into the log of a
+ * first analysis (a store while it has room: every call of the trace). */
+HOT_FN void site_log_add(struct analysis *a, uint64_t ts, uint32_t site)
+{
+	struct vec *v = &a->st->site_log;
+	if (__builtin_expect(v->n < v->cap, 1)) {
+		struct site_log_ent *e = (struct site_log_ent *)v->data + v->n++;
+		e->ts = ts;
+		e->site = site;
+	} else {
+		site_log_grow(a, ts, site);
+	}
 }
 
 int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
@@ -381,13 +395,15 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	ev.host_waits = kind == TBP_K_SYNC && r->u.sync.sync_kind != TBP_SYNC_STREAM_WAIT_EVENT;
 
 	struct an_site_stat *ss = ev.ss = site_stat(a, c->callpath, c->native);
+	/* Its index + 1 (0: none), for the log and the join. */
+	uint32_t site1 = ss && a->sites.n < UINT32_MAX ? (uint32_t)(ss - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1 : 0;
 	if (ss) {
 		ss->api_ns += ev.dur;
 		ss->calls++;
 		if (st->in_iter)
 			site_iter_note(ss, st->iter_no);
-		if (__builtin_expect(st->site_log_on, 0))
-			site_log_add(a, ts, (uint32_t)(ss - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1);
+		if (st->site_log_on)
+			site1 ? site_log_add(a, ts, site1) : (void)(st->site_log_lost = 1);
 	}
 	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
 	 * a poll's answer (cudaStreamQuery, cudaEventQuery), not a failure. */
@@ -425,9 +441,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			ce->end = end;
 			ce->tid = r->tid;
 			/* The GPU side adds its time to the same site: no second lookup. */
-			ce->site = ss && a->sites.n < UINT32_MAX
-					   ? (uint32_t)(ss - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1
-					   : 0;
+			ce->site = site1;
 			ce->item = ev.item;
 			ce->syncs = ev.th ? ev.th->syncs : 0;
 		}
