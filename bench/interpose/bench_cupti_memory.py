@@ -4,10 +4,8 @@
 simgpu's launch loop with zero simulated costs (launches as fast as the host makes them; simgpu's CUPTI
 stand-in delivers as CUPTI does, so GPU records outrun the writer and every bound is reached), N launches,
 plain and under libtbprof with CUPTI on and the default settings, ROUNDS alternating rounds.  Peak RSS is
-the process's own VmHWM (/proc/PID/status, read every 20 ms until it exits): ru_maxrss of a child forked
-from this Python would start at this Python's resident size (the high-water mark survives exec), which
-made the plain run look ~10 MiB bigger than it is.  Prints each run's peak, the lost records by source
-(tbanalyze info), and the largest added peak.  Not a test: the bound is the sum of configured caps,
+the process's own VmHWM, polled as tests/cupti/memory_bound.py does (tests/cupti/peak_rss.py).  Prints
+each run's peak, the lost records by source (tbanalyze info), and the largest added peak.  Not a test: the bound is the sum of configured caps,
 listed in doc/launcher.md.
 
 Usage: bench_cupti_memory.py LAUNCH_LOOP [N [ROUNDS]]    env: TBPROF_LIB, SIMGPU_DIR, TBANALYZE
@@ -17,27 +15,13 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "cupti"))
+from peak_rss import run_peak  # noqa: E402
 
 ZERO_COST = {"SIMGPU_LAUNCH_NS": "0", "SIMGPU_QUEUE_NS": "0", "SIMGPU_KERNEL_BASE_NS": "0",
              "SIMGPU_KERNEL_NS_PER_BLOCK": "0", "SIMGPU_SYNC_NS": "0"}
 MiB = 1 << 20
-
-
-def peak_kib(cmd, env):
-    """(exit status, the process's VmHWM in KiB at its last reading)."""
-    p = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    hwm = 0
-    while p.poll() is None:
-        try:
-            with open(f"/proc/{p.pid}/status") as f:
-                m = re.search(r"^VmHWM:\s+(\d+) kB", f.read(), re.M)
-            if m:
-                hwm = max(hwm, int(m.group(1)))
-        except OSError:
-            pass
-        time.sleep(0.02)
-    return p.returncode, hwm
 
 
 def main():
@@ -52,16 +36,16 @@ def main():
     print(f"CUPTI-on launch loop: {n} launches on simgpu (zero simulated cost), default settings, {rounds} rounds")
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(rounds):
-            rc, plain = peak_kib([prog, str(n)], base)
+            rc, _, plain = run_peak([prog, str(n)], base)
             trace = os.path.join(tmp, f"t{r}.zst")
-            rc2, traced = peak_kib([prog, str(n)], dict(base, LD_PRELOAD=os.environ["TBPROF_LIB"], TBPROF_OUT=trace))
+            rc2, _, traced = run_peak([prog, str(n)], dict(base, LD_PRELOAD=os.environ["TBPROF_LIB"], TBPROF_OUT=trace))
             lost = ""
             if tbanalyze and rc2 == 0:
                 info = subprocess.run([tbanalyze, "info", trace], capture_output=True, text=True).stdout
                 m = re.search(r"^lost events:\s*(.*)$", info, re.M)
                 lost = m.group(1) if m else "0"
-            added.append((traced - plain) / 1024)
-            print(f"  round {r + 1}: peak RSS plain {plain / 1024:.1f} MiB (exit {rc}), traced {traced / 1024:.1f} MiB "
+            added.append((traced - plain) / MiB)
+            print(f"  round {r + 1}: peak RSS plain {plain / MiB:.1f} MiB (exit {rc}), traced {traced / MiB:.1f} MiB "
                   f"(exit {rc2}), added {added[-1]:.1f} MiB; lost: {lost}")
     print(f"  largest added peak: {max(added):.1f} MiB (issue 30 goal: <= 64 MiB)")
 

@@ -7,8 +7,11 @@ to report exactly these findings there.  Kernel durations come from the
 environment the test sets (SIMGPU_KERNEL_NS: "big" 300 us, "tiny" 2 us).
 
 Usage: planted_workload.py STEPS
+Env PLANTED_PAUSE=STEP:AFTER:MS: in step STEP (from 0) the host sleeps MS ms after the burst loop's
+AFTER-th launch, as a descheduled thread would (check_real.py: a burst cut by a host pause).
 """
 import ctypes
+import os
 import sys
 import time
 
@@ -78,18 +81,23 @@ def preprocess():
     return x
 
 
-def zero_grad():
-    for _ in range(20):
+PAUSE = [int(v) for v in os.environ["PLANTED_PAUSE"].split(":")] if os.environ.get("PLANTED_PAUSE") else None
+
+
+def zero_grad(step_no):
+    for i in range(20):
         launch(TINY)  # PLANT: kernel_burst
+        if PAUSE and step_no == PAUSE[0] and i + 1 == PAUSE[1]:
+            time.sleep(PAUSE[2] / 1000)
 
 
-def step(scale):
+def step(step_no, scale):
     forward()
     s = ctypes.c_float(scale)
     check("cudaMemcpyAsync", rt.cudaMemcpyAsync(BUF, ctypes.byref(s), 4, H2D, None))  # PLANT: scalar_copy
     check("cudaStreamSynchronize", rt.cudaStreamSynchronize(None))  # PLANT: sync_hotspot
     preprocess()  # PLANT: idle_gap python
-    zero_grad()
+    zero_grad(step_no)
     forward()
     check("cudaStreamSynchronize", rt.cudaStreamSynchronize(None))  # PLANT: sync_hotspot
 
@@ -97,7 +105,7 @@ def step(scale):
 def main():
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 6
     for i in range(steps):
-        step(0.5 * i)
+        step(i, 0.5 * i)
     check("cudaFree", rt.cudaFree(BUF))
     print(f"planted workload done: {steps} steps")
     return 0

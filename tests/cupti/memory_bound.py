@@ -26,11 +26,12 @@ Exit 0 pass, 1 fail, 77 skip.
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peak_rss import run_peak  # noqa: E402
 
 MiB = 1 << 20
 SHORT, LONG = 500_000, 2_000_000
@@ -62,27 +63,6 @@ failures = []
 def fail(msg):
     failures.append(msg)
     print("FAIL:", msg)
-
-
-def run(cmd, env):
-    """(exit status, stdout, stderr, peak RSS in bytes) of one child.  The peak is the process's own
-    VmHWM, read every 20 ms while it runs: ru_maxrss of a child forked from this Python starts at
-    Python's resident size (the high-water mark survives exec), which made the plain run look ~10 MiB
-    bigger than it is and the added memory that much smaller."""
-    with tempfile.TemporaryFile() as out:
-        p = subprocess.Popen(cmd, env=env, stdout=out)
-        hwm = 0
-        while p.poll() is None:
-            try:
-                with open(f"/proc/{p.pid}/status") as f:
-                    m = re.search(r"^VmHWM:\s+(\d+) kB", f.read(), re.M)
-                if m:
-                    hwm = max(hwm, int(m.group(1)))
-            except OSError:
-                pass
-            time.sleep(0.02)
-        out.seek(0)
-        return p.returncode, out.read().decode(), hwm * 1024
 
 
 def counts(tbanalyze, trace):
@@ -130,13 +110,13 @@ def main():
     # run's loop may never fill 32 MiB in one delivery period), so which run that is does too.
     lost_checked = False
     for n in (SHORT, LONG):
-        rc, out, plain_rss = run([args.program, str(n)], base)
+        rc, out, plain_rss = run_peak([args.program, str(n)], base, capture=True)
         if rc != 0:
             fail(f"{n} launches without libtbprof: exit {rc}")
             continue
         env = dict(base, LD_PRELOAD=lib, TBPROF_OUT=os.path.join(tmp, f"t{n}.zst"),
                    TBPROF_CUPTI_BUFFER_SIZE=str(CUPTI_CAP))
-        rc, out, rss = run([args.program, str(n)], env)
+        rc, out, rss = run_peak([args.program, str(n)], env, capture=True)
         if rc != 0:
             fail(f"{n} launches under libtbprof: exit {rc}")
             continue
@@ -175,7 +155,7 @@ def main():
               f"(SIMGPU_CUPTI_QUEUE_LIMIT={QUEUE_LIMIT})")
         env = dict(base, LD_PRELOAD=lib, TBPROF_OUT=os.path.join(tmp, "queue_limit.zst"),
                    SIMGPU_CUPTI_QUEUE_LIMIT=str(QUEUE_LIMIT))
-        rc, out, _ = run([args.program, str(QUEUE_LIMIT_LAUNCHES)], env)
+        rc, out, _ = run_peak([args.program, str(QUEUE_LIMIT_LAUNCHES)], env, capture=True)
         info = counts(tbanalyze, env["TBPROF_OUT"]) if rc == 0 else None
         if rc != 0:
             fail(f"{QUEUE_LIMIT_LAUNCHES} launches with the stand-in's queue limited: exit {rc}")
