@@ -61,32 +61,40 @@ struct item {
 struct entry_state {
 	uint32_t prev_line;  /* the context's latest item's line, UINT32_MAX: none yet */
 	uint64_t fn;         /* the function the line ran first since it was entered (0: its own work) */
+	uint64_t fn_callee;  /* and that function named to the module (callee_of; 0: unknown) */
 	int called;          /* a call of fn was seen since */
 	uint32_t call_line, call_tid;
-	uint64_t call_end, call_fn; /* the latest call from the context runs until then */
+	uint64_t call_end, call_fn, call_callee; /* the latest call from the context runs until then */
 };
 /* Whether the item (at *line of the context, running function `below`
- * under it; call: it is a call of that function from the context's frame)
- * enters the line anew.  A running call overrides *line. */
-static int enters(struct entry_state *e, const struct item *it, uint32_t *line, uint64_t below, int call)
+ * under it, callee that function named to the module, 0 when unknown; call:
+ * it is a call of that function from the context's frame) enters the line
+ * anew.  A running call overrides *line. */
+static int enters(struct entry_state *e, const struct item *it, uint32_t *line, uint64_t below, uint64_t callee,
+		  int call)
 {
 	if (!call && it->tid == e->call_tid && it->ts < e->call_end) {
 		*line = e->call_line;
 		below = e->call_fn;
+		callee = e->call_callee;
 	}
 	if (call) {
 		e->call_line = *line;
 		e->call_tid = it->tid;
 		e->call_end = it->end;
 		e->call_fn = below;
+		e->call_callee = callee;
 	}
 	if (*line != e->prev_line) {
 		e->prev_line = *line;
 		e->fn = below;
+		e->fn_callee = callee;
 		e->called = call;
 		return 1;
 	}
-	if (!call || below != e->fn)
+	/* Another module called through the same Module.__call__ is another
+	 * function, when both are known (callee_of). */
+	if (!call || below != e->fn || (callee && e->fn_callee && callee != e->fn_callee))
 		return 0;
 	if (!e->called) {
 		e->called = 1;
@@ -119,6 +127,7 @@ struct path_info {
 	uint32_t n;                     /* user frames kept, outermost first */
 	uint32_t ctx[PATH_FRAMES], line[PATH_FRAMES];
 	uint64_t below[PATH_FRAMES];    /* the function of the frame under each (0: the leaf) */
+	uint64_t callee[PATH_FRAMES];   /* the function called under each, named to the module (callee_of) */
 	uint32_t caller_ctx;            /* a span's: the context of its caller's frame, UINT32_MAX: a library's */
 	int leaf_user;                  /* the leaf frame is the user's (its context is ctx[n - 1]) */
 	int complete;                   /* not cut at the tracer's depth */
@@ -179,6 +188,25 @@ static int unit_frame(const struct analysis *a, const struct an_frame *f)
 	    (an_frame_function_is(f, "Module._wrapped_call_impl") || an_frame_function_is(f, "Module._call_impl")))
 		return UNIT_FORWARD;
 	return UNIT_NONE;
+}
+
+/* The function a frame calls (fr[k - 1]: frames leaf first; 0 for the leaf),
+ * named through Module.__call__'s plumbing (torch/nn/modules/module.py) down
+ * to the module's forward: every module is called through the same
+ * Module._wrapped_call_impl, and `loss_fn(model(x), y)` calls two functions,
+ * not one twice (enters: the line was entered again at loss_fn, and each
+ * iteration whose two calls were spans split in two, its forward a step of
+ * its own: 22 steps for a loop of 20).  0: the leaf, or a path ending inside
+ * the plumbing (a span of Module._call_impl: which module, unknown). */
+static uint64_t callee_of(const struct analysis *a, const struct an_frame *fr, size_t k)
+{
+	uint64_t h = 0;
+	for (size_t j = k; j-- > 0;) {
+		h = an_hash_combine(h, an_frame_function_hash(&fr[j]));
+		if (!an_frame_in_library_file(a, &fr[j], "torch/nn/modules/module.py"))
+			return h;
+	}
+	return 0; /* (a span of the plumbing itself: which module, unknown) */
 }
 
 /* The contexts and lines of call path cp's user frames, and its unit call;
@@ -249,6 +277,7 @@ static uint32_t path_of(struct scan *sc, uint64_t cp)
 		if (k == 0)
 			pi.leaf_user = 1;
 		pi.below[pi.n] = k ? an_frame_function_hash(&fr[k - 1]) : 0;
+		pi.callee[pi.n] = callee_of(a, fr, k);
 		pi.ctx[pi.n] = ci;
 		pi.line[pi.n++] = li;
 	}
@@ -282,6 +311,37 @@ static uint32_t line_in(const struct item *it, const struct path_info *p, uint32
 			return p->line[k];
 		}
 	return UINT32_MAX;
+}
+
+/* The function item `it` (of path p) calls under context ci's frame, named
+ * to the module (callee_of); 0 when it is not in ci. */
+static uint64_t callee_in(const struct item *it, const struct path_info *p, uint32_t ci)
+{
+	for (uint32_t k = 0, n = frames_of(it, p); k < n; k++)
+		if (p->ctx[k] == ci)
+			return p->callee[k];
+	return 0;
+}
+
+/* What item i, a span called from context ci's line, calls, named to the
+ * module (callee_of) as the first item starting inside it names it: a
+ * span's path ends at the function called, Module._wrapped_call_impl for
+ * every module.  0: unknown (nothing starts inside it; consecutive launches
+ * of one call path are one item, which may have started in an earlier
+ * call). */
+static uint64_t call_callee(const struct scan *sc, size_t i, uint32_t ci)
+{
+	const struct item *c = &sc->items[i];
+	for (size_t j = i + 1, seen = 0; j < sc->n && sc->items[j].ts < c->end && seen < 64; j++) {
+		const struct item *it = &sc->items[j];
+		if (it->tid != c->tid)
+			continue;
+		seen++;
+		uint64_t callee = callee_in(it, path_at(sc, it->path), ci);
+		if (callee)
+			return callee;
+	}
+	return 0;
 }
 
 /* ------------------------------------------------------------ items */
@@ -465,7 +525,9 @@ static void lines_count(struct scan *sc)
 			}
 			c->w += it->w;
 			uint32_t line = p->line[k];
-			int entered = enters(&c->entry, it, &line, p->below[k], call_from(it, p, p->ctx[k]));
+			int call = call_from(it, p, p->ctx[k]);
+			uint64_t callee = call ? call_callee(sc, i, p->ctx[k]) : p->callee[k];
+			int entered = enters(&c->entry, it, &line, p->below[k], callee, call);
 			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
 			if (!it->span)
 				l->work = 1;
@@ -769,7 +831,9 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			}
 			continue;
 		}
-		if (enters(&e, it, &line, below, call_from(it, p, ci)) && line == head) {
+		int call = call_from(it, p, ci);
+		uint64_t callee = call ? call_callee(sc, i, ci) : callee_in(it, p, ci);
+		if (enters(&e, it, &line, below, callee, call) && line == head) {
 			if (open)
 				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
 			struct an_step *s = vec_push(out);
@@ -806,7 +870,9 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			uint32_t line = line_in(&sc->items[i], p, ci, &below);
 			if (line == UINT32_MAX)
 				continue;
-			enters(&le, &sc->items[i], &line, below, call_from(&sc->items[i], p, ci));
+			int call = call_from(&sc->items[i], p, ci);
+			uint64_t callee = call ? call_callee(sc, i, ci) : callee_in(&sc->items[i], p, ci);
+			enters(&le, &sc->items[i], &line, below, callee, call);
 			if (li && line != head && VEC_AT(&sc->lines, struct loop_line, line)->first_iter == li) {
 				stop = sc->items[i].ts;
 				break;
