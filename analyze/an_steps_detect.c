@@ -67,11 +67,12 @@ struct entry_state {
 	uint64_t call_end, call_fn, call_callee; /* the latest call from the context runs until then */
 };
 /* Whether the item (at *line of the context, running function `below`
- * under it, callee that function named to the module, 0 when unknown; call:
- * it is a call of that function from the context's frame) enters the line
- * anew.  A running call overrides *line. */
+ * under it, callee that function named to the module, 0 when unknown,
+ * line_callee the line's first callee when it calls several modules, else
+ * 0; call: it is a call of that function from the context's frame) enters
+ * the line anew.  A running call overrides *line. */
 static int enters(struct entry_state *e, const struct item *it, uint32_t *line, uint64_t below, uint64_t callee,
-		  int call)
+		  uint64_t line_callee, int call)
 {
 	if (!call && it->tid == e->call_tid && it->ts < e->call_end) {
 		*line = e->call_line;
@@ -93,8 +94,13 @@ static int enters(struct entry_state *e, const struct item *it, uint32_t *line, 
 		return 1;
 	}
 	/* Another module called through the same Module.__call__ is another
-	 * function, when both are known (callee_of). */
-	if (!call || below != e->fn || (callee && e->fn_callee && callee != e->fn_callee))
+	 * function, when both are known (callee_of).  A line that calls several
+	 * (line_callee: the one it calls first) is entered by that one only: a
+	 * call too short to hold a span inside is no module known (CPU runs),
+	 * and was the loss_fn of `loss_fn(model(x), y)` as often as not. */
+	if (!call || below != e->fn)
+		return 0;
+	if (line_callee ? callee != line_callee : callee && e->fn_callee && callee != e->fn_callee)
 		return 0;
 	if (!e->called) {
 		e->called = 1;
@@ -118,6 +124,8 @@ struct loop_line {
 	uint32_t next;       /* the context's next line in order of first entry, UINT32_MAX: last */
 	uint64_t node;       /* a call path node at this line (the report's "loop") */
 	uint64_t entries;    /* times the line was entered anew (enters) */
+	uint64_t first_callee; /* the first function it was seen calling, named to the module (callee_of) */
+	uint8_t many_callees;  /* it was seen calling others too */
 	uint8_t short_entry; /* entered by a span near the tracer's threshold (lines_count) */
 	uint8_t work;        /* launches, copies, ... at this line: entered whatever its spans' lengths */
 	uint32_t first_iter; /* evaluation scratch: the first iteration it was entered in */
@@ -344,6 +352,13 @@ static uint64_t call_callee(const struct scan *sc, size_t i, uint32_t ci)
 	return 0;
 }
 
+/* The module a line calls first when it calls several (enters), else 0. */
+static uint64_t line_callee(const struct scan *sc, uint32_t line)
+{
+	const struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
+	return l->many_callees ? l->first_callee : 0;
+}
+
 /* ------------------------------------------------------------ items */
 
 static int item_cmp(const void *x, const void *y)
@@ -518,6 +533,18 @@ static void lines_count(struct scan *sc)
 		const struct item *it = &sc->items[i];
 		const struct path_info *p = path_at(sc, it->path);
 		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
+			uint64_t callee = call_from(it, p, p->ctx[k]) ? call_callee(sc, i, p->ctx[k]) : p->callee[k];
+			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, p->line[k]);
+			if (callee && !l->first_callee)
+				l->first_callee = callee;
+			else if (callee && callee != l->first_callee)
+				l->many_callees = 1;
+		}
+	}
+	for (size_t i = 0; i < sc->n; i++) {
+		const struct item *it = &sc->items[i];
+		const struct path_info *p = path_at(sc, it->path);
+		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
 			struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, p->ctx[k]);
 			if (!c->seen) {
 				c->first_item = i;
@@ -527,7 +554,7 @@ static void lines_count(struct scan *sc)
 			uint32_t line = p->line[k];
 			int call = call_from(it, p, p->ctx[k]);
 			uint64_t callee = call ? call_callee(sc, i, p->ctx[k]) : p->callee[k];
-			int entered = enters(&c->entry, it, &line, p->below[k], callee, call);
+			int entered = enters(&c->entry, it, &line, p->below[k], callee, line_callee(sc, line), call);
 			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
 			if (!it->span)
 				l->work = 1;
@@ -833,7 +860,7 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		}
 		int call = call_from(it, p, ci);
 		uint64_t callee = call ? call_callee(sc, i, ci) : callee_in(it, p, ci);
-		if (enters(&e, it, &line, below, callee, call) && line == head) {
+		if (enters(&e, it, &line, below, callee, line_callee(sc, line), call) && line == head) {
 			if (open)
 				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
 			struct an_step *s = vec_push(out);
@@ -872,7 +899,7 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 				continue;
 			int call = call_from(&sc->items[i], p, ci);
 			uint64_t callee = call ? call_callee(sc, i, ci) : callee_in(&sc->items[i], p, ci);
-			enters(&le, &sc->items[i], &line, below, callee, call);
+			enters(&le, &sc->items[i], &line, below, callee, line_callee(sc, line), call);
 			if (li && line != head && VEC_AT(&sc->lines, struct loop_line, line)->first_iter == li) {
 				stop = sc->items[i].ts;
 				break;
