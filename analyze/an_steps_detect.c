@@ -331,10 +331,10 @@ static uint64_t callee_in(const struct item *it, const struct path_info *p, uint
 	return 0;
 }
 
-/* What item i, a span called from context ci's line, calls, named to the
- * module (callee_of) as the first item starting inside it names it: a
- * span's path ends at the function called, Module._wrapped_call_impl for
- * every module.  0: unknown (nothing starts inside it; consecutive launches
+/* What item i, a span called from context ci's line whose own path ends in
+ * Module.__call__'s plumbing (Module._wrapped_call_impl, for every module),
+ * calls, named to the module (callee_of) as the first item starting inside
+ * it names it.  0: unknown (nothing starts inside it; consecutive launches
  * of one call path are one item, which may have started in an earlier
  * call). */
 static uint64_t call_callee(const struct scan *sc, size_t i, uint32_t ci)
@@ -533,7 +533,9 @@ static void lines_count(struct scan *sc)
 		const struct item *it = &sc->items[i];
 		const struct path_info *p = path_at(sc, it->path);
 		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
-			uint64_t callee = call_from(it, p, p->ctx[k]) ? call_callee(sc, i, p->ctx[k]) : p->callee[k];
+			uint64_t callee = p->callee[k];
+			if (!callee && call_from(it, p, p->ctx[k]))
+				callee = call_callee(sc, i, p->ctx[k]);
 			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, p->line[k]);
 			if (callee && !l->first_callee)
 				l->first_callee = callee;
@@ -553,7 +555,9 @@ static void lines_count(struct scan *sc)
 			c->w += it->w;
 			uint32_t line = p->line[k];
 			int call = call_from(it, p, p->ctx[k]);
-			uint64_t callee = call ? call_callee(sc, i, p->ctx[k]) : p->callee[k];
+			uint64_t callee = p->callee[k];
+			if (!callee && call)
+				callee = call_callee(sc, i, p->ctx[k]);
 			int entered = enters(&c->entry, it, &line, p->below[k], callee, line_callee(sc, line), call);
 			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
 			if (!it->span)
@@ -859,7 +863,9 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			continue;
 		}
 		int call = call_from(it, p, ci);
-		uint64_t callee = call ? call_callee(sc, i, ci) : callee_in(it, p, ci);
+		uint64_t callee = callee_in(it, p, ci);
+		if (!callee && call)
+			callee = call_callee(sc, i, ci);
 		if (enters(&e, it, &line, below, callee, line_callee(sc, line), call) && line == head) {
 			if (open)
 				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
@@ -898,7 +904,9 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			if (line == UINT32_MAX)
 				continue;
 			int call = call_from(&sc->items[i], p, ci);
-			uint64_t callee = call ? call_callee(sc, i, ci) : callee_in(&sc->items[i], p, ci);
+			uint64_t callee = callee_in(&sc->items[i], p, ci);
+			if (!callee && call)
+				callee = call_callee(sc, i, ci);
 			enters(&le, &sc->items[i], &line, below, callee, line_callee(sc, line), call);
 			if (li && line != head && VEC_AT(&sc->lines, struct loop_line, line)->first_iter == li) {
 				stop = sc->items[i].ts;
