@@ -61,32 +61,46 @@ struct item {
 struct entry_state {
 	uint32_t prev_line;  /* the context's latest item's line, UINT32_MAX: none yet */
 	uint64_t fn;         /* the function the line ran first since it was entered (0: its own work) */
+	uint64_t fn_callee;  /* and that function named to the module (callee_of; 0: unknown) */
 	int called;          /* a call of fn was seen since */
 	uint32_t call_line, call_tid;
-	uint64_t call_end, call_fn; /* the latest call from the context runs until then */
+	uint64_t call_end, call_fn, call_callee; /* the latest call from the context runs until then */
 };
 /* Whether the item (at *line of the context, running function `below`
- * under it; call: it is a call of that function from the context's frame)
- * enters the line anew.  A running call overrides *line. */
-static int enters(struct entry_state *e, const struct item *it, uint32_t *line, uint64_t below, int call)
+ * under it, callee that function named to the module, 0 when unknown,
+ * line_callee the line's first callee when it calls several modules, else
+ * 0; call: it is a call of that function from the context's frame) enters
+ * the line anew.  A running call overrides *line. */
+static int enters(struct entry_state *e, const struct item *it, uint32_t *line, uint64_t below, uint64_t callee,
+		  uint64_t line_callee, int call)
 {
 	if (!call && it->tid == e->call_tid && it->ts < e->call_end) {
 		*line = e->call_line;
 		below = e->call_fn;
+		callee = e->call_callee;
 	}
 	if (call) {
 		e->call_line = *line;
 		e->call_tid = it->tid;
 		e->call_end = it->end;
 		e->call_fn = below;
+		e->call_callee = callee;
 	}
 	if (*line != e->prev_line) {
 		e->prev_line = *line;
 		e->fn = below;
+		e->fn_callee = callee;
 		e->called = call;
 		return 1;
 	}
+	/* Another module called through the same Module.__call__ is another
+	 * function, when both are known (callee_of).  A line that calls several
+	 * (line_callee: the one it calls first) is entered by that one only: a
+	 * call too short to hold a span inside is no module known (CPU runs),
+	 * and was the loss_fn of `loss_fn(model(x), y)` as often as not. */
 	if (!call || below != e->fn)
+		return 0;
+	if (line_callee ? callee != line_callee : callee && e->fn_callee && callee != e->fn_callee)
 		return 0;
 	if (!e->called) {
 		e->called = 1;
@@ -110,6 +124,8 @@ struct loop_line {
 	uint32_t next;       /* the context's next line in order of first entry, UINT32_MAX: last */
 	uint64_t node;       /* a call path node at this line (the report's "loop") */
 	uint64_t entries;    /* times the line was entered anew (enters) */
+	uint64_t first_callee; /* the first function it was seen calling, named to the module (callee_of) */
+	uint8_t many_callees;  /* it was seen calling others too */
 	uint8_t short_entry; /* entered by a span near the tracer's threshold (lines_count) */
 	uint8_t work;        /* launches, copies, ... at this line: entered whatever its spans' lengths */
 	uint32_t first_iter; /* evaluation scratch: the first iteration it was entered in */
@@ -119,6 +135,7 @@ struct path_info {
 	uint32_t n;                     /* user frames kept, outermost first */
 	uint32_t ctx[PATH_FRAMES], line[PATH_FRAMES];
 	uint64_t below[PATH_FRAMES];    /* the function of the frame under each (0: the leaf) */
+	uint64_t callee[PATH_FRAMES];   /* the function called under each, named to the module (callee_of) */
 	uint32_t caller_ctx;            /* a span's: the context of its caller's frame, UINT32_MAX: a library's */
 	int leaf_user;                  /* the leaf frame is the user's (its context is ctx[n - 1]) */
 	int complete;                   /* not cut at the tracer's depth */
@@ -179,6 +196,25 @@ static int unit_frame(const struct analysis *a, const struct an_frame *f)
 	    (an_frame_function_is(f, "Module._wrapped_call_impl") || an_frame_function_is(f, "Module._call_impl")))
 		return UNIT_FORWARD;
 	return UNIT_NONE;
+}
+
+/* The function a frame calls (fr[k - 1]: frames leaf first; 0 for the leaf),
+ * named through Module.__call__'s plumbing (torch/nn/modules/module.py) down
+ * to the module's forward: every module is called through the same
+ * Module._wrapped_call_impl, and `loss_fn(model(x), y)` calls two functions,
+ * not one twice (enters: the line was entered again at loss_fn, and each
+ * iteration whose two calls were spans split in two, its forward a step of
+ * its own: 22 steps for a loop of 20).  0: the leaf, or a path ending inside
+ * the plumbing (a span of Module._call_impl: which module, unknown). */
+static uint64_t callee_of(const struct analysis *a, const struct an_frame *fr, size_t k)
+{
+	uint64_t h = 0;
+	for (size_t j = k; j-- > 0;) {
+		h = an_hash_combine(h, an_frame_function_hash(&fr[j]));
+		if (!an_frame_in_library_file(a, &fr[j], "torch/nn/modules/module.py"))
+			return h;
+	}
+	return 0; /* (a span of the plumbing itself: which module, unknown) */
 }
 
 /* The contexts and lines of call path cp's user frames, and its unit call;
@@ -249,6 +285,7 @@ static uint32_t path_of(struct scan *sc, uint64_t cp)
 		if (k == 0)
 			pi.leaf_user = 1;
 		pi.below[pi.n] = k ? an_frame_function_hash(&fr[k - 1]) : 0;
+		pi.callee[pi.n] = callee_of(a, fr, k);
 		pi.ctx[pi.n] = ci;
 		pi.line[pi.n++] = li;
 	}
@@ -282,6 +319,44 @@ static uint32_t line_in(const struct item *it, const struct path_info *p, uint32
 			return p->line[k];
 		}
 	return UINT32_MAX;
+}
+
+/* The function item `it` (of path p) calls under context ci's frame, named
+ * to the module (callee_of); 0 when it is not in ci. */
+static uint64_t callee_in(const struct item *it, const struct path_info *p, uint32_t ci)
+{
+	for (uint32_t k = 0, n = frames_of(it, p); k < n; k++)
+		if (p->ctx[k] == ci)
+			return p->callee[k];
+	return 0;
+}
+
+/* What item i, a span called from context ci's line whose own path ends in
+ * Module.__call__'s plumbing (Module._wrapped_call_impl, for every module),
+ * calls, named to the module (callee_of) as the first item starting inside
+ * it names it.  0: unknown (nothing starts inside it; consecutive launches
+ * of one call path are one item, which may have started in an earlier
+ * call). */
+static uint64_t call_callee(const struct scan *sc, size_t i, uint32_t ci)
+{
+	const struct item *c = &sc->items[i];
+	for (size_t j = i + 1, seen = 0; j < sc->n && sc->items[j].ts < c->end && seen < 64; j++) {
+		const struct item *it = &sc->items[j];
+		if (it->tid != c->tid)
+			continue;
+		seen++;
+		uint64_t callee = callee_in(it, path_at(sc, it->path), ci);
+		if (callee)
+			return callee;
+	}
+	return 0;
+}
+
+/* The module a line calls first when it calls several (enters), else 0. */
+static uint64_t line_callee(const struct scan *sc, uint32_t line)
+{
+	const struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
+	return l->many_callees ? l->first_callee : 0;
 }
 
 /* ------------------------------------------------------------ items */
@@ -458,6 +533,20 @@ static void lines_count(struct scan *sc)
 		const struct item *it = &sc->items[i];
 		const struct path_info *p = path_at(sc, it->path);
 		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
+			uint64_t callee = p->callee[k];
+			if (!callee && call_from(it, p, p->ctx[k]))
+				callee = call_callee(sc, i, p->ctx[k]);
+			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, p->line[k]);
+			if (callee && !l->first_callee)
+				l->first_callee = callee;
+			else if (callee && callee != l->first_callee)
+				l->many_callees = 1;
+		}
+	}
+	for (size_t i = 0; i < sc->n; i++) {
+		const struct item *it = &sc->items[i];
+		const struct path_info *p = path_at(sc, it->path);
+		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
 			struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, p->ctx[k]);
 			if (!c->seen) {
 				c->first_item = i;
@@ -465,7 +554,11 @@ static void lines_count(struct scan *sc)
 			}
 			c->w += it->w;
 			uint32_t line = p->line[k];
-			int entered = enters(&c->entry, it, &line, p->below[k], call_from(it, p, p->ctx[k]));
+			int call = call_from(it, p, p->ctx[k]);
+			uint64_t callee = p->callee[k];
+			if (!callee && call)
+				callee = call_callee(sc, i, p->ctx[k]);
+			int entered = enters(&c->entry, it, &line, p->below[k], callee, line_callee(sc, line), call);
 			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
 			if (!it->span)
 				l->work = 1;
@@ -769,7 +862,11 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			}
 			continue;
 		}
-		if (enters(&e, it, &line, below, call_from(it, p, ci)) && line == head) {
+		int call = call_from(it, p, ci);
+		uint64_t callee = callee_in(it, p, ci);
+		if (!callee && call)
+			callee = call_callee(sc, i, ci);
+		if (enters(&e, it, &line, below, callee, line_callee(sc, line), call) && line == head) {
 			if (open)
 				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
 			struct an_step *s = vec_push(out);
@@ -806,7 +903,11 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			uint32_t line = line_in(&sc->items[i], p, ci, &below);
 			if (line == UINT32_MAX)
 				continue;
-			enters(&le, &sc->items[i], &line, below, call_from(&sc->items[i], p, ci));
+			int call = call_from(&sc->items[i], p, ci);
+			uint64_t callee = callee_in(&sc->items[i], p, ci);
+			if (!callee && call)
+				callee = call_callee(sc, i, ci);
+			enters(&le, &sc->items[i], &line, below, callee, line_callee(sc, line), call);
 			if (li && line != head && VEC_AT(&sc->lines, struct loop_line, line)->first_iter == li) {
 				stop = sc->items[i].ts;
 				break;
@@ -1042,7 +1143,17 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 	for (uint32_t h = c->first_line; h != UINT32_MAX && tried < HEADS_TRIED;
 	     h = VEC_AT(&sc->lines, struct loop_line, h)->next) {
 		const struct loop_line *hl = VEC_AT(&sc->lines, struct loop_line, h);
-		if (hl->entries < need || (hl->short_entry && !hl->work && hl->entries < sure))
+		/* A head entered by short spans only may miss iterations; with
+		 * unit calls to hold, neither is it one when entered otherwise
+		 * than a line seen each time that could hold them: its
+		 * iterations that held no call were counted as steps whose
+		 * optimizer step was skipped (corpus rl_reinforce.py on the CPU,
+		 * an inner loop's line seen in 12 of its 256 iterations: 11
+		 * steps for 8).  Entered as often, it is (`for batch in loader`:
+		 * the step from its batch's fetch on). */
+		if (hl->entries < need ||
+		    (hl->short_entry && !hl->work &&
+		     (hl->entries < sure || (sc->units.n && sure >= need && hl->entries != sure))))
 			continue;
 		tried++;
 		if (iterations(sc, ci, h, &steps, 0)) {

@@ -5,8 +5,9 @@ analysed by tbanalyze, against what the script does (truth.json).
     check_corpus.py SCRIPT MODE --build B --source S
 
 SCRIPT is a path below tests/corpus/scripts; MODE:
-  gpu   under simtorch (pip PyTorch's CUDA build on simgpu): the steps (their count within one of the truth, the
-        first set apart as warm-up, none detected when they should be) and every planted finding, of its kind and
+  gpu   under simtorch (pip PyTorch's CUDA build on simgpu): the steps (their count exactly the truth's, or
+        within its steps_within; the first set apart as warm-up; with loop, the steps starting at a line of that
+        loop: its own, or its body's) and every planted finding, of its kind and
         cause, placed in the script at the planted function (at the planted line when one is named); findings that
         must not be there are not
   cpu   on the CPU (TBPROF_TRACE_ALL=1): the steps, detected from the spans alone, and the planted host work among
@@ -116,12 +117,27 @@ def analyse(build, trace, what):
     return json.loads(p.stdout) if p else None
 
 
-def check_steps(rep, truth, what):
+def loop_body(script, text):
+    """The lines of the loop statement on the script's line holding text, its own line (a `for` over a loader
+    fetches the batch there) to its body's last (first, last)."""
+    line = line_of(script, text)
+    for node in ast.walk(ast.parse(open(script).read())):
+        if isinstance(node, (ast.For, ast.While)) and node.lineno == line:
+            return node.lineno, node.end_lineno
+    raise SystemExit(f"{script}: no loop at line {line} ({text!r})")
+
+
+def check_steps(rep, truth, what, script=None):
     st = rep.get("steps") or {}
-    want = truth["steps"]
-    check(st.get("source") == "detected" and abs(st.get("count", 0) - want) <= 1,
-          f"{what}: {want} steps detected, within one ({st.get('count')} from {st.get('source')}; "
-          f"{rep.get('steps_none') or 'loop at ' + str(((st.get('loop') or {}).get('python') or [{}])[0])})")
+    want, slack = truth["steps"], truth.get("steps_within", 0)
+    head = ((st.get("loop") or {}).get("python") or [{}])[0]
+    check(st.get("source") == "detected" and abs(st.get("count", 0) - want) <= slack,
+          f"{what}: {want} steps detected{', within %d' % slack if slack else ''} ({st.get('count')} from "
+          f"{st.get('source')}; {rep.get('steps_none') or 'loop at ' + str(head)})")
+    if script and "loop" in truth:  # the steps start at a line of that loop's body (its first iteration)
+        first, last = loop_body(script, truth["loop"])
+        check(os.path.realpath(head.get("file", "")) == script and first <= head.get("line", 0) <= last,
+              f"{what}: the steps start in the loop at {truth['loop']!r}, lines {first}-{last} ({head})")
     check(1 <= st.get("warmup", 0) <= 2 and rep["window"]["source"] == "detected_steps",
           f"{what}: the first step set apart as warm-up, the window the steps after it "
           f"(warm-up {st.get('warmup')}, window {rep['window']['source']})")
@@ -195,7 +211,7 @@ def gpu(args, truth, script, tmp):
     rep = analyse(args.build, trace, args.script)
     if rep:
         check(rep["trace"]["gpu_timeline"], f"{args.script}: a GPU timeline")
-        check_steps(rep, truth, args.script + " (gpu)")
+        check_steps(rep, truth, args.script + " (gpu)", script)
         check_planted(rep, truth, script, args.script + " (gpu)")
         if "idle_placed_min" in truth:
             check_idle_placed(args.build, trace, rep, truth["idle_placed_min"], args.script + " (gpu)")
@@ -238,7 +254,7 @@ def cpu(args, truth, script, tmp):
     rep = analyse(args.build, trace, args.script)
     if rep:
         check(not rep["trace"]["gpu_timeline"] and rep["counts"]["kernels"] == 0, f"{args.script}: a CPU run")
-        check_steps(rep, truth, args.script + " (cpu)")
+        check_steps(rep, truth, args.script + " (cpu)", script)
         check_cpu_time(rep, truth, script, args.script + " (cpu)")
     return 0
 
