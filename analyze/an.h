@@ -461,10 +461,6 @@ struct analysis {
 	struct an_ranges *ranges;
 };
 
-/* The spans of a trace with marks read again for the host tables over the
- * marked window (an_core.c): after the pass, before the finish. */
-void an_spans_window_begin(struct analysis *a);
-void an_spans_window_add(struct analysis *a, const struct tbp_record *r);
 /* Run the whole analysis.  Returns a TBA_EXIT_* status; on bad input prints
  * the one-line error itself.  Warnings (truncation) go to stderr. */
 int an_run(struct analysis *a, const char *path, const struct an_opts *opts);

@@ -24,10 +24,13 @@ int an_open(struct tbp_reader **r, const char *path)
 	return tr_open(path, r);
 }
 
-/* The trace read again: its GPU work's records (spans 0) or its spans to fn. */
-static int read_again(struct analysis *a, const char *path, int spans,
-		      void (*fn)(struct analysis *, const struct tbp_record *))
+/* The trace read again for the passes that ask (an_pass_reread_*): the
+ * records of the kinds they want, in the file's order. */
+static int reread(struct analysis *a, const char *path)
 {
+	uint64_t kinds = an_pass_reread_begin(a);
+	if (!kinds)
+		return TBA_EXIT_OK;
 	struct tbp_reader *r;
 	int rc = an_open(&r, path);
 	if (rc)
@@ -35,30 +38,13 @@ static int read_again(struct analysis *a, const char *path, int spans,
 	struct tbp_record rec;
 	int st;
 	while ((st = tr_next(r, path, &rec)) > 0)
-		if (spans ? rec.kind == TBP_K_PY_SPAN
-			  : rec.kind == TBP_K_GPU_KERNEL || rec.kind == TBP_K_GPU_MEMCPY || rec.kind == TBP_K_GPU_MEMSET)
-			fn(a, &rec);
+		if (kinds >> rec.kind & 1)
+			an_pass_reread_record(a, &rec);
 	rc = st < 0 ? tr_exit_status(r) : TBA_EXIT_OK;
 	tbp_reader_close(r);
+	if (!rc)
+		an_pass_reread_end(a);
 	return rc;
-}
-
-static int window_second_pass(struct analysis *a, const char *path)
-{
-	an_window_reset(a);
-	int rc = read_again(a, path, 0, an_window_add);
-	an_window_done(a);
-	a->window_second_pass = 1;
-	return rc;
-}
-
-/* The runner's marks: the host tables cover the marked window, known once
- * the trace is read; its spans are read again for it (a trace without
- * marks whose steps were found knows its window before: an_pass_spans.c). */
-static int spans_window_pass(struct analysis *a, const char *path)
-{
-	an_spans_window_begin(a);
-	return read_again(a, path, 1, an_spans_window_add);
 }
 
 static int run_once(struct analysis *a, const char *path, const struct an_opts *opts);
@@ -218,19 +204,9 @@ static int run_once(struct analysis *a, const char *path, const struct an_opts *
 		fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
 		return TBA_EXIT_INTERNAL;
 	}
-	/* GPU activity that reached the analysis after a later marker makes
-	 * the marker snapshots inexact: measure the window again from the GPU
-	 * records alone (in order per device stream), clipped to it. */
-	if (a->markers_used && a->late_gpu_records) {
-		rc = window_second_pass(a, path);
-		if (rc)
-			return rc;
-	}
-	if (a->markers_used && !a->host_win.on && a->n_spans && a->win_end > a->win_begin) {
-		rc = spans_window_pass(a, path);
-		if (rc)
-			return rc;
-	}
+	rc = reread(a, path);
+	if (rc)
+		return rc;
 	if (an_pass_finish(a)) {
 		fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
 		return TBA_EXIT_INTERNAL;

@@ -41,9 +41,11 @@ int an_pass_finish(struct analysis *a);
  * records came out of time order): analyse again to count them. */
 int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n);
 void an_pass_free(struct analysis *a);
-/* Exact window breakdown from GPU records alone (second pass). */
-void an_window_reset(struct analysis *a);
-void an_window_add(struct analysis *a, const struct tbp_record *r);
-void an_window_done(struct analysis *a);
+/* The passes' second read of the trace, once it is read (ops reread_*):
+ * the record kinds some pass asks for (bits 1 << TBP_K_*; 0: no read), each
+ * record of the read, and its end. */
+uint64_t an_pass_reread_begin(struct analysis *a);
+void an_pass_reread_record(struct analysis *a, const struct tbp_record *r);
+void an_pass_reread_end(struct analysis *a);
 
 #endif

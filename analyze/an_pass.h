@@ -120,6 +120,14 @@ struct an_pass_ops {
 #define AN_EVENT_HOOK(name, params, args) void(*name) params;
 	AN_EVENTS(AN_EVENT_HOOK)
 #undef AN_EVENT_HOOK
+	/* Once the records are read, before flush: a pass whose figures are
+	 * known only at the end (the marked window) asks for the trace again
+	 * by returning the record kinds it wants (bits 1 << TBP_K_*), gets
+	 * each such record in the file's order, then reread_end.  One read
+	 * serves every pass that asks (an_core.c). */
+	uint64_t (*reread_begin)(struct analysis *a);
+	void (*reread_record)(struct analysis *a, const struct tbp_record *r);
+	void (*reread_end)(struct analysis *a);
 	void (*flush)(struct analysis *a);
 	int (*finish)(struct analysis *a);
 	void (*free)(struct analysis *a);

@@ -59,11 +59,16 @@ __attribute__((noinline)) void hist_coarsen(struct analysis *a, uint64_t e)
 }
 
 /* ------------------------------------------------------------ window, again
- * Second pass: the unions of every device and stream rebuilt from GPU
- * records clipped to [win_begin, win_end]; clipping keeps each stream's
- * start order, so the unions stay exact.  snap_begin = 0, snap_end = total. */
-void an_window_reset(struct analysis *a)
+ * GPU activity that reached the analysis after a later marker makes the
+ * marker snapshots inexact: the trace is read again (reread) and the unions
+ * of every device and stream rebuilt from its GPU records alone (in order
+ * per device stream) clipped to [win_begin, win_end]; clipping keeps each
+ * stream's start order, so the unions stay exact.  snap_begin = 0,
+ * snap_end = total. */
+uint64_t breakdown_reread_begin(struct analysis *a)
 {
+	if (!a->markers_used || !a->late_gpu_records)
+		return 0;
 	for (size_t i = 0; i < a->devices.n; i++) {
 		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
 		struct an_union *us[] = {&d->busy, &d->dm, &d->kern, &d->set};
@@ -76,9 +81,10 @@ void an_window_reset(struct analysis *a)
 		memset(&s->busy, 0, sizeof s->busy);
 		memset(&s->dm, 0, sizeof s->dm);
 	}
+	return 1ull << TBP_K_GPU_KERNEL | 1ull << TBP_K_GPU_MEMCPY | 1ull << TBP_K_GPU_MEMSET;
 }
 
-void an_window_add(struct analysis *a, const struct tbp_record *r)
+void breakdown_reread_record(struct analysis *a, const struct tbp_record *r)
 {
 	const struct tbp_gpu_kernel *g = &r->u.gpu_kernel;
 	uint64_t s = r->ts, e = g->end < r->ts ? r->ts : g->end;
@@ -111,8 +117,9 @@ static void un_whole(struct an_union *u)
 	u->snap_end = an_union_total(u);
 }
 
-void an_window_done(struct analysis *a)
+void breakdown_reread_end(struct analysis *a)
 {
+	a->window_second_pass = 1;
 	for (size_t i = 0; i < a->devices.n; i++) {
 		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
 		un_whole(&d->busy);

@@ -92,6 +92,9 @@ HOT_FN void breakdown_on_gpu_memset(struct analysis *a, const struct an_gpu_ev *
 	un_add(&e->d->set, e->s, e->e);
 }
 
+uint64_t breakdown_reread_begin(struct analysis *a);
+void breakdown_reread_record(struct analysis *a, const struct tbp_record *r);
+void breakdown_reread_end(struct analysis *a);
 int breakdown_finish(struct analysis *a);
 
 static const struct an_pass_ops an_pass_breakdown = {
@@ -99,6 +102,9 @@ static const struct an_pass_ops an_pass_breakdown = {
 	.on_kernel = breakdown_on_kernel,
 	.on_gpu_memcpy = breakdown_on_gpu_memcpy,
 	.on_gpu_memset = breakdown_on_gpu_memset,
+	.reread_begin = breakdown_reread_begin,
+	.reread_record = breakdown_reread_record,
+	.reread_end = breakdown_reread_end,
 	.finish = breakdown_finish,
 };
 

@@ -131,10 +131,13 @@ void spans_on_span(struct analysis *a, struct an_span_ev *ev)
 }
 
 /* A trace with the runner's marks: the window is known once the trace is
- * read; its spans are read again for the window's figures, each thread's
- * nesting from scratch. */
-void an_spans_window_begin(struct analysis *a)
+ * read; its spans are read again (reread) for the window's figures, each
+ * thread's nesting from scratch.  (A trace without marks whose steps were
+ * found knows its window before its first span: spans_init.) */
+uint64_t spans_reread_begin(struct analysis *a)
 {
+	if (!a->markers_used || a->host_win.on || !a->n_spans || a->win_end <= a->win_begin)
+		return 0;
 	struct spans_state *ss = an_pass_state(a, spans);
 	a->host_win.on = 1;
 	a->host_win.begin = a->win_begin;
@@ -145,9 +148,10 @@ void an_spans_window_begin(struct analysis *a)
 		struct an_span_stat *s = VEC_AT(&a->spans, struct an_span_stat, i);
 		s->win_count = s->win_total_ns = s->win_self_ns = 0;
 	}
+	return 1ull << TBP_K_PY_SPAN;
 }
 
-void an_spans_window_add(struct analysis *a, const struct tbp_record *r)
+void spans_reread_record(struct analysis *a, const struct tbp_record *r)
 {
 	struct an_span_ev e = {.tid = r->tid, .ts = r->ts, .callpath = r->u.py_span.callpath};
 	e.end = r->u.py_span.end < e.ts ? e.ts : r->u.py_span.end;

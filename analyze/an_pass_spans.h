@@ -28,6 +28,8 @@ struct spans_state {
 
 int spans_init(struct analysis *a);
 void spans_on_span(struct analysis *a, struct an_span_ev *ev);
+uint64_t spans_reread_begin(struct analysis *a);
+void spans_reread_record(struct analysis *a, const struct tbp_record *r);
 int spans_finish(struct analysis *a);
 void spans_free(struct analysis *a);
 
@@ -36,6 +38,8 @@ static const struct an_pass_ops an_pass_spans = {
 	.state_size = sizeof(struct spans_state),
 	.init = spans_init,
 	.on_span = spans_on_span,
+	.reread_begin = spans_reread_begin,
+	.reread_record = spans_reread_record,
 	.finish = spans_finish,
 	.free = spans_free,
 };

@@ -680,6 +680,30 @@ static int cmp_kernel(const void *x, const void *y)
 	return a->name < b->name ? -1 : a->name > b->name;
 }
 
+uint64_t an_pass_reread_begin(struct analysis *a)
+{
+	uint64_t all = 0;
+	for (size_t i = 0; i < N_PASSES; i++) {
+		a->st->reread_kinds[i] = passes[i]->reread_begin ? passes[i]->reread_begin(a) : 0;
+		all |= a->st->reread_kinds[i];
+	}
+	return all;
+}
+
+void an_pass_reread_record(struct analysis *a, const struct tbp_record *r)
+{
+	for (size_t i = 0; i < N_PASSES; i++)
+		if (a->st->reread_kinds[i] >> r->kind & 1)
+			passes[i]->reread_record(a, r);
+}
+
+void an_pass_reread_end(struct analysis *a)
+{
+	for (size_t i = 0; i < N_PASSES; i++)
+		if (a->st->reread_kinds[i] && passes[i]->reread_end)
+			passes[i]->reread_end(a);
+}
+
 int an_pass_finish(struct analysis *a)
 {
 	/* The end of the records: what is still open closes. */

@@ -152,6 +152,8 @@ struct an_state {
 	/* Each pass's own state (its ops' state_size, zeroed), by its
 	 * AN_PASS_* number (an_pass.h). */
 	void *pass[AN_MAX_PASSES];
+	/* The record kinds each pass asked to read again (an_pass_reread_begin). */
+	uint64_t reread_kinds[AN_MAX_PASSES];
 	/* A pass's due hook runs before the first record at or after due_ts
 	 * (the steps pass: the marks of detected steps). */
 	uint64_t due_ts;
