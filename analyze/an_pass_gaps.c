@@ -302,6 +302,25 @@ static void gap_after_sync(struct analysis *a, const struct pgap *g)
 		f->idle_ns += hi - lo;
 }
 
+/* finding(a, AN_F_IDLE_PART, cause, phase, cp, nat), through the cache of
+ * the parts filed lately (struct part_slot). */
+static struct an_finding *idle_part(struct analysis *a, int cause, int phase, uint64_t cp, uint64_t nat)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	uint64_t h = (cp ^ (nat * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)cause << 8 | (uint64_t)phase)) * 0xff51afd7ed558ccdULL;
+	struct part_slot *s = &gs->part_cache[h >> 56];
+	_Static_assert(PART_CACHE == 256, "the slot is the hash's top byte");
+	if (s->used && s->cp == cp && s->nat == nat && s->cause == cause && s->phase == phase)
+		return VEC_AT(&a->st->all_findings, struct an_finding, s->ix);
+	struct an_finding *f = finding(a, AN_F_IDLE_PART, cause, phase, cp, nat);
+	if (f) {
+		size_t ix = finding_index(a->st, f);
+		*s = (struct part_slot){.cp = cp, .nat = nat, .ix = (uint32_t)ix, .cause = (uint16_t)cause,
+					.phase = (uint8_t)phase, .used = ix <= UINT32_MAX};
+	}
+	return f;
+}
+
 static void gap_finalize(struct analysis *a, const struct pgap *g)
 {
 	uint64_t len = g->end - g->start;
@@ -371,10 +390,15 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	uint64_t by_cause[AN_CAUSE_N] = {0};
 	for (size_t i = 0; i < np; i++)
 		by_cause[parts[i].cause] += parts[i].ns;
+	/* The cause with the most idle, no_host on a tie with it, else the
+	 * lowest of the tied: only the parts' causes have any. */
 	int cause = AN_CAUSE_NO_HOST;
-	for (int c = 1; c < AN_CAUSE_N; c++)
-		if (by_cause[c] > by_cause[cause])
+	for (size_t i = 0; i < np; i++) {
+		int c = parts[i].cause;
+		if (c != AN_CAUSE_NONE && (by_cause[c] > by_cause[cause] ||
+					   (by_cause[c] == by_cause[cause] && cause != AN_CAUSE_NO_HOST && c < cause)))
 			cause = c;
+	}
 	const struct gap_part *site = NULL;
 	for (size_t i = 0; i < np; i++)
 		if (parts[i].cause == cause && (!site || parts[i].ns > site->ns))
@@ -391,8 +415,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	}
 	an_publish_idle_explained(a, g->start, g->end, by_cause);
 	for (size_t i = 0; i < np; i++) {
-		struct an_finding *p = finding(a, AN_F_IDLE_PART, parts[i].cause + 16 * g->edge, g->phase,
-					       parts[i].cp, parts[i].nat);
+		struct an_finding *p = idle_part(a, parts[i].cause + 16 * g->edge, g->phase, parts[i].cp, parts[i].nat);
 		if (p) {
 			p->cause = parts[i].cause;
 			p->edge = g->edge;
@@ -643,7 +666,7 @@ __attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_de
 		ss->queued_device = d->id;
 		return;
 	}
-	struct an_finding *p = finding(a, AN_F_IDLE_PART, AN_CAUSE_QUEUED, phase, launch->callpath, launch->native);
+	struct an_finding *p = idle_part(a, AN_CAUSE_QUEUED, phase, launch->callpath, launch->native);
 	if (p) {
 		p->cause = AN_CAUSE_QUEUED;
 		p->total_ns += idle;
@@ -732,6 +755,9 @@ void gaps_phase_moved(struct analysis *a, int from, int to)
 			if (g->phase == from)
 				g->phase = (uint8_t)to;
 		}
+	/* phase_move forgot the findings of `from` (the index no longer
+	 * finds them): the cached parts may name them. */
+	memset(gs->part_cache, 0, sizeof gs->part_cache);
 }
 
 void gaps_flush(struct analysis *a)
@@ -761,6 +787,7 @@ int gaps_init(struct analysis *a)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	an_span_tree_init(&gs->span_tree);
+	memset(gs->part_cache, 0, sizeof gs->part_cache);
 	gs->gaps = calloc(2 * PENDING_GAPS, sizeof(struct pgap));
 	return gs->gaps ? 0 : -1;
 }
