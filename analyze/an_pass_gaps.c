@@ -308,8 +308,8 @@ static struct an_finding *idle_part(struct analysis *a, int cause, int phase, ui
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	uint64_t h = (cp ^ (nat * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)cause << 8 | (uint64_t)phase)) * 0xff51afd7ed558ccdULL;
-	struct part_slot *s = &gs->part_cache[h >> 56];
-	_Static_assert(PART_CACHE == 256, "the slot is the hash's top byte");
+	struct part_slot *s = &gs->part_cache[h >> 53];
+	_Static_assert(PART_CACHE == 2048, "the slot is the hash's top 11 bits");
 	if (s->used && s->cp == cp && s->nat == nat && s->cause == cause && s->phase == phase)
 		return VEC_AT(&a->st->all_findings, struct an_finding, s->ix);
 	struct an_finding *f = finding(a, AN_F_IDLE_PART, cause, phase, cp, nat);

@@ -32,7 +32,7 @@ struct pgap;
  * skips finding()'s hashing and map lookup.  Valid while no finding leaves
  * the index: only phase_move forgets them, and its phase_moved event
  * empties the cache (gaps_phase_moved). */
-#define PART_CACHE 256
+#define PART_CACHE 2048
 struct part_slot {
 	uint64_t cp, nat;
 	uint32_t ix;
