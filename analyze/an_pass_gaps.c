@@ -63,6 +63,7 @@ struct pgap {
 	uint64_t resume; /* when the host issued the next work (launch, else gap end) */
 	uint32_t tid;    /* the host thread held responsible */
 	int has_tid;
+	uint8_t syncs, allocs; /* how many of its calls are syncs, allocator calls */
 	unsigned ncalls;
 	unsigned nspans;
 	/* The innermost span of another thread running as the piece's host
@@ -187,7 +188,7 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, int engine, struct gap
 	 * function around it is not what took the time.  One walk: a sync
 	 * anywhere wins over an allocator call. */
 	const struct gap_call *alloc = NULL;
-	for (unsigned i = 0; i < g->ncalls; i++) {
+	for (unsigned i = 0; i < (g->syncs || g->allocs ? g->ncalls : 0); i++) {
 		const struct gap_call *c = &g->calls[i];
 		if ((c->sync || c->alloc) && c->ts <= t && t < c->end) {
 			if (c->sync) {
@@ -273,7 +274,7 @@ static int gap_engine(struct analysis *a, const struct pgap *g)
  * was queued before the GPU ran dry. */
 static void gap_after_sync(struct analysis *a, const struct pgap *g)
 {
-	if (g->edge || g->queued)
+	if (g->edge || g->queued || !g->syncs)
 		return;
 	const struct gap_call *sync = NULL;
 	unsigned si = 0;
@@ -586,10 +587,13 @@ static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint6
 			break;   /* this call and every one before it ended by the gap's start */
 		if (e->tid != g.tid || e->ts >= end || e->end <= start)
 			continue;
-		tmp[GAP_CALLS - 1 - kept++] = (struct gap_call){
+		struct gap_call *c = &tmp[GAP_CALLS - 1 - kept++];
+		*c = (struct gap_call){
 			.ts = e->ts, .end = e->end, .callpath = e->callpath, .native = e->native, .sync = e->kind == TBP_K_SYNC,
 			.alloc = e->kind == TBP_K_MALLOC ? AN_ALLOC_MALLOC : e->kind == TBP_K_FREE ? AN_ALLOC_FREE : 0,
 			.copy = e->copy};
+		g.syncs += c->sync;
+		g.allocs += c->alloc != 0;
 	}
 	memcpy(g.calls, &tmp[GAP_CALLS - kept], kept * sizeof tmp[0]);
 	g.ncalls = kept;
