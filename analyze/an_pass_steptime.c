@@ -82,7 +82,7 @@ void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *b
 	/* The first step ending after s: pieces come nearly in time order, so
 	 * it is mostly the last piece's; else a binary search. */
 	size_t lo = ss->first_hint < v->n ? ss->first_hint : v->n;
-	if (!((lo == 0 || VEC_AT(v, struct an_step_time, lo - 1)->end <= s) &&
+	if (v->n && !((lo == 0 || VEC_AT(v, struct an_step_time, lo - 1)->end <= s) &&
 	      (lo == v->n || VEC_AT(v, struct an_step_time, lo)->end > s))) {
 		size_t hi = v->n;
 		lo = 0;
