@@ -348,6 +348,15 @@ static void merge_small(struct analysis *a, struct merger *m, const uint32_t *ix
 				unsigned was = cur;
 				cur = nxt;
 				nxt = was;
+				if (k == 3) {
+					/* The usual case (a host thread, autograd's,
+					 * a device): one other queue to weigh. */
+					unsigned o = 3 - cur - was;
+					if (ts[o] < ts[was] ||
+					    (ts[o] == ts[was] && (kind[o] < kind[was] || (kind[o] == kind[was] && o < was))))
+						nxt = o;
+					continue;
+				}
 				for (unsigned i = 0; i < k; i++)
 					if (i != cur && i != nxt &&
 					    (ts[i] < ts[nxt] || (ts[i] == ts[nxt] && (kind[i] < kind[nxt] ||
