@@ -98,7 +98,7 @@ static inline void pgap_copy(struct pgap *dst, const struct pgap *src)
 	}
 }
 
-static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
+static inline __attribute__((always_inline)) void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 {
 	if (sp->end <= g->start || sp->ts >= g->end)
 		return;
