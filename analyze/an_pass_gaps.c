@@ -501,7 +501,8 @@ static size_t span_first_after(struct gaps_state *gs, uint64_t t)
 
 /* The spans in slots [lo, hi) of the ring that start before the piece ends
  * (any other one cannot overlap it), in slot order. */
-static void gap_consider_slots(struct pgap *g, const struct gaps_state *gs, size_t lo, size_t hi)
+static inline __attribute__((always_inline)) void gap_consider_slots(struct pgap *g, const struct gaps_state *gs, size_t lo,
+								     size_t hi)
 {
 	for (size_t s = an_span_tree_next(&gs->span_tree, lo, hi, g->end); s < hi;
 	     s = an_span_tree_next(&gs->span_tree, s + 1, hi, g->end))
