@@ -591,17 +591,17 @@ static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint6
 			}
 		}
 	}
-	/* The responsible thread's calls over the gap, newest first into the
-	 * tail of the array (the ones nearest the resume matter most). */
+	/* The responsible thread's calls over the gap, newest first (the ones
+	 * nearest the resume matter most), then turned round in place. */
 	unsigned kept = 0;
-	struct gap_call tmp[GAP_CALLS];
+	struct gap_call *tmp = g.calls;
 	for (size_t k = 1; k <= n && kept < GAP_CALLS - 1 && g.has_tid; k++) {
 		const struct api_ent *e = &gs->api[(gs->api_n - k) % API_RING];
 		if (e->max_end <= start)
 			break;   /* this call and every one before it ended by the gap's start */
 		if (e->tid != g.tid || e->ts >= end || e->end <= start)
 			continue;
-		struct gap_call *c = &tmp[GAP_CALLS - 1 - kept++];
+		struct gap_call *c = &tmp[kept++];
 		*c = (struct gap_call){
 			.ts = e->ts, .end = e->end, .callpath = e->callpath, .native = e->native, .sync = e->kind == TBP_K_SYNC,
 			.alloc = e->kind == TBP_K_MALLOC ? AN_ALLOC_MALLOC : e->kind == TBP_K_FREE ? AN_ALLOC_FREE : 0,
@@ -609,7 +609,12 @@ static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint6
 		g.syncs += c->sync;
 		g.allocs += c->alloc != 0;
 	}
-	memcpy(g.calls, &tmp[GAP_CALLS - kept], kept * sizeof tmp[0]);
+	/* Oldest first (usually one or two: no copy of the array). */
+	for (unsigned i = 0, j = kept; i + 1 < j; i++) {
+		struct gap_call x = g.calls[i];
+		g.calls[i] = g.calls[--j];
+		g.calls[j] = x;
+	}
 	g.ncalls = kept;
 	/* From its launch to its start the next work is on its way: launch
 	 * overhead and latency, the launch's. */
