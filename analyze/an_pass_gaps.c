@@ -318,7 +318,12 @@ static void gap_after_sync(struct analysis *a, const struct pgap *g)
 
 /* finding(a, AN_F_IDLE_PART, cause, phase, cp, nat), through the cache of
  * the parts filed lately (struct part_slot). */
-static struct an_finding *idle_part(struct analysis *a, int cause, int phase, uint64_t cp, uint64_t nat)
+static __attribute__((noinline)) struct an_finding *idle_part_miss(struct analysis *a, struct part_slot *s, int cause,
+								    int phase, uint64_t cp, uint64_t nat);
+
+/* The cache's hit inlined where a piece files its parts; a miss is a call. */
+static inline __attribute__((always_inline)) struct an_finding *idle_part(struct analysis *a, int cause, int phase,
+									    uint64_t cp, uint64_t nat)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	uint64_t h = (cp ^ (nat * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)cause << 8 | (uint64_t)phase)) * 0xff51afd7ed558ccdULL;
@@ -326,6 +331,12 @@ static struct an_finding *idle_part(struct analysis *a, int cause, int phase, ui
 	_Static_assert(PART_CACHE == 2048, "the slot is the hash's top 11 bits");
 	if (s->used && s->cp == cp && s->nat == nat && s->cause == cause && s->phase == phase)
 		return VEC_AT(&a->st->all_findings, struct an_finding, s->ix);
+	return idle_part_miss(a, s, cause, phase, cp, nat);
+}
+
+static struct an_finding *idle_part_miss(struct analysis *a, struct part_slot *s, int cause, int phase, uint64_t cp,
+					 uint64_t nat)
+{
 	struct an_finding *f = finding(a, AN_F_IDLE_PART, cause, phase, cp, nat);
 	if (f) {
 		size_t ix = finding_index(a->st, f);
