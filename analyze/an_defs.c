@@ -163,12 +163,19 @@ struct def_node { uint64_t a, parent; }; /* callpath: a = frame; native: a = pc 
 
 struct def_lib { uint64_t role, path; }; /* PY_LIB: path is a string id */
 
+#define DEFS_CP_CACHE 1024
+
 struct an_defs {
 	struct u64map str_idx, frame_idx, cp_idx, nat_idx;
 	struct vec strs, frames, cps, nats, modules;
 	struct vec libs;         /* struct def_lib */
 	struct u64map lib_class; /* file string id -> 1 + is_library, filled as asked */
 	struct u64map user_cp;   /* call path -> an_user_callpath's answer, filled as asked */
+	/* In front of user_cp and of cp_idx's parents: asked for every
+	 * kernel (the bursts pass), a loop's few call paths again and again;
+	 * slot id % DEFS_CP_CACHE (call path ids are handed out in order),
+	 * key 0 empty. */
+	struct cp_cached { uint64_t cp, val; } user_cache[DEFS_CP_CACHE], parent_cache[DEFS_CP_CACHE];
 	char *arena;
 	size_t alen, acap;
 };
@@ -254,6 +261,8 @@ int defs_add(struct an_defs *d, const struct tbp_record *r)
 		return u64map_put(&d->frame_idx, r->u.pyframe.id, d->frames.n - 1);
 	}
 	case TBP_K_CALLPATH:
+		/* A call path defined again (a damaged trace) has another parent. */
+		d->parent_cache[r->u.callpath.id % DEFS_CP_CACHE].cp = 0;
 		return add_trie_node(&d->cps, &d->cp_idx, r->u.callpath.id, r->u.callpath.frame,
 				     r->u.callpath.parent);
 	case TBP_K_NATIVE:
@@ -277,6 +286,7 @@ int defs_add(struct an_defs *d, const struct tbp_record *r)
 		/* Files asked about before are asked again: a directory more. */
 		u64map_free(&d->lib_class);
 		u64map_free(&d->user_cp);
+		memset(d->user_cache, 0, sizeof d->user_cache);
 		return 0;
 	}
 	}
@@ -379,8 +389,17 @@ uint64_t an_callpath_line_key(const struct analysis *a, uint64_t cp)
 
 uint64_t an_callpath_parent(const struct analysis *a, uint64_t cp)
 {
-	uint64_t *ix = cp ? u64map_get(&a->defs->cp_idx, cp) : NULL;
-	return ix ? VEC_AT(&a->defs->cps, struct def_node, *ix)->parent : 0;
+	if (!cp)
+		return 0;
+	struct cp_cached *c = &a->defs->parent_cache[cp % DEFS_CP_CACHE];
+	if (c->cp == cp)
+		return c->val;
+	uint64_t *ix = u64map_get(&a->defs->cp_idx, cp);
+	if (!ix)
+		return 0; /* not cached: it may be defined later */
+	c->cp = cp;
+	c->val = VEC_AT(&a->defs->cps, struct def_node, *ix)->parent;
+	return c->val;
 }
 
 static int has_at(const char *s, size_t n, const char *needle)
@@ -506,11 +525,19 @@ uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
 {
 	if (!cp || cp == UINT64_MAX || !a->defs)
 		return cp ? user_callpath_walk(a, cp) : cp;
+	struct cp_cached *c = &a->defs->user_cache[cp % DEFS_CP_CACHE];
+	if (c->cp == cp)
+		return c->val;
 	uint64_t *v = u64map_get(&a->defs->user_cp, cp);
-	if (v)
-		return *v;
-	uint64_t u = user_callpath_walk(a, cp);
-	u64map_put(&a->defs->user_cp, cp, u);
+	uint64_t u;
+	if (v) {
+		u = *v;
+	} else {
+		u = user_callpath_walk(a, cp);
+		u64map_put(&a->defs->user_cp, cp, u);
+	}
+	c->cp = cp;
+	c->val = u;
 	return u;
 }
 

@@ -60,8 +60,10 @@ static inline size_t an_span_tree_next(const struct an_span_tree *t, size_t from
 	/* Up and right until a subtree holds one (every subtree passed on the
 	 * way covers only slots at or after `from`). */
 	while (t->min_ts[i] >= before) {
-		while (i & 1)
-			i >>= 1;
+		/* Up past every level where it is a right child, at once:
+		 * its trailing ones, the trailing zeros of ~i (never zero:
+		 * i < 2 * AN_SPAN_TREE_SLOTS). */
+		i >>= __builtin_ctzll(~(unsigned long long)i);
 		if (!i)
 			return end; /* past the root */
 		i++;

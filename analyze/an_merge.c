@@ -280,14 +280,129 @@ static inline int mq_blocks(const struct merger *m, const struct mqueue *q)
 }
 
 #define MERGE_BLOCK 64
+/* Streams handled by merge_small's loop; more take the heap. */
+#define MERGE_SMALL_MAX 8
+
+/* Three to MERGE_SMALL_MAX queues, all with records (so none blocks): the
+ * same records in the same order as the heap loop below, without its heap
+ * steps.  The heap loop emits from the earliest head (time, stream kind,
+ * queue index) while its next record is not strictly after (time, stream
+ * kind) the earliest of the other heads, then picks that one: here the
+ * earliest of the other heads is kept aside and found again, over the
+ * others, only when the run switches queue (runs are a record or two when
+ * threads and devices alternate).  Returns when a queue runs empty; the
+ * heap loop goes on from there. */
+static void merge_small(struct analysis *a, struct merger *m, const uint32_t *ix, unsigned k)
+{
+	const struct tbp_record *ring[MERGE_SMALL_MAX];
+	size_t mask[MERGE_SMALL_MAX], head[MERGE_SMALL_MAX], left[MERGE_SMALL_MAX];
+	uint64_t ts[MERGE_SMALL_MAX];
+	unsigned kind[MERGE_SMALL_MAX];
+	int cold = 0;
+	for (unsigned i = 0; i < k; i++) {
+		const struct mqueue *q = VEC_AT(&m->qs, struct mqueue, ix[i]);
+		ring[i] = q->ring;
+		mask[i] = q->cap - 1;
+		head[i] = q->head;
+		left[i] = q->n;
+		ts[i] = q->ring[q->head].ts;
+		kind[i] = q->ring[q->head].stream_kind;
+		cold |= q->n > AN_COLD_QUEUE;
+	}
+	/* ix is in queue order: on a tie of time and kind the lower i wins,
+	 * as the heap's queue index does. */
+	unsigned cur = 0;
+	for (unsigned i = 1; i < k; i++)
+		if (ts[i] < ts[cur] || (ts[i] == ts[cur] && kind[i] < kind[cur]))
+			cur = i;
+	unsigned nxt = UINT32_MAX;
+	for (unsigned i = 0; i < k; i++)
+		if (i != cur && (nxt == UINT32_MAX || ts[i] < ts[nxt] || (ts[i] == ts[nxt] && kind[i] < kind[nxt])))
+			nxt = i;
+	uint64_t last_ts = m->last_emitted_ts;
+	const struct tbp_record *block[MERGE_BLOCK];
+	size_t emitted = 0;
+	int more = 1;
+	while (more) {
+		unsigned nb = 0;
+		while (nb < MERGE_BLOCK) {
+			const struct tbp_record *rc = ring[cur];
+			size_t h = head[cur];
+			block[nb++] = &rc[h];
+			h = (h + 1) & mask[cur];
+			head[cur] = h;
+			if (!--left[cur]) {
+				more = 0;
+				break;
+			}
+			if (cold)
+				__builtin_prefetch(&rc[(h + 16) & mask[cur]]);
+			uint64_t t = rc[h].ts;
+			unsigned s = rc[h].stream_kind;
+			ts[cur] = t;
+			kind[cur] = s;
+			if (t > ts[nxt] || (t == ts[nxt] && s > kind[nxt])) {
+				/* The run ends: the earliest other head goes on, and
+				 * the earliest of the rest (this queue among them)
+				 * is the next limit. */
+				unsigned was = cur;
+				cur = nxt;
+				nxt = was;
+				if (k == 3) {
+					/* The usual case (a host thread, autograd's,
+					 * a device): one other queue to weigh. */
+					unsigned o = 3 - cur - was;
+					if (ts[o] < ts[was] ||
+					    (ts[o] == ts[was] && (kind[o] < kind[was] || (kind[o] == kind[was] && o < was))))
+						nxt = o;
+					continue;
+				}
+				for (unsigned i = 0; i < k; i++)
+					if (i != cur && i != nxt &&
+					    (ts[i] < ts[nxt] || (ts[i] == ts[nxt] && (kind[i] < kind[nxt] ||
+										    (kind[i] == kind[nxt] && i < nxt)))))
+						nxt = i;
+			}
+		}
+		an_pass_block(a, block, nb, &last_ts);
+		emitted += nb;
+	}
+	for (unsigned i = 0; i < k; i++) {
+		struct mqueue *q = VEC_AT(&m->qs, struct mqueue, ix[i]);
+		q->head = head[i];
+		q->n = left[i];
+	}
+	m->buffered -= emitted;
+	m->last_emitted_ts = last_ts;
+}
+
 static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 {
 	/* Streams are only known once they show up: give the late starters
 	 * (GPU activity, other threads) a few frames to appear first. */
 	if (!final && m->frame < AN_STALL_FRAMES && m->buffered <= reorder_cap)
 		return;
-	if (m->qs.n == 2)
+	if (m->qs.n == 2) {
 		merge_two(a, m);
+	} else if (m->qs.n <= MERGE_SMALL_MAX) {
+		/* Until a queue that blocks runs empty (final: any), or fewer
+		 * than two have records. */
+		for (;;) {
+			uint32_t ix[MERGE_SMALL_MAX];
+			unsigned k = 0;
+			int stop = 0;
+			for (size_t i = 0; i < m->qs.n; i++) {
+				const struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
+				if (q->n)
+					ix[k++] = (uint32_t)i;
+				else if (!final && mq_blocks(m, q))
+					stop = 1;
+			}
+			if (stop || k < 2)
+				break;
+			merge_small(a, m, ix, k);
+		}
+	}
 	/* The queues with records in a heap by their heads (no queue gets
 	 * records during a drain); an empty queue that blocks stays so. */
 	struct heap_ent *heap = m->heap;

@@ -63,6 +63,7 @@ struct pgap {
 	uint64_t resume; /* when the host issued the next work (launch, else gap end) */
 	uint32_t tid;    /* the host thread held responsible */
 	int has_tid;
+	uint8_t syncs, allocs; /* how many of its calls are syncs, allocator calls */
 	unsigned ncalls;
 	unsigned nspans;
 	/* The innermost span of another thread running as the piece's host
@@ -80,11 +81,24 @@ struct pgap {
 static inline void pgap_copy(struct pgap *dst, const struct pgap *src)
 {
 	memcpy(dst, src, offsetof(struct pgap, calls));
-	memcpy(dst->calls, src->calls, src->ncalls * sizeof src->calls[0]);
-	memcpy(dst->spans, src->spans, src->nspans * sizeof src->spans[0]);
+	/* A piece has a call or two and a span or none: element by element,
+	 * not a libc memcpy call for each array (about 20 instructions more
+	 * each, 1.5 M pieces). */
+	if (src->ncalls <= 4) {
+		for (unsigned i = 0; i < src->ncalls; i++)
+			dst->calls[i] = src->calls[i];
+	} else {
+		memcpy(dst->calls, src->calls, src->ncalls * sizeof src->calls[0]);
+	}
+	if (src->nspans <= 4) {
+		for (unsigned i = 0; i < src->nspans; i++)
+			dst->spans[i] = src->spans[i];
+	} else {
+		memcpy(dst->spans, src->spans, src->nspans * sizeof src->spans[0]);
+	}
 }
 
-static void gap_consider_span(struct pgap *g, const struct span_ent *sp)
+static inline __attribute__((always_inline)) void gap_consider_span(struct pgap *g, const struct span_ent *sp)
 {
 	if (sp->end <= g->start || sp->ts >= g->end)
 		return;
@@ -187,7 +201,7 @@ static int gap_cause_at(const struct pgap *g, uint64_t t, int engine, struct gap
 	 * function around it is not what took the time.  One walk: a sync
 	 * anywhere wins over an allocator call. */
 	const struct gap_call *alloc = NULL;
-	for (unsigned i = 0; i < g->ncalls; i++) {
+	for (unsigned i = 0; i < (g->syncs || g->allocs ? g->ncalls : 0); i++) {
 		const struct gap_call *c = &g->calls[i];
 		if ((c->sync || c->alloc) && c->ts <= t && t < c->end) {
 			if (c->sync) {
@@ -273,7 +287,7 @@ static int gap_engine(struct analysis *a, const struct pgap *g)
  * was queued before the GPU ran dry. */
 static void gap_after_sync(struct analysis *a, const struct pgap *g)
 {
-	if (g->edge || g->queued)
+	if (g->edge || g->queued || !g->syncs)
 		return;
 	const struct gap_call *sync = NULL;
 	unsigned si = 0;
@@ -300,6 +314,36 @@ static void gap_after_sync(struct analysis *a, const struct pgap *g)
 	struct an_finding *f = finding(a, AN_F_SYNC_HOTSPOT, 0, g->phase, sync->callpath, sync->native);
 	if (f)
 		f->idle_ns += hi - lo;
+}
+
+/* finding(a, AN_F_IDLE_PART, cause, phase, cp, nat), through the cache of
+ * the parts filed lately (struct part_slot). */
+static __attribute__((noinline)) struct an_finding *idle_part_miss(struct analysis *a, struct part_slot *s, int cause,
+								    int phase, uint64_t cp, uint64_t nat);
+
+/* The cache's hit inlined where a piece files its parts; a miss is a call. */
+static inline __attribute__((always_inline)) struct an_finding *idle_part(struct analysis *a, int cause, int phase,
+									    uint64_t cp, uint64_t nat)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	uint64_t h = (cp ^ (nat * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)cause << 8 | (uint64_t)phase)) * 0xff51afd7ed558ccdULL;
+	struct part_slot *s = &gs->part_cache[h >> 53];
+	_Static_assert(PART_CACHE == 2048, "the slot is the hash's top 11 bits");
+	if (s->used && s->cp == cp && s->nat == nat && s->cause == cause && s->phase == phase)
+		return VEC_AT(&a->st->all_findings, struct an_finding, s->ix);
+	return idle_part_miss(a, s, cause, phase, cp, nat);
+}
+
+static struct an_finding *idle_part_miss(struct analysis *a, struct part_slot *s, int cause, int phase, uint64_t cp,
+					 uint64_t nat)
+{
+	struct an_finding *f = finding(a, AN_F_IDLE_PART, cause, phase, cp, nat);
+	if (f) {
+		size_t ix = finding_index(a->st, f);
+		*s = (struct part_slot){.cp = cp, .nat = nat, .ix = (uint32_t)ix, .cause = (uint16_t)cause,
+					.phase = (uint8_t)phase, .used = ix <= UINT32_MAX};
+	}
+	return f;
 }
 
 static void gap_finalize(struct analysis *a, const struct pgap *g)
@@ -371,10 +415,15 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	uint64_t by_cause[AN_CAUSE_N] = {0};
 	for (size_t i = 0; i < np; i++)
 		by_cause[parts[i].cause] += parts[i].ns;
+	/* The cause with the most idle, no_host on a tie with it, else the
+	 * lowest of the tied: only the parts' causes have any. */
 	int cause = AN_CAUSE_NO_HOST;
-	for (int c = 1; c < AN_CAUSE_N; c++)
-		if (by_cause[c] > by_cause[cause])
+	for (size_t i = 0; i < np; i++) {
+		int c = parts[i].cause;
+		if (c != AN_CAUSE_NONE && (by_cause[c] > by_cause[cause] ||
+					   (by_cause[c] == by_cause[cause] && cause != AN_CAUSE_NO_HOST && c < cause)))
 			cause = c;
+	}
 	const struct gap_part *site = NULL;
 	for (size_t i = 0; i < np; i++)
 		if (parts[i].cause == cause && (!site || parts[i].ns > site->ns))
@@ -391,8 +440,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	}
 	an_publish_idle_explained(a, g->start, g->end, by_cause);
 	for (size_t i = 0; i < np; i++) {
-		struct an_finding *p = finding(a, AN_F_IDLE_PART, parts[i].cause + 16 * g->edge, g->phase,
-					       parts[i].cp, parts[i].nat);
+		struct an_finding *p = idle_part(a, parts[i].cause + 16 * g->edge, g->phase, parts[i].cp, parts[i].nat);
 		if (p) {
 			p->cause = parts[i].cause;
 			p->edge = g->edge;
@@ -464,7 +512,8 @@ static size_t span_first_after(struct gaps_state *gs, uint64_t t)
 
 /* The spans in slots [lo, hi) of the ring that start before the piece ends
  * (any other one cannot overlap it), in slot order. */
-static void gap_consider_slots(struct pgap *g, const struct gaps_state *gs, size_t lo, size_t hi)
+static inline __attribute__((always_inline)) void gap_consider_slots(struct pgap *g, const struct gaps_state *gs, size_t lo,
+								     size_t hi)
 {
 	for (size_t s = an_span_tree_next(&gs->span_tree, lo, hi, g->end); s < hi;
 	     s = an_span_tree_next(&gs->span_tree, s + 1, hi, g->end))
@@ -553,22 +602,30 @@ static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint6
 			}
 		}
 	}
-	/* The responsible thread's calls over the gap, newest first into the
-	 * tail of the array (the ones nearest the resume matter most). */
+	/* The responsible thread's calls over the gap, newest first (the ones
+	 * nearest the resume matter most), then turned round in place. */
 	unsigned kept = 0;
-	struct gap_call tmp[GAP_CALLS];
+	struct gap_call *tmp = g.calls;
 	for (size_t k = 1; k <= n && kept < GAP_CALLS - 1 && g.has_tid; k++) {
 		const struct api_ent *e = &gs->api[(gs->api_n - k) % API_RING];
 		if (e->max_end <= start)
 			break;   /* this call and every one before it ended by the gap's start */
 		if (e->tid != g.tid || e->ts >= end || e->end <= start)
 			continue;
-		tmp[GAP_CALLS - 1 - kept++] = (struct gap_call){
+		struct gap_call *c = &tmp[kept++];
+		*c = (struct gap_call){
 			.ts = e->ts, .end = e->end, .callpath = e->callpath, .native = e->native, .sync = e->kind == TBP_K_SYNC,
 			.alloc = e->kind == TBP_K_MALLOC ? AN_ALLOC_MALLOC : e->kind == TBP_K_FREE ? AN_ALLOC_FREE : 0,
 			.copy = e->copy};
+		g.syncs += c->sync;
+		g.allocs += c->alloc != 0;
 	}
-	memcpy(g.calls, &tmp[GAP_CALLS - kept], kept * sizeof tmp[0]);
+	/* Oldest first (usually one or two: no copy of the array). */
+	for (unsigned i = 0, j = kept; i + 1 < j; i++) {
+		struct gap_call x = g.calls[i];
+		g.calls[i] = g.calls[--j];
+		g.calls[j] = x;
+	}
 	g.ncalls = kept;
 	/* From its launch to its start the next work is on its way: launch
 	 * overhead and latency, the launch's. */
@@ -643,7 +700,7 @@ __attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_de
 		ss->queued_device = d->id;
 		return;
 	}
-	struct an_finding *p = finding(a, AN_F_IDLE_PART, AN_CAUSE_QUEUED, phase, launch->callpath, launch->native);
+	struct an_finding *p = idle_part(a, AN_CAUSE_QUEUED, phase, launch->callpath, launch->native);
 	if (p) {
 		p->cause = AN_CAUSE_QUEUED;
 		p->total_ns += idle;
@@ -732,6 +789,9 @@ void gaps_phase_moved(struct analysis *a, int from, int to)
 			if (g->phase == from)
 				g->phase = (uint8_t)to;
 		}
+	/* phase_move forgot the findings of `from` (the index no longer
+	 * finds them): the cached parts may name them. */
+	memset(gs->part_cache, 0, sizeof gs->part_cache);
 }
 
 void gaps_flush(struct analysis *a)
@@ -761,6 +821,7 @@ int gaps_init(struct analysis *a)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	an_span_tree_init(&gs->span_tree);
+	memset(gs->part_cache, 0, sizeof gs->part_cache);
 	gs->gaps = calloc(2 * PENDING_GAPS, sizeof(struct pgap));
 	return gs->gaps ? 0 : -1;
 }

@@ -27,6 +27,18 @@ struct span_ent {
 	uint64_t max_end; /* as api_ent's */
 };
 struct pgap;
+/* A piece's idle part filed lately: (cause, phase, path, native) -> its
+ * finding's index in all_findings, so that the next piece at the same line
+ * skips finding()'s hashing and map lookup.  Valid while no finding leaves
+ * the index: only phase_move forgets them, and its phase_moved event
+ * empties the cache (gaps_phase_moved). */
+#define PART_CACHE 2048
+struct part_slot {
+	uint64_t cp, nat;
+	uint32_t ix;
+	uint16_t cause; /* as filed: the cause + 16 * the edge */
+	uint8_t phase, used;
+};
 struct gaps_state {
 	struct api_ent api[API_RING];
 	size_t api_n;
@@ -41,6 +53,7 @@ struct gaps_state {
 	size_t gap_head[2], gap_n[2];
 	uint64_t api_max_end, span_max_end, gap_max_end[2]; /* the rings' and the queues' latest ends */
 	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
+	struct part_slot part_cache[PART_CACHE];
 };
 
 /* A host call into the ring the gaps are explained by. */

@@ -63,8 +63,14 @@ void steptime_end(struct analysis *a, uint64_t t, int phase)
  * still open waits for it in pending (at most a few pieces). */
 static void add_share(uint64_t *to, const uint64_t *by_cause, uint64_t part, uint64_t len)
 {
+	if (part == len) { /* the whole piece: most are inside one step */
+		for (int c = 0; c < AN_CAUSE_N; c++)
+			to[c] += by_cause[c];
+		return;
+	}
 	for (int c = 0; c < AN_CAUSE_N; c++)
-		to[c] += part == len ? by_cause[c] : (uint64_t)((double)by_cause[c] * (double)part / (double)len);
+		if (by_cause[c])
+			to[c] += (uint64_t)((double)by_cause[c] * (double)part / (double)len);
 }
 
 void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *by_cause)
@@ -72,14 +78,23 @@ void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *b
 	if (e <= s)
 		return;
 	struct vec *v = &a->step_times;
-	size_t lo = 0, hi = v->n;
-	while (lo < hi) { /* the first step ending after s */
-		size_t m = (lo + hi) / 2;
-		if (VEC_AT(v, struct an_step_time, m)->end <= s)
-			lo = m + 1;
-		else
-			hi = m;
+	struct steptime_state *ss = an_pass_state(a, steptime);
+	/* The first step ending after s: pieces come nearly in time order, so
+	 * it is mostly the last piece's; else a binary search. */
+	size_t lo = ss->first_hint < v->n ? ss->first_hint : v->n;
+	if (v->n && !((lo == 0 || VEC_AT(v, struct an_step_time, lo - 1)->end <= s) &&
+	      (lo == v->n || VEC_AT(v, struct an_step_time, lo)->end > s))) {
+		size_t hi = v->n;
+		lo = 0;
+		while (lo < hi) {
+			size_t m = (lo + hi) / 2;
+			if (VEC_AT(v, struct an_step_time, m)->end <= s)
+				lo = m + 1;
+			else
+				hi = m;
+		}
 	}
+	ss->first_hint = lo;
 	for (; lo < v->n; lo++) {
 		struct an_step_time *st = VEC_AT(v, struct an_step_time, lo);
 		if (st->begin >= e)
@@ -87,7 +102,6 @@ void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *b
 		uint64_t b = s > st->begin ? s : st->begin, en = e < st->end ? e : st->end;
 		add_share(st->idle_by, by_cause, en - b, e - s);
 	}
-	struct steptime_state *ss = an_pass_state(a, steptime);
 	if (ss->open && e > ss->begin) {
 		struct an_step_time *p = vec_push(&ss->pending);
 		if (p) {

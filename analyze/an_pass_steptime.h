@@ -11,6 +11,7 @@ struct steptime_state {
 	int open;
 	uint64_t begin, busy0, dm0;
 	struct vec pending; /* struct an_step_time: gap pieces of the open step */
+	size_t first_hint;  /* steptime_idle's last first step ending after a piece's start */
 };
 /* A GPU record into the HTML timeline's ring (when kept). */
 HOT_FN void timeline_keep(struct analysis *a, unsigned kind, const struct tbp_gpu_kernel *g, uint64_t s, uint64_t e,

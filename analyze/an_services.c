@@ -223,13 +223,20 @@ __attribute__((noinline)) void mark_add(struct analysis *a, int kind, uint64_t d
 {
 	size_t slot = a->n_marks;
 	if (a->n_marks == AN_MAX_MARKS) {
-		/* Keep the longest: replace the shortest if this one is longer. */
-		slot = 0;
-		for (size_t i = 1; i < AN_MAX_MARKS; i++)
-			if (a->marks[i].end - a->marks[i].start < a->marks[slot].end - a->marks[slot].start)
-				slot = i;
+		/* Keep the longest: replace the shortest (the first of the
+		 * shortest) if this one is longer.  The shortest is found again
+		 * only when it was replaced: most marks are shorter. */
+		if (!a->marks_shortest) {
+			slot = 0;
+			for (size_t i = 1; i < AN_MAX_MARKS; i++)
+				if (a->marks[i].end - a->marks[i].start < a->marks[slot].end - a->marks[slot].start)
+					slot = i;
+			a->marks_shortest = slot + 1;
+		}
+		slot = a->marks_shortest - 1;
 		if (a->marks[slot].end - a->marks[slot].start >= e - s)
 			return;
+		a->marks_shortest = 0;
 	} else {
 		a->n_marks++;
 	}

@@ -792,6 +792,9 @@ static void scen_threads(void)
  * step counted at an optimizer step that a GradScaler skipped every second
  * iteration), the last one (merge_last) alone. */
 static int merge_marks, merge_last = -1;
+/* launch-rerun: a second WARMUP_END after this iteration (the runner's
+ * measurement run twice): the steady steps before it become warm-up. */
+static int rerun_warmup_after = -1;
 
 static void iter_begin(uint64_t t, int i)
 {
@@ -808,6 +811,8 @@ static void iter_end(uint64_t t, int i)
 		return;
 	marker(t, TBP_MARK_ITER_END, (uint64_t)i);
 	if (merge_marks ? i == 1 : !i)
+		marker(t + 1 * US, TBP_MARK_WARMUP_END, 0);
+	if (i == rerun_warmup_after)
 		marker(t + 1 * US, TBP_MARK_WARMUP_END, 0);
 	win_end = t;
 	have_window = 1;
@@ -2299,7 +2304,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|apionly-cut|apionly-cut-inuse|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|apionly-cut|apionly-cut-inuse|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|launch-rerun|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -2453,6 +2458,13 @@ int main(int argc, char **argv)
 		scen_random((unsigned)iters, 3000);
 	else if (!strcmp(s, "launch-bound"))
 		scen_launch_bound(argc > 4 ? iters : 10);
+	else if (!strcmp(s, "launch-rerun")) {
+		/* launch-bound, a second WARMUP_END after step 25 of 40: the
+		 * gaps pass has filed the idle parts of the first steady steps
+		 * (its queue holds 1024 pieces, ~57 a step) before they move. */
+		rerun_warmup_after = 25;
+		scen_launch_bound(40);
+	}
 	else {
 		fprintf(stderr, "gen_planted: unknown scenario %s\n", s);
 		return 3;
