@@ -136,6 +136,7 @@ struct path_info {
 	uint32_t ctx[PATH_FRAMES], line[PATH_FRAMES];
 	uint64_t below[PATH_FRAMES];    /* the function of the frame under each (0: the leaf) */
 	uint64_t callee[PATH_FRAMES];   /* the function called under each, named to the module (callee_of) */
+	uint32_t module_call;           /* bit k: frame k calls a module (Module.__call__'s plumbing under it) */
 	uint32_t caller_ctx;            /* a span's: the context of its caller's frame, UINT32_MAX: a library's */
 	int leaf_user;                  /* the leaf frame is the user's (its context is ctx[n - 1]) */
 	int complete;                   /* not cut at the tracer's depth */
@@ -286,6 +287,8 @@ static uint32_t path_of(struct scan *sc, uint64_t cp)
 			pi.leaf_user = 1;
 		pi.below[pi.n] = k ? an_frame_function_hash(&fr[k - 1]) : 0;
 		pi.callee[pi.n] = callee_of(a, fr, k);
+		if (k && an_frame_in_library_file(a, &fr[k - 1], "torch/nn/modules/module.py"))
+			pi.module_call |= 1u << pi.n;
 		pi.ctx[pi.n] = ci;
 		pi.line[pi.n++] = li;
 	}
@@ -533,6 +536,11 @@ static void lines_count(struct scan *sc)
 		const struct item *it = &sc->items[i];
 		const struct path_info *p = path_at(sc, it->path);
 		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
+			/* Modules only: a loop's own line calls other functions in turn
+			 * (`for x in loader`: the loader's __iter__ at each epoch, its
+			 * __next__ at each iteration), and its iterations enter it. */
+			if (!(p->module_call >> k & 1))
+				continue;
 			uint64_t callee = p->callee[k];
 			if (!callee && call_from(it, p, p->ctx[k]))
 				callee = call_callee(sc, i, p->ctx[k]);
