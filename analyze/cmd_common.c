@@ -25,12 +25,12 @@ void cmd_set_verb(const char *verb)
 
 int cmd_usage_error(const char *fmt, ...)
 {
+	char cmd[64];
+	snprintf(cmd, sizeof cmd, "tbanalyze %s", current_verb);
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(stderr, "tbanalyze %s: ", current_verb);
-	vfprintf(stderr, fmt, ap);
+	tbp_usage_error_vprint(cmd, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "; see tbanalyze %s --help\n", current_verb);
 	return TBA_EXIT_USAGE;
 }
 

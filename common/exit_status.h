@@ -7,6 +7,7 @@
 #ifndef TBPROF_EXIT_STATUS_H
 #define TBPROF_EXIT_STATUS_H
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,15 @@ enum tbp_exit {
 #include "exit_status.def"
 #undef TBP_EXIT
 };
+
+/* A usage error as every command prints it: one line naming the command
+ * and what is wrong, then where the usage is ("see CMD --help"). */
+static inline void tbp_usage_error_vprint(const char *cmd, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "%s: ", cmd);
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "; see %s --help\n", cmd);
+}
 
 /* The table for --help: "    CODE  MEANING", MEANING wrapped at word
  * boundaries to 80 columns, so each command's help prints the same list. */

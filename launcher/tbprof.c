@@ -213,10 +213,8 @@ static void usage_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	fprintf(stderr, "%s: ", cmd_name);
-	vfprintf(stderr, fmt, ap);
+	tbp_usage_error_vprint(cmd_name, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "; see %s --help\n", cmd_name);
 	exit(TBP_EXIT_USAGE);
 }
 
