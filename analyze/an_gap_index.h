@@ -78,6 +78,49 @@ static inline size_t an_span_tree_next(const struct an_span_tree *t, size_t from
 	return slot < end ? slot : end;
 }
 
+/* The slots in [from, end) whose span starts before `before`, ascending,
+ * into out[] (those past the first `cap` are counted, not stored); their
+ * count is returned.  *later is lowered to at most the earliest start among
+ * the range's other slots (a bound: it may be lower, never below `before`),
+ * so that a caller asking again with a later `before` up to *later knows no
+ * other slot of the range joins the answer.  The same walk as
+ * an_span_tree_next's, keeping the minimum of every subtree it passes over. */
+static inline size_t an_span_tree_collect(const struct an_span_tree *t, size_t from, size_t end, uint64_t before,
+					  uint16_t *out, size_t cap, uint64_t *later)
+{
+	size_t n = 0;
+	uint64_t skipped = *later;
+	while (from < end) {
+		size_t i = AN_SPAN_TREE_SLOTS + from;
+		while (t->min_ts[i] >= before) {
+			if (t->min_ts[i] < skipped)
+				skipped = t->min_ts[i];
+			i >>= __builtin_ctzll(~(unsigned long long)i);
+			if (!i)
+				goto done; /* past the root */
+			i++;
+		}
+		while (i < AN_SPAN_TREE_SLOTS) {
+			i = 2 * i;
+			if (t->min_ts[i] >= before) {
+				if (t->min_ts[i] < skipped)
+					skipped = t->min_ts[i];
+				i++;
+			}
+		}
+		size_t slot = i - AN_SPAN_TREE_SLOTS;
+		if (slot >= end)
+			break;
+		if (n < cap)
+			out[n] = (uint16_t)slot;
+		n++;
+		from = slot + 1;
+	}
+done:
+	*later = skipped;
+	return n;
+}
+
 /* The first position in [lo, hi) whose max_end (max_end_at(pos): never
  * decreasing with the position) is after t, else hi: as a binary search
  * over [lo, hi) finds it, but galloping from the last answer, so that a

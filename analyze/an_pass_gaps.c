@@ -510,16 +510,6 @@ static size_t span_first_after(struct gaps_state *gs, uint64_t t)
 #undef SPAN_MAX_END_AT
 }
 
-/* The spans in slots [lo, hi) of the ring that start before the piece ends
- * (any other one cannot overlap it), in slot order. */
-static inline __attribute__((always_inline)) void gap_consider_slots(struct pgap *g, const struct gaps_state *gs, size_t lo,
-								     size_t hi)
-{
-	for (size_t s = an_span_tree_next(&gs->span_tree, lo, hi, g->end); s < hi;
-	     s = an_span_tree_next(&gs->span_tree, s + 1, hi, g->end))
-		gap_consider_span(g, &gs->span[s]);
-}
-
 COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
@@ -546,17 +536,34 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 	 * alike wins, do not depend on where the ring wrapped): of those from
 	 * the first that may end after its start, the ones that start before
 	 * its end (spans come as they end, before the GPU records: the ring
-	 * runs ahead of the gaps). */
-	size_t first = span_first_after(gs, start), n = gs->span_n;
-	if (first == n)
+	 * runs ahead of the gaps).  The last piece's answer serves while it
+	 * holds (a launch-bound loop's pieces follow each other between two
+	 * spans' starts): the spans it adds ended by this one's start, which
+	 * gap_consider_span passes over. */
+	if (gs->walk_ok && gs->walk_span_n == gs->span_n && start >= gs->walk_start && end <= gs->walk_later) {
+		for (size_t k = 0; k < gs->walk_n; k++)
+			gap_consider_span(g, &gs->span[gs->walk_slots[k]]);
 		return;
-	size_t lo = first % SPAN_RING, hi = n % SPAN_RING;
-	if (lo < hi) {
-		gap_consider_slots(g, gs, lo, hi);
-	} else { /* wrapped (or the whole ring) */
-		gap_consider_slots(g, gs, 0, hi);
-		gap_consider_slots(g, gs, lo, SPAN_RING);
 	}
+	size_t first = span_first_after(gs, start), n = gs->span_n, got = 0;
+	uint64_t later = UINT64_MAX;
+	if (first < n) {
+		size_t lo = first % SPAN_RING, hi = n % SPAN_RING;
+		if (lo < hi) {
+			got = an_span_tree_collect(&gs->span_tree, lo, hi, end, gs->walk_slots, SPAN_RING, &later);
+		} else { /* wrapped (or the whole ring) */
+			got = an_span_tree_collect(&gs->span_tree, 0, hi, end, gs->walk_slots, SPAN_RING, &later);
+			got += an_span_tree_collect(&gs->span_tree, lo, SPAN_RING, end, gs->walk_slots + got,
+						    SPAN_RING - got, &later);
+		}
+	}
+	gs->walk_ok = 1;
+	gs->walk_n = got;
+	gs->walk_span_n = n;
+	gs->walk_start = start;
+	gs->walk_later = later;
+	for (size_t k = 0; k < got; k++)
+		gap_consider_span(g, &gs->span[gs->walk_slots[k]]);
 }
 
 /* An idle interval [start, end) of a device: host facts gathered now (API

@@ -1,7 +1,9 @@
 /*
  * The gaps pass's span index (analyze/an_gap_index.h) against plain scans:
  * an_span_tree_next finds the first slot in a range whose start is before a
- * time, AN_SPAN_FIRST_AFTER the first position whose (never decreasing)
+ * time, an_span_tree_collect all of them (and a bound on the others'
+ * starts: never above the earliest of them, never below the time),
+ * AN_SPAN_FIRST_AFTER the first position whose (never decreasing)
  * max_end is after a time, from any hint; random rings, every answer
  * checked.
  */
@@ -61,6 +63,34 @@ int main(void)
 			checks++;
 			if (an_span_tree_next(&tree, from, end, before) != scan_next(from, end, before))
 				bad++;
+			/* collect: every such slot in order (a small cap now and then:
+			 * counted past it, stored up to it), and the bound. */
+			static uint16_t got[N];
+			size_t cap = next_rand() % 8 == 0 ? next_rand() % 4 : N;
+			uint64_t later = UINT64_MAX, step = next_rand() % 1000;
+			if (next_rand() % 3 == 0 && before <= UINT64_MAX - step) /* a bound from before */
+				later = before + step;
+			uint64_t later_in = later, earliest_other = UINT64_MAX;
+			size_t n = an_span_tree_collect(&tree, from, end, before, got, cap, &later);
+			size_t want = 0;
+			int wrong = 0;
+			for (size_t s = from; s < end; s++) {
+				if (ts[s] < before) {
+					if (want < cap && want < n && got[want] != s)
+						wrong = 1;
+					want++;
+				} else if (ts[s] < earliest_other) {
+					earliest_other = ts[s];
+				}
+			}
+			checks++;
+			if (n != want || wrong || later > earliest_other || later > later_in || later < before) {
+				if (bad < 5)
+					fprintf(stderr, "collect [%zu,%zu) before=%llu: %zu slots (a scan: %zu)%s, bound %llu (earliest other %llu)\n",
+						from, end, (unsigned long long)before, n, want, wrong ? ", others" : "",
+						(unsigned long long)later, (unsigned long long)earliest_other);
+				bad++;
+			}
 		}
 		/* max_end: never decreasing, with runs of equal values. */
 		uint64_t m = 0;
