@@ -346,9 +346,159 @@ static struct an_finding *idle_part_miss(struct analysis *a, struct part_slot *s
 	return f;
 }
 
+/* The piece's parts: what the host was doing (gap_cause_at) at each
+ * instant, stretch by stretch. */
+static void gap_parts_by_instants(const struct pgap *g, int engine, struct gap_part *parts, size_t *np)
+{
+	/* The piece cut at every call's and span's ends that fall inside
+	 * it (the others only make empty stretches). */
+	uint64_t pts[2 + 2 * (GAP_CALLS + GAP_SPANS)];
+	size_t n = 0;
+	uint64_t s = g->start, e = g->end;
+	pts[n++] = s;
+	for (unsigned i = 0; i < g->ncalls; i++) {
+		uint64_t from = g->calls[i].ts, to = g->calls[i].end;
+		pts[n] = from;
+		n += from > s && from < e;
+		pts[n] = to;
+		n += to > s && to < e;
+	}
+	for (unsigned i = 0; i < g->nspans; i++) {
+		uint64_t from = g->spans[i].ts, to = g->spans[i].end;
+		pts[n] = from;
+		n += from > s && from < e;
+		pts[n] = to;
+		n += to > s && to < e;
+	}
+	pts[n++] = e;
+	/* A few at most, mostly in order already: insertion sort
+	 * (qsort's merge sort cost more than the rest of a short gap's
+	 * placing). */
+	for (size_t i = 2; i + 1 < n; i++) {
+		uint64_t x = pts[i];
+		size_t j = i;
+		for (; pts[j - 1] > x; j--)
+			pts[j] = pts[j - 1];
+		pts[j] = x;
+	}
+	/* Consecutive stretches the host spent alike go to their part
+	 * as one (the same sums). */
+	struct gap_at run = {0};
+	int run_cause = -1;
+	uint64_t run_ns = 0;
+	for (size_t i = 0; i + 1 < n; i++) {
+		uint64_t lo = pts[i], hi = pts[i + 1];
+		if (hi <= lo)
+			continue;
+		struct gap_at at;
+		int cause = gap_cause_at(g, lo, engine, &at);
+		if (cause == run_cause && at.cp == run.cp && at.nat == run.nat && at.copy == run.copy &&
+		    at.alloc == run.alloc && at.no_call == run.no_call && at.bwait == run.bwait) {
+			run_ns += hi - lo;
+			continue;
+		}
+		if (run_cause >= 0)
+			part_add(parts, np, run_cause, &run, run_ns);
+		run = at;
+		run_cause = cause;
+		run_ns = hi - lo;
+	}
+	if (run_cause >= 0)
+		part_add(parts, np, run_cause, &run, run_ns);
+}
+
+/* A part of a short piece: its cause and line, and its idle. */
+struct short_part {
+	uint64_t cp, nat, ns;
+	int cause;
+};
+
+/* To its part (the first of the same cause and line: part_add's order). */
+static inline __attribute__((always_inline)) void short_part_add(struct short_part *parts, size_t *np, int cause,
+								   uint64_t cp, uint64_t nat, uint64_t ns)
+{
+	size_t i = *np;
+	if (i && parts[i - 1].cause == cause && parts[i - 1].cp == cp && parts[i - 1].nat == nat) {
+		parts[i - 1].ns += ns;
+		return;
+	}
+	for (size_t j = 0; j + 1 < i; j++)
+		if (parts[j].cause == cause && parts[j].cp == cp && parts[j].nat == nat) {
+			parts[j].ns += ns;
+			return;
+		}
+	parts[(*np)++] = (struct short_part){.cp = cp, .nat = nat, .ns = ns, .cause = cause};
+}
+
+/* A short piece (no occurrence, no edge) that was not queued and has no
+ * span, sync or allocator call among its host facts: nine in ten of a
+ * launch-bound loop's pieces (its launch, and the launch's way to the GPU).
+ * Its parts are gap_cause_at's answers over the piece, taken call by call
+ * instead of instant by instant: the instants whose first call not over is
+ * call k run from the latest end of the calls before it (w) to its end;
+ * before its start the host was between calls (a long stretch or not),
+ * after it inside it; after every call there was no host.  Filed as
+ * gap_finalize files such a piece (only the parts' cause, line and idle
+ * matter to it: the copy, allocator and stretch shares are an
+ * occurrence's), in the same order. */
+static void gap_file_short(struct analysis *a, const struct pgap *g)
+{
+	struct short_part parts[2 * GAP_CALLS + 1];
+	size_t np = 0;
+	int engine = -1; /* gap_engine, asked only for a long stretch */
+	uint64_t s = g->start, e = g->end, w = 0;
+	for (unsigned k = 0; k < g->ncalls && w < e; k++) {
+		const struct gap_call *c = &g->calls[k];
+		uint64_t lo = w > s ? w : s, prev_end = w > g->gap_start ? w : g->gap_start;
+		uint64_t hi = c->end < e ? c->end : e;
+		if (c->end > w)
+			w = c->end;
+		if (lo >= hi)
+			continue;
+		int in_call = c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+		if (c->ts > lo) {
+			uint64_t to = c->ts < hi ? c->ts : hi;
+			int cause = in_call;
+			if (c->ts - prev_end >= AN_CPU_STRETCH_NS) {
+				if (c->callpath && engine < 0)
+					engine = gap_engine(a, g);
+				cause = c->callpath && !engine ? AN_CAUSE_PYTHON : AN_CAUSE_HOST_OTHER;
+			}
+			short_part_add(parts, &np, cause, c->callpath, c->native, to - lo);
+			lo = to;
+		}
+		if (lo < hi)
+			short_part_add(parts, &np, in_call, c->callpath, c->native, hi - lo);
+	}
+	if (w < e)
+		short_part_add(parts, &np, AN_CAUSE_NO_HOST, 0, 0, e - (w > s ? w : s));
+	uint64_t by_cause[AN_CAUSE_N] = {0};
+	struct an_device *d = get_device(a, g->device);
+	for (size_t i = 0; i < np; i++) {
+		by_cause[parts[i].cause] += parts[i].ns;
+		if (d)
+			d->idle_by[g->phase][parts[i].cause] += parts[i].ns;
+	}
+	an_publish_idle_explained(a, s, e, by_cause);
+	for (size_t i = 0; i < np; i++) {
+		struct an_finding *p = idle_part(a, parts[i].cause, g->phase, parts[i].cp, parts[i].nat);
+		if (p) {
+			p->cause = parts[i].cause;
+			p->edge = AN_EDGE_NONE;
+			p->total_ns += parts[i].ns;
+			p->count++;
+			p->device = g->device;
+		}
+	}
+}
+
 static void gap_finalize(struct analysis *a, const struct pgap *g)
 {
 	uint64_t len = g->end - g->start;
+	if (!g->queued && !g->nspans && !g->syncs && !g->allocs && !g->edge && len < a->opts.gap_ns) {
+		gap_file_short(a, g);
+		return;
+	}
 	struct gap_part parts[GAP_PARTS];
 	size_t np = 0;
 	int engine = gap_engine(a, g);
@@ -356,61 +506,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 		struct gap_at at = {.cp = g->launch_cp, .nat = g->launch_nat};
 		part_add(parts, &np, AN_CAUSE_QUEUED, &at, len);
 	} else {
-		/* The piece cut at every call's and span's ends that fall inside
-		 * it (the others only make empty stretches). */
-		uint64_t pts[2 + 2 * (GAP_CALLS + GAP_SPANS)];
-		size_t n = 0;
-		uint64_t s = g->start, e = g->end;
-		pts[n++] = s;
-		for (unsigned i = 0; i < g->ncalls; i++) {
-			uint64_t from = g->calls[i].ts, to = g->calls[i].end;
-			pts[n] = from;
-			n += from > s && from < e;
-			pts[n] = to;
-			n += to > s && to < e;
-		}
-		for (unsigned i = 0; i < g->nspans; i++) {
-			uint64_t from = g->spans[i].ts, to = g->spans[i].end;
-			pts[n] = from;
-			n += from > s && from < e;
-			pts[n] = to;
-			n += to > s && to < e;
-		}
-		pts[n++] = e;
-		/* A few at most, mostly in order already: insertion sort
-		 * (qsort's merge sort cost more than the rest of a short gap's
-		 * placing). */
-		for (size_t i = 2; i + 1 < n; i++) {
-			uint64_t x = pts[i];
-			size_t j = i;
-			for (; pts[j - 1] > x; j--)
-				pts[j] = pts[j - 1];
-			pts[j] = x;
-		}
-		/* Consecutive stretches the host spent alike go to their part
-		 * as one (the same sums). */
-		struct gap_at run = {0};
-		int run_cause = -1;
-		uint64_t run_ns = 0;
-		for (size_t i = 0; i + 1 < n; i++) {
-			uint64_t lo = pts[i], hi = pts[i + 1];
-			if (hi <= lo)
-				continue;
-			struct gap_at at;
-			int cause = gap_cause_at(g, lo, engine, &at);
-			if (cause == run_cause && at.cp == run.cp && at.nat == run.nat && at.copy == run.copy &&
-			    at.alloc == run.alloc && at.no_call == run.no_call && at.bwait == run.bwait) {
-				run_ns += hi - lo;
-				continue;
-			}
-			if (run_cause >= 0)
-				part_add(parts, &np, run_cause, &run, run_ns);
-			run = at;
-			run_cause = cause;
-			run_ns = hi - lo;
-		}
-		if (run_cause >= 0)
-			part_add(parts, &np, run_cause, &run, run_ns);
+		gap_parts_by_instants(g, engine, parts, &np);
 	}
 	uint64_t by_cause[AN_CAUSE_N] = {0};
 	for (size_t i = 0; i < np; i++)
