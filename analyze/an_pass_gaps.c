@@ -637,8 +637,19 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 	 * spans' starts): the spans it adds ended by this one's start, which
 	 * gap_consider_span passes over. */
 	if (gs->walk_ok && gs->walk_span_n == gs->span_n && start >= gs->walk_start && end <= gs->walk_later) {
-		for (size_t k = 0; k < gs->walk_n; k++)
-			gap_consider_span(g, &gs->span[gs->walk_slots[k]]);
+		/* Less the spans that ended by its start: nothing to it, nor to
+		 * a later piece reusing the answer (it starts at or after this
+		 * one, now walk_start). */
+		size_t kept = 0;
+		for (size_t k = 0; k < gs->walk_n; k++) {
+			const struct span_ent *sp = &gs->span[gs->walk_slots[k]];
+			if (sp->end <= start)
+				continue;
+			gs->walk_slots[kept++] = gs->walk_slots[k];
+			gap_consider_span(g, sp);
+		}
+		gs->walk_n = kept;
+		gs->walk_start = start;
 		return;
 	}
 	size_t first = span_first_after(gs, start), n = gs->span_n, got = 0;
@@ -653,13 +664,22 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 						    SPAN_RING - got, &later);
 		}
 	}
+	/* Kept without the spans that ended by its start (the ring's max_end
+	 * is a running maximum: many of those handed out did): nothing to
+	 * this piece, nor to a later one reusing the answer. */
+	size_t kept = 0;
+	for (size_t k = 0; k < got; k++) {
+		const struct span_ent *sp = &gs->span[gs->walk_slots[k]];
+		if (sp->end <= start)
+			continue;
+		gs->walk_slots[kept++] = gs->walk_slots[k];
+		gap_consider_span(g, sp);
+	}
 	gs->walk_ok = 1;
-	gs->walk_n = got;
+	gs->walk_n = kept;
 	gs->walk_span_n = n;
 	gs->walk_start = start;
 	gs->walk_later = later;
-	for (size_t k = 0; k < got; k++)
-		gap_consider_span(g, &gs->span[gs->walk_slots[k]]);
 }
 
 /* An idle interval [start, end) of a device: host facts gathered now (API

@@ -95,6 +95,17 @@ void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *b
 		}
 	}
 	ss->first_hint = lo;
+	/* Most pieces lie inside that step, and before the next one begins:
+	 * the whole piece into it (add_share's whole case, inline). */
+	if (lo < v->n) {
+		struct an_step_time *st = VEC_AT(v, struct an_step_time, lo);
+		if (st->begin <= s && e <= st->end &&
+		    (lo + 1 == v->n || VEC_AT(v, struct an_step_time, lo + 1)->begin >= e)) {
+			for (int c = 0; c < AN_CAUSE_N; c++)
+				st->idle_by[c] += by_cause[c];
+			lo = v->n;
+		}
+	}
 	for (; lo < v->n; lo++) {
 		struct an_step_time *st = VEC_AT(v, struct an_step_time, lo);
 		if (st->begin >= e)
