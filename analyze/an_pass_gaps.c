@@ -606,12 +606,10 @@ static size_t span_first_after(struct gaps_state *gs, uint64_t t)
 #undef SPAN_MAX_END_AT
 }
 
-COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
+/* The next slot of queue q (its oldest piece filed when it is full). */
+static inline __attribute__((always_inline)) struct pgap *gap_slot(struct analysis *a, unsigned q)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
-	if (end <= start)
-		return;
-	unsigned q = tmpl->q;
 	struct pgap *queue = gs->gaps + q * PENDING_GAPS;
 	if (gs->gap_n[q] == PENDING_GAPS) {
 		gap_finalize(a, &queue[gs->gap_head[q]]);
@@ -620,7 +618,16 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 	}
 	struct pgap *g = &queue[(gs->gap_head[q] + gs->gap_n[q]) % PENDING_GAPS];
 	gs->gap_n[q]++;
-	pgap_copy(g, tmpl);
+	return g;
+}
+
+/* Piece g, in its queue slot, is [start, end) of its gap, filed under
+ * phase: with the spans that may explain it. */
+static inline __attribute__((always_inline)) void gap_place(struct analysis *a, struct pgap *g, uint64_t start,
+							     uint64_t end, int phase)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	unsigned q = g->q;
 	g->start = start;
 	g->end = end;
 	g->phase = (uint8_t)phase;
@@ -682,6 +689,16 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 	gs->walk_later = later;
 }
 
+/* A piece [start, end) of the gap tmpl (a gap cut at an iteration's mark). */
+COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t start, uint64_t end, int phase)
+{
+	if (end <= start)
+		return;
+	struct pgap *g = gap_slot(a, tmpl->q);
+	pgap_copy(g, tmpl);
+	gap_place(a, g, start, end, phase);
+}
+
 /* An idle interval [start, end) of a device: host facts gathered now (API
  * calls before `end` are all in), cut at iteration boundaries so that each
  * piece counts in its own iteration and the runner's time between
@@ -691,36 +708,40 @@ static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint6
 {
 	struct an_state *st = a->st;
 	struct gaps_state *gs = an_pass_state(a, gaps);
-	struct pgap g;
-	memset(&g, 0, offsetof(struct pgap, calls));
-	g.device = device;
-	g.edge = (uint8_t)edge;
-	g.q = (uint8_t)q;
-	g.kernel_name = gs->gap_kernel_name;
-	g.resume = end;
-	g.gap_start = start;
+	/* A gap no iteration's mark cuts (nearly all) is one piece: made in
+	 * its queue slot, not copied there from a template. */
+	int whole = start < end && !(st->last_iter_end_ts > start && st->last_iter_end_ts <= end) &&
+		    !(st->in_iter && st->iter_begin_ts > start);
+	struct pgap tmpl, *g = whole ? gap_slot(a, q) : &tmpl;
+	memset(g, 0, offsetof(struct pgap, calls));
+	g->device = device;
+	g->edge = (uint8_t)edge;
+	g->q = (uint8_t)q;
+	g->kernel_name = gs->gap_kernel_name;
+	g->resume = end;
+	g->gap_start = start;
 	if (launch) {
-		g.has_launch = 1;
-		g.launch_cp = launch->callpath;
-		g.launch_nat = launch->native;
-		g.launch_ts = launch->ts;
-		g.resume = launch->ts;
-		g.tid = launch->tid;
-		g.has_tid = 1;
+		g->has_launch = 1;
+		g->launch_cp = launch->callpath;
+		g->launch_nat = launch->native;
+		g->launch_ts = launch->ts;
+		g->resume = launch->ts;
+		g->tid = launch->tid;
+		g->has_tid = 1;
 		/* Queued: the call that submitted the next work had returned before
 		 * the GPU ran dry, so the GPU side waited (latency, an event, another
 		 * stream).  A call still running then (a pageable copy staging its
 		 * data, a slow first launch) delivered the work late: the host's. */
-		g.queued = (launch->end ? launch->end : launch->ts) <= start;
+		g->queued = (launch->end ? launch->end : launch->ts) <= start;
 	}
 	size_t n = gs->api_n < API_RING ? gs->api_n : API_RING;
-	if (!g.has_tid && n) {
+	if (!g->has_tid && n) {
 		/* No launch ends it (the tail): the thread that called last. */
 		for (size_t k = 1; k <= n; k++) {
 			const struct api_ent *e = &gs->api[(gs->api_n - k) % API_RING];
 			if (e->ts <= end) {
-				g.tid = e->tid;
-				g.has_tid = 1;
+				g->tid = e->tid;
+				g->has_tid = 1;
 				break;
 			}
 		}
@@ -728,48 +749,52 @@ static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint6
 	/* The responsible thread's calls over the gap, newest first (the ones
 	 * nearest the resume matter most), then turned round in place. */
 	unsigned kept = 0;
-	struct gap_call *tmp = g.calls;
-	for (size_t k = 1; k <= n && kept < GAP_CALLS - 1 && g.has_tid; k++) {
+	struct gap_call *tmp = g->calls;
+	for (size_t k = 1; k <= n && kept < GAP_CALLS - 1 && g->has_tid; k++) {
 		const struct api_ent *e = &gs->api[(gs->api_n - k) % API_RING];
 		if (e->max_end <= start)
 			break;   /* this call and every one before it ended by the gap's start */
-		if (e->tid != g.tid || e->ts >= end || e->end <= start)
+		if (e->tid != g->tid || e->ts >= end || e->end <= start)
 			continue;
 		struct gap_call *c = &tmp[kept++];
 		*c = (struct gap_call){
 			.ts = e->ts, .end = e->end, .callpath = e->callpath, .native = e->native, .sync = e->kind == TBP_K_SYNC,
 			.alloc = e->kind == TBP_K_MALLOC ? AN_ALLOC_MALLOC : e->kind == TBP_K_FREE ? AN_ALLOC_FREE : 0,
 			.copy = e->copy};
-		g.syncs += c->sync;
-		g.allocs += c->alloc != 0;
+		g->syncs += c->sync;
+		g->allocs += c->alloc != 0;
 	}
 	/* Oldest first (usually one or two: no copy of the array). */
 	for (unsigned i = 0, j = kept; i + 1 < j; i++) {
-		struct gap_call x = g.calls[i];
-		g.calls[i] = g.calls[--j];
-		g.calls[j] = x;
+		struct gap_call x = g->calls[i];
+		g->calls[i] = g->calls[--j];
+		g->calls[j] = x;
 	}
-	g.ncalls = kept;
+	g->ncalls = kept;
 	/* From its launch to its start the next work is on its way: launch
 	 * overhead and latency, the launch's. */
 	if (launch)
-		g.calls[g.ncalls++] = (struct gap_call){
+		g->calls[g->ncalls++] = (struct gap_call){
 			.ts = launch->ts, .end = end, .callpath = launch->callpath, .native = launch->native};
 
+	if (whole) {
+		gap_place(a, g, start, end, cur_phase(a));
+		return;
+	}
 	uint64_t t = start;
 	if (st->last_iter_end_ts > t && st->last_iter_end_ts <= end) {
 		uint64_t lo = st->last_iter_begin_ts > t ? st->last_iter_begin_ts : t;
-		gap_piece(a, &g, lo, st->last_iter_end_ts, st->last_iter_phase);
+		gap_piece(a, g, lo, st->last_iter_end_ts, st->last_iter_phase);
 		if (lo > t)
-			gap_piece(a, &g, t, lo, AN_PH_OUTSIDE);
+			gap_piece(a, g, t, lo, AN_PH_OUTSIDE);
 		t = st->last_iter_end_ts;
 	}
 	if (st->in_iter && st->iter_begin_ts > t) {
-		gap_piece(a, &g, t, st->iter_begin_ts < end ? st->iter_begin_ts : end, AN_PH_OUTSIDE);
+		gap_piece(a, g, t, st->iter_begin_ts < end ? st->iter_begin_ts : end, AN_PH_OUTSIDE);
 		t = st->iter_begin_ts;
 	}
 	if (t < end)
-		gap_piece(a, &g, t, end, cur_phase(a));
+		gap_piece(a, g, t, end, cur_phase(a));
 }
 
 __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
