@@ -747,14 +747,23 @@ static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint6
 		}
 	}
 	/* The responsible thread's calls over the gap, newest first (the ones
-	 * nearest the resume matter most), then turned round in place. */
-	unsigned kept = 0;
+	 * nearest the resume matter most), then turned round in place.  The
+	 * newest, when it is the launch itself (its start and line; no copy,
+	 * sync or allocator call), is counted but not kept: the launch's own call added below starts
+	 * as it does, at the same line, and ends at the gap's end, so at any
+	 * instant gap_cause_at answers the same with or without it (nothing
+	 * lies between them).  A launch-bound loop's pieces keep one call. */
+	unsigned kept = 0, seen = 0;
 	struct gap_call *tmp = g->calls;
-	for (size_t k = 1; k <= n && kept < GAP_CALLS - 1 && g->has_tid; k++) {
+	for (size_t k = 1; k <= n && seen < GAP_CALLS - 1 && g->has_tid; k++) {
 		const struct api_ent *e = &gs->api[(gs->api_n - k) % API_RING];
 		if (e->max_end <= start)
 			break;   /* this call and every one before it ended by the gap's start */
 		if (e->tid != g->tid || e->ts >= end || e->end <= start)
+			continue;
+		if (!seen++ && launch && e->ts == launch->ts && e->callpath == launch->callpath &&
+		    e->native == launch->native && !e->copy && e->kind != TBP_K_SYNC && e->kind != TBP_K_MALLOC &&
+		    e->kind != TBP_K_FREE)
 			continue;
 		struct gap_call *c = &tmp[kept++];
 		*c = (struct gap_call){
