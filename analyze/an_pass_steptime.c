@@ -57,15 +57,28 @@ void steptime_end(struct analysis *a, uint64_t t, int phase)
 	steptime_settle(a);
 }
 
+/* to[c] += by_cause[c] for every cause, two at a time. */
+static inline void add_causes(uint64_t *to, const uint64_t *by_cause)
+{
+	typedef uint64_t u64x2 __attribute__((vector_size(16)));
+	_Static_assert(AN_CAUSE_N % 2 == 0, "causes added in pairs");
+	for (int c = 0; c < AN_CAUSE_N; c += 2) {
+		u64x2 x, y;
+		memcpy(&x, &to[c], sizeof x);
+		memcpy(&y, &by_cause[c], sizeof y);
+		x += y;
+		memcpy(&to[c], &x, sizeof x);
+	}
+}
+
 /* A gap piece's idle, split by cause, into the steps it overlaps (the
  * gaps pass cuts pieces at a step's end, not at its begin: a piece may
  * reach back before it), each its share by time; the part in the step
  * still open waits for it in pending (at most a few pieces). */
 static void add_share(uint64_t *to, const uint64_t *by_cause, uint64_t part, uint64_t len)
 {
-	if (part == len) { /* the whole piece: most are inside one step */
-		for (int c = 0; c < AN_CAUSE_N; c++)
-			to[c] += by_cause[c];
+	if (part == len) { /* the whole piece */
+		add_causes(to, by_cause);
 		return;
 	}
 	for (int c = 0; c < AN_CAUSE_N; c++)
@@ -75,8 +88,6 @@ static void add_share(uint64_t *to, const uint64_t *by_cause, uint64_t part, uin
 
 void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *by_cause)
 {
-	if (e <= s)
-		return;
 	struct vec *v = &a->step_times;
 	struct steptime_state *ss = an_pass_state(a, steptime);
 	/* The first step ending after s: pieces come nearly in time order, so
@@ -99,13 +110,16 @@ void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *b
 	 * the whole piece into it (add_share's whole case, inline). */
 	if (lo < v->n) {
 		struct an_step_time *st = VEC_AT(v, struct an_step_time, lo);
-		if (st->begin <= s && e <= st->end &&
+		if (st->begin <= s && s < e && e <= st->end &&
 		    (lo + 1 == v->n || VEC_AT(v, struct an_step_time, lo + 1)->begin >= e)) {
-			for (int c = 0; c < AN_CAUSE_N; c++)
-				st->idle_by[c] += by_cause[c];
+			add_causes(st->idle_by, by_cause);
 			lo = v->n;
 		}
 	}
+	/* (An empty piece is nothing; checked here rather than first, which
+	 * only split the function in two calls.) */
+	if (e <= s)
+		return;
 	for (; lo < v->n; lo++) {
 		struct an_step_time *st = VEC_AT(v, struct an_step_time, lo);
 		if (st->begin >= e)
