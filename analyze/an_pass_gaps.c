@@ -443,6 +443,30 @@ static inline __attribute__((always_inline)) void short_part_add(struct short_pa
  * occurrence's), in the same order. */
 static void gap_file_short(struct analysis *a, const struct pgap *g)
 {
+	/* A launch-bound loop's piece: its launch's call alone, over the
+	 * whole piece (or started after it within a short stretch): one part,
+	 * the launch's, all of its idle (the walk below would find the same). */
+	if (g->ncalls == 1 && g->calls[0].end >= g->end &&
+	    (g->calls[0].ts <= g->start || g->calls[0].ts - g->gap_start < AN_CPU_STRETCH_NS)) {
+		const struct gap_call *c = &g->calls[0];
+		int cause = c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+		uint64_t ns = g->end - g->start;
+		struct an_device *d = get_device(a, g->device);
+		if (d)
+			d->idle_by[g->phase][cause] += ns;
+		uint64_t by_cause[AN_CAUSE_N] = {0};
+		by_cause[cause] = ns;
+		an_publish_idle_explained(a, g->start, g->end, by_cause);
+		struct an_finding *p = idle_part(a, cause, g->phase, c->callpath, c->native);
+		if (p) {
+			p->cause = cause;
+			p->edge = AN_EDGE_NONE;
+			p->total_ns += ns;
+			p->count++;
+			p->device = g->device;
+		}
+		return;
+	}
 	struct short_part parts[2 * GAP_CALLS + 1];
 	size_t np = 0;
 	int engine = -1; /* gap_engine, asked only for a long stretch */
