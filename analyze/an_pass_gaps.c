@@ -77,6 +77,18 @@ struct pgap {
 	struct gap_span spans[GAP_SPANS];
 };
 
+/* The piece's head (all but its calls and spans) zeroed: in 64-byte
+ * stores the compiler writes as a few vector stores (one memset of it all
+ * became a `rep stos`, ~27 instructions a piece). */
+static inline __attribute__((always_inline)) void pgap_clear_head(struct pgap *g)
+{
+	char *p = (char *)g;
+	size_t n = offsetof(struct pgap, calls);
+	for (; n >= 64; p += 64, n -= 64)
+		memset(p, 0, 64);
+	memset(p, 0, n);
+}
+
 /* *dst = *src, but only the calls and spans src has. */
 static inline void pgap_copy(struct pgap *dst, const struct pgap *src)
 {
@@ -737,7 +749,7 @@ static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint6
 	int whole = start < end && !(st->last_iter_end_ts > start && st->last_iter_end_ts <= end) &&
 		    !(st->in_iter && st->iter_begin_ts > start);
 	struct pgap tmpl, *g = whole ? gap_slot(a, q) : &tmpl;
-	memset(g, 0, offsetof(struct pgap, calls));
+	pgap_clear_head(g);
 	g->device = device;
 	g->edge = (uint8_t)edge;
 	g->q = (uint8_t)q;
