@@ -61,14 +61,16 @@ void steptime_end(struct analysis *a, uint64_t t, int phase)
 static inline void add_causes(uint64_t *to, const uint64_t *by_cause)
 {
 	typedef uint64_t u64x2 __attribute__((vector_size(16)));
-	_Static_assert(AN_CAUSE_N % 2 == 0, "causes added in pairs");
-	for (int c = 0; c < AN_CAUSE_N; c += 2) {
+	int c = 0;
+	for (; c + 2 <= AN_CAUSE_N; c += 2) {
 		u64x2 x, y;
 		memcpy(&x, &to[c], sizeof x);
 		memcpy(&y, &by_cause[c], sizeof y);
 		x += y;
 		memcpy(&to[c], &x, sizeof x);
 	}
+	for (; c < AN_CAUSE_N; c++) /* (an odd count's last) */
+		to[c] += by_cause[c];
 }
 
 /* A gap piece's idle, split by cause, into the steps it overlaps (the
