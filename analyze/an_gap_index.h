@@ -121,6 +121,74 @@ done:
 	return n;
 }
 
+/* A span walk's answer kept for the gap pieces after it: a launch-bound
+ * loop's pieces follow each other between two spans' starts, so the walk
+ * would find the same slots again.  It serves a piece [start, end) while no
+ * span came since (the same ring), the piece starts at or after `start` (its
+ * first span that may end after its start is no earlier) and ends at or
+ * before `later` (no other slot of the range starts before its end): the
+ * slots that may overlap it are then among those kept, and the others kept
+ * ended by its start or start at or after its end. */
+struct an_span_walk {
+	int ok;
+	size_t n;       /* slots[0, n), in slot order */
+	size_t span_n;  /* spans come (positions written) when it was found */
+	uint64_t start; /* the latest start of a piece it served */
+	uint64_t later; /* an_span_tree_collect's bound for the other slots */
+	uint16_t slots[AN_SPAN_TREE_SLOTS];
+};
+
+static inline int an_span_walk_holds(const struct an_span_walk *w, size_t span_n, uint64_t start, uint64_t end)
+{
+	return w->ok && w->span_n == span_n && start >= w->start && end <= w->later;
+}
+
+/* A new answer for a piece [start, end): the slots of ring positions
+ * [first, span_n) (position p in slot p % AN_SPAN_TREE_SLOTS; first: the
+ * first that may end after start) whose span starts before end, in slot
+ * order (as a scan of the whole ring meets them, wherever it wrapped). */
+static inline void an_span_walk_find(struct an_span_walk *w, const struct an_span_tree *t, size_t first,
+				     size_t span_n, uint64_t start, uint64_t end)
+{
+	size_t got = 0;
+	uint64_t later = UINT64_MAX;
+	if (first < span_n) {
+		size_t lo = first % AN_SPAN_TREE_SLOTS, hi = span_n % AN_SPAN_TREE_SLOTS;
+		if (lo < hi) {
+			got = an_span_tree_collect(t, lo, hi, end, w->slots, AN_SPAN_TREE_SLOTS, &later);
+		} else { /* wrapped (or the whole ring) */
+			got = an_span_tree_collect(t, 0, hi, end, w->slots, AN_SPAN_TREE_SLOTS, &later);
+			got += an_span_tree_collect(t, lo, AN_SPAN_TREE_SLOTS, end, w->slots + got,
+						    AN_SPAN_TREE_SLOTS - got, &later);
+		}
+	}
+	w->ok = 1;
+	w->n = got;
+	w->span_n = span_n;
+	w->start = start;
+	w->later = later;
+}
+
+/* body for each slot of answer w, bound to slot_var, for a piece starting
+ * at start_, less the slots whose span ended by then (end_at(slot) <=
+ * start_): dropped from the answer as well, which from then on serves
+ * pieces starting at or after start_ only. */
+#define AN_SPAN_WALK_EACH(w, start_, end_at, slot_var, body)                                                  \
+	do {                                                                                                   \
+		struct an_span_walk *w__ = (w);                                                                \
+		uint64_t s__ = (start_);                                                                       \
+		size_t kept__ = 0;                                                                             \
+		for (size_t k__ = 0; k__ < w__->n; k__++) {                                                    \
+			size_t slot_var = w__->slots[k__];                                                     \
+			if (end_at(slot_var) <= s__)                                                           \
+				continue;                                                                      \
+			w__->slots[kept__++] = (uint16_t)slot_var;                                             \
+			body;                                                                                  \
+		}                                                                                              \
+		w__->n = kept__;                                                                               \
+		w__->start = s__;                                                                              \
+	} while (0)
+
 /* The first position in [lo, hi) whose max_end (max_end_at(pos): never
  * decreasing with the position) is after t, else hi: as a binary search
  * over [lo, hi) finds it, but galloping from the last answer, so that a

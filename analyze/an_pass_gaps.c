@@ -676,53 +676,15 @@ static inline __attribute__((always_inline)) void gap_place(struct analysis *a, 
 	 * the first that may end after its start, the ones that start before
 	 * its end (spans come as they end, before the GPU records: the ring
 	 * runs ahead of the gaps).  The last piece's answer serves while it
-	 * holds (a launch-bound loop's pieces follow each other between two
-	 * spans' starts): the spans it adds ended by this one's start, which
-	 * gap_consider_span passes over. */
-	if (gs->walk_ok && gs->walk_span_n == gs->span_n && start >= gs->walk_start && end <= gs->walk_later) {
-		/* Less the spans that ended by its start: nothing to it, nor to
-		 * a later piece reusing the answer (it starts at or after this
-		 * one, now walk_start). */
-		size_t kept = 0;
-		for (size_t k = 0; k < gs->walk_n; k++) {
-			const struct span_ent *sp = &gs->span[gs->walk_slots[k]];
-			if (sp->end <= start)
-				continue;
-			gs->walk_slots[kept++] = gs->walk_slots[k];
-			gap_consider_span(g, sp);
-		}
-		gs->walk_n = kept;
-		gs->walk_start = start;
-		return;
-	}
-	size_t first = span_first_after(gs, start), n = gs->span_n, got = 0;
-	uint64_t later = UINT64_MAX;
-	if (first < n) {
-		size_t lo = first % SPAN_RING, hi = n % SPAN_RING;
-		if (lo < hi) {
-			got = an_span_tree_collect(&gs->span_tree, lo, hi, end, gs->walk_slots, SPAN_RING, &later);
-		} else { /* wrapped (or the whole ring) */
-			got = an_span_tree_collect(&gs->span_tree, 0, hi, end, gs->walk_slots, SPAN_RING, &later);
-			got += an_span_tree_collect(&gs->span_tree, lo, SPAN_RING, end, gs->walk_slots + got,
-						    SPAN_RING - got, &later);
-		}
-	}
-	/* Kept without the spans that ended by its start (the ring's max_end
-	 * is a running maximum: many of those handed out did): nothing to
-	 * this piece, nor to a later one reusing the answer. */
-	size_t kept = 0;
-	for (size_t k = 0; k < got; k++) {
-		const struct span_ent *sp = &gs->span[gs->walk_slots[k]];
-		if (sp->end <= start)
-			continue;
-		gs->walk_slots[kept++] = gs->walk_slots[k];
-		gap_consider_span(g, sp);
-	}
-	gs->walk_ok = 1;
-	gs->walk_n = kept;
-	gs->walk_span_n = n;
-	gs->walk_start = start;
-	gs->walk_later = later;
+	 * holds (an_span_walk): the spans it adds ended by this one's start or
+	 * start after its end, which gap_consider_span passes over; those that
+	 * ended by its start (the ring's max_end is a running maximum: many
+	 * did) leave the answer. */
+	if (!an_span_walk_holds(&gs->walk, gs->span_n, start, end))
+		an_span_walk_find(&gs->walk, &gs->span_tree, span_first_after(gs, start), gs->span_n, start, end);
+#define SPAN_END_AT(slot) (gs->span[slot].end)
+	AN_SPAN_WALK_EACH(&gs->walk, start, SPAN_END_AT, slot, gap_consider_span(g, &gs->span[slot]));
+#undef SPAN_END_AT
 }
 
 /* A piece [start, end) of the gap tmpl (a gap cut at an iteration's mark). */

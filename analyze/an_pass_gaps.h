@@ -53,15 +53,7 @@ struct gaps_state {
 	size_t gap_head[2], gap_n[2];
 	uint64_t api_max_end, span_max_end, gap_max_end[2]; /* the rings' and the queues' latest ends */
 	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
-	/* The last span walk's answer (gap_piece): the slots that start before
-	 * its piece's end among those that may end after its start.  A later
-	 * piece (start at or after walk_start, end at or before walk_later, no
-	 * span come since) has the same spans to consider, or fewer that
-	 * matter: those others ended by its start. */
-	int walk_ok;
-	size_t walk_n, walk_span_n;
-	uint64_t walk_start, walk_later;
-	uint16_t walk_slots[SPAN_RING];
+	struct an_span_walk walk; /* the last span walk's answer (an_gap_index.h) */
 	struct part_slot part_cache[PART_CACHE];
 };
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "an_gap_index.h"
 
@@ -36,6 +37,97 @@ static size_t scan_next(size_t from, size_t end, uint64_t before)
 }
 
 #define MAX_END_AT(pos) (max_end[pos])
+
+/* The span walk's answer kept across pieces (struct an_span_walk) against a
+ * scan for every piece: a ring written position by position (ends mostly
+ * growing, a few long spans), pieces mostly later than the one before, now
+ * and then a span coming between them.  For each piece, the slots handed
+ * out that may overlap it (start before its end, end after its start) must
+ * be exactly those a scan of the ring's positions from the first that may
+ * end after its start finds, in slot order. */
+static uint64_t w_ts[N], w_end[N], w_maxend_pos[8 * N];
+static struct an_span_walk walk;
+
+#define W_END_AT(slot) (w_end[slot])
+#define W_MAXEND_AT(pos) (w_maxend_pos[pos])
+
+static unsigned long walk_checks(unsigned long *bad)
+{
+	unsigned long checks = 0;
+	for (int round = 0; round < 6; round++) {
+		an_span_tree_init(&tree);
+		walk.ok = 0;
+		for (size_t s = 0; s < N; s++)
+			w_ts[s] = UINT64_MAX, w_end[s] = 0;
+		size_t span_n = 0;
+		uint64_t now = 1000, run_max = 0, piece_t = 900;
+		size_t reused = 0, pieces = 0;
+		/* Spans come as they end; the pieces trail behind them. */
+		for (int step = 0; step < 12000; step++) {
+			if (span_n < 64 || next_rand() % (round % 2 == 0 ? 2 : 8) == 0) {
+				now += 1 + next_rand() % 40;
+				uint64_t len = next_rand() % 10 ? 1 + next_rand() % 60 : next_rand() % (now + 1);
+				uint64_t span_ts = now - (len < now ? len : now);
+				size_t slot = span_n % N;
+				w_ts[slot] = span_ts;
+				w_end[slot] = now;
+				an_span_tree_set(&tree, slot, span_ts);
+				if (now > run_max)
+					run_max = now;
+				w_maxend_pos[span_n] = run_max;
+				span_n++;
+				continue;
+			}
+			/* A piece: mostly after the last one, now and then earlier;
+			 * behind the spans, but not far. */
+			if (now > 300 && piece_t < now - 300)
+				piece_t = now - 300;
+			uint64_t start = next_rand() % 8 ? piece_t + next_rand() % 20 : piece_t - next_rand() % 200;
+			uint64_t end = start + 1 + next_rand() % 30;
+			if (start > piece_t)
+				piece_t = start;
+			size_t lo = span_n > N ? span_n - N : 0;
+			tree.first_hint = lo;
+			size_t first = AN_SPAN_FIRST_AFTER(&tree, lo, span_n, start, W_MAXEND_AT);
+			pieces++;
+			if (an_span_walk_holds(&walk, span_n, start, end))
+				reused++;
+			else
+				an_span_walk_find(&walk, &tree, first, span_n, start, end);
+			static uint16_t got[N], want[N];
+			size_t ng = 0, nw = 0;
+			AN_SPAN_WALK_EACH(&walk, start, W_END_AT, slot, {
+				if (w_ts[slot] < end && w_end[slot] > start)
+					got[ng++] = (uint16_t)slot;
+			});
+			/* The positions [first, span_n) are a run of slots mod N:
+			 * those, in slot order. */
+			static unsigned char in_range[N];
+			memset(in_range, 0, sizeof in_range);
+			for (size_t p = first; p < span_n; p++)
+				in_range[p % N] = 1;
+			for (size_t slot = 0; slot < N; slot++)
+				if (in_range[slot] && w_ts[slot] < end && w_end[slot] > start)
+					want[nw++] = (uint16_t)slot;
+			int wrong = ng != nw;
+			for (size_t i = 0; !wrong && i < ng; i++)
+				wrong = got[i] != want[i];
+			checks++;
+			if (wrong) {
+				if (*bad < 5)
+					fprintf(stderr, "walk: piece [%llu,%llu) of %zu spans: %zu slots handed out, a scan finds %zu\n",
+						(unsigned long long)start, (unsigned long long)end, span_n, ng, nw);
+				++*bad;
+			}
+		}
+		if (!reused || reused == pieces) {
+			fprintf(stderr, "walk: round %d reused %zu of %zu answers: the test does not exercise both paths\n",
+				round, reused, pieces);
+			++*bad;
+		}
+	}
+	return checks;
+}
 
 int main(void)
 {
@@ -117,6 +209,7 @@ int main(void)
 			}
 		}
 	}
+	checks += walk_checks(&bad);
 	printf("%lu checks, %lu wrong\n", checks, bad);
 	return bad != 0;
 }
