@@ -701,7 +701,7 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
  * calls before `end` are all in), cut at iteration boundaries so that each
  * piece counts in its own iteration and the runner's time between
  * iterations stays apart. */
-static void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
+static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
 		      const struct corr_ent *launch, int edge, unsigned q)
 {
 	struct an_state *st = a->st;
