@@ -455,9 +455,10 @@ static inline __attribute__((always_inline)) void short_part_add(struct short_pa
  * occurrence's), in the same order. */
 static void gap_file_short(struct analysis *a, const struct pgap *g)
 {
-	/* A launch-bound loop's piece: its launch's call alone, over the
-	 * whole piece (or started after it within a short stretch): one part,
-	 * the launch's, all of its idle (the walk below would find the same). */
+	/* A launch-bound loop's piece: its launch's call alone, to the end of
+	 * the piece at least, begun before the piece or less than a long
+	 * stretch (AN_CPU_STRETCH_NS) after the gap's start: one part, the
+	 * launch's, all of its idle (the walk below would find the same). */
 	if (g->ncalls == 1 && g->calls[0].end >= g->end &&
 	    (g->calls[0].ts <= g->start || g->calls[0].ts - g->gap_start < AN_CPU_STRETCH_NS)) {
 		const struct gap_call *c = &g->calls[0];
