@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "an_pass_steps.h"
+#include "an_steps_detect.h"
 #include "an_ranges.h"
 
 /* A line entered twice may be code before and after another (a single
@@ -43,12 +44,6 @@
 enum { UNIT_NONE = AN_UNIT_NONE, UNIT_OPTIMIZER = AN_UNIT_OPTIMIZER, UNIT_BACKWARD = AN_UNIT_BACKWARD,
        UNIT_FORWARD = AN_UNIT_FORWARD, UNIT_GRAPH = AN_UNIT_GRAPH };
 
-struct item {
-	uint64_t ts, end, w; /* w: its share of the work (items_build) */
-	uint32_t path;       /* index in scan.paths */
-	uint32_t tid;
-	int span;
-};
 
 /* A context's line is entered when its previous item was at another line,
  * or when the line calls again the function it ran first since it was
@@ -71,7 +66,7 @@ struct entry_state {
  * line_callee the line's first callee when it calls several modules, else
  * 0; call: it is a call of that function from the context's frame) enters
  * the line anew.  A running call overrides *line. */
-static int enters(struct entry_state *e, const struct item *it, uint32_t *line, uint64_t below, uint64_t callee,
+static int enters(struct entry_state *e, const struct sd_item *it, uint32_t *line, uint64_t below, uint64_t callee,
 		  uint64_t line_callee, int call)
 {
 	if (!call && it->tid == e->call_tid && it->ts < e->call_end) {
@@ -151,9 +146,16 @@ struct unit_call {
 	int work;      /* it holds work (launches): seen whatever its length */
 };
 
+#define PATH_CACHE 4096 /* slots of scan.path_cache */
+struct path_slot {
+	uint64_t cp1; /* the call path + 1 (0: empty) */
+	uint32_t path;
+};
+
 struct scan {
 	const struct analysis *a;
-	struct item *items;
+	struct path_slot *path_cache;  /* path_of's, PATH_CACHE slots */
+	struct sd_item *items;
 	size_t n;
 	struct vec ctxs, lines, paths; /* struct ctx, loop_line, path_info */
 	struct u64map ctx_idx, line_idx, path_idx;
@@ -161,7 +163,7 @@ struct scan {
 	uint64_t total;                /* the work (items_build) */
 	uint64_t *after;               /* after[i]: the work of items i and later */
 	int cpu;                       /* no work items: a CPU run, whose spans hold the work */
-	struct item *calls;            /* the host's other calls (syncs ...), time order: no work */
+	struct sd_item *calls;            /* the host's other calls (syncs ...), time order: no work */
 	size_t ncalls;
 	uint32_t stamp;                /* steps_end's, for loop_line.call_stamp */
 	uint64_t shortest_span;        /* of the items (items_build; UINT64_MAX: no span) */
@@ -220,7 +222,22 @@ static uint64_t callee_of(const struct analysis *a, const struct an_frame *fr, s
 
 /* The contexts and lines of call path cp's user frames, and its unit call;
  * made on first sight.  Returns its index, UINT32_MAX when out of memory. */
-static uint32_t path_of(struct scan *sc, uint64_t cp)
+static uint32_t path_make(struct scan *sc, uint64_t cp);
+
+/* path_make's answer for call path cp, through a direct-mapped cache: a
+ * loop's items come from a few call paths, over and over. */
+static inline uint32_t path_of(struct scan *sc, uint64_t cp)
+{
+	struct path_slot *slot = &sc->path_cache[(cp ^ cp >> 11) & (PATH_CACHE - 1)];
+	if (slot->cp1 == cp + 1)
+		return slot->path;
+	uint32_t p = path_make(sc, cp);
+	if (p != UINT32_MAX)
+		*slot = (struct path_slot){cp + 1, p};
+	return p;
+}
+
+static uint32_t path_make(struct scan *sc, uint64_t cp)
 {
 	uint64_t *ix = u64map_get(&sc->path_idx, cp);
 	if (ix)
@@ -307,14 +324,14 @@ static const struct path_info *path_at(const struct scan *sc, uint32_t i)
 /* User frames of an item's path that are lines of their context: a span's
  * leaf is the function called, not a line of its body (the call is a line
  * of its caller's). */
-static uint32_t frames_of(const struct item *it, const struct path_info *p)
+static uint32_t frames_of(const struct sd_item *it, const struct path_info *p)
 {
 	return it->span && p->leaf_user ? p->n - 1 : p->n;
 }
 
 /* The item's line in context ci (UINT32_MAX: not in it), and in *below
  * the function it runs under that frame. */
-static uint32_t line_in(const struct item *it, const struct path_info *p, uint32_t ci, uint64_t *below)
+static uint32_t line_in(const struct sd_item *it, const struct path_info *p, uint32_t ci, uint64_t *below)
 {
 	for (uint32_t k = 0, n = frames_of(it, p); k < n; k++)
 		if (p->ctx[k] == ci) {
@@ -326,7 +343,7 @@ static uint32_t line_in(const struct item *it, const struct path_info *p, uint32
 
 /* The function item `it` (of path p) calls under context ci's frame, named
  * to the module (callee_of); 0 when it is not in ci. */
-static uint64_t callee_in(const struct item *it, const struct path_info *p, uint32_t ci)
+static uint64_t callee_in(const struct sd_item *it, const struct path_info *p, uint32_t ci)
 {
 	for (uint32_t k = 0, n = frames_of(it, p); k < n; k++)
 		if (p->ctx[k] == ci)
@@ -342,9 +359,9 @@ static uint64_t callee_in(const struct item *it, const struct path_info *p, uint
  * call). */
 static uint64_t call_callee(const struct scan *sc, size_t i, uint32_t ci)
 {
-	const struct item *c = &sc->items[i];
+	const struct sd_item *c = &sc->items[i];
 	for (size_t j = i + 1, seen = 0; j < sc->n && sc->items[j].ts < c->end && seen < 64; j++) {
-		const struct item *it = &sc->items[j];
+		const struct sd_item *it = &sc->items[j];
 		if (it->tid != c->tid)
 			continue;
 		seen++;
@@ -366,7 +383,7 @@ static uint64_t line_callee(const struct scan *sc, uint32_t line)
 
 static int item_cmp(const void *x, const void *y)
 {
-	const struct item *a = x, *b = y;
+	const struct sd_item *a = x, *b = y;
 	if (a->ts != b->ts)
 		return a->ts < b->ts ? -1 : 1;
 	/* A span before the work inside it that starts at the same time. */
@@ -403,7 +420,7 @@ static uint64_t outside_imports(const struct vec *imports, uint64_t b, uint64_t 
 
 static int span_tid_cmp(const void *x, const void *y)
 {
-	const struct item *a = *(const struct item *const *)x, *b = *(const struct item *const *)y;
+	const struct sd_item *a = *(const struct sd_item *const *)x, *b = *(const struct sd_item *const *)y;
 	if (a->tid != b->tid)
 		return a->tid < b->tid ? -1 : 1;
 	return item_cmp(a, b);
@@ -432,15 +449,15 @@ static int cpu_work(struct scan *sc)
 		}
 	}
 	imports->n = merged;
-	struct item **by_thread = malloc((sc->n ? sc->n : 1) * sizeof *by_thread);
+	struct sd_item **by_thread = malloc((sc->n ? sc->n : 1) * sizeof *by_thread);
 	if (!by_thread)
 		return -1;
 	for (size_t i = 0; i < sc->n; i++)
 		by_thread[i] = &sc->items[i];
 	qsort(by_thread, sc->n, sizeof *by_thread, span_tid_cmp);
 	for (size_t i = 0; i < sc->n; i++) {
-		struct item *it = by_thread[i];
-		const struct item *next = i + 1 < sc->n ? by_thread[i + 1] : NULL;
+		struct sd_item *it = by_thread[i];
+		const struct sd_item *next = i + 1 < sc->n ? by_thread[i + 1] : NULL;
 		if (next && next->tid == it->tid && next->ts < it->end)
 			continue; /* a span starts inside it */
 		/* The program's calls: the interpreter's start (site) and exit
@@ -453,6 +470,29 @@ static int cpu_work(struct scan *sc)
 		sc->total += it->w;
 	}
 	free(by_thread);
+	return 0;
+}
+
+/* v: nw work items in start order (unless records came out of order), then
+ * ns spans in end order; all into start order, as a stable sort of v would
+ * put them (an_steps_detect.h). */
+static int items_order(struct sd_item *v, size_t nw, size_t ns)
+{
+	int sorted = sd_items_unordered(v, nw) == nw;
+	size_t need = ns > (sorted ? 0 : nw) ? ns : (sorted ? 0 : nw);
+	if (!need)
+		return 0;
+	struct sd_item *tmp = malloc(need * sizeof *tmp);
+	if (!tmp)
+		return -1;
+	if (!sorted)
+		sd_items_sort(v, nw, tmp);
+	if (ns) {
+		sd_items_sort(v + nw, ns, tmp);
+		memcpy(tmp, v + nw, ns * sizeof *tmp);
+		sd_items_merge_into(v, nw, tmp, ns);
+	}
+	free(tmp);
 	return 0;
 }
 
@@ -482,13 +522,14 @@ static int items_build(struct scan *sc)
 			if (p == UINT32_MAX)
 				return -1;
 			uint64_t w = k ? 0 : api_only ? (s->end > s->ts ? s->end - s->ts : 0) : s->gpu_ns;
-			sc->items[sc->n++] = (struct item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .w = w,
+			sc->items[sc->n++] = (struct sd_item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .w = w,
 							   .path = p, .tid = s->tid, .span = k};
 		}
 	}
 	if (sc->cpu && cpu_work(sc))
 		return -1;
-	qsort(sc->items, sc->n, sizeof *sc->items, item_cmp);
+	if (items_order(sc->items, ss->work.n, sc->n - ss->work.n))
+		return -1;
 	sc->shortest_span = UINT64_MAX;
 	for (size_t i = 0; i < sc->n; i++)
 		if (sc->items[i].span && sc->items[i].end - sc->items[i].ts < sc->shortest_span)
@@ -500,10 +541,11 @@ static int items_build(struct scan *sc)
 		uint32_t p = path_of(sc, s->cp);
 		if (p == UINT32_MAX)
 			return -1;
-		sc->calls[sc->ncalls++] = (struct item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .path = p,
+		sc->calls[sc->ncalls++] = (struct sd_item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .path = p,
 							.tid = s->tid};
 	}
-	qsort(sc->calls, sc->ncalls, sizeof *sc->calls, item_cmp);
+	if (items_order(sc->calls, sc->ncalls, 0))
+		return -1;
 	if (!sc->cpu)
 		sc->total = api_only ? host : gpu;
 	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
@@ -515,7 +557,7 @@ static int items_build(struct scan *sc)
 }
 
 /* The item is a call from context ci's frame (enters). */
-static int call_from(const struct item *it, const struct path_info *p, uint32_t ci)
+static int call_from(const struct sd_item *it, const struct path_info *p, uint32_t ci)
 {
 	return it->span && p->caller_ctx == ci;
 }
@@ -533,7 +575,7 @@ static void lines_count(struct scan *sc)
 {
 	uint64_t shortest = sc->shortest_span;
 	for (size_t i = 0; i < sc->n; i++) {
-		const struct item *it = &sc->items[i];
+		const struct sd_item *it = &sc->items[i];
 		const struct path_info *p = path_at(sc, it->path);
 		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
 			/* Modules only: a loop's own line calls other functions in turn
@@ -552,7 +594,7 @@ static void lines_count(struct scan *sc)
 		}
 	}
 	for (size_t i = 0; i < sc->n; i++) {
-		const struct item *it = &sc->items[i];
+		const struct sd_item *it = &sc->items[i];
 		const struct path_info *p = path_at(sc, it->path);
 		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
 			struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, p->ctx[k]);
@@ -630,7 +672,7 @@ static int units_find(struct scan *sc)
 	} th[64];
 	size_t nth = 0;
 	for (size_t i = 0; i < sc->n; i++) {
-		const struct item *it = &sc->items[i];
+		const struct sd_item *it = &sc->items[i];
 		const struct path_info *p = path_at(sc, it->path);
 		size_t t = 0;
 		while (t < nth && th[t].tid != it->tid)
@@ -759,11 +801,31 @@ static int units_find(struct scan *sc)
 
 /* ------------------------------------------------------------ candidates */
 
+/* to = a copy of from's items (to.item as from's); -1: out of memory */
+static int vec_copy(struct vec *to, const struct vec *from)
+{
+	if (to->cap < from->n) {
+		void *d = realloc(to->data, (from->n ? from->n : 1) * from->item);
+		if (!d)
+			return -1;
+		to->data = d;
+		to->cap = from->n;
+	}
+	if (from->n)
+		memcpy(to->data, from->data, from->n * from->item);
+	to->n = from->n;
+	return 0;
+}
+
 struct cand {
 	struct vec steps;  /* struct an_step */
 	uint64_t covered;  /* of the work from its first step on (from) */
 	uint64_t from;
 	uint32_t ctx, head;
+	/* iterations' answer before grouping, kept for the steps' ends (steps_end) */
+	struct vec iters;  /* struct an_step */
+	struct vec ends;   /* struct an_step: {step index, stop} */
+	uint32_t tid;
 };
 
 /* A step that ends with its own work (the loop's last, or one followed by
@@ -786,7 +848,7 @@ static uint64_t calls_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t 
 			hi = m;
 	}
 	for (size_t i = lo; i < sc->ncalls && sc->calls[i].ts < stop; i++) {
-		const struct item *c = &sc->calls[i];
+		const struct sd_item *c = &sc->calls[i];
 		if (c->tid != tid)
 			continue;
 		const struct path_info *p = path_at(sc, c->path);
@@ -820,7 +882,7 @@ static void steps_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t tid,
 	const struct an_step *last = VEC_AT(out, struct an_step, li);
 	sc->stamp++;
 	for (size_t i = 0; i < sc->ncalls && sc->calls[i].ts < last->begin; i++) {
-		const struct item *c = &sc->calls[i];
+		const struct sd_item *c = &sc->calls[i];
 		uint64_t below;
 		uint32_t line;
 		if (c->tid == tid && c->ts >= VEC_AT(out, struct an_step, 0)->begin &&
@@ -839,13 +901,16 @@ static void steps_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t tid,
  * outside the context before that (on the loop's thread, the code after the
  * loop's body: an evaluation pass, a checkpoint), to the end of the
  * iteration's own last item; the last one ends before a line no earlier
- * iteration entered (the code after the loop).  With calls, a step that so
- * ends with its own work runs on to the end of the host calls that follow
- * it at the loop's lines (calls_end): the loop found, measured. */
-static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out, int calls)
+ * iteration entered (the code after the loop).  The steps that so end with
+ * their own work into *ends ({step index, stop}), and the loop's thread into
+ * *loop_tid: for the loop found, such a step runs on to the end of the host
+ * calls that follow it at the loop's lines (steps_end), whatever loops were
+ * tried after it (they set first_iter of their own contexts' lines only). */
+static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out, struct vec *ends,
+		      uint32_t *loop_tid)
 {
-	struct vec ends = {.item = sizeof(struct an_step)}; /* {step index, stop} of steps ending with their work */
 	out->n = 0;
+	ends->n = 0;
 	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
 	     l = VEC_AT(&sc->lines, struct loop_line, l)->next)
 		VEC_AT(&sc->lines, struct loop_line, l)->first_iter = UINT32_MAX;
@@ -855,7 +920,7 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 	uint64_t last_end = 0;
 	size_t last_begin_item = 0;
 	for (size_t i = 0; i < sc->n; i++) {
-		const struct item *it = &sc->items[i];
+		const struct sd_item *it = &sc->items[i];
 		const struct path_info *p = path_at(sc, it->path);
 		uint64_t below;
 		uint32_t line = line_in(it, p, ci, &below);
@@ -864,7 +929,7 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 				struct an_step *s = VEC_AT(out, struct an_step, out->n - 1);
 				s->end = last_end > s->begin ? last_end : s->begin + 1;
 				open = 0;
-				struct an_step *own = calls ? vec_push(&ends) : NULL;
+				struct an_step *own = vec_push(ends);
 				if (own)
 					*own = (struct an_step){out->n - 1, it->ts};
 			}
@@ -878,10 +943,8 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			if (open)
 				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
 			struct an_step *s = vec_push(out);
-			if (!s) {
-				vec_free(&ends);
+			if (!s)
 				return -1;
-			}
 			s->begin = it->ts;
 			open = 1;
 			tid = it->tid;
@@ -896,10 +959,9 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		if (l->first_iter == UINT32_MAX)
 			l->first_iter = (uint32_t)(out->n - 1);
 	}
-	if (!out->n) {
-		vec_free(&ends);
+	*loop_tid = tid;
+	if (!out->n)
 		return 0;
-	}
 	struct an_step *last = VEC_AT(out, struct an_step, out->n - 1);
 	uint32_t li = (uint32_t)(out->n - 1);
 	if (open) { /* to the end of its own work, before the code after the loop */
@@ -924,14 +986,34 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 				end = sc->items[i].end;
 		}
 		last->end = end;
-		struct an_step *own = calls ? vec_push(&ends) : NULL;
+		struct an_step *own = vec_push(ends);
 		if (own)
 			*own = (struct an_step){li, stop};
 	}
-	if (calls)
-		steps_end(sc, ci, head, tid, out, &ends);
-	vec_free(&ends);
 	return 0;
+}
+
+/* The first item from index `from` on that starts at or after t (items in
+ * start order): galloping, then a binary search. */
+static size_t item_at(const struct scan *sc, size_t from, uint64_t t)
+{
+	size_t lo = from, hi, step = 1;
+	if (lo >= sc->n || sc->items[lo].ts >= t)
+		return lo;
+	for (hi = lo + 1; hi < sc->n && sc->items[hi].ts < t; hi = lo + step) {
+		lo = hi;
+		step *= 2;
+	}
+	if (hi > sc->n)
+		hi = sc->n;
+	while (hi - lo > 1) { /* items[lo] starts before t; items[hi], if any, not */
+		size_t m = lo + (hi - lo) / 2;
+		if (sc->items[m].ts < t)
+			lo = m;
+		else
+			hi = m;
+	}
+	return hi;
 }
 
 /* The work inside the steps (of the items starting in one), and in *from
@@ -958,10 +1040,10 @@ static uint64_t covered(const struct scan *sc, const struct vec *steps, uint64_t
 	*from = sc->after[lo];
 	for (size_t k = 0; k < steps->n; k++) {
 		const struct an_step *s = VEC_AT(steps, struct an_step, k);
-		while (i < sc->n && sc->items[i].ts < s->begin)
-			i++;
-		for (; i < sc->n && sc->items[i].ts < s->end; i++)
-			w += sc->items[i].w;
+		i = item_at(sc, i, s->begin);
+		size_t j = item_at(sc, i, s->end);
+		w += sc->after[i] - sc->after[j];
+		i = j;
 	}
 	return w;
 }
@@ -1052,10 +1134,8 @@ static int group_by_units(const struct scan *sc, struct vec *steps)
 		size_t i = 0, nw = 0;
 		for (size_t k = 0; k < steps->n; k++) {
 			const struct an_step *st = VEC_AT(steps, struct an_step, k);
-			while (i < sc->n && sc->items[i].ts < st->begin)
-				i++;
-			for (size_t j = i; j < sc->n && sc->items[j].ts < st->end; j++)
-				work[k] += sc->items[j].w;
+			i = item_at(sc, i, st->begin);
+			work[k] = sc->after[i] - sc->after[item_at(sc, i, st->end)];
 		}
 		uint64_t *with = malloc((steps->n ? steps->n : 1) * sizeof *with);
 		for (size_t k = 0; with && k < steps->n; k++)
@@ -1136,7 +1216,9 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 {
 	const struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
 	uint64_t need = sc->units.n ? sc->units.n : LOOP_MIN;
-	struct vec steps = {.item = sizeof(struct an_step)};
+	struct vec steps = {.item = sizeof(struct an_step)}, iters = {.item = sizeof(struct an_step)},
+		   ends = {.item = sizeof(struct an_step)};
+	uint32_t tid = 0;
 	unsigned tried = 0;
 	int rc = 0;
 	/* The most entries of a line of the context that is seen each time it
@@ -1164,9 +1246,15 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 		     (hl->entries < sure || (sc->units.n && sure >= need && hl->entries != sure))))
 			continue;
 		tried++;
-		if (iterations(sc, ci, h, &steps, 0)) {
+		if (iterations(sc, ci, h, &steps, &ends, &tid)) {
 			rc = -1;
 			break;
+		}
+		if (sc->units.n) { /* (grouped below, in place) */
+			if (vec_copy(&iters, &steps)) {
+				rc = -1;
+				break;
+			}
 		}
 		if (steps.n < LOOP_MIN || (sc->units.n && !group_by_units(sc, &steps)))
 			continue;
@@ -1185,15 +1273,29 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 		if (better) {
 			struct vec keep = best->steps;
 			best->steps = steps;
+			steps = keep;
+			if (sc->units.n) {
+				keep = best->iters;
+				best->iters = iters;
+				iters = keep;
+			} else if (vec_copy(&best->iters, &best->steps)) {
+				rc = -1;
+				break;
+			}
+			keep = best->ends;
+			best->ends = ends;
+			ends = keep;
+			best->tid = tid;
 			best->covered = cov;
 			best->from = from;
 			best->ctx = ci;
 			best->head = h;
-			steps = keep;
 		}
 		break;
 	}
 	vec_free(&steps);
+	vec_free(&iters);
+	vec_free(&ends);
 	return rc;
 }
 
@@ -1215,6 +1317,7 @@ static int find_loop(struct scan *sc, struct cand *best)
 
 static void scan_free(struct scan *sc)
 {
+	free(sc->path_cache);
 	free(sc->items);
 	free(sc->after);
 	free(sc->calls);
@@ -1259,9 +1362,10 @@ void steps_detect(struct analysis *a)
 	}
 	struct scan sc = {.a = a, .ctxs.item = sizeof(struct ctx), .lines.item = sizeof(struct loop_line),
 			  .paths.item = sizeof(struct path_info), .units.item = sizeof(struct unit_call)};
-	struct cand best = {.steps.item = sizeof(struct an_step)};
+	struct cand best = {.steps.item = sizeof(struct an_step), .iters.item = sizeof(struct an_step),
+			    .ends.item = sizeof(struct an_step)};
 	a->steps.none = "no loop found";
-	if (items_build(&sc) || (lines_count(&sc), units_find(&sc)) || !sc.total)
+	if (!(sc.path_cache = calloc(PATH_CACHE, sizeof *sc.path_cache)) || items_build(&sc) || (lines_count(&sc), units_find(&sc)) || !sc.total)
 		goto out;
 	if (find_loop(&sc, &best))
 		goto out;
@@ -1282,8 +1386,10 @@ void steps_detect(struct analysis *a)
 	/* The loop's steps measured to the end of their host calls (an .item()
 	 * closing the last step is the last step's, as every earlier step's is
 	 * its own): grouped again as found. */
-	if (iterations(&sc, best.ctx, best.head, &best.steps, 1) ||
-	    (sc.units.n && !group_by_units(&sc, &best.steps)) || !best.steps.n)
+	if (vec_copy(&best.steps, &best.iters))
+		goto out;
+	steps_end(&sc, best.ctx, best.head, best.tid, &best.steps, &best.ends);
+	if ((sc.units.n && !group_by_units(&sc, &best.steps)) || !best.steps.n)
 		goto out;
 	a->steps.none = NULL;
 	a->steps.source = AN_STEPS_DETECTED;
@@ -1295,5 +1401,7 @@ void steps_detect(struct analysis *a)
 	best.steps = (struct vec){0};
 out:
 	vec_free(&best.steps);
+	vec_free(&best.iters);
+	vec_free(&best.ends);
 	scan_free(&sc);
 }
