@@ -66,7 +66,7 @@ struct entry_state {
  * line_callee the line's first callee when it calls several modules, else
  * 0; call: it is a call of that function from the context's frame) enters
  * the line anew.  A running call overrides *line. */
-static int enters(struct entry_state *e, const struct sd_item *it, uint32_t *line, uint64_t below, uint64_t callee,
+static inline __attribute__((always_inline)) int enters(struct entry_state *e, const struct sd_item *it, uint32_t *line, uint64_t below, uint64_t callee,
 		  uint64_t line_callee, int call)
 {
 	if (!call && it->tid == e->call_tid && it->ts < e->call_end) {
@@ -152,7 +152,33 @@ struct path_slot {
 	uint32_t path;
 };
 
+/* One kind of item (span or not) of one call path, index sd_item.var: what
+ * is read of its frames at each item, made once. */
+struct pvar {
+	uint64_t w;           /* the work of its items */
+	size_t first;         /* its first item's index */
+	int seen;             /* it has items */
+	uint32_t nf;          /* frames_of */
+	uint32_t callee_todo; /* frames (bit k) whose callee lines_count notes at the next item */
+};
+/* vline[]: the item is not in the context; neither, and it is the user's
+ * code outside it (ivar.outside); it is a call from the context's frame
+ * (the line: ivar.line).  Else the line, the walks' common case.  None is
+ * UINT32_MAX, entry_state's "no line yet". */
+enum { VLINE_NONE = UINT32_MAX - 1, VLINE_OUTSIDE = UINT32_MAX - 2, VLINE_CALL = UINT32_MAX - 3 };
+struct ivar {               /* its frame in the context the walk is of (ivars_for) */
+	uint64_t below, callee, line_callee;
+	uint32_t line;
+	uint8_t in;           /* it has a frame in the context (line_in) */
+	uint8_t call;         /* a call from it (call_from) */
+	uint8_t outside;      /* else, the user's code outside it (a complete path of user frames) */
+};
+
+
 struct scan {
+	struct pvar *pvars;            /* lines_count's, 2 per path: sd_item.var */
+	struct ivar *ivars;            /* ivars_for()'s, the same */
+	uint32_t *vline;               /* the same: its line there, or VLINE_* (ivars_for) */
 	const struct analysis *a;
 	struct path_slot *path_cache;  /* path_of's, PATH_CACHE slots */
 	struct sd_item *items;
@@ -326,7 +352,7 @@ static const struct path_info *path_at(const struct scan *sc, uint32_t i)
  * of its caller's). */
 static uint32_t frames_of(const struct sd_item *it, const struct path_info *p)
 {
-	return it->span && p->leaf_user ? p->n - 1 : p->n;
+	return sd_item_span(it) && p->leaf_user ? p->n - 1 : p->n;
 }
 
 /* The item's line in context ci (UINT32_MAX: not in it), and in *below
@@ -365,7 +391,7 @@ static uint64_t call_callee(const struct scan *sc, size_t i, uint32_t ci)
 		if (it->tid != c->tid)
 			continue;
 		seen++;
-		uint64_t callee = callee_in(it, path_at(sc, it->path), ci);
+		uint64_t callee = callee_in(it, path_at(sc, sd_item_path(it)), ci);
 		if (callee)
 			return callee;
 	}
@@ -463,7 +489,7 @@ static int cpu_work(struct scan *sc)
 		/* The program's calls: the interpreter's start (site) and exit
 		 * (finalizers) have none of its frames; torch.distributed's
 		 * (rendezvous, DDP's set-up, collectives) wait on other ranks. */
-		const struct path_info *p = path_at(sc, it->path);
+		const struct path_info *p = path_at(sc, sd_item_path(it));
 		if (!p->n || p->distributed)
 			continue;
 		it->w = outside_imports(imports, it->ts, it->end);
@@ -496,6 +522,101 @@ static int items_order(struct sd_item *v, size_t nw, size_t ns)
 	return 0;
 }
 
+/* Items from the steps pass's kept ones (v: its work or spans), `span` set
+ * or not, into out; -1 when a call path cannot be made (out of memory). */
+static int items_from(struct scan *sc, const struct vec *v, int span, int api_only, struct sd_item *out)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		const struct step_item *s = VEC_AT(v, struct step_item, i);
+		uint32_t p = path_of(sc, s->cp);
+		if (p == UINT32_MAX)
+			return -1;
+		uint64_t w = span ? 0 : api_only ? (s->end > s->ts ? s->end - s->ts : 0) : s->gpu_ns;
+		out[i] = (struct sd_item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .w = w,
+					  .var = 2 * p + (uint32_t)span, .tid = s->tid};
+	}
+	return 0;
+}
+
+/* The work (its items in start order, unless records came out of order)
+ * and the spans (in end order) into sc->items in start order, as a stable
+ * sort of the work followed by the spans would put them (an_steps_detect.h),
+ * each with its share of the work: GPU time; an API-only trace's call time.
+ * The spans are sorted and merged in as the work's items are made; call
+ * paths are made in the order of the items kept, the work's then the
+ * spans', as the contexts' order (find_loop's) depends on it.  1: the work
+ * is out of order (nothing made but paths of the work's first items). */
+static int items_merge(struct scan *sc, uint64_t *gpu_out, uint64_t *host_out)
+{
+	const struct steps_state *ss = an_pass_state(sc->a, steps);
+	size_t nw = ss->work.n, ns = ss->spans.n;
+	struct sd_item *sp = malloc((2 * ns + 1) * sizeof *sp);
+	uint32_t *pos = malloc((ns + 1) * sizeof *pos);
+	int rc = -1;
+	if (!sp || !pos)
+		goto out;
+	uint64_t shortest = UINT64_MAX;
+	for (size_t j = 0; j < ns; j++) { /* (w: its place in ss->spans, for its call path below) */
+		const struct step_item *s = VEC_AT(&ss->spans, struct step_item, j);
+		sp[j] = (struct sd_item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .w = j, .tid = s->tid};
+		if (sp[j].end - sp[j].ts < shortest)
+			shortest = sp[j].end - sp[j].ts;
+	}
+	sd_items_sort(sp, ns, sp + ns);
+	sp[ns] = (struct sd_item){.ts = UINT64_MAX, .end = 0}; /* after every item */
+	struct sd_item *items = sc->items;
+	const struct step_item *work = ss->work.data;
+	uint64_t gpu = 0, host = 0, last_ts = 0, last_end = UINT64_MAX;
+	size_t j = 0, k = 0;
+	for (size_t i = 0; i < nw; i++) {
+		const struct step_item *s = &work[i];
+		uint64_t ts = s->ts, end = s->end < ts ? ts : s->end;
+		if (ts < last_ts || (ts == last_ts && end > last_end)) {
+			rc = 1;
+			goto out;
+		}
+		last_ts = ts;
+		last_end = end;
+		uint32_t p = path_of(sc, s->cp);
+		if (p == UINT32_MAX)
+			goto out;
+		gpu += s->gpu_ns;
+		for (; sp[j].ts < ts || (sp[j].ts == ts && sp[j].end > end); j++) {
+			pos[sp[j].w] = (uint32_t)k;
+			items[k] = sp[j];
+			items[k++].w = 0;
+		}
+		items[k++] = (struct sd_item){.ts = ts, .end = end, .w = s->gpu_ns, .var = 2 * p, .tid = s->tid};
+	}
+	for (; j < ns; j++) {
+		pos[sp[j].w] = (uint32_t)k;
+		items[k] = sp[j];
+		items[k++].w = 0;
+	}
+	if (!gpu) /* (the calls' time is the work then) */
+		for (size_t i = 0; i < nw; i++)
+			host += work[i].end > work[i].ts ? work[i].end - work[i].ts : 0;
+	for (j = 0; j < ns; j++) {
+		uint32_t p = path_of(sc, VEC_AT(&ss->spans, struct step_item, j)->cp);
+		if (p == UINT32_MAX)
+			goto out;
+		items[pos[j]].var = 2 * p + 1;
+	}
+	if (!gpu && nw) /* API only: the calls' time is the work */
+		for (size_t i = 0; i < k; i++)
+			if (!sd_item_span(&items[i]))
+				items[i].w = items[i].end - items[i].ts;
+	sc->n = k;
+	sc->shortest_span = shortest;
+	*gpu_out = gpu;
+	*host_out = host;
+	rc = 0;
+out:
+	free(sp);
+	free(pos);
+	return rc;
+}
+
 /* The work and the spans in time order, each with its share of the work:
  * GPU time; an API-only trace's call time; a CPU run's (no work at all)
  * time in its innermost spans (cpu_work). */
@@ -504,36 +625,34 @@ static int items_build(struct scan *sc)
 	const struct analysis *a = sc->a;
 	const struct steps_state *ss = an_pass_state(a, steps);
 	size_t n = ss->work.n + ss->spans.n;
-	if (!(sc->items = malloc((n ? n : 1) * sizeof *sc->items)))
+	if (n >= UINT32_MAX || !(sc->items = malloc((n ? n : 1) * sizeof *sc->items)))
 		return -1;
 	uint64_t gpu = 0, host = 0;
-	for (size_t i = 0; i < ss->work.n; i++) {
-		const struct step_item *s = VEC_AT(&ss->work, struct step_item, i);
-		gpu += s->gpu_ns;
-		host += s->end > s->ts ? s->end - s->ts : 0;
+	sc->cpu = !ss->work.n;
+	int rc = sc->cpu ? 1 : items_merge(sc, &gpu, &host);
+	if (rc < 0)
+		return -1;
+	if (rc) { /* a CPU run (its spans' work, cpu_work), or the work out of order */
+		for (size_t i = 0; i < ss->work.n; i++) {
+			const struct step_item *s = VEC_AT(&ss->work, struct step_item, i);
+			gpu += s->gpu_ns;
+			host += s->end > s->ts ? s->end - s->ts : 0;
+		}
+		int api_only = !gpu && ss->work.n;
+		if (items_from(sc, &ss->work, 0, api_only, sc->items) ||
+		    items_from(sc, &ss->spans, 1, api_only, sc->items + ss->work.n))
+			return -1;
+		sc->n = n;
+		if (sc->cpu && cpu_work(sc))
+			return -1;
+		if (items_order(sc->items, ss->work.n, sc->n - ss->work.n))
+			return -1;
+		sc->shortest_span = UINT64_MAX;
+		for (size_t i = 0; i < sc->n; i++)
+			if (sd_item_span(&sc->items[i]) && sc->items[i].end - sc->items[i].ts < sc->shortest_span)
+				sc->shortest_span = sc->items[i].end - sc->items[i].ts;
 	}
 	int api_only = !gpu && ss->work.n;
-	sc->cpu = !ss->work.n;
-	for (int k = 0; k < 2; k++) {
-		const struct vec *v = k ? &ss->spans : &ss->work;
-		for (size_t i = 0; i < v->n; i++) {
-			const struct step_item *s = VEC_AT(v, struct step_item, i);
-			uint32_t p = path_of(sc, s->cp);
-			if (p == UINT32_MAX)
-				return -1;
-			uint64_t w = k ? 0 : api_only ? (s->end > s->ts ? s->end - s->ts : 0) : s->gpu_ns;
-			sc->items[sc->n++] = (struct sd_item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .w = w,
-							   .path = p, .tid = s->tid, .span = k};
-		}
-	}
-	if (sc->cpu && cpu_work(sc))
-		return -1;
-	if (items_order(sc->items, ss->work.n, sc->n - ss->work.n))
-		return -1;
-	sc->shortest_span = UINT64_MAX;
-	for (size_t i = 0; i < sc->n; i++)
-		if (sc->items[i].span && sc->items[i].end - sc->items[i].ts < sc->shortest_span)
-			sc->shortest_span = sc->items[i].end - sc->items[i].ts;
 	if (!(sc->calls = malloc((ss->calls.n ? ss->calls.n : 1) * sizeof *sc->calls)))
 		return -1;
 	for (size_t i = 0; i < ss->calls.n; i++) {
@@ -541,7 +660,7 @@ static int items_build(struct scan *sc)
 		uint32_t p = path_of(sc, s->cp);
 		if (p == UINT32_MAX)
 			return -1;
-		sc->calls[sc->ncalls++] = (struct sd_item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .path = p,
+		sc->calls[sc->ncalls++] = (struct sd_item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .var = 2 * p,
 							.tid = s->tid};
 	}
 	if (items_order(sc->calls, sc->ncalls, 0))
@@ -556,10 +675,89 @@ static int items_build(struct scan *sc)
 	return 0;
 }
 
+/* A loop whose iterations may hold most of the work from its first step
+ * on: the context's own work does, from its first item on. */
+static int ctx_may_hold(const struct scan *sc, const struct ctx *c)
+{
+	return c->w && 2 * c->w >= sc->after[c->first_item];
+}
+
 /* The item is a call from context ci's frame (enters). */
 static int call_from(const struct sd_item *it, const struct path_info *p, uint32_t ci)
 {
-	return it->span && p->caller_ctx == ci;
+	return sd_item_span(it) && p->caller_ctx == ci;
+}
+
+/* sc->ivars for context ci: each kind of item's frame there. */
+static const struct ivar *ivars_for(struct scan *sc, uint32_t ci)
+{
+	struct ivar *ivs = sc->ivars;
+	for (size_t v = 0; v < 2 * sc->paths.n; v++) {
+		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
+		struct sd_item probe = {.var = (uint32_t)v};
+		uint64_t below = 0;
+		uint32_t line = line_in(&probe, p, ci, &below);
+		ivs[v] = (struct ivar){.in = line != UINT32_MAX, .outside = p->n && p->complete};
+		if (line == UINT32_MAX) {
+			sc->vline[v] = ivs[v].outside ? VLINE_OUTSIDE : VLINE_NONE;
+			continue;
+		}
+		ivs[v].line = line;
+		ivs[v].below = below;
+		ivs[v].callee = callee_in(&probe, p, ci);
+		ivs[v].line_callee = line_callee(sc, line);
+		ivs[v].call = (uint8_t)call_from(&probe, p, ci);
+		sc->vline[v] = ivs[v].call ? VLINE_CALL : line;
+	}
+	return ivs;
+}
+
+/* Context ci's lines entered (lines_count). */
+static void ctx_lines(struct scan *sc, uint32_t ci)
+{
+	const struct ivar *ivs = ivars_for(sc, ci);
+	struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
+	struct loop_line *lines = sc->lines.data;
+	const uint32_t *vline = sc->vline;
+	struct entry_state e = c->entry;
+	uint64_t shortest = sc->shortest_span;
+	for (size_t i = 0; i < sc->n; i++) {
+		const struct sd_item *it = &sc->items[i];
+		uint32_t fl = vline[it->var];
+		/* Most items: no call, at the line last entered (or inside a call
+		 * running from it): nothing entered (enters). */
+		if (fl < VLINE_CALL) {
+			uint32_t line = it->tid == e.call_tid && it->ts < e.call_end ? e.call_line : fl;
+			if (line == e.prev_line) {
+				if (!sd_item_span(it))
+					lines[line].work = 1;
+				continue;
+			}
+		} else if (fl != VLINE_CALL) {
+			continue;
+		}
+		const struct ivar *iv = &ivs[it->var];
+		uint32_t line = iv->line;
+		uint64_t callee = iv->callee;
+		if (!callee && iv->call)
+			callee = call_callee(sc, i, ci);
+		int entered = enters(&e, it, &line, iv->below, callee, iv->line_callee, iv->call);
+		struct loop_line *l = &lines[line];
+		if (!sd_item_span(it))
+			l->work = 1;
+		if (!entered)
+			continue;
+		if (sd_item_span(it) && 2 * (it->end - it->ts) < 3 * shortest)
+			l->short_entry = 1;
+		if (!l->entries++) {
+			if (c->last_line == UINT32_MAX)
+				c->first_line = line;
+			else
+				lines[c->last_line].next = line;
+			c->last_line = line;
+		}
+	}
+	c->entry = e;
 }
 
 /* Each context's lines entered, in time order (enters).  A line entered by
@@ -571,20 +769,44 @@ static int call_from(const struct sd_item *it, const struct path_info *p, uint32
  * Such a line is no head when another line of its context, seen each time
  * (entered by longer spans, or launching work), was entered more often
  * (ctx_candidate). */
-static void lines_count(struct scan *sc)
+static int lines_count(struct scan *sc)
 {
-	uint64_t shortest = sc->shortest_span;
+	size_t nv = 2 * sc->paths.n;
+	if (sc->lines.n >= VLINE_CALL)
+		return -1;
+	struct pvar *pvs = sc->pvars = calloc(nv ? nv : 1, sizeof *pvs);
+	if (!pvs || !(sc->ivars = calloc(nv ? nv : 1, sizeof *sc->ivars)) ||
+	    !(sc->vline = calloc(nv ? nv : 1, sizeof *sc->vline)))
+		return -1;
+	for (size_t v = 0; v < nv; v++) {
+		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
+		uint32_t nf = (v & 1) && p->leaf_user ? p->n - 1 : p->n; /* frames_of */
+		pvs[v].nf = nf;
+		/* Modules only: a loop's own line calls other functions in turn
+		 * (`for x in loader`: the loader's __iter__ at each epoch, its
+		 * __next__ at each iteration), and its iterations enter it.  A
+		 * callee the path names is noted at its first item (again, it
+		 * changes nothing); one named by what runs inside the call
+		 * (call_callee), at every item. */
+		for (uint32_t k = 0; k < nf; k++)
+			if ((p->module_call >> k & 1) && (p->callee[k] || ((v & 1) && p->caller_ctx == p->ctx[k])))
+				pvs[v].callee_todo |= 1u << k;
+	}
 	for (size_t i = 0; i < sc->n; i++) {
 		const struct sd_item *it = &sc->items[i];
-		const struct path_info *p = path_at(sc, it->path);
-		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
-			/* Modules only: a loop's own line calls other functions in turn
-			 * (`for x in loader`: the loader's __iter__ at each epoch, its
-			 * __next__ at each iteration), and its iterations enter it. */
-			if (!(p->module_call >> k & 1))
-				continue;
+		struct pvar *pv = &pvs[it->var];
+		pv->w += it->w;
+		if (!pv->seen) {
+			pv->first = i;
+			pv->seen = 1;
+		}
+		for (uint32_t m = pv->callee_todo; m; m &= m - 1) {
+			const struct path_info *p = path_at(sc, sd_item_path(it));
+			uint32_t k = (uint32_t)__builtin_ctz(m);
 			uint64_t callee = p->callee[k];
-			if (!callee && call_from(it, p, p->ctx[k]))
+			if (callee)
+				pv->callee_todo &= ~(1u << k);
+			else
 				callee = call_callee(sc, i, p->ctx[k]);
 			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, p->line[k]);
 			if (callee && !l->first_callee)
@@ -593,38 +815,28 @@ static void lines_count(struct scan *sc)
 				l->many_callees = 1;
 		}
 	}
-	for (size_t i = 0; i < sc->n; i++) {
-		const struct sd_item *it = &sc->items[i];
-		const struct path_info *p = path_at(sc, it->path);
-		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
+	/* Each context's work and first item, from its call paths'. */
+	for (size_t v = 0; v < nv; v++) {
+		const struct pvar *pv = &pvs[v];
+		if (!pv->seen)
+			continue;
+		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
+		for (uint32_t k = 0; k < pv->nf; k++) {
 			struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, p->ctx[k]);
-			if (!c->seen) {
-				c->first_item = i;
+			c->w += pv->w;
+			if (!c->seen || pv->first < c->first_item) {
+				c->first_item = pv->first;
 				c->seen = 1;
-			}
-			c->w += it->w;
-			uint32_t line = p->line[k];
-			int call = call_from(it, p, p->ctx[k]);
-			uint64_t callee = p->callee[k];
-			if (!callee && call)
-				callee = call_callee(sc, i, p->ctx[k]);
-			int entered = enters(&c->entry, it, &line, p->below[k], callee, line_callee(sc, line), call);
-			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
-			if (!it->span)
-				l->work = 1;
-			if (!entered)
-				continue;
-			if (it->span && 2 * (it->end - it->ts) < 3 * shortest)
-				l->short_entry = 1;
-			if (!l->entries++) {
-				if (c->last_line == UINT32_MAX)
-					c->first_line = line;
-				else
-					VEC_AT(&sc->lines, struct loop_line, c->last_line)->next = line;
-				c->last_line = line;
 			}
 		}
 	}
+	/* Lines are counted in the contexts whose loop may hold most of the
+	 * work from its first step on (find_loop): only theirs are read.  One
+	 * walk of the items per context: each context's entries are its own. */
+	for (uint32_t ci = 0; ci < sc->ctxs.n; ci++)
+		if (ctx_may_hold(sc, VEC_AT(&sc->ctxs, struct ctx, ci)))
+			ctx_lines(sc, ci);
+	return 0;
 }
 
 /* ------------------------------------------------------------ units */
@@ -671,9 +883,20 @@ static int units_find(struct scan *sc)
 		int open;
 	} th[64];
 	size_t nth = 0;
+	/* Each call path's unit call, read at every item. */
+	struct unit_of {
+		uint64_t site;
+		uint8_t kind, complete;
+	} *units = malloc((sc->paths.n ? sc->paths.n : 1) * sizeof *units);
+	if (!units)
+		return -1;
+	for (size_t k = 0; k < sc->paths.n; k++) {
+		const struct path_info *p = path_at(sc, (uint32_t)k);
+		units[k] = (struct unit_of){.site = p->unit_site, .kind = p->unit_kind, .complete = (uint8_t)p->complete};
+	}
 	for (size_t i = 0; i < sc->n; i++) {
 		const struct sd_item *it = &sc->items[i];
-		const struct path_info *p = path_at(sc, it->path);
+		const struct unit_of *p = &units[sd_item_path(it)];
 		size_t t = 0;
 		while (t < nth && th[t].tid != it->tid)
 			t++;
@@ -682,34 +905,35 @@ static int units_find(struct scan *sc)
 				continue; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
 			th[nth++] = (typeof(th[0])){.tid = it->tid};
 		}
-		/* Inside the open call, a path cut by the tracer's depth (torch.compile's first call nests
-		 * deeper than 32 frames) names no user site of its own: it is that call's. */
-		if (!p->complete && th[t].open && it->ts < th[t].end)
-			continue;
-		if (!p->unit_kind) {
+		if (!p->kind) { /* (inside the open call or not: it ends it only from its end on) */
 			if (th[t].open && it->ts >= th[t].end)
 				th[t].open = 0;
 			continue;
 		}
+		/* Inside the open call, a path cut by the tracer's depth (torch.compile's first call nests
+		 * deeper than 32 frames) names no user site of its own: it is that call's. */
+		if (!p->complete && th[t].open && it->ts < th[t].end)
+			continue;
 		/* One call: its span's path and the paths of the work inside it
 		 * name it by different lines (the function's first, the line
 		 * running), so by its call site. */
-		if (th[t].open && th[t].site == p->unit_site && th[t].kind == p->unit_kind) {
+		if (th[t].open && th[t].site == p->site && th[t].kind == p->kind) {
 			if (it->end > th[t].end)
 				th[t].end = it->end;
 			struct unit_call *c = VEC_AT(&calls, struct unit_call, th[t].call);
 			c->end = th[t].end;
-			c->work |= !it->span;
+			c->work |= !sd_item_span(it);
 			continue;
 		}
 		struct unit_call *c = vec_push(&calls);
 		if (!c) {
 			vec_free(&calls);
+			free(units);
 			return -1;
 		}
-		*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->unit_site, .kind = p->unit_kind,
-					.work = !it->span};
-		th[t] = (typeof(th[0])){.tid = it->tid, .site = p->unit_site, .kind = p->unit_kind, .end = it->end,
+		*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->site, .kind = p->kind,
+					.work = !sd_item_span(it)};
+		th[t] = (typeof(th[0])){.tid = it->tid, .site = p->site, .kind = p->kind, .end = it->end,
 					.call = calls.n - 1, .open = 1};
 	}
 	/* Calls per (kind, site). */
@@ -786,9 +1010,12 @@ static int units_find(struct scan *sc)
 					*u = *c;
 			}
 		}
-		/* The contexts the loop can be: those on the units' paths. */
-		for (size_t i = 0; i < sc->n; i++) {
-			const struct path_info *p = path_at(sc, sc->items[i].path);
+		/* The contexts the loop can be: those on the units' paths (of
+		 * items: the paths of host calls aside). */
+		for (size_t v = 0; v < 2 * sc->paths.n; v++) {
+			if (!sc->pvars[v].seen)
+				continue;
+			const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
 			if (p->unit_kind == best->kind && p->unit_site == best->site)
 				for (uint32_t k = 0; k < p->n; k++)
 					VEC_AT(&sc->ctxs, struct ctx, p->ctx[k])->unit_path = 1;
@@ -796,6 +1023,7 @@ static int units_find(struct scan *sc)
 	}
 	vec_free(&sites);
 	vec_free(&calls);
+	free(units);
 	return rc;
 }
 
@@ -851,7 +1079,7 @@ static uint64_t calls_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t 
 		const struct sd_item *c = &sc->calls[i];
 		if (c->tid != tid)
 			continue;
-		const struct path_info *p = path_at(sc, c->path);
+		const struct path_info *p = path_at(sc, sd_item_path(c));
 		uint64_t below;
 		uint32_t line = line_in(c, p, ci, &below);
 		if (line == UINT32_MAX) {
@@ -886,7 +1114,7 @@ static void steps_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t tid,
 		uint64_t below;
 		uint32_t line;
 		if (c->tid == tid && c->ts >= VEC_AT(out, struct an_step, 0)->begin &&
-		    (line = line_in(c, path_at(sc, c->path), ci, &below)) != UINT32_MAX)
+		    (line = line_in(c, path_at(sc, sd_item_path(c)), ci, &below)) != UINT32_MAX)
 			VEC_AT(&sc->lines, struct loop_line, line)->call_stamp = sc->stamp;
 	}
 	for (size_t k = 0; k < ends->n; k++) {
@@ -914,6 +1142,8 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
 	     l = VEC_AT(&sc->lines, struct loop_line, l)->next)
 		VEC_AT(&sc->lines, struct loop_line, l)->first_iter = UINT32_MAX;
+	const struct ivar *ivs = ivars_for(sc, ci);
+	const uint32_t *vline = sc->vline;
 	struct entry_state e = {.prev_line = UINT32_MAX};
 	uint32_t tid = 0;
 	int open = 0;
@@ -921,11 +1151,20 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 	size_t last_begin_item = 0;
 	for (size_t i = 0; i < sc->n; i++) {
 		const struct sd_item *it = &sc->items[i];
-		const struct path_info *p = path_at(sc, it->path);
-		uint64_t below;
-		uint32_t line = line_in(it, p, ci, &below);
-		if (line == UINT32_MAX) {
-			if (open && it->tid == tid && p->n && p->complete) {
+		uint32_t fl = vline[it->var];
+		/* Most items: no call, at the line last entered (or inside a call
+		 * running from it): nothing entered, and the line's first_iter
+		 * was set at the context's item before (the same line, the same
+		 * step open or not). */
+		if (fl < VLINE_CALL &&
+		    (it->tid == e.call_tid && it->ts < e.call_end ? e.call_line : fl) == e.prev_line) {
+			if (open && it->end > last_end)
+				last_end = it->end;
+			continue;
+		}
+		const struct ivar *iv = &ivs[it->var];
+		if (!iv->in) {
+			if (open && it->tid == tid && iv->outside) {
 				struct an_step *s = VEC_AT(out, struct an_step, out->n - 1);
 				s->end = last_end > s->begin ? last_end : s->begin + 1;
 				open = 0;
@@ -935,11 +1174,11 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			}
 			continue;
 		}
-		int call = call_from(it, p, ci);
-		uint64_t callee = callee_in(it, p, ci);
-		if (!callee && call)
+		uint32_t line = iv->line;
+		uint64_t callee = iv->callee;
+		if (!callee && iv->call)
 			callee = call_callee(sc, i, ci);
-		if (enters(&e, it, &line, below, callee, line_callee(sc, line), call) && line == head) {
+		if (enters(&e, it, &line, iv->below, callee, iv->line_callee, iv->call) && line == head) {
 			if (open)
 				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
 			struct an_step *s = vec_push(out);
@@ -968,16 +1207,14 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		uint64_t end = last->begin + 1, stop = UINT64_MAX;
 		struct entry_state le = {.prev_line = UINT32_MAX};
 		for (size_t i = last_begin_item; i < sc->n; i++) {
-			const struct path_info *p = path_at(sc, sc->items[i].path);
-			uint64_t below;
-			uint32_t line = line_in(&sc->items[i], p, ci, &below);
-			if (line == UINT32_MAX)
+			const struct ivar *iv = &ivs[sc->items[i].var];
+			if (!iv->in)
 				continue;
-			int call = call_from(&sc->items[i], p, ci);
-			uint64_t callee = callee_in(&sc->items[i], p, ci);
-			if (!callee && call)
+			uint32_t line = iv->line;
+			uint64_t callee = iv->callee;
+			if (!callee && iv->call)
 				callee = call_callee(sc, i, ci);
-			enters(&le, &sc->items[i], &line, below, callee, line_callee(sc, line), call);
+			enters(&le, &sc->items[i], &line, iv->below, callee, iv->line_callee, iv->call);
 			if (li && line != head && VEC_AT(&sc->lines, struct loop_line, line)->first_iter == li) {
 				stop = sc->items[i].ts;
 				break;
@@ -1305,9 +1542,7 @@ static int find_loop(struct scan *sc, struct cand *best)
 		const struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
 		if (sc->units.n && !c->unit_path)
 			continue;
-		/* A loop whose iterations may hold most of the work from its first
-		 * step on: the context's own work does, from its first item on. */
-		if (!c->w || 2 * c->w < sc->after[c->first_item])
+		if (!ctx_may_hold(sc, c))
 			continue;
 		if (ctx_candidate(sc, (uint32_t)ci, best))
 			return -1;
@@ -1317,6 +1552,9 @@ static int find_loop(struct scan *sc, struct cand *best)
 
 static void scan_free(struct scan *sc)
 {
+	free(sc->pvars);
+	free(sc->ivars);
+	free(sc->vline);
 	free(sc->path_cache);
 	free(sc->items);
 	free(sc->after);
@@ -1365,7 +1603,8 @@ void steps_detect(struct analysis *a)
 	struct cand best = {.steps.item = sizeof(struct an_step), .iters.item = sizeof(struct an_step),
 			    .ends.item = sizeof(struct an_step)};
 	a->steps.none = "no loop found";
-	if (!(sc.path_cache = calloc(PATH_CACHE, sizeof *sc.path_cache)) || items_build(&sc) || (lines_count(&sc), units_find(&sc)) || !sc.total)
+	if (!(sc.path_cache = calloc(PATH_CACHE, sizeof *sc.path_cache)) || items_build(&sc) || lines_count(&sc) ||
+	    units_find(&sc) || !sc.total)
 		goto out;
 	if (find_loop(&sc, &best))
 		goto out;

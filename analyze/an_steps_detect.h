@@ -18,10 +18,19 @@
 
 struct sd_item {
 	uint64_t ts, end, w; /* w: its share of the work (items_build) */
-	uint32_t path;       /* index in scan.paths */
+	uint32_t var;        /* 2 * its call path's index in scan.paths + 1 for a span */
 	uint32_t tid;
-	int span;
 };
+
+static inline uint32_t sd_item_path(const struct sd_item *it)
+{
+	return it->var >> 1;
+}
+
+static inline int sd_item_span(const struct sd_item *it)
+{
+	return (int)(it->var & 1);
+}
 
 /* a goes strictly before b: it starts earlier, or at the same time and
  * ends later (a span before the work inside it that starts with it). */

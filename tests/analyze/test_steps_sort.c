@@ -59,9 +59,8 @@ static void item_at(struct sd_item *it, uint64_t range, size_t place, int span)
 	it->ts = rnd(range);
 	it->end = it->ts + rnd(range / 4 + 2);
 	it->w = place;
-	it->path = (uint32_t)rnd(7);
+	it->var = (uint32_t)rnd(7) << 1 | (uint32_t)span;
 	it->tid = (uint32_t)rnd(3);
-	it->span = span;
 }
 
 /* nw work items in a given shape, ns spans in end order: the detection's
