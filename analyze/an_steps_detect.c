@@ -110,6 +110,7 @@ struct ctx {
 	uint64_t w;          /* the work of its items */
 	size_t first_item;   /* its first item's index */
 	int seen;            /* first_item is set */
+	int counted;         /* its lines' entries are counted (ctx_lines) */
 	int unit_path;       /* on the call path of a unit call */
 	uint32_t first_line; /* lines of the context, in the order first entered: a list through loop_line.next */
 	uint32_t last_line;
@@ -157,7 +158,7 @@ struct path_slot {
 struct pvar {
 	uint64_t w;           /* the work of its items */
 	size_t first;         /* its first item's index */
-	int seen;             /* it has items */
+	size_t count;         /* its items */
 	uint32_t nf;          /* frames_of */
 	uint32_t callee_todo; /* frames (bit k) whose callee lines_count notes at the next item */
 };
@@ -667,11 +668,6 @@ static int items_build(struct scan *sc)
 		return -1;
 	if (!sc->cpu)
 		sc->total = api_only ? host : gpu;
-	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
-		return -1;
-	sc->after[sc->n] = 0;
-	for (size_t i = sc->n; i-- > 0;)
-		sc->after[i] = sc->after[i + 1] + sc->items[i].w;
 	return 0;
 }
 
@@ -712,15 +708,110 @@ static const struct ivar *ivars_for(struct scan *sc, uint32_t ci)
 	return ivs;
 }
 
-/* Context ci's lines entered (lines_count). */
-static void ctx_lines(struct scan *sc, uint32_t ci)
+/* Item i of context ci's, at ivar iv there: the line it enters, if any. */
+static inline __attribute__((always_inline)) void ctx_line_item(struct scan *sc, uint32_t ci, struct ctx *c,
+								 struct entry_state *e, size_t i,
+				 const struct ivar *iv)
 {
+	struct loop_line *lines = sc->lines.data;
+	const struct sd_item *it = &sc->items[i];
+	uint32_t line = iv->line;
+	uint64_t callee = iv->callee;
+	if (!callee && iv->call)
+		callee = call_callee(sc, i, ci);
+	int entered = enters(e, it, &line, iv->below, callee, iv->line_callee, iv->call);
+	struct loop_line *l = &lines[line];
+	if (!sd_item_span(it))
+		l->work = 1;
+	if (!entered)
+		return;
+	if (sd_item_span(it) && 2 * (it->end - it->ts) < 3 * sc->shortest_span)
+		l->short_entry = 1;
+	if (!l->entries++) {
+		if (c->last_line == UINT32_MAX)
+			c->first_line = line;
+		else
+			lines[c->last_line].next = line;
+		c->last_line = line;
+	}
+}
+
+static int index_cmp(const void *x, const void *y)
+{
+	size_t a = *(const size_t *)x, b = *(const size_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* A context whose items are all at one line (the <module> frame's call of
+ * main()): once the line is entered, only a call from it can enter it again
+ * (an item inside a call runs at the calling line, this one), and it holds
+ * work if an item that is no span is at it.  Its entries from its first item
+ * and its calls: when every kind of call has one item, those alone (events:
+ * room for 1 + the kinds); else a walk that skips all but calls.  0: the
+ * context has more lines than one. */
+static int ctx_one_line(struct scan *sc, uint32_t ci, const struct ivar *ivs, size_t *events)
+{
+	uint32_t line = UINT32_MAX;
+	size_t first = SIZE_MAX, ne = 0;
+	int calls_single = 1, work = 0;
+	for (size_t v = 0; v < 2 * sc->paths.n; v++) {
+		const struct pvar *pv = &sc->pvars[v];
+		if (!pv->count || !ivs[v].in)
+			continue;
+		if (line != UINT32_MAX && ivs[v].line != line)
+			return 0;
+		line = ivs[v].line;
+		if (pv->first < first)
+			first = pv->first;
+		work |= !(v & 1);
+		if (ivs[v].call) {
+			if (pv->count == 1)
+				events[ne++] = pv->first;
+			else
+				calls_single = 0;
+		}
+	}
+	if (line == UINT32_MAX)
+		return 1; /* (no items: none entered) */
+	struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
+	struct entry_state e = c->entry;
+	if (calls_single) {
+		events[ne++] = first;
+		qsort(events, ne, sizeof *events, index_cmp);
+		for (size_t k = 0; k < ne; k++)
+			if (!k || events[k] != events[k - 1])
+				ctx_line_item(sc, ci, c, &e, events[k], &ivs[sc->items[events[k]].var]);
+	} else {
+		const uint32_t *vline = sc->vline;
+		for (size_t i = first; i < sc->n; i++) {
+			uint32_t fl = vline[sc->items[i].var];
+			if (fl == e.prev_line || fl > VLINE_CALL)
+				continue;
+			ctx_line_item(sc, ci, c, &e, i, &ivs[sc->items[i].var]);
+		}
+	}
+	if (work)
+		VEC_AT(&sc->lines, struct loop_line, line)->work = 1;
+	c->entry = e;
+	return 1;
+}
+
+/* Context ci's lines entered (lines_count). */
+static int ctx_lines(struct scan *sc, uint32_t ci)
+{
+	VEC_AT(&sc->ctxs, struct ctx, ci)->counted = 1;
 	const struct ivar *ivs = ivars_for(sc, ci);
+	size_t *events = malloc((2 * sc->paths.n + 1) * sizeof *events);
+	if (!events)
+		return -1;
+	int one = ctx_one_line(sc, ci, ivs, events);
+	free(events);
+	if (one)
+		return 0;
 	struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
 	struct loop_line *lines = sc->lines.data;
 	const uint32_t *vline = sc->vline;
 	struct entry_state e = c->entry;
-	uint64_t shortest = sc->shortest_span;
 	for (size_t i = 0; i < sc->n; i++) {
 		const struct sd_item *it = &sc->items[i];
 		uint32_t fl = vline[it->var];
@@ -736,28 +827,32 @@ static void ctx_lines(struct scan *sc, uint32_t ci)
 		} else if (fl != VLINE_CALL) {
 			continue;
 		}
-		const struct ivar *iv = &ivs[it->var];
-		uint32_t line = iv->line;
-		uint64_t callee = iv->callee;
-		if (!callee && iv->call)
-			callee = call_callee(sc, i, ci);
-		int entered = enters(&e, it, &line, iv->below, callee, iv->line_callee, iv->call);
-		struct loop_line *l = &lines[line];
-		if (!sd_item_span(it))
-			l->work = 1;
-		if (!entered)
-			continue;
-		if (sd_item_span(it) && 2 * (it->end - it->ts) < 3 * shortest)
-			l->short_entry = 1;
-		if (!l->entries++) {
-			if (c->last_line == UINT32_MAX)
-				c->first_line = line;
-			else
-				lines[c->last_line].next = line;
-			c->last_line = line;
-		}
+		ctx_line_item(sc, ci, c, &e, i, &ivs[it->var]);
 	}
 	c->entry = e;
+	return 0;
+}
+
+/* The callees of module calls item i's frames name (lines_count): a line
+ * calling several modules enters at its first only (line_callee). */
+static void callees_note(struct scan *sc, size_t i)
+{
+	const struct sd_item *it = &sc->items[i];
+	struct pvar *pv = &sc->pvars[it->var];
+	const struct path_info *p = path_at(sc, sd_item_path(it));
+	for (uint32_t m = pv->callee_todo; m; m &= m - 1) {
+		uint32_t k = (uint32_t)__builtin_ctz(m);
+		uint64_t callee = p->callee[k];
+		if (callee)
+			pv->callee_todo &= ~(1u << k);
+		else
+			callee = call_callee(sc, i, p->ctx[k]);
+		struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, p->line[k]);
+		if (callee && !l->first_callee)
+			l->first_callee = callee;
+		else if (callee && callee != l->first_callee)
+			l->many_callees = 1;
+	}
 }
 
 /* Each context's lines entered, in time order (enters).  A line entered by
@@ -792,33 +887,57 @@ static int lines_count(struct scan *sc)
 			if ((p->module_call >> k & 1) && (p->callee[k] || ((v & 1) && p->caller_ctx == p->ctx[k])))
 				pvs[v].callee_todo |= 1u << k;
 	}
-	for (size_t i = 0; i < sc->n; i++) {
+	/* after[] and each kind's work, first item and count. */
+	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
+		return -1;
+	sc->after[sc->n] = 0;
+	for (size_t i = sc->n; i-- > 0;) {
 		const struct sd_item *it = &sc->items[i];
 		struct pvar *pv = &pvs[it->var];
+		sc->after[i] = sc->after[i + 1] + it->w;
 		pv->w += it->w;
-		if (!pv->seen) {
-			pv->first = i;
-			pv->seen = 1;
-		}
-		for (uint32_t m = pv->callee_todo; m; m &= m - 1) {
-			const struct path_info *p = path_at(sc, sd_item_path(it));
-			uint32_t k = (uint32_t)__builtin_ctz(m);
-			uint64_t callee = p->callee[k];
-			if (callee)
-				pv->callee_todo &= ~(1u << k);
-			else
-				callee = call_callee(sc, i, p->ctx[k]);
-			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, p->line[k]);
-			if (callee && !l->first_callee)
-				l->first_callee = callee;
-			else if (callee && callee != l->first_callee)
-				l->many_callees = 1;
-		}
+		pv->first = i;
+		pv->count++;
 	}
+	/* The items that note callees, in time order: each kind's first, and
+	 * every item of a kind whose calls are named by what runs inside them
+	 * (note 2). */
+	uint8_t *note = calloc(nv ? nv : 1, 1);
+	size_t *firsts = malloc((nv ? nv : 1) * sizeof *firsts), nfirst = 0;
+	int every = 0;
+	if (!note || !firsts) {
+		free(note);
+		free(firsts);
+		return -1;
+	}
+	for (size_t v = 0; v < nv; v++) {
+		if (!pvs[v].count || !pvs[v].callee_todo)
+			continue;
+		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
+		note[v] = 1;
+		for (uint32_t m = pvs[v].callee_todo; m; m &= m - 1)
+			if (!p->callee[__builtin_ctz(m)])
+				note[v] = 2;
+		every |= note[v] == 2;
+		firsts[nfirst++] = pvs[v].first;
+	}
+	if (every) {
+		for (size_t i = 0; i < sc->n; i++) {
+			uint32_t v = sc->items[i].var;
+			if (note[v] && (note[v] == 2 || i == pvs[v].first))
+				callees_note(sc, i);
+		}
+	} else {
+		qsort(firsts, nfirst, sizeof *firsts, index_cmp);
+		for (size_t k = 0; k < nfirst; k++)
+			callees_note(sc, firsts[k]);
+	}
+	free(note);
+	free(firsts);
 	/* Each context's work and first item, from its call paths'. */
 	for (size_t v = 0; v < nv; v++) {
 		const struct pvar *pv = &pvs[v];
-		if (!pv->seen)
+		if (!pv->count)
 			continue;
 		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
 		for (uint32_t k = 0; k < pv->nf; k++) {
@@ -830,12 +949,8 @@ static int lines_count(struct scan *sc)
 			}
 		}
 	}
-	/* Lines are counted in the contexts whose loop may hold most of the
-	 * work from its first step on (find_loop): only theirs are read.  One
-	 * walk of the items per context: each context's entries are its own. */
-	for (uint32_t ci = 0; ci < sc->ctxs.n; ci++)
-		if (ctx_may_hold(sc, VEC_AT(&sc->ctxs, struct ctx, ci)))
-			ctx_lines(sc, ci);
+	/* Lines are counted (ctx_lines) when find_loop considers a context: one
+	 * walk of the items per context, each context's entries its own. */
 	return 0;
 }
 
@@ -1013,7 +1128,7 @@ static int units_find(struct scan *sc)
 		/* The contexts the loop can be: those on the units' paths (of
 		 * items: the paths of host calls aside). */
 		for (size_t v = 0; v < 2 * sc->paths.n; v++) {
-			if (!sc->pvars[v].seen)
+			if (!sc->pvars[v].count)
 				continue;
 			const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
 			if (p->unit_kind == best->kind && p->unit_site == best->site)
@@ -1539,11 +1654,17 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 static int find_loop(struct scan *sc, struct cand *best)
 {
 	for (size_t ci = 0; ci < sc->ctxs.n; ci++) {
-		const struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
+		struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
 		if (sc->units.n && !c->unit_path)
 			continue;
 		if (!ctx_may_hold(sc, c))
 			continue;
+		/* A loop deeper than the one found is never better (ctx_candidate):
+		 * its lines need not be counted. */
+		if (best->steps.n && c->depth > VEC_AT(&sc->ctxs, struct ctx, best->ctx)->depth)
+			continue;
+		if (!c->counted && ctx_lines(sc, (uint32_t)ci))
+			return -1;
 		if (ctx_candidate(sc, (uint32_t)ci, best))
 			return -1;
 	}
