@@ -891,6 +891,19 @@ static int lines_count(struct scan *sc)
 	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
 		return -1;
 	sc->after[sc->n] = 0;
+	/* The items that note callees, in time order (callees_note): each
+	 * kind's first, and every item of a kind whose calls are named by what
+	 * runs inside them (`every`: listed in the walk below, latest first). */
+	uint8_t *every = calloc(nv ? nv : 1, 1);
+	if (!every)
+		return -1;
+	for (size_t v = 0; v < nv; v++) {
+		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
+		for (uint32_t m = pvs[v].callee_todo; m; m &= m - 1)
+			if (!p->callee[__builtin_ctz(m)])
+				every[v] = 1;
+	}
+	struct vec notes = {.item = sizeof(size_t)};
 	for (size_t i = sc->n; i-- > 0;) {
 		const struct sd_item *it = &sc->items[i];
 		struct pvar *pv = &pvs[it->var];
@@ -898,42 +911,41 @@ static int lines_count(struct scan *sc)
 		pv->w += it->w;
 		pv->first = i;
 		pv->count++;
-	}
-	/* The items that note callees, in time order: each kind's first, and
-	 * every item of a kind whose calls are named by what runs inside them
-	 * (note 2). */
-	uint8_t *note = calloc(nv ? nv : 1, 1);
-	size_t *firsts = malloc((nv ? nv : 1) * sizeof *firsts), nfirst = 0;
-	int every = 0;
-	if (!note || !firsts) {
-		free(note);
-		free(firsts);
-		return -1;
-	}
-	for (size_t v = 0; v < nv; v++) {
-		if (!pvs[v].count || !pvs[v].callee_todo)
-			continue;
-		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
-		note[v] = 1;
-		for (uint32_t m = pvs[v].callee_todo; m; m &= m - 1)
-			if (!p->callee[__builtin_ctz(m)])
-				note[v] = 2;
-		every |= note[v] == 2;
-		firsts[nfirst++] = pvs[v].first;
-	}
-	if (every) {
-		for (size_t i = 0; i < sc->n; i++) {
-			uint32_t v = sc->items[i].var;
-			if (note[v] && (note[v] == 2 || i == pvs[v].first))
-				callees_note(sc, i);
+		if (__builtin_expect(every[it->var], 0)) {
+			size_t *at = vec_push(&notes);
+			if (!at) {
+				free(every);
+				vec_free(&notes);
+				return -1;
+			}
+			*at = i;
 		}
-	} else {
-		qsort(firsts, nfirst, sizeof *firsts, index_cmp);
-		for (size_t k = 0; k < nfirst; k++)
-			callees_note(sc, firsts[k]);
 	}
-	free(note);
-	free(firsts);
+	size_t nwalk = notes.n; /* then the other kinds' first items */
+	int rc = 0;
+	for (size_t v = 0; v < nv && !rc; v++) {
+		if (!pvs[v].count || !pvs[v].callee_todo || every[v])
+			continue;
+		size_t *at = vec_push(&notes);
+		if (at)
+			*at = pvs[v].first;
+		else
+			rc = -1;
+	}
+	free(every);
+	size_t *order = notes.data;
+	for (size_t a = 0; a < nwalk / 2; a++) { /* the walk's, earliest first */
+		size_t t = order[a];
+		order[a] = order[nwalk - 1 - a];
+		order[nwalk - 1 - a] = t;
+	}
+	if (notes.n > nwalk)
+		qsort(order + nwalk, notes.n - nwalk, sizeof *order, index_cmp);
+	for (size_t a = 0, b = nwalk; !rc && (a < nwalk || b < notes.n);) /* the two merged */
+		callees_note(sc, b == notes.n || (a < nwalk && order[a] < order[b]) ? order[a++] : order[b++]);
+	vec_free(&notes);
+	if (rc)
+		return -1;
 	/* Each context's work and first item, from its call paths'. */
 	for (size_t v = 0; v < nv; v++) {
 		const struct pvar *pv = &pvs[v];
@@ -1009,12 +1021,13 @@ static int units_find(struct scan *sc)
 		const struct path_info *p = path_at(sc, (uint32_t)k);
 		units[k] = (struct unit_of){.site = p->unit_site, .kind = p->unit_kind, .complete = (uint8_t)p->complete};
 	}
+	size_t t = 0;
 	for (size_t i = 0; i < sc->n; i++) {
 		const struct sd_item *it = &sc->items[i];
 		const struct unit_of *p = &units[sd_item_path(it)];
-		size_t t = 0;
-		while (t < nth && th[t].tid != it->tid)
-			t++;
+		if (t >= nth || th[t].tid != it->tid) /* (most items: the thread of the one before) */
+			for (t = 0; t < nth && th[t].tid != it->tid;)
+				t++;
 		if (t == nth) {
 			if (nth == 64)
 				continue; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
