@@ -44,7 +44,6 @@
 enum { UNIT_NONE = AN_UNIT_NONE, UNIT_OPTIMIZER = AN_UNIT_OPTIMIZER, UNIT_BACKWARD = AN_UNIT_BACKWARD,
        UNIT_FORWARD = AN_UNIT_FORWARD, UNIT_GRAPH = AN_UNIT_GRAPH };
 
-
 /* A context's line is entered when its previous item was at another line,
  * or when the line calls again the function it ran first since it was
  * entered: a loop of one line (`for x in loader: model(x)`, a CPU run whose
@@ -66,8 +65,9 @@ struct entry_state {
  * line_callee the line's first callee when it calls several modules, else
  * 0; call: it is a call of that function from the context's frame) enters
  * the line anew.  A running call overrides *line. */
-static inline __attribute__((always_inline)) int enters(struct entry_state *e, const struct sd_item *it, uint32_t *line, uint64_t below, uint64_t callee,
-		  uint64_t line_callee, int call)
+static inline __attribute__((always_inline)) int enters(struct entry_state *e, const struct sd_item *it,
+							uint32_t *line, uint64_t below, uint64_t callee,
+							uint64_t line_callee, int call)
 {
 	if (!call && it->tid == e->call_tid && it->ts < e->call_end) {
 		*line = e->call_line;
@@ -122,7 +122,7 @@ struct loop_line {
 	uint64_t entries;    /* times the line was entered anew (enters) */
 	uint64_t first_callee; /* the first function it was seen calling, named to the module (callee_of) */
 	uint8_t many_callees;  /* it was seen calling others too */
-	uint8_t short_entry; /* entered by a span near the tracer's threshold (lines_count) */
+	uint8_t short_entry; /* entered by a span near the tracer's threshold (ctx_lines) */
 	uint8_t work;        /* launches, copies, ... at this line: entered whatever its spans' lengths */
 	uint32_t first_iter; /* evaluation scratch: the first iteration it was entered in */
 	uint32_t call_stamp; /* steps_end scratch: a host call was made here before the last iteration */
@@ -175,7 +175,6 @@ struct ivar {               /* its frame in the context the walk is of (ivars_fo
 	uint8_t outside;      /* else, the user's code outside it (a complete path of user frames) */
 };
 
-
 struct scan {
 	struct pvar *pvars;            /* lines_count's, 2 per path: sd_item.var */
 	struct ivar *ivars;            /* ivars_for()'s, the same */
@@ -190,7 +189,7 @@ struct scan {
 	uint64_t total;                /* the work (items_build) */
 	uint64_t *after;               /* after[i]: the work of items i and later */
 	int cpu;                       /* no work items: a CPU run, whose spans hold the work */
-	struct sd_item *calls;            /* the host's other calls (syncs ...), time order: no work */
+	struct sd_item *calls;         /* the host's other calls (syncs ...), time order: no work */
 	size_t ncalls;
 	uint32_t stamp;                /* steps_end's, for loop_line.call_stamp */
 	uint64_t shortest_span;        /* of the items (items_build; UINT64_MAX: no span) */
@@ -708,10 +707,10 @@ static const struct ivar *ivars_for(struct scan *sc, uint32_t ci)
 	return ivs;
 }
 
-/* Item i of context ci's, at ivar iv there: the line it enters, if any. */
+/* Item i of context ci's, at ivar iv there: the line it enters, if any
+ * (ctx_lines). */
 static inline __attribute__((always_inline)) void ctx_line_item(struct scan *sc, uint32_t ci, struct ctx *c,
-								 struct entry_state *e, size_t i,
-				 const struct ivar *iv)
+								struct entry_state *e, size_t i, const struct ivar *iv)
 {
 	struct loop_line *lines = sc->lines.data;
 	const struct sd_item *it = &sc->items[i];
@@ -796,7 +795,15 @@ static int ctx_one_line(struct scan *sc, uint32_t ci, const struct ivar *ivs, si
 	return 1;
 }
 
-/* Context ci's lines entered (lines_count). */
+/* Context ci's lines entered, in time order (enters), counted when find_loop
+ * first considers the context.  A line entered by a span under 1.5 times the
+ * shortest span in the trace may have calls that were too short to be
+ * recorded (the tracer keeps calls over a threshold): on a CPU run, whose
+ * items are all spans, its entries are then not one per iteration -- a loop
+ * headed there counted 3 steps for 7 when the forward of a small model was
+ * sometimes under the threshold.  Such a line is no head when another line of
+ * its context, seen each time (entered by longer spans, or launching work),
+ * was entered more often (ctx_candidate). */
 static int ctx_lines(struct scan *sc, uint32_t ci)
 {
 	VEC_AT(&sc->ctxs, struct ctx, ci)->counted = 1;
@@ -855,15 +862,11 @@ static void callees_note(struct scan *sc, size_t i)
 	}
 }
 
-/* Each context's lines entered, in time order (enters).  A line entered by
- * a span under 1.5 times the shortest span in the trace may have calls that
- * were too short to be recorded (the tracer keeps calls over a threshold):
- * on a CPU run, whose items are all spans, its entries
- * are then not one per iteration -- a loop headed there counted 3 steps for
- * 7 when the forward of a small model was sometimes under the threshold.
- * Such a line is no head when another line of its context, seen each time
- * (entered by longer spans, or launching work), was entered more often
- * (ctx_candidate). */
+/* What the contexts' walks read: each kind of item's frames (pvar), the
+ * work after each item (after[]), each context's work and first item (which
+ * contexts may hold the loop), and the module each line calls first when it
+ * calls several (line_callee).  The lines' entries are counted per context
+ * when find_loop considers it (ctx_lines). */
 static int lines_count(struct scan *sc)
 {
 	size_t nv = 2 * sc->paths.n;
@@ -1588,7 +1591,7 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 	int rc = 0;
 	/* The most entries of a line of the context that is seen each time it
 	 * runs: a head entered by short spans and entered fewer times missed
-	 * some of its iterations (lines_count). */
+	 * some of its iterations (ctx_lines). */
 	uint64_t sure = 0;
 	for (uint32_t l = c->first_line; l != UINT32_MAX; l = VEC_AT(&sc->lines, struct loop_line, l)->next) {
 		const struct loop_line *ll = VEC_AT(&sc->lines, struct loop_line, l);
