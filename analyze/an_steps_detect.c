@@ -819,7 +819,7 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 	struct loop_line *lines = sc->lines.data;
 	const uint32_t *vline = sc->vline;
 	struct entry_state e = c->entry;
-	for (size_t i = 0; i < sc->n; i++) {
+	for (size_t i = c->first_item; i < sc->n; i++) { /* (none before it is in the context) */
 		const struct sd_item *it = &sc->items[i];
 		uint32_t fl = vline[it->var];
 		/* Most items: no call, at the line last entered (or inside a call
@@ -1280,7 +1280,8 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 	int open = 0;
 	uint64_t last_end = 0;
 	size_t last_begin_item = 0;
-	for (size_t i = 0; i < sc->n; i++) {
+	/* (the items before the context's first are not in it, and no step is open) */
+	for (size_t i = VEC_AT(&sc->ctxs, struct ctx, ci)->first_item; i < sc->n; i++) {
 		const struct sd_item *it = &sc->items[i];
 		uint32_t fl = vline[it->var];
 		/* Most items: no call, at the line last entered (or inside a call
