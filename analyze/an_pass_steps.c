@@ -30,11 +30,17 @@ static void steps_collect_stop(struct steps_state *ss)
 	vec_free(&ss->calls);
 }
 
-/* An item kept in v; -1 past the caps (or out of memory). */
-static int item_keep(struct vec *v, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp)
+/* An item kept in v; -1 past the caps (or out of memory).  Written in
+ * place while v has room (vec_push, a call and a memset, only to grow it:
+ * one item per launch of another line than the last). */
+static inline int item_keep(struct vec *v, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp)
 {
 	struct step_item *w;
-	if (cp >= STEP_ITEM_CP_MAX || v->n >= STEP_ITEMS_MAX || !(w = vec_push(v)))
+	if (cp >= STEP_ITEM_CP_MAX || v->n >= STEP_ITEMS_MAX)
+		return -1;
+	if (v->n < v->cap)
+		w = (struct step_item *)v->data + v->n++;
+	else if (!(w = vec_push(v)))
 		return -1;
 	*w = (struct step_item){.ts = ts, .end = end, .cp = (uint32_t)cp, .tid = tid};
 	return 0;

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "an_pass_steps.h"
+#include "an_steps_detect.h"
 #include "an_ranges.h"
 
 /* A line entered twice may be code before and after another (a single
@@ -42,13 +43,6 @@
 
 enum { UNIT_NONE = AN_UNIT_NONE, UNIT_OPTIMIZER = AN_UNIT_OPTIMIZER, UNIT_BACKWARD = AN_UNIT_BACKWARD,
        UNIT_FORWARD = AN_UNIT_FORWARD, UNIT_GRAPH = AN_UNIT_GRAPH };
-
-struct item {
-	uint64_t ts, end, w; /* w: its share of the work (items_build) */
-	uint32_t path;       /* index in scan.paths */
-	uint32_t tid;
-	int span;
-};
 
 /* A context's line is entered when its previous item was at another line,
  * or when the line calls again the function it ran first since it was
@@ -71,8 +65,9 @@ struct entry_state {
  * line_callee the line's first callee when it calls several modules, else
  * 0; call: it is a call of that function from the context's frame) enters
  * the line anew.  A running call overrides *line. */
-static int enters(struct entry_state *e, const struct item *it, uint32_t *line, uint64_t below, uint64_t callee,
-		  uint64_t line_callee, int call)
+static inline __attribute__((always_inline)) int enters(struct entry_state *e, const struct sd_item *it,
+							uint32_t *line, uint64_t below, uint64_t callee,
+							uint64_t line_callee, int call)
 {
 	if (!call && it->tid == e->call_tid && it->ts < e->call_end) {
 		*line = e->call_line;
@@ -115,6 +110,7 @@ struct ctx {
 	uint64_t w;          /* the work of its items */
 	size_t first_item;   /* its first item's index */
 	int seen;            /* first_item is set */
+	int counted;         /* its lines' entries are counted (ctx_lines) */
 	int unit_path;       /* on the call path of a unit call */
 	uint32_t first_line; /* lines of the context, in the order first entered: a list through loop_line.next */
 	uint32_t last_line;
@@ -126,7 +122,7 @@ struct loop_line {
 	uint64_t entries;    /* times the line was entered anew (enters) */
 	uint64_t first_callee; /* the first function it was seen calling, named to the module (callee_of) */
 	uint8_t many_callees;  /* it was seen calling others too */
-	uint8_t short_entry; /* entered by a span near the tracer's threshold (lines_count) */
+	uint8_t short_entry; /* entered by a span near the tracer's threshold (ctx_lines) */
 	uint8_t work;        /* launches, copies, ... at this line: entered whatever its spans' lengths */
 	uint32_t first_iter; /* evaluation scratch: the first iteration it was entered in */
 	uint32_t call_stamp; /* steps_end scratch: a host call was made here before the last iteration */
@@ -151,9 +147,41 @@ struct unit_call {
 	int work;      /* it holds work (launches): seen whatever its length */
 };
 
+#define PATH_CACHE 4096 /* slots of scan.path_cache */
+struct path_slot {
+	uint64_t cp1; /* the call path + 1 (0: empty) */
+	uint32_t path;
+};
+
+/* One kind of item (span or not) of one call path, index sd_item.var: what
+ * is read of its frames at each item, made once. */
+struct pvar {
+	uint64_t w;           /* the work of its items */
+	size_t first;         /* its first item's index */
+	size_t count;         /* its items */
+	uint32_t nf;          /* frames_of */
+	uint32_t callee_todo; /* frames (bit k) whose callee lines_count notes at the next item */
+};
+/* vline[]: the item is not in the context; neither, and it is the user's
+ * code outside it (ivar.outside); it is a call from the context's frame
+ * (the line: ivar.line).  Else the line, the walks' common case.  None is
+ * UINT32_MAX, entry_state's "no line yet". */
+enum { VLINE_NONE = UINT32_MAX - 1, VLINE_OUTSIDE = UINT32_MAX - 2, VLINE_CALL = UINT32_MAX - 3 };
+struct ivar {               /* its frame in the context the walk is of (ivars_for) */
+	uint64_t below, callee, line_callee;
+	uint32_t line;
+	uint8_t in;           /* it has a frame in the context (line_in) */
+	uint8_t call;         /* a call from it (call_from) */
+	uint8_t outside;      /* else, the user's code outside it (a complete path of user frames) */
+};
+
 struct scan {
+	struct pvar *pvars;            /* lines_count's, 2 per path: sd_item.var */
+	struct ivar *ivars;            /* ivars_for()'s, the same */
+	uint32_t *vline;               /* the same: its line there, or VLINE_* (ivars_for) */
 	const struct analysis *a;
-	struct item *items;
+	struct path_slot *path_cache;  /* path_of's, PATH_CACHE slots */
+	struct sd_item *items;
 	size_t n;
 	struct vec ctxs, lines, paths; /* struct ctx, loop_line, path_info */
 	struct u64map ctx_idx, line_idx, path_idx;
@@ -161,7 +189,7 @@ struct scan {
 	uint64_t total;                /* the work (items_build) */
 	uint64_t *after;               /* after[i]: the work of items i and later */
 	int cpu;                       /* no work items: a CPU run, whose spans hold the work */
-	struct item *calls;            /* the host's other calls (syncs ...), time order: no work */
+	struct sd_item *calls;         /* the host's other calls (syncs ...), time order: no work */
 	size_t ncalls;
 	uint32_t stamp;                /* steps_end's, for loop_line.call_stamp */
 	uint64_t shortest_span;        /* of the items (items_build; UINT64_MAX: no span) */
@@ -220,7 +248,22 @@ static uint64_t callee_of(const struct analysis *a, const struct an_frame *fr, s
 
 /* The contexts and lines of call path cp's user frames, and its unit call;
  * made on first sight.  Returns its index, UINT32_MAX when out of memory. */
-static uint32_t path_of(struct scan *sc, uint64_t cp)
+static uint32_t path_make(struct scan *sc, uint64_t cp);
+
+/* path_make's answer for call path cp, through a direct-mapped cache: a
+ * loop's items come from a few call paths, over and over. */
+static inline uint32_t path_of(struct scan *sc, uint64_t cp)
+{
+	struct path_slot *slot = &sc->path_cache[(cp ^ cp >> 11) & (PATH_CACHE - 1)];
+	if (slot->cp1 == cp + 1)
+		return slot->path;
+	uint32_t p = path_make(sc, cp);
+	if (p != UINT32_MAX)
+		*slot = (struct path_slot){cp + 1, p};
+	return p;
+}
+
+static uint32_t path_make(struct scan *sc, uint64_t cp)
 {
 	uint64_t *ix = u64map_get(&sc->path_idx, cp);
 	if (ix)
@@ -307,14 +350,14 @@ static const struct path_info *path_at(const struct scan *sc, uint32_t i)
 /* User frames of an item's path that are lines of their context: a span's
  * leaf is the function called, not a line of its body (the call is a line
  * of its caller's). */
-static uint32_t frames_of(const struct item *it, const struct path_info *p)
+static uint32_t frames_of(const struct sd_item *it, const struct path_info *p)
 {
-	return it->span && p->leaf_user ? p->n - 1 : p->n;
+	return sd_item_span(it) && p->leaf_user ? p->n - 1 : p->n;
 }
 
 /* The item's line in context ci (UINT32_MAX: not in it), and in *below
  * the function it runs under that frame. */
-static uint32_t line_in(const struct item *it, const struct path_info *p, uint32_t ci, uint64_t *below)
+static uint32_t line_in(const struct sd_item *it, const struct path_info *p, uint32_t ci, uint64_t *below)
 {
 	for (uint32_t k = 0, n = frames_of(it, p); k < n; k++)
 		if (p->ctx[k] == ci) {
@@ -326,7 +369,7 @@ static uint32_t line_in(const struct item *it, const struct path_info *p, uint32
 
 /* The function item `it` (of path p) calls under context ci's frame, named
  * to the module (callee_of); 0 when it is not in ci. */
-static uint64_t callee_in(const struct item *it, const struct path_info *p, uint32_t ci)
+static uint64_t callee_in(const struct sd_item *it, const struct path_info *p, uint32_t ci)
 {
 	for (uint32_t k = 0, n = frames_of(it, p); k < n; k++)
 		if (p->ctx[k] == ci)
@@ -342,13 +385,13 @@ static uint64_t callee_in(const struct item *it, const struct path_info *p, uint
  * call). */
 static uint64_t call_callee(const struct scan *sc, size_t i, uint32_t ci)
 {
-	const struct item *c = &sc->items[i];
+	const struct sd_item *c = &sc->items[i];
 	for (size_t j = i + 1, seen = 0; j < sc->n && sc->items[j].ts < c->end && seen < 64; j++) {
-		const struct item *it = &sc->items[j];
+		const struct sd_item *it = &sc->items[j];
 		if (it->tid != c->tid)
 			continue;
 		seen++;
-		uint64_t callee = callee_in(it, path_at(sc, it->path), ci);
+		uint64_t callee = callee_in(it, path_at(sc, sd_item_path(it)), ci);
 		if (callee)
 			return callee;
 	}
@@ -366,7 +409,7 @@ static uint64_t line_callee(const struct scan *sc, uint32_t line)
 
 static int item_cmp(const void *x, const void *y)
 {
-	const struct item *a = x, *b = y;
+	const struct sd_item *a = x, *b = y;
 	if (a->ts != b->ts)
 		return a->ts < b->ts ? -1 : 1;
 	/* A span before the work inside it that starts at the same time. */
@@ -403,7 +446,7 @@ static uint64_t outside_imports(const struct vec *imports, uint64_t b, uint64_t 
 
 static int span_tid_cmp(const void *x, const void *y)
 {
-	const struct item *a = *(const struct item *const *)x, *b = *(const struct item *const *)y;
+	const struct sd_item *a = *(const struct sd_item *const *)x, *b = *(const struct sd_item *const *)y;
 	if (a->tid != b->tid)
 		return a->tid < b->tid ? -1 : 1;
 	return item_cmp(a, b);
@@ -432,21 +475,21 @@ static int cpu_work(struct scan *sc)
 		}
 	}
 	imports->n = merged;
-	struct item **by_thread = malloc((sc->n ? sc->n : 1) * sizeof *by_thread);
+	struct sd_item **by_thread = malloc((sc->n ? sc->n : 1) * sizeof *by_thread);
 	if (!by_thread)
 		return -1;
 	for (size_t i = 0; i < sc->n; i++)
 		by_thread[i] = &sc->items[i];
 	qsort(by_thread, sc->n, sizeof *by_thread, span_tid_cmp);
 	for (size_t i = 0; i < sc->n; i++) {
-		struct item *it = by_thread[i];
-		const struct item *next = i + 1 < sc->n ? by_thread[i + 1] : NULL;
+		struct sd_item *it = by_thread[i];
+		const struct sd_item *next = i + 1 < sc->n ? by_thread[i + 1] : NULL;
 		if (next && next->tid == it->tid && next->ts < it->end)
 			continue; /* a span starts inside it */
 		/* The program's calls: the interpreter's start (site) and exit
 		 * (finalizers) have none of its frames; torch.distributed's
 		 * (rendezvous, DDP's set-up, collectives) wait on other ranks. */
-		const struct path_info *p = path_at(sc, it->path);
+		const struct path_info *p = path_at(sc, sd_item_path(it));
 		if (!p->n || p->distributed)
 			continue;
 		it->w = outside_imports(imports, it->ts, it->end);
@@ -454,6 +497,124 @@ static int cpu_work(struct scan *sc)
 	}
 	free(by_thread);
 	return 0;
+}
+
+/* v: nw work items in start order (unless records came out of order), then
+ * ns spans in end order; all into start order, as a stable sort of v would
+ * put them (an_steps_detect.h). */
+static int items_order(struct sd_item *v, size_t nw, size_t ns)
+{
+	int sorted = sd_items_unordered(v, nw) == nw;
+	size_t need = ns > (sorted ? 0 : nw) ? ns : (sorted ? 0 : nw);
+	if (!need)
+		return 0;
+	struct sd_item *tmp = malloc(need * sizeof *tmp);
+	if (!tmp)
+		return -1;
+	if (!sorted)
+		sd_items_sort(v, nw, tmp);
+	if (ns) {
+		sd_items_sort(v + nw, ns, tmp);
+		memcpy(tmp, v + nw, ns * sizeof *tmp);
+		sd_items_merge_into(v, nw, tmp, ns);
+	}
+	free(tmp);
+	return 0;
+}
+
+/* Items from the steps pass's kept ones (v: its work or spans), `span` set
+ * or not, into out; -1 when a call path cannot be made (out of memory). */
+static int items_from(struct scan *sc, const struct vec *v, int span, int api_only, struct sd_item *out)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		const struct step_item *s = VEC_AT(v, struct step_item, i);
+		uint32_t p = path_of(sc, s->cp);
+		if (p == UINT32_MAX)
+			return -1;
+		uint64_t w = span ? 0 : api_only ? (s->end > s->ts ? s->end - s->ts : 0) : s->gpu_ns;
+		out[i] = (struct sd_item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .w = w,
+					  .var = 2 * p + (uint32_t)span, .tid = s->tid};
+	}
+	return 0;
+}
+
+/* The work (its items in start order, unless records came out of order)
+ * and the spans (in end order) into sc->items in start order, as a stable
+ * sort of the work followed by the spans would put them (an_steps_detect.h),
+ * each with its share of the work: GPU time; an API-only trace's call time.
+ * The spans are sorted and merged in as the work's items are made; call
+ * paths are made in the order of the items kept, the work's then the
+ * spans', as the contexts' order (find_loop's) depends on it.  1: the work
+ * is out of order (nothing made but paths of the work's first items). */
+static int items_merge(struct scan *sc, uint64_t *gpu_out, uint64_t *host_out)
+{
+	const struct steps_state *ss = an_pass_state(sc->a, steps);
+	size_t nw = ss->work.n, ns = ss->spans.n;
+	struct sd_item *sp = malloc((2 * ns + 1) * sizeof *sp);
+	uint32_t *pos = malloc((ns + 1) * sizeof *pos);
+	int rc = -1;
+	if (!sp || !pos)
+		goto out;
+	uint64_t shortest = UINT64_MAX;
+	for (size_t j = 0; j < ns; j++) { /* (w: its place in ss->spans, for its call path below) */
+		const struct step_item *s = VEC_AT(&ss->spans, struct step_item, j);
+		sp[j] = (struct sd_item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .w = j, .tid = s->tid};
+		if (sp[j].end - sp[j].ts < shortest)
+			shortest = sp[j].end - sp[j].ts;
+	}
+	sd_items_sort(sp, ns, sp + ns);
+	sp[ns] = (struct sd_item){.ts = UINT64_MAX, .end = 0}; /* after every item */
+	struct sd_item *items = sc->items;
+	const struct step_item *work = ss->work.data;
+	uint64_t gpu = 0, host = 0, last_ts = 0, last_end = UINT64_MAX;
+	size_t j = 0, k = 0;
+	for (size_t i = 0; i < nw; i++) {
+		const struct step_item *s = &work[i];
+		uint64_t ts = s->ts, end = s->end < ts ? ts : s->end;
+		if (ts < last_ts || (ts == last_ts && end > last_end)) {
+			rc = 1;
+			goto out;
+		}
+		last_ts = ts;
+		last_end = end;
+		uint32_t p = path_of(sc, s->cp);
+		if (p == UINT32_MAX)
+			goto out;
+		gpu += s->gpu_ns;
+		for (; sp[j].ts < ts || (sp[j].ts == ts && sp[j].end > end); j++) {
+			pos[sp[j].w] = (uint32_t)k;
+			items[k] = sp[j];
+			items[k++].w = 0;
+		}
+		items[k++] = (struct sd_item){.ts = ts, .end = end, .w = s->gpu_ns, .var = 2 * p, .tid = s->tid};
+	}
+	for (; j < ns; j++) {
+		pos[sp[j].w] = (uint32_t)k;
+		items[k] = sp[j];
+		items[k++].w = 0;
+	}
+	if (!gpu) /* (the calls' time is the work then) */
+		for (size_t i = 0; i < nw; i++)
+			host += work[i].end > work[i].ts ? work[i].end - work[i].ts : 0;
+	for (j = 0; j < ns; j++) {
+		uint32_t p = path_of(sc, VEC_AT(&ss->spans, struct step_item, j)->cp);
+		if (p == UINT32_MAX)
+			goto out;
+		items[pos[j]].var = 2 * p + 1;
+	}
+	if (!gpu && nw) /* API only: the calls' time is the work */
+		for (size_t i = 0; i < k; i++)
+			if (!sd_item_span(&items[i]))
+				items[i].w = items[i].end - items[i].ts;
+	sc->n = k;
+	sc->shortest_span = shortest;
+	*gpu_out = gpu;
+	*host_out = host;
+	rc = 0;
+out:
+	free(sp);
+	free(pos);
+	return rc;
 }
 
 /* The work and the spans in time order, each with its share of the work:
@@ -464,35 +625,34 @@ static int items_build(struct scan *sc)
 	const struct analysis *a = sc->a;
 	const struct steps_state *ss = an_pass_state(a, steps);
 	size_t n = ss->work.n + ss->spans.n;
-	if (!(sc->items = malloc((n ? n : 1) * sizeof *sc->items)))
+	if (n >= UINT32_MAX || !(sc->items = malloc((n ? n : 1) * sizeof *sc->items)))
 		return -1;
 	uint64_t gpu = 0, host = 0;
-	for (size_t i = 0; i < ss->work.n; i++) {
-		const struct step_item *s = VEC_AT(&ss->work, struct step_item, i);
-		gpu += s->gpu_ns;
-		host += s->end > s->ts ? s->end - s->ts : 0;
+	sc->cpu = !ss->work.n;
+	int rc = sc->cpu ? 1 : items_merge(sc, &gpu, &host);
+	if (rc < 0)
+		return -1;
+	if (rc) { /* a CPU run (its spans' work, cpu_work), or the work out of order */
+		for (size_t i = 0; i < ss->work.n; i++) {
+			const struct step_item *s = VEC_AT(&ss->work, struct step_item, i);
+			gpu += s->gpu_ns;
+			host += s->end > s->ts ? s->end - s->ts : 0;
+		}
+		int api_only = !gpu && ss->work.n;
+		if (items_from(sc, &ss->work, 0, api_only, sc->items) ||
+		    items_from(sc, &ss->spans, 1, api_only, sc->items + ss->work.n))
+			return -1;
+		sc->n = n;
+		if (sc->cpu && cpu_work(sc))
+			return -1;
+		if (items_order(sc->items, ss->work.n, sc->n - ss->work.n))
+			return -1;
+		sc->shortest_span = UINT64_MAX;
+		for (size_t i = 0; i < sc->n; i++)
+			if (sd_item_span(&sc->items[i]) && sc->items[i].end - sc->items[i].ts < sc->shortest_span)
+				sc->shortest_span = sc->items[i].end - sc->items[i].ts;
 	}
 	int api_only = !gpu && ss->work.n;
-	sc->cpu = !ss->work.n;
-	for (int k = 0; k < 2; k++) {
-		const struct vec *v = k ? &ss->spans : &ss->work;
-		for (size_t i = 0; i < v->n; i++) {
-			const struct step_item *s = VEC_AT(v, struct step_item, i);
-			uint32_t p = path_of(sc, s->cp);
-			if (p == UINT32_MAX)
-				return -1;
-			uint64_t w = k ? 0 : api_only ? (s->end > s->ts ? s->end - s->ts : 0) : s->gpu_ns;
-			sc->items[sc->n++] = (struct item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .w = w,
-							   .path = p, .tid = s->tid, .span = k};
-		}
-	}
-	if (sc->cpu && cpu_work(sc))
-		return -1;
-	qsort(sc->items, sc->n, sizeof *sc->items, item_cmp);
-	sc->shortest_span = UINT64_MAX;
-	for (size_t i = 0; i < sc->n; i++)
-		if (sc->items[i].span && sc->items[i].end - sc->items[i].ts < sc->shortest_span)
-			sc->shortest_span = sc->items[i].end - sc->items[i].ts;
 	if (!(sc->calls = malloc((ss->calls.n ? ss->calls.n : 1) * sizeof *sc->calls)))
 		return -1;
 	for (size_t i = 0; i < ss->calls.n; i++) {
@@ -500,89 +660,313 @@ static int items_build(struct scan *sc)
 		uint32_t p = path_of(sc, s->cp);
 		if (p == UINT32_MAX)
 			return -1;
-		sc->calls[sc->ncalls++] = (struct item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .path = p,
+		sc->calls[sc->ncalls++] = (struct sd_item){.ts = s->ts, .end = s->end < s->ts ? s->ts : s->end, .var = 2 * p,
 							.tid = s->tid};
 	}
-	qsort(sc->calls, sc->ncalls, sizeof *sc->calls, item_cmp);
+	if (items_order(sc->calls, sc->ncalls, 0))
+		return -1;
 	if (!sc->cpu)
 		sc->total = api_only ? host : gpu;
-	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
-		return -1;
-	sc->after[sc->n] = 0;
-	for (size_t i = sc->n; i-- > 0;)
-		sc->after[i] = sc->after[i + 1] + sc->items[i].w;
 	return 0;
 }
 
-/* The item is a call from context ci's frame (enters). */
-static int call_from(const struct item *it, const struct path_info *p, uint32_t ci)
+/* A loop whose iterations may hold most of the work from its first step
+ * on: the context's own work does, from its first item on. */
+static int ctx_may_hold(const struct scan *sc, const struct ctx *c)
 {
-	return it->span && p->caller_ctx == ci;
+	return c->w && 2 * c->w >= sc->after[c->first_item];
 }
 
-/* Each context's lines entered, in time order (enters).  A line entered by
- * a span under 1.5 times the shortest span in the trace may have calls that
- * were too short to be recorded (the tracer keeps calls over a threshold):
- * on a CPU run, whose items are all spans, its entries
- * are then not one per iteration -- a loop headed there counted 3 steps for
- * 7 when the forward of a small model was sometimes under the threshold.
- * Such a line is no head when another line of its context, seen each time
- * (entered by longer spans, or launching work), was entered more often
- * (ctx_candidate). */
-static void lines_count(struct scan *sc)
+/* The item is a call from context ci's frame (enters). */
+static int call_from(const struct sd_item *it, const struct path_info *p, uint32_t ci)
 {
-	uint64_t shortest = sc->shortest_span;
-	for (size_t i = 0; i < sc->n; i++) {
-		const struct item *it = &sc->items[i];
-		const struct path_info *p = path_at(sc, it->path);
-		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
-			/* Modules only: a loop's own line calls other functions in turn
-			 * (`for x in loader`: the loader's __iter__ at each epoch, its
-			 * __next__ at each iteration), and its iterations enter it. */
-			if (!(p->module_call >> k & 1))
-				continue;
-			uint64_t callee = p->callee[k];
-			if (!callee && call_from(it, p, p->ctx[k]))
-				callee = call_callee(sc, i, p->ctx[k]);
-			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, p->line[k]);
-			if (callee && !l->first_callee)
-				l->first_callee = callee;
-			else if (callee && callee != l->first_callee)
-				l->many_callees = 1;
+	return sd_item_span(it) && p->caller_ctx == ci;
+}
+
+/* sc->ivars for context ci: each kind of item's frame there. */
+static const struct ivar *ivars_for(struct scan *sc, uint32_t ci)
+{
+	struct ivar *ivs = sc->ivars;
+	for (size_t v = 0; v < 2 * sc->paths.n; v++) {
+		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
+		struct sd_item probe = {.var = (uint32_t)v};
+		uint64_t below = 0;
+		uint32_t line = line_in(&probe, p, ci, &below);
+		ivs[v] = (struct ivar){.in = line != UINT32_MAX, .outside = p->n && p->complete};
+		if (line == UINT32_MAX) {
+			sc->vline[v] = ivs[v].outside ? VLINE_OUTSIDE : VLINE_NONE;
+			continue;
+		}
+		ivs[v].line = line;
+		ivs[v].below = below;
+		ivs[v].callee = callee_in(&probe, p, ci);
+		ivs[v].line_callee = line_callee(sc, line);
+		ivs[v].call = (uint8_t)call_from(&probe, p, ci);
+		sc->vline[v] = ivs[v].call ? VLINE_CALL : line;
+	}
+	return ivs;
+}
+
+/* Item i of context ci's, at ivar iv there: the line it enters, if any
+ * (ctx_lines). */
+static inline __attribute__((always_inline)) void ctx_line_item(struct scan *sc, uint32_t ci, struct ctx *c,
+								struct entry_state *e, size_t i, const struct ivar *iv)
+{
+	struct loop_line *lines = sc->lines.data;
+	const struct sd_item *it = &sc->items[i];
+	uint32_t line = iv->line;
+	uint64_t callee = iv->callee;
+	if (!callee && iv->call)
+		callee = call_callee(sc, i, ci);
+	int entered = enters(e, it, &line, iv->below, callee, iv->line_callee, iv->call);
+	struct loop_line *l = &lines[line];
+	if (!sd_item_span(it))
+		l->work = 1;
+	if (!entered)
+		return;
+	if (sd_item_span(it) && 2 * (it->end - it->ts) < 3 * sc->shortest_span)
+		l->short_entry = 1;
+	if (!l->entries++) {
+		if (c->last_line == UINT32_MAX)
+			c->first_line = line;
+		else
+			lines[c->last_line].next = line;
+		c->last_line = line;
+	}
+}
+
+static int index_cmp(const void *x, const void *y)
+{
+	size_t a = *(const size_t *)x, b = *(const size_t *)y;
+	return a < b ? -1 : a > b;
+}
+
+/* A context whose items are all at one line (the <module> frame's call of
+ * main()): once the line is entered, only a call from it can enter it again
+ * (an item inside a call runs at the calling line, this one), and it holds
+ * work if an item that is no span is at it.  Its entries from its first item
+ * and its calls: when every kind of call has one item, those alone (events:
+ * room for 1 + the kinds); else a walk that skips all but calls.  0: the
+ * context has more lines than one. */
+static int ctx_one_line(struct scan *sc, uint32_t ci, const struct ivar *ivs, size_t *events)
+{
+	uint32_t line = UINT32_MAX;
+	size_t first = SIZE_MAX, ne = 0;
+	int calls_single = 1, work = 0;
+	for (size_t v = 0; v < 2 * sc->paths.n; v++) {
+		const struct pvar *pv = &sc->pvars[v];
+		if (!pv->count || !ivs[v].in)
+			continue;
+		if (line != UINT32_MAX && ivs[v].line != line)
+			return 0;
+		line = ivs[v].line;
+		if (pv->first < first)
+			first = pv->first;
+		work |= !(v & 1);
+		if (ivs[v].call) {
+			if (pv->count == 1)
+				events[ne++] = pv->first;
+			else
+				calls_single = 0;
 		}
 	}
-	for (size_t i = 0; i < sc->n; i++) {
-		const struct item *it = &sc->items[i];
-		const struct path_info *p = path_at(sc, it->path);
-		for (uint32_t k = 0, n = frames_of(it, p); k < n; k++) {
+	if (line == UINT32_MAX)
+		return 1; /* (no items: none entered) */
+	struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
+	struct entry_state e = c->entry;
+	if (calls_single) {
+		events[ne++] = first;
+		qsort(events, ne, sizeof *events, index_cmp);
+		for (size_t k = 0; k < ne; k++)
+			if (!k || events[k] != events[k - 1])
+				ctx_line_item(sc, ci, c, &e, events[k], &ivs[sc->items[events[k]].var]);
+	} else {
+		const uint32_t *vline = sc->vline;
+		for (size_t i = first; i < sc->n; i++) {
+			uint32_t fl = vline[sc->items[i].var];
+			if (fl == e.prev_line || fl > VLINE_CALL)
+				continue;
+			ctx_line_item(sc, ci, c, &e, i, &ivs[sc->items[i].var]);
+		}
+	}
+	if (work)
+		VEC_AT(&sc->lines, struct loop_line, line)->work = 1;
+	c->entry = e;
+	return 1;
+}
+
+/* Context ci's lines entered, in time order (enters), counted when find_loop
+ * first considers the context.  A line entered by a span under 1.5 times the
+ * shortest span in the trace may have calls that were too short to be
+ * recorded (the tracer keeps calls over a threshold): on a CPU run, whose
+ * items are all spans, its entries are then not one per iteration -- a loop
+ * headed there counted 3 steps for 7 when the forward of a small model was
+ * sometimes under the threshold.  Such a line is no head when another line of
+ * its context, seen each time (entered by longer spans, or launching work),
+ * was entered more often (ctx_candidate). */
+static int ctx_lines(struct scan *sc, uint32_t ci)
+{
+	VEC_AT(&sc->ctxs, struct ctx, ci)->counted = 1;
+	const struct ivar *ivs = ivars_for(sc, ci);
+	size_t *events = malloc((2 * sc->paths.n + 1) * sizeof *events);
+	if (!events)
+		return -1;
+	int one = ctx_one_line(sc, ci, ivs, events);
+	free(events);
+	if (one)
+		return 0;
+	struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
+	struct loop_line *lines = sc->lines.data;
+	const uint32_t *vline = sc->vline;
+	struct entry_state e = c->entry;
+	for (size_t i = c->first_item; i < sc->n; i++) { /* (none before it is in the context) */
+		const struct sd_item *it = &sc->items[i];
+		uint32_t fl = vline[it->var];
+		/* Most items: no call, at the line last entered (or inside a call
+		 * running from it): nothing entered (enters). */
+		if (fl < VLINE_CALL) {
+			uint32_t line = it->tid == e.call_tid && it->ts < e.call_end ? e.call_line : fl;
+			if (line == e.prev_line) {
+				if (!sd_item_span(it))
+					lines[line].work = 1;
+				continue;
+			}
+		} else if (fl != VLINE_CALL) {
+			continue;
+		}
+		ctx_line_item(sc, ci, c, &e, i, &ivs[it->var]);
+	}
+	c->entry = e;
+	return 0;
+}
+
+/* The callees of module calls item i's frames name (lines_count): a line
+ * calling several modules enters at its first only (line_callee). */
+static void callees_note(struct scan *sc, size_t i)
+{
+	const struct sd_item *it = &sc->items[i];
+	struct pvar *pv = &sc->pvars[it->var];
+	const struct path_info *p = path_at(sc, sd_item_path(it));
+	for (uint32_t m = pv->callee_todo; m; m &= m - 1) {
+		uint32_t k = (uint32_t)__builtin_ctz(m);
+		uint64_t callee = p->callee[k];
+		if (callee)
+			pv->callee_todo &= ~(1u << k);
+		else
+			callee = call_callee(sc, i, p->ctx[k]);
+		struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, p->line[k]);
+		if (callee && !l->first_callee)
+			l->first_callee = callee;
+		else if (callee && callee != l->first_callee)
+			l->many_callees = 1;
+	}
+}
+
+/* What the contexts' walks read: each kind of item's frames (pvar), the
+ * work after each item (after[]), each context's work and first item (which
+ * contexts may hold the loop), and the module each line calls first when it
+ * calls several (line_callee).  The lines' entries are counted per context
+ * when find_loop considers it (ctx_lines). */
+static int lines_count(struct scan *sc)
+{
+	size_t nv = 2 * sc->paths.n;
+	if (sc->lines.n >= VLINE_CALL)
+		return -1;
+	struct pvar *pvs = sc->pvars = calloc(nv ? nv : 1, sizeof *pvs);
+	if (!pvs || !(sc->ivars = calloc(nv ? nv : 1, sizeof *sc->ivars)) ||
+	    !(sc->vline = calloc(nv ? nv : 1, sizeof *sc->vline)))
+		return -1;
+	for (size_t v = 0; v < nv; v++) {
+		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
+		uint32_t nf = (v & 1) && p->leaf_user ? p->n - 1 : p->n; /* frames_of */
+		pvs[v].nf = nf;
+		/* Modules only: a loop's own line calls other functions in turn
+		 * (`for x in loader`: the loader's __iter__ at each epoch, its
+		 * __next__ at each iteration), and its iterations enter it.  A
+		 * callee the path names is noted at its first item (again, it
+		 * changes nothing); one named by what runs inside the call
+		 * (call_callee), at every item. */
+		for (uint32_t k = 0; k < nf; k++)
+			if ((p->module_call >> k & 1) && (p->callee[k] || ((v & 1) && p->caller_ctx == p->ctx[k])))
+				pvs[v].callee_todo |= 1u << k;
+	}
+	/* after[] and each kind's work, first item and count. */
+	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
+		return -1;
+	sc->after[sc->n] = 0;
+	/* The items that note callees, in time order (callees_note): each
+	 * kind's first, and every item of a kind whose calls are named by what
+	 * runs inside them (`every`: listed in the walk below, latest first). */
+	uint8_t *every = calloc(nv ? nv : 1, 1);
+	if (!every)
+		return -1;
+	for (size_t v = 0; v < nv; v++) {
+		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
+		for (uint32_t m = pvs[v].callee_todo; m; m &= m - 1)
+			if (!p->callee[__builtin_ctz(m)])
+				every[v] = 1;
+	}
+	struct vec notes = {.item = sizeof(size_t)};
+	for (size_t i = sc->n; i-- > 0;) {
+		const struct sd_item *it = &sc->items[i];
+		struct pvar *pv = &pvs[it->var];
+		sc->after[i] = sc->after[i + 1] + it->w;
+		pv->w += it->w;
+		pv->first = i;
+		pv->count++;
+		if (__builtin_expect(every[it->var], 0)) {
+			size_t *at = vec_push(&notes);
+			if (!at) {
+				free(every);
+				vec_free(&notes);
+				return -1;
+			}
+			*at = i;
+		}
+	}
+	size_t nwalk = notes.n; /* then the other kinds' first items */
+	int rc = 0;
+	for (size_t v = 0; v < nv && !rc; v++) {
+		if (!pvs[v].count || !pvs[v].callee_todo || every[v])
+			continue;
+		size_t *at = vec_push(&notes);
+		if (at)
+			*at = pvs[v].first;
+		else
+			rc = -1;
+	}
+	free(every);
+	size_t *order = notes.data;
+	for (size_t a = 0; a < nwalk / 2; a++) { /* the walk's, earliest first */
+		size_t t = order[a];
+		order[a] = order[nwalk - 1 - a];
+		order[nwalk - 1 - a] = t;
+	}
+	if (notes.n > nwalk)
+		qsort(order + nwalk, notes.n - nwalk, sizeof *order, index_cmp);
+	for (size_t a = 0, b = nwalk; !rc && (a < nwalk || b < notes.n);) /* the two merged */
+		callees_note(sc, b == notes.n || (a < nwalk && order[a] < order[b]) ? order[a++] : order[b++]);
+	vec_free(&notes);
+	if (rc)
+		return -1;
+	/* Each context's work and first item, from its call paths'. */
+	for (size_t v = 0; v < nv; v++) {
+		const struct pvar *pv = &pvs[v];
+		if (!pv->count)
+			continue;
+		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
+		for (uint32_t k = 0; k < pv->nf; k++) {
 			struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, p->ctx[k]);
-			if (!c->seen) {
-				c->first_item = i;
+			c->w += pv->w;
+			if (!c->seen || pv->first < c->first_item) {
+				c->first_item = pv->first;
 				c->seen = 1;
 			}
-			c->w += it->w;
-			uint32_t line = p->line[k];
-			int call = call_from(it, p, p->ctx[k]);
-			uint64_t callee = p->callee[k];
-			if (!callee && call)
-				callee = call_callee(sc, i, p->ctx[k]);
-			int entered = enters(&c->entry, it, &line, p->below[k], callee, line_callee(sc, line), call);
-			struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
-			if (!it->span)
-				l->work = 1;
-			if (!entered)
-				continue;
-			if (it->span && 2 * (it->end - it->ts) < 3 * shortest)
-				l->short_entry = 1;
-			if (!l->entries++) {
-				if (c->last_line == UINT32_MAX)
-					c->first_line = line;
-				else
-					VEC_AT(&sc->lines, struct loop_line, c->last_line)->next = line;
-				c->last_line = line;
-			}
 		}
 	}
+	/* Lines are counted (ctx_lines) when find_loop considers a context: one
+	 * walk of the items per context, each context's entries its own. */
+	return 0;
 }
 
 /* ------------------------------------------------------------ units */
@@ -629,45 +1013,58 @@ static int units_find(struct scan *sc)
 		int open;
 	} th[64];
 	size_t nth = 0;
+	/* Each call path's unit call, read at every item. */
+	struct unit_of {
+		uint64_t site;
+		uint8_t kind, complete;
+	} *units = malloc((sc->paths.n ? sc->paths.n : 1) * sizeof *units);
+	if (!units)
+		return -1;
+	for (size_t k = 0; k < sc->paths.n; k++) {
+		const struct path_info *p = path_at(sc, (uint32_t)k);
+		units[k] = (struct unit_of){.site = p->unit_site, .kind = p->unit_kind, .complete = (uint8_t)p->complete};
+	}
+	size_t t = 0;
 	for (size_t i = 0; i < sc->n; i++) {
-		const struct item *it = &sc->items[i];
-		const struct path_info *p = path_at(sc, it->path);
-		size_t t = 0;
-		while (t < nth && th[t].tid != it->tid)
-			t++;
+		const struct sd_item *it = &sc->items[i];
+		const struct unit_of *p = &units[sd_item_path(it)];
+		if (t >= nth || th[t].tid != it->tid) /* (most items: the thread of the one before) */
+			for (t = 0; t < nth && th[t].tid != it->tid;)
+				t++;
 		if (t == nth) {
 			if (nth == 64)
 				continue; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
 			th[nth++] = (typeof(th[0])){.tid = it->tid};
 		}
-		/* Inside the open call, a path cut by the tracer's depth (torch.compile's first call nests
-		 * deeper than 32 frames) names no user site of its own: it is that call's. */
-		if (!p->complete && th[t].open && it->ts < th[t].end)
-			continue;
-		if (!p->unit_kind) {
+		if (!p->kind) { /* (inside the open call or not: it ends it only from its end on) */
 			if (th[t].open && it->ts >= th[t].end)
 				th[t].open = 0;
 			continue;
 		}
+		/* Inside the open call, a path cut by the tracer's depth (torch.compile's first call nests
+		 * deeper than 32 frames) names no user site of its own: it is that call's. */
+		if (!p->complete && th[t].open && it->ts < th[t].end)
+			continue;
 		/* One call: its span's path and the paths of the work inside it
 		 * name it by different lines (the function's first, the line
 		 * running), so by its call site. */
-		if (th[t].open && th[t].site == p->unit_site && th[t].kind == p->unit_kind) {
+		if (th[t].open && th[t].site == p->site && th[t].kind == p->kind) {
 			if (it->end > th[t].end)
 				th[t].end = it->end;
 			struct unit_call *c = VEC_AT(&calls, struct unit_call, th[t].call);
 			c->end = th[t].end;
-			c->work |= !it->span;
+			c->work |= !sd_item_span(it);
 			continue;
 		}
 		struct unit_call *c = vec_push(&calls);
 		if (!c) {
 			vec_free(&calls);
+			free(units);
 			return -1;
 		}
-		*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->unit_site, .kind = p->unit_kind,
-					.work = !it->span};
-		th[t] = (typeof(th[0])){.tid = it->tid, .site = p->unit_site, .kind = p->unit_kind, .end = it->end,
+		*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->site, .kind = p->kind,
+					.work = !sd_item_span(it)};
+		th[t] = (typeof(th[0])){.tid = it->tid, .site = p->site, .kind = p->kind, .end = it->end,
 					.call = calls.n - 1, .open = 1};
 	}
 	/* Calls per (kind, site). */
@@ -744,9 +1141,12 @@ static int units_find(struct scan *sc)
 					*u = *c;
 			}
 		}
-		/* The contexts the loop can be: those on the units' paths. */
-		for (size_t i = 0; i < sc->n; i++) {
-			const struct path_info *p = path_at(sc, sc->items[i].path);
+		/* The contexts the loop can be: those on the units' paths (of
+		 * items: the paths of host calls aside). */
+		for (size_t v = 0; v < 2 * sc->paths.n; v++) {
+			if (!sc->pvars[v].count)
+				continue;
+			const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
 			if (p->unit_kind == best->kind && p->unit_site == best->site)
 				for (uint32_t k = 0; k < p->n; k++)
 					VEC_AT(&sc->ctxs, struct ctx, p->ctx[k])->unit_path = 1;
@@ -754,16 +1154,37 @@ static int units_find(struct scan *sc)
 	}
 	vec_free(&sites);
 	vec_free(&calls);
+	free(units);
 	return rc;
 }
 
 /* ------------------------------------------------------------ candidates */
+
+/* to = a copy of from's items (to.item as from's); -1: out of memory */
+static int vec_copy(struct vec *to, const struct vec *from)
+{
+	if (to->cap < from->n) {
+		void *d = realloc(to->data, (from->n ? from->n : 1) * from->item);
+		if (!d)
+			return -1;
+		to->data = d;
+		to->cap = from->n;
+	}
+	if (from->n)
+		memcpy(to->data, from->data, from->n * from->item);
+	to->n = from->n;
+	return 0;
+}
 
 struct cand {
 	struct vec steps;  /* struct an_step */
 	uint64_t covered;  /* of the work from its first step on (from) */
 	uint64_t from;
 	uint32_t ctx, head;
+	/* iterations' answer before grouping, kept for the steps' ends (steps_end) */
+	struct vec iters;  /* struct an_step */
+	struct vec ends;   /* struct an_step: {step index, stop} */
+	uint32_t tid;
 };
 
 /* A step that ends with its own work (the loop's last, or one followed by
@@ -786,10 +1207,10 @@ static uint64_t calls_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t 
 			hi = m;
 	}
 	for (size_t i = lo; i < sc->ncalls && sc->calls[i].ts < stop; i++) {
-		const struct item *c = &sc->calls[i];
+		const struct sd_item *c = &sc->calls[i];
 		if (c->tid != tid)
 			continue;
-		const struct path_info *p = path_at(sc, c->path);
+		const struct path_info *p = path_at(sc, sd_item_path(c));
 		uint64_t below;
 		uint32_t line = line_in(c, p, ci, &below);
 		if (line == UINT32_MAX) {
@@ -820,11 +1241,11 @@ static void steps_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t tid,
 	const struct an_step *last = VEC_AT(out, struct an_step, li);
 	sc->stamp++;
 	for (size_t i = 0; i < sc->ncalls && sc->calls[i].ts < last->begin; i++) {
-		const struct item *c = &sc->calls[i];
+		const struct sd_item *c = &sc->calls[i];
 		uint64_t below;
 		uint32_t line;
 		if (c->tid == tid && c->ts >= VEC_AT(out, struct an_step, 0)->begin &&
-		    (line = line_in(c, path_at(sc, c->path), ci, &below)) != UINT32_MAX)
+		    (line = line_in(c, path_at(sc, sd_item_path(c)), ci, &below)) != UINT32_MAX)
 			VEC_AT(&sc->lines, struct loop_line, line)->call_stamp = sc->stamp;
 	}
 	for (size_t k = 0; k < ends->n; k++) {
@@ -839,49 +1260,62 @@ static void steps_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t tid,
  * outside the context before that (on the loop's thread, the code after the
  * loop's body: an evaluation pass, a checkpoint), to the end of the
  * iteration's own last item; the last one ends before a line no earlier
- * iteration entered (the code after the loop).  With calls, a step that so
- * ends with its own work runs on to the end of the host calls that follow
- * it at the loop's lines (calls_end): the loop found, measured. */
-static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out, int calls)
+ * iteration entered (the code after the loop).  The steps that so end with
+ * their own work into *ends ({step index, stop}), and the loop's thread into
+ * *loop_tid: for the loop found, such a step runs on to the end of the host
+ * calls that follow it at the loop's lines (steps_end), whatever loops were
+ * tried after it (they set first_iter of their own contexts' lines only). */
+static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out, struct vec *ends,
+		      uint32_t *loop_tid)
 {
-	struct vec ends = {.item = sizeof(struct an_step)}; /* {step index, stop} of steps ending with their work */
 	out->n = 0;
+	ends->n = 0;
 	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
 	     l = VEC_AT(&sc->lines, struct loop_line, l)->next)
 		VEC_AT(&sc->lines, struct loop_line, l)->first_iter = UINT32_MAX;
+	const struct ivar *ivs = ivars_for(sc, ci);
+	const uint32_t *vline = sc->vline;
 	struct entry_state e = {.prev_line = UINT32_MAX};
 	uint32_t tid = 0;
 	int open = 0;
 	uint64_t last_end = 0;
 	size_t last_begin_item = 0;
-	for (size_t i = 0; i < sc->n; i++) {
-		const struct item *it = &sc->items[i];
-		const struct path_info *p = path_at(sc, it->path);
-		uint64_t below;
-		uint32_t line = line_in(it, p, ci, &below);
-		if (line == UINT32_MAX) {
-			if (open && it->tid == tid && p->n && p->complete) {
+	/* (the items before the context's first are not in it, and no step is open) */
+	for (size_t i = VEC_AT(&sc->ctxs, struct ctx, ci)->first_item; i < sc->n; i++) {
+		const struct sd_item *it = &sc->items[i];
+		uint32_t fl = vline[it->var];
+		/* Most items: no call, at the line last entered (or inside a call
+		 * running from it): nothing entered, and the line's first_iter
+		 * was set at the context's item before (the same line, the same
+		 * step open or not). */
+		if (fl < VLINE_CALL &&
+		    (it->tid == e.call_tid && it->ts < e.call_end ? e.call_line : fl) == e.prev_line) {
+			if (open && it->end > last_end)
+				last_end = it->end;
+			continue;
+		}
+		const struct ivar *iv = &ivs[it->var];
+		if (!iv->in) {
+			if (open && it->tid == tid && iv->outside) {
 				struct an_step *s = VEC_AT(out, struct an_step, out->n - 1);
 				s->end = last_end > s->begin ? last_end : s->begin + 1;
 				open = 0;
-				struct an_step *own = calls ? vec_push(&ends) : NULL;
+				struct an_step *own = vec_push(ends);
 				if (own)
 					*own = (struct an_step){out->n - 1, it->ts};
 			}
 			continue;
 		}
-		int call = call_from(it, p, ci);
-		uint64_t callee = callee_in(it, p, ci);
-		if (!callee && call)
+		uint32_t line = iv->line;
+		uint64_t callee = iv->callee;
+		if (!callee && iv->call)
 			callee = call_callee(sc, i, ci);
-		if (enters(&e, it, &line, below, callee, line_callee(sc, line), call) && line == head) {
+		if (enters(&e, it, &line, iv->below, callee, iv->line_callee, iv->call) && line == head) {
 			if (open)
 				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
 			struct an_step *s = vec_push(out);
-			if (!s) {
-				vec_free(&ends);
+			if (!s)
 				return -1;
-			}
 			s->begin = it->ts;
 			open = 1;
 			tid = it->tid;
@@ -896,26 +1330,23 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		if (l->first_iter == UINT32_MAX)
 			l->first_iter = (uint32_t)(out->n - 1);
 	}
-	if (!out->n) {
-		vec_free(&ends);
+	*loop_tid = tid;
+	if (!out->n)
 		return 0;
-	}
 	struct an_step *last = VEC_AT(out, struct an_step, out->n - 1);
 	uint32_t li = (uint32_t)(out->n - 1);
 	if (open) { /* to the end of its own work, before the code after the loop */
 		uint64_t end = last->begin + 1, stop = UINT64_MAX;
 		struct entry_state le = {.prev_line = UINT32_MAX};
 		for (size_t i = last_begin_item; i < sc->n; i++) {
-			const struct path_info *p = path_at(sc, sc->items[i].path);
-			uint64_t below;
-			uint32_t line = line_in(&sc->items[i], p, ci, &below);
-			if (line == UINT32_MAX)
+			const struct ivar *iv = &ivs[sc->items[i].var];
+			if (!iv->in)
 				continue;
-			int call = call_from(&sc->items[i], p, ci);
-			uint64_t callee = callee_in(&sc->items[i], p, ci);
-			if (!callee && call)
+			uint32_t line = iv->line;
+			uint64_t callee = iv->callee;
+			if (!callee && iv->call)
 				callee = call_callee(sc, i, ci);
-			enters(&le, &sc->items[i], &line, below, callee, line_callee(sc, line), call);
+			enters(&le, &sc->items[i], &line, iv->below, callee, iv->line_callee, iv->call);
 			if (li && line != head && VEC_AT(&sc->lines, struct loop_line, line)->first_iter == li) {
 				stop = sc->items[i].ts;
 				break;
@@ -924,14 +1355,34 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 				end = sc->items[i].end;
 		}
 		last->end = end;
-		struct an_step *own = calls ? vec_push(&ends) : NULL;
+		struct an_step *own = vec_push(ends);
 		if (own)
 			*own = (struct an_step){li, stop};
 	}
-	if (calls)
-		steps_end(sc, ci, head, tid, out, &ends);
-	vec_free(&ends);
 	return 0;
+}
+
+/* The first item from index `from` on that starts at or after t (items in
+ * start order): galloping, then a binary search. */
+static size_t item_at(const struct scan *sc, size_t from, uint64_t t)
+{
+	size_t lo = from, hi, step = 1;
+	if (lo >= sc->n || sc->items[lo].ts >= t)
+		return lo;
+	for (hi = lo + 1; hi < sc->n && sc->items[hi].ts < t; hi = lo + step) {
+		lo = hi;
+		step *= 2;
+	}
+	if (hi > sc->n)
+		hi = sc->n;
+	while (hi - lo > 1) { /* items[lo] starts before t; items[hi], if any, not */
+		size_t m = lo + (hi - lo) / 2;
+		if (sc->items[m].ts < t)
+			lo = m;
+		else
+			hi = m;
+	}
+	return hi;
 }
 
 /* The work inside the steps (of the items starting in one), and in *from
@@ -958,10 +1409,10 @@ static uint64_t covered(const struct scan *sc, const struct vec *steps, uint64_t
 	*from = sc->after[lo];
 	for (size_t k = 0; k < steps->n; k++) {
 		const struct an_step *s = VEC_AT(steps, struct an_step, k);
-		while (i < sc->n && sc->items[i].ts < s->begin)
-			i++;
-		for (; i < sc->n && sc->items[i].ts < s->end; i++)
-			w += sc->items[i].w;
+		i = item_at(sc, i, s->begin);
+		size_t j = item_at(sc, i, s->end);
+		w += sc->after[i] - sc->after[j];
+		i = j;
 	}
 	return w;
 }
@@ -1052,10 +1503,8 @@ static int group_by_units(const struct scan *sc, struct vec *steps)
 		size_t i = 0, nw = 0;
 		for (size_t k = 0; k < steps->n; k++) {
 			const struct an_step *st = VEC_AT(steps, struct an_step, k);
-			while (i < sc->n && sc->items[i].ts < st->begin)
-				i++;
-			for (size_t j = i; j < sc->n && sc->items[j].ts < st->end; j++)
-				work[k] += sc->items[j].w;
+			i = item_at(sc, i, st->begin);
+			work[k] = sc->after[i] - sc->after[item_at(sc, i, st->end)];
 		}
 		uint64_t *with = malloc((steps->n ? steps->n : 1) * sizeof *with);
 		for (size_t k = 0; with && k < steps->n; k++)
@@ -1136,12 +1585,14 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 {
 	const struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
 	uint64_t need = sc->units.n ? sc->units.n : LOOP_MIN;
-	struct vec steps = {.item = sizeof(struct an_step)};
+	struct vec steps = {.item = sizeof(struct an_step)}, iters = {.item = sizeof(struct an_step)},
+		   ends = {.item = sizeof(struct an_step)};
+	uint32_t tid = 0;
 	unsigned tried = 0;
 	int rc = 0;
 	/* The most entries of a line of the context that is seen each time it
 	 * runs: a head entered by short spans and entered fewer times missed
-	 * some of its iterations (lines_count). */
+	 * some of its iterations (ctx_lines). */
 	uint64_t sure = 0;
 	for (uint32_t l = c->first_line; l != UINT32_MAX; l = VEC_AT(&sc->lines, struct loop_line, l)->next) {
 		const struct loop_line *ll = VEC_AT(&sc->lines, struct loop_line, l);
@@ -1164,9 +1615,15 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 		     (hl->entries < sure || (sc->units.n && sure >= need && hl->entries != sure))))
 			continue;
 		tried++;
-		if (iterations(sc, ci, h, &steps, 0)) {
+		if (iterations(sc, ci, h, &steps, &ends, &tid)) {
 			rc = -1;
 			break;
+		}
+		if (sc->units.n) { /* (grouped below, in place) */
+			if (vec_copy(&iters, &steps)) {
+				rc = -1;
+				break;
+			}
 		}
 		if (steps.n < LOOP_MIN || (sc->units.n && !group_by_units(sc, &steps)))
 			continue;
@@ -1185,28 +1642,46 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 		if (better) {
 			struct vec keep = best->steps;
 			best->steps = steps;
+			steps = keep;
+			if (sc->units.n) {
+				keep = best->iters;
+				best->iters = iters;
+				iters = keep;
+			} else if (vec_copy(&best->iters, &best->steps)) {
+				rc = -1;
+				break;
+			}
+			keep = best->ends;
+			best->ends = ends;
+			ends = keep;
+			best->tid = tid;
 			best->covered = cov;
 			best->from = from;
 			best->ctx = ci;
 			best->head = h;
-			steps = keep;
 		}
 		break;
 	}
 	vec_free(&steps);
+	vec_free(&iters);
+	vec_free(&ends);
 	return rc;
 }
 
 static int find_loop(struct scan *sc, struct cand *best)
 {
 	for (size_t ci = 0; ci < sc->ctxs.n; ci++) {
-		const struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
+		struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
 		if (sc->units.n && !c->unit_path)
 			continue;
-		/* A loop whose iterations may hold most of the work from its first
-		 * step on: the context's own work does, from its first item on. */
-		if (!c->w || 2 * c->w < sc->after[c->first_item])
+		if (!ctx_may_hold(sc, c))
 			continue;
+		/* A loop deeper than the one found is never better (ctx_candidate):
+		 * its lines need not be counted. */
+		if (best->steps.n && c->depth > VEC_AT(&sc->ctxs, struct ctx, best->ctx)->depth)
+			continue;
+		if (!c->counted && ctx_lines(sc, (uint32_t)ci))
+			return -1;
 		if (ctx_candidate(sc, (uint32_t)ci, best))
 			return -1;
 	}
@@ -1215,6 +1690,10 @@ static int find_loop(struct scan *sc, struct cand *best)
 
 static void scan_free(struct scan *sc)
 {
+	free(sc->pvars);
+	free(sc->ivars);
+	free(sc->vline);
+	free(sc->path_cache);
 	free(sc->items);
 	free(sc->after);
 	free(sc->calls);
@@ -1259,9 +1738,11 @@ void steps_detect(struct analysis *a)
 	}
 	struct scan sc = {.a = a, .ctxs.item = sizeof(struct ctx), .lines.item = sizeof(struct loop_line),
 			  .paths.item = sizeof(struct path_info), .units.item = sizeof(struct unit_call)};
-	struct cand best = {.steps.item = sizeof(struct an_step)};
+	struct cand best = {.steps.item = sizeof(struct an_step), .iters.item = sizeof(struct an_step),
+			    .ends.item = sizeof(struct an_step)};
 	a->steps.none = "no loop found";
-	if (items_build(&sc) || (lines_count(&sc), units_find(&sc)) || !sc.total)
+	if (!(sc.path_cache = calloc(PATH_CACHE, sizeof *sc.path_cache)) || items_build(&sc) || lines_count(&sc) ||
+	    units_find(&sc) || !sc.total)
 		goto out;
 	if (find_loop(&sc, &best))
 		goto out;
@@ -1282,8 +1763,10 @@ void steps_detect(struct analysis *a)
 	/* The loop's steps measured to the end of their host calls (an .item()
 	 * closing the last step is the last step's, as every earlier step's is
 	 * its own): grouped again as found. */
-	if (iterations(&sc, best.ctx, best.head, &best.steps, 1) ||
-	    (sc.units.n && !group_by_units(&sc, &best.steps)) || !best.steps.n)
+	if (vec_copy(&best.steps, &best.iters))
+		goto out;
+	steps_end(&sc, best.ctx, best.head, best.tid, &best.steps, &best.ends);
+	if ((sc.units.n && !group_by_units(&sc, &best.steps)) || !best.steps.n)
 		goto out;
 	a->steps.none = NULL;
 	a->steps.source = AN_STEPS_DETECTED;
@@ -1295,5 +1778,7 @@ void steps_detect(struct analysis *a)
 	best.steps = (struct vec){0};
 out:
 	vec_free(&best.steps);
+	vec_free(&best.iters);
+	vec_free(&best.ends);
 	scan_free(&sc);
 }
