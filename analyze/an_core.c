@@ -15,6 +15,7 @@
 #include "an.h"
 #include "an_internal.h"
 #include "an_ranges.h"
+#include "an_tape.h"
 #include "cmd.h"
 #include "tr_common.h"
 
@@ -47,7 +48,14 @@ static int reread(struct analysis *a, const char *path)
 	return rc;
 }
 
-static int run_once(struct analysis *a, const char *path, const struct an_opts *opts);
+/* Where an analysis gets its records, and what it does with them (NULL:
+ * a full analysis that reads the file). */
+struct run_src {
+	struct an_tape *record; /* the read recorded on it */
+	struct an_tape *replay; /* its records from it, not from the file */
+};
+
+static int run_once(struct analysis *a, const char *path, const struct an_opts *opts, const struct run_src *src);
 
 
 /* Steps that are warm-up when the first is not enough: work that recurs in
@@ -117,9 +125,18 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 
 static int run_steps(struct analysis *a, const char *path, const struct an_opts *opts)
 {
-	int rc = run_once(a, path, opts);
+	/* A trace whose steps may be found needs a first analysis, whose read
+	 * the next ones replay from the tape (when it fits). */
+	struct an_tape *tape = opts && (opts->synth_steps || opts->no_markers) ? NULL : an_tape_new();
+	const struct run_src first = {.record = tape};
+	int rc = run_once(a, path, opts, &first);
+	if (rc || a->steps.source != AN_STEPS_DETECTED || a->step_ivs.n < 2 || !an_tape_complete(tape)) {
+		an_tape_free(tape);
+		tape = NULL;
+	}
 	if (rc || a->steps.source != AN_STEPS_DETECTED || a->step_ivs.n < 2)
 		return rc;
+	const struct run_src replay = {.replay = tape}, *again_src = tape ? &replay : NULL;
 	struct an_opts again = a->opts;
 	struct vec steps = a->step_ivs;
 	uint64_t loop = a->steps.loop, unit = a->steps.unit;
@@ -138,7 +155,7 @@ static int run_steps(struct analysis *a, const char *path, const struct an_opts 
 	an_free(a);
 	again.synth_steps = steps.data;
 	again.n_synth_steps = steps.n;
-	rc = run_once(a, path, &again);
+	rc = run_once(a, path, &again, again_src);
 	if (warmup && !rc && an_check_on())
 		rc = check_warmup(a, steps.n, warmup);
 	if (!warmup) {
@@ -146,9 +163,10 @@ static int run_steps(struct analysis *a, const char *path, const struct an_opts 
 		if (warmup > 1) {
 			an_free(a);
 			again.synth_warmup = warmup;
-			rc = run_once(a, path, &again);
+			rc = run_once(a, path, &again, again_src);
 		}
 	}
+	an_tape_free(tape);
 	a->opts.synth_steps = NULL;
 	a->opts.n_synth_steps = 0;
 	a->step_ivs = steps; /* freed with the analysis */
@@ -187,19 +205,26 @@ static int analysis_init(struct analysis *a, const char *path, const struct an_o
 	return 0;
 }
 
-static int run_once(struct analysis *a, const char *path, const struct an_opts *opts)
+static int run_once(struct analysis *a, const char *path, const struct an_opts *opts, const struct run_src *src)
 {
 	int rc = analysis_init(a, path, opts);
 	if (rc)
 		return rc;
-	struct tbp_reader *r;
-	rc = an_open(&r, path);
-	if (rc)
-		return rc;
-	a->header = *tbp_reader_header(r);
-	rc = an_read_trace(a, r, path);
-	if (rc)
-		return rc;
+	if (src && src->replay) {
+		if (an_tape_replay(src->replay, a)) {
+			fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
+			return TBA_EXIT_INTERNAL;
+		}
+	} else {
+		struct tbp_reader *r;
+		rc = an_open(&r, path);
+		if (rc)
+			return rc;
+		a->header = *tbp_reader_header(r);
+		rc = an_read_trace(a, r, path, src ? src->record : NULL);
+		if (rc)
+			return rc;
+	}
 	if (an_ranges_finish(a)) {
 		fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
 		return TBA_EXIT_INTERNAL;

@@ -12,10 +12,16 @@ struct an_defs *defs_new(void);
 void defs_free(struct an_defs *d);
 int defs_add(struct an_defs *d, const struct tbp_record *r); /* 0 ok, -1 nomem */
 
+struct an_tape;
 /* Reads the whole trace, definitions into the tables, timed records through
  * the merge into the passes in time order, the others straight to them.
- * Closes the reader.  Returns a TBA_EXIT_* status (errors printed). */
-int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path);
+ * Closes the reader.  Returns a TBA_EXIT_* status (errors printed).  tape:
+ * NULL, or what the passes get is recorded on it (an_tape.h) as long as it
+ * takes it; a read that ends still recording closes the tape
+ * (an_tape_complete). */
+int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, struct an_tape *tape);
+/* Definitions: the records the merge puts in the tables (defs_add). */
+int an_is_def_record(unsigned kind);
 /* Records of a thread's or a device's stream that carry a time (API calls,
  * GPU activity, markers): the ones the merge puts in order. */
 int an_is_timed_record(unsigned kind);
