@@ -61,17 +61,46 @@ struct merger {
 	uint64_t last_key;
 	size_t last_q; /* index + 1 of the queue of last_key, 0 = none */
 	uint64_t last_emitted_ts;
-	/* What the passes get is recorded on the tape (NULL: none). */
+	/* A first analysis that only finds the steps: what the passes get is
+	 * recorded on the tape (NULL: none, or caught up). */
 	struct an_tape *tape;
+	uint64_t handed;   /* records handed to the passes so far */
+	int catch_up_failed;
 };
 
-/* A block to the passes, on the tape first when one records. */
+/* The detecting analysis becomes the full one (an_catch_up): from here on
+ * the records go to every pass, and nothing is recorded. */
+static __attribute__((noinline)) void merge_catch_up(struct analysis *a, struct merger *m)
+{
+	if (an_catch_up(a, m->tape))
+		m->catch_up_failed = 1;
+	m->tape = NULL;
+}
+
+/* A block to the passes, on the tape first when one records.  A block the
+ * tape cannot take goes to an analysis caught up first. */
 static inline void merge_emit(struct analysis *a, struct merger *m, const struct tbp_record *const *recs, unsigned n,
 			      uint64_t *last_ts)
 {
-	if (__builtin_expect(m->tape != NULL, 0))
+	if (__builtin_expect(m->tape != NULL, 0)) {
 		an_tape_block(m->tape, recs, n, *last_ts);
+		if (!an_tape_ok(m->tape))
+			merge_catch_up(a, m);
+	}
 	an_pass_block(a, recs, n, last_ts);
+	if (__builtin_expect(m->tape != NULL, 0)) {
+		m->handed += n;
+		if (an_pass_detect_done(a, m->handed))
+			merge_catch_up(a, m);
+	}
+}
+
+/* A definition or a record the passes get alone, on the tape first. */
+static inline void merge_single(struct analysis *a, struct merger *m, const struct tbp_record *rec)
+{
+	an_tape_single(m->tape, rec);
+	if (!an_tape_ok(m->tape))
+		merge_catch_up(a, m);
 }
 
 static struct mqueue *mq_get_slow(struct merger *m, unsigned kind, uint32_t id);
@@ -582,6 +611,8 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 			 * the frame's first record, alone). */
 			m.frame++;
 			last_off = off;
+			if (m.catch_up_failed)
+				goto nomem;
 			if (run != spare) {
 				memcpy(spare, run, n * sizeof *run);
 				run = spare;
@@ -636,12 +667,12 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 			} else if (cls == AN_KC_DEF) {
 				defs++;
 				if (m.tape)
-					an_tape_single(m.tape, rec);
+					merge_single(a, &m, rec);
 				if (defs_add(a->defs, rec))
 					goto nomem;
 			} else {
 				if (m.tape)
-					an_tape_single(m.tape, rec);
+					merge_single(a, &m, rec);
 				an_pass_record(a, rec); /* facts and spans: order-free */
 			}
 		}
@@ -667,6 +698,8 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 	merge_drain(a, &m, 1);
 	merge_free(&m);
 	tbp_reader_close(r);
+	if (m.catch_up_failed)
+		return TBA_EXIT_INTERNAL; /* (printed) */
 	if (m.tape)
 		an_tape_close(m.tape, a);
 	return TBA_EXIT_OK;
