@@ -47,16 +47,17 @@ struct an_tape {
 
 struct an_tape *an_tape_new(void)
 {
-	size_t mb = TAPE_MB_DEFAULT;
+	/* (a fraction of a MiB: tests cut the tape short on small traces) */
+	double mb = TAPE_MB_DEFAULT;
 	const char *env = getenv("TBANALYZE_TAPE_MB");
 	if (env && *env)
-		mb = (size_t)strtoull(env, NULL, 10);
-	if (!mb)
+		mb = strtod(env, NULL);
+	if (!(mb * 1048576.0 >= 1.0) || mb > 1e9)
 		return NULL;
 	struct an_tape *t = calloc(1, sizeof *t);
 	if (!t)
 		return NULL;
-	t->cap_bytes = mb << 20;
+	t->cap_bytes = (size_t)(mb * 1048576.0);
 	t->ok = 1;
 	return t;
 }
@@ -112,7 +113,8 @@ static __attribute__((noinline)) int tape_grow(struct an_tape *t, size_t need)
 {
 	if (t->cur)
 		t->cur->used = (size_t)(t->w - (uint8_t *)t->cur->data);
-	size_t cap = need > TAPE_CHUNK ? need : TAPE_CHUNK;
+	size_t chunk = t->cap_bytes < TAPE_CHUNK ? t->cap_bytes : TAPE_CHUNK;
+	size_t cap = need > chunk ? need : chunk;
 	struct tape_chunk *c = t->bytes + cap <= t->cap_bytes ? malloc(sizeof *c + cap + TAPE_REC_MAX) : NULL;
 	if (!c) {
 		tape_stop(t);
