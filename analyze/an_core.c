@@ -2,9 +2,10 @@
  * tbanalyze engine, part 1: an analysis from start to end.  It opens the
  * trace, reads it through the record merge (an_merge.c) into the passes
  * (an_passes.c), measures a marked window again when GPU records came late,
- * and analyses a trace without marks a second time with its detected steps
- * marked, their warm-up decided from the first analysis; definitions and
- * containers are in an_defs.c.
+ * and, on a trace without marks, first only looks for the training loop
+ * (the read recorded on the tape, an_tape.c), then analyses the tape's
+ * records in full, with the steps found marked and their warm-up decided
+ * from the first analysis; definitions and containers are in an_defs.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,6 +16,7 @@
 #include "an.h"
 #include "an_internal.h"
 #include "an_ranges.h"
+#include "an_tape.h"
 #include "cmd.h"
 #include "tr_common.h"
 
@@ -47,7 +49,17 @@ static int reread(struct analysis *a, const char *path)
 	return rc;
 }
 
-static int run_once(struct analysis *a, const char *path, const struct an_opts *opts);
+/* Where an analysis gets its records, and what it does with them (NULL:
+ * a full analysis that reads the file). */
+struct run_src {
+	struct an_tape *record;       /* the read recorded on it */
+	struct an_tape *replay;       /* its records from it, not from the file */
+	int detect;                   /* only find the steps (an_pass_init); needs record */
+	int steps_known;              /* a first analysis found none (an_pass_steps_known) */
+};
+
+static int run_once(struct analysis *a, const char *path, const struct an_opts *opts, const struct run_src *src);
+static int analysis_init(struct analysis *a, const char *path, const struct an_opts *opts, int detect_only);
 
 
 /* Steps that are warm-up when the first is not enough: work that recurs in
@@ -115,11 +127,123 @@ int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 	return rc;
 }
 
+/* What step detection concluded (steps_detect): kept from the analysis
+ * that looked, for the one that reports after it. */
+struct steps_found {
+	int detected;
+	const char *none;
+	uint64_t loop, unit;
+	int unit_kind;
+	struct vec ivs;
+};
+
+static void steps_found_take(struct analysis *a, struct steps_found *f)
+{
+	f->detected = a->steps.source == AN_STEPS_DETECTED;
+	f->none = a->steps.none;
+	f->loop = a->steps.loop;
+	f->unit = a->steps.unit;
+	f->unit_kind = a->steps.unit_kind;
+	f->ivs = a->step_ivs;
+	a->step_ivs = (struct vec){.item = sizeof(struct an_step)};
+}
+
+static void steps_found_put(struct analysis *a, struct steps_found *f)
+{
+	if (f->detected)
+		a->steps.source = AN_STEPS_DETECTED;
+	a->steps.none = f->none;
+	a->steps.loop = f->loop;
+	a->steps.unit = f->unit;
+	a->steps.unit_kind = f->unit_kind;
+	vec_free(&a->step_ivs);
+	a->step_ivs = f->ivs;
+	f->ivs = (struct vec){0};
+}
+
+/* The first analysis of a trace that may have steps to find, with the
+ * tape (an_tape.h): one that only finds them (spans, steps, the join, the
+ * sites' log: no gaps, bursts, breakdown, findings), its read recorded.  It
+ * becomes a full one as it reads (an_catch_up) when finding steps is of no
+ * more use or the tape is full.  Ends with a full first analysis (caught
+ * up: *done 0), or, having only looked for the steps, with a loop found
+ * (*done 0: run_steps marks them, replaying the tape), or with none, after
+ * the reporting analysis replayed the tape with the detection's outcome
+ * (*done 1). */
+static int run_detect_first(struct analysis *a, const char *path, const struct an_opts *opts,
+			    struct an_tape *tape, int *done)
+{
+	struct run_src detect = {.record = tape, .detect = 1};
+	int rc = run_once(a, path, opts, &detect);
+	*done = rc != 0;
+	if (rc || !an_tape_complete(tape) || (a->steps.source == AN_STEPS_DETECTED && a->step_ivs.n >= 2))
+		return rc;
+	struct steps_found found;
+	steps_found_take(a, &found);
+	struct an_opts again = a->opts;
+	an_free(a);
+	struct run_src full = {.replay = tape, .steps_known = 1};
+	rc = run_once(a, path, &again, &full);
+	steps_found_put(a, &found);
+	vec_free(&found.ivs);
+	*done = 1;
+	return rc;
+}
+
+int an_catch_up(struct analysis *a, struct an_tape *t)
+{
+	/* What the read set so far, not on the tape (the end of a truncated
+	 * trace is noted before the merge's last records go out). */
+	uint64_t records = a->records, events = a->events, reorder_forced = a->reorder_forced;
+	uint64_t truncated_at = a->truncated_at;
+	int truncated = a->truncated;
+	struct tbp_header header = a->header;
+	struct an_opts opts = a->opts;
+	const char *path = a->path;
+	an_free(a);
+	int rc = analysis_init(a, path, &opts, 0);
+	if (rc)
+		return rc;
+	a->header = header;
+	if (an_tape_replay(t, a)) {
+		fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
+		return TBA_EXIT_INTERNAL;
+	}
+	a->records = records;
+	a->events = events;
+	a->reorder_forced = reorder_forced;
+	a->truncated = truncated;
+	a->truncated_at = truncated_at;
+	an_tape_release(t);
+	return TBA_EXIT_OK;
+}
+
 static int run_steps(struct analysis *a, const char *path, const struct an_opts *opts)
 {
-	int rc = run_once(a, path, opts);
-	if (rc || a->steps.source != AN_STEPS_DETECTED || a->step_ivs.n < 2)
+	/* A trace whose steps may be found needs a first analysis, whose read
+	 * the next ones replay from the tape (when it fits). */
+	struct an_tape *tape = opts && (opts->synth_steps || opts->no_markers) ? NULL : an_tape_new();
+	int rc;
+	if (tape) {
+		int done;
+		rc = run_detect_first(a, path, opts, tape, &done);
+		if (done) {
+			an_tape_free(tape);
+			return rc;
+		}
+		if (!an_tape_complete(tape)) {
+			/* Caught up: a full first analysis, as without the tape. */
+			an_tape_free(tape);
+			tape = NULL;
+		}
+	} else {
+		rc = run_once(a, path, opts, NULL);
+	}
+	if (rc || a->steps.source != AN_STEPS_DETECTED || a->step_ivs.n < 2) {
+		an_tape_free(tape);
 		return rc;
+	}
+	const struct run_src replay = {.replay = tape}, *again_src = tape ? &replay : NULL;
 	struct an_opts again = a->opts;
 	struct vec steps = a->step_ivs;
 	uint64_t loop = a->steps.loop, unit = a->steps.unit;
@@ -138,7 +262,7 @@ static int run_steps(struct analysis *a, const char *path, const struct an_opts 
 	an_free(a);
 	again.synth_steps = steps.data;
 	again.n_synth_steps = steps.n;
-	rc = run_once(a, path, &again);
+	rc = run_once(a, path, &again, again_src);
 	if (warmup && !rc && an_check_on())
 		rc = check_warmup(a, steps.n, warmup);
 	if (!warmup) {
@@ -146,9 +270,10 @@ static int run_steps(struct analysis *a, const char *path, const struct an_opts 
 		if (warmup > 1) {
 			an_free(a);
 			again.synth_warmup = warmup;
-			rc = run_once(a, path, &again);
+			rc = run_once(a, path, &again, again_src);
 		}
 	}
+	an_tape_free(tape);
 	a->opts.synth_steps = NULL;
 	a->opts.n_synth_steps = 0;
 	a->step_ivs = steps; /* freed with the analysis */
@@ -159,7 +284,7 @@ static int run_steps(struct analysis *a, const char *path, const struct an_opts 
 	return rc;
 }
 
-static int analysis_init(struct analysis *a, const char *path, const struct an_opts *opts)
+static int analysis_init(struct analysis *a, const char *path, const struct an_opts *opts, int detect_only)
 {
 	memset(a, 0, sizeof *a);
 	a->path = path;
@@ -184,22 +309,33 @@ static int analysis_init(struct analysis *a, const char *path, const struct an_o
 		fprintf(stderr, "tbanalyze: out of memory\n");
 		return TBA_EXIT_INTERNAL;
 	}
+	if (detect_only)
+		an_pass_detect_only(a);
 	return 0;
 }
 
-static int run_once(struct analysis *a, const char *path, const struct an_opts *opts)
+static int run_once(struct analysis *a, const char *path, const struct an_opts *opts, const struct run_src *src)
 {
-	int rc = analysis_init(a, path, opts);
+	int rc = analysis_init(a, path, opts, src && src->detect);
 	if (rc)
 		return rc;
-	struct tbp_reader *r;
-	rc = an_open(&r, path);
-	if (rc)
-		return rc;
-	a->header = *tbp_reader_header(r);
-	rc = an_read_trace(a, r, path);
-	if (rc)
-		return rc;
+	if (src && src->steps_known)
+		an_pass_steps_known(a);
+	if (src && src->replay) {
+		if (an_tape_replay(src->replay, a)) {
+			fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
+			return TBA_EXIT_INTERNAL;
+		}
+	} else {
+		struct tbp_reader *r;
+		rc = an_open(&r, path);
+		if (rc)
+			return rc;
+		a->header = *tbp_reader_header(r);
+		rc = an_read_trace(a, r, path, src ? src->record : NULL);
+		if (rc)
+			return rc;
+	}
 	if (an_ranges_finish(a)) {
 		fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
 		return TBA_EXIT_INTERNAL;

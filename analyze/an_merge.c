@@ -21,6 +21,7 @@
 
 #include "an.h"
 #include "an_internal.h"
+#include "an_tape.h"
 #include "cmd.h"
 #include "tr_common.h"
 
@@ -60,7 +61,47 @@ struct merger {
 	uint64_t last_key;
 	size_t last_q; /* index + 1 of the queue of last_key, 0 = none */
 	uint64_t last_emitted_ts;
+	/* A first analysis that only finds the steps: what the passes get is
+	 * recorded on the tape (NULL: none, or caught up). */
+	struct an_tape *tape;
+	uint64_t handed;   /* records handed to the passes so far */
+	int catch_up_failed;
 };
+
+/* The detecting analysis becomes the full one (an_catch_up): from here on
+ * the records go to every pass, and nothing is recorded. */
+static __attribute__((noinline)) void merge_catch_up(struct analysis *a, struct merger *m)
+{
+	if (an_catch_up(a, m->tape))
+		m->catch_up_failed = 1;
+	m->tape = NULL;
+}
+
+/* A block to the passes, on the tape first when one records.  A block the
+ * tape cannot take goes to an analysis caught up first. */
+static inline void merge_emit(struct analysis *a, struct merger *m, const struct tbp_record *const *recs, unsigned n,
+			      uint64_t *last_ts)
+{
+	if (__builtin_expect(m->tape != NULL, 0)) {
+		an_tape_block(m->tape, recs, n, *last_ts);
+		if (!an_tape_ok(m->tape))
+			merge_catch_up(a, m);
+	}
+	an_pass_block(a, recs, n, last_ts);
+	if (__builtin_expect(m->tape != NULL, 0)) {
+		m->handed += n;
+		if (an_pass_detect_done(a, m->handed))
+			merge_catch_up(a, m);
+	}
+}
+
+/* A definition or a record the passes get alone, on the tape first. */
+static inline void merge_single(struct analysis *a, struct merger *m, const struct tbp_record *rec)
+{
+	an_tape_single(m->tape, rec);
+	if (!an_tape_ok(m->tape))
+		merge_catch_up(a, m);
+}
 
 static struct mqueue *mq_get_slow(struct merger *m, unsigned kind, uint32_t id);
 
@@ -188,7 +229,7 @@ static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a
 			/* Switch queues only on a head strictly before the current one. */
 			c = c ? !(t0 < t1 || (t0 == t1 && s0 < s1)) : (t1 < t0 || (t1 == t0 && s1 < s0));
 		}
-		an_pass_block(a, block, k, &last_ts);
+		merge_emit(a, m, block, k, &last_ts);
 		m->buffered -= k;
 	}
 	q0->head = h0;
@@ -364,7 +405,7 @@ static void merge_small(struct analysis *a, struct merger *m, const uint32_t *ix
 						nxt = i;
 			}
 		}
-		an_pass_block(a, block, nb, &last_ts);
+		merge_emit(a, m, block, nb, &last_ts);
 		emitted += nb;
 	}
 	for (unsigned i = 0; i < k; i++) {
@@ -448,7 +489,7 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 		for (;;) {
 			block[nblock++] = &ring[head];
 			if (nblock == MERGE_BLOCK) {
-				an_pass_block(a, block, nblock, &m->last_emitted_ts);
+				merge_emit(a, m, block, nblock, &m->last_emitted_ts);
 				nblock = 0;
 			}
 			head = (head + 1) & mask;
@@ -471,7 +512,7 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 		heap_sift_down(heap, hn, 0);
 	}
 	if (nblock)
-		an_pass_block(a, block, nblock, &m->last_emitted_ts);
+		merge_emit(a, m, block, nblock, &m->last_emitted_ts);
 }
 
 static void merge_free(struct merger *m)
@@ -493,26 +534,28 @@ int an_is_timed_record(unsigned kind)
 	       kind == TBP_K_MARKER;
 }
 
+int an_is_def_record(unsigned kind)
+{
+	return kind == TBP_K_STRING || kind == TBP_K_PYFRAME || kind == TBP_K_CALLPATH || kind == TBP_K_NATIVE ||
+	       kind == TBP_K_MODULE || kind == TBP_K_PY_LIB;
+}
+
 static void merge_setup(void)
 {
 	const char *cap = getenv("TBANALYZE_REORDER_CAP");
 	if (cap && atol(cap) > 0)
 		reorder_cap = (size_t)atol(cap);
 	for (unsigned k = 0; k < 256; k++)
-		kind_class[k] = k == TBP_K_STRING || k == TBP_K_PYFRAME || k == TBP_K_CALLPATH || k == TBP_K_NATIVE ||
-					k == TBP_K_MODULE || k == TBP_K_PY_LIB
-				? AN_KC_DEF
-			: an_is_timed_record(k) ? AN_KC_TIMED
-						: AN_KC_PASS;
+		kind_class[k] = an_is_def_record(k) ? AN_KC_DEF : an_is_timed_record(k) ? AN_KC_TIMED : AN_KC_PASS;
 }
 
 /* Reads the whole trace, definitions into the tables, timed records through
  * the merge into the passes in time order, the others straight to them.
  * Closes the reader. */
-int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path)
+int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, struct an_tape *tape)
 {
 	merge_setup();
-	struct merger m = {.qs = {.item = sizeof(struct mqueue)}};
+	struct merger m = {.qs = {.item = sizeof(struct mqueue)}, .tape = tape};
 	/* A CUPTI trace will have GPU activity, possibly all of it handed over
 	 * late: let device 0's queue hold the host records back from the start
 	 * (bounded by the cap) instead of only once it shows up. */
@@ -568,6 +611,8 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path)
 			 * the frame's first record, alone). */
 			m.frame++;
 			last_off = off;
+			if (m.catch_up_failed)
+				goto nomem;
 			if (run != spare) {
 				memcpy(spare, run, n * sizeof *run);
 				run = spare;
@@ -621,9 +666,13 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path)
 				timed++;
 			} else if (cls == AN_KC_DEF) {
 				defs++;
+				if (m.tape)
+					merge_single(a, &m, rec);
 				if (defs_add(a->defs, rec))
 					goto nomem;
 			} else {
+				if (m.tape)
+					merge_single(a, &m, rec);
 				an_pass_record(a, rec); /* facts and spans: order-free */
 			}
 		}
@@ -649,6 +698,10 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path)
 	merge_drain(a, &m, 1);
 	merge_free(&m);
 	tbp_reader_close(r);
+	if (m.catch_up_failed)
+		return TBA_EXIT_INTERNAL; /* (printed) */
+	if (m.tape)
+		an_tape_close(m.tape, a);
 	return TBA_EXIT_OK;
 nomem:
 	merge_free(&m);

@@ -96,6 +96,10 @@ struct an_span_ev {
 struct an_pass_ops {
 	const char *name;
 	size_t state_size;
+	/* 1: the pass runs in a first analysis that only finds the steps
+	 * (an_core.c run_steps): what step detection and the warm-up decision
+	 * read.  The others run only in the analysis that reports. */
+	int detect;
 	int (*init)(struct analysis *a);
 	/* Host calls, one hook per kind (on_api: any other call). */
 	void (*on_launch)(struct analysis *a, struct an_call_ev *e);

@@ -36,6 +36,7 @@ void spans_free(struct analysis *a);
 static const struct an_pass_ops an_pass_spans = {
 	.name = "spans",
 	.state_size = sizeof(struct spans_state),
+	.detect = 1,
 	.init = spans_init,
 	.on_span = spans_on_span,
 	.reread_begin = spans_reread_begin,

@@ -116,6 +116,7 @@ void steps_free(struct analysis *a);
 static const struct an_pass_ops an_pass_steps = {
 	.name = "steps",
 	.state_size = sizeof(struct steps_state),
+	.detect = 1,
 	.init = steps_init,
 	.on_launch = steps_on_work,
 	.on_memcpy = steps_on_work,

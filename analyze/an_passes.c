@@ -305,13 +305,24 @@ HOT_FN void kernel_stat(struct analysis *a, uint64_t name, uint64_t ns)
 	if (an_pass_##pass.hook)                                                                                       \
 		an_pass_##pass.hook(__VA_ARGS__);
 #define DISPATCH(hook, ...) AN_PASSES(CALL_HOOK, hook, __VA_ARGS__)
+/* The same, in a first analysis that only finds the steps when detect
+ * (a constant where the hot paths take a copy of their own for it): only
+ * the passes whose ops say detect. */
+#define CALL_HOOK_M(pass, only_detect, hook, ...)                                                                      \
+	if (an_pass_##pass.hook && (!(only_detect) || an_pass_##pass.detect))                                          \
+		an_pass_##pass.hook(__VA_ARGS__);
+#define DISPATCH_M(only_detect, hook, ...) AN_PASSES(CALL_HOOK_M, only_detect, hook, __VA_ARGS__)
 
 /* The events the services publish (AN_EVENTS): direct calls too. */
 #define AN_UNPAREN(...) __VA_ARGS__
 #define AN_EVENT_DEFINE(name, params, args)                                                                            \
 	void an_publish_##name params                                                                                  \
 	{                                                                                                              \
-		DISPATCH(name, AN_UNPAREN args)                                                                        \
+		if (a->st->detect_only) {                                                                              \
+			DISPATCH_M(1, name, AN_UNPAREN args)                                                           \
+		} else {                                                                                               \
+			DISPATCH(name, AN_UNPAREN args)                                                                \
+		}                                                                                                      \
 	}
 AN_EVENTS(AN_EVENT_DEFINE)
 #undef AN_EVENT_DEFINE
@@ -319,7 +330,7 @@ AN_EVENTS(AN_EVENT_DEFINE)
 /* GPU records, to the passes that read them; kind is a constant where the
  * hot kind takes its own copy (an_pass_record). */
 static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, const struct tbp_record *r,
-							   unsigned kind)
+							   unsigned kind, int detect)
 {
 	struct an_state *st = a->st;
 	const struct tbp_gpu_kernel *g = &r->u.gpu_kernel; /* common prefix */
@@ -329,9 +340,10 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		a->n_gpu_sync++;
 		return;
 	}
-	struct an_device *d = get_device(a, g->device);
-	struct an_stream *str = get_stream(a, g->device, g->stream);
-	if (!d || !str)
+	/* Finding the steps needs only the join (a work item's GPU time). */
+	struct an_device *d = detect ? NULL : get_device(a, g->device);
+	struct an_stream *str = detect ? NULL : get_stream(a, g->device, g->stream);
+	if (!detect && (!d || !str))
 		return;
 	static const struct corr_ent no_launch;
 	const struct corr_ent *api = g->corr ? corr_take(st, g->corr) : NULL;
@@ -343,6 +355,23 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	}
 	st->gpu_now = s;
 	struct an_gpu_ev ev = {.r = r, .kind = kind, .s = s, .e = e, .d = d, .str = str, .api = api, .joined = joined};
+	if (detect) {
+		switch (kind) {
+		case TBP_K_GPU_KERNEL:
+			a->n_gpu_kernel++;
+			DISPATCH_M(1, on_kernel, a, &ev)
+			break;
+		case TBP_K_GPU_MEMCPY:
+			a->n_gpu_memcpy++;
+			DISPATCH_M(1, on_gpu_memcpy, a, &ev)
+			break;
+		case TBP_K_GPU_MEMSET:
+			a->n_gpu_memset++;
+			DISPATCH_M(1, on_gpu_memset, a, &ev)
+			break;
+		}
+		return;
+	}
 	/* The device's idle before this work (d->busy as the passes left it
 	 * with the previous record): its first work, or a gap. */
 	if (d->busy.open && s > d->busy.end) {
@@ -380,7 +409,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 
 /* Host API calls, to the passes that read them; kind as in on_gpu_k. */
 static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, const struct tbp_record *r,
-							   unsigned kind)
+							   unsigned kind, int detect)
 {
 	struct an_state *st = a->st;
 	const struct tbp_call *c = &r->u.call;
@@ -388,7 +417,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	note_time(a, ts, end);
 	a->n_api++;
 	struct an_call_ev ev = {.r = r, .kind = kind, .ts = ts, .end = end, .dur = end - ts};
-	ev.th = get_thread(st, r->tid);
+	ev.th = detect ? NULL : get_thread(st, r->tid);
 	ev.phase = cur_phase(a);
 	/* cudaStreamWaitEvent (torch's wait_stream) makes a stream wait on the
 	 * GPU; the host goes on at once: not a sync of the host. */
@@ -414,7 +443,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 #define CALL_KIND(kind_, count, hook)                                                                                  \
 	case kind_:                                                                                                    \
 		a->count += count_if;                                                                                  \
-		DISPATCH(hook, a, &ev)                                                                                 \
+		DISPATCH_M(detect, hook, a, &ev)                                                                       \
 		break;
 	int count_if = kind != TBP_K_LAUNCH || !ev.failed; /* (a refused launch is no launch) */
 	switch (kind) {
@@ -425,7 +454,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 		CALL_KIND(TBP_K_MALLOC, n_malloc, on_malloc)
 		CALL_KIND(TBP_K_FREE, n_free, on_free)
 	default:
-		DISPATCH(on_api, a, &ev)
+		DISPATCH_M(detect, on_api, a, &ev)
 		break;
 	}
 #undef CALL_KIND
@@ -454,7 +483,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 
 static __attribute__((noinline)) void on_gpu(struct analysis *a, const struct tbp_record *r)
 {
-	on_gpu_k(a, r, r->kind);
+	on_gpu_k(a, r, r->kind, a->st->detect_only);
 }
 
 /* A graph launch (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch: recorded as an API call) is a
@@ -481,10 +510,16 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 			if (st->site_log_on)
 				site_log_add(a, r->ts, 0);
 		}
-		on_api_k(a, r, TBP_K_LAUNCH);
+		if (st->detect_only)
+			on_api_k(a, r, TBP_K_LAUNCH, 1);
+		else
+			on_api_k(a, r, TBP_K_LAUNCH, 0);
 		return;
 	}
-	on_api_k(a, r, r->kind);
+	if (a->st->detect_only)
+		on_api_k(a, r, r->kind, 1);
+	else
+		on_api_k(a, r, r->kind, 0);
 }
 
 /* Launches and kernels are most records: each takes a copy of on_api_k or
@@ -498,10 +533,16 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 	X(on_kernel, on_gpu_k, TBP_K_GPU_KERNEL)                                                                       \
 	X(on_gpu_memcpy, on_gpu_k, TBP_K_GPU_MEMCPY)                                                                   \
 	X(on_gpu_memset, on_gpu_k, TBP_K_GPU_MEMSET)
+/* Each twice: for the analysis that reports, and (name_d) for a first
+ * analysis that only finds the steps. */
 #define KIND_COPY(name, body, kind)                                                                                    \
 	COLD_FN void name(struct analysis *a, const struct tbp_record *r)                                              \
 	{                                                                                                              \
-		body(a, r, kind);                                                                                      \
+		body(a, r, kind, 0);                                                                                   \
+	}                                                                                                              \
+	COLD_FN void name##_d(struct analysis *a, const struct tbp_record *r)                                          \
+	{                                                                                                              \
+		body(a, r, kind, 1);                                                                                   \
 	}
 SPECIALISED_KINDS(KIND_COPY)
 #undef KIND_COPY
@@ -513,7 +554,11 @@ static void on_span(struct analysis *a, const struct tbp_record *r)
 	e.end = r->u.py_span.end < e.ts ? e.ts : r->u.py_span.end;
 	note_time(a, e.ts, e.end);
 	a->n_spans++;
-	DISPATCH(on_span, a, &e)
+	if (a->st->detect_only) {
+		DISPATCH_M(1, on_span, a, &e)
+	} else {
+		DISPATCH(on_span, a, &e)
+	}
 }
 
 static __attribute__((noinline)) void pass_record_other(struct analysis *a, const struct tbp_record *r);
@@ -528,9 +573,40 @@ HOT_FN void record_one(struct analysis *a, const struct tbp_record *r)
 		pass_record_other(a, r);
 }
 
+HOT_FN void record_one_d(struct analysis *a, const struct tbp_record *r)
+{
+	if (r->kind == TBP_K_LAUNCH)
+		on_launch_d(a, r);
+	else if (r->kind == TBP_K_GPU_KERNEL)
+		on_kernel_d(a, r);
+	else
+		pass_record_other(a, r);
+}
+
 void an_pass_record(struct analysis *a, const struct tbp_record *r)
 {
-	record_one(a, r);
+	if (a->st->detect_only)
+		record_one_d(a, r);
+	else
+		record_one(a, r);
+}
+
+/* an_pass_block's loop in a first analysis that only finds the steps. */
+COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
+{
+	uint64_t last = *last_ts;
+	for (unsigned i = 0; i < n; i++) {
+		const struct tbp_record *r = recs[i];
+		if (r->ts < last) {
+			a->late_records++;
+			if (r->stream_kind == TBP_STREAM_GPU)
+				a->late_gpu_records++;
+		} else {
+			last = r->ts;
+		}
+		record_one_d(a, r);
+	}
+	*last_ts = last;
 }
 
 /* A block with a time a pass asked for (st->due_ts) inside: record by
@@ -554,6 +630,10 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 		pass_block_due(a, recs, n, last_ts);
 		return;
 	}
+	if (__builtin_expect(a->st->detect_only, 0)) {
+		pass_block_detect(a, recs, n, last_ts);
+		return;
+	}
 	uint64_t last = *last_ts;
 	for (unsigned i = 0; i < n; i++) {
 		const struct tbp_record *r = recs[i];
@@ -571,10 +651,14 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 {
+	int detect = a->st->detect_only;
 	switch (r->kind) {
 #define KIND_CASE(name, body, kind)                                                                                    \
 	case kind:                                                                                                     \
-		name(a, r);                                                                                            \
+		if (detect)                                                                                            \
+			name##_d(a, r);                                                                                \
+		else                                                                                                   \
+			name(a, r);                                                                                    \
 		break;
 		SPECIALISED_KINDS(KIND_CASE)
 #undef KIND_CASE
@@ -592,7 +676,11 @@ static void pass_record_other(struct analysis *a, const struct tbp_record *r)
 		break;
 	case TBP_K_MARKER:
 		note_time(a, r->ts, r->ts);
-		DISPATCH(on_marker, a, r)
+		if (detect) {
+			DISPATCH_M(1, on_marker, a, r)
+		} else {
+			DISPATCH(on_marker, a, r)
+		}
 		break;
 	case TBP_K_RANGE:
 		an_ranges_record(a, r);
@@ -683,6 +771,8 @@ static int cmp_kernel(const void *x, const void *y)
 uint64_t an_pass_reread_begin(struct analysis *a)
 {
 	uint64_t all = 0;
+	if (a->st->detect_only)
+		return 0;
 	for (size_t i = 0; i < N_PASSES; i++) {
 		a->st->reread_kinds[i] = passes[i]->reread_begin ? passes[i]->reread_begin(a) : 0;
 		all |= a->st->reread_kinds[i];
@@ -706,21 +796,63 @@ void an_pass_reread_end(struct analysis *a)
 
 int an_pass_finish(struct analysis *a)
 {
+	int detect = a->st->detect_only;
 	/* The end of the records: what is still open closes. */
 	for (size_t i = 0; i < N_PASSES; i++)
-		if (passes[i]->flush)
+		if (passes[i]->flush && (!detect || passes[i]->detect))
 			passes[i]->flush(a);
 	if (a->first_ts == UINT64_MAX)
 		a->first_ts = a->last_ts = 0;
 	if (a->markers_used && a->win_end <= a->win_begin)
 		a->markers_used = 0;
 	for (size_t i = 0; i < N_PASSES; i++)
-		if (passes[i]->finish && passes[i]->finish(a))
+		if (passes[i]->finish && (!detect || passes[i]->detect) && passes[i]->finish(a))
 			return -1;
+	/* Steps found (or not): the rest is the reporting analysis's. */
+	if (detect)
+		return 0;
 	if (an_findings_finish(a))
 		return -1;
 	if (a->kernels.n)
 		qsort(a->kernels.data, a->kernels.n, sizeof(struct an_kernel_stat), cmp_kernel);
+	return 0;
+}
+
+void an_pass_detect_only(struct analysis *a)
+{
+	a->st->detect_only = 1;
+}
+
+void an_pass_steps_known(struct analysis *a)
+{
+	struct steps_state *ss = an_pass_state(a, steps);
+	ss->collect_on = 0;
+	a->st->site_log_on = 0;
+}
+
+/* A detecting analysis whose first this many records brought no Python
+ * span or no GPU work reports from the file instead (an_pass_detect_done). */
+#define DETECT_BET_RECORDS (1u << 14)
+
+int an_pass_detect_done(const struct analysis *a, uint64_t handed)
+{
+	const struct steps_state *ss = an_pass_state(a, steps);
+	/* The runner's marks (or more items than detection takes): no steps
+	 * left to find, unless NVTX ranges name them. */
+	if (!ss->collect_on && !a->opts.steps_nvtx)
+		return 1;
+	/* A bet.  Detecting first, then replaying into the full analysis,
+	 * wins where a loop is found and the full passes are dear (GPU work
+	 * with Python spans: the gaps pass places each idle piece among the
+	 * host's calls and spans), and costs the detecting dispatch, the tape
+	 * and the replay where none is: about a third more on a trace of
+	 * cheap records (measured: gen_planted big, GPU work without spans,
+	 * +31 %; a trace of allocations with a few spans, +35 %).  A trace
+	 * that shows no span or no GPU work in its first records is analysed
+	 * in full from here, as with the tape off: a loop found in it reads
+	 * the file again, as before the tape. */
+	if (handed >= DETECT_BET_RECORDS && (!a->n_spans || !(a->n_launch + a->n_memcpy + a->n_memset)))
+		return 1;
 	return 0;
 }
 

@@ -165,6 +165,7 @@ struct an_state {
 	struct vec site_log; /* struct site_log_ent, in the order the calls came */
 	int site_log_on;     /* logging */
 	int site_log_lost;   /* an entry could not be kept: the log cannot answer */
+	int detect_only;     /* a first analysis that only finds the steps (an_passes.c, an_core.c) */
 };
 
 /* an_publish_<event>(...): the event to each pass that takes it, in the

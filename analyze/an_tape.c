@@ -1,0 +1,379 @@
+/*
+ * tbanalyze: the record tape (an_tape.h).  A record is 160 bytes in memory;
+ * on the tape it is its head and time (16 bytes) and only the fields its
+ * kind has in this trace (nfields: the reader leaves the others zero), in
+ * 32 bits each when they fit (nearly every call and GPU record: about 75
+ * bytes a record), and a string's bytes after it, in chunks of a few MiB
+ * (no allocation per record).  A block the merge handed over is one entry ahead of its
+ * records, with the last_ts it was handed.
+ */
+#include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "an_internal.h"
+#include "an_tape.h"
+
+/* Default cap, MiB: the 1 M-record simtorch trace takes about 75. */
+#define TAPE_MB_DEFAULT 256
+#define TAPE_CHUNK (8u << 20)
+/* The largest record entry without a blob (head, ts, every field). */
+#define TAPE_REC_MAX (16u + 8u * TBP_MAX_FIELDS)
+/* An entry kind that is no record kind (kinds are < TBP_K__MAX): a block. */
+#define TAPE_OP_BLOCK 0xffu
+/* Blocks of the merge are at most this many records (an_merge.c). */
+#define TAPE_BLOCK_MAX 64
+
+struct tape_chunk {
+	struct tape_chunk *next;
+	size_t used, cap;
+	/* cap bytes, then TAPE_REC_MAX of slack: a record is written and read
+	 * with fixed-size copies that may run past its own end. */
+	uint64_t data[];
+};
+
+struct an_tape {
+	struct tape_chunk *first, *cur;
+	uint8_t *w, *wend; /* the current chunk's free part */
+	size_t cap_bytes, bytes;
+	int ok, closed;
+	/* What the read set on the analysis. */
+	struct tbp_header header;
+	uint64_t records, events, reorder_forced, truncated_at;
+	int truncated;
+};
+
+struct an_tape *an_tape_new(void)
+{
+	/* (a fraction of a MiB: tests cut the tape short on small traces) */
+	double mb = TAPE_MB_DEFAULT;
+	const char *env = getenv("TBANALYZE_TAPE_MB");
+	if (env && *env)
+		mb = strtod(env, NULL);
+	if (!(mb * 1048576.0 >= 1.0) || mb > 1e9)
+		return NULL;
+	struct an_tape *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->cap_bytes = (size_t)(mb * 1048576.0);
+	t->ok = 1;
+	return t;
+}
+
+void an_tape_free(struct an_tape *t)
+{
+	if (!t)
+		return;
+	an_tape_release(t);
+	free(t);
+}
+
+int an_tape_ok(const struct an_tape *t)
+{
+	return t && t->ok;
+}
+
+int an_tape_complete(const struct an_tape *t)
+{
+	return t && t->ok && t->closed;
+}
+
+size_t an_tape_bytes(const struct an_tape *t)
+{
+	return t ? t->bytes : 0;
+}
+
+/* Recording stops at the entry that cannot be taken (past the cap, out of
+ * memory, a record the tape would not give back as it was): what is on
+ * the tape stays, every entry before that one. */
+static void tape_stop(struct an_tape *t)
+{
+	if (t->cur)
+		t->cur->used = (size_t)(t->w - (uint8_t *)t->cur->data);
+	t->w = t->wend = NULL;
+	t->ok = 0;
+}
+
+void an_tape_release(struct an_tape *t)
+{
+	for (struct tape_chunk *c = t->first, *n; c; c = n) {
+		n = c->next;
+		free(c);
+	}
+	t->first = t->cur = NULL;
+	t->w = t->wend = NULL;
+	t->ok = 0;
+	t->closed = 0;
+}
+
+/* Room for need bytes at t->w; 0, or -1 with the tape dropped. */
+static __attribute__((noinline)) int tape_grow(struct an_tape *t, size_t need)
+{
+	if (t->cur)
+		t->cur->used = (size_t)(t->w - (uint8_t *)t->cur->data);
+	size_t chunk = t->cap_bytes < TAPE_CHUNK ? t->cap_bytes : TAPE_CHUNK;
+	size_t cap = need > chunk ? need : chunk;
+	struct tape_chunk *c = t->bytes + cap <= t->cap_bytes ? malloc(sizeof *c + cap + TAPE_REC_MAX) : NULL;
+	if (!c) {
+		tape_stop(t);
+		return -1;
+	}
+	c->next = NULL;
+	c->used = 0;
+	c->cap = cap;
+	if (t->cur)
+		t->cur->next = c;
+	else
+		t->first = c;
+	t->cur = c;
+	t->bytes += cap;
+	t->w = (uint8_t *)c->data;
+	t->wend = t->w + cap;
+	return 0;
+}
+
+static inline int tape_room(struct an_tape *t, size_t need)
+{
+	if (__builtin_expect((size_t)(t->wend - t->w) >= need, 1))
+		return 0;
+	return tape_grow(t, need);
+}
+
+/* A record's fields past nfields are zero (the reader's rows): only the
+ * first nfields are kept.  1 when that holds, 0 when not (the tape would
+ * not give the record back as it was). */
+static inline unsigned rec_fields(const struct tbp_record *r, int *exact)
+{
+	unsigned nf = r->nfields < TBP_MAX_FIELDS ? r->nfields : TBP_MAX_FIELDS;
+	uint64_t rest = 0;
+	for (unsigned i = nf; i < TBP_MAX_FIELDS; i++)
+		rest |= r->u.v[i];
+	*exact = !rest && r->nfields <= TBP_MAX_FIELDS;
+	return nf;
+}
+
+/* The stored head's nfields with this bit: a narrow record, whose fields
+ * are kept in 32 bits each, the first as its distance from ts (the end of
+ * a call, a GPU record or a span: a host call and its kernel have ids,
+ * sizes and dimensions that fit, and only their end is a time). */
+#define TAPE_NARROW 0x8000u
+
+_Static_assert(TBP_MAX_FIELDS == 16, "the tape packs 16 fields");
+
+/* The fields, the first as its distance from ts, into 32 bits each at out;
+ * 0 when one does not fit (nothing to use at out then). */
+static inline int pack_narrow(const struct tbp_record *r, uint8_t *out)
+{
+	uint64_t first = r->u.v[0] - r->ts;
+#ifdef __SSE2__
+	/* Two fields a register: the high halves or'ed together must be
+	 * zero, the low halves of two registers make one of four. */
+	const __m128i *v = (const __m128i *)(const void *)r->u.v;
+	__m128i f[8];
+	f[0] = _mm_set_epi64x((long long)r->u.v[1], (long long)first);
+#pragma GCC unroll 8
+	for (unsigned i = 1; i < 8; i++)
+		f[i] = _mm_loadu_si128(v + i);
+	__m128i any = _mm_or_si128(_mm_or_si128(_mm_or_si128(f[0], f[1]), _mm_or_si128(f[2], f[3])),
+				   _mm_or_si128(_mm_or_si128(f[4], f[5]), _mm_or_si128(f[6], f[7])));
+	if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_srli_epi64(any, 32), _mm_setzero_si128())) != 0xffff)
+		return 0;
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		__m128 lo = _mm_castsi128_ps(f[2 * i]), hi = _mm_castsi128_ps(f[2 * i + 1]);
+		_mm_storeu_si128((__m128i *)(void *)(out + 16 * i),
+				 _mm_castps_si128(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))));
+	}
+	return 1;
+#else
+	uint64_t wide = first;
+	for (unsigned i = 1; i < TBP_MAX_FIELDS; i++)
+		wide |= r->u.v[i];
+	if (wide >> 32)
+		return 0;
+	uint32_t narrow[TBP_MAX_FIELDS];
+	narrow[0] = (uint32_t)first;
+	for (unsigned i = 1; i < TBP_MAX_FIELDS; i++)
+		narrow[i] = (uint32_t)r->u.v[i];
+	memcpy(out, narrow, sizeof narrow);
+	return 1;
+#endif
+}
+
+/* The other way: 32-bit fields at in into r's 64-bit ones. */
+static inline void unpack_narrow(const uint8_t *in, struct tbp_record *r)
+{
+#ifdef __SSE2__
+	__m128i *v = (__m128i *)(void *)r->u.v, zero = _mm_setzero_si128();
+#pragma GCC unroll 4
+	for (unsigned i = 0; i < 4; i++) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(in + 16 * i));
+		_mm_storeu_si128(v + 2 * i, _mm_unpacklo_epi32(x, zero));
+		_mm_storeu_si128(v + 2 * i + 1, _mm_unpackhi_epi32(x, zero));
+	}
+#else
+	uint32_t narrow[TBP_MAX_FIELDS];
+	memcpy(narrow, in, sizeof narrow);
+	for (unsigned i = 0; i < TBP_MAX_FIELDS; i++)
+		r->u.v[i] = narrow[i];
+#endif
+	r->u.v[0] += r->ts;
+}
+
+/* One record at t->w (room for TAPE_REC_MAX checked): head, ts, fields. */
+static inline void put_rec(struct an_tape *t, const struct tbp_record *r, unsigned nf)
+{
+	if (!pack_narrow(r, t->w + 16)) {
+		memcpy(t->w, r, TAPE_REC_MAX); /* head, ts and every field; only nf kept */
+		t->w += 16 + 8 * (size_t)nf;
+		return;
+	}
+	uint16_t nfields = (uint16_t)(r->nfields | TAPE_NARROW);
+	memcpy(t->w, r, 16);
+	memcpy(t->w + 2, &nfields, 2);
+	t->w += 16 + 4 * (size_t)nf;
+}
+
+void an_tape_single(struct an_tape *t, const struct tbp_record *r)
+{
+	if (!t->ok)
+		return;
+	int exact;
+	unsigned nf = rec_fields(r, &exact);
+	size_t blob = r->kind == TBP_K_STRING ? ((size_t)r->blob_len + 7) / 8 * 8 + 8 : 0;
+	if (!exact || (!blob && (r->blob || r->blob_len))) {
+		tape_stop(t);
+		return;
+	}
+	if (tape_room(t, TAPE_REC_MAX + blob))
+		return;
+	put_rec(t, r, nf);
+	if (blob) {
+		uint64_t len = r->blob_len;
+		memcpy(t->w, &len, 8);
+		if (len)
+			memcpy(t->w + 8, r->blob, len);
+		t->w += blob;
+	}
+}
+
+void an_tape_block(struct an_tape *t, const struct tbp_record *const *recs, unsigned n, uint64_t last_ts)
+{
+	if (!t->ok)
+		return;
+	if (n > TAPE_BLOCK_MAX) {
+		tape_stop(t);
+		return;
+	}
+	if (tape_room(t, 16 + (size_t)n * TAPE_REC_MAX))
+		return;
+	uint8_t *at = t->w;
+	uint64_t op[2] = {TAPE_OP_BLOCK | (uint64_t)n << 32, last_ts};
+	memcpy(t->w, op, 16);
+	t->w += 16;
+	int all_exact = 1;
+	for (unsigned i = 0; i < n; i++) {
+		int exact;
+		unsigned nf = rec_fields(recs[i], &exact);
+		all_exact &= exact;
+		put_rec(t, recs[i], nf);
+	}
+	/* (queued records carry no blob: the merge cleared it) */
+	if (!all_exact) {
+		t->w = at; /* not this block */
+		tape_stop(t);
+	}
+}
+
+void an_tape_close(struct an_tape *t, const struct analysis *a)
+{
+	if (!t->ok)
+		return;
+	if (t->cur)
+		t->cur->used = (size_t)(t->w - (uint8_t *)t->cur->data);
+	t->header = a->header;
+	t->records = a->records;
+	t->events = a->events;
+	t->reorder_forced = a->reorder_forced;
+	t->truncated = a->truncated;
+	t->truncated_at = a->truncated_at;
+	t->closed = 1;
+}
+
+/* The record at p back into *r; returns the entry's end. */
+static inline const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
+{
+	size_t size;
+	unsigned nf;
+	uint16_t nfields;
+	memcpy(&nfields, p + 2, 2);
+	if (nfields & TAPE_NARROW) {
+		memcpy(r, p, 16);
+		r->nfields = nfields & ~TAPE_NARROW;
+		nf = r->nfields < TBP_MAX_FIELDS ? r->nfields : TBP_MAX_FIELDS;
+		unpack_narrow(p + 16, r);
+		size = 16 + 4 * (size_t)nf;
+	} else {
+		memcpy(r, p, TAPE_REC_MAX);
+		nf = r->nfields < TBP_MAX_FIELDS ? r->nfields : TBP_MAX_FIELDS;
+		size = 16 + 8 * (size_t)nf;
+	}
+	for (unsigned i = nf; i < TBP_MAX_FIELDS; i++)
+		r->u.v[i] = 0;
+	r->blob = NULL;
+	r->blob_len = 0;
+	return p + size;
+}
+
+int an_tape_replay(struct an_tape *t, struct analysis *a)
+{
+	if (t->ok && t->cur)
+		t->cur->used = (size_t)(t->w - (uint8_t *)t->cur->data);
+	if (t->closed)
+		a->header = t->header;
+	struct tbp_record block[TAPE_BLOCK_MAX];
+	const struct tbp_record *ptrs[TAPE_BLOCK_MAX];
+	for (unsigned i = 0; i < TAPE_BLOCK_MAX; i++)
+		ptrs[i] = &block[i];
+	for (const struct tape_chunk *c = t->first; c; c = c->next) {
+		const uint8_t *p = (const uint8_t *)c->data, *end = p + c->used;
+		while (p < end) {
+			if (*p == TAPE_OP_BLOCK) {
+				uint64_t op[2];
+				memcpy(op, p, 16);
+				p += 16;
+				unsigned n = (unsigned)(op[0] >> 32);
+				uint64_t last_ts = op[1];
+				for (unsigned i = 0; i < n; i++)
+					p = get_rec(p, &block[i]);
+				an_pass_block(a, ptrs, n, &last_ts);
+				continue;
+			}
+			struct tbp_record r;
+			p = get_rec(p, &r);
+			if (r.kind == TBP_K_STRING) {
+				uint64_t len;
+				memcpy(&len, p, 8);
+				r.blob = len ? p + 8 : NULL;
+				r.blob_len = (uint32_t)len;
+				p += 8 + (len + 7) / 8 * 8;
+			}
+			if (an_is_def_record(r.kind)) {
+				if (defs_add(a->defs, &r))
+					return -1;
+			} else {
+				an_pass_record(a, &r);
+			}
+		}
+	}
+	if (t->closed) {
+		a->records = t->records;
+		a->events = t->events;
+		a->reorder_forced = t->reorder_forced;
+		a->truncated = t->truncated;
+		a->truncated_at = t->truncated_at;
+	}
+	return 0;
+}
