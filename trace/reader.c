@@ -742,6 +742,13 @@ static inline uint64_t three_byte2(uint64_t w)
 #define TBP_UNROLL
 #endif
 
+/* The eight bytes of w, each a one-byte varint (its high bit clear), as
+ * the eight deltas they code, each a signed byte (-64..63). */
+static inline uint64_t unzigzag_bytes(uint64_t w)
+{
+	return ((w >> 1) & 0x7f7f7f7f7f7f7f7full) ^ ((w & 0x0101010101010101ull) * 0xff);
+}
+
 /* Cell i of a batch's rows (row i / ROW, column i % ROW), through a byte
  * pointer to the whole array: the rows after a row are reached without
  * pointer arithmetic past the end of that row. */
@@ -797,8 +804,33 @@ static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok
 	int still = !dur;
 	unsigned j = 0;
 	while (j < ok) {
-		if (left == 0 && get_run(&p, e, &d, &left))
-			break;
+		if (left == 0) {
+			if (keep) {
+				/* Runs of one record whose entry is one byte (a
+				 * column that moves by small, varying steps): a
+				 * value per byte, without the run bookkeeping. */
+				uint64_t moved = 0;
+				for (; j < ok && p < e && !(*p & 0x81); j++) {
+					d = tbp_unzigzag(*p++ >> 1);
+					moved |= d;
+					size_t o = (size_t)j * ROW;
+					if (dur) {
+						cell_put(cells, o + c, cell_get(cells, o) + d);
+					} else {
+						acc += d;
+						cell_put(cells, o + c, acc);
+					}
+				}
+				if (moved) {
+					still = 0;
+					rows_hold_acc = 0;
+				}
+				if (j == ok)
+					break;
+			}
+			if (get_run(&p, e, &d, &left))
+				break;
+		}
 		unsigned take = left < ok - j ? left : ok - j;
 		left -= take;
 		size_t o = (size_t)j * ROW + c;
@@ -884,52 +916,60 @@ static void fill_batch(struct kind_cursor *kc)
 					j = BATCH;
 				}
 			}
-			/* Eight one-byte varints at a time when the next eight bytes
-			 * all have the continuation bit clear (the usual case). */
+			/* A word of input at a time: its leading one-byte varints
+			 * (up to eight: small deltas, the usual case) in one go,
+			 * else two-byte varints four at a time, three-byte ones
+			 * two at a time, or one of two or three bytes. */
 			while (j < ok) {
-				uint64_t w = 0;
-				int w8 = e - p >= 8;
-				if (w8)
-					memcpy(&w, p, 8);
-				if (j + 8 <= ok && w8 && !(w & 0x8080808080808080ull)) {
-					changed |= w;
-					if (!w) { /* eight repeats of the previous value */
-						if (!rows_hold_acc || acc != kc->const_val[c]) {
-							size_t o = (size_t)j * ROW + c;
+				if (__builtin_expect(e - p < 8, 0)) {
+					uint64_t z;
+					if (get_varint_small(&p, e, &z))
+						break;
+					changed |= z;
+					acc += tbp_unzigzag(z);
+					row[j++][c] = acc;
+					continue;
+				}
+				uint64_t w;
+				memcpy(&w, p, 8);
+				uint64_t cont = w & 0x8080808080808080ull;
+				if (!(cont & 0x80)) {
+					unsigned k = cont ? (unsigned)__builtin_ctzll(cont) >> 3 : 8;
+					size_t o = (size_t)j * ROW + c;
+					if (k >= ok - j)
+						k = ok - j;
+					if (k == 8) {
+						changed |= w;
+						if (!w) { /* eight repeats of the previous value */
+							if (!rows_hold_acc || acc != kc->const_val[c]) {
+								TBP_UNROLL
+								for (unsigned t = 0; t < 8; t++)
+									cell_put(cells, o + t * ROW, acc);
+							}
+						} else {
+							/* Unzigzag all eight bytes at once: byte t
+							 * of d is delta t as a signed byte (a
+							 * one-byte varint's delta lies in -64..63). */
+							uint64_t d = unzigzag_bytes(w);
 							TBP_UNROLL
-							for (unsigned t = 0; t < 8; t++)
+							for (unsigned t = 0; t < 8; t++) {
+								acc += (uint64_t)(int64_t)(int8_t)(uint8_t)(d >> (8 * t));
 								cell_put(cells, o + t * ROW, acc);
+							}
 						}
 					} else {
-						/* Unzigzag all eight bytes at once: byte t of
-						 * d is delta t as a signed byte (a one-byte
-						 * varint's delta lies in -64..63). */
-						uint64_t d = ((w >> 1) & 0x7f7f7f7f7f7f7f7full) ^
-							     ((w & 0x0101010101010101ull) * 0xff);
-						size_t o = (size_t)j * ROW + c;
-						TBP_UNROLL
-						for (unsigned t = 0; t < 8; t++) {
-							acc += (uint64_t)(int64_t)(int8_t)(uint8_t)(d >> (8 * t));
+						changed |= w & ((1ull << (8 * k)) - 1);
+						uint64_t d = unzigzag_bytes(w);
+						for (unsigned t = 0; t < k; t++, d >>= 8) {
+							acc += (uint64_t)(int64_t)(int8_t)(uint8_t)d;
 							cell_put(cells, o + t * ROW, acc);
 						}
 					}
-					p += 8;
-					j += 8;
+					p += k;
+					j += k;
 					continue;
 				}
-				if (j + 2 <= ok && w8 && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
-					uint64_t z2 = three_byte2(w);
-					changed |= z2;
-					size_t o = (size_t)j * ROW + c;
-					acc += tbp_unzigzag(z2 & 0x1fffff);
-					cell_put(cells, o, acc);
-					acc += tbp_unzigzag(z2 >> 24);
-					cell_put(cells, o + ROW, acc);
-					p += 6;
-					j += 2;
-					continue;
-				}
-				if (j + 4 <= ok && w8 && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
+				if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
 					/* Four two-byte varints (timestamp and end
 					 * deltas of a few microseconds). */
 					uint64_t z4 = two_byte4(w);
@@ -944,9 +984,28 @@ static void fill_batch(struct kind_cursor *kc)
 					j += 4;
 					continue;
 				}
+				if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
+					uint64_t z2 = three_byte2(w);
+					changed |= z2;
+					size_t o = (size_t)j * ROW + c;
+					acc += tbp_unzigzag(z2 & 0x1fffff);
+					cell_put(cells, o, acc);
+					acc += tbp_unzigzag(z2 >> 24);
+					cell_put(cells, o + ROW, acc);
+					p += 6;
+					j += 2;
+					continue;
+				}
 				uint64_t z;
-				if (get_varint_small(&p, e, &z))
+				if (!(cont & 0x8000)) {
+					z = (w & 0x7f) | ((w >> 1) & 0x3f80);
+					p += 2;
+				} else if (!(cont & 0x800000)) {
+					z = (w & 0x7f) | ((w >> 1) & 0x3f80) | ((w >> 2) & 0x1fc000);
+					p += 3;
+				} else if (get_varint_small(&p, e, &z)) {
 					break;
+				}
 				changed |= z;
 				acc += tbp_unzigzag(z);
 				row[j++][c] = acc;
