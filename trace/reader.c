@@ -1222,24 +1222,65 @@ int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned
 	if (!r || !recs || !max || !n_out)
 		return TBP_ERR_ARG;
 	*n_out = 0;
-	/* The fast path of tbp_reader_next, record after record while it
-	 * holds; anything else (a chunk's last record, a batch to decode, a
-	 * frame to read, an error) ends the run, or is the run's only record
-	 * when it comes first: records and errors come in the same order as
-	 * from tbp_reader_next. */
+	/* The fast path of tbp_reader_next, a stretch of one kind's decoded
+	 * rows at a time, a batch decoded when one runs out; anything else
+	 * (a chunk's last record, a kind this reader does not know, a batch
+	 * that holds an error, a frame to read) ends the run, or is the run's
+	 * only record when it comes first: records and errors come in the same
+	 * order as from tbp_reader_next. */
 	if (r->status || r->chunk_left <= 1)
 		goto slow;
 	const uint8_t *kinds = r->kinds + r->kinds_pos;
 	unsigned n = 0;
 	uint64_t left = r->chunk_left;
-	while (n < max && left > 1) {
-		struct kind_cursor *kc = r->cur[kinds[n]];
-		if (kc->bi >= kc->bn || kc->ki == NULL)
+	/* The chunk's last record closes it: the slow path's. */
+	unsigned lim = left - 1 < max ? (unsigned)(left - 1) : max;
+	while (n < lim) {
+		unsigned k = kinds[n];
+		struct kind_cursor *kc = r->cur[k];
+		if (kc->bi >= kc->bn) {
+			if (kc->err || kc->left == 0 || kc->ki == NULL)
+				break;
+			fill_batch(kc);
+			if (kc->bn == 0)
+				break; /* its first row is bad: the slow path says so */
+		}
+		if (kc->ki == NULL)
 			break;
-		put_record(kc, kc->bi++, &recs[n]);
-		n++;
-		left--;
+		/* The records of this kind from here on, up to its rows left. */
+		unsigned avail = kc->bn - kc->bi, cap = lim - n < avail ? lim - n : avail, m = 1;
+		uint64_t pattern = 0x0101010101010101ull * k;
+		while (m + 8 <= cap) {
+			uint64_t w;
+			memcpy(&w, kinds + n + m, 8);
+			w ^= pattern;
+			if (w) {
+				m += (unsigned)__builtin_ctzll(w) >> 3;
+				goto counted;
+			}
+			m += 8;
+		}
+		while (m < cap && kinds[n + m] == k)
+			m++;
+counted:;
+		struct tbp_record *out = recs + n;
+		const uint64_t (*row)[ROW] = (const uint64_t (*)[ROW])kc->row + kc->bi;
+		if (kc->has_blob) {
+			for (unsigned t = 0; t < m; t++)
+				put_record(kc, kc->bi + t, out + t);
+		} else {
+			/* No blob: its pointer and length are zero. */
+			for (unsigned t = 0; t < m; t++) {
+				memcpy(&out[t], &kc->head, 8);
+				memcpy(&out[t].ts, row[t], sizeof row[t]);
+				out[t].blob = NULL;
+				out[t].blob_len = 0;
+			}
+		}
+		kc->bi += m;
+		n += m;
 	}
+	left -= n;
 	r->kinds_pos += n;
 	r->record_index += n;
 	r->chunk_left = left;
