@@ -24,7 +24,7 @@
 /* Records of one kind are decoded BATCH at a time, column by column: each
  * column's loop keeps its cursor and running value in registers, which is
  * several times cheaper than visiting every column once per record. */
-#define BATCH 64
+#define BATCH 128
 #define ROW (1 + TBP_MAX_FIELDS) /* ts and the fields handed out */
 
 /* Decoding state of one kind within the current chunk: where each of its
