@@ -36,7 +36,9 @@ struct kind_cursor {
 	uint64_t prev[1 + TBP_SCHEMA_MAX_FIELDS];
 	const struct tbp_kind_info *ki; /* NULL: a newer writer's kind, skipped */
 	unsigned ncols;   /* ts + fields (the blob columns are handled apart) */
-	unsigned nout;    /* fields handed out: min(schema, this library) */
+	unsigned nout;    /* fields handed out: min(schema, this library, the caller's limit) */
+	unsigned ndec;    /* columns decoded: ncols, or 1 + nout under a limit
+			     (tbp_reader_limit_fields; the others are only checked) */
 	uint8_t has_blob, end_from_ts;
 	uint8_t runs;     /* version 2 file: each ts and field column says its coding */
 	uint32_t left;    /* records of this kind in the chunk not yet batched */
@@ -110,6 +112,8 @@ struct tbp_reader {
 	uint32_t tally[4][128];
 	uint8_t kind_seen[128]; /* 1: the kind occurs in the column being counted */
 	struct kind_cursor *cur[TBP_SCHEMA_MAX_KIND + 1]; /* allocated on first use */
+	/* tbp_reader_limit_fields: fields handed out per kind, 0 for all. */
+	uint8_t limit[TBP_SCHEMA_MAX_KIND + 1];
 
 	/* A complete file ends with the writer's seek table; then a frame
 	 * that runs past the end was damaged, not cut short. */
@@ -551,6 +555,70 @@ static int count_kinds_fast(struct tbp_reader *r, const uint8_t *p, uint64_t cou
 	return (int)ok;
 }
 
+/* A column of a field the caller left out (tbp_reader_limit_fields): not
+ * decoded, but checked to hold exactly `count` values, as decoding it
+ * would (a plain column: as many varints, each ending in the column, the
+ * last at its end; runs: entries whose lengths add up to count), and
+ * marked used up for close_chunk.  Nonzero when it does not. */
+static int skip_column(struct kind_cursor *kc, unsigned c, uint64_t count)
+{
+	const uint8_t *p = kc->pos[c], *e = kc->end[c];
+	if (kc->runs && kc->col_runs[c]) {
+		uint64_t n = 0;
+		while (n < count) {
+			/* A one-byte entry: a run of one, or of the length in
+			 * the next byte (+ 2) when that is one byte too. */
+			if (p < e && *p < 0x80) {
+				if (!(*p & 1)) {
+					p++;
+					n++;
+					continue;
+				}
+				if (e - p >= 2 && p[1] < 0x80) {
+					if (p[1] + 2u > count - n)
+						return -1;
+					n += p[1] + 2u;
+					p += 2;
+					continue;
+				}
+			}
+			uint64_t x;
+			uint32_t len;
+			if (tbp_get_run(&p, e, &x, &len) || len > count - n)
+				return -1;
+			n += len;
+		}
+	} else {
+		/* A varint ends at each byte without the continuation bit. */
+		uint64_t ends = 0;
+		size_t len = (size_t)(e - p), i = 0;
+		while (i + 8 <= len) {
+			/* A one in each byte lane that ends a varint, added
+			 * up per lane for at most 255 words, then the lanes
+			 * summed into the top byte. */
+			uint64_t lanes = 0;
+			size_t stop = len - i >= 8 * 255 ? i + 8 * 255 : i + ((len - i) & ~(size_t)7);
+			for (; i < stop; i += 8) {
+				uint64_t w;
+				memcpy(&w, p + i, 8);
+				lanes += (~w >> 7) & 0x0101010101010101ull;
+			}
+			ends += ((lanes & 0x00ff00ff00ff00ffull) + ((lanes >> 8) & 0x00ff00ff00ff00ffull)) *
+					0x0001000100010001ull >> 48;
+		}
+		for (; i < len; i++)
+			ends += p[i] < 0x80;
+		if (ends != count || (len && e[-1] >= 0x80))
+			return -1;
+		p = e;
+	}
+	if (p != e)
+		return -1;
+	kc->pos[c] = e;
+	kc->run_left[c] = 0;
+	return 0;
+}
+
 /* Parse a chunk header and locate its columns (doc/trace-format.md 3.1). */
 static int open_chunk(struct tbp_reader *r)
 {
@@ -636,6 +704,12 @@ counted:
 			kc->end_from_ts = se->end_from_ts && se->nfields > 0;
 			kc->runs = (uint8_t)r->runs;
 			kc->nout = kc->ki ? (se->nfields < kc->ki->nfields ? se->nfields : kc->ki->nfields) : 0;
+			kc->ndec = kc->ncols;
+			if (r->limit[k] && r->limit[k] < se->nfields) {
+				if (kc->nout > r->limit[k])
+					kc->nout = r->limit[k];
+				kc->ndec = 1u + kc->nout;
+			}
 		}
 		unsigned nc = ncolumns(se);
 		for (unsigned c = 0; c < nc; c++) {
@@ -653,6 +727,9 @@ counted:
 				kc->run_left[c] = 0;
 			}
 		}
+		for (unsigned c = kc->ndec; c < kc->ncols; c++)
+			if (skip_column(kc, c, r->count[k]))
+				return bad_chunk(r, "column of a field left out does not match its records");
 		memset(kc->prev, 0, sizeof kc->prev);
 		kc->head.kind = (uint8_t)k;
 		kc->head.stream_kind = (uint8_t)r->stream_kind;
@@ -882,7 +959,7 @@ static void fill_batch(struct kind_cursor *kc)
 	uint8_t *cells = (uint8_t *)kc->row;
 	unsigned ok = m;
 	const char *err = NULL;
-	for (unsigned c = 0; c < kc->ncols; c++) {
+	for (unsigned c = 0; c < kc->ndec; c++) {
 		if (kc->runs && kc->col_runs[c]) {
 			unsigned j = fill_column_runs(kc, c, ok);
 			if (j < ok) {
@@ -1293,6 +1370,16 @@ slow:;
 	if (rc == TBP_OK)
 		*n_out = 1;
 	return rc;
+}
+
+int tbp_reader_limit_fields(struct tbp_reader *r, unsigned kind, unsigned nfields)
+{
+	/* Before any record: a kind's cursor takes its limit when it is
+	 * made, at the kind's first chunk. */
+	if (!r || kind > TBP_SCHEMA_MAX_KIND || nfields == 0 || nfields > TBP_MAX_FIELDS || r->frame_index)
+		return TBP_ERR_ARG;
+	r->limit[kind] = (uint8_t)nfields;
+	return TBP_OK;
 }
 
 const struct tbp_header *tbp_reader_header(const struct tbp_reader *r)
