@@ -918,9 +918,19 @@ static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok
 		left -= take;
 		size_t o = (size_t)j * ROW + c;
 		if (dur) {
-			if (keep)
-				for (unsigned t = 0; t < take; t++)
-					cell_put(cells, o + t * ROW, cell_get(cells, (size_t)(j + t) * ROW) + d);
+			if (keep) {
+				/* Four rows a step: a run covers many (a kernel's
+				 * constant duration, a stream of equal copies). */
+				unsigned t = 0;
+				for (; t + 4 <= take; t += 4, o += 4 * ROW) {
+					cell_put(cells, o, cell_get(cells, o - c) + d);
+					cell_put(cells, o + ROW, cell_get(cells, o + ROW - c) + d);
+					cell_put(cells, o + 2 * ROW, cell_get(cells, o + 2 * ROW - c) + d);
+					cell_put(cells, o + 3 * ROW, cell_get(cells, o + 3 * ROW - c) + d);
+				}
+				for (; t < take; t++, o += ROW)
+					cell_put(cells, o, cell_get(cells, o - c) + d);
+			}
 		} else if (d == 0) {
 			if (keep && !rows_hold_acc)
 				for (unsigned t = 0; t < take; t++)
@@ -929,9 +939,19 @@ static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok
 			still = 0;
 			rows_hold_acc = 0;
 			if (keep) {
-				for (unsigned t = 0; t < take; t++) {
+				/* Four rows a step (a correlation id's run of
+				 * steps of one). */
+				unsigned t = 0;
+				for (; t + 4 <= take; t += 4, o += 4 * ROW) {
+					cell_put(cells, o, acc + d);
+					cell_put(cells, o + ROW, acc + 2 * d);
+					cell_put(cells, o + 2 * ROW, acc + 3 * d);
+					acc += 4 * d;
+					cell_put(cells, o + 3 * ROW, acc);
+				}
+				for (; t < take; t++, o += ROW) {
 					acc += d;
-					cell_put(cells, o + t * ROW, acc);
+					cell_put(cells, o, acc);
 				}
 			} else {
 				acc += d * take;
