@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -331,6 +332,11 @@ static int run_once(struct analysis *a, const char *path, const struct an_opts *
 		rc = an_open(&r, path);
 		if (rc)
 			return rc;
+		/* The passes read a kernel's time, place, correlation and name, and a
+		 * launch's call fields, never their grid, block, registers or shared
+		 * memory: the reader leaves those columns undecoded. */
+		tbp_reader_limit_fields(r, TBP_K_GPU_KERNEL, offsetof(struct tbp_gpu_kernel, name) / sizeof(uint64_t) + 1);
+		tbp_reader_limit_fields(r, TBP_K_LAUNCH, sizeof(struct tbp_call) / sizeof(uint64_t));
 		a->header = *tbp_reader_header(r);
 		rc = an_read_trace(a, r, path, src ? src->record : NULL);
 		if (rc)

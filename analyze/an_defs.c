@@ -387,19 +387,28 @@ uint64_t an_callpath_line_key(const struct analysis *a, uint64_t cp)
 	return h;
 }
 
+/* The cache misses of an_callpath_parent and an_user_callpath apart: the
+ * hits (nearly every call, the bursts pass asks for every kernel) then need
+ * no registers saved and restored. */
+static __attribute__((noinline)) uint64_t callpath_parent_miss(const struct analysis *a, uint64_t cp)
+{
+	uint64_t *ix = u64map_get(&a->defs->cp_idx, cp);
+	if (!ix)
+		return 0; /* not cached: it may be defined later */
+	struct cp_cached *c = &a->defs->parent_cache[cp % DEFS_CP_CACHE];
+	c->cp = cp;
+	c->val = VEC_AT(&a->defs->cps, struct def_node, *ix)->parent;
+	return c->val;
+}
+
 uint64_t an_callpath_parent(const struct analysis *a, uint64_t cp)
 {
 	if (!cp)
 		return 0;
-	struct cp_cached *c = &a->defs->parent_cache[cp % DEFS_CP_CACHE];
+	const struct cp_cached *c = &a->defs->parent_cache[cp % DEFS_CP_CACHE];
 	if (c->cp == cp)
 		return c->val;
-	uint64_t *ix = u64map_get(&a->defs->cp_idx, cp);
-	if (!ix)
-		return 0; /* not cached: it may be defined later */
-	c->cp = cp;
-	c->val = VEC_AT(&a->defs->cps, struct def_node, *ix)->parent;
-	return c->val;
+	return callpath_parent_miss(a, cp);
 }
 
 static int has_at(const char *s, size_t n, const char *needle)
@@ -520,14 +529,11 @@ static uint64_t user_callpath_walk(const struct analysis *a, uint64_t cp)
 	return cp;
 }
 
-/* Asked for every kernel by the bursts pass: remembered per call path. */
-uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
+static __attribute__((noinline)) uint64_t user_callpath_miss(const struct analysis *a, uint64_t cp)
 {
-	if (!cp || cp == UINT64_MAX || !a->defs)
-		return cp ? user_callpath_walk(a, cp) : cp;
+	if (cp == UINT64_MAX || !a->defs)
+		return user_callpath_walk(a, cp);
 	struct cp_cached *c = &a->defs->user_cache[cp % DEFS_CP_CACHE];
-	if (c->cp == cp)
-		return c->val;
 	uint64_t *v = u64map_get(&a->defs->user_cp, cp);
 	uint64_t u;
 	if (v) {
@@ -539,6 +545,21 @@ uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
 	c->cp = cp;
 	c->val = u;
 	return u;
+}
+
+/* Asked for every kernel by the bursts pass: remembered per call path. */
+uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
+{
+	if (!cp)
+		return 0;
+	/* The miss path never caches UINT64_MAX (no such call path): it
+	 * cannot hit here. */
+	if (__builtin_expect(a->defs != NULL, 1)) {
+		const struct cp_cached *c = &a->defs->user_cache[cp % DEFS_CP_CACHE];
+		if (c->cp == cp)
+			return c->val;
+	}
+	return user_callpath_miss(a, cp);
 }
 
 /* The directory part of a path, without the slash ("" for none). */

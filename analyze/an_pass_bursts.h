@@ -54,9 +54,14 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 		burst_close(a, s);
 	if (!is_short)
 		return;
-	uint32_t k = 0;
-	while (k < r->nsites && (r->site_cp[k] != cp || (!cp && r->site_nat[k] != nat)))
-		k++;
+	/* The site: its user's line, or without one its native stack. */
+	uint32_t k = 0, ns = r->nsites;
+	if (cp)
+		while (k < ns && r->site_cp[k] != cp)
+			k++;
+	else
+		while (k < ns && (r->site_cp[k] || r->site_nat[k] != nat))
+			k++;
 	if (k < r->nsites) {
 		r->site_n[k]++;
 	} else if (k < 4) {

@@ -24,7 +24,7 @@
 /* Records of one kind are decoded BATCH at a time, column by column: each
  * column's loop keeps its cursor and running value in registers, which is
  * several times cheaper than visiting every column once per record. */
-#define BATCH 64
+#define BATCH 128
 #define ROW (1 + TBP_MAX_FIELDS) /* ts and the fields handed out */
 
 /* Decoding state of one kind within the current chunk: where each of its
@@ -36,7 +36,9 @@ struct kind_cursor {
 	uint64_t prev[1 + TBP_SCHEMA_MAX_FIELDS];
 	const struct tbp_kind_info *ki; /* NULL: a newer writer's kind, skipped */
 	unsigned ncols;   /* ts + fields (the blob columns are handled apart) */
-	unsigned nout;    /* fields handed out: min(schema, this library) */
+	unsigned nout;    /* fields handed out: min(schema, this library, the caller's limit) */
+	unsigned ndec;    /* columns decoded: ncols, or 1 + nout under a limit
+			     (tbp_reader_limit_fields; the others are only checked) */
 	uint8_t has_blob, end_from_ts;
 	uint8_t runs;     /* version 2 file: each ts and field column says its coding */
 	uint32_t left;    /* records of this kind in the chunk not yet batched */
@@ -110,6 +112,8 @@ struct tbp_reader {
 	uint32_t tally[4][128];
 	uint8_t kind_seen[128]; /* 1: the kind occurs in the column being counted */
 	struct kind_cursor *cur[TBP_SCHEMA_MAX_KIND + 1]; /* allocated on first use */
+	/* tbp_reader_limit_fields: fields handed out per kind, 0 for all. */
+	uint8_t limit[TBP_SCHEMA_MAX_KIND + 1];
 
 	/* A complete file ends with the writer's seek table; then a frame
 	 * that runs past the end was damaged, not cut short. */
@@ -551,6 +555,76 @@ static int count_kinds_fast(struct tbp_reader *r, const uint8_t *p, uint64_t cou
 	return (int)ok;
 }
 
+/* A column of a field the caller left out (tbp_reader_limit_fields): not
+ * decoded, but checked to hold exactly `count` values, as decoding it
+ * would (a plain column: as many varints, each ending in the column, the
+ * last at its end; runs: entries whose lengths add up to count), and
+ * marked used up for close_chunk.  Nonzero when it does not. */
+static int skip_column(struct kind_cursor *kc, unsigned c, uint64_t count)
+{
+	const uint8_t *p = kc->pos[c], *e = kc->end[c];
+	if (kc->runs && kc->col_runs[c]) {
+		uint64_t n = 0;
+		while (n < count) {
+			/* A one-byte entry: a run of one, or of the length in
+			 * the next byte (+ 2) when that is one byte too. */
+			if (p < e && *p < 0x80) {
+				if (!(*p & 1)) {
+					p++;
+					n++;
+					continue;
+				}
+				if (e - p >= 2 && p[1] < 0x80) {
+					if (p[1] + 2u > count - n)
+						return -1;
+					n += p[1] + 2u;
+					p += 2;
+					continue;
+				}
+			}
+			uint64_t x;
+			uint32_t len;
+			if (tbp_get_run(&p, e, &x, &len) || len > count - n)
+				return -1;
+			n += len;
+		}
+	} else {
+		/* A varint ends at each byte without the continuation bit. */
+		uint64_t ends = 0;
+		size_t len = (size_t)(e - p), i = 0;
+		while (i + 16 <= len) {
+			/* Sixteen bytes at a time: each byte lane counts the
+			 * bytes that end a varint (as signed bytes, those >= 0:
+			 * the comparison's -1 subtracted), for at most 255
+			 * blocks, then the lanes are summed. */
+			typedef int8_t i8x16 __attribute__((vector_size(16)));
+			typedef uint8_t u8x16 __attribute__((vector_size(16)));
+			u8x16 lanes = {0};
+			size_t stop = len - i >= 16 * 255 ? i + 16 * 255 : i + ((len - i) & ~(size_t)15);
+			for (; i < stop; i += 16) {
+				i8x16 v;
+				memcpy(&v, p + i, 16);
+				lanes -= (u8x16)(v > -1);
+			}
+			uint64_t half[2];
+			memcpy(half, &lanes, 16);
+			for (unsigned h = 0; h < 2; h++)
+				ends += ((half[h] & 0x00ff00ff00ff00ffull) + ((half[h] >> 8) & 0x00ff00ff00ff00ffull)) *
+						0x0001000100010001ull >> 48;
+		}
+		for (; i < len; i++)
+			ends += p[i] < 0x80;
+		if (ends != count || (len && e[-1] >= 0x80))
+			return -1;
+		p = e;
+	}
+	if (p != e)
+		return -1;
+	kc->pos[c] = e;
+	kc->run_left[c] = 0;
+	return 0;
+}
+
 /* Parse a chunk header and locate its columns (doc/trace-format.md 3.1). */
 static int open_chunk(struct tbp_reader *r)
 {
@@ -636,6 +710,12 @@ counted:
 			kc->end_from_ts = se->end_from_ts && se->nfields > 0;
 			kc->runs = (uint8_t)r->runs;
 			kc->nout = kc->ki ? (se->nfields < kc->ki->nfields ? se->nfields : kc->ki->nfields) : 0;
+			kc->ndec = kc->ncols;
+			if (r->limit[k] && r->limit[k] < se->nfields) {
+				if (kc->nout > r->limit[k])
+					kc->nout = r->limit[k];
+				kc->ndec = 1u + kc->nout;
+			}
 		}
 		unsigned nc = ncolumns(se);
 		for (unsigned c = 0; c < nc; c++) {
@@ -653,6 +733,9 @@ counted:
 				kc->run_left[c] = 0;
 			}
 		}
+		for (unsigned c = kc->ndec; c < kc->ncols; c++)
+			if (skip_column(kc, c, r->count[k]))
+				return bad_chunk(r, "column of a field left out does not match its records");
 		memset(kc->prev, 0, sizeof kc->prev);
 		kc->head.kind = (uint8_t)k;
 		kc->head.stream_kind = (uint8_t)r->stream_kind;
@@ -742,6 +825,13 @@ static inline uint64_t three_byte2(uint64_t w)
 #define TBP_UNROLL
 #endif
 
+/* The eight bytes of w, each a one-byte varint (its high bit clear), as
+ * the eight deltas they code, each a signed byte (-64..63). */
+static inline uint64_t unzigzag_bytes(uint64_t w)
+{
+	return ((w >> 1) & 0x7f7f7f7f7f7f7f7full) ^ ((w & 0x0101010101010101ull) * 0xff);
+}
+
 /* Cell i of a batch's rows (row i / ROW, column i % ROW), through a byte
  * pointer to the whole array: the rows after a row are reached without
  * pointer arithmetic past the end of that row. */
@@ -797,15 +887,50 @@ static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok
 	int still = !dur;
 	unsigned j = 0;
 	while (j < ok) {
-		if (left == 0 && get_run(&p, e, &d, &left))
-			break;
+		if (left == 0) {
+			if (keep) {
+				/* Runs of one record whose entry is one byte (a
+				 * column that moves by small, varying steps): a
+				 * value per byte, without the run bookkeeping. */
+				uint64_t moved = 0;
+				for (; j < ok && p < e && !(*p & 0x81); j++) {
+					d = tbp_unzigzag(*p++ >> 1);
+					moved |= d;
+					size_t o = (size_t)j * ROW;
+					if (dur) {
+						cell_put(cells, o + c, cell_get(cells, o) + d);
+					} else {
+						acc += d;
+						cell_put(cells, o + c, acc);
+					}
+				}
+				if (moved) {
+					still = 0;
+					rows_hold_acc = 0;
+				}
+				if (j == ok)
+					break;
+			}
+			if (get_run(&p, e, &d, &left))
+				break;
+		}
 		unsigned take = left < ok - j ? left : ok - j;
 		left -= take;
 		size_t o = (size_t)j * ROW + c;
 		if (dur) {
-			if (keep)
-				for (unsigned t = 0; t < take; t++)
-					cell_put(cells, o + t * ROW, cell_get(cells, (size_t)(j + t) * ROW) + d);
+			if (keep) {
+				/* Four rows a step: a run covers many (a kernel's
+				 * constant duration, a stream of equal copies). */
+				unsigned t = 0;
+				for (; t + 4 <= take; t += 4, o += 4 * ROW) {
+					cell_put(cells, o, cell_get(cells, o - c) + d);
+					cell_put(cells, o + ROW, cell_get(cells, o + ROW - c) + d);
+					cell_put(cells, o + 2 * ROW, cell_get(cells, o + 2 * ROW - c) + d);
+					cell_put(cells, o + 3 * ROW, cell_get(cells, o + 3 * ROW - c) + d);
+				}
+				for (; t < take; t++, o += ROW)
+					cell_put(cells, o, cell_get(cells, o - c) + d);
+			}
 		} else if (d == 0) {
 			if (keep && !rows_hold_acc)
 				for (unsigned t = 0; t < take; t++)
@@ -814,9 +939,19 @@ static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok
 			still = 0;
 			rows_hold_acc = 0;
 			if (keep) {
-				for (unsigned t = 0; t < take; t++) {
+				/* Four rows a step (a correlation id's run of
+				 * steps of one). */
+				unsigned t = 0;
+				for (; t + 4 <= take; t += 4, o += 4 * ROW) {
+					cell_put(cells, o, acc + d);
+					cell_put(cells, o + ROW, acc + 2 * d);
+					cell_put(cells, o + 2 * ROW, acc + 3 * d);
+					acc += 4 * d;
+					cell_put(cells, o + 3 * ROW, acc);
+				}
+				for (; t < take; t++, o += ROW) {
 					acc += d;
-					cell_put(cells, o + t * ROW, acc);
+					cell_put(cells, o, acc);
 				}
 			} else {
 				acc += d * take;
@@ -850,7 +985,7 @@ static void fill_batch(struct kind_cursor *kc)
 	uint8_t *cells = (uint8_t *)kc->row;
 	unsigned ok = m;
 	const char *err = NULL;
-	for (unsigned c = 0; c < kc->ncols; c++) {
+	for (unsigned c = 0; c < kc->ndec; c++) {
 		if (kc->runs && kc->col_runs[c]) {
 			unsigned j = fill_column_runs(kc, c, ok);
 			if (j < ok) {
@@ -884,52 +1019,60 @@ static void fill_batch(struct kind_cursor *kc)
 					j = BATCH;
 				}
 			}
-			/* Eight one-byte varints at a time when the next eight bytes
-			 * all have the continuation bit clear (the usual case). */
+			/* A word of input at a time: its leading one-byte varints
+			 * (up to eight: small deltas, the usual case) in one go,
+			 * else two-byte varints four at a time, three-byte ones
+			 * two at a time, or one of two or three bytes. */
 			while (j < ok) {
-				uint64_t w = 0;
-				int w8 = e - p >= 8;
-				if (w8)
-					memcpy(&w, p, 8);
-				if (j + 8 <= ok && w8 && !(w & 0x8080808080808080ull)) {
-					changed |= w;
-					if (!w) { /* eight repeats of the previous value */
-						if (!rows_hold_acc || acc != kc->const_val[c]) {
-							size_t o = (size_t)j * ROW + c;
+				if (__builtin_expect(e - p < 8, 0)) {
+					uint64_t z;
+					if (get_varint_small(&p, e, &z))
+						break;
+					changed |= z;
+					acc += tbp_unzigzag(z);
+					row[j++][c] = acc;
+					continue;
+				}
+				uint64_t w;
+				memcpy(&w, p, 8);
+				uint64_t cont = w & 0x8080808080808080ull;
+				if (!(cont & 0x80)) {
+					unsigned k = cont ? (unsigned)__builtin_ctzll(cont) >> 3 : 8;
+					size_t o = (size_t)j * ROW + c;
+					if (k >= ok - j)
+						k = ok - j;
+					if (k == 8) {
+						changed |= w;
+						if (!w) { /* eight repeats of the previous value */
+							if (!rows_hold_acc || acc != kc->const_val[c]) {
+								TBP_UNROLL
+								for (unsigned t = 0; t < 8; t++)
+									cell_put(cells, o + t * ROW, acc);
+							}
+						} else {
+							/* Unzigzag all eight bytes at once: byte t
+							 * of d is delta t as a signed byte (a
+							 * one-byte varint's delta lies in -64..63). */
+							uint64_t d = unzigzag_bytes(w);
 							TBP_UNROLL
-							for (unsigned t = 0; t < 8; t++)
+							for (unsigned t = 0; t < 8; t++) {
+								acc += (uint64_t)(int64_t)(int8_t)(uint8_t)(d >> (8 * t));
 								cell_put(cells, o + t * ROW, acc);
+							}
 						}
 					} else {
-						/* Unzigzag all eight bytes at once: byte t of
-						 * d is delta t as a signed byte (a one-byte
-						 * varint's delta lies in -64..63). */
-						uint64_t d = ((w >> 1) & 0x7f7f7f7f7f7f7f7full) ^
-							     ((w & 0x0101010101010101ull) * 0xff);
-						size_t o = (size_t)j * ROW + c;
-						TBP_UNROLL
-						for (unsigned t = 0; t < 8; t++) {
-							acc += (uint64_t)(int64_t)(int8_t)(uint8_t)(d >> (8 * t));
+						changed |= w & ((1ull << (8 * k)) - 1);
+						uint64_t d = unzigzag_bytes(w);
+						for (unsigned t = 0; t < k; t++, d >>= 8) {
+							acc += (uint64_t)(int64_t)(int8_t)(uint8_t)d;
 							cell_put(cells, o + t * ROW, acc);
 						}
 					}
-					p += 8;
-					j += 8;
+					p += k;
+					j += k;
 					continue;
 				}
-				if (j + 2 <= ok && w8 && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
-					uint64_t z2 = three_byte2(w);
-					changed |= z2;
-					size_t o = (size_t)j * ROW + c;
-					acc += tbp_unzigzag(z2 & 0x1fffff);
-					cell_put(cells, o, acc);
-					acc += tbp_unzigzag(z2 >> 24);
-					cell_put(cells, o + ROW, acc);
-					p += 6;
-					j += 2;
-					continue;
-				}
-				if (j + 4 <= ok && w8 && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
+				if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
 					/* Four two-byte varints (timestamp and end
 					 * deltas of a few microseconds). */
 					uint64_t z4 = two_byte4(w);
@@ -944,9 +1087,28 @@ static void fill_batch(struct kind_cursor *kc)
 					j += 4;
 					continue;
 				}
+				if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
+					uint64_t z2 = three_byte2(w);
+					changed |= z2;
+					size_t o = (size_t)j * ROW + c;
+					acc += tbp_unzigzag(z2 & 0x1fffff);
+					cell_put(cells, o, acc);
+					acc += tbp_unzigzag(z2 >> 24);
+					cell_put(cells, o + ROW, acc);
+					p += 6;
+					j += 2;
+					continue;
+				}
 				uint64_t z;
-				if (get_varint_small(&p, e, &z))
+				if (!(cont & 0x8000)) {
+					z = (w & 0x7f) | ((w >> 1) & 0x3f80);
+					p += 2;
+				} else if (!(cont & 0x800000)) {
+					z = (w & 0x7f) | ((w >> 1) & 0x3f80) | ((w >> 2) & 0x1fc000);
+					p += 3;
+				} else if (get_varint_small(&p, e, &z)) {
 					break;
+				}
 				changed |= z;
 				acc += tbp_unzigzag(z);
 				row[j++][c] = acc;
@@ -1163,24 +1325,85 @@ int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned
 	if (!r || !recs || !max || !n_out)
 		return TBP_ERR_ARG;
 	*n_out = 0;
-	/* The fast path of tbp_reader_next, record after record while it
-	 * holds; anything else (a chunk's last record, a batch to decode, a
-	 * frame to read, an error) ends the run, or is the run's only record
-	 * when it comes first: records and errors come in the same order as
-	 * from tbp_reader_next. */
+	/* The fast path of tbp_reader_next, a stretch of one kind's decoded
+	 * rows at a time, a batch decoded when one runs out; anything else
+	 * (a chunk's last record, a kind this reader does not know, a batch
+	 * that holds an error, a frame to read) ends the run, or is the run's
+	 * only record when it comes first: records and errors come in the same
+	 * order as from tbp_reader_next. */
 	if (r->status || r->chunk_left <= 1)
 		goto slow;
 	const uint8_t *kinds = r->kinds + r->kinds_pos;
 	unsigned n = 0;
 	uint64_t left = r->chunk_left;
-	while (n < max && left > 1) {
-		struct kind_cursor *kc = r->cur[kinds[n]];
-		if (kc->bi >= kc->bn || kc->ki == NULL)
+	/* The chunk's last record closes it: the slow path's. */
+	unsigned lim = left - 1 < max ? (unsigned)(left - 1) : max;
+	while (n < lim) {
+		unsigned k = kinds[n];
+		struct kind_cursor *kc = r->cur[k];
+		if (kc->bi >= kc->bn) {
+			if (kc->err || kc->left == 0 || kc->ki == NULL)
+				break;
+			fill_batch(kc);
+			if (kc->bn == 0)
+				break; /* its first row is bad: the slow path says so */
+		}
+		if (kc->ki == NULL)
 			break;
-		put_record(kc, kc->bi++, &recs[n]);
-		n++;
-		left--;
+		/* The records of this kind from here on, up to its rows left. */
+		unsigned avail = kc->bn - kc->bi, cap = lim - n < avail ? lim - n : avail, m = 1;
+		uint64_t pattern = 0x0101010101010101ull * k;
+		while (m + 8 <= cap) {
+			uint64_t w;
+			memcpy(&w, kinds + n + m, 8);
+			w ^= pattern;
+			if (w) {
+				m += (unsigned)__builtin_ctzll(w) >> 3;
+				goto counted;
+			}
+			m += 8;
+		}
+		while (m < cap && kinds[n + m] == k)
+			m++;
+counted:;
+		struct tbp_record *out = recs + n;
+		const uint64_t (*row)[ROW] = (const uint64_t (*)[ROW])kc->row + kc->bi;
+		if (kc->has_blob) {
+			for (unsigned t = 0; t < m; t++)
+				put_record(kc, kc->bi + t, out + t);
+		} else if (kc->nout <= 7) {
+			/* At most seven fields (a kernel under tbanalyze's
+			 * limit, a span): the row's first eight cells, zeros
+			 * stored after them rather than copied. */
+			for (unsigned t = 0; t < m; t++) {
+				memcpy(&out[t], &kc->head, 8);
+				memcpy(&out[t].ts, row[t], 8 * 8);
+				memset(&out[t].u.v[7], 0, sizeof out[t].u.v - 7 * 8);
+				out[t].blob = NULL;
+				out[t].blob_len = 0;
+			}
+		} else if (kc->nout <= 11) {
+			/* A launch under tbanalyze's limit (eight). */
+			for (unsigned t = 0; t < m; t++) {
+				memcpy(&out[t], &kc->head, 8);
+				memcpy(&out[t].ts, row[t], 12 * 8);
+				memset(&out[t].u.v[11], 0, sizeof out[t].u.v - 11 * 8);
+				out[t].blob = NULL;
+				out[t].blob_len = 0;
+			}
+		} else {
+			/* No blob: its pointer and length are zero. */
+			for (unsigned t = 0; t < m; t++) {
+				memcpy(&out[t], &kc->head, 8);
+				memcpy(&out[t].ts, row[t], sizeof row[t]);
+				out[t].blob = NULL;
+				out[t].blob_len = 0;
+			}
+		}
+		kc->bi += m;
+		n += m;
 	}
+	left -= n;
 	r->kinds_pos += n;
 	r->record_index += n;
 	r->chunk_left = left;
@@ -1193,6 +1416,16 @@ slow:;
 	if (rc == TBP_OK)
 		*n_out = 1;
 	return rc;
+}
+
+int tbp_reader_limit_fields(struct tbp_reader *r, unsigned kind, unsigned nfields)
+{
+	/* Before any record: a kind's cursor takes its limit when it is
+	 * made, at the kind's first chunk. */
+	if (!r || kind > TBP_SCHEMA_MAX_KIND || nfields == 0 || nfields > TBP_MAX_FIELDS || r->frame_index)
+		return TBP_ERR_ARG;
+	r->limit[kind] = (uint8_t)nfields;
+	return TBP_OK;
 }
 
 const struct tbp_header *tbp_reader_header(const struct tbp_reader *r)

@@ -380,6 +380,16 @@ int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec);
  * it at that point.  The same records in the same order as *n calls of
  * tbp_reader_next: for readers that handle a run of records per call. */
 int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned max, unsigned *n);
+/* Hand out only the first nfields fields (1..TBP_MAX_FIELDS) of records of
+ * this kind: the others read as 0 and rec.nfields says nfields, as for a
+ * trace written before those fields existed.  Their columns are not
+ * decoded, only checked to hold one value per record (damage inside such
+ * a value goes unnoticed: it is never read).  For a reader that uses a hot
+ * kind's leading fields only (tbanalyze's analysis: a kernel's time, place,
+ * correlation and name, not its launch geometry).  Call it before the
+ * first record is read: TBP_OK, or TBP_ERR_ARG after that or for a bad
+ * argument. */
+int tbp_reader_limit_fields(struct tbp_reader *r, unsigned kind, unsigned nfields);
 const struct tbp_header *tbp_reader_header(const struct tbp_reader *r);
 /* Byte offset in the file where the last error applies (or current frame). */
 uint64_t tbp_reader_offset(const struct tbp_reader *r);
