@@ -671,7 +671,13 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 		} else {
 			last = r->ts;
 		}
-		record_one(a, r);
+		/* Inlined, as in pass_block_detect. */
+		if (r->kind == TBP_K_LAUNCH)
+			on_api_k(a, r, TBP_K_LAUNCH, 0);
+		else if (r->kind == TBP_K_GPU_KERNEL)
+			on_gpu_k(a, r, TBP_K_GPU_KERNEL, 0);
+		else
+			pass_record_other(a, r);
 	}
 	*last_ts = last;
 }
