@@ -148,8 +148,20 @@ static inline unsigned rec_fields(const struct tbp_record *r, int *exact)
 {
 	unsigned nf = r->nfields < TBP_MAX_FIELDS ? r->nfields : TBP_MAX_FIELDS;
 	uint64_t rest = 0;
-	for (unsigned i = nf; i < TBP_MAX_FIELDS; i++)
-		rest |= r->u.v[i];
+	/* Fields nf to the last, one instruction each (a loop took four). */
+	const uint64_t *v = r->u.v;
+	switch (nf) {
+#define REST_FROM(i)                                                                                                   \
+	case i:                                                                                                        \
+		rest |= v[i];                                                                                          \
+		__attribute__((fallthrough));
+		REST_FROM(0) REST_FROM(1) REST_FROM(2) REST_FROM(3) REST_FROM(4) REST_FROM(5) REST_FROM(6) REST_FROM(7)
+		REST_FROM(8) REST_FROM(9) REST_FROM(10) REST_FROM(11) REST_FROM(12) REST_FROM(13) REST_FROM(14)
+		REST_FROM(15)
+#undef REST_FROM
+	default:
+		break;
+	}
 	*exact = !rest && r->nfields <= TBP_MAX_FIELDS;
 	return nf;
 }
@@ -320,8 +332,20 @@ static inline const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
 		nf = r->nfields < TBP_MAX_FIELDS ? r->nfields : TBP_MAX_FIELDS;
 		size = 16 + 8 * (size_t)nf;
 	}
-	for (unsigned i = nf; i < TBP_MAX_FIELDS; i++)
-		r->u.v[i] = 0;
+	/* Fields nf to the last zeroed, one store each (a loop took four). */
+	uint64_t *v = r->u.v;
+	switch (nf) {
+#define ZERO_FROM(i)                                                                                                   \
+	case i:                                                                                                        \
+		v[i] = 0;                                                                                              \
+		__attribute__((fallthrough));
+		ZERO_FROM(0) ZERO_FROM(1) ZERO_FROM(2) ZERO_FROM(3) ZERO_FROM(4) ZERO_FROM(5) ZERO_FROM(6) ZERO_FROM(7)
+		ZERO_FROM(8) ZERO_FROM(9) ZERO_FROM(10) ZERO_FROM(11) ZERO_FROM(12) ZERO_FROM(13) ZERO_FROM(14)
+		ZERO_FROM(15)
+#undef ZERO_FROM
+	default:
+		break;
+	}
 	r->blob = NULL;
 	r->blob_len = 0;
 	return p + size;
