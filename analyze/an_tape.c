@@ -315,7 +315,7 @@ void an_tape_close(struct an_tape *t, const struct analysis *a)
 }
 
 /* The record at p back into *r; returns the entry's end. */
-static inline const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
+static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
 {
 	size_t size;
 	unsigned nf;
