@@ -611,8 +611,12 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 		record_one(a, r);
 }
 
-/* an_pass_block's loop in a first analysis that only finds the steps. */
-COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
+/* an_pass_block's loop, made twice with `detect` a constant: for the
+ * reporting analysis and for a first analysis that only finds the steps.
+ * The launches and kernels are inlined here: a call of their own saved and
+ * restored the registers again for each. */
+static inline __attribute__((always_inline)) void pass_block_k(struct analysis *a, const struct tbp_record *const *recs,
+							       unsigned n, uint64_t *last_ts, int detect)
 {
 	uint64_t last = *last_ts;
 	for (unsigned i = 0; i < n; i++) {
@@ -624,16 +628,19 @@ COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *cons
 		} else {
 			last = r->ts;
 		}
-		/* The launches and kernels inlined here: a call of their own
-		 * saved and restored the registers again for each. */
 		if (r->kind == TBP_K_LAUNCH)
-			on_api_k(a, r, TBP_K_LAUNCH, 1);
+			on_api_k(a, r, TBP_K_LAUNCH, detect);
 		else if (r->kind == TBP_K_GPU_KERNEL)
-			on_gpu_k(a, r, TBP_K_GPU_KERNEL, 1);
+			on_gpu_k(a, r, TBP_K_GPU_KERNEL, detect);
 		else
 			pass_record_other(a, r);
 	}
 	*last_ts = last;
+}
+
+COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
+{
+	pass_block_k(a, recs, n, last_ts, 1);
 }
 
 /* A block with a time a pass asked for (st->due_ts) inside: record by
@@ -661,25 +668,7 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 		pass_block_detect(a, recs, n, last_ts);
 		return;
 	}
-	uint64_t last = *last_ts;
-	for (unsigned i = 0; i < n; i++) {
-		const struct tbp_record *r = recs[i];
-		if (r->ts < last) {
-			a->late_records++;
-			if (r->stream_kind == TBP_STREAM_GPU)
-				a->late_gpu_records++;
-		} else {
-			last = r->ts;
-		}
-		/* Inlined, as in pass_block_detect. */
-		if (r->kind == TBP_K_LAUNCH)
-			on_api_k(a, r, TBP_K_LAUNCH, 0);
-		else if (r->kind == TBP_K_GPU_KERNEL)
-			on_gpu_k(a, r, TBP_K_GPU_KERNEL, 0);
-		else
-			pass_record_other(a, r);
-	}
-	*last_ts = last;
+	pass_block_k(a, recs, n, last_ts, 0);
 }
 
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)
