@@ -238,6 +238,40 @@ static inline __attribute__((always_inline)) void unpack_narrow(const uint8_t *i
 	r->u.v[0] += r->ts;
 }
 
+/* The stored head's nfields with this bit: a record of 8 fields or fewer
+ * (a launch, a kernel on most traces) whose first 8 fields are kept in 32
+ * bits each, all 8 of them whatever its nfields (32 bytes), the first as
+ * its distance from ts: fields 8 to 15 must be zero, and the ones between
+ * nfields and 8 come back as they were, so no count of the fields past
+ * nfields, neither when packing nor when unpacking. */
+#define TAPE_NARROW8 0x4000u
+#define TAPE_NARROW8_SIZE (16u + 32u)
+
+#ifdef __SSE2__
+/* A record of nfields <= 8 as a TAPE_NARROW8 entry at out (room for
+ * TAPE_REC_MAX checked); 0 when its fields 8 to 15 are not all zero or one of
+ * the first 8 does not fit in 32 bits (nothing to use at out then). */
+static inline __attribute__((always_inline)) int put_rec8(const struct tbp_record *r, uint8_t *out)
+{
+	const __m128i *v = (const __m128i *)(const void *)r->u.v;
+	__m128i f0 = _mm_set_epi64x((long long)r->u.v[1], (long long)(r->u.v[0] - r->ts));
+	__m128i f1 = _mm_loadu_si128(v + 1), f2 = _mm_loadu_si128(v + 2), f3 = _mm_loadu_si128(v + 3);
+	__m128i rest = _mm_or_si128(_mm_or_si128(_mm_loadu_si128(v + 4), _mm_loadu_si128(v + 5)),
+				    _mm_or_si128(_mm_loadu_si128(v + 6), _mm_loadu_si128(v + 7)));
+	__m128i hi = _mm_srli_epi64(_mm_or_si128(_mm_or_si128(f0, f1), _mm_or_si128(f2, f3)), 32);
+	if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_or_si128(hi, rest), _mm_setzero_si128())) != 0xffff)
+		return 0;
+	uint16_t nfields = (uint16_t)(r->nfields | TAPE_NARROW8);
+	memcpy(out, r, 16);
+	memcpy(out + 2, &nfields, 2);
+	_mm_storeu_si128((__m128i *)(void *)(out + 16), _mm_castps_si128(_mm_shuffle_ps(
+		_mm_castsi128_ps(f0), _mm_castsi128_ps(f1), _MM_SHUFFLE(2, 0, 2, 0))));
+	_mm_storeu_si128((__m128i *)(void *)(out + 32), _mm_castps_si128(_mm_shuffle_ps(
+		_mm_castsi128_ps(f2), _mm_castsi128_ps(f3), _MM_SHUFFLE(2, 0, 2, 0))));
+	return 1;
+}
+#endif
+
 /* One record at t->w (room for TAPE_REC_MAX checked): head, ts, fields. */
 static inline void put_rec(struct an_tape *t, const struct tbp_record *r, unsigned nf)
 {
@@ -293,10 +327,17 @@ void an_tape_block(struct an_tape *t, const struct tbp_record *const *recs, unsi
 	t->w += 16;
 	int all_exact = 1;
 	for (unsigned i = 0; i < n; i++) {
+		const struct tbp_record *r = recs[i];
+#ifdef __SSE2__
+		if (r->nfields <= 8 && put_rec8(r, t->w)) {
+			t->w += TAPE_NARROW8_SIZE;
+			continue;
+		}
+#endif
 		int exact;
-		unsigned nf = rec_fields(recs[i], &exact);
+		unsigned nf = rec_fields(r, &exact);
 		all_exact &= exact;
-		put_rec(t, recs[i], nf);
+		put_rec(t, r, nf);
 	}
 	/* (queued records carry no blob: the merge cleared it) */
 	if (!all_exact) {
@@ -327,6 +368,28 @@ static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_
 	unsigned nf;
 	uint16_t nfields;
 	memcpy(&nfields, p + 2, 2);
+#ifdef __SSE2__
+	if (nfields & TAPE_NARROW8) {
+		/* Every field stored or zeroed, no count of them. */
+		memcpy(r, p, 16);
+		r->nfields = nfields & ~TAPE_NARROW8;
+		__m128i *v = (__m128i *)(void *)r->u.v, zero = _mm_setzero_si128();
+		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
+		__m128i y = _mm_loadu_si128((const __m128i *)(const void *)(p + 32));
+		_mm_storeu_si128(v, _mm_unpacklo_epi32(x, zero));
+		_mm_storeu_si128(v + 1, _mm_unpackhi_epi32(x, zero));
+		_mm_storeu_si128(v + 2, _mm_unpacklo_epi32(y, zero));
+		_mm_storeu_si128(v + 3, _mm_unpackhi_epi32(y, zero));
+		_mm_storeu_si128(v + 4, zero);
+		_mm_storeu_si128(v + 5, zero);
+		_mm_storeu_si128(v + 6, zero);
+		_mm_storeu_si128(v + 7, zero);
+		r->u.v[0] += r->ts;
+		r->blob = NULL;
+		r->blob_len = 0;
+		return p + TAPE_NARROW8_SIZE;
+	}
+#endif
 	if (nfields & TAPE_NARROW) {
 		memcpy(r, p, 16);
 		r->nfields = nfields & ~TAPE_NARROW;
