@@ -483,7 +483,11 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 		/* Only on_api hands an API record over as a launch: a graph launch. */
 		struct corr_ent *ce = kind == TBP_K_LAUNCH && r->kind != TBP_K_LAUNCH ? graph_corr_slot(st, c->corr)
 										    : corr_slot(st, c->corr);
-		if (ce) {
+		if (ce && detect) {
+			/* A first analysis that only finds the steps reads only
+			 * the item (steps_on_gpu); its table is dropped with it. */
+			ce->item = ev.item;
+		} else if (ce) {
 			ce->callpath = c->callpath;
 			ce->native = c->native;
 			ce->ts = ts;
