@@ -167,12 +167,19 @@ int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
 	size_t mark = 0, n_marks = 2 * n;
 	int in_iter = 0;
 	uint64_t iter_no = 0;
+	/* The next mark's time (UINT64_MAX: none left, and no entry reaches
+	 * it unless its time is UINT64_MAX too: then the mark's own test). */
+	uint64_t next_mark = n ? steps[0].begin : UINT64_MAX;
+	const struct site_log_ent *log = (const struct site_log_ent *)st->site_log.data;
 	for (size_t i = 0; i < st->site_log.n; i++) {
-		const struct site_log_ent *e = VEC_AT(&st->site_log, struct site_log_ent, i);
-		while (mark < n_marks && (mark % 2 ? steps[mark / 2].end : steps[mark / 2].begin) <= e->ts) {
-			in_iter = !(mark % 2);
-			iter_no += in_iter;
-			mark++;
+		const struct site_log_ent *e = &log[i];
+		if (__builtin_expect(e->ts >= next_mark, 0)) {
+			while (mark < n_marks && (mark % 2 ? steps[mark / 2].end : steps[mark / 2].begin) <= e->ts) {
+				in_iter = !(mark % 2);
+				iter_no += in_iter;
+				mark++;
+			}
+			next_mark = mark < n_marks ? (mark % 2 ? steps[mark / 2].end : steps[mark / 2].begin) : UINT64_MAX;
 		}
 		if (!in_iter)
 			continue;
