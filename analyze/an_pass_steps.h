@@ -56,6 +56,15 @@ HOT_FN uint32_t steps_work(struct steps_state *ss, uint32_t tid, uint64_t ts, ui
 			w->end = end;
 		return (uint32_t)ss->work.n;
 	}
+	/* A new item written in place while the vector has room (most
+	 * launches come from another line than the one before). */
+	struct vec *v = &ss->work;
+	if (__builtin_expect(v->n < v->cap && cp < STEP_ITEM_CP_MAX && v->n < STEP_ITEMS_MAX, 1)) {
+		ss->work_cp = (uint32_t)cp;
+		ss->work_tid = tid;
+		*((struct step_item *)v->data + v->n) = (struct step_item){.ts = ts, .end = end, .cp = (uint32_t)cp, .tid = tid};
+		return (uint32_t)++v->n;
+	}
 	return step_item_new(ss, tid, ts, end, cp);
 }
 void step_call_new(struct steps_state *ss, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp);
