@@ -333,8 +333,130 @@ static inline int mq_blocks(const struct merger *m, const struct mqueue *q)
  * others, only when the run switches queue (runs are a record or two when
  * threads and devices alternate).  Returns when a queue runs empty; the
  * heap loop goes on from there. */
+/* One queue of merge_three, in locals the compiler keeps in registers:
+ * its ring, the head's slot, records left, the head's time and stream
+ * kind, and its place in merge_small's ix (the tie after time and kind). */
+struct mq_reg {
+	const struct tbp_record *ring;
+	size_t mask, head, left;
+	uint64_t ts;
+	unsigned kind, i;
+};
+
+/* x's head before y's: time, stream kind, then the place in ix. */
+static inline int mq_reg_before(const struct mq_reg *x, const struct mq_reg *y)
+{
+	return x->ts < y->ts || (x->ts == y->ts && (x->kind < y->kind || (x->kind == y->kind && x->i < y->i)));
+}
+
+/* Takes queue x's head into *out and moves the head on, loading the new
+ * head's time and kind; 0 when x ran empty. */
+static inline __attribute__((always_inline)) int mq_reg_take(struct mq_reg *x, int cold,
+							     const struct tbp_record **out)
+{
+	*out = &x->ring[x->head];
+	x->head = (x->head + 1) & x->mask;
+	if (!--x->left)
+		return 0;
+	if (cold)
+		__builtin_prefetch(&x->ring[(x->head + 16) & x->mask]);
+	x->ts = x->ring[x->head].ts;
+	x->kind = x->ring[x->head].stream_kind;
+	return 1;
+}
+
+/* merge_small's loop for three queues (a host thread, autograd's thread, a
+ * device: a training step's usual streams), the same records in the same
+ * order.  Two of them alternate for long stretches (the forward's thread
+ * and the device, then autograd's and the device), the third's head far
+ * later: P and Q are the two, c says which is the current one (the other
+ * is the run's limit, as in merge_two), and R is the third.  A run that
+ * ends where the third is earlier than the queue just left (merge_small's
+ * next limit) changes the pair. */
+static inline __attribute__((always_inline)) void merge_three_k(struct analysis *a, struct merger *m,
+								const uint32_t *ix, int cold)
+{
+	struct mq_reg q[3];
+	for (unsigned i = 0; i < 3; i++) {
+		const struct mqueue *mq = VEC_AT(&m->qs, struct mqueue, ix[i]);
+		q[i] = (struct mq_reg){.ring = mq->ring, .mask = mq->cap - 1, .head = mq->head, .left = mq->n,
+				       .ts = mq->ring[mq->head].ts, .kind = mq->ring[mq->head].stream_kind, .i = i};
+	}
+	/* The current queue: the earliest; its limit: the earlier of the others. */
+	unsigned cu = mq_reg_before(&q[1], &q[0]) ? 1 : 0;
+	cu = mq_reg_before(&q[2], &q[cu]) ? 2 : cu;
+	unsigned o1 = cu == 0 ? 1 : 0, o2 = cu == 2 ? 1 : 2;
+	unsigned nx = mq_reg_before(&q[o2], &q[o1]) ? o2 : o1;
+	struct mq_reg P = q[cu], Q = q[nx], R = q[3 - cu - nx];
+	int c = 0; /* 0: P current, Q the limit; 1: the other way */
+	uint64_t last_ts = m->last_emitted_ts;
+	const struct tbp_record *block[MERGE_BLOCK];
+	size_t emitted = 0;
+	int more = 1;
+	while (more) {
+		unsigned nb = 0;
+		while (nb < MERGE_BLOCK) {
+			if (!c) {
+				more = mq_reg_take(&P, cold, &block[nb++]);
+				if (!more)
+					break;
+				if (!(P.ts > Q.ts || (P.ts == Q.ts && P.kind > Q.kind)))
+					continue;
+				/* The run ends: Q goes on; its limit is R or P. */
+				if (__builtin_expect(mq_reg_before(&R, &P), 0)) {
+					struct mq_reg was = P;
+					P = Q;
+					Q = R;
+					R = was;
+					continue; /* c stays 0: P (the old Q) current */
+				}
+				c = 1;
+			} else {
+				more = mq_reg_take(&Q, cold, &block[nb++]);
+				if (!more)
+					break;
+				if (!(Q.ts > P.ts || (Q.ts == P.ts && Q.kind > P.kind)))
+					continue;
+				if (__builtin_expect(mq_reg_before(&R, &Q), 0)) {
+					struct mq_reg was = Q;
+					Q = R;
+					R = was;
+					c = 0; /* P current, R (now Q) its limit */
+					continue;
+				}
+				c = 0;
+			}
+		}
+		merge_emit(a, m, block, nb, &last_ts);
+		emitted += nb;
+	}
+	const struct mq_reg *all[3] = {&P, &Q, &R};
+	for (unsigned i = 0; i < 3; i++) {
+		struct mqueue *mq = VEC_AT(&m->qs, struct mqueue, ix[all[i]->i]);
+		mq->head = all[i]->head;
+		mq->n = all[i]->left;
+	}
+	m->buffered -= emitted;
+	m->last_emitted_ts = last_ts;
+}
+
+static __attribute__((noinline)) void merge_three(struct analysis *a, struct merger *m, const uint32_t *ix)
+{
+	int cold = 0;
+	for (unsigned i = 0; i < 3; i++)
+		cold |= VEC_AT(&m->qs, struct mqueue, ix[i])->n > AN_COLD_QUEUE;
+	if (cold)
+		merge_three_k(a, m, ix, 1);
+	else
+		merge_three_k(a, m, ix, 0);
+}
+
 static void merge_small(struct analysis *a, struct merger *m, const uint32_t *ix, unsigned k)
 {
+	if (k == 3) {
+		merge_three(a, m, ix);
+		return;
+	}
 	const struct tbp_record *ring[MERGE_SMALL_MAX];
 	size_t mask[MERGE_SMALL_MAX], head[MERGE_SMALL_MAX], left[MERGE_SMALL_MAX];
 	uint64_t ts[MERGE_SMALL_MAX];
