@@ -361,8 +361,11 @@ void an_tape_close(struct an_tape *t, const struct analysis *a)
 	t->closed = 1;
 }
 
-/* The record at p back into *r; returns the entry's end. */
-static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
+/* The record at p back into *r; returns the entry's end.  set_blob 0: r's
+ * blob and blob_len are left as they are (a block's slots, whose records
+ * carry none: set once). */
+static inline __attribute__((always_inline)) const uint8_t *get_rec_b(const uint8_t *p, struct tbp_record *r,
+								      int set_blob)
 {
 	size_t size;
 	unsigned nf;
@@ -385,8 +388,10 @@ static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_
 		_mm_storeu_si128(v + 6, zero);
 		_mm_storeu_si128(v + 7, zero);
 		r->u.v[0] += r->ts;
-		r->blob = NULL;
-		r->blob_len = 0;
+		if (set_blob) {
+			r->blob = NULL;
+			r->blob_len = 0;
+		}
 		return p + TAPE_NARROW8_SIZE;
 	}
 #endif
@@ -418,9 +423,16 @@ static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_
 	default:
 		break;
 	}
-	r->blob = NULL;
-	r->blob_len = 0;
+	if (set_blob) {
+		r->blob = NULL;
+		r->blob_len = 0;
+	}
 	return p + size;
+}
+
+static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
+{
+	return get_rec_b(p, r, 1);
 }
 
 int an_tape_replay(struct an_tape *t, struct analysis *a)
@@ -431,8 +443,11 @@ int an_tape_replay(struct an_tape *t, struct analysis *a)
 		a->header = t->header;
 	struct tbp_record block[TAPE_BLOCK_MAX];
 	const struct tbp_record *ptrs[TAPE_BLOCK_MAX];
-	for (unsigned i = 0; i < TAPE_BLOCK_MAX; i++)
+	for (unsigned i = 0; i < TAPE_BLOCK_MAX; i++) {
 		ptrs[i] = &block[i];
+		block[i].blob = NULL;
+		block[i].blob_len = 0;
+	}
 	for (const struct tape_chunk *c = t->first; c; c = c->next) {
 		const uint8_t *p = (const uint8_t *)c->data, *end = p + c->used;
 		while (p < end) {
@@ -443,7 +458,7 @@ int an_tape_replay(struct an_tape *t, struct analysis *a)
 				unsigned n = (unsigned)(op[0] >> 32);
 				uint64_t last_ts = op[1];
 				for (unsigned i = 0; i < n; i++)
-					p = get_rec(p, &block[i]);
+					p = get_rec_b(p, &block[i], 0);
 				an_pass_block(a, ptrs, n, &last_ts);
 				continue;
 			}
