@@ -654,16 +654,26 @@ COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *cons
 	pass_block_k(a, recs, n, last_ts, 1);
 }
 
-/* A block with a time a pass asked for (st->due_ts) inside: record by
- * record, each after the due hooks of its time. */
+/* A block with a time a pass asked for (st->due_ts) inside: each record
+ * after the due hooks of its time (until the due time is past it), the
+ * records between as blocks (only a due hook moves st->due_ts). */
 COLD_FN void pass_block_due(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
 {
-	for (unsigned i = 0; i < n; i++) {
-		if (recs[i]->ts >= a->st->due_ts) {
-			uint64_t t = recs[i]->ts;
+	unsigned i = 0;
+	while (i < n) {
+		uint64_t t = recs[i]->ts;
+		if (t >= a->st->due_ts) {
 			DISPATCH(on_due, a, t)
+			continue;
 		}
-		an_pass_block(a, &recs[i], 1, last_ts);
+		unsigned j = i + 1;
+		while (j < n && recs[j]->ts < a->st->due_ts)
+			j++;
+		if (a->st->detect_only)
+			pass_block_detect(a, recs + i, j - i, last_ts);
+		else
+			pass_block_k(a, recs + i, j - i, last_ts, 0);
+		i = j;
 	}
 }
 
