@@ -2,6 +2,9 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __GLIBC__ /* (defined by the headers above) */
+#include <malloc.h>
+#endif
 
 #include "cmd.h"
 #include "tbp_config.h"
@@ -34,6 +37,17 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+#ifdef __GLIBC__
+	/* The analysis grows large vectors (the sites' log, step items, the
+	 * passes' tables: tens of MiB) by realloc, and frees a first
+	 * analysis's before the next.  glibc raises its mmap threshold to the
+	 * size of each mapped block freed, after which such vectors live in
+	 * the heap and every growth copies them; at the default fixed
+	 * threshold they stay mapped and grow by mremap, and freed ones go
+	 * back to the system (simtorch trace: 11.6 M instructions of copying
+	 * fewer, peak RSS 111 -> 99 MB). */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
 	if (argc < 2) {
 		fprintf(stderr, "tbanalyze: no trace given (tbanalyze [VERB] TRACE.zst); see tbanalyze --help\n");
 		return TBA_EXIT_USAGE;
