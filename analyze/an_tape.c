@@ -2,8 +2,10 @@
  * tbanalyze: the record tape (an_tape.h).  A record is 160 bytes in memory;
  * on the tape it is its head and time (16 bytes) and only the fields its
  * kind has in this trace (nfields: the reader leaves the others zero), in
- * 32 bits each when they fit (nearly every call and GPU record: about 75
- * bytes a record), and a string's bytes after it, in chunks of a few MiB
+ * 32 bits each when they fit (nearly every call and GPU record; one of 8
+ * fields or fewer, every launch and kernel under the report's field
+ * limits, in 48 bytes: TAPE_NARROW8), and a string's bytes after it, in
+ * chunks of a few MiB
  * (no allocation per record).  A block the merge handed over is one entry ahead of its
  * records, with the last_ts it was handed.
  */
