@@ -64,6 +64,9 @@ struct pgap {
 	uint32_t tid;    /* the host thread held responsible */
 	int has_tid;
 	uint8_t syncs, allocs; /* how many of its calls are syncs, allocator calls */
+	/* Filed as gap_file_launch files it unless a span joins it (nspans):
+	 * set as it is placed (gap_place), from what no span changes. */
+	uint8_t launch_only;
 	unsigned ncalls;
 	unsigned nspans;
 	/* The innermost span of another thread running as the piece's host
@@ -442,6 +445,34 @@ static inline __attribute__((always_inline)) void short_part_add(struct short_pa
 	parts[(*np)++] = (struct short_part){.cp = cp, .nat = nat, .ns = ns, .cause = cause};
 }
 
+/* A launch-bound loop's piece: short (no occurrence, no edge), not queued,
+ * without spans, syncs or allocator calls, its launch's call alone, to the
+ * end of the piece at least, begun before the piece or less than a long
+ * stretch (AN_CPU_STRETCH_NS) after the gap's start (gap_place's
+ * launch_only): one part, the launch's, all of its idle (gap_file_short's
+ * walk would find the same).  Its own function, small: most pieces are
+ * filed here (gap_file). */
+static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
+{
+	const struct gap_call *c = &g->calls[0];
+	int cause = c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+	uint64_t ns = g->end - g->start;
+	struct an_device *d = get_device(a, g->device);
+	if (d)
+		d->idle_by[g->phase][cause] += ns;
+	uint64_t by_cause[AN_CAUSE_N] = {0};
+	by_cause[cause] = ns;
+	an_publish_idle_explained(a, g->start, g->end, by_cause);
+	struct an_finding *p = idle_part(a, cause, g->phase, c->callpath, c->native);
+	if (p) {
+		p->cause = cause;
+		p->edge = AN_EDGE_NONE;
+		p->total_ns += ns;
+		p->count++;
+		p->device = g->device;
+	}
+}
+
 /* A short piece (no occurrence, no edge) that was not queued and has no
  * span, sync or allocator call among its host facts: nine in ten of a
  * launch-bound loop's pieces (its launch, and the launch's way to the GPU).
@@ -455,31 +486,6 @@ static inline __attribute__((always_inline)) void short_part_add(struct short_pa
  * occurrence's), in the same order. */
 static void gap_file_short(struct analysis *a, const struct pgap *g)
 {
-	/* A launch-bound loop's piece: its launch's call alone, to the end of
-	 * the piece at least, begun before the piece or less than a long
-	 * stretch (AN_CPU_STRETCH_NS) after the gap's start: one part, the
-	 * launch's, all of its idle (the walk below would find the same). */
-	if (g->ncalls == 1 && g->calls[0].end >= g->end &&
-	    (g->calls[0].ts <= g->start || g->calls[0].ts - g->gap_start < AN_CPU_STRETCH_NS)) {
-		const struct gap_call *c = &g->calls[0];
-		int cause = c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
-		uint64_t ns = g->end - g->start;
-		struct an_device *d = get_device(a, g->device);
-		if (d)
-			d->idle_by[g->phase][cause] += ns;
-		uint64_t by_cause[AN_CAUSE_N] = {0};
-		by_cause[cause] = ns;
-		an_publish_idle_explained(a, g->start, g->end, by_cause);
-		struct an_finding *p = idle_part(a, cause, g->phase, c->callpath, c->native);
-		if (p) {
-			p->cause = cause;
-			p->edge = AN_EDGE_NONE;
-			p->total_ns += ns;
-			p->count++;
-			p->device = g->device;
-		}
-		return;
-	}
 	struct short_part parts[2 * GAP_CALLS + 1];
 	size_t np = 0;
 	int engine = -1; /* gap_engine, asked only for a long stretch */
@@ -633,6 +639,15 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	}
 }
 
+/* Piece g's idle filed (it waited for its spans). */
+static inline __attribute__((always_inline)) void gap_file(struct analysis *a, const struct pgap *g)
+{
+	if (g->launch_only && !g->nspans)
+		gap_file_launch(a, g);
+	else
+		gap_finalize(a, g);
+}
+
 /* The oldest position in the span ring whose span may end after t: the
  * ring's max_end never decreases, so every span before it ended by t. */
 static size_t span_first_after(struct gaps_state *gs, uint64_t t)
@@ -649,7 +664,7 @@ static inline __attribute__((always_inline)) struct pgap *gap_slot(struct analys
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	struct pgap *queue = gs->gaps + q * PENDING_GAPS;
 	if (gs->gap_n[q] == PENDING_GAPS) {
-		gap_finalize(a, &queue[gs->gap_head[q]]);
+		gap_file(a, &queue[gs->gap_head[q]]);
 		gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
 		gs->gap_n[q]--;
 	}
@@ -695,6 +710,9 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 		return;
 	struct pgap *g = gap_slot(a, tmpl->q);
 	pgap_copy(g, tmpl);
+	g->launch_only = !g->queued && !g->syncs && !g->allocs && !g->edge && end - start < a->opts.gap_ns &&
+			 g->ncalls == 1 && g->calls[0].end >= end &&
+			 (g->calls[0].ts <= start || g->calls[0].ts - g->gap_start < AN_CPU_STRETCH_NS);
 	gap_place(a, g, start, end, phase);
 }
 
@@ -786,6 +804,10 @@ static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, 
 			.ts = launch->ts, .end = end, .callpath = launch->callpath, .native = launch->native};
 
 	if (whole) {
+		/* (gap_piece's test, with what is at hand: the launch's call is
+		 * the only one, from launch->ts to the piece's end) */
+		g->launch_only = launch && !kept && !edge && !g->queued && end - start < a->opts.gap_ns &&
+				 (launch->ts <= start || launch->ts - start < AN_CPU_STRETCH_NS);
 		gap_place(a, g, start, end, cur_phase(a));
 		return;
 	}
@@ -967,7 +989,7 @@ void gaps_flush(struct analysis *a)
 	}
 	for (unsigned q = 0; q < 2; q++)
 		while (gs->gap_n[q]) {
-			gap_finalize(a, &gs->gaps[q * PENDING_GAPS + gs->gap_head[q]]);
+			gap_file(a, &gs->gaps[q * PENDING_GAPS + gs->gap_head[q]]);
 			gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
 			gs->gap_n[q]--;
 		}
