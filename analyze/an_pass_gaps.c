@@ -772,15 +772,25 @@ static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, 
 	 * lies between them).  A launch-bound loop's pieces keep one call. */
 	unsigned kept = 0, seen = 0;
 	struct gap_call *tmp = g->calls;
-	for (size_t k = 1; k <= n && seen < GAP_CALLS - 1 && g->has_tid; k++) {
+	size_t k = 1;
+	/* A launch-bound loop's gap: the newest call is the launch, and every
+	 * call before it ended by the gap's start (the loop below would count
+	 * the launch, keep nothing and stop at the next). */
+	if (launch && n) {
+		const struct api_ent *e = &gs->api[(gs->api_n - 1) % API_RING];
+		if (e->ts == launch->ts && e->tid == launch->tid && e->callpath == launch->callpath &&
+		    e->native == launch->native && e->plain && e->ts < end && e->end > start &&
+		    (n == 1 || gs->api[(gs->api_n - 2) % API_RING].max_end <= start))
+			k = n + 1;
+	}
+	for (; k <= n && seen < GAP_CALLS - 1 && g->has_tid; k++) {
 		const struct api_ent *e = &gs->api[(gs->api_n - k) % API_RING];
 		if (e->max_end <= start)
 			break;   /* this call and every one before it ended by the gap's start */
 		if (e->tid != g->tid || e->ts >= end || e->end <= start)
 			continue;
 		if (!seen++ && launch && e->ts == launch->ts && e->callpath == launch->callpath &&
-		    e->native == launch->native && !e->copy && e->kind != TBP_K_SYNC && e->kind != TBP_K_MALLOC &&
-		    e->kind != TBP_K_FREE)
+		    e->native == launch->native && e->plain)
 			continue;
 		struct gap_call *c = &tmp[kept++];
 		*c = (struct gap_call){

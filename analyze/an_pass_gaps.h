@@ -13,6 +13,7 @@ struct api_ent {
 	uint32_t tid;
 	uint8_t kind;
 	uint8_t copy; /* a copy call: an_copy_bits(), else 0 */
+	uint8_t plain; /* not a copy, sync or allocator call (a launch, another API call) */
 	uint64_t ts, end, callpath, native;
 	/* The latest end of this and every call before it in the ring's
 	 * order: a scan back for the calls over a gap stops at the first
@@ -70,6 +71,7 @@ HOT_FN void gaps_on_call(struct analysis *a, struct an_call_ev *e)
 	ae->callpath = c->callpath;
 	ae->native = c->native;
 	ae->copy = e->kind == TBP_K_MEMCPY ? an_copy_bits(e->r->u.memcpy.copy_kind, e->r->u.memcpy.flags) : 0;
+	ae->plain = !ae->copy && ae->kind != TBP_K_SYNC && ae->kind != TBP_K_MALLOC && ae->kind != TBP_K_FREE;
 	if (e->end > gs->api_max_end)
 		gs->api_max_end = e->end;
 	ae->max_end = gs->api_max_end;
