@@ -696,11 +696,72 @@ static inline __attribute__((always_inline)) void gap_place(struct analysis *a, 
 	 * start after its end, which gap_consider_span passes over; those that
 	 * ended by its start (the ring's max_end is a running maximum: many
 	 * did) leave the answer. */
-	if (!an_span_walk_holds(&gs->walk, gs->span_n, start, end))
-		an_span_walk_find(&gs->walk, &gs->span_tree, span_first_after(gs, start), gs->span_n, start, end);
-#define SPAN_END_AT(slot) (gs->span[slot].end)
-	AN_SPAN_WALK_EACH(&gs->walk, start, SPAN_END_AT, slot, gap_consider_span(g, &gs->span[slot]));
-#undef SPAN_END_AT
+	struct an_span_walk *w = &gs->walk;
+	if (!an_span_walk_holds(w, gs->span_n, start, end)) {
+		an_span_walk_find(w, &gs->span_tree, span_first_after(gs, start), gs->span_n, start, end);
+		gs->inert_ok = 0;
+	}
+	/* The thread's own callers of everything (gap_consider_span passes
+	 * them over) found by the last piece serve this one too: only the
+	 * other spans are considered, in the same order.  (The answer keeps
+	 * the spans that ended by this piece's start, and its start: they
+	 * leave it at the next piece walked whole.) */
+	if (gs->inert_ok && g->has_tid && g->tid == gs->inert_tid && g->gap_start >= gs->inert_ts_max &&
+	    g->resume <= gs->inert_end_min) {
+		/* A span that is such a caller for this piece is for the
+		 * pieces after it that pass the test with it counted: it
+		 * leaves act too. */
+		size_t kept = 0;
+		uint64_t ts_max = gs->inert_ts_max, end_min = gs->inert_end_min;
+		for (size_t k = 0; k < gs->nact; k++) {
+			unsigned slot = gs->act[k];
+			const struct span_ent *sp = &gs->span[slot];
+			if (sp->end <= start)
+				continue;
+			if (sp->tid == g->tid && sp->ts <= g->gap_start && sp->end >= g->resume) {
+				if (sp->ts > ts_max)
+					ts_max = sp->ts;
+				if (sp->end < end_min)
+					end_min = sp->end;
+				continue;
+			}
+			gs->act[kept++] = (uint16_t)slot;
+			gap_consider_span(g, sp);
+		}
+		gs->nact = kept;
+		gs->inert_ts_max = ts_max;
+		gs->inert_end_min = end_min;
+		return;
+	}
+	/* Every span of the answer (AN_SPAN_WALK_EACH), the inert ones set
+	 * apart for the pieces after it. */
+	size_t kept = 0, nact = 0;
+	uint64_t ts_max = 0, end_min = UINT64_MAX;
+	for (size_t k = 0; k < w->n; k++) {
+		unsigned slot = w->slots[k];
+		const struct span_ent *sp = &gs->span[slot];
+		if (sp->end <= start)
+			continue;
+		w->slots[kept++] = (uint16_t)slot;
+		if (g->has_tid && sp->tid == g->tid && sp->ts <= g->gap_start && sp->end >= g->resume) {
+			/* (gap_consider_span returns at its test of a caller of
+			 * everything) */
+			if (sp->ts > ts_max)
+				ts_max = sp->ts;
+			if (sp->end < end_min)
+				end_min = sp->end;
+			continue;
+		}
+		gs->act[nact++] = (uint16_t)slot;
+		gap_consider_span(g, sp);
+	}
+	w->n = kept;
+	w->start = start;
+	gs->nact = nact;
+	gs->inert_ok = g->has_tid;
+	gs->inert_tid = g->tid;
+	gs->inert_ts_max = ts_max;
+	gs->inert_end_min = end_min;
 }
 
 /* A piece [start, end) of the gap tmpl (a gap cut at an iteration's mark). */

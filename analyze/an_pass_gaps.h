@@ -55,6 +55,18 @@ struct gaps_state {
 	uint64_t api_max_end, span_max_end, gap_max_end[2]; /* the rings' and the queues' latest ends */
 	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
 	struct an_span_walk walk; /* the last span walk's answer (an_gap_index.h) */
+	/* The walk's answer less the spans that explain nothing to a piece of
+	 * thread inert_tid whose gap began at or after inert_ts_max and whose
+	 * next work was issued by inert_end_min: the thread's own functions
+	 * running since before the gap and still after it (the training loop,
+	 * an iteration's function; five in six of a launch-bound loop's
+	 * spans).  act[0, nact), in the answer's order; inert_ok: they serve
+	 * (found with the walk's answer, gap_place). */
+	int inert_ok;
+	uint32_t inert_tid;
+	uint64_t inert_ts_max, inert_end_min;
+	size_t nact;
+	uint16_t act[SPAN_RING];
 	struct part_slot part_cache[PART_CACHE];
 };
 
