@@ -65,8 +65,11 @@ struct pgap {
 	int has_tid;
 	uint8_t syncs, allocs; /* how many of its calls are syncs, allocator calls */
 	/* Filed as gap_file_launch files it unless a span joins it (nspans):
-	 * set as it is placed (gap_place), from what no span changes. */
+	 * set as it is placed, from what no span changes.  2: a whole gap
+	 * (no iteration's mark cuts it), whose idle may join the others of
+	 * iter_key's iteration (struct idle_batch). */
 	uint8_t launch_only;
+	uint64_t iter_key; /* the iteration it lies in (iter_no), or ~iter_no between iterations */
 	unsigned ncalls;
 	unsigned nspans;
 	/* The innermost span of another thread running as the piece's host
@@ -452,17 +455,54 @@ static inline __attribute__((always_inline)) void short_part_add(struct short_pa
  * launch_only): one part, the launch's, all of its idle (gap_file_short's
  * walk would find the same).  Its own function, small: most pieces are
  * filed here (gap_file). */
+/* The batch's idle to its device and out (idle_explained), as each of its
+ * pieces would have been: its pieces lie in one iteration, or between the
+ * same two, so in the same steps as their span [s, e), whole (the steps are
+ * the iterations: an_pass_steps.c publishes step_begin and step_end at its
+ * marks); the sums are the same. */
+static __attribute__((noinline)) void idle_batch_flush(struct analysis *a)
+{
+	struct idle_batch *b = &an_pass_state(a, gaps)->batch;
+	if (!b->n)
+		return;
+	struct an_device *d = get_device(a, b->device);
+	if (d)
+		for (int c = 0; c < AN_CAUSE_N; c++)
+			d->idle_by[b->phase][c] += b->by_cause[c];
+	an_publish_idle_explained(a, b->s, b->e, b->by_cause);
+	memset(b, 0, sizeof *b);
+}
+
 static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
 {
 	const struct gap_call *c = &g->calls[0];
 	int cause = c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
 	uint64_t ns = g->end - g->start;
-	struct an_device *d = get_device(a, g->device);
-	if (d)
-		d->idle_by[g->phase][cause] += ns;
-	uint64_t by_cause[AN_CAUSE_N] = {0};
-	by_cause[cause] = ns;
-	an_publish_idle_explained(a, g->start, g->end, by_cause);
+	if (g->launch_only == 2) {
+		struct idle_batch *b = &an_pass_state(a, gaps)->batch;
+		if (__builtin_expect(!b->n || b->iter_key != g->iter_key || b->device != g->device || b->phase != g->phase,
+				     0)) {
+			idle_batch_flush(a);
+			b->iter_key = g->iter_key;
+			b->device = g->device;
+			b->phase = g->phase;
+			b->s = g->start;
+			b->e = g->end;
+		}
+		b->n++;
+		b->by_cause[cause] += ns;
+		if (g->start < b->s)
+			b->s = g->start;
+		if (g->end > b->e)
+			b->e = g->end;
+	} else {
+		struct an_device *d = get_device(a, g->device);
+		if (d)
+			d->idle_by[g->phase][cause] += ns;
+		uint64_t by_cause[AN_CAUSE_N] = {0};
+		by_cause[cause] = ns;
+		an_publish_idle_explained(a, g->start, g->end, by_cause);
+	}
 	struct an_finding *p = idle_part(a, cause, g->phase, c->callpath, c->native);
 	if (p) {
 		p->cause = cause;
@@ -877,8 +917,9 @@ static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, 
 	if (whole) {
 		/* (gap_piece's test, with what is at hand: the launch's call is
 		 * the only one, from launch->ts to the piece's end) */
-		g->launch_only = launch && !kept && !edge && !g->queued && end - start < a->opts.gap_ns &&
-				 (launch->ts <= start || launch->ts - start < AN_CPU_STRETCH_NS);
+		g->launch_only = (uint8_t)(2 * (launch && !kept && !edge && !g->queued && end - start < a->opts.gap_ns &&
+					      (launch->ts <= start || launch->ts - start < AN_CPU_STRETCH_NS)));
+		g->iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
 		gap_place(a, g, start, end, cur_phase(a));
 		return;
 	}
@@ -1012,6 +1053,7 @@ void gaps_on_span(struct analysis *a, struct an_span_ev *ev)
 void gaps_phase_moved(struct analysis *a, int from, int to)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
+	idle_batch_flush(a); /* (under its phase, moved below with the rest) */
 	for (size_t i = 0; i < a->devices.n; i++) {
 		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
 		d->gaps_by[to] += d->gaps_by[from];
@@ -1064,6 +1106,7 @@ void gaps_flush(struct analysis *a)
 			gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
 			gs->gap_n[q]--;
 		}
+	idle_batch_flush(a);
 }
 
 int gaps_init(struct analysis *a)

@@ -40,6 +40,17 @@ struct part_slot {
 	uint16_t cause; /* as filed: the cause + 16 * the edge */
 	uint8_t phase, used;
 };
+/* The idle of whole launch-bound pieces filed one after another in the same
+ * iteration (or between the same two), device and phase, summed by cause:
+ * added to the device and published (idle_explained) once for them all
+ * (idle_batch_flush, an_pass_gaps.c). */
+struct idle_batch {
+	size_t n; /* pieces in it; 0: empty */
+	uint64_t iter_key, device;
+	uint8_t phase;
+	uint64_t s, e; /* the earliest start and latest end of its pieces */
+	uint64_t by_cause[AN_CAUSE_N];
+};
 struct gaps_state {
 	struct api_ent api[API_RING];
 	size_t api_n;
@@ -68,6 +79,7 @@ struct gaps_state {
 	size_t nact;
 	uint16_t act[SPAN_RING];
 	struct part_slot part_cache[PART_CACHE];
+	struct idle_batch batch;
 };
 
 /* A host call into the ring the gaps are explained by. */
