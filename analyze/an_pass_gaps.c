@@ -70,6 +70,7 @@ struct pgap {
 	 * iter_key's iteration (struct idle_batch). */
 	uint8_t launch_only;
 	uint64_t iter_key; /* the iteration it lies in (iter_no), or ~iter_no between iterations */
+	uint32_t site;     /* its launch's site (corr_ent.site), 0: none */
 	unsigned ncalls;
 	unsigned nspans;
 	/* The innermost span of another thread running as the piece's host
@@ -473,6 +474,30 @@ static __attribute__((noinline)) void idle_batch_flush(struct analysis *a)
 	memset(b, 0, sizeof *b);
 }
 
+/* A launch-bound piece's part (idle_part), kept by its site and phase. */
+static __attribute__((noinline)) struct an_finding *launch_part_miss(struct analysis *a, const struct pgap *g, int cause)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	struct an_finding *p = idle_part(a, cause, g->phase, g->calls[0].callpath, g->calls[0].native);
+	if (!p || !g->site)
+		return p;
+	if (g->site > gs->site_part_n) {
+		size_t n = gs->site_part_n ? gs->site_part_n : 64;
+		while (n < g->site)
+			n *= 2;
+		uint32_t(*t)[3] = realloc(gs->site_part, n * sizeof *t);
+		if (!t)
+			return p;
+		memset(t + gs->site_part_n, 0, (n - gs->site_part_n) * sizeof *t);
+		gs->site_part = t;
+		gs->site_part_n = n;
+	}
+	size_t ix = finding_index(a->st, p);
+	if (ix < UINT32_MAX)
+		gs->site_part[g->site - 1][g->phase] = (uint32_t)(ix + 1);
+	return p;
+}
+
 static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
 {
 	const struct gap_call *c = &g->calls[0];
@@ -503,7 +528,13 @@ static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const 
 		by_cause[cause] = ns;
 		an_publish_idle_explained(a, g->start, g->end, by_cause);
 	}
-	struct an_finding *p = idle_part(a, cause, g->phase, c->callpath, c->native);
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	struct an_finding *p;
+	uint32_t ix1 = g->site && g->site <= gs->site_part_n ? gs->site_part[g->site - 1][g->phase] : 0;
+	if (__builtin_expect(ix1 != 0, 1))
+		p = VEC_AT(&a->st->all_findings, struct an_finding, ix1 - 1);
+	else
+		p = launch_part_miss(a, g, cause);
 	if (p) {
 		p->cause = cause;
 		p->edge = AN_EDGE_NONE;
@@ -920,6 +951,7 @@ static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, 
 		g->launch_only = (uint8_t)(2 * (launch && !kept && !edge && !g->queued && end - start < a->opts.gap_ns &&
 					      (launch->ts <= start || launch->ts - start < AN_CPU_STRETCH_NS)));
 		g->iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
+		g->site = launch ? launch->site : 0;
 		gap_place(a, g, start, end, cur_phase(a));
 		return;
 	}
@@ -1083,6 +1115,8 @@ void gaps_phase_moved(struct analysis *a, int from, int to)
 	/* phase_move forgot the findings of `from` (the index no longer
 	 * finds them): the cached parts may name them. */
 	memset(gs->part_cache, 0, sizeof gs->part_cache);
+	if (gs->site_part)
+		memset(gs->site_part, 0, gs->site_part_n * sizeof *gs->site_part);
 }
 
 void gaps_flush(struct analysis *a)
@@ -1121,4 +1155,5 @@ int gaps_init(struct analysis *a)
 void gaps_free(struct analysis *a)
 {
 	free(an_pass_state(a, gaps)->gaps);
+	free(an_pass_state(a, gaps)->site_part);
 }

@@ -80,6 +80,12 @@ struct gaps_state {
 	uint16_t act[SPAN_RING];
 	struct part_slot part_cache[PART_CACHE];
 	struct idle_batch batch;
+	/* A launch-bound piece's part by its launch's site (corr_ent.site):
+	 * site_part[site - 1][phase] = the finding's index + 1 in all_findings,
+	 * 0: not known.  Its cause and line are the site's (gap_file_launch), so
+	 * the site and phase are the key; emptied with the part cache. */
+	uint32_t (*site_part)[3];
+	size_t site_part_n;
 };
 
 /* A host call into the ring the gaps are explained by. */
