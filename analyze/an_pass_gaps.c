@@ -498,36 +498,10 @@ static __attribute__((noinline)) struct an_finding *launch_part_miss(struct anal
 	return p;
 }
 
-static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
+/* The part's idle and count (gap_file_launch). */
+static inline __attribute__((always_inline)) void launch_part_add(struct analysis *a, const struct pgap *g, int cause,
+								   uint64_t ns)
 {
-	const struct gap_call *c = &g->calls[0];
-	int cause = c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
-	uint64_t ns = g->end - g->start;
-	if (g->launch_only == 2) {
-		struct idle_batch *b = &an_pass_state(a, gaps)->batch;
-		if (__builtin_expect(!b->n || b->iter_key != g->iter_key || b->device != g->device || b->phase != g->phase,
-				     0)) {
-			idle_batch_flush(a);
-			b->iter_key = g->iter_key;
-			b->device = g->device;
-			b->phase = g->phase;
-			b->s = g->start;
-			b->e = g->end;
-		}
-		b->n++;
-		b->by_cause[cause] += ns;
-		if (g->start < b->s)
-			b->s = g->start;
-		if (g->end > b->e)
-			b->e = g->end;
-	} else {
-		struct an_device *d = get_device(a, g->device);
-		if (d)
-			d->idle_by[g->phase][cause] += ns;
-		uint64_t by_cause[AN_CAUSE_N] = {0};
-		by_cause[cause] = ns;
-		an_publish_idle_explained(a, g->start, g->end, by_cause);
-	}
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	struct an_finding *p;
 	uint32_t ix1 = g->site && g->site <= gs->site_part_n ? gs->site_part[g->site - 1][g->phase] : 0;
@@ -542,6 +516,53 @@ static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const 
 		p->count++;
 		p->device = g->device;
 	}
+}
+
+/* A piece cut at an iteration's mark: its idle to its device and out on its
+ * own. */
+static __attribute__((noinline)) void gap_file_launch_alone(struct analysis *a, const struct pgap *g)
+{
+	int cause = g->calls[0].callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+	uint64_t ns = g->end - g->start;
+	struct an_device *d = get_device(a, g->device);
+	if (d)
+		d->idle_by[g->phase][cause] += ns;
+	uint64_t by_cause[AN_CAUSE_N] = {0};
+	by_cause[cause] = ns;
+	an_publish_idle_explained(a, g->start, g->end, by_cause);
+	launch_part_add(a, g, cause, ns);
+}
+
+/* A new batch for piece g (idle_batch_flush the one before). */
+static __attribute__((noinline)) void idle_batch_start(struct analysis *a, const struct pgap *g)
+{
+	struct idle_batch *b = &an_pass_state(a, gaps)->batch;
+	idle_batch_flush(a);
+	b->iter_key = g->iter_key;
+	b->device = g->device;
+	b->phase = g->phase;
+	b->s = g->start;
+	b->e = g->end;
+}
+
+static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
+{
+	if (__builtin_expect(g->launch_only != 2, 0)) {
+		gap_file_launch_alone(a, g);
+		return;
+	}
+	int cause = g->calls[0].callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+	uint64_t ns = g->end - g->start;
+	struct idle_batch *b = &an_pass_state(a, gaps)->batch;
+	if (__builtin_expect(!b->n || b->iter_key != g->iter_key || b->device != g->device || b->phase != g->phase, 0))
+		idle_batch_start(a, g);
+	b->n++;
+	b->by_cause[cause] += ns;
+	if (g->start < b->s)
+		b->s = g->start;
+	if (g->end > b->e)
+		b->e = g->end;
+	launch_part_add(a, g, cause, ns);
 }
 
 /* A short piece (no occurrence, no edge) that was not queued and has no
