@@ -874,14 +874,18 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
  * piece counts in its own iteration and the runner's time between
  * iterations stays apart. */
 static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
-		      const struct corr_ent *launch, int edge, unsigned q)
+		      const struct corr_ent *launch, int edge, unsigned q, int late_short)
 {
 	struct an_state *st = a->st;
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	/* A gap no iteration's mark cuts (nearly all) is one piece: made in
-	 * its queue slot, not copied there from a template. */
-	int whole = start < end && !(st->last_iter_end_ts > start && st->last_iter_end_ts <= end) &&
-		    !(st->in_iter && st->iter_begin_ts > start);
+	 * its queue slot, not copied there from a template.  late_short (a
+	 * constant): gap_short_host's gap with its launch, which
+	 * gaps_on_gpu_idle found whole (no mark after its start), not queued
+	 * (its launch returned after it began: host_wait) and under the
+	 * threshold, with no edge. */
+	int whole = late_short || (start < end && !(st->last_iter_end_ts > start && st->last_iter_end_ts <= end) &&
+				   !(st->in_iter && st->iter_begin_ts > start));
 	struct pgap tmpl, *g = whole ? gap_slot(a, q) : &tmpl;
 	pgap_clear_head(g);
 	g->device = device;
@@ -902,7 +906,7 @@ static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, 
 		 * the GPU ran dry, so the GPU side waited (latency, an event, another
 		 * stream).  A call still running then (a pageable copy staging its
 		 * data, a slow first launch) delivered the work late: the host's. */
-		g->queued = (launch->end ? launch->end : launch->ts) <= start;
+		g->queued = !late_short && (launch->end ? launch->end : launch->ts) <= start;
 	}
 	size_t n = gs->api_n < API_RING ? gs->api_n : API_RING;
 	if (!g->has_tid && n) {
@@ -969,7 +973,7 @@ static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, 
 	if (whole) {
 		/* (gap_piece's test, with what is at hand: the launch's call is
 		 * the only one, from launch->ts to the piece's end) */
-		g->launch_only = (uint8_t)(2 * (launch && !kept && !edge && !g->queued && end - start < a->opts.gap_ns &&
+		g->launch_only = (uint8_t)(2 * (launch && !kept && (late_short || (!edge && !g->queued && end - start < a->opts.gap_ns)) &&
 					      (launch->ts <= start || launch->ts - start < AN_CPU_STRETCH_NS)));
 		g->iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
 		g->site = launch ? launch->site : 0;
@@ -995,7 +999,7 @@ static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, 
 __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
 					const struct corr_ent *launch, int edge)
 {
-	gap_new_q(a, device, start, end, launch, edge, 0);
+	gap_new_q(a, device, start, end, launch, edge, 0, 0);
 }
 
 __attribute__((noinline)) void gap_long(struct analysis *a, struct an_device *d, uint64_t s,
@@ -1016,13 +1020,23 @@ __attribute__((noinline)) void gap_cut_short(struct analysis *a, struct an_devic
 	gap_new(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE);
 }
 
+/* A gap under the threshold whose launch is not in the trace. */
+static __attribute__((noinline)) void gap_new_short_unjoined(struct analysis *a, uint64_t device, uint64_t start,
+							     uint64_t end)
+{
+	gap_new_q(a, device, start, end, NULL, AN_EDGE_NONE, 1, 0);
+}
+
 /* A gap under the threshold launched late (or by a call not in the trace):
  * explained by the host's calls and spans as a long one, in the queue of
  * the short ones. */
 __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s,
 					       const struct corr_ent *launch)
 {
-	gap_new_q(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE, 1);
+	if (__builtin_expect(launch != NULL, 1))
+		gap_new_q(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE, 1, 1);
+	else
+		gap_new_short_unjoined(a, d->id, d->busy.end, s);
 }
 
 /* A gap under the threshold whose work was queued before the GPU ran dry:
