@@ -461,9 +461,8 @@ static inline __attribute__((always_inline)) void short_part_add(struct short_pa
  * same two, so in the same steps as their span [s, e), whole (the steps are
  * the iterations: an_pass_steps.c publishes step_begin and step_end at its
  * marks); the sums are the same. */
-static __attribute__((noinline)) void idle_batch_flush(struct analysis *a)
+static __attribute__((noinline)) void idle_batch_flush(struct analysis *a, struct idle_batch *b)
 {
-	struct idle_batch *b = &an_pass_state(a, gaps)->batch;
 	if (!b->n)
 		return;
 	struct an_device *d = get_device(a, b->device);
@@ -537,7 +536,7 @@ static __attribute__((noinline)) void gap_file_launch_alone(struct analysis *a, 
 static __attribute__((noinline)) void idle_batch_start(struct analysis *a, const struct pgap *g)
 {
 	struct idle_batch *b = &an_pass_state(a, gaps)->batch;
-	idle_batch_flush(a);
+	idle_batch_flush(a, b);
 	b->iter_key = g->iter_key;
 	b->device = g->device;
 	b->phase = g->phase;
@@ -1047,9 +1046,26 @@ __attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_de
 						 const struct corr_ent *launch)
 {
 	int phase = cur_phase(a);
-	d->idle_by[phase][AN_CAUSE_QUEUED] += idle;
-	uint64_t by_cause[AN_CAUSE_N] = {[AN_CAUSE_QUEUED] = idle};
-	an_publish_idle_explained(a, d->busy.end, d->busy.end + idle, by_cause); /* the gap ends where the GPU resumes */
+	/* Its idle to the device and out with the others of the iteration
+	 * (struct idle_batch; a gap here is whole: gaps_on_gpu_idle found no
+	 * mark after its start).  It ends where the GPU resumes. */
+	struct an_state *st = a->st;
+	struct idle_batch *b = &an_pass_state(a, gaps)->queued_batch;
+	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no, s = d->busy.end, e = d->busy.end + idle;
+	if (__builtin_expect(!b->n || b->iter_key != iter_key || b->device != d->id || b->phase != phase, 0)) {
+		idle_batch_flush(a, b);
+		b->iter_key = iter_key;
+		b->device = d->id;
+		b->phase = (uint8_t)phase;
+		b->s = s;
+		b->e = e;
+	}
+	b->n++;
+	b->by_cause[AN_CAUSE_QUEUED] += idle;
+	if (s < b->s)
+		b->s = s;
+	if (e > b->e)
+		b->e = e;
 	if (launch->site) {
 		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
 		ss->queued_ns[phase] += idle;
@@ -1120,7 +1136,9 @@ void gaps_on_span(struct analysis *a, struct an_span_ev *ev)
 void gaps_phase_moved(struct analysis *a, int from, int to)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
-	idle_batch_flush(a); /* (under its phase, moved below with the rest) */
+	/* (under their phase, moved below with the rest) */
+	idle_batch_flush(a, &gs->batch);
+	idle_batch_flush(a, &gs->queued_batch);
 	for (size_t i = 0; i < a->devices.n; i++) {
 		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
 		d->gaps_by[to] += d->gaps_by[from];
@@ -1175,7 +1193,8 @@ void gaps_flush(struct analysis *a)
 			gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
 			gs->gap_n[q]--;
 		}
-	idle_batch_flush(a);
+	idle_batch_flush(a, &gs->batch);
+	idle_batch_flush(a, &gs->queued_batch);
 }
 
 int gaps_init(struct analysis *a)

@@ -79,7 +79,8 @@ struct gaps_state {
 	size_t nact;
 	uint16_t act[SPAN_RING];
 	struct part_slot part_cache[PART_CACHE];
-	struct idle_batch batch;
+	struct idle_batch batch;        /* gap_file_launch's */
+	struct idle_batch queued_batch; /* gap_short_queued's */
 	/* A launch-bound piece's part by its launch's site (corr_ent.site):
 	 * site_part[site - 1][phase] = the finding's index + 1 in all_findings,
 	 * 0: not known.  Its cause and line are the site's (gap_file_launch), so

@@ -173,6 +173,9 @@ void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *b
 		add_causes(VEC_AT(v, struct an_step_time, ss->whole_ix)->idle_by, by_cause);
 		return;
 	}
+	/* No step yet, none open: the search finds none either. */
+	if (!v->n && !ss->open)
+		return;
 	steptime_idle_search(a, s, e, by_cause);
 }
 
