@@ -449,18 +449,13 @@ static inline __attribute__((always_inline)) void short_part_add(struct short_pa
 	parts[(*np)++] = (struct short_part){.cp = cp, .nat = nat, .ns = ns, .cause = cause};
 }
 
-/* A launch-bound loop's piece: short (no occurrence, no edge), not queued,
- * without spans, syncs or allocator calls, its launch's call alone, to the
- * end of the piece at least, begun before the piece or less than a long
- * stretch (AN_CPU_STRETCH_NS) after the gap's start (gap_place's
- * launch_only): one part, the launch's, all of its idle (gap_file_short's
- * walk would find the same).  Its own function, small: most pieces are
- * filed here (gap_file). */
 /* The batch's idle to its device and out (idle_explained), as each of its
  * pieces would have been: its pieces lie in one iteration, or between the
  * same two, so in the same steps as their span [s, e), whole (the steps are
  * the iterations: an_pass_steps.c publishes step_begin and step_end at its
- * marks); the sums are the same. */
+ * marks, and with every record in time order the marks before a piece are
+ * those of its time); the sums are the same.  With a record out of time
+ * order since the analysis began, piece by piece. */
 static __attribute__((noinline)) void idle_batch_flush(struct analysis *a, struct idle_batch *b)
 {
 	if (!b->n)
@@ -469,8 +464,48 @@ static __attribute__((noinline)) void idle_batch_flush(struct analysis *a, struc
 	if (d)
 		for (int c = 0; c < AN_CAUSE_N; c++)
 			d->idle_by[b->phase][c] += b->by_cause[c];
-	an_publish_idle_explained(a, b->s, b->e, b->by_cause);
-	memset(b, 0, sizeof *b);
+	if (!a->late_records) {
+		an_publish_idle_explained(a, b->s, b->e, b->by_cause);
+	} else {
+		for (size_t i = 0; i < b->n; i++) {
+			const struct idle_batch_piece *p = &b->piece[i];
+			uint64_t by_cause[AN_CAUSE_N] = {0};
+			by_cause[p->cause] = p->ns;
+			an_publish_idle_explained(a, p->s, p->e, by_cause);
+		}
+	}
+	b->n = 0;
+	memset(b->by_cause, 0, sizeof b->by_cause);
+}
+
+/* A new batch (the one before flushed). */
+static __attribute__((noinline)) void idle_batch_start(struct analysis *a, struct idle_batch *b, uint64_t iter_key,
+						       uint64_t device, int phase)
+{
+	idle_batch_flush(a, b);
+	b->iter_key = iter_key;
+	b->device = device;
+	b->phase = (uint8_t)phase;
+	b->s = UINT64_MAX;
+	b->e = 0;
+}
+
+/* A whole piece's idle [s, e) of device (ns of cause, made in the iteration
+ * iter_key, filed under phase) into batch b. */
+static inline __attribute__((always_inline)) void idle_batch_add(struct analysis *a, struct idle_batch *b,
+								 uint64_t iter_key, uint64_t device, int phase,
+								 uint64_t s, uint64_t e, int cause, uint64_t ns)
+{
+	if (__builtin_expect(!b->n || b->n == IDLE_BATCH || b->iter_key != iter_key || b->device != device ||
+				     b->phase != phase,
+			     0))
+		idle_batch_start(a, b, iter_key, device, phase);
+	b->piece[b->n++] = (struct idle_batch_piece){.s = s, .e = e, .ns = ns, .cause = cause};
+	b->by_cause[cause] += ns;
+	if (s < b->s)
+		b->s = s;
+	if (e > b->e)
+		b->e = e;
 }
 
 /* A launch-bound piece's part (idle_part), kept by its site and phase. */
@@ -532,18 +567,13 @@ static __attribute__((noinline)) void gap_file_launch_alone(struct analysis *a, 
 	launch_part_add(a, g, cause, ns);
 }
 
-/* A new batch for piece g (idle_batch_flush the one before). */
-static __attribute__((noinline)) void idle_batch_start(struct analysis *a, const struct pgap *g)
-{
-	struct idle_batch *b = &an_pass_state(a, gaps)->batch;
-	idle_batch_flush(a, b);
-	b->iter_key = g->iter_key;
-	b->device = g->device;
-	b->phase = g->phase;
-	b->s = g->start;
-	b->e = g->end;
-}
-
+/* A launch-bound loop's piece: short (no occurrence, no edge), not queued,
+ * without spans, syncs or allocator calls, its launch's call alone, to the
+ * end of the piece at least, begun before the piece or less than a long
+ * stretch (AN_CPU_STRETCH_NS) after the gap's start (gap_place's
+ * launch_only): one part, the launch's, all of its idle (gap_file_short's
+ * walk would find the same).  Its own function, small: most pieces are
+ * filed here (gap_file). */
 static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
 {
 	if (__builtin_expect(g->launch_only != 2, 0)) {
@@ -552,15 +582,7 @@ static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const 
 	}
 	int cause = g->calls[0].callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
 	uint64_t ns = g->end - g->start;
-	struct idle_batch *b = &an_pass_state(a, gaps)->batch;
-	if (__builtin_expect(!b->n || b->iter_key != g->iter_key || b->device != g->device || b->phase != g->phase, 0))
-		idle_batch_start(a, g);
-	b->n++;
-	b->by_cause[cause] += ns;
-	if (g->start < b->s)
-		b->s = g->start;
-	if (g->end > b->e)
-		b->e = g->end;
+	idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, g->start, g->end, cause, ns);
 	launch_part_add(a, g, cause, ns);
 }
 
@@ -795,8 +817,8 @@ static inline __attribute__((always_inline)) void gap_place(struct analysis *a, 
 	/* The thread's own callers of everything (gap_consider_span passes
 	 * them over) found by the last piece serve this one too: only the
 	 * other spans are considered, in the same order.  (The answer keeps
-	 * the spans that ended by this piece's start, and its start: they
-	 * leave it at the next piece walked whole.) */
+	 * the spans that ended by this piece's start: they leave it at the
+	 * next piece walked whole.) */
 	if (gs->inert_ok && g->has_tid && g->tid == gs->inert_tid && g->gap_start >= gs->inert_ts_max &&
 	    g->resume <= gs->inert_end_min) {
 		/* A span that is such a caller for this piece is for the
@@ -822,6 +844,9 @@ static inline __attribute__((always_inline)) void gap_place(struct analysis *a, 
 		gs->nact = kept;
 		gs->inert_ts_max = ts_max;
 		gs->inert_end_min = end_min;
+		/* act lost the spans that ended by this start: the answer
+		 * serves no piece that starts before it (a late record's). */
+		w->start = start;
 		return;
 	}
 	/* Every span of the answer (AN_SPAN_WALK_EACH), the inert ones set
@@ -1050,22 +1075,8 @@ __attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_de
 	 * (struct idle_batch; a gap here is whole: gaps_on_gpu_idle found no
 	 * mark after its start).  It ends where the GPU resumes. */
 	struct an_state *st = a->st;
-	struct idle_batch *b = &an_pass_state(a, gaps)->queued_batch;
-	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no, s = d->busy.end, e = d->busy.end + idle;
-	if (__builtin_expect(!b->n || b->iter_key != iter_key || b->device != d->id || b->phase != phase, 0)) {
-		idle_batch_flush(a, b);
-		b->iter_key = iter_key;
-		b->device = d->id;
-		b->phase = (uint8_t)phase;
-		b->s = s;
-		b->e = e;
-	}
-	b->n++;
-	b->by_cause[AN_CAUSE_QUEUED] += idle;
-	if (s < b->s)
-		b->s = s;
-	if (e > b->e)
-		b->e = e;
+	idle_batch_add(a, &an_pass_state(a, gaps)->queued_batch, st->in_iter ? st->iter_no : ~st->iter_no, d->id, phase,
+		       d->busy.end, d->busy.end + idle, AN_CAUSE_QUEUED, idle);
 	if (launch->site) {
 		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
 		ss->queued_ns[phase] += idle;
@@ -1172,6 +1183,22 @@ void gaps_phase_moved(struct analysis *a, int from, int to)
 		memset(gs->site_part, 0, gs->site_part_n * sizeof *gs->site_part);
 }
 
+/* The step-time pass files each piece by the steps it knows: what the
+ * batches hold goes out before they change. */
+void gaps_step_begin(struct analysis *a, uint64_t t)
+{
+	(void)t;
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	idle_batch_flush(a, &gs->batch);
+	idle_batch_flush(a, &gs->queued_batch);
+}
+
+void gaps_step_end(struct analysis *a, uint64_t t, int phase)
+{
+	(void)phase;
+	gaps_step_begin(a, t);
+}
+
 void gaps_flush(struct analysis *a)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
@@ -1203,11 +1230,15 @@ int gaps_init(struct analysis *a)
 	an_span_tree_init(&gs->span_tree);
 	memset(gs->part_cache, 0, sizeof gs->part_cache);
 	gs->gaps = calloc(2 * PENDING_GAPS, sizeof(struct pgap));
-	return gs->gaps ? 0 : -1;
+	gs->batch.piece = malloc(IDLE_BATCH * sizeof *gs->batch.piece);
+	gs->queued_batch.piece = malloc(IDLE_BATCH * sizeof *gs->queued_batch.piece);
+	return gs->gaps && gs->batch.piece && gs->queued_batch.piece ? 0 : -1;
 }
 
 void gaps_free(struct analysis *a)
 {
 	free(an_pass_state(a, gaps)->gaps);
 	free(an_pass_state(a, gaps)->site_part);
+	free(an_pass_state(a, gaps)->batch.piece);
+	free(an_pass_state(a, gaps)->queued_batch.piece);
 }

@@ -44,12 +44,24 @@ struct part_slot {
  * iteration (or between the same two), device and phase, summed by cause:
  * added to the device and published (idle_explained) once for them all
  * (idle_batch_flush, an_pass_gaps.c). */
+#define IDLE_BATCH 4096
+struct idle_batch_piece {
+	uint64_t s, e, ns;
+	int cause;
+};
 struct idle_batch {
 	size_t n; /* pieces in it; 0: empty */
 	uint64_t iter_key, device;
 	uint8_t phase;
 	uint64_t s, e; /* the earliest start and latest end of its pieces */
 	uint64_t by_cause[AN_CAUSE_N];
+	/* The pieces (IDLE_BATCH at most: then it is flushed), published one
+	 * by one instead when a record reached the analysis out of time order
+	 * (a->late_records): the iteration a piece was made in may then not be
+	 * the step its time falls in.  Flushed before every step begins or
+	 * ends, so that the step-time pass takes its pieces as it would have
+	 * when each was filed. */
+	struct idle_batch_piece *piece;
 };
 struct gaps_state {
 	struct api_ent api[API_RING];
@@ -168,6 +180,9 @@ void gaps_on_span(struct analysis *a, struct an_span_ev *ev);
 void gaps_phase_moved(struct analysis *a, int from, int to);
 void gaps_flush(struct analysis *a);
 void gaps_free(struct analysis *a);
+/* A step begins or ends: the batched idle goes out first (idle_batch). */
+void gaps_step_begin(struct analysis *a, uint64_t t);
+void gaps_step_end(struct analysis *a, uint64_t t, int phase);
 
 static const struct an_pass_ops an_pass_gaps = {
 	.name = "gaps",
@@ -182,6 +197,8 @@ static const struct an_pass_ops an_pass_gaps = {
 	.on_api = gaps_on_call,
 	.on_gpu_idle = gaps_on_gpu_idle,
 	.on_span = gaps_on_span,
+	.step_begin = gaps_step_begin,
+	.step_end = gaps_step_end,
 	.phase_moved = gaps_phase_moved,
 	.flush = gaps_flush,
 	.free = gaps_free,
