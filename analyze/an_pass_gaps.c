@@ -21,7 +21,9 @@
  * idle by cause goes to the devices' per-phase sums (the services' idle
  * breakdown, idle_breakdown_add, adds them up) and out as the
  * idle_explained event (time per step); so does the GPU idle after each
- * sync (a sync hotspot's time at stake).
+ * sync (a sync hotspot's time at stake).  The short gaps of a launch-bound
+ * loop (a launch's call alone, or queued) are summed per iteration first
+ * and go out together (struct idle_batch).
  */
 #include <inttypes.h>
 #include <stddef.h>
