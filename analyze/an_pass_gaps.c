@@ -21,7 +21,9 @@
  * idle by cause goes to the devices' per-phase sums (the services' idle
  * breakdown, idle_breakdown_add, adds them up) and out as the
  * idle_explained event (time per step); so does the GPU idle after each
- * sync (a sync hotspot's time at stake).
+ * sync (a sync hotspot's time at stake).  The short gaps of a launch-bound
+ * loop (a launch's call alone, or queued) are summed per iteration first
+ * and go out together (struct idle_batch).
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -64,6 +66,13 @@ struct pgap {
 	uint32_t tid;    /* the host thread held responsible */
 	int has_tid;
 	uint8_t syncs, allocs; /* how many of its calls are syncs, allocator calls */
+	/* Filed as gap_file_launch files it unless a span joins it (nspans):
+	 * set as it is placed, from what no span changes.  2: a whole gap
+	 * (no iteration's mark cuts it), whose idle may join the others of
+	 * iter_key's iteration (struct idle_batch). */
+	uint8_t launch_only;
+	uint64_t iter_key; /* the iteration it lies in (iter_no), or ~iter_no between iterations */
+	uint32_t site;     /* its launch's site (corr_ent.site), 0: none */
 	unsigned ncalls;
 	unsigned nspans;
 	/* The innermost span of another thread running as the piece's host
@@ -442,6 +451,143 @@ static inline __attribute__((always_inline)) void short_part_add(struct short_pa
 	parts[(*np)++] = (struct short_part){.cp = cp, .nat = nat, .ns = ns, .cause = cause};
 }
 
+/* The batch's idle to its device and out (idle_explained), as each of its
+ * pieces would have been: its pieces lie in one iteration, or between the
+ * same two, so in the same steps as their span [s, e), whole (the steps are
+ * the iterations: an_pass_steps.c publishes step_begin and step_end at its
+ * marks, and with every record in time order the marks before a piece are
+ * those of its time); the sums are the same.  With a record out of time
+ * order since the analysis began, piece by piece. */
+static __attribute__((noinline)) void idle_batch_flush(struct analysis *a, struct idle_batch *b)
+{
+	if (!b->n)
+		return;
+	struct an_device *d = get_device(a, b->device);
+	if (d)
+		for (int c = 0; c < AN_CAUSE_N; c++)
+			d->idle_by[b->phase][c] += b->by_cause[c];
+	if (!a->late_records) {
+		an_publish_idle_explained(a, b->s, b->e, b->by_cause);
+	} else {
+		for (size_t i = 0; i < b->n; i++) {
+			const struct idle_batch_piece *p = &b->piece[i];
+			uint64_t by_cause[AN_CAUSE_N] = {0};
+			by_cause[p->cause] = p->ns;
+			an_publish_idle_explained(a, p->s, p->e, by_cause);
+		}
+	}
+	b->n = 0;
+	memset(b->by_cause, 0, sizeof b->by_cause);
+}
+
+/* A new batch (the one before flushed). */
+static __attribute__((noinline)) void idle_batch_start(struct analysis *a, struct idle_batch *b, uint64_t iter_key,
+						       uint64_t device, int phase)
+{
+	idle_batch_flush(a, b);
+	b->iter_key = iter_key;
+	b->device = device;
+	b->phase = (uint8_t)phase;
+	b->s = UINT64_MAX;
+	b->e = 0;
+}
+
+/* A whole piece's idle [s, e) of device (ns of cause, made in the iteration
+ * iter_key, filed under phase) into batch b. */
+static inline __attribute__((always_inline)) void idle_batch_add(struct analysis *a, struct idle_batch *b,
+								 uint64_t iter_key, uint64_t device, int phase,
+								 uint64_t s, uint64_t e, int cause, uint64_t ns)
+{
+	if (__builtin_expect(!b->n || b->n == IDLE_BATCH || b->iter_key != iter_key || b->device != device ||
+				     b->phase != phase,
+			     0))
+		idle_batch_start(a, b, iter_key, device, phase);
+	b->piece[b->n++] = (struct idle_batch_piece){.s = s, .e = e, .ns = ns, .cause = cause};
+	b->by_cause[cause] += ns;
+	if (s < b->s)
+		b->s = s;
+	if (e > b->e)
+		b->e = e;
+}
+
+/* A launch-bound piece's part (idle_part), kept by its site and phase. */
+static __attribute__((noinline)) struct an_finding *launch_part_miss(struct analysis *a, const struct pgap *g, int cause)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	struct an_finding *p = idle_part(a, cause, g->phase, g->calls[0].callpath, g->calls[0].native);
+	if (!p || !g->site)
+		return p;
+	if (g->site > gs->site_part_n) {
+		size_t n = gs->site_part_n ? gs->site_part_n : 64;
+		while (n < g->site)
+			n *= 2;
+		uint32_t(*t)[3] = realloc(gs->site_part, n * sizeof *t);
+		if (!t)
+			return p;
+		memset(t + gs->site_part_n, 0, (n - gs->site_part_n) * sizeof *t);
+		gs->site_part = t;
+		gs->site_part_n = n;
+	}
+	size_t ix = finding_index(a->st, p);
+	if (ix < UINT32_MAX)
+		gs->site_part[g->site - 1][g->phase] = (uint32_t)(ix + 1);
+	return p;
+}
+
+/* The part's idle and count (gap_file_launch). */
+static inline __attribute__((always_inline)) void launch_part_add(struct analysis *a, const struct pgap *g, int cause,
+								   uint64_t ns)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	struct an_finding *p;
+	uint32_t ix1 = g->site && g->site <= gs->site_part_n ? gs->site_part[g->site - 1][g->phase] : 0;
+	if (__builtin_expect(ix1 != 0, 1))
+		p = VEC_AT(&a->st->all_findings, struct an_finding, ix1 - 1);
+	else
+		p = launch_part_miss(a, g, cause);
+	if (p) {
+		p->cause = cause;
+		p->edge = AN_EDGE_NONE;
+		p->total_ns += ns;
+		p->count++;
+		p->device = g->device;
+	}
+}
+
+/* A piece cut at an iteration's mark: its idle to its device and out on its
+ * own. */
+static __attribute__((noinline)) void gap_file_launch_alone(struct analysis *a, const struct pgap *g)
+{
+	int cause = g->calls[0].callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+	uint64_t ns = g->end - g->start;
+	struct an_device *d = get_device(a, g->device);
+	if (d)
+		d->idle_by[g->phase][cause] += ns;
+	uint64_t by_cause[AN_CAUSE_N] = {0};
+	by_cause[cause] = ns;
+	an_publish_idle_explained(a, g->start, g->end, by_cause);
+	launch_part_add(a, g, cause, ns);
+}
+
+/* A launch-bound loop's piece: short (no occurrence, no edge), not queued,
+ * without spans, syncs or allocator calls, its launch's call alone, to the
+ * end of the piece at least, begun before the piece or less than a long
+ * stretch (AN_CPU_STRETCH_NS) after the gap's start (gap_place's
+ * launch_only): one part, the launch's, all of its idle (gap_file_short's
+ * walk would find the same).  Its own function, small: most pieces are
+ * filed here (gap_file). */
+static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
+{
+	if (__builtin_expect(g->launch_only != 2, 0)) {
+		gap_file_launch_alone(a, g);
+		return;
+	}
+	int cause = g->calls[0].callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+	uint64_t ns = g->end - g->start;
+	idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, g->start, g->end, cause, ns);
+	launch_part_add(a, g, cause, ns);
+}
+
 /* A short piece (no occurrence, no edge) that was not queued and has no
  * span, sync or allocator call among its host facts: nine in ten of a
  * launch-bound loop's pieces (its launch, and the launch's way to the GPU).
@@ -455,31 +601,6 @@ static inline __attribute__((always_inline)) void short_part_add(struct short_pa
  * occurrence's), in the same order. */
 static void gap_file_short(struct analysis *a, const struct pgap *g)
 {
-	/* A launch-bound loop's piece: its launch's call alone, to the end of
-	 * the piece at least, begun before the piece or less than a long
-	 * stretch (AN_CPU_STRETCH_NS) after the gap's start: one part, the
-	 * launch's, all of its idle (the walk below would find the same). */
-	if (g->ncalls == 1 && g->calls[0].end >= g->end &&
-	    (g->calls[0].ts <= g->start || g->calls[0].ts - g->gap_start < AN_CPU_STRETCH_NS)) {
-		const struct gap_call *c = &g->calls[0];
-		int cause = c->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
-		uint64_t ns = g->end - g->start;
-		struct an_device *d = get_device(a, g->device);
-		if (d)
-			d->idle_by[g->phase][cause] += ns;
-		uint64_t by_cause[AN_CAUSE_N] = {0};
-		by_cause[cause] = ns;
-		an_publish_idle_explained(a, g->start, g->end, by_cause);
-		struct an_finding *p = idle_part(a, cause, g->phase, c->callpath, c->native);
-		if (p) {
-			p->cause = cause;
-			p->edge = AN_EDGE_NONE;
-			p->total_ns += ns;
-			p->count++;
-			p->device = g->device;
-		}
-		return;
-	}
 	struct short_part parts[2 * GAP_CALLS + 1];
 	size_t np = 0;
 	int engine = -1; /* gap_engine, asked only for a long stretch */
@@ -633,6 +754,15 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 	}
 }
 
+/* Piece g's idle filed (it waited for its spans). */
+static inline __attribute__((always_inline)) void gap_file(struct analysis *a, const struct pgap *g)
+{
+	if (g->launch_only && !g->nspans)
+		gap_file_launch(a, g);
+	else
+		gap_finalize(a, g);
+}
+
 /* The oldest position in the span ring whose span may end after t: the
  * ring's max_end never decreases, so every span before it ended by t. */
 static size_t span_first_after(struct gaps_state *gs, uint64_t t)
@@ -649,7 +779,7 @@ static inline __attribute__((always_inline)) struct pgap *gap_slot(struct analys
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	struct pgap *queue = gs->gaps + q * PENDING_GAPS;
 	if (gs->gap_n[q] == PENDING_GAPS) {
-		gap_finalize(a, &queue[gs->gap_head[q]]);
+		gap_file(a, &queue[gs->gap_head[q]]);
 		gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
 		gs->gap_n[q]--;
 	}
@@ -681,11 +811,75 @@ static inline __attribute__((always_inline)) void gap_place(struct analysis *a, 
 	 * start after its end, which gap_consider_span passes over; those that
 	 * ended by its start (the ring's max_end is a running maximum: many
 	 * did) leave the answer. */
-	if (!an_span_walk_holds(&gs->walk, gs->span_n, start, end))
-		an_span_walk_find(&gs->walk, &gs->span_tree, span_first_after(gs, start), gs->span_n, start, end);
-#define SPAN_END_AT(slot) (gs->span[slot].end)
-	AN_SPAN_WALK_EACH(&gs->walk, start, SPAN_END_AT, slot, gap_consider_span(g, &gs->span[slot]));
-#undef SPAN_END_AT
+	struct an_span_walk *w = &gs->walk;
+	if (!an_span_walk_holds(w, gs->span_n, start, end)) {
+		an_span_walk_find(w, &gs->span_tree, span_first_after(gs, start), gs->span_n, start, end);
+		gs->inert_ok = 0;
+	}
+	/* The thread's own callers of everything (gap_consider_span passes
+	 * them over) found by the last piece serve this one too: only the
+	 * other spans are considered, in the same order.  (The answer keeps
+	 * the spans that ended by this piece's start: they leave it at the
+	 * next piece walked whole.) */
+	if (gs->inert_ok && g->has_tid && g->tid == gs->inert_tid && g->gap_start >= gs->inert_ts_max &&
+	    g->resume <= gs->inert_end_min) {
+		/* A span that is such a caller for this piece is for the
+		 * pieces after it that pass the test with it counted: it
+		 * leaves act too. */
+		size_t kept = 0;
+		uint64_t ts_max = gs->inert_ts_max, end_min = gs->inert_end_min;
+		for (size_t k = 0; k < gs->nact; k++) {
+			unsigned slot = gs->act[k];
+			const struct span_ent *sp = &gs->span[slot];
+			if (sp->end <= start)
+				continue;
+			if (sp->tid == g->tid && sp->ts <= g->gap_start && sp->end >= g->resume) {
+				if (sp->ts > ts_max)
+					ts_max = sp->ts;
+				if (sp->end < end_min)
+					end_min = sp->end;
+				continue;
+			}
+			gs->act[kept++] = (uint16_t)slot;
+			gap_consider_span(g, sp);
+		}
+		gs->nact = kept;
+		gs->inert_ts_max = ts_max;
+		gs->inert_end_min = end_min;
+		/* act lost the spans that ended by this start: the answer
+		 * serves no piece that starts before it (a late record's). */
+		w->start = start;
+		return;
+	}
+	/* Every span of the answer (AN_SPAN_WALK_EACH), the inert ones set
+	 * apart for the pieces after it. */
+	size_t kept = 0, nact = 0;
+	uint64_t ts_max = 0, end_min = UINT64_MAX;
+	for (size_t k = 0; k < w->n; k++) {
+		unsigned slot = w->slots[k];
+		const struct span_ent *sp = &gs->span[slot];
+		if (sp->end <= start)
+			continue;
+		w->slots[kept++] = (uint16_t)slot;
+		if (g->has_tid && sp->tid == g->tid && sp->ts <= g->gap_start && sp->end >= g->resume) {
+			/* (gap_consider_span returns at its test of a caller of
+			 * everything) */
+			if (sp->ts > ts_max)
+				ts_max = sp->ts;
+			if (sp->end < end_min)
+				end_min = sp->end;
+			continue;
+		}
+		gs->act[nact++] = (uint16_t)slot;
+		gap_consider_span(g, sp);
+	}
+	w->n = kept;
+	w->start = start;
+	gs->nact = nact;
+	gs->inert_ok = g->has_tid;
+	gs->inert_tid = g->tid;
+	gs->inert_ts_max = ts_max;
+	gs->inert_end_min = end_min;
 }
 
 /* A piece [start, end) of the gap tmpl (a gap cut at an iteration's mark). */
@@ -695,6 +889,9 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
 		return;
 	struct pgap *g = gap_slot(a, tmpl->q);
 	pgap_copy(g, tmpl);
+	g->launch_only = !g->queued && !g->syncs && !g->allocs && !g->edge && end - start < a->opts.gap_ns &&
+			 g->ncalls == 1 && g->calls[0].end >= end &&
+			 (g->calls[0].ts <= start || g->calls[0].ts - g->gap_start < AN_CPU_STRETCH_NS);
 	gap_place(a, g, start, end, phase);
 }
 
@@ -703,14 +900,18 @@ COLD_FN void gap_piece(struct analysis *a, const struct pgap *tmpl, uint64_t sta
  * piece counts in its own iteration and the runner's time between
  * iterations stays apart. */
 static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
-		      const struct corr_ent *launch, int edge, unsigned q)
+		      const struct corr_ent *launch, int edge, unsigned q, int late_short)
 {
 	struct an_state *st = a->st;
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	/* A gap no iteration's mark cuts (nearly all) is one piece: made in
-	 * its queue slot, not copied there from a template. */
-	int whole = start < end && !(st->last_iter_end_ts > start && st->last_iter_end_ts <= end) &&
-		    !(st->in_iter && st->iter_begin_ts > start);
+	 * its queue slot, not copied there from a template.  late_short (a
+	 * constant): gap_short_host's gap with its launch, which
+	 * gaps_on_gpu_idle found whole (no mark after its start), not queued
+	 * (its launch returned after it began: host_wait) and under the
+	 * threshold, with no edge. */
+	int whole = late_short || (start < end && !(st->last_iter_end_ts > start && st->last_iter_end_ts <= end) &&
+				   !(st->in_iter && st->iter_begin_ts > start));
 	struct pgap tmpl, *g = whole ? gap_slot(a, q) : &tmpl;
 	pgap_clear_head(g);
 	g->device = device;
@@ -731,7 +932,7 @@ static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, 
 		 * the GPU ran dry, so the GPU side waited (latency, an event, another
 		 * stream).  A call still running then (a pageable copy staging its
 		 * data, a slow first launch) delivered the work late: the host's. */
-		g->queued = (launch->end ? launch->end : launch->ts) <= start;
+		g->queued = !late_short && (launch->end ? launch->end : launch->ts) <= start;
 	}
 	size_t n = gs->api_n < API_RING ? gs->api_n : API_RING;
 	if (!g->has_tid && n) {
@@ -754,15 +955,25 @@ static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, 
 	 * lies between them).  A launch-bound loop's pieces keep one call. */
 	unsigned kept = 0, seen = 0;
 	struct gap_call *tmp = g->calls;
-	for (size_t k = 1; k <= n && seen < GAP_CALLS - 1 && g->has_tid; k++) {
+	size_t k = 1;
+	/* A launch-bound loop's gap: the newest call is the launch, and every
+	 * call before it ended by the gap's start (the loop below would count
+	 * the launch, keep nothing and stop at the next). */
+	if (launch && n) {
+		const struct api_ent *e = &gs->api[(gs->api_n - 1) % API_RING];
+		if (e->ts == launch->ts && e->tid == launch->tid && e->callpath == launch->callpath &&
+		    e->native == launch->native && e->plain && e->ts < end && e->end > start &&
+		    (n == 1 || gs->api[(gs->api_n - 2) % API_RING].max_end <= start))
+			k = n + 1;
+	}
+	for (; k <= n && seen < GAP_CALLS - 1 && g->has_tid; k++) {
 		const struct api_ent *e = &gs->api[(gs->api_n - k) % API_RING];
 		if (e->max_end <= start)
 			break;   /* this call and every one before it ended by the gap's start */
 		if (e->tid != g->tid || e->ts >= end || e->end <= start)
 			continue;
 		if (!seen++ && launch && e->ts == launch->ts && e->callpath == launch->callpath &&
-		    e->native == launch->native && !e->copy && e->kind != TBP_K_SYNC && e->kind != TBP_K_MALLOC &&
-		    e->kind != TBP_K_FREE)
+		    e->native == launch->native && e->plain)
 			continue;
 		struct gap_call *c = &tmp[kept++];
 		*c = (struct gap_call){
@@ -786,6 +997,12 @@ static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, 
 			.ts = launch->ts, .end = end, .callpath = launch->callpath, .native = launch->native};
 
 	if (whole) {
+		/* (gap_piece's test, with what is at hand: the launch's call is
+		 * the only one, from launch->ts to the piece's end) */
+		g->launch_only = (uint8_t)(2 * (launch && !kept && (late_short || (!edge && !g->queued && end - start < a->opts.gap_ns)) &&
+					      (launch->ts <= start || launch->ts - start < AN_CPU_STRETCH_NS)));
+		g->iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
+		g->site = launch ? launch->site : 0;
 		gap_place(a, g, start, end, cur_phase(a));
 		return;
 	}
@@ -808,7 +1025,7 @@ static inline __attribute__((always_inline)) void gap_new_q(struct analysis *a, 
 __attribute__((noinline)) void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
 					const struct corr_ent *launch, int edge)
 {
-	gap_new_q(a, device, start, end, launch, edge, 0);
+	gap_new_q(a, device, start, end, launch, edge, 0, 0);
 }
 
 __attribute__((noinline)) void gap_long(struct analysis *a, struct an_device *d, uint64_t s,
@@ -829,13 +1046,23 @@ __attribute__((noinline)) void gap_cut_short(struct analysis *a, struct an_devic
 	gap_new(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE);
 }
 
+/* A gap under the threshold whose launch is not in the trace. */
+static __attribute__((noinline)) void gap_new_short_unjoined(struct analysis *a, uint64_t device, uint64_t start,
+							     uint64_t end)
+{
+	gap_new_q(a, device, start, end, NULL, AN_EDGE_NONE, 1, 0);
+}
+
 /* A gap under the threshold launched late (or by a call not in the trace):
  * explained by the host's calls and spans as a long one, in the queue of
  * the short ones. */
 __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s,
 					       const struct corr_ent *launch)
 {
-	gap_new_q(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE, 1);
+	if (__builtin_expect(launch != NULL, 1))
+		gap_new_q(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE, 1, 1);
+	else
+		gap_new_short_unjoined(a, d->id, d->busy.end, s);
 }
 
 /* A gap under the threshold whose work was queued before the GPU ran dry:
@@ -846,9 +1073,12 @@ __attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_de
 						 const struct corr_ent *launch)
 {
 	int phase = cur_phase(a);
-	d->idle_by[phase][AN_CAUSE_QUEUED] += idle;
-	uint64_t by_cause[AN_CAUSE_N] = {[AN_CAUSE_QUEUED] = idle};
-	an_publish_idle_explained(a, d->busy.end, d->busy.end + idle, by_cause); /* the gap ends where the GPU resumes */
+	/* Its idle to the device and out with the others of the iteration
+	 * (struct idle_batch; a gap here is whole: gaps_on_gpu_idle found no
+	 * mark after its start).  It ends where the GPU resumes. */
+	struct an_state *st = a->st;
+	idle_batch_add(a, &an_pass_state(a, gaps)->queued_batch, st->in_iter ? st->iter_no : ~st->iter_no, d->id, phase,
+		       d->busy.end, d->busy.end + idle, AN_CAUSE_QUEUED, idle);
 	if (launch->site) {
 		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
 		ss->queued_ns[phase] += idle;
@@ -919,6 +1149,9 @@ void gaps_on_span(struct analysis *a, struct an_span_ev *ev)
 void gaps_phase_moved(struct analysis *a, int from, int to)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
+	/* (under their phase, moved below with the rest) */
+	idle_batch_flush(a, &gs->batch);
+	idle_batch_flush(a, &gs->queued_batch);
 	for (size_t i = 0; i < a->devices.n; i++) {
 		struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
 		d->gaps_by[to] += d->gaps_by[from];
@@ -948,6 +1181,24 @@ void gaps_phase_moved(struct analysis *a, int from, int to)
 	/* phase_move forgot the findings of `from` (the index no longer
 	 * finds them): the cached parts may name them. */
 	memset(gs->part_cache, 0, sizeof gs->part_cache);
+	if (gs->site_part)
+		memset(gs->site_part, 0, gs->site_part_n * sizeof *gs->site_part);
+}
+
+/* The step-time pass files each piece by the steps it knows: what the
+ * batches hold goes out before they change. */
+void gaps_step_begin(struct analysis *a, uint64_t t)
+{
+	(void)t;
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	idle_batch_flush(a, &gs->batch);
+	idle_batch_flush(a, &gs->queued_batch);
+}
+
+void gaps_step_end(struct analysis *a, uint64_t t, int phase)
+{
+	(void)phase;
+	gaps_step_begin(a, t);
 }
 
 void gaps_flush(struct analysis *a)
@@ -967,10 +1218,12 @@ void gaps_flush(struct analysis *a)
 	}
 	for (unsigned q = 0; q < 2; q++)
 		while (gs->gap_n[q]) {
-			gap_finalize(a, &gs->gaps[q * PENDING_GAPS + gs->gap_head[q]]);
+			gap_file(a, &gs->gaps[q * PENDING_GAPS + gs->gap_head[q]]);
 			gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
 			gs->gap_n[q]--;
 		}
+	idle_batch_flush(a, &gs->batch);
+	idle_batch_flush(a, &gs->queued_batch);
 }
 
 int gaps_init(struct analysis *a)
@@ -979,10 +1232,15 @@ int gaps_init(struct analysis *a)
 	an_span_tree_init(&gs->span_tree);
 	memset(gs->part_cache, 0, sizeof gs->part_cache);
 	gs->gaps = calloc(2 * PENDING_GAPS, sizeof(struct pgap));
-	return gs->gaps ? 0 : -1;
+	gs->batch.piece = malloc(IDLE_BATCH * sizeof *gs->batch.piece);
+	gs->queued_batch.piece = malloc(IDLE_BATCH * sizeof *gs->queued_batch.piece);
+	return gs->gaps && gs->batch.piece && gs->queued_batch.piece ? 0 : -1;
 }
 
 void gaps_free(struct analysis *a)
 {
 	free(an_pass_state(a, gaps)->gaps);
+	free(an_pass_state(a, gaps)->site_part);
+	free(an_pass_state(a, gaps)->batch.piece);
+	free(an_pass_state(a, gaps)->queued_batch.piece);
 }

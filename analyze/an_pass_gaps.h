@@ -13,6 +13,7 @@ struct api_ent {
 	uint32_t tid;
 	uint8_t kind;
 	uint8_t copy; /* a copy call: an_copy_bits(), else 0 */
+	uint8_t plain; /* not a copy, sync or allocator call (a launch, another API call) */
 	uint64_t ts, end, callpath, native;
 	/* The latest end of this and every call before it in the ring's
 	 * order: a scan back for the calls over a gap stops at the first
@@ -39,6 +40,29 @@ struct part_slot {
 	uint16_t cause; /* as filed: the cause + 16 * the edge */
 	uint8_t phase, used;
 };
+/* The idle of whole launch-bound pieces filed one after another in the same
+ * iteration (or between the same two), device and phase, summed by cause:
+ * added to the device and published (idle_explained) once for them all
+ * (idle_batch_flush, an_pass_gaps.c). */
+#define IDLE_BATCH 4096
+struct idle_batch_piece {
+	uint64_t s, e, ns;
+	int cause;
+};
+struct idle_batch {
+	size_t n; /* pieces in it; 0: empty */
+	uint64_t iter_key, device;
+	uint8_t phase;
+	uint64_t s, e; /* the earliest start and latest end of its pieces */
+	uint64_t by_cause[AN_CAUSE_N];
+	/* The pieces (IDLE_BATCH at most: then it is flushed), published one
+	 * by one instead when a record reached the analysis out of time order
+	 * (a->late_records): the iteration a piece was made in may then not be
+	 * the step its time falls in.  Flushed before every step begins or
+	 * ends, so that the step-time pass takes its pieces as it would have
+	 * when each was filed. */
+	struct idle_batch_piece *piece;
+};
 struct gaps_state {
 	struct api_ent api[API_RING];
 	size_t api_n;
@@ -54,7 +78,27 @@ struct gaps_state {
 	uint64_t api_max_end, span_max_end, gap_max_end[2]; /* the rings' and the queues' latest ends */
 	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
 	struct an_span_walk walk; /* the last span walk's answer (an_gap_index.h) */
+	/* The walk's answer less the spans that explain nothing to a piece of
+	 * thread inert_tid whose gap began at or after inert_ts_max and whose
+	 * next work was issued by inert_end_min: the thread's own functions
+	 * running since before the gap and still after it (the training loop,
+	 * an iteration's function; five in six of a launch-bound loop's
+	 * spans).  act[0, nact), in the answer's order; inert_ok: they serve
+	 * (found with the walk's answer, gap_place). */
+	int inert_ok;
+	uint32_t inert_tid;
+	uint64_t inert_ts_max, inert_end_min;
+	size_t nact;
+	uint16_t act[SPAN_RING];
 	struct part_slot part_cache[PART_CACHE];
+	struct idle_batch batch;        /* gap_file_launch's */
+	struct idle_batch queued_batch; /* gap_short_queued's */
+	/* A launch-bound piece's part by its launch's site (corr_ent.site):
+	 * site_part[site - 1][phase] = the finding's index + 1 in all_findings,
+	 * 0: not known.  Its cause and line are the site's (gap_file_launch), so
+	 * the site and phase are the key; emptied with the part cache. */
+	uint32_t (*site_part)[3];
+	size_t site_part_n;
 };
 
 /* A host call into the ring the gaps are explained by. */
@@ -70,6 +114,7 @@ HOT_FN void gaps_on_call(struct analysis *a, struct an_call_ev *e)
 	ae->callpath = c->callpath;
 	ae->native = c->native;
 	ae->copy = e->kind == TBP_K_MEMCPY ? an_copy_bits(e->r->u.memcpy.copy_kind, e->r->u.memcpy.flags) : 0;
+	ae->plain = !ae->copy && ae->kind != TBP_K_SYNC && ae->kind != TBP_K_MALLOC && ae->kind != TBP_K_FREE;
 	if (e->end > gs->api_max_end)
 		gs->api_max_end = e->end;
 	ae->max_end = gs->api_max_end;
@@ -135,6 +180,9 @@ void gaps_on_span(struct analysis *a, struct an_span_ev *ev);
 void gaps_phase_moved(struct analysis *a, int from, int to);
 void gaps_flush(struct analysis *a);
 void gaps_free(struct analysis *a);
+/* A step begins or ends: the batched idle goes out first (idle_batch). */
+void gaps_step_begin(struct analysis *a, uint64_t t);
+void gaps_step_end(struct analysis *a, uint64_t t, int phase);
 
 static const struct an_pass_ops an_pass_gaps = {
 	.name = "gaps",
@@ -149,6 +197,8 @@ static const struct an_pass_ops an_pass_gaps = {
 	.on_api = gaps_on_call,
 	.on_gpu_idle = gaps_on_gpu_idle,
 	.on_span = gaps_on_span,
+	.step_begin = gaps_step_begin,
+	.step_end = gaps_step_end,
 	.phase_moved = gaps_phase_moved,
 	.flush = gaps_flush,
 	.free = gaps_free,

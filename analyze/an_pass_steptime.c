@@ -34,6 +34,7 @@ void steptime_begin(struct analysis *a, uint64_t t)
 	struct steptime_state *ss = an_pass_state(a, steptime);
 	ss->open = 1;
 	ss->begin = t;
+	ss->whole_n = SIZE_MAX; /* an open step holds pieces after t */
 	unions_now(a, t, &ss->busy0, &ss->dm0, NULL);
 }
 
@@ -43,6 +44,7 @@ void steptime_end(struct analysis *a, uint64_t t, int phase)
 	if (!ss->open)
 		return;
 	ss->open = 0;
+	ss->whole_n = SIZE_MAX; /* a step more */
 	struct an_step_time *st = vec_push(&a->step_times);
 	if (!st)
 		return;
@@ -58,10 +60,11 @@ void steptime_end(struct analysis *a, uint64_t t, int phase)
 }
 
 /* to[c] += by_cause[c] for every cause, two at a time. */
-static inline void add_causes(uint64_t *to, const uint64_t *by_cause)
+static inline __attribute__((always_inline)) void add_causes(uint64_t *to, const uint64_t *by_cause)
 {
 	typedef uint64_t u64x2 __attribute__((vector_size(16)));
 	int c = 0;
+#pragma GCC unroll 8
 	for (; c + 2 <= AN_CAUSE_N; c += 2) {
 		u64x2 x, y;
 		memcpy(&x, &to[c], sizeof x);
@@ -88,7 +91,8 @@ static void add_share(uint64_t *to, const uint64_t *by_cause, uint64_t part, uin
 			to[c] += (uint64_t)((double)by_cause[c] * (double)part / (double)len);
 }
 
-void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *by_cause)
+static __attribute__((noinline)) void steptime_idle_search(struct analysis *a, uint64_t s, uint64_t e,
+							   const uint64_t *by_cause)
 {
 	struct vec *v = &a->step_times;
 	struct steptime_state *ss = an_pass_state(a, steptime);
@@ -112,10 +116,27 @@ void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *b
 	 * the whole piece into it (add_share's whole case, inline). */
 	if (lo < v->n) {
 		struct an_step_time *st = VEC_AT(v, struct an_step_time, lo);
-		if (st->begin <= s && s < e && e <= st->end &&
-		    (lo + 1 == v->n || VEC_AT(v, struct an_step_time, lo + 1)->begin >= e)) {
+		uint64_t next = lo + 1 == v->n ? UINT64_MAX : VEC_AT(v, struct an_step_time, lo + 1)->begin;
+		if (st->begin <= s && s < e && e <= st->end && next >= e) {
 			add_causes(st->idle_by, by_cause);
 			lo = v->n;
+			/* Every piece [s', e') with s' < e' in this window takes this
+			 * case: step lo is the first ending after s' (the one before
+			 * it ended by s'), the piece lies inside it and ends by the
+			 * next one's begin.  Unless the open step begins before the
+			 * window's end (the pending case below): not cached then. */
+			uint64_t lo_b = st->begin, hi_b = st->end < next ? st->end : next;
+			if (ss->first_hint > 0) {
+				uint64_t prev_end = VEC_AT(v, struct an_step_time, ss->first_hint - 1)->end;
+				if (prev_end > lo_b)
+					lo_b = prev_end;
+			}
+			if (!ss->open || ss->begin >= hi_b) {
+				ss->whole_ix = ss->first_hint;
+				ss->whole_n = v->n;
+				ss->whole_lo = lo_b;
+				ss->whole_hi = hi_b;
+			}
 		}
 	}
 	/* (An empty piece is nothing; checked here rather than first, which
@@ -140,6 +161,24 @@ void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *b
 	}
 }
 
+void steptime_idle(struct analysis *a, uint64_t s, uint64_t e, const uint64_t *by_cause)
+{
+	struct vec *v = &a->step_times;
+	struct steptime_state *ss = an_pass_state(a, steptime);
+	/* Inside the last whole piece's step, as most are: the whole case
+	 * without the search (a call of its own: this path saves no
+	 * registers). */
+	if (__builtin_expect(v->n == ss->whole_n && s >= ss->whole_lo && e <= ss->whole_hi && s < e, 1)) {
+		ss->first_hint = ss->whole_ix;
+		add_causes(VEC_AT(v, struct an_step_time, ss->whole_ix)->idle_by, by_cause);
+		return;
+	}
+	/* No step yet, none open: the search finds none either. */
+	if (!v->n && !ss->open)
+		return;
+	steptime_idle_search(a, s, e, by_cause);
+}
+
 /* Pieces held for the step that was open, filed now it has ended. */
 static void steptime_settle(struct analysis *a)
 {
@@ -157,6 +196,7 @@ static void steptime_settle(struct analysis *a)
 int steptime_init(struct analysis *a)
 {
 	a->step_times.item = sizeof(struct an_step_time);
+	an_pass_state(a, steptime)->whole_n = SIZE_MAX;
 	an_pass_state(a, steptime)->pending.item = sizeof(struct an_step_time);
 	if (a->opts.keep_timeline && !(a->tl = calloc(AN_TL_EVENTS, sizeof *a->tl)))
 		return -1;

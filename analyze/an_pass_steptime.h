@@ -12,6 +12,13 @@ struct steptime_state {
 	uint64_t begin, busy0, dm0;
 	struct vec pending; /* struct an_step_time: gap pieces of the open step */
 	size_t first_hint;  /* steptime_idle's last first step ending after a piece's start */
+	/* The window [whole_lo, whole_hi] a piece [s, e) lies inside when it
+	 * is wholly in step whole_ix and nowhere else (steptime_idle's whole
+	 * case), found by the last piece that was: pieces come nearly in time
+	 * order, hundreds to a step.  Valid while step_times holds whole_n
+	 * steps and no step begins or ends. */
+	size_t whole_ix, whole_n;
+	uint64_t whole_lo, whole_hi;
 };
 /* A GPU record into the HTML timeline's ring (when kept). */
 HOT_FN void timeline_keep(struct analysis *a, unsigned kind, const struct tbp_gpu_kernel *g, uint64_t s, uint64_t e,

@@ -38,7 +38,10 @@
  *   step_begin      a step (marked iteration, or detected) begins at t
  *   step_end        it ends at t, in phase
  *   idle_explained  a piece [s, e) of a device's idle, split by cause
- *                   (by_cause: AN_CAUSE_N entries)
+ *                   (by_cause: AN_CAUSE_N entries); or the sum of pieces
+ *                   that lie in one iteration (or between the same two),
+ *                   [s, e) from the earliest start to the latest end
+ *                   (the gaps pass's idle_batch)
  *   phase_moved     what was filed under phase from is now under to (a
  *                   second WARMUP_END) */
 #define AN_EVENTS(X)                                                                                                   \
