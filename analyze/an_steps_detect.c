@@ -125,6 +125,10 @@ struct loop_line {
 	uint8_t short_entry; /* entered by a span near the tracer's threshold (ctx_lines) */
 	uint8_t work;        /* launches, copies, ... at this line: entered whatever its spans' lengths */
 	uint32_t first_iter; /* evaluation scratch: the first iteration it was entered in */
+	/* iterations() scratch, of the head tried: the iteration it was last
+	 * entered in + 1 (0: none yet), its entries there (counted to 2), and the
+	 * iterations it was entered in once, and more than once (head_missed) */
+	uint32_t iter_seen, iter_entries, iters_once, iters_more;
 	uint32_t call_stamp; /* steps_end scratch: a host call was made here before the last iteration */
 };
 struct path_info {
@@ -1271,8 +1275,11 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 	out->n = 0;
 	ends->n = 0;
 	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
-	     l = VEC_AT(&sc->lines, struct loop_line, l)->next)
-		VEC_AT(&sc->lines, struct loop_line, l)->first_iter = UINT32_MAX;
+	     l = VEC_AT(&sc->lines, struct loop_line, l)->next) {
+		struct loop_line *ll = VEC_AT(&sc->lines, struct loop_line, l);
+		ll->first_iter = UINT32_MAX;
+		ll->iter_seen = ll->iter_entries = ll->iters_once = ll->iters_more = 0;
+	}
 	const struct ivar *ivs = ivars_for(sc, ci);
 	const uint32_t *vline = sc->vline;
 	struct entry_state e = {.prev_line = UINT32_MAX};
@@ -1310,7 +1317,8 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		uint64_t callee = iv->callee;
 		if (!callee && iv->call)
 			callee = call_callee(sc, i, ci);
-		if (enters(&e, it, &line, iv->below, callee, iv->line_callee, iv->call) && line == head) {
+		int entered = enters(&e, it, &line, iv->below, callee, iv->line_callee, iv->call);
+		if (entered && line == head) {
 			if (open)
 				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
 			struct an_step *s = vec_push(out);
@@ -1327,6 +1335,15 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		if (it->end > last_end)
 			last_end = it->end;
 		struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
+		if (entered && l->iter_seen != out->n) {
+			l->iter_seen = (uint32_t)out->n;
+			l->iter_entries = 1;
+			l->iters_once++;
+		} else if (entered && l->iter_entries == 1) {
+			l->iter_entries = 2;
+			l->iters_once--;
+			l->iters_more++;
+		}
 		if (l->first_iter == UINT32_MAX)
 			l->first_iter = (uint32_t)(out->n - 1);
 	}
@@ -1577,6 +1594,30 @@ static int steps_regular(const struct vec *steps)
 	return 2 * alike > n;
 }
 
+/* Whether the head tried (iterations(): n of them) missed some: the tracer
+ * keeps calls over a threshold only, and a head entered by spans alone is
+ * not seen in an iteration whose calls there were shorter (zero_grad() with
+ * no gradients yet, or under the threshold now and then: corpus amp_scaler.py
+ * on the CPU at TBPROF_PY_SPAN_US=50 counted 11 steps for 12 from it).  The
+ * iteration before holds two of the loop's, and a line of the body entered
+ * once in most iterations is entered twice there.  A line entered more than
+ * once in every iteration (an inner loop's, a line calling a function twice)
+ * is no sign; one entered once in some and twice in others, without a missed
+ * head, is one of an inner loop of one or two rounds, rarer than the spans'
+ * threshold met (and when every head is so, ctx_candidate takes one still). */
+static int head_missed(const struct scan *sc, uint32_t ci, uint32_t head, size_t n)
+{
+	if (VEC_AT(&sc->lines, struct loop_line, head)->work)
+		return 0; /* (entered at every iteration: its work is seen whatever its length) */
+	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
+	     l = VEC_AT(&sc->lines, struct loop_line, l)->next) {
+		const struct loop_line *ll = VEC_AT(&sc->lines, struct loop_line, l);
+		if (l != head && ll->iters_more && 2 * (size_t)ll->iters_once > n)
+			return 1;
+	}
+	return 0;
+}
+
 /* The context's loop: its heads in the order first entered (the body's first
  * line before lines of an inner loop or under a condition), the first that
  * makes valid steps (with unit calls: a step per call; without: steps that
@@ -1599,6 +1640,9 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 		if ((!ll->short_entry || ll->work) && ll->entries > sure)
 			sure = ll->entries;
 	}
+	/* First the heads that missed no iteration (head_missed), then, when
+	 * none makes steps, any. */
+	for (int strict = 1, found = 0; strict >= 0 && !found && !rc; strict--, tried = 0)
 	for (uint32_t h = c->first_line; h != UINT32_MAX && tried < HEADS_TRIED;
 	     h = VEC_AT(&sc->lines, struct loop_line, h)->next) {
 		const struct loop_line *hl = VEC_AT(&sc->lines, struct loop_line, h);
@@ -1619,6 +1663,8 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 			rc = -1;
 			break;
 		}
+		if (strict && head_missed(sc, ci, h, steps.n))
+			continue;
 		if (sc->units.n) { /* (grouped below, in place) */
 			if (vec_copy(&iters, &steps)) {
 				rc = -1;
@@ -1660,6 +1706,7 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 			best->ctx = ci;
 			best->head = h;
 		}
+		found = 1;
 		break;
 	}
 	vec_free(&steps);
