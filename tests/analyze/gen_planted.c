@@ -333,7 +333,7 @@ static void expect_split(const char *cause, uint64_t ns, const char *file, const
 
 /* ------------------------------------------------------------ workloads */
 static uint64_t k_gemm, k_relu, k_fill, k_copyk;
-static uint64_t cp_in_main, cp_fwd, cp_bwd;
+static uint64_t cp_main, cp_fwd, cp_bwd;
 
 static void common_defs(void)
 {
@@ -341,9 +341,9 @@ static void common_defs(void)
 	k_relu = intern("vectorized_elementwise_kernel<relu>");
 	k_fill = intern("vectorized_elementwise_kernel<FillFunctor<float>>");
 	k_copyk = intern("copy_kernel");
-	cp_in_main = site("train.py", "main", 120, 0);
-	cp_fwd = site("model.py", "forward", 30, cp_in_main);
-	cp_bwd = site("train.py", "step", 60, cp_in_main);
+	cp_main = site("train.py", "main", 120, 0);
+	cp_fwd = site("model.py", "forward", 30, cp_main);
+	cp_bwd = site("train.py", "step", 60, cp_main);
 }
 
 /* One clean step on device 0 stream 7: long kernels launched ahead, small
@@ -370,15 +370,15 @@ static void scen_clean(int iters, uint64_t slow_ns)
 {
 	common_defs();
 	uint64_t g = 1000 * US, t0 = g;
-	malloc_call(0, g - 100 * US, cp_in_main, 0x10000, clean_alloc);
-	copy(0, g - 90 * US, 30 * US, cp_in_main, 0, 7, 8 << 20, TBP_COPY_H2D, TBP_COPYF_PINNED, 0x1, 0x10000, g,
+	malloc_call(0, g - 100 * US, cp_main, 0x10000, clean_alloc);
+	copy(0, g - 90 * US, 30 * US, cp_main, 0, 7, 8 << 20, TBP_COPY_H2D, TBP_COPYF_PINNED, 0x1, 0x10000, g,
 	     g + 25 * US);
 	g += 25 * US;
 	for (int i = 0; i < iters; i++)
 		g = clean_step(g, slow_ns);
-	sync_call(0, g - 30 * US, 40 * US, cp_in_main, 0);
-	free_call(0, g + 20 * US, cp_in_main, 0x10000, clean_alloc);
-	span(0, t0 - 150 * US, g + 30 * US, cp_in_main);
+	sync_call(0, g - 30 * US, 40 * US, cp_main, 0);
+	free_call(0, g + 20 * US, cp_main, 0x10000, clean_alloc);
+	span(0, t0 - 150 * US, g + 30 * US, cp_main);
 	/* Device 1: a few kernels overlapping device 0's time. */
 	for (int i = 0; i < 3; i++) {
 		uint64_t gs = t0 + 100 * US + i * 70 * US;
@@ -396,21 +396,21 @@ static uint64_t gap_then_kernel(uint64_t g, uint64_t gap, int th, uint64_t cp, u
 
 static uint64_t planted_body(uint64_t g)
 {
-	uint64_t cp_item = site("train.py", "step", 40, cp_in_main);
-	uint64_t cp_pre = site("data.py", "preprocess", 12, cp_in_main);
-	uint64_t cp_late = site("model.py", "forward", 77, cp_in_main);
+	uint64_t cp_item = site("train.py", "step", 40, cp_main);
+	uint64_t cp_pre = site("data.py", "preprocess", 12, cp_main);
+	uint64_t cp_late = site("model.py", "forward", 77, cp_main);
 	uint64_t nat_other = native_site(0x7f0000001234ULL);
 	uint64_t cp_zero = site("optim.py", "zero_grad", 88, cp_bwd);
 	uint64_t cp_scalar = site("reformer.py", "attention", 55, cp_fwd);
 	uint64_t cp_scalar_sync = site("reformer.py", "attention", 56, cp_fwd);
-	uint64_t cp_off = site("offload.py", "offload", 30, cp_in_main);
-	uint64_t cp_back = site("offload.py", "reload", 35, cp_in_main);
-	uint64_t cp_eval = site("eval.py", "evaluate", 99, cp_in_main);
-	uint64_t cp_buf = site("buf.py", "scratch", 10, cp_in_main);
-	uint64_t cp_buf_free = site("buf.py", "scratch", 11, cp_in_main);
+	uint64_t cp_off = site("offload.py", "offload", 30, cp_main);
+	uint64_t cp_back = site("offload.py", "reload", 35, cp_main);
+	uint64_t cp_eval = site("eval.py", "evaluate", 99, cp_main);
+	uint64_t cp_buf = site("buf.py", "scratch", 10, cp_main);
+	uint64_t cp_buf_free = site("buf.py", "scratch", 11, cp_main);
 
-	uint64_t cp_item2 = site("train.py", "step", 45, cp_in_main);
-	uint64_t cp_log = site("log.py", "log_metrics", 7, cp_in_main);
+	uint64_t cp_item2 = site("train.py", "step", 45, cp_main);
+	uint64_t cp_log = site("log.py", "log_metrics", 7, cp_main);
 	g = clean_step(g, 0);
 	/* idle_gap/sync x5: truly sync-bound: the host sits in a sync for most
 	 * of the gap (190 of 200 us: the sync returns long after the GPU ran
@@ -469,7 +469,7 @@ static uint64_t planted_body(uint64_t g)
 	 * function at that line, not launch overhead, and the advice says so
 	 * (launch_bound with that advice before 2026-11-28); the 6 us from the
 	 * launch to the kernel are the launch's. */
-	uint64_t cp_make = site("infer.py", "main", 7, cp_in_main);
+	uint64_t cp_make = site("infer.py", "main", 7, cp_main);
 	for (int i = 0; i < 3; i++) {
 		g = gap_then_kernel(g, 400 * US, 0, cp_make, 0);
 		g = clean_step(g, 0);
@@ -489,7 +489,7 @@ static uint64_t planted_body(uint64_t g)
 	 * when the GPU runs dry (a pageable copy staging its data; simgpu copying
 	 * "device" bytes on the host): the work arrives late because of the
 	 * host's call, not a GPU-side wait (it was called queued before). */
-	uint64_t cp_stage = site("loader.py", "stage", 21, cp_in_main);
+	uint64_t cp_stage = site("loader.py", "stage", 21, cp_main);
 	for (int i = 0; i < 2; i++) {
 		uint64_t gs = g + 150 * US;
 		copy(0, g - 40 * US, 185 * US, cp_stage, 0, 7, 8 << 20, TBP_COPY_D2D, TBP_COPYF_ASYNC, 0x10000,
@@ -503,7 +503,7 @@ static uint64_t planted_body(uint64_t g)
 	 * batch's x.cuda(): the call stages the bytes itself, the GPU has
 	 * nothing queued meanwhile): the advice is about pinned memory, not
 	 * about batching launches. */
-	uint64_t cp_batch = site("data.py", "get_batch", 15, cp_in_main);
+	uint64_t cp_batch = site("data.py", "get_batch", 15, cp_main);
 	for (int i = 0; i < 2; i++) {
 		uint64_t gs = g + 200 * US;
 		copy(0, g - 10 * US, 215 * US, cp_batch, 0, 7, 1 << 20, TBP_COPY_H2D,
@@ -573,7 +573,7 @@ static uint64_t planted_body(uint64_t g)
 	expect_finding("ping_pong", NULL, "offload.py", "offload", 30, 4);
 	/* ping_pong x3 through torch: the copies are made inside Module.to's
 	 * convert; the finding belongs at the model's line that called .to(). */
-	uint64_t cp_setup_to = site("model.py", "move", 50, cp_in_main);
+	uint64_t cp_setup_to = site("model.py", "move", 50, cp_main);
 	uint64_t cp_to = site("/opt/py/lib/python3.11/site-packages/torch/nn/modules/module.py", "Module.to", 1174,
 			      cp_setup_to);
 	uint64_t cp_apply = site("/opt/py/lib/python3.11/site-packages/torch/nn/modules/module.py", "Module._apply",
@@ -600,9 +600,9 @@ static uint64_t planted_body(uint64_t g)
 	 * copy still armed: 1 at cache.py:90, 1 at rnn.py:70, 2 at :71, each
 	 * under --pingpong-min; before round trips were seen both ways, none
 	 * at all). */
-	uint64_t cp_warm = site("cache.py", "warm", 90, cp_in_main);
-	uint64_t cp_state_out = site("rnn.py", "step", 70, cp_in_main);
-	uint64_t cp_state_in = site("rnn.py", "step", 71, cp_in_main);
+	uint64_t cp_warm = site("cache.py", "warm", 90, cp_main);
+	uint64_t cp_state_out = site("rnn.py", "step", 70, cp_main);
+	uint64_t cp_state_in = site("rnn.py", "step", 71, cp_main);
 	{
 		uint64_t gs = g + 10 * US;
 		copy(0, gs - 12 * US, 12 * US, cp_warm, 0, 7, 1 << 20, TBP_COPY_H2D, TBP_COPYF_PINNED | TBP_COPYF_ASYNC,
@@ -658,7 +658,7 @@ static uint64_t planted_body(uint64_t g)
 	expect_finding("sync_hotspot", NULL, "eval.py", "evaluate", 99, 12);
 	/* 12 x torch.cuda.current_stream().wait_stream(side): cudaStreamWaitEvent
 	 * makes the stream wait, not the host: no sync_hotspot. */
-	uint64_t cp_wait = site("train.py", "main", 133, cp_in_main);
+	uint64_t cp_wait = site("train.py", "main", 133, cp_main);
 	for (int i = 0; i < 12; i++) {
 		uint64_t gs = g + 10 * US;
 		kernel(0, gs - 20 * US, cp_fwd, 0, 0, 7, gs, gs + 50 * US, k_relu);
@@ -676,7 +676,7 @@ static uint64_t planted_body(uint64_t g)
 	expect_finding("alloc_churn", NULL, "buf.py", "scratch", 10, 60);
 	/* Setup: 160 buffers allocated once from one line and kept (a list
 	 * comprehension of parameters): no churn. */
-	uint64_t cp_setup = site("model.py", "<listcomp>", 15, cp_in_main);
+	uint64_t cp_setup = site("model.py", "<listcomp>", 15, cp_main);
 	for (int i = 0; i < 160; i++)
 		malloc_call(0, g - 20 * US + (uint64_t)i * 100, cp_setup, 0x40000000 + (uint64_t)i * 0x100000, 1 << 20);
 	return g;
@@ -689,10 +689,10 @@ static void scen_planted(int with_markers)
 {
 	common_defs();
 	uint64_t g = 1000 * US, t0 = g;
-	malloc_call(0, g - 100 * US, cp_in_main, 0x10000, 64 << 20);
-	malloc_call(0, g - 95 * US, cp_in_main, 0x8000000, 16 << 20); /* never freed */
+	malloc_call(0, g - 100 * US, cp_main, 0x10000, 64 << 20);
+	malloc_call(0, g - 95 * US, cp_main, 0x8000000, 16 << 20); /* never freed */
 	if (with_markers) {
-		uint64_t cp_warm = site("warm.py", "warmup", 5, cp_in_main);
+		uint64_t cp_warm = site("warm.py", "warmup", 5, cp_main);
 		/* Warm-up iteration with a sync gap that must not be reported. */
 		marker(g - 50 * US, TBP_MARK_ITER_BEGIN, 0);
 		g = clean_step(g, 0);
@@ -713,17 +713,17 @@ static void scen_planted(int with_markers)
 	} else {
 		g = planted_body(g);
 	}
-	failed_launch(0, g + 10 * US, cp_in_main);
-	free_call(0, g + 20 * US, cp_in_main, 0x10000, 64 << 20);
+	failed_launch(0, g + 10 * US, cp_main);
+	free_call(0, g + 20 * US, cp_main, 0x10000, 64 << 20);
 	uint64_t end = g + 30 * US;
 	if (!with_markers) {
 		/* A GPU-idle tail: 3 ms of Python after the last GPU work. */
-		uint64_t cp_ckpt = site("ckpt.py", "save_checkpoint", 9, cp_in_main);
+		uint64_t cp_ckpt = site("ckpt.py", "save_checkpoint", 9, cp_main);
 		span(0, g + 40 * US, g + 3040 * US, cp_ckpt);
 		expect_split_edge("trailing", "python", 3000 * US, "ckpt.py", "save_checkpoint", 9);
 		end = g + 3050 * US;
 	}
-	span(0, t0 - 150 * US, end, cp_in_main);
+	span(0, t0 - 150 * US, end, cp_main);
 }
 
 /* threads: loss.backward() as PyTorch runs it.  The main thread only waits
@@ -733,7 +733,7 @@ static void scen_planted(int with_markers)
 static void scen_threads(void)
 {
 	common_defs();
-	uint64_t cp_step = site("train.py", "step", 70, cp_in_main);
+	uint64_t cp_step = site("train.py", "step", 70, cp_main);
 	uint64_t cp_tb = site("/opt/py/lib/python3.11/site-packages/torch/_tensor.py", "Tensor.backward", 520, cp_step);
 	uint64_t cp_eng = site("/opt/py/lib/python3.11/site-packages/torch/autograd/graph.py", "_engine_run_backward", 768,
 			       cp_tb);
@@ -783,7 +783,7 @@ static void scen_threads(void)
 	expect_finding("idle_gap", "host_other", "train.py", "step", 70, 1);
 	expect_split("host_other", 410 * US, "train.py", "step", 70);
 	g = clean_step(g + 440 * US, 0);
-	span(0, t0, g + 30 * US, cp_in_main);
+	span(0, t0, g + 30 * US, cp_main);
 }
 
 /* Marked iterations for the scenarios below: ITER_BEGIN at t, and after the
@@ -830,15 +830,15 @@ static void scen_allocs(void)
 {
 	common_defs();
 	process_rec(host_tid[0]);
-	uint64_t cp_op = site("model.py", "forward", 40, cp_in_main);
+	uint64_t cp_op = site("model.py", "forward", 40, cp_main);
 	uint64_t cp_ec_line = site("train.py", "main", 80, 0);
 	uint64_t cp_ec = site("/opt/py/lib/python3.11/site-packages/torch/cuda/memory.py", "empty_cache", 218,
 			      cp_ec_line);
 	uint64_t cp_ec_free = site("/opt/py/lib/python3.11/site-packages/torch/cuda/memory.py", "empty_cache", 230,
 				   cp_ec_line);
 	uint64_t cp_log = site("train.py", "main", 81, 0);
-	uint64_t cp_setup = site("model.py", "<listcomp>", 15, cp_in_main);
-	uint64_t cp_grow = site("cache.py", "grow", 61, cp_in_main);
+	uint64_t cp_setup = site("model.py", "<listcomp>", 15, cp_main);
+	uint64_t cp_grow = site("cache.py", "grow", 61, cp_main);
 	uint64_t g = 1000 * US, t0 = g - 100 * US;
 	for (int i = 0; i < 9; i++) {
 		iter_begin(g - 20 * US, i);
@@ -871,7 +871,7 @@ static void scen_allocs(void)
 	expect_advice("empty_cache");
 	expect_split("alloc", 8 * 190 * US, "train.py", "main", 80);
 	expect_finding("alloc_churn", NULL, "model.py", "forward", 40, 8);
-	span(0, t0, g + 50 * US, cp_in_main);
+	span(0, t0, g + 50 * US, cp_main);
 }
 
 /* host-work: each step begins with augment(), a function of the user's
@@ -919,7 +919,7 @@ static void scen_host_work(void)
 	expect_advice("CUDA graphs");
 	expect_finding("idle_gap", "host_other", "train.py", "main", 20, 6);
 	expect_split("host_other", 6 * 300 * US, "train.py", "main", 20);
-	span(0, t0, g + 50 * US, cp_in_main);
+	span(0, t0, g + 50 * US, cp_main);
 }
 
 /* threads-main: a step as PyTorch runs it, the main thread's launches
@@ -938,15 +938,15 @@ static void scen_threads_main(void)
 	common_defs();
 	process_rec(host_tid[0]);
 	thread_rec(host_tid[1], "pt_autograd_0");
-	uint64_t cp_zg_line = site("train.py", "fit", 35, cp_in_main);
+	uint64_t cp_zg_line = site("train.py", "fit", 35, cp_main);
 	uint64_t cp_zg = site("/opt/py/lib/python3.11/site-packages/torch/optim/optimizer.py", "Optimizer.zero_grad",
 			      1065, cp_zg_line);
-	uint64_t cp_bw_line = site("train.py", "fit", 36, cp_in_main);
+	uint64_t cp_bw_line = site("train.py", "fit", 36, cp_main);
 	uint64_t cp_tb = site("/opt/py/lib/python3.11/site-packages/torch/_tensor.py", "Tensor.backward", 520,
 			      cp_bw_line);
 	uint64_t cp_grads = site("/opt/py/lib/python3.11/site-packages/torch/autograd/__init__.py", "_make_grads", 233,
 				 cp_tb);
-	uint64_t cp_opt_line = site("train.py", "fit", 37, cp_in_main);
+	uint64_t cp_opt_line = site("train.py", "fit", 37, cp_main);
 	uint64_t cp_adam = site("/opt/py/lib/python3.11/site-packages/torch/optim/adam.py", "Adam.step", 249,
 				cp_opt_line);
 	uint64_t cp_mta = site("/opt/py/lib/python3.11/site-packages/torch/optim/adam.py", "_multi_tensor_adam", 554,
@@ -982,7 +982,7 @@ static void scen_threads_main(void)
 	 * us of it in backward() before launching its first kernel. */
 	expect_finding("idle_gap", "host_other", "train.py", "fit", 36, 4);
 	expect_split("host_other", 4 * (2000 + 16) * US, "train.py", "fit", 36);
-	span(0, t0, g + 50 * US, cp_in_main);
+	span(0, t0, g + 50 * US, cp_main);
 }
 
 /* unmarked[-slow|-fixed]: a training loop without the runner's marks.  train_step (called
@@ -1248,7 +1248,7 @@ static void scen_unmarked_inline(void)
 	exp_steps_count = 8;
 	exp_steps_warmup = 1;
 	exp_steps_median = lens[3];
-	span(0, t0, g + 50 * US, cp_in_main);
+	span(0, t0, g + 50 * US, cp_main);
 }
 
 /* unmarked-item: an inline loop in main() without marks, 12 steps; each
@@ -1621,8 +1621,8 @@ static void scen_cpu(int slow, int moved)
 	pr->kind = TBP_K_PROCESS;
 	pr->u.process.pid = 4242;
 	pr->u.process.cwd = intern(proj);
-	uint64_t cp_load = site(joined(own, "data.py"), "load_batch", 21, cp_in_main);
-	uint64_t cp_model = site(joined(own, "model.py"), "forward", 30, cp_in_main);
+	uint64_t cp_load = site(joined(own, "data.py"), "load_batch", 21, cp_main);
+	uint64_t cp_model = site(joined(own, "model.py"), "forward", 30, cp_main);
 	/* One library line reached by two call paths: one row by line, one
 	 * function row; shown relative to site-packages. */
 	const char *linear = joined(moved ? "/srv/ci/job7/venv" : "/opt/py",
@@ -1646,15 +1646,15 @@ static void scen_cpu(int slow, int moved)
 	 * before the span hook was in, as site's .pth imports do): the inner
 	 * call's 50 us are the function's inclusive time as far as known. */
 	const char *imp = joined(own, "imp.py");
-	uint64_t cp_find = site(imp, "find", 5, site(imp, "find", 5, cp_in_main));
+	uint64_t cp_find = site(imp, "find", 5, site(imp, "find", 5, cp_main));
 	span(0, 1600 * US, 1650 * US, cp_find);
 	/* On another thread, a recursion whose outer call left a span too: the
 	 * inner call is inside the outer one's inclusive time (100 us, not 140;
 	 * self 60 + 40). */
-	uint64_t cp_walk = site(imp, "walk", 9, cp_in_main);
-	span(1, 1720 * US, 1760 * US, site(imp, "walk", 9, site(imp, "walk", 11, cp_in_main)));
+	uint64_t cp_walk = site(imp, "walk", 9, cp_main);
+	span(1, 1720 * US, 1760 * US, site(imp, "walk", 9, site(imp, "walk", 11, cp_main)));
 	span(1, 1700 * US, 1800 * US, cp_walk);
-	span(0, 900 * US, t + 10 * US, cp_in_main);
+	span(0, 900 * US, t + 10 * US, cp_main);
 }
 
 /* Robustness: syntactically valid records with nonsense in them — ends
