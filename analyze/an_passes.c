@@ -49,6 +49,22 @@ HOT_FN struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t 
 	return s;
 }
 
+/* site_stat, with the site's index + 1 in a->sites (0: none, or past
+ * 32 bits) at *site1: the direct table holds it, no pointer difference to
+ * divide by the entry's size. */
+HOT_FN struct an_site_stat *site_stat_ix(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1)
+{
+	struct an_state *st = a->st;
+	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
+	if (__builtin_expect(e->ix1 && e->cp == cp && e->nat == nat, 1)) {
+		*site1 = a->sites.n < UINT32_MAX ? (uint32_t)e->ix1 : 0;
+		return VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
+	}
+	struct an_site_stat *s = site_stat(a, cp, nat);
+	*site1 = s && a->sites.n < UINT32_MAX ? (uint32_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1 : 0;
+	return s;
+}
+
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat)
 {
 	struct an_state *st = a->st;
@@ -423,12 +439,16 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	 * GPU; the host goes on at once: not a sync of the host. */
 	ev.host_waits = kind == TBP_K_SYNC && r->u.sync.sync_kind != TBP_SYNC_STREAM_WAIT_EVENT;
 
-	struct an_site_stat *ss = ev.ss = site_stat(a, c->callpath, c->native);
-	/* Its index + 1 (0: none), for the log and the join. */
-	uint32_t site1 = ss && a->sites.n < UINT32_MAX ? (uint32_t)(ss - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1 : 0;
+	/* site1: its index + 1 (0: none), for the log and the join. */
+	uint32_t site1;
+	struct an_site_stat *ss = ev.ss = site_stat_ix(a, c->callpath, c->native, &site1);
 	if (ss) {
-		ss->api_ns += ev.dur;
-		ss->calls++;
+		/* (a first analysis that only finds the steps is dropped, its
+		 * sites' times and counts unread: an_core.c run_steps) */
+		if (!detect) {
+			ss->api_ns += ev.dur;
+			ss->calls++;
+		}
 		if (st->in_iter)
 			site_iter_note(ss, st->iter_no);
 		if (st->site_log_on)
@@ -591,8 +611,12 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 		record_one(a, r);
 }
 
-/* an_pass_block's loop in a first analysis that only finds the steps. */
-COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
+/* an_pass_block's loop, made twice with `detect` a constant: for the
+ * reporting analysis and for a first analysis that only finds the steps.
+ * The launches and kernels are inlined here: a call of their own saved and
+ * restored the registers again for each. */
+static inline __attribute__((always_inline)) void pass_block_k(struct analysis *a, const struct tbp_record *const *recs,
+							       unsigned n, uint64_t *last_ts, int detect)
 {
 	uint64_t last = *last_ts;
 	for (unsigned i = 0; i < n; i++) {
@@ -604,9 +628,19 @@ COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *cons
 		} else {
 			last = r->ts;
 		}
-		record_one_d(a, r);
+		if (r->kind == TBP_K_LAUNCH)
+			on_api_k(a, r, TBP_K_LAUNCH, detect);
+		else if (r->kind == TBP_K_GPU_KERNEL)
+			on_gpu_k(a, r, TBP_K_GPU_KERNEL, detect);
+		else
+			pass_record_other(a, r);
 	}
 	*last_ts = last;
+}
+
+COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
+{
+	pass_block_k(a, recs, n, last_ts, 1);
 }
 
 /* A block with a time a pass asked for (st->due_ts) inside: record by
@@ -634,19 +668,7 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 		pass_block_detect(a, recs, n, last_ts);
 		return;
 	}
-	uint64_t last = *last_ts;
-	for (unsigned i = 0; i < n; i++) {
-		const struct tbp_record *r = recs[i];
-		if (r->ts < last) {
-			a->late_records++;
-			if (r->stream_kind == TBP_STREAM_GPU)
-				a->late_gpu_records++;
-		} else {
-			last = r->ts;
-		}
-		record_one(a, r);
-	}
-	*last_ts = last;
+	pass_block_k(a, recs, n, last_ts, 0);
 }
 
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)

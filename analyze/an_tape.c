@@ -148,8 +148,20 @@ static inline unsigned rec_fields(const struct tbp_record *r, int *exact)
 {
 	unsigned nf = r->nfields < TBP_MAX_FIELDS ? r->nfields : TBP_MAX_FIELDS;
 	uint64_t rest = 0;
-	for (unsigned i = nf; i < TBP_MAX_FIELDS; i++)
-		rest |= r->u.v[i];
+	/* Fields nf to the last, one instruction each (a loop took four). */
+	const uint64_t *v = r->u.v;
+	switch (nf) {
+#define REST_FROM(i)                                                                                                   \
+	case i:                                                                                                        \
+		rest |= v[i];                                                                                          \
+		__attribute__((fallthrough));
+		REST_FROM(0) REST_FROM(1) REST_FROM(2) REST_FROM(3) REST_FROM(4) REST_FROM(5) REST_FROM(6) REST_FROM(7)
+		REST_FROM(8) REST_FROM(9) REST_FROM(10) REST_FROM(11) REST_FROM(12) REST_FROM(13) REST_FROM(14)
+		REST_FROM(15)
+#undef REST_FROM
+	default:
+		break;
+	}
 	*exact = !rest && r->nfields <= TBP_MAX_FIELDS;
 	return nf;
 }
@@ -162,9 +174,11 @@ static inline unsigned rec_fields(const struct tbp_record *r, int *exact)
 
 _Static_assert(TBP_MAX_FIELDS == 16, "the tape packs 16 fields");
 
-/* The fields, the first as its distance from ts, into 32 bits each at out;
- * 0 when one does not fit (nothing to use at out then). */
-static inline int pack_narrow(const struct tbp_record *r, uint8_t *out)
+/* The first nq * 4 fields (nq 2 or 4: a constant where inlined), the first
+ * as its distance from ts, into 32 bits each at out; 0 when one does not
+ * fit (nothing to use at out then).  The fields after them must be zero
+ * (a record with nfields <= nq * 4 that rec_fields found exact). */
+static inline __attribute__((always_inline)) int pack_narrow(const struct tbp_record *r, uint8_t *out, unsigned nq)
 {
 	uint64_t first = r->u.v[0] - r->ts;
 #ifdef __SSE2__
@@ -173,15 +187,16 @@ static inline int pack_narrow(const struct tbp_record *r, uint8_t *out)
 	const __m128i *v = (const __m128i *)(const void *)r->u.v;
 	__m128i f[8];
 	f[0] = _mm_set_epi64x((long long)r->u.v[1], (long long)first);
+	__m128i any = f[0];
 #pragma GCC unroll 8
-	for (unsigned i = 1; i < 8; i++)
+	for (unsigned i = 1; i < 2 * nq; i++) {
 		f[i] = _mm_loadu_si128(v + i);
-	__m128i any = _mm_or_si128(_mm_or_si128(_mm_or_si128(f[0], f[1]), _mm_or_si128(f[2], f[3])),
-				   _mm_or_si128(_mm_or_si128(f[4], f[5]), _mm_or_si128(f[6], f[7])));
+		any = _mm_or_si128(any, f[i]);
+	}
 	if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_srli_epi64(any, 32), _mm_setzero_si128())) != 0xffff)
 		return 0;
 #pragma GCC unroll 4
-	for (unsigned i = 0; i < 4; i++) {
+	for (unsigned i = 0; i < nq; i++) {
 		__m128 lo = _mm_castsi128_ps(f[2 * i]), hi = _mm_castsi128_ps(f[2 * i + 1]);
 		_mm_storeu_si128((__m128i *)(void *)(out + 16 * i),
 				 _mm_castps_si128(_mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))));
@@ -189,34 +204,35 @@ static inline int pack_narrow(const struct tbp_record *r, uint8_t *out)
 	return 1;
 #else
 	uint64_t wide = first;
-	for (unsigned i = 1; i < TBP_MAX_FIELDS; i++)
+	for (unsigned i = 1; i < 4 * nq; i++)
 		wide |= r->u.v[i];
 	if (wide >> 32)
 		return 0;
 	uint32_t narrow[TBP_MAX_FIELDS];
 	narrow[0] = (uint32_t)first;
-	for (unsigned i = 1; i < TBP_MAX_FIELDS; i++)
+	for (unsigned i = 1; i < 4 * nq; i++)
 		narrow[i] = (uint32_t)r->u.v[i];
-	memcpy(out, narrow, sizeof narrow);
+	memcpy(out, narrow, 4 * 4 * nq);
 	return 1;
 #endif
 }
 
-/* The other way: 32-bit fields at in into r's 64-bit ones. */
-static inline void unpack_narrow(const uint8_t *in, struct tbp_record *r)
+/* The other way: the first nq * 4 32-bit fields at in into r's 64-bit
+ * ones (the ones after them: get_rec zeroes them). */
+static inline __attribute__((always_inline)) void unpack_narrow(const uint8_t *in, struct tbp_record *r, unsigned nq)
 {
 #ifdef __SSE2__
 	__m128i *v = (__m128i *)(void *)r->u.v, zero = _mm_setzero_si128();
 #pragma GCC unroll 4
-	for (unsigned i = 0; i < 4; i++) {
+	for (unsigned i = 0; i < nq; i++) {
 		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(in + 16 * i));
 		_mm_storeu_si128(v + 2 * i, _mm_unpacklo_epi32(x, zero));
 		_mm_storeu_si128(v + 2 * i + 1, _mm_unpackhi_epi32(x, zero));
 	}
 #else
 	uint32_t narrow[TBP_MAX_FIELDS];
-	memcpy(narrow, in, sizeof narrow);
-	for (unsigned i = 0; i < TBP_MAX_FIELDS; i++)
+	memcpy(narrow, in, 4 * 4 * nq);
+	for (unsigned i = 0; i < 4 * nq; i++)
 		r->u.v[i] = narrow[i];
 #endif
 	r->u.v[0] += r->ts;
@@ -225,7 +241,9 @@ static inline void unpack_narrow(const uint8_t *in, struct tbp_record *r)
 /* One record at t->w (room for TAPE_REC_MAX checked): head, ts, fields. */
 static inline void put_rec(struct an_tape *t, const struct tbp_record *r, unsigned nf)
 {
-	if (!pack_narrow(r, t->w + 16)) {
+	/* A record of 8 fields or fewer (a launch, a kernel on most traces)
+	 * packs half the registers. */
+	if (!(nf <= 8 ? pack_narrow(r, t->w + 16, 2) : pack_narrow(r, t->w + 16, 4))) {
 		memcpy(t->w, r, TAPE_REC_MAX); /* head, ts and every field; only nf kept */
 		t->w += 16 + 8 * (size_t)nf;
 		return;
@@ -303,7 +321,7 @@ void an_tape_close(struct an_tape *t, const struct analysis *a)
 }
 
 /* The record at p back into *r; returns the entry's end. */
-static inline const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
+static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
 {
 	size_t size;
 	unsigned nf;
@@ -313,15 +331,30 @@ static inline const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
 		memcpy(r, p, 16);
 		r->nfields = nfields & ~TAPE_NARROW;
 		nf = r->nfields < TBP_MAX_FIELDS ? r->nfields : TBP_MAX_FIELDS;
-		unpack_narrow(p + 16, r);
+		if (nf <= 8)
+			unpack_narrow(p + 16, r, 2);
+		else
+			unpack_narrow(p + 16, r, 4);
 		size = 16 + 4 * (size_t)nf;
 	} else {
 		memcpy(r, p, TAPE_REC_MAX);
 		nf = r->nfields < TBP_MAX_FIELDS ? r->nfields : TBP_MAX_FIELDS;
 		size = 16 + 8 * (size_t)nf;
 	}
-	for (unsigned i = nf; i < TBP_MAX_FIELDS; i++)
-		r->u.v[i] = 0;
+	/* Fields nf to the last zeroed, one store each (a loop took four). */
+	uint64_t *v = r->u.v;
+	switch (nf) {
+#define ZERO_FROM(i)                                                                                                   \
+	case i:                                                                                                        \
+		v[i] = 0;                                                                                              \
+		__attribute__((fallthrough));
+		ZERO_FROM(0) ZERO_FROM(1) ZERO_FROM(2) ZERO_FROM(3) ZERO_FROM(4) ZERO_FROM(5) ZERO_FROM(6) ZERO_FROM(7)
+		ZERO_FROM(8) ZERO_FROM(9) ZERO_FROM(10) ZERO_FROM(11) ZERO_FROM(12) ZERO_FROM(13) ZERO_FROM(14)
+		ZERO_FROM(15)
+#undef ZERO_FROM
+	default:
+		break;
+	}
 	r->blob = NULL;
 	r->blob_len = 0;
 	return p + size;
