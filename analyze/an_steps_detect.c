@@ -151,6 +151,12 @@ struct unit_call {
 	int work;      /* it holds work (launches): seen whatever its length */
 };
 
+/* A line of the loop's context entered in an iteration (iterations(), for
+ * group_by_units: which iterations run the loop's body). */
+struct iter_line {
+	uint32_t iter, line;
+};
+
 #define PATH_CACHE 4096 /* slots of scan.path_cache */
 struct path_slot {
 	uint64_t cp1; /* the call path + 1 (0: empty) */
@@ -197,6 +203,7 @@ struct scan {
 	size_t ncalls;
 	uint32_t stamp;                /* steps_end's, for loop_line.call_stamp */
 	uint64_t shortest_span;        /* of the items (items_build; UINT64_MAX: no span) */
+	struct vec iter_lines;         /* iterations()'s: struct iter_line, each line's first entry in each iteration */
 };
 
 /* ------------------------------------------------------------ frames */
@@ -1188,6 +1195,7 @@ struct cand {
 	/* iterations' answer before grouping, kept for the steps' ends (steps_end) */
 	struct vec iters;  /* struct an_step */
 	struct vec ends;   /* struct an_step: {step index, stop} */
+	struct vec iter_lines; /* struct iter_line: the lines entered in iters */
 	uint32_t tid;
 };
 
@@ -1274,6 +1282,7 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 {
 	out->n = 0;
 	ends->n = 0;
+	sc->iter_lines.n = 0;
 	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
 	     l = VEC_AT(&sc->lines, struct loop_line, l)->next) {
 		struct loop_line *ll = VEC_AT(&sc->lines, struct loop_line, l);
@@ -1339,6 +1348,10 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			l->iter_seen = (uint32_t)out->n;
 			l->iter_entries = 1;
 			l->iters_once++;
+			struct iter_line *il = vec_push(&sc->iter_lines);
+			if (!il)
+				return -1;
+			*il = (struct iter_line){(uint32_t)(out->n - 1), line};
 		} else if (entered && l->iter_entries == 1) {
 			l->iter_entries = 2;
 			l->iters_once--;
@@ -1475,6 +1488,81 @@ static size_t units_period(const uint8_t *in, size_t n)
 	return best + 1;
 }
 
+/* Which of the n iterations (in[k]: it holds a unit call) ran a line of
+ * the loop's body other than the head: a line entered in more than half of
+ * those that hold a call (iterations()' iter_lines).  NULL: no memory. */
+static uint8_t *body_runs(const struct vec *iter_lines, uint32_t head, const uint8_t *in, size_t n)
+{
+	uint8_t *ran = calloc(n ? n : 1, 1);
+	uint32_t lines = 0;
+	for (size_t i = 0; i < iter_lines->n; i++)
+		if (VEC_AT(iter_lines, struct iter_line, i)->line >= lines)
+			lines = VEC_AT(iter_lines, struct iter_line, i)->line + 1;
+	uint32_t *with = calloc(lines ? lines : 1, sizeof *with);
+	if (!ran || !with) {
+		free(ran);
+		free(with);
+		return NULL;
+	}
+	size_t calls = 0;
+	for (size_t k = 0; k < n; k++)
+		calls += in[k] != 0;
+	for (size_t i = 0; i < iter_lines->n; i++) {
+		const struct iter_line *il = VEC_AT(iter_lines, struct iter_line, i);
+		if (il->iter < n && in[il->iter])
+			with[il->line]++;
+	}
+	for (size_t i = 0; i < iter_lines->n; i++) {
+		const struct iter_line *il = VEC_AT(iter_lines, struct iter_line, i);
+		if (il->iter < n && il->line != head && 2 * (size_t)with[il->line] > calls)
+			ran[il->iter] = 1;
+	}
+	free(with);
+	return ran;
+}
+
+/* Which of the steps' iterations (in[k]: it holds a unit call) did next to
+ * no work: under a quarter of the median work of those with a call, and
+ * under a quarter of their median length (work runs of one call path are one
+ * item, filed at its start: a skipped iteration's forward may be counted in
+ * the one before).  NULL: no memory. */
+static uint8_t *next_to_none(const struct scan *sc, const struct vec *steps, const uint8_t *in)
+{
+	size_t n = steps->n, i = 0, nw = 0;
+	uint8_t *tiny = calloc(n ? n : 1, 1);
+	uint64_t *work = calloc(n ? n : 1, sizeof *work), *with = malloc((n ? n : 1) * sizeof *with);
+	if (!tiny || !work || !with) {
+		free(tiny);
+		free(work);
+		free(with);
+		return NULL;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const struct an_step *st = VEC_AT(steps, struct an_step, k);
+		i = item_at(sc, i, st->begin);
+		work[k] = sc->after[i] - sc->after[item_at(sc, i, st->end)];
+		if (in[k])
+			with[nw++] = work[k];
+	}
+	if (nw) {
+		qsort(with, nw, sizeof *with, u64_cmp);
+		uint64_t typical = with[nw / 2];
+		nw = 0;
+		for (size_t k = 0; k < n; k++)
+			if (in[k])
+				with[nw++] = VEC_AT(steps, struct an_step, k)->end - VEC_AT(steps, struct an_step, k)->begin;
+		qsort(with, nw, sizeof *with, u64_cmp);
+		uint64_t typical_len = with[nw / 2];
+		for (size_t k = 0; k < n; k++) {
+			const struct an_step *st = VEC_AT(steps, struct an_step, k);
+			tiny[k] = 4 * work[k] < typical && 4 * (st->end - st->begin) < typical_len;
+		}
+	}
+	free(work);
+	free(with);
+	return tiny;
+}
+
 /* The iterations grouped so that each step holds one unit call: with
  * gradient accumulation (units_period: k iterations a step) a step ends
  * with the iteration its call starts in (micro-batches before it belong to
@@ -1484,7 +1572,7 @@ static size_t units_period(const uint8_t *in, size_t n)
  * or not.  Iterations after the last call are steps only as whole periods.
  * 0 when the loop's iterations do not fit the calls (one holds two: an
  * epoch; or the calls lie outside them: an inner loop). */
-static int group_by_units(const struct scan *sc, struct vec *steps)
+static int group_by_units(const struct scan *sc, const struct vec *iter_lines, uint32_t head, struct vec *steps)
 {
 	size_t u = 0, out = 0, inside = 0, nu = sc->units.n;
 	uint8_t *in = malloc(steps->n ? steps->n : 1);
@@ -1507,41 +1595,23 @@ static int group_by_units(const struct scan *sc, struct vec *steps)
 		inside += c;
 	}
 	size_t per = units_period(in, steps->n), first = 0;
-	/* A skipped step did a step's work up to the skip (its forward at
-	 * least); an iteration with next to none (the loader's last fetch,
-	 * raising StopIteration before the code after the loop) is no step:
-	 * under a quarter of the median work of those with a call, and under a
-	 * quarter of their median length (work runs of one call path are one
-	 * item, filed at its start: a skipped iteration's forward may be
-	 * counted in the one before). */
-	uint64_t *work = per == 1 ? calloc(steps->n ? steps->n : 1, sizeof *work) : NULL;
-	uint64_t typical = 0, typical_len = 0;
-	if (work) {
-		size_t i = 0, nw = 0;
-		for (size_t k = 0; k < steps->n; k++) {
-			const struct an_step *st = VEC_AT(steps, struct an_step, k);
-			i = item_at(sc, i, st->begin);
-			work[k] = sc->after[i] - sc->after[item_at(sc, i, st->end)];
-		}
-		uint64_t *with = malloc((steps->n ? steps->n : 1) * sizeof *with);
-		for (size_t k = 0; with && k < steps->n; k++)
-			if (in[k])
-				with[nw++] = work[k];
-		if (with && nw) {
-			qsort(with, nw, sizeof *with, u64_cmp);
-			typical = with[nw / 2];
-			nw = 0;
-			for (size_t k = 0; k < steps->n; k++)
-				if (in[k])
-					with[nw++] = VEC_AT(steps, struct an_step, k)->end - VEC_AT(steps, struct an_step, k)->begin;
-			qsort(with, nw, sizeof *with, u64_cmp);
-			typical_len = with[nw / 2];
-		}
-		free(with);
+	/* A skipped step ran the loop's body up to the skip; an iteration that
+	 * ran none of it (the loader's last fetch, raising StopIteration at the
+	 * head before the code after the loop) is no step: it ran no line of the
+	 * body but the head (body_runs), and did next to no work (next_to_none).
+	 * The lines first: on a slower or loaded machine more of a skipped
+	 * step's calls cross the tracer's span threshold and its share of the
+	 * time changes with them, the lines it runs do not; the work for a skip
+	 * right after a forward at the head (`if not torch.isfinite(loss):
+	 * continue`). */
+	uint8_t *body = NULL, *tiny = NULL;
+	if (per == 1 && (!(body = body_runs(iter_lines, head, in, steps->n)) || !(tiny = next_to_none(sc, steps, in)))) {
+		free(body);
+		free(in);
+		return 0;
 	}
 	for (size_t k = 0; k < steps->n; k++) {
-		const struct an_step *it = VEC_AT(steps, struct an_step, k);
-		if (!in[k] && (per > 1 || (work && 4 * work[k] < typical && 4 * (it->end - it->begin) < typical_len)))
+		if (!in[k] && (per > 1 || (!body[k] && tiny[k])))
 			continue;
 		/* Iterations first..k: whole periods of steps, the last one
 		 * ending with this call (with k - first + 1 no multiple of the
@@ -1556,7 +1626,8 @@ static int group_by_units(const struct scan *sc, struct vec *steps)
 		first = k + 1;
 	}
 	size_t tail = steps->n - first;
-	free(work);
+	free(body);
+	free(tiny);
 	if (per == 1)
 		tail = 0; /* (what is left after the last step: iterations with next to no work) */
 	for (size_t p = 0; p + per <= tail; p += per)
@@ -1671,7 +1742,7 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 				break;
 			}
 		}
-		if (steps.n < LOOP_MIN || (sc->units.n && !group_by_units(sc, &steps)))
+		if (steps.n < LOOP_MIN || (sc->units.n && !group_by_units(sc, &sc->iter_lines, h, &steps)))
 			continue;
 		if (!sc->units.n && !steps_regular(&steps))
 			continue;
@@ -1700,6 +1771,9 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 			keep = best->ends;
 			best->ends = ends;
 			ends = keep;
+			keep = best->iter_lines; /* (sc's is the next candidate's scratch) */
+			best->iter_lines = sc->iter_lines;
+			sc->iter_lines = keep;
 			best->tid = tid;
 			best->covered = cov;
 			best->from = from;
@@ -1748,6 +1822,7 @@ static void scan_free(struct scan *sc)
 	vec_free(&sc->lines);
 	vec_free(&sc->paths);
 	vec_free(&sc->units);
+	vec_free(&sc->iter_lines);
 	u64map_free(&sc->ctx_idx);
 	u64map_free(&sc->line_idx);
 	u64map_free(&sc->path_idx);
@@ -1784,9 +1859,10 @@ void steps_detect(struct analysis *a)
 		return;
 	}
 	struct scan sc = {.a = a, .ctxs.item = sizeof(struct ctx), .lines.item = sizeof(struct loop_line),
-			  .paths.item = sizeof(struct path_info), .units.item = sizeof(struct unit_call)};
+			  .paths.item = sizeof(struct path_info), .units.item = sizeof(struct unit_call),
+			  .iter_lines.item = sizeof(struct iter_line)};
 	struct cand best = {.steps.item = sizeof(struct an_step), .iters.item = sizeof(struct an_step),
-			    .ends.item = sizeof(struct an_step)};
+			    .ends.item = sizeof(struct an_step), .iter_lines.item = sizeof(struct iter_line)};
 	a->steps.none = "no loop found";
 	if (!(sc.path_cache = calloc(PATH_CACHE, sizeof *sc.path_cache)) || items_build(&sc) || lines_count(&sc) ||
 	    units_find(&sc) || !sc.total)
@@ -1813,7 +1889,7 @@ void steps_detect(struct analysis *a)
 	if (vec_copy(&best.steps, &best.iters))
 		goto out;
 	steps_end(&sc, best.ctx, best.head, best.tid, &best.steps, &best.ends);
-	if ((sc.units.n && !group_by_units(&sc, &best.steps)) || !best.steps.n)
+	if ((sc.units.n && !group_by_units(&sc, &best.iter_lines, best.head, &best.steps)) || !best.steps.n)
 		goto out;
 	a->steps.none = NULL;
 	a->steps.source = AN_STEPS_DETECTED;
@@ -1827,5 +1903,6 @@ out:
 	vec_free(&best.steps);
 	vec_free(&best.iters);
 	vec_free(&best.ends);
+	vec_free(&best.iter_lines);
 	scan_free(&sc);
 }
