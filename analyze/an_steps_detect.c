@@ -155,6 +155,10 @@ struct unit_call {
  * group_by_units: which iterations run the loop's body). */
 struct iter_line {
 	uint32_t iter, line;
+	/* the head line's: its items in the iteration under the function it
+	 * was entered by, and their work */
+	uint32_t items;
+	uint64_t w;
 };
 
 #define PATH_CACHE 4096 /* slots of scan.path_cache */
@@ -1295,7 +1299,7 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 	uint32_t tid = 0;
 	int open = 0;
 	uint64_t last_end = 0;
-	size_t last_begin_item = 0;
+	size_t last_begin_item = 0, head_entry = 0;
 	/* (the items before the context's first are not in it, and no step is open) */
 	for (size_t i = VEC_AT(&sc->ctxs, struct ctx, ci)->first_item; i < sc->n; i++) {
 		const struct sd_item *it = &sc->items[i];
@@ -1308,6 +1312,11 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		    (it->tid == e.call_tid && it->ts < e.call_end ? e.call_line : fl) == e.prev_line) {
 			if (open && it->end > last_end)
 				last_end = it->end;
+			if (open && e.prev_line == head &&
+			    (it->tid == e.call_tid && it->ts < e.call_end ? e.call_fn : ivs[it->var].below) == e.fn) {
+				VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->w += it->w;
+				VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->items++;
+			}
 			continue;
 		}
 		const struct ivar *iv = &ivs[it->var];
@@ -1326,6 +1335,7 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		uint64_t callee = iv->callee;
 		if (!callee && iv->call)
 			callee = call_callee(sc, i, ci);
+		uint64_t below = !iv->call && it->tid == e.call_tid && it->ts < e.call_end ? e.call_fn : iv->below;
 		int entered = enters(&e, it, &line, iv->below, callee, iv->line_callee, iv->call);
 		if (entered && line == head) {
 			if (open)
@@ -1351,11 +1361,17 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			struct iter_line *il = vec_push(&sc->iter_lines);
 			if (!il)
 				return -1;
-			*il = (struct iter_line){(uint32_t)(out->n - 1), line};
+			*il = (struct iter_line){(uint32_t)(out->n - 1), line, 0, 0};
+			if (line == head)
+				head_entry = sc->iter_lines.n - 1;
 		} else if (entered && l->iter_entries == 1) {
 			l->iter_entries = 2;
 			l->iters_once--;
 			l->iters_more++;
+		}
+		if (line == head && below == e.fn) {
+			VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->w += it->w;
+			VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->items++;
 		}
 		if (l->first_iter == UINT32_MAX)
 			l->first_iter = (uint32_t)(out->n - 1);
@@ -1488,9 +1504,12 @@ static size_t units_period(const uint8_t *in, size_t n)
 	return best + 1;
 }
 
-/* Which of the n iterations (in[k]: it holds a unit call) ran a line of
- * the loop's body other than the head: a line entered in more than half of
- * those that hold a call (iterations()' iter_lines).  NULL: no memory. */
+/* What the n iterations (in[k]: it holds a unit call) ran besides the
+ * head: RAN_BODY a line of the loop's body, a line entered in more than half
+ * of those that hold a call; RAN_OTHER another line of the loop's function
+ * (the code after an inner loop: an epoch's end) (iterations()' iter_lines).
+ * NULL: no memory. */
+enum { RAN_BODY = 1, RAN_OTHER = 2 };
 static uint8_t *body_runs(const struct vec *iter_lines, uint32_t head, const uint8_t *in, size_t n)
 {
 	uint8_t *ran = calloc(n ? n : 1, 1);
@@ -1514,11 +1533,59 @@ static uint8_t *body_runs(const struct vec *iter_lines, uint32_t head, const uin
 	}
 	for (size_t i = 0; i < iter_lines->n; i++) {
 		const struct iter_line *il = VEC_AT(iter_lines, struct iter_line, i);
-		if (il->iter < n && il->line != head && 2 * (size_t)with[il->line] > calls)
-			ran[il->iter] = 1;
+		if (il->iter < n && il->line != head)
+			ran[il->iter] |= 2 * (size_t)with[il->line] > calls ? RAN_BODY : RAN_OTHER;
 	}
 	free(with);
 	return ran;
+}
+
+/* A CPU run's: which of the n iterations (in[k]: it holds a unit call) did
+ * little at the head: at most half of the head's median work, or of its
+ * median count of spans, in those with a call, counting only what runs under
+ * the function the head was entered by (an epoch's next iterator, made at the
+ * loader's line, is not its fetch).  A skipped step's forward at the head is
+ * as long as any and calls as much; the loader's last fetch, raising
+ * StopIteration, takes a third of a fetch's time and less and calls none of
+ * its loading and collating (its count holds when a pause lengthens it).
+ * Not the iteration's work or length: the last fetch runs on into the code
+ * after the loop, where a pause on a loaded machine is as long as a step.
+ * NULL: no memory. */
+static uint8_t *head_idle(const struct vec *iter_lines, uint32_t head, const uint8_t *in, size_t n)
+{
+	uint8_t *idle = malloc(n ? n : 1);
+	uint64_t *w = calloc(2 * (n ? n : 1), sizeof *w), *with = malloc((n ? n : 1) * sizeof *with);
+	if (!idle || !w || !with) {
+		free(idle);
+		free(w);
+		free(with);
+		return NULL;
+	}
+	uint64_t *items = w + n;
+	for (size_t i = 0; i < iter_lines->n; i++) {
+		const struct iter_line *il = VEC_AT(iter_lines, struct iter_line, i);
+		if (il->line == head && il->iter < n) {
+			w[il->iter] += il->w;
+			items[il->iter] += il->items;
+		}
+	}
+	uint64_t typical[2] = {0, 0};
+	for (int m = 0; m < 2; m++) {
+		const uint64_t *of = m ? items : w;
+		size_t nw = 0;
+		for (size_t k = 0; k < n; k++)
+			if (in[k])
+				with[nw++] = of[k];
+		if (nw) {
+			qsort(with, nw, sizeof *with, u64_cmp);
+			typical[m] = with[nw / 2];
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		idle[k] = 2 * w[k] <= typical[0] || 2 * items[k] <= typical[1];
+	free(w);
+	free(with);
+	return idle;
 }
 
 /* Which of the steps' iterations (in[k]: it holds a unit call) did next to
@@ -1598,20 +1665,23 @@ static int group_by_units(const struct scan *sc, const struct vec *iter_lines, u
 	/* A skipped step ran the loop's body up to the skip; an iteration that
 	 * ran none of it (the loader's last fetch, raising StopIteration at the
 	 * head before the code after the loop) is no step: it ran no line of the
-	 * body but the head (body_runs), and did next to no work (next_to_none).
-	 * The lines first: on a slower or loaded machine more of a skipped
-	 * step's calls cross the tracer's span threshold and its share of the
-	 * time changes with them, the lines it runs do not; the work for a skip
-	 * right after a forward at the head (`if not torch.isfinite(loss):
-	 * continue`). */
+	 * body but the head (body_runs), and either ran the code after the
+	 * inner loop (an epoch's end) or little work: on a CPU run little at
+	 * the head (head_idle), on a GPU next to no GPU work (next_to_none) --
+	 * a skip right after a forward at the head, `if not
+	 * torch.isfinite(loss): continue`, did its forward's.  Lines before
+	 * time: on a slower or loaded machine more of a skipped step's calls
+	 * cross the tracer's span threshold, and a pause makes the loader's last
+	 * fetch and the epoch's end after it as long as a step. */
 	uint8_t *body = NULL, *tiny = NULL;
-	if (per == 1 && (!(body = body_runs(iter_lines, head, in, steps->n)) || !(tiny = next_to_none(sc, steps, in)))) {
+	if (per == 1 && (!(body = body_runs(iter_lines, head, in, steps->n)) ||
+			 !(tiny = sc->cpu ? head_idle(iter_lines, head, in, steps->n) : next_to_none(sc, steps, in)))) {
 		free(body);
 		free(in);
 		return 0;
 	}
 	for (size_t k = 0; k < steps->n; k++) {
-		if (!in[k] && (per > 1 || (!body[k] && tiny[k])))
+		if (!in[k] && (per > 1 || (!(body[k] & RAN_BODY) && ((body[k] & RAN_OTHER) || tiny[k]))))
 			continue;
 		/* Iterations first..k: whole periods of steps, the last one
 		 * ending with this call (with k - first + 1 no multiple of the
