@@ -125,6 +125,10 @@ struct loop_line {
 	uint8_t short_entry; /* entered by a span near the tracer's threshold (ctx_lines) */
 	uint8_t work;        /* launches, copies, ... at this line: entered whatever its spans' lengths */
 	uint32_t first_iter; /* evaluation scratch: the first iteration it was entered in */
+	/* iterations() scratch, of the head tried: the iteration it was last
+	 * entered in + 1 (0: none yet), its entries there (counted to 2), and the
+	 * iterations it was entered in once, and more than once (head_missed) */
+	uint32_t iter_seen, iter_entries, iters_once, iters_more;
 	uint32_t call_stamp; /* steps_end scratch: a host call was made here before the last iteration */
 };
 struct path_info {
@@ -145,6 +149,16 @@ struct unit_call {
 	uint64_t site;
 	uint8_t kind;
 	int work;      /* it holds work (launches): seen whatever its length */
+};
+
+/* A line of the loop's context entered in an iteration (iterations(), for
+ * group_by_units: which iterations run the loop's body). */
+struct iter_line {
+	uint32_t iter, line;
+	/* the head line's: its items in the iteration under the function it
+	 * was entered by, and their work */
+	uint32_t items;
+	uint64_t w;
 };
 
 #define PATH_CACHE 4096 /* slots of scan.path_cache */
@@ -193,6 +207,7 @@ struct scan {
 	size_t ncalls;
 	uint32_t stamp;                /* steps_end's, for loop_line.call_stamp */
 	uint64_t shortest_span;        /* of the items (items_build; UINT64_MAX: no span) */
+	struct vec iter_lines;         /* iterations()'s: struct iter_line, each line's first entry in each iteration */
 };
 
 /* ------------------------------------------------------------ frames */
@@ -1184,6 +1199,7 @@ struct cand {
 	/* iterations' answer before grouping, kept for the steps' ends (steps_end) */
 	struct vec iters;  /* struct an_step */
 	struct vec ends;   /* struct an_step: {step index, stop} */
+	struct vec iter_lines; /* struct iter_line: the lines entered in iters */
 	uint32_t tid;
 };
 
@@ -1270,16 +1286,20 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 {
 	out->n = 0;
 	ends->n = 0;
+	sc->iter_lines.n = 0;
 	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
-	     l = VEC_AT(&sc->lines, struct loop_line, l)->next)
-		VEC_AT(&sc->lines, struct loop_line, l)->first_iter = UINT32_MAX;
+	     l = VEC_AT(&sc->lines, struct loop_line, l)->next) {
+		struct loop_line *ll = VEC_AT(&sc->lines, struct loop_line, l);
+		ll->first_iter = UINT32_MAX;
+		ll->iter_seen = ll->iter_entries = ll->iters_once = ll->iters_more = 0;
+	}
 	const struct ivar *ivs = ivars_for(sc, ci);
 	const uint32_t *vline = sc->vline;
 	struct entry_state e = {.prev_line = UINT32_MAX};
 	uint32_t tid = 0;
 	int open = 0;
 	uint64_t last_end = 0;
-	size_t last_begin_item = 0;
+	size_t last_begin_item = 0, head_entry = 0;
 	/* (the items before the context's first are not in it, and no step is open) */
 	for (size_t i = VEC_AT(&sc->ctxs, struct ctx, ci)->first_item; i < sc->n; i++) {
 		const struct sd_item *it = &sc->items[i];
@@ -1292,6 +1312,11 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		    (it->tid == e.call_tid && it->ts < e.call_end ? e.call_line : fl) == e.prev_line) {
 			if (open && it->end > last_end)
 				last_end = it->end;
+			if (open && e.prev_line == head &&
+			    (it->tid == e.call_tid && it->ts < e.call_end ? e.call_fn : ivs[it->var].below) == e.fn) {
+				VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->w += it->w;
+				VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->items++;
+			}
 			continue;
 		}
 		const struct ivar *iv = &ivs[it->var];
@@ -1310,7 +1335,9 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		uint64_t callee = iv->callee;
 		if (!callee && iv->call)
 			callee = call_callee(sc, i, ci);
-		if (enters(&e, it, &line, iv->below, callee, iv->line_callee, iv->call) && line == head) {
+		uint64_t below = !iv->call && it->tid == e.call_tid && it->ts < e.call_end ? e.call_fn : iv->below;
+		int entered = enters(&e, it, &line, iv->below, callee, iv->line_callee, iv->call);
+		if (entered && line == head) {
 			if (open)
 				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
 			struct an_step *s = vec_push(out);
@@ -1327,6 +1354,25 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		if (it->end > last_end)
 			last_end = it->end;
 		struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
+		if (entered && l->iter_seen != out->n) {
+			l->iter_seen = (uint32_t)out->n;
+			l->iter_entries = 1;
+			l->iters_once++;
+			struct iter_line *il = vec_push(&sc->iter_lines);
+			if (!il)
+				return -1;
+			*il = (struct iter_line){(uint32_t)(out->n - 1), line, 0, 0};
+			if (line == head)
+				head_entry = sc->iter_lines.n - 1;
+		} else if (entered && l->iter_entries == 1) {
+			l->iter_entries = 2;
+			l->iters_once--;
+			l->iters_more++;
+		}
+		if (line == head && below == e.fn) {
+			VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->w += it->w;
+			VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->items++;
+		}
 		if (l->first_iter == UINT32_MAX)
 			l->first_iter = (uint32_t)(out->n - 1);
 	}
@@ -1458,6 +1504,132 @@ static size_t units_period(const uint8_t *in, size_t n)
 	return best + 1;
 }
 
+/* What the n iterations (in[k]: it holds a unit call) ran besides the
+ * head: RAN_BODY a line of the loop's body, a line entered in more than half
+ * of those that hold a call; RAN_OTHER another line of the loop's function
+ * (the code after an inner loop: an epoch's end) (iterations()' iter_lines).
+ * NULL: no memory. */
+enum { RAN_BODY = 1, RAN_OTHER = 2 };
+static uint8_t *body_runs(const struct vec *iter_lines, uint32_t head, const uint8_t *in, size_t n)
+{
+	uint8_t *ran = calloc(n ? n : 1, 1);
+	uint32_t lines = 0;
+	for (size_t i = 0; i < iter_lines->n; i++)
+		if (VEC_AT(iter_lines, struct iter_line, i)->line >= lines)
+			lines = VEC_AT(iter_lines, struct iter_line, i)->line + 1;
+	uint32_t *with = calloc(lines ? lines : 1, sizeof *with);
+	if (!ran || !with) {
+		free(ran);
+		free(with);
+		return NULL;
+	}
+	size_t calls = 0;
+	for (size_t k = 0; k < n; k++)
+		calls += in[k] != 0;
+	for (size_t i = 0; i < iter_lines->n; i++) {
+		const struct iter_line *il = VEC_AT(iter_lines, struct iter_line, i);
+		if (il->iter < n && in[il->iter])
+			with[il->line]++;
+	}
+	for (size_t i = 0; i < iter_lines->n; i++) {
+		const struct iter_line *il = VEC_AT(iter_lines, struct iter_line, i);
+		if (il->iter < n && il->line != head)
+			ran[il->iter] |= 2 * (size_t)with[il->line] > calls ? RAN_BODY : RAN_OTHER;
+	}
+	free(with);
+	return ran;
+}
+
+/* A CPU run's: which of the n iterations (in[k]: it holds a unit call) did
+ * little at the head: at most half of the head's median work, or of its
+ * median count of spans, in those with a call, counting only what runs under
+ * the function the head was entered by (an epoch's next iterator, made at the
+ * loader's line, is not its fetch).  A skipped step's forward at the head is
+ * as long as any and calls as much; the loader's last fetch, raising
+ * StopIteration, takes a third of a fetch's time and less and calls none of
+ * its loading and collating (its count holds when a pause lengthens it).
+ * Not the iteration's work or length: the last fetch runs on into the code
+ * after the loop, where a pause on a loaded machine is as long as a step.
+ * NULL: no memory. */
+static uint8_t *head_idle(const struct vec *iter_lines, uint32_t head, const uint8_t *in, size_t n)
+{
+	uint8_t *idle = malloc(n ? n : 1);
+	uint64_t *w = calloc(2 * (n ? n : 1), sizeof *w), *with = malloc((n ? n : 1) * sizeof *with);
+	if (!idle || !w || !with) {
+		free(idle);
+		free(w);
+		free(with);
+		return NULL;
+	}
+	uint64_t *items = w + n;
+	for (size_t i = 0; i < iter_lines->n; i++) {
+		const struct iter_line *il = VEC_AT(iter_lines, struct iter_line, i);
+		if (il->line == head && il->iter < n) {
+			w[il->iter] += il->w;
+			items[il->iter] += il->items;
+		}
+	}
+	uint64_t typical[2] = {0, 0};
+	for (int m = 0; m < 2; m++) {
+		const uint64_t *of = m ? items : w;
+		size_t nw = 0;
+		for (size_t k = 0; k < n; k++)
+			if (in[k])
+				with[nw++] = of[k];
+		if (nw) {
+			qsort(with, nw, sizeof *with, u64_cmp);
+			typical[m] = with[nw / 2];
+		}
+	}
+	for (size_t k = 0; k < n; k++)
+		idle[k] = 2 * w[k] <= typical[0] || 2 * items[k] <= typical[1];
+	free(w);
+	free(with);
+	return idle;
+}
+
+/* Which of the steps' iterations (in[k]: it holds a unit call) did next to
+ * no work: under a quarter of the median work of those with a call, and
+ * under a quarter of their median length (work runs of one call path are one
+ * item, filed at its start: a skipped iteration's forward may be counted in
+ * the one before).  NULL: no memory. */
+static uint8_t *next_to_none(const struct scan *sc, const struct vec *steps, const uint8_t *in)
+{
+	size_t n = steps->n, i = 0, nw = 0;
+	uint8_t *tiny = calloc(n ? n : 1, 1);
+	uint64_t *work = calloc(n ? n : 1, sizeof *work), *with = malloc((n ? n : 1) * sizeof *with);
+	if (!tiny || !work || !with) {
+		free(tiny);
+		free(work);
+		free(with);
+		return NULL;
+	}
+	for (size_t k = 0; k < n; k++) {
+		const struct an_step *st = VEC_AT(steps, struct an_step, k);
+		i = item_at(sc, i, st->begin);
+		work[k] = sc->after[i] - sc->after[item_at(sc, i, st->end)];
+		if (in[k])
+			with[nw++] = work[k];
+	}
+	if (nw) {
+		qsort(with, nw, sizeof *with, u64_cmp);
+		uint64_t typical = with[nw / 2];
+		nw = 0;
+		for (size_t k = 0; k < n; k++)
+			if (in[k])
+				with[nw++] = VEC_AT(steps, struct an_step, k)->end - VEC_AT(steps, struct an_step, k)->begin;
+		qsort(with, nw, sizeof *with, u64_cmp);
+		uint64_t typical_len = with[nw / 2];
+		for (size_t k = 0; k < n; k++) {
+			const struct an_step *st = VEC_AT(steps, struct an_step, k);
+			tiny[k] = 4 * work[k] < typical && 4 * (st->end - st->begin) < typical_len;
+		}
+	}
+	free(work);
+	free(with);
+	return tiny;
+}
+
 /* The iterations grouped so that each step holds one unit call: with
  * gradient accumulation (units_period: k iterations a step) a step ends
  * with the iteration its call starts in (micro-batches before it belong to
@@ -1467,7 +1639,7 @@ static size_t units_period(const uint8_t *in, size_t n)
  * or not.  Iterations after the last call are steps only as whole periods.
  * 0 when the loop's iterations do not fit the calls (one holds two: an
  * epoch; or the calls lie outside them: an inner loop). */
-static int group_by_units(const struct scan *sc, struct vec *steps)
+static int group_by_units(const struct scan *sc, const struct vec *iter_lines, uint32_t head, struct vec *steps)
 {
 	size_t u = 0, out = 0, inside = 0, nu = sc->units.n;
 	uint8_t *in = malloc(steps->n ? steps->n : 1);
@@ -1490,41 +1662,26 @@ static int group_by_units(const struct scan *sc, struct vec *steps)
 		inside += c;
 	}
 	size_t per = units_period(in, steps->n), first = 0;
-	/* A skipped step did a step's work up to the skip (its forward at
-	 * least); an iteration with next to none (the loader's last fetch,
-	 * raising StopIteration before the code after the loop) is no step:
-	 * under a quarter of the median work of those with a call, and under a
-	 * quarter of their median length (work runs of one call path are one
-	 * item, filed at its start: a skipped iteration's forward may be
-	 * counted in the one before). */
-	uint64_t *work = per == 1 ? calloc(steps->n ? steps->n : 1, sizeof *work) : NULL;
-	uint64_t typical = 0, typical_len = 0;
-	if (work) {
-		size_t i = 0, nw = 0;
-		for (size_t k = 0; k < steps->n; k++) {
-			const struct an_step *st = VEC_AT(steps, struct an_step, k);
-			i = item_at(sc, i, st->begin);
-			work[k] = sc->after[i] - sc->after[item_at(sc, i, st->end)];
-		}
-		uint64_t *with = malloc((steps->n ? steps->n : 1) * sizeof *with);
-		for (size_t k = 0; with && k < steps->n; k++)
-			if (in[k])
-				with[nw++] = work[k];
-		if (with && nw) {
-			qsort(with, nw, sizeof *with, u64_cmp);
-			typical = with[nw / 2];
-			nw = 0;
-			for (size_t k = 0; k < steps->n; k++)
-				if (in[k])
-					with[nw++] = VEC_AT(steps, struct an_step, k)->end - VEC_AT(steps, struct an_step, k)->begin;
-			qsort(with, nw, sizeof *with, u64_cmp);
-			typical_len = with[nw / 2];
-		}
-		free(with);
+	/* A skipped step ran the loop's body up to the skip; an iteration that
+	 * ran none of it (the loader's last fetch, raising StopIteration at the
+	 * head before the code after the loop) is no step: it ran no line of the
+	 * body but the head (body_runs), and either ran the code after the
+	 * inner loop (an epoch's end) or little work: on a CPU run little at
+	 * the head (head_idle), on a GPU next to no GPU work (next_to_none) --
+	 * a skip right after a forward at the head, `if not
+	 * torch.isfinite(loss): continue`, did its forward's.  Lines before
+	 * time: on a slower or loaded machine more of a skipped step's calls
+	 * cross the tracer's span threshold, and a pause makes the loader's last
+	 * fetch and the epoch's end after it as long as a step. */
+	uint8_t *body = NULL, *tiny = NULL;
+	if (per == 1 && (!(body = body_runs(iter_lines, head, in, steps->n)) ||
+			 !(tiny = sc->cpu ? head_idle(iter_lines, head, in, steps->n) : next_to_none(sc, steps, in)))) {
+		free(body);
+		free(in);
+		return 0;
 	}
 	for (size_t k = 0; k < steps->n; k++) {
-		const struct an_step *it = VEC_AT(steps, struct an_step, k);
-		if (!in[k] && (per > 1 || (work && 4 * work[k] < typical && 4 * (it->end - it->begin) < typical_len)))
+		if (!in[k] && (per > 1 || (!(body[k] & RAN_BODY) && ((body[k] & RAN_OTHER) || tiny[k]))))
 			continue;
 		/* Iterations first..k: whole periods of steps, the last one
 		 * ending with this call (with k - first + 1 no multiple of the
@@ -1539,7 +1696,8 @@ static int group_by_units(const struct scan *sc, struct vec *steps)
 		first = k + 1;
 	}
 	size_t tail = steps->n - first;
-	free(work);
+	free(body);
+	free(tiny);
 	if (per == 1)
 		tail = 0; /* (what is left after the last step: iterations with next to no work) */
 	for (size_t p = 0; p + per <= tail; p += per)
@@ -1577,6 +1735,30 @@ static int steps_regular(const struct vec *steps)
 	return 2 * alike > n;
 }
 
+/* Whether the head tried (iterations(): n of them) missed some: the tracer
+ * keeps calls over a threshold only, and a head entered by spans alone is
+ * not seen in an iteration whose calls there were shorter (zero_grad() with
+ * no gradients yet, or under the threshold now and then: corpus amp_scaler.py
+ * on the CPU at TBPROF_PY_SPAN_US=50 counted 11 steps for 12 from it).  The
+ * iteration before holds two of the loop's, and a line of the body entered
+ * once in most iterations is entered twice there.  A line entered more than
+ * once in every iteration (an inner loop's, a line calling a function twice)
+ * is no sign; one entered once in some and twice in others, without a missed
+ * head, is one of an inner loop of one or two rounds, rarer than the spans'
+ * threshold met (and when every head is so, ctx_candidate takes one still). */
+static int head_missed(const struct scan *sc, uint32_t ci, uint32_t head, size_t n)
+{
+	if (VEC_AT(&sc->lines, struct loop_line, head)->work)
+		return 0; /* (entered at every iteration: its work is seen whatever its length) */
+	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
+	     l = VEC_AT(&sc->lines, struct loop_line, l)->next) {
+		const struct loop_line *ll = VEC_AT(&sc->lines, struct loop_line, l);
+		if (l != head && ll->iters_more && 2 * (size_t)ll->iters_once > n)
+			return 1;
+	}
+	return 0;
+}
+
 /* The context's loop: its heads in the order first entered (the body's first
  * line before lines of an inner loop or under a condition), the first that
  * makes valid steps (with unit calls: a step per call; without: steps that
@@ -1599,6 +1781,9 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 		if ((!ll->short_entry || ll->work) && ll->entries > sure)
 			sure = ll->entries;
 	}
+	/* First the heads that missed no iteration (head_missed), then, when
+	 * none makes steps, any. */
+	for (int strict = 1, found = 0; strict >= 0 && !found && !rc; strict--, tried = 0)
 	for (uint32_t h = c->first_line; h != UINT32_MAX && tried < HEADS_TRIED;
 	     h = VEC_AT(&sc->lines, struct loop_line, h)->next) {
 		const struct loop_line *hl = VEC_AT(&sc->lines, struct loop_line, h);
@@ -1619,13 +1804,15 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 			rc = -1;
 			break;
 		}
+		if (strict && head_missed(sc, ci, h, steps.n))
+			continue;
 		if (sc->units.n) { /* (grouped below, in place) */
 			if (vec_copy(&iters, &steps)) {
 				rc = -1;
 				break;
 			}
 		}
-		if (steps.n < LOOP_MIN || (sc->units.n && !group_by_units(sc, &steps)))
+		if (steps.n < LOOP_MIN || (sc->units.n && !group_by_units(sc, &sc->iter_lines, h, &steps)))
 			continue;
 		if (!sc->units.n && !steps_regular(&steps))
 			continue;
@@ -1654,12 +1841,16 @@ static int ctx_candidate(struct scan *sc, uint32_t ci, struct cand *best)
 			keep = best->ends;
 			best->ends = ends;
 			ends = keep;
+			keep = best->iter_lines; /* (sc's is the next candidate's scratch) */
+			best->iter_lines = sc->iter_lines;
+			sc->iter_lines = keep;
 			best->tid = tid;
 			best->covered = cov;
 			best->from = from;
 			best->ctx = ci;
 			best->head = h;
 		}
+		found = 1;
 		break;
 	}
 	vec_free(&steps);
@@ -1701,6 +1892,7 @@ static void scan_free(struct scan *sc)
 	vec_free(&sc->lines);
 	vec_free(&sc->paths);
 	vec_free(&sc->units);
+	vec_free(&sc->iter_lines);
 	u64map_free(&sc->ctx_idx);
 	u64map_free(&sc->line_idx);
 	u64map_free(&sc->path_idx);
@@ -1737,9 +1929,10 @@ void steps_detect(struct analysis *a)
 		return;
 	}
 	struct scan sc = {.a = a, .ctxs.item = sizeof(struct ctx), .lines.item = sizeof(struct loop_line),
-			  .paths.item = sizeof(struct path_info), .units.item = sizeof(struct unit_call)};
+			  .paths.item = sizeof(struct path_info), .units.item = sizeof(struct unit_call),
+			  .iter_lines.item = sizeof(struct iter_line)};
 	struct cand best = {.steps.item = sizeof(struct an_step), .iters.item = sizeof(struct an_step),
-			    .ends.item = sizeof(struct an_step)};
+			    .ends.item = sizeof(struct an_step), .iter_lines.item = sizeof(struct iter_line)};
 	a->steps.none = "no loop found";
 	if (!(sc.path_cache = calloc(PATH_CACHE, sizeof *sc.path_cache)) || items_build(&sc) || lines_count(&sc) ||
 	    units_find(&sc) || !sc.total)
@@ -1766,7 +1959,7 @@ void steps_detect(struct analysis *a)
 	if (vec_copy(&best.steps, &best.iters))
 		goto out;
 	steps_end(&sc, best.ctx, best.head, best.tid, &best.steps, &best.ends);
-	if ((sc.units.n && !group_by_units(&sc, &best.steps)) || !best.steps.n)
+	if ((sc.units.n && !group_by_units(&sc, &best.iter_lines, best.head, &best.steps)) || !best.steps.n)
 		goto out;
 	a->steps.none = NULL;
 	a->steps.source = AN_STEPS_DETECTED;
@@ -1780,5 +1973,6 @@ out:
 	vec_free(&best.steps);
 	vec_free(&best.iters);
 	vec_free(&best.ends);
+	vec_free(&best.iter_lines);
 	scan_free(&sc);
 }

@@ -1550,6 +1550,71 @@ static void scen_cpu_steps(void)
 	span(0, t0 - 1 * MS, t + 52 * MS, cp_mod);
 }
 
+/* cpu-steps-missed: a CPU loop of 12 (spans only, no marks) in main
+ * (train.py:20), as corpus amp_scaler.py on a slower machine: zero_grad
+ * (:21, 200 us) is first, but its call in iteration `missed` was under the
+ * tracer's threshold and left no span; the forward (:22, 4 ms), backward
+ * (:23, 5 ms) and a log line (:24, 60 us, the shortest span) in every one;
+ * with `torch_units`, the backward is torch's and GradScaler.step (:25,
+ * 3 ms) is seen from iteration 4 on only (the earlier ones skipped, too short
+ * to be seen); without, no unit call at all (the backward a function of the
+ * user's).  12 steps, from the forward's line: zero_grad's line, entered in
+ * 11, is no head (it made 11 steps, one holding two iterations).  Variants:
+ * cpu-steps-missed (missed 2, torch's units), -plain (missed 7, none), -last
+ * (missed 11, none).  cpu-steps-skipped-short (none missed, torch's units):
+ * the four skipped iterations are short (a forward and a backward of 300 us
+ * each, the whole iteration 1.3 ms) beside the others' 30 ms GradScaler.step
+ * (39.7 ms): next to no work by time, as a loaded machine can make them, but
+ * they run the body's lines: 12 steps from zero_grad's line (:21). */
+static void scen_cpu_steps_missed(int missed, int torch_units, int short_skips)
+{
+	const uint64_t MS = 1000 * US;
+	const char *torch = "/opt/py/lib/python3.11/site-packages/torch/";
+	uint64_t at_main = site("train.py", "<module>", 30, 0);
+	uint64_t cp_main_call = site("train.py", "main", 20, at_main);
+	uint64_t cp_build = site("train.py", "build_model", 10, site("train.py", "main", 18, at_main));
+	uint64_t cp_zero = site(joined(torch, "optim/optimizer.py"), "Optimizer.zero_grad", 950,
+				site("train.py", "main", 21, at_main));
+	uint64_t cp_forward = site("model.py", "forward", 30, site("train.py", "main", 22, at_main));
+	uint64_t cp_backward = torch_units ? site(joined(torch, "_tensor.py"), "Tensor.backward", 570,
+						  site("train.py", "main", 23, at_main))
+					   : site("train.py", "backward_pass", 40, site("train.py", "main", 23, at_main));
+	uint64_t cp_log = site("train.py", "log", 8, site("train.py", "main", 24, at_main));
+	uint64_t cp_step = site(joined(torch, "amp/grad_scaler.py"), "GradScaler.step", 375,
+				site("train.py", "main", 25, at_main));
+	uint64_t t = 1000 * US, t0 = t;
+	span(0, t + 1 * MS, t + 201 * MS, cp_build);
+	t += 202 * MS;
+	for (int i = 0; i < 12; i++) {
+		if (i == 1)
+			win_begin = t;
+		if (i != missed)
+			span(0, t, t + 200 * US, cp_zero);
+		if (short_skips && i < 4) {
+			span(0, t + 300 * US, t + 600 * US, cp_forward);
+			span(0, t + 700 * US, t + 1000 * US, cp_backward);
+			span(0, t + 1100 * US, t + 1160 * US, cp_log);
+			t += 1300 * US;
+			continue;
+		}
+		if (short_skips) {
+			span(0, t + 300 * US, t + 4300 * US, cp_forward);
+			span(0, t + 4400 * US, t + 9400 * US, cp_backward);
+			span(0, t + 9500 * US, t + 9560 * US, cp_log);
+			span(0, t + 9600 * US, t + 39600 * US, cp_step);
+			t += 39700 * US;
+			continue;
+		}
+		span(0, t + 300 * US, t + 4300 * US, cp_forward);
+		span(0, t + 4400 * US, t + 9400 * US, cp_backward);
+		span(0, t + 9500 * US, t + 9560 * US, cp_log);
+		if (torch_units && i >= 4)
+			span(0, t + 9600 * US, t + 12600 * US, cp_step);
+		t += 12700 * US;
+	}
+	span(0, t0 - 1 * MS, t + 1 * MS, cp_main_call);
+}
+
 /* prefix + rest, kept for the trace's life. */
 static const char *joined(const char *prefix, const char *rest)
 {
@@ -2304,7 +2369,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|apionly-cut|apionly-cut-inuse|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|launch-rerun|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|apionly-cut|apionly-cut-inuse|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|cpu-steps-missed[-plain|-last]|cpu-steps-skipped-short|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|launch-rerun|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -2410,6 +2475,14 @@ int main(int argc, char **argv)
 		scen_oneshot();
 	else if (!strcmp(s, "cpu-steps"))
 		scen_cpu_steps();
+	else if (!strcmp(s, "cpu-steps-missed"))
+		scen_cpu_steps_missed(2, 1, 0);
+	else if (!strcmp(s, "cpu-steps-missed-plain"))
+		scen_cpu_steps_missed(7, 0, 0);
+	else if (!strcmp(s, "cpu-steps-missed-last"))
+		scen_cpu_steps_missed(11, 0, 0);
+	else if (!strcmp(s, "cpu-steps-skipped-short"))
+		scen_cpu_steps_missed(-1, 1, 1);
 	else if (!strcmp(s, "unmarked-renamed")) {
 		/* The same program as unmarked, its script renamed (train.py ->
 		 * train_v2.py) and its model moved to another directory (model.py ->

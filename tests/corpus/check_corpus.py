@@ -11,7 +11,9 @@ SCRIPT is a path below tests/corpus/scripts; MODE:
         cause, placed in the script at the planted function (at the planted line when one is named); findings that
         must not be there are not
   cpu   on the CPU (TBPROF_TRACE_ALL=1): the steps, detected from the spans alone, and the planted host work among
-        the script's five functions with the most self time
+        the script's five functions with the most self time; then the steps again with the tracer's span threshold
+        (TBPROF_PY_SPAN_US, 100 us by default) at 50 and 20 us, as a slower or loaded machine crosses it with more
+        calls, in some iterations and not others: the same steps
   ddp   torch.distributed.run, 2 ranks on the CPU (gloo), under tbprof record: every rank's steps, and the
         straggler rank with the function where it spent the extra time
 
@@ -256,6 +258,15 @@ def cpu(args, truth, script, tmp):
         check(not rep["trace"]["gpu_timeline"] and rep["counts"]["kernels"] == 0, f"{args.script}: a CPU run")
         check_steps(rep, truth, args.script + " (cpu)", script)
         check_cpu_time(rep, truth, script, args.script + " (cpu)")
+    # Which calls leave a span depends on the machine's speed; the steps must not (issue 31 step 9).
+    for span_us in ("50", "20"):
+        what = f"{args.script} (cpu, TBPROF_PY_SPAN_US={span_us})"
+        trace = os.path.join(tmp, f"cpu-{span_us}.zst")
+        if not run([sys.executable, script], dict(env, TBPROF_OUT=trace, TBPROF_PY_SPAN_US=span_us), 300, what):
+            return 1
+        rep = analyse(args.build, trace, what)
+        if rep:
+            check_steps(rep, truth, what, script)
     return 0
 
 
