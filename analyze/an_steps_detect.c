@@ -119,6 +119,7 @@ struct loop_line {
 	uint32_t ctx;
 	uint32_t next;       /* the context's next line in order of first entry, UINT32_MAX: last */
 	uint64_t node;       /* a call path node at this line (the report's "loop") */
+	uint32_t lineno;     /* its number in the source file */
 	uint64_t entries;    /* times the line was entered anew (enters) */
 	uint64_t first_callee; /* the first function it was seen calling, named to the module (callee_of) */
 	uint8_t many_callees;  /* it was seen calling others too */
@@ -156,7 +157,10 @@ struct unit_call {
 struct iter_line {
 	uint32_t iter, line;
 	/* the head line's: its items in the iteration under the function it
-	 * was entered by, and their work */
+	 * was entered by, and their work; under another function (whether it
+	 * ran one), and whether it ran torch's forward, backward or optimizer
+	 * step (a step's work) */
+	uint16_t other, unit;
 	uint32_t items;
 	uint64_t w;
 };
@@ -218,7 +222,9 @@ static int function_has(const struct an_frame *f, const char *part)
 }
 
 /* What kind of once-per-step call a frame is: the optimizer's step (any
- * frame in torch.optim but zero_grad and the LR schedulers; a GradScaler's
+ * frame in torch.optim but zero_grad, the LR schedulers, and the optimizer's
+ * making and its state_dict()/load_state_dict(), called by a checkpoint's
+ * torch.save once an epoch; a GradScaler's
  * step(), called every step, stepping the optimizer or skipping it),
  * torch's backward(), a module's call (its forward), a CUDA graph's replay
  * (a step captured whole: its optimizer step and backward are in the graph). */
@@ -231,8 +237,10 @@ static int unit_frame(const struct analysis *a, const struct an_frame *f)
 	    an_frame_function_is(f, "GradScaler.step"))
 		return UNIT_OPTIMIZER;
 	if (an_frame_in_library_file(a, f, "torch/optim/"))
-		return function_has(f, "zero_grad") || an_frame_in_library_file(a, f, "torch/optim/lr_scheduler.py") ? UNIT_NONE
-											       : UNIT_OPTIMIZER;
+		return function_has(f, "zero_grad") || function_has(f, "state_dict") || function_has(f, "add_param_group") ||
+				       function_has(f, "__init__") || an_frame_in_library_file(a, f, "torch/optim/lr_scheduler.py")
+			       ? UNIT_NONE
+			       : UNIT_OPTIMIZER;
 	if ((an_frame_in_library_file(a, f, "torch/_tensor.py") && an_frame_function_is(f, "Tensor.backward")) ||
 	    (an_frame_in_library_file(a, f, "torch/autograd/__init__.py") && an_frame_function_is(f, "backward")))
 		return UNIT_BACKWARD;
@@ -337,6 +345,7 @@ static uint32_t path_make(struct scan *sc, uint64_t cp)
 			struct loop_line *y = VEC_AT(&sc->lines, struct loop_line, li);
 			y->ctx = ci;
 			y->node = nodes[k];
+			y->lineno = f->line > UINT32_MAX ? UINT32_MAX : (uint32_t)f->line;
 			y->next = UINT32_MAX;
 		}
 		if (k == 1)
@@ -1314,8 +1323,12 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 				last_end = it->end;
 			if (open && e.prev_line == head &&
 			    (it->tid == e.call_tid && it->ts < e.call_end ? e.call_fn : ivs[it->var].below) == e.fn) {
-				VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->w += it->w;
-				VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->items++;
+				struct iter_line *hl = VEC_AT(&sc->iter_lines, struct iter_line, head_entry);
+				hl->w += it->w;
+				hl->items++;
+				hl->unit |= path_at(sc, sd_item_path(it))->unit_kind != UNIT_NONE;
+			} else if (open && e.prev_line == head) {
+				VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->other = 1;
 			}
 			continue;
 		}
@@ -1361,7 +1374,7 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			struct iter_line *il = vec_push(&sc->iter_lines);
 			if (!il)
 				return -1;
-			*il = (struct iter_line){(uint32_t)(out->n - 1), line, 0, 0};
+			*il = (struct iter_line){(uint32_t)(out->n - 1), line, 0, 0, 0, 0};
 			if (line == head)
 				head_entry = sc->iter_lines.n - 1;
 		} else if (entered && l->iter_entries == 1) {
@@ -1370,8 +1383,12 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			l->iters_more++;
 		}
 		if (line == head && below == e.fn) {
-			VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->w += it->w;
-			VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->items++;
+			struct iter_line *hl = VEC_AT(&sc->iter_lines, struct iter_line, head_entry);
+			hl->w += it->w;
+			hl->items++;
+			hl->unit |= path_at(sc, sd_item_path(it))->unit_kind != UNIT_NONE;
+		} else if (line == head) {
+			VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->other = 1;
 		}
 		if (l->first_iter == UINT32_MAX)
 			l->first_iter = (uint32_t)(out->n - 1);
@@ -1505,36 +1522,59 @@ static size_t units_period(const uint8_t *in, size_t n)
 }
 
 /* What the n iterations (in[k]: it holds a unit call) ran besides the
- * head: RAN_BODY a line of the loop's body, a line entered in more than half
- * of those that hold a call; RAN_OTHER another line of the loop's function
- * (the code after an inner loop: an epoch's end) (iterations()' iter_lines).
- * NULL: no memory. */
+ * head's own calls (iterations()' iter_lines).  RAN_BODY: a line of the
+ * loop's body, entered in more than half of those that hold a call, or
+ * torch's forward (backward, optimizer step) at the head (`pred = model(x)`
+ * before a `continue`; the loader's last fetch, raising StopIteration, runs
+ * no module).  RAN_OTHER: a line of the loop's function outside the body's
+ * lines in the source (the code after an inner loop: an epoch's end), or at
+ * the head a function other than the one it was entered by where at most
+ * half of those with a call do (the loader's next iterator, made at `for
+ * batch in loader` for the next epoch).  NULL: no memory. */
 enum { RAN_BODY = 1, RAN_OTHER = 2 };
-static uint8_t *body_runs(const struct vec *iter_lines, uint32_t head, const uint8_t *in, size_t n)
+static uint8_t *body_runs(const struct scan *sc, const struct vec *iter_lines, uint32_t head, const uint8_t *in,
+			  size_t n)
 {
 	uint8_t *ran = calloc(n ? n : 1, 1);
-	uint32_t lines = 0;
-	for (size_t i = 0; i < iter_lines->n; i++)
-		if (VEC_AT(iter_lines, struct iter_line, i)->line >= lines)
-			lines = VEC_AT(iter_lines, struct iter_line, i)->line + 1;
-	uint32_t *with = calloc(lines ? lines : 1, sizeof *with);
+	uint32_t *with = calloc(sc->lines.n ? sc->lines.n : 1, sizeof *with);
 	if (!ran || !with) {
 		free(ran);
 		free(with);
 		return NULL;
 	}
-	size_t calls = 0;
+	size_t calls = 0, head_other = 0;
 	for (size_t k = 0; k < n; k++)
 		calls += in[k] != 0;
 	for (size_t i = 0; i < iter_lines->n; i++) {
 		const struct iter_line *il = VEC_AT(iter_lines, struct iter_line, i);
-		if (il->iter < n && in[il->iter])
+		if (il->iter < n && in[il->iter]) {
 			with[il->line]++;
+			head_other += il->line == head && il->other;
+		}
+	}
+	/* The body's extent in the source: the code after the loop lies
+	 * outside it, a line of the body seen now and then (a call near the
+	 * tracer's threshold) inside. */
+	uint32_t first = VEC_AT(&sc->lines, struct loop_line, head)->lineno, last = first;
+	for (size_t i = 0; i < iter_lines->n; i++) {
+		const struct iter_line *il = VEC_AT(iter_lines, struct iter_line, i);
+		uint32_t no = VEC_AT(&sc->lines, struct loop_line, il->line)->lineno;
+		if (2 * (size_t)with[il->line] > calls) {
+			first = no < first ? no : first;
+			last = no > last ? no : last;
+		}
 	}
 	for (size_t i = 0; i < iter_lines->n; i++) {
 		const struct iter_line *il = VEC_AT(iter_lines, struct iter_line, i);
-		if (il->iter < n && il->line != head)
-			ran[il->iter] |= 2 * (size_t)with[il->line] > calls ? RAN_BODY : RAN_OTHER;
+		if (il->iter >= n)
+			continue;
+		uint32_t no = VEC_AT(&sc->lines, struct loop_line, il->line)->lineno;
+		if (il->line == head)
+			ran[il->iter] |= (il->unit ? RAN_BODY : 0) | (il->other && 2 * head_other <= calls ? RAN_OTHER : 0);
+		else if (2 * (size_t)with[il->line] > calls)
+			ran[il->iter] |= RAN_BODY;
+		else if (no < first || no > last)
+			ran[il->iter] |= RAN_OTHER;
 	}
 	free(with);
 	return ran;
@@ -1674,7 +1714,7 @@ static int group_by_units(const struct scan *sc, const struct vec *iter_lines, u
 	 * cross the tracer's span threshold, and a pause makes the loader's last
 	 * fetch and the epoch's end after it as long as a step. */
 	uint8_t *body = NULL, *tiny = NULL;
-	if (per == 1 && (!(body = body_runs(iter_lines, head, in, steps->n)) ||
+	if (per == 1 && (!(body = body_runs(sc, iter_lines, head, in, steps->n)) ||
 			 !(tiny = sc->cpu ? head_idle(iter_lines, head, in, steps->n) : next_to_none(sc, steps, in)))) {
 		free(body);
 		free(in);

@@ -11,7 +11,11 @@ iteration (the third, with torch's once-per-step calls; the eighth and the last,
 at :21 made 11, one of them holding two iterations.  cpu-steps-skipped-short: no line missed, but the four
 iterations whose optimizer step was skipped are 1.3 ms beside the others' 39.7 ms (as a loaded machine can
 make them): they run the loop's body, they are steps: 12 from :21 (a rule by time alone made 8).
-Exit 0 pass, 1 fail.
+cpu-loader-epochs / cpu-loader-iter: 3 epochs of 4 batches over a DataLoader, each epoch's last fetch
+(StopIteration) followed by a log line after the inner loop and an 8 ms pause making the next iterator, or by a
+4 ms pause inside the last fetch and the next iterator: 12 steps from the fetch's line (:21), no iteration of
+the fetch alone a step.  cpu-skip-forward: 20 iterations, 4 of which `continue` after the forward at the loop's
+first line (:30), one of those warm (300 us against 1 ms): 20 steps.  Exit 0 pass, 1 fail.
 """
 import json
 import os
@@ -24,8 +28,10 @@ def main():
     gen, tbanalyze = sys.argv[1], sys.argv[2]
     failures = 0
     with tempfile.TemporaryDirectory(prefix="tbp-missed-") as tmp:
-        for scenario, line in (("cpu-steps-missed", 22), ("cpu-steps-missed-plain", 22), ("cpu-steps-missed-last", 22),
-                               ("cpu-steps-skipped-short", 21)):
+        for scenario, count, line in (("cpu-steps-missed", 12, 22), ("cpu-steps-missed-plain", 12, 22),
+                                      ("cpu-steps-missed-last", 12, 22), ("cpu-steps-skipped-short", 12, 21),
+                                      ("cpu-loader-epochs", 12, 21), ("cpu-loader-iter", 12, 21),
+                                      ("cpu-skip-forward", 20, 30)):
             trace = os.path.join(tmp, scenario + ".zst")
             subprocess.run([gen, scenario, trace, os.path.join(tmp, scenario + ".json")], check=True, timeout=120)
             p = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True, timeout=120,
@@ -36,9 +42,9 @@ def main():
                 continue
             st = json.loads(p.stdout).get("steps") or {}
             head = ((st.get("loop") or {}).get("python") or [{}])[0]
-            ok = (st.get("source") == "detected" and st.get("count") == 12 and st.get("warmup") == 1
+            ok = (st.get("source") == "detected" and st.get("count") == count and st.get("warmup") == 1
                   and head.get("file") == "train.py" and head.get("line") == line)
-            print(("ok   " if ok else "FAIL ") + f"{scenario}: 12 steps from train.py:{line}, 1 warm-up "
+            print(("ok   " if ok else "FAIL ") + f"{scenario}: {count} steps from train.py:{line}, 1 warm-up "
                   f"({st.get('count')} from {head.get('file')}:{head.get('line')}, warm-up {st.get('warmup')})")
             failures += not ok
     print(f"{failures} failure(s)")

@@ -1615,6 +1615,110 @@ static void scen_cpu_steps_missed(int missed, int torch_units, int short_skips)
 	span(0, t0 - 1 * MS, t + 1 * MS, cp_main_call);
 }
 
+/* cpu-loader-epochs: a CPU loop over a DataLoader (spans only, no marks):
+ * main (train.py) runs 3 epochs (:20, no span) of 4 batches, each from the
+ * fetch at `for xb, yb in loader` (:21, DataLoader.__next__ 300 us with its
+ * fetch and collate inside), the forward (:22, 2 ms), backward (:23, 3 ms)
+ * and the optimizer step (:24, 1 ms).  An epoch ends with the loader's last
+ * fetch (StopIteration, nothing inside), 4 ms long (a pause on a loaded
+ * machine: as long as a step's fetch and forward), and a log line after the
+ * inner loop (:26, 80 us); the next epoch starts with the loader's iterator
+ * made at :21 (DataLoader.__iter__, 100 us).  12 steps from :21: the log line
+ * lies after the body's lines.  cpu-loader-iter: no log line; the next
+ * iterator, made at the head, tells the last fetch from a step.  (The
+ * shortest span, 30 us, is inside the optimizer step: the last fetch's is no
+ * span near the tracer's threshold.) */
+static void scen_cpu_loader_epochs(int log_line)
+{
+	const uint64_t MS = 1000 * US;
+	const char *torch = "/opt/py/lib/python3.11/site-packages/torch/";
+	uint64_t at_main = site("train.py", "<module>", 40, 0);
+	uint64_t cp_main_call = site("train.py", "main", 18, at_main);
+	uint64_t cp_build = site("train.py", "build_model", 10, site("train.py", "main", 19, at_main));
+	uint64_t at21 = site("train.py", "main", 21, at_main);
+	uint64_t cp_next = site(joined(torch, "utils/data/dataloader.py"), "_BaseDataLoaderIter.__next__", 720, at21);
+	uint64_t cp_fetch = site(joined(torch, "utils/data/_utils/fetch.py"), "_MapDatasetFetcher.fetch", 49,
+				 site(joined(torch, "utils/data/dataloader.py"), "_SingleProcessDataLoaderIter._next_data", 785,
+				      cp_next));
+	uint64_t cp_collate = site(joined(torch, "utils/data/_utils/collate.py"), "default_collate", 340, cp_fetch);
+	uint64_t cp_iter = site(joined(torch, "utils/data/dataloader.py"), "DataLoader.__iter__", 492, at21);
+	uint64_t cp_forward = site(joined(torch, "nn/modules/module.py"), "Module._call_impl", 1791,
+				   site("train.py", "main", 22, at_main));
+	uint64_t cp_backward = site(joined(torch, "_tensor.py"), "Tensor.backward", 570, site("train.py", "main", 23, at_main));
+	uint64_t cp_step = site(joined(torch, "optim/adam.py"), "Adam.step", 215, site("train.py", "main", 24, at_main));
+	uint64_t cp_check = site(joined(torch, "optim/optimizer.py"), "Optimizer._accelerator_graph_capture_health_check",
+				 485, cp_step);
+	uint64_t cp_log = site("train.py", "log_epoch", 8, site("train.py", "main", 26, at_main));
+	uint64_t t = 1000 * US, t0 = t;
+	span(0, t + 1 * MS, t + 101 * MS, cp_build);
+	t += 102 * MS;
+	for (int epoch = 0; epoch < 3; epoch++) {
+		uint64_t make = 100 * US; /* the epoch's iterator */
+		span(0, t, t + make, cp_iter);
+		t += make + 50 * US;
+		for (int b = 0; b < 4; b++) {
+			if (epoch == 0 && b == 1)
+				win_begin = t;
+			span(0, t, t + 300 * US, cp_next);
+			span(0, t + 20 * US, t + 280 * US, cp_fetch);
+			span(0, t + 150 * US, t + 270 * US, cp_collate);
+			span(0, t + 400 * US, t + 2400 * US, cp_forward);
+			span(0, t + 2500 * US, t + 5500 * US, cp_backward);
+			span(0, t + 5600 * US, t + 6600 * US, cp_step);
+			span(0, t + 5610 * US, t + 5640 * US, cp_check); /* the shortest span: 30 us */
+			t += 6700 * US;
+		}
+		uint64_t last = 4 * MS; /* the last fetch, StopIteration: a pause on a loaded machine */
+		span(0, t, t + last, cp_next);
+		t += last + 20 * US;
+		if (log_line) {
+			span(0, t, t + 80 * US, cp_log);
+			t += 100 * US;
+		}
+	}
+	span(0, t0 - 1 * MS, t + 1 * MS, cp_main_call);
+}
+
+/* cpu-skip-forward: a CPU loop of 20 over a list of batches (no fetch
+ * spans): the forward at `pred = model(x)` (:30, 1 ms) is its first line;
+ * batches 4, 9, 10 and 17 are outliers whose iterations `continue` after it
+ * (:32, no span), the others run zero_grad (:33, 200 us), backward (:34,
+ * 2 ms) and the optimizer step (:35, 1 ms).  The forward of batch 10, right
+ * after batch 9's, is warm: 300 us.  Every iteration is a step: 20 from :30
+ * (a rule by the iteration's time took the skipped ones, under a quarter of
+ * the others' 4.3 ms, for the loader's last fetch: 16). */
+static void scen_cpu_skip_forward(void)
+{
+	const uint64_t MS = 1000 * US;
+	const char *torch = "/opt/py/lib/python3.11/site-packages/torch/";
+	uint64_t at_mod = site("train.py", "<module>", 50, 0);
+	uint64_t cp_main_call = site("train.py", "main", 28, at_mod);
+	uint64_t cp_forward = site(joined(torch, "nn/modules/module.py"), "Module._call_impl", 1791,
+				   site("train.py", "main", 30, at_mod));
+	uint64_t cp_linear = site(joined(torch, "nn/modules/linear.py"), "Linear.forward", 125, cp_forward);
+	uint64_t cp_zero = site(joined(torch, "optim/optimizer.py"), "Optimizer.zero_grad", 950,
+				site("train.py", "main", 33, at_mod));
+	uint64_t cp_backward = site(joined(torch, "_tensor.py"), "Tensor.backward", 570, site("train.py", "main", 34, at_mod));
+	uint64_t cp_step = site(joined(torch, "optim/sgd.py"), "SGD.step", 100, site("train.py", "main", 35, at_mod));
+	uint64_t t = 1000 * US, t0 = t;
+	for (int i = 0; i < 20; i++) {
+		if (i == 1)
+			win_begin = t;
+		int skipped = i == 4 || i == 9 || i == 10 || i == 17;
+		uint64_t fwd = i == 10 ? 300 * US : 1 * MS;
+		span(0, t, t + fwd, cp_forward);
+		span(0, t + 10 * US, t + fwd - 10 * US, cp_linear);
+		t += fwd + 50 * US;
+		if (skipped)
+			continue;
+		span(0, t, t + 200 * US, cp_zero);
+		span(0, t + 300 * US, t + 2300 * US, cp_backward);
+		span(0, t + 2400 * US, t + 3400 * US, cp_step);
+		t += 3500 * US;
+	}
+	span(0, t0 - 1 * MS, t + 1 * MS, cp_main_call);
+}
+
 /* prefix + rest, kept for the trace's life. */
 static const char *joined(const char *prefix, const char *rest)
 {
@@ -2369,7 +2473,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|apionly-cut|apionly-cut-inuse|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|cpu-steps-missed[-plain|-last]|cpu-steps-skipped-short|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|launch-rerun|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|apionly-cut|apionly-cut-inuse|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|cpu-steps-missed[-plain|-last]|cpu-steps-skipped-short|cpu-loader-epochs|cpu-loader-iter|cpu-skip-forward|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|launch-rerun|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -2481,6 +2585,12 @@ int main(int argc, char **argv)
 		scen_cpu_steps_missed(7, 0, 0);
 	else if (!strcmp(s, "cpu-steps-missed-last"))
 		scen_cpu_steps_missed(11, 0, 0);
+	else if (!strcmp(s, "cpu-loader-epochs"))
+		scen_cpu_loader_epochs(1);
+	else if (!strcmp(s, "cpu-loader-iter"))
+		scen_cpu_loader_epochs(0);
+	else if (!strcmp(s, "cpu-skip-forward"))
+		scen_cpu_skip_forward();
 	else if (!strcmp(s, "cpu-steps-skipped-short"))
 		scen_cpu_steps_missed(-1, 1, 1);
 	else if (!strcmp(s, "unmarked-renamed")) {
