@@ -1232,6 +1232,7 @@ int gaps_init(struct analysis *a)
 	an_span_tree_init(&gs->span_tree);
 	memset(gs->part_cache, 0, sizeof gs->part_cache);
 	gs->gaps = calloc(2 * PENDING_GAPS, sizeof(struct pgap));
+	an_mem_huge(gs->gaps, 2 * PENDING_GAPS * sizeof(struct pgap));
 	gs->batch.piece = malloc(IDLE_BATCH * sizeof *gs->batch.piece);
 	gs->queued_batch.piece = malloc(IDLE_BATCH * sizeof *gs->queued_batch.piece);
 	return gs->gaps && gs->batch.piece && gs->queued_batch.piece ? 0 : -1;
