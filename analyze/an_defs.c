@@ -146,34 +146,49 @@ void an_mem_huge(void *p, size_t bytes)
 #endif
 }
 
+/* A mapping of 2 MiB or more is a whole number of huge pages long: the
+ * kernel then places it on a huge-page boundary (and keeps it there when
+ * mremap moves it), so that every page of it can be a huge one. */
+static size_t map_len(size_t bytes)
+{
+	return bytes >= HUGE_PAGE ? (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1) : bytes;
+}
+
+static void map_advise(void *p, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+	if (len >= HUGE_PAGE)
+		(void)madvise(p, len, MADV_HUGEPAGE);
+#else
+	(void)p;
+	(void)len;
+#endif
+}
+
 void *an_mem_map(size_t bytes)
 {
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	size_t len = map_len(bytes);
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
-#ifdef MADV_HUGEPAGE
-	if (bytes >= 2 * HUGE_PAGE)
-		(void)madvise(p, bytes, MADV_HUGEPAGE);
-#endif
+	map_advise(p, len);
 	return p;
 }
 
 void *an_mem_remap(void *p, size_t old, size_t bytes)
 {
-	void *n = mremap(p, old, bytes, MREMAP_MAYMOVE);
+	size_t len = map_len(bytes);
+	void *n = mremap(p, map_len(old), len, MREMAP_MAYMOVE);
 	if (n == MAP_FAILED)
 		return NULL;
-#ifdef MADV_HUGEPAGE
-	if (bytes >= 2 * HUGE_PAGE)
-		(void)madvise(n, bytes, MADV_HUGEPAGE);
-#endif
+	map_advise(n, len);
 	return n;
 }
 
 void an_mem_unmap(void *p, size_t bytes)
 {
 	if (p)
-		munmap(p, bytes);
+		munmap(p, map_len(bytes));
 }
 
 int vec_reserve(struct vec *v, size_t n)

@@ -918,6 +918,7 @@ static int lines_count(struct scan *sc)
 	/* after[] and each kind's work, first item and count. */
 	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
 		return -1;
+	an_mem_huge(sc->after, (sc->n + 1) * sizeof *sc->after);
 	sc->after[sc->n] = 0;
 	/* The items that note callees, in time order (callees_note): each
 	 * kind's first, and every item of a kind whose calls are named by what
