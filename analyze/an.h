@@ -36,6 +36,28 @@ struct vec {
 	size_t n, cap, item;
 };
 void *vec_push(struct vec *v); /* zeroed new slot or NULL */
+/* Room for n items (v->cap >= n); -1 when out of memory.  A vector of
+ * VEC_MAP_BYTES or more lives in a mapping of its own (an_mem_map): its
+ * data is given back by vec_free only, never by free(). */
+int vec_reserve(struct vec *v, size_t n);
+#define VEC_MAP_BYTES ((size_t)1 << 20)
+/* Asks the kernel to back a large block not yet written (a new or just
+ * grown allocation) with transparent huge pages: a trace's tape, the
+ * merge's queues and the steps' items are ~140 MB for 1 M records, whose
+ * 4 KiB page faults cost the kernel a third of the report's time.  Only
+ * whole 2 MiB pages inside the block; a no-op for small blocks, and where
+ * the kernel has no huge pages or says no. */
+void an_mem_huge(void *p, size_t bytes);
+/* A zeroed block of its own mapping, advised before anything is written
+ * to it (a page written first keeps its 2 MiB range on small pages: as
+ * malloc's header does for the first range of a block it maps); NULL
+ * when out of memory.  Given back with an_mem_unmap and the same size. */
+void *an_mem_map(size_t bytes);
+/* p (from an_mem_map, old bytes) grown to bytes in place or moved by the
+ * kernel, its pages kept (no copy, no new faults); NULL (p unchanged) when
+ * out of memory. */
+void *an_mem_remap(void *p, size_t old, size_t bytes);
+void an_mem_unmap(void *p, size_t bytes);
 /* The index of the item filed under key in idx, or a new zeroed item's
  * (*added set, when added is not NULL); SIZE_MAX when out of memory
  * (nothing added). */

@@ -7,8 +7,12 @@
  * other through this file.
  */
 #include <inttypes.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "an.h"
@@ -117,16 +121,106 @@ void u64map_free(struct u64map *m)
 	memset(m, 0, sizeof *m);
 }
 
+#define HUGE_PAGE ((uintptr_t)2 << 20)
+
+void an_mem_huge(void *p, size_t bytes)
+{
+#if defined(MADV_HUGEPAGE) && defined(__GLIBC__)
+	if (!p || bytes < 2 * HUGE_PAGE)
+		return;
+	/* The whole of the mapping glibc made for the block (its 16-byte
+	 * header before p, to the end of its usable size): advice on a part
+	 * would split the mapping in two, and realloc could no longer grow
+	 * it with mremap (which fails across mappings) but would copy it. */
+	static size_t page;
+	if (!page)
+		page = (size_t)sysconf(_SC_PAGESIZE);
+	uintptr_t start = (uintptr_t)p - 2 * sizeof(size_t);
+	size_t len = malloc_usable_size(p) + 2 * sizeof(size_t);
+	if ((start | len) & (page - 1))
+		return; /* not a block with a mapping of its own */
+	(void)madvise((void *)start, len, MADV_HUGEPAGE);
+#else
+	(void)p;
+	(void)bytes;
+#endif
+}
+
+/* A mapping of 2 MiB or more is a whole number of huge pages long: the
+ * kernel then places it on a huge-page boundary (and keeps it there when
+ * mremap moves it), so that every page of it can be a huge one. */
+static size_t map_len(size_t bytes)
+{
+	return bytes >= HUGE_PAGE ? (bytes + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1) : bytes;
+}
+
+static void map_advise(void *p, size_t len)
+{
+#ifdef MADV_HUGEPAGE
+	if (len >= HUGE_PAGE)
+		(void)madvise(p, len, MADV_HUGEPAGE);
+#else
+	(void)p;
+	(void)len;
+#endif
+}
+
+void *an_mem_map(size_t bytes)
+{
+	size_t len = map_len(bytes);
+	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	map_advise(p, len);
+	return p;
+}
+
+void *an_mem_remap(void *p, size_t old, size_t bytes)
+{
+	size_t len = map_len(bytes);
+	void *n = mremap(p, map_len(old), len, MREMAP_MAYMOVE);
+	if (n == MAP_FAILED)
+		return NULL;
+	map_advise(n, len);
+	return n;
+}
+
+void an_mem_unmap(void *p, size_t bytes)
+{
+	if (p)
+		munmap(p, map_len(bytes));
+}
+
+int vec_reserve(struct vec *v, size_t n)
+{
+	if (n <= v->cap)
+		return 0;
+	size_t old = v->cap * v->item, bytes = n * v->item;
+	void *nd;
+	if (bytes < VEC_MAP_BYTES) {
+		nd = realloc(v->data, bytes);
+	} else if (old >= VEC_MAP_BYTES) {
+		nd = an_mem_remap(v->data, old, bytes);
+	} else {
+		/* Into a mapping of its own: huge pages from the first write,
+		 * and grown from now on by mremap. */
+		nd = an_mem_map(bytes);
+		if (nd && v->n)
+			memcpy(nd, v->data, v->n * v->item);
+		if (nd)
+			free(v->data);
+	}
+	if (!nd)
+		return -1;
+	v->data = nd;
+	v->cap = n;
+	return 0;
+}
+
 void *vec_push(struct vec *v)
 {
-	if (v->n == v->cap) {
-		size_t ncap = v->cap ? v->cap * 2 : 16;
-		void *nd = realloc(v->data, ncap * v->item);
-		if (!nd)
-			return NULL;
-		v->data = nd;
-		v->cap = ncap;
-	}
+	if (v->n == v->cap && vec_reserve(v, v->cap ? v->cap * 2 : 16))
+		return NULL;
 	void *slot = (char *)v->data + v->n * v->item;
 	memset(slot, 0, v->item);
 	v->n++;
@@ -151,7 +245,10 @@ size_t vec_keyed(struct vec *v, struct u64map *idx, uint64_t key, int *added)
 
 void vec_free(struct vec *v)
 {
-	free(v->data);
+	if (v->cap * v->item >= VEC_MAP_BYTES)
+		an_mem_unmap(v->data, v->cap * v->item);
+	else
+		free(v->data);
 	v->data = NULL;
 	v->n = v->cap = 0;
 }

@@ -153,16 +153,18 @@ static struct mqueue *mq_get_slow(struct merger *m, unsigned kind, uint32_t id)
 static int mq_push(struct mqueue *q, const struct tbp_record *r)
 {
 	if (q->n == q->cap) {
+		/* A mapping of its own (huge pages) grown by mremap: the records
+		 * already written keep their pages (no copy, no new faults); the
+		 * wrapped part [0, head) moves past the old end. */
 		size_t ncap = q->cap ? q->cap * 2 : 256;
-		struct tbp_record *nr = malloc(ncap * sizeof *nr);
+		struct tbp_record *nr = q->ring ? an_mem_remap(q->ring, q->cap * sizeof *nr, ncap * sizeof *nr)
+						: an_mem_map(ncap * sizeof *nr);
 		if (!nr)
 			return -1;
-		for (size_t i = 0; i < q->n; i++)
-			nr[i] = q->ring[(q->head + i) & (q->cap - 1)];
-		free(q->ring);
+		if (q->head)
+			memcpy(nr + q->cap, nr, q->head * sizeof *nr);
 		q->ring = nr;
 		q->cap = ncap;
-		q->head = 0;
 	}
 	struct tbp_record *slot = &q->ring[(q->head + q->n) & (q->cap - 1)];
 	*slot = *r;
@@ -651,8 +653,10 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 static void merge_free(struct merger *m)
 {
 	free(m->heap);
-	for (size_t i = 0; i < m->qs.n; i++)
-		free(VEC_AT(&m->qs, struct mqueue, i)->ring);
+	for (size_t i = 0; i < m->qs.n; i++) {
+		struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
+		an_mem_unmap(q->ring, q->cap * sizeof *q->ring);
+	}
 	vec_free(&m->qs);
 	u64map_free(&m->idx);
 }

@@ -651,6 +651,7 @@ static int items_build(struct scan *sc)
 	size_t n = ss->work.n + ss->spans.n;
 	if (n >= UINT32_MAX || !(sc->items = malloc((n ? n : 1) * sizeof *sc->items)))
 		return -1;
+	an_mem_huge(sc->items, n * sizeof *sc->items);
 	uint64_t gpu = 0, host = 0;
 	sc->cpu = !ss->work.n;
 	int rc = sc->cpu ? 1 : items_merge(sc, &gpu, &host);
@@ -917,6 +918,7 @@ static int lines_count(struct scan *sc)
 	/* after[] and each kind's work, first item and count. */
 	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
 		return -1;
+	an_mem_huge(sc->after, (sc->n + 1) * sizeof *sc->after);
 	sc->after[sc->n] = 0;
 	/* The items that note callees, in time order (callees_note): each
 	 * kind's first, and every item of a kind whose calls are named by what
@@ -1187,13 +1189,8 @@ static int units_find(struct scan *sc)
 /* to = a copy of from's items (to.item as from's); -1: out of memory */
 static int vec_copy(struct vec *to, const struct vec *from)
 {
-	if (to->cap < from->n) {
-		void *d = realloc(to->data, (from->n ? from->n : 1) * from->item);
-		if (!d)
-			return -1;
-		to->data = d;
-		to->cap = from->n;
-	}
+	if (vec_reserve(to, from->n ? from->n : 1))
+		return -1;
 	if (from->n)
 		memcpy(to->data, from->data, from->n * from->item);
 	to->n = from->n;

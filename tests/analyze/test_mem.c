@@ -1,0 +1,118 @@
+/*
+ * The analyzer's large blocks (analyze/an_defs.c): a vector that crosses
+ * VEC_MAP_BYTES moves into a mapping of its own and keeps every item, grows
+ * on by mremap, is reserved ahead and freed by vec_free; an_mem_map's blocks
+ * are zeroed and an_mem_remap keeps what they hold, around the 2 MiB sizes
+ * where a mapping becomes a whole number of huge pages.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "an.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                                               \
+	do {                                                                                                           \
+		if (!(cond)) {                                                                                         \
+			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                          \
+			fprintf(stderr, __VA_ARGS__);                                                                  \
+			fputc('\n', stderr);                                                                           \
+			failures++;                                                                                    \
+		}                                                                                                      \
+	} while (0)
+
+struct item {
+	uint64_t a, b, c; /* 24 bytes: sizes that are no power of two */
+};
+
+static void check_vec(size_t n)
+{
+	struct vec v = {.item = sizeof(struct item)};
+	for (size_t i = 0; i < n; i++) {
+		struct item *it = vec_push(&v);
+		CHECK(it && !it->a && !it->b && !it->c, "push %zu: not a zeroed slot", i);
+		if (!it)
+			return;
+		*it = (struct item){i, ~i, i * 7};
+	}
+	CHECK(v.n == n, "%zu items, not %zu", v.n, n);
+	size_t bad = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct item *it = VEC_AT(&v, struct item, i);
+		bad += it->a != i || it->b != ~i || it->c != i * 7;
+	}
+	CHECK(!bad, "%zu of %zu items changed while the vector grew to %zu bytes", bad, n, v.cap * v.item);
+	/* Reserved ahead, past the mapping's size: the items stay. */
+	size_t want = v.cap * 3 + 1;
+	CHECK(!vec_reserve(&v, want), "reserve failed");
+	CHECK(v.cap >= want, "cap %zu after reserving %zu", v.cap, want);
+	bad = 0;
+	for (size_t i = 0; i < n; i++)
+		bad += VEC_AT(&v, struct item, i)->a != i;
+	CHECK(!bad, "%zu items changed by vec_reserve", bad);
+	vec_free(&v);
+	CHECK(!v.data && !v.n && !v.cap, "vec_free left data");
+}
+
+static void check_map(size_t bytes, size_t grown)
+{
+	uint8_t *p = an_mem_map(bytes);
+	CHECK(p != NULL, "an_mem_map(%zu)", bytes);
+	if (!p)
+		return;
+	size_t nonzero = 0;
+	for (size_t i = 0; i < bytes; i += 997)
+		nonzero += p[i] != 0;
+	CHECK(!nonzero, "an_mem_map(%zu): not zeroed", bytes);
+	for (size_t i = 0; i < bytes; i++)
+		p[i] = (uint8_t)(i * 31 + 7);
+	uint8_t *q = an_mem_remap(p, bytes, grown);
+	CHECK(q != NULL, "an_mem_remap(%zu -> %zu)", bytes, grown);
+	if (!q) {
+		an_mem_unmap(p, bytes);
+		return;
+	}
+	size_t bad = 0;
+	for (size_t i = 0; i < bytes; i++)
+		bad += q[i] != (uint8_t)(i * 31 + 7);
+	CHECK(!bad, "an_mem_remap(%zu -> %zu): %zu bytes changed", bytes, grown, bad);
+	memset(q + bytes, 0xa5, grown - bytes); /* the new part is writable */
+	an_mem_unmap(q, grown);
+}
+
+int main(void)
+{
+	/* Below, at and across VEC_MAP_BYTES (1 MiB: 43 690 items of 24 bytes),
+	 * and on through mremap growth past 2 MiB and 8 MiB. */
+	size_t at_map = VEC_MAP_BYTES / sizeof(struct item);
+	size_t ns[] = {0, 1, 16, 17, at_map - 1, at_map, at_map + 1, 4 * at_map + 3, 9 * at_map};
+	for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+		check_vec(ns[i]);
+	size_t mb = (size_t)1 << 20;
+	check_map(4096, 8192);
+	check_map(mb, 2 * mb);
+	check_map(2 * mb - 1, 2 * mb + 1);
+	check_map(2 * mb, 4 * mb);
+	check_map(3 * mb + 5, 9 * mb + 7);
+	an_mem_unmap(NULL, mb); /* nothing to give back */
+	/* an_mem_huge on a malloc'd block of each kind: only advice. */
+	for (size_t sz = 1000; sz <= 16 * mb; sz *= 4) {
+		char *b = malloc(sz);
+		CHECK(b != NULL, "malloc(%zu)", sz);
+		an_mem_huge(b, sz);
+		if (b)
+			memset(b, 1, sz);
+		char *r = realloc(b, 2 * sz); /* realloc still works on it */
+		CHECK(r != NULL && r[sz - 1] == 1, "realloc after an_mem_huge(%zu)", sz);
+		free(r ? r : b);
+	}
+	if (failures) {
+		fprintf(stderr, "%d check(s) failed\n", failures);
+		return 1;
+	}
+	printf("analyze-mem: vectors to %zu items, mappings to 9 MiB: ok\n", ns[sizeof ns / sizeof *ns - 1]);
+	return 0;
+}
