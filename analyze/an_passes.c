@@ -202,6 +202,21 @@ HOT_FN void note_time(struct analysis *a, uint64_t ts, uint64_t end)
 		a->last_ts = end;
 }
 
+/* note_time for a launch or kernel of a block (in_block): its end already
+ * at or after its time, and its time no earlier than a->first_ts unless it
+ * came late or first in its block, which pass_block_k checks (every record
+ * of a block notes its time: the block's earlier ones are at or before it). */
+static inline __attribute__((always_inline)) void note_time_k(struct analysis *a, uint64_t ts, uint64_t end,
+							      int in_block)
+{
+	if (!in_block) {
+		note_time(a, ts, end);
+		return;
+	}
+	if (end > a->last_ts)
+		a->last_ts = end;
+}
+
 COLD_FN struct corr_ent *corr_map_slot(struct an_state *st, uint64_t corr);
 
 /* The graph launch waiting under corr, left in place for the replay's other records (NULL: none). */
@@ -353,12 +368,12 @@ AN_EVENTS(AN_EVENT_DEFINE)
 /* GPU records, to the passes that read them; kind is a constant where the
  * hot kind takes its own copy (an_pass_record). */
 static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, const struct tbp_record *r,
-							   unsigned kind, int detect)
+							   unsigned kind, int detect, int in_block)
 {
 	struct an_state *st = a->st;
 	const struct tbp_gpu_kernel *g = &r->u.gpu_kernel; /* common prefix */
 	uint64_t s = r->ts, e = g->end < r->ts ? r->ts : g->end;
-	note_time(a, s, e);
+	note_time_k(a, s, e, in_block);
 	if (kind == TBP_K_GPU_SYNC) {
 		a->n_gpu_sync++;
 		return;
@@ -432,12 +447,12 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 
 /* Host API calls, to the passes that read them; kind as in on_gpu_k. */
 static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, const struct tbp_record *r,
-							   unsigned kind, int detect)
+							   unsigned kind, int detect, int in_block)
 {
 	struct an_state *st = a->st;
 	const struct tbp_call *c = &r->u.call;
 	uint64_t ts = r->ts, end = c->end < ts ? ts : c->end;
-	note_time(a, ts, end);
+	note_time_k(a, ts, end, in_block);
 	a->n_api++;
 	struct an_call_ev ev = {.r = r, .kind = kind, .ts = ts, .end = end, .dur = end - ts};
 	ev.th = detect ? NULL : get_thread(st, r->tid);
@@ -514,7 +529,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 
 static __attribute__((noinline)) void on_gpu(struct analysis *a, const struct tbp_record *r)
 {
-	on_gpu_k(a, r, r->kind, a->st->detect_only);
+	on_gpu_k(a, r, r->kind, a->st->detect_only, 0);
 }
 
 /* A graph launch (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch: recorded as an API call) is a
@@ -542,15 +557,15 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 				site_log_add(a, r->ts, 0);
 		}
 		if (st->detect_only)
-			on_api_k(a, r, TBP_K_LAUNCH, 1);
+			on_api_k(a, r, TBP_K_LAUNCH, 1, 0);
 		else
-			on_api_k(a, r, TBP_K_LAUNCH, 0);
+			on_api_k(a, r, TBP_K_LAUNCH, 0, 0);
 		return;
 	}
 	if (a->st->detect_only)
-		on_api_k(a, r, r->kind, 1);
+		on_api_k(a, r, r->kind, 1, 0);
 	else
-		on_api_k(a, r, r->kind, 0);
+		on_api_k(a, r, r->kind, 0, 0);
 }
 
 /* Launches and kernels are most records: each takes a copy of on_api_k or
@@ -569,11 +584,11 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 #define KIND_COPY(name, body, kind)                                                                                    \
 	COLD_FN void name(struct analysis *a, const struct tbp_record *r)                                              \
 	{                                                                                                              \
-		body(a, r, kind, 0);                                                                                   \
+		body(a, r, kind, 0, 0);                                                                                 \
 	}                                                                                                              \
 	COLD_FN void name##_d(struct analysis *a, const struct tbp_record *r)                                          \
 	{                                                                                                              \
-		body(a, r, kind, 1);                                                                                   \
+		body(a, r, kind, 1, 0);                                                                                 \
 	}
 SPECIALISED_KINDS(KIND_COPY)
 #undef KIND_COPY
@@ -630,19 +645,26 @@ static inline __attribute__((always_inline)) void pass_block_k(struct analysis *
 							       unsigned n, uint64_t *last_ts, int detect)
 {
 	uint64_t last = *last_ts;
+	/* Each record's time into a->first_ts, as note_time would: only the
+	 * first and the late ones can be earlier than every record before
+	 * them (the others are at or after `last`, the latest in time order). */
+	if (n && recs[0]->ts < a->first_ts)
+		a->first_ts = recs[0]->ts;
 	for (unsigned i = 0; i < n; i++) {
 		const struct tbp_record *r = recs[i];
 		if (r->ts < last) {
 			a->late_records++;
 			if (r->stream_kind == TBP_STREAM_GPU)
 				a->late_gpu_records++;
+			if (r->ts < a->first_ts)
+				a->first_ts = r->ts;
 		} else {
 			last = r->ts;
 		}
 		if (r->kind == TBP_K_LAUNCH)
-			on_api_k(a, r, TBP_K_LAUNCH, detect);
+			on_api_k(a, r, TBP_K_LAUNCH, detect, 1);
 		else if (r->kind == TBP_K_GPU_KERNEL)
-			on_gpu_k(a, r, TBP_K_GPU_KERNEL, detect);
+			on_gpu_k(a, r, TBP_K_GPU_KERNEL, detect, 1);
 		else
 			pass_record_other(a, r);
 	}
