@@ -32,6 +32,7 @@ static const struct an_pass_ops *const passes[] = {
 _Static_assert(N_PASSES == AN_N_PASSES, "one ops per pass");
 
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat);
+COLD_FN struct an_site_stat *site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1);
 /* In front of site_stat_slow: a direct-mapped table by (cp, nat) itself, no
  * hash to compute; it keeps what the slow path answered for that pair. */
 HOT_FN struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t nat)
@@ -51,17 +52,24 @@ HOT_FN struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t 
 
 /* site_stat, with the site's index + 1 in a->sites (0: none, or past
  * 32 bits) at *site1: the direct table holds it, no pointer difference to
- * divide by the entry's size. */
+ * divide by the entry's size.  Its entries past 32 bits are not taken here
+ * (site_stat's own path says 0 for them), so a hit's is the answer. */
 HOT_FN struct an_site_stat *site_stat_ix(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1)
 {
 	struct an_state *st = a->st;
 	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
-	if (__builtin_expect(e->ix1 && e->cp == cp && e->nat == nat, 1)) {
-		*site1 = a->sites.n < UINT32_MAX ? (uint32_t)e->ix1 : 0;
+	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1)) {
+		*site1 = (uint32_t)e->ix1;
 		return VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
 	}
+	return site_stat_ix_slow(a, cp, nat, site1);
+}
+
+COLD_FN struct an_site_stat *site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1)
+{
 	struct an_site_stat *s = site_stat(a, cp, nat);
-	*site1 = s && a->sites.n < UINT32_MAX ? (uint32_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1 : 0;
+	size_t ix1 = s ? (size_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1 : 0;
+	*site1 = ix1 <= UINT32_MAX ? (uint32_t)ix1 : 0;
 	return s;
 }
 
