@@ -251,17 +251,18 @@ static inline __attribute__((always_inline)) void unpack_narrow(const uint8_t *i
 
 #ifdef __SSE2__
 /* A record of nfields <= 8 as a TAPE_NARROW8 entry at out (room for
- * TAPE_REC_MAX checked); 0 when its fields 8 to 15 are not all zero or one of
- * the first 8 does not fit in 32 bits (nothing to use at out then). */
+ * TAPE_REC_MAX checked); 0 when one of its first 8 fields does not fit in
+ * 32 bits (nothing to use at out then).  Its fields 8 to 15 are past its
+ * nfields: zero, as the reader hands every record (struct tbp_record),
+ * and zero again when replayed, not checked here (7 instructions a
+ * record, a launch or kernel). */
 static inline __attribute__((always_inline)) int put_rec8(const struct tbp_record *r, uint8_t *out)
 {
 	const __m128i *v = (const __m128i *)(const void *)r->u.v;
 	__m128i f0 = _mm_set_epi64x((long long)r->u.v[1], (long long)(r->u.v[0] - r->ts));
 	__m128i f1 = _mm_loadu_si128(v + 1), f2 = _mm_loadu_si128(v + 2), f3 = _mm_loadu_si128(v + 3);
-	__m128i rest = _mm_or_si128(_mm_or_si128(_mm_loadu_si128(v + 4), _mm_loadu_si128(v + 5)),
-				    _mm_or_si128(_mm_loadu_si128(v + 6), _mm_loadu_si128(v + 7)));
 	__m128i hi = _mm_srli_epi64(_mm_or_si128(_mm_or_si128(f0, f1), _mm_or_si128(f2, f3)), 32);
-	if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_or_si128(hi, rest), _mm_setzero_si128())) != 0xffff)
+	if (_mm_movemask_epi8(_mm_cmpeq_epi32(hi, _mm_setzero_si128())) != 0xffff)
 		return 0;
 	uint16_t nfields = (uint16_t)(r->nfields | TAPE_NARROW8);
 	memcpy(out, r, 16);
