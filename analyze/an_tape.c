@@ -331,20 +331,27 @@ void an_tape_block(struct an_tape *t, const struct tbp_record *const *recs, unsi
 	memcpy(t->w, op, 16);
 	t->w += TAPE_BLOCK_HEAD;
 	int all_exact = 1;
-	for (unsigned i = 0; i < n; i++) {
+	/* The write position in a register (the stores through it could
+	 * change t->w, as the compiler sees it), and record i's bit. */
+	uint8_t *w = t->w;
+	uint64_t bit = 1;
+	for (unsigned i = 0; i < n; i++, bit <<= 1) {
 		const struct tbp_record *r = recs[i];
 #ifdef __SSE2__
-		if (r->nfields <= 8 && put_rec8(r, t->w)) {
-			narrow8 |= 1ull << i;
-			t->w += TAPE_NARROW8_SIZE;
+		if (r->nfields <= 8 && put_rec8(r, w)) {
+			narrow8 |= bit;
+			w += TAPE_NARROW8_SIZE;
 			continue;
 		}
 #endif
 		int exact;
 		unsigned nf = rec_fields(r, &exact);
 		all_exact &= exact;
+		t->w = w;
 		put_rec(t, r, nf);
+		w = t->w;
 	}
+	t->w = w;
 	memcpy(at + 16, &narrow8, 8);
 	/* (queued records carry no blob: the merge cleared it) */
 	if (!all_exact) {
