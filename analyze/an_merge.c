@@ -345,14 +345,41 @@ static inline int mq_blocks(const struct merger *m, const struct mqueue *q)
  * threads and devices alternate).  Returns when a queue runs empty; the
  * heap loop goes on from there. */
 /* One queue of merge_three, in locals the compiler keeps in registers:
- * its ring, the head's slot, records left, the head's time and stream
- * kind, and its place in merge_small's ix (the tie after time and kind). */
+ * its head and the end of the records queued after it without the ring's
+ * wrap (a take moves one pointer on and compares it with one end), the
+ * records queued past that end (from the ring's start), the head's time
+ * and stream kind, and its place in merge_small's ix (the tie after time
+ * and kind). */
 struct mq_reg {
-	const struct tbp_record *ring;
-	size_t mask, head, left;
+	const struct tbp_record *p, *seg_end, *ring;
+	size_t rest;
 	uint64_t ts;
 	unsigned kind, i;
 };
+
+/* Queue mq (not empty) as an mq_reg. */
+static inline struct mq_reg mq_reg_load(const struct mqueue *mq, unsigned i)
+{
+	struct mq_reg x = {.p = mq->ring + mq->head, .ring = mq->ring, .i = i};
+	size_t to_end = mq->cap - mq->head;
+	if (mq->n <= to_end) {
+		x.seg_end = x.p + mq->n;
+		x.rest = 0;
+	} else {
+		x.seg_end = mq->ring + mq->cap;
+		x.rest = mq->n - to_end;
+	}
+	x.ts = x.p->ts;
+	x.kind = x.p->stream_kind;
+	return x;
+}
+
+/* The queue's head and count back from x. */
+static inline void mq_reg_store(const struct mq_reg *x, struct mqueue *mq)
+{
+	mq->head = (size_t)(x->p - x->ring) & (mq->cap - 1);
+	mq->n = (size_t)(x->seg_end - x->p) + x->rest;
+}
 
 /* x's head before y's: time, stream kind, then the place in ix. */
 static inline int mq_reg_before(const struct mq_reg *x, const struct mq_reg *y)
@@ -365,14 +392,19 @@ static inline int mq_reg_before(const struct mq_reg *x, const struct mq_reg *y)
 static inline __attribute__((always_inline)) int mq_reg_take(struct mq_reg *x, int cold,
 							     const struct tbp_record **out)
 {
-	*out = &x->ring[x->head];
-	x->head = (x->head + 1) & x->mask;
-	if (!--x->left)
-		return 0;
+	*out = x->p;
+	if (__builtin_expect(++x->p == x->seg_end, 0)) {
+		if (!x->rest)
+			return 0;
+		/* The ring's wrap: the rest lies from its start. */
+		x->p = x->ring;
+		x->seg_end = x->ring + x->rest;
+		x->rest = 0;
+	}
 	if (cold)
 		prefetch_ahead(*out);
-	x->ts = x->ring[x->head].ts;
-	x->kind = x->ring[x->head].stream_kind;
+	x->ts = x->p->ts;
+	x->kind = x->p->stream_kind;
 	return 1;
 }
 
@@ -388,11 +420,8 @@ static inline __attribute__((always_inline)) void merge_three_k(struct analysis 
 								const uint32_t *ix, int cold)
 {
 	struct mq_reg q[3];
-	for (unsigned i = 0; i < 3; i++) {
-		const struct mqueue *mq = VEC_AT(&m->qs, struct mqueue, ix[i]);
-		q[i] = (struct mq_reg){.ring = mq->ring, .mask = mq->cap - 1, .head = mq->head, .left = mq->n,
-				       .ts = mq->ring[mq->head].ts, .kind = mq->ring[mq->head].stream_kind, .i = i};
-	}
+	for (unsigned i = 0; i < 3; i++)
+		q[i] = mq_reg_load(VEC_AT(&m->qs, struct mqueue, ix[i]), i);
 	/* The current queue: the earliest; its limit: the earlier of the others. */
 	unsigned cu = mq_reg_before(&q[1], &q[0]) ? 1 : 0;
 	cu = mq_reg_before(&q[2], &q[cu]) ? 2 : cu;
@@ -442,11 +471,8 @@ static inline __attribute__((always_inline)) void merge_three_k(struct analysis 
 		emitted += nb;
 	}
 	const struct mq_reg *all[3] = {&P, &Q, &R};
-	for (unsigned i = 0; i < 3; i++) {
-		struct mqueue *mq = VEC_AT(&m->qs, struct mqueue, ix[all[i]->i]);
-		mq->head = all[i]->head;
-		mq->n = all[i]->left;
-	}
+	for (unsigned i = 0; i < 3; i++)
+		mq_reg_store(all[i], VEC_AT(&m->qs, struct mqueue, ix[all[i]->i]));
 	m->buffered -= emitted;
 	m->last_emitted_ts = last_ts;
 }
