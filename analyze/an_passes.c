@@ -179,7 +179,10 @@ int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
 	 * it unless its time is UINT64_MAX too: then the mark's own test). */
 	uint64_t next_mark = n ? steps[0].begin : UINT64_MAX;
 	const struct site_log_ent *log = (const struct site_log_ent *)st->site_log.data;
-	for (size_t i = 0; i < st->site_log.n; i++) {
+	/* (in locals: the notes' stores could change them, as the compiler sees it) */
+	size_t n_log = st->site_log.n, i = 0;
+	struct an_site_stat *sites = VEC_AT(&a->sites, struct an_site_stat, 0);
+	while (i < n_log) {
 		const struct site_log_ent *e = &log[i];
 		if (__builtin_expect(e->ts >= next_mark, 0)) {
 			while (mark < n_marks && (mark % 2 ? steps[mark / 2].end : steps[mark / 2].begin) <= e->ts) {
@@ -189,12 +192,19 @@ int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
 			}
 			next_mark = mark < n_marks ? (mark % 2 ? steps[mark / 2].end : steps[mark / 2].begin) : UINT64_MAX;
 		}
-		if (!in_iter)
+		/* This entry and the ones after it before the next mark: the
+		 * same iteration (or none). */
+		if (!in_iter) {
+			for (i++; i < n_log && log[i].ts < next_mark; i++)
+				;
 			continue;
-		if (e->site)
-			site_iter_note(VEC_AT(&a->sites, struct an_site_stat, e->site - 1), iter_no);
-		else
-			graph_iter_note(a, iter_no);
+		}
+		do {
+			if (log[i].site)
+				site_iter_note(&sites[log[i].site - 1], iter_no);
+			else
+				graph_iter_note(a, iter_no);
+		} while (++i < n_log && log[i].ts < next_mark);
 	}
 	return 0;
 }
