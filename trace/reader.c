@@ -1203,6 +1203,9 @@ static void fill_batch(struct kind_cursor *kc)
 	kc->err = ok < m ? err : NULL;
 }
 
+_Static_assert(offsetof(struct tbp_record, blob) > offsetof(struct tbp_record, u.v[TBP_MAX_FIELDS - 1]) &&
+		       offsetof(struct tbp_record, blob_len) > offsetof(struct tbp_record, blob),
+	       "a record's blob and its length come after its fields (zeroed with the fields past nfields)");
 _Static_assert(sizeof(struct rec_head) == 8 && offsetof(struct tbp_record, ts) == 8 &&
 		       offsetof(struct tbp_record, u) == 16 && sizeof(((struct tbp_record *)0)->u.v) == 8 * (ROW - 1),
 	       "a record's head, ts and fields are copied as laid out in a batch row");
@@ -1374,22 +1377,27 @@ counted:;
 		} else if (kc->nout <= 7) {
 			/* At most seven fields (a kernel under tbanalyze's
 			 * limit, a span): the row's first eight cells, zeros
-			 * stored after them rather than copied. */
+			 * stored after them rather than copied.  The head in
+			 * a local: the stores could change kc->head, as the
+			 * compiler sees it. */
+			uint64_t head;
+			memcpy(&head, &kc->head, 8);
 			for (unsigned t = 0; t < m; t++) {
-				memcpy(&out[t], &kc->head, 8);
+				memcpy(&out[t], &head, 8);
 				memcpy(&out[t].ts, row[t], 8 * 8);
 				memset(&out[t].u.v[7], 0, sizeof out[t].u.v - 7 * 8);
 				out[t].blob = NULL;
 				out[t].blob_len = 0;
 			}
 		} else if (kc->nout <= 11) {
-			/* A launch under tbanalyze's limit (eight). */
+			/* A launch under tbanalyze's limit (eight): the zeros
+			 * over the blob's pointer and length too, in one go. */
+			uint64_t head;
+			memcpy(&head, &kc->head, 8);
 			for (unsigned t = 0; t < m; t++) {
-				memcpy(&out[t], &kc->head, 8);
+				memcpy(&out[t], &head, 8);
 				memcpy(&out[t].ts, row[t], 12 * 8);
-				memset(&out[t].u.v[11], 0, sizeof out[t].u.v - 11 * 8);
-				out[t].blob = NULL;
-				out[t].blob_len = 0;
+				memset(&out[t].u.v[11], 0, sizeof out[t] - offsetof(struct tbp_record, u.v[11]));
 			}
 		} else {
 			/* No blob: its pointer and length are zero. */
