@@ -765,12 +765,15 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 				goto nomem;
 			if (q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1)) {
 				q->last_frame = m.frame;
-				while (i < n && kind_class[run[i].kind] == AN_KC_TIMED) {
-					run[i].blob = NULL; /* queued records outlive the frame */
-					run[i].blob_len = 0;
-					i++;
+				/* (a pointer, not an index: one register less to step) */
+				struct tbp_record *rp = run, *rend = run + n;
+				while (rp < rend && kind_class[rp->kind] == AN_KC_TIMED) {
+					rp->blob = NULL; /* queued records outlive the frame */
+					rp->blob_len = 0;
+					rp++;
 				}
-				slot = run + i;
+				i = (unsigned)(rp - run);
+				slot = rp;
 				timed = i;
 			} else {
 				q = NULL;
