@@ -1072,38 +1072,42 @@ static void fill_batch(struct kind_cursor *kc)
 					j += k;
 					continue;
 				}
-				if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
-					/* Four two-byte varints (timestamp and end
-					 * deltas of a few microseconds). */
-					uint64_t z4 = two_byte4(w);
-					changed |= z4;
-					size_t o = (size_t)j * ROW + c;
-					TBP_UNROLL
-					for (unsigned t = 0; t < 4; t++) {
-						acc += tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
-						cell_put(cells, o + t * ROW, acc);
-					}
-					p += 8;
-					j += 4;
-					continue;
-				}
-				if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
-					uint64_t z2 = three_byte2(w);
-					changed |= z2;
-					size_t o = (size_t)j * ROW + c;
-					acc += tbp_unzigzag(z2 & 0x1fffff);
-					cell_put(cells, o, acc);
-					acc += tbp_unzigzag(z2 >> 24);
-					cell_put(cells, o + ROW, acc);
-					p += 6;
-					j += 2;
-					continue;
-				}
+				/* The first varint's length picks the word's one
+				 * pattern to try (each implies it): four two-byte
+				 * varints, two three-byte ones; else that one alone
+				 * (most words here are neither pattern). */
 				uint64_t z;
 				if (!(cont & 0x8000)) {
+					if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
+						/* Four two-byte varints (timestamp and end
+						 * deltas of a few microseconds). */
+						uint64_t z4 = two_byte4(w);
+						changed |= z4;
+						size_t o = (size_t)j * ROW + c;
+						TBP_UNROLL
+						for (unsigned t = 0; t < 4; t++) {
+							acc += tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
+							cell_put(cells, o + t * ROW, acc);
+						}
+						p += 8;
+						j += 4;
+						continue;
+					}
 					z = (w & 0x7f) | ((w >> 1) & 0x3f80);
 					p += 2;
 				} else if (!(cont & 0x800000)) {
+					if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
+						uint64_t z2 = three_byte2(w);
+						changed |= z2;
+						size_t o = (size_t)j * ROW + c;
+						acc += tbp_unzigzag(z2 & 0x1fffff);
+						cell_put(cells, o, acc);
+						acc += tbp_unzigzag(z2 >> 24);
+						cell_put(cells, o + ROW, acc);
+						p += 6;
+						j += 2;
+						continue;
+					}
 					z = (w & 0x7f) | ((w >> 1) & 0x3f80) | ((w >> 2) & 0x1fc000);
 					p += 3;
 				} else if (get_varint_small(&p, e, &z)) {
