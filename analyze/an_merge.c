@@ -185,21 +185,67 @@ static int mq_push(struct mqueue *q, const struct tbp_record *r)
  * equal times); the first pick prefers the first queue. */
 static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a, struct merger *m, int cold);
 
-/* Takes one queue's head into *out and moves the head on, loading the new
- * head's time and stream kind; 0 when the queue ran empty.  Inlined with
- * its arguments' addresses folded: everything stays in registers. */
-static inline __attribute__((always_inline)) int take_head(const struct tbp_record *ring, size_t mask, size_t *head,
-							   size_t *n, uint64_t *ts, unsigned *kind, int cold,
-							   const struct tbp_record **out)
+/* One queue of merge_two or merge_three, in locals the compiler keeps in registers:
+ * its head and the end of the records queued after it without the ring's
+ * wrap (a take moves one pointer on and compares it with one end), the
+ * records queued past that end (from the ring's start), the head's time
+ * and stream kind, and its place in merge_small's ix (the tie after time
+ * and kind). */
+struct mq_reg {
+	const struct tbp_record *p, *seg_end, *ring;
+	size_t rest;
+	uint64_t ts;
+	unsigned kind, i;
+};
+
+/* Queue mq (not empty) as an mq_reg. */
+static inline struct mq_reg mq_reg_load(const struct mqueue *mq, unsigned i)
 {
-	*out = &ring[*head];
-	*head = (*head + 1) & mask;
-	if (!--*n)
-		return 0;
+	struct mq_reg x = {.p = mq->ring + mq->head, .ring = mq->ring, .i = i};
+	size_t to_end = mq->cap - mq->head;
+	if (mq->n <= to_end) {
+		x.seg_end = x.p + mq->n;
+		x.rest = 0;
+	} else {
+		x.seg_end = mq->ring + mq->cap;
+		x.rest = mq->n - to_end;
+	}
+	x.ts = x.p->ts;
+	x.kind = x.p->stream_kind;
+	return x;
+}
+
+/* The queue's head and count back from x. */
+static inline void mq_reg_store(const struct mq_reg *x, struct mqueue *mq)
+{
+	mq->head = (size_t)(x->p - x->ring) & (mq->cap - 1);
+	mq->n = (size_t)(x->seg_end - x->p) + x->rest;
+}
+
+/* x's head before y's: time, stream kind, then the place in ix. */
+static inline int mq_reg_before(const struct mq_reg *x, const struct mq_reg *y)
+{
+	return x->ts < y->ts || (x->ts == y->ts && (x->kind < y->kind || (x->kind == y->kind && x->i < y->i)));
+}
+
+/* Takes queue x's head into *out and moves the head on, loading the new
+ * head's time and kind; 0 when x ran empty. */
+static inline __attribute__((always_inline)) int mq_reg_take(struct mq_reg *x, int cold,
+							     const struct tbp_record **out)
+{
+	*out = x->p;
+	if (__builtin_expect(++x->p == x->seg_end, 0)) {
+		if (!x->rest)
+			return 0;
+		/* The ring's wrap: the rest lies from its start. */
+		x->p = x->ring;
+		x->seg_end = x->ring + x->rest;
+		x->rest = 0;
+	}
 	if (cold)
 		prefetch_ahead(*out);
-	*ts = ring[*head].ts;
-	*kind = ring[*head].stream_kind;
+	x->ts = x->p->ts;
+	x->kind = x->p->stream_kind;
 	return 1;
 }
 
@@ -221,34 +267,29 @@ static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a
 	struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
 	/* The order is worked out a block at a time with no call in the loop
 	 * (everything stays in registers), then the block goes to the passes:
-	 * host and GPU records alternate, so runs are a record or two long. */
-	const struct tbp_record *r0 = q0->ring, *r1 = q1->ring;
-	size_t m0 = q0->cap - 1, m1 = q1->cap - 1, h0 = q0->head, h1 = q1->head, n0 = q0->n, n1 = q1->n;
-	/* Each queue's head: its time and stream kind, loaded once. */
-	uint64_t t0 = r0[h0].ts, t1 = r1[h1].ts;
-	unsigned s0 = r0[h0].stream_kind, s1 = r1[h1].stream_kind;
-	int c = t1 < t0 || (t1 == t0 && s1 < s0);
+	 * host and GPU records alternate, so runs are a record or two long.
+	 * Each queue's head: its time and stream kind, loaded once. */
+	struct mq_reg x0 = mq_reg_load(q0, 0), x1 = mq_reg_load(q1, 1);
+	int c = x1.ts < x0.ts || (x1.ts == x0.ts && x1.kind < x0.kind);
 	uint64_t last_ts = m->last_emitted_ts;
 	const struct tbp_record *block[64];
 	int more = 1;
 	while (more) {
 		unsigned k = 0;
 		while (k < 64) {
-			more = c ? take_head(r1, m1, &h1, &n1, &t1, &s1, cold, &block[k])
-				 : take_head(r0, m0, &h0, &n0, &t0, &s0, cold, &block[k]);
+			more = c ? mq_reg_take(&x1, cold, &block[k]) : mq_reg_take(&x0, cold, &block[k]);
 			k++;
 			if (!more)
 				break;
 			/* Switch queues only on a head strictly before the current one. */
-			c = c ? !(t0 < t1 || (t0 == t1 && s0 < s1)) : (t1 < t0 || (t1 == t0 && s1 < s0));
+			c = c ? !(x0.ts < x1.ts || (x0.ts == x1.ts && x0.kind < x1.kind))
+			      : (x1.ts < x0.ts || (x1.ts == x0.ts && x1.kind < x0.kind));
 		}
 		merge_emit(a, m, block, k, &last_ts);
 		m->buffered -= k;
 	}
-	q0->head = h0;
-	q0->n = n0;
-	q1->head = h1;
-	q1->n = n1;
+	mq_reg_store(&x0, q0);
+	mq_reg_store(&x1, q1);
 	m->last_emitted_ts = last_ts;
 }
 
@@ -346,38 +387,6 @@ static inline int mq_blocks(const struct merger *m, const struct mqueue *q)
  * others, only when the run switches queue (runs are a record or two when
  * threads and devices alternate).  Returns when a queue runs empty; the
  * heap loop goes on from there. */
-/* One queue of merge_three, in locals the compiler keeps in registers:
- * its ring, the head's slot, records left, the head's time and stream
- * kind, and its place in merge_small's ix (the tie after time and kind). */
-struct mq_reg {
-	const struct tbp_record *ring;
-	size_t mask, head, left;
-	uint64_t ts;
-	unsigned kind, i;
-};
-
-/* x's head before y's: time, stream kind, then the place in ix. */
-static inline int mq_reg_before(const struct mq_reg *x, const struct mq_reg *y)
-{
-	return x->ts < y->ts || (x->ts == y->ts && (x->kind < y->kind || (x->kind == y->kind && x->i < y->i)));
-}
-
-/* Takes queue x's head into *out and moves the head on, loading the new
- * head's time and kind; 0 when x ran empty. */
-static inline __attribute__((always_inline)) int mq_reg_take(struct mq_reg *x, int cold,
-							     const struct tbp_record **out)
-{
-	*out = &x->ring[x->head];
-	x->head = (x->head + 1) & x->mask;
-	if (!--x->left)
-		return 0;
-	if (cold)
-		prefetch_ahead(*out);
-	x->ts = x->ring[x->head].ts;
-	x->kind = x->ring[x->head].stream_kind;
-	return 1;
-}
-
 /* merge_small's loop for three queues (a host thread, autograd's thread, a
  * device: a training step's usual streams), the same records in the same
  * order.  Two of them alternate for long stretches (the forward's thread
@@ -390,11 +399,8 @@ static inline __attribute__((always_inline)) void merge_three_k(struct analysis 
 								const uint32_t *ix, int cold)
 {
 	struct mq_reg q[3];
-	for (unsigned i = 0; i < 3; i++) {
-		const struct mqueue *mq = VEC_AT(&m->qs, struct mqueue, ix[i]);
-		q[i] = (struct mq_reg){.ring = mq->ring, .mask = mq->cap - 1, .head = mq->head, .left = mq->n,
-				       .ts = mq->ring[mq->head].ts, .kind = mq->ring[mq->head].stream_kind, .i = i};
-	}
+	for (unsigned i = 0; i < 3; i++)
+		q[i] = mq_reg_load(VEC_AT(&m->qs, struct mqueue, ix[i]), i);
 	/* The current queue: the earliest; its limit: the earlier of the others. */
 	unsigned cu = mq_reg_before(&q[1], &q[0]) ? 1 : 0;
 	cu = mq_reg_before(&q[2], &q[cu]) ? 2 : cu;
@@ -444,11 +450,8 @@ static inline __attribute__((always_inline)) void merge_three_k(struct analysis 
 		emitted += nb;
 	}
 	const struct mq_reg *all[3] = {&P, &Q, &R};
-	for (unsigned i = 0; i < 3; i++) {
-		struct mqueue *mq = VEC_AT(&m->qs, struct mqueue, ix[all[i]->i]);
-		mq->head = all[i]->head;
-		mq->n = all[i]->left;
-	}
+	for (unsigned i = 0; i < 3; i++)
+		mq_reg_store(all[i], VEC_AT(&m->qs, struct mqueue, ix[all[i]->i]));
 	m->buffered -= emitted;
 	m->last_emitted_ts = last_ts;
 }
@@ -726,6 +729,14 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 					/* A backlog larger than the cache: the tail is
 					 * cold, ask for its lines before decoding into them. */
 					const char *p = (const char *)run, *pe = (const char *)(run + max);
+					/* Four lines a step: the loop's own count and
+					 * test were two of every three instructions. */
+					for (; p + 4 * 64 <= pe; p += 4 * 64) {
+						__builtin_prefetch(p, 1);
+						__builtin_prefetch(p + 64, 1);
+						__builtin_prefetch(p + 2 * 64, 1);
+						__builtin_prefetch(p + 3 * 64, 1);
+					}
 					for (; p < pe; p += 64)
 						__builtin_prefetch(p, 1);
 				}
@@ -766,12 +777,15 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 				goto nomem;
 			if (q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1)) {
 				q->last_frame = m.frame;
-				while (i < n && kind_class[run[i].kind] == AN_KC_TIMED) {
-					run[i].blob = NULL; /* queued records outlive the frame */
-					run[i].blob_len = 0;
-					i++;
+				/* (a pointer, not an index: one register less to step) */
+				struct tbp_record *rp = run, *rend = run + n;
+				while (rp < rend && kind_class[rp->kind] == AN_KC_TIMED) {
+					rp->blob = NULL; /* queued records outlive the frame */
+					rp->blob_len = 0;
+					rp++;
 				}
-				slot = run + i;
+				i = (unsigned)(rp - run);
+				slot = rp;
 				timed = i;
 			} else {
 				q = NULL;

@@ -32,6 +32,7 @@ static const struct an_pass_ops *const passes[] = {
 _Static_assert(N_PASSES == AN_N_PASSES, "one ops per pass");
 
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat);
+COLD_FN struct an_site_stat *site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1);
 /* In front of site_stat_slow: a direct-mapped table by (cp, nat) itself, no
  * hash to compute; it keeps what the slow path answered for that pair. */
 HOT_FN struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t nat)
@@ -51,17 +52,24 @@ HOT_FN struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t 
 
 /* site_stat, with the site's index + 1 in a->sites (0: none, or past
  * 32 bits) at *site1: the direct table holds it, no pointer difference to
- * divide by the entry's size. */
+ * divide by the entry's size.  Its entries past 32 bits are not taken here
+ * (site_stat's own path says 0 for them), so a hit's is the answer. */
 HOT_FN struct an_site_stat *site_stat_ix(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1)
 {
 	struct an_state *st = a->st;
 	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
-	if (__builtin_expect(e->ix1 && e->cp == cp && e->nat == nat, 1)) {
-		*site1 = a->sites.n < UINT32_MAX ? (uint32_t)e->ix1 : 0;
+	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1)) {
+		*site1 = (uint32_t)e->ix1;
 		return VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
 	}
+	return site_stat_ix_slow(a, cp, nat, site1);
+}
+
+COLD_FN struct an_site_stat *site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1)
+{
 	struct an_site_stat *s = site_stat(a, cp, nat);
-	*site1 = s && a->sites.n < UINT32_MAX ? (uint32_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1 : 0;
+	size_t ix1 = s ? (size_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1 : 0;
+	*site1 = ix1 <= UINT32_MAX ? (uint32_t)ix1 : 0;
 	return s;
 }
 
@@ -171,7 +179,10 @@ int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
 	 * it unless its time is UINT64_MAX too: then the mark's own test). */
 	uint64_t next_mark = n ? steps[0].begin : UINT64_MAX;
 	const struct site_log_ent *log = (const struct site_log_ent *)st->site_log.data;
-	for (size_t i = 0; i < st->site_log.n; i++) {
+	/* (in locals: the notes' stores could change them, as the compiler sees it) */
+	size_t n_log = st->site_log.n, i = 0;
+	struct an_site_stat *sites = VEC_AT(&a->sites, struct an_site_stat, 0);
+	while (i < n_log) {
 		const struct site_log_ent *e = &log[i];
 		if (__builtin_expect(e->ts >= next_mark, 0)) {
 			while (mark < n_marks && (mark % 2 ? steps[mark / 2].end : steps[mark / 2].begin) <= e->ts) {
@@ -181,12 +192,19 @@ int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
 			}
 			next_mark = mark < n_marks ? (mark % 2 ? steps[mark / 2].end : steps[mark / 2].begin) : UINT64_MAX;
 		}
-		if (!in_iter)
+		/* This entry and the ones after it before the next mark: the
+		 * same iteration (or none). */
+		if (!in_iter) {
+			for (i++; i < n_log && log[i].ts < next_mark; i++)
+				;
 			continue;
-		if (e->site)
-			site_iter_note(VEC_AT(&a->sites, struct an_site_stat, e->site - 1), iter_no);
-		else
-			graph_iter_note(a, iter_no);
+		}
+		do {
+			if (log[i].site)
+				site_iter_note(&sites[log[i].site - 1], iter_no);
+			else
+				graph_iter_note(a, iter_no);
+		} while (++i < n_log && log[i].ts < next_mark);
 	}
 	return 0;
 }
@@ -198,6 +216,21 @@ HOT_FN void note_time(struct analysis *a, uint64_t ts, uint64_t end)
 		a->first_ts = ts;
 	if (end < ts)
 		end = ts;
+	if (end > a->last_ts)
+		a->last_ts = end;
+}
+
+/* note_time for a launch or kernel of a block (in_block): its end already
+ * at or after its time, and its time no earlier than a->first_ts unless it
+ * came late or first in its block, which pass_block_k checks (every record
+ * of a block notes its time: the block's earlier ones are at or before it). */
+static inline __attribute__((always_inline)) void note_time_k(struct analysis *a, uint64_t ts, uint64_t end,
+							      int in_block)
+{
+	if (!in_block) {
+		note_time(a, ts, end);
+		return;
+	}
 	if (end > a->last_ts)
 		a->last_ts = end;
 }
@@ -353,12 +386,12 @@ AN_EVENTS(AN_EVENT_DEFINE)
 /* GPU records, to the passes that read them; kind is a constant where the
  * hot kind takes its own copy (an_pass_record). */
 static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, const struct tbp_record *r,
-							   unsigned kind, int detect)
+							   unsigned kind, int detect, int in_block)
 {
 	struct an_state *st = a->st;
 	const struct tbp_gpu_kernel *g = &r->u.gpu_kernel; /* common prefix */
 	uint64_t s = r->ts, e = g->end < r->ts ? r->ts : g->end;
-	note_time(a, s, e);
+	note_time_k(a, s, e, in_block);
 	if (kind == TBP_K_GPU_SYNC) {
 		a->n_gpu_sync++;
 		return;
@@ -432,12 +465,12 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 
 /* Host API calls, to the passes that read them; kind as in on_gpu_k. */
 static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, const struct tbp_record *r,
-							   unsigned kind, int detect)
+							   unsigned kind, int detect, int in_block)
 {
 	struct an_state *st = a->st;
 	const struct tbp_call *c = &r->u.call;
 	uint64_t ts = r->ts, end = c->end < ts ? ts : c->end;
-	note_time(a, ts, end);
+	note_time_k(a, ts, end, in_block);
 	a->n_api++;
 	struct an_call_ev ev = {.r = r, .kind = kind, .ts = ts, .end = end, .dur = end - ts};
 	ev.th = detect ? NULL : get_thread(st, r->tid);
@@ -514,7 +547,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 
 static __attribute__((noinline)) void on_gpu(struct analysis *a, const struct tbp_record *r)
 {
-	on_gpu_k(a, r, r->kind, a->st->detect_only);
+	on_gpu_k(a, r, r->kind, a->st->detect_only, 0);
 }
 
 /* A graph launch (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch: recorded as an API call) is a
@@ -542,15 +575,15 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 				site_log_add(a, r->ts, 0);
 		}
 		if (st->detect_only)
-			on_api_k(a, r, TBP_K_LAUNCH, 1);
+			on_api_k(a, r, TBP_K_LAUNCH, 1, 0);
 		else
-			on_api_k(a, r, TBP_K_LAUNCH, 0);
+			on_api_k(a, r, TBP_K_LAUNCH, 0, 0);
 		return;
 	}
 	if (a->st->detect_only)
-		on_api_k(a, r, r->kind, 1);
+		on_api_k(a, r, r->kind, 1, 0);
 	else
-		on_api_k(a, r, r->kind, 0);
+		on_api_k(a, r, r->kind, 0, 0);
 }
 
 /* Launches and kernels are most records: each takes a copy of on_api_k or
@@ -569,11 +602,11 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 #define KIND_COPY(name, body, kind)                                                                                    \
 	COLD_FN void name(struct analysis *a, const struct tbp_record *r)                                              \
 	{                                                                                                              \
-		body(a, r, kind, 0);                                                                                   \
+		body(a, r, kind, 0, 0);                                                                                 \
 	}                                                                                                              \
 	COLD_FN void name##_d(struct analysis *a, const struct tbp_record *r)                                          \
 	{                                                                                                              \
-		body(a, r, kind, 1);                                                                                   \
+		body(a, r, kind, 1, 0);                                                                                 \
 	}
 SPECIALISED_KINDS(KIND_COPY)
 #undef KIND_COPY
@@ -630,19 +663,26 @@ static inline __attribute__((always_inline)) void pass_block_k(struct analysis *
 							       unsigned n, uint64_t *last_ts, int detect)
 {
 	uint64_t last = *last_ts;
+	/* Each record's time into a->first_ts, as note_time would: only the
+	 * first and the late ones can be earlier than every record before
+	 * them (the others are at or after `last`, the latest in time order). */
+	if (n && recs[0]->ts < a->first_ts)
+		a->first_ts = recs[0]->ts;
 	for (unsigned i = 0; i < n; i++) {
 		const struct tbp_record *r = recs[i];
 		if (r->ts < last) {
 			a->late_records++;
 			if (r->stream_kind == TBP_STREAM_GPU)
 				a->late_gpu_records++;
+			if (r->ts < a->first_ts)
+				a->first_ts = r->ts;
 		} else {
 			last = r->ts;
 		}
 		if (r->kind == TBP_K_LAUNCH)
-			on_api_k(a, r, TBP_K_LAUNCH, detect);
+			on_api_k(a, r, TBP_K_LAUNCH, detect, 1);
 		else if (r->kind == TBP_K_GPU_KERNEL)
-			on_gpu_k(a, r, TBP_K_GPU_KERNEL, detect);
+			on_gpu_k(a, r, TBP_K_GPU_KERNEL, detect, 1);
 		else
 			pass_record_other(a, r);
 	}

@@ -4,10 +4,10 @@
  * kind has in this trace (nfields: the reader leaves the others zero), in
  * 32 bits each when they fit (nearly every call and GPU record; one of 8
  * fields or fewer, every launch and kernel under the report's field
- * limits, in 48 bytes: TAPE_NARROW8), and a string's bytes after it, in
+ * limits, in 48 bytes: narrow8), and a string's bytes after it, in
  * chunks of a few MiB
  * (no allocation per record).  A block the merge handed over is one entry ahead of its
- * records, with the last_ts it was handed.
+ * records, with the last_ts it was handed and which of its records are narrow8.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -242,32 +242,35 @@ static inline __attribute__((always_inline)) void unpack_narrow(const uint8_t *i
 	r->u.v[0] += r->ts;
 }
 
-/* The stored head's nfields with this bit: a record of 8 fields or fewer
- * (a launch, a kernel on most traces) whose first 8 fields are kept in 32
- * bits each, all 8 of them whatever its nfields (32 bytes), the first as
- * its distance from ts: fields 8 to 15 must be zero, and the ones between
- * nfields and 8 come back as they were, so no count of the fields past
- * nfields, neither when packing nor when unpacking. */
-#define TAPE_NARROW8 0x4000u
+/* A block's record of 8 fields or fewer (a launch, a kernel on most
+ * traces) whose first 8 fields are kept in 32 bits each, all 8 of them
+ * whatever its nfields (32 bytes), the first as its distance from ts,
+ * after its head as it is: fields 8 to 15 must be zero, and the ones
+ * between nfields and 8 come back as they were, so no count of the fields
+ * past nfields, neither when packing nor when unpacking.  Which of a
+ * block's records are so is a bit each in the block's entry (narrow8), so
+ * the head needs no mark to set and clear, and a block of them alone is
+ * unpacked without a test a record. */
 #define TAPE_NARROW8_SIZE (16u + 32u)
+/* A block's entry: TAPE_OP_BLOCK | n << 32, last_ts, narrow8 (bit i: record i). */
+#define TAPE_BLOCK_HEAD 24u
 
 #ifdef __SSE2__
-/* A record of nfields <= 8 as a TAPE_NARROW8 entry at out (room for
- * TAPE_REC_MAX checked); 0 when its fields 8 to 15 are not all zero or one of
- * the first 8 does not fit in 32 bits (nothing to use at out then). */
+/* A record of nfields <= 8 as a narrow8 entry at out (room for
+ * TAPE_REC_MAX checked); 0 when one of its first 8 fields does not fit in
+ * 32 bits (nothing to use at out then).  Its fields 8 to 15 are past its
+ * nfields: zero, as the reader hands every record (struct tbp_record),
+ * and zero again when replayed, not checked here (7 instructions a
+ * record, a launch or kernel). */
 static inline __attribute__((always_inline)) int put_rec8(const struct tbp_record *r, uint8_t *out)
 {
 	const __m128i *v = (const __m128i *)(const void *)r->u.v;
 	__m128i f0 = _mm_set_epi64x((long long)r->u.v[1], (long long)(r->u.v[0] - r->ts));
 	__m128i f1 = _mm_loadu_si128(v + 1), f2 = _mm_loadu_si128(v + 2), f3 = _mm_loadu_si128(v + 3);
-	__m128i rest = _mm_or_si128(_mm_or_si128(_mm_loadu_si128(v + 4), _mm_loadu_si128(v + 5)),
-				    _mm_or_si128(_mm_loadu_si128(v + 6), _mm_loadu_si128(v + 7)));
 	__m128i hi = _mm_srli_epi64(_mm_or_si128(_mm_or_si128(f0, f1), _mm_or_si128(f2, f3)), 32);
-	if (_mm_movemask_epi8(_mm_cmpeq_epi32(_mm_or_si128(hi, rest), _mm_setzero_si128())) != 0xffff)
+	if (_mm_movemask_epi8(_mm_cmpeq_epi32(hi, _mm_setzero_si128())) != 0xffff)
 		return 0;
-	uint16_t nfields = (uint16_t)(r->nfields | TAPE_NARROW8);
 	memcpy(out, r, 16);
-	memcpy(out + 2, &nfields, 2);
 	_mm_storeu_si128((__m128i *)(void *)(out + 16), _mm_castps_si128(_mm_shuffle_ps(
 		_mm_castsi128_ps(f0), _mm_castsi128_ps(f1), _MM_SHUFFLE(2, 0, 2, 0))));
 	_mm_storeu_si128((__m128i *)(void *)(out + 32), _mm_castps_si128(_mm_shuffle_ps(
@@ -323,26 +326,35 @@ void an_tape_block(struct an_tape *t, const struct tbp_record *const *recs, unsi
 		tape_stop(t);
 		return;
 	}
-	if (tape_room(t, 16 + (size_t)n * TAPE_REC_MAX))
+	if (tape_room(t, TAPE_BLOCK_HEAD + (size_t)n * TAPE_REC_MAX))
 		return;
 	uint8_t *at = t->w;
-	uint64_t op[2] = {TAPE_OP_BLOCK | (uint64_t)n << 32, last_ts};
+	uint64_t op[2] = {TAPE_OP_BLOCK | (uint64_t)n << 32, last_ts}, narrow8 = 0;
 	memcpy(t->w, op, 16);
-	t->w += 16;
+	t->w += TAPE_BLOCK_HEAD;
 	int all_exact = 1;
-	for (unsigned i = 0; i < n; i++) {
+	/* The write position in a register (the stores through it could
+	 * change t->w, as the compiler sees it), and record i's bit. */
+	uint8_t *w = t->w;
+	uint64_t bit = 1;
+	for (unsigned i = 0; i < n; i++, bit <<= 1) {
 		const struct tbp_record *r = recs[i];
 #ifdef __SSE2__
-		if (r->nfields <= 8 && put_rec8(r, t->w)) {
-			t->w += TAPE_NARROW8_SIZE;
+		if (r->nfields <= 8 && put_rec8(r, w)) {
+			narrow8 |= bit;
+			w += TAPE_NARROW8_SIZE;
 			continue;
 		}
 #endif
 		int exact;
 		unsigned nf = rec_fields(r, &exact);
 		all_exact &= exact;
+		t->w = w;
 		put_rec(t, r, nf);
+		w = t->w;
 	}
+	t->w = w;
+	memcpy(at + 16, &narrow8, 8);
 	/* (queued records carry no blob: the merge cleared it) */
 	if (!all_exact) {
 		t->w = at; /* not this block */
@@ -375,30 +387,6 @@ static inline __attribute__((always_inline)) const uint8_t *get_rec_b(const uint
 	unsigned nf;
 	uint16_t nfields;
 	memcpy(&nfields, p + 2, 2);
-#ifdef __SSE2__
-	if (nfields & TAPE_NARROW8) {
-		/* Every field stored or zeroed, no count of them. */
-		memcpy(r, p, 16);
-		r->nfields = nfields & ~TAPE_NARROW8;
-		__m128i *v = (__m128i *)(void *)r->u.v, zero = _mm_setzero_si128();
-		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
-		__m128i y = _mm_loadu_si128((const __m128i *)(const void *)(p + 32));
-		_mm_storeu_si128(v, _mm_unpacklo_epi32(x, zero));
-		_mm_storeu_si128(v + 1, _mm_unpackhi_epi32(x, zero));
-		_mm_storeu_si128(v + 2, _mm_unpacklo_epi32(y, zero));
-		_mm_storeu_si128(v + 3, _mm_unpackhi_epi32(y, zero));
-		_mm_storeu_si128(v + 4, zero);
-		_mm_storeu_si128(v + 5, zero);
-		_mm_storeu_si128(v + 6, zero);
-		_mm_storeu_si128(v + 7, zero);
-		r->u.v[0] += r->ts;
-		if (set_blob) {
-			r->blob = NULL;
-			r->blob_len = 0;
-		}
-		return p + TAPE_NARROW8_SIZE;
-	}
-#endif
 	if (nfields & TAPE_NARROW) {
 		memcpy(r, p, 16);
 		r->nfields = nfields & ~TAPE_NARROW;
@@ -434,6 +422,32 @@ static inline __attribute__((always_inline)) const uint8_t *get_rec_b(const uint
 	return p + size;
 }
 
+/* A block's narrow8 record at p back into its slot r (blob left as it
+ * is); zero_high: the slot's fields 8 to 15 may not be zero (the record
+ * it held last had more than 8 fields). */
+static inline __attribute__((always_inline)) void get_rec8(const uint8_t *p, struct tbp_record *r, int zero_high)
+{
+#ifdef __SSE2__
+	memcpy(r, p, 16);
+	__m128i *v = (__m128i *)(void *)r->u.v, zero = _mm_setzero_si128();
+	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
+	__m128i y = _mm_loadu_si128((const __m128i *)(const void *)(p + 32));
+	_mm_storeu_si128(v, _mm_unpacklo_epi32(x, zero));
+	_mm_storeu_si128(v + 1, _mm_unpackhi_epi32(x, zero));
+	_mm_storeu_si128(v + 2, _mm_unpacklo_epi32(y, zero));
+	_mm_storeu_si128(v + 3, _mm_unpackhi_epi32(y, zero));
+	if (zero_high) {
+		_mm_storeu_si128(v + 4, zero);
+		_mm_storeu_si128(v + 5, zero);
+		_mm_storeu_si128(v + 6, zero);
+		_mm_storeu_si128(v + 7, zero);
+	}
+	r->u.v[0] += r->ts;
+#else
+	(void)p, (void)r, (void)zero_high; /* (put_rec8 makes none) */
+#endif
+}
+
 static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
 {
 	return get_rec_b(p, r, 1);
@@ -447,22 +461,39 @@ int an_tape_replay(struct an_tape *t, struct analysis *a)
 		a->header = t->header;
 	struct tbp_record block[TAPE_BLOCK_MAX];
 	const struct tbp_record *ptrs[TAPE_BLOCK_MAX];
-	for (unsigned i = 0; i < TAPE_BLOCK_MAX; i++) {
+	/* Every slot zero to begin with: blob and fields 8 to 15 too. */
+	memset(block, 0, sizeof block);
+	for (unsigned i = 0; i < TAPE_BLOCK_MAX; i++)
 		ptrs[i] = &block[i];
-		block[i].blob = NULL;
-		block[i].blob_len = 0;
-	}
+	/* Bit i: slot i's fields 8 to 15 may not be zero. */
+	uint64_t high = 0;
 	for (const struct tape_chunk *c = t->first; c; c = c->next) {
 		const uint8_t *p = (const uint8_t *)c->data, *end = p + c->used;
 		while (p < end) {
 			if (*p == TAPE_OP_BLOCK) {
-				uint64_t op[2];
-				memcpy(op, p, 16);
-				p += 16;
+				uint64_t op[3];
+				memcpy(op, p, TAPE_BLOCK_HEAD);
+				p += TAPE_BLOCK_HEAD;
 				unsigned n = (unsigned)(op[0] >> 32);
-				uint64_t last_ts = op[1];
-				for (unsigned i = 0; i < n; i++)
-					p = get_rec_b(p, &block[i], 0);
+				uint64_t last_ts = op[1], narrow8 = op[2];
+				uint64_t all = n < 64 ? (1ull << n) - 1 : ~0ull;
+				if (narrow8 == all && !high) {
+					/* The usual block: launches and kernels alone. */
+					for (unsigned i = 0; i < n; i++, p += TAPE_NARROW8_SIZE)
+						get_rec8(p, &block[i], 0);
+				} else {
+					for (unsigned i = 0; i < n; i++) {
+						if (narrow8 >> i & 1) {
+							get_rec8(p, &block[i], high >> i & 1);
+							high &= ~(1ull << i);
+							p += TAPE_NARROW8_SIZE;
+						} else {
+							p = get_rec_b(p, &block[i], 0);
+							if (block[i].nfields > 8)
+								high |= 1ull << i;
+						}
+					}
+				}
 				an_pass_block(a, ptrs, n, &last_ts);
 				continue;
 			}

@@ -1072,38 +1072,42 @@ static void fill_batch(struct kind_cursor *kc)
 					j += k;
 					continue;
 				}
-				if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
-					/* Four two-byte varints (timestamp and end
-					 * deltas of a few microseconds). */
-					uint64_t z4 = two_byte4(w);
-					changed |= z4;
-					size_t o = (size_t)j * ROW + c;
-					TBP_UNROLL
-					for (unsigned t = 0; t < 4; t++) {
-						acc += tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
-						cell_put(cells, o + t * ROW, acc);
-					}
-					p += 8;
-					j += 4;
-					continue;
-				}
-				if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
-					uint64_t z2 = three_byte2(w);
-					changed |= z2;
-					size_t o = (size_t)j * ROW + c;
-					acc += tbp_unzigzag(z2 & 0x1fffff);
-					cell_put(cells, o, acc);
-					acc += tbp_unzigzag(z2 >> 24);
-					cell_put(cells, o + ROW, acc);
-					p += 6;
-					j += 2;
-					continue;
-				}
+				/* The first varint's length picks the word's one
+				 * pattern to try (each implies it): four two-byte
+				 * varints, two three-byte ones; else that one alone
+				 * (most words here are neither pattern). */
 				uint64_t z;
 				if (!(cont & 0x8000)) {
+					if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
+						/* Four two-byte varints (timestamp and end
+						 * deltas of a few microseconds). */
+						uint64_t z4 = two_byte4(w);
+						changed |= z4;
+						size_t o = (size_t)j * ROW + c;
+						TBP_UNROLL
+						for (unsigned t = 0; t < 4; t++) {
+							acc += tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
+							cell_put(cells, o + t * ROW, acc);
+						}
+						p += 8;
+						j += 4;
+						continue;
+					}
 					z = (w & 0x7f) | ((w >> 1) & 0x3f80);
 					p += 2;
 				} else if (!(cont & 0x800000)) {
+					if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
+						uint64_t z2 = three_byte2(w);
+						changed |= z2;
+						size_t o = (size_t)j * ROW + c;
+						acc += tbp_unzigzag(z2 & 0x1fffff);
+						cell_put(cells, o, acc);
+						acc += tbp_unzigzag(z2 >> 24);
+						cell_put(cells, o + ROW, acc);
+						p += 6;
+						j += 2;
+						continue;
+					}
 					z = (w & 0x7f) | ((w >> 1) & 0x3f80) | ((w >> 2) & 0x1fc000);
 					p += 3;
 				} else if (get_varint_small(&p, e, &z)) {
@@ -1203,6 +1207,9 @@ static void fill_batch(struct kind_cursor *kc)
 	kc->err = ok < m ? err : NULL;
 }
 
+_Static_assert(offsetof(struct tbp_record, blob) > offsetof(struct tbp_record, u.v[TBP_MAX_FIELDS - 1]) &&
+		       offsetof(struct tbp_record, blob_len) > offsetof(struct tbp_record, blob),
+	       "a record's blob and its length come after its fields (zeroed with the fields past nfields)");
 _Static_assert(sizeof(struct rec_head) == 8 && offsetof(struct tbp_record, ts) == 8 &&
 		       offsetof(struct tbp_record, u) == 16 && sizeof(((struct tbp_record *)0)->u.v) == 8 * (ROW - 1),
 	       "a record's head, ts and fields are copied as laid out in a batch row");
@@ -1374,22 +1381,27 @@ counted:;
 		} else if (kc->nout <= 7) {
 			/* At most seven fields (a kernel under tbanalyze's
 			 * limit, a span): the row's first eight cells, zeros
-			 * stored after them rather than copied. */
+			 * stored after them rather than copied.  The head in
+			 * a local: the stores could change kc->head, as the
+			 * compiler sees it. */
+			uint64_t head;
+			memcpy(&head, &kc->head, 8);
 			for (unsigned t = 0; t < m; t++) {
-				memcpy(&out[t], &kc->head, 8);
+				memcpy(&out[t], &head, 8);
 				memcpy(&out[t].ts, row[t], 8 * 8);
 				memset(&out[t].u.v[7], 0, sizeof out[t].u.v - 7 * 8);
 				out[t].blob = NULL;
 				out[t].blob_len = 0;
 			}
 		} else if (kc->nout <= 11) {
-			/* A launch under tbanalyze's limit (eight). */
+			/* A launch under tbanalyze's limit (eight): the zeros
+			 * over the blob's pointer and length too, in one go. */
+			uint64_t head;
+			memcpy(&head, &kc->head, 8);
 			for (unsigned t = 0; t < m; t++) {
-				memcpy(&out[t], &kc->head, 8);
+				memcpy(&out[t], &head, 8);
 				memcpy(&out[t].ts, row[t], 12 * 8);
-				memset(&out[t].u.v[11], 0, sizeof out[t].u.v - 11 * 8);
-				out[t].blob = NULL;
-				out[t].blob_len = 0;
+				memset(&out[t].u.v[11], 0, sizeof out[t] - offsetof(struct tbp_record, u.v[11]));
 			}
 		} else {
 			/* No blob: its pointer and length are zero. */

@@ -255,7 +255,8 @@ struct tbp_py_lib { uint64_t role, path; };
 struct tbp_record {
 	uint8_t kind;       /* enum tbp_kind */
 	uint8_t stream_kind;/* enum tbp_stream_kind of the chunk it came from */
-	uint16_t nfields;   /* fields present (reader fills; writer uses schema) */
+	uint16_t nfields;   /* fields present (reader fills; writer uses schema); the reader's
+			       fields past nfields are zero */
 	uint32_t tid;       /* thread (host records) or device (GPU records) */
 	uint64_t ts;        /* start/begin timestamp, ns */
 	union {
