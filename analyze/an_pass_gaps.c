@@ -788,6 +788,24 @@ static inline __attribute__((always_inline)) struct pgap *gap_slot(struct analys
 	return g;
 }
 
+/* Span sp (of a piece with a thread: has_tid) is one of piece g's thread's
+ * callers of everything: running since
+ * before the whole gap and still when the next work was issued, which
+ * gap_consider_span passes over (it returns at that test).  Its start and
+ * end then narrow *ts_max and *end_min, the bounds the pieces after g are
+ * held to for the same to be true of it (gap_place's inert spans). */
+static inline __attribute__((always_inline)) int span_inert(const struct pgap *g, const struct span_ent *sp,
+							     uint64_t *ts_max, uint64_t *end_min)
+{
+	if (sp->tid != g->tid || sp->ts > g->gap_start || sp->end < g->resume)
+		return 0;
+	if (sp->ts > *ts_max)
+		*ts_max = sp->ts;
+	if (sp->end < *end_min)
+		*end_min = sp->end;
+	return 1;
+}
+
 /* Piece g, in its queue slot, is [start, end) of its gap, filed under
  * phase: with the spans that may explain it. */
 static inline __attribute__((always_inline)) void gap_place(struct analysis *a, struct pgap *g, uint64_t start,
@@ -831,15 +849,8 @@ static inline __attribute__((always_inline)) void gap_place(struct analysis *a, 
 		for (size_t k = 0; k < gs->nact; k++) {
 			unsigned slot = gs->act[k];
 			const struct span_ent *sp = &gs->span[slot];
-			if (sp->end <= start)
+			if (sp->end <= start || span_inert(g, sp, &ts_max, &end_min))
 				continue;
-			if (sp->tid == g->tid && sp->ts <= g->gap_start && sp->end >= g->resume) {
-				if (sp->ts > ts_max)
-					ts_max = sp->ts;
-				if (sp->end < end_min)
-					end_min = sp->end;
-				continue;
-			}
 			gs->act[kept++] = (uint16_t)slot;
 			gap_consider_span(g, sp);
 		}
@@ -861,15 +872,8 @@ static inline __attribute__((always_inline)) void gap_place(struct analysis *a, 
 		if (sp->end <= start)
 			continue;
 		w->slots[kept++] = (uint16_t)slot;
-		if (g->has_tid && sp->tid == g->tid && sp->ts <= g->gap_start && sp->end >= g->resume) {
-			/* (gap_consider_span returns at its test of a caller of
-			 * everything) */
-			if (sp->ts > ts_max)
-				ts_max = sp->ts;
-			if (sp->end < end_min)
-				end_min = sp->end;
+		if (g->has_tid && span_inert(g, sp, &ts_max, &end_min))
 			continue;
-		}
 		gs->act[nact++] = (uint16_t)slot;
 		gap_consider_span(g, sp);
 	}
