@@ -52,28 +52,28 @@ struct gap_span {
 /* One piece of an idle gap (a gap crossing an iteration boundary is cut
  * there), waiting for the spans that explain it: spans reach the file as
  * they end, after the GPU records of the gap.  The arrays last: a piece is
- * copied with the calls it has (pgap_copy). */
+ * copied with the calls it has (pgap_copy).  The fields up to ctx_tid are
+ * what a launch-bound loop's piece made the short way (gap_short_host,
+ * launch_only 3) has: all that filing it as such, a span's test of it and a
+ * phase's move read; the others it gets when a span joins it (pgap_expand). */
 struct pgap {
 	uint64_t device, start, end;
 	uint64_t gap_start; /* the whole gap's start (its pieces share it) */
 	uint64_t max_end;   /* the latest end of this and every piece queued before it */
-	uint8_t phase, edge;
-	uint8_t q;       /* its queue: gaps_state.gap_head[q] */
-	int queued;      /* the next work was launched before the GPU ran dry */
-	int has_launch;
-	uint64_t launch_cp, launch_nat, launch_ts;
-	uint64_t resume; /* when the host issued the next work (launch, else gap end) */
-	uint32_t tid;    /* the host thread held responsible */
-	int has_tid;
-	uint8_t syncs, allocs; /* how many of its calls are syncs, allocator calls */
+	uint64_t resume;    /* when the host issued the next work (launch, else gap end) */
+	uint64_t iter_key;  /* the iteration it lies in (iter_no), or ~iter_no between iterations */
+	uint64_t launch_cp, launch_nat;
+	uint32_t tid;       /* the host thread held responsible */
+	uint32_t site;      /* its launch's site (corr_ent.site), 0: none */
+	uint8_t phase;
 	/* Filed as gap_file_launch files it unless a span joins it (nspans):
 	 * set as it is placed, from what no span changes.  2: a whole gap
 	 * (no iteration's mark cuts it), whose idle may join the others of
-	 * iter_key's iteration (struct idle_batch). */
+	 * iter_key's iteration (struct idle_batch); 3: the same, made the
+	 * short way (the fields after ctx_tid not set: pgap_expand). */
 	uint8_t launch_only;
-	uint64_t iter_key; /* the iteration it lies in (iter_no), or ~iter_no between iterations */
-	uint32_t site;     /* its launch's site (corr_ent.site), 0: none */
-	unsigned ncalls;
+	uint8_t has_tid;
+	uint8_t q;       /* its queue: gaps_state.gap_head[q] */
 	unsigned nspans;
 	/* The innermost span of another thread running as the piece's host
 	 * work ended (the caller waiting for this work: the main thread inside
@@ -81,10 +81,31 @@ struct pgap {
 	 * called it (the path the tracer lends autograd's threads), else 0. */
 	uint64_t ctx_cp, ctx_dur, ctx_wait_cp;
 	uint32_t ctx_tid;
+	uint8_t edge;
+	uint8_t queued;  /* the next work was launched before the GPU ran dry */
+	uint8_t has_launch;
+	uint8_t syncs, allocs; /* how many of its calls are syncs, allocator calls */
+	unsigned ncalls;
+	uint64_t launch_ts;
 	uint64_t kernel_name;     /* the kernel that ended the gap */
 	struct gap_call calls[GAP_CALLS];
 	struct gap_span spans[GAP_SPANS];
 };
+
+/* A piece made the short way (launch_only 3) with the fields it lacks: as
+ * gap_new_q makes a late short gap whose launch's call is its only one. */
+static void pgap_expand(struct pgap *g)
+{
+	g->edge = AN_EDGE_NONE;
+	g->queued = 0;
+	g->has_launch = 1;
+	g->syncs = g->allocs = 0;
+	g->ncalls = 1;
+	g->launch_ts = g->resume;
+	g->kernel_name = 0;
+	g->calls[0] = (struct gap_call){.ts = g->resume, .end = g->end, .callpath = g->launch_cp, .native = g->launch_nat};
+	g->launch_only = 2;
+}
 
 /* The piece's head (all but its calls and spans) zeroed: in 64-byte
  * stores the compiler writes as a few vector stores (one memset of it all
@@ -511,10 +532,11 @@ static inline __attribute__((always_inline)) void idle_batch_add(struct analysis
 }
 
 /* A launch-bound piece's part (idle_part), kept by its site and phase. */
-static __attribute__((noinline)) struct an_finding *launch_part_miss(struct analysis *a, const struct pgap *g, int cause)
+static __attribute__((noinline)) struct an_finding *launch_part_miss(struct analysis *a, const struct pgap *g, int cause,
+								      uint64_t cp, uint64_t nat)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
-	struct an_finding *p = idle_part(a, cause, g->phase, g->calls[0].callpath, g->calls[0].native);
+	struct an_finding *p = idle_part(a, cause, g->phase, cp, nat);
 	if (!p || !g->site)
 		return p;
 	if (g->site > gs->site_part_n) {
@@ -534,9 +556,10 @@ static __attribute__((noinline)) struct an_finding *launch_part_miss(struct anal
 	return p;
 }
 
-/* The part's idle and count (gap_file_launch). */
+/* The part's idle and count (gap_file_launch): at line cp, nat (its
+ * launch's call). */
 static inline __attribute__((always_inline)) void launch_part_add(struct analysis *a, const struct pgap *g, int cause,
-								   uint64_t ns)
+								   uint64_t ns, uint64_t cp, uint64_t nat)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	struct an_finding *p;
@@ -544,7 +567,7 @@ static inline __attribute__((always_inline)) void launch_part_add(struct analysi
 	if (__builtin_expect(ix1 != 0, 1))
 		p = VEC_AT(&a->st->all_findings, struct an_finding, ix1 - 1);
 	else
-		p = launch_part_miss(a, g, cause);
+		p = launch_part_miss(a, g, cause, cp, nat);
 	if (p) {
 		p->cause = cause;
 		p->edge = AN_EDGE_NONE;
@@ -566,7 +589,7 @@ static __attribute__((noinline)) void gap_file_launch_alone(struct analysis *a, 
 	uint64_t by_cause[AN_CAUSE_N] = {0};
 	by_cause[cause] = ns;
 	an_publish_idle_explained(a, g->start, g->end, by_cause);
-	launch_part_add(a, g, cause, ns);
+	launch_part_add(a, g, cause, ns, g->calls[0].callpath, g->calls[0].native);
 }
 
 /* A launch-bound loop's piece: short (no occurrence, no edge), not queued,
@@ -575,17 +598,52 @@ static __attribute__((noinline)) void gap_file_launch_alone(struct analysis *a, 
  * stretch (AN_CPU_STRETCH_NS) after the gap's start (gap_place's
  * launch_only): one part, the launch's, all of its idle (gap_file_short's
  * walk would find the same).  Its own function, small: most pieces are
- * filed here (gap_file). */
-static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
+ * filed here (gap_file), through gap_file_launch's test. */
+static __attribute__((noinline)) void gap_file_launch_slow(struct analysis *a, const struct pgap *g)
 {
-	if (__builtin_expect(g->launch_only != 2, 0)) {
+	if (__builtin_expect(g->launch_only == 1, 0)) {
 		gap_file_launch_alone(a, g);
 		return;
 	}
-	int cause = g->calls[0].callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+	int cause = g->launch_cp ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
 	uint64_t ns = g->end - g->start;
 	idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, g->start, g->end, cause, ns);
-	launch_part_add(a, g, cause, ns);
+	launch_part_add(a, g, cause, ns, g->launch_cp, g->launch_nat);
+}
+
+/* gap_file_launch_slow's work when the batch takes the piece as it is and
+ * its site's part is known (nearly always): inline, without a call that
+ * saves registers. */
+static inline __attribute__((always_inline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	struct idle_batch *b = &gs->batch;
+	size_t bn = b->n;
+	uint32_t ix1;
+	if (__builtin_expect(g->launch_only == 1 || !bn || bn == IDLE_BATCH || b->iter_key != g->iter_key ||
+				     b->device != g->device || b->phase != g->phase ||
+				     (size_t)g->site - 1 >= gs->site_part_n ||
+				     !(ix1 = gs->site_part[g->site - 1][g->phase]),
+			     0)) {
+		gap_file_launch_slow(a, g);
+		return;
+	}
+	int cause = g->launch_cp ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+	uint64_t s = g->start, e = g->end, ns = e - s;
+	/* (idle_batch_add's and launch_part_add's work) */
+	b->piece[bn] = (struct idle_batch_piece){.s = s, .e = e, .ns = ns, .cause = cause};
+	b->n = bn + 1;
+	b->by_cause[cause] += ns;
+	if (s < b->s)
+		b->s = s;
+	if (e > b->e)
+		b->e = e;
+	struct an_finding *p = VEC_AT(&a->st->all_findings, struct an_finding, ix1 - 1);
+	p->cause = cause;
+	p->edge = AN_EDGE_NONE;
+	p->total_ns += ns;
+	p->count++;
+	p->device = g->device;
 }
 
 /* A short piece (no occurrence, no edge) that was not queued and has no
@@ -650,8 +708,10 @@ static void gap_file_short(struct analysis *a, const struct pgap *g)
 	}
 }
 
-static void gap_finalize(struct analysis *a, const struct pgap *g)
+static __attribute__((noinline)) void gap_finalize(struct analysis *a, struct pgap *g)
 {
+	if (g->launch_only == 3)
+		pgap_expand(g);
 	uint64_t len = g->end - g->start;
 	if (!g->queued && !g->nspans && !g->syncs && !g->allocs && !g->edge && len < a->opts.gap_ns) {
 		gap_file_short(a, g);
@@ -755,7 +815,7 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 }
 
 /* Piece g's idle filed (it waited for its spans). */
-static inline __attribute__((always_inline)) void gap_file(struct analysis *a, const struct pgap *g)
+static inline __attribute__((always_inline)) void gap_file(struct analysis *a, struct pgap *g)
 {
 	if (g->launch_only && !g->nspans)
 		gap_file_launch(a, g);
@@ -778,7 +838,7 @@ static inline __attribute__((always_inline)) struct pgap *gap_slot(struct analys
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	struct pgap *queue = gs->gaps + q * PENDING_GAPS;
-	if (gs->gap_n[q] == PENDING_GAPS) {
+	if (gs->gap_n[q] == PENDING_CAP) {
 		gap_file(a, &queue[gs->gap_head[q]]);
 		gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
 		gs->gap_n[q]--;
@@ -806,64 +866,14 @@ static inline __attribute__((always_inline)) int span_inert(const struct pgap *g
 	return 1;
 }
 
-/* Piece g, in its queue slot, is [start, end) of its gap, filed under
- * phase: with the spans that may explain it. */
-static inline __attribute__((always_inline)) void gap_place(struct analysis *a, struct pgap *g, uint64_t start,
-							     uint64_t end, int phase)
+/* gap_place's walk of the answer w (found anew unless it holds): every
+ * span of it (AN_SPAN_WALK_EACH), the inert ones set apart for the pieces
+ * after it. */
+static __attribute__((noinline)) void gap_place_walk(struct gaps_state *gs, struct pgap *g, uint64_t start, uint64_t end)
 {
-	struct gaps_state *gs = an_pass_state(a, gaps);
-	unsigned q = g->q;
-	g->start = start;
-	g->end = end;
-	g->phase = (uint8_t)phase;
-	if (end > gs->gap_max_end[q])
-		gs->gap_max_end[q] = end;
-	g->max_end = gs->gap_max_end[q];
-	/* Only the spans that may overlap it, in the ring's slot order (as a
-	 * scan of the whole ring meets them: the kept spans, and which of two
-	 * alike wins, do not depend on where the ring wrapped): of those from
-	 * the first that may end after its start, the ones that start before
-	 * its end (spans come as they end, before the GPU records: the ring
-	 * runs ahead of the gaps).  The last piece's answer serves while it
-	 * holds (an_span_walk): the spans it adds ended by this one's start or
-	 * start after its end, which gap_consider_span passes over; those that
-	 * ended by its start (the ring's max_end is a running maximum: many
-	 * did) leave the answer. */
 	struct an_span_walk *w = &gs->walk;
-	if (!an_span_walk_holds(w, gs->span_n, start, end)) {
+	if (!an_span_walk_holds(w, gs->span_n, start, end))
 		an_span_walk_find(w, &gs->span_tree, span_first_after(gs, start), gs->span_n, start, end);
-		gs->inert_ok = 0;
-	}
-	/* The thread's own callers of everything (gap_consider_span passes
-	 * them over) found by the last piece serve this one too: only the
-	 * other spans are considered, in the same order.  (The answer keeps
-	 * the spans that ended by this piece's start: they leave it at the
-	 * next piece walked whole.) */
-	if (gs->inert_ok && g->has_tid && g->tid == gs->inert_tid && g->gap_start >= gs->inert_ts_max &&
-	    g->resume <= gs->inert_end_min) {
-		/* A span that is such a caller for this piece is for the
-		 * pieces after it that pass the test with it counted: it
-		 * leaves act too. */
-		size_t kept = 0;
-		uint64_t ts_max = gs->inert_ts_max, end_min = gs->inert_end_min;
-		for (size_t k = 0; k < gs->nact; k++) {
-			unsigned slot = gs->act[k];
-			const struct span_ent *sp = &gs->span[slot];
-			if (sp->end <= start || span_inert(g, sp, &ts_max, &end_min))
-				continue;
-			gs->act[kept++] = (uint16_t)slot;
-			gap_consider_span(g, sp);
-		}
-		gs->nact = kept;
-		gs->inert_ts_max = ts_max;
-		gs->inert_end_min = end_min;
-		/* act lost the spans that ended by this start: the answer
-		 * serves no piece that starts before it (a late record's). */
-		w->start = start;
-		return;
-	}
-	/* Every span of the answer (AN_SPAN_WALK_EACH), the inert ones set
-	 * apart for the pieces after it. */
 	size_t kept = 0, nact = 0;
 	uint64_t ts_max = 0, end_min = UINT64_MAX;
 	for (size_t k = 0; k < w->n; k++) {
@@ -884,6 +894,71 @@ static inline __attribute__((always_inline)) void gap_place(struct analysis *a, 
 	gs->inert_tid = g->tid;
 	gs->inert_ts_max = ts_max;
 	gs->inert_end_min = end_min;
+}
+
+/* Piece g [start, end) (its start, end, gap_start, resume, tid and has_tid
+ * set), with the spans that may explain it.  Only those that may overlap
+ * it, in the ring's slot order (as a scan of the whole ring meets them: the
+ * kept spans, and which of two alike wins, do not depend on where the ring
+ * wrapped): of those from the first that may end after its start, the ones
+ * that start before its end (spans come as they end, before the GPU
+ * records: the ring runs ahead of the gaps).  The last piece's answer
+ * serves while it holds (an_span_walk): the spans it adds ended by this
+ * one's start or start after its end, which gap_consider_span passes over;
+ * those that ended by its start (the ring's max_end is a running maximum:
+ * many did) leave the answer. */
+static inline __attribute__((always_inline)) void gap_place_spans(struct gaps_state *gs, struct pgap *g, uint64_t start,
+								   uint64_t end)
+{
+	struct an_span_walk *w = &gs->walk;
+	/* The thread's own callers of everything (gap_consider_span passes
+	 * them over) found by the last piece serve this one too: only the
+	 * other spans are considered, in the same order.  (The answer keeps
+	 * the spans that ended by this piece's start: they leave it at the
+	 * next piece walked whole.)  A new answer (the walk) makes them anew. */
+	if (__builtin_expect(!an_span_walk_holds(w, gs->span_n, start, end) || !gs->inert_ok || !g->has_tid ||
+				     g->tid != gs->inert_tid || g->gap_start < gs->inert_ts_max ||
+				     g->resume > gs->inert_end_min,
+			     0)) {
+		gap_place_walk(gs, g, start, end);
+		return;
+	}
+	/* A span that is such a caller for this piece is for the pieces after
+	 * it that pass the test with it counted: it leaves act too. */
+	if (gs->nact) {
+		size_t kept = 0;
+		uint64_t ts_max = gs->inert_ts_max, end_min = gs->inert_end_min;
+		for (size_t k = 0; k < gs->nact; k++) {
+			unsigned slot = gs->act[k];
+			const struct span_ent *sp = &gs->span[slot];
+			if (sp->end <= start || span_inert(g, sp, &ts_max, &end_min))
+				continue;
+			gs->act[kept++] = (uint16_t)slot;
+			gap_consider_span(g, sp);
+		}
+		gs->nact = kept;
+		gs->inert_ts_max = ts_max;
+		gs->inert_end_min = end_min;
+	}
+	/* act lost the spans that ended by this start: the answer serves no
+	 * piece that starts before it (a late record's). */
+	w->start = start;
+}
+
+/* Piece g, in its queue slot, is [start, end) of its gap, filed under
+ * phase: with the spans that may explain it (gap_place_spans). */
+static inline __attribute__((always_inline)) void gap_place(struct analysis *a, struct pgap *g, uint64_t start,
+							     uint64_t end, int phase)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	unsigned q = g->q;
+	g->start = start;
+	g->end = end;
+	g->phase = (uint8_t)phase;
+	if (end > gs->gap_max_end[q])
+		gs->gap_max_end[q] = end;
+	g->max_end = gs->gap_max_end[q];
+	gap_place_spans(gs, g, start, end);
 }
 
 /* A piece [start, end) of the gap tmpl (a gap cut at an iteration's mark). */
@@ -1057,16 +1132,78 @@ static __attribute__((noinline)) void gap_new_short_unjoined(struct analysis *a,
 	gap_new_q(a, device, start, end, NULL, AN_EDGE_NONE, 1, 0);
 }
 
+/* gap_short_host's gap made the long way. */
+static __attribute__((noinline)) void gap_short_host_q(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
+						       const struct corr_ent *launch)
+{
+	gap_new_q(a, device, start, end, launch, AN_EDGE_NONE, 1, 1);
+}
+
 /* A gap under the threshold launched late (or by a call not in the trace):
  * explained by the host's calls and spans as a long one, in the queue of
- * the short ones. */
+ * the short ones.
+ *
+ * Most are a launch-bound loop's (nine in ten here), made the short way:
+ * the newest call in the ring is the launch, every call before it ended by
+ * the gap's start (gap_new_q keeps no call of the ring, only the launch's
+ * own), the launch began before the gap or less than a long stretch after
+ * its start (launch_only), and the last span walk's answer serves it with
+ * no span to consider (gap_place's inert spans, act empty).  Such a piece
+ * is then the launch's call alone with no span yet: only the fields a span,
+ * a phase's move and its filing read are written (launch_only 3), in a free
+ * slot of the ring, and the oldest piece is filed after it (filing reads
+ * nothing that making a piece changes, nor the reverse).  The result is
+ * gap_new_q's, field for field once pgap_expand has run. */
 __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s,
 					       const struct corr_ent *launch)
 {
-	if (__builtin_expect(launch != NULL, 1))
-		gap_new_q(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE, 1, 1);
-	else
+	if (__builtin_expect(launch == NULL, 0)) {
 		gap_new_short_unjoined(a, d->id, d->busy.end, s);
+		return;
+	}
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	uint64_t start = d->busy.end, end = s, lts = launch->ts;
+	size_t n = gs->api_n;
+	const struct api_ent *e = &gs->api[(n - 1) % API_RING];
+	if (__builtin_expect(!n || e->ts != lts || e->tid != launch->tid || e->callpath != launch->callpath ||
+				     e->native != launch->native || !e->plain || lts >= end || e->end <= start ||
+				     (n > 1 && gs->api[(n - 2) % API_RING].max_end > start) ||
+				     (lts > start && lts - start >= AN_CPU_STRETCH_NS),
+			     0)) {
+		gap_short_host_q(a, d->id, start, end, launch);
+		return;
+	}
+	struct an_state *st = a->st;
+	struct pgap *queue = gs->gaps + PENDING_GAPS;
+	size_t head = gs->gap_head[1], qn = gs->gap_n[1];
+	struct pgap *g = &queue[(head + qn) % PENDING_GAPS];
+	g->device = d->id;
+	g->start = start;
+	g->end = end;
+	g->gap_start = start;
+	if (end > gs->gap_max_end[1])
+		gs->gap_max_end[1] = end;
+	g->max_end = gs->gap_max_end[1];
+	g->resume = lts;
+	g->iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
+	g->launch_cp = launch->callpath;
+	g->launch_nat = launch->native;
+	g->tid = launch->tid;
+	g->site = launch->site;
+	g->phase = (uint8_t)cur_phase(a);
+	g->launch_only = 3;
+	g->has_tid = 1;
+	g->q = 1;
+	g->nspans = 0;
+	g->ctx_cp = g->ctx_dur = g->ctx_wait_cp = 0;
+	g->ctx_tid = 0;
+	gap_place_spans(gs, g, start, end);
+	if (qn == PENDING_CAP) {
+		gs->gap_head[1] = (head + 1) % PENDING_GAPS;
+		gap_file(a, &queue[head]);
+	} else {
+		gs->gap_n[1] = qn + 1;
+	}
 }
 
 /* A gap under the threshold whose work was queued before the GPU ran dry:
