@@ -1163,11 +1163,10 @@ __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_devi
 	}
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	uint64_t start = d->busy.end, end = s, lts = launch->ts;
-	size_t n = gs->api_n;
-	const struct api_ent *e = &gs->api[(n - 1) % API_RING];
-	if (__builtin_expect(!n || e->ts != lts || e->tid != launch->tid || e->callpath != launch->callpath ||
+	const struct api_ent *e = gs->api_newest;
+	if (__builtin_expect(!e || e->ts != lts || e->tid != launch->tid || e->callpath != launch->callpath ||
 				     e->native != launch->native || !e->plain || lts >= end || e->end <= start ||
-				     (n > 1 && gs->api[(n - 2) % API_RING].max_end > start) ||
+				     gs->api_prev_max_end > start ||
 				     (lts > start && lts - start >= AN_CPU_STRETCH_NS),
 			     0)) {
 		gap_short_host_q(a, d->id, start, end, launch);
