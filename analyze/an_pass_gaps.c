@@ -629,7 +629,8 @@ static inline __attribute__((always_inline)) void gap_file_launch(struct analysi
 		return;
 	}
 	int cause = g->launch_cp ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
-	uint64_t s = g->start, e = g->end, ns = e - s;
+	uint64_t s = g->start, e = g->end, ns = e - s, device = g->device;
+	struct an_finding *p = VEC_AT(&a->st->all_findings, struct an_finding, ix1 - 1);
 	/* (idle_batch_add's and launch_part_add's work) */
 	b->piece[bn] = (struct idle_batch_piece){.s = s, .e = e, .ns = ns, .cause = cause};
 	b->n = bn + 1;
@@ -638,12 +639,11 @@ static inline __attribute__((always_inline)) void gap_file_launch(struct analysi
 		b->s = s;
 	if (e > b->e)
 		b->e = e;
-	struct an_finding *p = VEC_AT(&a->st->all_findings, struct an_finding, ix1 - 1);
 	p->cause = cause;
 	p->edge = AN_EDGE_NONE;
 	p->total_ns += ns;
 	p->count++;
-	p->device = g->device;
+	p->device = device;
 }
 
 /* A short piece (no occurrence, no edge) that was not queued and has no
@@ -1172,24 +1172,30 @@ __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_devi
 		gap_short_host_q(a, d->id, start, end, launch);
 		return;
 	}
-	struct an_state *st = a->st;
+	/* (everything read before the piece is written: its stores may alias
+	 * what is read, as far as the compiler knows) */
+	const struct an_state *st = a->st;
+	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
+	uint8_t phase = (uint8_t)cur_phase(a);
+	uint64_t cp = launch->callpath, nat = launch->native, device = d->id;
+	uint32_t tid = launch->tid, site = launch->site;
+	uint64_t max_end = gs->gap_max_end[1] > end ? gs->gap_max_end[1] : end;
 	struct pgap *queue = gs->gaps + PENDING_GAPS;
 	size_t head = gs->gap_head[1], qn = gs->gap_n[1];
 	struct pgap *g = &queue[(head + qn) % PENDING_GAPS];
-	g->device = d->id;
+	gs->gap_max_end[1] = max_end;
+	g->device = device;
 	g->start = start;
 	g->end = end;
 	g->gap_start = start;
-	if (end > gs->gap_max_end[1])
-		gs->gap_max_end[1] = end;
-	g->max_end = gs->gap_max_end[1];
+	g->max_end = max_end;
 	g->resume = lts;
-	g->iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
-	g->launch_cp = launch->callpath;
-	g->launch_nat = launch->native;
-	g->tid = launch->tid;
-	g->site = launch->site;
-	g->phase = (uint8_t)cur_phase(a);
+	g->iter_key = iter_key;
+	g->launch_cp = cp;
+	g->launch_nat = nat;
+	g->tid = tid;
+	g->site = site;
+	g->phase = phase;
 	g->launch_only = 3;
 	g->has_tid = 1;
 	g->q = 1;
