@@ -53,9 +53,9 @@ struct gap_span {
  * there), waiting for the spans that explain it: spans reach the file as
  * they end, after the GPU records of the gap.  The arrays last: a piece is
  * copied with the calls it has (pgap_copy).  The fields up to ctx_tid are
- * what a launch-bound loop's piece made the short way (gap_short_host,
- * launch_only 3) has: all that filing it as such, a span's test of it and a
- * phase's move read; the others it gets when a span joins it (pgap_expand). */
+ * what a piece made the short way (gap_short_make: compact) has: all that
+ * filing it as gap_file_launch does, a span's test of it and a phase's
+ * move read; the others it gets when gap_finalize takes it (pgap_expand). */
 struct pgap {
 	uint64_t device, start, end;
 	uint64_t gap_start; /* the whole gap's start (its pieces share it) */
@@ -69,11 +69,15 @@ struct pgap {
 	/* Filed as gap_file_launch files it unless a span joins it (nspans):
 	 * set as it is placed, from what no span changes.  2: a whole gap
 	 * (no iteration's mark cuts it), whose idle may join the others of
-	 * iter_key's iteration (struct idle_batch); 3: the same, made the
-	 * short way (the fields after ctx_tid not set: pgap_expand). */
+	 * iter_key's iteration (struct idle_batch). */
 	uint8_t launch_only;
 	uint8_t has_tid;
 	uint8_t q;       /* its queue: gaps_state.gap_head[q] */
+	/* Made the short way (gap_short_make), the fields after ctx_tid not
+	 * set (pgap_expand): 1, the launch's call alone; 2, the launch's ring
+	 * call, the next call and the launch's call (calls[0, 3) set).  0: made
+	 * by gap_new_q. */
+	uint8_t compact;
 	unsigned nspans;
 	/* The innermost span of another thread running as the piece's host
 	 * work ended (the caller waiting for this work: the main thread inside
@@ -92,19 +96,24 @@ struct pgap {
 	struct gap_span spans[GAP_SPANS];
 };
 
-/* A piece made the short way (launch_only 3) with the fields it lacks: as
- * gap_new_q makes a late short gap whose launch's call is its only one. */
+/* A piece made the short way (compact) with the fields it lacks: as
+ * gap_new_q makes a late short gap with those calls. */
 static void pgap_expand(struct pgap *g)
 {
 	g->edge = AN_EDGE_NONE;
 	g->queued = 0;
 	g->has_launch = 1;
 	g->syncs = g->allocs = 0;
-	g->ncalls = 1;
 	g->launch_ts = g->resume;
 	g->kernel_name = 0;
-	g->calls[0] = (struct gap_call){.ts = g->resume, .end = g->end, .callpath = g->launch_cp, .native = g->launch_nat};
-	g->launch_only = 2;
+	if (g->compact == 1) {
+		g->ncalls = 1;
+		g->calls[0] = (struct gap_call){
+			.ts = g->resume, .end = g->end, .callpath = g->launch_cp, .native = g->launch_nat};
+	} else {
+		g->ncalls = 3;
+	}
+	g->compact = 0;
 }
 
 /* The piece's head (all but its calls and spans) zeroed: in 64-byte
@@ -710,7 +719,7 @@ static void gap_file_short(struct analysis *a, const struct pgap *g)
 
 static __attribute__((noinline)) void gap_finalize(struct analysis *a, struct pgap *g)
 {
-	if (g->launch_only == 3)
+	if (g->compact)
 		pgap_expand(g);
 	uint64_t len = g->end - g->start;
 	if (!g->queued && !g->nspans && !g->syncs && !g->allocs && !g->edge && len < a->opts.gap_ns) {
@@ -1139,6 +1148,86 @@ static __attribute__((noinline)) void gap_short_host_q(struct analysis *a, uint6
 	gap_new_q(a, device, start, end, launch, AN_EDGE_NONE, 1, 1);
 }
 
+/* gap_short_host's piece [start, end) made the short way (compact, a
+ * constant): its fields up to ctx_tid, and with compact 2 its calls: the
+ * launch's ring call (ending at p_end) and the next call nx. */
+static inline __attribute__((always_inline)) void gap_short_make(struct analysis *a, struct gaps_state *gs,
+								  struct an_device *d, uint64_t start, uint64_t end,
+								  const struct corr_ent *launch, int compact,
+								  uint64_t p_end, const struct api_ent *nx)
+{
+	/* (everything read before the piece is written: its stores may alias
+	 * what is read, as far as the compiler knows) */
+	const struct an_state *st = a->st;
+	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
+	uint8_t phase = (uint8_t)cur_phase(a);
+	uint64_t lts = launch->ts, cp = launch->callpath, nat = launch->native, device = d->id;
+	uint32_t tid = launch->tid, site = launch->site;
+	uint64_t max_end = gs->gap_max_end[1] > end ? gs->gap_max_end[1] : end;
+	struct pgap *queue = gs->gaps + PENDING_GAPS;
+	size_t head = gs->gap_head[1], qn = gs->gap_n[1];
+	struct pgap *g = &queue[(head + qn) % PENDING_GAPS];
+	if (compact == 2) {
+		struct gap_call n = {.ts = nx->ts, .end = nx->end, .callpath = nx->callpath, .native = nx->native};
+		g->calls[0] = (struct gap_call){.ts = lts, .end = p_end, .callpath = cp, .native = nat};
+		g->calls[1] = n;
+		g->calls[2] = (struct gap_call){.ts = lts, .end = end, .callpath = cp, .native = nat};
+	}
+	gs->gap_max_end[1] = max_end;
+	g->device = device;
+	g->start = start;
+	g->end = end;
+	g->gap_start = start;
+	g->max_end = max_end;
+	g->resume = lts;
+	g->iter_key = iter_key;
+	g->launch_cp = cp;
+	g->launch_nat = nat;
+	g->tid = tid;
+	g->site = site;
+	g->phase = phase;
+	g->launch_only = compact == 1 ? 2 : 0;
+	g->has_tid = 1;
+	g->q = 1;
+	g->compact = (uint8_t)compact;
+	g->nspans = 0;
+	g->ctx_cp = g->ctx_dur = g->ctx_wait_cp = 0;
+	g->ctx_tid = 0;
+	gap_place_spans(gs, g, start, end);
+	if (qn == PENDING_CAP) {
+		gs->gap_head[1] = (head + 1) % PENDING_GAPS;
+		gap_file(a, &queue[head]);
+	} else {
+		gs->gap_n[1] = qn + 1;
+	}
+}
+
+/* gap_short_host's gap when the newest call in the ring is not its launch:
+ * made the short way when that call is the launching thread's next one
+ * (plain, begun before the gap ended, still running at its start), the
+ * call before it the launch, and every call before that over by the gap's
+ * start.  gap_new_q keeps both (the launch's ring call is not the newest
+ * it meets), oldest first, and adds the launch's own: three calls, no
+ * sync, allocator call or copy, launch_only 0.  (The host issued the next
+ * launch before this one's work began: a short gap's second most common
+ * form.) */
+static __attribute__((noinline)) void gap_short_next(struct analysis *a, struct an_device *d, uint64_t start,
+						     uint64_t end, const struct corr_ent *launch)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	size_t n = gs->api_n;
+	const struct api_ent *nx = gs->api_newest, *p = n >= 2 ? &gs->api[(n - 2) % API_RING] : NULL;
+	uint64_t lts = launch->ts;
+	if (!nx || !p || nx->tid != launch->tid || !nx->plain || nx->ts >= end || nx->end <= start ||
+	    (nx->ts == lts && nx->callpath == launch->callpath && nx->native == launch->native) || p->ts != lts ||
+	    p->tid != launch->tid || p->callpath != launch->callpath || p->native != launch->native || !p->plain ||
+	    lts >= end || p->end <= start || (n > 2 && gs->api[(n - 3) % API_RING].max_end > start)) {
+		gap_short_host_q(a, d->id, start, end, launch);
+		return;
+	}
+	gap_short_make(a, gs, d, start, end, launch, 2, p->end, nx);
+}
+
 /* A gap under the threshold launched late (or by a call not in the trace):
  * explained by the host's calls and spans as a long one, in the queue of
  * the short ones.
@@ -1146,14 +1235,13 @@ static __attribute__((noinline)) void gap_short_host_q(struct analysis *a, uint6
  * Most are a launch-bound loop's (nine in ten here), made the short way:
  * the newest call in the ring is the launch, every call before it ended by
  * the gap's start (gap_new_q keeps no call of the ring, only the launch's
- * own), the launch began before the gap or less than a long stretch after
- * its start (launch_only), and the last span walk's answer serves it with
- * no span to consider (gap_place's inert spans, act empty).  Such a piece
- * is then the launch's call alone with no span yet: only the fields a span,
- * a phase's move and its filing read are written (launch_only 3), in a free
- * slot of the ring, and the oldest piece is filed after it (filing reads
- * nothing that making a piece changes, nor the reverse).  The result is
- * gap_new_q's, field for field once pgap_expand has run. */
+ * own), and the launch began before the gap or less than a long stretch
+ * after its start (launch_only).  Such a piece is then the launch's call
+ * alone: only the fields a span, a phase's move and its filing read are
+ * written (compact 1), in a free slot of the ring, and the oldest piece is
+ * filed after it (filing reads nothing that making a piece changes, nor
+ * the reverse).  The result is gap_new_q's, field for field once
+ * pgap_expand has run.  (gap_short_next: the second most common form.) */
 __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s,
 					       const struct corr_ent *launch)
 {
@@ -1169,46 +1257,10 @@ __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_devi
 				     gs->api_prev_max_end > start ||
 				     (lts > start && lts - start >= AN_CPU_STRETCH_NS),
 			     0)) {
-		gap_short_host_q(a, d->id, start, end, launch);
+		gap_short_next(a, d, start, end, launch);
 		return;
 	}
-	/* (everything read before the piece is written: its stores may alias
-	 * what is read, as far as the compiler knows) */
-	const struct an_state *st = a->st;
-	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
-	uint8_t phase = (uint8_t)cur_phase(a);
-	uint64_t cp = launch->callpath, nat = launch->native, device = d->id;
-	uint32_t tid = launch->tid, site = launch->site;
-	uint64_t max_end = gs->gap_max_end[1] > end ? gs->gap_max_end[1] : end;
-	struct pgap *queue = gs->gaps + PENDING_GAPS;
-	size_t head = gs->gap_head[1], qn = gs->gap_n[1];
-	struct pgap *g = &queue[(head + qn) % PENDING_GAPS];
-	gs->gap_max_end[1] = max_end;
-	g->device = device;
-	g->start = start;
-	g->end = end;
-	g->gap_start = start;
-	g->max_end = max_end;
-	g->resume = lts;
-	g->iter_key = iter_key;
-	g->launch_cp = cp;
-	g->launch_nat = nat;
-	g->tid = tid;
-	g->site = site;
-	g->phase = phase;
-	g->launch_only = 3;
-	g->has_tid = 1;
-	g->q = 1;
-	g->nspans = 0;
-	g->ctx_cp = g->ctx_dur = g->ctx_wait_cp = 0;
-	g->ctx_tid = 0;
-	gap_place_spans(gs, g, start, end);
-	if (qn == PENDING_CAP) {
-		gs->gap_head[1] = (head + 1) % PENDING_GAPS;
-		gap_file(a, &queue[head]);
-	} else {
-		gs->gap_n[1] = qn + 1;
-	}
+	gap_short_make(a, gs, d, start, end, launch, 1, 0, NULL);
 }
 
 /* A gap under the threshold whose work was queued before the GPU ran dry:
