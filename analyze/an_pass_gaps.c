@@ -464,6 +464,22 @@ struct short_part {
 	int cause;
 };
 
+/* The parts into their findings (idle_part), in order. */
+static inline __attribute__((always_inline)) void short_parts_findings(struct analysis *a, const struct pgap *g,
+									const struct short_part *parts, size_t np)
+{
+	for (size_t i = 0; i < np; i++) {
+		struct an_finding *p = idle_part(a, parts[i].cause, g->phase, parts[i].cp, parts[i].nat);
+		if (p) {
+			p->cause = parts[i].cause;
+			p->edge = AN_EDGE_NONE;
+			p->total_ns += parts[i].ns;
+			p->count++;
+			p->device = g->device;
+		}
+	}
+}
+
 /* To its part (the first of the same cause and line: part_add's order). */
 static inline __attribute__((always_inline)) void short_part_add(struct short_part *parts, size_t *np, int cause,
 								   uint64_t cp, uint64_t nat, uint64_t ns)
@@ -666,9 +682,9 @@ static inline __attribute__((always_inline)) void gap_file_launch(struct analysi
  * gap_finalize files such a piece (only the parts' cause, line and idle
  * matter to it: the copy, allocator and stretch shares are an
  * occurrence's), in the same order. */
-static void gap_file_short(struct analysis *a, const struct pgap *g)
+static inline __attribute__((always_inline)) size_t short_parts(struct analysis *a, const struct pgap *g,
+								 struct short_part *parts)
 {
-	struct short_part parts[2 * GAP_CALLS + 1];
 	size_t np = 0;
 	int engine = -1; /* gap_engine, asked only for a long stretch */
 	uint64_t s = g->start, e = g->end, w = 0;
@@ -697,6 +713,15 @@ static void gap_file_short(struct analysis *a, const struct pgap *g)
 	}
 	if (w < e)
 		short_part_add(parts, &np, AN_CAUSE_NO_HOST, 0, 0, e - (w > s ? w : s));
+	return np;
+}
+
+/* The parts' idle to the device and out, and into their findings
+ * (gap_file_short's filing). */
+static inline __attribute__((always_inline)) void short_parts_file(struct analysis *a, const struct pgap *g,
+								    const struct short_part *parts, size_t np)
+{
+	uint64_t s = g->start, e = g->end;
 	uint64_t by_cause[AN_CAUSE_N] = {0};
 	struct an_device *d = get_device(a, g->device);
 	for (size_t i = 0; i < np; i++) {
@@ -705,16 +730,60 @@ static void gap_file_short(struct analysis *a, const struct pgap *g)
 			d->idle_by[g->phase][parts[i].cause] += parts[i].ns;
 	}
 	an_publish_idle_explained(a, s, e, by_cause);
-	for (size_t i = 0; i < np; i++) {
-		struct an_finding *p = idle_part(a, parts[i].cause, g->phase, parts[i].cp, parts[i].nat);
-		if (p) {
-			p->cause = parts[i].cause;
-			p->edge = AN_EDGE_NONE;
-			p->total_ns += parts[i].ns;
-			p->count++;
-			p->device = g->device;
+	short_parts_findings(a, g, parts, np);
+}
+
+static void gap_file_short(struct analysis *a, const struct pgap *g)
+{
+	struct short_part parts[2 * GAP_CALLS + 1];
+	size_t np = short_parts(a, g, parts);
+	short_parts_file(a, g, parts, np);
+}
+
+/* A piece made the short way with the launch's next call (compact 2,
+ * gap_short_next) that no span joined: gap_file_short's parts, whose idle,
+ * when they share one cause (nearly always: the launch's line and the next
+ * call's, both inside a launch), joins the batch of its iteration as a
+ * launch-bound piece's does (it is whole, made in iter_key's iteration:
+ * struct idle_batch); else filed on its own as gap_file_short does. */
+static __attribute__((noinline)) void gap_file_next(struct analysis *a, const struct pgap *g)
+{
+	/* Most: the launch began by the gap's start and returned inside it,
+	 * the next call began less than a long stretch after that and runs to
+	 * the gap's end, both at lines of the same cause.  short_parts' walk
+	 * then finds two parts: the launch's [start, its end), the next
+	 * call's [the launch's end, end) (merged when the lines are one). */
+	const struct gap_call *lc = &g->calls[0], *nc = &g->calls[1];
+	uint64_t s = g->start, e = g->end;
+	int cause = lc->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+	if (__builtin_expect(lc->ts <= s && lc->end < e && nc->end >= e &&
+				     (nc->ts <= lc->end || nc->ts - lc->end < AN_CPU_STRETCH_NS) &&
+				     !lc->callpath == !nc->callpath,
+			     1)) {
+		idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, s, e, cause, e - s);
+		struct short_part two[2] = {{.cp = lc->callpath, .nat = lc->native, .ns = lc->end - s, .cause = cause},
+					    {.cp = nc->callpath, .nat = nc->native, .ns = e - lc->end, .cause = cause}};
+		if (two[0].cp == two[1].cp && two[0].nat == two[1].nat) {
+			two[0].ns = e - s;
+			short_parts_findings(a, g, two, 1);
+		} else {
+			short_parts_findings(a, g, two, 2);
 		}
+		return;
 	}
+	struct short_part parts[2 * GAP_CALLS + 1];
+	size_t np = short_parts(a, g, parts);
+	int one = np > 0;
+	for (size_t i = 1; i < np; i++)
+		one &= parts[i].cause == parts[0].cause;
+	if (!one) {
+		short_parts_file(a, g, parts, np);
+		return;
+	}
+	/* (the parts tile [start, end): their idle is all of it) */
+	idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, g->start, g->end,
+		       parts[0].cause, g->end - g->start);
+	short_parts_findings(a, g, parts, np);
 }
 
 static __attribute__((noinline)) void gap_finalize(struct analysis *a, struct pgap *g)
@@ -828,6 +897,8 @@ static inline __attribute__((always_inline)) void gap_file(struct analysis *a, s
 {
 	if (g->launch_only && !g->nspans)
 		gap_file_launch(a, g);
+	else if (g->compact == 2 && !g->nspans)
+		gap_file_next(a, g);
 	else
 		gap_finalize(a, g);
 }
@@ -1172,6 +1243,9 @@ static inline __attribute__((always_inline)) void gap_short_make(struct analysis
 		g->calls[0] = (struct gap_call){.ts = lts, .end = p_end, .callpath = cp, .native = nat};
 		g->calls[1] = n;
 		g->calls[2] = (struct gap_call){.ts = lts, .end = end, .callpath = cp, .native = nat};
+		/* (what gap_file_next's parts read: gap_engine's has_launch) */
+		g->ncalls = 3;
+		g->has_launch = 1;
 	}
 	gs->gap_max_end[1] = max_end;
 	g->device = device;
