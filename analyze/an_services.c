@@ -29,6 +29,7 @@ struct an_device *get_device_slow(struct analysis *a, uint64_t id)
 	st->c_dev_ok = 1;
 	st->c_dev_id = id;
 	st->c_dev = ix;
+	st->c_dev_p = d;
 	return d;
 }
 
@@ -54,6 +55,9 @@ struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev
 	st->c_stream_ok |= 1;
 	st->c_stream_key = key;
 	st->c_stream = ix;
+	/* (the table may have moved: the second entry's place again) */
+	st->c_stream_p = s;
+	st->c_stream2_p = VEC_AT(&a->streams, struct an_stream, st->c_stream2);
 	return s;
 }
 
@@ -69,6 +73,7 @@ struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid)
 		t->tid = tid;
 	st->c_thread_tid = tid;
 	st->c_thread_ix = ix + 1;
+	st->c_thread_p = t;
 	return t;
 }
 
