@@ -151,6 +151,11 @@ struct an_state {
 	struct an_device *c_dev_p;
 	struct an_stream *c_stream_p, *c_stream2_p;
 	struct thread_st *c_thread_p;
+	/* Once the timeline's marks are full (mark_add): their slots as a
+	 * binary min-heap by (length, slot), the first of the shortest at the
+	 * top; mark_heap_ok 0: to be built. */
+	uint16_t mark_heap[AN_MAX_MARKS];
+	int mark_heap_ok;
 	/* Call sites and kernel names alternate within a step (a loop body
 	 * launches several kernels from several lines): small direct-mapped
 	 * caches in front of their maps. */
