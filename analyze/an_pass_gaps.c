@@ -748,7 +748,9 @@ static void gap_file_short(struct analysis *a, const struct pgap *g)
  * struct idle_batch); else filed on its own as gap_file_short does. */
 static __attribute__((noinline)) void gap_file_next(struct analysis *a, const struct pgap *g)
 {
-	/* Most: the launch began by the gap's start and returned inside it,
+	/* Most: the launch began by the gap's start (or less than a long
+	 * stretch after it: its part then begins at the gap's start as well,
+	 * the time before it charged to the launch's line) and returned inside it,
 	 * the next call began less than a long stretch after that and runs to
 	 * the gap's end, both at lines of the same cause.  short_parts' walk
 	 * then finds two parts: the launch's [start, its end), the next
@@ -756,7 +758,7 @@ static __attribute__((noinline)) void gap_file_next(struct analysis *a, const st
 	const struct gap_call *lc = &g->calls[0], *nc = &g->calls[1];
 	uint64_t s = g->start, e = g->end;
 	int cause = lc->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
-	if (__builtin_expect(lc->ts <= s && lc->end < e && nc->end >= e &&
+	if (__builtin_expect((lc->ts <= s || lc->ts - s < AN_CPU_STRETCH_NS) && lc->end < e && nc->end >= e &&
 				     (nc->ts <= lc->end || nc->ts - lc->end < AN_CPU_STRETCH_NS) &&
 				     !lc->callpath == !nc->callpath,
 			     1)) {
