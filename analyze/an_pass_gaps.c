@@ -920,7 +920,7 @@ static inline __attribute__((always_inline)) struct pgap *gap_slot(struct analys
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	struct pgap *queue = gs->gaps + q * PENDING_GAPS;
-	if (gs->gap_n[q] == PENDING_CAP) {
+	if (gs->gap_n[q] == PENDING_GAPS) {
 		gap_file(a, &queue[gs->gap_head[q]]);
 		gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
 		gs->gap_n[q]--;
@@ -1231,14 +1231,22 @@ static inline __attribute__((always_inline)) void gap_short_make(struct analysis
 {
 	/* (everything read before the piece is written: its stores may alias
 	 * what is read, as far as the compiler knows) */
+	struct pgap *queue = gs->gaps + PENDING_GAPS;
+	size_t head = gs->gap_head[1], qn = gs->gap_n[1];
+	if (qn == PENDING_GAPS) {
+		/* (gap_slot's: the oldest filed first, its slot taken) */
+		gap_file(a, &queue[head]);
+		head = (head + 1) % PENDING_GAPS;
+		gs->gap_head[1] = head;
+		qn--;
+	}
+	gs->gap_n[1] = qn + 1;
 	const struct an_state *st = a->st;
 	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
 	uint8_t phase = (uint8_t)cur_phase(a);
 	uint64_t lts = launch->ts, cp = launch->callpath, nat = launch->native, device = d->id;
 	uint32_t tid = launch->tid, site = launch->site;
 	uint64_t max_end = gs->gap_max_end[1] > end ? gs->gap_max_end[1] : end;
-	struct pgap *queue = gs->gaps + PENDING_GAPS;
-	size_t head = gs->gap_head[1], qn = gs->gap_n[1];
 	struct pgap *g = &queue[(head + qn) % PENDING_GAPS];
 	if (compact == 2) {
 		struct gap_call n = {.ts = nx->ts, .end = nx->end, .callpath = nx->callpath, .native = nx->native};
@@ -1270,12 +1278,6 @@ static inline __attribute__((always_inline)) void gap_short_make(struct analysis
 	g->ctx_cp = g->ctx_dur = g->ctx_wait_cp = 0;
 	g->ctx_tid = 0;
 	gap_place_spans(gs, g, start, end);
-	if (qn == PENDING_CAP) {
-		gs->gap_head[1] = (head + 1) % PENDING_GAPS;
-		gap_file(a, &queue[head]);
-	} else {
-		gs->gap_n[1] = qn + 1;
-	}
 }
 
 /* gap_short_host's gap when the newest call in the ring is not its launch:
@@ -1314,10 +1316,10 @@ static __attribute__((noinline)) void gap_short_next(struct analysis *a, struct 
  * own), and the launch began before the gap or less than a long stretch
  * after its start (launch_only).  Such a piece is then the launch's call
  * alone: only the fields a span, a phase's move and its filing read are
- * written (compact 1), in a free slot of the ring, and the oldest piece is
- * filed after it (filing reads nothing that making a piece changes, nor
- * the reverse).  The result is gap_new_q's, field for field once
- * pgap_expand has run.  (gap_short_next: the second most common form.) */
+ * written (compact 1), in its queue's slot (the oldest piece filed first
+ * when the queue is full, as gap_slot does).  The result is gap_new_q's,
+ * field for field once pgap_expand has run.  (gap_short_next: the second
+ * most common form.) */
 __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s,
 					       const struct corr_ent *launch)
 {

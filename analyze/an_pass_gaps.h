@@ -8,11 +8,7 @@
 /* gaps: the host facts a gap is explained by, and the gaps waiting for them. */
 #define API_RING 1024
 #define SPAN_RING 4096
-/* A queue of gap pieces holds PENDING_CAP pieces (the oldest filed when a
- * piece more comes) in a ring of PENDING_GAPS slots: a piece made the short
- * way (gap_short_host) takes a free slot before the oldest is filed. */
-#define PENDING_GAPS 2048
-#define PENDING_CAP 1024
+#define PENDING_GAPS 1024
 struct api_ent {
 	uint32_t tid;
 	uint8_t kind;
@@ -78,7 +74,7 @@ struct gaps_state {
 	struct span_ent span[SPAN_RING];
 	size_t span_n;
 	struct an_span_tree span_tree; /* the ring's slots by earliest start (an_gap_index.h) */
-	/* Two queues of PENDING_CAP pieces: [0] gaps of --gap-us or more (and
+	/* Two queues of PENDING_GAPS pieces: [0] gaps of --gap-us or more (and
 	 * short ones cut at a mark), [1] the other short ones, so that the
 	 * thousands of a launch-bound loop do not push the long ones out before
 	 * their spans come. */
