@@ -52,28 +52,32 @@ struct gap_span {
 /* One piece of an idle gap (a gap crossing an iteration boundary is cut
  * there), waiting for the spans that explain it: spans reach the file as
  * they end, after the GPU records of the gap.  The arrays last: a piece is
- * copied with the calls it has (pgap_copy). */
+ * copied with the calls it has (pgap_copy).  The fields up to ctx_tid are
+ * what a piece made the short way (gap_short_make: compact) has: all that
+ * filing it as gap_file_launch does, a span's test of it and a phase's
+ * move read; the others it gets when gap_finalize takes it (pgap_expand). */
 struct pgap {
 	uint64_t device, start, end;
 	uint64_t gap_start; /* the whole gap's start (its pieces share it) */
 	uint64_t max_end;   /* the latest end of this and every piece queued before it */
-	uint8_t phase, edge;
-	uint8_t q;       /* its queue: gaps_state.gap_head[q] */
-	int queued;      /* the next work was launched before the GPU ran dry */
-	int has_launch;
-	uint64_t launch_cp, launch_nat, launch_ts;
-	uint64_t resume; /* when the host issued the next work (launch, else gap end) */
-	uint32_t tid;    /* the host thread held responsible */
-	int has_tid;
-	uint8_t syncs, allocs; /* how many of its calls are syncs, allocator calls */
+	uint64_t resume;    /* when the host issued the next work (launch, else gap end) */
+	uint64_t iter_key;  /* the iteration it lies in (iter_no), or ~iter_no between iterations */
+	uint64_t launch_cp, launch_nat;
+	uint32_t tid;       /* the host thread held responsible */
+	uint32_t site;      /* its launch's site (corr_ent.site), 0: none */
+	uint8_t phase;
 	/* Filed as gap_file_launch files it unless a span joins it (nspans):
 	 * set as it is placed, from what no span changes.  2: a whole gap
 	 * (no iteration's mark cuts it), whose idle may join the others of
 	 * iter_key's iteration (struct idle_batch). */
 	uint8_t launch_only;
-	uint64_t iter_key; /* the iteration it lies in (iter_no), or ~iter_no between iterations */
-	uint32_t site;     /* its launch's site (corr_ent.site), 0: none */
-	unsigned ncalls;
+	uint8_t has_tid;
+	uint8_t q;       /* its queue: gaps_state.gap_head[q] */
+	/* Made the short way (gap_short_make), the fields after ctx_tid not
+	 * set (pgap_expand): 1, the launch's call alone; 2, the launch's ring
+	 * call, the next call and the launch's call (calls[0, 3) set).  0: made
+	 * by gap_new_q. */
+	uint8_t compact;
 	unsigned nspans;
 	/* The innermost span of another thread running as the piece's host
 	 * work ended (the caller waiting for this work: the main thread inside
@@ -81,10 +85,36 @@ struct pgap {
 	 * called it (the path the tracer lends autograd's threads), else 0. */
 	uint64_t ctx_cp, ctx_dur, ctx_wait_cp;
 	uint32_t ctx_tid;
+	uint8_t edge;
+	uint8_t queued;  /* the next work was launched before the GPU ran dry */
+	uint8_t has_launch;
+	uint8_t syncs, allocs; /* how many of its calls are syncs, allocator calls */
+	unsigned ncalls;
+	uint64_t launch_ts;
 	uint64_t kernel_name;     /* the kernel that ended the gap */
 	struct gap_call calls[GAP_CALLS];
 	struct gap_span spans[GAP_SPANS];
 };
+
+/* A piece made the short way (compact) with the fields it lacks: as
+ * gap_new_q makes a late short gap with those calls. */
+static void pgap_expand(struct pgap *g)
+{
+	g->edge = AN_EDGE_NONE;
+	g->queued = 0;
+	g->has_launch = 1;
+	g->syncs = g->allocs = 0;
+	g->launch_ts = g->resume;
+	g->kernel_name = 0;
+	if (g->compact == 1) {
+		g->ncalls = 1;
+		g->calls[0] = (struct gap_call){
+			.ts = g->resume, .end = g->end, .callpath = g->launch_cp, .native = g->launch_nat};
+	} else {
+		g->ncalls = 3;
+	}
+	g->compact = 0;
+}
 
 /* The piece's head (all but its calls and spans) zeroed: in 64-byte
  * stores the compiler writes as a few vector stores (one memset of it all
@@ -434,6 +464,22 @@ struct short_part {
 	int cause;
 };
 
+/* The parts into their findings (idle_part), in order. */
+static inline __attribute__((always_inline)) void short_parts_findings(struct analysis *a, const struct pgap *g,
+									const struct short_part *parts, size_t np)
+{
+	for (size_t i = 0; i < np; i++) {
+		struct an_finding *p = idle_part(a, parts[i].cause, g->phase, parts[i].cp, parts[i].nat);
+		if (p) {
+			p->cause = parts[i].cause;
+			p->edge = AN_EDGE_NONE;
+			p->total_ns += parts[i].ns;
+			p->count++;
+			p->device = g->device;
+		}
+	}
+}
+
 /* To its part (the first of the same cause and line: part_add's order). */
 static inline __attribute__((always_inline)) void short_part_add(struct short_part *parts, size_t *np, int cause,
 								   uint64_t cp, uint64_t nat, uint64_t ns)
@@ -511,10 +557,11 @@ static inline __attribute__((always_inline)) void idle_batch_add(struct analysis
 }
 
 /* A launch-bound piece's part (idle_part), kept by its site and phase. */
-static __attribute__((noinline)) struct an_finding *launch_part_miss(struct analysis *a, const struct pgap *g, int cause)
+static __attribute__((noinline)) struct an_finding *launch_part_miss(struct analysis *a, const struct pgap *g, int cause,
+								      uint64_t cp, uint64_t nat)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
-	struct an_finding *p = idle_part(a, cause, g->phase, g->calls[0].callpath, g->calls[0].native);
+	struct an_finding *p = idle_part(a, cause, g->phase, cp, nat);
 	if (!p || !g->site)
 		return p;
 	if (g->site > gs->site_part_n) {
@@ -534,9 +581,10 @@ static __attribute__((noinline)) struct an_finding *launch_part_miss(struct anal
 	return p;
 }
 
-/* The part's idle and count (gap_file_launch). */
+/* The part's idle and count (gap_file_launch): at line cp, nat (its
+ * launch's call). */
 static inline __attribute__((always_inline)) void launch_part_add(struct analysis *a, const struct pgap *g, int cause,
-								   uint64_t ns)
+								   uint64_t ns, uint64_t cp, uint64_t nat)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	struct an_finding *p;
@@ -544,7 +592,7 @@ static inline __attribute__((always_inline)) void launch_part_add(struct analysi
 	if (__builtin_expect(ix1 != 0, 1))
 		p = VEC_AT(&a->st->all_findings, struct an_finding, ix1 - 1);
 	else
-		p = launch_part_miss(a, g, cause);
+		p = launch_part_miss(a, g, cause, cp, nat);
 	if (p) {
 		p->cause = cause;
 		p->edge = AN_EDGE_NONE;
@@ -566,7 +614,7 @@ static __attribute__((noinline)) void gap_file_launch_alone(struct analysis *a, 
 	uint64_t by_cause[AN_CAUSE_N] = {0};
 	by_cause[cause] = ns;
 	an_publish_idle_explained(a, g->start, g->end, by_cause);
-	launch_part_add(a, g, cause, ns);
+	launch_part_add(a, g, cause, ns, g->calls[0].callpath, g->calls[0].native);
 }
 
 /* A launch-bound loop's piece: short (no occurrence, no edge), not queued,
@@ -575,17 +623,52 @@ static __attribute__((noinline)) void gap_file_launch_alone(struct analysis *a, 
  * stretch (AN_CPU_STRETCH_NS) after the gap's start (gap_place's
  * launch_only): one part, the launch's, all of its idle (gap_file_short's
  * walk would find the same).  Its own function, small: most pieces are
- * filed here (gap_file). */
-static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
+ * filed here (gap_file), through gap_file_launch's test. */
+static __attribute__((noinline)) void gap_file_launch_slow(struct analysis *a, const struct pgap *g)
 {
-	if (__builtin_expect(g->launch_only != 2, 0)) {
+	if (__builtin_expect(g->launch_only == 1, 0)) {
 		gap_file_launch_alone(a, g);
 		return;
 	}
-	int cause = g->calls[0].callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+	int cause = g->launch_cp ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
 	uint64_t ns = g->end - g->start;
 	idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, g->start, g->end, cause, ns);
-	launch_part_add(a, g, cause, ns);
+	launch_part_add(a, g, cause, ns, g->launch_cp, g->launch_nat);
+}
+
+/* gap_file_launch_slow's work when the batch takes the piece as it is and
+ * its site's part is known (nearly always): inline, without a call that
+ * saves registers. */
+static inline __attribute__((always_inline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	struct idle_batch *b = &gs->batch;
+	size_t bn = b->n;
+	uint32_t ix1;
+	if (__builtin_expect(g->launch_only == 1 || !bn || bn == IDLE_BATCH || b->iter_key != g->iter_key ||
+				     b->device != g->device || b->phase != g->phase ||
+				     (size_t)g->site - 1 >= gs->site_part_n ||
+				     !(ix1 = gs->site_part[g->site - 1][g->phase]),
+			     0)) {
+		gap_file_launch_slow(a, g);
+		return;
+	}
+	int cause = g->launch_cp ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+	uint64_t s = g->start, e = g->end, ns = e - s, device = g->device;
+	struct an_finding *p = VEC_AT(&a->st->all_findings, struct an_finding, ix1 - 1);
+	/* (idle_batch_add's and launch_part_add's work) */
+	b->piece[bn] = (struct idle_batch_piece){.s = s, .e = e, .ns = ns, .cause = cause};
+	b->n = bn + 1;
+	b->by_cause[cause] += ns;
+	if (s < b->s)
+		b->s = s;
+	if (e > b->e)
+		b->e = e;
+	p->cause = cause;
+	p->edge = AN_EDGE_NONE;
+	p->total_ns += ns;
+	p->count++;
+	p->device = device;
 }
 
 /* A short piece (no occurrence, no edge) that was not queued and has no
@@ -599,9 +682,9 @@ static __attribute__((noinline)) void gap_file_launch(struct analysis *a, const 
  * gap_finalize files such a piece (only the parts' cause, line and idle
  * matter to it: the copy, allocator and stretch shares are an
  * occurrence's), in the same order. */
-static void gap_file_short(struct analysis *a, const struct pgap *g)
+static inline __attribute__((always_inline)) size_t short_parts(struct analysis *a, const struct pgap *g,
+								 struct short_part *parts)
 {
-	struct short_part parts[2 * GAP_CALLS + 1];
 	size_t np = 0;
 	int engine = -1; /* gap_engine, asked only for a long stretch */
 	uint64_t s = g->start, e = g->end, w = 0;
@@ -630,6 +713,15 @@ static void gap_file_short(struct analysis *a, const struct pgap *g)
 	}
 	if (w < e)
 		short_part_add(parts, &np, AN_CAUSE_NO_HOST, 0, 0, e - (w > s ? w : s));
+	return np;
+}
+
+/* The parts' idle to the device and out, and into their findings
+ * (gap_file_short's filing). */
+static inline __attribute__((always_inline)) void short_parts_file(struct analysis *a, const struct pgap *g,
+								    const struct short_part *parts, size_t np)
+{
+	uint64_t s = g->start, e = g->end;
 	uint64_t by_cause[AN_CAUSE_N] = {0};
 	struct an_device *d = get_device(a, g->device);
 	for (size_t i = 0; i < np; i++) {
@@ -638,20 +730,68 @@ static void gap_file_short(struct analysis *a, const struct pgap *g)
 			d->idle_by[g->phase][parts[i].cause] += parts[i].ns;
 	}
 	an_publish_idle_explained(a, s, e, by_cause);
-	for (size_t i = 0; i < np; i++) {
-		struct an_finding *p = idle_part(a, parts[i].cause, g->phase, parts[i].cp, parts[i].nat);
-		if (p) {
-			p->cause = parts[i].cause;
-			p->edge = AN_EDGE_NONE;
-			p->total_ns += parts[i].ns;
-			p->count++;
-			p->device = g->device;
-		}
-	}
+	short_parts_findings(a, g, parts, np);
 }
 
-static void gap_finalize(struct analysis *a, const struct pgap *g)
+static void gap_file_short(struct analysis *a, const struct pgap *g)
 {
+	struct short_part parts[2 * GAP_CALLS + 1];
+	size_t np = short_parts(a, g, parts);
+	short_parts_file(a, g, parts, np);
+}
+
+/* A piece made the short way with the launch's next call (compact 2,
+ * gap_short_next) that no span joined: gap_file_short's parts, whose idle,
+ * when they share one cause (nearly always: the launch's line and the next
+ * call's, both inside a launch), joins the batch of its iteration as a
+ * launch-bound piece's does (it is whole, made in iter_key's iteration:
+ * struct idle_batch); else filed on its own as gap_file_short does. */
+static __attribute__((noinline)) void gap_file_next(struct analysis *a, const struct pgap *g)
+{
+	/* Most: the launch began by the gap's start (or less than a long
+	 * stretch after it: its part then begins at the gap's start as well,
+	 * the time before it charged to the launch's line) and returned inside it,
+	 * the next call began less than a long stretch after that and runs to
+	 * the gap's end, both at lines of the same cause.  short_parts' walk
+	 * then finds two parts: the launch's [start, its end), the next
+	 * call's [the launch's end, end) (merged when the lines are one). */
+	const struct gap_call *lc = &g->calls[0], *nc = &g->calls[1];
+	uint64_t s = g->start, e = g->end;
+	int cause = lc->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
+	if (__builtin_expect((lc->ts <= s || lc->ts - s < AN_CPU_STRETCH_NS) && lc->end < e && nc->end >= e &&
+				     (nc->ts <= lc->end || nc->ts - lc->end < AN_CPU_STRETCH_NS) &&
+				     !lc->callpath == !nc->callpath,
+			     1)) {
+		idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, s, e, cause, e - s);
+		struct short_part two[2] = {{.cp = lc->callpath, .nat = lc->native, .ns = lc->end - s, .cause = cause},
+					    {.cp = nc->callpath, .nat = nc->native, .ns = e - lc->end, .cause = cause}};
+		if (two[0].cp == two[1].cp && two[0].nat == two[1].nat) {
+			two[0].ns = e - s;
+			short_parts_findings(a, g, two, 1);
+		} else {
+			short_parts_findings(a, g, two, 2);
+		}
+		return;
+	}
+	struct short_part parts[2 * GAP_CALLS + 1];
+	size_t np = short_parts(a, g, parts);
+	int one = np > 0;
+	for (size_t i = 1; i < np; i++)
+		one &= parts[i].cause == parts[0].cause;
+	if (!one) {
+		short_parts_file(a, g, parts, np);
+		return;
+	}
+	/* (the parts tile [start, end): their idle is all of it) */
+	idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, g->start, g->end,
+		       parts[0].cause, g->end - g->start);
+	short_parts_findings(a, g, parts, np);
+}
+
+static __attribute__((noinline)) void gap_finalize(struct analysis *a, struct pgap *g)
+{
+	if (g->compact)
+		pgap_expand(g);
 	uint64_t len = g->end - g->start;
 	if (!g->queued && !g->nspans && !g->syncs && !g->allocs && !g->edge && len < a->opts.gap_ns) {
 		gap_file_short(a, g);
@@ -755,10 +895,12 @@ static void gap_finalize(struct analysis *a, const struct pgap *g)
 }
 
 /* Piece g's idle filed (it waited for its spans). */
-static inline __attribute__((always_inline)) void gap_file(struct analysis *a, const struct pgap *g)
+static inline __attribute__((always_inline)) void gap_file(struct analysis *a, struct pgap *g)
 {
 	if (g->launch_only && !g->nspans)
 		gap_file_launch(a, g);
+	else if (g->compact == 2 && !g->nspans)
+		gap_file_next(a, g);
 	else
 		gap_finalize(a, g);
 }
@@ -788,8 +930,105 @@ static inline __attribute__((always_inline)) struct pgap *gap_slot(struct analys
 	return g;
 }
 
+/* Span sp (of a piece with a thread: has_tid) is one of piece g's thread's
+ * callers of everything: running since
+ * before the whole gap and still when the next work was issued, which
+ * gap_consider_span passes over (it returns at that test).  Its start and
+ * end then narrow *ts_max and *end_min, the bounds the pieces after g are
+ * held to for the same to be true of it (gap_place's inert spans). */
+static inline __attribute__((always_inline)) int span_inert(const struct pgap *g, const struct span_ent *sp,
+							     uint64_t *ts_max, uint64_t *end_min)
+{
+	if (sp->tid != g->tid || sp->ts > g->gap_start || sp->end < g->resume)
+		return 0;
+	if (sp->ts > *ts_max)
+		*ts_max = sp->ts;
+	if (sp->end < *end_min)
+		*end_min = sp->end;
+	return 1;
+}
+
+/* gap_place's walk of the answer w (found anew unless it holds): every
+ * span of it (AN_SPAN_WALK_EACH), the inert ones set apart for the pieces
+ * after it. */
+static __attribute__((noinline)) void gap_place_walk(struct gaps_state *gs, struct pgap *g, uint64_t start, uint64_t end)
+{
+	struct an_span_walk *w = &gs->walk;
+	if (!an_span_walk_holds(w, gs->span_n, start, end))
+		an_span_walk_find(w, &gs->span_tree, span_first_after(gs, start), gs->span_n, start, end);
+	size_t kept = 0, nact = 0;
+	uint64_t ts_max = 0, end_min = UINT64_MAX;
+	for (size_t k = 0; k < w->n; k++) {
+		unsigned slot = w->slots[k];
+		const struct span_ent *sp = &gs->span[slot];
+		if (sp->end <= start)
+			continue;
+		w->slots[kept++] = (uint16_t)slot;
+		if (g->has_tid && span_inert(g, sp, &ts_max, &end_min))
+			continue;
+		gs->act[nact++] = (uint16_t)slot;
+		gap_consider_span(g, sp);
+	}
+	w->n = kept;
+	w->start = start;
+	gs->nact = nact;
+	gs->inert_ok = g->has_tid;
+	gs->inert_tid = g->tid;
+	gs->inert_ts_max = ts_max;
+	gs->inert_end_min = end_min;
+}
+
+/* Piece g [start, end) (its start, end, gap_start, resume, tid and has_tid
+ * set), with the spans that may explain it.  Only those that may overlap
+ * it, in the ring's slot order (as a scan of the whole ring meets them: the
+ * kept spans, and which of two alike wins, do not depend on where the ring
+ * wrapped): of those from the first that may end after its start, the ones
+ * that start before its end (spans come as they end, before the GPU
+ * records: the ring runs ahead of the gaps).  The last piece's answer
+ * serves while it holds (an_span_walk): the spans it adds ended by this
+ * one's start or start after its end, which gap_consider_span passes over;
+ * those that ended by its start (the ring's max_end is a running maximum:
+ * many did) leave the answer. */
+static inline __attribute__((always_inline)) void gap_place_spans(struct gaps_state *gs, struct pgap *g, uint64_t start,
+								   uint64_t end)
+{
+	struct an_span_walk *w = &gs->walk;
+	/* The thread's own callers of everything (gap_consider_span passes
+	 * them over) found by the last piece serve this one too: only the
+	 * other spans are considered, in the same order.  (The answer keeps
+	 * the spans that ended by this piece's start: they leave it at the
+	 * next piece walked whole.)  A new answer (the walk) makes them anew. */
+	if (__builtin_expect(!an_span_walk_holds(w, gs->span_n, start, end) || !gs->inert_ok || !g->has_tid ||
+				     g->tid != gs->inert_tid || g->gap_start < gs->inert_ts_max ||
+				     g->resume > gs->inert_end_min,
+			     0)) {
+		gap_place_walk(gs, g, start, end);
+		return;
+	}
+	/* A span that is such a caller for this piece is for the pieces after
+	 * it that pass the test with it counted: it leaves act too. */
+	if (gs->nact) {
+		size_t kept = 0;
+		uint64_t ts_max = gs->inert_ts_max, end_min = gs->inert_end_min;
+		for (size_t k = 0; k < gs->nact; k++) {
+			unsigned slot = gs->act[k];
+			const struct span_ent *sp = &gs->span[slot];
+			if (sp->end <= start || span_inert(g, sp, &ts_max, &end_min))
+				continue;
+			gs->act[kept++] = (uint16_t)slot;
+			gap_consider_span(g, sp);
+		}
+		gs->nact = kept;
+		gs->inert_ts_max = ts_max;
+		gs->inert_end_min = end_min;
+	}
+	/* act lost the spans that ended by this start: the answer serves no
+	 * piece that starts before it (a late record's). */
+	w->start = start;
+}
+
 /* Piece g, in its queue slot, is [start, end) of its gap, filed under
- * phase: with the spans that may explain it. */
+ * phase: with the spans that may explain it (gap_place_spans). */
 static inline __attribute__((always_inline)) void gap_place(struct analysis *a, struct pgap *g, uint64_t start,
 							     uint64_t end, int phase)
 {
@@ -801,85 +1040,7 @@ static inline __attribute__((always_inline)) void gap_place(struct analysis *a, 
 	if (end > gs->gap_max_end[q])
 		gs->gap_max_end[q] = end;
 	g->max_end = gs->gap_max_end[q];
-	/* Only the spans that may overlap it, in the ring's slot order (as a
-	 * scan of the whole ring meets them: the kept spans, and which of two
-	 * alike wins, do not depend on where the ring wrapped): of those from
-	 * the first that may end after its start, the ones that start before
-	 * its end (spans come as they end, before the GPU records: the ring
-	 * runs ahead of the gaps).  The last piece's answer serves while it
-	 * holds (an_span_walk): the spans it adds ended by this one's start or
-	 * start after its end, which gap_consider_span passes over; those that
-	 * ended by its start (the ring's max_end is a running maximum: many
-	 * did) leave the answer. */
-	struct an_span_walk *w = &gs->walk;
-	if (!an_span_walk_holds(w, gs->span_n, start, end)) {
-		an_span_walk_find(w, &gs->span_tree, span_first_after(gs, start), gs->span_n, start, end);
-		gs->inert_ok = 0;
-	}
-	/* The thread's own callers of everything (gap_consider_span passes
-	 * them over) found by the last piece serve this one too: only the
-	 * other spans are considered, in the same order.  (The answer keeps
-	 * the spans that ended by this piece's start: they leave it at the
-	 * next piece walked whole.) */
-	if (gs->inert_ok && g->has_tid && g->tid == gs->inert_tid && g->gap_start >= gs->inert_ts_max &&
-	    g->resume <= gs->inert_end_min) {
-		/* A span that is such a caller for this piece is for the
-		 * pieces after it that pass the test with it counted: it
-		 * leaves act too. */
-		size_t kept = 0;
-		uint64_t ts_max = gs->inert_ts_max, end_min = gs->inert_end_min;
-		for (size_t k = 0; k < gs->nact; k++) {
-			unsigned slot = gs->act[k];
-			const struct span_ent *sp = &gs->span[slot];
-			if (sp->end <= start)
-				continue;
-			if (sp->tid == g->tid && sp->ts <= g->gap_start && sp->end >= g->resume) {
-				if (sp->ts > ts_max)
-					ts_max = sp->ts;
-				if (sp->end < end_min)
-					end_min = sp->end;
-				continue;
-			}
-			gs->act[kept++] = (uint16_t)slot;
-			gap_consider_span(g, sp);
-		}
-		gs->nact = kept;
-		gs->inert_ts_max = ts_max;
-		gs->inert_end_min = end_min;
-		/* act lost the spans that ended by this start: the answer
-		 * serves no piece that starts before it (a late record's). */
-		w->start = start;
-		return;
-	}
-	/* Every span of the answer (AN_SPAN_WALK_EACH), the inert ones set
-	 * apart for the pieces after it. */
-	size_t kept = 0, nact = 0;
-	uint64_t ts_max = 0, end_min = UINT64_MAX;
-	for (size_t k = 0; k < w->n; k++) {
-		unsigned slot = w->slots[k];
-		const struct span_ent *sp = &gs->span[slot];
-		if (sp->end <= start)
-			continue;
-		w->slots[kept++] = (uint16_t)slot;
-		if (g->has_tid && sp->tid == g->tid && sp->ts <= g->gap_start && sp->end >= g->resume) {
-			/* (gap_consider_span returns at its test of a caller of
-			 * everything) */
-			if (sp->ts > ts_max)
-				ts_max = sp->ts;
-			if (sp->end < end_min)
-				end_min = sp->end;
-			continue;
-		}
-		gs->act[nact++] = (uint16_t)slot;
-		gap_consider_span(g, sp);
-	}
-	w->n = kept;
-	w->start = start;
-	gs->nact = nact;
-	gs->inert_ok = g->has_tid;
-	gs->inert_tid = g->tid;
-	gs->inert_ts_max = ts_max;
-	gs->inert_end_min = end_min;
+	gap_place_spans(gs, g, start, end);
 }
 
 /* A piece [start, end) of the gap tmpl (a gap cut at an iteration's mark). */
@@ -1053,16 +1214,131 @@ static __attribute__((noinline)) void gap_new_short_unjoined(struct analysis *a,
 	gap_new_q(a, device, start, end, NULL, AN_EDGE_NONE, 1, 0);
 }
 
+/* gap_short_host's gap made the long way. */
+static __attribute__((noinline)) void gap_short_host_q(struct analysis *a, uint64_t device, uint64_t start, uint64_t end,
+						       const struct corr_ent *launch)
+{
+	gap_new_q(a, device, start, end, launch, AN_EDGE_NONE, 1, 1);
+}
+
+/* gap_short_host's piece [start, end) made the short way (compact, a
+ * constant): its fields up to ctx_tid, and with compact 2 its calls: the
+ * launch's ring call (ending at p_end) and the next call nx. */
+static inline __attribute__((always_inline)) void gap_short_make(struct analysis *a, struct gaps_state *gs,
+								  struct an_device *d, uint64_t start, uint64_t end,
+								  const struct corr_ent *launch, int compact,
+								  uint64_t p_end, const struct api_ent *nx)
+{
+	/* (everything read before the piece is written: its stores may alias
+	 * what is read, as far as the compiler knows) */
+	struct pgap *queue = gs->gaps + PENDING_GAPS;
+	size_t head = gs->gap_head[1], qn = gs->gap_n[1];
+	if (qn == PENDING_GAPS) {
+		/* (gap_slot's: the oldest filed first, its slot taken) */
+		gap_file(a, &queue[head]);
+		head = (head + 1) % PENDING_GAPS;
+		gs->gap_head[1] = head;
+		qn--;
+	}
+	gs->gap_n[1] = qn + 1;
+	const struct an_state *st = a->st;
+	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
+	uint8_t phase = (uint8_t)cur_phase(a);
+	uint64_t lts = launch->ts, cp = launch->callpath, nat = launch->native, device = d->id;
+	uint32_t tid = launch->tid, site = launch->site;
+	uint64_t max_end = gs->gap_max_end[1] > end ? gs->gap_max_end[1] : end;
+	struct pgap *g = &queue[(head + qn) % PENDING_GAPS];
+	if (compact == 2) {
+		struct gap_call n = {.ts = nx->ts, .end = nx->end, .callpath = nx->callpath, .native = nx->native};
+		g->calls[0] = (struct gap_call){.ts = lts, .end = p_end, .callpath = cp, .native = nat};
+		g->calls[1] = n;
+		g->calls[2] = (struct gap_call){.ts = lts, .end = end, .callpath = cp, .native = nat};
+		/* (what gap_file_next's parts read: gap_engine's has_launch) */
+		g->ncalls = 3;
+		g->has_launch = 1;
+	}
+	gs->gap_max_end[1] = max_end;
+	g->device = device;
+	g->start = start;
+	g->end = end;
+	g->gap_start = start;
+	g->max_end = max_end;
+	g->resume = lts;
+	g->iter_key = iter_key;
+	g->launch_cp = cp;
+	g->launch_nat = nat;
+	g->tid = tid;
+	g->site = site;
+	g->phase = phase;
+	g->launch_only = compact == 1 ? 2 : 0;
+	g->has_tid = 1;
+	g->q = 1;
+	g->compact = (uint8_t)compact;
+	g->nspans = 0;
+	g->ctx_cp = g->ctx_dur = g->ctx_wait_cp = 0;
+	g->ctx_tid = 0;
+	gap_place_spans(gs, g, start, end);
+}
+
+/* gap_short_host's gap when the newest call in the ring is not its launch:
+ * made the short way when that call is the launching thread's next one
+ * (plain, begun before the gap ended, still running at its start), the
+ * call before it the launch, and every call before that over by the gap's
+ * start.  gap_new_q keeps both (the launch's ring call is not the newest
+ * it meets), oldest first, and adds the launch's own: three calls, no
+ * sync, allocator call or copy, launch_only 0.  (The host issued the next
+ * launch before this one's work began: a short gap's second most common
+ * form.) */
+static __attribute__((noinline)) void gap_short_next(struct analysis *a, struct an_device *d, uint64_t start,
+						     uint64_t end, const struct corr_ent *launch)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	size_t n = gs->api_n;
+	const struct api_ent *nx = gs->api_newest, *p = n >= 2 ? &gs->api[(n - 2) % API_RING] : NULL;
+	uint64_t lts = launch->ts;
+	if (!nx || !p || nx->tid != launch->tid || !nx->plain || nx->ts >= end || nx->end <= start ||
+	    (nx->ts == lts && nx->callpath == launch->callpath && nx->native == launch->native) || p->ts != lts ||
+	    p->tid != launch->tid || p->callpath != launch->callpath || p->native != launch->native || !p->plain ||
+	    lts >= end || p->end <= start || (n > 2 && gs->api[(n - 3) % API_RING].max_end > start)) {
+		gap_short_host_q(a, d->id, start, end, launch);
+		return;
+	}
+	gap_short_make(a, gs, d, start, end, launch, 2, p->end, nx);
+}
+
 /* A gap under the threshold launched late (or by a call not in the trace):
  * explained by the host's calls and spans as a long one, in the queue of
- * the short ones. */
+ * the short ones.
+ *
+ * Most are a launch-bound loop's (nine in ten here), made the short way:
+ * the newest call in the ring is the launch, every call before it ended by
+ * the gap's start (gap_new_q keeps no call of the ring, only the launch's
+ * own), and the launch began before the gap or less than a long stretch
+ * after its start (launch_only).  Such a piece is then the launch's call
+ * alone: only the fields a span, a phase's move and its filing read are
+ * written (compact 1), in its queue's slot (the oldest piece filed first
+ * when the queue is full, as gap_slot does).  The result is gap_new_q's,
+ * field for field once pgap_expand has run.  (gap_short_next: the second
+ * most common form.) */
 __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s,
 					       const struct corr_ent *launch)
 {
-	if (__builtin_expect(launch != NULL, 1))
-		gap_new_q(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE, 1, 1);
-	else
+	if (__builtin_expect(launch == NULL, 0)) {
 		gap_new_short_unjoined(a, d->id, d->busy.end, s);
+		return;
+	}
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	uint64_t start = d->busy.end, end = s, lts = launch->ts;
+	const struct api_ent *e = gs->api_newest;
+	if (__builtin_expect(!e || e->ts != lts || e->tid != launch->tid || e->callpath != launch->callpath ||
+				     e->native != launch->native || !e->plain || lts >= end || e->end <= start ||
+				     gs->api_prev_max_end > start ||
+				     (lts > start && lts - start >= AN_CPU_STRETCH_NS),
+			     0)) {
+		gap_short_next(a, d, start, end, launch);
+		return;
+	}
+	gap_short_make(a, gs, d, start, end, launch, 1, 0, NULL);
 }
 
 /* A gap under the threshold whose work was queued before the GPU ran dry:

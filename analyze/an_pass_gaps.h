@@ -66,6 +66,11 @@ struct idle_batch {
 struct gaps_state {
 	struct api_ent api[API_RING];
 	size_t api_n;
+	/* The newest call in the ring (NULL: none yet) and the latest end of
+	 * the calls before it (gap_short_host's test of a launch-bound loop's
+	 * gap: is the newest call its launch, every one before it over). */
+	const struct api_ent *api_newest;
+	uint64_t api_prev_max_end;
 	struct span_ent span[SPAN_RING];
 	size_t span_n;
 	struct an_span_tree span_tree; /* the ring's slots by earliest start (an_gap_index.h) */
@@ -115,6 +120,8 @@ HOT_FN void gaps_on_call(struct analysis *a, struct an_call_ev *e)
 	ae->native = c->native;
 	ae->copy = e->kind == TBP_K_MEMCPY ? an_copy_bits(e->r->u.memcpy.copy_kind, e->r->u.memcpy.flags) : 0;
 	ae->plain = !ae->copy && ae->kind != TBP_K_SYNC && ae->kind != TBP_K_MALLOC && ae->kind != TBP_K_FREE;
+	gs->api_newest = ae;
+	gs->api_prev_max_end = gs->api_max_end;
 	if (e->end > gs->api_max_end)
 		gs->api_max_end = e->end;
 	ae->max_end = gs->api_max_end;

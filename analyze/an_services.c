@@ -29,6 +29,7 @@ struct an_device *get_device_slow(struct analysis *a, uint64_t id)
 	st->c_dev_ok = 1;
 	st->c_dev_id = id;
 	st->c_dev = ix;
+	st->c_dev_p = d;
 	return d;
 }
 
@@ -54,6 +55,9 @@ struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev
 	st->c_stream_ok |= 1;
 	st->c_stream_key = key;
 	st->c_stream = ix;
+	/* (the table may have moved: the second entry's place again) */
+	st->c_stream_p = s;
+	st->c_stream2_p = VEC_AT(&a->streams, struct an_stream, st->c_stream2);
 	return s;
 }
 
@@ -69,6 +73,7 @@ struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid)
 		t->tid = tid;
 	st->c_thread_tid = tid;
 	st->c_thread_ix = ix + 1;
+	st->c_thread_p = t;
 	return t;
 }
 
@@ -218,28 +223,57 @@ void snap_all(struct analysis *a, uint64_t t, int end)
 }
 
 /* ------------------------------------------------------------ the timeline's marks */
+/* Mark slot x before slot y in the heap: shorter, or as long and first. */
+static inline int mark_before(const struct analysis *a, unsigned x, unsigned y)
+{
+	uint64_t dx = a->marks[x].end - a->marks[x].start, dy = a->marks[y].end - a->marks[y].start;
+	return dx < dy || (dx == dy && x < y);
+}
+
+/* The heap's entry at i moved down to its place. */
+static void mark_sift_down(const struct analysis *a, uint16_t *heap, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < AN_MAX_MARKS && mark_before(a, heap[l], heap[m]))
+			m = l;
+		if (l + 1 < AN_MAX_MARKS && mark_before(a, heap[l + 1], heap[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		uint16_t t = heap[i];
+		heap[i] = heap[m];
+		heap[m] = t;
+		i = m;
+	}
+}
+
 __attribute__((noinline)) void mark_add(struct analysis *a, int kind, uint64_t dev, uint64_t stream, uint64_t s,
 					uint64_t e)
 {
+	struct an_state *st = a->st;
 	size_t slot = a->n_marks;
 	if (a->n_marks == AN_MAX_MARKS) {
 		/* Keep the longest: replace the shortest (the first of the
-		 * shortest) if this one is longer.  The shortest is found again
-		 * only when it was replaced: most marks are shorter. */
-		if (!a->marks_shortest) {
-			slot = 0;
-			for (size_t i = 1; i < AN_MAX_MARKS; i++)
-				if (a->marks[i].end - a->marks[i].start < a->marks[slot].end - a->marks[slot].start)
-					slot = i;
-			a->marks_shortest = slot + 1;
+		 * shortest) if this one is longer.  The shortest is the heap's
+		 * top: after a replacement its slot's mark is longer, and goes
+		 * down to its place (a scan of all the marks found it before). */
+		if (!st->mark_heap_ok) {
+			for (size_t i = 0; i < AN_MAX_MARKS; i++)
+				st->mark_heap[i] = (uint16_t)i;
+			for (size_t i = AN_MAX_MARKS / 2; i-- > 0;)
+				mark_sift_down(a, st->mark_heap, i);
+			st->mark_heap_ok = 1;
 		}
-		slot = a->marks_shortest - 1;
+		slot = st->mark_heap[0];
 		if (a->marks[slot].end - a->marks[slot].start >= e - s)
 			return;
-		a->marks_shortest = 0;
-	} else {
-		a->n_marks++;
+		a->marks[slot] = (struct an_mark){.device = dev, .stream = stream, .start = s, .end = e, .kind = kind};
+		mark_sift_down(a, st->mark_heap, 0);
+		return;
 	}
+	st->mark_heap_ok = 0;
+	a->n_marks++;
 	a->marks[slot] = (struct an_mark){.device = dev, .stream = stream, .start = s, .end = e, .kind = kind};
 }
 

@@ -140,12 +140,22 @@ struct an_state {
 	int phase;        /* cur_phase() since the last mark */
 
 	/* One-entry caches: consecutive records mostly hit the same device,
-	 * stream, call site and kernel name. */
+	 * stream, call site and kernel name.
+	 * The entries themselves, not their index: only the slow paths add
+	 * to the tables (and may move them), and they set the caches again. */
 	uint64_t c_dev_id, c_stream_key;
 	uint64_t c_dev, c_stream, c_stream_key2, c_stream2;
 	int c_dev_ok, c_stream_ok;
 	uint32_t c_thread_tid;
 	size_t c_thread_ix; /* index + 1 in threads, 0 = none */
+	struct an_device *c_dev_p;
+	struct an_stream *c_stream_p, *c_stream2_p;
+	struct thread_st *c_thread_p;
+	/* Once the timeline's marks are full (mark_add): their slots as a
+	 * binary min-heap by (length, slot), the first of the shortest at the
+	 * top; mark_heap_ok 0: to be built. */
+	uint16_t mark_heap[AN_MAX_MARKS];
+	int mark_heap_ok;
 	/* Call sites and kernel names alternate within a step (a loop body
 	 * launches several kernels from several lines): small direct-mapped
 	 * caches in front of their maps. */
@@ -184,7 +194,7 @@ HOT_FN struct an_device *get_device(struct analysis *a, uint64_t id)
 {
 	struct an_state *st = a->st;
 	if (__builtin_expect(st->c_dev_ok && st->c_dev_id == id, 1))
-		return VEC_AT(&a->devices, struct an_device, st->c_dev);
+		return st->c_dev_p;
 	return get_device_slow(a, id);
 }
 
@@ -195,9 +205,9 @@ HOT_FN struct an_stream *get_stream(struct analysis *a, uint64_t dev, uint64_t s
 	uint64_t key = (dev << 40) ^ stream;
 	/* Two entries: kernels and copies often run on two streams. */
 	if (__builtin_expect(st->c_stream_ok & 1, 1) && st->c_stream_key == key)
-		return VEC_AT(&a->streams, struct an_stream, st->c_stream);
+		return st->c_stream_p;
 	if ((st->c_stream_ok & 2) && st->c_stream_key2 == key)
-		return VEC_AT(&a->streams, struct an_stream, st->c_stream2);
+		return st->c_stream2_p;
 	return get_stream_slow(a, key, dev, stream);
 }
 
@@ -205,7 +215,7 @@ struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid);
 HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
 {
 	if (__builtin_expect(st->c_thread_ix && st->c_thread_tid == tid, 1))
-		return VEC_AT(&st->threads, struct thread_st, st->c_thread_ix - 1);
+		return st->c_thread_p;
 	return get_thread_slow(st, tid);
 }
 
