@@ -473,7 +473,6 @@ struct analysis {
 	uint64_t hist_origin, hist_w;
 	struct an_mark marks[AN_MAX_MARKS];
 	size_t n_marks;
-	size_t marks_shortest; /* mark_add: 1 + the slot of the shortest mark once full, 0: to be found */
 	/* HTML: the steps' breakdown (struct an_step_time, time order) and the
 	 * last AN_TL_EVENTS GPU records (a ring; tl_seen of them in all), kept
 	 * when opts.keep_timeline. */

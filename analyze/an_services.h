@@ -61,13 +61,14 @@ struct corr_ent {
 	uint32_t item; /* index + 1 of its step detection item, 0 = none */
 	uint32_t syncs; /* the launching thread's host syncs so far (bursts) */
 };
-/* 4096 entries (192 KiB, cache-resident): in time order, the launches
+/* 4096 entries (256 KiB, cache-resident): in time order, the launches
  * still waiting for their GPU side are about the runtime's queue depth. */
 #define CORR_RING (1u << 12)
 #define GRAPH_RING (1u << 10)
 struct corr_slot {
 	uint64_t corr; /* 0: empty */
 	struct corr_ent e;
+	uint64_t pad; /* 64 bytes: a slot's address is a shift, not a multiply */
 };
 /* key + 1 -> index into a vector (0: empty slot); a miss falls back to the
  * map, so the cache only ever answers what the map would. */
