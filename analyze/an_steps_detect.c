@@ -179,6 +179,9 @@ struct pvar {
 	size_t count;         /* its items */
 	uint32_t nf;          /* frames_of */
 	uint32_t callee_todo; /* frames (bit k) whose callee lines_count notes at the next item */
+	uint8_t every;        /* every item notes callees (lines_count) */
+	uint8_t unit_kind, complete; /* its path's (unit_track) */
+	uint64_t unit_site;
 };
 /* vline[]: the item is not in the context; neither, and it is the user's
  * code outside it (ivar.outside); it is a call from the context's frame
@@ -204,8 +207,10 @@ struct scan {
 	struct vec ctxs, lines, paths; /* struct ctx, loop_line, path_info */
 	struct u64map ctx_idx, line_idx, path_idx;
 	struct vec units;              /* struct unit_call of the kind and site chosen, time order */
+	struct vec unit_calls;         /* struct unit_call: every unit call, time order (lines_count's walk) */
 	uint64_t total;                /* the work (items_build) */
-	uint64_t *after;               /* after[i]: the work of items i and later */
+	uint64_t *after;               /* after[i]: the work of the items before i (work_from) */
+	uint64_t work_sum;             /* of all items */
 	int cpu;                       /* no work items: a CPU run, whose spans hold the work */
 	struct sd_item *calls;         /* the host's other calls (syncs ...), time order: no work */
 	size_t ncalls;
@@ -694,11 +699,17 @@ static int items_build(struct scan *sc)
 	return 0;
 }
 
+/* The work of items i and later. */
+static inline uint64_t work_from(const struct scan *sc, size_t i)
+{
+	return sc->work_sum - sc->after[i];
+}
+
 /* A loop whose iterations may hold most of the work from its first step
  * on: the context's own work does, from its first item on. */
 static int ctx_may_hold(const struct scan *sc, const struct ctx *c)
 {
-	return c->w && 2 * c->w >= sc->after[c->first_item];
+	return c->w && 2 * c->w >= work_from(sc, c->first_item);
 }
 
 /* The item is a call from context ci's frame (enters). */
@@ -864,6 +875,63 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 	return 0;
 }
 
+/* The calls made once per step (units_find), gathered by lines_count's walk:
+ * consecutive items of one thread inside the same call (the outermost unit
+ * frame on their paths, called from one site), a span of the call covering
+ * what runs inside it. */
+struct unit_threads {
+	struct {
+		uint32_t tid;
+		uint64_t site, end;
+		size_t call; /* its index in unit_calls */
+		uint8_t kind;
+		int open;
+	} th[64];
+	size_t nth, t;
+};
+static inline __attribute__((always_inline)) int unit_track(struct scan *sc, struct unit_threads *ut,
+							    const struct sd_item *it, const struct pvar *p)
+{
+	size_t t = ut->t;
+	if (t >= ut->nth || ut->th[t].tid != it->tid) /* (most items: the thread of the one before) */
+		for (t = 0; t < ut->nth && ut->th[t].tid != it->tid;)
+			t++;
+	ut->t = t;
+	if (t == ut->nth) {
+		if (ut->nth == 64)
+			return 0; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
+		ut->th[ut->nth++] = (typeof(ut->th[0])){.tid = it->tid};
+	}
+	if (!p->unit_kind) { /* (inside the open call or not: it ends it only from its end on) */
+		if (ut->th[t].open && it->ts >= ut->th[t].end)
+			ut->th[t].open = 0;
+		return 0;
+	}
+	/* Inside the open call, a path cut by the tracer's depth (torch.compile's first call nests
+	 * deeper than 32 frames) names no user site of its own: it is that call's. */
+	if (!p->complete && ut->th[t].open && it->ts < ut->th[t].end)
+		return 0;
+	/* One call: its span's path and the paths of the work inside it
+	 * name it by different lines (the function's first, the line
+	 * running), so by its call site. */
+	if (ut->th[t].open && ut->th[t].site == p->unit_site && ut->th[t].kind == p->unit_kind) {
+		if (it->end > ut->th[t].end)
+			ut->th[t].end = it->end;
+		struct unit_call *c = VEC_AT(&sc->unit_calls, struct unit_call, ut->th[t].call);
+		c->end = ut->th[t].end;
+		c->work |= !sd_item_span(it);
+		return 0;
+	}
+	struct unit_call *c = vec_push(&sc->unit_calls);
+	if (!c)
+		return -1;
+	*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->unit_site, .kind = p->unit_kind,
+				.work = !sd_item_span(it)};
+	ut->th[t] = (typeof(ut->th[0])){.tid = it->tid, .site = p->unit_site, .kind = p->unit_kind, .end = it->end,
+					.call = sc->unit_calls.n - 1, .open = 1};
+	return 0;
+}
+
 /* The callees of module calls item i's frames name (lines_count): a line
  * calling several modules enters at its first only (line_callee). */
 static void callees_note(struct scan *sc, size_t i)
@@ -917,10 +985,9 @@ static int lines_count(struct scan *sc)
 	/* after[] and each kind's work, first item and count. */
 	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
 		return -1;
-	sc->after[sc->n] = 0;
 	/* The items that note callees, in time order (callees_note): each
 	 * kind's first, and every item of a kind whose calls are named by what
-	 * runs inside them (`every`: listed in the walk below, latest first). */
+	 * runs inside them (`every`: listed in the walk below, in time order). */
 	uint8_t *every = calloc(nv ? nv : 1, 1);
 	if (!every)
 		return -1;
@@ -928,28 +995,47 @@ static int lines_count(struct scan *sc)
 		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
 		for (uint32_t m = pvs[v].callee_todo; m; m &= m - 1)
 			if (!p->callee[__builtin_ctz(m)])
-				every[v] = 1;
+				every[v] = pvs[v].every = 1;
+		pvs[v].unit_kind = p->unit_kind;
+		pvs[v].complete = (uint8_t)p->complete;
+		pvs[v].unit_site = p->unit_site;
 	}
+	/* One walk, in time order: the work before each item (after[]), each
+	 * kind's, its first item and count, the unit calls (units_find), and the
+	 * items that note callees. */
 	struct vec notes = {.item = sizeof(size_t)};
-	for (size_t i = sc->n; i-- > 0;) {
+	struct unit_threads ut = {0};
+	uint64_t *after = sc->after, sum = 0;
+	int rc = 0;
+	for (size_t i = 0; i < sc->n; i++) {
 		const struct sd_item *it = &sc->items[i];
 		struct pvar *pv = &pvs[it->var];
-		sc->after[i] = sc->after[i + 1] + it->w;
+		after[i] = sum;
+		sum += it->w;
 		pv->w += it->w;
-		pv->first = i;
-		pv->count++;
-		if (__builtin_expect(every[it->var], 0)) {
+		if (!pv->count++)
+			pv->first = i;
+		if (__builtin_expect(pv->every, 0)) {
 			size_t *at = vec_push(&notes);
 			if (!at) {
-				free(every);
-				vec_free(&notes);
-				return -1;
+				rc = -1;
+				break;
 			}
 			*at = i;
 		}
+		if (unit_track(sc, &ut, it, pv)) {
+			rc = -1;
+			break;
+		}
+	}
+	after[sc->n] = sum;
+	sc->work_sum = sum;
+	if (rc) {
+		free(every);
+		vec_free(&notes);
+		return -1;
 	}
 	size_t nwalk = notes.n; /* then the other kinds' first items */
-	int rc = 0;
 	for (size_t v = 0; v < nv && !rc; v++) {
 		if (!pvs[v].count || !pvs[v].callee_todo || every[v])
 			continue;
@@ -961,11 +1047,6 @@ static int lines_count(struct scan *sc)
 	}
 	free(every);
 	size_t *order = notes.data;
-	for (size_t a = 0; a < nwalk / 2; a++) { /* the walk's, earliest first */
-		size_t t = order[a];
-		order[a] = order[nwalk - 1 - a];
-		order[nwalk - 1 - a] = t;
-	}
 	if (notes.n > nwalk)
 		qsort(order + nwalk, notes.n - nwalk, sizeof *order, index_cmp);
 	for (size_t a = 0, b = nwalk; !rc && (a < nwalk || b < notes.n);) /* the two merged */
@@ -1028,69 +1109,8 @@ static int steps_around(const struct vec *calls, const struct unit_site *slow, c
  * LOOP_MIN calls: its busiest site's calls into sc->units. */
 static int units_find(struct scan *sc)
 {
-	struct vec calls = {.item = sizeof(struct unit_call)};
-	struct {
-		uint32_t tid;
-		uint64_t site, end;
-		size_t call; /* its index in calls */
-		uint8_t kind;
-		int open;
-	} th[64];
-	size_t nth = 0;
-	/* Each call path's unit call, read at every item. */
-	struct unit_of {
-		uint64_t site;
-		uint8_t kind, complete;
-	} *units = malloc((sc->paths.n ? sc->paths.n : 1) * sizeof *units);
-	if (!units)
-		return -1;
-	for (size_t k = 0; k < sc->paths.n; k++) {
-		const struct path_info *p = path_at(sc, (uint32_t)k);
-		units[k] = (struct unit_of){.site = p->unit_site, .kind = p->unit_kind, .complete = (uint8_t)p->complete};
-	}
-	size_t t = 0;
-	for (size_t i = 0; i < sc->n; i++) {
-		const struct sd_item *it = &sc->items[i];
-		const struct unit_of *p = &units[sd_item_path(it)];
-		if (t >= nth || th[t].tid != it->tid) /* (most items: the thread of the one before) */
-			for (t = 0; t < nth && th[t].tid != it->tid;)
-				t++;
-		if (t == nth) {
-			if (nth == 64)
-				continue; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
-			th[nth++] = (typeof(th[0])){.tid = it->tid};
-		}
-		if (!p->kind) { /* (inside the open call or not: it ends it only from its end on) */
-			if (th[t].open && it->ts >= th[t].end)
-				th[t].open = 0;
-			continue;
-		}
-		/* Inside the open call, a path cut by the tracer's depth (torch.compile's first call nests
-		 * deeper than 32 frames) names no user site of its own: it is that call's. */
-		if (!p->complete && th[t].open && it->ts < th[t].end)
-			continue;
-		/* One call: its span's path and the paths of the work inside it
-		 * name it by different lines (the function's first, the line
-		 * running), so by its call site. */
-		if (th[t].open && th[t].site == p->site && th[t].kind == p->kind) {
-			if (it->end > th[t].end)
-				th[t].end = it->end;
-			struct unit_call *c = VEC_AT(&calls, struct unit_call, th[t].call);
-			c->end = th[t].end;
-			c->work |= !sd_item_span(it);
-			continue;
-		}
-		struct unit_call *c = vec_push(&calls);
-		if (!c) {
-			vec_free(&calls);
-			free(units);
-			return -1;
-		}
-		*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->site, .kind = p->kind,
-					.work = !sd_item_span(it)};
-		th[t] = (typeof(th[0])){.tid = it->tid, .site = p->site, .kind = p->kind, .end = it->end,
-					.call = calls.n - 1, .open = 1};
-	}
+	struct vec calls = sc->unit_calls; /* (lines_count's walk: unit_track) */
+	sc->unit_calls = (struct vec){.item = sizeof(struct unit_call)};
 	/* Calls per (kind, site). */
 	struct vec sites = {.item = sizeof(struct unit_site)};
 	for (size_t i = 0; i < calls.n; i++) {
@@ -1178,7 +1198,6 @@ static int units_find(struct scan *sc)
 	}
 	vec_free(&sites);
 	vec_free(&calls);
-	free(units);
 	return rc;
 }
 
@@ -1469,12 +1488,12 @@ static uint64_t covered(const struct scan *sc, const struct vec *steps, uint64_t
 		else
 			hi = m;
 	}
-	*from = sc->after[lo];
+	*from = work_from(sc, lo);
 	for (size_t k = 0; k < steps->n; k++) {
 		const struct an_step *s = VEC_AT(steps, struct an_step, k);
 		i = item_at(sc, i, s->begin);
 		size_t j = item_at(sc, i, s->end);
-		w += sc->after[i] - sc->after[j];
+		w += sc->after[j] - sc->after[i];
 		i = j;
 	}
 	return w;
@@ -1647,7 +1666,7 @@ static uint8_t *next_to_none(const struct scan *sc, const struct vec *steps, con
 	for (size_t k = 0; k < n; k++) {
 		const struct an_step *st = VEC_AT(steps, struct an_step, k);
 		i = item_at(sc, i, st->begin);
-		work[k] = sc->after[i] - sc->after[item_at(sc, i, st->end)];
+		work[k] = sc->after[item_at(sc, i, st->end)] - sc->after[i];
 		if (in[k])
 			with[nw++] = work[k];
 	}
@@ -1932,6 +1951,7 @@ static void scan_free(struct scan *sc)
 	vec_free(&sc->lines);
 	vec_free(&sc->paths);
 	vec_free(&sc->units);
+	vec_free(&sc->unit_calls);
 	vec_free(&sc->iter_lines);
 	u64map_free(&sc->ctx_idx);
 	u64map_free(&sc->line_idx);
@@ -1970,7 +1990,7 @@ void steps_detect(struct analysis *a)
 	}
 	struct scan sc = {.a = a, .ctxs.item = sizeof(struct ctx), .lines.item = sizeof(struct loop_line),
 			  .paths.item = sizeof(struct path_info), .units.item = sizeof(struct unit_call),
-			  .iter_lines.item = sizeof(struct iter_line)};
+			  .iter_lines.item = sizeof(struct iter_line), .unit_calls.item = sizeof(struct unit_call)};
 	struct cand best = {.steps.item = sizeof(struct an_step), .iters.item = sizeof(struct an_step),
 			    .ends.item = sizeof(struct an_step), .iter_lines.item = sizeof(struct iter_line)};
 	a->steps.none = "no loop found";
