@@ -25,12 +25,14 @@
  * no steps.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "an_pass_steps.h"
 #include "an_steps_detect.h"
 #include "an_ranges.h"
+#include "cmd.h"
 
 /* A line entered twice may be code before and after another (a single
  * step's forward and its optimizer step): a loop runs at least three
@@ -217,6 +219,18 @@ struct scan {
 	uint32_t stamp;                /* steps_end's, for loop_line.call_stamp */
 	uint64_t shortest_span;        /* of the items (items_build; UINT64_MAX: no span) */
 	struct vec iter_lines;         /* iterations()'s: struct iter_line, each line's first entry in each iteration */
+	/* ctx_lines' walk of context log_ctx (UINT32_MAX: none), for
+	 * iterations(): struct walk_event, its items that are not at the line
+	 * last entered (entries, calls, the user's code outside the context) */
+	struct vec log;
+	uint32_t log_ctx;
+};
+/* An item that entered a line, called, or is the user's code outside the
+ * context, and the latest end of the items after it up to the next event
+ * that are at the line last entered (ctx_lines). */
+struct walk_event {
+	size_t item;
+	uint64_t max_end;
 };
 
 /* ------------------------------------------------------------ frames */
@@ -854,6 +868,12 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 	struct loop_line *lines = sc->lines.data;
 	const uint32_t *vline = sc->vline;
 	struct entry_state e = c->entry;
+	/* The walk's events logged for iterations() (walk_event), which walks
+	 * the context with the same entries from the same start. */
+	int log = 1;
+	sc->log.n = 0;
+	sc->log_ctx = UINT32_MAX;
+	uint64_t max_end = 0;
 	for (size_t i = c->first_item; i < sc->n; i++) { /* (none before it is in the context) */
 		const struct sd_item *it = &sc->items[i];
 		uint32_t fl = vline[it->var];
@@ -864,12 +884,30 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 			if (line == e.prev_line) {
 				if (!sd_item_span(it))
 					lines[line].work = 1;
+				if (it->end > max_end)
+					max_end = it->end;
 				continue;
 			}
-		} else if (fl != VLINE_CALL) {
+		} else if (fl != VLINE_CALL && fl != VLINE_OUTSIDE) {
 			continue;
 		}
-		ctx_line_item(sc, ci, c, &e, i, &ivs[it->var]);
+		if (log) {
+			struct walk_event *ev = vec_push(&sc->log);
+			if (ev) {
+				if (sc->log.n > 1)
+					ev[-1].max_end = max_end;
+				ev->item = i;
+				max_end = 0;
+			} else {
+				log = 0;
+			}
+		}
+		if (fl != VLINE_OUTSIDE)
+			ctx_line_item(sc, ci, c, &e, i, &ivs[it->var]);
+	}
+	if (log && sc->log.n) {
+		VEC_AT(&sc->log, struct walk_event, sc->log.n - 1)->max_end = max_end;
+		sc->log_ctx = ci;
 	}
 	c->entry = e;
 	return 0;
@@ -1309,8 +1347,148 @@ static void steps_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t tid,
  * *loop_tid: for the loop found, such a step runs on to the end of the host
  * calls that follow it at the loop's lines (steps_end), whatever loops were
  * tried after it (they set first_iter of their own contexts' lines only). */
-static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out, struct vec *ends,
-		      uint32_t *loop_tid)
+static int vec_copy(struct vec *to, const struct vec *from);
+
+/* iterations()' state along its walk. */
+struct iter_walk {
+	uint32_t ci, head;
+	const struct ivar *ivs;
+	struct vec *out, *ends;
+	struct entry_state e;
+	uint32_t tid;
+	int open;
+	uint64_t last_end;
+	size_t last_begin_item, head_entry;
+};
+
+/* Item i of the walk (iterations). */
+static inline __attribute__((always_inline)) int iter_item(struct scan *sc, struct iter_walk *w, size_t i)
+{
+	const struct sd_item *it = &sc->items[i];
+	const struct ivar *ivs = w->ivs;
+	uint32_t fl = sc->vline[it->var], head = w->head;
+	struct entry_state *e = &w->e;
+	/* Most items: no call, at the line last entered (or inside a call
+	 * running from it): nothing entered, and the line's first_iter
+	 * was set at the context's item before (the same line, the same
+	 * step open or not). */
+	if (fl < VLINE_CALL && (it->tid == e->call_tid && it->ts < e->call_end ? e->call_line : fl) == e->prev_line) {
+		if (w->open && it->end > w->last_end)
+			w->last_end = it->end;
+		if (w->open && e->prev_line == head &&
+		    (it->tid == e->call_tid && it->ts < e->call_end ? e->call_fn : ivs[it->var].below) == e->fn) {
+			struct iter_line *hl = VEC_AT(&sc->iter_lines, struct iter_line, w->head_entry);
+			hl->w += it->w;
+			hl->items++;
+			hl->unit |= path_at(sc, sd_item_path(it))->unit_kind != UNIT_NONE;
+		} else if (w->open && e->prev_line == head) {
+			VEC_AT(&sc->iter_lines, struct iter_line, w->head_entry)->other = 1;
+		}
+		return 0;
+	}
+	struct vec *out = w->out;
+	const struct ivar *iv = &ivs[it->var];
+	if (!iv->in) {
+		if (w->open && it->tid == w->tid && iv->outside) {
+			struct an_step *s = VEC_AT(out, struct an_step, out->n - 1);
+			s->end = w->last_end > s->begin ? w->last_end : s->begin + 1;
+			w->open = 0;
+			struct an_step *own = vec_push(w->ends);
+			if (own)
+				*own = (struct an_step){out->n - 1, it->ts};
+		}
+		return 0;
+	}
+	uint32_t line = iv->line;
+	uint64_t callee = iv->callee;
+	if (!callee && iv->call)
+		callee = call_callee(sc, i, w->ci);
+	uint64_t below = !iv->call && it->tid == e->call_tid && it->ts < e->call_end ? e->call_fn : iv->below;
+	int entered = enters(e, it, &line, iv->below, callee, iv->line_callee, iv->call);
+	if (entered && line == head) {
+		if (w->open)
+			VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
+		struct an_step *s = vec_push(out);
+		if (!s)
+			return -1;
+		s->begin = it->ts;
+		w->open = 1;
+		w->tid = it->tid;
+		w->last_end = it->end;
+		w->last_begin_item = i;
+	}
+	if (!w->open)
+		return 0;
+	if (it->end > w->last_end)
+		w->last_end = it->end;
+	struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
+	if (entered && l->iter_seen != out->n) {
+		l->iter_seen = (uint32_t)out->n;
+		l->iter_entries = 1;
+		l->iters_once++;
+		struct iter_line *il = vec_push(&sc->iter_lines);
+		if (!il)
+			return -1;
+		*il = (struct iter_line){(uint32_t)(out->n - 1), line, 0, 0, 0, 0};
+		if (line == head)
+			w->head_entry = sc->iter_lines.n - 1;
+	} else if (entered && l->iter_entries == 1) {
+		l->iter_entries = 2;
+		l->iters_once--;
+		l->iters_more++;
+	}
+	if (line == head && below == e->fn) {
+		struct iter_line *hl = VEC_AT(&sc->iter_lines, struct iter_line, w->head_entry);
+		hl->w += it->w;
+		hl->items++;
+		hl->unit |= path_at(sc, sd_item_path(it))->unit_kind != UNIT_NONE;
+	} else if (line == head) {
+		VEC_AT(&sc->iter_lines, struct iter_line, w->head_entry)->other = 1;
+	}
+	if (l->first_iter == UINT32_MAX)
+		l->first_iter = (uint32_t)(out->n - 1);
+	return 0;
+}
+
+/* The walk of iterations() through ctx_lines' log of context ci (ctx_log):
+ * only its events, and the items between two of them (all at the line last
+ * entered, nothing entered) one by one only while a step is open at the
+ * head line; elsewhere they only extend the open step's last end, by the
+ * latest end the log kept for them. */
+static int iterations_logged(struct scan *sc, struct iter_walk *w)
+{
+	const struct walk_event *ev = sc->log.data;
+	size_t n = sc->log.n;
+	for (size_t k = 0; k < n; k++) {
+		size_t i = ev[k].item, next = k + 1 < n ? ev[k + 1].item : sc->n;
+		if (iter_item(sc, w, i))
+			return -1;
+		if (!w->open || next == i + 1)
+			continue;
+		if (w->e.prev_line != w->head) {
+			if (ev[k].max_end > w->last_end)
+				w->last_end = ev[k].max_end;
+			continue;
+		}
+		for (size_t j = i + 1; j < next; j++)
+			if (sc->vline[sc->items[j].var] < VLINE_CALL && iter_item(sc, w, j)) /* (not VLINE_NONE) */
+				return -1;
+	}
+	return 0;
+}
+
+/* The loop of context ci whose iterations start at line head: each from an
+ * entry into the head line to the next, or, when the user's code works
+ * outside the context before that (on the loop's thread, the code after the
+ * loop's body: an evaluation pass, a checkpoint), to the end of the
+ * iteration's own last item; the last one ends before a line no earlier
+ * iteration entered (the code after the loop).  The steps that so end with
+ * their own work into *ends ({step index, stop}), and the loop's thread into
+ * *loop_tid: for the loop found, such a step runs on to the end of the host
+ * calls that follow it at the loop's lines (steps_end), whatever loops were
+ * tried after it (they set first_iter of their own contexts' lines only). */
+static int iterations_walk(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out, struct vec *ends,
+			   uint32_t *loop_tid, int logged)
 {
 	out->n = 0;
 	ends->n = 0;
@@ -1321,97 +1499,21 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		ll->first_iter = UINT32_MAX;
 		ll->iter_seen = ll->iter_entries = ll->iters_once = ll->iters_more = 0;
 	}
-	const struct ivar *ivs = ivars_for(sc, ci);
-	const uint32_t *vline = sc->vline;
-	struct entry_state e = {.prev_line = UINT32_MAX};
-	uint32_t tid = 0;
-	int open = 0;
-	uint64_t last_end = 0;
-	size_t last_begin_item = 0, head_entry = 0;
+	struct iter_walk w = {.ci = ci, .head = head, .ivs = ivars_for(sc, ci), .out = out, .ends = ends,
+			      .e = {.prev_line = UINT32_MAX}};
+	const struct ivar *ivs = w.ivs;
 	/* (the items before the context's first are not in it, and no step is open) */
-	for (size_t i = VEC_AT(&sc->ctxs, struct ctx, ci)->first_item; i < sc->n; i++) {
-		const struct sd_item *it = &sc->items[i];
-		uint32_t fl = vline[it->var];
-		/* Most items: no call, at the line last entered (or inside a call
-		 * running from it): nothing entered, and the line's first_iter
-		 * was set at the context's item before (the same line, the same
-		 * step open or not). */
-		if (fl < VLINE_CALL &&
-		    (it->tid == e.call_tid && it->ts < e.call_end ? e.call_line : fl) == e.prev_line) {
-			if (open && it->end > last_end)
-				last_end = it->end;
-			if (open && e.prev_line == head &&
-			    (it->tid == e.call_tid && it->ts < e.call_end ? e.call_fn : ivs[it->var].below) == e.fn) {
-				struct iter_line *hl = VEC_AT(&sc->iter_lines, struct iter_line, head_entry);
-				hl->w += it->w;
-				hl->items++;
-				hl->unit |= path_at(sc, sd_item_path(it))->unit_kind != UNIT_NONE;
-			} else if (open && e.prev_line == head) {
-				VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->other = 1;
-			}
-			continue;
-		}
-		const struct ivar *iv = &ivs[it->var];
-		if (!iv->in) {
-			if (open && it->tid == tid && iv->outside) {
-				struct an_step *s = VEC_AT(out, struct an_step, out->n - 1);
-				s->end = last_end > s->begin ? last_end : s->begin + 1;
-				open = 0;
-				struct an_step *own = vec_push(ends);
-				if (own)
-					*own = (struct an_step){out->n - 1, it->ts};
-			}
-			continue;
-		}
-		uint32_t line = iv->line;
-		uint64_t callee = iv->callee;
-		if (!callee && iv->call)
-			callee = call_callee(sc, i, ci);
-		uint64_t below = !iv->call && it->tid == e.call_tid && it->ts < e.call_end ? e.call_fn : iv->below;
-		int entered = enters(&e, it, &line, iv->below, callee, iv->line_callee, iv->call);
-		if (entered && line == head) {
-			if (open)
-				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
-			struct an_step *s = vec_push(out);
-			if (!s)
+	if (logged) {
+		if (iterations_logged(sc, &w))
+			return -1;
+	} else {
+		for (size_t i = VEC_AT(&sc->ctxs, struct ctx, ci)->first_item; i < sc->n; i++)
+			if (iter_item(sc, &w, i))
 				return -1;
-			s->begin = it->ts;
-			open = 1;
-			tid = it->tid;
-			last_end = it->end;
-			last_begin_item = i;
-		}
-		if (!open)
-			continue;
-		if (it->end > last_end)
-			last_end = it->end;
-		struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
-		if (entered && l->iter_seen != out->n) {
-			l->iter_seen = (uint32_t)out->n;
-			l->iter_entries = 1;
-			l->iters_once++;
-			struct iter_line *il = vec_push(&sc->iter_lines);
-			if (!il)
-				return -1;
-			*il = (struct iter_line){(uint32_t)(out->n - 1), line, 0, 0, 0, 0};
-			if (line == head)
-				head_entry = sc->iter_lines.n - 1;
-		} else if (entered && l->iter_entries == 1) {
-			l->iter_entries = 2;
-			l->iters_once--;
-			l->iters_more++;
-		}
-		if (line == head && below == e.fn) {
-			struct iter_line *hl = VEC_AT(&sc->iter_lines, struct iter_line, head_entry);
-			hl->w += it->w;
-			hl->items++;
-			hl->unit |= path_at(sc, sd_item_path(it))->unit_kind != UNIT_NONE;
-		} else if (line == head) {
-			VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->other = 1;
-		}
-		if (l->first_iter == UINT32_MAX)
-			l->first_iter = (uint32_t)(out->n - 1);
 	}
+	uint32_t tid = w.tid;
+	int open = w.open;
+	size_t last_begin_item = w.last_begin_item;
 	*loop_tid = tid;
 	if (!out->n)
 		return 0;
@@ -1442,6 +1544,61 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			*own = (struct an_step){li, stop};
 	}
 	return 0;
+}
+
+/* The evaluation scratch iterations() leaves in context ci's lines, into v
+ * (uint32_t, 5 a line). */
+static int lines_scratch(const struct scan *sc, uint32_t ci, struct vec *v)
+{
+	v->n = 0;
+	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
+	     l = VEC_AT(&sc->lines, struct loop_line, l)->next)
+		for (int k = 0; k < 5; k++) {
+			const struct loop_line *ll = VEC_AT(&sc->lines, struct loop_line, l);
+			uint32_t *x = vec_push(v);
+			if (!x)
+				return -1;
+			*x = k == 0 ? ll->first_iter : k == 1 ? ll->iter_seen : k == 2 ? ll->iter_entries
+				: k == 3 ? ll->iters_once : ll->iters_more;
+		}
+	return 0;
+}
+
+static int vecs_differ(const struct vec *x, const struct vec *y)
+{
+	return x->n != y->n || (x->n && memcmp(x->data, y->data, x->n * x->item));
+}
+
+/* iterations_walk through ctx_lines' log of the context when it has one
+ * (under TBANALYZE_CHECK, checked against the walk of every item). */
+static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out, struct vec *ends,
+		      uint32_t *loop_tid)
+{
+	int logged = sc->log_ctx == ci;
+	if (!logged || !an_check_on())
+		return iterations_walk(sc, ci, head, out, ends, loop_tid, logged);
+	struct vec o = {.item = out->item}, en = {.item = ends->item}, il = {.item = sc->iter_lines.item},
+		   sl = {.item = sizeof(uint32_t)}, sl2 = {.item = sizeof(uint32_t)};
+	uint32_t t = 0;
+	int rc = iterations_walk(sc, ci, head, out, ends, &t, 0);
+	if (!rc)
+		rc = vec_copy(&o, out) || vec_copy(&en, ends) || vec_copy(&il, &sc->iter_lines) ||
+				     lines_scratch(sc, ci, &sl)
+			     ? -1
+			     : iterations_walk(sc, ci, head, out, ends, loop_tid, 1);
+	if (!rc && !lines_scratch(sc, ci, &sl2) &&
+	    (t != *loop_tid || vecs_differ(&o, out) || vecs_differ(&en, ends) || vecs_differ(&il, &sc->iter_lines) ||
+	     vecs_differ(&sl, &sl2))) {
+		fprintf(stderr, "tbanalyze: internal check failed: the iterations of a loop walked through the "
+				"context's log differ from those of every item\n");
+		abort();
+	}
+	vec_free(&o);
+	vec_free(&en);
+	vec_free(&il);
+	vec_free(&sl);
+	vec_free(&sl2);
+	return rc;
 }
 
 /* The first item from index `from` on that starts at or after t (items in
@@ -1953,6 +2110,7 @@ static void scan_free(struct scan *sc)
 	vec_free(&sc->units);
 	vec_free(&sc->unit_calls);
 	vec_free(&sc->iter_lines);
+	vec_free(&sc->log);
 	u64map_free(&sc->ctx_idx);
 	u64map_free(&sc->line_idx);
 	u64map_free(&sc->path_idx);
@@ -1990,7 +2148,8 @@ void steps_detect(struct analysis *a)
 	}
 	struct scan sc = {.a = a, .ctxs.item = sizeof(struct ctx), .lines.item = sizeof(struct loop_line),
 			  .paths.item = sizeof(struct path_info), .units.item = sizeof(struct unit_call),
-			  .iter_lines.item = sizeof(struct iter_line), .unit_calls.item = sizeof(struct unit_call)};
+			  .iter_lines.item = sizeof(struct iter_line), .unit_calls.item = sizeof(struct unit_call),
+			  .log.item = sizeof(struct walk_event), .log_ctx = UINT32_MAX};
 	struct cand best = {.steps.item = sizeof(struct an_step), .iters.item = sizeof(struct an_step),
 			    .ends.item = sizeof(struct an_step), .iter_lines.item = sizeof(struct iter_line)};
 	a->steps.none = "no loop found";
