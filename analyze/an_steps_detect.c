@@ -607,12 +607,12 @@ static int items_merge(struct scan *sc, uint64_t *gpu_out, uint64_t *host_out)
 	}
 	sd_items_sort(sp, ns, sp + ns);
 	sp[ns] = (struct sd_item){.ts = UINT64_MAX, .end = 0}; /* after every item */
-	struct sd_item *items = sc->items;
+	struct sd_item *items = sc->items, *o = items;
 	const struct step_item *work = ss->work.data;
 	uint64_t gpu = 0, host = 0, last_ts = 0, last_end = UINT64_MAX;
-	size_t j = 0, k = 0;
-	for (size_t i = 0; i < nw; i++) {
-		const struct step_item *s = &work[i];
+	const struct sd_item *spn = sp; /* the next span to merge in */
+	uint64_t span_ts = spn->ts;
+	for (const struct step_item *s = work, *se = work + nw; s < se; s++) {
 		uint64_t ts = s->ts, end = s->end < ts ? ts : s->end;
 		if (ts < last_ts || (ts == last_ts && end > last_end)) {
 			rc = 1;
@@ -623,14 +623,19 @@ static int items_merge(struct scan *sc, uint64_t *gpu_out, uint64_t *host_out)
 		uint32_t p = path_of(sc, s->cp);
 		if (p == UINT32_MAX)
 			goto out;
-		gpu += s->gpu_ns;
-		for (; sp[j].ts < ts || (sp[j].ts == ts && sp[j].end > end); j++) {
-			pos[sp[j].w] = (uint32_t)k;
-			items[k] = sp[j];
-			items[k++].w = 0;
+		uint64_t w = s->gpu_ns;
+		gpu += w;
+		if (__builtin_expect(span_ts <= ts, 0)) {
+			for (; spn->ts < ts || (spn->ts == ts && spn->end > end); spn++) {
+				pos[spn->w] = (uint32_t)(o - items);
+				*o = *spn;
+				o++->w = 0;
+			}
+			span_ts = spn->ts;
 		}
-		items[k++] = (struct sd_item){.ts = ts, .end = end, .w = s->gpu_ns, .var = 2 * p, .tid = s->tid};
+		*o++ = (struct sd_item){.ts = ts, .end = end, .w = w, .var = 2 * p, .tid = s->tid};
 	}
+	size_t j = (size_t)(spn - sp), k = (size_t)(o - items);
 	for (; j < ns; j++) {
 		pos[sp[j].w] = (uint32_t)k;
 		items[k] = sp[j];
