@@ -879,14 +879,19 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 	sc->log.n = 0;
 	sc->log_ctx = UINT32_MAX;
 	uint64_t max_end = 0;
-	for (size_t i = c->first_item; i < sc->n; i++) { /* (none before it is in the context) */
-		const struct sd_item *it = &sc->items[i];
+	/* (e's fields the common case reads, in registers: set again after each
+	 * item that may change them) */
+	uint32_t prev_line = e.prev_line, call_tid = e.call_tid, call_line = e.call_line;
+	uint64_t call_end = e.call_end;
+	const struct sd_item *items = sc->items;
+	for (const struct sd_item *it = items + c->first_item, *ie = items + sc->n; it < ie; it++) {
+		/* (none before its first item is in the context) */
 		uint32_t fl = vline[it->var];
 		/* Most items: no call, at the line last entered (or inside a call
 		 * running from it): nothing entered (enters). */
 		if (fl < VLINE_CALL) {
-			uint32_t line = it->tid == e.call_tid && it->ts < e.call_end ? e.call_line : fl;
-			if (line == e.prev_line) {
+			uint32_t line = it->ts < call_end && it->tid == call_tid ? call_line : fl;
+			if (line == prev_line) {
 				if (!sd_item_span(it))
 					lines[line].work = 1;
 				if (it->end > max_end)
@@ -896,6 +901,7 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 		} else if (fl != VLINE_CALL && fl != VLINE_OUTSIDE) {
 			continue;
 		}
+		size_t i = (size_t)(it - items);
 		if (log) {
 			struct walk_event *ev = vec_push(&sc->log);
 			if (ev) {
@@ -907,8 +913,13 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 				log = 0;
 			}
 		}
-		if (fl != VLINE_OUTSIDE)
+		if (fl != VLINE_OUTSIDE) {
 			ctx_line_item(sc, ci, c, &e, i, &ivs[it->var]);
+			prev_line = e.prev_line;
+			call_tid = e.call_tid;
+			call_line = e.call_line;
+			call_end = e.call_end;
+		}
 	}
 	if (log && sc->log.n) {
 		VEC_AT(&sc->log, struct walk_event, sc->log.n - 1)->max_end = max_end;
@@ -1050,28 +1061,29 @@ static int lines_count(struct scan *sc)
 	struct unit_threads ut = {0};
 	uint64_t *after = sc->after, sum = 0;
 	int rc = 0;
-	for (size_t i = 0; i < sc->n; i++) {
-		const struct sd_item *it = &sc->items[i];
+	const struct sd_item *items = sc->items;
+	for (const struct sd_item *it = items, *ie = items + sc->n; it < ie; it++) {
 		struct pvar *pv = &pvs[it->var];
-		after[i] = sum;
-		sum += it->w;
-		pv->w += it->w;
+		uint64_t w = it->w;
+		*after++ = sum;
+		sum += w;
+		pv->w += w;
 		if (!pv->count++)
-			pv->first = i;
+			pv->first = (size_t)(it - items);
 		if (__builtin_expect(pv->every, 0)) {
 			size_t *at = vec_push(&notes);
 			if (!at) {
 				rc = -1;
 				break;
 			}
-			*at = i;
+			*at = (size_t)(it - items);
 		}
 		if (unit_track(sc, &ut, it, pv)) {
 			rc = -1;
 			break;
 		}
 	}
-	after[sc->n] = sum;
+	sc->after[sc->n] = sum;
 	sc->work_sum = sum;
 	if (rc) {
 		free(every);
