@@ -240,6 +240,30 @@ static int function_has(const struct an_frame *f, const char *part)
 	return memmem(f->function, f->function_len, part, strlen(part)) != NULL;
 }
 
+/* A frame's library check and its file as shown (an_frame_is_library,
+ * an_display_path), made once per frame of a call path (path_make): each
+ * frame is asked about several library files. */
+struct frame_lib {
+	const char *d;
+	size_t dl;
+	int lib;
+};
+
+static void frame_lib_make(const struct analysis *a, const struct an_frame *f, struct frame_lib *l)
+{
+	l->lib = an_frame_is_library(a, f);
+	l->d = l->lib ? an_display_path(a, f->file, f->file_len, &l->dl) : NULL;
+}
+
+/* an_frame_in_library_file, from the frame's frame_lib. */
+static int lib_file_is(const struct frame_lib *l, const char *rel)
+{
+	if (!l->lib)
+		return 0;
+	size_t rl = strlen(rel);
+	return rel[rl - 1] == '/' ? l->dl > rl && !memcmp(l->d, rel, rl) : l->dl == rl && !memcmp(l->d, rel, rl);
+}
+
 /* What kind of once-per-step call a frame is: the optimizer's step (any
  * frame in torch.optim but zero_grad, the LR schedulers, and the optimizer's
  * making and its state_dict()/load_state_dict(), called by a checkpoint's
@@ -247,23 +271,23 @@ static int function_has(const struct an_frame *f, const char *part)
  * step(), called every step, stepping the optimizer or skipping it),
  * torch's backward(), a module's call (its forward), a CUDA graph's replay
  * (a step captured whole: its optimizer step and backward are in the graph). */
-static int unit_frame(const struct analysis *a, const struct an_frame *f)
+static int unit_frame(const struct an_frame *f, const struct frame_lib *l)
 {
-	if (an_frame_in_library_file(a, f, "torch/cuda/graphs.py") && an_frame_function_is(f, "CUDAGraph.replay"))
+	if (lib_file_is(l, "torch/cuda/graphs.py") && an_frame_function_is(f, "CUDAGraph.replay"))
 		return UNIT_GRAPH;
-	if ((an_frame_in_library_file(a, f, "torch/amp/grad_scaler.py") ||
-	     an_frame_in_library_file(a, f, "torch/cuda/amp/grad_scaler.py")) &&
+	if ((lib_file_is(l, "torch/amp/grad_scaler.py") ||
+	     lib_file_is(l, "torch/cuda/amp/grad_scaler.py")) &&
 	    an_frame_function_is(f, "GradScaler.step"))
 		return UNIT_OPTIMIZER;
-	if (an_frame_in_library_file(a, f, "torch/optim/"))
+	if (lib_file_is(l, "torch/optim/"))
 		return function_has(f, "zero_grad") || function_has(f, "state_dict") || function_has(f, "add_param_group") ||
-				       function_has(f, "__init__") || an_frame_in_library_file(a, f, "torch/optim/lr_scheduler.py")
+				       function_has(f, "__init__") || lib_file_is(l, "torch/optim/lr_scheduler.py")
 			       ? UNIT_NONE
 			       : UNIT_OPTIMIZER;
-	if ((an_frame_in_library_file(a, f, "torch/_tensor.py") && an_frame_function_is(f, "Tensor.backward")) ||
-	    (an_frame_in_library_file(a, f, "torch/autograd/__init__.py") && an_frame_function_is(f, "backward")))
+	if ((lib_file_is(l, "torch/_tensor.py") && an_frame_function_is(f, "Tensor.backward")) ||
+	    (lib_file_is(l, "torch/autograd/__init__.py") && an_frame_function_is(f, "backward")))
 		return UNIT_BACKWARD;
-	if (an_frame_in_library_file(a, f, "torch/nn/modules/module.py") &&
+	if (lib_file_is(l, "torch/nn/modules/module.py") &&
 	    (an_frame_function_is(f, "Module._wrapped_call_impl") || an_frame_function_is(f, "Module._call_impl")))
 		return UNIT_FORWARD;
 	return UNIT_NONE;
@@ -277,12 +301,12 @@ static int unit_frame(const struct analysis *a, const struct an_frame *f)
  * iteration whose two calls were spans split in two, its forward a step of
  * its own: 22 steps for a loop of 20).  0: the leaf, or a path ending inside
  * the plumbing (a span of Module._call_impl: which module, unknown). */
-static uint64_t callee_of(const struct analysis *a, const struct an_frame *fr, size_t k)
+static uint64_t callee_of(const struct an_frame *fr, const struct frame_lib *fl, size_t k)
 {
 	uint64_t h = 0;
 	for (size_t j = k; j-- > 0;) {
 		h = an_hash_combine(h, an_frame_function_hash(&fr[j]));
-		if (!an_frame_in_library_file(a, &fr[j], "torch/nn/modules/module.py"))
+		if (!lib_file_is(&fl[j], "torch/nn/modules/module.py"))
 			return h;
 	}
 	return 0; /* (a span of the plumbing itself: which module, unknown) */
@@ -315,10 +339,12 @@ static uint32_t path_make(struct scan *sc, uint64_t cp)
 	enum { MAX = 256 };
 	uint64_t nodes[MAX];
 	struct an_frame fr[MAX];
+	struct frame_lib fl[MAX];
 	size_t n = 0;
 	for (uint64_t node = cp; node && n < MAX; node = an_callpath_parent(a, node)) {
 		if (!an_callpath_frames(a, node, &fr[n], 1))
 			break;
+		frame_lib_make(a, &fr[n], &fl[n]);
 		nodes[n++] = node;
 	}
 	struct path_info pi = {.caller_ctx = UINT32_MAX};
@@ -327,15 +353,15 @@ static uint32_t path_make(struct scan *sc, uint64_t cp)
 	pi.complete = n && n < MAX && (n < 32 || an_frame_function_is(&fr[n - 1], "<module>"));
 	size_t users = 0;
 	for (size_t i = 0; i < n; i++)
-		users += !an_frame_is_library(a, &fr[i]);
+		users += !fl[i].lib;
 	size_t skip = users > PATH_FRAMES ? users - PATH_FRAMES : 0; /* keep the outermost */
 	uint32_t depth = 0;
 	for (size_t k = n; k-- > 0;) {
 		const struct an_frame *f = &fr[k];
-		if (an_frame_is_library(a, f)) {
-			if (an_frame_in_library_file(a, f, "torch/distributed/") || an_frame_in_library_file(a, f, "torch/nn/parallel/distributed.py"))
+		if (fl[k].lib) {
+			if (lib_file_is(&fl[k], "torch/distributed/") || lib_file_is(&fl[k], "torch/nn/parallel/distributed.py"))
 				pi.distributed = 1;
-			int u = pi.unit_kind ? UNIT_NONE : unit_frame(a, f);
+			int u = pi.unit_kind ? UNIT_NONE : unit_frame(f, &fl[k]);
 			if (u) {
 				pi.unit_kind = (uint8_t)u;
 				pi.unit_site = an_user_callpath(a, nodes[k]);
@@ -372,8 +398,8 @@ static uint32_t path_make(struct scan *sc, uint64_t cp)
 		if (k == 0)
 			pi.leaf_user = 1;
 		pi.below[pi.n] = k ? an_frame_function_hash(&fr[k - 1]) : 0;
-		pi.callee[pi.n] = callee_of(a, fr, k);
-		if (k && an_frame_in_library_file(a, &fr[k - 1], "torch/nn/modules/module.py"))
+		pi.callee[pi.n] = callee_of(fr, fl, k);
+		if (k && lib_file_is(&fl[k - 1], "torch/nn/modules/module.py"))
 			pi.module_call |= 1u << pi.n;
 		pi.ctx[pi.n] = ci;
 		pi.line[pi.n++] = li;
