@@ -79,7 +79,10 @@ static void span_account(struct analysis *a, const struct an_span_ev *ev, struct
 	}
 	size_t sidx = (size_t)(s - VEC_AT(&a->spans, struct an_span_stat, 0));
 	struct thread_st *thr = get_thread(st, ev->tid);
-	struct spans_thread *th = thr ? vec_slot(&ss->threads, thread_index(st, thr)) : NULL;
+	size_t ti = thr ? thread_index(st, thr) : 0;
+	struct spans_thread *th = !thr ? NULL
+				  : ti < ss->threads.n ? VEC_AT(&ss->threads, struct spans_thread, ti) /* (vec_slot's) */
+				  : vec_slot(&ss->threads, ti);
 	if (th && !th->done)
 		th->done = malloc(2 * SPAN_STACK * sizeof *th->done);
 	if (th && th->done) {
