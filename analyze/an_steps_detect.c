@@ -659,7 +659,11 @@ static int items_merge(struct scan *sc, uint64_t *gpu_out, uint64_t *host_out)
 			}
 			span_ts = spn->ts;
 		}
-		*o++ = (struct sd_item){.ts = ts, .end = end, .w = w, .var = 2 * p, .tid = s->tid};
+		o->ts = ts; /* (field by field: the struct was built in vector registers) */
+		o->end = end;
+		o->w = w;
+		o->var = 2 * p;
+		o++->tid = s->tid;
 	}
 	size_t j = (size_t)(spn - sp), k = (size_t)(o - items);
 	for (; j < ns; j++) {
