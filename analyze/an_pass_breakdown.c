@@ -56,6 +56,7 @@ __attribute__((noinline)) void hist_coarsen(struct analysis *a, uint64_t e)
 		}
 		a->hist_w *= 2;
 	}
+	an_pass_state(a, breakdown)->bin_hi = 0; /* (the bins changed) */
 }
 
 /* ------------------------------------------------------------ window, again

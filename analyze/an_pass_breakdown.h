@@ -16,9 +16,24 @@ HOT_FN void stream_busy_add(struct an_stream *str, uint64_t s, uint64_t e, uint6
 	un_add(u, s, e);
 }
 
+/* breakdown: the timeline picture's bin the latest interval fell in, all of
+ * it, as [bin_lo, bin_hi) in trace time (the bins are every stream's): the
+ * next one inside it, most records, is added there without the rest of
+ * hist_add's arithmetic.  bin_hi 0: none (at first, and once the bins are
+ * coarsened). */
+struct breakdown_state {
+	uint64_t bin_lo, bin_hi;
+	size_t bin;
+};
+
 void hist_coarsen(struct analysis *a, uint64_t e);
 HOT_FN void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint64_t e)
 {
+	struct breakdown_state *bs = an_pass_state(a, breakdown);
+	if (s >= bs->bin_lo && e <= bs->bin_hi && e > s) {
+		str->hist[bs->bin] += e - s;
+		return;
+	}
 	if (!a->hist_on) {
 		a->hist_on = 1;
 		a->hist_origin = s;
@@ -39,8 +54,16 @@ HOT_FN void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint
 	/* Most intervals lie inside one bin: the loop below would add end - off
 	 * to that bin alone. */
 	if ((off >> sh) == ((end - 1) >> sh)) {
-		if ((off >> sh) < AN_HIST_BINS)
+		if ((off >> sh) < AN_HIST_BINS) {
 			str->hist[off >> sh] += end - off;
+			/* (not where an end would have been cut short above) */
+			if (((off >> sh) + 1) << sh <= (UINT64_MAX >> 12) &&
+			    a->hist_origin <= UINT64_MAX - (UINT64_MAX >> 12)) {
+				bs->bin = off >> sh;
+				bs->bin_lo = a->hist_origin + (bs->bin << sh);
+				bs->bin_hi = bs->bin_lo + a->hist_w;
+			}
+		}
 		return;
 	}
 	/* hist_w is 1024 doubled: a shift, not a division per record. */
@@ -99,6 +122,7 @@ int breakdown_finish(struct analysis *a);
 
 static const struct an_pass_ops an_pass_breakdown = {
 	.name = "breakdown",
+	.state_size = sizeof(struct breakdown_state),
 	.on_kernel = breakdown_on_kernel,
 	.on_gpu_memcpy = breakdown_on_gpu_memcpy,
 	.on_gpu_memset = breakdown_on_gpu_memset,

@@ -7,10 +7,21 @@
 /* bursts: closed bursts not yet added to their finding (struct burst_iv):
  * bursts of one site on several streams overlap in time, so their spans and
  * idle are merged per (finding, device) before adding. */
+#define BURST_SIBS 256 /* slots of bursts_state.sibs */
 struct bursts_state {
 	struct vec burst_ivs;
 	size_t burst_fold_at;
+	/* Pairs (call path, a run's first kernel's) found to be the same loop
+	 * body (burst_kernel: the parent looked up, the leaf compared): a
+	 * direct-mapped memo, as a run of many lines asks again at every
+	 * kernel.  cp 0: empty. */
+	struct { uint64_t cp, first; } sibs[BURST_SIBS];
 };
+
+static inline unsigned burst_sib_slot(uint64_t cp, uint64_t first)
+{
+	return (unsigned)((cp * 0x9e3779b97f4a7c15ull ^ first) >> 40) & (BURST_SIBS - 1);
+}
 
 void burst_close(struct analysis *a, struct an_stream *s);
 /* Call paths x and y end in the same function (file and name). */
@@ -36,10 +47,35 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 	 * another line of the same function run at the top (a script's own
 	 * loop at module level: no caller).  One Python line launches through
 	 * different C++ paths: its native stacks count only without Python. */
-	int same = cp ? cp == r->callpath : nat == r->native && !r->callpath;
-	if (!same && r->count && cp && an_callpath_parent(a, cp) == r->parent &&
-	    (r->parent || same_leaf_function(a, cp, r->callpath)))
+	/* And the site's slot in the run (k, k == nsites: none yet).  Whether a
+	 * kernel is the run's depends only on its site and the run's first
+	 * kernel's: a site the run has is the run's, no parent to look up. */
+	uint32_t k = 0, ns = r->nsites;
+	int same;
+	if (cp && cp == r->callpath) { /* (the run's first site: slot 0) */
 		same = 1;
+	} else if (cp) {
+		/* (the slots past nsites are 0: no call path) */
+		unsigned m = (unsigned)(r->site_cp[0] == cp) | (unsigned)(r->site_cp[1] == cp) << 1 |
+			     (unsigned)(r->site_cp[2] == cp) << 2 | (unsigned)(r->site_cp[3] == cp) << 3;
+		k = m ? (uint32_t)__builtin_ctz(m) : ns;
+		same = k < ns;
+		if (!same && r->count) {
+			struct bursts_state *bs = an_pass_state(a, bursts);
+			unsigned slot = burst_sib_slot(cp, r->callpath);
+			same = bs->sibs[slot].cp == cp && bs->sibs[slot].first == r->callpath;
+			if (!same && an_callpath_parent(a, cp) == r->parent &&
+			    (r->parent || same_leaf_function(a, cp, r->callpath))) {
+				same = 1;
+				bs->sibs[slot].cp = cp;
+				bs->sibs[slot].first = r->callpath;
+			}
+		}
+	} else {
+		while (k < ns && (r->site_cp[k] || r->site_nat[k] != nat))
+			k++;
+		same = nat == r->native && !r->callpath;
+	}
 	/* Host work between them (Python, a sync, CPU work) ends it: its gap is
 	 * the host's, an idle gap of its own. */
 	int apart = r->count && (ts >= r->last_end + a->opts.gap_ns ||
@@ -50,18 +86,12 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 	 * past it, whose idle the run must not take in as well. */
 	if (r->count && d->idle_total - r->dev_idle_last >= a->opts.gap_ns)
 		apart = 1;
-	if (r->count && (!is_short || !same || apart))
+	if (r->count && (!is_short || !same || apart)) {
 		burst_close(a, s);
+		k = 0; /* (no sites now) */
+	}
 	if (!is_short)
 		return;
-	/* The site: its user's line, or without one its native stack. */
-	uint32_t k = 0, ns = r->nsites;
-	if (cp)
-		while (k < ns && r->site_cp[k] != cp)
-			k++;
-	else
-		while (k < ns && (r->site_cp[k] || r->site_nat[k] != nat))
-			k++;
 	if (k < r->nsites) {
 		r->site_n[k]++;
 	} else if (k < 4) {

@@ -79,7 +79,10 @@ static void span_account(struct analysis *a, const struct an_span_ev *ev, struct
 	}
 	size_t sidx = (size_t)(s - VEC_AT(&a->spans, struct an_span_stat, 0));
 	struct thread_st *thr = get_thread(st, ev->tid);
-	struct spans_thread *th = thr ? vec_slot(&ss->threads, thread_index(st, thr)) : NULL;
+	size_t ti = thr ? thread_index(st, thr) : 0;
+	struct spans_thread *th = !thr ? NULL
+				  : ti < ss->threads.n ? VEC_AT(&ss->threads, struct spans_thread, ti) /* (vec_slot's) */
+				  : vec_slot(&ss->threads, ti);
 	if (th && !th->done)
 		th->done = malloc(2 * SPAN_STACK * sizeof *th->done);
 	if (th && th->done) {
@@ -117,7 +120,18 @@ static void span_account(struct analysis *a, const struct an_span_ev *ev, struct
 void spans_on_span(struct analysis *a, struct an_span_ev *ev)
 {
 	uint64_t cp = ev->callpath;
-	size_t ix = vec_keyed(&a->spans, &an_pass_state(a, spans)->span_idx, cp, NULL);
+	struct spans_state *ss = an_pass_state(a, spans);
+	typeof(ss->ix_cache[0]) *slot = &ss->ix_cache[(cp ^ cp >> 8) & (SPAN_IX_CACHE - 1)];
+	size_t ix;
+	if (slot->cp1 == cp + 1 && cp != UINT64_MAX) {
+		ix = (size_t)slot->ix;
+	} else {
+		ix = vec_keyed(&a->spans, &ss->span_idx, cp, NULL);
+		if (ix != SIZE_MAX && cp != UINT64_MAX) {
+			slot->cp1 = cp + 1;
+			slot->ix = ix;
+		}
+	}
 	struct an_span_stat *s = ix == SIZE_MAX ? NULL : VEC_AT(&a->spans, struct an_span_stat, ix);
 	ev->stat = s;
 	if (!s)

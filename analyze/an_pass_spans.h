@@ -21,8 +21,12 @@ struct spans_thread {
 	struct done_span *done;
 	size_t ndone, done_base;
 };
+#define SPAN_IX_CACHE 256 /* slots of spans_state.ix_cache */
 struct spans_state {
 	struct u64map span_idx;
+	/* span_idx's answers by call path, direct-mapped (a loop's spans come
+	 * from a few call paths): {call path + 1 (0: empty), index} */
+	struct { uint64_t cp1, ix; } ix_cache[SPAN_IX_CACHE];
 	struct vec threads; /* struct spans_thread */
 };
 

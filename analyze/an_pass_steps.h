@@ -62,7 +62,12 @@ HOT_FN uint32_t steps_work(struct steps_state *ss, uint32_t tid, uint64_t ts, ui
 	if (__builtin_expect(v->n < v->cap && cp < STEP_ITEM_CP_MAX && v->n < STEP_ITEMS_MAX, 1)) {
 		ss->work_cp = (uint32_t)cp;
 		ss->work_tid = tid;
-		*((struct step_item *)v->data + v->n) = (struct step_item){.ts = ts, .end = end, .cp = (uint32_t)cp, .tid = tid};
+		struct step_item *w = (struct step_item *)v->data + v->n;
+		w->ts = ts;
+		w->end = end;
+		w->gpu_ns = 0;
+		w->cp = (uint32_t)cp;
+		w->tid = tid;
 		return (uint32_t)++v->n;
 	}
 	return step_item_new(ss, tid, ts, end, cp);

@@ -25,12 +25,14 @@
  * no steps.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "an_pass_steps.h"
 #include "an_steps_detect.h"
 #include "an_ranges.h"
+#include "cmd.h"
 
 /* A line entered twice may be code before and after another (a single
  * step's forward and its optimizer step): a loop runs at least three
@@ -179,6 +181,9 @@ struct pvar {
 	size_t count;         /* its items */
 	uint32_t nf;          /* frames_of */
 	uint32_t callee_todo; /* frames (bit k) whose callee lines_count notes at the next item */
+	uint8_t every;        /* every item notes callees (lines_count) */
+	uint8_t unit_kind, complete; /* its path's (unit_track) */
+	uint64_t unit_site;
 };
 /* vline[]: the item is not in the context; neither, and it is the user's
  * code outside it (ivar.outside); it is a call from the context's frame
@@ -204,14 +209,28 @@ struct scan {
 	struct vec ctxs, lines, paths; /* struct ctx, loop_line, path_info */
 	struct u64map ctx_idx, line_idx, path_idx;
 	struct vec units;              /* struct unit_call of the kind and site chosen, time order */
+	struct vec unit_calls;         /* struct unit_call: every unit call, time order (lines_count's walk) */
 	uint64_t total;                /* the work (items_build) */
-	uint64_t *after;               /* after[i]: the work of items i and later */
+	uint64_t *after;               /* after[i]: the work of the items before i (work_from) */
+	uint64_t work_sum;             /* of all items */
 	int cpu;                       /* no work items: a CPU run, whose spans hold the work */
 	struct sd_item *calls;         /* the host's other calls (syncs ...), time order: no work */
 	size_t ncalls;
 	uint32_t stamp;                /* steps_end's, for loop_line.call_stamp */
 	uint64_t shortest_span;        /* of the items (items_build; UINT64_MAX: no span) */
 	struct vec iter_lines;         /* iterations()'s: struct iter_line, each line's first entry in each iteration */
+	/* ctx_lines' walk of context log_ctx (UINT32_MAX: none), for
+	 * iterations(): struct walk_event, its items that are not at the line
+	 * last entered (entries, calls, the user's code outside the context) */
+	struct vec log;
+	uint32_t log_ctx;
+};
+/* An item that entered a line, called, or is the user's code outside the
+ * context, and the latest end of the items after it up to the next event
+ * that are at the line last entered (ctx_lines). */
+struct walk_event {
+	size_t item;
+	uint64_t max_end;
 };
 
 /* ------------------------------------------------------------ frames */
@@ -221,6 +240,30 @@ static int function_has(const struct an_frame *f, const char *part)
 	return memmem(f->function, f->function_len, part, strlen(part)) != NULL;
 }
 
+/* A frame's library check and its file as shown (an_frame_is_library,
+ * an_display_path), made once per frame of a call path (path_make): each
+ * frame is asked about several library files. */
+struct frame_lib {
+	const char *d;
+	size_t dl;
+	int lib;
+};
+
+static void frame_lib_make(const struct analysis *a, const struct an_frame *f, struct frame_lib *l)
+{
+	l->lib = an_frame_is_library(a, f);
+	l->d = l->lib ? an_display_path(a, f->file, f->file_len, &l->dl) : NULL;
+}
+
+/* an_frame_in_library_file, from the frame's frame_lib. */
+static int lib_file_is(const struct frame_lib *l, const char *rel)
+{
+	if (!l->lib)
+		return 0;
+	size_t rl = strlen(rel);
+	return rel[rl - 1] == '/' ? l->dl > rl && !memcmp(l->d, rel, rl) : l->dl == rl && !memcmp(l->d, rel, rl);
+}
+
 /* What kind of once-per-step call a frame is: the optimizer's step (any
  * frame in torch.optim but zero_grad, the LR schedulers, and the optimizer's
  * making and its state_dict()/load_state_dict(), called by a checkpoint's
@@ -228,23 +271,23 @@ static int function_has(const struct an_frame *f, const char *part)
  * step(), called every step, stepping the optimizer or skipping it),
  * torch's backward(), a module's call (its forward), a CUDA graph's replay
  * (a step captured whole: its optimizer step and backward are in the graph). */
-static int unit_frame(const struct analysis *a, const struct an_frame *f)
+static int unit_frame(const struct an_frame *f, const struct frame_lib *l)
 {
-	if (an_frame_in_library_file(a, f, "torch/cuda/graphs.py") && an_frame_function_is(f, "CUDAGraph.replay"))
+	if (lib_file_is(l, "torch/cuda/graphs.py") && an_frame_function_is(f, "CUDAGraph.replay"))
 		return UNIT_GRAPH;
-	if ((an_frame_in_library_file(a, f, "torch/amp/grad_scaler.py") ||
-	     an_frame_in_library_file(a, f, "torch/cuda/amp/grad_scaler.py")) &&
+	if ((lib_file_is(l, "torch/amp/grad_scaler.py") ||
+	     lib_file_is(l, "torch/cuda/amp/grad_scaler.py")) &&
 	    an_frame_function_is(f, "GradScaler.step"))
 		return UNIT_OPTIMIZER;
-	if (an_frame_in_library_file(a, f, "torch/optim/"))
+	if (lib_file_is(l, "torch/optim/"))
 		return function_has(f, "zero_grad") || function_has(f, "state_dict") || function_has(f, "add_param_group") ||
-				       function_has(f, "__init__") || an_frame_in_library_file(a, f, "torch/optim/lr_scheduler.py")
+				       function_has(f, "__init__") || lib_file_is(l, "torch/optim/lr_scheduler.py")
 			       ? UNIT_NONE
 			       : UNIT_OPTIMIZER;
-	if ((an_frame_in_library_file(a, f, "torch/_tensor.py") && an_frame_function_is(f, "Tensor.backward")) ||
-	    (an_frame_in_library_file(a, f, "torch/autograd/__init__.py") && an_frame_function_is(f, "backward")))
+	if ((lib_file_is(l, "torch/_tensor.py") && an_frame_function_is(f, "Tensor.backward")) ||
+	    (lib_file_is(l, "torch/autograd/__init__.py") && an_frame_function_is(f, "backward")))
 		return UNIT_BACKWARD;
-	if (an_frame_in_library_file(a, f, "torch/nn/modules/module.py") &&
+	if (lib_file_is(l, "torch/nn/modules/module.py") &&
 	    (an_frame_function_is(f, "Module._wrapped_call_impl") || an_frame_function_is(f, "Module._call_impl")))
 		return UNIT_FORWARD;
 	return UNIT_NONE;
@@ -258,12 +301,12 @@ static int unit_frame(const struct analysis *a, const struct an_frame *f)
  * iteration whose two calls were spans split in two, its forward a step of
  * its own: 22 steps for a loop of 20).  0: the leaf, or a path ending inside
  * the plumbing (a span of Module._call_impl: which module, unknown). */
-static uint64_t callee_of(const struct analysis *a, const struct an_frame *fr, size_t k)
+static uint64_t callee_of(const struct an_frame *fr, const struct frame_lib *fl, size_t k)
 {
 	uint64_t h = 0;
 	for (size_t j = k; j-- > 0;) {
 		h = an_hash_combine(h, an_frame_function_hash(&fr[j]));
-		if (!an_frame_in_library_file(a, &fr[j], "torch/nn/modules/module.py"))
+		if (!lib_file_is(&fl[j], "torch/nn/modules/module.py"))
 			return h;
 	}
 	return 0; /* (a span of the plumbing itself: which module, unknown) */
@@ -296,10 +339,12 @@ static uint32_t path_make(struct scan *sc, uint64_t cp)
 	enum { MAX = 256 };
 	uint64_t nodes[MAX];
 	struct an_frame fr[MAX];
+	struct frame_lib fl[MAX];
 	size_t n = 0;
 	for (uint64_t node = cp; node && n < MAX; node = an_callpath_parent(a, node)) {
 		if (!an_callpath_frames(a, node, &fr[n], 1))
 			break;
+		frame_lib_make(a, &fr[n], &fl[n]);
 		nodes[n++] = node;
 	}
 	struct path_info pi = {.caller_ctx = UINT32_MAX};
@@ -308,15 +353,15 @@ static uint32_t path_make(struct scan *sc, uint64_t cp)
 	pi.complete = n && n < MAX && (n < 32 || an_frame_function_is(&fr[n - 1], "<module>"));
 	size_t users = 0;
 	for (size_t i = 0; i < n; i++)
-		users += !an_frame_is_library(a, &fr[i]);
+		users += !fl[i].lib;
 	size_t skip = users > PATH_FRAMES ? users - PATH_FRAMES : 0; /* keep the outermost */
 	uint32_t depth = 0;
 	for (size_t k = n; k-- > 0;) {
 		const struct an_frame *f = &fr[k];
-		if (an_frame_is_library(a, f)) {
-			if (an_frame_in_library_file(a, f, "torch/distributed/") || an_frame_in_library_file(a, f, "torch/nn/parallel/distributed.py"))
+		if (fl[k].lib) {
+			if (lib_file_is(&fl[k], "torch/distributed/") || lib_file_is(&fl[k], "torch/nn/parallel/distributed.py"))
 				pi.distributed = 1;
-			int u = pi.unit_kind ? UNIT_NONE : unit_frame(a, f);
+			int u = pi.unit_kind ? UNIT_NONE : unit_frame(f, &fl[k]);
 			if (u) {
 				pi.unit_kind = (uint8_t)u;
 				pi.unit_site = an_user_callpath(a, nodes[k]);
@@ -353,8 +398,8 @@ static uint32_t path_make(struct scan *sc, uint64_t cp)
 		if (k == 0)
 			pi.leaf_user = 1;
 		pi.below[pi.n] = k ? an_frame_function_hash(&fr[k - 1]) : 0;
-		pi.callee[pi.n] = callee_of(a, fr, k);
-		if (k && an_frame_in_library_file(a, &fr[k - 1], "torch/nn/modules/module.py"))
+		pi.callee[pi.n] = callee_of(fr, fl, k);
+		if (k && lib_file_is(&fl[k - 1], "torch/nn/modules/module.py"))
 			pi.module_call |= 1u << pi.n;
 		pi.ctx[pi.n] = ci;
 		pi.line[pi.n++] = li;
@@ -588,12 +633,12 @@ static int items_merge(struct scan *sc, uint64_t *gpu_out, uint64_t *host_out)
 	}
 	sd_items_sort(sp, ns, sp + ns);
 	sp[ns] = (struct sd_item){.ts = UINT64_MAX, .end = 0}; /* after every item */
-	struct sd_item *items = sc->items;
+	struct sd_item *items = sc->items, *o = items;
 	const struct step_item *work = ss->work.data;
 	uint64_t gpu = 0, host = 0, last_ts = 0, last_end = UINT64_MAX;
-	size_t j = 0, k = 0;
-	for (size_t i = 0; i < nw; i++) {
-		const struct step_item *s = &work[i];
+	const struct sd_item *spn = sp; /* the next span to merge in */
+	uint64_t span_ts = spn->ts;
+	for (const struct step_item *s = work, *se = work + nw; s < se; s++) {
 		uint64_t ts = s->ts, end = s->end < ts ? ts : s->end;
 		if (ts < last_ts || (ts == last_ts && end > last_end)) {
 			rc = 1;
@@ -604,14 +649,23 @@ static int items_merge(struct scan *sc, uint64_t *gpu_out, uint64_t *host_out)
 		uint32_t p = path_of(sc, s->cp);
 		if (p == UINT32_MAX)
 			goto out;
-		gpu += s->gpu_ns;
-		for (; sp[j].ts < ts || (sp[j].ts == ts && sp[j].end > end); j++) {
-			pos[sp[j].w] = (uint32_t)k;
-			items[k] = sp[j];
-			items[k++].w = 0;
+		uint64_t w = s->gpu_ns;
+		gpu += w;
+		if (__builtin_expect(span_ts <= ts, 0)) {
+			for (; spn->ts < ts || (spn->ts == ts && spn->end > end); spn++) {
+				pos[spn->w] = (uint32_t)(o - items);
+				*o = *spn;
+				o++->w = 0;
+			}
+			span_ts = spn->ts;
 		}
-		items[k++] = (struct sd_item){.ts = ts, .end = end, .w = s->gpu_ns, .var = 2 * p, .tid = s->tid};
+		o->ts = ts; /* (field by field: the struct was built in vector registers) */
+		o->end = end;
+		o->w = w;
+		o->var = 2 * p;
+		o++->tid = s->tid;
 	}
+	size_t j = (size_t)(spn - sp), k = (size_t)(o - items);
 	for (; j < ns; j++) {
 		pos[sp[j].w] = (uint32_t)k;
 		items[k] = sp[j];
@@ -695,11 +749,17 @@ static int items_build(struct scan *sc)
 	return 0;
 }
 
+/* The work of items i and later. */
+static inline uint64_t work_from(const struct scan *sc, size_t i)
+{
+	return sc->work_sum - sc->after[i];
+}
+
 /* A loop whose iterations may hold most of the work from its first step
  * on: the context's own work does, from its first item on. */
 static int ctx_may_hold(const struct scan *sc, const struct ctx *c)
 {
-	return c->w && 2 * c->w >= sc->after[c->first_item];
+	return c->w && 2 * c->w >= work_from(sc, c->first_item);
 }
 
 /* The item is a call from context ci's frame (enters). */
@@ -844,24 +904,116 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 	struct loop_line *lines = sc->lines.data;
 	const uint32_t *vline = sc->vline;
 	struct entry_state e = c->entry;
-	for (size_t i = c->first_item; i < sc->n; i++) { /* (none before it is in the context) */
-		const struct sd_item *it = &sc->items[i];
+	/* The walk's events logged for iterations() (walk_event), which walks
+	 * the context with the same entries from the same start. */
+	int log = 1;
+	sc->log.n = 0;
+	sc->log_ctx = UINT32_MAX;
+	uint64_t max_end = 0;
+	/* (e's fields the common case reads, in registers: set again after each
+	 * item that may change them) */
+	uint32_t prev_line = e.prev_line, call_tid = e.call_tid, call_line = e.call_line;
+	uint64_t call_end = e.call_end;
+	const struct sd_item *items = sc->items;
+	for (const struct sd_item *it = items + c->first_item, *ie = items + sc->n; it < ie; it++) {
+		/* (none before its first item is in the context) */
 		uint32_t fl = vline[it->var];
 		/* Most items: no call, at the line last entered (or inside a call
 		 * running from it): nothing entered (enters). */
 		if (fl < VLINE_CALL) {
-			uint32_t line = it->tid == e.call_tid && it->ts < e.call_end ? e.call_line : fl;
-			if (line == e.prev_line) {
+			uint32_t line = it->ts < call_end && it->tid == call_tid ? call_line : fl;
+			if (line == prev_line) {
 				if (!sd_item_span(it))
 					lines[line].work = 1;
+				if (it->end > max_end)
+					max_end = it->end;
 				continue;
 			}
-		} else if (fl != VLINE_CALL) {
+		} else if (fl != VLINE_CALL && fl != VLINE_OUTSIDE) {
 			continue;
 		}
-		ctx_line_item(sc, ci, c, &e, i, &ivs[it->var]);
+		size_t i = (size_t)(it - items);
+		if (log) {
+			struct walk_event *ev = vec_push(&sc->log);
+			if (ev) {
+				if (sc->log.n > 1)
+					ev[-1].max_end = max_end;
+				ev->item = i;
+				max_end = 0;
+			} else {
+				log = 0;
+			}
+		}
+		if (fl != VLINE_OUTSIDE) {
+			ctx_line_item(sc, ci, c, &e, i, &ivs[it->var]);
+			prev_line = e.prev_line;
+			call_tid = e.call_tid;
+			call_line = e.call_line;
+			call_end = e.call_end;
+		}
+	}
+	if (log && sc->log.n) {
+		VEC_AT(&sc->log, struct walk_event, sc->log.n - 1)->max_end = max_end;
+		sc->log_ctx = ci;
 	}
 	c->entry = e;
+	return 0;
+}
+
+/* The calls made once per step (units_find), gathered by lines_count's walk:
+ * consecutive items of one thread inside the same call (the outermost unit
+ * frame on their paths, called from one site), a span of the call covering
+ * what runs inside it. */
+struct unit_threads {
+	struct {
+		uint32_t tid;
+		uint64_t site, end;
+		size_t call; /* its index in unit_calls */
+		uint8_t kind;
+		int open;
+	} th[64];
+	size_t nth, t;
+};
+static inline __attribute__((always_inline)) int unit_track(struct scan *sc, struct unit_threads *ut,
+							    const struct sd_item *it, const struct pvar *p)
+{
+	size_t t = ut->t;
+	if (t >= ut->nth || ut->th[t].tid != it->tid) /* (most items: the thread of the one before) */
+		for (t = 0; t < ut->nth && ut->th[t].tid != it->tid;)
+			t++;
+	ut->t = t;
+	if (t == ut->nth) {
+		if (ut->nth == 64)
+			return 0; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
+		ut->th[ut->nth++] = (typeof(ut->th[0])){.tid = it->tid};
+	}
+	if (!p->unit_kind) { /* (inside the open call or not: it ends it only from its end on) */
+		if (ut->th[t].open && it->ts >= ut->th[t].end)
+			ut->th[t].open = 0;
+		return 0;
+	}
+	/* Inside the open call, a path cut by the tracer's depth (torch.compile's first call nests
+	 * deeper than 32 frames) names no user site of its own: it is that call's. */
+	if (!p->complete && ut->th[t].open && it->ts < ut->th[t].end)
+		return 0;
+	/* One call: its span's path and the paths of the work inside it
+	 * name it by different lines (the function's first, the line
+	 * running), so by its call site. */
+	if (ut->th[t].open && ut->th[t].site == p->unit_site && ut->th[t].kind == p->unit_kind) {
+		if (it->end > ut->th[t].end)
+			ut->th[t].end = it->end;
+		struct unit_call *c = VEC_AT(&sc->unit_calls, struct unit_call, ut->th[t].call);
+		c->end = ut->th[t].end;
+		c->work |= !sd_item_span(it);
+		return 0;
+	}
+	struct unit_call *c = vec_push(&sc->unit_calls);
+	if (!c)
+		return -1;
+	*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->unit_site, .kind = p->unit_kind,
+				.work = !sd_item_span(it)};
+	ut->th[t] = (typeof(ut->th[0])){.tid = it->tid, .site = p->unit_site, .kind = p->unit_kind, .end = it->end,
+					.call = sc->unit_calls.n - 1, .open = 1};
 	return 0;
 }
 
@@ -919,10 +1071,9 @@ static int lines_count(struct scan *sc)
 	if (!(sc->after = malloc((sc->n + 1) * sizeof *sc->after)))
 		return -1;
 	an_mem_huge(sc->after, (sc->n + 1) * sizeof *sc->after);
-	sc->after[sc->n] = 0;
 	/* The items that note callees, in time order (callees_note): each
 	 * kind's first, and every item of a kind whose calls are named by what
-	 * runs inside them (`every`: listed in the walk below, latest first). */
+	 * runs inside them (`every`: listed in the walk below, in time order). */
 	uint8_t *every = calloc(nv ? nv : 1, 1);
 	if (!every)
 		return -1;
@@ -930,28 +1081,48 @@ static int lines_count(struct scan *sc)
 		const struct path_info *p = path_at(sc, (uint32_t)(v / 2));
 		for (uint32_t m = pvs[v].callee_todo; m; m &= m - 1)
 			if (!p->callee[__builtin_ctz(m)])
-				every[v] = 1;
+				every[v] = pvs[v].every = 1;
+		pvs[v].unit_kind = p->unit_kind;
+		pvs[v].complete = (uint8_t)p->complete;
+		pvs[v].unit_site = p->unit_site;
 	}
+	/* One walk, in time order: the work before each item (after[]), each
+	 * kind's, its first item and count, the unit calls (units_find), and the
+	 * items that note callees. */
 	struct vec notes = {.item = sizeof(size_t)};
-	for (size_t i = sc->n; i-- > 0;) {
-		const struct sd_item *it = &sc->items[i];
+	struct unit_threads ut = {0};
+	uint64_t *after = sc->after, sum = 0;
+	int rc = 0;
+	const struct sd_item *items = sc->items;
+	for (const struct sd_item *it = items, *ie = items + sc->n; it < ie; it++) {
 		struct pvar *pv = &pvs[it->var];
-		sc->after[i] = sc->after[i + 1] + it->w;
-		pv->w += it->w;
-		pv->first = i;
-		pv->count++;
-		if (__builtin_expect(every[it->var], 0)) {
+		uint64_t w = it->w;
+		*after++ = sum;
+		sum += w;
+		pv->w += w;
+		if (!pv->count++)
+			pv->first = (size_t)(it - items);
+		if (__builtin_expect(pv->every, 0)) {
 			size_t *at = vec_push(&notes);
 			if (!at) {
-				free(every);
-				vec_free(&notes);
-				return -1;
+				rc = -1;
+				break;
 			}
-			*at = i;
+			*at = (size_t)(it - items);
+		}
+		if (unit_track(sc, &ut, it, pv)) {
+			rc = -1;
+			break;
 		}
 	}
+	sc->after[sc->n] = sum;
+	sc->work_sum = sum;
+	if (rc) {
+		free(every);
+		vec_free(&notes);
+		return -1;
+	}
 	size_t nwalk = notes.n; /* then the other kinds' first items */
-	int rc = 0;
 	for (size_t v = 0; v < nv && !rc; v++) {
 		if (!pvs[v].count || !pvs[v].callee_todo || every[v])
 			continue;
@@ -963,11 +1134,6 @@ static int lines_count(struct scan *sc)
 	}
 	free(every);
 	size_t *order = notes.data;
-	for (size_t a = 0; a < nwalk / 2; a++) { /* the walk's, earliest first */
-		size_t t = order[a];
-		order[a] = order[nwalk - 1 - a];
-		order[nwalk - 1 - a] = t;
-	}
 	if (notes.n > nwalk)
 		qsort(order + nwalk, notes.n - nwalk, sizeof *order, index_cmp);
 	for (size_t a = 0, b = nwalk; !rc && (a < nwalk || b < notes.n);) /* the two merged */
@@ -1030,69 +1196,8 @@ static int steps_around(const struct vec *calls, const struct unit_site *slow, c
  * LOOP_MIN calls: its busiest site's calls into sc->units. */
 static int units_find(struct scan *sc)
 {
-	struct vec calls = {.item = sizeof(struct unit_call)};
-	struct {
-		uint32_t tid;
-		uint64_t site, end;
-		size_t call; /* its index in calls */
-		uint8_t kind;
-		int open;
-	} th[64];
-	size_t nth = 0;
-	/* Each call path's unit call, read at every item. */
-	struct unit_of {
-		uint64_t site;
-		uint8_t kind, complete;
-	} *units = malloc((sc->paths.n ? sc->paths.n : 1) * sizeof *units);
-	if (!units)
-		return -1;
-	for (size_t k = 0; k < sc->paths.n; k++) {
-		const struct path_info *p = path_at(sc, (uint32_t)k);
-		units[k] = (struct unit_of){.site = p->unit_site, .kind = p->unit_kind, .complete = (uint8_t)p->complete};
-	}
-	size_t t = 0;
-	for (size_t i = 0; i < sc->n; i++) {
-		const struct sd_item *it = &sc->items[i];
-		const struct unit_of *p = &units[sd_item_path(it)];
-		if (t >= nth || th[t].tid != it->tid) /* (most items: the thread of the one before) */
-			for (t = 0; t < nth && th[t].tid != it->tid;)
-				t++;
-		if (t == nth) {
-			if (nth == 64)
-				continue; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
-			th[nth++] = (typeof(th[0])){.tid = it->tid};
-		}
-		if (!p->kind) { /* (inside the open call or not: it ends it only from its end on) */
-			if (th[t].open && it->ts >= th[t].end)
-				th[t].open = 0;
-			continue;
-		}
-		/* Inside the open call, a path cut by the tracer's depth (torch.compile's first call nests
-		 * deeper than 32 frames) names no user site of its own: it is that call's. */
-		if (!p->complete && th[t].open && it->ts < th[t].end)
-			continue;
-		/* One call: its span's path and the paths of the work inside it
-		 * name it by different lines (the function's first, the line
-		 * running), so by its call site. */
-		if (th[t].open && th[t].site == p->site && th[t].kind == p->kind) {
-			if (it->end > th[t].end)
-				th[t].end = it->end;
-			struct unit_call *c = VEC_AT(&calls, struct unit_call, th[t].call);
-			c->end = th[t].end;
-			c->work |= !sd_item_span(it);
-			continue;
-		}
-		struct unit_call *c = vec_push(&calls);
-		if (!c) {
-			vec_free(&calls);
-			free(units);
-			return -1;
-		}
-		*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->site, .kind = p->kind,
-					.work = !sd_item_span(it)};
-		th[t] = (typeof(th[0])){.tid = it->tid, .site = p->site, .kind = p->kind, .end = it->end,
-					.call = calls.n - 1, .open = 1};
-	}
+	struct vec calls = sc->unit_calls; /* (lines_count's walk: unit_track) */
+	sc->unit_calls = (struct vec){.item = sizeof(struct unit_call)};
 	/* Calls per (kind, site). */
 	struct vec sites = {.item = sizeof(struct unit_site)};
 	for (size_t i = 0; i < calls.n; i++) {
@@ -1180,7 +1285,6 @@ static int units_find(struct scan *sc)
 	}
 	vec_free(&sites);
 	vec_free(&calls);
-	free(units);
 	return rc;
 }
 
@@ -1287,8 +1391,148 @@ static void steps_end(struct scan *sc, uint32_t ci, uint32_t head, uint32_t tid,
  * *loop_tid: for the loop found, such a step runs on to the end of the host
  * calls that follow it at the loop's lines (steps_end), whatever loops were
  * tried after it (they set first_iter of their own contexts' lines only). */
-static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out, struct vec *ends,
-		      uint32_t *loop_tid)
+static int vec_copy(struct vec *to, const struct vec *from);
+
+/* iterations()' state along its walk. */
+struct iter_walk {
+	uint32_t ci, head;
+	const struct ivar *ivs;
+	struct vec *out, *ends;
+	struct entry_state e;
+	uint32_t tid;
+	int open;
+	uint64_t last_end;
+	size_t last_begin_item, head_entry;
+};
+
+/* Item i of the walk (iterations). */
+static inline __attribute__((always_inline)) int iter_item(struct scan *sc, struct iter_walk *w, size_t i)
+{
+	const struct sd_item *it = &sc->items[i];
+	const struct ivar *ivs = w->ivs;
+	uint32_t fl = sc->vline[it->var], head = w->head;
+	struct entry_state *e = &w->e;
+	/* Most items: no call, at the line last entered (or inside a call
+	 * running from it): nothing entered, and the line's first_iter
+	 * was set at the context's item before (the same line, the same
+	 * step open or not). */
+	if (fl < VLINE_CALL && (it->tid == e->call_tid && it->ts < e->call_end ? e->call_line : fl) == e->prev_line) {
+		if (w->open && it->end > w->last_end)
+			w->last_end = it->end;
+		if (w->open && e->prev_line == head &&
+		    (it->tid == e->call_tid && it->ts < e->call_end ? e->call_fn : ivs[it->var].below) == e->fn) {
+			struct iter_line *hl = VEC_AT(&sc->iter_lines, struct iter_line, w->head_entry);
+			hl->w += it->w;
+			hl->items++;
+			hl->unit |= path_at(sc, sd_item_path(it))->unit_kind != UNIT_NONE;
+		} else if (w->open && e->prev_line == head) {
+			VEC_AT(&sc->iter_lines, struct iter_line, w->head_entry)->other = 1;
+		}
+		return 0;
+	}
+	struct vec *out = w->out;
+	const struct ivar *iv = &ivs[it->var];
+	if (!iv->in) {
+		if (w->open && it->tid == w->tid && iv->outside) {
+			struct an_step *s = VEC_AT(out, struct an_step, out->n - 1);
+			s->end = w->last_end > s->begin ? w->last_end : s->begin + 1;
+			w->open = 0;
+			struct an_step *own = vec_push(w->ends);
+			if (own)
+				*own = (struct an_step){out->n - 1, it->ts};
+		}
+		return 0;
+	}
+	uint32_t line = iv->line;
+	uint64_t callee = iv->callee;
+	if (!callee && iv->call)
+		callee = call_callee(sc, i, w->ci);
+	uint64_t below = !iv->call && it->tid == e->call_tid && it->ts < e->call_end ? e->call_fn : iv->below;
+	int entered = enters(e, it, &line, iv->below, callee, iv->line_callee, iv->call);
+	if (entered && line == head) {
+		if (w->open)
+			VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
+		struct an_step *s = vec_push(out);
+		if (!s)
+			return -1;
+		s->begin = it->ts;
+		w->open = 1;
+		w->tid = it->tid;
+		w->last_end = it->end;
+		w->last_begin_item = i;
+	}
+	if (!w->open)
+		return 0;
+	if (it->end > w->last_end)
+		w->last_end = it->end;
+	struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
+	if (entered && l->iter_seen != out->n) {
+		l->iter_seen = (uint32_t)out->n;
+		l->iter_entries = 1;
+		l->iters_once++;
+		struct iter_line *il = vec_push(&sc->iter_lines);
+		if (!il)
+			return -1;
+		*il = (struct iter_line){(uint32_t)(out->n - 1), line, 0, 0, 0, 0};
+		if (line == head)
+			w->head_entry = sc->iter_lines.n - 1;
+	} else if (entered && l->iter_entries == 1) {
+		l->iter_entries = 2;
+		l->iters_once--;
+		l->iters_more++;
+	}
+	if (line == head && below == e->fn) {
+		struct iter_line *hl = VEC_AT(&sc->iter_lines, struct iter_line, w->head_entry);
+		hl->w += it->w;
+		hl->items++;
+		hl->unit |= path_at(sc, sd_item_path(it))->unit_kind != UNIT_NONE;
+	} else if (line == head) {
+		VEC_AT(&sc->iter_lines, struct iter_line, w->head_entry)->other = 1;
+	}
+	if (l->first_iter == UINT32_MAX)
+		l->first_iter = (uint32_t)(out->n - 1);
+	return 0;
+}
+
+/* The walk of iterations() through ctx_lines' log of context ci (ctx_log):
+ * only its events, and the items between two of them (all at the line last
+ * entered, nothing entered) one by one only while a step is open at the
+ * head line; elsewhere they only extend the open step's last end, by the
+ * latest end the log kept for them. */
+static int iterations_logged(struct scan *sc, struct iter_walk *w)
+{
+	const struct walk_event *ev = sc->log.data;
+	size_t n = sc->log.n;
+	for (size_t k = 0; k < n; k++) {
+		size_t i = ev[k].item, next = k + 1 < n ? ev[k + 1].item : sc->n;
+		if (iter_item(sc, w, i))
+			return -1;
+		if (!w->open || next == i + 1)
+			continue;
+		if (w->e.prev_line != w->head) {
+			if (ev[k].max_end > w->last_end)
+				w->last_end = ev[k].max_end;
+			continue;
+		}
+		for (size_t j = i + 1; j < next; j++)
+			if (sc->vline[sc->items[j].var] < VLINE_CALL && iter_item(sc, w, j)) /* (not VLINE_NONE) */
+				return -1;
+	}
+	return 0;
+}
+
+/* The loop of context ci whose iterations start at line head: each from an
+ * entry into the head line to the next, or, when the user's code works
+ * outside the context before that (on the loop's thread, the code after the
+ * loop's body: an evaluation pass, a checkpoint), to the end of the
+ * iteration's own last item; the last one ends before a line no earlier
+ * iteration entered (the code after the loop).  The steps that so end with
+ * their own work into *ends ({step index, stop}), and the loop's thread into
+ * *loop_tid: for the loop found, such a step runs on to the end of the host
+ * calls that follow it at the loop's lines (steps_end), whatever loops were
+ * tried after it (they set first_iter of their own contexts' lines only). */
+static int iterations_walk(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out, struct vec *ends,
+			   uint32_t *loop_tid, int logged)
 {
 	out->n = 0;
 	ends->n = 0;
@@ -1299,97 +1543,21 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 		ll->first_iter = UINT32_MAX;
 		ll->iter_seen = ll->iter_entries = ll->iters_once = ll->iters_more = 0;
 	}
-	const struct ivar *ivs = ivars_for(sc, ci);
-	const uint32_t *vline = sc->vline;
-	struct entry_state e = {.prev_line = UINT32_MAX};
-	uint32_t tid = 0;
-	int open = 0;
-	uint64_t last_end = 0;
-	size_t last_begin_item = 0, head_entry = 0;
+	struct iter_walk w = {.ci = ci, .head = head, .ivs = ivars_for(sc, ci), .out = out, .ends = ends,
+			      .e = {.prev_line = UINT32_MAX}};
+	const struct ivar *ivs = w.ivs;
 	/* (the items before the context's first are not in it, and no step is open) */
-	for (size_t i = VEC_AT(&sc->ctxs, struct ctx, ci)->first_item; i < sc->n; i++) {
-		const struct sd_item *it = &sc->items[i];
-		uint32_t fl = vline[it->var];
-		/* Most items: no call, at the line last entered (or inside a call
-		 * running from it): nothing entered, and the line's first_iter
-		 * was set at the context's item before (the same line, the same
-		 * step open or not). */
-		if (fl < VLINE_CALL &&
-		    (it->tid == e.call_tid && it->ts < e.call_end ? e.call_line : fl) == e.prev_line) {
-			if (open && it->end > last_end)
-				last_end = it->end;
-			if (open && e.prev_line == head &&
-			    (it->tid == e.call_tid && it->ts < e.call_end ? e.call_fn : ivs[it->var].below) == e.fn) {
-				struct iter_line *hl = VEC_AT(&sc->iter_lines, struct iter_line, head_entry);
-				hl->w += it->w;
-				hl->items++;
-				hl->unit |= path_at(sc, sd_item_path(it))->unit_kind != UNIT_NONE;
-			} else if (open && e.prev_line == head) {
-				VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->other = 1;
-			}
-			continue;
-		}
-		const struct ivar *iv = &ivs[it->var];
-		if (!iv->in) {
-			if (open && it->tid == tid && iv->outside) {
-				struct an_step *s = VEC_AT(out, struct an_step, out->n - 1);
-				s->end = last_end > s->begin ? last_end : s->begin + 1;
-				open = 0;
-				struct an_step *own = vec_push(ends);
-				if (own)
-					*own = (struct an_step){out->n - 1, it->ts};
-			}
-			continue;
-		}
-		uint32_t line = iv->line;
-		uint64_t callee = iv->callee;
-		if (!callee && iv->call)
-			callee = call_callee(sc, i, ci);
-		uint64_t below = !iv->call && it->tid == e.call_tid && it->ts < e.call_end ? e.call_fn : iv->below;
-		int entered = enters(&e, it, &line, iv->below, callee, iv->line_callee, iv->call);
-		if (entered && line == head) {
-			if (open)
-				VEC_AT(out, struct an_step, out->n - 1)->end = it->ts;
-			struct an_step *s = vec_push(out);
-			if (!s)
+	if (logged) {
+		if (iterations_logged(sc, &w))
+			return -1;
+	} else {
+		for (size_t i = VEC_AT(&sc->ctxs, struct ctx, ci)->first_item; i < sc->n; i++)
+			if (iter_item(sc, &w, i))
 				return -1;
-			s->begin = it->ts;
-			open = 1;
-			tid = it->tid;
-			last_end = it->end;
-			last_begin_item = i;
-		}
-		if (!open)
-			continue;
-		if (it->end > last_end)
-			last_end = it->end;
-		struct loop_line *l = VEC_AT(&sc->lines, struct loop_line, line);
-		if (entered && l->iter_seen != out->n) {
-			l->iter_seen = (uint32_t)out->n;
-			l->iter_entries = 1;
-			l->iters_once++;
-			struct iter_line *il = vec_push(&sc->iter_lines);
-			if (!il)
-				return -1;
-			*il = (struct iter_line){(uint32_t)(out->n - 1), line, 0, 0, 0, 0};
-			if (line == head)
-				head_entry = sc->iter_lines.n - 1;
-		} else if (entered && l->iter_entries == 1) {
-			l->iter_entries = 2;
-			l->iters_once--;
-			l->iters_more++;
-		}
-		if (line == head && below == e.fn) {
-			struct iter_line *hl = VEC_AT(&sc->iter_lines, struct iter_line, head_entry);
-			hl->w += it->w;
-			hl->items++;
-			hl->unit |= path_at(sc, sd_item_path(it))->unit_kind != UNIT_NONE;
-		} else if (line == head) {
-			VEC_AT(&sc->iter_lines, struct iter_line, head_entry)->other = 1;
-		}
-		if (l->first_iter == UINT32_MAX)
-			l->first_iter = (uint32_t)(out->n - 1);
 	}
+	uint32_t tid = w.tid;
+	int open = w.open;
+	size_t last_begin_item = w.last_begin_item;
 	*loop_tid = tid;
 	if (!out->n)
 		return 0;
@@ -1420,6 +1588,61 @@ static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *o
 			*own = (struct an_step){li, stop};
 	}
 	return 0;
+}
+
+/* The evaluation scratch iterations() leaves in context ci's lines, into v
+ * (uint32_t, 5 a line). */
+static int lines_scratch(const struct scan *sc, uint32_t ci, struct vec *v)
+{
+	v->n = 0;
+	for (uint32_t l = VEC_AT(&sc->ctxs, struct ctx, ci)->first_line; l != UINT32_MAX;
+	     l = VEC_AT(&sc->lines, struct loop_line, l)->next)
+		for (int k = 0; k < 5; k++) {
+			const struct loop_line *ll = VEC_AT(&sc->lines, struct loop_line, l);
+			uint32_t *x = vec_push(v);
+			if (!x)
+				return -1;
+			*x = k == 0 ? ll->first_iter : k == 1 ? ll->iter_seen : k == 2 ? ll->iter_entries
+				: k == 3 ? ll->iters_once : ll->iters_more;
+		}
+	return 0;
+}
+
+static int vecs_differ(const struct vec *x, const struct vec *y)
+{
+	return x->n != y->n || (x->n && memcmp(x->data, y->data, x->n * x->item));
+}
+
+/* iterations_walk through ctx_lines' log of the context when it has one
+ * (under TBANALYZE_CHECK, checked against the walk of every item). */
+static int iterations(struct scan *sc, uint32_t ci, uint32_t head, struct vec *out, struct vec *ends,
+		      uint32_t *loop_tid)
+{
+	int logged = sc->log_ctx == ci;
+	if (!logged || !an_check_on())
+		return iterations_walk(sc, ci, head, out, ends, loop_tid, logged);
+	struct vec o = {.item = out->item}, en = {.item = ends->item}, il = {.item = sc->iter_lines.item},
+		   sl = {.item = sizeof(uint32_t)}, sl2 = {.item = sizeof(uint32_t)};
+	uint32_t t = 0;
+	int rc = iterations_walk(sc, ci, head, out, ends, &t, 0);
+	if (!rc)
+		rc = vec_copy(&o, out) || vec_copy(&en, ends) || vec_copy(&il, &sc->iter_lines) ||
+				     lines_scratch(sc, ci, &sl)
+			     ? -1
+			     : iterations_walk(sc, ci, head, out, ends, loop_tid, 1);
+	if (!rc && !lines_scratch(sc, ci, &sl2) &&
+	    (t != *loop_tid || vecs_differ(&o, out) || vecs_differ(&en, ends) || vecs_differ(&il, &sc->iter_lines) ||
+	     vecs_differ(&sl, &sl2))) {
+		fprintf(stderr, "tbanalyze: internal check failed: the iterations of a loop walked through the "
+				"context's log differ from those of every item\n");
+		abort();
+	}
+	vec_free(&o);
+	vec_free(&en);
+	vec_free(&il);
+	vec_free(&sl);
+	vec_free(&sl2);
+	return rc;
 }
 
 /* The first item from index `from` on that starts at or after t (items in
@@ -1466,12 +1689,12 @@ static uint64_t covered(const struct scan *sc, const struct vec *steps, uint64_t
 		else
 			hi = m;
 	}
-	*from = sc->after[lo];
+	*from = work_from(sc, lo);
 	for (size_t k = 0; k < steps->n; k++) {
 		const struct an_step *s = VEC_AT(steps, struct an_step, k);
 		i = item_at(sc, i, s->begin);
 		size_t j = item_at(sc, i, s->end);
-		w += sc->after[i] - sc->after[j];
+		w += sc->after[j] - sc->after[i];
 		i = j;
 	}
 	return w;
@@ -1644,7 +1867,7 @@ static uint8_t *next_to_none(const struct scan *sc, const struct vec *steps, con
 	for (size_t k = 0; k < n; k++) {
 		const struct an_step *st = VEC_AT(steps, struct an_step, k);
 		i = item_at(sc, i, st->begin);
-		work[k] = sc->after[i] - sc->after[item_at(sc, i, st->end)];
+		work[k] = sc->after[item_at(sc, i, st->end)] - sc->after[i];
 		if (in[k])
 			with[nw++] = work[k];
 	}
@@ -1929,7 +2152,9 @@ static void scan_free(struct scan *sc)
 	vec_free(&sc->lines);
 	vec_free(&sc->paths);
 	vec_free(&sc->units);
+	vec_free(&sc->unit_calls);
 	vec_free(&sc->iter_lines);
+	vec_free(&sc->log);
 	u64map_free(&sc->ctx_idx);
 	u64map_free(&sc->line_idx);
 	u64map_free(&sc->path_idx);
@@ -1967,7 +2192,8 @@ void steps_detect(struct analysis *a)
 	}
 	struct scan sc = {.a = a, .ctxs.item = sizeof(struct ctx), .lines.item = sizeof(struct loop_line),
 			  .paths.item = sizeof(struct path_info), .units.item = sizeof(struct unit_call),
-			  .iter_lines.item = sizeof(struct iter_line)};
+			  .iter_lines.item = sizeof(struct iter_line), .unit_calls.item = sizeof(struct unit_call),
+			  .log.item = sizeof(struct walk_event), .log_ctx = UINT32_MAX};
 	struct cand best = {.steps.item = sizeof(struct an_step), .iters.item = sizeof(struct an_step),
 			    .ends.item = sizeof(struct an_step), .iter_lines.item = sizeof(struct iter_line)};
 	a->steps.none = "no loop found";

@@ -79,10 +79,28 @@ static inline void sd_items_merge_into(struct sd_item *v, size_t na, const struc
 	}
 }
 
-/* A stable sort of v[0..n) (tmp: room for n): runs of 16 by insertion,
- * then merged in pairs bottom-up. */
+/* A stable sort of v[0..n) (tmp: room for n).  First by insertion, while
+ * the items moved stay under 8 a item: spans in end order are nearly in
+ * start order (a span comes after the ones it holds: it moves past them),
+ * so this is most often all; past that budget (the items left as they are
+ * still in their first order among equals), runs of 16 by insertion, then
+ * merged in pairs bottom-up. */
 static inline void sd_items_sort(struct sd_item *v, size_t n, struct sd_item *tmp)
 {
+	size_t budget = 8 * n + 64;
+	for (size_t i = 1; i < n; i++) {
+		if (!sd_item_before(&v[i], &v[i - 1]))
+			continue;
+		struct sd_item x = v[i];
+		size_t j = i;
+		for (; j > 0 && sd_item_before(&x, &v[j - 1]) && budget; j--, budget--)
+			v[j] = v[j - 1];
+		v[j] = x;
+		if (!budget)
+			break;
+	}
+	if (budget)
+		return;
 	enum { RUN = 16 };
 	for (size_t b = 0; b < n; b += RUN) {
 		size_t e = b + RUN < n ? b + RUN : n;
