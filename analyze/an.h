@@ -41,12 +41,13 @@ void *vec_push(struct vec *v); /* zeroed new slot or NULL */
  * data is given back by vec_free only, never by free(). */
 int vec_reserve(struct vec *v, size_t n);
 #define VEC_MAP_BYTES ((size_t)1 << 20)
-/* Asks the kernel to back a large block not yet written (a new or just
- * grown allocation) with transparent huge pages: a trace's tape, the
- * merge's queues and the steps' items are ~140 MB for 1 M records, whose
+/* Asks the kernel to back a large malloc'd block not yet written (step
+ * detection's items and after[]) with transparent huge pages; the blocks
+ * the analyzer maps itself (an_mem_map: the tape, the merge's queues, large
+ * vectors) are advised there.  For 1 M records these are ~140 MB, whose
  * 4 KiB page faults cost the kernel a third of the report's time.  Only
- * whole 2 MiB pages inside the block; a no-op for small blocks, and where
- * the kernel has no huge pages or says no. */
+ * whole 2 MiB pages inside glibc's own mapping of the block; a no-op for
+ * small blocks, and where the kernel has no huge pages or says no. */
 void an_mem_huge(void *p, size_t bytes);
 /* A zeroed block of its own mapping, advised before anything is written
  * to it (a page written first keeps its 2 MiB range on small pages: as
