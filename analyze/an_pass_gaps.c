@@ -973,7 +973,7 @@ static __attribute__((noinline)) void gap_place_walk(struct gaps_state *gs, stru
 	w->n = kept;
 	w->start = start;
 	gs->nact = nact;
-	gs->inert_ok = g->has_tid;
+	gs->walk_serves = g->has_tid; /* (the walk's answer is for the ring as it is: w->ok, w->span_n) */
 	gs->inert_tid = g->tid;
 	gs->inert_ts_max = ts_max;
 	gs->inert_end_min = end_min;
@@ -991,17 +991,20 @@ static __attribute__((noinline)) void gap_place_walk(struct gaps_state *gs, stru
  * those that ended by its start (the ring's max_end is a running maximum:
  * many did) leave the answer. */
 static inline __attribute__((always_inline)) void gap_place_spans(struct gaps_state *gs, struct pgap *g, uint64_t start,
-								   uint64_t end)
+								   uint64_t end, int has_tid, uint32_t tid,
+								   uint64_t gap_start, uint64_t resume)
 {
 	struct an_span_walk *w = &gs->walk;
 	/* The thread's own callers of everything (gap_consider_span passes
 	 * them over) found by the last piece serve this one too: only the
 	 * other spans are considered, in the same order.  (The answer keeps
 	 * the spans that ended by this piece's start: they leave it at the
-	 * next piece walked whole.)  A new answer (the walk) makes them anew. */
-	if (__builtin_expect(!an_span_walk_holds(w, gs->span_n, start, end) || !gs->inert_ok || !g->has_tid ||
-				     g->tid != gs->inert_tid || g->gap_start < gs->inert_ts_max ||
-				     g->resume > gs->inert_end_min,
+	 * next piece walked whole.)  A new answer (the walk) makes them anew.
+	 * (walk_serves: an_span_walk_holds's tests of the ring and that the
+	 * inert spans serve, kept as one flag; has_tid .. resume: g's, which the caller has at
+	 * hand.) */
+	if (__builtin_expect(!gs->walk_serves || start < w->start || end > w->later || !has_tid ||
+				     tid != gs->inert_tid || gap_start < gs->inert_ts_max || resume > gs->inert_end_min,
 			     0)) {
 		gap_place_walk(gs, g, start, end);
 		return;
@@ -1041,7 +1044,7 @@ static inline __attribute__((always_inline)) void gap_place(struct analysis *a, 
 	if (end > gs->gap_max_end[q])
 		gs->gap_max_end[q] = end;
 	g->max_end = gs->gap_max_end[q];
-	gap_place_spans(gs, g, start, end);
+	gap_place_spans(gs, g, start, end, g->has_tid, g->tid, g->gap_start, g->resume);
 }
 
 /* A piece [start, end) of the gap tmpl (a gap cut at an iteration's mark). */
@@ -1278,7 +1281,7 @@ static inline __attribute__((always_inline)) void gap_short_make(struct analysis
 	g->nspans = 0;
 	g->ctx_cp = g->ctx_dur = g->ctx_wait_cp = 0;
 	g->ctx_tid = 0;
-	gap_place_spans(gs, g, start, end);
+	gap_place_spans(gs, g, start, end, 1, tid, start, lts);
 }
 
 /* gap_short_host's gap when the newest call in the ring is not its launch:
@@ -1397,6 +1400,7 @@ void gaps_on_span(struct analysis *a, struct an_span_ev *ev)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	size_t pos = gs->span_n++;
+	gs->walk_serves = 0; /* (a new ring: the walk's answer is found anew) */
 	struct span_ent *e = &gs->span[pos % SPAN_RING];
 	an_span_tree_set(&gs->span_tree, pos % SPAN_RING, ev->ts);
 	e->tid = ev->tid;

@@ -88,9 +88,11 @@ struct gaps_state {
 	 * next work was issued by inert_end_min: the thread's own functions
 	 * running since before the gap and still after it (the training loop,
 	 * an iteration's function; five in six of a launch-bound loop's
-	 * spans).  act[0, nact), in the answer's order; inert_ok: they serve
-	 * (found with the walk's answer, gap_place). */
-	int inert_ok;
+	 * spans).  act[0, nact), in the answer's order.  walk_serves: the
+	 * walk's answer was found for the ring as it is (no span came since)
+	 * by a piece with a thread, so that these serve (gap_place_spans's
+	 * first tests in one flag). */
+	int walk_serves;
 	uint32_t inert_tid;
 	uint64_t inert_ts_max, inert_end_min;
 	size_t nact;
