@@ -764,13 +764,15 @@ static __attribute__((noinline)) void gap_file_next(struct analysis *a, const st
 				     !lc->callpath == !nc->callpath,
 			     1)) {
 		idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, s, e, cause, e - s);
-		struct short_part two[2] = {{.cp = lc->callpath, .nat = lc->native, .ns = lc->end - s, .cause = cause},
-					    {.cp = nc->callpath, .nat = nc->native, .ns = e - lc->end, .cause = cause}};
-		if (two[0].cp == two[1].cp && two[0].nat == two[1].nat) {
-			two[0].ns = e - s;
-			short_parts_findings(a, g, two, 1);
+		/* The launch's part is its site's (lc is the launch's ring
+		 * call: its line, and the cause launch_part_add gives it):
+		 * found by the site, not hashed. */
+		if (lc->callpath == nc->callpath && lc->native == nc->native) {
+			launch_part_add(a, g, cause, e - s, lc->callpath, lc->native);
 		} else {
-			short_parts_findings(a, g, two, 2);
+			launch_part_add(a, g, cause, lc->end - s, lc->callpath, lc->native);
+			struct short_part next = {.cp = nc->callpath, .nat = nc->native, .ns = e - lc->end, .cause = cause};
+			short_parts_findings(a, g, &next, 1);
 		}
 		return;
 	}
