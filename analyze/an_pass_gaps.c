@@ -1213,11 +1213,12 @@ __attribute__((noinline)) void gap_cut_short(struct analysis *a, struct an_devic
 	gap_new(a, d->id, d->busy.end, s, launch, AN_EDGE_NONE);
 }
 
-/* A gap under the threshold whose launch is not in the trace. */
-static __attribute__((noinline)) void gap_new_short_unjoined(struct analysis *a, uint64_t device, uint64_t start,
-							     uint64_t end)
+/* A gap under the threshold whose launch is not in the trace: explained
+ * by the host's calls and spans as gap_short_host's are, made the long
+ * way. */
+__attribute__((noinline)) void gap_short_unjoined(struct analysis *a, struct an_device *d, uint64_t s)
 {
-	gap_new_q(a, device, start, end, NULL, AN_EDGE_NONE, 1, 0);
+	gap_new_q(a, d->id, d->busy.end, s, NULL, AN_EDGE_NONE, 1, 0);
 }
 
 /* gap_short_host's gap made the long way. */
@@ -1312,9 +1313,9 @@ static __attribute__((noinline)) void gap_short_next(struct analysis *a, struct 
 	gap_short_make(a, gs, d, start, end, launch, 2, p->end, nx);
 }
 
-/* A gap under the threshold launched late (or by a call not in the trace):
- * explained by the host's calls and spans as a long one, in the queue of
- * the short ones.
+/* A gap under the threshold launched late: explained by the host's calls
+ * and spans as a long one, in the queue of the short ones (one whose launch
+ * is not in the trace: gap_short_unjoined).
  *
  * Most are a launch-bound loop's (nine in ten here), made the short way:
  * the newest call in the ring is the launch, every call before it ended by
@@ -1329,10 +1330,6 @@ static __attribute__((noinline)) void gap_short_next(struct analysis *a, struct 
 __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s,
 					       const struct corr_ent *launch)
 {
-	if (__builtin_expect(launch == NULL, 0)) {
-		gap_new_short_unjoined(a, d->id, d->busy.end, s);
-		return;
-	}
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	uint64_t start = d->busy.end, end = s, lts = launch->ts;
 	const struct api_ent *e = gs->api_newest;

@@ -133,6 +133,7 @@ void gap_cut_short(struct analysis *a, struct an_device *d, uint64_t s, const st
 void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, const struct corr_ent *launch,
 	     int edge);
 void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch);
+void gap_short_unjoined(struct analysis *a, struct an_device *d, uint64_t s);
 void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle, const struct corr_ent *launch);
 /* A gap under the threshold (they come with most kernels of a launch-bound
  * loop): its idle is placed as a long one's is (at the line and cause of
@@ -144,8 +145,10 @@ HOT_FN void gap_short(struct analysis *a, struct an_device *d, uint64_t s, const
 	d->short_acc[host_wait] += idle;
 	if (joined && !host_wait)
 		gap_short_queued(a, d, idle, api);
+	else if (__builtin_expect(joined, 1))
+		gap_short_host(a, d, s, api);
 	else
-		gap_short_host(a, d, s, joined ? api : NULL);
+		gap_short_unjoined(a, d, s);
 }
 /* The device idle before GPU work starting at s, launched by api (joined:
  * a call of the trace, else one with no times): a gap, or the window's
