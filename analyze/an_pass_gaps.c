@@ -1467,18 +1467,38 @@ void gaps_phase_moved(struct analysis *a, int from, int to)
 
 /* The step-time pass files each piece by the steps it knows: what the
  * batches hold goes out before they change. */
-void gaps_step_begin(struct analysis *a, uint64_t t)
+static void gaps_batches_flush(struct analysis *a)
 {
-	(void)t;
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	idle_batch_flush(a, &gs->batch);
 	idle_batch_flush(a, &gs->queued_batch);
 }
 
+/* The latest iteration mark (mark_after), as it is once the steps pass's
+ * step_begin or step_end is done: in_iter, the iteration open or not. */
+static uint64_t gaps_mark_after(const struct an_state *st, int in_iter)
+{
+	uint64_t t = st->last_iter_end_ts;
+	if (in_iter && st->iter_begin_ts > t)
+		t = st->iter_begin_ts;
+	return t;
+}
+
+void gaps_step_begin(struct analysis *a, uint64_t t)
+{
+	(void)t;
+	gaps_batches_flush(a);
+	/* (the steps pass set in_iter and iter_begin_ts before publishing) */
+	an_pass_state(a, gaps)->mark_after = gaps_mark_after(a->st, 1);
+}
+
 void gaps_step_end(struct analysis *a, uint64_t t, int phase)
 {
+	(void)t;
 	(void)phase;
-	gaps_step_begin(a, t);
+	gaps_batches_flush(a);
+	/* (last_iter_end_ts set before publishing; in_iter cleared after) */
+	an_pass_state(a, gaps)->mark_after = gaps_mark_after(a->st, 0);
 }
 
 void gaps_flush(struct analysis *a)
@@ -1510,6 +1530,7 @@ int gaps_init(struct analysis *a)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	an_span_tree_init(&gs->span_tree);
+	gs->mark_after = gaps_mark_after(a->st, a->st->in_iter);
 	memset(gs->part_cache, 0, sizeof gs->part_cache);
 	gs->gaps = an_mem_map(2 * PENDING_GAPS * sizeof(struct pgap));
 	gs->batch.piece = malloc(IDLE_BATCH * sizeof *gs->batch.piece);

@@ -81,6 +81,12 @@ struct gaps_state {
 	struct pgap *gaps; /* 2 * PENDING_GAPS */
 	size_t gap_head[2], gap_n[2];
 	uint64_t api_max_end, span_max_end, gap_max_end[2]; /* the rings' and the queues' latest ends */
+	/* The latest iteration mark so far: the last iteration's end, or the
+	 * open one's begin when later (st->last_iter_end_ts, st->in_iter,
+	 * st->iter_begin_ts, which the steps pass sets as it publishes
+	 * step_begin and step_end): a gap that began before it is cut there
+	 * (gaps_on_gpu_idle), in one comparison. */
+	uint64_t mark_after;
 	uint64_t gap_kernel_name; /* the kernel ending the gap being made, 0: none */
 	struct an_span_walk walk; /* the last span walk's answer (an_gap_index.h) */
 	/* The walk's answer less the spans that explain nothing to a piece of
@@ -167,11 +173,9 @@ HOT_FN void gaps_on_gpu_idle(struct analysis *a, const struct an_gpu_ev *ev, uin
 		 * gap_new's queued).  An unjoined record's launch has ts and
 		 * end 0: not late. */
 		int host_wait = (api->end ? api->end : api->ts) > d->busy.end;
-		struct an_state *st = a->st;
 		if (idle >= a->opts.gap_ns)
 			gap_long(a, d, s, joined ? api : NULL, ev->kind == TBP_K_GPU_KERNEL ? ev->r->u.gpu_kernel.name : 0);
-		else if (__builtin_expect(st->last_iter_end_ts > d->busy.end ||
-					  (st->in_iter && st->iter_begin_ts > d->busy.end), 0))
+		else if (__builtin_expect(an_pass_state(a, gaps)->mark_after > d->busy.end, 0))
 			/* Across an iteration's mark: cut there as a long one, each
 			 * piece in its own iteration (whole, it went to the phase
 			 * after the mark: the runner's time and the idle before the
