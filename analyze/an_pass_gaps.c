@@ -372,17 +372,47 @@ static void gap_after_sync(struct analysis *a, const struct pgap *g)
 static __attribute__((noinline)) struct an_finding *idle_part_miss(struct analysis *a, struct part_slot *s, int cause,
 								    int phase, uint64_t cp, uint64_t nat);
 
+/* The cache's slot for (code, phase, cp, nat): code, a part's cause + 16 *
+ * its edge, or GAP_CACHE_CODE + the cause of an idle_gap occurrence's
+ * finding (idle_gap_finding). */
+#define GAP_CACHE_CODE 64
+static inline __attribute__((always_inline)) struct part_slot *part_slot_of(struct gaps_state *gs, int code, int phase,
+									     uint64_t cp, uint64_t nat)
+{
+	uint64_t h = (cp ^ (nat * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)code << 8 | (uint64_t)phase)) * 0xff51afd7ed558ccdULL;
+	_Static_assert(PART_CACHE == 2048, "the slot is the hash's top 11 bits");
+	return &gs->part_cache[h >> 53];
+}
+
 /* The cache's hit inlined where a piece files its parts; a miss is a call. */
 static inline __attribute__((always_inline)) struct an_finding *idle_part(struct analysis *a, int cause, int phase,
 									    uint64_t cp, uint64_t nat)
 {
-	struct gaps_state *gs = an_pass_state(a, gaps);
-	uint64_t h = (cp ^ (nat * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t)cause << 8 | (uint64_t)phase)) * 0xff51afd7ed558ccdULL;
-	struct part_slot *s = &gs->part_cache[h >> 53];
-	_Static_assert(PART_CACHE == 2048, "the slot is the hash's top 11 bits");
+	struct part_slot *s = part_slot_of(an_pass_state(a, gaps), cause, phase, cp, nat);
 	if (s->used && s->cp == cp && s->nat == nat && s->cause == cause && s->phase == phase)
 		return VEC_AT(&a->st->all_findings, struct an_finding, s->ix);
 	return idle_part_miss(a, s, cause, phase, cp, nat);
+}
+
+/* finding(a, AN_F_IDLE_GAP, cause, phase, cp, nat) through the same cache
+ * (an idle_gap finding is kept at its line as given, as a part's is: not
+ * moved to the user's line, so that the answer for a key does not change
+ * while the finding stays in the index). */
+static __attribute__((noinline)) struct an_finding *idle_gap_finding(struct analysis *a, int cause, int phase,
+								      uint64_t cp, uint64_t nat)
+{
+	_Static_assert(GAP_CACHE_CODE >= 16 * 3, "above every part's cause + 16 * its edge");
+	int code = GAP_CACHE_CODE + cause;
+	struct part_slot *s = part_slot_of(an_pass_state(a, gaps), code, phase, cp, nat);
+	if (s->used && s->cp == cp && s->nat == nat && s->cause == code && s->phase == phase)
+		return VEC_AT(&a->st->all_findings, struct an_finding, s->ix);
+	struct an_finding *f = finding(a, AN_F_IDLE_GAP, cause, phase, cp, nat);
+	if (f) {
+		size_t ix = finding_index(a->st, f);
+		*s = (struct part_slot){.cp = cp, .nat = nat, .ix = (uint32_t)ix, .cause = (uint16_t)code,
+					.phase = (uint8_t)phase, .used = ix <= UINT32_MAX};
+	}
+	return f;
 }
 
 static struct an_finding *idle_part_miss(struct analysis *a, struct part_slot *s, int cause, int phase, uint64_t cp,
@@ -856,7 +886,7 @@ static __attribute__((noinline)) void gap_finalize(struct analysis *a, struct pg
 		d->gaps_by[g->phase]++;
 		d->gap_ns_by[g->phase] += len;
 	}
-	struct an_finding *f = finding(a, AN_F_IDLE_GAP, cause, g->phase, site ? site->cp : 0, site ? site->nat : 0);
+	struct an_finding *f = idle_gap_finding(a, cause, g->phase, site ? site->cp : 0, site ? site->nat : 0);
 	if (!f)
 		return;
 	f->count++;
