@@ -666,16 +666,16 @@ static __attribute__((noinline)) void gap_file_launch_slow(struct analysis *a, c
 	launch_part_add(a, g, cause, ns, g->launch_cp, g->launch_nat);
 }
 
-/* gap_file_launch_slow's work when the batch takes the piece as it is and
- * its site's part is known (nearly always): inline, without a call that
- * saves registers. */
+/* gap_file_launch_slow's work for a whole piece (launch_only 2) when the
+ * batch takes it as it is and its site's part is known (nearly always):
+ * inline, without a call that saves registers. */
 static inline __attribute__((always_inline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	struct idle_batch *b = &gs->batch;
 	size_t bn = b->n;
 	uint32_t ix1;
-	if (__builtin_expect(g->launch_only == 1 || !bn || bn == IDLE_BATCH || b->iter_key != g->iter_key ||
+	if (__builtin_expect(!bn || bn == IDLE_BATCH || b->iter_key != g->iter_key ||
 				     b->device != g->device || b->phase != g->phase ||
 				     (size_t)g->site - 1 >= gs->site_part_n ||
 				     !(ix1 = gs->site_part[g->site - 1][g->phase]),
@@ -930,8 +930,12 @@ static __attribute__((noinline)) void gap_finalize(struct analysis *a, struct pg
 /* Piece g's idle filed (it waited for its spans). */
 static inline __attribute__((always_inline)) void gap_file(struct analysis *a, struct pgap *g)
 {
-	if (g->launch_only && !g->nspans)
+	/* (a whole piece, launch_only 2, nearly always: one cut at a mark is
+	 * filed alone, gap_file_launch_slow) */
+	if (__builtin_expect(g->launch_only == 2, 1) && !g->nspans)
 		gap_file_launch(a, g);
+	else if (g->launch_only && !g->nspans)
+		gap_file_launch_slow(a, g);
 	else if (g->compact == 2 && !g->nspans)
 		gap_file_next(a, g);
 	else
