@@ -1274,21 +1274,23 @@ static inline __attribute__((always_inline)) void gap_short_make(struct analysis
 	 * what is read, as far as the compiler knows) */
 	struct pgap *queue = gs->gaps + PENDING_GAPS;
 	size_t head = gs->gap_head[1], qn = gs->gap_n[1];
+	struct pgap *g;
 	if (qn == PENDING_GAPS) {
-		/* (gap_slot's: the oldest filed first, its slot taken) */
-		gap_file(a, &queue[head]);
-		head = (head + 1) % PENDING_GAPS;
-		gs->gap_head[1] = head;
-		qn--;
+		/* (gap_slot's: the oldest filed first, its slot taken: the
+		 * queue stays full) */
+		g = &queue[head];
+		gap_file(a, g);
+		gs->gap_head[1] = (head + 1) % PENDING_GAPS;
+	} else {
+		g = &queue[(head + qn) % PENDING_GAPS];
+		gs->gap_n[1] = qn + 1;
 	}
-	gs->gap_n[1] = qn + 1;
 	const struct an_state *st = a->st;
 	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
 	uint8_t phase = (uint8_t)cur_phase(a);
 	uint64_t lts = launch->ts, cp = launch->callpath, nat = launch->native, device = d->id;
 	uint32_t tid = launch->tid, site = launch->site;
 	uint64_t max_end = gs->gap_max_end[1] > end ? gs->gap_max_end[1] : end;
-	struct pgap *g = &queue[(head + qn) % PENDING_GAPS];
 	if (compact == 2) {
 		struct gap_call n = {.ts = nx->ts, .end = nx->end, .callpath = nx->callpath, .native = nx->native};
 		g->calls[0] = (struct gap_call){.ts = lts, .end = p_end, .callpath = cp, .native = nat};
