@@ -958,9 +958,11 @@ static inline __attribute__((always_inline)) struct pgap *gap_slot(struct analys
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	struct pgap *queue = gs->gaps + q * PENDING_GAPS;
 	if (gs->gap_n[q] == PENDING_GAPS) {
-		gap_file(a, &queue[gs->gap_head[q]]);
+		/* (the queue stays full: the new piece takes the slot filed) */
+		struct pgap *g = &queue[gs->gap_head[q]];
+		gap_file(a, g);
 		gs->gap_head[q] = (gs->gap_head[q] + 1) % PENDING_GAPS;
-		gs->gap_n[q]--;
+		return g;
 	}
 	struct pgap *g = &queue[(gs->gap_head[q] + gs->gap_n[q]) % PENDING_GAPS];
 	gs->gap_n[q]++;
