@@ -594,9 +594,9 @@ static __attribute__((noinline)) struct an_finding *launch_part_miss(struct anal
 	struct an_finding *p = idle_part(a, cause, g->phase, cp, nat);
 	if (!p || !g->site)
 		return p;
-	if (g->site > gs->site_part_n) {
+	if (g->site >= gs->site_part_n) {
 		size_t n = gs->site_part_n ? gs->site_part_n : 64;
-		while (n < g->site)
+		while (n <= g->site)
 			n *= 2;
 		uint32_t(*t)[3] = realloc(gs->site_part, n * sizeof *t);
 		if (!t)
@@ -607,7 +607,7 @@ static __attribute__((noinline)) struct an_finding *launch_part_miss(struct anal
 	}
 	size_t ix = finding_index(a->st, p);
 	if (ix < UINT32_MAX)
-		gs->site_part[g->site - 1][g->phase] = (uint32_t)(ix + 1);
+		gs->site_part[g->site][g->phase] = (uint32_t)(ix + 1);
 	return p;
 }
 
@@ -618,7 +618,7 @@ static inline __attribute__((always_inline)) void launch_part_add(struct analysi
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	struct an_finding *p;
-	uint32_t ix1 = g->site && g->site <= gs->site_part_n ? gs->site_part[g->site - 1][g->phase] : 0;
+	uint32_t ix1 = g->site < gs->site_part_n ? gs->site_part[g->site][g->phase] : 0;
 	if (__builtin_expect(ix1 != 0, 1))
 		p = VEC_AT(&a->st->all_findings, struct an_finding, ix1 - 1);
 	else
@@ -677,8 +677,7 @@ static inline __attribute__((always_inline)) void gap_file_launch(struct analysi
 	uint32_t ix1;
 	if (__builtin_expect(!bn || bn == IDLE_BATCH || b->iter_key != g->iter_key ||
 				     b->device != g->device || b->phase != g->phase ||
-				     (size_t)g->site - 1 >= gs->site_part_n ||
-				     !(ix1 = gs->site_part[g->site - 1][g->phase]),
+				     g->site >= gs->site_part_n || !(ix1 = gs->site_part[g->site][g->phase]),
 			     0)) {
 		gap_file_launch_slow(a, g);
 		return;

@@ -107,9 +107,11 @@ struct gaps_state {
 	struct idle_batch batch;        /* gap_file_launch's */
 	struct idle_batch queued_batch; /* gap_short_queued's */
 	/* A launch-bound piece's part by its launch's site (corr_ent.site):
-	 * site_part[site - 1][phase] = the finding's index + 1 in all_findings,
-	 * 0: not known.  Its cause and line are the site's (gap_file_launch), so
-	 * the site and phase are the key; emptied with the part cache. */
+	 * site_part[site][phase] = the finding's index + 1 in all_findings,
+	 * 0: not known (row 0, site 0 (none), stays 0: a site is looked up
+	 * without a subtraction).  Its cause and line are the site's
+	 * (gap_file_launch), so the site and phase are the key; emptied with
+	 * the part cache. */
 	uint32_t (*site_part)[3];
 	size_t site_part_n;
 };
