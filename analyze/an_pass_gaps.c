@@ -684,7 +684,8 @@ static inline __attribute__((always_inline)) void gap_file_launch(struct analysi
 	}
 	int cause = g->launch_cp ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
 	uint64_t s = g->start, e = g->end, ns = e - s, device = g->device;
-	struct an_finding *p = VEC_AT(&a->st->all_findings, struct an_finding, ix1 - 1);
+	/* (the element before ix1's: the - 1 folds into the fields' offsets) */
+	struct an_finding *p = VEC_AT(&a->st->all_findings, struct an_finding, ix1) - 1;
 	/* (idle_batch_add's and launch_part_add's work; the part's cause and
 	 * edge are not stored again: the site's slot is set only by
 	 * launch_part_miss, whose caller stores them, and every part of the
