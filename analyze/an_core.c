@@ -121,6 +121,9 @@ static int run_steps(struct analysis *a, const char *path, const struct an_opts 
 int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 {
 	int rc = run_steps(a, path, opts);
+	/* The pages the analyses before the last one gave back, no longer of
+	 * use to it. */
+	an_mem_trim();
 	if (rc == TBA_EXIT_OK && an_check_on()) {
 		rc = an_check(a);
 		an_check_opened(path, 1);

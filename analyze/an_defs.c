@@ -123,10 +123,71 @@ void u64map_free(struct u64map *m)
 
 #define HUGE_PAGE ((uintptr_t)2 << 20)
 
+/* Large mappings given back (an_mem_unmap) and kept for the next request
+ * whose contents need not be zero (an_mem_get, an_mem_huge): the pages the
+ * detecting read wrote (the merge's queues, its vectors) serve step
+ * detection's items and the replay's rings instead of fresh ones, which
+ * the kernel would zero first (a quarter of the report's time was that
+ * zeroing).  Kept at most POOL_BYTES; a request takes the largest (the
+ * most likely written: a mapping given back may have pages never
+ * touched), whose tail past the request is given back to the kernel then,
+ * so that the pages kept are at most the ones given back. */
+#define POOL_SLOTS 8
+#define POOL_BYTES ((size_t)128 << 20)
+static struct pooled_map {
+	void *p;
+	size_t len;
+} pool[POOL_SLOTS];
+static size_t pool_bytes;
+
+/* A pooled mapping of len bytes or more cut to len (its tail unmapped), or
+ * NULL when none holds it. */
+static void *pool_take(size_t len)
+{
+	unsigned best = POOL_SLOTS;
+	for (unsigned i = 0; i < POOL_SLOTS; i++)
+		if (pool[i].p && pool[i].len >= len && (best == POOL_SLOTS || pool[i].len > pool[best].len))
+			best = i;
+	if (best == POOL_SLOTS)
+		return NULL;
+	void *p = pool[best].p;
+	size_t have = pool[best].len;
+	pool[best].p = NULL;
+	pool_bytes -= have;
+	if (have > len)
+		munmap((char *)p + len, have - len);
+	return p;
+}
+
+/* 1 when the pool keeps p (len bytes, a whole number of huge pages). */
+static int pool_keep(void *p, size_t len)
+{
+	if (len < HUGE_PAGE || pool_bytes + len > POOL_BYTES)
+		return 0;
+	for (unsigned i = 0; i < POOL_SLOTS; i++)
+		if (!pool[i].p) {
+			pool[i].p = p;
+			pool[i].len = len;
+			pool_bytes += len;
+			return 1;
+		}
+	return 0;
+}
+
+void an_mem_trim(void)
+{
+	for (unsigned i = 0; i < POOL_SLOTS; i++)
+		if (pool[i].p) {
+			munmap(pool[i].p, pool[i].len);
+			pool[i].p = NULL;
+		}
+	pool_bytes = 0;
+}
+
 void an_mem_huge(void *p, size_t bytes)
 {
 #if defined(MADV_HUGEPAGE) && defined(__GLIBC__)
-	if (!p || bytes < 2 * HUGE_PAGE)
+	if (!p || bytes < HUGE_PAGE)
 		return;
 	/* The whole of the mapping glibc made for the block (its 16-byte
 	 * header before p, to the end of its usable size): advice on a part
@@ -139,7 +200,26 @@ void an_mem_huge(void *p, size_t bytes)
 	size_t len = malloc_usable_size(p) + 2 * sizeof(size_t);
 	if ((start | len) & (page - 1))
 		return; /* not a block with a mapping of its own */
-	(void)madvise((void *)start, len, MADV_HUGEPAGE);
+	/* Pages already written and given back, when the pool has them, in
+	 * place of glibc's fresh ones (not written yet but for its header,
+	 * put back on top): they are moved there whole, advice and all. */
+	void *from = pool_take(len);
+	if (from) {
+		size_t header[2];
+		memcpy(header, (const void *)start, sizeof header);
+		if (mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)start) == MAP_FAILED) {
+			/* (whatever stands at start now, a fresh mapping there) */
+			munmap(from, len);
+			if (mmap((void *)start, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+				 0) == MAP_FAILED)
+				abort();
+			(void)madvise((void *)start, len, MADV_HUGEPAGE);
+		}
+		memcpy((void *)start, header, sizeof header);
+		return;
+	}
+	if (bytes >= 2 * HUGE_PAGE)
+		(void)madvise((void *)start, len, MADV_HUGEPAGE);
 #else
 	(void)p;
 	(void)bytes;
@@ -175,6 +255,13 @@ void *an_mem_map(size_t bytes)
 	return p;
 }
 
+void *an_mem_get(size_t bytes)
+{
+	size_t len = map_len(bytes);
+	void *p = len >= HUGE_PAGE ? pool_take(len) : NULL;
+	return p ? p : an_mem_map(bytes);
+}
+
 void *an_mem_remap(void *p, size_t old, size_t bytes)
 {
 	size_t len = map_len(bytes);
@@ -187,7 +274,7 @@ void *an_mem_remap(void *p, size_t old, size_t bytes)
 
 void an_mem_unmap(void *p, size_t bytes)
 {
-	if (p)
+	if (p && !pool_keep(p, map_len(bytes)))
 		munmap(p, map_len(bytes));
 }
 
@@ -204,7 +291,7 @@ int vec_reserve(struct vec *v, size_t n)
 	} else {
 		/* Into a mapping of its own: huge pages from the first write,
 		 * and grown from now on by mremap. */
-		nd = an_mem_map(bytes);
+		nd = an_mem_get(bytes);
 		if (nd && v->n)
 			memcpy(nd, v->data, v->n * v->item);
 		if (nd)
