@@ -141,15 +141,17 @@ static struct pooled_map {
 static size_t pool_bytes;
 
 /* A pooled mapping of len bytes or more cut to len (its tail unmapped), or
- * NULL when none holds it.  (Its huge pages are split into small ones
- * where an_mem_huge moves it to an address off a huge-page boundary:
- * starting it where its huge pages would move whole cost more pages never
- * written, +0.4 MB on the simtorch trace.) */
-static void *pool_take(size_t len)
+ * NULL when none holds it.  With *got: the largest pooled mapping of
+ * HUGE_PAGE or more, cut to len when longer, its length in *got.  (Its
+ * huge pages are split into small ones where an_mem_huge moves it to an
+ * address off a huge-page boundary: starting it where its huge pages
+ * would move whole cost more pages never written, +0.4 MB on the
+ * simtorch trace.) */
+static void *pool_take(size_t len, size_t *got)
 {
 	unsigned best = POOL_SLOTS;
 	for (unsigned i = 0; i < POOL_SLOTS; i++)
-		if (pool[i].p && pool[i].len >= len && (best == POOL_SLOTS || pool[i].len > pool[best].len))
+		if (pool[i].p && (got || pool[i].len >= len) && (best == POOL_SLOTS || pool[i].len > pool[best].len))
 			best = i;
 	if (best == POOL_SLOTS)
 		return NULL;
@@ -159,6 +161,8 @@ static void *pool_take(size_t len)
 	pool_bytes -= have;
 	if (have > len)
 		munmap((char *)p + len, have - len);
+	if (got)
+		*got = have < len ? have : len;
 	return p;
 }
 
@@ -205,23 +209,28 @@ void an_mem_huge(void *p, size_t bytes)
 		return; /* not a block with a mapping of its own */
 	/* Pages already written and given back, when the pool has them, in
 	 * place of glibc's fresh ones (not written yet but for its header,
-	 * put back on top): they are moved there whole, advice and all. */
-	void *from = pool_take(len);
+	 * put back on top): moved there whole, advice and all.  When the
+	 * largest kept mapping is shorter than the block, it takes the
+	 * block's first part (a realloc of the block then copies it: the
+	 * block is two mappings), so that no kept page waits unused while
+	 * fresh ones are zeroed beside it. */
+	size_t got = 0;
+	void *from = pool_take(len, &got);
 	if (from) {
 		size_t header[2];
 		memcpy(header, (const void *)start, sizeof header);
-		if (mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)start) == MAP_FAILED) {
+		if (mremap(from, got, got, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)start) == MAP_FAILED) {
 			/* (whatever stands at start now, a fresh mapping there) */
-			munmap(from, len);
-			if (mmap((void *)start, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+			munmap(from, got);
+			if (mmap((void *)start, got, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
 				 0) == MAP_FAILED)
 				abort();
-			(void)madvise((void *)start, len, MADV_HUGEPAGE);
 		}
 		memcpy((void *)start, header, sizeof header);
-		return;
+		start += got;
+		len -= got;
 	}
-	if (bytes >= 2 * HUGE_PAGE)
+	if (len >= 2 * HUGE_PAGE)
 		(void)madvise((void *)start, len, MADV_HUGEPAGE);
 #else
 	(void)p;
@@ -261,7 +270,7 @@ void *an_mem_map(size_t bytes)
 void *an_mem_get(size_t bytes)
 {
 	size_t len = map_len(bytes);
-	void *p = len >= HUGE_PAGE ? pool_take(len) : NULL;
+	void *p = len >= HUGE_PAGE ? pool_take(len, NULL) : NULL;
 	return p ? p : an_mem_map(bytes);
 }
 

@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "an.h"
 
@@ -90,6 +93,11 @@ static void check_map(size_t bytes, size_t grown)
 static void check_pool(void)
 {
 	size_t mb = (size_t)1 << 20;
+#ifdef __GLIBC__
+	/* As tbanalyze (main.c): large blocks are mappings of their own, the
+	 * threshold not raised by the frees before. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
 	an_mem_trim();
 	uint8_t *p = an_mem_map(6 * mb);
 	CHECK(p != NULL, "an_mem_map(6 MiB)");
@@ -117,6 +125,21 @@ static void check_pool(void)
 		memset(b, 2, 3 * mb);
 		char *r = realloc(b, 7 * mb);
 		CHECK(r != NULL && r[3 * mb - 1] == 2 && r[0] == 2, "realloc after the pages were replaced");
+		free(r ? r : b);
+	}
+	/* A block longer than the largest mapping kept: its first part. */
+	p = an_mem_map(2 * mb);
+	if (p)
+		memset(p, 0x3c, 2 * mb);
+	an_mem_unmap(p, 2 * mb);
+	b = malloc(5 * mb);
+	CHECK(b != NULL, "malloc(5 MiB)");
+	if (b) {
+		an_mem_huge(b, 5 * mb);
+		CHECK(b[8192] == 0x3c, "an_mem_huge: the block's first part is not the 2 MiB given back");
+		memset(b, 4, 5 * mb);
+		char *r = realloc(b, 9 * mb);
+		CHECK(r != NULL && r[5 * mb - 1] == 4 && r[0] == 4, "realloc of a block given pages in part");
 		free(r ? r : b);
 	}
 	/* Nothing kept after a trim: a fresh, zeroed mapping. */
