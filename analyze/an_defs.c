@@ -126,12 +126,14 @@ void u64map_free(struct u64map *m)
 /* Large mappings given back (an_mem_unmap) and kept for the next request
  * whose contents need not be zero (an_mem_get, an_mem_huge): the pages the
  * detecting read wrote (the merge's queues, its vectors) serve step
- * detection's items and the replay's rings instead of fresh ones, which
- * the kernel would zero first (a quarter of the report's time was that
- * zeroing).  Kept at most POOL_BYTES; a request takes the largest (the
- * most likely written: a mapping given back may have pages never
+ * detection's items and the replay's pending-gap ring instead of fresh
+ * ones, which the kernel would zero first (a quarter of the report's time
+ * was that zeroing).  Kept at most POOL_BYTES; a request takes the largest
+ * (the most likely written: a mapping given back may have pages never
  * touched), whose tail past the request is given back to the kernel then,
- * so that the pages kept are at most the ones given back. */
+ * so that the pages kept are at most the ones given back.  an_core.c gives
+ * the rest back where no request is to come (an_mem_trim), so that kept
+ * pages do not add to the peak. */
 #define POOL_SLOTS 8
 #define POOL_BYTES ((size_t)128 << 20)
 static struct pooled_map {
