@@ -46,19 +46,30 @@ int vec_reserve(struct vec *v, size_t n);
  * the analyzer maps itself (an_mem_map: the tape, the merge's queues, large
  * vectors) are advised there.  For 1 M records these are ~140 MB, whose
  * 4 KiB page faults cost the kernel a third of the report's time.  Only
- * whole 2 MiB pages inside glibc's own mapping of the block; a no-op for
- * small blocks, and where the kernel has no huge pages or says no. */
+ * whole 2 MiB pages inside glibc's own mapping of the block (advice from
+ * 4 MiB on); a no-op for small blocks, and where the kernel has no huge
+ * pages or says no.  From 2 MiB on, when an_mem_unmap kept pages given
+ * back, the block's mapping (or its first part) is replaced by them
+ * (already written: the kernel need not zero them): its contents are then
+ * undefined, so a block from malloc only, never from calloc. */
 void an_mem_huge(void *p, size_t bytes);
-/* A zeroed block of its own mapping, advised before anything is written
- * to it (a page written first keeps its 2 MiB range on small pages: as
- * malloc's header does for the first range of a block it maps); NULL
- * when out of memory.  Given back with an_mem_unmap and the same size. */
+/* A zeroed block of its own mapping (a fresh one), advised before
+ * anything is written to it (a page written first keeps its 2 MiB range
+ * on small pages: as malloc's header does for the first range of a block
+ * it maps); NULL when out of memory.  Given back with an_mem_unmap and the
+ * same size. */
 void *an_mem_map(size_t bytes);
 /* p (from an_mem_map, old bytes) grown to bytes in place or moved by the
  * kernel, its pages kept (no copy, no new faults); NULL (p unchanged) when
  * out of memory. */
 void *an_mem_remap(void *p, size_t old, size_t bytes);
+/* As an_mem_map, its contents undefined: pages given back earlier
+ * (an_mem_unmap keeps large mappings for such requests), which the kernel
+ * need not zero again.  Given back with an_mem_unmap as well. */
+void *an_mem_get(size_t bytes);
 void an_mem_unmap(void *p, size_t bytes);
+/* The mappings an_mem_unmap kept given back to the kernel. */
+void an_mem_trim(void);
 /* The index of the item filed under key in idx, or a new zeroed item's
  * (*added set, when added is not NULL); SIZE_MAX when out of memory
  * (nothing added). */

@@ -121,6 +121,9 @@ static int run_steps(struct analysis *a, const char *path, const struct an_opts 
 int an_run(struct analysis *a, const char *path, const struct an_opts *opts)
 {
 	int rc = run_steps(a, path, opts);
+	/* The pages the analyses before the last one gave back, no longer of
+	 * use to it. */
+	an_mem_trim();
 	if (rc == TBA_EXIT_OK && an_check_on()) {
 		rc = an_check(a);
 		an_check_opened(path, 1);
@@ -176,6 +179,9 @@ static int run_detect_first(struct analysis *a, const char *path, const struct a
 {
 	struct run_src detect = {.record = tape, .detect = 1};
 	int rc = run_once(a, path, opts, &detect);
+	/* What the read gave back and step detection did not take (the
+	 * merge's queues): kept, it would only add to the peak. */
+	an_mem_trim();
 	*done = rc != 0;
 	if (rc || !an_tape_complete(tape) || (a->steps.source == AN_STEPS_DETECTED && a->step_ivs.n >= 2))
 		return rc;
@@ -216,6 +222,9 @@ int an_catch_up(struct analysis *a, struct an_tape *t)
 	a->truncated = truncated;
 	a->truncated_at = truncated_at;
 	an_tape_release(t);
+	/* The tape's pages and the detecting analysis's, given back: the
+	 * analysis reads on without a use for most of them (an_mem_get). */
+	an_mem_trim();
 	return TBA_EXIT_OK;
 }
 

@@ -123,10 +123,80 @@ void u64map_free(struct u64map *m)
 
 #define HUGE_PAGE ((uintptr_t)2 << 20)
 
+/* Large mappings given back (an_mem_unmap) and kept for the next request
+ * whose contents need not be zero (an_mem_get, an_mem_huge): the pages the
+ * detecting read wrote (the merge's queues, its vectors) serve step
+ * detection's items and the replay's pending-gap ring instead of fresh
+ * ones, which the kernel would zero first (a quarter of the report's time
+ * was that zeroing).  Kept at most POOL_BYTES; a request takes the largest
+ * (the most likely written: a mapping given back may have pages never
+ * touched), whose tail past the request is given back to the kernel then,
+ * so that the pages kept are at most the ones given back.  an_core.c gives
+ * the rest back where no request is to come (an_mem_trim), so that kept
+ * pages do not add to the peak. */
+#define POOL_SLOTS 8
+#define POOL_BYTES ((size_t)128 << 20)
+static struct pooled_map {
+	void *p;
+	size_t len;
+} pool[POOL_SLOTS];
+static size_t pool_bytes;
+
+/* A pooled mapping of len bytes or more cut to len (its tail unmapped), or
+ * NULL when none holds it.  With *got: the largest pooled mapping of
+ * HUGE_PAGE or more, cut to len when longer, its length in *got.  (Its
+ * huge pages are split into small ones where an_mem_huge moves it to an
+ * address off a huge-page boundary: starting it where its huge pages
+ * would move whole cost more pages never written, +0.4 MB on the
+ * simtorch trace.) */
+static void *pool_take(size_t len, size_t *got)
+{
+	unsigned best = POOL_SLOTS;
+	for (unsigned i = 0; i < POOL_SLOTS; i++)
+		if (pool[i].p && (got || pool[i].len >= len) && (best == POOL_SLOTS || pool[i].len > pool[best].len))
+			best = i;
+	if (best == POOL_SLOTS)
+		return NULL;
+	void *p = pool[best].p;
+	size_t have = pool[best].len;
+	pool[best].p = NULL;
+	pool_bytes -= have;
+	if (have > len)
+		munmap((char *)p + len, have - len);
+	if (got)
+		*got = have < len ? have : len;
+	return p;
+}
+
+/* 1 when the pool keeps p (len bytes, a whole number of huge pages). */
+static int pool_keep(void *p, size_t len)
+{
+	if (len < HUGE_PAGE || pool_bytes + len > POOL_BYTES)
+		return 0;
+	for (unsigned i = 0; i < POOL_SLOTS; i++)
+		if (!pool[i].p) {
+			pool[i].p = p;
+			pool[i].len = len;
+			pool_bytes += len;
+			return 1;
+		}
+	return 0;
+}
+
+void an_mem_trim(void)
+{
+	for (unsigned i = 0; i < POOL_SLOTS; i++)
+		if (pool[i].p) {
+			munmap(pool[i].p, pool[i].len);
+			pool[i].p = NULL;
+		}
+	pool_bytes = 0;
+}
+
 void an_mem_huge(void *p, size_t bytes)
 {
 #if defined(MADV_HUGEPAGE) && defined(__GLIBC__)
-	if (!p || bytes < 2 * HUGE_PAGE)
+	if (!p || bytes < HUGE_PAGE)
 		return;
 	/* The whole of the mapping glibc made for the block (its 16-byte
 	 * header before p, to the end of its usable size): advice on a part
@@ -139,7 +209,31 @@ void an_mem_huge(void *p, size_t bytes)
 	size_t len = malloc_usable_size(p) + 2 * sizeof(size_t);
 	if ((start | len) & (page - 1))
 		return; /* not a block with a mapping of its own */
-	(void)madvise((void *)start, len, MADV_HUGEPAGE);
+	/* Pages already written and given back, when the pool has them, in
+	 * place of glibc's fresh ones (not written yet but for its header,
+	 * put back on top): moved there whole, advice and all.  When the
+	 * largest kept mapping is shorter than the block, it takes the
+	 * block's first part (a realloc of the block then copies it: the
+	 * block is two mappings), so that no kept page waits unused while
+	 * fresh ones are zeroed beside it. */
+	size_t got = 0;
+	void *from = pool_take(len, &got);
+	if (from) {
+		size_t header[2];
+		memcpy(header, (const void *)start, sizeof header);
+		if (mremap(from, got, got, MREMAP_MAYMOVE | MREMAP_FIXED, (void *)start) == MAP_FAILED) {
+			/* (whatever stands at start now, a fresh mapping there) */
+			munmap(from, got);
+			if (mmap((void *)start, got, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+				 0) == MAP_FAILED)
+				abort();
+		}
+		memcpy((void *)start, header, sizeof header);
+		start += got;
+		len -= got;
+	}
+	if (len >= 2 * HUGE_PAGE)
+		(void)madvise((void *)start, len, MADV_HUGEPAGE);
 #else
 	(void)p;
 	(void)bytes;
@@ -175,6 +269,13 @@ void *an_mem_map(size_t bytes)
 	return p;
 }
 
+void *an_mem_get(size_t bytes)
+{
+	size_t len = map_len(bytes);
+	void *p = len >= HUGE_PAGE ? pool_take(len, NULL) : NULL;
+	return p ? p : an_mem_map(bytes);
+}
+
 void *an_mem_remap(void *p, size_t old, size_t bytes)
 {
 	size_t len = map_len(bytes);
@@ -187,7 +288,7 @@ void *an_mem_remap(void *p, size_t old, size_t bytes)
 
 void an_mem_unmap(void *p, size_t bytes)
 {
-	if (p)
+	if (p && !pool_keep(p, map_len(bytes)))
 		munmap(p, map_len(bytes));
 }
 
@@ -203,8 +304,15 @@ int vec_reserve(struct vec *v, size_t n)
 		nd = an_mem_remap(v->data, old, bytes);
 	} else {
 		/* Into a mapping of its own: huge pages from the first write,
-		 * and grown from now on by mremap. */
-		nd = an_mem_map(bytes);
+		 * and grown from now on by mremap.  At least one whole huge
+		 * page: a mapping under 2 MiB gets no advice, and its small
+		 * pages (the first 1 MiB written again by the copy) stay small
+		 * when it grows (~500 faults a vector). */
+		if (bytes < HUGE_PAGE) {
+			n = (HUGE_PAGE + v->item - 1) / v->item;
+			bytes = n * v->item;
+		}
+		nd = an_mem_get(bytes);
 		if (nd && v->n)
 			memcpy(nd, v->data, v->n * v->item);
 		if (nd)

@@ -1570,7 +1570,7 @@ int gaps_init(struct analysis *a)
 	an_span_tree_init(&gs->span_tree);
 	gs->mark_after = gaps_mark_after(a->st, a->st->in_iter);
 	memset(gs->part_cache, 0, sizeof gs->part_cache);
-	gs->gaps = an_mem_map(2 * PENDING_GAPS * sizeof(struct pgap));
+	gs->gaps = an_mem_get(2 * PENDING_GAPS * sizeof(struct pgap));
 	gs->batch.piece = malloc(IDLE_BATCH * sizeof *gs->batch.piece);
 	gs->queued_batch.piece = malloc(IDLE_BATCH * sizeof *gs->queued_batch.piece);
 	return gs->gaps && gs->batch.piece && gs->queued_batch.piece ? 0 : -1;

@@ -21,7 +21,8 @@
 /* Default cap, MiB: the 1 M-record simtorch trace takes about 75. */
 #define TAPE_MB_DEFAULT 256
 /* A chunk with its header and slack is 8 MiB, a mapping the kernel places
- * on a huge-page boundary: every page of it a huge one (an_mem_map). */
+ * on a huge-page boundary: every page of it a huge one (an_mem_map; pages
+ * given back earlier when there are: an_mem_get). */
 #define TAPE_CHUNK ((8u << 20) - sizeof(struct tape_chunk) - TAPE_REC_MAX)
 /* The largest record entry without a blob (head, ts, every field). */
 #define TAPE_REC_MAX (16u + 8u * TBP_MAX_FIELDS)
@@ -119,7 +120,7 @@ static __attribute__((noinline)) int tape_grow(struct an_tape *t, size_t need)
 		t->cur->used = (size_t)(t->w - (uint8_t *)t->cur->data);
 	size_t chunk = t->cap_bytes < TAPE_CHUNK ? t->cap_bytes : TAPE_CHUNK;
 	size_t cap = need > chunk ? need : chunk;
-	struct tape_chunk *c = t->bytes + cap <= t->cap_bytes ? an_mem_map(sizeof *c + cap + TAPE_REC_MAX) : NULL;
+	struct tape_chunk *c = t->bytes + cap <= t->cap_bytes ? an_mem_get(sizeof *c + cap + TAPE_REC_MAX) : NULL;
 	if (!c) {
 		tape_stop(t);
 		return -1;

@@ -3,12 +3,16 @@
  * VEC_MAP_BYTES moves into a mapping of its own and keeps every item, grows
  * on by mremap, is reserved ahead and freed by vec_free; an_mem_map's blocks
  * are zeroed and an_mem_remap keeps what they hold, around the 2 MiB sizes
- * where a mapping becomes a whole number of huge pages.
+ * where a mapping becomes a whole number of huge pages; mappings given back
+ * serve an_mem_get and an_mem_huge until an_mem_trim.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "an.h"
 
@@ -83,6 +87,77 @@ static void check_map(size_t bytes, size_t grown)
 	an_mem_unmap(q, grown);
 }
 
+/* Mappings given back are kept for an_mem_get and an_mem_huge: the same
+ * pages come back with what they held (nothing zeroed them), and
+ * an_mem_trim gives them to the kernel. */
+static void check_pool(void)
+{
+	size_t mb = (size_t)1 << 20;
+#ifdef __GLIBC__
+	/* As tbanalyze (main.c): large blocks are mappings of their own, the
+	 * threshold not raised by the frees before. */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
+	an_mem_trim();
+	uint8_t *p = an_mem_map(6 * mb);
+	CHECK(p != NULL, "an_mem_map(6 MiB)");
+	if (!p)
+		return;
+	for (size_t i = 0; i < 6 * mb; i += 4096)
+		p[i] = (uint8_t)(i / 4096 + 1);
+	an_mem_unmap(p, 6 * mb);
+	uint8_t *q = an_mem_get(4 * mb);
+	CHECK(q == p, "an_mem_get(4 MiB) did not take the 6 MiB given back");
+	size_t kept = 0;
+	for (size_t i = 0; q == p && i < 4 * mb; i += 4096)
+		kept += q[i] == (uint8_t)(i / 4096 + 1);
+	CHECK(q != p || kept == mb / 1024, "an_mem_get: %zu of %zu pages kept what they held", kept, mb / 1024);
+	if (q)
+		memset(q, 0x5a, 4 * mb);
+	an_mem_unmap(q, 4 * mb);
+	/* A malloc'd block's mapping replaced by the pages given back: its
+	 * header stays (free and realloc work), the pages hold their bytes. */
+	char *b = malloc(3 * mb);
+	CHECK(b != NULL, "malloc(3 MiB)");
+	if (b) {
+		an_mem_huge(b, 3 * mb);
+		CHECK(b[4096] == 0x5a, "an_mem_huge: the block's pages are not the ones given back");
+		memset(b, 2, 3 * mb);
+		char *r = realloc(b, 7 * mb);
+		CHECK(r != NULL && r[3 * mb - 1] == 2 && r[0] == 2, "realloc after the pages were replaced");
+		free(r ? r : b);
+	}
+	/* A block longer than the largest mapping kept: its first part. */
+	p = an_mem_map(2 * mb);
+	if (p)
+		memset(p, 0x3c, 2 * mb);
+	an_mem_unmap(p, 2 * mb);
+	b = malloc(5 * mb);
+	CHECK(b != NULL, "malloc(5 MiB)");
+	if (b) {
+		an_mem_huge(b, 5 * mb);
+		CHECK(b[8192] == 0x3c, "an_mem_huge: the block's first part is not the 2 MiB given back");
+		memset(b, 4, 5 * mb);
+		char *r = realloc(b, 9 * mb);
+		CHECK(r != NULL && r[5 * mb - 1] == 4 && r[0] == 4, "realloc of a block given pages in part");
+		free(r ? r : b);
+	}
+	/* Nothing kept after a trim: a fresh, zeroed mapping. */
+	p = an_mem_map(4 * mb);
+	if (p)
+		memset(p, 7, 4 * mb);
+	an_mem_unmap(p, 4 * mb);
+	an_mem_trim();
+	q = an_mem_get(4 * mb);
+	CHECK(q != NULL, "an_mem_get(4 MiB) after a trim");
+	size_t nonzero = 0;
+	for (size_t i = 0; q && i < 4 * mb; i += 4096)
+		nonzero += q[i] != 0;
+	CHECK(!nonzero, "an_mem_get after an_mem_trim: %zu pages not fresh", nonzero);
+	an_mem_unmap(q, 4 * mb);
+	an_mem_trim();
+}
+
 int main(void)
 {
 	/* Below, at and across VEC_MAP_BYTES (1 MiB: 43 690 items of 24 bytes),
@@ -98,7 +173,9 @@ int main(void)
 	check_map(2 * mb, 4 * mb);
 	check_map(3 * mb + 5, 9 * mb + 7);
 	an_mem_unmap(NULL, mb); /* nothing to give back */
-	/* an_mem_huge on a malloc'd block of each kind: only advice. */
+	check_pool();
+	/* an_mem_huge on a malloc'd block of each kind: advice, or pages given
+	 * back (check_map's). */
 	for (size_t sz = 1000; sz <= 16 * mb; sz *= 4) {
 		char *b = malloc(sz);
 		CHECK(b != NULL, "malloc(%zu)", sz);
