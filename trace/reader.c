@@ -858,12 +858,37 @@ static inline int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta,
 		z = *p >> 1;
 		*n = 1;
 		*pp = p + 1;
-	} else if (e - p >= 2 && (p[0] & 0x81) == 0x80 && p[1] < 0x80) {
-		z = (p[0] & 0x7fu) >> 1 | (uint64_t)p[1] << 6;
-		*n = 1;
-		*pp = p + 2;
-	} else if (tbp_get_run(pp, e, &z, n)) {
-		return -1;
+	} else if (e - p >= 4) {
+		/* The entries of short runs: a value of one or two bytes, a
+		 * run of one or a length of one byte after it (a kernel's
+		 * duration repeated a few times, an id's step). */
+		uint32_t w = tbp_get_le32(p);
+		if (!(w & 0x80)) {
+			if (w & 0x8000)
+				goto general;
+			/* One-byte value, more set: the length byte follows. */
+			z = (w & 0x7f) >> 1;
+			*n = ((w >> 8) & 0x7f) + 2;
+			*pp = p + 2;
+		} else if (!(w & 0x8000)) {
+			uint32_t v = (w & 0x7f) | (w >> 1 & 0x3f80);
+			z = v >> 1;
+			if (!(v & 1)) {
+				*n = 1;
+				*pp = p + 2;
+			} else if (!(w & 0x800000)) {
+				*n = ((w >> 16) & 0x7f) + 2;
+				*pp = p + 3;
+			} else {
+				goto general;
+			}
+		} else {
+			goto general;
+		}
+	} else {
+	general:
+		if (tbp_get_run(pp, e, &z, n))
+			return -1;
 	}
 	*delta = tbp_unzigzag(z);
 	return 0;
