@@ -850,7 +850,7 @@ static inline uint64_t cell_get(const uint8_t *cells, size_t i)
 /* One run entry: a one-byte entry (a run of one small delta: a timestamp
  * column, or the first entry of a constant column) inline, anything else
  * through tbp_get_run.  Nonzero when malformed. */
-static inline int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta, uint32_t *n)
+static inline __attribute__((always_inline)) int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta, uint32_t *n)
 {
 	const uint8_t *p = *pp;
 	uint64_t z;
@@ -899,14 +899,13 @@ static inline int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta,
  * deltas over rows that already hold the column's value (from the last
  * full batch) writes nothing, as fill_batch's constant columns.  Returns
  * the rows filled (fewer than ok: the column ran short). */
-static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok)
+static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cursor *kc, unsigned c, unsigned ok,
+	int dur, int keep)
 {
 	uint8_t *cells = (uint8_t *)kc->row;
 	const uint8_t *p = kc->pos[c], *e = kc->end[c];
 	uint64_t acc = kc->prev[c], d = kc->run_delta[c];
 	uint32_t left = kc->run_left[c];
-	int dur = c == 1 && kc->end_from_ts; /* end = ts + duration */
-	int keep = c <= kc->nout;
 	uint32_t cbit = 1u << (c % 32), *cword = &kc->const_cols[c / 32];
 	int rows_hold_acc = keep && !dur && (*cword & cbit) && kc->const_val[c] == acc;
 	int still = !dur;
@@ -997,6 +996,19 @@ static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok
 	kc->run_delta[c] = d;
 	kc->run_left[c] = left;
 	return j;
+}
+
+/* column_runs with its two column types made constants: -O2 does not take
+ * the tests of the loops out of them itself. */
+static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok)
+{
+	int dur = c == 1 && kc->end_from_ts; /* end = ts + duration */
+	int keep = c <= kc->nout;
+	if (keep && dur)
+		return column_runs(kc, c, ok, 1, 1);
+	if (keep)
+		return column_runs(kc, c, ok, 0, 1);
+	return column_runs(kc, c, ok, dur, 0);
 }
 
 /* Decodes the next min(BATCH, left) records of one kind into kc->row.
