@@ -805,6 +805,16 @@ static inline uint64_t two_byte4(uint64_t w)
 {
 	return (w & 0x007f007f007f007full) | ((w >> 1) & 0x3f803f803f803f80ull);
 }
+/* The four 14-bit zigzag values of two_byte4 as the deltas they code, each
+ * a signed 16-bit lane (-8192..8191): one unzigzag for the four. */
+static inline uint64_t unzigzag_lanes16(uint64_t z4)
+{
+	return ((z4 >> 1) & 0x1fff1fff1fff1fffull) ^ ((z4 & 0x0001000100010001ull) * 0xffff);
+}
+static inline uint64_t lane16(uint64_t d4, unsigned t)
+{
+	return (uint64_t)(int64_t)(int16_t)(uint16_t)(d4 >> (16 * t));
+}
 /* Two three-byte varints in the first six bytes of w (bytes 0, 1, 3, 4 carry
  * the continuation bit, 2 and 5 do not): their values in bits 0..20 and
  * 24..44 (timestamp deltas of tens of microseconds). */
@@ -1120,10 +1130,11 @@ static void fill_batch(struct kind_cursor *kc)
 						 * deltas of a few microseconds). */
 						uint64_t z4 = two_byte4(w);
 						changed |= z4;
+						uint64_t d4 = unzigzag_lanes16(z4);
 						size_t o = (size_t)j * ROW + c;
 						TBP_UNROLL
 						for (unsigned t = 0; t < 4; t++) {
-							acc += tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
+							acc += lane16(d4, t);
 							cell_put(cells, o + t * ROW, acc);
 						}
 						p += 8;
@@ -1171,12 +1182,12 @@ static void fill_batch(struct kind_cursor *kc)
 				if (e - p >= 8) {
 					memcpy(&w, p, 8);
 					if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
-						uint64_t z4 = two_byte4(w);
+						uint64_t d4 = unzigzag_lanes16(two_byte4(w));
 						size_t o = (size_t)j * ROW + c;
 						size_t tsx = (size_t)j * ROW;
 						TBP_UNROLL
 						for (unsigned t = 0; t < 4; t++)
-							cell_put(cells, o + t * ROW, cell_get(cells, tsx + t * ROW) + tbp_unzigzag((z4 >> (16 * t)) & 0x3fff));
+							cell_put(cells, o + t * ROW, cell_get(cells, tsx + t * ROW) + lane16(d4, t));
 						acc = cell_get(cells, o + 3 * ROW);
 						p += 8;
 						j += 3;
