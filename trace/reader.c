@@ -1070,8 +1070,11 @@ static void fill_batch(struct kind_cursor *kc)
 			 * (up to eight: small deltas, the usual case) in one go,
 			 * else two-byte varints four at a time, three-byte ones
 			 * two at a time, or one of two or three bytes. */
+			/* Past this, fewer than eight bytes are left (as a number:
+			 * one compare a word). */
+			uintptr_t last_word = (uintptr_t)e - 8;
 			while (j < ok) {
-				if (__builtin_expect(e - p < 8, 0)) {
+				if (__builtin_expect((uintptr_t)p > last_word, 0)) {
 					uint64_t z;
 					if (get_varint_small(&p, e, &z))
 						break;
