@@ -1048,7 +1048,6 @@ static void fill_batch(struct kind_cursor *kc)
 		unsigned j = 0;
 		if (!dur && keep) {
 			/* The common column: a running sum of zigzag deltas. */
-			uint64_t (*row)[ROW] = kc->row;
 			uint32_t cbit = 1u << (c % 32), *cword = &kc->const_cols[c / 32];
 			int rows_hold_acc = (*cword & cbit) && kc->const_val[c] == acc;
 			uint64_t changed = 0;
@@ -1073,6 +1072,9 @@ static void fill_batch(struct kind_cursor *kc)
 			/* Past this, fewer than eight bytes are left (as a number:
 			 * one compare a word). */
 			uintptr_t last_word = (uintptr_t)e - 8;
+			/* Row j's cell of the column, kept beside j (no multiply a
+			 * store). */
+			size_t oc = (size_t)j * ROW + c;
 			while (j < ok) {
 				if (__builtin_expect((uintptr_t)p > last_word, 0)) {
 					uint64_t z;
@@ -1080,7 +1082,9 @@ static void fill_batch(struct kind_cursor *kc)
 						break;
 					changed |= z;
 					acc += tbp_unzigzag(z);
-					row[j++][c] = acc;
+					cell_put(cells, oc, acc);
+				j++;
+				oc += ROW;
 					continue;
 				}
 				uint64_t w;
@@ -1088,7 +1092,7 @@ static void fill_batch(struct kind_cursor *kc)
 				uint64_t cont = w & 0x8080808080808080ull;
 				if (!(cont & 0x80)) {
 					unsigned k = cont ? (unsigned)__builtin_ctzll(cont) >> 3 : 8;
-					size_t o = (size_t)j * ROW + c;
+					size_t o = oc;
 					if (k >= ok - j)
 						k = ok - j;
 					if (k == 8) {
@@ -1120,6 +1124,7 @@ static void fill_batch(struct kind_cursor *kc)
 					}
 					p += k;
 					j += k;
+					oc += (size_t)k * ROW;
 					continue;
 				}
 				/* The first varint's length picks the word's one
@@ -1134,7 +1139,7 @@ static void fill_batch(struct kind_cursor *kc)
 						uint64_t z4 = two_byte4(w);
 						changed |= z4;
 						uint64_t d4 = unzigzag_lanes16(z4);
-						size_t o = (size_t)j * ROW + c;
+						size_t o = oc;
 						TBP_UNROLL
 						for (unsigned t = 0; t < 4; t++) {
 							acc += lane16(d4, t);
@@ -1142,6 +1147,7 @@ static void fill_batch(struct kind_cursor *kc)
 						}
 						p += 8;
 						j += 4;
+						oc += 4 * ROW;
 						continue;
 					}
 					z = (w & 0x7f) | ((w >> 1) & 0x3f80);
@@ -1150,13 +1156,14 @@ static void fill_batch(struct kind_cursor *kc)
 					if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
 						uint64_t z2 = three_byte2(w);
 						changed |= z2;
-						size_t o = (size_t)j * ROW + c;
+						size_t o = oc;
 						acc += tbp_unzigzag(z2 & 0x1fffff);
 						cell_put(cells, o, acc);
 						acc += tbp_unzigzag(z2 >> 24);
 						cell_put(cells, o + ROW, acc);
 						p += 6;
 						j += 2;
+						oc += 2 * ROW;
 						continue;
 					}
 					z = (w & 0x7f) | ((w >> 1) & 0x3f80) | ((w >> 2) & 0x1fc000);
@@ -1166,7 +1173,9 @@ static void fill_batch(struct kind_cursor *kc)
 				}
 				changed |= z;
 				acc += tbp_unzigzag(z);
-				row[j++][c] = acc;
+				cell_put(cells, oc, acc);
+				j++;
+				oc += ROW;
 			}
 			/* Every row of the column now holds acc only if the batch was
 			 * full and the value never moved. */
@@ -1180,9 +1189,10 @@ static void fill_batch(struct kind_cursor *kc)
 			/* end = ts + duration: durations of a few microseconds
 			 * are two-byte varints, four at a time. */
 			uint64_t (*row)[ROW] = kc->row;
+			uintptr_t last_word = (uintptr_t)e - 8;
 			for (; j < ok; j++) {
 				uint64_t w;
-				if (e - p >= 8) {
+				if ((uintptr_t)p <= last_word) {
 					memcpy(&w, p, 8);
 					if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
 						uint64_t d4 = unzigzag_lanes16(two_byte4(w));
