@@ -920,6 +920,7 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 	int rows_hold_acc = keep && !dur && (*cword & cbit) && kc->const_val[c] == acc;
 	int still = !dur;
 	unsigned j = 0;
+	size_t oc = c; /* row j's cell of the column, kept beside j */
 	while (j < ok) {
 		if (left == 0) {
 			if (keep) {
@@ -927,15 +928,14 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 				 * column that moves by small, varying steps): a
 				 * value per byte, without the run bookkeeping. */
 				uint64_t moved = 0;
-				for (; j < ok && p < e && !(*p & 0x81); j++) {
+				for (; j < ok && p < e && !(*p & 0x81); j++, oc += ROW) {
 					d = tbp_unzigzag(*p++ >> 1);
 					moved |= d;
-					size_t o = (size_t)j * ROW;
 					if (dur) {
-						cell_put(cells, o + c, cell_get(cells, o) + d);
+						cell_put(cells, oc, cell_get(cells, oc - c) + d);
 					} else {
 						acc += d;
-						cell_put(cells, o + c, acc);
+						cell_put(cells, oc, acc);
 					}
 				}
 				if (moved) {
@@ -950,7 +950,7 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 		}
 		unsigned take = left < ok - j ? left : ok - j;
 		left -= take;
-		size_t o = (size_t)j * ROW + c;
+		size_t o = oc;
 		if (dur) {
 			if (keep) {
 				/* Four rows a step: a run covers many (a kernel's
@@ -992,6 +992,7 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 			}
 		}
 		j += take;
+		oc += (size_t)take * ROW;
 	}
 	/* Every row now holds acc only if the batch was full and the value
 	 * never moved. */
@@ -1083,8 +1084,8 @@ static void fill_batch(struct kind_cursor *kc)
 					changed |= z;
 					acc += tbp_unzigzag(z);
 					cell_put(cells, oc, acc);
-				j++;
-				oc += ROW;
+					j++;
+					oc += ROW;
 					continue;
 				}
 				uint64_t w;
@@ -1188,41 +1189,43 @@ static void fill_batch(struct kind_cursor *kc)
 		} else if (dur && keep) {
 			/* end = ts + duration: durations of a few microseconds
 			 * are two-byte varints, four at a time. */
-			uint64_t (*row)[ROW] = kc->row;
 			uintptr_t last_word = (uintptr_t)e - 8;
-			for (; j < ok; j++) {
+			size_t oc = c; /* row j's cell of the column, kept beside j */
+			for (; j < ok; j++, oc += ROW) {
 				uint64_t w;
 				if ((uintptr_t)p <= last_word) {
 					memcpy(&w, p, 8);
 					if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
 						uint64_t d4 = unzigzag_lanes16(two_byte4(w));
-						size_t o = (size_t)j * ROW + c;
-						size_t tsx = (size_t)j * ROW;
+						size_t o = oc;
+						size_t tsx = oc - c;
 						TBP_UNROLL
 						for (unsigned t = 0; t < 4; t++)
 							cell_put(cells, o + t * ROW, cell_get(cells, tsx + t * ROW) + lane16(d4, t));
 						acc = cell_get(cells, o + 3 * ROW);
 						p += 8;
 						j += 3;
+						oc += 3 * ROW;
 						continue;
 					}
 					if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
 						uint64_t z2 = three_byte2(w);
-						size_t o = (size_t)j * ROW + c;
-						size_t tsx = (size_t)j * ROW;
+						size_t o = oc;
+						size_t tsx = oc - c;
 						cell_put(cells, o, cell_get(cells, tsx) + tbp_unzigzag(z2 & 0x1fffff));
 						acc = cell_get(cells, tsx + ROW) + tbp_unzigzag(z2 >> 24);
 						cell_put(cells, o + ROW, acc);
 						p += 6;
 						j += 1;
+						oc += ROW;
 						continue;
 					}
 				}
 				uint64_t z;
 				if (get_varint_small(&p, e, &z))
 					break;
-				acc = row[j][0] + tbp_unzigzag(z);
-				row[j][c] = acc;
+				acc = cell_get(cells, oc - c) + tbp_unzigzag(z);
+				cell_put(cells, oc, acc);
 			}
 		} else {
 			for (; j < ok; j++) {
