@@ -860,11 +860,12 @@ static inline uint64_t cell_get(const uint8_t *cells, size_t i)
 /* One run entry: a one-byte entry (a run of one small delta: a timestamp
  * column, or the first entry of a constant column) inline, anything else
  * through tbp_get_run.  Nonzero when malformed. */
-static inline __attribute__((always_inline)) int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta, uint32_t *n)
+static inline __attribute__((always_inline)) int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta, uint32_t *n,
+	const int not_one_byte)
 {
 	const uint8_t *p = *pp;
 	uint64_t z;
-	if (__builtin_expect(p < e && *p < 0x80 && !(*p & 1), 1)) {
+	if (!not_one_byte && __builtin_expect(p < e && *p < 0x80 && !(*p & 1), 1)) {
 		z = *p >> 1;
 		*n = 1;
 		*pp = p + 1;
@@ -945,7 +946,9 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 				if (j == ok)
 					break;
 			}
-			if (get_run(&p, e, &d, &left))
+			/* A kept column's one-byte entries of one record were
+			 * taken above: the next is not one. */
+			if (get_run(&p, e, &d, &left, keep))
 				break;
 		}
 		unsigned take = left < ok - j ? left : ok - j;
