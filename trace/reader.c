@@ -918,8 +918,13 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 	uint64_t acc = kc->prev[c], d = kc->run_delta[c];
 	uint32_t left = kc->run_left[c];
 	uint32_t cbit = 1u << (c % 32), *cword = &kc->const_cols[c / 32];
-	int rows_hold_acc = keep && !dur && (*cword & cbit) && kc->const_val[c] == acc;
-	int still = !dur;
+	/* The rows this batch has not written yet hold `held` (the bit:
+	 * kc->row's column holds one value).  A run of zero deltas over them
+	 * writes nothing when that is the value; a chunk's first entry (the
+	 * value itself, as a delta from 0) moves only row 0. */
+	int hold_init = keep && !dur && (*cword & cbit);
+	uint64_t held = kc->const_val[c];
+	int late_move = dur; /* a move after row 0 (a duration: always) */
 	unsigned j = 0;
 	size_t oc = c; /* row j's cell of the column, kept beside j */
 	while (j < ok) {
@@ -939,10 +944,8 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 						cell_put(cells, oc, acc);
 					}
 				}
-				if (moved) {
-					still = 0;
-					rows_hold_acc = 0;
-				}
+				if (moved)
+					late_move = 1;
 				if (j == ok)
 					break;
 			}
@@ -969,12 +972,12 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 					cell_put(cells, o, cell_get(cells, o - c) + d);
 			}
 		} else if (d == 0) {
-			if (keep && !rows_hold_acc)
+			if (keep && !(hold_init && held == acc))
 				for (unsigned t = 0; t < take; t++)
 					cell_put(cells, o + t * ROW, acc);
 		} else {
-			still = 0;
-			rows_hold_acc = 0;
+			if (j || take > 1)
+				late_move = 1;
 			if (keep) {
 				/* Four rows a step (a correlation id's run of
 				 * steps of one). */
@@ -997,9 +1000,9 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 		j += take;
 		oc += (size_t)take * ROW;
 	}
-	/* Every row now holds acc only if the batch was full and the value
-	 * never moved. */
-	if (keep && !dur && j == BATCH && still) {
+	/* Every row now holds acc if the value moved at row 0 at most, and the
+	 * rows past the last written hold it already. */
+	if (keep && !late_move && (j == BATCH || (hold_init && held == acc))) {
 		*cword |= cbit;
 		kc->const_val[c] = acc;
 	} else {
