@@ -929,7 +929,9 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 	size_t oc = c; /* row j's cell of the column, kept beside j */
 	while (j < ok) {
 		if (left == 0) {
-			if (keep) {
+			/* Not for a duration: one of under 64 ns that the next
+			 * record does not repeat is rare. */
+			if (keep && !dur) {
 				/* Runs of one record whose entry is one byte (a
 				 * column that moves by small, varying steps): a
 				 * value per byte, without the run bookkeeping. */
@@ -951,7 +953,7 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 			}
 			/* A kept column's one-byte entries of one record were
 			 * taken above: the next is not one. */
-			if (get_run(&p, e, &d, &left, keep))
+			if (get_run(&p, e, &d, &left, keep && !dur))
 				break;
 		}
 		unsigned take = left < ok - j ? left : ok - j;
