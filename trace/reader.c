@@ -805,6 +805,16 @@ static inline uint64_t two_byte4(uint64_t w)
 {
 	return (w & 0x007f007f007f007full) | ((w >> 1) & 0x3f803f803f803f80ull);
 }
+/* The four 14-bit zigzag values of two_byte4 as the deltas they code, each
+ * a signed 16-bit lane (-8192..8191): one unzigzag for the four. */
+static inline uint64_t unzigzag_lanes16(uint64_t z4)
+{
+	return ((z4 >> 1) & 0x1fff1fff1fff1fffull) ^ ((z4 & 0x0001000100010001ull) * 0xffff);
+}
+static inline uint64_t lane16(uint64_t d4, unsigned t)
+{
+	return (uint64_t)(int64_t)(int16_t)(uint16_t)(d4 >> (16 * t));
+}
 /* Two three-byte varints in the first six bytes of w (bytes 0, 1, 3, 4 carry
  * the continuation bit, 2 and 5 do not): their values in bits 0..20 and
  * 24..44 (timestamp deltas of tens of microseconds). */
@@ -850,20 +860,46 @@ static inline uint64_t cell_get(const uint8_t *cells, size_t i)
 /* One run entry: a one-byte entry (a run of one small delta: a timestamp
  * column, or the first entry of a constant column) inline, anything else
  * through tbp_get_run.  Nonzero when malformed. */
-static inline int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta, uint32_t *n)
+static inline __attribute__((always_inline)) int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta, uint32_t *n,
+	const int not_one_byte)
 {
 	const uint8_t *p = *pp;
 	uint64_t z;
-	if (__builtin_expect(p < e && *p < 0x80 && !(*p & 1), 1)) {
+	if (!not_one_byte && __builtin_expect(p < e && *p < 0x80 && !(*p & 1), 1)) {
 		z = *p >> 1;
 		*n = 1;
 		*pp = p + 1;
-	} else if (e - p >= 2 && (p[0] & 0x81) == 0x80 && p[1] < 0x80) {
-		z = (p[0] & 0x7fu) >> 1 | (uint64_t)p[1] << 6;
-		*n = 1;
-		*pp = p + 2;
-	} else if (tbp_get_run(pp, e, &z, n)) {
-		return -1;
+	} else if (e - p >= 4) {
+		/* The entries of short runs: a value of one or two bytes, a
+		 * run of one or a length of one byte after it (a kernel's
+		 * duration repeated a few times, an id's step). */
+		uint32_t w = tbp_get_le32(p);
+		if (!(w & 0x80)) {
+			if (w & 0x8000)
+				goto general;
+			/* One-byte value, more set: the length byte follows. */
+			z = (w & 0x7f) >> 1;
+			*n = ((w >> 8) & 0x7f) + 2;
+			*pp = p + 2;
+		} else if (!(w & 0x8000)) {
+			uint32_t v = (w & 0x7f) | (w >> 1 & 0x3f80);
+			z = v >> 1;
+			if (!(v & 1)) {
+				*n = 1;
+				*pp = p + 2;
+			} else if (!(w & 0x800000)) {
+				*n = ((w >> 16) & 0x7f) + 2;
+				*pp = p + 3;
+			} else {
+				goto general;
+			}
+		} else {
+			goto general;
+		}
+	} else {
+	general:
+		if (tbp_get_run(pp, e, &z, n))
+			return -1;
 	}
 	*delta = tbp_unzigzag(z);
 	return 0;
@@ -874,49 +910,55 @@ static inline int get_run(const uint8_t **pp, const uint8_t *e, uint64_t *delta,
  * deltas over rows that already hold the column's value (from the last
  * full batch) writes nothing, as fill_batch's constant columns.  Returns
  * the rows filled (fewer than ok: the column ran short). */
-static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok)
+static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cursor *kc, unsigned c, unsigned ok,
+	int dur, int keep)
 {
 	uint8_t *cells = (uint8_t *)kc->row;
 	const uint8_t *p = kc->pos[c], *e = kc->end[c];
 	uint64_t acc = kc->prev[c], d = kc->run_delta[c];
 	uint32_t left = kc->run_left[c];
-	int dur = c == 1 && kc->end_from_ts; /* end = ts + duration */
-	int keep = c <= kc->nout;
 	uint32_t cbit = 1u << (c % 32), *cword = &kc->const_cols[c / 32];
-	int rows_hold_acc = keep && !dur && (*cword & cbit) && kc->const_val[c] == acc;
-	int still = !dur;
+	/* The rows this batch has not written yet hold `held` (the bit:
+	 * kc->row's column holds one value).  A run of zero deltas over them
+	 * writes nothing when that is the value; a chunk's first entry (the
+	 * value itself, as a delta from 0) moves only row 0. */
+	int hold_init = keep && !dur && (*cword & cbit);
+	uint64_t held = kc->const_val[c];
+	int late_move = dur; /* a move after row 0 (a duration: always) */
 	unsigned j = 0;
+	size_t oc = c; /* row j's cell of the column, kept beside j */
 	while (j < ok) {
 		if (left == 0) {
-			if (keep) {
+			/* Not for a duration: one of under 64 ns that the next
+			 * record does not repeat is rare. */
+			if (keep && !dur) {
 				/* Runs of one record whose entry is one byte (a
 				 * column that moves by small, varying steps): a
 				 * value per byte, without the run bookkeeping. */
 				uint64_t moved = 0;
-				for (; j < ok && p < e && !(*p & 0x81); j++) {
+				for (; j < ok && p < e && !(*p & 0x81); j++, oc += ROW) {
 					d = tbp_unzigzag(*p++ >> 1);
 					moved |= d;
-					size_t o = (size_t)j * ROW;
 					if (dur) {
-						cell_put(cells, o + c, cell_get(cells, o) + d);
+						cell_put(cells, oc, cell_get(cells, oc - c) + d);
 					} else {
 						acc += d;
-						cell_put(cells, o + c, acc);
+						cell_put(cells, oc, acc);
 					}
 				}
-				if (moved) {
-					still = 0;
-					rows_hold_acc = 0;
-				}
+				if (moved)
+					late_move = 1;
 				if (j == ok)
 					break;
 			}
-			if (get_run(&p, e, &d, &left))
+			/* A kept column's one-byte entries of one record were
+			 * taken above: the next is not one. */
+			if (get_run(&p, e, &d, &left, keep && !dur))
 				break;
 		}
 		unsigned take = left < ok - j ? left : ok - j;
 		left -= take;
-		size_t o = (size_t)j * ROW + c;
+		size_t o = oc;
 		if (dur) {
 			if (keep) {
 				/* Four rows a step: a run covers many (a kernel's
@@ -932,12 +974,12 @@ static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok
 					cell_put(cells, o, cell_get(cells, o - c) + d);
 			}
 		} else if (d == 0) {
-			if (keep && !rows_hold_acc)
+			if (keep && !(hold_init && held == acc))
 				for (unsigned t = 0; t < take; t++)
 					cell_put(cells, o + t * ROW, acc);
 		} else {
-			still = 0;
-			rows_hold_acc = 0;
+			if (j || take > 1)
+				late_move = 1;
 			if (keep) {
 				/* Four rows a step (a correlation id's run of
 				 * steps of one). */
@@ -958,10 +1000,11 @@ static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok
 			}
 		}
 		j += take;
+		oc += (size_t)take * ROW;
 	}
-	/* Every row now holds acc only if the batch was full and the value
-	 * never moved. */
-	if (keep && !dur && j == BATCH && still) {
+	/* Every row now holds acc if the value moved at row 0 at most, and the
+	 * rows past the last written hold it already. */
+	if (keep && !late_move && (j == BATCH || (hold_init && held == acc))) {
 		*cword |= cbit;
 		kc->const_val[c] = acc;
 	} else {
@@ -972,6 +1015,19 @@ static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok
 	kc->run_delta[c] = d;
 	kc->run_left[c] = left;
 	return j;
+}
+
+/* column_runs with its two column types made constants: -O2 does not take
+ * the tests of the loops out of them itself. */
+static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok)
+{
+	int dur = c == 1 && kc->end_from_ts; /* end = ts + duration */
+	int keep = c <= kc->nout;
+	if (keep && dur)
+		return column_runs(kc, c, ok, 1, 1);
+	if (keep)
+		return column_runs(kc, c, ok, 0, 1);
+	return column_runs(kc, c, ok, dur, 0);
 }
 
 /* Decodes the next min(BATCH, left) records of one kind into kc->row.
@@ -1001,7 +1057,6 @@ static void fill_batch(struct kind_cursor *kc)
 		unsigned j = 0;
 		if (!dur && keep) {
 			/* The common column: a running sum of zigzag deltas. */
-			uint64_t (*row)[ROW] = kc->row;
 			uint32_t cbit = 1u << (c % 32), *cword = &kc->const_cols[c / 32];
 			int rows_hold_acc = (*cword & cbit) && kc->const_val[c] == acc;
 			uint64_t changed = 0;
@@ -1023,14 +1078,22 @@ static void fill_batch(struct kind_cursor *kc)
 			 * (up to eight: small deltas, the usual case) in one go,
 			 * else two-byte varints four at a time, three-byte ones
 			 * two at a time, or one of two or three bytes. */
+			/* Past this, fewer than eight bytes are left (as a number:
+			 * one compare a word). */
+			uintptr_t last_word = (uintptr_t)e - 8;
+			/* Row j's cell of the column, kept beside j (no multiply a
+			 * store). */
+			size_t oc = (size_t)j * ROW + c;
 			while (j < ok) {
-				if (__builtin_expect(e - p < 8, 0)) {
+				if (__builtin_expect((uintptr_t)p > last_word, 0)) {
 					uint64_t z;
 					if (get_varint_small(&p, e, &z))
 						break;
 					changed |= z;
 					acc += tbp_unzigzag(z);
-					row[j++][c] = acc;
+					cell_put(cells, oc, acc);
+					j++;
+					oc += ROW;
 					continue;
 				}
 				uint64_t w;
@@ -1038,7 +1101,7 @@ static void fill_batch(struct kind_cursor *kc)
 				uint64_t cont = w & 0x8080808080808080ull;
 				if (!(cont & 0x80)) {
 					unsigned k = cont ? (unsigned)__builtin_ctzll(cont) >> 3 : 8;
-					size_t o = (size_t)j * ROW + c;
+					size_t o = oc;
 					if (k >= ok - j)
 						k = ok - j;
 					if (k == 8) {
@@ -1070,6 +1133,7 @@ static void fill_batch(struct kind_cursor *kc)
 					}
 					p += k;
 					j += k;
+					oc += (size_t)k * ROW;
 					continue;
 				}
 				/* The first varint's length picks the word's one
@@ -1083,14 +1147,16 @@ static void fill_batch(struct kind_cursor *kc)
 						 * deltas of a few microseconds). */
 						uint64_t z4 = two_byte4(w);
 						changed |= z4;
-						size_t o = (size_t)j * ROW + c;
+						uint64_t d4 = unzigzag_lanes16(z4);
+						size_t o = oc;
 						TBP_UNROLL
 						for (unsigned t = 0; t < 4; t++) {
-							acc += tbp_unzigzag((z4 >> (16 * t)) & 0x3fff);
+							acc += lane16(d4, t);
 							cell_put(cells, o + t * ROW, acc);
 						}
 						p += 8;
 						j += 4;
+						oc += 4 * ROW;
 						continue;
 					}
 					z = (w & 0x7f) | ((w >> 1) & 0x3f80);
@@ -1099,13 +1165,14 @@ static void fill_batch(struct kind_cursor *kc)
 					if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
 						uint64_t z2 = three_byte2(w);
 						changed |= z2;
-						size_t o = (size_t)j * ROW + c;
+						size_t o = oc;
 						acc += tbp_unzigzag(z2 & 0x1fffff);
 						cell_put(cells, o, acc);
 						acc += tbp_unzigzag(z2 >> 24);
 						cell_put(cells, o + ROW, acc);
 						p += 6;
 						j += 2;
+						oc += 2 * ROW;
 						continue;
 					}
 					z = (w & 0x7f) | ((w >> 1) & 0x3f80) | ((w >> 2) & 0x1fc000);
@@ -1115,7 +1182,9 @@ static void fill_batch(struct kind_cursor *kc)
 				}
 				changed |= z;
 				acc += tbp_unzigzag(z);
-				row[j++][c] = acc;
+				cell_put(cells, oc, acc);
+				j++;
+				oc += ROW;
 			}
 			/* Every row of the column now holds acc only if the batch was
 			 * full and the value never moved. */
@@ -1128,40 +1197,43 @@ static void fill_batch(struct kind_cursor *kc)
 		} else if (dur && keep) {
 			/* end = ts + duration: durations of a few microseconds
 			 * are two-byte varints, four at a time. */
-			uint64_t (*row)[ROW] = kc->row;
-			for (; j < ok; j++) {
+			uintptr_t last_word = (uintptr_t)e - 8;
+			size_t oc = c; /* row j's cell of the column, kept beside j */
+			for (; j < ok; j++, oc += ROW) {
 				uint64_t w;
-				if (e - p >= 8) {
+				if ((uintptr_t)p <= last_word) {
 					memcpy(&w, p, 8);
 					if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
-						uint64_t z4 = two_byte4(w);
-						size_t o = (size_t)j * ROW + c;
-						size_t tsx = (size_t)j * ROW;
+						uint64_t d4 = unzigzag_lanes16(two_byte4(w));
+						size_t o = oc;
+						size_t tsx = oc - c;
 						TBP_UNROLL
 						for (unsigned t = 0; t < 4; t++)
-							cell_put(cells, o + t * ROW, cell_get(cells, tsx + t * ROW) + tbp_unzigzag((z4 >> (16 * t)) & 0x3fff));
+							cell_put(cells, o + t * ROW, cell_get(cells, tsx + t * ROW) + lane16(d4, t));
 						acc = cell_get(cells, o + 3 * ROW);
 						p += 8;
 						j += 3;
+						oc += 3 * ROW;
 						continue;
 					}
 					if (j + 2 <= ok && (w & THREE_BYTE2_MASK) == THREE_BYTE2_BITS) {
 						uint64_t z2 = three_byte2(w);
-						size_t o = (size_t)j * ROW + c;
-						size_t tsx = (size_t)j * ROW;
+						size_t o = oc;
+						size_t tsx = oc - c;
 						cell_put(cells, o, cell_get(cells, tsx) + tbp_unzigzag(z2 & 0x1fffff));
 						acc = cell_get(cells, tsx + ROW) + tbp_unzigzag(z2 >> 24);
 						cell_put(cells, o + ROW, acc);
 						p += 6;
 						j += 1;
+						oc += ROW;
 						continue;
 					}
 				}
 				uint64_t z;
 				if (get_varint_small(&p, e, &z))
 					break;
-				acc = row[j][0] + tbp_unzigzag(z);
-				row[j][c] = acc;
+				acc = cell_get(cells, oc - c) + tbp_unzigzag(z);
+				cell_put(cells, oc, acc);
 			}
 		} else {
 			for (; j < ok; j++) {
