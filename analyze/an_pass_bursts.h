@@ -16,6 +16,8 @@ struct bursts_state {
 	 * direct-mapped memo, as a run of many lines asks again at every
 	 * kernel.  cp 0: empty. */
 	struct { uint64_t cp, first; } sibs[BURST_SIBS];
+	/* an_user_callpath's memo (an_defs.c): its hit without the call */
+	const struct an_cp_memo *user_memo;
 };
 
 static inline unsigned burst_sib_slot(uint64_t cp, uint64_t first)
@@ -41,7 +43,12 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 	 * the user's code (torch.norm, `1.0 / t`, F.relu launch from inside
 	 * torch's Python wrappers, the user's line is the same), the leaf with
 	 * --where=leaf. */
-	uint64_t cp = api->callpath && !a->opts.where_leaf ? an_user_callpath(a, api->callpath) : api->callpath;
+	uint64_t cp = api->callpath;
+	if (cp && !a->opts.where_leaf) {
+		const struct an_cp_memo *memo = an_pass_state(a, bursts)->user_memo;
+		const struct an_cp_memo *m = memo ? &memo[cp % AN_CP_MEMO] : NULL;
+		cp = m && m->cp == cp ? m->val : an_user_callpath(a, cp);
+	}
 	/* Same call site, or another line of the same loop body: a sibling
 	 * line under the same caller (an optimizer's per-parameter loop), or
 	 * another line of the same function run at the top (a script's own
