@@ -525,9 +525,11 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 #undef CALL_KIND
 	/* A call the runtime refused has no GPU side to wait for. */
 	if (st->expect_gpu && !c->result && (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET)) {
-		/* Only on_api hands an API record over as a launch: a graph launch. */
-		struct corr_ent *ce = kind == TBP_K_LAUNCH && r->kind != TBP_K_LAUNCH ? graph_corr_slot(st, c->corr)
-										    : corr_slot(st, c->corr);
+		/* Only on_api hands an API record over as a launch: a graph launch
+		 * (the block loop's launches are launch records). */
+		struct corr_ent *ce = kind == TBP_K_LAUNCH && !in_block && r->kind != TBP_K_LAUNCH
+					      ? graph_corr_slot(st, c->corr)
+					      : corr_slot(st, c->corr);
 		if (ce && detect) {
 			/* A first analysis that only finds the steps reads only
 			 * the item (steps_on_gpu); its table is dropped with it. */
