@@ -85,15 +85,14 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 	}
 	/* Host work between them (Python, a sync, CPU work) ends it: its gap is
 	 * the host's, an idle gap of its own. */
-	int apart = r->count && (ts >= r->last_end + a->opts.gap_ns ||
-				 (api->tid == r->last_tid && api->syncs != r->last_syncs));
 	/* In time order the device's idle since the run's last kernel is at
-	 * most ts - last_end, so this never holds; a kernel that came late
+	 * most ts - last_end, so its test never holds; a kernel that came late
 	 * (beyond the reorder window) may follow an idle gap already counted
-	 * past it, whose idle the run must not take in as well. */
-	if (r->count && d->idle_total - r->dev_idle_last >= a->opts.gap_ns)
-		apart = 1;
-	if (r->count && (!is_short || !same || apart)) {
+	 * past it, whose idle the run must not take in as well.  (One test
+	 * after the other, the common case's first: no flags kept.) */
+	if (r->count && (!is_short || !same || ts >= r->last_end + a->opts.gap_ns ||
+			 (api->tid == r->last_tid && api->syncs != r->last_syncs) ||
+			 d->idle_total - r->dev_idle_last >= a->opts.gap_ns)) {
 		burst_close(a, s);
 		k = 0; /* (no sites now) */
 	}
