@@ -37,7 +37,13 @@ static const struct an_pass_ops *const passes[] = {
 _Static_assert(N_PASSES == AN_N_PASSES, "one ops per pass");
 
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat);
-COLD_FN struct an_site_stat *site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1);
+/* A site's statistics and its index + 1 in a->sites (0: none, or past 32
+ * bits), returned together (in two registers: no variable in memory). */
+struct site_hit {
+	struct an_site_stat *ss;
+	uint32_t site1;
+};
+COLD_FN struct site_hit site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat);
 /* In front of site_stat_slow: a direct-mapped table by (cp, nat) itself, no
  * hash to compute; it keeps what the slow path answered for that pair. */
 HOT_FN struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t nat)
@@ -56,26 +62,23 @@ HOT_FN struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t 
 }
 
 /* site_stat, with the site's index + 1 in a->sites (0: none, or past
- * 32 bits) at *site1: the direct table holds it, no pointer difference to
+ * 32 bits) beside it: the direct table holds it, no pointer difference to
  * divide by the entry's size.  Its entries past 32 bits are not taken here
  * (site_stat's own path says 0 for them), so a hit's is the answer. */
-HOT_FN struct an_site_stat *site_stat_ix(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1)
+HOT_FN struct site_hit site_stat_ix(struct analysis *a, uint64_t cp, uint64_t nat)
 {
 	struct an_state *st = a->st;
 	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
-	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1)) {
-		*site1 = (uint32_t)e->ix1;
-		return VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
-	}
-	return site_stat_ix_slow(a, cp, nat, site1);
+	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1))
+		return (struct site_hit){VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1), (uint32_t)e->ix1};
+	return site_stat_ix_slow(a, cp, nat);
 }
 
-COLD_FN struct an_site_stat *site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1)
+COLD_FN struct site_hit site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat)
 {
 	struct an_site_stat *s = site_stat(a, cp, nat);
 	size_t ix1 = s ? (size_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1 : 0;
-	*site1 = ix1 <= UINT32_MAX ? (uint32_t)ix1 : 0;
-	return s;
+	return (struct site_hit){s, ix1 <= UINT32_MAX ? (uint32_t)ix1 : 0};
 }
 
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat)
@@ -485,8 +488,9 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	ev.host_waits = kind == TBP_K_SYNC && r->u.sync.sync_kind != TBP_SYNC_STREAM_WAIT_EVENT;
 
 	/* site1: its index + 1 (0: none), for the log and the join. */
-	uint32_t site1;
-	struct an_site_stat *ss = ev.ss = site_stat_ix(a, c->callpath, c->native, &site1);
+	struct site_hit hit = site_stat_ix(a, c->callpath, c->native);
+	uint32_t site1 = hit.site1;
+	struct an_site_stat *ss = ev.ss = hit.ss;
 	if (ss) {
 		/* (a first analysis that only finds the steps is dropped, its
 		 * sites' times and counts unread: an_core.c run_steps) */
