@@ -679,8 +679,11 @@ static inline __attribute__((always_inline)) void pass_block_k(struct analysis *
 	 * them (the others are at or after `last`, the latest in time order). */
 	if (n && recs[0]->ts < a->first_ts)
 		a->first_ts = recs[0]->ts;
-	for (unsigned i = 0; i < n; i++) {
-		const struct tbp_record *r = recs[i];
+	/* (counted up from -n to 0 over the block's end: one register for the
+	 * place and the end, which the hooks' registers otherwise push out) */
+	const struct tbp_record *const *recs_end = recs + n;
+	for (ptrdiff_t i = -(ptrdiff_t)n; i < 0; i++) {
+		const struct tbp_record *r = recs_end[i];
 		if (r->ts < last) {
 			a->late_records++;
 			if (r->stream_kind == TBP_STREAM_GPU)
