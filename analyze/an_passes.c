@@ -417,7 +417,8 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		a->unmatched_kernels += kind == TBP_K_GPU_KERNEL;
 		api = &no_launch;
 	}
-	st->gpu_now = s;
+	if (!detect) /* (read by the bursts pass alone) */
+		st->gpu_now = s;
 	struct an_gpu_ev ev = {.r = r, .kind = kind, .s = s, .e = e, .d = d, .str = str, .api = api, .joined = joined};
 	if (detect) {
 		switch (kind) {
