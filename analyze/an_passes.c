@@ -376,6 +376,16 @@ HOT_FN void kernel_stat(struct analysis *a, uint64_t name, uint64_t ns)
 	if (an_pass_##pass.hook && (!(only_detect) || an_pass_##pass.detect))                                          \
 		an_pass_##pass.hook(__VA_ARGS__);
 #define DISPATCH_M(only_detect, hook, ...) AN_PASSES(CALL_HOOK_M, only_detect, hook, __VA_ARGS__)
+/* The same, and without the steps pass's hooks when inert_steps (a
+ * constant where it is 1): an analysis whose steps pass collects nothing
+ * and has collected nothing, whose launch and GPU hooks then do nothing
+ * (steps_work answers no item, steps_gpu finds none). */
+#define CALL_HOOK_S(pass, only_detect, inert_steps, hook, ...)                                                         \
+	if (an_pass_##pass.hook && (!(only_detect) || an_pass_##pass.detect) &&                                        \
+	    !((inert_steps) && AN_PASS_##pass == AN_PASS_steps))                                                       \
+		an_pass_##pass.hook(__VA_ARGS__);
+#define DISPATCH_S(only_detect, inert_steps, hook, ...)                                                                \
+	AN_PASSES(CALL_HOOK_S, only_detect, inert_steps, hook, __VA_ARGS__)
 
 /* The events the services publish (AN_EVENTS): direct calls too. */
 #define AN_UNPAREN(...) __VA_ARGS__
@@ -394,7 +404,7 @@ AN_EVENTS(AN_EVENT_DEFINE)
 /* GPU records, to the passes that read them; kind is a constant where the
  * hot kind takes its own copy (an_pass_record). */
 static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, const struct tbp_record *r,
-							   unsigned kind, int detect, int in_block)
+							   unsigned kind, int detect, int in_block, int inert_steps)
 {
 	struct an_state *st = a->st;
 	const struct tbp_gpu_kernel *g = &r->u.gpu_kernel; /* common prefix */
@@ -442,9 +452,9 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	if (d->busy.open && s > d->busy.end) {
 		uint64_t idle = s - d->busy.end;
 		d->idle_total += idle;
-		DISPATCH(on_gpu_idle, a, &ev, idle)
+		DISPATCH_S(0, inert_steps, on_gpu_idle, a, &ev, idle)
 	} else if (__builtin_expect(!d->busy.open, 0)) {
-		DISPATCH(on_gpu_idle, a, &ev, 0)
+		DISPATCH_S(0, inert_steps, on_gpu_idle, a, &ev, 0)
 	}
 	if (joined) {
 		struct an_site_stat *ss = api->site ? VEC_AT(&a->sites, struct an_site_stat, api->site - 1)
@@ -460,7 +470,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		a->count++;                                                                                            \
 		d->dev_count++;                                                                                        \
 		str->dev_count++;                                                                                      \
-		DISPATCH(hook, a, &ev)                                                                                 \
+		DISPATCH_S(0, inert_steps, hook, a, &ev)                                                               \
 		break;
 	switch (kind) {
 		GPU_KIND(TBP_K_GPU_KERNEL, n_gpu_kernel, kernels, on_kernel)
@@ -474,7 +484,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 
 /* Host API calls, to the passes that read them; kind as in on_gpu_k. */
 static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, const struct tbp_record *r,
-							   unsigned kind, int detect, int in_block)
+							   unsigned kind, int detect, int in_block, int inert_steps)
 {
 	struct an_state *st = a->st;
 	const struct tbp_call *c = &r->u.call;
@@ -513,7 +523,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 #define CALL_KIND(kind_, count, hook)                                                                                  \
 	case kind_:                                                                                                    \
 		a->count += count_if;                                                                                  \
-		DISPATCH_M(detect, hook, a, &ev)                                                                       \
+		DISPATCH_S(detect, inert_steps, hook, a, &ev)                                                          \
 		break;
 	int count_if = kind != TBP_K_LAUNCH || !ev.failed; /* (a refused launch is no launch) */
 	switch (kind) {
@@ -524,7 +534,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 		CALL_KIND(TBP_K_MALLOC, n_malloc, on_malloc)
 		CALL_KIND(TBP_K_FREE, n_free, on_free)
 	default:
-		DISPATCH_M(detect, on_api, a, &ev)
+		DISPATCH_S(detect, inert_steps, on_api, a, &ev)
 		break;
 	}
 #undef CALL_KIND
@@ -559,7 +569,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 
 static __attribute__((noinline)) void on_gpu(struct analysis *a, const struct tbp_record *r)
 {
-	on_gpu_k(a, r, r->kind, a->st->detect_only, 0);
+	on_gpu_k(a, r, r->kind, a->st->detect_only, 0, 0);
 }
 
 /* A graph launch (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch: recorded as an API call) is a
@@ -587,15 +597,15 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 				site_log_add(a, r->ts, 0);
 		}
 		if (st->detect_only)
-			on_api_k(a, r, TBP_K_LAUNCH, 1, 0);
+			on_api_k(a, r, TBP_K_LAUNCH, 1, 0, 0);
 		else
-			on_api_k(a, r, TBP_K_LAUNCH, 0, 0);
+			on_api_k(a, r, TBP_K_LAUNCH, 0, 0, 0);
 		return;
 	}
 	if (a->st->detect_only)
-		on_api_k(a, r, r->kind, 1, 0);
+		on_api_k(a, r, r->kind, 1, 0, 0);
 	else
-		on_api_k(a, r, r->kind, 0, 0);
+		on_api_k(a, r, r->kind, 0, 0, 0);
 }
 
 /* Launches and kernels are most records: each takes a copy of on_api_k or
@@ -614,11 +624,11 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 #define KIND_COPY(name, body, kind)                                                                                    \
 	COLD_FN void name(struct analysis *a, const struct tbp_record *r)                                              \
 	{                                                                                                              \
-		body(a, r, kind, 0, 0);                                                                                 \
+		body(a, r, kind, 0, 0, 0);                                                                              \
 	}                                                                                                              \
 	COLD_FN void name##_d(struct analysis *a, const struct tbp_record *r)                                          \
 	{                                                                                                              \
-		body(a, r, kind, 1, 0);                                                                                 \
+		body(a, r, kind, 1, 0, 0);                                                                              \
 	}
 SPECIALISED_KINDS(KIND_COPY)
 #undef KIND_COPY
@@ -667,12 +677,16 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 		record_one(a, r);
 }
 
-/* an_pass_block's loop, made twice with `detect` a constant: for the
- * reporting analysis and for a first analysis that only finds the steps.
- * The launches and kernels are inlined here: a call of their own saved and
- * restored the registers again for each. */
+/* an_pass_block's loop, made three times with `detect` and `inert_steps`
+ * constants: for a first analysis that only finds the steps, for an
+ * analysis that reports with its steps known (the replay after detection,
+ * a trace with the runner's marks: inert_steps, steps_inert), and for one
+ * that reports and still collects the steps' items (a first analysis in
+ * full).  The launches and kernels are inlined here: a call of their own
+ * saved and restored the registers again for each. */
 static inline __attribute__((always_inline)) void pass_block_k(struct analysis *a, const struct tbp_record *const *recs,
-							       unsigned n, uint64_t *last_ts, int detect)
+							       unsigned n, uint64_t *last_ts, int detect,
+							       int inert_steps)
 {
 	uint64_t last = *last_ts;
 	/* Each record's time into a->first_ts, as note_time would: only the
@@ -695,9 +709,9 @@ static inline __attribute__((always_inline)) void pass_block_k(struct analysis *
 			last = r->ts;
 		}
 		if (r->kind == TBP_K_LAUNCH)
-			on_api_k(a, r, TBP_K_LAUNCH, detect, 1);
+			on_api_k(a, r, TBP_K_LAUNCH, detect, 1, inert_steps);
 		else if (r->kind == TBP_K_GPU_KERNEL)
-			on_gpu_k(a, r, TBP_K_GPU_KERNEL, detect, 1);
+			on_gpu_k(a, r, TBP_K_GPU_KERNEL, detect, 1, inert_steps);
 		else
 			pass_record_other(a, r);
 	}
@@ -706,7 +720,23 @@ static inline __attribute__((always_inline)) void pass_block_k(struct analysis *
 
 COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
 {
-	pass_block_k(a, recs, n, last_ts, 1);
+	pass_block_k(a, recs, n, last_ts, 1, 0);
+}
+
+COLD_FN void pass_block_collect(struct analysis *a, const struct tbp_record *const *recs, unsigned n,
+				uint64_t *last_ts)
+{
+	pass_block_k(a, recs, n, last_ts, 0, 0);
+}
+
+/* The steps pass collects no items and holds none: its hooks for launches,
+ * copies, memsets and their GPU records do nothing (steps_work answers 0,
+ * every join entry's item is 0).  It collects only from its start, so this
+ * holds to the end once it holds. */
+static inline int steps_inert(const struct analysis *a)
+{
+	const struct steps_state *ss = an_pass_state(a, steps);
+	return !ss->collect_on && !ss->work.n;
 }
 
 /* A block with a time a pass asked for (st->due_ts) inside: each record
@@ -724,10 +754,8 @@ COLD_FN void pass_block_due(struct analysis *a, const struct tbp_record *const *
 		unsigned j = i + 1;
 		while (j < n && recs[j]->ts < a->st->due_ts)
 			j++;
-		if (a->st->detect_only)
-			pass_block_detect(a, recs + i, j - i, last_ts);
-		else
-			pass_block_k(a, recs + i, j - i, last_ts, 0);
+		/* (none at or past the due time: no due hook in it) */
+		an_pass_block(a, recs + i, j - i, last_ts);
 		i = j;
 	}
 }
@@ -744,7 +772,11 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 		pass_block_detect(a, recs, n, last_ts);
 		return;
 	}
-	pass_block_k(a, recs, n, last_ts, 0);
+	if (__builtin_expect(!steps_inert(a), 0)) {
+		pass_block_collect(a, recs, n, last_ts);
+		return;
+	}
+	pass_block_k(a, recs, n, last_ts, 0, 1);
 }
 
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)
