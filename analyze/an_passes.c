@@ -379,7 +379,8 @@ HOT_FN void kernel_stat(struct analysis *a, uint64_t name, uint64_t ns)
 /* The same, and without the steps pass's hooks when inert_steps (a
  * constant where it is 1): an analysis whose steps pass collects nothing
  * and has collected nothing, whose launch and GPU hooks then do nothing
- * (steps_work answers no item, steps_gpu finds none). */
+ * (steps_work answers no item, steps_gpu finds none), and that keeps no
+ * call-site log (steps_inert). */
 #define CALL_HOOK_S(pass, only_detect, inert_steps, hook, ...)                                                         \
 	if (an_pass_##pass.hook && (!(only_detect) || an_pass_##pass.detect) &&                                        \
 	    !((inert_steps) && AN_PASS_##pass == AN_PASS_steps))                                                       \
@@ -511,7 +512,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 		}
 		if (st->in_iter)
 			site_iter_note(ss, st->iter_no);
-		if (st->site_log_on)
+		if (!inert_steps && st->site_log_on)
 			site1 ? site_log_add(a, ts, site1) : (void)(st->site_log_lost = 1);
 	}
 	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
@@ -731,12 +732,12 @@ COLD_FN void pass_block_collect(struct analysis *a, const struct tbp_record *con
 
 /* The steps pass collects no items and holds none: its hooks for launches,
  * copies, memsets and their GPU records do nothing (steps_work answers 0,
- * every join entry's item is 0).  It collects only from its start, so this
- * holds to the end once it holds. */
+ * every join entry's item is 0); and no call-site log is kept.  Each is
+ * on only from the start, so this holds to the end once it holds. */
 static inline int steps_inert(const struct analysis *a)
 {
 	const struct steps_state *ss = an_pass_state(a, steps);
-	return !ss->collect_on && !ss->work.n;
+	return !ss->collect_on && !ss->work.n && !a->st->site_log_on;
 }
 
 /* A block with a time a pass asked for (st->due_ts) inside: each record
