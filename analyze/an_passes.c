@@ -134,6 +134,10 @@ HOT_FN void graph_iter_note(struct analysis *a, uint64_t iter_no)
 COLD_FN void site_log_grow(struct analysis *a, uint64_t ts, uint32_t site)
 {
 	struct an_state *st = a->st;
+	/* (the detecting block loop that assumes the log on calls here
+	 * after it ended: nothing more to log) */
+	if (!st->site_log_on)
+		return;
 	if (st->iter_markers && !a->opts.steps_nvtx) {
 		st->site_log_on = 0;
 		vec_free(&st->site_log);
@@ -510,9 +514,11 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			ss->api_ns += ev.dur;
 			ss->calls++;
 		}
-		if (st->in_iter)
+		/* (detect 2: no iteration in progress and the log on, as the
+		 * block loop found them: pass_block_detect) */
+		if (detect != 2 && st->in_iter)
 			site_iter_note(ss, st->iter_no);
-		if (!inert_steps && st->site_log_on)
+		if (detect == 2 || (!inert_steps && st->site_log_on))
 			site1 ? site_log_add(a, ts, site1) : (void)(st->site_log_lost = 1);
 	}
 	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
@@ -678,9 +684,12 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 		record_one(a, r);
 }
 
-/* an_pass_block's loop, made three times with `detect` and `inert_steps`
- * constants: for a first analysis that only finds the steps, for an
- * analysis that reports with its steps known (the replay after detection,
+COLD_FN void pass_block_detect_general(struct analysis *a, const struct tbp_record *const *recs, unsigned n,
+				       uint64_t *last_ts);
+/* an_pass_block's loop, made four times with `detect` and `inert_steps`
+ * constants: twice for a first analysis that only finds the steps (detect
+ * 2: as pass_block_detect found it, no iteration in progress and the call
+ * sites logged; 1: any), for an analysis that reports with its steps known (the replay after detection,
  * a trace with the runner's marks: inert_steps, steps_inert), and for one
  * that reports and still collects the steps' items (a first analysis in
  * full).  The launches and kernels are inlined here: a call of their own
@@ -713,15 +722,38 @@ static inline __attribute__((always_inline)) void pass_block_k(struct analysis *
 			on_api_k(a, r, TBP_K_LAUNCH, detect, 1, inert_steps);
 		else if (r->kind == TBP_K_GPU_KERNEL)
 			on_gpu_k(a, r, TBP_K_GPU_KERNEL, detect, 1, inert_steps);
-		else
+		else {
 			pass_record_other(a, r);
+			/* A marker that began an iteration (or anything that
+			 * ended the log): the rest of the block the general way. */
+			if (detect == 2 && __builtin_expect(a->st->in_iter || !a->st->site_log_on, 0)) {
+				*last_ts = last;
+				pass_block_detect_general(a, recs_end + i + 1, (unsigned)-(i + 1), last_ts);
+				return;
+			}
+		}
 	}
 	*last_ts = last;
 }
 
-COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
+COLD_FN void pass_block_detect_general(struct analysis *a, const struct tbp_record *const *recs, unsigned n,
+				       uint64_t *last_ts)
 {
 	pass_block_k(a, recs, n, last_ts, 1, 0);
+}
+
+/* A detecting analysis's block: most often with no iteration in progress
+ * (no marks yet, or none at all) and the call-site log on, which only a
+ * marker (in_iter) or the log's own growth (site_log_grow) change: the loop
+ * made for that (detect 2) does not test them at every call, and hands the
+ * rest of its block to the general one when a record other than a launch
+ * or kernel changed them. */
+COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
+{
+	if (!a->st->in_iter && a->st->site_log_on)
+		pass_block_k(a, recs, n, last_ts, 2, 0);
+	else
+		pass_block_detect_general(a, recs, n, last_ts);
 }
 
 COLD_FN void pass_block_collect(struct analysis *a, const struct tbp_record *const *recs, unsigned n,
