@@ -553,6 +553,13 @@ int an_frame_is_library(const struct analysis *a, const struct an_frame *f);
  * (an_frame_is_library; callpath itself when its leaf is user code, or when
  * every frame is a library's). */
 uint64_t an_user_callpath(const struct analysis *a, uint64_t callpath);
+/* an_user_callpath's memo of its answers, slot callpath % AN_CP_MEMO, key 0
+ * empty (cleared in place when a PY_LIB record changes the answers): a pass
+ * that asks for every kernel reads a hit inline, without the call (NULL: no
+ * definitions).  It stays at one address for the analysis's life. */
+struct an_cp_memo { uint64_t cp, val; };
+#define AN_CP_MEMO 1024
+const struct an_cp_memo *an_user_callpath_memo(const struct analysis *a);
 /* The runner's own files (run.py beside runner/, runner/NAME.py): the harness. */
 int an_callpath_is_harness(const struct analysis *a, uint64_t callpath);
 /* The runner's shared model code (runner/model.py, hf.py, vision.py): the

@@ -368,7 +368,7 @@ struct def_node { uint64_t a, parent; }; /* callpath: a = frame; native: a = pc 
 
 struct def_lib { uint64_t role, path; }; /* PY_LIB: path is a string id */
 
-#define DEFS_CP_CACHE 1024
+#define DEFS_CP_CACHE AN_CP_MEMO
 
 struct an_defs {
 	struct u64map str_idx, frame_idx, cp_idx, nat_idx;
@@ -380,7 +380,7 @@ struct an_defs {
 	 * kernel (the bursts pass), a loop's few call paths again and again;
 	 * slot id % DEFS_CP_CACHE (call path ids are handed out in order),
 	 * key 0 empty. */
-	struct cp_cached { uint64_t cp, val; } user_cache[DEFS_CP_CACHE], parent_cache[DEFS_CP_CACHE];
+	struct an_cp_memo user_cache[DEFS_CP_CACHE], parent_cache[DEFS_CP_CACHE];
 	char *arena;
 	size_t alen, acap;
 };
@@ -600,7 +600,7 @@ static __attribute__((noinline)) uint64_t callpath_parent_miss(const struct anal
 	uint64_t *ix = u64map_get(&a->defs->cp_idx, cp);
 	if (!ix)
 		return 0; /* not cached: it may be defined later */
-	struct cp_cached *c = &a->defs->parent_cache[cp % DEFS_CP_CACHE];
+	struct an_cp_memo *c = &a->defs->parent_cache[cp % DEFS_CP_CACHE];
 	c->cp = cp;
 	c->val = VEC_AT(&a->defs->cps, struct def_node, *ix)->parent;
 	return c->val;
@@ -610,7 +610,7 @@ uint64_t an_callpath_parent(const struct analysis *a, uint64_t cp)
 {
 	if (!cp)
 		return 0;
-	const struct cp_cached *c = &a->defs->parent_cache[cp % DEFS_CP_CACHE];
+	const struct an_cp_memo *c = &a->defs->parent_cache[cp % DEFS_CP_CACHE];
 	if (c->cp == cp)
 		return c->val;
 	return callpath_parent_miss(a, cp);
@@ -738,7 +738,7 @@ static __attribute__((noinline)) uint64_t user_callpath_miss(const struct analys
 {
 	if (cp == UINT64_MAX || !a->defs)
 		return user_callpath_walk(a, cp);
-	struct cp_cached *c = &a->defs->user_cache[cp % DEFS_CP_CACHE];
+	struct an_cp_memo *c = &a->defs->user_cache[cp % DEFS_CP_CACHE];
 	uint64_t *v = u64map_get(&a->defs->user_cp, cp);
 	uint64_t u;
 	if (v) {
@@ -760,11 +760,16 @@ uint64_t an_user_callpath(const struct analysis *a, uint64_t cp)
 	/* The miss path never caches UINT64_MAX (no such call path): it
 	 * cannot hit here. */
 	if (__builtin_expect(a->defs != NULL, 1)) {
-		const struct cp_cached *c = &a->defs->user_cache[cp % DEFS_CP_CACHE];
+		const struct an_cp_memo *c = &a->defs->user_cache[cp % DEFS_CP_CACHE];
 		if (c->cp == cp)
 			return c->val;
 	}
 	return user_callpath_miss(a, cp);
+}
+
+const struct an_cp_memo *an_user_callpath_memo(const struct analysis *a)
+{
+	return a->defs ? a->defs->user_cache : NULL;
 }
 
 /* The directory part of a path, without the slash ("" for none). */

@@ -175,6 +175,7 @@ int bursts_init(struct analysis *a)
 	struct bursts_state *bs = an_pass_state(a, bursts);
 	bs->burst_ivs.item = sizeof(struct burst_iv);
 	bs->burst_fold_at = 4096;
+	bs->user_memo = an_user_callpath_memo(a);
 	return 0;
 }
 

@@ -16,6 +16,8 @@ struct bursts_state {
 	 * direct-mapped memo, as a run of many lines asks again at every
 	 * kernel.  cp 0: empty. */
 	struct { uint64_t cp, first; } sibs[BURST_SIBS];
+	/* an_user_callpath's memo (an_defs.c): its hit without the call */
+	const struct an_cp_memo *user_memo;
 };
 
 static inline unsigned burst_sib_slot(uint64_t cp, uint64_t first)
@@ -41,7 +43,12 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 	 * the user's code (torch.norm, `1.0 / t`, F.relu launch from inside
 	 * torch's Python wrappers, the user's line is the same), the leaf with
 	 * --where=leaf. */
-	uint64_t cp = api->callpath && !a->opts.where_leaf ? an_user_callpath(a, api->callpath) : api->callpath;
+	uint64_t cp = api->callpath;
+	if (cp && !a->opts.where_leaf) {
+		const struct an_cp_memo *memo = an_pass_state(a, bursts)->user_memo;
+		const struct an_cp_memo *m = memo ? &memo[cp % AN_CP_MEMO] : NULL;
+		cp = m && m->cp == cp ? m->val : an_user_callpath(a, cp);
+	}
 	/* Same call site, or another line of the same loop body: a sibling
 	 * line under the same caller (an optimizer's per-parameter loop), or
 	 * another line of the same function run at the top (a script's own
@@ -78,15 +85,14 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 	}
 	/* Host work between them (Python, a sync, CPU work) ends it: its gap is
 	 * the host's, an idle gap of its own. */
-	int apart = r->count && (ts >= r->last_end + a->opts.gap_ns ||
-				 (api->tid == r->last_tid && api->syncs != r->last_syncs));
 	/* In time order the device's idle since the run's last kernel is at
-	 * most ts - last_end, so this never holds; a kernel that came late
+	 * most ts - last_end, so its test never holds; a kernel that came late
 	 * (beyond the reorder window) may follow an idle gap already counted
-	 * past it, whose idle the run must not take in as well. */
-	if (r->count && d->idle_total - r->dev_idle_last >= a->opts.gap_ns)
-		apart = 1;
-	if (r->count && (!is_short || !same || apart)) {
+	 * past it, whose idle the run must not take in as well.  (One test
+	 * after the other, the common case's first: no flags kept.) */
+	if (r->count && (!is_short || !same || ts >= r->last_end + a->opts.gap_ns ||
+			 (api->tid == r->last_tid && api->syncs != r->last_syncs) ||
+			 d->idle_total - r->dev_idle_last >= a->opts.gap_ns)) {
 		burst_close(a, s);
 		k = 0; /* (no sites now) */
 	}

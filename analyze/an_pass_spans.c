@@ -141,6 +141,13 @@ void spans_on_span(struct analysis *a, struct an_span_ev *ev)
 		s->import = is_import(a, cp);
 	}
 	s->callpath = cp;
+	if (a->st->detect_only) {
+		/* A first analysis that only finds the steps reads a span's
+		 * import flag alone (steps_on_span); its times and nesting are
+		 * the reporting analysis's. */
+		s->count++;
+		return;
+	}
 	span_account(a, ev, s, 1);
 }
 

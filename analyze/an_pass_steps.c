@@ -25,6 +25,7 @@ static void steps_collect_stop(struct steps_state *ss)
 {
 	ss->collect_on = 0;
 	vec_free(&ss->work);
+	ss->work_room = 0;
 	vec_free(&ss->spans);
 	vec_free(&ss->imports);
 	vec_free(&ss->calls);
@@ -58,6 +59,8 @@ __attribute__((noinline)) uint32_t step_item_new(struct steps_state *ss, uint32_
 		steps_collect_stop(ss);
 		return 0;
 	}
+	/* (one bound for steps_work's test: the vector may have grown) */
+	ss->work_room = ss->work.cap < STEP_ITEMS_MAX ? ss->work.cap : STEP_ITEMS_MAX;
 	return (uint32_t)ss->work.n;
 }
 

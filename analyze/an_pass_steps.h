@@ -28,6 +28,7 @@ struct steps_state {
 	 * the end of a step); only the last step's end reads them. */
 	struct vec calls;   /* struct step_item */
 	uint32_t work_cp, work_tid; /* the latest work item's */
+	size_t work_room;           /* items work can take in place: its room, at most STEP_ITEMS_MAX */
 	uint32_t call_cp, call_tid; /* the latest call item's */
 	size_t call_work_n; /* work.n when it was made: work since ends it */
 	int calls_full;     /* more calls than kept: the later ones are not */
@@ -59,7 +60,7 @@ HOT_FN uint32_t steps_work(struct steps_state *ss, uint32_t tid, uint64_t ts, ui
 	/* A new item written in place while the vector has room (most
 	 * launches come from another line than the one before). */
 	struct vec *v = &ss->work;
-	if (__builtin_expect(v->n < v->cap && cp < STEP_ITEM_CP_MAX && v->n < STEP_ITEMS_MAX, 1)) {
+	if (__builtin_expect(v->n < ss->work_room && cp < STEP_ITEM_CP_MAX, 1)) {
 		ss->work_cp = (uint32_t)cp;
 		ss->work_tid = tid;
 		struct step_item *w = (struct step_item *)v->data + v->n;

@@ -8,6 +8,11 @@
  * the calls that launched them, the statistics per call site and per
  * kernel name (diff), the devices' idle.
  */
+/* The dispatchers' records go through one struct at a time: GCC's SLP
+ * vectoriser packed pairs of their fields into vector registers through the
+ * stack (a kernel's count and time, a launch's times), more instructions
+ * than the plain stores (callgrind, simtorch trace: -6.7 M). */
+#pragma GCC optimize("no-tree-slp-vectorize")
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +37,13 @@ static const struct an_pass_ops *const passes[] = {
 _Static_assert(N_PASSES == AN_N_PASSES, "one ops per pass");
 
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat);
-COLD_FN struct an_site_stat *site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1);
+/* A site's statistics and its index + 1 in a->sites (0: none, or past 32
+ * bits), returned together (in two registers: no variable in memory). */
+struct site_hit {
+	struct an_site_stat *ss;
+	uint32_t site1;
+};
+COLD_FN struct site_hit site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat);
 /* In front of site_stat_slow: a direct-mapped table by (cp, nat) itself, no
  * hash to compute; it keeps what the slow path answered for that pair. */
 HOT_FN struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t nat)
@@ -51,26 +62,23 @@ HOT_FN struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t 
 }
 
 /* site_stat, with the site's index + 1 in a->sites (0: none, or past
- * 32 bits) at *site1: the direct table holds it, no pointer difference to
+ * 32 bits) beside it: the direct table holds it, no pointer difference to
  * divide by the entry's size.  Its entries past 32 bits are not taken here
  * (site_stat's own path says 0 for them), so a hit's is the answer. */
-HOT_FN struct an_site_stat *site_stat_ix(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1)
+HOT_FN struct site_hit site_stat_ix(struct analysis *a, uint64_t cp, uint64_t nat)
 {
 	struct an_state *st = a->st;
 	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
-	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1)) {
-		*site1 = (uint32_t)e->ix1;
-		return VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
-	}
-	return site_stat_ix_slow(a, cp, nat, site1);
+	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1))
+		return (struct site_hit){VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1), (uint32_t)e->ix1};
+	return site_stat_ix_slow(a, cp, nat);
 }
 
-COLD_FN struct an_site_stat *site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat, uint32_t *site1)
+COLD_FN struct site_hit site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat)
 {
 	struct an_site_stat *s = site_stat(a, cp, nat);
 	size_t ix1 = s ? (size_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1 : 0;
-	*site1 = ix1 <= UINT32_MAX ? (uint32_t)ix1 : 0;
-	return s;
+	return (struct site_hit){s, ix1 <= UINT32_MAX ? (uint32_t)ix1 : 0};
 }
 
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat)
@@ -126,6 +134,10 @@ HOT_FN void graph_iter_note(struct analysis *a, uint64_t iter_no)
 COLD_FN void site_log_grow(struct analysis *a, uint64_t ts, uint32_t site)
 {
 	struct an_state *st = a->st;
+	/* (the detecting block loop that assumes the log on calls here
+	 * after it ended: nothing more to log) */
+	if (!st->site_log_on)
+		return;
 	if (st->iter_markers && !a->opts.steps_nvtx) {
 		st->site_log_on = 0;
 		vec_free(&st->site_log);
@@ -368,6 +380,17 @@ HOT_FN void kernel_stat(struct analysis *a, uint64_t name, uint64_t ns)
 	if (an_pass_##pass.hook && (!(only_detect) || an_pass_##pass.detect))                                          \
 		an_pass_##pass.hook(__VA_ARGS__);
 #define DISPATCH_M(only_detect, hook, ...) AN_PASSES(CALL_HOOK_M, only_detect, hook, __VA_ARGS__)
+/* The same, and without the steps pass's hooks when inert_steps (a
+ * constant where it is 1): an analysis whose steps pass collects nothing
+ * and has collected nothing, whose launch and GPU hooks then do nothing
+ * (steps_work answers no item, steps_gpu finds none), and that keeps no
+ * call-site log (steps_inert). */
+#define CALL_HOOK_S(pass, only_detect, inert_steps, hook, ...)                                                         \
+	if (an_pass_##pass.hook && (!(only_detect) || an_pass_##pass.detect) &&                                        \
+	    !((inert_steps) && AN_PASS_##pass == AN_PASS_steps))                                                       \
+		an_pass_##pass.hook(__VA_ARGS__);
+#define DISPATCH_S(only_detect, inert_steps, hook, ...)                                                                \
+	AN_PASSES(CALL_HOOK_S, only_detect, inert_steps, hook, __VA_ARGS__)
 
 /* The events the services publish (AN_EVENTS): direct calls too. */
 #define AN_UNPAREN(...) __VA_ARGS__
@@ -386,7 +409,7 @@ AN_EVENTS(AN_EVENT_DEFINE)
 /* GPU records, to the passes that read them; kind is a constant where the
  * hot kind takes its own copy (an_pass_record). */
 static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, const struct tbp_record *r,
-							   unsigned kind, int detect, int in_block)
+							   unsigned kind, int detect, int in_block, int inert_steps)
 {
 	struct an_state *st = a->st;
 	const struct tbp_gpu_kernel *g = &r->u.gpu_kernel; /* common prefix */
@@ -409,7 +432,8 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		a->unmatched_kernels += kind == TBP_K_GPU_KERNEL;
 		api = &no_launch;
 	}
-	st->gpu_now = s;
+	if (!detect) /* (read by the bursts pass alone) */
+		st->gpu_now = s;
 	struct an_gpu_ev ev = {.r = r, .kind = kind, .s = s, .e = e, .d = d, .str = str, .api = api, .joined = joined};
 	if (detect) {
 		switch (kind) {
@@ -433,9 +457,9 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	if (d->busy.open && s > d->busy.end) {
 		uint64_t idle = s - d->busy.end;
 		d->idle_total += idle;
-		DISPATCH(on_gpu_idle, a, &ev, idle)
+		DISPATCH_S(0, inert_steps, on_gpu_idle, a, &ev, idle)
 	} else if (__builtin_expect(!d->busy.open, 0)) {
-		DISPATCH(on_gpu_idle, a, &ev, 0)
+		DISPATCH_S(0, inert_steps, on_gpu_idle, a, &ev, 0)
 	}
 	if (joined) {
 		struct an_site_stat *ss = api->site ? VEC_AT(&a->sites, struct an_site_stat, api->site - 1)
@@ -451,7 +475,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		a->count++;                                                                                            \
 		d->dev_count++;                                                                                        \
 		str->dev_count++;                                                                                      \
-		DISPATCH(hook, a, &ev)                                                                                 \
+		DISPATCH_S(0, inert_steps, hook, a, &ev)                                                               \
 		break;
 	switch (kind) {
 		GPU_KIND(TBP_K_GPU_KERNEL, n_gpu_kernel, kernels, on_kernel)
@@ -465,7 +489,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 
 /* Host API calls, to the passes that read them; kind as in on_gpu_k. */
 static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, const struct tbp_record *r,
-							   unsigned kind, int detect, int in_block)
+							   unsigned kind, int detect, int in_block, int inert_steps)
 {
 	struct an_state *st = a->st;
 	const struct tbp_call *c = &r->u.call;
@@ -480,8 +504,9 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	ev.host_waits = kind == TBP_K_SYNC && r->u.sync.sync_kind != TBP_SYNC_STREAM_WAIT_EVENT;
 
 	/* site1: its index + 1 (0: none), for the log and the join. */
-	uint32_t site1;
-	struct an_site_stat *ss = ev.ss = site_stat_ix(a, c->callpath, c->native, &site1);
+	struct site_hit hit = site_stat_ix(a, c->callpath, c->native);
+	uint32_t site1 = hit.site1;
+	struct an_site_stat *ss = ev.ss = hit.ss;
 	if (ss) {
 		/* (a first analysis that only finds the steps is dropped, its
 		 * sites' times and counts unread: an_core.c run_steps) */
@@ -489,9 +514,11 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			ss->api_ns += ev.dur;
 			ss->calls++;
 		}
-		if (st->in_iter)
+		/* (detect 2: no iteration in progress and the log on, as the
+		 * block loop found them: pass_block_detect) */
+		if (detect != 2 && st->in_iter)
 			site_iter_note(ss, st->iter_no);
-		if (st->site_log_on)
+		if (detect == 2 || (!inert_steps && st->site_log_on))
 			site1 ? site_log_add(a, ts, site1) : (void)(st->site_log_lost = 1);
 	}
 	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
@@ -503,7 +530,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 #define CALL_KIND(kind_, count, hook)                                                                                  \
 	case kind_:                                                                                                    \
 		a->count += count_if;                                                                                  \
-		DISPATCH_M(detect, hook, a, &ev)                                                                       \
+		DISPATCH_S(detect, inert_steps, hook, a, &ev)                                                          \
 		break;
 	int count_if = kind != TBP_K_LAUNCH || !ev.failed; /* (a refused launch is no launch) */
 	switch (kind) {
@@ -514,15 +541,17 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 		CALL_KIND(TBP_K_MALLOC, n_malloc, on_malloc)
 		CALL_KIND(TBP_K_FREE, n_free, on_free)
 	default:
-		DISPATCH_M(detect, on_api, a, &ev)
+		DISPATCH_S(detect, inert_steps, on_api, a, &ev)
 		break;
 	}
 #undef CALL_KIND
 	/* A call the runtime refused has no GPU side to wait for. */
 	if (st->expect_gpu && !c->result && (kind == TBP_K_LAUNCH || kind == TBP_K_MEMCPY || kind == TBP_K_MEMSET)) {
-		/* Only on_api hands an API record over as a launch: a graph launch. */
-		struct corr_ent *ce = kind == TBP_K_LAUNCH && r->kind != TBP_K_LAUNCH ? graph_corr_slot(st, c->corr)
-										    : corr_slot(st, c->corr);
+		/* Only on_api hands an API record over as a launch: a graph launch
+		 * (the block loop's launches are launch records). */
+		struct corr_ent *ce = kind == TBP_K_LAUNCH && !in_block && r->kind != TBP_K_LAUNCH
+					      ? graph_corr_slot(st, c->corr)
+					      : corr_slot(st, c->corr);
 		if (ce && detect) {
 			/* A first analysis that only finds the steps reads only
 			 * the item (steps_on_gpu); its table is dropped with it. */
@@ -547,7 +576,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 
 static __attribute__((noinline)) void on_gpu(struct analysis *a, const struct tbp_record *r)
 {
-	on_gpu_k(a, r, r->kind, a->st->detect_only, 0);
+	on_gpu_k(a, r, r->kind, a->st->detect_only, 0, 0);
 }
 
 /* A graph launch (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch: recorded as an API call) is a
@@ -575,15 +604,15 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 				site_log_add(a, r->ts, 0);
 		}
 		if (st->detect_only)
-			on_api_k(a, r, TBP_K_LAUNCH, 1, 0);
+			on_api_k(a, r, TBP_K_LAUNCH, 1, 0, 0);
 		else
-			on_api_k(a, r, TBP_K_LAUNCH, 0, 0);
+			on_api_k(a, r, TBP_K_LAUNCH, 0, 0, 0);
 		return;
 	}
 	if (a->st->detect_only)
-		on_api_k(a, r, r->kind, 1, 0);
+		on_api_k(a, r, r->kind, 1, 0, 0);
 	else
-		on_api_k(a, r, r->kind, 0, 0);
+		on_api_k(a, r, r->kind, 0, 0, 0);
 }
 
 /* Launches and kernels are most records: each takes a copy of on_api_k or
@@ -602,11 +631,11 @@ static __attribute__((noinline)) void on_api(struct analysis *a, const struct tb
 #define KIND_COPY(name, body, kind)                                                                                    \
 	COLD_FN void name(struct analysis *a, const struct tbp_record *r)                                              \
 	{                                                                                                              \
-		body(a, r, kind, 0, 0);                                                                                 \
+		body(a, r, kind, 0, 0, 0);                                                                              \
 	}                                                                                                              \
 	COLD_FN void name##_d(struct analysis *a, const struct tbp_record *r)                                          \
 	{                                                                                                              \
-		body(a, r, kind, 1, 0);                                                                                 \
+		body(a, r, kind, 1, 0, 0);                                                                              \
 	}
 SPECIALISED_KINDS(KIND_COPY)
 #undef KIND_COPY
@@ -655,12 +684,19 @@ void an_pass_record(struct analysis *a, const struct tbp_record *r)
 		record_one(a, r);
 }
 
-/* an_pass_block's loop, made twice with `detect` a constant: for the
- * reporting analysis and for a first analysis that only finds the steps.
- * The launches and kernels are inlined here: a call of their own saved and
- * restored the registers again for each. */
+COLD_FN void pass_block_detect_general(struct analysis *a, const struct tbp_record *const *recs, unsigned n,
+				       uint64_t *last_ts);
+/* an_pass_block's loop, made four times with `detect` and `inert_steps`
+ * constants: twice for a first analysis that only finds the steps (detect
+ * 2: as pass_block_detect found it, no iteration in progress and the call
+ * sites logged; 1: any), for an analysis that reports with its steps known (the replay after detection,
+ * a trace with the runner's marks: inert_steps, steps_inert), and for one
+ * that reports and still collects the steps' items (a first analysis in
+ * full).  The launches and kernels are inlined here: a call of their own
+ * saved and restored the registers again for each. */
 static inline __attribute__((always_inline)) void pass_block_k(struct analysis *a, const struct tbp_record *const *recs,
-							       unsigned n, uint64_t *last_ts, int detect)
+							       unsigned n, uint64_t *last_ts, int detect,
+							       int inert_steps)
 {
 	uint64_t last = *last_ts;
 	/* Each record's time into a->first_ts, as note_time would: only the
@@ -668,8 +704,11 @@ static inline __attribute__((always_inline)) void pass_block_k(struct analysis *
 	 * them (the others are at or after `last`, the latest in time order). */
 	if (n && recs[0]->ts < a->first_ts)
 		a->first_ts = recs[0]->ts;
-	for (unsigned i = 0; i < n; i++) {
-		const struct tbp_record *r = recs[i];
+	/* (counted up from -n to 0 over the block's end: one register for the
+	 * place and the end, which the hooks' registers otherwise push out) */
+	const struct tbp_record *const *recs_end = recs + n;
+	for (ptrdiff_t i = -(ptrdiff_t)n; i < 0; i++) {
+		const struct tbp_record *r = recs_end[i];
 		if (r->ts < last) {
 			a->late_records++;
 			if (r->stream_kind == TBP_STREAM_GPU)
@@ -680,18 +719,57 @@ static inline __attribute__((always_inline)) void pass_block_k(struct analysis *
 			last = r->ts;
 		}
 		if (r->kind == TBP_K_LAUNCH)
-			on_api_k(a, r, TBP_K_LAUNCH, detect, 1);
+			on_api_k(a, r, TBP_K_LAUNCH, detect, 1, inert_steps);
 		else if (r->kind == TBP_K_GPU_KERNEL)
-			on_gpu_k(a, r, TBP_K_GPU_KERNEL, detect, 1);
-		else
+			on_gpu_k(a, r, TBP_K_GPU_KERNEL, detect, 1, inert_steps);
+		else {
 			pass_record_other(a, r);
+			/* A marker that began an iteration (or anything that
+			 * ended the log): the rest of the block the general way. */
+			if (detect == 2 && __builtin_expect(a->st->in_iter || !a->st->site_log_on, 0)) {
+				*last_ts = last;
+				pass_block_detect_general(a, recs_end + i + 1, (unsigned)-(i + 1), last_ts);
+				return;
+			}
+		}
 	}
 	*last_ts = last;
 }
 
+COLD_FN void pass_block_detect_general(struct analysis *a, const struct tbp_record *const *recs, unsigned n,
+				       uint64_t *last_ts)
+{
+	pass_block_k(a, recs, n, last_ts, 1, 0);
+}
+
+/* A detecting analysis's block: most often with no iteration in progress
+ * (no marks yet, or none at all) and the call-site log on, which only a
+ * marker (in_iter) or the log's own growth (site_log_grow) change: the loop
+ * made for that (detect 2) does not test them at every call, and hands the
+ * rest of its block to the general one when a record other than a launch
+ * or kernel changed them. */
 COLD_FN void pass_block_detect(struct analysis *a, const struct tbp_record *const *recs, unsigned n, uint64_t *last_ts)
 {
-	pass_block_k(a, recs, n, last_ts, 1);
+	if (!a->st->in_iter && a->st->site_log_on)
+		pass_block_k(a, recs, n, last_ts, 2, 0);
+	else
+		pass_block_detect_general(a, recs, n, last_ts);
+}
+
+COLD_FN void pass_block_collect(struct analysis *a, const struct tbp_record *const *recs, unsigned n,
+				uint64_t *last_ts)
+{
+	pass_block_k(a, recs, n, last_ts, 0, 0);
+}
+
+/* The steps pass collects no items and holds none: its hooks for launches,
+ * copies, memsets and their GPU records do nothing (steps_work answers 0,
+ * every join entry's item is 0); and no call-site log is kept.  Each is
+ * on only from the start, so this holds to the end once it holds. */
+static inline int steps_inert(const struct analysis *a)
+{
+	const struct steps_state *ss = an_pass_state(a, steps);
+	return !ss->collect_on && !ss->work.n && !a->st->site_log_on;
 }
 
 /* A block with a time a pass asked for (st->due_ts) inside: each record
@@ -709,10 +787,8 @@ COLD_FN void pass_block_due(struct analysis *a, const struct tbp_record *const *
 		unsigned j = i + 1;
 		while (j < n && recs[j]->ts < a->st->due_ts)
 			j++;
-		if (a->st->detect_only)
-			pass_block_detect(a, recs + i, j - i, last_ts);
-		else
-			pass_block_k(a, recs + i, j - i, last_ts, 0);
+		/* (none at or past the due time: no due hook in it) */
+		an_pass_block(a, recs + i, j - i, last_ts);
 		i = j;
 	}
 }
@@ -729,7 +805,11 @@ void an_pass_block(struct analysis *a, const struct tbp_record *const *recs, uns
 		pass_block_detect(a, recs, n, last_ts);
 		return;
 	}
-	pass_block_k(a, recs, n, last_ts, 0);
+	if (__builtin_expect(!steps_inert(a), 0)) {
+		pass_block_collect(a, recs, n, last_ts);
+		return;
+	}
+	pass_block_k(a, recs, n, last_ts, 0, 1);
 }
 
 static void pass_record_other(struct analysis *a, const struct tbp_record *r)
