@@ -17,6 +17,7 @@
 
 #include "an.h"
 #include "an_internal.h"
+#include "cmd.h"
 
 /* ------------------------------------------------------------ u64map */
 static inline uint64_t mix64(uint64_t x)
@@ -225,8 +226,12 @@ void an_mem_huge(void *p, size_t bytes)
 			/* (whatever stands at start now, a fresh mapping there) */
 			munmap(from, got);
 			if (mmap((void *)start, got, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-				 0) == MAP_FAILED)
-				abort();
+				 0) == MAP_FAILED) {
+				/* The block has lost its pages: nothing to go on with. */
+				static const char msg[] = "tbanalyze: out of memory (a block's pages could not be mapped)\n";
+				(void)!write(2, msg, sizeof msg - 1);
+				_exit(TBA_EXIT_INTERNAL);
+			}
 		}
 		memcpy((void *)start, header, sizeof header);
 		start += got;

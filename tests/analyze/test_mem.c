@@ -105,6 +105,24 @@ static int own_mapping(const void *b)
 	return (((uintptr_t)b - 2 * sizeof(size_t)) & 4095) == 0;
 }
 
+/* A malloc'd block of `bytes` given kept pages by an_mem_huge: the byte
+ * at `at` is the kept pages' `want` (under glibc's malloc), and the block
+ * still grows by realloc and is freed. */
+static void check_block_given(size_t bytes, size_t at, uint8_t want, const char *what)
+{
+	char *b = malloc(bytes);
+	CHECK(b != NULL, "malloc(%zu)", bytes);
+	if (!b)
+		return;
+	CHECK(own_mapping(b) || !GLIBC_MALLOC, "malloc(%zu) is not a mapping of its own behind glibc's header", bytes);
+	an_mem_huge(b, bytes);
+	CHECK((uint8_t)b[at] == want || !own_mapping(b), "an_mem_huge: %s", what);
+	memset(b, 2, bytes);
+	char *r = realloc(b, 2 * bytes);
+	CHECK(r != NULL && r[bytes - 1] == 2 && r[0] == 2, "realloc of a block given kept pages (%zu)", bytes);
+	free(r ? r : b);
+}
+
 /* Mappings given back are kept for an_mem_get and an_mem_huge: the same
  * pages come back with what they held (nothing zeroed them), and
  * an_mem_trim gives them to the kernel. */
@@ -135,32 +153,13 @@ static void check_pool(void)
 	an_mem_unmap(q, 4 * mb);
 	/* A malloc'd block's mapping replaced by the pages given back: its
 	 * header stays (free and realloc work), the pages hold their bytes. */
-	char *b = malloc(3 * mb);
-	CHECK(b != NULL, "malloc(3 MiB)");
-	if (b) {
-		CHECK(own_mapping(b) || !GLIBC_MALLOC, "malloc(3 MiB) is not a mapping of its own behind glibc's header");
-		an_mem_huge(b, 3 * mb);
-		CHECK(b[4096] == 0x5a || !own_mapping(b), "an_mem_huge: the block's pages are not the ones given back");
-		memset(b, 2, 3 * mb);
-		char *r = realloc(b, 7 * mb);
-		CHECK(r != NULL && r[3 * mb - 1] == 2 && r[0] == 2, "realloc after the pages were replaced");
-		free(r ? r : b);
-	}
+	check_block_given(3 * mb, 4096, 0x5a, "the block's pages are not the ones given back");
 	/* A block longer than the largest mapping kept: its first part. */
 	p = an_mem_map(2 * mb);
 	if (p)
 		memset(p, 0x3c, 2 * mb);
 	an_mem_unmap(p, 2 * mb);
-	b = malloc(5 * mb);
-	CHECK(b != NULL, "malloc(5 MiB)");
-	if (b) {
-		an_mem_huge(b, 5 * mb);
-		CHECK(b[8192] == 0x3c || !own_mapping(b), "an_mem_huge: the block's first part is not the 2 MiB given back");
-		memset(b, 4, 5 * mb);
-		char *r = realloc(b, 9 * mb);
-		CHECK(r != NULL && r[5 * mb - 1] == 4 && r[0] == 4, "realloc of a block given pages in part");
-		free(r ? r : b);
-	}
+	check_block_given(5 * mb, 8192, 0x3c, "the block's first part is not the 2 MiB given back");
 	/* Nothing kept after a trim: a fresh, zeroed mapping. */
 	p = an_mem_map(4 * mb);
 	if (p)
