@@ -376,11 +376,8 @@ HOT_FN void kernel_stat(struct analysis *a, uint64_t name, uint64_t ns)
 /* The same, in a first analysis that only finds the steps when detect
  * (a constant where the hot paths take a copy of their own for it): only
  * the passes whose ops say detect. */
-#define CALL_HOOK_M(pass, only_detect, hook, ...)                                                                      \
-	if (an_pass_##pass.hook && (!(only_detect) || an_pass_##pass.detect))                                          \
-		an_pass_##pass.hook(__VA_ARGS__);
-#define DISPATCH_M(only_detect, hook, ...) AN_PASSES(CALL_HOOK_M, only_detect, hook, __VA_ARGS__)
-/* The same, and without the steps pass's hooks when inert_steps (a
+#define DISPATCH_M(only_detect, hook, ...) DISPATCH_S(only_detect, 0, hook, __VA_ARGS__)
+/* (DISPATCH_M's rows) And without the steps pass's hooks when inert_steps (a
  * constant where it is 1): an analysis whose steps pass collects nothing
  * and has collected nothing, whose launch and GPU hooks then do nothing
  * (steps_work answers no item, steps_gpu finds none), and that keeps no
