@@ -2,12 +2,16 @@
  * tbanalyze: the record tape (an_tape.h).  A record is 160 bytes in memory;
  * on the tape it is its head and time (16 bytes) and only the fields its
  * kind has in this trace (nfields: the reader leaves the others zero), in
- * 32 bits each when they fit (nearly every call and GPU record; one of 8
- * fields or fewer, every launch and kernel under the report's field
- * limits, in 48 bytes: narrow8), and a string's bytes after it, in
- * chunks of a few MiB
- * (no allocation per record).  A block the merge handed over is one entry ahead of its
- * records, with the last_ts it was handed and which of its records are narrow8.
+ * 32 bits each when they fit (nearly every call and GPU record), and a
+ * string's bytes after it, in chunks of a few MiB (no allocation per
+ * record).  A block the merge handed over is one entry ahead of its
+ * records, with the last_ts it was handed and which of its records are
+ * compact: a launch or kernel (8 fields or fewer, each in 32 bits) as the
+ * index of its head in the tape's table of heads, its time as the distance
+ * from the block's record before it, and only the fields that differ from
+ * the last compact record of the same head (~14 bytes instead of 48: a
+ * launch differs from the one before it on its thread in its end, its
+ * correlation id and often its call path).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +22,7 @@
 #include "an_internal.h"
 #include "an_tape.h"
 
-/* Default cap, MiB: the 1 M-record simtorch trace takes about 75. */
+/* Default cap, MiB: the 1 M-record simtorch trace takes about 16. */
 #define TAPE_MB_DEFAULT 256
 /* A chunk with its header and slack is 8 MiB, a mapping the kernel places
  * on a huge-page boundary: every page of it a huge one (an_mem_map; pages
@@ -39,7 +43,25 @@ struct tape_chunk {
 	uint64_t data[];
 };
 
+/* Heads (kind, stream kind, nfields, tid: a record's first 8 bytes) a
+ * compact entry can name: its first byte, the index in the low 7 bits. */
+#define TAPE_HEADS 127
+/* The first byte's top bit: the time's distance in 16 bits, not 32. */
+#define TAPE_DTS16 0x80u
+/* The head table's hash slots (a power of two, twice the heads at most). */
+#define TAPE_HEAD_SLOTS 256
+
 struct an_tape {
+	/* Recording's state for compact entries: the last compact record's 8
+	 * fields of each head in 32 bits (the first as its distance from ts),
+	 * which the replay rebuilds as it goes; the time of the block record
+	 * before; heads by index and a hash from head to index + 1. */
+	uint32_t prev[TAPE_HEADS][8] __attribute__((aligned(16)));
+	uint64_t heads[TAPE_HEADS];
+	uint64_t slot_head[TAPE_HEAD_SLOTS];
+	uint8_t slot_ix[TAPE_HEAD_SLOTS];
+	unsigned nheads;
+	uint64_t prev_ts;
 	struct tape_chunk *first, *cur;
 	uint8_t *w, *wend; /* the current chunk's free part */
 	size_t cap_bytes, bytes;
@@ -244,41 +266,111 @@ static inline __attribute__((always_inline)) void unpack_narrow(const uint8_t *i
 }
 
 /* A block's record of 8 fields or fewer (a launch, a kernel on most
- * traces) whose first 8 fields are kept in 32 bits each, all 8 of them
- * whatever its nfields (32 bytes), the first as its distance from ts,
- * after its head as it is: fields 8 to 15 must be zero, and the ones
- * between nfields and 8 come back as they were, so no count of the fields
- * past nfields, neither when packing nor when unpacking.  Which of a
- * block's records are so is a bit each in the block's entry (narrow8), so
- * the head needs no mark to set and clear, and a block of them alone is
- * unpacked without a test a record. */
-#define TAPE_NARROW8_SIZE (16u + 32u)
-/* A block's entry: TAPE_OP_BLOCK | n << 32, last_ts, narrow8 (bit i: record i). */
+ * traces) whose first 8 fields fit in 32 bits each (the first as its
+ * distance from ts) is a compact entry: its first byte the index of its
+ * head (kind, stream kind, nfields, tid) in the tape's table, with
+ * TAPE_DTS16 when its time's distance from the block's record before it
+ * (any entry) is in 16 bits, else in 32; a byte whose bit i says that
+ * field i differs from the last compact record of the same head (prev);
+ * the distance; the fields that differ, 32 bits each.  All 8 fields are
+ * kept whatever its nfields: fields 8 to 15 must be zero (the reader's
+ * rows), and the ones between nfields and 8 come back as they were, so no
+ * count of the fields past nfields, neither when packing nor when
+ * unpacking.  Which of a block's records are compact is a bit each in the
+ * block's entry, so a block of them alone is unpacked without a test a
+ * record. */
+#define TAPE_COMPACT_MAX (2u + 4u + 32u)
+/* A block's entry: TAPE_OP_BLOCK | n << 32, last_ts, compact (bit i: record i). */
 #define TAPE_BLOCK_HEAD 24u
 
-#ifdef __SSE2__
-/* A record of nfields <= 8 as a narrow8 entry at out (room for
- * TAPE_REC_MAX checked); 0 when one of its first 8 fields does not fit in
- * 32 bits (nothing to use at out then).  Its fields 8 to 15 are past its
- * nfields: zero, as the reader hands every record (struct tbp_record),
- * and zero again when replayed, not checked here (7 instructions a
- * record, a launch or kernel). */
-static inline __attribute__((always_inline)) int put_rec8(const struct tbp_record *r, uint8_t *out)
+/* The index of head in the tape's table, added when new; -1 when the table
+ * is full (the record is not compact then). */
+static inline int head_index(struct an_tape *t, uint64_t head)
 {
+	unsigned s = (unsigned)((head * 0x9e3779b97f4a7c15ull) >> 56) & (TAPE_HEAD_SLOTS - 1);
+	for (;; s = (s + 1) & (TAPE_HEAD_SLOTS - 1)) {
+		if (__builtin_expect(t->slot_head[s] == head && t->slot_ix[s], 1))
+			return t->slot_ix[s] - 1;
+		if (!t->slot_ix[s])
+			break;
+	}
+	if (t->nheads == TAPE_HEADS)
+		return -1;
+	t->slot_head[s] = head;
+	t->heads[t->nheads] = head;
+	t->slot_ix[s] = (uint8_t)++t->nheads;
+	return (int)t->nheads - 1;
+}
+
+/* A record of nfields <= 8 as a compact entry at out (room for
+ * TAPE_COMPACT_MAX checked); its size, or 0 when it cannot be one (a
+ * field or its time's distance past 32 bits, the table of heads full:
+ * nothing to use at out, nothing recorded then).  Its fields 8 to 15 are
+ * past its nfields: zero, as the reader hands every record (struct
+ * tbp_record), and zero again when replayed, not checked here. */
+static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *t, const struct tbp_record *r,
+								 uint8_t *out)
+{
+	uint64_t dts = r->ts - t->prev_ts, head;
+	uint32_t cur[8] __attribute__((aligned(16)));
+#ifdef __SSE2__
 	const __m128i *v = (const __m128i *)(const void *)r->u.v;
 	__m128i f0 = _mm_set_epi64x((long long)r->u.v[1], (long long)(r->u.v[0] - r->ts));
 	__m128i f1 = _mm_loadu_si128(v + 1), f2 = _mm_loadu_si128(v + 2), f3 = _mm_loadu_si128(v + 3);
 	__m128i hi = _mm_srli_epi64(_mm_or_si128(_mm_or_si128(f0, f1), _mm_or_si128(f2, f3)), 32);
-	if (_mm_movemask_epi8(_mm_cmpeq_epi32(hi, _mm_setzero_si128())) != 0xffff)
+	if (_mm_movemask_epi8(_mm_cmpeq_epi32(hi, _mm_setzero_si128())) != 0xffff || dts >> 32)
 		return 0;
-	memcpy(out, r, 16);
-	_mm_storeu_si128((__m128i *)(void *)(out + 16), _mm_castps_si128(_mm_shuffle_ps(
-		_mm_castsi128_ps(f0), _mm_castsi128_ps(f1), _MM_SHUFFLE(2, 0, 2, 0))));
-	_mm_storeu_si128((__m128i *)(void *)(out + 32), _mm_castps_si128(_mm_shuffle_ps(
-		_mm_castsi128_ps(f2), _mm_castsi128_ps(f3), _MM_SHUFFLE(2, 0, 2, 0))));
-	return 1;
-}
+	memcpy(&head, r, 8);
+	int h = head_index(t, head);
+	if (h < 0)
+		return 0;
+	__m128i lo4 = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(f0), _mm_castsi128_ps(f1), _MM_SHUFFLE(2, 0, 2, 0)));
+	__m128i hi4 = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(f2), _mm_castsi128_ps(f3), _MM_SHUFFLE(2, 0, 2, 0)));
+	__m128i *pv = (__m128i *)(void *)t->prev[h];
+	unsigned same = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo4, pv[0]))) |
+			(unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi4, pv[1]))) << 4;
+	pv[0] = lo4;
+	pv[1] = hi4;
+	_mm_store_si128((__m128i *)(void *)cur, lo4);
+	_mm_store_si128((__m128i *)(void *)(cur + 4), hi4);
+#else
+	uint64_t wide = dts;
+	for (unsigned i = 0; i < 8; i++) {
+		uint64_t f = i ? r->u.v[i] : r->u.v[0] - r->ts;
+		wide |= f;
+		cur[i] = (uint32_t)f;
+	}
+	if (wide >> 32)
+		return 0;
+	memcpy(&head, r, 8);
+	int h = head_index(t, head);
+	if (h < 0)
+		return 0;
+	unsigned same = 0;
+	for (unsigned i = 0; i < 8; i++) {
+		same |= (unsigned)(cur[i] == t->prev[h][i]) << i;
+		t->prev[h][i] = cur[i];
+	}
 #endif
+	unsigned diff = ~same & 0xffu;
+	t->prev_ts = r->ts;
+	out[1] = (uint8_t)diff;
+	uint8_t *o;
+	if (dts < 0x10000) {
+		out[0] = (uint8_t)(h | TAPE_DTS16);
+		uint16_t d16 = (uint16_t)dts;
+		memcpy(out + 2, &d16, 2);
+		o = out + 4;
+	} else {
+		out[0] = (uint8_t)h;
+		uint32_t d32 = (uint32_t)dts;
+		memcpy(out + 2, &d32, 4);
+		o = out + 6;
+	}
+	for (; diff; diff &= diff - 1, o += 4)
+		memcpy(o, &cur[__builtin_ctz(diff)], 4);
+	return (size_t)(o - out);
+}
 
 /* One record at t->w (room for TAPE_REC_MAX checked): head, ts, fields. */
 static inline void put_rec(struct an_tape *t, const struct tbp_record *r, unsigned nf)
@@ -330,7 +422,7 @@ void an_tape_block(struct an_tape *t, const struct tbp_record *const *recs, unsi
 	if (tape_room(t, TAPE_BLOCK_HEAD + (size_t)n * TAPE_REC_MAX))
 		return;
 	uint8_t *at = t->w;
-	uint64_t op[2] = {TAPE_OP_BLOCK | (uint64_t)n << 32, last_ts}, narrow8 = 0;
+	uint64_t op[2] = {TAPE_OP_BLOCK | (uint64_t)n << 32, last_ts}, compact = 0;
 	memcpy(t->w, op, 16);
 	t->w += TAPE_BLOCK_HEAD;
 	int all_exact = 1;
@@ -340,22 +432,22 @@ void an_tape_block(struct an_tape *t, const struct tbp_record *const *recs, unsi
 	uint64_t bit = 1;
 	for (unsigned i = 0; i < n; i++, bit <<= 1) {
 		const struct tbp_record *r = recs[i];
-#ifdef __SSE2__
-		if (r->nfields <= 8 && put_rec8(r, w)) {
-			narrow8 |= bit;
-			w += TAPE_NARROW8_SIZE;
+		size_t size;
+		if (r->nfields <= 8 && (size = put_compact(t, r, w))) {
+			compact |= bit;
+			w += size;
 			continue;
 		}
-#endif
 		int exact;
 		unsigned nf = rec_fields(r, &exact);
 		all_exact &= exact;
 		t->w = w;
 		put_rec(t, r, nf);
 		w = t->w;
+		t->prev_ts = r->ts;
 	}
 	t->w = w;
-	memcpy(at + 16, &narrow8, 8);
+	memcpy(at + 16, &compact, 8);
 	/* (queued records carry no blob: the merge cleared it) */
 	if (!all_exact) {
 		t->w = at; /* not this block */
@@ -423,30 +515,51 @@ static inline __attribute__((always_inline)) const uint8_t *get_rec_b(const uint
 	return p + size;
 }
 
-/* A block's narrow8 record at p back into its slot r (blob left as it
- * is); zero_high: the slot's fields 8 to 15 may not be zero (the record
- * it held last had more than 8 fields). */
-static inline __attribute__((always_inline)) void get_rec8(const uint8_t *p, struct tbp_record *r, int zero_high)
+/* The replay's state for compact entries: what the recording's was at the
+ * same entry (an_tape's prev, here in 64 bits), the heads by index. */
+struct tape_dec {
+	uint64_t prev[TAPE_HEADS][8];
+	uint64_t ts;
+	const uint64_t *heads;
+};
+
+/* A block's compact record at p back into its slot r (blob left as it
+ * is); returns the entry's end.  zero_high: the slot's fields 8 to 15 may
+ * not be zero (the record it held last had more than 8 fields). */
+static inline __attribute__((always_inline)) const uint8_t *get_compact(const uint8_t *p, struct tbp_record *r,
+									struct tape_dec *d, int zero_high)
 {
-#ifdef __SSE2__
-	memcpy(r, p, 16);
-	__m128i *v = (__m128i *)(void *)r->u.v, zero = _mm_setzero_si128();
-	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + 16));
-	__m128i y = _mm_loadu_si128((const __m128i *)(const void *)(p + 32));
-	_mm_storeu_si128(v, _mm_unpacklo_epi32(x, zero));
-	_mm_storeu_si128(v + 1, _mm_unpackhi_epi32(x, zero));
-	_mm_storeu_si128(v + 2, _mm_unpacklo_epi32(y, zero));
-	_mm_storeu_si128(v + 3, _mm_unpackhi_epi32(y, zero));
-	if (zero_high) {
-		_mm_storeu_si128(v + 4, zero);
-		_mm_storeu_si128(v + 5, zero);
-		_mm_storeu_si128(v + 6, zero);
-		_mm_storeu_si128(v + 7, zero);
+	unsigned b0 = p[0], diff = p[1];
+	/* The time's distance in 16 or 32 bits, without a branch (the slack
+	 * after a chunk's data covers the 4 bytes read). */
+	unsigned short16 = b0 >> 7;
+	uint32_t dts;
+	memcpy(&dts, p + 2, 4);
+	dts &= 0xffffffffu >> (short16 << 4);
+	uint64_t ts = d->ts + dts;
+	d->ts = ts;
+	p += 6 - 2 * short16;
+	uint64_t *pv = d->prev[b0 & ~TAPE_DTS16];
+	for (; diff; diff &= diff - 1, p += 4) {
+		uint32_t f;
+		memcpy(&f, p, 4);
+		pv[__builtin_ctz(diff)] = f;
 	}
-	r->u.v[0] += r->ts;
-#else
-	(void)p, (void)r, (void)zero_high; /* (put_rec8 makes none) */
-#endif
+	memcpy(r, &d->heads[b0 & ~TAPE_DTS16], 8);
+	r->ts = ts;
+	/* (8-byte copies: the fields just stored forward to them) */
+	uint64_t *v = r->u.v;
+	v[0] = pv[0] + ts;
+	v[1] = pv[1];
+	v[2] = pv[2];
+	v[3] = pv[3];
+	v[4] = pv[4];
+	v[5] = pv[5];
+	v[6] = pv[6];
+	v[7] = pv[7];
+	if (zero_high)
+		memset(v + 8, 0, 8 * sizeof *v);
+	return p;
 }
 
 static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
@@ -468,6 +581,10 @@ int an_tape_replay(struct an_tape *t, struct analysis *a)
 		ptrs[i] = &block[i];
 	/* Bit i: slot i's fields 8 to 15 may not be zero. */
 	uint64_t high = 0;
+	struct tape_dec *dec = calloc(1, sizeof *dec);
+	if (!dec)
+		return -1;
+	dec->heads = t->heads;
 	for (const struct tape_chunk *c = t->first; c; c = c->next) {
 		const uint8_t *p = (const uint8_t *)c->data, *end = p + c->used;
 		while (p < end) {
@@ -476,20 +593,20 @@ int an_tape_replay(struct an_tape *t, struct analysis *a)
 				memcpy(op, p, TAPE_BLOCK_HEAD);
 				p += TAPE_BLOCK_HEAD;
 				unsigned n = (unsigned)(op[0] >> 32);
-				uint64_t last_ts = op[1], narrow8 = op[2];
+				uint64_t last_ts = op[1], compact = op[2];
 				uint64_t all = n < 64 ? (1ull << n) - 1 : ~0ull;
-				if (narrow8 == all && !high) {
+				if (compact == all && !high) {
 					/* The usual block: launches and kernels alone. */
-					for (unsigned i = 0; i < n; i++, p += TAPE_NARROW8_SIZE)
-						get_rec8(p, &block[i], 0);
+					for (unsigned i = 0; i < n; i++)
+						p = get_compact(p, &block[i], dec, 0);
 				} else {
 					for (unsigned i = 0; i < n; i++) {
-						if (narrow8 >> i & 1) {
-							get_rec8(p, &block[i], high >> i & 1);
+						if (compact >> i & 1) {
+							p = get_compact(p, &block[i], dec, high >> i & 1);
 							high &= ~(1ull << i);
-							p += TAPE_NARROW8_SIZE;
 						} else {
 							p = get_rec_b(p, &block[i], 0);
+							dec->ts = block[i].ts;
 							if (block[i].nfields > 8)
 								high |= 1ull << i;
 						}
@@ -508,13 +625,16 @@ int an_tape_replay(struct an_tape *t, struct analysis *a)
 				p += 8 + (len + 7) / 8 * 8;
 			}
 			if (an_is_def_record(r.kind)) {
-				if (defs_add(a->defs, &r))
+				if (defs_add(a->defs, &r)) {
+					free(dec);
 					return -1;
+				}
 			} else {
 				an_pass_record(a, &r);
 			}
 		}
 	}
+	free(dec);
 	if (t->closed) {
 		a->records = t->records;
 		a->events = t->events;
