@@ -15,10 +15,14 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "an.h"
 #include "an_internal.h"
@@ -38,12 +42,34 @@ static size_t reorder_cap = AN_REORDER_CAP;
  * cache does not hold: its slots are prefetched ahead of use. */
 #define AN_COLD_QUEUE 4096
 
+/* A queued record: 48 bytes instead of 160 (a queue holds the host's
+ * records until the GPU's come, ~100 k launches on a training loop's
+ * trace).  A record of 8 fields or fewer whose fields fit in 32 bits
+ * (every launch and kernel; its first field, the end, as its distance
+ * from ts) is its head and time as they are and its first 8 fields; any
+ * other record waits whole in its queue's side ring, the entry only its
+ * head and time for the merge's order, nfields MQ_SIDE and the queue's
+ * index in f[0].  The head and time are where struct tbp_record has them:
+ * the merge reads ts and stream_kind alike.  Unpacked into the merge's
+ * block slots when the block goes to the passes (merge_emit). */
+struct mq_ent {
+	uint8_t kind, stream_kind;
+	uint16_t nfields;
+	uint32_t tid;
+	uint64_t ts;
+	uint32_t f[8];
+};
+#define MQ_SIDE 0xffffu
+_Static_assert(offsetof(struct mq_ent, ts) == offsetof(struct tbp_record, ts) &&
+		       offsetof(struct mq_ent, stream_kind) == offsetof(struct tbp_record, stream_kind),
+	       "a queue entry's head and time are a record's");
+
 /* Asks for the record `ahead` slots after rec in a backlog larger than the
  * cache: its address taken as a number, without the ring's wrap (a
  * prefetch of memory past the ring is harmless; near the ring's end one
  * is wasted), which spares the slot's index arithmetic at every record. */
-#define PREFETCH_AHEAD 16
-static inline void prefetch_ahead(const struct tbp_record *rec)
+#define PREFETCH_AHEAD 48
+static inline void prefetch_ahead(const struct mq_ent *rec)
 {
 	__builtin_prefetch((const void *)((uintptr_t)rec + PREFETCH_AHEAD * sizeof *rec));
 }
@@ -57,9 +83,13 @@ struct heap_ent {
 
 struct mqueue {
 	uint32_t key_kind, key_id;
-	struct tbp_record *ring;
+	struct mq_ent *ring;
 	size_t cap, head, n;
 	uint64_t last_frame;
+	/* The records that are no compact entry, whole, in queue order (a
+	 * ring: side_cap a power of two or 0). */
+	struct tbp_record *side;
+	size_t side_cap, side_head, side_n;
 };
 
 struct merger {
@@ -76,6 +106,9 @@ struct merger {
 	 * recorded on the tape (NULL: none, or caught up). */
 	struct an_tape *tape;
 	uint64_t handed;   /* records handed to the passes so far */
+	/* A block's records unpacked from their queue entries (merge_emit):
+	 * blob and fields 8 to 15 zero, never written. */
+	struct tbp_record slots[64];
 	int catch_up_failed;
 };
 
@@ -88,11 +121,41 @@ static __attribute__((noinline)) void merge_catch_up(struct analysis *a, struct 
 	m->tape = NULL;
 }
 
-/* A block to the passes, on the tape first when one records.  A block the
- * tape cannot take goes to an analysis caught up first. */
-static inline void merge_emit(struct analysis *a, struct merger *m, const struct tbp_record *const *recs, unsigned n,
+/* A block to the passes, on the tape first when one records, its entries
+ * unpacked into the merge's slots (a side entry: its record where it waits
+ * in its queue's side ring, taken off it; no queue gets records while the
+ * merge drains them).  A block the tape cannot take goes to an analysis
+ * caught up first. */
+static inline void merge_emit(struct analysis *a, struct merger *m, const struct mq_ent *const *ents, unsigned n,
 			      uint64_t *last_ts)
 {
+	const struct tbp_record *recs[64];
+	for (unsigned i = 0; i < n; i++) {
+		const struct mq_ent *e = ents[i];
+		if (__builtin_expect(e->nfields == MQ_SIDE, 0)) {
+			struct mqueue *q = VEC_AT(&m->qs, struct mqueue, e->f[0]);
+			recs[i] = &q->side[q->side_head];
+			q->side_head = (q->side_head + 1) & (q->side_cap - 1);
+			q->side_n--;
+			continue;
+		}
+		struct tbp_record *r = &m->slots[i];
+		memcpy(r, e, 16);
+#ifdef __SSE2__
+		__m128i *v = (__m128i *)(void *)r->u.v, zero = _mm_setzero_si128();
+		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)e->f);
+		__m128i y = _mm_loadu_si128((const __m128i *)(const void *)(e->f + 4));
+		_mm_storeu_si128(v, _mm_unpacklo_epi32(x, zero));
+		_mm_storeu_si128(v + 1, _mm_unpackhi_epi32(x, zero));
+		_mm_storeu_si128(v + 2, _mm_unpacklo_epi32(y, zero));
+		_mm_storeu_si128(v + 3, _mm_unpackhi_epi32(y, zero));
+#else
+		for (unsigned j = 0; j < 8; j++)
+			r->u.v[j] = e->f[j];
+#endif
+		r->u.v[0] += r->ts;
+		recs[i] = r;
+	}
 	if (__builtin_expect(m->tape != NULL, 0)) {
 		an_tape_block(m->tape, recs, n, *last_ts);
 		if (!an_tape_ok(m->tape))
@@ -150,15 +213,75 @@ static struct mqueue *mq_get_slow(struct merger *m, unsigned kind, uint32_t id)
 	return q;
 }
 
-static int mq_push(struct mqueue *q, const struct tbp_record *r)
+/* r as a compact entry at e; 0 when it is none (more than 8 fields, or
+ * one of them past 32 bits: nothing to use at e then).  Fields 8 to 15
+ * are past nfields: zero, as the reader hands every record (struct
+ * tbp_record), and zero again in the merge's slots. */
+static inline int mq_pack(const struct tbp_record *r, struct mq_ent *e)
 {
-	if (q->n == q->cap) {
+	if (r->nfields > 8)
+		return 0;
+#ifdef __SSE2__
+	const __m128i *v = (const __m128i *)(const void *)r->u.v;
+	__m128i f0 = _mm_set_epi64x((long long)r->u.v[1], (long long)(r->u.v[0] - r->ts));
+	__m128i f1 = _mm_loadu_si128(v + 1), f2 = _mm_loadu_si128(v + 2), f3 = _mm_loadu_si128(v + 3);
+	__m128i hi = _mm_srli_epi64(_mm_or_si128(_mm_or_si128(f0, f1), _mm_or_si128(f2, f3)), 32);
+	if (_mm_movemask_epi8(_mm_cmpeq_epi32(hi, _mm_setzero_si128())) != 0xffff)
+		return 0;
+	memcpy(e, r, 16);
+	_mm_storeu_si128((__m128i *)(void *)e->f, _mm_castps_si128(_mm_shuffle_ps(
+		_mm_castsi128_ps(f0), _mm_castsi128_ps(f1), _MM_SHUFFLE(2, 0, 2, 0))));
+	_mm_storeu_si128((__m128i *)(void *)(e->f + 4), _mm_castps_si128(_mm_shuffle_ps(
+		_mm_castsi128_ps(f2), _mm_castsi128_ps(f3), _MM_SHUFFLE(2, 0, 2, 0))));
+#else
+	uint64_t wide = r->u.v[0] - r->ts;
+	for (unsigned j = 1; j < 8; j++)
+		wide |= r->u.v[j];
+	if (wide >> 32)
+		return 0;
+	memcpy(e, r, 16);
+	e->f[0] = (uint32_t)(r->u.v[0] - r->ts);
+	for (unsigned j = 1; j < 8; j++)
+		e->f[j] = (uint32_t)r->u.v[j];
+#endif
+	return 1;
+}
+
+/* r (queue qi's) waits whole in q's side ring, its entry e says so. */
+static __attribute__((noinline)) int mq_push_side(struct mqueue *q, uint32_t qi, const struct tbp_record *r,
+						 struct mq_ent *e)
+{
+	if (q->side_n == q->side_cap) {
+		size_t ncap = q->side_cap ? q->side_cap * 2 : 64;
+		struct tbp_record *ns = realloc(q->side, ncap * sizeof *ns);
+		if (!ns)
+			return -1;
+		/* The wrapped part [0, head) moves past the old end. */
+		if (q->side_head)
+			memcpy(ns + q->side_cap, ns, q->side_head * sizeof *ns);
+		q->side = ns;
+		q->side_cap = ncap;
+	}
+	struct tbp_record *slot = &q->side[(q->side_head + q->side_n) & (q->side_cap - 1)];
+	*slot = *r;
+	slot->blob = NULL;
+	slot->blob_len = 0;
+	q->side_n++;
+	memcpy(e, r, 16);
+	e->nfields = MQ_SIDE;
+	e->f[0] = qi;
+	return 0;
+}
+
+static inline int mq_push(struct mqueue *q, uint32_t qi, const struct tbp_record *r)
+{
+	if (__builtin_expect(q->n == q->cap, 0)) {
 		/* A mapping of its own (huge pages) grown by mremap: the records
 		 * already written keep their pages (no copy, no new faults); the
 		 * wrapped part [0, head) moves past the old end. */
 		size_t ncap = q->cap ? q->cap * 2 : 256;
-		struct tbp_record *nr = q->ring ? an_mem_remap(q->ring, q->cap * sizeof *nr, ncap * sizeof *nr)
-						: an_mem_map(ncap * sizeof *nr);
+		struct mq_ent *nr = q->ring ? an_mem_remap(q->ring, q->cap * sizeof *nr, ncap * sizeof *nr)
+					    : an_mem_map(ncap * sizeof *nr);
 		if (!nr)
 			return -1;
 		if (q->head)
@@ -166,10 +289,9 @@ static int mq_push(struct mqueue *q, const struct tbp_record *r)
 		q->ring = nr;
 		q->cap = ncap;
 	}
-	struct tbp_record *slot = &q->ring[(q->head + q->n) & (q->cap - 1)];
-	*slot = *r;
-	slot->blob = NULL;
-	slot->blob_len = 0;
+	struct mq_ent *e = &q->ring[(q->head + q->n) & (q->cap - 1)];
+	if (__builtin_expect(!mq_pack(r, e), 0) && mq_push_side(q, qi, r, e))
+		return -1;
 	q->n++;
 	return 0;
 }
@@ -192,7 +314,7 @@ static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a
  * and stream kind, and its place in merge_small's ix (the tie after time
  * and kind). */
 struct mq_reg {
-	const struct tbp_record *p, *seg_end, *ring;
+	const struct mq_ent *p, *seg_end, *ring;
 	size_t rest;
 	uint64_t ts;
 	unsigned kind, i;
@@ -231,7 +353,7 @@ static inline int mq_reg_before(const struct mq_reg *x, const struct mq_reg *y)
 /* Takes queue x's head into *out and moves the head on, loading the new
  * head's time and kind; 0 when x ran empty. */
 static inline __attribute__((always_inline)) int mq_reg_take(struct mq_reg *x, int cold,
-							     const struct tbp_record **out)
+							     const struct mq_ent **out)
 {
 	*out = x->p;
 	if (__builtin_expect(++x->p == x->seg_end, 0)) {
@@ -272,7 +394,7 @@ static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a
 	struct mq_reg x0 = mq_reg_load(q0, 0), x1 = mq_reg_load(q1, 1);
 	int c = x1.ts < x0.ts || (x1.ts == x0.ts && x1.kind < x0.kind);
 	uint64_t last_ts = m->last_emitted_ts;
-	const struct tbp_record *block[64];
+	const struct mq_ent *block[64];
 	int more = 1;
 	while (more) {
 		unsigned k = 0;
@@ -340,7 +462,7 @@ static inline int heap_before(const struct heap_ent *x, const struct heap_ent *y
 static inline struct heap_ent heap_key(const struct merger *m, size_t i)
 {
 	const struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
-	const struct tbp_record *h = &q->ring[q->head];
+	const struct mq_ent *h = &q->ring[q->head];
 	return (struct heap_ent){.ts = h->ts, .tie = (uint64_t)h->stream_kind << 32 | i};
 }
 
@@ -409,7 +531,7 @@ static inline __attribute__((always_inline)) void merge_three_k(struct analysis 
 	struct mq_reg P = q[cu], Q = q[nx], R = q[3 - cu - nx];
 	int c = 0; /* 0: P current, Q the limit; 1: the other way */
 	uint64_t last_ts = m->last_emitted_ts;
-	const struct tbp_record *block[MERGE_BLOCK];
+	const struct mq_ent *block[MERGE_BLOCK];
 	size_t emitted = 0;
 	int more = 1;
 	while (more) {
@@ -473,7 +595,7 @@ static void merge_small(struct analysis *a, struct merger *m, const uint32_t *ix
 		merge_three(a, m, ix);
 		return;
 	}
-	const struct tbp_record *ring[MERGE_SMALL_MAX];
+	const struct mq_ent *ring[MERGE_SMALL_MAX];
 	size_t mask[MERGE_SMALL_MAX], head[MERGE_SMALL_MAX], left[MERGE_SMALL_MAX];
 	uint64_t ts[MERGE_SMALL_MAX];
 	unsigned kind[MERGE_SMALL_MAX];
@@ -499,13 +621,13 @@ static void merge_small(struct analysis *a, struct merger *m, const uint32_t *ix
 		if (i != cur && (nxt == UINT32_MAX || ts[i] < ts[nxt] || (ts[i] == ts[nxt] && kind[i] < kind[nxt])))
 			nxt = i;
 	uint64_t last_ts = m->last_emitted_ts;
-	const struct tbp_record *block[MERGE_BLOCK];
+	const struct mq_ent *block[MERGE_BLOCK];
 	size_t emitted = 0;
 	int more = 1;
 	while (more) {
 		unsigned nb = 0;
 		while (nb < MERGE_BLOCK) {
-			const struct tbp_record *rc = ring[cur];
+			const struct mq_ent *rc = ring[cur];
 			size_t h = head[cur];
 			block[nb++] = &rc[h];
 			h = (h + 1) & mask[cur];
@@ -599,7 +721,7 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 	/* The records go to the passes a block at a time (runs are a record
 	 * or two when host threads and devices alternate); they stay in their
 	 * rings until the drain returns: no queue gets records during it. */
-	const struct tbp_record *block[MERGE_BLOCK];
+	const struct mq_ent *block[MERGE_BLOCK];
 	unsigned nblock = 0;
 	while (hn) {
 		if (blocked && !final) {
@@ -622,7 +744,7 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 		size_t take = best->n;
 		if (!final && blocked && m->buffered - reorder_cap < take)
 			take = m->buffered - reorder_cap;
-		struct tbp_record *ring = best->ring;
+		struct mq_ent *ring = best->ring;
 		size_t mask = best->cap - 1, head = best->head, done = 0;
 		for (;;) {
 			block[nblock++] = &ring[head];
@@ -633,7 +755,7 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 			head = (head + 1) & mask;
 			if (++done == take)
 				break;
-			const struct tbp_record *r = &ring[head];
+			const struct mq_ent *r = &ring[head];
 			if (r->ts > lim_ts || (r->ts == lim_ts && r->stream_kind > lim_kind))
 				break;
 		}
@@ -659,6 +781,7 @@ static void merge_free(struct merger *m)
 	for (size_t i = 0; i < m->qs.n; i++) {
 		struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
 		an_mem_unmap(q->ring, q->cap * sizeof *q->ring);
+		free(q->side);
 	}
 	vec_free(&m->qs);
 	u64map_free(&m->idx);
@@ -703,47 +826,15 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 		goto nomem;
 	uint64_t last_off = tbp_reader_offset(r);
 	/* Records come a run at a time (tbp_reader_next_many: one chunk, so
-	 * one stream).  A run is decoded straight into the free tail of the
-	 * queue the last timed record went to (the same stream, usually), so
-	 * a queued record is not copied again; records that are not queued
-	 * (definitions, spans) are handled in place and the queued ones after
-	 * them move down over them.  Elsewhere it goes to `spare` and is
-	 * copied into its queue. */
-	struct tbp_record spare[AN_RUN_MAX];
+	 * one stream), decoded into `run` (which the cache holds) and packed
+	 * from there into their queue (mq_push); records that are not queued
+	 * (definitions, spans) are handled in place. */
+	struct tbp_record run[AN_RUN_MAX];
 	int st;
 	for (;;) {
-		size_t pq_ix = m.last_q;
-		struct tbp_record *run = spare;
-		unsigned max = AN_RUN_MAX;
-		if (pq_ix) {
-			struct mqueue *pq = VEC_AT(&m.qs, struct mqueue, pq_ix - 1);
-			size_t tail = (pq->head + pq->n) & (pq->cap - 1);
-			size_t room = pq->cap - pq->n;
-			if (room > pq->cap - tail)
-				room = pq->cap - tail; /* not across the ring's end */
-			if (room) {
-				run = &pq->ring[tail];
-				if (room < max)
-					max = (unsigned)room;
-				if (pq->n > AN_COLD_QUEUE) {
-					/* A backlog larger than the cache: the tail is
-					 * cold, ask for its lines before decoding into them. */
-					const char *p = (const char *)run, *pe = (const char *)(run + max);
-					/* Four lines a step: the loop's own count and
-					 * test were two of every three instructions. */
-					for (; p + 4 * 64 <= pe; p += 4 * 64) {
-						__builtin_prefetch(p, 1);
-						__builtin_prefetch(p + 64, 1);
-						__builtin_prefetch(p + 2 * 64, 1);
-						__builtin_prefetch(p + 3 * 64, 1);
-					}
-					for (; p < pe; p += 64)
-						__builtin_prefetch(p, 1);
-				}
-			}
-		}
 		/* Past the cap every queued record drains the merge: a run ends
 		 * with the record that crosses it. */
+		unsigned max = AN_RUN_MAX;
 		size_t to_cap = m.buffered <= reorder_cap ? reorder_cap - m.buffered + 1 : 1;
 		if (to_cap < max)
 			max = (unsigned)to_cap;
@@ -753,67 +844,29 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 		a->records += n;
 		uint64_t off = tbp_reader_offset(r);
 		if (off != last_off) {
-			/* A new frame: let streams that kept up release records.
-			 * The drain may move the ring's records (mq_compact): the
-			 * run just decoded into the tail is not queued yet (it is
-			 * the frame's first record, alone). */
+			/* A new frame: let streams that kept up release records. */
 			m.frame++;
 			last_off = off;
 			if (m.catch_up_failed)
 				goto nomem;
-			if (run != spare) {
-				memcpy(spare, run, n * sizeof *run);
-				run = spare;
-			}
 			merge_drain(a, &m, 0);
 		}
 		struct mqueue *q = NULL;
-		struct tbp_record *slot = NULL; /* next free queue slot, in place */
-		unsigned defs = 0, timed = 0, i = 0;
-		if (run != spare && kind_class[run[0].kind] == AN_KC_TIMED) {
-			/* The usual run: in place, and timed records only from
-			 * the start (they stay where they are). */
-			if (!(q = mq_get(&m, run[0].stream_kind, run[0].tid)))
-				goto nomem;
-			if (q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1)) {
-				q->last_frame = m.frame;
-				/* (a pointer, not an index: one register less to step) */
-				struct tbp_record *rp = run, *rend = run + n;
-				while (rp < rend && kind_class[rp->kind] == AN_KC_TIMED) {
-					rp->blob = NULL; /* queued records outlive the frame */
-					rp->blob_len = 0;
-					rp++;
-				}
-				i = (unsigned)(rp - run);
-				slot = rp;
-				timed = i;
-			} else {
-				q = NULL;
-			}
-		}
-		for (; i < n; i++) {
-			struct tbp_record *rec = &run[i];
+		uint32_t qi = 0;
+		unsigned defs = 0, timed = 0;
+		for (unsigned i = 0; i < n; i++) {
+			const struct tbp_record *rec = &run[i];
 			unsigned cls = kind_class[rec->kind];
 			if (__builtin_expect(cls == AN_KC_TIMED, 1)) {
 				if (!q) {
 					/* One chunk: every record of the run has the same queue. */
 					if (!(q = mq_get(&m, rec->stream_kind, rec->tid)))
 						goto nomem;
-					if (run != spare && q == VEC_AT(&m.qs, struct mqueue, pq_ix - 1))
-						slot = run;
+					qi = (uint32_t)(q - VEC_AT(&m.qs, struct mqueue, 0));
 					q->last_frame = m.frame;
 				}
-				if (slot) {
-					/* The run sits at the queue's tail: a record moves
-					 * only down over a definition or span before it. */
-					if (slot != rec)
-						*slot = *rec;
-					slot->blob = NULL; /* queued records outlive the frame */
-					slot->blob_len = 0;
-					slot++;
-				} else if (mq_push(q, rec)) {
+				if (mq_push(q, qi, rec))
 					goto nomem;
-				}
 				timed++;
 			} else if (cls == AN_KC_DEF) {
 				defs++;
@@ -827,8 +880,6 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 				an_pass_record(a, rec); /* facts and spans: order-free */
 			}
 		}
-		if (slot)
-			q->n += (size_t)(slot - run);
 		/* Only a run of timed records alone can reach past the cap (see
 		 * max), with its last record: as draining right after it. */
 		m.buffered += timed;
