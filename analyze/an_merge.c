@@ -49,19 +49,13 @@ static size_t reorder_cap = AN_REORDER_CAP;
  * from ts) is its head and time as they are and its first 8 fields; any
  * other record waits whole in its queue's side ring, the entry only its
  * head and time for the merge's order, nfields MQ_SIDE and the queue's
- * index in f[0].  The head and time are where struct tbp_record has them:
- * the merge reads ts and stream_kind alike.  Unpacked into the merge's
- * block slots when the block goes to the passes (merge_emit). */
-struct mq_ent {
-	uint8_t kind, stream_kind;
-	uint16_t nfields;
-	uint32_t tid;
-	uint64_t ts;
-	uint32_t f[8];
-};
+ * index in f[0] (struct an_rec48, an_tape.h: the tape packs it as it is).
+ * The head and time are where struct tbp_record has them: the merge reads
+ * ts and stream_kind alike.  Unpacked into the merge's block slots when
+ * the block goes to the passes (merge_emit). */
 #define MQ_SIDE 0xffffu
-_Static_assert(offsetof(struct mq_ent, ts) == offsetof(struct tbp_record, ts) &&
-		       offsetof(struct mq_ent, stream_kind) == offsetof(struct tbp_record, stream_kind),
+_Static_assert(offsetof(struct an_rec48, ts) == offsetof(struct tbp_record, ts) &&
+		       offsetof(struct an_rec48, stream_kind) == offsetof(struct tbp_record, stream_kind),
 	       "a queue entry's head and time are a record's");
 
 /* Asks for the record `ahead` slots after rec in a backlog larger than the
@@ -69,7 +63,7 @@ _Static_assert(offsetof(struct mq_ent, ts) == offsetof(struct tbp_record, ts) &&
  * prefetch of memory past the ring is harmless; near the ring's end one
  * is wasted), which spares the slot's index arithmetic at every record. */
 #define PREFETCH_AHEAD 48
-static inline void prefetch_ahead(const struct mq_ent *rec)
+static inline void prefetch_ahead(const struct an_rec48 *rec)
 {
 	__builtin_prefetch((const void *)((uintptr_t)rec + PREFETCH_AHEAD * sizeof *rec));
 }
@@ -83,7 +77,7 @@ struct heap_ent {
 
 struct mqueue {
 	uint32_t key_kind, key_id;
-	struct mq_ent *ring;
+	struct an_rec48 *ring;
 	size_t cap, head, n;
 	uint64_t last_frame;
 	/* The records that are no compact entry, whole, in queue order (a
@@ -126,12 +120,12 @@ static __attribute__((noinline)) void merge_catch_up(struct analysis *a, struct 
  * in its queue's side ring, taken off it; no queue gets records while the
  * merge drains them).  A block the tape cannot take goes to an analysis
  * caught up first. */
-static inline void merge_emit(struct analysis *a, struct merger *m, const struct mq_ent *const *ents, unsigned n,
+static inline void merge_emit(struct analysis *a, struct merger *m, const struct an_rec48 *const *ents, unsigned n,
 			      uint64_t *last_ts)
 {
 	const struct tbp_record *recs[64];
 	for (unsigned i = 0; i < n; i++) {
-		const struct mq_ent *e = ents[i];
+		const struct an_rec48 *e = ents[i];
 		if (__builtin_expect(e->nfields == MQ_SIDE, 0)) {
 			struct mqueue *q = VEC_AT(&m->qs, struct mqueue, e->f[0]);
 			recs[i] = &q->side[q->side_head];
@@ -157,7 +151,7 @@ static inline void merge_emit(struct analysis *a, struct merger *m, const struct
 		recs[i] = r;
 	}
 	if (__builtin_expect(m->tape != NULL, 0)) {
-		an_tape_block(m->tape, recs, n, *last_ts);
+		an_tape_block(m->tape, ents, recs, n, *last_ts);
 		if (!an_tape_ok(m->tape))
 			merge_catch_up(a, m);
 	}
@@ -217,7 +211,7 @@ static struct mqueue *mq_get_slow(struct merger *m, unsigned kind, uint32_t id)
  * one of them past 32 bits: nothing to use at e then).  Fields 8 to 15
  * are past nfields: zero, as the reader hands every record (struct
  * tbp_record), and zero again in the merge's slots. */
-static inline int mq_pack(const struct tbp_record *r, struct mq_ent *e)
+static inline int mq_pack(const struct tbp_record *r, struct an_rec48 *e)
 {
 	if (r->nfields > 8)
 		return 0;
@@ -249,7 +243,7 @@ static inline int mq_pack(const struct tbp_record *r, struct mq_ent *e)
 
 /* r (queue qi's) waits whole in q's side ring, its entry e says so. */
 static __attribute__((noinline)) int mq_push_side(struct mqueue *q, uint32_t qi, const struct tbp_record *r,
-						 struct mq_ent *e)
+						 struct an_rec48 *e)
 {
 	if (q->side_n == q->side_cap) {
 		size_t ncap = q->side_cap ? q->side_cap * 2 : 64;
@@ -273,14 +267,15 @@ static __attribute__((noinline)) int mq_push_side(struct mqueue *q, uint32_t qi,
 	return 0;
 }
 
-static inline int mq_push(struct mqueue *q, uint32_t qi, const struct tbp_record *r)
+/* Room in q for k more records. */
+static int mq_reserve(struct mqueue *q, size_t k)
 {
-	if (__builtin_expect(q->n == q->cap, 0)) {
+	while (q->cap - q->n < k) {
 		/* A mapping of its own (huge pages) grown by mremap: the records
 		 * already written keep their pages (no copy, no new faults); the
 		 * wrapped part [0, head) moves past the old end. */
 		size_t ncap = q->cap ? q->cap * 2 : 256;
-		struct mq_ent *nr = q->ring ? an_mem_remap(q->ring, q->cap * sizeof *nr, ncap * sizeof *nr)
+		struct an_rec48 *nr = q->ring ? an_mem_remap(q->ring, q->cap * sizeof *nr, ncap * sizeof *nr)
 					    : an_mem_map(ncap * sizeof *nr);
 		if (!nr)
 			return -1;
@@ -289,10 +284,6 @@ static inline int mq_push(struct mqueue *q, uint32_t qi, const struct tbp_record
 		q->ring = nr;
 		q->cap = ncap;
 	}
-	struct mq_ent *e = &q->ring[(q->head + q->n) & (q->cap - 1)];
-	if (__builtin_expect(!mq_pack(r, e), 0) && mq_push_side(q, qi, r, e))
-		return -1;
-	q->n++;
 	return 0;
 }
 
@@ -314,7 +305,7 @@ static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a
  * and stream kind, and its place in merge_small's ix (the tie after time
  * and kind). */
 struct mq_reg {
-	const struct mq_ent *p, *seg_end, *ring;
+	const struct an_rec48 *p, *seg_end, *ring;
 	size_t rest;
 	uint64_t ts;
 	unsigned kind, i;
@@ -353,7 +344,7 @@ static inline int mq_reg_before(const struct mq_reg *x, const struct mq_reg *y)
 /* Takes queue x's head into *out and moves the head on, loading the new
  * head's time and kind; 0 when x ran empty. */
 static inline __attribute__((always_inline)) int mq_reg_take(struct mq_reg *x, int cold,
-							     const struct mq_ent **out)
+							     const struct an_rec48 **out)
 {
 	*out = x->p;
 	if (__builtin_expect(++x->p == x->seg_end, 0)) {
@@ -394,7 +385,7 @@ static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a
 	struct mq_reg x0 = mq_reg_load(q0, 0), x1 = mq_reg_load(q1, 1);
 	int c = x1.ts < x0.ts || (x1.ts == x0.ts && x1.kind < x0.kind);
 	uint64_t last_ts = m->last_emitted_ts;
-	const struct mq_ent *block[64];
+	const struct an_rec48 *block[64];
 	int more = 1;
 	while (more) {
 		unsigned k = 0;
@@ -462,7 +453,7 @@ static inline int heap_before(const struct heap_ent *x, const struct heap_ent *y
 static inline struct heap_ent heap_key(const struct merger *m, size_t i)
 {
 	const struct mqueue *q = VEC_AT(&m->qs, struct mqueue, i);
-	const struct mq_ent *h = &q->ring[q->head];
+	const struct an_rec48 *h = &q->ring[q->head];
 	return (struct heap_ent){.ts = h->ts, .tie = (uint64_t)h->stream_kind << 32 | i};
 }
 
@@ -531,7 +522,7 @@ static inline __attribute__((always_inline)) void merge_three_k(struct analysis 
 	struct mq_reg P = q[cu], Q = q[nx], R = q[3 - cu - nx];
 	int c = 0; /* 0: P current, Q the limit; 1: the other way */
 	uint64_t last_ts = m->last_emitted_ts;
-	const struct mq_ent *block[MERGE_BLOCK];
+	const struct an_rec48 *block[MERGE_BLOCK];
 	size_t emitted = 0;
 	int more = 1;
 	while (more) {
@@ -595,7 +586,7 @@ static void merge_small(struct analysis *a, struct merger *m, const uint32_t *ix
 		merge_three(a, m, ix);
 		return;
 	}
-	const struct mq_ent *ring[MERGE_SMALL_MAX];
+	const struct an_rec48 *ring[MERGE_SMALL_MAX];
 	size_t mask[MERGE_SMALL_MAX], head[MERGE_SMALL_MAX], left[MERGE_SMALL_MAX];
 	uint64_t ts[MERGE_SMALL_MAX];
 	unsigned kind[MERGE_SMALL_MAX];
@@ -621,13 +612,13 @@ static void merge_small(struct analysis *a, struct merger *m, const uint32_t *ix
 		if (i != cur && (nxt == UINT32_MAX || ts[i] < ts[nxt] || (ts[i] == ts[nxt] && kind[i] < kind[nxt])))
 			nxt = i;
 	uint64_t last_ts = m->last_emitted_ts;
-	const struct mq_ent *block[MERGE_BLOCK];
+	const struct an_rec48 *block[MERGE_BLOCK];
 	size_t emitted = 0;
 	int more = 1;
 	while (more) {
 		unsigned nb = 0;
 		while (nb < MERGE_BLOCK) {
-			const struct mq_ent *rc = ring[cur];
+			const struct an_rec48 *rc = ring[cur];
 			size_t h = head[cur];
 			block[nb++] = &rc[h];
 			h = (h + 1) & mask[cur];
@@ -721,7 +712,7 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 	/* The records go to the passes a block at a time (runs are a record
 	 * or two when host threads and devices alternate); they stay in their
 	 * rings until the drain returns: no queue gets records during it. */
-	const struct mq_ent *block[MERGE_BLOCK];
+	const struct an_rec48 *block[MERGE_BLOCK];
 	unsigned nblock = 0;
 	while (hn) {
 		if (blocked && !final) {
@@ -744,7 +735,7 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 		size_t take = best->n;
 		if (!final && blocked && m->buffered - reorder_cap < take)
 			take = m->buffered - reorder_cap;
-		struct mq_ent *ring = best->ring;
+		struct an_rec48 *ring = best->ring;
 		size_t mask = best->cap - 1, head = best->head, done = 0;
 		for (;;) {
 			block[nblock++] = &ring[head];
@@ -755,7 +746,7 @@ static void merge_drain_runs(struct analysis *a, struct merger *m, int final)
 			head = (head + 1) & mask;
 			if (++done == take)
 				break;
-			const struct mq_ent *r = &ring[head];
+			const struct an_rec48 *r = &ring[head];
 			if (r->ts > lim_ts || (r->ts == lim_ts && r->stream_kind > lim_kind))
 				break;
 		}
@@ -851,7 +842,10 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 				goto nomem;
 			merge_drain(a, &m, 0);
 		}
+		/* The run's queue, with room for the run reserved: its next entry
+		 * w, and the ring's end, where w goes back to its start. */
 		struct mqueue *q = NULL;
+		struct an_rec48 *w = NULL, *wend = NULL;
 		uint32_t qi = 0;
 		unsigned defs = 0, timed = 0;
 		for (unsigned i = 0; i < n; i++) {
@@ -864,9 +858,15 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 						goto nomem;
 					qi = (uint32_t)(q - VEC_AT(&m.qs, struct mqueue, 0));
 					q->last_frame = m.frame;
+					if (mq_reserve(q, n - i))
+						goto nomem;
+					w = &q->ring[(q->head + q->n) & (q->cap - 1)];
+					wend = q->ring + q->cap;
 				}
-				if (mq_push(q, qi, rec))
+				if (__builtin_expect(!mq_pack(rec, w), 0) && mq_push_side(q, qi, rec, w))
 					goto nomem;
+				if (__builtin_expect(++w == wend, 0))
+					w = q->ring;
 				timed++;
 			} else if (cls == AN_KC_DEF) {
 				defs++;
@@ -880,6 +880,8 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 				an_pass_record(a, rec); /* facts and spans: order-free */
 			}
 		}
+		if (q)
+			q->n += timed;
 		/* Only a run of timed records alone can reach past the cap (see
 		 * max), with its last record: as draining right after it. */
 		m.buffered += timed;

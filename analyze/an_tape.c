@@ -22,6 +22,15 @@
 #include "an_internal.h"
 #include "an_tape.h"
 
+#if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
+/* SSSE3's byte shuffle (pshufb) moves a compact entry's changed fields in
+ * and out of place, four at a time, where the CPU has it (an_tape_new
+ * asks); else one field at a time.  The entries are the same bytes either
+ * way. */
+#define TAPE_SSSE3 1
+#include <tmmintrin.h>
+#endif
+
 /* Default cap, MiB: the 1 M-record simtorch trace takes about 16. */
 #define TAPE_MB_DEFAULT 256
 /* A chunk with its header and slack is 8 MiB, a mapping the kernel places
@@ -62,6 +71,7 @@ struct an_tape {
 	uint8_t slot_ix[TAPE_HEAD_SLOTS];
 	unsigned nheads;
 	uint64_t prev_ts;
+	int ssse3; /* the CPU has SSSE3 (TAPE_SSSE3) */
 	struct tape_chunk *first, *cur;
 	uint8_t *w, *wend; /* the current chunk's free part */
 	size_t cap_bytes, bytes;
@@ -86,6 +96,9 @@ struct an_tape *an_tape_new(void)
 		return NULL;
 	t->cap_bytes = (size_t)(mb * 1048576.0);
 	t->ok = 1;
+#ifdef TAPE_SSSE3
+	t->ssse3 = __builtin_cpu_supports("ssse3");
+#endif
 	return t;
 }
 
@@ -283,6 +296,77 @@ static inline __attribute__((always_inline)) void unpack_narrow(const uint8_t *i
 /* A block's entry: TAPE_OP_BLOCK | n << 32, last_ts, compact (bit i: record i). */
 #define TAPE_BLOCK_HEAD 24u
 
+#ifdef TAPE_SSSE3
+/* By a mask of 4 fields (bit j: field j): the byte shuffle that packs them
+ * to the front, the one that puts packed ones back at their place (zero
+ * elsewhere), the fields' lanes all ones, and their bytes. */
+static const int8_t pack_shuf[16][16] __attribute__((aligned(16))) = {
+	{-128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128},
+	{0, 1, 2, 3, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128},
+	{4, 5, 6, 7, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128},
+	{0, 1, 2, 3, 4, 5, 6, 7, -128, -128, -128, -128, -128, -128, -128, -128},
+	{8, 9, 10, 11, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128},
+	{0, 1, 2, 3, 8, 9, 10, 11, -128, -128, -128, -128, -128, -128, -128, -128},
+	{4, 5, 6, 7, 8, 9, 10, 11, -128, -128, -128, -128, -128, -128, -128, -128},
+	{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, -128, -128, -128, -128},
+	{12, 13, 14, 15, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128},
+	{0, 1, 2, 3, 12, 13, 14, 15, -128, -128, -128, -128, -128, -128, -128, -128},
+	{4, 5, 6, 7, 12, 13, 14, 15, -128, -128, -128, -128, -128, -128, -128, -128},
+	{0, 1, 2, 3, 4, 5, 6, 7, 12, 13, 14, 15, -128, -128, -128, -128},
+	{8, 9, 10, 11, 12, 13, 14, 15, -128, -128, -128, -128, -128, -128, -128, -128},
+	{0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, -128, -128, -128, -128},
+	{4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, -128, -128, -128, -128},
+	{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}};
+static const int8_t unpack_shuf[16][16] __attribute__((aligned(16))) = {
+	{-128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128},
+	{0, 1, 2, 3, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128},
+	{-128, -128, -128, -128, 0, 1, 2, 3, -128, -128, -128, -128, -128, -128, -128, -128},
+	{0, 1, 2, 3, 4, 5, 6, 7, -128, -128, -128, -128, -128, -128, -128, -128},
+	{-128, -128, -128, -128, -128, -128, -128, -128, 0, 1, 2, 3, -128, -128, -128, -128},
+	{0, 1, 2, 3, -128, -128, -128, -128, 4, 5, 6, 7, -128, -128, -128, -128},
+	{-128, -128, -128, -128, 0, 1, 2, 3, 4, 5, 6, 7, -128, -128, -128, -128},
+	{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, -128, -128, -128, -128},
+	{-128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, -128, 0, 1, 2, 3},
+	{0, 1, 2, 3, -128, -128, -128, -128, -128, -128, -128, -128, 4, 5, 6, 7},
+	{-128, -128, -128, -128, 0, 1, 2, 3, -128, -128, -128, -128, 4, 5, 6, 7},
+	{0, 1, 2, 3, 4, 5, 6, 7, -128, -128, -128, -128, 8, 9, 10, 11},
+	{-128, -128, -128, -128, -128, -128, -128, -128, 0, 1, 2, 3, 4, 5, 6, 7},
+	{0, 1, 2, 3, -128, -128, -128, -128, 4, 5, 6, 7, 8, 9, 10, 11},
+	{-128, -128, -128, -128, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11},
+	{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}};
+static const int8_t lane_mask[16][16] __attribute__((aligned(16))) = {
+	{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	{-1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	{0, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0},
+	{-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0},
+	{0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0, 0},
+	{-1, -1, -1, -1, 0, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0, 0},
+	{0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0},
+	{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0},
+	{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1},
+	{-1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1},
+	{0, 0, 0, 0, -1, -1, -1, -1, 0, 0, 0, 0, -1, -1, -1, -1},
+	{-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, -1, -1, -1, -1},
+	{0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1},
+	{-1, -1, -1, -1, 0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1},
+	{0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1},
+	{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1}};
+static const uint8_t mask_bytes[16] = {0, 4, 4, 8, 4, 8, 8, 12, 4, 8, 8, 12, 8, 12, 12, 16};
+
+/* The changed fields (diff: bit i, field i of lo then hi) at o; the end. */
+static inline __attribute__((target("ssse3"))) uint8_t *put_fields_ssse3(uint8_t *o, __m128i lo, __m128i hi,
+									  unsigned diff)
+{
+	unsigned dl = diff & 15, dh = diff >> 4;
+	_mm_storeu_si128((__m128i *)(void *)o,
+			 _mm_shuffle_epi8(lo, _mm_load_si128((const __m128i *)(const void *)pack_shuf[dl])));
+	o += mask_bytes[dl];
+	_mm_storeu_si128((__m128i *)(void *)o,
+			 _mm_shuffle_epi8(hi, _mm_load_si128((const __m128i *)(const void *)pack_shuf[dh])));
+	return o + mask_bytes[dh];
+}
+#endif
+
 /* The index of head in the tape's table, added when new; -1 when the table
  * is full (the record is not compact then). */
 static inline int head_index(struct an_tape *t, uint64_t head)
@@ -302,58 +386,39 @@ static inline int head_index(struct an_tape *t, uint64_t head)
 	return (int)t->nheads - 1;
 }
 
-/* A record of nfields <= 8 as a compact entry at out (room for
- * TAPE_COMPACT_MAX checked); its size, or 0 when it cannot be one (a
- * field or its time's distance past 32 bits, the table of heads full:
- * nothing to use at out, nothing recorded then).  Its fields 8 to 15 are
- * past its nfields: zero, as the reader hands every record (struct
- * tbp_record), and zero again when replayed, not checked here. */
-static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *t, const struct tbp_record *r,
-								 uint8_t *out)
+/* A record the merge queued as an an_rec48 (e) as a compact entry at out
+ * (room for TAPE_COMPACT_MAX checked); its size, or 0 when it cannot be
+ * one (its time's distance past 32 bits, the table of heads full: nothing
+ * to use at out, nothing recorded then).  Its fields 8 to 15 are past its
+ * nfields: zero, as the reader hands every record (struct tbp_record), and
+ * zero again when replayed. */
+static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *t, const struct an_rec48 *e,
+								 uint8_t *out, int ssse3)
 {
-	uint64_t dts = r->ts - t->prev_ts, head;
-	uint32_t cur[8] __attribute__((aligned(16)));
-#ifdef __SSE2__
-	const __m128i *v = (const __m128i *)(const void *)r->u.v;
-	__m128i f0 = _mm_set_epi64x((long long)r->u.v[1], (long long)(r->u.v[0] - r->ts));
-	__m128i f1 = _mm_loadu_si128(v + 1), f2 = _mm_loadu_si128(v + 2), f3 = _mm_loadu_si128(v + 3);
-	__m128i hi = _mm_srli_epi64(_mm_or_si128(_mm_or_si128(f0, f1), _mm_or_si128(f2, f3)), 32);
-	if (_mm_movemask_epi8(_mm_cmpeq_epi32(hi, _mm_setzero_si128())) != 0xffff || dts >> 32)
+	uint64_t dts = e->ts - t->prev_ts, head;
+	if (dts >> 32)
 		return 0;
-	memcpy(&head, r, 8);
+	memcpy(&head, e, 8);
 	int h = head_index(t, head);
 	if (h < 0)
 		return 0;
-	__m128i lo4 = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(f0), _mm_castsi128_ps(f1), _MM_SHUFFLE(2, 0, 2, 0)));
-	__m128i hi4 = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(f2), _mm_castsi128_ps(f3), _MM_SHUFFLE(2, 0, 2, 0)));
+#ifdef __SSE2__
+	__m128i lo4 = _mm_loadu_si128((const __m128i *)(const void *)e->f);
+	__m128i hi4 = _mm_loadu_si128((const __m128i *)(const void *)(e->f + 4));
 	__m128i *pv = (__m128i *)(void *)t->prev[h];
 	unsigned same = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo4, pv[0]))) |
 			(unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi4, pv[1]))) << 4;
 	pv[0] = lo4;
 	pv[1] = hi4;
-	_mm_store_si128((__m128i *)(void *)cur, lo4);
-	_mm_store_si128((__m128i *)(void *)(cur + 4), hi4);
 #else
-	uint64_t wide = dts;
-	for (unsigned i = 0; i < 8; i++) {
-		uint64_t f = i ? r->u.v[i] : r->u.v[0] - r->ts;
-		wide |= f;
-		cur[i] = (uint32_t)f;
-	}
-	if (wide >> 32)
-		return 0;
-	memcpy(&head, r, 8);
-	int h = head_index(t, head);
-	if (h < 0)
-		return 0;
 	unsigned same = 0;
 	for (unsigned i = 0; i < 8; i++) {
-		same |= (unsigned)(cur[i] == t->prev[h][i]) << i;
-		t->prev[h][i] = cur[i];
+		same |= (unsigned)(e->f[i] == t->prev[h][i]) << i;
+		t->prev[h][i] = e->f[i];
 	}
 #endif
 	unsigned diff = ~same & 0xffu;
-	t->prev_ts = r->ts;
+	t->prev_ts = e->ts;
 	out[1] = (uint8_t)diff;
 	uint8_t *o;
 	if (dts < 0x10000) {
@@ -367,8 +432,14 @@ static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *
 		memcpy(out + 2, &d32, 4);
 		o = out + 6;
 	}
+#ifdef TAPE_SSSE3
+	if (ssse3)
+		return (size_t)(put_fields_ssse3(o, lo4, hi4, diff) - out);
+#else
+	(void)ssse3;
+#endif
 	for (; diff; diff &= diff - 1, o += 4)
-		memcpy(o, &cur[__builtin_ctz(diff)], 4);
+		memcpy(o, &e->f[__builtin_ctz(diff)], 4);
 	return (size_t)(o - out);
 }
 
@@ -411,10 +482,11 @@ void an_tape_single(struct an_tape *t, const struct tbp_record *r)
 	}
 }
 
-void an_tape_block(struct an_tape *t, const struct tbp_record *const *recs, unsigned n, uint64_t last_ts)
+static inline __attribute__((always_inline)) void tape_block_k(struct an_tape *t,
+								const struct an_rec48 *const *ents,
+								const struct tbp_record *const *recs, unsigned n,
+								uint64_t last_ts, int ssse3)
 {
-	if (!t->ok)
-		return;
 	if (n > TAPE_BLOCK_MAX) {
 		tape_stop(t);
 		return;
@@ -431,13 +503,13 @@ void an_tape_block(struct an_tape *t, const struct tbp_record *const *recs, unsi
 	uint8_t *w = t->w;
 	uint64_t bit = 1;
 	for (unsigned i = 0; i < n; i++, bit <<= 1) {
-		const struct tbp_record *r = recs[i];
 		size_t size;
-		if (r->nfields <= 8 && (size = put_compact(t, r, w))) {
+		if (ents[i]->nfields <= 8 && (size = put_compact(t, ents[i], w, ssse3))) {
 			compact |= bit;
 			w += size;
 			continue;
 		}
+		const struct tbp_record *r = recs[i];
 		int exact;
 		unsigned nf = rec_fields(r, &exact);
 		all_exact &= exact;
@@ -453,6 +525,35 @@ void an_tape_block(struct an_tape *t, const struct tbp_record *const *recs, unsi
 		t->w = at; /* not this block */
 		tape_stop(t);
 	}
+}
+
+static void tape_block_plain(struct an_tape *t, const struct an_rec48 *const *ents, const struct tbp_record *const *recs,
+			     unsigned n, uint64_t last_ts)
+{
+	tape_block_k(t, ents, recs, n, last_ts, 0);
+}
+
+#ifdef TAPE_SSSE3
+static __attribute__((target("ssse3"))) void tape_block_ssse3(struct an_tape *t, const struct an_rec48 *const *ents,
+							       const struct tbp_record *const *recs, unsigned n,
+							       uint64_t last_ts)
+{
+	tape_block_k(t, ents, recs, n, last_ts, 1);
+}
+#endif
+
+void an_tape_block(struct an_tape *t, const struct an_rec48 *const *ents, const struct tbp_record *const *recs,
+		   unsigned n, uint64_t last_ts)
+{
+	if (!t->ok)
+		return;
+#ifdef TAPE_SSSE3
+	if (t->ssse3) {
+		tape_block_ssse3(t, ents, recs, n, last_ts);
+		return;
+	}
+#endif
+	tape_block_plain(t, ents, recs, n, last_ts);
 }
 
 void an_tape_close(struct an_tape *t, const struct analysis *a)
@@ -519,6 +620,9 @@ static inline __attribute__((always_inline)) const uint8_t *get_rec_b(const uint
  * same entry (an_tape's prev, here in 64 bits), the heads by index. */
 struct tape_dec {
 	uint64_t prev[TAPE_HEADS][8];
+#ifdef TAPE_SSSE3
+	__m128i prev4[TAPE_HEADS][2]; /* get_compact_ssse3's: in 32 bits */
+#endif
 	uint64_t ts;
 	const uint64_t *heads;
 };
@@ -562,17 +666,71 @@ static inline __attribute__((always_inline)) const uint8_t *get_compact(const ui
 	return p;
 }
 
+#ifdef TAPE_SSSE3
+/* get_compact with the fields put in place four at a time. */
+static inline __attribute__((target("ssse3"))) const uint8_t *get_compact_ssse3(const uint8_t *p, struct tbp_record *r,
+									      struct tape_dec *d, int zero_high)
+{
+	unsigned b0 = p[0], diff = p[1];
+	unsigned short16 = b0 >> 7;
+	uint32_t dts;
+	memcpy(&dts, p + 2, 4);
+	dts &= 0xffffffffu >> (short16 << 4);
+	uint64_t ts = d->ts + dts;
+	d->ts = ts;
+	p += 6 - 2 * short16;
+	unsigned h = b0 & ~TAPE_DTS16, dl = diff & 15, dh = diff >> 4;
+	__m128i *pv = d->prev4[h];
+	/* (the slack after a chunk's data covers the 16 bytes read) */
+	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+	__m128i lo = _mm_or_si128(_mm_andnot_si128(_mm_load_si128((const __m128i *)(const void *)lane_mask[dl]), pv[0]),
+				  _mm_shuffle_epi8(x, _mm_load_si128((const __m128i *)(const void *)unpack_shuf[dl])));
+	p += mask_bytes[dl];
+	__m128i y = _mm_loadu_si128((const __m128i *)(const void *)p);
+	__m128i hi = _mm_or_si128(_mm_andnot_si128(_mm_load_si128((const __m128i *)(const void *)lane_mask[dh]), pv[1]),
+				  _mm_shuffle_epi8(y, _mm_load_si128((const __m128i *)(const void *)unpack_shuf[dh])));
+	p += mask_bytes[dh];
+	pv[0] = lo;
+	pv[1] = hi;
+	memcpy(r, &d->heads[h], 8);
+	r->ts = ts;
+	__m128i *v = (__m128i *)(void *)r->u.v, zero = _mm_setzero_si128();
+	_mm_storeu_si128(v, _mm_add_epi64(_mm_unpacklo_epi32(lo, zero), _mm_cvtsi64_si128((long long)ts)));
+	_mm_storeu_si128(v + 1, _mm_unpackhi_epi32(lo, zero));
+	_mm_storeu_si128(v + 2, _mm_unpacklo_epi32(hi, zero));
+	_mm_storeu_si128(v + 3, _mm_unpackhi_epi32(hi, zero));
+	if (zero_high) {
+		_mm_storeu_si128(v + 4, zero);
+		_mm_storeu_si128(v + 5, zero);
+		_mm_storeu_si128(v + 6, zero);
+		_mm_storeu_si128(v + 7, zero);
+	}
+	return p;
+}
+#endif
+
+/* A compact entry back, one way or the other (a constant where inlined). */
+static inline __attribute__((always_inline)) const uint8_t *get_compact_k(const uint8_t *p, struct tbp_record *r,
+									  struct tape_dec *d, int zero_high, int ssse3)
+{
+#ifdef TAPE_SSSE3
+	if (ssse3)
+		return get_compact_ssse3(p, r, d, zero_high);
+#else
+	(void)ssse3;
+#endif
+	return get_compact(p, r, d, zero_high);
+}
+
 static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
 {
 	return get_rec_b(p, r, 1);
 }
 
-int an_tape_replay(struct an_tape *t, struct analysis *a)
+/* The tape's entries into the analysis, with dec's state (zero). */
+static inline __attribute__((always_inline)) int replay_k(struct an_tape *t, struct analysis *a, struct tape_dec *dec,
+							  int ssse3)
 {
-	if (t->ok && t->cur)
-		t->cur->used = (size_t)(t->w - (uint8_t *)t->cur->data);
-	if (t->closed)
-		a->header = t->header;
 	struct tbp_record block[TAPE_BLOCK_MAX];
 	const struct tbp_record *ptrs[TAPE_BLOCK_MAX];
 	/* Every slot zero to begin with: blob and fields 8 to 15 too. */
@@ -581,10 +739,6 @@ int an_tape_replay(struct an_tape *t, struct analysis *a)
 		ptrs[i] = &block[i];
 	/* Bit i: slot i's fields 8 to 15 may not be zero. */
 	uint64_t high = 0;
-	struct tape_dec *dec = calloc(1, sizeof *dec);
-	if (!dec)
-		return -1;
-	dec->heads = t->heads;
 	for (const struct tape_chunk *c = t->first; c; c = c->next) {
 		const uint8_t *p = (const uint8_t *)c->data, *end = p + c->used;
 		while (p < end) {
@@ -598,11 +752,11 @@ int an_tape_replay(struct an_tape *t, struct analysis *a)
 				if (compact == all && !high) {
 					/* The usual block: launches and kernels alone. */
 					for (unsigned i = 0; i < n; i++)
-						p = get_compact(p, &block[i], dec, 0);
+						p = get_compact_k(p, &block[i], dec, 0, ssse3);
 				} else {
 					for (unsigned i = 0; i < n; i++) {
 						if (compact >> i & 1) {
-							p = get_compact(p, &block[i], dec, high >> i & 1);
+							p = get_compact_k(p, &block[i], dec, high >> i & 1, ssse3);
 							high &= ~(1ull << i);
 						} else {
 							p = get_rec_b(p, &block[i], 0);
@@ -625,16 +779,46 @@ int an_tape_replay(struct an_tape *t, struct analysis *a)
 				p += 8 + (len + 7) / 8 * 8;
 			}
 			if (an_is_def_record(r.kind)) {
-				if (defs_add(a->defs, &r)) {
-					free(dec);
+				if (defs_add(a->defs, &r))
 					return -1;
-				}
 			} else {
 				an_pass_record(a, &r);
 			}
 		}
 	}
+	return 0;
+}
+
+static int replay_plain(struct an_tape *t, struct analysis *a, struct tape_dec *dec)
+{
+	return replay_k(t, a, dec, 0);
+}
+
+#ifdef TAPE_SSSE3
+static __attribute__((target("ssse3"))) int replay_ssse3(struct an_tape *t, struct analysis *a, struct tape_dec *dec)
+{
+	return replay_k(t, a, dec, 1);
+}
+#endif
+
+int an_tape_replay(struct an_tape *t, struct analysis *a)
+{
+	if (t->ok && t->cur)
+		t->cur->used = (size_t)(t->w - (uint8_t *)t->cur->data);
+	if (t->closed)
+		a->header = t->header;
+	struct tape_dec *dec = calloc(1, sizeof *dec);
+	if (!dec)
+		return -1;
+	dec->heads = t->heads;
+#ifdef TAPE_SSSE3
+	int rc = t->ssse3 ? replay_ssse3(t, a, dec) : replay_plain(t, a, dec);
+#else
+	int rc = replay_plain(t, a, dec);
+#endif
 	free(dec);
+	if (rc)
+		return rc;
 	if (t->closed) {
 		a->records = t->records;
 		a->events = t->events;

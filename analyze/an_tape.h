@@ -20,11 +20,26 @@ void an_tape_free(struct an_tape *t);
  * memory); the entries before it stay. */
 int an_tape_ok(const struct an_tape *t);
 
+/* A record of 8 fields or fewer whose fields fit in 32 bits (a launch, a
+ * kernel) in 48 bytes, as the merge queues it: its head and time where
+ * struct tbp_record has them, its first 8 fields in 32 bits, the first as
+ * its distance from ts (the end of a call or GPU record).  nfields past 8:
+ * not one (the merge's mark of a record queued whole). */
+struct an_rec48 {
+	uint8_t kind, stream_kind;
+	uint16_t nfields;
+	uint32_t tid;
+	uint64_t ts;
+	uint32_t f[8];
+};
+
 /* Recording (the merge, in the order it calls): a definition (defs_add) or
  * a record the passes get alone (an_pass_record), as read; a block of n
- * records (an_pass_block) with the *last_ts it was handed. */
+ * records (an_pass_block: recs) with the *last_ts it was handed, and the
+ * same records as the merge queued them (ents: an_rec48 where one is). */
 void an_tape_single(struct an_tape *t, const struct tbp_record *r);
-void an_tape_block(struct an_tape *t, const struct tbp_record *const *recs, unsigned n, uint64_t last_ts);
+void an_tape_block(struct an_tape *t, const struct an_rec48 *const *ents, const struct tbp_record *const *recs,
+		   unsigned n, uint64_t last_ts);
 /* The read ended cleanly: what it set on the analysis besides the passes'
  * work (records, events, reorder_forced, truncated, the header). */
 void an_tape_close(struct an_tape *t, const struct analysis *a);
