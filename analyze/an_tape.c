@@ -9,9 +9,10 @@
  * compact: a launch or kernel (8 fields or fewer, each in 32 bits) as the
  * index of its head in the tape's table of heads, its time as the distance
  * from the block's record before it, and only the fields that differ from
- * the last compact record of the same head (~14 bytes instead of 48: a
- * launch differs from the one before it on its thread in its end, its
- * correlation id and often its call path).
+ * their prediction, the last compact record's of the same head plus the
+ * step it took there (~12 bytes instead of 48: a launch differs from the
+ * one before it on its thread in its end and often its call path; its
+ * correlation id counts up).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@
 #include <tmmintrin.h>
 #endif
 
-/* Default cap, MiB: the 1 M-record simtorch trace takes about 16. */
+/* Default cap, MiB: the 1 M-record simtorch trace takes about 12. */
 #define TAPE_MB_DEFAULT 256
 /* A chunk with its header and slack is 8 MiB, a mapping the kernel places
  * on a huge-page boundary: every page of it a huge one (an_mem_map; pages
@@ -62,10 +63,13 @@ struct tape_chunk {
 
 struct an_tape {
 	/* Recording's state for compact entries: the last compact record's 8
-	 * fields of each head in 32 bits (the first as its distance from ts),
-	 * which the replay rebuilds as it goes; the time of the block record
-	 * before; heads by index and a hash from head to index + 1. */
+	 * fields of each head in 32 bits (the first as its distance from ts)
+	 * and their steps from the one before (the prediction of the next:
+	 * prev + step), which the replay rebuilds as it goes; the time of the
+	 * block record before; heads by index and a hash from head to index
+	 * + 1. */
 	uint32_t prev[TAPE_HEADS][8] __attribute__((aligned(16)));
+	uint32_t step[TAPE_HEADS][8] __attribute__((aligned(16)));
 	uint64_t heads[TAPE_HEADS];
 	uint64_t slot_head[TAPE_HEAD_SLOTS];
 	uint8_t slot_ix[TAPE_HEAD_SLOTS];
@@ -284,8 +288,10 @@ static inline __attribute__((always_inline)) void unpack_narrow(const uint8_t *i
  * head (kind, stream kind, nfields, tid) in the tape's table, with
  * TAPE_DTS16 when its time's distance from the block's record before it
  * (any entry) is in 16 bits, else in 32; a byte whose bit i says that
- * field i differs from the last compact record of the same head (prev);
- * the distance; the fields that differ, 32 bits each.  All 8 fields are
+ * field i differs from its prediction: the last compact record's of the
+ * same head plus the step it took there (32-bit arithmetic; a field that
+ * stays the same, or a correlation id that goes up by one a launch, is
+ * predicted); the distance; the fields that differ, 32 bits each.  All 8 fields are
  * kept whatever its nfields: fields 8 to 15 must be zero (the reader's
  * rows), and the ones between nfields and 8 come back as they were, so no
  * count of the fields past nfields, neither when packing nor when
@@ -405,15 +411,20 @@ static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *
 #ifdef __SSE2__
 	__m128i lo4 = _mm_loadu_si128((const __m128i *)(const void *)e->f);
 	__m128i hi4 = _mm_loadu_si128((const __m128i *)(const void *)(e->f + 4));
-	__m128i *pv = (__m128i *)(void *)t->prev[h];
-	unsigned same = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo4, pv[0]))) |
-			(unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi4, pv[1]))) << 4;
+	__m128i *pv = (__m128i *)(void *)t->prev[h], *sv = (__m128i *)(void *)t->step[h];
+	__m128i p0 = pv[0], p1 = pv[1];
+	unsigned same = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo4, _mm_add_epi32(p0, sv[0])))) |
+			(unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi4, _mm_add_epi32(p1, sv[1])))) << 4;
+	sv[0] = _mm_sub_epi32(lo4, p0);
+	sv[1] = _mm_sub_epi32(hi4, p1);
 	pv[0] = lo4;
 	pv[1] = hi4;
 #else
 	unsigned same = 0;
 	for (unsigned i = 0; i < 8; i++) {
-		same |= (unsigned)(e->f[i] == t->prev[h][i]) << i;
+		uint32_t was = t->prev[h][i];
+		same |= (unsigned)(e->f[i] == (uint32_t)(was + t->step[h][i])) << i;
+		t->step[h][i] = e->f[i] - was;
 		t->prev[h][i] = e->f[i];
 	}
 #endif
@@ -617,11 +628,12 @@ static inline __attribute__((always_inline)) const uint8_t *get_rec_b(const uint
 }
 
 /* The replay's state for compact entries: what the recording's was at the
- * same entry (an_tape's prev, here in 64 bits), the heads by index. */
+ * same entry (an_tape's prev and step), the heads by index. */
 struct tape_dec {
-	uint64_t prev[TAPE_HEADS][8];
+	uint32_t prev[TAPE_HEADS][8];
+	uint32_t step[TAPE_HEADS][8];
 #ifdef TAPE_SSSE3
-	__m128i prev4[TAPE_HEADS][2]; /* get_compact_ssse3's: in 32 bits */
+	__m128i prev4[TAPE_HEADS][2], step4[TAPE_HEADS][2]; /* get_compact_ssse3's */
 #endif
 	uint64_t ts;
 	const uint64_t *heads;
@@ -643,24 +655,20 @@ static inline __attribute__((always_inline)) const uint8_t *get_compact(const ui
 	uint64_t ts = d->ts + dts;
 	d->ts = ts;
 	p += 6 - 2 * short16;
-	uint64_t *pv = d->prev[b0 & ~TAPE_DTS16];
-	for (; diff; diff &= diff - 1, p += 4) {
-		uint32_t f;
-		memcpy(&f, p, 4);
-		pv[__builtin_ctz(diff)] = f;
-	}
+	uint32_t *pv = d->prev[b0 & ~TAPE_DTS16], *sv = d->step[b0 & ~TAPE_DTS16], f[8];
+	for (unsigned i = 0; i < 8; i++)
+		f[i] = pv[i] + sv[i];
+	for (; diff; diff &= diff - 1, p += 4)
+		memcpy(&f[__builtin_ctz(diff)], p, 4);
 	memcpy(r, &d->heads[b0 & ~TAPE_DTS16], 8);
 	r->ts = ts;
-	/* (8-byte copies: the fields just stored forward to them) */
 	uint64_t *v = r->u.v;
-	v[0] = pv[0] + ts;
-	v[1] = pv[1];
-	v[2] = pv[2];
-	v[3] = pv[3];
-	v[4] = pv[4];
-	v[5] = pv[5];
-	v[6] = pv[6];
-	v[7] = pv[7];
+	for (unsigned i = 0; i < 8; i++) {
+		sv[i] = f[i] - pv[i];
+		pv[i] = f[i];
+		v[i] = f[i];
+	}
+	v[0] += ts;
 	if (zero_high)
 		memset(v + 8, 0, 8 * sizeof *v);
 	return p;
@@ -680,16 +688,21 @@ static inline __attribute__((target("ssse3"))) const uint8_t *get_compact_ssse3(
 	d->ts = ts;
 	p += 6 - 2 * short16;
 	unsigned h = b0 & ~TAPE_DTS16, dl = diff & 15, dh = diff >> 4;
-	__m128i *pv = d->prev4[h];
+	__m128i *pv = d->prev4[h], *sv = d->step4[h];
+	__m128i p0 = pv[0], p1 = pv[1];
 	/* (the slack after a chunk's data covers the 16 bytes read) */
 	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-	__m128i lo = _mm_or_si128(_mm_andnot_si128(_mm_load_si128((const __m128i *)(const void *)lane_mask[dl]), pv[0]),
+	__m128i lo = _mm_or_si128(_mm_andnot_si128(_mm_load_si128((const __m128i *)(const void *)lane_mask[dl]),
+						   _mm_add_epi32(p0, sv[0])),
 				  _mm_shuffle_epi8(x, _mm_load_si128((const __m128i *)(const void *)unpack_shuf[dl])));
 	p += mask_bytes[dl];
 	__m128i y = _mm_loadu_si128((const __m128i *)(const void *)p);
-	__m128i hi = _mm_or_si128(_mm_andnot_si128(_mm_load_si128((const __m128i *)(const void *)lane_mask[dh]), pv[1]),
+	__m128i hi = _mm_or_si128(_mm_andnot_si128(_mm_load_si128((const __m128i *)(const void *)lane_mask[dh]),
+						   _mm_add_epi32(p1, sv[1])),
 				  _mm_shuffle_epi8(y, _mm_load_si128((const __m128i *)(const void *)unpack_shuf[dh])));
 	p += mask_bytes[dh];
+	sv[0] = _mm_sub_epi32(lo, p0);
+	sv[1] = _mm_sub_epi32(hi, p1);
 	pv[0] = lo;
 	pv[1] = hi;
 	memcpy(r, &d->heads[h], 8);
