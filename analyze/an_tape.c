@@ -73,6 +73,11 @@ struct an_tape {
 	uint64_t heads[TAPE_HEADS];
 	uint64_t slot_head[TAPE_HEAD_SLOTS];
 	uint8_t slot_ix[TAPE_HEAD_SLOTS];
+	/* The last head of each stream kind (~0: none; kind 0xff is no
+	 * record's) and its index: a block's records alternate between a
+	 * thread's launches and a device's kernels. */
+	uint64_t last_head[4];
+	uint8_t last_ix[4];
 	unsigned nheads;
 	uint64_t prev_ts;
 	int ssse3; /* the CPU has SSSE3 (TAPE_SSSE3) */
@@ -100,6 +105,8 @@ struct an_tape *an_tape_new(void)
 		return NULL;
 	t->cap_bytes = (size_t)(mb * 1048576.0);
 	t->ok = 1;
+	for (unsigned i = 0; i < 4; i++)
+		t->last_head[i] = ~0ull;
 #ifdef TAPE_SSSE3
 	t->ssse3 = __builtin_cpu_supports("ssse3");
 #endif
@@ -375,21 +382,35 @@ static inline __attribute__((target("ssse3"))) uint8_t *put_fields_ssse3(uint8_t
 
 /* The index of head in the tape's table, added when new; -1 when the table
  * is full (the record is not compact then). */
-static inline int head_index(struct an_tape *t, uint64_t head)
+static __attribute__((noinline)) int head_index_slow(struct an_tape *t, uint64_t head)
 {
 	unsigned s = (unsigned)((head * 0x9e3779b97f4a7c15ull) >> 56) & (TAPE_HEAD_SLOTS - 1);
 	for (;; s = (s + 1) & (TAPE_HEAD_SLOTS - 1)) {
-		if (__builtin_expect(t->slot_head[s] == head && t->slot_ix[s], 1))
-			return t->slot_ix[s] - 1;
-		if (!t->slot_ix[s])
+		if (t->slot_head[s] == head && t->slot_ix[s])
 			break;
+		if (!t->slot_ix[s]) {
+			if (t->nheads == TAPE_HEADS)
+				return -1;
+			t->slot_head[s] = head;
+			t->heads[t->nheads] = head;
+			t->slot_ix[s] = (uint8_t)++t->nheads;
+			break;
+		}
 	}
-	if (t->nheads == TAPE_HEADS)
-		return -1;
-	t->slot_head[s] = head;
-	t->heads[t->nheads] = head;
-	t->slot_ix[s] = (uint8_t)++t->nheads;
-	return (int)t->nheads - 1;
+	unsigned sk = (unsigned)(head >> 8) & 3;
+	t->last_head[sk] = head;
+	t->last_ix[sk] = (uint8_t)(t->slot_ix[s] - 1);
+	return t->slot_ix[s] - 1;
+}
+
+static inline int head_index(struct an_tape *t, uint64_t head)
+{
+	/* (the stream kind's byte on a little-endian machine; elsewhere
+	 * another byte of the head, as good a key) */
+	unsigned sk = (unsigned)(head >> 8) & 3;
+	if (__builtin_expect(t->last_head[sk] == head, 1))
+		return t->last_ix[sk];
+	return head_index_slow(t, head);
 }
 
 /* A record the merge queued as an an_rec48 (e) as a compact entry at out
@@ -399,9 +420,9 @@ static inline int head_index(struct an_tape *t, uint64_t head)
  * nfields: zero, as the reader hands every record (struct tbp_record), and
  * zero again when replayed. */
 static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *t, const struct an_rec48 *e,
-								 uint8_t *out, int ssse3)
+								 uint8_t *out, uint64_t *prev_ts, int ssse3)
 {
-	uint64_t dts = e->ts - t->prev_ts, head;
+	uint64_t dts = e->ts - *prev_ts, head;
 	if (dts >> 32)
 		return 0;
 	memcpy(&head, e, 8);
@@ -429,7 +450,7 @@ static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *
 	}
 #endif
 	unsigned diff = ~same & 0xffu;
-	t->prev_ts = e->ts;
+	*prev_ts = e->ts;
 	out[1] = (uint8_t)diff;
 	uint8_t *o;
 	if (dts < 0x10000) {
@@ -512,10 +533,10 @@ static inline __attribute__((always_inline)) void tape_block_k(struct an_tape *t
 	/* The write position in a register (the stores through it could
 	 * change t->w, as the compiler sees it), and record i's bit. */
 	uint8_t *w = t->w;
-	uint64_t bit = 1;
+	uint64_t bit = 1, prev_ts = t->prev_ts;
 	for (unsigned i = 0; i < n; i++, bit <<= 1) {
 		size_t size;
-		if (ents[i]->nfields <= 8 && (size = put_compact(t, ents[i], w, ssse3))) {
+		if (ents[i]->nfields <= 8 && (size = put_compact(t, ents[i], w, &prev_ts, ssse3))) {
 			compact |= bit;
 			w += size;
 			continue;
@@ -527,8 +548,9 @@ static inline __attribute__((always_inline)) void tape_block_k(struct an_tape *t
 		t->w = w;
 		put_rec(t, r, nf);
 		w = t->w;
-		t->prev_ts = r->ts;
+		prev_ts = r->ts;
 	}
+	t->prev_ts = prev_ts;
 	t->w = w;
 	memcpy(at + 16, &compact, 8);
 	/* (queued records carry no blob: the merge cleared it) */
@@ -635,7 +657,6 @@ struct tape_dec {
 #ifdef TAPE_SSSE3
 	__m128i prev4[TAPE_HEADS][2], step4[TAPE_HEADS][2]; /* get_compact_ssse3's */
 #endif
-	uint64_t ts;
 	const uint64_t *heads;
 };
 
@@ -643,7 +664,7 @@ struct tape_dec {
  * is); returns the entry's end.  zero_high: the slot's fields 8 to 15 may
  * not be zero (the record it held last had more than 8 fields). */
 static inline __attribute__((always_inline)) const uint8_t *get_compact(const uint8_t *p, struct tbp_record *r,
-									struct tape_dec *d, int zero_high)
+									struct tape_dec *d, uint64_t *tsp, int zero_high)
 {
 	unsigned b0 = p[0], diff = p[1];
 	/* The time's distance in 16 or 32 bits, without a branch (the slack
@@ -652,8 +673,8 @@ static inline __attribute__((always_inline)) const uint8_t *get_compact(const ui
 	uint32_t dts;
 	memcpy(&dts, p + 2, 4);
 	dts &= 0xffffffffu >> (short16 << 4);
-	uint64_t ts = d->ts + dts;
-	d->ts = ts;
+	uint64_t ts = *tsp + dts;
+	*tsp = ts;
 	p += 6 - 2 * short16;
 	uint32_t *pv = d->prev[b0 & ~TAPE_DTS16], *sv = d->step[b0 & ~TAPE_DTS16], f[8];
 	for (unsigned i = 0; i < 8; i++)
@@ -677,15 +698,15 @@ static inline __attribute__((always_inline)) const uint8_t *get_compact(const ui
 #ifdef TAPE_SSSE3
 /* get_compact with the fields put in place four at a time. */
 static inline __attribute__((target("ssse3"))) const uint8_t *get_compact_ssse3(const uint8_t *p, struct tbp_record *r,
-									      struct tape_dec *d, int zero_high)
+									      struct tape_dec *d, uint64_t *tsp, int zero_high)
 {
 	unsigned b0 = p[0], diff = p[1];
 	unsigned short16 = b0 >> 7;
 	uint32_t dts;
 	memcpy(&dts, p + 2, 4);
 	dts &= 0xffffffffu >> (short16 << 4);
-	uint64_t ts = d->ts + dts;
-	d->ts = ts;
+	uint64_t ts = *tsp + dts;
+	*tsp = ts;
 	p += 6 - 2 * short16;
 	unsigned h = b0 & ~TAPE_DTS16, dl = diff & 15, dh = diff >> 4;
 	__m128i *pv = d->prev4[h], *sv = d->step4[h];
@@ -724,15 +745,16 @@ static inline __attribute__((target("ssse3"))) const uint8_t *get_compact_ssse3(
 
 /* A compact entry back, one way or the other (a constant where inlined). */
 static inline __attribute__((always_inline)) const uint8_t *get_compact_k(const uint8_t *p, struct tbp_record *r,
-									  struct tape_dec *d, int zero_high, int ssse3)
+									  struct tape_dec *d, uint64_t *tsp, int zero_high,
+									  int ssse3)
 {
 #ifdef TAPE_SSSE3
 	if (ssse3)
-		return get_compact_ssse3(p, r, d, zero_high);
+		return get_compact_ssse3(p, r, d, tsp, zero_high);
 #else
 	(void)ssse3;
 #endif
-	return get_compact(p, r, d, zero_high);
+	return get_compact(p, r, d, tsp, zero_high);
 }
 
 static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_t *p, struct tbp_record *r)
@@ -750,8 +772,9 @@ static inline __attribute__((always_inline)) int replay_k(struct an_tape *t, str
 	memset(block, 0, sizeof block);
 	for (unsigned i = 0; i < TAPE_BLOCK_MAX; i++)
 		ptrs[i] = &block[i];
-	/* Bit i: slot i's fields 8 to 15 may not be zero. */
-	uint64_t high = 0;
+	/* Bit i: slot i's fields 8 to 15 may not be zero.  ts: the time of
+	 * the block record before (compact entries' distances are from it). */
+	uint64_t high = 0, ts = 0;
 	for (const struct tape_chunk *c = t->first; c; c = c->next) {
 		const uint8_t *p = (const uint8_t *)c->data, *end = p + c->used;
 		while (p < end) {
@@ -765,15 +788,16 @@ static inline __attribute__((always_inline)) int replay_k(struct an_tape *t, str
 				if (compact == all && !high) {
 					/* The usual block: launches and kernels alone. */
 					for (unsigned i = 0; i < n; i++)
-						p = get_compact_k(p, &block[i], dec, 0, ssse3);
+						p = get_compact_k(p, &block[i], dec, &ts, 0, ssse3);
 				} else {
 					for (unsigned i = 0; i < n; i++) {
 						if (compact >> i & 1) {
-							p = get_compact_k(p, &block[i], dec, high >> i & 1, ssse3);
+							p = get_compact_k(p, &block[i], dec, &ts, high >> i & 1,
+									  ssse3);
 							high &= ~(1ull << i);
 						} else {
 							p = get_rec_b(p, &block[i], 0);
-							dec->ts = block[i].ts;
+							ts = block[i].ts;
 							if (block[i].nfields > 8)
 								high |= 1ull << i;
 						}
