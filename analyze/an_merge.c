@@ -241,21 +241,26 @@ static inline int mq_pack(const struct tbp_record *r, struct an_rec48 *e)
 	return 1;
 }
 
-/* r (queue qi's) waits whole in q's side ring, its entry e says so. */
-static __attribute__((noinline)) int mq_push_side(struct mqueue *q, uint32_t qi, const struct tbp_record *r,
-						 struct an_rec48 *e)
+/* q's side ring grown (twice as large, at least 64). */
+static __attribute__((noinline)) int mq_side_grow(struct mqueue *q)
 {
-	if (q->side_n == q->side_cap) {
-		size_t ncap = q->side_cap ? q->side_cap * 2 : 64;
-		struct tbp_record *ns = realloc(q->side, ncap * sizeof *ns);
-		if (!ns)
-			return -1;
-		/* The wrapped part [0, head) moves past the old end. */
-		if (q->side_head)
-			memcpy(ns + q->side_cap, ns, q->side_head * sizeof *ns);
-		q->side = ns;
-		q->side_cap = ncap;
-	}
+	size_t ncap = q->side_cap ? q->side_cap * 2 : 64;
+	struct tbp_record *ns = realloc(q->side, ncap * sizeof *ns);
+	if (!ns)
+		return -1;
+	/* The wrapped part [0, head) moves past the old end. */
+	if (q->side_head)
+		memcpy(ns + q->side_cap, ns, q->side_head * sizeof *ns);
+	q->side = ns;
+	q->side_cap = ncap;
+	return 0;
+}
+
+/* r (queue qi's) waits whole in q's side ring, its entry e says so. */
+static inline int mq_push_side(struct mqueue *q, uint32_t qi, const struct tbp_record *r, struct an_rec48 *e)
+{
+	if (__builtin_expect(q->side_n == q->side_cap, 0) && mq_side_grow(q))
+		return -1;
 	struct tbp_record *slot = &q->side[(q->side_head + q->side_n) & (q->side_cap - 1)];
 	*slot = *r;
 	slot->blob = NULL;
