@@ -322,7 +322,7 @@ static uint32_t path_make(struct scan *sc, uint64_t cp);
  * loop's items come from a few call paths, over and over. */
 static inline uint32_t path_of(struct scan *sc, uint64_t cp)
 {
-	struct path_slot *slot = &sc->path_cache[(cp ^ cp >> 11) & (PATH_CACHE - 1)];
+	struct path_slot *slot = &sc->path_cache[cp & (PATH_CACHE - 1)];
 	if (slot->cp1 == cp + 1)
 		return slot->path;
 	uint32_t p = path_make(sc, cp);
