@@ -987,19 +987,24 @@ struct unit_threads {
 		int open;
 	} th[64];
 	size_t nth, t;
+	uint64_t t_tid; /* th[t].tid, UINT64_MAX: none yet (one comparison an item, not two and a lookup) */
 };
 static inline __attribute__((always_inline)) int unit_track(struct scan *sc, struct unit_threads *ut,
 							    const struct sd_item *it, const struct pvar *p)
 {
 	size_t t = ut->t;
-	if (t >= ut->nth || ut->th[t].tid != it->tid) /* (most items: the thread of the one before) */
+	if (__builtin_expect(it->tid != ut->t_tid, 0)) { /* (most items: the thread of the one before) */
 		for (t = 0; t < ut->nth && ut->th[t].tid != it->tid;)
 			t++;
-	ut->t = t;
-	if (t == ut->nth) {
-		if (ut->nth == 64)
-			return 0; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
-		ut->th[ut->nth++] = (typeof(ut->th[0])){.tid = it->tid};
+		if (t == ut->nth) {
+			if (ut->nth == 64) {
+				ut->t_tid = UINT64_MAX;
+				return 0; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
+			}
+			ut->th[ut->nth++] = (typeof(ut->th[0])){.tid = it->tid};
+		}
+		ut->t = t;
+		ut->t_tid = it->tid;
 	}
 	if (!p->unit_kind) { /* (inside the open call or not: it ends it only from its end on) */
 		if (ut->th[t].open && it->ts >= ut->th[t].end)
@@ -1104,7 +1109,7 @@ static int lines_count(struct scan *sc)
 	 * kind's, its first item and count, the unit calls (units_find), and the
 	 * items that note callees. */
 	struct vec notes = {.item = sizeof(size_t)};
-	struct unit_threads ut = {0};
+	struct unit_threads ut = {.t_tid = UINT64_MAX};
 	uint64_t *after = sc->after, sum = 0;
 	int rc = 0;
 	const struct sd_item *items = sc->items;
