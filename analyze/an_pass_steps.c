@@ -99,8 +99,8 @@ __attribute__((noinline)) uint32_t step_item_new(struct steps_state *ss, uint32_
 		steps_work_full(ss);
 		return 0;
 	}
-	memcpy((uint64_t *)ss->work_far.data + ss->work_far.n, far, nfar * sizeof *far);
-	ss->work_far.n += nfar;
+	for (size_t k = 0; k < nfar; k++) /* (no memcpy: work_far has no data before its first) */
+		((uint64_t *)ss->work_far.data)[ss->work_far.n++] = far[k];
 	((struct step_work *)v->data)[v->n++] =
 		(struct step_work){.dts = (uint32_t)dts | flag, .dur = (uint32_t)dur, .cp = (uint32_t)cp};
 	ss->work_tid = tid;
