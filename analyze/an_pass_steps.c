@@ -25,6 +25,8 @@ static void steps_collect_stop(struct steps_state *ss)
 {
 	ss->collect_on = 0;
 	vec_free(&ss->work);
+	vec_free(&ss->work_far);
+	u64map_free(&ss->work_gpu_far);
 	ss->work_room = 0;
 	vec_free(&ss->spans);
 	vec_free(&ss->imports);
@@ -47,21 +49,112 @@ static inline int item_keep(struct vec *v, uint32_t tid, uint64_t ts, uint64_t e
 	return 0;
 }
 
-/* A work item from another call path or thread than the last one's (out of
- * line: most launches continue an item). */
+/* Room for n items in v, doubled as vec_push does it; -1: out of memory. */
+static int vec_room(struct vec *v, size_t n)
+{
+	size_t twice = v->cap ? 2 * v->cap : 16;
+	return n <= v->cap ? 0 : vec_reserve(v, n > twice ? n : twice);
+}
+
+/* The work past its caps, or out of memory: no detection. */
+static void steps_work_full(struct steps_state *ss)
+{
+	ss->collect_full = 1;
+	steps_collect_stop(ss);
+}
+
+/* A work item from another call path or thread than the last one's, the
+ * vector full or a value past its 32 bits (out of line: most launches
+ * continue an item, most others are written in place). */
 __attribute__((noinline)) uint32_t step_item_new(struct steps_state *ss, uint32_t tid, uint64_t ts, uint64_t end,
 						 uint64_t cp)
 {
+	struct vec *v = &ss->work;
 	ss->work_cp = (uint32_t)cp;
-	ss->work_tid = tid;
-	if (item_keep(&ss->work, tid, ts, end, cp)) {
-		ss->collect_full = 1;
-		steps_collect_stop(ss);
+	if (cp >= STEP_ITEM_CP_MAX || v->n >= STEP_ITEMS_MAX) {
+		steps_work_full(ss);
 		return 0;
 	}
+	/* (an end before its time is its time, as detection takes it: an
+	 * item's dur then only grows, and one at STEP_DUR_FAR stays there) */
+	if (end < ts)
+		end = ts;
+	uint64_t far[3];
+	size_t nfar = 0;
+	uint32_t flag = 0;
+	if (tid != ss->work_tid) {
+		flag = STEP_TID_NEW;
+		far[nfar++] = tid;
+	}
+	uint64_t dts = ts - ss->work_ts, dur = end - ts;
+	if (dts >= STEP_DTS_FAR) {
+		dts = STEP_DTS_FAR;
+		far[nfar++] = ts;
+	}
+	if (dur >= STEP_DUR_FAR) {
+		dur = STEP_DUR_FAR;
+		far[nfar++] = end;
+	}
+	if (vec_room(&ss->work_far, ss->work_far.n + nfar) || vec_room(v, v->n + 1)) {
+		steps_work_full(ss);
+		return 0;
+	}
+	for (size_t k = 0; k < nfar; k++) /* (no memcpy: work_far has no data before its first) */
+		((uint64_t *)ss->work_far.data)[ss->work_far.n++] = far[k];
+	((struct step_work *)v->data)[v->n++] =
+		(struct step_work){.dts = (uint32_t)dts | flag, .dur = (uint32_t)dur, .cp = (uint32_t)cp};
+	ss->work_tid = tid;
+	ss->work_ts = ts;
+	ss->work_end = end;
 	/* (one bound for steps_work's test: the vector may have grown) */
-	ss->work_room = ss->work.cap < STEP_ITEMS_MAX ? ss->work.cap : STEP_ITEMS_MAX;
-	return (uint32_t)ss->work.n;
+	ss->work_room = v->cap < STEP_ITEMS_MAX ? v->cap : STEP_ITEMS_MAX;
+	return (uint32_t)v->n;
+}
+
+/* The latest work item's end, past 32 bits from its time: the last of
+ * work_far (its last wide value). */
+__attribute__((noinline)) void step_work_end_far(struct steps_state *ss, uint64_t end)
+{
+	struct step_work *w = (struct step_work *)ss->work.data + ss->work.n - 1;
+	uint64_t *f;
+	if (w->dur == STEP_DUR_FAR)
+		f = (uint64_t *)ss->work_far.data + ss->work_far.n - 1;
+	else if (!(f = vec_push(&ss->work_far))) {
+		steps_work_full(ss);
+		return;
+	}
+	*f = end;
+	w->dur = STEP_DUR_FAR;
+}
+
+/* A work item's GPU time past 32 bits: its sum in work_gpu_far. */
+__attribute__((noinline)) void step_work_gpu_far(struct steps_state *ss, uint32_t item, uint64_t ns)
+{
+	struct step_work *w = (struct step_work *)ss->work.data + (item - 1);
+	uint64_t *far = w->gpu == STEP_GPU_FAR ? u64map_get(&ss->work_gpu_far, item - 1) : NULL;
+	uint64_t sum = (far ? *far : w->gpu) + ns;
+	if (far)
+		*far = sum;
+	else if (sum < STEP_GPU_FAR)
+		w->gpu = (uint32_t)sum;
+	else if (u64map_put(&ss->work_gpu_far, item - 1, sum))
+		steps_work_full(ss);
+	else
+		w->gpu = STEP_GPU_FAR;
+}
+
+/* All of the work's items in full (a vector of struct step_item; -1: out of memory). */
+int steps_work_items(const struct steps_state *ss, struct vec *out)
+{
+	*out = (struct vec){.item = sizeof(struct step_item)};
+	if (vec_reserve(out, ss->work.n ? ss->work.n : 1))
+		return -1;
+	struct work_reader r;
+	work_reader_init(&r, ss);
+	for (size_t i = 0; i < ss->work.n; i++)
+		work_next(&r, (struct step_item *)out->data + i);
+	out->n = ss->work.n;
+	return 0;
 }
 
 /* A host call from another call path or thread than the last one's.  Past
@@ -272,7 +365,9 @@ int steps_finish(struct analysis *a)
 int steps_init(struct analysis *a)
 {
 	struct steps_state *ss = an_pass_state(a, steps);
-	ss->work.item = ss->spans.item = ss->calls.item = sizeof(struct step_item);
+	ss->spans.item = ss->calls.item = sizeof(struct step_item);
+	ss->work.item = sizeof(struct step_work);
+	ss->work_far.item = sizeof(uint64_t);
 	ss->imports.item = sizeof(struct an_step);
 	ss->collect_on = !a->opts.synth_steps && !a->opts.no_markers;
 	ss->iters.item = sizeof(struct iter_len);

@@ -7,7 +7,7 @@
 
 /* steps: marked iterations, and what step detection keeps on a first pass
  * over a trace without marks (an_steps_detect.c reads it). */
-/* 1 Mi items of each kind (32 MiB): a trace with more detects no steps. */
+/* 1 Mi items of each kind: a trace with more detects no steps. */
 #define STEP_ITEMS_MAX (1u << 20)
 #define STEP_ITEM_CP_MAX (1ull << 32)
 /* A launch, copy or memset, consecutive ones from one call path and thread
@@ -17,9 +17,31 @@ struct step_item {
 	uint64_t ts, end, gpu_ns;
 	uint32_t cp, tid;
 };
+/* A work item as the steps pass keeps it (steps_state.work): 16 bytes, not
+ * a step_item's 32 (~440 k of them on a 1 M-record trace, pages the kernel
+ * zeroes during the read).  Its times relative to the item before's, in 32
+ * bits where they fit, else in the wide values (steps_state.work_far: per
+ * item in item order, its tid when STEP_TID_NEW, its ts when the distance
+ * is STEP_DTS_FAR, its end when dur is STEP_DUR_FAR), and the GPU time's
+ * sum in steps_state.work_gpu_far when gpu is STEP_GPU_FAR (a thread that
+ * launched 4.3 s of GPU work from one line with no other line between).
+ * Read back with step_work_next (an_steps_detect.c). */
+struct step_work {
+	uint32_t dts; /* ts - the item before's ts (the first's: from 0), | STEP_TID_NEW: another tid */
+	uint32_t dur; /* end - ts */
+	uint32_t gpu; /* its records' GPU ns */
+	uint32_t cp;
+};
+#define STEP_TID_NEW (1u << 31)
+#define STEP_DTS_FAR (STEP_TID_NEW - 1)
+#define STEP_DUR_FAR UINT32_MAX
+#define STEP_GPU_FAR UINT32_MAX
 struct synth_mark;
 struct steps_state {
-	struct vec work;    /* struct step_item, time order */
+	struct vec work;    /* struct step_work, time order */
+	struct vec work_far;          /* uint64_t: the work's wide values (struct step_work) */
+	struct u64map work_gpu_far;   /* work item index -> its GPU time, of those at STEP_GPU_FAR */
+	uint64_t work_ts, work_end;   /* the latest work item's, in full */
 	struct vec spans;   /* struct step_item, end order */
 	struct vec imports; /* struct an_step: import spans (not the program's own work) */
 	/* The host's other calls (syncs, allocations, the rest but launches,
@@ -44,6 +66,7 @@ struct steps_state {
 };
 /* ------------------------------------------------------------ steps */
 uint32_t step_item_new(struct steps_state *ss, uint32_t tid, uint64_t ts, uint64_t end, uint64_t cp);
+void step_work_end_far(struct steps_state *ss, uint64_t end);
 /* A launch, copy or memset that the runtime accepted: the work whose lines
  * show the training loop (a trace without marks, first pass).  Returns the
  * index + 1 of its item (the GPU side adds its time there), 0: none. */
@@ -51,24 +74,34 @@ HOT_FN uint32_t steps_work(struct steps_state *ss, uint32_t tid, uint64_t ts, ui
 {
 	if (!ss->collect_on)
 		return 0;
-	if (ss->work.n && cp == ss->work_cp && tid == ss->work_tid) {
-		struct step_item *w = VEC_AT(&ss->work, struct step_item, ss->work.n - 1);
-		if (end > w->end)
-			w->end = end;
-		return (uint32_t)ss->work.n;
-	}
-	/* A new item written in place while the vector has room (most
-	 * launches come from another line than the one before). */
 	struct vec *v = &ss->work;
-	if (__builtin_expect(v->n < ss->work_room && cp < STEP_ITEM_CP_MAX, 1)) {
+	int same_tid = tid == ss->work_tid;
+	if (same_tid && cp == ss->work_cp && v->n) {
+		if (end > ss->work_end) {
+			uint64_t dur = end - ss->work_ts;
+			ss->work_end = end;
+			if (__builtin_expect(dur < STEP_DUR_FAR, 1))
+				((struct step_work *)v->data)[v->n - 1].dur = (uint32_t)dur;
+			else
+				step_work_end_far(ss, end);
+		}
+		return (uint32_t)v->n;
+	}
+	/* A new item written in place while the vector has room and its
+	 * values fit (most launches come from another line than the one
+	 * before, on the thread of the one before, microseconds later): the
+	 * distance and the length under 2^30 ns, the call path under 2^32, in
+	 * one test; the rest is step_item_new's. */
+	uint64_t dts = ts - ss->work_ts, dur = end - ts;
+	if (__builtin_expect(same_tid && v->n < ss->work_room && !((dts | dur) >> 30 | cp >> 32), 1)) {
 		ss->work_cp = (uint32_t)cp;
-		ss->work_tid = tid;
-		struct step_item *w = (struct step_item *)v->data + v->n;
-		w->ts = ts;
-		w->end = end;
-		w->gpu_ns = 0;
+		ss->work_ts = ts;
+		ss->work_end = end;
+		struct step_work *w = (struct step_work *)v->data + v->n;
+		w->dts = (uint32_t)dts;
+		w->dur = (uint32_t)dur;
+		w->gpu = 0;
 		w->cp = (uint32_t)cp;
-		w->tid = tid;
 		return (uint32_t)++v->n;
 	}
 	return step_item_new(ss, tid, ts, end, cp);
@@ -88,11 +121,18 @@ HOT_FN void steps_call(struct steps_state *ss, uint32_t tid, uint64_t ts, uint64
 	}
 	step_call_new(ss, tid, ts, end, cp);
 }
+void step_work_gpu_far(struct steps_state *ss, uint32_t item, uint64_t ns);
 /* A joined GPU record's time, to the item of the call that made it. */
 HOT_FN void steps_gpu(struct steps_state *ss, uint32_t item, uint64_t ns)
 {
-	if (__builtin_expect(item != 0, 0) && item <= ss->work.n)
-		VEC_AT(&ss->work, struct step_item, item - 1)->gpu_ns += ns;
+	if (__builtin_expect(item != 0, 0) && item <= ss->work.n) {
+		struct step_work *w = (struct step_work *)ss->work.data + (item - 1);
+		uint64_t sum = w->gpu + ns;
+		if (__builtin_expect(sum < STEP_GPU_FAR, 1))
+			w->gpu = (uint32_t)sum;
+		else
+			step_work_gpu_far(ss, item, ns);
+	}
 }
 /* A marker (the runner's, or one of the detected steps). */
 
@@ -113,6 +153,56 @@ HOT_FN void steps_on_gpu(struct analysis *a, const struct an_gpu_ev *e)
 	if (e->joined)
 		steps_gpu(an_pass_state(a, steps), e->api->item, e->e - e->s);
 }
+
+/* The steps pass's work items (struct step_work) read back in order, each
+ * in full: its time, end (no earlier than its time: as detection takes
+ * it), GPU time, call path and thread. */
+struct work_reader {
+	const struct step_work *w;
+	const uint64_t *far;          /* the next wide value */
+	const struct u64map *gpu_far;
+	const struct step_work *w0;
+	uint64_t ts;                  /* the item before's */
+	uint32_t tid;
+};
+
+static inline void work_reader_init(struct work_reader *r, const struct steps_state *ss)
+{
+	*r = (struct work_reader){.w = ss->work.data, .w0 = ss->work.data, .far = ss->work_far.data,
+				  .gpu_far = &ss->work_gpu_far};
+}
+
+static inline __attribute__((always_inline)) void work_next(struct work_reader *r, struct step_item *out)
+{
+	const struct step_work *w = r->w++;
+	uint32_t d = w->dts;
+	if (__builtin_expect(d >= STEP_DTS_FAR, 0)) {
+		if (d & STEP_TID_NEW)
+			r->tid = (uint32_t)*r->far++;
+		d &= ~STEP_TID_NEW;
+		r->ts = d == STEP_DTS_FAR ? *r->far++ : r->ts + d;
+	} else {
+		r->ts += d;
+	}
+	out->ts = r->ts;
+	if (__builtin_expect(w->dur == STEP_DUR_FAR, 0)) {
+		uint64_t end = *r->far++;
+		out->end = end < r->ts ? r->ts : end;
+	} else {
+		out->end = r->ts + w->dur;
+	}
+	out->gpu_ns = w->gpu;
+	if (__builtin_expect(w->gpu == STEP_GPU_FAR, 0)) {
+		const uint64_t *g = u64map_get(r->gpu_far, (uint64_t)(w - r->w0));
+		out->gpu_ns = g ? *g : STEP_GPU_FAR;
+	}
+	out->cp = w->cp;
+	out->tid = r->tid;
+}
+
+/* All of the work's items in full, in order, into out (a new vector of
+ * struct step_item); -1: out of memory. */
+int steps_work_items(const struct steps_state *ss, struct vec *out);
 
 /* A marker (the runner's, or one of the detected steps). */
 void steps_marker(struct analysis *a, const struct tbp_record *r);

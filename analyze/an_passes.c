@@ -128,9 +128,11 @@ HOT_FN void graph_iter_note(struct analysis *a, uint64_t iter_no)
 	}
 }
 
-/* The log of a first analysis full: grown (vec_push doubles it), unless
- * it reached its cap or the trace has the runner's marks, whose
- * iterations need no steps detected (unless --steps nvtx names them). */
+/* The log of a first analysis full, or the call's distance from the one
+ * before not a dt (site_log_ent): grown (vec_push doubles it), unless it
+ * reached its cap or the trace has the runner's marks, whose iterations
+ * need no steps detected (unless --steps nvtx names them); the distance
+ * carried by SITE_LOG_SKIP entries, the first entry's from its own time. */
 COLD_FN void site_log_grow(struct analysis *a, uint64_t ts, uint32_t site)
 {
 	struct an_state *st = a->st;
@@ -143,29 +145,50 @@ COLD_FN void site_log_grow(struct analysis *a, uint64_t ts, uint32_t site)
 		vec_free(&st->site_log);
 		return;
 	}
-	struct site_log_ent *e = st->site_log.n < SITE_LOG_MAX ? vec_push(&st->site_log) : NULL;
-	if (!e) {
-		st->site_log_on = 0;
-		st->site_log_lost = 1;
-		vec_free(&st->site_log);
-		return;
+	if (!st->site_log.n)
+		st->site_log_base = st->site_log_ts = ts;
+	for (;;) {
+		struct site_log_ent *e = st->site_log.n - st->site_log_skips < SITE_LOG_MAX && ts >= st->site_log_ts
+			? vec_push(&st->site_log) : NULL;
+		if (!e) {
+			st->site_log_on = 0;
+			st->site_log_lost = 1;
+			vec_free(&st->site_log);
+			return;
+		}
+		if (ts - st->site_log_ts < SITE_LOG_SKIP) {
+			*e = (struct site_log_ent){.dt = (uint32_t)(ts - st->site_log_ts), .site = site};
+			st->site_log_ts = ts;
+			return;
+		}
+		*e = (struct site_log_ent){.dt = SITE_LOG_SKIP, .site = 0};
+		st->site_log_ts += SITE_LOG_SKIP;
+		st->site_log_skips++;
 	}
-	e->ts = ts;
-	e->site = site;
 }
 
 /* A call (site: index + 1 in a->sites, 0: a graph launch) into the log of a
  * first analysis (a store while it has room: every call of the trace). */
 HOT_FN void site_log_add(struct analysis *a, uint64_t ts, uint32_t site)
 {
-	struct vec *v = &a->st->site_log;
-	if (__builtin_expect(v->n < v->cap, 1)) {
+	struct an_state *st = a->st;
+	struct vec *v = &st->site_log;
+	/* (past 32 bits when ts is earlier; below 2^31 here, a comparison
+	 * with an immediate: the rest is site_log_grow's) */
+	uint64_t dt = ts - st->site_log_ts;
+	if (__builtin_expect(v->n < v->cap && dt <= INT32_MAX, 1)) {
 		struct site_log_ent *e = (struct site_log_ent *)v->data + v->n++;
-		e->ts = ts;
+		e->dt = (uint32_t)dt;
 		e->site = site;
+		st->site_log_ts = ts;
 	} else {
 		site_log_grow(a, ts, site);
 	}
+}
+
+void an_site_log_add(struct analysis *a, uint64_t ts, uint32_t site)
+{
+	site_log_add(a, ts, site);
 }
 
 int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
@@ -194,10 +217,11 @@ int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
 	/* (in locals: the notes' stores could change them, as the compiler sees it) */
 	size_t n_log = st->site_log.n, i = 0;
 	struct an_site_stat *sites = VEC_AT(&a->sites, struct an_site_stat, 0);
+	uint64_t t = st->site_log_base, u; /* the time of the entry before entry i */
 	while (i < n_log) {
-		const struct site_log_ent *e = &log[i];
-		if (__builtin_expect(e->ts >= next_mark, 0)) {
-			while (mark < n_marks && (mark % 2 ? steps[mark / 2].end : steps[mark / 2].begin) <= e->ts) {
+		t += log[i].dt; /* entry i's */
+		if (__builtin_expect(t >= next_mark, 0)) {
+			while (mark < n_marks && (mark % 2 ? steps[mark / 2].end : steps[mark / 2].begin) <= t) {
 				in_iter = !(mark % 2);
 				iter_no += in_iter;
 				mark++;
@@ -205,18 +229,22 @@ int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
 			next_mark = mark < n_marks ? (mark % 2 ? steps[mark / 2].end : steps[mark / 2].begin) : UINT64_MAX;
 		}
 		/* This entry and the ones after it before the next mark: the
-		 * same iteration (or none). */
+		 * same iteration (or none).  (A SITE_LOG_SKIP entry notes
+		 * nothing: its site is 0, its dt no graph launch's.) */
 		if (!in_iter) {
-			for (i++; i < n_log && log[i].ts < next_mark; i++)
-				;
+			for (i++; i < n_log && (u = t + log[i].dt) < next_mark; i++)
+				t = u;
 			continue;
 		}
-		do {
+		for (;;) {
 			if (log[i].site)
 				site_iter_note(&sites[log[i].site - 1], iter_no);
-			else
+			else if (log[i].dt != SITE_LOG_SKIP)
 				graph_iter_note(a, iter_no);
-		} while (++i < n_log && log[i].ts < next_mark);
+			if (++i == n_log || (u = t + log[i].dt) >= next_mark)
+				break;
+			t = u;
+		}
 	}
 	return 0;
 }

@@ -99,13 +99,25 @@ struct thread_st {
 	uint32_t syncs;       /* host syncs made so far (bursts: a sync ends one) */
 };
 
-/* A call from site (index + 1; 0: a graph launch) at ts (an_state.site_log). */
+/* A call from site (index + 1; 0: a graph launch) at the time of the entry
+ * before it + dt (an_state.site_log; 8 bytes, not 16: the entries are in
+ * time order, one a call, most microseconds apart; the first's distance is
+ * from an_state.site_log_base).  A distance of SITE_LOG_SKIP or more (4.3 s
+ * without a call) is carried by entries of dt SITE_LOG_SKIP and site 0
+ * before the call's, which only move the time (no call's dt is
+ * SITE_LOG_SKIP).  A call earlier than the one before (a late record,
+ * which the log cannot answer for anyway) ends the log (site_log_lost). */
 struct site_log_ent {
-	uint64_t ts;
+	uint32_t dt;
 	uint32_t site;
 };
-/* The log's cap (64 MiB): a longer trace is analysed again to count them. */
+#define SITE_LOG_SKIP UINT32_MAX
+/* The log's cap (32 MiB, SITE_LOG_SKIP entries aside): a longer trace is
+ * analysed again to count the calls. */
 #define SITE_LOG_MAX (1u << 22)
+struct analysis;
+/* A call into the log as the dispatcher logs it (an_passes.c; for tests). */
+void an_site_log_add(struct analysis *a, uint64_t ts, uint32_t site);
 
 struct an_state {
 	struct u64map corr; /* corr -> index in corr_pool */
@@ -177,6 +189,9 @@ struct an_state {
 	 * (late_warmup, graph_warmup: an_core.c) can be counted for the steps
 	 * it finds without analysing the trace again (an_sites_replay). */
 	struct vec site_log; /* struct site_log_ent, in the order the calls came */
+	uint64_t site_log_base;  /* the time its first entry's dt is from */
+	uint64_t site_log_ts;    /* the time of its latest entry */
+	size_t site_log_skips;   /* its SITE_LOG_SKIP entries (not counted to SITE_LOG_MAX) */
 	int site_log_on;     /* logging */
 	int site_log_lost;   /* an entry could not be kept: the log cannot answer */
 	int detect_only;     /* a first analysis that only finds the steps (an_passes.c, an_core.c) */

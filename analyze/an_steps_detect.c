@@ -322,7 +322,7 @@ static uint32_t path_make(struct scan *sc, uint64_t cp);
  * loop's items come from a few call paths, over and over. */
 static inline uint32_t path_of(struct scan *sc, uint64_t cp)
 {
-	struct path_slot *slot = &sc->path_cache[(cp ^ cp >> 11) & (PATH_CACHE - 1)];
+	struct path_slot *slot = &sc->path_cache[cp & (PATH_CACHE - 1)];
 	if (slot->cp1 == cp + 1)
 		return slot->path;
 	uint32_t p = path_make(sc, cp);
@@ -636,12 +636,15 @@ static int items_merge(struct scan *sc, uint64_t *gpu_out, uint64_t *host_out)
 	sd_items_sort(sp, ns, sp + ns);
 	sp[ns] = (struct sd_item){.ts = UINT64_MAX, .end = 0}; /* after every item */
 	struct sd_item *items = sc->items, *o = items;
-	const struct step_item *work = ss->work.data;
+	struct work_reader rd;
+	work_reader_init(&rd, ss);
 	uint64_t gpu = 0, host = 0, last_ts = 0, last_end = UINT64_MAX;
 	const struct sd_item *spn = sp; /* the next span to merge in */
 	uint64_t span_ts = spn->ts;
-	for (const struct step_item *s = work, *se = work + nw; s < se; s++) {
-		uint64_t ts = s->ts, end = s->end < ts ? ts : s->end;
+	for (const struct step_work *we = rd.w + nw; rd.w < we;) {
+		struct step_item si, *s = &si;
+		work_next(&rd, s);
+		uint64_t ts = s->ts, end = s->end;
 		if (ts < last_ts || (ts == last_ts && end > last_end)) {
 			rc = 1;
 			goto out;
@@ -673,9 +676,14 @@ static int items_merge(struct scan *sc, uint64_t *gpu_out, uint64_t *host_out)
 		items[k] = sp[j];
 		items[k++].w = 0;
 	}
-	if (!gpu) /* (the calls' time is the work then) */
-		for (size_t i = 0; i < nw; i++)
-			host += work[i].end > work[i].ts ? work[i].end - work[i].ts : 0;
+	if (!gpu) { /* (the calls' time is the work then) */
+		work_reader_init(&rd, ss);
+		for (size_t i = 0; i < nw; i++) {
+			struct step_item s;
+			work_next(&rd, &s);
+			host += s.end > s.ts ? s.end - s.ts : 0;
+		}
+	}
 	for (j = 0; j < ns; j++) {
 		uint32_t p = path_of(sc, VEC_AT(&ss->spans, struct step_item, j)->cp);
 		if (p == UINT32_MAX)
@@ -714,14 +722,18 @@ static int items_build(struct scan *sc)
 	if (rc < 0)
 		return -1;
 	if (rc) { /* a CPU run (its spans' work, cpu_work), or the work out of order */
-		for (size_t i = 0; i < ss->work.n; i++) {
-			const struct step_item *s = VEC_AT(&ss->work, struct step_item, i);
+		struct vec work;
+		if (steps_work_items(ss, &work))
+			return -1;
+		for (size_t i = 0; i < work.n; i++) {
+			const struct step_item *s = VEC_AT(&work, struct step_item, i);
 			gpu += s->gpu_ns;
 			host += s->end > s->ts ? s->end - s->ts : 0;
 		}
-		int api_only = !gpu && ss->work.n;
-		if (items_from(sc, &ss->work, 0, api_only, sc->items) ||
-		    items_from(sc, &ss->spans, 1, api_only, sc->items + ss->work.n))
+		int api_only = !gpu && work.n;
+		rc = items_from(sc, &work, 0, api_only, sc->items);
+		vec_free(&work);
+		if (rc || items_from(sc, &ss->spans, 1, api_only, sc->items + ss->work.n))
 			return -1;
 		sc->n = n;
 		if (sc->cpu && cpu_work(sc))
@@ -975,19 +987,24 @@ struct unit_threads {
 		int open;
 	} th[64];
 	size_t nth, t;
+	uint64_t t_tid; /* th[t].tid, UINT64_MAX: none yet (one comparison an item, not two and a lookup) */
 };
 static inline __attribute__((always_inline)) int unit_track(struct scan *sc, struct unit_threads *ut,
 							    const struct sd_item *it, const struct pvar *p)
 {
 	size_t t = ut->t;
-	if (t >= ut->nth || ut->th[t].tid != it->tid) /* (most items: the thread of the one before) */
+	if (__builtin_expect(it->tid != ut->t_tid, 0)) { /* (most items: the thread of the one before) */
 		for (t = 0; t < ut->nth && ut->th[t].tid != it->tid;)
 			t++;
-	ut->t = t;
-	if (t == ut->nth) {
-		if (ut->nth == 64)
-			return 0; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
-		ut->th[ut->nth++] = (typeof(ut->th[0])){.tid = it->tid};
+		if (t == ut->nth) {
+			if (ut->nth == 64) {
+				ut->t_tid = UINT64_MAX;
+				return 0; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
+			}
+			ut->th[ut->nth++] = (typeof(ut->th[0])){.tid = it->tid};
+		}
+		ut->t = t;
+		ut->t_tid = it->tid;
 	}
 	if (!p->unit_kind) { /* (inside the open call or not: it ends it only from its end on) */
 		if (ut->th[t].open && it->ts >= ut->th[t].end)
@@ -1092,7 +1109,7 @@ static int lines_count(struct scan *sc)
 	 * kind's, its first item and count, the unit calls (units_find), and the
 	 * items that note callees. */
 	struct vec notes = {.item = sizeof(size_t)};
-	struct unit_threads ut = {0};
+	struct unit_threads ut = {.t_tid = UINT64_MAX};
 	uint64_t *after = sc->after, sum = 0;
 	int rc = 0;
 	const struct sd_item *items = sc->items;

@@ -7,7 +7,9 @@
  * graph launches on random steps (adjacent, apart, empty, calls on their
  * bounds), each site's first, last and count of steps and the graph
  * launches' first and count compared; and a log that cannot answer (records
- * out of order, an entry lost, no log) says so.
+ * out of order, an entry lost, no log) says so.  The calls go into the log
+ * through its writer (an_site_log_add), at times scaled so that distances
+ * past 32 bits of nanoseconds (the log's SITE_LOG_SKIP entries) occur.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +65,11 @@ static void one_case(int round)
 	for (size_t i = 0; i < nsites; i++)
 		vec_push(&a.sites);
 
+	/* Times: a base and a unit, some units past the log's 32 bits of
+	 * distance (one, two or several SITE_LOG_SKIP entries between calls). */
+	static const uint64_t units[] = {1, 1000, (1ull << 31) + 7, (1ull << 32) - 1, 1ull << 32, (3ull << 32) + 5};
+	uint64_t unit = units[rnd(sizeof units / sizeof units[0])];
+	uint64_t base = rnd(2) ? 0 : rnd(1ull << 62);
 	/* Steps in time order: adjacent, apart or empty. */
 	size_t n = 2 + rnd(12);
 	struct an_step *steps = calloc(n, sizeof *steps);
@@ -70,27 +77,29 @@ static void one_case(int round)
 	for (size_t i = 0; i < n; i++) {
 		if (rnd(2))
 			t += rnd(4);
-		steps[i].begin = t;
+		steps[i].begin = base + t * unit;
 		t += rnd(8) ? 1 + rnd(6) : 0;
-		steps[i].end = t;
+		steps[i].end = base + t * unit;
 	}
 	/* Calls in time order, many on a step's bounds. */
 	struct expect *want = calloc(nsites + 1, sizeof *want); /* [0]: graph launches */
 	size_t ncalls = rnd(80);
-	uint64_t now = 0;
+	uint64_t now = 0, last_ts = 0;
 	for (size_t k = 0; k < ncalls; k++) {
 		now += rnd(3);
 		if (rnd(4) == 0) {
 			const struct an_step *s = &steps[rnd(n)];
-			uint64_t bound = rnd(2) ? s->begin : s->end;
-			if (bound >= now)
-				now = bound;
+			uint64_t bound = (rnd(2) ? s->begin : s->end) - base;
+			if (bound >= now * unit)
+				now = bound / unit;
 		}
 		uint32_t site = (uint32_t)rnd(nsites + 1); /* 0: a graph launch */
-		struct site_log_ent *e = vec_push(&st->site_log);
-		e->ts = now;
-		e->site = site;
-		note(&want[site], step_of(steps, n, now));
+		uint64_t ts = base + now * unit + (unit > 1 && rnd(3) == 0 ? rnd(unit) : 0);
+		if (ts < last_ts) /* (in time order) */
+			ts = last_ts;
+		last_ts = ts;
+		an_site_log_add(&a, ts, site);
+		note(&want[site], step_of(steps, n, ts));
 	}
 	/* Counts left by an earlier analysis are replaced. */
 	VEC_AT(&a.sites, struct an_site_stat, 0)->iters = 99;
@@ -120,7 +129,24 @@ static void one_case(int round)
 		failures++;
 	}
 
-	/* Logs that cannot answer. */
+	if (st->site_log_lost || !st->site_log_on) {
+		fprintf(stderr, "FAIL round %d: the log of calls in time order was lost\n", round);
+		failures++;
+	}
+	/* Logs that cannot answer: a call earlier than the one before ends it. */
+	if (ncalls && now) {
+		an_site_log_add(&a, base + (now - 1) * unit, 1);
+		if (!an_sites_replay(&a, steps, n)) {
+			fprintf(stderr, "FAIL round %d: answered with a call earlier than the one before\n", round);
+			failures++;
+		}
+		if (!st->site_log_lost || st->site_log_on) {
+			fprintf(stderr, "FAIL round %d: a call earlier than the one before did not end the log\n", round);
+			failures++;
+		}
+		st->site_log_lost = 0;
+		st->site_log_on = 1;
+	}
 	a.late_records = 1;
 	if (!an_sites_replay(&a, steps, n)) {
 		fprintf(stderr, "FAIL round %d: answered with records out of time order\n", round);
