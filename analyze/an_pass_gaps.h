@@ -122,6 +122,7 @@ HOT_FN void gaps_on_call(struct analysis *a, struct an_call_ev *e)
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	const struct tbp_call *c = &e->r->u.call;
 	struct api_ent *ae = &gs->api[gs->api_n++ % API_RING];
+	e->api_ring = gs->api_n;
 	ae->tid = e->r->tid;
 	ae->kind = (uint8_t)(e->kind == TBP_K_SYNC && !e->host_waits ? TBP_K_API : e->kind);
 	ae->ts = e->ts;

@@ -563,6 +563,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			ce->site = site1;
 			ce->item = ev.item;
 			ce->syncs = ev.th ? ev.th->syncs : 0;
+			ce->api_ring = ev.api_ring;
 		}
 	}
 	/* A sync the host waited in ends the thread's runs of tiny kernels

@@ -60,6 +60,10 @@ struct corr_ent {
 	uint32_t site; /* index + 1 in a->sites of the call's site, 0 = none */
 	uint32_t item; /* index + 1 of its step detection item, 0 = none */
 	uint32_t syncs; /* the launching thread's host syncs so far (bursts) */
+	/* The gaps pass's count of ring calls once this call was in its ring
+	 * (an_call_ev.api_ring): equal to the count now, the newest ring call
+	 * is this one (gap_short_host); 0: none. */
+	uint64_t api_ring;
 };
 /* 4096 entries (256 KiB, cache-resident): in time order, the launches
  * still waiting for their GPU side are about the runtime's queue depth. */
@@ -68,8 +72,8 @@ struct corr_ent {
 struct corr_slot {
 	uint64_t corr; /* 0: empty */
 	struct corr_ent e;
-	uint64_t pad; /* 64 bytes: a slot's address is a shift, not a multiply */
 };
+_Static_assert(sizeof(struct corr_slot) == 64, "64 bytes: a slot's address is a shift, not a multiply");
 /* key + 1 -> index into a vector (0: empty slot); a miss falls back to the
  * map, so the cache only ever answers what the map would. */
 #define HOT_CACHE 64
