@@ -288,7 +288,6 @@ struct an_stream {
 	uint64_t hist[AN_HIST_BINS]; /* busy ns per bin (HTML timeline) */
 	struct an_union busy, dm;
 	uint64_t kernels, copies, sets;
-	uint64_t first_ts, last_end;
 	struct an_burst_run run;
 	uint64_t hta_gap[2]; /* whole trace: queued, host wait (HTA's idle split) */
 };
@@ -303,7 +302,6 @@ struct an_device {
 	uint64_t id;
 	struct an_union busy, dm, kern, set, ck[AN_CK_N];
 	uint64_t kernels, copies, sets;
-	uint64_t first_ts, last_end;
 	uint64_t gaps, gap_ns; /* idle gaps >= threshold in the window (the pieces inside it; set at the finish) */
 	uint64_t gaps_by[3], gap_ns_by[3]; /* per phase: the same */
 	uint64_t idle_by[3][AN_CAUSE_N]; /* per phase: idle of gap pieces by cause */

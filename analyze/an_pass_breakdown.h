@@ -83,14 +83,6 @@ HOT_FN void breakdown_gpu(struct analysis *a, struct an_device *d, struct an_str
 	un_add(&d->busy, s, e);
 	stream_busy_add(str, s, e, launch_ts);
 	hist_add(a, str, s, e);
-	if (s < d->first_ts)
-		d->first_ts = s;
-	if (e > d->last_end)
-		d->last_end = e;
-	if (s < str->first_ts)
-		str->first_ts = s;
-	if (e > str->last_end)
-		str->last_end = e;
 }
 
 

@@ -22,10 +22,8 @@ struct an_device *get_device_slow(struct analysis *a, uint64_t id)
 	if (ix == SIZE_MAX)
 		return NULL;
 	struct an_device *d = VEC_AT(&a->devices, struct an_device, ix);
-	if (added) {
+	if (added)
 		d->id = id;
-		d->first_ts = UINT64_MAX;
-	}
 	st->c_dev_ok = 1;
 	st->c_dev_id = id;
 	st->c_dev = ix;
@@ -44,7 +42,6 @@ struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev
 	if (added) {
 		s->device = dev;
 		s->stream = stream;
-		s->first_ts = UINT64_MAX;
 	}
 	/* The entry hit before moves to the second place. */
 	if (st->c_stream_ok & 1) {
