@@ -80,8 +80,16 @@ HOT_FN void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint
 HOT_FN void breakdown_gpu(struct analysis *a, struct an_device *d, struct an_stream *str, uint64_t s, uint64_t e,
 			  uint64_t launch_ts)
 {
-	un_add(&d->busy, s, e);
-	stream_busy_add(str, s, e, launch_ts);
+	if (__builtin_expect(stream_mirrors(str), 1)) {
+		/* (stream_busy_add's split on the device's busy union, which is
+		 * the stream's) */
+		if (d->busy.open && s > d->busy.end)
+			str->hta_gap[launch_ts > d->busy.end] += s - d->busy.end;
+		un_add(&d->busy, s, e);
+	} else {
+		un_add(&d->busy, s, e);
+		stream_busy_add(str, s, e, launch_ts);
+	}
 	hist_add(a, str, s, e);
 }
 
@@ -96,7 +104,8 @@ HOT_FN void breakdown_on_gpu_memcpy(struct analysis *a, const struct an_gpu_ev *
 {
 	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts);
 	un_add(&e->d->dm, e->s, e->e);
-	un_add(&e->str->dm, e->s, e->e);
+	if (!stream_mirrors(e->str))
+		un_add(&e->str->dm, e->s, e->e);
 	unsigned ck = e->r->u.gpu_memcpy.copy_kind;
 	un_add(&e->d->ck[ck < AN_CK_N ? ck : 0], e->s, e->e);
 }

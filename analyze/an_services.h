@@ -266,6 +266,20 @@ static inline size_t thread_index(const struct an_state *st, const struct thread
 void *vec_slot(struct vec *v, size_t i);
 
 /* ------------------------------------------------------------ unions */
+/* A stream's busy union whose open is this stands for its device's busy
+ * and dm unions: the device's first stream, while it has no other, has
+ * every GPU record of the device, so its unions are the device's (the
+ * same records in the same order); its own are made when a second stream
+ * of the device comes (get_stream_slow).  Its readers: an_stream_unions. */
+#define AN_UNION_MIRROR 2
+static inline int stream_mirrors(const struct an_stream *s)
+{
+	return s->busy.open == AN_UNION_MIRROR;
+}
+/* Stream s's busy and dm unions (its device's while it mirrors them). */
+void an_stream_unions(const struct analysis *a, const struct an_stream *s, const struct an_union **busy,
+		      const struct an_union **dm);
+
 HOT_FN void un_add(struct an_union *u, uint64_t s, uint64_t e)
 {
 	if (e < s)
