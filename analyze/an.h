@@ -263,7 +263,7 @@ uint64_t an_union_total(const struct an_union *u);
 enum { AN_CK_N = 6 }; /* copy kinds 0..5 (enum tbp_copy_kind) */
 
 struct an_burst_run {
-	uint64_t count, first_start, last_end, idle_ns, callpath, native;
+	uint64_t count, first_start, last_end, callpath, native;
 	uint64_t parent; /* caller of the first kernel's leaf frame: the loop's context */
 	/* The device's idle_total after the first and after the latest kernel:
 	 * their difference is the device idle inside [first_start, last_end]

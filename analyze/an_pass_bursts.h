@@ -119,8 +119,6 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 		r->dev_idle_first = r->dev_idle_last = d->idle_total;
 		return;
 	}
-	if (ts > r->last_end)
-		r->idle_ns += ts - r->last_end;
 	if (end > r->last_end)
 		r->last_end = end;
 	/* The device is busy from this kernel's start to last_end, so no gap
