@@ -79,6 +79,7 @@ struct an_gpu_ev {
 	struct an_stream *str;
 	const struct corr_ent *api;
 	int joined;
+	uint64_t idle; /* the device's idle before it (s - the busy union's end), 0: none */
 };
 
 /* A Python span (its end clamped to its start); the spans pass, whose hook

@@ -78,13 +78,14 @@ HOT_FN void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint
 /* A GPU record's interval into its device's and stream's unions and the
  * timeline's picture. */
 HOT_FN void breakdown_gpu(struct analysis *a, struct an_device *d, struct an_stream *str, uint64_t s, uint64_t e,
-			  uint64_t launch_ts)
+			  uint64_t launch_ts, uint64_t idle)
 {
 	if (__builtin_expect(stream_mirrors(str), 1)) {
 		/* (stream_busy_add's split on the device's busy union, which is
-		 * the stream's) */
-		if (d->busy.open && s > d->busy.end)
-			str->hta_gap[launch_ts > d->busy.end] += s - d->busy.end;
+		 * the stream's: its idle before s is the device's, idle, which
+		 * the dispatcher measured on that union) */
+		if (idle)
+			str->hta_gap[launch_ts > s - idle] += idle;
 		un_add(&d->busy, s, e);
 	} else {
 		un_add(&d->busy, s, e);
@@ -96,13 +97,13 @@ HOT_FN void breakdown_gpu(struct analysis *a, struct an_device *d, struct an_str
 
 HOT_FN void breakdown_on_kernel(struct analysis *a, const struct an_gpu_ev *e)
 {
-	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts);
+	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts, e->idle);
 	un_add(&e->d->kern, e->s, e->e);
 }
 
 HOT_FN void breakdown_on_gpu_memcpy(struct analysis *a, const struct an_gpu_ev *e)
 {
-	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts);
+	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts, e->idle);
 	un_add(&e->d->dm, e->s, e->e);
 	if (!stream_mirrors(e->str))
 		un_add(&e->str->dm, e->s, e->e);
@@ -112,7 +113,7 @@ HOT_FN void breakdown_on_gpu_memcpy(struct analysis *a, const struct an_gpu_ev *
 
 HOT_FN void breakdown_on_gpu_memset(struct analysis *a, const struct an_gpu_ev *e)
 {
-	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts);
+	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts, e->idle);
 	un_add(&e->d->set, e->s, e->e);
 }
 

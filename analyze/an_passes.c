@@ -454,6 +454,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	if (d->busy.open && s > d->busy.end) {
 		uint64_t idle = s - d->busy.end;
 		d->idle_total += idle;
+		ev.idle = idle;
 		DISPATCH_S(0, inert_steps, on_gpu_idle, a, &ev, idle)
 	} else if (__builtin_expect(!d->busy.open, 0)) {
 		DISPATCH_S(0, inert_steps, on_gpu_idle, a, &ev, 0)
