@@ -417,8 +417,8 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		return;
 	}
 	/* Finding the steps needs only the join (a work item's GPU time). */
-	struct an_device *d = detect ? NULL : get_device(a, g->device);
-	struct an_stream *str = detect ? NULL : get_stream(a, g->device, g->stream);
+	struct an_device *d = NULL;
+	struct an_stream *str = detect ? NULL : get_gpu_place(a, g->device, g->stream, &d);
 	if (!detect && (!d || !str))
 		return;
 	static const struct corr_ent no_launch;

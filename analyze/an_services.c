@@ -24,6 +24,7 @@ struct an_device *get_device_slow(struct analysis *a, uint64_t id)
 	struct an_device *d = VEC_AT(&a->devices, struct an_device, ix);
 	if (added)
 		d->id = id;
+	st->c_gpu_ok = 0; /* (the table may have moved) */
 	st->c_dev_ok = 1;
 	st->c_dev_id = id;
 	st->c_dev = ix;
@@ -98,12 +99,29 @@ struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev
 		st->c_stream2 = st->c_stream;
 		st->c_stream_ok |= 2;
 	}
+	st->c_gpu_ok = 0; /* (the table may have moved) */
 	st->c_stream_ok |= 1;
 	st->c_stream_key = key;
 	st->c_stream = ix;
 	/* (the table may have moved: the second entry's place again) */
 	st->c_stream_p = s;
 	st->c_stream2_p = VEC_AT(&a->streams, struct an_stream, st->c_stream2);
+	return s;
+}
+
+__attribute__((noinline)) struct an_stream *get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t stream,
+							       struct an_device **d)
+{
+	struct an_state *st = a->st;
+	*d = get_device(a, dev);
+	struct an_stream *s = get_stream(a, dev, stream);
+	if (*d && s) {
+		st->c_gpu_ok = 1;
+		st->c_gpu_dev = dev;
+		st->c_gpu_stream = stream;
+		st->c_gpu_d = *d;
+		st->c_gpu_s = s;
+	}
 	return s;
 }
 

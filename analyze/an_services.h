@@ -156,6 +156,13 @@ struct an_state {
 	struct an_device *c_dev_p;
 	struct an_stream *c_stream_p, *c_stream2_p;
 	struct thread_st *c_thread_p;
+	/* A GPU record's device and stream together (get_gpu_place): the last
+	 * pair asked for, while c_gpu_ok (the slow paths, which may move the
+	 * tables, clear it). */
+	uint64_t c_gpu_dev, c_gpu_stream;
+	int c_gpu_ok;
+	struct an_device *c_gpu_d;
+	struct an_stream *c_gpu_s;
 	/* Once the timeline's marks are full (mark_add): their slots as a
 	 * binary min-heap by (length, slot), the first of the shortest at the
 	 * top; mark_heap_ok 0: to be built. */
@@ -214,6 +221,20 @@ HOT_FN struct an_stream *get_stream(struct analysis *a, uint64_t dev, uint64_t s
 	if ((st->c_stream_ok & 2) && st->c_stream_key2 == key)
 		return st->c_stream2_p;
 	return get_stream_slow(a, key, dev, stream);
+}
+
+/* get_device and get_stream of a GPU record (*d, and the stream; NULL
+ * each when out of memory), in that order, for the pair asked last in one
+ * test. */
+struct an_stream *get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t stream, struct an_device **d);
+HOT_FN struct an_stream *get_gpu_place(struct analysis *a, uint64_t dev, uint64_t stream, struct an_device **d)
+{
+	struct an_state *st = a->st;
+	if (__builtin_expect(st->c_gpu_ok && st->c_gpu_dev == dev && st->c_gpu_stream == stream, 1)) {
+		*d = st->c_gpu_d;
+		return st->c_gpu_s;
+	}
+	return get_gpu_place_slow(a, dev, stream, d);
 }
 
 struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid);
