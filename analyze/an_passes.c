@@ -418,9 +418,17 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	}
 	/* Finding the steps needs only the join (a work item's GPU time). */
 	struct an_device *d = NULL;
-	struct an_stream *str = detect ? NULL : get_gpu_place(a, g->device, g->stream, &d);
-	if (!detect && (!d || !str))
-		return;
+	struct an_stream *str = NULL;
+	if (!detect) {
+		/* The pair asked last (never NULL: no test for it), else
+		 * get_device and get_stream. */
+		if (__builtin_expect(st->c_gpu_ok && st->c_gpu_dev == g->device && st->c_gpu_stream == g->stream, 1)) {
+			d = st->c_gpu_d;
+			str = st->c_gpu_s;
+		} else if (!(str = get_gpu_place_slow(a, g->device, g->stream, &d)) || !d) {
+			return;
+		}
+	}
 	static const struct corr_ent no_launch;
 	const struct corr_ent *api = g->corr ? corr_take(st, g->corr) : NULL;
 	int joined = api != NULL;

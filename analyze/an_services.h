@@ -156,9 +156,9 @@ struct an_state {
 	struct an_device *c_dev_p;
 	struct an_stream *c_stream_p, *c_stream2_p;
 	struct thread_st *c_thread_p;
-	/* A GPU record's device and stream together (get_gpu_place): the last
-	 * pair asked for, while c_gpu_ok (the slow paths, which may move the
-	 * tables, clear it). */
+	/* A GPU record's device and stream together (get_gpu_place_slow): the
+	 * last pair asked for, neither NULL, while c_gpu_ok (the slow paths,
+	 * which may move the tables, clear it). */
 	uint64_t c_gpu_dev, c_gpu_stream;
 	int c_gpu_ok;
 	struct an_device *c_gpu_d;
@@ -224,18 +224,10 @@ HOT_FN struct an_stream *get_stream(struct analysis *a, uint64_t dev, uint64_t s
 }
 
 /* get_device and get_stream of a GPU record (*d, and the stream; NULL
- * each when out of memory), in that order, for the pair asked last in one
- * test. */
+ * each when out of memory), in that order; the pair, when neither is NULL,
+ * kept for the next record (c_gpu_*: the dispatcher's on_gpu_k tests it
+ * first). */
 struct an_stream *get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t stream, struct an_device **d);
-HOT_FN struct an_stream *get_gpu_place(struct analysis *a, uint64_t dev, uint64_t stream, struct an_device **d)
-{
-	struct an_state *st = a->st;
-	if (__builtin_expect(st->c_gpu_ok && st->c_gpu_dev == dev && st->c_gpu_stream == stream, 1)) {
-		*d = st->c_gpu_d;
-		return st->c_gpu_s;
-	}
-	return get_gpu_place_slow(a, dev, stream, d);
-}
 
 struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid);
 HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
