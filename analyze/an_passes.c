@@ -69,8 +69,13 @@ HOT_FN struct site_hit site_stat_ix(struct analysis *a, uint64_t cp, uint64_t na
 {
 	struct an_state *st = a->st;
 	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
-	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1))
-		return (struct site_hit){VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1), (uint32_t)e->ix1};
+	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1)) {
+		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
+		/* (an entry of the table: the callers' NULL test is not needed here) */
+		if (!ss)
+			__builtin_unreachable();
+		return (struct site_hit){ss, (uint32_t)e->ix1};
+	}
 	return site_stat_ix_slow(a, cp, nat);
 }
 
@@ -468,9 +473,11 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		DISPATCH_S(0, inert_steps, on_gpu_idle, a, &ev, 0)
 	}
 	if (joined) {
-		struct an_site_stat *ss = api->site ? VEC_AT(&a->sites, struct an_site_stat, api->site - 1)
-						    : site_stat(a, api->callpath, api->native);
-		if (ss)
+		/* (a site by its index is no NULL: only site_stat's answer is tested) */
+		struct an_site_stat *ss;
+		if (api->site)
+			VEC_AT(&a->sites, struct an_site_stat, api->site - 1)->gpu_ns += e - s;
+		else if ((ss = site_stat(a, api->callpath, api->native)))
 			ss->gpu_ns += e - s;
 	}
 
