@@ -232,8 +232,12 @@ struct an_stream *get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t 
 struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid);
 HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
 {
-	if (__builtin_expect(st->c_thread_ix && st->c_thread_tid == tid, 1))
+	if (__builtin_expect(st->c_thread_ix && st->c_thread_tid == tid, 1)) {
+		/* (an entry of the table: no NULL for the callers to test) */
+		if (!st->c_thread_p)
+			__builtin_unreachable();
 		return st->c_thread_p;
+	}
 	return get_thread_slow(st, tid);
 }
 
