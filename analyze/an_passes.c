@@ -285,15 +285,13 @@ COLD_FN struct corr_ent *graph_corr_slot(struct an_state *st, uint64_t corr)
  * reads it in place. */
 HOT_FN const struct corr_ent *corr_take(struct an_state *st, uint64_t corr)
 {
-	if (st->corr_ring) {
-		struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
-		if (sl->corr == corr) {
-			sl->corr = 0;
-			return &sl->e;
-		}
-		if (!st->corr.n)
-			return graph_corr_find(st, corr);
+	struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
+	if (sl->corr == corr) {
+		sl->corr = 0;
+		return &sl->e;
 	}
+	if (!st->corr.n)
+		return graph_corr_find(st, corr);
 	uint64_t *ix = u64map_get(&st->corr, corr);
 	if (!ix)
 		return graph_corr_find(st, corr);
@@ -311,20 +309,15 @@ HOT_FN struct corr_ent *corr_slot(struct an_state *st, uint64_t corr)
 {
 	if (!corr)
 		return NULL;
-	if (!st->corr_ring && !st->corr_ring_failed && !(st->corr_ring = calloc(CORR_RING, sizeof *st->corr_ring)))
-		st->corr_ring_failed = 1;
-	if (st->corr_ring) {
-		struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
-		if (sl->corr && sl->corr != corr) {
-			/* Still waiting: keep it. */
-			struct corr_ent *kept = corr_map_slot(st, sl->corr);
-			if (kept)
-				*kept = sl->e;
-		}
-		sl->corr = corr;
-		return &sl->e;
+	struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
+	if (sl->corr && sl->corr != corr) {
+		/* Still waiting: keep it. */
+		struct corr_ent *kept = corr_map_slot(st, sl->corr);
+		if (kept)
+			*kept = sl->e;
 	}
-	return corr_map_slot(st, corr);
+	sl->corr = corr;
+	return &sl->e;
 }
 
 COLD_FN struct corr_ent *corr_map_slot(struct an_state *st, uint64_t corr)
@@ -923,6 +916,12 @@ int an_pass_init(struct analysis *a)
 	st->all_findings.item = sizeof(struct an_finding);
 	/* Without CUPTI nothing will claim a correlation id: do not keep them. */
 	st->expect_gpu = 1;
+	/* (made here, not at the first launch: the hot paths need not test
+	 * for it; its pages are the kernel's zero pages until written) */
+	if (!(st->corr_ring = calloc(CORR_RING, sizeof *st->corr_ring))) {
+		free(st);
+		return -1;
+	}
 	st->due_ts = UINT64_MAX;
 	st->site_log.item = sizeof(struct site_log_ent);
 	/* A first analysis of a trace that may have steps to detect. */

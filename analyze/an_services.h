@@ -118,8 +118,7 @@ struct an_state {
 	 * grow one by one and the GPU side comes soon after, so nearly every
 	 * join is one array access; an entry pushed out by a newer id moves to
 	 * the map. */
-	struct corr_slot *corr_ring; /* CORR_RING entries; NULL: map only */
-	int corr_ring_failed;
+	struct corr_slot *corr_ring; /* CORR_RING entries (an_pass_init); the map holds what they cannot */
 	/* Graph launches: every node a replay ran carries the launch's corr, so the entry is not taken
 	 * by the first; the last GRAPH_RING launches stay (their replays' records come long before
 	 * that many more launches). */
