@@ -423,8 +423,12 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		if (__builtin_expect(st->c_gpu_ok && st->c_gpu_dev == g->device && st->c_gpu_stream == g->stream, 1)) {
 			d = st->c_gpu_d;
 			str = st->c_gpu_s;
-		} else if (!(str = get_gpu_place_slow(a, g->device, g->stream, &d)) || !d) {
-			return;
+		} else {
+			struct gpu_place p = get_gpu_place_slow(a, g->device, g->stream);
+			if (!p.d || !p.str)
+				return;
+			d = p.d;
+			str = p.str;
 		}
 	}
 	static const struct corr_ent no_launch;

@@ -109,20 +109,20 @@ struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev
 	return s;
 }
 
-__attribute__((noinline)) struct an_stream *get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t stream,
-							       struct an_device **d)
+__attribute__((noinline)) struct gpu_place get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t stream)
 {
 	struct an_state *st = a->st;
-	*d = get_device(a, dev);
-	struct an_stream *s = get_stream(a, dev, stream);
-	if (*d && s) {
+	struct gpu_place p;
+	p.d = get_device(a, dev);
+	p.str = get_stream(a, dev, stream);
+	if (p.d && p.str) {
 		st->c_gpu_ok = 1;
 		st->c_gpu_dev = dev;
 		st->c_gpu_stream = stream;
-		st->c_gpu_d = *d;
-		st->c_gpu_s = s;
+		st->c_gpu_d = p.d;
+		st->c_gpu_s = p.str;
 	}
-	return s;
+	return p;
 }
 
 /* By a map, not a scan: a server process can have many threads calling CUDA. */

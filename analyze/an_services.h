@@ -222,11 +222,15 @@ HOT_FN struct an_stream *get_stream(struct analysis *a, uint64_t dev, uint64_t s
 	return get_stream_slow(a, key, dev, stream);
 }
 
-/* get_device and get_stream of a GPU record (*d, and the stream; NULL
- * each when out of memory), in that order; the pair, when neither is NULL,
- * kept for the next record (c_gpu_*: the dispatcher's on_gpu_k tests it
- * first). */
-struct an_stream *get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t stream, struct an_device **d);
+/* get_device and get_stream of a GPU record (NULL each when out of
+ * memory), in that order; the pair, when neither is NULL, kept for the
+ * next record (c_gpu_*: the dispatcher's on_gpu_k tests it first).
+ * Returned together (in two registers: no variable in memory). */
+struct gpu_place {
+	struct an_device *d;
+	struct an_stream *str;
+};
+struct gpu_place get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t stream);
 
 struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid);
 HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
