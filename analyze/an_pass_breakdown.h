@@ -98,7 +98,9 @@ HOT_FN void breakdown_gpu(struct analysis *a, struct an_device *d, struct an_str
 HOT_FN void breakdown_on_kernel(struct analysis *a, const struct an_gpu_ev *e)
 {
 	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts, e->idle);
-	un_add(&e->d->kern, e->s, e->e);
+	/* (open from the device's making, get_device_slow; a reread that
+	 * empties it adds with un_add) */
+	un_add_open(&e->d->kern, e->s, e->e);
 }
 
 HOT_FN void breakdown_on_gpu_memcpy(struct analysis *a, const struct an_gpu_ev *e)

@@ -22,8 +22,12 @@ struct an_device *get_device_slow(struct analysis *a, uint64_t id)
 	if (ix == SIZE_MAX)
 		return NULL;
 	struct an_device *d = VEC_AT(&a->devices, struct an_device, ix);
-	if (added)
+	if (added) {
 		d->id = id;
+		/* Open and empty: the same measures, its kernels added without
+		 * the first add's test (breakdown_on_kernel, un_add_open). */
+		d->kern.open = 1;
+	}
 	st->c_gpu_ok = 0; /* (the table may have moved) */
 	st->c_dev_ok = 1;
 	st->c_dev_id = id;
