@@ -263,7 +263,7 @@ uint64_t an_union_total(const struct an_union *u);
 enum { AN_CK_N = 6 }; /* copy kinds 0..5 (enum tbp_copy_kind) */
 
 struct an_burst_run {
-	uint64_t count, first_start, last_end, idle_ns, callpath, native;
+	uint64_t count, first_start, last_end, callpath, native;
 	uint64_t parent; /* caller of the first kernel's leaf frame: the loop's context */
 	/* The device's idle_total after the first and after the latest kernel:
 	 * their difference is the device idle inside [first_start, last_end]
@@ -288,7 +288,6 @@ struct an_stream {
 	uint64_t hist[AN_HIST_BINS]; /* busy ns per bin (HTML timeline) */
 	struct an_union busy, dm;
 	uint64_t kernels, copies, sets;
-	uint64_t first_ts, last_end;
 	struct an_burst_run run;
 	uint64_t hta_gap[2]; /* whole trace: queued, host wait (HTA's idle split) */
 };
@@ -303,7 +302,6 @@ struct an_device {
 	uint64_t id;
 	struct an_union busy, dm, kern, set, ck[AN_CK_N];
 	uint64_t kernels, copies, sets;
-	uint64_t first_ts, last_end;
 	uint64_t gaps, gap_ns; /* idle gaps >= threshold in the window (the pieces inside it; set at the finish) */
 	uint64_t gaps_by[3], gap_ns_by[3]; /* per phase: the same */
 	uint64_t idle_by[3][AN_CAUSE_N]; /* per phase: idle of gap pieces by cause */

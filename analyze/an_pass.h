@@ -66,6 +66,7 @@ struct an_call_ev {
 	int host_waits;          /* a sync in which the host waited (not cudaStreamWaitEvent) */
 	int failed;              /* the runtime refused it (a poll's not-ready is no failure) */
 	uint32_t item;           /* set by the steps pass: index + 1 of its step item, 0 = none */
+	uint64_t api_ring;       /* set by the gaps pass: its ring's count of calls with this one, 0 = none */
 };
 
 /* A GPU record (kernel, copy, memset) on device d, stream str, with the
@@ -78,6 +79,7 @@ struct an_gpu_ev {
 	struct an_stream *str;
 	const struct corr_ent *api;
 	int joined;
+	uint64_t idle; /* the device's idle before it (s - the busy union's end), 0: none */
 };
 
 /* A Python span (its end clamped to its start); the spans pass, whose hook

@@ -35,8 +35,10 @@ void an_device_breakdown(const struct analysis *a, const struct an_device *d, st
 
 void an_stream_breakdown(const struct analysis *a, const struct an_stream *s, uint64_t *busy, uint64_t *dm)
 {
-	*busy = un_window(a, &s->busy);
-	*dm = un_window(a, &s->dm);
+	const struct an_union *b, *m;
+	an_stream_unions(a, s, &b, &m);
+	*busy = un_window(a, b);
+	*dm = un_window(a, m);
 }
 
 int an_has_gpu(const struct analysis *a)
@@ -99,13 +101,16 @@ void breakdown_reread_record(struct analysis *a, const struct tbp_record *r)
 	struct an_stream *str = get_stream(a, g->device, g->stream);
 	if (!d || !str)
 		return;
+	int own = !stream_mirrors(str);
 	un_add(&d->busy, s, e);
-	un_add(&str->busy, s, e);
+	if (own)
+		un_add(&str->busy, s, e);
 	if (r->kind == TBP_K_GPU_KERNEL) {
 		un_add(&d->kern, s, e);
 	} else if (r->kind == TBP_K_GPU_MEMCPY) {
 		un_add(&d->dm, s, e);
-		un_add(&str->dm, s, e);
+		if (own)
+			un_add(&str->dm, s, e);
 		un_add(&d->ck[r->u.gpu_memcpy.copy_kind < AN_CK_N ? r->u.gpu_memcpy.copy_kind : 0], s, e);
 	} else {
 		un_add(&d->set, s, e);
@@ -132,6 +137,8 @@ void breakdown_reread_end(struct analysis *a)
 	}
 	for (size_t i = 0; i < a->streams.n; i++) {
 		struct an_stream *s = VEC_AT(&a->streams, struct an_stream, i);
+		if (stream_mirrors(s))
+			continue; /* (its device's, above) */
 		un_whole(&s->busy);
 		un_whole(&s->dm);
 	}

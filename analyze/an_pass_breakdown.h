@@ -78,40 +78,44 @@ HOT_FN void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint
 /* A GPU record's interval into its device's and stream's unions and the
  * timeline's picture. */
 HOT_FN void breakdown_gpu(struct analysis *a, struct an_device *d, struct an_stream *str, uint64_t s, uint64_t e,
-			  uint64_t launch_ts)
+			  uint64_t launch_ts, uint64_t idle)
 {
-	un_add(&d->busy, s, e);
-	stream_busy_add(str, s, e, launch_ts);
+	if (__builtin_expect(stream_mirrors(str), 1)) {
+		/* (stream_busy_add's split on the device's busy union, which is
+		 * the stream's: its idle before s is the device's, idle, which
+		 * the dispatcher measured on that union) */
+		if (idle)
+			str->hta_gap[launch_ts > s - idle] += idle;
+		un_add(&d->busy, s, e);
+	} else {
+		un_add(&d->busy, s, e);
+		stream_busy_add(str, s, e, launch_ts);
+	}
 	hist_add(a, str, s, e);
-	if (s < d->first_ts)
-		d->first_ts = s;
-	if (e > d->last_end)
-		d->last_end = e;
-	if (s < str->first_ts)
-		str->first_ts = s;
-	if (e > str->last_end)
-		str->last_end = e;
 }
 
 
 HOT_FN void breakdown_on_kernel(struct analysis *a, const struct an_gpu_ev *e)
 {
-	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts);
-	un_add(&e->d->kern, e->s, e->e);
+	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts, e->idle);
+	/* (open from the device's making, get_device_slow; a reread that
+	 * empties it adds with un_add) */
+	un_add_open(&e->d->kern, e->s, e->e);
 }
 
 HOT_FN void breakdown_on_gpu_memcpy(struct analysis *a, const struct an_gpu_ev *e)
 {
-	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts);
+	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts, e->idle);
 	un_add(&e->d->dm, e->s, e->e);
-	un_add(&e->str->dm, e->s, e->e);
+	if (!stream_mirrors(e->str))
+		un_add(&e->str->dm, e->s, e->e);
 	unsigned ck = e->r->u.gpu_memcpy.copy_kind;
 	un_add(&e->d->ck[ck < AN_CK_N ? ck : 0], e->s, e->e);
 }
 
 HOT_FN void breakdown_on_gpu_memset(struct analysis *a, const struct an_gpu_ev *e)
 {
-	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts);
+	breakdown_gpu(a, e->d, e->str, e->s, e->e, e->api->ts, e->idle);
 	un_add(&e->d->set, e->s, e->e);
 }
 

@@ -175,7 +175,10 @@ int bursts_init(struct analysis *a)
 	struct bursts_state *bs = an_pass_state(a, bursts);
 	bs->burst_ivs.item = sizeof(struct burst_iv);
 	bs->burst_fold_at = 4096;
+	static const struct an_cp_memo no_memo[AN_CP_MEMO];
 	bs->user_memo = an_user_callpath_memo(a);
+	if (!bs->user_memo)
+		bs->user_memo = no_memo;
 	return 0;
 }
 

@@ -16,7 +16,8 @@ struct bursts_state {
 	 * direct-mapped memo, as a run of many lines asks again at every
 	 * kernel.  cp 0: empty. */
 	struct { uint64_t cp, first; } sibs[BURST_SIBS];
-	/* an_user_callpath's memo (an_defs.c): its hit without the call */
+	/* an_user_callpath's memo (an_defs.c): its hit without the call
+	 * (without one, an empty memo: no call path is 0 there) */
 	const struct an_cp_memo *user_memo;
 };
 
@@ -45,9 +46,9 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 	 * --where=leaf. */
 	uint64_t cp = api->callpath;
 	if (cp && !a->opts.where_leaf) {
-		const struct an_cp_memo *memo = an_pass_state(a, bursts)->user_memo;
-		const struct an_cp_memo *m = memo ? &memo[cp % AN_CP_MEMO] : NULL;
-		cp = m && m->cp == cp ? m->val : an_user_callpath(a, cp);
+		/* (never NULL: bursts_init) */
+		const struct an_cp_memo *m = &an_pass_state(a, bursts)->user_memo[cp % AN_CP_MEMO];
+		cp = m->cp == cp ? m->val : an_user_callpath(a, cp);
 	}
 	/* Same call site, or another line of the same loop body: a sibling
 	 * line under the same caller (an optimizer's per-parameter loop), or
@@ -119,8 +120,6 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 		r->dev_idle_first = r->dev_idle_last = d->idle_total;
 		return;
 	}
-	if (ts > r->last_end)
-		r->idle_ns += ts - r->last_end;
 	if (end > r->last_end)
 		r->last_end = end;
 	/* The device is busy from this kernel's start to last_end, so no gap

@@ -1371,8 +1371,14 @@ __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_devi
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	uint64_t start = d->busy.end, end = s, lts = launch->ts;
 	const struct api_ent *e = gs->api_newest;
-	if (__builtin_expect(!e || e->ts != lts || e->tid != launch->tid || e->callpath != launch->callpath ||
-				     e->native != launch->native || !e->plain || lts >= end || e->end <= start ||
+	/* The newest ring call is the launch's own when the ring has had no
+	 * call since (its count then is the launch's api_ring); else one that
+	 * looks the same (its start, thread and line) counts as it. */
+	if (__builtin_expect(launch->api_ring != gs->api_n &&
+				     (!e || e->ts != lts || e->tid != launch->tid || e->callpath != launch->callpath ||
+				      e->native != launch->native),
+			     0) ||
+	    __builtin_expect(!e->plain || lts >= end || e->end <= start ||
 				     gs->api_prev_max_end > start ||
 				     (lts > start && lts - start >= AN_CPU_STRETCH_NS),
 			     0)) {

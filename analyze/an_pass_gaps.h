@@ -122,6 +122,7 @@ HOT_FN void gaps_on_call(struct analysis *a, struct an_call_ev *e)
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	const struct tbp_call *c = &e->r->u.call;
 	struct api_ent *ae = &gs->api[gs->api_n++ % API_RING];
+	e->api_ring = gs->api_n;
 	ae->tid = e->r->tid;
 	ae->kind = (uint8_t)(e->kind == TBP_K_SYNC && !e->host_waits ? TBP_K_API : e->kind);
 	ae->ts = e->ts;
@@ -173,8 +174,9 @@ HOT_FN void gaps_on_gpu_idle(struct analysis *a, const struct an_gpu_ev *ev, uin
 	if (__builtin_expect(d->busy.open, 1)) {
 		/* Late when its call had not returned when the GPU ran dry (as
 		 * gap_new's queued).  An unjoined record's launch has ts and
-		 * end 0: not late. */
-		int host_wait = (api->end ? api->end : api->ts) > d->busy.end;
+		 * end 0: not late.  (A join entry's end is at or after its ts,
+		 * both 0 or end set: end alone says when the call returned.) */
+		int host_wait = api->end > d->busy.end;
 		if (idle >= a->opts.gap_ns)
 			gap_long(a, d, s, joined ? api : NULL, ev->kind == TBP_K_GPU_KERNEL ? ev->r->u.gpu_kernel.name : 0);
 		else if (__builtin_expect(an_pass_state(a, gaps)->mark_after > d->busy.end, 0))

@@ -69,8 +69,13 @@ HOT_FN struct site_hit site_stat_ix(struct analysis *a, uint64_t cp, uint64_t na
 {
 	struct an_state *st = a->st;
 	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
-	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1))
-		return (struct site_hit){VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1), (uint32_t)e->ix1};
+	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1)) {
+		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
+		/* (an entry of the table: the callers' NULL test is not needed here) */
+		if (!ss)
+			__builtin_unreachable();
+		return (struct site_hit){ss, (uint32_t)e->ix1};
+	}
 	return site_stat_ix_slow(a, cp, nat);
 }
 
@@ -308,15 +313,13 @@ COLD_FN struct corr_ent *graph_corr_slot(struct an_state *st, uint64_t corr)
  * reads it in place. */
 HOT_FN const struct corr_ent *corr_take(struct an_state *st, uint64_t corr)
 {
-	if (st->corr_ring) {
-		struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
-		if (sl->corr == corr) {
-			sl->corr = 0;
-			return &sl->e;
-		}
-		if (!st->corr.n)
-			return graph_corr_find(st, corr);
+	struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
+	if (sl->corr == corr) {
+		sl->corr = 0;
+		return &sl->e;
 	}
+	if (!st->corr.n)
+		return graph_corr_find(st, corr);
 	uint64_t *ix = u64map_get(&st->corr, corr);
 	if (!ix)
 		return graph_corr_find(st, corr);
@@ -334,20 +337,15 @@ HOT_FN struct corr_ent *corr_slot(struct an_state *st, uint64_t corr)
 {
 	if (!corr)
 		return NULL;
-	if (!st->corr_ring && !st->corr_ring_failed && !(st->corr_ring = calloc(CORR_RING, sizeof *st->corr_ring)))
-		st->corr_ring_failed = 1;
-	if (st->corr_ring) {
-		struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
-		if (sl->corr && sl->corr != corr) {
-			/* Still waiting: keep it. */
-			struct corr_ent *kept = corr_map_slot(st, sl->corr);
-			if (kept)
-				*kept = sl->e;
-		}
-		sl->corr = corr;
-		return &sl->e;
+	struct corr_slot *sl = &st->corr_ring[corr & (CORR_RING - 1)];
+	if (sl->corr && sl->corr != corr) {
+		/* Still waiting: keep it. */
+		struct corr_ent *kept = corr_map_slot(st, sl->corr);
+		if (kept)
+			*kept = sl->e;
 	}
-	return corr_map_slot(st, corr);
+	sl->corr = corr;
+	return &sl->e;
 }
 
 COLD_FN struct corr_ent *corr_map_slot(struct an_state *st, uint64_t corr)
@@ -445,10 +443,22 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		return;
 	}
 	/* Finding the steps needs only the join (a work item's GPU time). */
-	struct an_device *d = detect ? NULL : get_device(a, g->device);
-	struct an_stream *str = detect ? NULL : get_stream(a, g->device, g->stream);
-	if (!detect && (!d || !str))
-		return;
+	struct an_device *d = NULL;
+	struct an_stream *str = NULL;
+	if (!detect) {
+		/* The pair asked last (never NULL: no test for it), else
+		 * get_device and get_stream. */
+		if (__builtin_expect(st->c_gpu_ok && st->c_gpu_dev == g->device && st->c_gpu_stream == g->stream, 1)) {
+			d = st->c_gpu_d;
+			str = st->c_gpu_s;
+		} else {
+			struct gpu_place p = get_gpu_place_slow(a, g->device, g->stream);
+			if (!p.d || !p.str)
+				return;
+			d = p.d;
+			str = p.str;
+		}
+	}
 	static const struct corr_ent no_launch;
 	const struct corr_ent *api = g->corr ? corr_take(st, g->corr) : NULL;
 	int joined = api != NULL;
@@ -482,14 +492,17 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	if (d->busy.open && s > d->busy.end) {
 		uint64_t idle = s - d->busy.end;
 		d->idle_total += idle;
+		ev.idle = idle;
 		DISPATCH_S(0, inert_steps, on_gpu_idle, a, &ev, idle)
 	} else if (__builtin_expect(!d->busy.open, 0)) {
 		DISPATCH_S(0, inert_steps, on_gpu_idle, a, &ev, 0)
 	}
 	if (joined) {
-		struct an_site_stat *ss = api->site ? VEC_AT(&a->sites, struct an_site_stat, api->site - 1)
-						    : site_stat(a, api->callpath, api->native);
-		if (ss)
+		/* (a site by its index is no NULL: only site_stat's answer is tested) */
+		struct an_site_stat *ss;
+		if (api->site)
+			VEC_AT(&a->sites, struct an_site_stat, api->site - 1)->gpu_ns += e - s;
+		else if ((ss = site_stat(a, api->callpath, api->native)))
 			ss->gpu_ns += e - s;
 	}
 
@@ -591,6 +604,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 			ce->site = site1;
 			ce->item = ev.item;
 			ce->syncs = ev.th ? ev.th->syncs : 0;
+			ce->api_ring = ev.api_ring;
 		}
 	}
 	/* A sync the host waited in ends the thread's runs of tiny kernels
@@ -934,6 +948,12 @@ int an_pass_init(struct analysis *a)
 	st->all_findings.item = sizeof(struct an_finding);
 	/* Without CUPTI nothing will claim a correlation id: do not keep them. */
 	st->expect_gpu = 1;
+	/* (made here, not at the first launch: the hot paths need not test
+	 * for it; its pages are the kernel's zero pages until written) */
+	if (!(st->corr_ring = calloc(CORR_RING, sizeof *st->corr_ring))) {
+		free(st);
+		return -1;
+	}
 	st->due_ts = UINT64_MAX;
 	st->site_log.item = sizeof(struct site_log_ent);
 	/* A first analysis of a trace that may have steps to detect. */

@@ -24,13 +24,64 @@ struct an_device *get_device_slow(struct analysis *a, uint64_t id)
 	struct an_device *d = VEC_AT(&a->devices, struct an_device, ix);
 	if (added) {
 		d->id = id;
-		d->first_ts = UINT64_MAX;
+		/* Open and empty: the same measures, its kernels added without
+		 * the first add's test (breakdown_on_kernel, un_add_open). */
+		d->kern.open = 1;
 	}
+	st->c_gpu_ok = 0; /* (the table may have moved) */
 	st->c_dev_ok = 1;
 	st->c_dev_id = id;
 	st->c_dev = ix;
 	st->c_dev_p = d;
 	return d;
+}
+
+/* The device of id dev, without making it (NULL: none yet). */
+static const struct an_device *device_find(const struct analysis *a, uint64_t dev)
+{
+	for (size_t i = 0; i < a->devices.n; i++) {
+		const struct an_device *d = VEC_AT(&a->devices, struct an_device, i);
+		if (d->id == dev)
+			return d;
+	}
+	return NULL;
+}
+
+void an_stream_unions(const struct analysis *a, const struct an_stream *s, const struct an_union **busy,
+		      const struct an_union **dm)
+{
+	static const struct an_union none;
+	*busy = &s->busy;
+	*dm = &s->dm;
+	if (stream_mirrors(s)) {
+		/* (no device: no GPU record reached the stream) */
+		const struct an_device *d = device_find(a, s->device);
+		*busy = d ? &d->busy : &none;
+		*dm = d ? &d->dm : &none;
+	}
+}
+
+/* Stream ix of device dev, just made: its device's first stream mirrors the
+ * device's unions (AN_UNION_MIRROR); a second one ends the first's
+ * mirroring, which takes the device's unions as they are. */
+static void stream_first_or_not(struct analysis *a, size_t ix, uint64_t dev)
+{
+	int first = 1;
+	for (size_t i = 0; i < a->streams.n; i++) {
+		struct an_stream *o = VEC_AT(&a->streams, struct an_stream, i);
+		if (i == ix || o->device != dev)
+			continue;
+		first = 0;
+		if (stream_mirrors(o)) {
+			const struct an_union *busy, *dm;
+			an_stream_unions(a, o, &busy, &dm);
+			struct an_union b = *busy, m = *dm;
+			o->busy = b;
+			o->dm = m;
+		}
+	}
+	if (first)
+		VEC_AT(&a->streams, struct an_stream, ix)->busy.open = AN_UNION_MIRROR;
 }
 
 struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev, uint64_t stream)
@@ -44,7 +95,7 @@ struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev
 	if (added) {
 		s->device = dev;
 		s->stream = stream;
-		s->first_ts = UINT64_MAX;
+		stream_first_or_not(a, ix, dev);
 	}
 	/* The entry hit before moves to the second place. */
 	if (st->c_stream_ok & 1) {
@@ -52,6 +103,7 @@ struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev
 		st->c_stream2 = st->c_stream;
 		st->c_stream_ok |= 2;
 	}
+	st->c_gpu_ok = 0; /* (the table may have moved) */
 	st->c_stream_ok |= 1;
 	st->c_stream_key = key;
 	st->c_stream = ix;
@@ -59,6 +111,22 @@ struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev
 	st->c_stream_p = s;
 	st->c_stream2_p = VEC_AT(&a->streams, struct an_stream, st->c_stream2);
 	return s;
+}
+
+__attribute__((noinline)) struct gpu_place get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t stream)
+{
+	struct an_state *st = a->st;
+	struct gpu_place p;
+	p.d = get_device(a, dev);
+	p.str = get_stream(a, dev, stream);
+	if (p.d && p.str) {
+		st->c_gpu_ok = 1;
+		st->c_gpu_dev = dev;
+		st->c_gpu_stream = stream;
+		st->c_gpu_d = p.d;
+		st->c_gpu_s = p.str;
+	}
+	return p;
 }
 
 /* By a map, not a scan: a server process can have many threads calling CUDA. */
@@ -217,6 +285,8 @@ void snap_all(struct analysis *a, uint64_t t, int end)
 	}
 	for (size_t i = 0; i < a->streams.n; i++) {
 		struct an_stream *s = VEC_AT(&a->streams, struct an_stream, i);
+		if (stream_mirrors(s))
+			continue; /* (its device's, snapped above) */
 		un_snap(&s->busy, t, end);
 		un_snap(&s->dm, t, end);
 	}

@@ -60,6 +60,10 @@ struct corr_ent {
 	uint32_t site; /* index + 1 in a->sites of the call's site, 0 = none */
 	uint32_t item; /* index + 1 of its step detection item, 0 = none */
 	uint32_t syncs; /* the launching thread's host syncs so far (bursts) */
+	/* The gaps pass's count of ring calls once this call was in its ring
+	 * (an_call_ev.api_ring): equal to the count now, the newest ring call
+	 * is this one (gap_short_host); 0: none. */
+	uint64_t api_ring;
 };
 /* 4096 entries (256 KiB, cache-resident): in time order, the launches
  * still waiting for their GPU side are about the runtime's queue depth. */
@@ -68,8 +72,8 @@ struct corr_ent {
 struct corr_slot {
 	uint64_t corr; /* 0: empty */
 	struct corr_ent e;
-	uint64_t pad; /* 64 bytes: a slot's address is a shift, not a multiply */
 };
+_Static_assert(sizeof(struct corr_slot) == 64, "64 bytes: a slot's address is a shift, not a multiply");
 /* key + 1 -> index into a vector (0: empty slot); a miss falls back to the
  * map, so the cache only ever answers what the map would. */
 #define HOT_CACHE 64
@@ -126,8 +130,7 @@ struct an_state {
 	 * grow one by one and the GPU side comes soon after, so nearly every
 	 * join is one array access; an entry pushed out by a newer id moves to
 	 * the map. */
-	struct corr_slot *corr_ring; /* CORR_RING entries; NULL: map only */
-	int corr_ring_failed;
+	struct corr_slot *corr_ring; /* CORR_RING entries (an_pass_init); the map holds what they cannot */
 	/* Graph launches: every node a replay ran carries the launch's corr, so the entry is not taken
 	 * by the first; the last GRAPH_RING launches stay (their replays' records come long before
 	 * that many more launches). */
@@ -164,6 +167,13 @@ struct an_state {
 	struct an_device *c_dev_p;
 	struct an_stream *c_stream_p, *c_stream2_p;
 	struct thread_st *c_thread_p;
+	/* A GPU record's device and stream together (get_gpu_place_slow): the
+	 * last pair asked for, neither NULL, while c_gpu_ok (the slow paths,
+	 * which may move the tables, clear it). */
+	uint64_t c_gpu_dev, c_gpu_stream;
+	int c_gpu_ok;
+	struct an_device *c_gpu_d;
+	struct an_stream *c_gpu_s;
 	/* Once the timeline's marks are full (mark_add): their slots as a
 	 * binary min-heap by (length, slot), the first of the shortest at the
 	 * top; mark_heap_ok 0: to be built. */
@@ -227,11 +237,25 @@ HOT_FN struct an_stream *get_stream(struct analysis *a, uint64_t dev, uint64_t s
 	return get_stream_slow(a, key, dev, stream);
 }
 
+/* get_device and get_stream of a GPU record (NULL each when out of
+ * memory), in that order; the pair, when neither is NULL, kept for the
+ * next record (c_gpu_*: the dispatcher's on_gpu_k tests it first).
+ * Returned together (in two registers: no variable in memory). */
+struct gpu_place {
+	struct an_device *d;
+	struct an_stream *str;
+};
+struct gpu_place get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t stream);
+
 struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid);
 HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
 {
-	if (__builtin_expect(st->c_thread_ix && st->c_thread_tid == tid, 1))
+	if (__builtin_expect(st->c_thread_ix && st->c_thread_tid == tid, 1)) {
+		/* (an entry of the table: no NULL for the callers to test) */
+		if (!st->c_thread_p)
+			__builtin_unreachable();
 		return st->c_thread_p;
+	}
 	return get_thread_slow(st, tid);
 }
 
@@ -277,6 +301,20 @@ static inline size_t thread_index(const struct an_state *st, const struct thread
 void *vec_slot(struct vec *v, size_t i);
 
 /* ------------------------------------------------------------ unions */
+/* A stream's busy union whose open is this stands for its device's busy
+ * and dm unions: the device's first stream, while it has no other, has
+ * every GPU record of the device, so its unions are the device's (the
+ * same records in the same order); its own are made when a second stream
+ * of the device comes (get_stream_slow).  Its readers: an_stream_unions. */
+#define AN_UNION_MIRROR 2
+static inline int stream_mirrors(const struct an_stream *s)
+{
+	return s->busy.open == AN_UNION_MIRROR;
+}
+/* Stream s's busy and dm unions (its device's while it mirrors them). */
+void an_stream_unions(const struct analysis *a, const struct an_stream *s, const struct an_union **busy,
+		      const struct an_union **dm);
+
 HOT_FN void un_add(struct an_union *u, uint64_t s, uint64_t e)
 {
 	if (e < s)
@@ -287,6 +325,22 @@ HOT_FN void un_add(struct an_union *u, uint64_t s, uint64_t e)
 		u->open = 1;
 		return;
 	}
+	if (s > u->end) {
+		u->closed += u->end - u->start;
+		u->start = s;
+		u->end = e;
+	} else if (e > u->end) {
+		u->end = e;
+	}
+}
+
+/* un_add on a union made open and empty (start = end = closed = 0): as
+ * un_add would from the closed empty union, with the same measures
+ * (an_union_at, an_union_total), without the test for its first add. */
+HOT_FN void un_add_open(struct an_union *u, uint64_t s, uint64_t e)
+{
+	if (e < s)
+		e = s;
 	if (s > u->end) {
 		u->closed += u->end - u->start;
 		u->start = s;
