@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -27,6 +28,101 @@
 #define BATCH 128
 #define ROW (1 + TBP_MAX_FIELDS) /* ts and the fields handed out */
 
+/* The decode paths.  ISA_PLAIN: portable C (on x86-64, SSE2 through GCC's
+ * vector types).  ISA_X86: x86-64 with BMI2, whose pext and pdep take the
+ * two- and three-byte varints of a timestamp column (mixed, a word of input
+ * at a time) apart in a few instructions, chosen at run time where the CPU
+ * has it and pext is fast (not AMD's families 15h and 17h, where it is
+ * microcoded).  TBP_READER_SIMD=0 in the environment forces the plain path
+ * (the trace suite runs both).  Both hand out the same records and fail
+ * on a damaged input at the same record with the same message. */
+enum { ISA_PLAIN = 0, ISA_X86 = 1 };
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TBP_HAVE_X86 1
+/* In inline assembly, not the intrinsics: the code that uses them is
+ * compiled once for both paths (a constant picks one), and the intrinsics
+ * would need the whole function compiled for BMI2. */
+static inline uint64_t bmi2_pext(uint64_t v, uint64_t mask)
+{
+	uint64_t r;
+	__asm__("pextq %2, %1, %0" : "=r"(r) : "r"(v), "rm"(mask));
+	return r;
+}
+static inline uint64_t bmi2_pdep(uint64_t v, uint64_t mask)
+{
+	uint64_t r;
+	__asm__("pdepq %2, %1, %0" : "=r"(r) : "r"(v), "rm"(mask));
+	return r;
+}
+#else
+#define TBP_HAVE_X86 0
+static inline uint64_t bmi2_pext(uint64_t v, uint64_t mask)
+{
+	(void)mask;
+	return v; /* never called: ISA_X86 is never chosen */
+}
+#define bmi2_pdep bmi2_pext
+#endif
+
+/* A word of varint bytes by its continuation bits (bit i: byte i's high
+ * bit): how many varints of one to three bytes it starts with, two or
+ * three (0: fewer, or a longer one first), the bytes they take, the
+ * payload bits of those bytes (for pext), and where pdep puts each one's
+ * bits: varint t at bit 21 t (three 21-bit lanes). */
+struct varint3 {
+	uint64_t payload, lanes;
+	uint32_t n, bytes;
+	uint64_t cells; /* n rows of cells (n * ROW) */
+};
+static struct varint3 varint3_tab[256];
+#define LANES21_LOW20 (0xfffffull | 0xfffffull << 21 | 0xfffffull << 42)
+#define LANES21_BIT0 (1ull | 1ull << 21 | 1ull << 42)
+static int cpu_isa = ISA_PLAIN;
+
+static void isa_init(void)
+{
+#if TBP_HAVE_X86
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("bmi2") || __builtin_cpu_is("amdfam15h") || __builtin_cpu_is("amdfam17h"))
+		return;
+	cpu_isa = ISA_X86;
+#endif
+	for (unsigned c8 = 0; c8 < 256; c8++) {
+		struct varint3 *vt = &varint3_tab[c8];
+		unsigned at = 0, n = 0;
+		uint64_t payload = 0, lanes = 0;
+		while (n < 3) {
+			unsigned len = 1;
+			while (at + len <= 8 && (c8 >> (at + len - 1) & 1))
+				len++;
+			if (at + len > 8 || len > 3)
+				break; /* runs past the word, or longer than three bytes */
+			for (unsigned b = at; b < at + len; b++)
+				payload |= 0x7full << (8 * b);
+			lanes |= ((1ull << (7 * len)) - 1) << (21 * n);
+			at += len;
+			n++;
+		}
+		/* Not for a word that starts with a one-byte varint (eight of
+		 * those are taken at once) or holds four two-byte ones (four at
+		 * once): n 0, as for a word this cannot take. */
+		if (n >= 2 && (c8 & 1) && c8 != 0x55)
+			*vt = (struct varint3){.payload = payload, .lanes = lanes, .n = n, .bytes = at, .cells = n * ROW};
+	}
+}
+
+/* The path a reader opened now takes. */
+static int reader_isa(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, isa_init);
+	const char *env = getenv("TBP_READER_SIMD");
+	if (env && env[0] == '0' && env[1] == 0)
+		return ISA_PLAIN;
+	return cpu_isa;
+}
+
 /* Decoding state of one kind within the current chunk: where each of its
  * columns is read next, where it ends, the previous record's values
  * (prev[0] the ts, prev[1 + i] field i), and the decoded batch. */
@@ -41,6 +137,7 @@ struct kind_cursor {
 			     (tbp_reader_limit_fields; the others are only checked) */
 	uint8_t has_blob, end_from_ts;
 	uint8_t runs;     /* version 2 file: each ts and field column says its coding */
+	uint8_t isa;      /* the decode path: ISA_PLAIN or ISA_X86 (reader_isa) */
 	uint32_t left;    /* records of this kind in the chunk not yet batched */
 	unsigned bi, bn;  /* next row of the batch, rows decoded */
 	const char *err;  /* set: row bn could not be decoded, for this reason */
@@ -103,6 +200,7 @@ struct tbp_reader {
 	size_t kinds_buf_cap;
 	size_t kinds_pos, chunk_end;
 	int runs;          /* min_reader_version >= 2: columns are runs */
+	int isa;           /* reader_isa() at open: ISA_PLAIN or ISA_X86 */
 	uint8_t present[TBP_SCHEMA_MAX_KIND + 1];
 	unsigned npresent;
 	uint32_t count[TBP_SCHEMA_MAX_KIND + 1];
@@ -210,6 +308,7 @@ static struct tbp_reader *reader_new(const char *name)
 		return NULL;
 	r->name = strdup(name ? name : "(memory)");
 	r->fd = -1;
+	r->isa = reader_isa();
 	if (!r->name) {
 		free(r);
 		return NULL;
@@ -709,6 +808,7 @@ counted:
 			kc->has_blob = se->has_blob;
 			kc->end_from_ts = se->end_from_ts && se->nfields > 0;
 			kc->runs = (uint8_t)r->runs;
+			kc->isa = (uint8_t)r->isa;
 			kc->nout = kc->ki ? (se->nfields < kc->ki->nfields ? se->nfields : kc->ki->nfields) : 0;
 			kc->ndec = kc->ncols;
 			if (r->limit[k] && r->limit[k] < se->nfields) {
@@ -1019,7 +1119,7 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 
 /* column_runs with its two column types made constants: -O2 does not take
  * the tests of the loops out of them itself. */
-static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok)
+static inline __attribute__((always_inline)) unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok)
 {
 	int dur = c == 1 && kc->end_from_ts; /* end = ts + duration */
 	int keep = c <= kc->nout;
@@ -1035,7 +1135,7 @@ static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok
  * first record it cannot complete: the records before it are handed out
  * first, then that record reports the error (as a record-at-a-time reader
  * would). */
-static void fill_batch(struct kind_cursor *kc)
+static inline __attribute__((always_inline)) void fill_batch_body(struct kind_cursor *kc, const int isa)
 {
 	unsigned m = kc->left < BATCH ? kc->left : BATCH;
 	uint8_t *cells = (uint8_t *)kc->row;
@@ -1134,6 +1234,51 @@ static void fill_batch(struct kind_cursor *kc)
 					p += k;
 					j += k;
 					oc += (size_t)k * ROW;
+					continue;
+				}
+				if (isa == ISA_X86 && j + 3 <= ok && varint3_tab[bmi2_pext(w, 0x8080808080808080ull)].n) {
+					/* Two or three varints of up to three bytes a
+					 * word (timestamps: two and three bytes, mixed),
+					 * while the words hold them (varint3_tab). */
+					for (;;) {
+						/* Steps that cannot pass the batch's rows (a
+						 * step takes at most three) nor the column's
+						 * last word (at most eight bytes): only the
+						 * table's answer is tested in them. */
+						if ((uintptr_t)p > last_word)
+							break;
+						size_t steps = (ok - j) / 3, words = (size_t)(last_word - (uintptr_t)p) / 8 + 1;
+						if (words < steps)
+							steps = words;
+						if (!steps)
+							break;
+						do {
+							memcpy(&w, p, 8);
+							const struct varint3 *vt = &varint3_tab[bmi2_pext(w, 0x8080808080808080ull)];
+							if (!vt->n)
+								goto next_word;
+							/* Varint t's payload in lane t, bits 21 t.. */
+							uint64_t x = bmi2_pdep(bmi2_pext(w, vt->payload), vt->lanes);
+							changed |= x;
+							/* Unzigzagged in each lane at once (a lane's
+							 * bit 0 becomes all its 21 bits: no carry),
+							 * then each lane as a signed 21-bit delta.
+							 * A third lane without a varint is 0: its
+							 * row gets the second one's value, stored
+							 * again by the next step (j + 2 < ok). */
+							x = ((x >> 1) & LANES21_LOW20) ^ ((x & LANES21_BIT0) * 0x1fffff);
+							uint64_t a0 = acc + (uint64_t)((int64_t)(x << 43) >> 43);
+							uint64_t a1 = a0 + (uint64_t)((int64_t)(x << 22) >> 43);
+							acc = a1 + (uint64_t)((int64_t)(x << 1) >> 43);
+							cell_put(cells, oc, a0);
+							cell_put(cells, oc + ROW, a1);
+							cell_put(cells, oc + 2 * ROW, acc);
+							p += vt->bytes;
+							j += vt->n;
+							oc += vt->cells;
+						} while (--steps);
+					}
+				next_word:
 					continue;
 				}
 				/* The first varint's length picks the word's one
@@ -1277,6 +1422,25 @@ static void fill_batch(struct kind_cursor *kc)
 	kc->bi = 0;
 	kc->bn = ok;
 	kc->err = ok < m ? err : NULL;
+}
+
+/* fill_batch_body for each path, the path a constant. */
+static void fill_batch_plain(struct kind_cursor *kc)
+{
+	fill_batch_body(kc, ISA_PLAIN);
+}
+
+static void fill_batch_x86(struct kind_cursor *kc)
+{
+	fill_batch_body(kc, ISA_X86);
+}
+
+static inline void fill_batch(struct kind_cursor *kc)
+{
+	if (TBP_HAVE_X86 && kc->isa == ISA_X86)
+		fill_batch_x86(kc);
+	else
+		fill_batch_plain(kc);
 }
 
 _Static_assert(offsetof(struct tbp_record, blob) > offsetof(struct tbp_record, u.v[TBP_MAX_FIELDS - 1]) &&
