@@ -40,6 +40,7 @@ enum { ISA_PLAIN = 0, ISA_X86 = 1 };
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define TBP_HAVE_X86 1
+#include <immintrin.h>
 /* In inline assembly, not the intrinsics: the code that uses them is
  * compiled once for both paths (a constant picks one), and the intrinsics
  * would need the whole function compiled for BMI2. */
@@ -84,7 +85,8 @@ static void isa_init(void)
 {
 #if TBP_HAVE_X86
 	__builtin_cpu_init();
-	if (!__builtin_cpu_supports("bmi2") || __builtin_cpu_is("amdfam15h") || __builtin_cpu_is("amdfam17h"))
+	if (!__builtin_cpu_supports("bmi") || !__builtin_cpu_supports("bmi2") || !__builtin_cpu_supports("avx2") ||
+	    __builtin_cpu_is("amdfam15h") || __builtin_cpu_is("amdfam17h"))
 		return;
 	cpu_isa = ISA_X86;
 #endif
@@ -1461,6 +1463,44 @@ static inline void put_record(const struct kind_cursor *kc, unsigned j, struct t
 	rec->blob_len = kc->blob_len[j];
 }
 
+#if TBP_HAVE_X86
+/* next_many's copies of the rows of a kind without a blob, 32 bytes a move
+ * (ISA_X86 has AVX2): the head, ts and the first 7 fields (fields <= 7) or
+ * 11 (fields <= 11) from the row (the cells past nout are zero), zeros over
+ * the rest of the record, its blob pointer and length.  Unaligned moves;
+ * the last zero store overlaps the one before it. */
+static inline __attribute__((target("avx2"))) void copy_rows_avx2(struct tbp_record *out,
+	const uint64_t (*row)[ROW], unsigned m, uint64_t head, int eleven)
+{
+	const __m256i zero = _mm256_setzero_si256();
+	if (eleven) {
+		for (unsigned t = 0; t < m; t++) {
+			uint8_t *o = (uint8_t *)&out[t];
+			const uint8_t *s = (const uint8_t *)row[t];
+			memcpy(o, &head, 8);
+			_mm256_storeu_si256((__m256i *)(o + 8), _mm256_loadu_si256((const __m256i *)s));
+			_mm256_storeu_si256((__m256i *)(o + 40), _mm256_loadu_si256((const __m256i *)(s + 32)));
+			_mm256_storeu_si256((__m256i *)(o + 72), _mm256_loadu_si256((const __m256i *)(s + 64)));
+			_mm256_storeu_si256((__m256i *)(o + 104), zero);
+			_mm256_storeu_si256((__m256i *)(o + sizeof *out - 32), zero);
+		}
+	} else {
+		for (unsigned t = 0; t < m; t++) {
+			uint8_t *o = (uint8_t *)&out[t];
+			const uint8_t *s = (const uint8_t *)row[t];
+			memcpy(o, &head, 8);
+			_mm256_storeu_si256((__m256i *)(o + 8), _mm256_loadu_si256((const __m256i *)s));
+			_mm256_storeu_si256((__m256i *)(o + 40), _mm256_loadu_si256((const __m256i *)(s + 32)));
+			_mm256_storeu_si256((__m256i *)(o + 72), zero);
+			_mm256_storeu_si256((__m256i *)(o + 104), zero);
+			_mm256_storeu_si256((__m256i *)(o + sizeof *out - 32), zero);
+		}
+	}
+}
+_Static_assert(sizeof(struct tbp_record) == 160 && 72 + 32 <= sizeof(struct tbp_record) - 32 + 32,
+	"copy_rows_avx2 covers a record");
+#endif
+
 /* Decode one record; returns TBP_OK (known kind, *rec filled), TBP_END
  * meaning "skipped a kind this reader does not know", or an error. */
 static int decode_record(struct tbp_reader *r, struct tbp_record *rec)
@@ -1563,10 +1603,9 @@ int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
 	return reader_next_slow(r, rec);
 }
 
-int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned max, unsigned *n_out)
+static inline __attribute__((always_inline)) int next_many_body(struct tbp_reader *r, struct tbp_record *recs,
+	unsigned max, unsigned *n_out, const int isa)
 {
-	if (!r || !recs || !max || !n_out)
-		return TBP_ERR_ARG;
 	*n_out = 0;
 	/* The fast path of tbp_reader_next, a stretch of one kind's decoded
 	 * rows at a time, a batch decoded when one runs out; anything else
@@ -1587,7 +1626,10 @@ int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned
 		if (kc->bi >= kc->bn) {
 			if (kc->err || kc->left == 0 || kc->ki == NULL)
 				break;
-			fill_batch(kc);
+			if (TBP_HAVE_X86 && isa == ISA_X86)
+				fill_batch_x86(kc);
+			else
+				fill_batch_plain(kc);
 			if (kc->bn == 0)
 				break; /* its first row is bad: the slow path says so */
 		}
@@ -1614,6 +1656,12 @@ counted:;
 		if (kc->has_blob) {
 			for (unsigned t = 0; t < m; t++)
 				put_record(kc, kc->bi + t, out + t);
+#if TBP_HAVE_X86
+		} else if (isa == ISA_X86 && kc->nout <= 11) {
+			uint64_t head;
+			memcpy(&head, &kc->head, 8);
+			copy_rows_avx2(out, row, m, head, kc->nout > 7);
+#endif
 		} else if (kc->nout <= 7) {
 			/* At most seven fields (a kernel under tbanalyze's
 			 * limit, a span): the row's first eight cells, zeros
@@ -1664,6 +1712,31 @@ slow:;
 	if (rc == TBP_OK)
 		*n_out = 1;
 	return rc;
+}
+
+static int next_many_plain(struct tbp_reader *r, struct tbp_record *recs, unsigned max, unsigned *n_out)
+{
+	return next_many_body(r, recs, max, n_out, ISA_PLAIN);
+}
+
+#if TBP_HAVE_X86
+/* The rows copied 32 bytes a move (AVX2, which ISA_X86 implies). */
+static __attribute__((target("avx2"))) int next_many_x86(struct tbp_reader *r, struct tbp_record *recs, unsigned max,
+	unsigned *n_out)
+{
+	return next_many_body(r, recs, max, n_out, ISA_X86);
+}
+#endif
+
+int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned max, unsigned *n_out)
+{
+	if (!r || !recs || !max || !n_out)
+		return TBP_ERR_ARG;
+#if TBP_HAVE_X86
+	if (r->isa == ISA_X86)
+		return next_many_x86(r, recs, max, n_out);
+#endif
+	return next_many_plain(r, recs, max, n_out);
 }
 
 int tbp_reader_limit_fields(struct tbp_reader *r, unsigned kind, unsigned nfields)
