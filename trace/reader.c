@@ -86,6 +86,7 @@ static void isa_init(void)
 #if TBP_HAVE_X86
 	__builtin_cpu_init();
 	if (!__builtin_cpu_supports("bmi") || !__builtin_cpu_supports("bmi2") || !__builtin_cpu_supports("avx2") ||
+	    !__builtin_cpu_supports("popcnt") ||
 	    __builtin_cpu_is("amdfam15h") || __builtin_cpu_is("amdfam17h"))
 		return;
 	cpu_isa = ISA_X86;
@@ -656,6 +657,19 @@ static int count_kinds_fast(struct tbp_reader *r, const uint8_t *p, uint64_t cou
 	return (int)ok;
 }
 
+#if TBP_HAVE_X86
+/* The bytes under 0x80 in p[0, len), len a multiple of 32: 32 a step, the
+ * high bits' mask counted (ISA_X86 has AVX2 and POPCNT). */
+static __attribute__((target("avx2,popcnt"))) uint64_t count_ends_avx2(const uint8_t *p, size_t len)
+{
+	uint64_t high = 0;
+	for (size_t i = 0; i < len; i += 32)
+		high += (uint64_t)__builtin_popcount(
+			(unsigned)_mm256_movemask_epi8(_mm256_loadu_si256((const __m256i *)(p + i))));
+	return len - high;
+}
+#endif
+
 /* A column of a field the caller left out (tbp_reader_limit_fields): not
  * decoded, but checked to hold exactly `count` values, as decoding it
  * would (a plain column: as many varints, each ending in the column, the
@@ -693,6 +707,12 @@ static int skip_column(struct kind_cursor *kc, unsigned c, uint64_t count)
 		/* A varint ends at each byte without the continuation bit. */
 		uint64_t ends = 0;
 		size_t len = (size_t)(e - p), i = 0;
+#if TBP_HAVE_X86
+		if (kc->isa == ISA_X86) {
+			ends = count_ends_avx2(p, len & ~(size_t)31);
+			i = len & ~(size_t)31;
+		}
+#endif
 		while (i + 16 <= len) {
 			/* Sixteen bytes at a time: each byte lane counts the
 			 * bytes that end a varint (as signed bytes, those >= 0:
@@ -1145,6 +1165,15 @@ static inline __attribute__((always_inline)) void fill_batch_body(struct kind_cu
 	const char *err = NULL;
 	for (unsigned c = 0; c < kc->ndec; c++) {
 		if (kc->runs && kc->col_runs[c]) {
+			/* A run of zero deltas over the whole batch in a column whose
+			 * rows hold its value already (a launch's result, device and
+			 * stream, a kernel's device, context and stream): what
+			 * column_runs would do, without its setup. */
+			if (kc->run_left[c] >= ok && kc->run_delta[c] == 0 && (kc->const_cols[c / 32] >> (c % 32) & 1) &&
+			    kc->const_val[c] == kc->prev[c] && c <= kc->nout && !(c == 1 && kc->end_from_ts)) {
+				kc->run_left[c] -= ok;
+				continue;
+			}
 			unsigned j = fill_column_runs(kc, c, ok);
 			if (j < ok) {
 				ok = j;
@@ -1497,8 +1526,8 @@ static inline __attribute__((target("avx2"))) void copy_rows_avx2(struct tbp_rec
 		}
 	}
 }
-_Static_assert(sizeof(struct tbp_record) == 160 && 72 + 32 <= sizeof(struct tbp_record) - 32 + 32,
-	"copy_rows_avx2 covers a record");
+_Static_assert(sizeof(struct tbp_record) == 160 && sizeof(((struct kind_cursor *)0)->row[0]) == 136,
+	"copy_rows_avx2 and put_record_avx2 cover a record");
 #endif
 
 /* Decode one record; returns TBP_OK (known kind, *rec filled), TBP_END
@@ -1582,10 +1611,50 @@ static __attribute__((noinline)) int reader_next_slow(struct tbp_reader *r, stru
 	}
 }
 
+#if TBP_HAVE_X86
+/* put_record with the row's ts and fields 32 bytes a move (ISA_X86 has
+ * AVX2). */
+static inline __attribute__((target("avx2"))) void put_record_avx2(const struct kind_cursor *kc, unsigned j,
+	struct tbp_record *rec)
+{
+	uint8_t *o = (uint8_t *)rec;
+	const uint8_t *s = (const uint8_t *)kc->row[j];
+	memcpy(o, &kc->head, 8);
+	_mm256_storeu_si256((__m256i *)(o + 8), _mm256_loadu_si256((const __m256i *)s));
+	_mm256_storeu_si256((__m256i *)(o + 40), _mm256_loadu_si256((const __m256i *)(s + 32)));
+	_mm256_storeu_si256((__m256i *)(o + 72), _mm256_loadu_si256((const __m256i *)(s + 64)));
+	_mm256_storeu_si256((__m256i *)(o + 104), _mm256_loadu_si256((const __m256i *)(s + 96)));
+	memcpy(o + 8 + 128, s + 128, sizeof kc->row[j] - 128);
+	rec->blob = kc->blob[j];
+	rec->blob_len = kc->blob_len[j];
+}
+
+/* tbp_reader_next's common case with put_record_avx2. */
+static __attribute__((target("avx2"))) int reader_next_x86(struct tbp_reader *r, struct tbp_record *rec)
+{
+	if (__builtin_expect(!r->status && r->chunk_left > 1, 1)) {
+		struct kind_cursor *kc = r->cur[r->kinds[r->kinds_pos]];
+		if (__builtin_expect(kc->bi < kc->bn && kc->ki != NULL, 1)) {
+			unsigned j = kc->bi++;
+			r->kinds_pos++;
+			r->record_index++;
+			r->chunk_left--;
+			put_record_avx2(kc, j, rec);
+			return TBP_OK;
+		}
+	}
+	return reader_next_slow(r, rec);
+}
+#endif
+
 int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
 {
 	if (!r || !rec)
 		return TBP_ERR_ARG;
+#if TBP_HAVE_X86
+	if (r->isa == ISA_X86)
+		return reader_next_x86(r, rec);
+#endif
 	/* The common case, kept short so it needs few registers: a known kind
 	 * whose batch has rows left, and not the chunk's last record (that one
 	 * closes the chunk).  Exactly what decode_record does for it. */
