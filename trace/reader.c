@@ -979,6 +979,15 @@ static inline uint64_t cell_get(const uint8_t *cells, size_t i)
 	return v;
 }
 
+/* The delta of each six-bit zigzag value: a one-byte run entry's without a
+ * shift, a negation and an exclusive or. */
+static const int8_t unzigzag6[64] = {
+	0, -1, 1, -2, 2, -3, 3, -4, 4, -5, 5, -6, 6, -7, 7, -8,
+	8, -9, 9, -10, 10, -11, 11, -12, 12, -13, 13, -14, 14, -15, 15, -16,
+	16, -17, 17, -18, 18, -19, 19, -20, 20, -21, 21, -22, 22, -23, 23, -24,
+	24, -25, 25, -26, 26, -27, 27, -28, 28, -29, 29, -30, 30, -31, 31, -32,
+};
+
 /* One run entry: a one-byte entry (a run of one small delta: a timestamp
  * column, or the first entry of a constant column) inline, anything else
  * through tbp_get_run.  Nonzero when malformed. */
@@ -1051,22 +1060,35 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 	size_t oc = c; /* row j's cell of the column, kept beside j */
 	while (j < ok) {
 		if (left == 0) {
-			/* Not for a duration: one of under 64 ns that the next
-			 * record does not repeat is rare. */
-			if (keep && !dur) {
-				/* Runs of one record whose entry is one byte (a
-				 * column that moves by small, varying steps): a
-				 * value per byte, without the run bookkeeping. */
+			if (keep) {
+				/* Runs of one record whose entry is one byte or two (a
+				 * column that moves by small, varying steps, a
+				 * kernel's duration): a value per entry, without the
+				 * run bookkeeping.  A two-byte entry: the first byte's
+				 * high bit set and low bit (more) clear, the second's
+				 * high bit clear. */
 				uint64_t moved = 0;
-				for (; j < ok && p < e && !(*p & 0x81); j++, oc += ROW) {
-					d = tbp_unzigzag(*p++ >> 1);
-					moved |= d;
+				const uint8_t *e1 = e - 1;
+				while (j < ok && p < e1) {
+					unsigned b0 = p[0];
+					if (!(b0 & 0x81)) {
+						d = (uint64_t)(int64_t)unzigzag6[b0 >> 1];
+						p++;
+					} else if ((b0 & 0x81) == 0x80 && p[1] < 0x80) {
+						d = tbp_unzigzag(((b0 & 0x7f) | (unsigned)p[1] << 7) >> 1);
+						p += 2;
+					} else {
+						break;
+					}
 					if (dur) {
 						cell_put(cells, oc, cell_get(cells, oc - c) + d);
 					} else {
+						moved |= d;
 						acc += d;
 						cell_put(cells, oc, acc);
 					}
+					j++;
+					oc += ROW;
 				}
 				if (moved)
 					late_move = 1;
@@ -1074,8 +1096,8 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 					break;
 			}
 			/* A kept column's one-byte entries of one record were
-			 * taken above: the next is not one. */
-			if (get_run(&p, e, &d, &left, keep && !dur))
+			 * taken above: the next is not one, but for its last byte. */
+			if (get_run(&p, e, &d, &left, 0))
 				break;
 		}
 		unsigned take = left < ok - j ? left : ok - j;
