@@ -1078,7 +1078,35 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 						d = tbp_unzigzag(((b0 & 0x7f) | (unsigned)p[1] << 7) >> 1);
 						p += 2;
 					} else {
-						break;
+						/* A short run inside the batch: a one-byte value
+						 * and a one-byte length (a call path repeated two
+						 * or three times), or a two-byte value and a
+						 * one-byte length (a kernel's duration). */
+						unsigned n;
+						if ((b0 & 0x81) == 0x01 && p[1] < 0x80 && p[1] + 2u <= ok - j) {
+							d = (uint64_t)(int64_t)unzigzag6[b0 >> 1];
+							n = p[1] + 2u;
+							p += 2;
+						} else if ((b0 & 0x81) == 0x81 && p[1] < 0x80 && e - p >= 3 && p[2] < 0x80 &&
+							   p[2] + 2u <= ok - j) {
+							d = tbp_unzigzag(((b0 & 0x7f) | (unsigned)p[1] << 7) >> 1);
+							n = p[2] + 2u;
+							p += 3;
+						} else {
+							break;
+						}
+						if (!dur)
+							moved |= d;
+						for (unsigned t = 0; t < n; t++, oc += ROW) {
+							if (dur) {
+								cell_put(cells, oc, cell_get(cells, oc - c) + d);
+							} else {
+								acc += d;
+								cell_put(cells, oc, acc);
+							}
+						}
+						j += n;
+						continue;
 					}
 					if (dur) {
 						cell_put(cells, oc, cell_get(cells, oc - c) + d);
