@@ -679,30 +679,35 @@ static int skip_column(struct kind_cursor *kc, unsigned c, uint64_t count)
 {
 	const uint8_t *p = kc->pos[c], *e = kc->end[c];
 	if (kc->runs && kc->col_runs[c]) {
+		/* Every entry to the column's end, then their lengths' sum
+		 * against count: the same answer as stopping at count (more
+		 * entries after it, or one that passes it, make the sum larger;
+		 * at most 65 536 a byte, it cannot wrap). */
 		uint64_t n = 0;
-		while (n < count) {
-			/* A one-byte entry: a run of one, or of the length in
-			 * the next byte (+ 2) when that is one byte too. */
-			if (p < e && *p < 0x80) {
-				if (!(*p & 1)) {
-					p++;
-					n++;
-					continue;
-				}
-				if (e - p >= 2 && p[1] < 0x80) {
-					if (p[1] + 2u > count - n)
-						return -1;
-					n += p[1] + 2u;
-					p += 2;
-					continue;
-				}
+		const uint8_t *e1 = e - 1;
+		while (p < e) {
+			/* One-byte entries of one record (high and low bits
+			 * clear), then a one-byte value with a one-byte length
+			 * (+ 2). */
+			while (p < e && !(*p & 0x81)) {
+				p++;
+				n++;
 			}
+			if (p < e1 && *p < 0x80 && p[1] < 0x80) {
+				n += p[1] + 2u;
+				p += 2;
+				continue;
+			}
+			if (p == e)
+				break;
 			uint64_t x;
 			uint32_t len;
-			if (tbp_get_run(&p, e, &x, &len) || len > count - n)
+			if (tbp_get_run(&p, e, &x, &len))
 				return -1;
 			n += len;
 		}
+		if (n != count)
+			return -1;
 	} else {
 		/* A varint ends at each byte without the continuation bit. */
 		uint64_t ends = 0;
