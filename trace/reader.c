@@ -1102,7 +1102,18 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 						}
 						if (!dur)
 							moved |= d;
-						for (unsigned t = 0; t < n; t++, oc += ROW) {
+						unsigned t = 0;
+						if (dur) {
+							/* Four rows a step (a duration repeated for
+							 * up to 129 kernels). */
+							for (; t + 4 <= n; t += 4, oc += 4 * ROW) {
+								cell_put(cells, oc, cell_get(cells, oc - c) + d);
+								cell_put(cells, oc + ROW, cell_get(cells, oc + ROW - c) + d);
+								cell_put(cells, oc + 2 * ROW, cell_get(cells, oc + 2 * ROW - c) + d);
+								cell_put(cells, oc + 3 * ROW, cell_get(cells, oc + 3 * ROW - c) + d);
+							}
+						}
+						for (; t < n; t++, oc += ROW) {
 							if (dur) {
 								cell_put(cells, oc, cell_get(cells, oc - c) + d);
 							} else {
