@@ -786,7 +786,8 @@ static int open_chunk(struct tbp_reader *r)
 		size_t cap = r->kinds_buf_cap ? r->kinds_buf_cap : 4096;
 		while (cap < count)
 			cap *= 2;
-		uint8_t *nb = realloc(r->kinds_buf, cap);
+		/* Eight bytes more: a short run is stored as one word. */
+		uint8_t *nb = realloc(r->kinds_buf, cap + 8);
 		if (!nb)
 			return fail(r, TBP_ERR_NOMEM, r->frame_off, "out of memory");
 		r->kinds_buf = nb;
@@ -797,8 +798,18 @@ static int open_chunk(struct tbp_reader *r)
 		uint64_t kind;
 		uint32_t n = 1;
 		if (r->runs) {
-			if (tbp_get_run(&p, end, &kind, &n))
+			/* A one-byte entry of one record, or a one-byte entry and a
+			 * one-byte length (a thread's launches among its spans),
+			 * inline; anything else through tbp_get_run. */
+			if (p < end && !(*p & 0x81)) {
+				kind = *p++ >> 1;
+			} else if (end - p >= 2 && *p < 0x80 && p[1] < 0x80) {
+				kind = *p >> 1;
+				n = p[1] + 2u;
+				p += 2;
+			} else if (tbp_get_run(&p, end, &kind, &n)) {
 				return bad_chunk(r, "kinds column runs past the frame");
+			}
 			if (n > count - i)
 				return bad_chunk(r, "kinds column longer than the chunk");
 		} else if (p < end && *p < 0x80) {
@@ -811,7 +822,12 @@ static int open_chunk(struct tbp_reader *r)
 		if (r->count[kind] == 0)
 			r->present[r->npresent++] = (uint8_t)kind;
 		r->count[kind] += n;
-		memset(r->kinds_buf + i, (int)kind, n);
+		if (n <= 8) {
+			uint64_t word = 0x0101010101010101ull * (uint8_t)kind;
+			memcpy(r->kinds_buf + i, &word, 8);
+		} else {
+			memset(r->kinds_buf + i, (int)kind, n);
+		}
 		i += n;
 	}
 counted:
