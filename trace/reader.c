@@ -56,8 +56,21 @@ static inline uint64_t bmi2_pdep(uint64_t v, uint64_t mask)
 	__asm__("pdepq %2, %1, %0" : "=r"(r) : "r"(v), "rm"(mask));
 	return r;
 }
+/* pext of each byte's high bit (a word's continuation bits), the mask read
+ * from memory: no 10-byte constant load a word where registers are short. */
+static const uint64_t high_bits = 0x8080808080808080ull;
+static inline uint64_t bmi2_pext_high(uint64_t v)
+{
+	uint64_t r;
+	__asm__("pextq %2, %1, %0" : "=r"(r) : "r"(v), "m"(high_bits));
+	return r;
+}
 #else
 #define TBP_HAVE_X86 0
+static inline uint64_t bmi2_pext_high(uint64_t v)
+{
+	return v; /* never called: ISA_X86 is never chosen */
+}
 static inline uint64_t bmi2_pext(uint64_t v, uint64_t mask)
 {
 	(void)mask;
@@ -1349,7 +1362,7 @@ static inline __attribute__((always_inline)) void fill_batch_body(struct kind_cu
 					oc += (size_t)k * ROW;
 					continue;
 				}
-				if (isa == ISA_X86 && j + 3 <= ok && varint3_tab[bmi2_pext(w, 0x8080808080808080ull)].n) {
+				if (isa == ISA_X86 && j + 3 <= ok && varint3_tab[bmi2_pext_high(w)].n) {
 					/* Two or three varints of up to three bytes a
 					 * word (timestamps: two and three bytes, mixed),
 					 * while the words hold them (varint3_tab). */
@@ -1367,7 +1380,7 @@ static inline __attribute__((always_inline)) void fill_batch_body(struct kind_cu
 							break;
 						do {
 							memcpy(&w, p, 8);
-							const struct varint3 *vt = &varint3_tab[bmi2_pext(w, 0x8080808080808080ull)];
+							const struct varint3 *vt = &varint3_tab[bmi2_pext_high(w)];
 							if (!vt->n)
 								goto next_word;
 							/* Varint t's payload in lane t, bits 21 t.. */
