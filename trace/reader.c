@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -27,6 +28,117 @@
 #define BATCH 128
 #define ROW (1 + TBP_MAX_FIELDS) /* ts and the fields handed out */
 
+/* The decode paths.  ISA_PLAIN: portable C (on x86-64, SSE2 through GCC's
+ * vector types).  ISA_X86: x86-64 with BMI2, whose pext and pdep take the
+ * two- and three-byte varints of a timestamp column (mixed, a word of input
+ * at a time) apart in a few instructions, chosen at run time where the CPU
+ * has it and pext is fast (not AMD's families 15h and 17h, where it is
+ * microcoded).  TBP_READER_SIMD=0 in the environment forces the plain path
+ * (the trace suite runs both).  Both hand out the same records and fail
+ * on a damaged input at the same record with the same message. */
+enum { ISA_PLAIN = 0, ISA_X86 = 1 };
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define TBP_HAVE_X86 1
+#include <immintrin.h>
+/* In inline assembly, not the intrinsics: the code that uses them is
+ * compiled once for both paths (a constant picks one), and the intrinsics
+ * would need the whole function compiled for BMI2. */
+static inline uint64_t bmi2_pext(uint64_t v, uint64_t mask)
+{
+	uint64_t r;
+	__asm__("pextq %2, %1, %0" : "=r"(r) : "r"(v), "rm"(mask));
+	return r;
+}
+static inline uint64_t bmi2_pdep(uint64_t v, uint64_t mask)
+{
+	uint64_t r;
+	__asm__("pdepq %2, %1, %0" : "=r"(r) : "r"(v), "rm"(mask));
+	return r;
+}
+/* pext of each byte's high bit (a word's continuation bits), the mask read
+ * from memory: no 10-byte constant load a word where registers are short. */
+static const uint64_t high_bits = 0x8080808080808080ull;
+static inline uint64_t bmi2_pext_high(uint64_t v)
+{
+	uint64_t r;
+	__asm__("pextq %2, %1, %0" : "=r"(r) : "r"(v), "m"(high_bits));
+	return r;
+}
+#else
+#define TBP_HAVE_X86 0
+static inline uint64_t bmi2_pext_high(uint64_t v)
+{
+	return v; /* never called: ISA_X86 is never chosen */
+}
+static inline uint64_t bmi2_pext(uint64_t v, uint64_t mask)
+{
+	(void)mask;
+	return v; /* never called: ISA_X86 is never chosen */
+}
+#define bmi2_pdep bmi2_pext
+#endif
+
+/* A word of varint bytes by its continuation bits (bit i: byte i's high
+ * bit): how many varints of one to three bytes it starts with, two or
+ * three (0: fewer, or a longer one first), the bytes they take, the
+ * payload bits of those bytes (for pext), and where pdep puts each one's
+ * bits: varint t at bit 21 t (three 21-bit lanes). */
+struct varint3 {
+	uint64_t payload, lanes;
+	uint32_t n, bytes;
+	uint64_t cells; /* n rows of cells (n * ROW) */
+};
+static struct varint3 varint3_tab[256];
+#define LANES21_LOW20 (0xfffffull | 0xfffffull << 21 | 0xfffffull << 42)
+#define LANES21_BIT0 (1ull | 1ull << 21 | 1ull << 42)
+static int cpu_isa = ISA_PLAIN;
+
+static void isa_init(void)
+{
+#if TBP_HAVE_X86
+	__builtin_cpu_init();
+	if (!__builtin_cpu_supports("bmi") || !__builtin_cpu_supports("bmi2") || !__builtin_cpu_supports("avx2") ||
+	    !__builtin_cpu_supports("popcnt") ||
+	    __builtin_cpu_is("amdfam15h") || __builtin_cpu_is("amdfam17h"))
+		return;
+	cpu_isa = ISA_X86;
+#endif
+	for (unsigned c8 = 0; c8 < 256; c8++) {
+		struct varint3 *vt = &varint3_tab[c8];
+		unsigned at = 0, n = 0;
+		uint64_t payload = 0, lanes = 0;
+		while (n < 3) {
+			unsigned len = 1;
+			while (at + len <= 8 && (c8 >> (at + len - 1) & 1))
+				len++;
+			if (at + len > 8 || len > 3)
+				break; /* runs past the word, or longer than three bytes */
+			for (unsigned b = at; b < at + len; b++)
+				payload |= 0x7full << (8 * b);
+			lanes |= ((1ull << (7 * len)) - 1) << (21 * n);
+			at += len;
+			n++;
+		}
+		/* Not for a word that starts with a one-byte varint (eight of
+		 * those are taken at once) or holds four two-byte ones (four at
+		 * once): n 0, as for a word this cannot take. */
+		if (n >= 2 && (c8 & 1) && c8 != 0x55)
+			*vt = (struct varint3){.payload = payload, .lanes = lanes, .n = n, .bytes = at, .cells = n * ROW};
+	}
+}
+
+/* The path a reader opened now takes. */
+static int reader_isa(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, isa_init);
+	const char *env = getenv("TBP_READER_SIMD");
+	if (env && env[0] == '0' && env[1] == 0)
+		return ISA_PLAIN;
+	return cpu_isa;
+}
+
 /* Decoding state of one kind within the current chunk: where each of its
  * columns is read next, where it ends, the previous record's values
  * (prev[0] the ts, prev[1 + i] field i), and the decoded batch. */
@@ -41,6 +153,7 @@ struct kind_cursor {
 			     (tbp_reader_limit_fields; the others are only checked) */
 	uint8_t has_blob, end_from_ts;
 	uint8_t runs;     /* version 2 file: each ts and field column says its coding */
+	uint8_t isa;      /* the decode path: ISA_PLAIN or ISA_X86 (reader_isa) */
 	uint32_t left;    /* records of this kind in the chunk not yet batched */
 	unsigned bi, bn;  /* next row of the batch, rows decoded */
 	const char *err;  /* set: row bn could not be decoded, for this reason */
@@ -103,6 +216,7 @@ struct tbp_reader {
 	size_t kinds_buf_cap;
 	size_t kinds_pos, chunk_end;
 	int runs;          /* min_reader_version >= 2: columns are runs */
+	int isa;           /* reader_isa() at open: ISA_PLAIN or ISA_X86 */
 	uint8_t present[TBP_SCHEMA_MAX_KIND + 1];
 	unsigned npresent;
 	uint32_t count[TBP_SCHEMA_MAX_KIND + 1];
@@ -210,6 +324,7 @@ static struct tbp_reader *reader_new(const char *name)
 		return NULL;
 	r->name = strdup(name ? name : "(memory)");
 	r->fd = -1;
+	r->isa = reader_isa();
 	if (!r->name) {
 		free(r);
 		return NULL;
@@ -555,6 +670,19 @@ static int count_kinds_fast(struct tbp_reader *r, const uint8_t *p, uint64_t cou
 	return (int)ok;
 }
 
+#if TBP_HAVE_X86
+/* The bytes under 0x80 in p[0, len), len a multiple of 32: 32 a step, the
+ * high bits' mask counted (ISA_X86 has AVX2 and POPCNT). */
+static __attribute__((target("avx2,popcnt"))) uint64_t count_ends_avx2(const uint8_t *p, size_t len)
+{
+	uint64_t high = 0;
+	for (size_t i = 0; i < len; i += 32)
+		high += (uint64_t)__builtin_popcount(
+			(unsigned)_mm256_movemask_epi8(_mm256_loadu_si256((const __m256i *)(p + i))));
+	return len - high;
+}
+#endif
+
 /* A column of a field the caller left out (tbp_reader_limit_fields): not
  * decoded, but checked to hold exactly `count` values, as decoding it
  * would (a plain column: as many varints, each ending in the column, the
@@ -564,34 +692,45 @@ static int skip_column(struct kind_cursor *kc, unsigned c, uint64_t count)
 {
 	const uint8_t *p = kc->pos[c], *e = kc->end[c];
 	if (kc->runs && kc->col_runs[c]) {
+		/* Every entry to the column's end, then their lengths' sum
+		 * against count: the same answer as stopping at count (more
+		 * entries after it, or one that passes it, make the sum larger;
+		 * at most 65 536 a byte, it cannot wrap). */
 		uint64_t n = 0;
-		while (n < count) {
-			/* A one-byte entry: a run of one, or of the length in
-			 * the next byte (+ 2) when that is one byte too. */
-			if (p < e && *p < 0x80) {
-				if (!(*p & 1)) {
-					p++;
-					n++;
-					continue;
-				}
-				if (e - p >= 2 && p[1] < 0x80) {
-					if (p[1] + 2u > count - n)
-						return -1;
-					n += p[1] + 2u;
-					p += 2;
-					continue;
-				}
+		const uint8_t *e1 = e - 1;
+		while (p < e) {
+			/* One-byte entries of one record (high and low bits
+			 * clear), then a one-byte value with a one-byte length
+			 * (+ 2). */
+			while (p < e && !(*p & 0x81)) {
+				p++;
+				n++;
 			}
+			if (p < e1 && *p < 0x80 && p[1] < 0x80) {
+				n += p[1] + 2u;
+				p += 2;
+				continue;
+			}
+			if (p == e)
+				break;
 			uint64_t x;
 			uint32_t len;
-			if (tbp_get_run(&p, e, &x, &len) || len > count - n)
+			if (tbp_get_run(&p, e, &x, &len))
 				return -1;
 			n += len;
 		}
+		if (n != count)
+			return -1;
 	} else {
 		/* A varint ends at each byte without the continuation bit. */
 		uint64_t ends = 0;
 		size_t len = (size_t)(e - p), i = 0;
+#if TBP_HAVE_X86
+		if (kc->isa == ISA_X86) {
+			ends = count_ends_avx2(p, len & ~(size_t)31);
+			i = len & ~(size_t)31;
+		}
+#endif
 		while (i + 16 <= len) {
 			/* Sixteen bytes at a time: each byte lane counts the
 			 * bytes that end a varint (as signed bytes, those >= 0:
@@ -660,7 +799,8 @@ static int open_chunk(struct tbp_reader *r)
 		size_t cap = r->kinds_buf_cap ? r->kinds_buf_cap : 4096;
 		while (cap < count)
 			cap *= 2;
-		uint8_t *nb = realloc(r->kinds_buf, cap);
+		/* Eight bytes more: a short run is stored as one word. */
+		uint8_t *nb = realloc(r->kinds_buf, cap + 8);
 		if (!nb)
 			return fail(r, TBP_ERR_NOMEM, r->frame_off, "out of memory");
 		r->kinds_buf = nb;
@@ -671,8 +811,18 @@ static int open_chunk(struct tbp_reader *r)
 		uint64_t kind;
 		uint32_t n = 1;
 		if (r->runs) {
-			if (tbp_get_run(&p, end, &kind, &n))
+			/* A one-byte entry of one record, or a one-byte entry and a
+			 * one-byte length (a thread's launches among its spans),
+			 * inline; anything else through tbp_get_run. */
+			if (p < end && !(*p & 0x81)) {
+				kind = *p++ >> 1;
+			} else if (end - p >= 2 && *p < 0x80 && p[1] < 0x80) {
+				kind = *p >> 1;
+				n = p[1] + 2u;
+				p += 2;
+			} else if (tbp_get_run(&p, end, &kind, &n)) {
 				return bad_chunk(r, "kinds column runs past the frame");
+			}
 			if (n > count - i)
 				return bad_chunk(r, "kinds column longer than the chunk");
 		} else if (p < end && *p < 0x80) {
@@ -685,7 +835,12 @@ static int open_chunk(struct tbp_reader *r)
 		if (r->count[kind] == 0)
 			r->present[r->npresent++] = (uint8_t)kind;
 		r->count[kind] += n;
-		memset(r->kinds_buf + i, (int)kind, n);
+		if (n <= 8) {
+			uint64_t word = 0x0101010101010101ull * (uint8_t)kind;
+			memcpy(r->kinds_buf + i, &word, 8);
+		} else {
+			memset(r->kinds_buf + i, (int)kind, n);
+		}
 		i += n;
 	}
 counted:
@@ -709,6 +864,7 @@ counted:
 			kc->has_blob = se->has_blob;
 			kc->end_from_ts = se->end_from_ts && se->nfields > 0;
 			kc->runs = (uint8_t)r->runs;
+			kc->isa = (uint8_t)r->isa;
 			kc->nout = kc->ki ? (se->nfields < kc->ki->nfields ? se->nfields : kc->ki->nfields) : 0;
 			kc->ndec = kc->ncols;
 			if (r->limit[k] && r->limit[k] < se->nfields) {
@@ -857,6 +1013,15 @@ static inline uint64_t cell_get(const uint8_t *cells, size_t i)
 	return v;
 }
 
+/* The delta of each six-bit zigzag value: a one-byte run entry's without a
+ * shift, a negation and an exclusive or. */
+static const int8_t unzigzag6[64] = {
+	0, -1, 1, -2, 2, -3, 3, -4, 4, -5, 5, -6, 6, -7, 7, -8,
+	8, -9, 9, -10, 10, -11, 11, -12, 12, -13, 13, -14, 14, -15, 15, -16,
+	16, -17, 17, -18, 18, -19, 19, -20, 20, -21, 21, -22, 22, -23, 23, -24,
+	24, -25, 25, -26, 26, -27, 27, -28, 28, -29, 29, -30, 30, -31, 31, -32,
+};
+
 /* One run entry: a one-byte entry (a run of one small delta: a timestamp
  * column, or the first entry of a constant column) inline, anything else
  * through tbp_get_run.  Nonzero when malformed. */
@@ -929,22 +1094,74 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 	size_t oc = c; /* row j's cell of the column, kept beside j */
 	while (j < ok) {
 		if (left == 0) {
-			/* Not for a duration: one of under 64 ns that the next
-			 * record does not repeat is rare. */
-			if (keep && !dur) {
-				/* Runs of one record whose entry is one byte (a
-				 * column that moves by small, varying steps): a
-				 * value per byte, without the run bookkeeping. */
+			if (keep) {
+				/* Runs of one record whose entry is one byte or two (a
+				 * column that moves by small, varying steps, a
+				 * kernel's duration): a value per entry, without the
+				 * run bookkeeping.  A two-byte entry: the first byte's
+				 * high bit set and low bit (more) clear, the second's
+				 * high bit clear. */
 				uint64_t moved = 0;
-				for (; j < ok && p < e && !(*p & 0x81); j++, oc += ROW) {
-					d = tbp_unzigzag(*p++ >> 1);
-					moved |= d;
+				const uint8_t *e1 = e - 1;
+				while (j < ok && p < e1) {
+					unsigned b0 = p[0];
+					if (!(b0 & 0x81)) {
+						d = (uint64_t)(int64_t)unzigzag6[b0 >> 1];
+						p++;
+					} else if ((b0 & 0x81) == 0x80 && p[1] < 0x80) {
+						d = tbp_unzigzag(((b0 & 0x7f) | (unsigned)p[1] << 7) >> 1);
+						p += 2;
+					} else {
+						/* A short run inside the batch: a one-byte value
+						 * and a one-byte length (a call path repeated two
+						 * or three times), or a two-byte value and a
+						 * one-byte length (a kernel's duration). */
+						unsigned n;
+						if ((b0 & 0x81) == 0x01 && p[1] < 0x80 && p[1] + 2u <= ok - j) {
+							d = (uint64_t)(int64_t)unzigzag6[b0 >> 1];
+							n = p[1] + 2u;
+							p += 2;
+						} else if ((b0 & 0x81) == 0x81 && p[1] < 0x80 && e - p >= 3 && p[2] < 0x80 &&
+							   p[2] + 2u <= ok - j) {
+							d = tbp_unzigzag(((b0 & 0x7f) | (unsigned)p[1] << 7) >> 1);
+							n = p[2] + 2u;
+							p += 3;
+						} else {
+							break;
+						}
+						if (!dur)
+							moved |= d;
+						unsigned t = 0;
+						if (dur) {
+							/* Four rows a step (a duration repeated for
+							 * up to 129 kernels). */
+							for (; t + 4 <= n; t += 4, oc += 4 * ROW) {
+								cell_put(cells, oc, cell_get(cells, oc - c) + d);
+								cell_put(cells, oc + ROW, cell_get(cells, oc + ROW - c) + d);
+								cell_put(cells, oc + 2 * ROW, cell_get(cells, oc + 2 * ROW - c) + d);
+								cell_put(cells, oc + 3 * ROW, cell_get(cells, oc + 3 * ROW - c) + d);
+							}
+						}
+						for (; t < n; t++, oc += ROW) {
+							if (dur) {
+								cell_put(cells, oc, cell_get(cells, oc - c) + d);
+							} else {
+								acc += d;
+								cell_put(cells, oc, acc);
+							}
+						}
+						j += n;
+						continue;
+					}
 					if (dur) {
 						cell_put(cells, oc, cell_get(cells, oc - c) + d);
 					} else {
+						moved |= d;
 						acc += d;
 						cell_put(cells, oc, acc);
 					}
+					j++;
+					oc += ROW;
 				}
 				if (moved)
 					late_move = 1;
@@ -952,8 +1169,8 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 					break;
 			}
 			/* A kept column's one-byte entries of one record were
-			 * taken above: the next is not one. */
-			if (get_run(&p, e, &d, &left, keep && !dur))
+			 * taken above: the next is not one, but for its last byte. */
+			if (get_run(&p, e, &d, &left, 0))
 				break;
 		}
 		unsigned take = left < ok - j ? left : ok - j;
@@ -1019,7 +1236,7 @@ static inline __attribute__((always_inline)) unsigned column_runs(struct kind_cu
 
 /* column_runs with its two column types made constants: -O2 does not take
  * the tests of the loops out of them itself. */
-static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok)
+static inline __attribute__((always_inline)) unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok)
 {
 	int dur = c == 1 && kc->end_from_ts; /* end = ts + duration */
 	int keep = c <= kc->nout;
@@ -1035,7 +1252,7 @@ static unsigned fill_column_runs(struct kind_cursor *kc, unsigned c, unsigned ok
  * first record it cannot complete: the records before it are handed out
  * first, then that record reports the error (as a record-at-a-time reader
  * would). */
-static void fill_batch(struct kind_cursor *kc)
+static inline __attribute__((always_inline)) void fill_batch_body(struct kind_cursor *kc, const int isa)
 {
 	unsigned m = kc->left < BATCH ? kc->left : BATCH;
 	uint8_t *cells = (uint8_t *)kc->row;
@@ -1043,6 +1260,15 @@ static void fill_batch(struct kind_cursor *kc)
 	const char *err = NULL;
 	for (unsigned c = 0; c < kc->ndec; c++) {
 		if (kc->runs && kc->col_runs[c]) {
+			/* A run of zero deltas over the whole batch in a column whose
+			 * rows hold its value already (a launch's result, device and
+			 * stream, a kernel's device, context and stream): what
+			 * column_runs would do, without its setup. */
+			if (kc->run_left[c] >= ok && kc->run_delta[c] == 0 && (kc->const_cols[c / 32] >> (c % 32) & 1) &&
+			    kc->const_val[c] == kc->prev[c] && c <= kc->nout && !(c == 1 && kc->end_from_ts)) {
+				kc->run_left[c] -= ok;
+				continue;
+			}
 			unsigned j = fill_column_runs(kc, c, ok);
 			if (j < ok) {
 				ok = j;
@@ -1134,6 +1360,51 @@ static void fill_batch(struct kind_cursor *kc)
 					p += k;
 					j += k;
 					oc += (size_t)k * ROW;
+					continue;
+				}
+				if (isa == ISA_X86 && j + 3 <= ok && varint3_tab[bmi2_pext_high(w)].n) {
+					/* Two or three varints of up to three bytes a
+					 * word (timestamps: two and three bytes, mixed),
+					 * while the words hold them (varint3_tab). */
+					for (;;) {
+						/* Steps that cannot pass the batch's rows (a
+						 * step takes at most three) nor the column's
+						 * last word (at most eight bytes): only the
+						 * table's answer is tested in them. */
+						if ((uintptr_t)p > last_word)
+							break;
+						size_t steps = (ok - j) / 3, words = (size_t)(last_word - (uintptr_t)p) / 8 + 1;
+						if (words < steps)
+							steps = words;
+						if (!steps)
+							break;
+						do {
+							memcpy(&w, p, 8);
+							const struct varint3 *vt = &varint3_tab[bmi2_pext_high(w)];
+							if (!vt->n)
+								goto next_word;
+							/* Varint t's payload in lane t, bits 21 t.. */
+							uint64_t x = bmi2_pdep(bmi2_pext(w, vt->payload), vt->lanes);
+							changed |= x;
+							/* Unzigzagged in each lane at once (a lane's
+							 * bit 0 becomes all its 21 bits: no carry),
+							 * then each lane as a signed 21-bit delta.
+							 * A third lane without a varint is 0: its
+							 * row gets the second one's value, stored
+							 * again by the next step (j + 2 < ok). */
+							x = ((x >> 1) & LANES21_LOW20) ^ ((x & LANES21_BIT0) * 0x1fffff);
+							uint64_t a0 = acc + (uint64_t)((int64_t)(x << 43) >> 43);
+							uint64_t a1 = a0 + (uint64_t)((int64_t)(x << 22) >> 43);
+							acc = a1 + (uint64_t)((int64_t)(x << 1) >> 43);
+							cell_put(cells, oc, a0);
+							cell_put(cells, oc + ROW, a1);
+							cell_put(cells, oc + 2 * ROW, acc);
+							p += vt->bytes;
+							j += vt->n;
+							oc += vt->cells;
+						} while (--steps);
+					}
+				next_word:
 					continue;
 				}
 				/* The first varint's length picks the word's one
@@ -1279,6 +1550,25 @@ static void fill_batch(struct kind_cursor *kc)
 	kc->err = ok < m ? err : NULL;
 }
 
+/* fill_batch_body for each path, the path a constant. */
+static void fill_batch_plain(struct kind_cursor *kc)
+{
+	fill_batch_body(kc, ISA_PLAIN);
+}
+
+static void fill_batch_x86(struct kind_cursor *kc)
+{
+	fill_batch_body(kc, ISA_X86);
+}
+
+static inline void fill_batch(struct kind_cursor *kc)
+{
+	if (TBP_HAVE_X86 && kc->isa == ISA_X86)
+		fill_batch_x86(kc);
+	else
+		fill_batch_plain(kc);
+}
+
 _Static_assert(offsetof(struct tbp_record, blob) > offsetof(struct tbp_record, u.v[TBP_MAX_FIELDS - 1]) &&
 		       offsetof(struct tbp_record, blob_len) > offsetof(struct tbp_record, blob),
 	       "a record's blob and its length come after its fields (zeroed with the fields past nfields)");
@@ -1296,6 +1586,44 @@ static inline void put_record(const struct kind_cursor *kc, unsigned j, struct t
 	rec->blob = kc->blob[j];
 	rec->blob_len = kc->blob_len[j];
 }
+
+#if TBP_HAVE_X86
+/* next_many's copies of the rows of a kind without a blob, 32 bytes a move
+ * (ISA_X86 has AVX2): the head, ts and the first 7 fields (fields <= 7) or
+ * 11 (fields <= 11) from the row (the cells past nout are zero), zeros over
+ * the rest of the record, its blob pointer and length.  Unaligned moves;
+ * the last zero store overlaps the one before it. */
+static inline __attribute__((target("avx2"))) void copy_rows_avx2(struct tbp_record *out,
+	const uint64_t (*row)[ROW], unsigned m, uint64_t head, int eleven)
+{
+	const __m256i zero = _mm256_setzero_si256();
+	if (eleven) {
+		for (unsigned t = 0; t < m; t++) {
+			uint8_t *o = (uint8_t *)&out[t];
+			const uint8_t *s = (const uint8_t *)row[t];
+			memcpy(o, &head, 8);
+			_mm256_storeu_si256((__m256i *)(o + 8), _mm256_loadu_si256((const __m256i *)s));
+			_mm256_storeu_si256((__m256i *)(o + 40), _mm256_loadu_si256((const __m256i *)(s + 32)));
+			_mm256_storeu_si256((__m256i *)(o + 72), _mm256_loadu_si256((const __m256i *)(s + 64)));
+			_mm256_storeu_si256((__m256i *)(o + 104), zero);
+			_mm256_storeu_si256((__m256i *)(o + sizeof *out - 32), zero);
+		}
+	} else {
+		for (unsigned t = 0; t < m; t++) {
+			uint8_t *o = (uint8_t *)&out[t];
+			const uint8_t *s = (const uint8_t *)row[t];
+			memcpy(o, &head, 8);
+			_mm256_storeu_si256((__m256i *)(o + 8), _mm256_loadu_si256((const __m256i *)s));
+			_mm256_storeu_si256((__m256i *)(o + 40), _mm256_loadu_si256((const __m256i *)(s + 32)));
+			_mm256_storeu_si256((__m256i *)(o + 72), zero);
+			_mm256_storeu_si256((__m256i *)(o + 104), zero);
+			_mm256_storeu_si256((__m256i *)(o + sizeof *out - 32), zero);
+		}
+	}
+}
+_Static_assert(sizeof(struct tbp_record) == 160 && sizeof(((struct kind_cursor *)0)->row[0]) == 136,
+	"copy_rows_avx2 and put_record_avx2 cover a record");
+#endif
 
 /* Decode one record; returns TBP_OK (known kind, *rec filled), TBP_END
  * meaning "skipped a kind this reader does not know", or an error. */
@@ -1378,10 +1706,50 @@ static __attribute__((noinline)) int reader_next_slow(struct tbp_reader *r, stru
 	}
 }
 
+#if TBP_HAVE_X86
+/* put_record with the row's ts and fields 32 bytes a move (ISA_X86 has
+ * AVX2). */
+static inline __attribute__((target("avx2"))) void put_record_avx2(const struct kind_cursor *kc, unsigned j,
+	struct tbp_record *rec)
+{
+	uint8_t *o = (uint8_t *)rec;
+	const uint8_t *s = (const uint8_t *)kc->row[j];
+	memcpy(o, &kc->head, 8);
+	_mm256_storeu_si256((__m256i *)(o + 8), _mm256_loadu_si256((const __m256i *)s));
+	_mm256_storeu_si256((__m256i *)(o + 40), _mm256_loadu_si256((const __m256i *)(s + 32)));
+	_mm256_storeu_si256((__m256i *)(o + 72), _mm256_loadu_si256((const __m256i *)(s + 64)));
+	_mm256_storeu_si256((__m256i *)(o + 104), _mm256_loadu_si256((const __m256i *)(s + 96)));
+	memcpy(o + 8 + 128, s + 128, sizeof kc->row[j] - 128);
+	rec->blob = kc->blob[j];
+	rec->blob_len = kc->blob_len[j];
+}
+
+/* tbp_reader_next's common case with put_record_avx2. */
+static __attribute__((target("avx2"))) int reader_next_x86(struct tbp_reader *r, struct tbp_record *rec)
+{
+	if (__builtin_expect(!r->status && r->chunk_left > 1, 1)) {
+		struct kind_cursor *kc = r->cur[r->kinds[r->kinds_pos]];
+		if (__builtin_expect(kc->bi < kc->bn && kc->ki != NULL, 1)) {
+			unsigned j = kc->bi++;
+			r->kinds_pos++;
+			r->record_index++;
+			r->chunk_left--;
+			put_record_avx2(kc, j, rec);
+			return TBP_OK;
+		}
+	}
+	return reader_next_slow(r, rec);
+}
+#endif
+
 int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
 {
 	if (!r || !rec)
 		return TBP_ERR_ARG;
+#if TBP_HAVE_X86
+	if (r->isa == ISA_X86)
+		return reader_next_x86(r, rec);
+#endif
 	/* The common case, kept short so it needs few registers: a known kind
 	 * whose batch has rows left, and not the chunk's last record (that one
 	 * closes the chunk).  Exactly what decode_record does for it. */
@@ -1399,10 +1767,9 @@ int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
 	return reader_next_slow(r, rec);
 }
 
-int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned max, unsigned *n_out)
+static inline __attribute__((always_inline)) int next_many_body(struct tbp_reader *r, struct tbp_record *recs,
+	unsigned max, unsigned *n_out, const int isa)
 {
-	if (!r || !recs || !max || !n_out)
-		return TBP_ERR_ARG;
 	*n_out = 0;
 	/* The fast path of tbp_reader_next, a stretch of one kind's decoded
 	 * rows at a time, a batch decoded when one runs out; anything else
@@ -1423,7 +1790,10 @@ int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned
 		if (kc->bi >= kc->bn) {
 			if (kc->err || kc->left == 0 || kc->ki == NULL)
 				break;
-			fill_batch(kc);
+			if (TBP_HAVE_X86 && isa == ISA_X86)
+				fill_batch_x86(kc);
+			else
+				fill_batch_plain(kc);
 			if (kc->bn == 0)
 				break; /* its first row is bad: the slow path says so */
 		}
@@ -1450,6 +1820,12 @@ counted:;
 		if (kc->has_blob) {
 			for (unsigned t = 0; t < m; t++)
 				put_record(kc, kc->bi + t, out + t);
+#if TBP_HAVE_X86
+		} else if (isa == ISA_X86 && kc->nout <= 11) {
+			uint64_t head;
+			memcpy(&head, &kc->head, 8);
+			copy_rows_avx2(out, row, m, head, kc->nout > 7);
+#endif
 		} else if (kc->nout <= 7) {
 			/* At most seven fields (a kernel under tbanalyze's
 			 * limit, a span): the row's first eight cells, zeros
@@ -1500,6 +1876,31 @@ slow:;
 	if (rc == TBP_OK)
 		*n_out = 1;
 	return rc;
+}
+
+static int next_many_plain(struct tbp_reader *r, struct tbp_record *recs, unsigned max, unsigned *n_out)
+{
+	return next_many_body(r, recs, max, n_out, ISA_PLAIN);
+}
+
+#if TBP_HAVE_X86
+/* The rows copied 32 bytes a move (AVX2, which ISA_X86 implies). */
+static __attribute__((target("avx2"))) int next_many_x86(struct tbp_reader *r, struct tbp_record *recs, unsigned max,
+	unsigned *n_out)
+{
+	return next_many_body(r, recs, max, n_out, ISA_X86);
+}
+#endif
+
+int tbp_reader_next_many(struct tbp_reader *r, struct tbp_record *recs, unsigned max, unsigned *n_out)
+{
+	if (!r || !recs || !max || !n_out)
+		return TBP_ERR_ARG;
+#if TBP_HAVE_X86
+	if (r->isa == ISA_X86)
+		return next_many_x86(r, recs, max, n_out);
+#endif
+	return next_many_plain(r, recs, max, n_out);
 }
 
 int tbp_reader_limit_fields(struct tbp_reader *r, unsigned kind, unsigned nfields)

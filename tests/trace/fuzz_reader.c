@@ -139,12 +139,68 @@ static void compare_limited(const uint8_t *data, size_t size)
 	tbp_reader_close(lim);
 }
 
+/* The reader's plain decode path (TBP_READER_SIMD=0) against the one the
+ * CPU takes (the x86 one where it has BMI2; else both are plain): the same
+ * records, then the same status, offset and detail, in full and with the
+ * analysis's field limits. */
+static int open_plain(struct tbp_reader **r, const uint8_t *data, size_t size)
+{
+	const char *was = getenv("TBP_READER_SIMD");
+	char *saved = was ? strdup(was) : NULL;
+	setenv("TBP_READER_SIMD", "0", 1);
+	int rc = tbp_reader_open_mem(r, data, size, "fuzz");
+	if (saved) {
+		setenv("TBP_READER_SIMD", saved, 1);
+		free(saved);
+	} else {
+		unsetenv("TBP_READER_SIMD");
+	}
+	return rc;
+}
+
+static void compare_paths(const uint8_t *data, size_t size, int limited)
+{
+	struct tbp_reader *plain = NULL, *cpu = NULL;
+	int rcp = open_plain(&plain, data, size);
+	int rcc = tbp_reader_open_mem(&cpu, data, size, "fuzz");
+	if (rcp != rcc)
+		__builtin_trap();
+	if (rcp == TBP_OK && limited)
+		for (unsigned i = 0; i < 2; i++) {
+			struct tbp_reader *r = i ? cpu : plain;
+			if (tbp_reader_limit_fields(r, TBP_K_GPU_KERNEL, 6) != TBP_OK ||
+			    tbp_reader_limit_fields(r, TBP_K_LAUNCH, 8) != TBP_OK)
+				__builtin_trap();
+		}
+	static struct tbp_record recs_p[65], recs_c[65];
+	unsigned max = 64;
+	while (rcp == TBP_OK) {
+		unsigned np = 0, nc = 0;
+		rcp = tbp_reader_next_many(plain, recs_p, max, &np);
+		rcc = tbp_reader_next_many(cpu, recs_c, max, &nc);
+		if (rcp != rcc || np != nc)
+			__builtin_trap();
+		for (unsigned i = 0; i < np; i++)
+			if (!same_record(&recs_p[i], &recs_c[i]))
+				__builtin_trap();
+		max = max % 65 + 1;
+	}
+	if (tbp_reader_offset(plain) != tbp_reader_offset(cpu) ||
+	    strcmp(tbp_reader_detail(plain), tbp_reader_detail(cpu)) ||
+	    tbp_reader_truncated(plain) != tbp_reader_truncated(cpu))
+		__builtin_trap();
+	tbp_reader_close(plain);
+	tbp_reader_close(cpu);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size >= 4 && tbp_get_le32(data) == TBP_MAGIC_HEADER_FRAME) {
 		read_everything(data, size);
 		compare_many(data, size);
 		compare_limited(data, size);
+		compare_paths(data, size, 0);
+		compare_paths(data, size, 1);
 		return 0;
 	}
 	if (size > (1u << 20))
@@ -167,6 +223,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		read_everything(file, 8 + hlen + (size ? z : 0));
 		compare_many(file, 8 + hlen + (size ? z : 0));
 		compare_limited(file, 8 + hlen + (size ? z : 0));
+		compare_paths(file, 8 + hlen + (size ? z : 0), 0);
+		compare_paths(file, 8 + hlen + (size ? z : 0), 1);
 	}
 	free(file);
 	return 0;
