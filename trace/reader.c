@@ -1706,6 +1706,27 @@ static __attribute__((noinline)) int reader_next_slow(struct tbp_reader *r, stru
 	}
 }
 
+/* tbp_reader_next's common case, kept short so it needs few registers: a
+ * known kind whose batch has rows left, and not the chunk's last record
+ * (that one closes the chunk).  Exactly what decode_record does for it.
+ * The row is put in place by PUT (put_record, or put_record_avx2 inside an
+ * AVX2 function). */
+#define READER_NEXT_BODY(PUT)                                                                                          \
+	do {                                                                                                           \
+		if (__builtin_expect(!r->status && r->chunk_left > 1, 1)) {                                            \
+			struct kind_cursor *kc = r->cur[r->kinds[r->kinds_pos]];                                      \
+			if (__builtin_expect(kc->bi < kc->bn && kc->ki != NULL, 1)) {                                 \
+				unsigned j = kc->bi++;                                                                 \
+				r->kinds_pos++;                                                                        \
+				r->record_index++;                                                                     \
+				r->chunk_left--;                                                                       \
+				PUT(kc, j, rec);                                                                       \
+				return TBP_OK;                                                                         \
+			}                                                                                              \
+		}                                                                                                      \
+		return reader_next_slow(r, rec);                                                                       \
+	} while (0)
+
 #if TBP_HAVE_X86
 /* put_record with the row's ts and fields 32 bytes a move (ISA_X86 has
  * AVX2). */
@@ -1727,18 +1748,7 @@ static inline __attribute__((target("avx2"))) void put_record_avx2(const struct 
 /* tbp_reader_next's common case with put_record_avx2. */
 static __attribute__((target("avx2"))) int reader_next_x86(struct tbp_reader *r, struct tbp_record *rec)
 {
-	if (__builtin_expect(!r->status && r->chunk_left > 1, 1)) {
-		struct kind_cursor *kc = r->cur[r->kinds[r->kinds_pos]];
-		if (__builtin_expect(kc->bi < kc->bn && kc->ki != NULL, 1)) {
-			unsigned j = kc->bi++;
-			r->kinds_pos++;
-			r->record_index++;
-			r->chunk_left--;
-			put_record_avx2(kc, j, rec);
-			return TBP_OK;
-		}
-	}
-	return reader_next_slow(r, rec);
+	READER_NEXT_BODY(put_record_avx2);
 }
 #endif
 
@@ -1750,21 +1760,7 @@ int tbp_reader_next(struct tbp_reader *r, struct tbp_record *rec)
 	if (r->isa == ISA_X86)
 		return reader_next_x86(r, rec);
 #endif
-	/* The common case, kept short so it needs few registers: a known kind
-	 * whose batch has rows left, and not the chunk's last record (that one
-	 * closes the chunk).  Exactly what decode_record does for it. */
-	if (__builtin_expect(!r->status && r->chunk_left > 1, 1)) {
-		struct kind_cursor *kc = r->cur[r->kinds[r->kinds_pos]];
-		if (__builtin_expect(kc->bi < kc->bn && kc->ki != NULL, 1)) {
-			unsigned j = kc->bi++;
-			r->kinds_pos++;
-			r->record_index++;
-			r->chunk_left--;
-			put_record(kc, j, rec);
-			return TBP_OK;
-		}
-	}
-	return reader_next_slow(r, rec);
+	READER_NEXT_BODY(put_record);
 }
 
 static inline __attribute__((always_inline)) int next_many_body(struct tbp_reader *r, struct tbp_record *recs,
