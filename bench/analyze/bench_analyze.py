@@ -34,11 +34,19 @@ TBANALYZE = os.environ.get("TBANALYZE", "tbanalyze")
 REPEAT = 5
 
 
-def cpu_of(cmd):
+# The timed runs are tbanalyze as a user runs it: without the consistency
+# check the test suites turn on (TBANALYZE_CHECK=1 in meson's environment),
+# which for `info` is a whole analysis more, not the reader alone.  Each
+# trace is also analysed once with the check as the environment sets it
+# (checked_once), so the bench still fails on an inconsistent report.
+TIMED_ENV = dict(os.environ, TBANALYZE_CHECK="0")
+
+
+def cpu_of(cmd, env=TIMED_ENV):
     """(stdout, cpu seconds user+sys, wall seconds, max RSS KiB, rusage) of one child."""
     t0 = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(cmd, stdout=out, stderr=err)
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
         _, status, ru = os.wait4(p.pid, 0)
         wall = time.perf_counter() - t0
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -47,6 +55,11 @@ def cpu_of(cmd):
         if p.returncode != 0:
             sys.exit(f"bench: {' '.join(cmd)} failed ({p.returncode}): {err.read().decode()[-300:]}")
         return out.read(), ru.ru_utime + ru.ru_stime, wall, ru.ru_maxrss, ru
+
+
+def checked_once(path):
+    """One untimed report of PATH with the environment's TBANALYZE_CHECK."""
+    cpu_of([TBANALYZE, path, "--json"], env=os.environ)
 
 
 def hta_python():
@@ -78,6 +91,7 @@ def report_rate(label, path):
     """The full report's and the reader's records/s per core on one trace,
     best of REPEAT runs (alternating with TBANALYZE_BASELINE's runs)."""
     base = os.environ.get("TBANALYZE_BASELINE")
+    checked_once(path)
     runs, infos, bruns, binfos = [], [], [], []
     for _ in range(REPEAT):
         runs.append(cpu_of([TBANALYZE, path, "--json"]))
@@ -150,6 +164,7 @@ def main():
         # alternate with these, so both see the same load; the ratio printed
         # is the median of the per-pair ratios.
         base = os.environ.get("TBANALYZE_BASELINE")
+        checked_once(big)
         runs, infos, bruns, binfos = [], [], [], []
         for _ in range(REPEAT):
             runs.append(cpu_of([TBANALYZE, big, "--json"]))
@@ -176,6 +191,7 @@ def main():
         # backlog larger than the cache.
         lag = os.path.join(tmp, "lag.zst")
         subprocess.run([gen, "big-lag", lag, os.devnull, str(iters)], check=True)
+        checked_once(lag)
         lruns = [cpu_of([TBANALYZE, lag, "--json"])[1] for _ in range(REPEAT)]
         print(f"  GPU activity 64 frames late: {events / min(lruns) / 1e6:.1f} M events/s/core;"
               f" median of {REPEAT} runs {events / statistics.median(lruns) / 1e6:.1f}")
