@@ -94,11 +94,12 @@ struct gaps_state {
 	 * next work was issued by inert_end_min: the thread's own functions
 	 * running since before the gap and still after it (the training loop,
 	 * an iteration's function; five in six of a launch-bound loop's
-	 * spans).  act[0, nact), in the answer's order.  walk_serves: the
-	 * walk's answer was found for the ring as it is (no span came since)
-	 * by a piece with a thread, so that these serve (gap_place_spans's
-	 * first tests in one flag). */
-	int walk_serves;
+	 * spans).  act[0, nact), in the answer's order.  serve_from: while
+	 * the walk's answer was found for the ring as it is (no span came
+	 * since) by a piece with a thread, so that these serve, the answer's
+	 * start (walk.start); else UINT64_MAX (gap_place_spans's first tests
+	 * in one comparison). */
+	uint64_t serve_from;
 	uint32_t inert_tid;
 	uint64_t inert_ts_max, inert_end_min;
 	size_t nact;
