@@ -642,19 +642,63 @@ static inline __attribute__((always_inline)) void launch_part_add(struct analysi
 	}
 }
 
+/* gap_next_part's part through the part cache, kept as its site's
+ * (struct site_next). */
+static __attribute__((noinline)) void gap_next_part_miss(struct analysis *a, const struct pgap *g, int cause,
+							  uint64_t ns)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	const struct gap_call *nc = &g->calls[1];
+	struct an_finding *p = idle_part(a, cause, g->phase, nc->callpath, nc->native);
+	if (!p)
+		return;
+	p->cause = cause;
+	p->edge = AN_EDGE_NONE;
+	p->total_ns += ns;
+	p->count++;
+	p->device = g->device;
+	if (!g->site)
+		return;
+	if (g->site >= gs->site_next_n) {
+		size_t n = gs->site_next_n ? gs->site_next_n : 64;
+		while (n <= g->site)
+			n *= 2;
+		struct site_next(*t)[3] = realloc(gs->site_next, n * sizeof *t);
+		if (!t)
+			return;
+		memset(t + gs->site_next_n, 0, (n - gs->site_next_n) * sizeof *t);
+		gs->site_next = t;
+		gs->site_next_n = n;
+	}
+	size_t ix = finding_index(a->st, p);
+	if (ix < UINT32_MAX)
+		gs->site_next[g->site][g->phase] =
+			(struct site_next){.cp = nc->callpath, .nat = nc->native, .ix1 = (uint32_t)(ix + 1)};
+}
+
 /* The part of the launch's next call (calls[1]) in a piece of launch_only
- * 3: ns of cause at its line (gap_file_next's second part). */
+ * 3: ns of cause at its line (gap_file_next's second part), found by the
+ * launch's site when the site's launch was followed by a call at the same
+ * line lately (a loop's next operation).  (The part's cause and edge are
+ * not stored again, as gap_file_launch's: the slot is set only by
+ * gap_next_part_miss, which stores them, and a site's cause is its
+ * launch's.) */
 static inline __attribute__((always_inline)) void gap_next_part(struct analysis *a, const struct pgap *g, int cause,
 								 uint64_t ns)
 {
-	struct an_finding *p = idle_part(a, cause, g->phase, g->calls[1].callpath, g->calls[1].native);
-	if (p) {
-		p->cause = cause;
-		p->edge = AN_EDGE_NONE;
-		p->total_ns += ns;
-		p->count++;
-		p->device = g->device;
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	const struct gap_call *nc = &g->calls[1];
+	if (__builtin_expect(g->site < gs->site_next_n, 1)) {
+		const struct site_next *sn = &gs->site_next[g->site][g->phase];
+		if (__builtin_expect(sn->ix1 && sn->cp == nc->callpath && sn->nat == nc->native, 1)) {
+			struct an_finding *p = VEC_AT(&a->st->all_findings, struct an_finding, sn->ix1) - 1;
+			p->total_ns += ns;
+			p->count++;
+			p->device = g->device;
+			return;
+		}
 	}
+	gap_next_part_miss(a, g, cause, ns);
 }
 
 /* A piece cut at an iteration's mark: its idle to its device and out on its
@@ -803,40 +847,14 @@ static void gap_file_short(struct analysis *a, const struct pgap *g)
 }
 
 /* A piece made the short way with the launch's next call (compact 2,
- * gap_short_next) that no span joined: gap_file_short's parts, whose idle,
- * when they share one cause (nearly always: the launch's line and the next
- * call's, both inside a launch), joins the batch of its iteration as a
- * launch-bound piece's does (it is whole, made in iter_key's iteration:
- * struct idle_batch); else filed on its own as gap_file_short does. */
+ * gap_short_next) that no span joined, not in gap_file_next's common case
+ * (launch_only 0: gap_short_next filed that as launch_only 2 or 3):
+ * gap_file_short's parts, whose idle, when they share one cause, joins the
+ * batch of its iteration as a launch-bound piece's does (it is whole, made
+ * in iter_key's iteration: struct idle_batch); else filed on its own as
+ * gap_file_short does. */
 static __attribute__((noinline)) void gap_file_next(struct analysis *a, const struct pgap *g)
 {
-	/* Most: the launch began by the gap's start (or less than a long
-	 * stretch after it: its part then begins at the gap's start as well,
-	 * the time before it charged to the launch's line) and returned inside it,
-	 * the next call began less than a long stretch after that and runs to
-	 * the gap's end, both at lines of the same cause.  short_parts' walk
-	 * then finds two parts: the launch's [start, its end), the next
-	 * call's [the launch's end, end) (merged when the lines are one). */
-	const struct gap_call *lc = &g->calls[0], *nc = &g->calls[1];
-	uint64_t s = g->start, e = g->end;
-	int cause = lc->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
-	if (__builtin_expect((lc->ts <= s || lc->ts - s < AN_CPU_STRETCH_NS) && lc->end < e && nc->end >= e &&
-				     (nc->ts <= lc->end || nc->ts - lc->end < AN_CPU_STRETCH_NS) &&
-				     !lc->callpath == !nc->callpath,
-			     1)) {
-		idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, s, e, cause, e - s);
-		/* The launch's part is its site's (lc is the launch's ring
-		 * call: its line, and the cause launch_part_add gives it):
-		 * found by the site, not hashed. */
-		if (lc->callpath == nc->callpath && lc->native == nc->native) {
-			launch_part_add(a, g, cause, e - s, lc->callpath, lc->native);
-		} else {
-			launch_part_add(a, g, cause, lc->end - s, lc->callpath, lc->native);
-			struct short_part next = {.cp = nc->callpath, .nat = nc->native, .ns = e - lc->end, .cause = cause};
-			short_parts_findings(a, g, &next, 1);
-		}
-		return;
-	}
 	struct short_part parts[2 * GAP_CALLS + 1];
 	size_t np = short_parts(a, g, parts);
 	int one = np > 0;
@@ -1394,10 +1412,16 @@ static inline __attribute__((always_inline)) void gap_short_next(struct analysis
 		gap_short_host_q(a, d->id, start, end, launch);
 		return;
 	}
-	/* gap_file_next's common case (its first test, on what does not
-	 * change until the piece is filed): launch_only 3, or 2 when the two
-	 * lines are one (its part then all the launch's, as a launch-bound
-	 * piece's). */
+	/* Most: the launch began by the gap's start (or less than a long
+	 * stretch after it: its part then begins at the gap's start as well,
+	 * the time before it charged to the launch's line) and returned
+	 * inside it, the next call began less than a long stretch after that
+	 * and runs to the gap's end, both at lines of the same cause.
+	 * short_parts' walk then finds two parts, the launch's [start, its
+	 * end) and the next call's [the launch's end, end), of one cause:
+	 * launch_only 3, or 2 when the lines are one (all of it the launch's
+	 * part, as a launch-bound piece's).  (Nothing tested here changes
+	 * until the piece is filed; one a span joins goes to gap_finalize.) */
 	uint64_t p_end = p->end, n_ts = nx->ts, cp = launch->callpath;
 	int launch_only = 0;
 	if (__builtin_expect((lts <= start || lts - start < AN_CPU_STRETCH_NS) && p_end < end && nx->end >= end &&
@@ -1448,16 +1472,14 @@ __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_devi
  * all of it queued, at the launch's line (as gap_finalize files a queued
  * gap), without the host's calls and spans, which it does not need; kept
  * with the launch's site until the end (gaps_queued_file). */
-__attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle,
-						 const struct corr_ent *launch)
+static __attribute__((noinline)) void gap_short_queued_slow(struct analysis *a, struct an_device *d, uint64_t idle,
+							   const struct corr_ent *launch, int phase, uint64_t iter_key)
 {
-	int phase = cur_phase(a);
 	/* Its idle to the device and out with the others of the iteration
 	 * (struct idle_batch; a gap here is whole: gaps_on_gpu_idle found no
 	 * mark after its start).  It ends where the GPU resumes. */
-	struct an_state *st = a->st;
-	idle_batch_add(a, &an_pass_state(a, gaps)->queued_batch, st->in_iter ? st->iter_no : ~st->iter_no, d->id, phase,
-		       d->busy.end, d->busy.end + idle, AN_CAUSE_QUEUED, idle);
+	idle_batch_add(a, &an_pass_state(a, gaps)->queued_batch, iter_key, d->id, phase, d->busy.end, d->busy.end + idle,
+		       AN_CAUSE_QUEUED, idle);
 	if (launch->site) {
 		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
 		ss->queued_ns[phase] += idle;
@@ -1472,6 +1494,37 @@ __attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_de
 		p->count++;
 		p->device = d->id;
 	}
+}
+
+/* gap_short_queued_slow's work when the batch takes the gap as it is and
+ * its launch has a site (nearly always): without a call, so without the
+ * registers a call saves. */
+__attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle,
+						 const struct corr_ent *launch)
+{
+	int phase = cur_phase(a);
+	const struct an_state *st = a->st;
+	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no, device = d->id;
+	struct idle_batch *b = &an_pass_state(a, gaps)->queued_batch;
+	size_t bn = b->n;
+	if (__builtin_expect(!bn || bn == IDLE_BATCH || b->iter_key != iter_key || b->device != device ||
+				     b->phase != phase || !launch->site,
+			     0)) {
+		gap_short_queued_slow(a, d, idle, launch, phase, iter_key);
+		return;
+	}
+	uint64_t s = d->busy.end, e = s + idle;
+	b->piece[bn] = (struct idle_batch_piece){.s = s, .e = e, .ns = idle, .cause = AN_CAUSE_QUEUED};
+	b->n = bn + 1;
+	b->by_cause[AN_CAUSE_QUEUED] += idle;
+	if (s < b->s)
+		b->s = s;
+	if (e > b->e)
+		b->e = e;
+	struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
+	ss->queued_ns[phase] += idle;
+	ss->queued_n[phase]++;
+	ss->queued_device = device;
 }
 
 /* The queued short gaps kept with their sites, into their idle parts. */
@@ -1563,6 +1616,8 @@ void gaps_phase_moved(struct analysis *a, int from, int to)
 	memset(gs->part_cache, 0, sizeof gs->part_cache);
 	if (gs->site_part)
 		memset(gs->site_part, 0, gs->site_part_n * sizeof *gs->site_part);
+	if (gs->site_next)
+		memset(gs->site_next, 0, gs->site_next_n * sizeof *gs->site_next);
 }
 
 /* The step-time pass files each piece by the steps it knows: what the
@@ -1643,6 +1698,7 @@ void gaps_free(struct analysis *a)
 {
 	an_mem_unmap(an_pass_state(a, gaps)->gaps, 2 * PENDING_GAPS * sizeof(struct pgap));
 	free(an_pass_state(a, gaps)->site_part);
+	free(an_pass_state(a, gaps)->site_next);
 	free(an_pass_state(a, gaps)->batch.piece);
 	free(an_pass_state(a, gaps)->queued_batch.piece);
 }

@@ -115,6 +115,14 @@ struct gaps_state {
 	 * the part cache. */
 	uint32_t (*site_part)[3];
 	size_t site_part_n;
+	/* The part of the call that followed a site's launch in its piece
+	 * lately (gap_next_part): site_next[site][phase], as site_part (the
+	 * key the site, the phase and the call's line), emptied with it. */
+	struct site_next {
+		uint64_t cp, nat;
+		uint32_t ix1; /* the finding's index + 1 in all_findings, 0: none */
+	} (*site_next)[3];
+	size_t site_next_n;
 };
 
 /* A host call into the ring the gaps are explained by. */
