@@ -1319,33 +1319,36 @@ static __attribute__((noinline)) void gap_short_host_q(struct analysis *a, uint6
 	gap_new_q(a, device, start, end, launch, AN_EDGE_NONE, 1, 1);
 }
 
-/* gap_short_host's piece [start, end) made the short way (compact, a
- * constant): its fields up to ctx_tid, and with compact 2 its calls: the
- * launch's ring call (ending at p_end) and the next call nx; launch_only as
- * gap_short_next found it (0, 2 or 3; compact 1: 2).  A piece of
- * launch_only 2 or 3 gets of the launch's calls only what differs from the
- * launch (the ring call's end), pgap_expand the rest. */
+/* gap_short_host's piece [d->busy.end, end) made the short way (compact,
+ * a constant): its fields up to ctx_tid, and with compact 2 its calls: the
+ * launch's ring call p and the next call nx; launch_only as gap_short_next
+ * found it (0, 2 or 3; compact 1: 2).  A piece of launch_only 2 or 3 gets
+ * of the launch's calls only what differs from the launch (the ring call's
+ * end), pgap_expand the rest.  (The piece's start, the ring call's end and
+ * the queue's head are read after the oldest piece is filed, which changes
+ * none of them: fewer values kept across the filing, which then needs
+ * fewer of its own on the stack.) */
 static inline __attribute__((always_inline)) void gap_short_make(struct analysis *a, struct gaps_state *gs,
-								  struct an_device *d, uint64_t start, uint64_t end,
+								  struct an_device *d, uint64_t end,
 								  const struct corr_ent *launch, int compact,
-								  uint64_t p_end, const struct api_ent *nx,
+								  const struct api_ent *p, const struct api_ent *nx,
 								  int launch_only)
 {
 	/* (everything read before the piece is written: its stores may alias
 	 * what is read, as far as the compiler knows) */
 	struct pgap *queue = gs->gaps + PENDING_GAPS;
-	size_t head = gs->gap_head[1], qn = gs->gap_n[1];
 	struct pgap *g;
-	if (qn == PENDING_GAPS) {
+	if (gs->gap_n[1] == PENDING_GAPS) {
 		/* (gap_slot's: the oldest filed first, its slot taken: the
 		 * queue stays full) */
-		g = &queue[head];
+		g = &queue[gs->gap_head[1]];
 		gap_file(a, g);
-		gs->gap_head[1] = (head + 1) % PENDING_GAPS;
+		gs->gap_head[1] = (gs->gap_head[1] + 1) % PENDING_GAPS;
 	} else {
-		g = &queue[(head + qn) % PENDING_GAPS];
-		gs->gap_n[1] = qn + 1;
+		g = &queue[(gs->gap_head[1] + gs->gap_n[1]) % PENDING_GAPS];
+		gs->gap_n[1]++;
 	}
+	uint64_t start = d->busy.end, p_end = compact == 2 ? p->end : 0;
 	const struct an_state *st = a->st;
 	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
 	uint8_t phase = (uint8_t)cur_phase(a);
@@ -1428,7 +1431,7 @@ static inline __attribute__((always_inline)) void gap_short_next(struct analysis
 				     (n_ts <= p_end || n_ts - p_end < AN_CPU_STRETCH_NS) && !cp == !nx->callpath,
 			     1))
 		launch_only = nx->callpath == cp && nx->native == launch->native ? 2 : 3;
-	gap_short_make(a, gs, d, start, end, launch, 2, p_end, nx, launch_only);
+	gap_short_make(a, gs, d, end, launch, 2, p, nx, launch_only);
 }
 
 /* A gap under the threshold launched late: explained by the host's calls
@@ -1465,15 +1468,13 @@ __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_devi
 		gap_short_next(a, d, start, end, launch);
 		return;
 	}
-	gap_short_make(a, gs, d, start, end, launch, 1, 0, NULL, 2);
+	gap_short_make(a, gs, d, end, launch, 1, NULL, NULL, 2);
 }
 
-/* A gap under the threshold whose work was queued before the GPU ran dry:
- * all of it queued, at the launch's line (as gap_finalize files a queued
- * gap), without the host's calls and spans, which it does not need; kept
- * with the launch's site until the end (gaps_queued_file). */
-static __attribute__((noinline)) void gap_short_queued_slow(struct analysis *a, struct an_device *d, uint64_t idle,
-							   const struct corr_ent *launch, int phase, uint64_t iter_key)
+/* gap_short_queued's gap (an_pass_gaps.h) in phase, made in the iteration
+ * iter_key, when its batch must start anew or its launch has no site. */
+__attribute__((noinline)) void gap_short_queued_slow(struct analysis *a, struct an_device *d, uint64_t idle,
+						      const struct corr_ent *launch, int phase, uint64_t iter_key)
 {
 	/* Its idle to the device and out with the others of the iteration
 	 * (struct idle_batch; a gap here is whole: gaps_on_gpu_idle found no
@@ -1494,37 +1495,6 @@ static __attribute__((noinline)) void gap_short_queued_slow(struct analysis *a, 
 		p->count++;
 		p->device = d->id;
 	}
-}
-
-/* gap_short_queued_slow's work when the batch takes the gap as it is and
- * its launch has a site (nearly always): without a call, so without the
- * registers a call saves. */
-__attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle,
-						 const struct corr_ent *launch)
-{
-	int phase = cur_phase(a);
-	const struct an_state *st = a->st;
-	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no, device = d->id;
-	struct idle_batch *b = &an_pass_state(a, gaps)->queued_batch;
-	size_t bn = b->n;
-	if (__builtin_expect(!bn || bn == IDLE_BATCH || b->iter_key != iter_key || b->device != device ||
-				     b->phase != phase || !launch->site,
-			     0)) {
-		gap_short_queued_slow(a, d, idle, launch, phase, iter_key);
-		return;
-	}
-	uint64_t s = d->busy.end, e = s + idle;
-	b->piece[bn] = (struct idle_batch_piece){.s = s, .e = e, .ns = idle, .cause = AN_CAUSE_QUEUED};
-	b->n = bn + 1;
-	b->by_cause[AN_CAUSE_QUEUED] += idle;
-	if (s < b->s)
-		b->s = s;
-	if (e > b->e)
-		b->e = e;
-	struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
-	ss->queued_ns[phase] += idle;
-	ss->queued_n[phase]++;
-	ss->queued_device = device;
 }
 
 /* The queued short gaps kept with their sites, into their idle parts. */
