@@ -69,7 +69,11 @@ struct pgap {
 	/* Filed as gap_file_launch files it unless a span joins it (nspans):
 	 * set as it is placed, from what no span changes.  2: a whole gap
 	 * (no iteration's mark cuts it), whose idle may join the others of
-	 * iter_key's iteration (struct idle_batch). */
+	 * iter_key's iteration (struct idle_batch).  3: as 2, made the short
+	 * way with the launch's next call (compact 2) and filed as
+	 * gap_file_next's common case, found as it was made: the launch's
+	 * part [start, calls[0].end) at its site, the next call's
+	 * [calls[0].end, end) at calls[1]'s line, both of the launch's cause. */
 	uint8_t launch_only;
 	uint8_t has_tid;
 	uint8_t q;       /* its queue: gaps_state.gap_head[q] */
@@ -111,7 +115,13 @@ static void pgap_expand(struct pgap *g)
 		g->calls[0] = (struct gap_call){
 			.ts = g->resume, .end = g->end, .callpath = g->launch_cp, .native = g->launch_nat};
 	} else {
+		/* (gap_short_make kept of the launch's two calls only what
+		 * differs from the launch: its ring call's end) */
 		g->ncalls = 3;
+		g->calls[0] = (struct gap_call){
+			.ts = g->resume, .end = g->calls[0].end, .callpath = g->launch_cp, .native = g->launch_nat};
+		g->calls[2] = (struct gap_call){
+			.ts = g->resume, .end = g->end, .callpath = g->launch_cp, .native = g->launch_nat};
 	}
 	g->compact = 0;
 }
@@ -632,6 +642,65 @@ static inline __attribute__((always_inline)) void launch_part_add(struct analysi
 	}
 }
 
+/* gap_next_part's part through the part cache, kept as its site's
+ * (struct site_next). */
+static __attribute__((noinline)) void gap_next_part_miss(struct analysis *a, const struct pgap *g, int cause,
+							  uint64_t ns)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	const struct gap_call *nc = &g->calls[1];
+	struct an_finding *p = idle_part(a, cause, g->phase, nc->callpath, nc->native);
+	if (!p)
+		return;
+	p->cause = cause;
+	p->edge = AN_EDGE_NONE;
+	p->total_ns += ns;
+	p->count++;
+	p->device = g->device;
+	if (!g->site)
+		return;
+	if (g->site >= gs->site_next_n) {
+		size_t n = gs->site_next_n ? gs->site_next_n : 64;
+		while (n <= g->site)
+			n *= 2;
+		struct site_next(*t)[3] = realloc(gs->site_next, n * sizeof *t);
+		if (!t)
+			return;
+		memset(t + gs->site_next_n, 0, (n - gs->site_next_n) * sizeof *t);
+		gs->site_next = t;
+		gs->site_next_n = n;
+	}
+	size_t ix = finding_index(a->st, p);
+	if (ix < UINT32_MAX)
+		gs->site_next[g->site][g->phase] =
+			(struct site_next){.cp = nc->callpath, .nat = nc->native, .ix1 = (uint32_t)(ix + 1)};
+}
+
+/* The part of the launch's next call (calls[1]) in a piece of launch_only
+ * 3: ns of cause at its line (gap_file_next's second part), found by the
+ * launch's site when the site's launch was followed by a call at the same
+ * line lately (a loop's next operation).  (The part's cause and edge are
+ * not stored again, as gap_file_launch's: the slot is set only by
+ * gap_next_part_miss, which stores them, and a site's cause is its
+ * launch's.) */
+static inline __attribute__((always_inline)) void gap_next_part(struct analysis *a, const struct pgap *g, int cause,
+								 uint64_t ns)
+{
+	struct gaps_state *gs = an_pass_state(a, gaps);
+	const struct gap_call *nc = &g->calls[1];
+	if (__builtin_expect(g->site < gs->site_next_n, 1)) {
+		const struct site_next *sn = &gs->site_next[g->site][g->phase];
+		if (__builtin_expect(sn->ix1 && sn->cp == nc->callpath && sn->nat == nc->native, 1)) {
+			struct an_finding *p = VEC_AT(&a->st->all_findings, struct an_finding, sn->ix1) - 1;
+			p->total_ns += ns;
+			p->count++;
+			p->device = g->device;
+			return;
+		}
+	}
+	gap_next_part_miss(a, g, cause, ns);
+}
+
 /* A piece cut at an iteration's mark: its idle to its device and out on its
  * own. */
 static __attribute__((noinline)) void gap_file_launch_alone(struct analysis *a, const struct pgap *g)
@@ -661,14 +730,17 @@ static __attribute__((noinline)) void gap_file_launch_slow(struct analysis *a, c
 		return;
 	}
 	int cause = g->launch_cp ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
-	uint64_t ns = g->end - g->start;
+	uint64_t ns = g->end - g->start, mid = g->launch_only == 3 ? g->calls[0].end : g->end;
 	idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, g->start, g->end, cause, ns);
-	launch_part_add(a, g, cause, ns, g->launch_cp, g->launch_nat);
+	launch_part_add(a, g, cause, mid - g->start, g->launch_cp, g->launch_nat);
+	if (g->launch_only == 3)
+		gap_next_part(a, g, cause, g->end - mid);
 }
 
-/* gap_file_launch_slow's work for a whole piece (launch_only 2) when the
- * batch takes it as it is and its site's part is known (nearly always):
- * inline, without a call that saves registers. */
+/* gap_file_launch_slow's work for a whole piece (launch_only 2, or 3 with
+ * the next call's part after the launch's) when the batch takes it as it
+ * is and its site's part is known (nearly always): inline, without a call
+ * that saves registers. */
 static inline __attribute__((always_inline)) void gap_file_launch(struct analysis *a, const struct pgap *g)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
@@ -683,7 +755,8 @@ static inline __attribute__((always_inline)) void gap_file_launch(struct analysi
 		return;
 	}
 	int cause = g->launch_cp ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
-	uint64_t s = g->start, e = g->end, ns = e - s, device = g->device;
+	int split = g->launch_only == 3;
+	uint64_t s = g->start, e = g->end, ns = e - s, device = g->device, mid = split ? g->calls[0].end : e;
 	/* (the element before ix1's: the - 1 folds into the fields' offsets) */
 	struct an_finding *p = VEC_AT(&a->st->all_findings, struct an_finding, ix1) - 1;
 	/* (idle_batch_add's and launch_part_add's work; the part's cause and
@@ -697,9 +770,11 @@ static inline __attribute__((always_inline)) void gap_file_launch(struct analysi
 		b->s = s;
 	if (e > b->e)
 		b->e = e;
-	p->total_ns += ns;
+	p->total_ns += mid - s;
 	p->count++;
 	p->device = device;
+	if (split)
+		gap_next_part(a, g, cause, e - mid);
 }
 
 /* A short piece (no occurrence, no edge) that was not queued and has no
@@ -772,40 +847,14 @@ static void gap_file_short(struct analysis *a, const struct pgap *g)
 }
 
 /* A piece made the short way with the launch's next call (compact 2,
- * gap_short_next) that no span joined: gap_file_short's parts, whose idle,
- * when they share one cause (nearly always: the launch's line and the next
- * call's, both inside a launch), joins the batch of its iteration as a
- * launch-bound piece's does (it is whole, made in iter_key's iteration:
- * struct idle_batch); else filed on its own as gap_file_short does. */
+ * gap_short_next) that no span joined, not in gap_file_next's common case
+ * (launch_only 0: gap_short_next filed that as launch_only 2 or 3):
+ * gap_file_short's parts, whose idle, when they share one cause, joins the
+ * batch of its iteration as a launch-bound piece's does (it is whole, made
+ * in iter_key's iteration: struct idle_batch); else filed on its own as
+ * gap_file_short does. */
 static __attribute__((noinline)) void gap_file_next(struct analysis *a, const struct pgap *g)
 {
-	/* Most: the launch began by the gap's start (or less than a long
-	 * stretch after it: its part then begins at the gap's start as well,
-	 * the time before it charged to the launch's line) and returned inside it,
-	 * the next call began less than a long stretch after that and runs to
-	 * the gap's end, both at lines of the same cause.  short_parts' walk
-	 * then finds two parts: the launch's [start, its end), the next
-	 * call's [the launch's end, end) (merged when the lines are one). */
-	const struct gap_call *lc = &g->calls[0], *nc = &g->calls[1];
-	uint64_t s = g->start, e = g->end;
-	int cause = lc->callpath ? AN_CAUSE_LAUNCH_BOUND : AN_CAUSE_HOST_OTHER;
-	if (__builtin_expect((lc->ts <= s || lc->ts - s < AN_CPU_STRETCH_NS) && lc->end < e && nc->end >= e &&
-				     (nc->ts <= lc->end || nc->ts - lc->end < AN_CPU_STRETCH_NS) &&
-				     !lc->callpath == !nc->callpath,
-			     1)) {
-		idle_batch_add(a, &an_pass_state(a, gaps)->batch, g->iter_key, g->device, g->phase, s, e, cause, e - s);
-		/* The launch's part is its site's (lc is the launch's ring
-		 * call: its line, and the cause launch_part_add gives it):
-		 * found by the site, not hashed. */
-		if (lc->callpath == nc->callpath && lc->native == nc->native) {
-			launch_part_add(a, g, cause, e - s, lc->callpath, lc->native);
-		} else {
-			launch_part_add(a, g, cause, lc->end - s, lc->callpath, lc->native);
-			struct short_part next = {.cp = nc->callpath, .nat = nc->native, .ns = e - lc->end, .cause = cause};
-			short_parts_findings(a, g, &next, 1);
-		}
-		return;
-	}
 	struct short_part parts[2 * GAP_CALLS + 1];
 	size_t np = short_parts(a, g, parts);
 	int one = np > 0;
@@ -930,9 +979,9 @@ static __attribute__((noinline)) void gap_finalize(struct analysis *a, struct pg
 /* Piece g's idle filed (it waited for its spans). */
 static inline __attribute__((always_inline)) void gap_file(struct analysis *a, struct pgap *g)
 {
-	/* (a whole piece, launch_only 2, nearly always: one cut at a mark is
-	 * filed alone, gap_file_launch_slow) */
-	if (__builtin_expect(g->launch_only == 2, 1) && !g->nspans)
+	/* (a whole piece, launch_only 2 or 3, nearly always: one cut at a
+	 * mark is filed alone, gap_file_launch_slow) */
+	if (__builtin_expect(g->launch_only >= 2, 1) && !g->nspans)
 		gap_file_launch(a, g);
 	else if (g->launch_only && !g->nspans)
 		gap_file_launch_slow(a, g);
@@ -1011,7 +1060,8 @@ static __attribute__((noinline)) void gap_place_walk(struct gaps_state *gs, stru
 	w->n = kept;
 	w->start = start;
 	gs->nact = nact;
-	gs->walk_serves = g->has_tid; /* (the walk's answer is for the ring as it is: w->ok, w->span_n) */
+	/* (the walk's answer is for the ring as it is: w->ok, w->span_n) */
+	gs->serve_from = g->has_tid ? start : UINT64_MAX;
 	gs->inert_tid = g->tid;
 	gs->inert_ts_max = ts_max;
 	gs->inert_end_min = end_min;
@@ -1038,11 +1088,15 @@ static inline __attribute__((always_inline)) void gap_place_spans(struct gaps_st
 	 * other spans are considered, in the same order.  (The answer keeps
 	 * the spans that ended by this piece's start: they leave it at the
 	 * next piece walked whole.)  A new answer (the walk) makes them anew.
-	 * (walk_serves: an_span_walk_holds's tests of the ring and that the
-	 * inert spans serve, kept as one flag; has_tid .. resume: g's, which the caller has at
-	 * hand.) */
-	if (__builtin_expect(!gs->walk_serves || start < w->start || end > w->later || !has_tid ||
-				     tid != gs->inert_tid || gap_start < gs->inert_ts_max || resume > gs->inert_end_min,
+	 * (serve_from: an_span_walk_holds's tests of the ring and of the
+	 * piece's start, and that the inert spans serve, in one comparison: a
+	 * piece starts before UINT64_MAX.  has_tid .. resume: g's, which the
+	 * caller has at hand.  inert_ts_max is at most w->start: an inert span
+	 * began by the gap_start of the piece that found it, at or before that
+	 * piece's start; so a piece whose gap_start is its start (a whole gap,
+	 * as the short ones made in place) needs no test of it.) */
+	if (__builtin_expect(start < gs->serve_from || end > w->later || !has_tid || tid != gs->inert_tid ||
+				     (gap_start != start && gap_start < gs->inert_ts_max) || resume > gs->inert_end_min,
 			     0)) {
 		gap_place_walk(gs, g, start, end);
 		return;
@@ -1067,6 +1121,7 @@ static inline __attribute__((always_inline)) void gap_place_spans(struct gaps_st
 	/* act lost the spans that ended by this start: the answer serves no
 	 * piece that starts before it (a late record's). */
 	w->start = start;
+	gs->serve_from = start;
 }
 
 /* Piece g, in its queue slot, is [start, end) of its gap, filed under
@@ -1264,29 +1319,36 @@ static __attribute__((noinline)) void gap_short_host_q(struct analysis *a, uint6
 	gap_new_q(a, device, start, end, launch, AN_EDGE_NONE, 1, 1);
 }
 
-/* gap_short_host's piece [start, end) made the short way (compact, a
- * constant): its fields up to ctx_tid, and with compact 2 its calls: the
- * launch's ring call (ending at p_end) and the next call nx. */
+/* gap_short_host's piece [d->busy.end, end) made the short way (compact,
+ * a constant): its fields up to ctx_tid, and with compact 2 its calls: the
+ * launch's ring call p and the next call nx; launch_only as gap_short_next
+ * found it (0, 2 or 3; compact 1: 2).  A piece of launch_only 2 or 3 gets
+ * of the launch's calls only what differs from the launch (the ring call's
+ * end), pgap_expand the rest.  (The piece's start, the ring call's end and
+ * the queue's head are read after the oldest piece is filed, which changes
+ * none of them: fewer values kept across the filing, which then needs
+ * fewer of its own on the stack.) */
 static inline __attribute__((always_inline)) void gap_short_make(struct analysis *a, struct gaps_state *gs,
-								  struct an_device *d, uint64_t start, uint64_t end,
+								  struct an_device *d, uint64_t end,
 								  const struct corr_ent *launch, int compact,
-								  uint64_t p_end, const struct api_ent *nx)
+								  const struct api_ent *p, const struct api_ent *nx,
+								  int launch_only)
 {
 	/* (everything read before the piece is written: its stores may alias
 	 * what is read, as far as the compiler knows) */
 	struct pgap *queue = gs->gaps + PENDING_GAPS;
-	size_t head = gs->gap_head[1], qn = gs->gap_n[1];
 	struct pgap *g;
-	if (qn == PENDING_GAPS) {
+	if (gs->gap_n[1] == PENDING_GAPS) {
 		/* (gap_slot's: the oldest filed first, its slot taken: the
 		 * queue stays full) */
-		g = &queue[head];
+		g = &queue[gs->gap_head[1]];
 		gap_file(a, g);
-		gs->gap_head[1] = (head + 1) % PENDING_GAPS;
+		gs->gap_head[1] = (gs->gap_head[1] + 1) % PENDING_GAPS;
 	} else {
-		g = &queue[(head + qn) % PENDING_GAPS];
-		gs->gap_n[1] = qn + 1;
+		g = &queue[(gs->gap_head[1] + gs->gap_n[1]) % PENDING_GAPS];
+		gs->gap_n[1]++;
 	}
+	uint64_t start = d->busy.end, p_end = compact == 2 ? p->end : 0;
 	const struct an_state *st = a->st;
 	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no;
 	uint8_t phase = (uint8_t)cur_phase(a);
@@ -1295,12 +1357,16 @@ static inline __attribute__((always_inline)) void gap_short_make(struct analysis
 	uint64_t max_end = gs->gap_max_end[1] > end ? gs->gap_max_end[1] : end;
 	if (compact == 2) {
 		struct gap_call n = {.ts = nx->ts, .end = nx->end, .callpath = nx->callpath, .native = nx->native};
-		g->calls[0] = (struct gap_call){.ts = lts, .end = p_end, .callpath = cp, .native = nat};
 		g->calls[1] = n;
-		g->calls[2] = (struct gap_call){.ts = lts, .end = end, .callpath = cp, .native = nat};
-		/* (what gap_file_next's parts read: gap_engine's has_launch) */
-		g->ncalls = 3;
-		g->has_launch = 1;
+		if (__builtin_expect(launch_only, 1)) {
+			g->calls[0].end = p_end;
+		} else {
+			g->calls[0] = (struct gap_call){.ts = lts, .end = p_end, .callpath = cp, .native = nat};
+			g->calls[2] = (struct gap_call){.ts = lts, .end = end, .callpath = cp, .native = nat};
+			/* (what gap_file_next's parts read: gap_engine's has_launch) */
+			g->ncalls = 3;
+			g->has_launch = 1;
+		}
 	}
 	gs->gap_max_end[1] = max_end;
 	g->device = device;
@@ -1315,7 +1381,7 @@ static inline __attribute__((always_inline)) void gap_short_make(struct analysis
 	g->tid = tid;
 	g->site = site;
 	g->phase = phase;
-	g->launch_only = compact == 1 ? 2 : 0;
+	g->launch_only = (uint8_t)launch_only;
 	g->has_tid = 1;
 	g->q = 1;
 	g->compact = (uint8_t)compact;
@@ -1331,10 +1397,11 @@ static inline __attribute__((always_inline)) void gap_short_make(struct analysis
  * call before it the launch, and every call before that over by the gap's
  * start.  gap_new_q keeps both (the launch's ring call is not the newest
  * it meets), oldest first, and adds the launch's own: three calls, no
- * sync, allocator call or copy, launch_only 0.  (The host issued the next
+ * sync, allocator call or copy; launch_only 0 there, here 2 or 3 when
+ * gap_file_next would take its common case.  (The host issued the next
  * launch before this one's work began: a short gap's second most common
- * form.) */
-static __attribute__((noinline)) void gap_short_next(struct analysis *a, struct an_device *d, uint64_t start,
+ * form.)  Inlined in gap_short_host: its registers saved once. */
+static inline __attribute__((always_inline)) void gap_short_next(struct analysis *a, struct an_device *d, uint64_t start,
 						     uint64_t end, const struct corr_ent *launch)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
@@ -1348,7 +1415,23 @@ static __attribute__((noinline)) void gap_short_next(struct analysis *a, struct 
 		gap_short_host_q(a, d->id, start, end, launch);
 		return;
 	}
-	gap_short_make(a, gs, d, start, end, launch, 2, p->end, nx);
+	/* Most: the launch began by the gap's start (or less than a long
+	 * stretch after it: its part then begins at the gap's start as well,
+	 * the time before it charged to the launch's line) and returned
+	 * inside it, the next call began less than a long stretch after that
+	 * and runs to the gap's end, both at lines of the same cause.
+	 * short_parts' walk then finds two parts, the launch's [start, its
+	 * end) and the next call's [the launch's end, end), of one cause:
+	 * launch_only 3, or 2 when the lines are one (all of it the launch's
+	 * part, as a launch-bound piece's).  (Nothing tested here changes
+	 * until the piece is filed; one a span joins goes to gap_finalize.) */
+	uint64_t p_end = p->end, n_ts = nx->ts, cp = launch->callpath;
+	int launch_only = 0;
+	if (__builtin_expect((lts <= start || lts - start < AN_CPU_STRETCH_NS) && p_end < end && nx->end >= end &&
+				     (n_ts <= p_end || n_ts - p_end < AN_CPU_STRETCH_NS) && !cp == !nx->callpath,
+			     1))
+		launch_only = nx->callpath == cp && nx->native == launch->native ? 2 : 3;
+	gap_short_make(a, gs, d, end, launch, 2, p, nx, launch_only);
 }
 
 /* A gap under the threshold launched late: explained by the host's calls
@@ -1385,23 +1468,19 @@ __attribute__((noinline)) void gap_short_host(struct analysis *a, struct an_devi
 		gap_short_next(a, d, start, end, launch);
 		return;
 	}
-	gap_short_make(a, gs, d, start, end, launch, 1, 0, NULL);
+	gap_short_make(a, gs, d, end, launch, 1, NULL, NULL, 2);
 }
 
-/* A gap under the threshold whose work was queued before the GPU ran dry:
- * all of it queued, at the launch's line (as gap_finalize files a queued
- * gap), without the host's calls and spans, which it does not need; kept
- * with the launch's site until the end (gaps_queued_file). */
-__attribute__((noinline)) void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle,
-						 const struct corr_ent *launch)
+/* gap_short_queued's gap (an_pass_gaps.h) in phase, made in the iteration
+ * iter_key, when its batch must start anew or its launch has no site. */
+__attribute__((noinline)) void gap_short_queued_slow(struct analysis *a, struct an_device *d, uint64_t idle,
+						      const struct corr_ent *launch, int phase, uint64_t iter_key)
 {
-	int phase = cur_phase(a);
 	/* Its idle to the device and out with the others of the iteration
 	 * (struct idle_batch; a gap here is whole: gaps_on_gpu_idle found no
 	 * mark after its start).  It ends where the GPU resumes. */
-	struct an_state *st = a->st;
-	idle_batch_add(a, &an_pass_state(a, gaps)->queued_batch, st->in_iter ? st->iter_no : ~st->iter_no, d->id, phase,
-		       d->busy.end, d->busy.end + idle, AN_CAUSE_QUEUED, idle);
+	idle_batch_add(a, &an_pass_state(a, gaps)->queued_batch, iter_key, d->id, phase, d->busy.end, d->busy.end + idle,
+		       AN_CAUSE_QUEUED, idle);
 	if (launch->site) {
 		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
 		ss->queued_ns[phase] += idle;
@@ -1443,7 +1522,7 @@ void gaps_on_span(struct analysis *a, struct an_span_ev *ev)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	size_t pos = gs->span_n++;
-	gs->walk_serves = 0; /* (a new ring: the walk's answer is found anew) */
+	gs->serve_from = UINT64_MAX; /* (a new ring: the walk's answer is found anew) */
 	struct span_ent *e = &gs->span[pos % SPAN_RING];
 	an_span_tree_set(&gs->span_tree, pos % SPAN_RING, ev->ts);
 	e->tid = ev->tid;
@@ -1507,6 +1586,8 @@ void gaps_phase_moved(struct analysis *a, int from, int to)
 	memset(gs->part_cache, 0, sizeof gs->part_cache);
 	if (gs->site_part)
 		memset(gs->site_part, 0, gs->site_part_n * sizeof *gs->site_part);
+	if (gs->site_next)
+		memset(gs->site_next, 0, gs->site_next_n * sizeof *gs->site_next);
 }
 
 /* The step-time pass files each piece by the steps it knows: what the
@@ -1574,6 +1655,7 @@ int gaps_init(struct analysis *a)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	an_span_tree_init(&gs->span_tree);
+	gs->serve_from = UINT64_MAX; /* (no walk's answer yet) */
 	gs->mark_after = gaps_mark_after(a->st, a->st->in_iter);
 	memset(gs->part_cache, 0, sizeof gs->part_cache);
 	gs->gaps = an_mem_get(2 * PENDING_GAPS * sizeof(struct pgap));
@@ -1586,6 +1668,7 @@ void gaps_free(struct analysis *a)
 {
 	an_mem_unmap(an_pass_state(a, gaps)->gaps, 2 * PENDING_GAPS * sizeof(struct pgap));
 	free(an_pass_state(a, gaps)->site_part);
+	free(an_pass_state(a, gaps)->site_next);
 	free(an_pass_state(a, gaps)->batch.piece);
 	free(an_pass_state(a, gaps)->queued_batch.piece);
 }

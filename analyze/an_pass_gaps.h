@@ -94,11 +94,12 @@ struct gaps_state {
 	 * next work was issued by inert_end_min: the thread's own functions
 	 * running since before the gap and still after it (the training loop,
 	 * an iteration's function; five in six of a launch-bound loop's
-	 * spans).  act[0, nact), in the answer's order.  walk_serves: the
-	 * walk's answer was found for the ring as it is (no span came since)
-	 * by a piece with a thread, so that these serve (gap_place_spans's
-	 * first tests in one flag). */
-	int walk_serves;
+	 * spans).  act[0, nact), in the answer's order.  serve_from: while
+	 * the walk's answer was found for the ring as it is (no span came
+	 * since) by a piece with a thread, so that these serve, the answer's
+	 * start (walk.start); else UINT64_MAX (gap_place_spans's first tests
+	 * in one comparison). */
+	uint64_t serve_from;
 	uint32_t inert_tid;
 	uint64_t inert_ts_max, inert_end_min;
 	size_t nact;
@@ -114,6 +115,14 @@ struct gaps_state {
 	 * the part cache. */
 	uint32_t (*site_part)[3];
 	size_t site_part_n;
+	/* The part of the call that followed a site's launch in its piece
+	 * lately (gap_next_part): site_next[site][phase], as site_part (the
+	 * key the site, the phase and the call's line), emptied with it. */
+	struct site_next {
+		uint64_t cp, nat;
+		uint32_t ix1; /* the finding's index + 1 in all_findings, 0: none */
+	} (*site_next)[3];
+	size_t site_next_n;
 };
 
 /* A host call into the ring the gaps are explained by. */
@@ -121,21 +130,28 @@ HOT_FN void gaps_on_call(struct analysis *a, struct an_call_ev *e)
 {
 	struct gaps_state *gs = an_pass_state(a, gaps);
 	const struct tbp_call *c = &e->r->u.call;
-	struct api_ent *ae = &gs->api[gs->api_n++ % API_RING];
-	e->api_ring = gs->api_n;
-	ae->tid = e->r->tid;
-	ae->kind = (uint8_t)(e->kind == TBP_K_SYNC && !e->host_waits ? TBP_K_API : e->kind);
-	ae->ts = e->ts;
-	ae->end = e->end;
-	ae->callpath = c->callpath;
-	ae->native = c->native;
-	ae->copy = e->kind == TBP_K_MEMCPY ? an_copy_bits(e->r->u.memcpy.copy_kind, e->r->u.memcpy.flags) : 0;
-	ae->plain = !ae->copy && ae->kind != TBP_K_SYNC && ae->kind != TBP_K_MALLOC && ae->kind != TBP_K_FREE;
+	size_t n = gs->api_n;
+	struct api_ent *ae = &gs->api[n % API_RING];
+	gs->api_n = n + 1;
+	e->api_ring = n + 1;
+	uint8_t kind = (uint8_t)(e->kind == TBP_K_SYNC && !e->host_waits ? TBP_K_API : e->kind);
+	uint8_t copy = e->kind == TBP_K_MEMCPY ? an_copy_bits(e->r->u.memcpy.copy_kind, e->r->u.memcpy.flags) : 0;
+	uint64_t prev_max_end = gs->api_max_end, max_end = e->end > prev_max_end ? e->end : prev_max_end;
+	/* (the entry written whole from what is at hand: its fields are not
+	 * read back, nor its address taken again) */
+	*ae = (struct api_ent){
+		.tid = e->r->tid,
+		.kind = kind,
+		.copy = copy,
+		.plain = !copy && kind != TBP_K_SYNC && kind != TBP_K_MALLOC && kind != TBP_K_FREE,
+		.ts = e->ts,
+		.end = e->end,
+		.callpath = c->callpath,
+		.native = c->native,
+		.max_end = max_end};
 	gs->api_newest = ae;
-	gs->api_prev_max_end = gs->api_max_end;
-	if (e->end > gs->api_max_end)
-		gs->api_max_end = e->end;
-	ae->max_end = gs->api_max_end;
+	gs->api_prev_max_end = prev_max_end;
+	gs->api_max_end = max_end;
 }
 void gap_long(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch, uint64_t kernel_name);
 void gap_cut_short(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch);
@@ -143,7 +159,40 @@ void gap_new(struct analysis *a, uint64_t device, uint64_t start, uint64_t end, 
 	     int edge);
 void gap_short_host(struct analysis *a, struct an_device *d, uint64_t s, const struct corr_ent *launch);
 void gap_short_unjoined(struct analysis *a, struct an_device *d, uint64_t s);
-void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle, const struct corr_ent *launch);
+void gap_short_queued_slow(struct analysis *a, struct an_device *d, uint64_t idle, const struct corr_ent *launch,
+			   int phase, uint64_t iter_key);
+/* A gap under the threshold whose work was queued before the GPU ran dry:
+ * all of it queued, at the launch's line (as gap_finalize files a queued
+ * gap), without the host's calls and spans, which it does not need; kept
+ * with the launch's site until the end (gaps_queued_file).  Inline when the
+ * batch takes it as it is and its launch has a site (nearly always):
+ * gap_short_queued_slow's work without its call. */
+HOT_FN void gap_short_queued(struct analysis *a, struct an_device *d, uint64_t idle, const struct corr_ent *launch)
+{
+	int phase = cur_phase(a);
+	const struct an_state *st = a->st;
+	uint64_t iter_key = st->in_iter ? st->iter_no : ~st->iter_no, device = d->id;
+	struct idle_batch *b = &an_pass_state(a, gaps)->queued_batch;
+	size_t bn = b->n;
+	if (__builtin_expect(!bn || bn == IDLE_BATCH || b->iter_key != iter_key || b->device != device ||
+				     b->phase != phase || !launch->site,
+			     0)) {
+		gap_short_queued_slow(a, d, idle, launch, phase, iter_key);
+		return;
+	}
+	uint64_t s = d->busy.end, e = s + idle;
+	b->piece[bn] = (struct idle_batch_piece){.s = s, .e = e, .ns = idle, .cause = AN_CAUSE_QUEUED};
+	b->n = bn + 1;
+	b->by_cause[AN_CAUSE_QUEUED] += idle;
+	if (s < b->s)
+		b->s = s;
+	if (e > b->e)
+		b->e = e;
+	struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, launch->site - 1);
+	ss->queued_ns[phase] += idle;
+	ss->queued_n[phase]++;
+	ss->queued_device = device;
+}
 /* A gap under the threshold (they come with most kernels of a launch-bound
  * loop): its idle is placed as a long one's is (at the line and cause of
  * what the host did in it), not listed as an occurrence.  The time in such
