@@ -150,7 +150,7 @@ static inline __attribute__((target("avx2"))) void mq_unpack_avx2(const struct a
 	__m256i *v = (__m256i *)(void *)r->u.v;
 	__m256i lo = _mm256_cvtepu32_epi64(_mm_loadu_si128((const __m128i *)(const void *)e->f));
 	__m256i hi = _mm256_cvtepu32_epi64(_mm_loadu_si128((const __m128i *)(const void *)(e->f + 4)));
-	_mm256_storeu_si256(v, _mm256_add_epi64(lo, _mm256_zextsi128_si256(_mm_cvtsi64_si128((long long)e->ts))));
+	_mm256_storeu_si256(v, _mm256_add_epi64(lo, _mm256_set_epi64x(0, 0, 0, (long long)e->ts)));
 	_mm256_storeu_si256(v + 1, hi);
 }
 #endif
@@ -306,7 +306,7 @@ static inline __attribute__((target("avx2"))) int mq_pack_avx2(const struct tbp_
 	if (r->nfields > 8)
 		return 0;
 	const __m256i *v = (const __m256i *)(const void *)r->u.v;
-	__m256i a = _mm256_sub_epi64(_mm256_loadu_si256(v), _mm256_zextsi128_si256(_mm_cvtsi64_si128((long long)r->ts)));
+	__m256i a = _mm256_sub_epi64(_mm256_loadu_si256(v), _mm256_set_epi64x(0, 0, 0, (long long)r->ts));
 	__m256i b = _mm256_loadu_si256(v + 1);
 	if (!_mm256_testz_si256(_mm256_or_si256(a, b), _mm256_set1_epi64x((long long)0xffffffff00000000ull)))
 		return 0;

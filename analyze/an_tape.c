@@ -67,15 +67,20 @@ struct tape_chunk {
 /* The head table's hash slots (a power of two, twice the heads at most). */
 #define TAPE_HEAD_SLOTS 256
 
+/* A head's state for compact entries: the last compact record's 8 fields
+ * in 32 bits (the first as its distance from ts) and their steps from the
+ * one before (the prediction of the next: prev + step), side by side (one
+ * address for both). */
+struct tape_pred {
+	uint32_t prev[8], step[8];
+} __attribute__((aligned(32)));
+
 struct an_tape {
-	/* Recording's state for compact entries: the last compact record's 8
-	 * fields of each head in 32 bits (the first as its distance from ts)
-	 * and their steps from the one before (the prediction of the next:
-	 * prev + step), which the replay rebuilds as it goes; the time of the
-	 * block record before; heads by index and a hash from head to index
-	 * + 1. */
-	uint32_t prev[TAPE_HEADS][8] __attribute__((aligned(32)));
-	uint32_t step[TAPE_HEADS][8] __attribute__((aligned(32)));
+	/* Recording's state for compact entries: each head's prediction
+	 * (struct tape_pred), which the replay rebuilds as it goes; the time
+	 * of the block record before; heads by index and a hash from head to
+	 * index + 1. */
+	struct tape_pred pred[TAPE_HEADS];
 	uint64_t heads[TAPE_HEADS];
 	uint64_t slot_head[TAPE_HEAD_SLOTS];
 	uint8_t slot_ix[TAPE_HEAD_SLOTS];
@@ -582,7 +587,7 @@ static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *
 #ifdef __SSE2__
 	__m128i lo4 = _mm_loadu_si128((const __m128i *)(const void *)e->f);
 	__m128i hi4 = _mm_loadu_si128((const __m128i *)(const void *)(e->f + 4));
-	__m128i *pv = (__m128i *)(void *)t->prev[h], *sv = (__m128i *)(void *)t->step[h];
+	__m128i *pv = (__m128i *)(void *)t->pred[h].prev, *sv = (__m128i *)(void *)t->pred[h].step;
 	__m128i p0 = pv[0], p1 = pv[1];
 	unsigned same = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo4, _mm_add_epi32(p0, sv[0])))) |
 			(unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi4, _mm_add_epi32(p1, sv[1])))) << 4;
@@ -593,10 +598,10 @@ static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *
 #else
 	unsigned same = 0;
 	for (unsigned i = 0; i < 8; i++) {
-		uint32_t was = t->prev[h][i];
-		same |= (unsigned)(e->f[i] == (uint32_t)(was + t->step[h][i])) << i;
-		t->step[h][i] = e->f[i] - was;
-		t->prev[h][i] = e->f[i];
+		uint32_t was = t->pred[h].prev[i];
+		same |= (unsigned)(e->f[i] == (uint32_t)(was + t->pred[h].step[i])) << i;
+		t->pred[h].step[i] = e->f[i] - was;
+		t->pred[h].prev[i] = e->f[i];
 	}
 #endif
 	unsigned diff = ~same & 0xffu;
@@ -627,7 +632,9 @@ static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *
 
 #ifdef TAPE_AVX2
 /* put_compact with the 8 fields in one register. */
-static inline __attribute__((target("avx2,popcnt"))) size_t put_compact_avx2(struct an_tape *t, const struct an_rec48 *e, uint8_t *out, uint64_t *prev_ts)
+static inline __attribute__((target("avx2,popcnt"))) size_t put_compact_avx2(struct an_tape *t,
+									     const struct an_rec48 *e, uint8_t *out,
+									     uint64_t *prev_ts)
 {
 	uint64_t ts = e->ts, dts = ts - *prev_ts, head;
 	if (dts >> 32)
@@ -637,7 +644,7 @@ static inline __attribute__((target("avx2,popcnt"))) size_t put_compact_avx2(str
 	if (h < 0)
 		return 0;
 	__m256i f = _mm256_loadu_si256((const __m256i *)(const void *)e->f);
-	__m256i *pv = (__m256i *)(void *)t->prev[h], *sv = (__m256i *)(void *)t->step[h];
+	__m256i *pv = (__m256i *)(void *)t->pred[h].prev, *sv = (__m256i *)(void *)t->pred[h].step;
 	__m256i was = _mm256_load_si256(pv);
 	__m256i same = _mm256_cmpeq_epi32(f, _mm256_add_epi32(was, _mm256_load_si256(sv)));
 	unsigned diff = ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(same)) & 0xffu;
@@ -869,12 +876,11 @@ static inline __attribute__((always_inline)) const uint8_t *get_rec_b(const uint
  * same entry (an_tape's prev and step), the heads by index. */
 struct tape_dec {
 	/* (get_compact_avx2 loads a head's 8 fields at once) */
-	uint32_t prev[TAPE_HEADS][8] __attribute__((aligned(32)));
-	uint32_t step[TAPE_HEADS][8] __attribute__((aligned(32)));
+	struct tape_pred pred[TAPE_HEADS];
 #ifdef TAPE_SSSE3
 	__m128i prev4[TAPE_HEADS][2], step4[TAPE_HEADS][2]; /* get_compact_ssse3's */
 #endif
-	const uint64_t *heads;
+	uint64_t heads[TAPE_HEADS]; /* (a copy: one load fewer a record) */
 };
 
 /* A block's compact record at p back into its slot r (blob left as it
@@ -893,7 +899,7 @@ static inline __attribute__((always_inline)) const uint8_t *get_compact(const ui
 	uint64_t ts = *tsp + dts;
 	*tsp = ts;
 	p += 6 - 2 * short16;
-	uint32_t *pv = d->prev[b0 & ~TAPE_DTS16], *sv = d->step[b0 & ~TAPE_DTS16], f[8];
+	uint32_t *pv = d->pred[b0 & ~TAPE_DTS16].prev, *sv = d->pred[b0 & ~TAPE_DTS16].step, f[8];
 	for (unsigned i = 0; i < 8; i++)
 		f[i] = pv[i] + sv[i];
 	for (; diff; diff &= diff - 1, p += 4)
@@ -967,29 +973,32 @@ static inline __attribute__((target("avx2,popcnt"))) const uint8_t *get_compact_
 										   struct tape_dec *d, uint64_t *tsp,
 										   int zero_high)
 {
+	/* The time's distance's mask by TAPE_DTS16 (a load, not a shift by
+	 * a variable count). */
+	static const uint32_t dts_mask[2] = {0xffffffffu, 0xffffu};
 	unsigned b0 = p[0], diff = p[1];
-	unsigned short16 = b0 >> 7;
+	size_t short16 = b0 >> 7;
 	uint32_t dts;
 	memcpy(&dts, p + 2, 4);
-	dts &= 0xffffffffu >> (short16 << 4);
+	dts &= dts_mask[short16];
 	uint64_t ts = *tsp + dts;
 	*tsp = ts;
 	p += 6 - 2 * short16;
 	unsigned h = b0 & ~TAPE_DTS16;
-	__m256i *pv = (__m256i *)(void *)d->prev[h], *sv = (__m256i *)(void *)d->step[h];
+	__m256i *pv = (__m256i *)(void *)d->pred[h].prev, *sv = (__m256i *)(void *)d->pred[h].step;
 	__m256i was = _mm256_load_si256(pv), pred = _mm256_add_epi32(was, _mm256_load_si256(sv));
 	__m256i ix = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)&unpack_perm[diff]));
 	/* (the slack after a chunk's data covers the 32 bytes read) */
 	__m256i x = _mm256_loadu_si256((const __m256i *)(const void *)p);
 	__m256i f = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(x, ix), pred, ix);
-	p += 4 * __builtin_popcount(diff);
+	p += 4u * (unsigned)__builtin_popcount(diff);
 	_mm256_store_si256(sv, _mm256_sub_epi32(f, was));
 	_mm256_store_si256(pv, f);
 	memcpy(r, &d->heads[h], 8);
 	r->ts = ts;
 	__m256i *v = (__m256i *)(void *)r->u.v;
 	_mm256_storeu_si256(v, _mm256_add_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(f)),
-						_mm256_zextsi128_si256(_mm_cvtsi64_si128((long long)ts))));
+						_mm256_set_epi64x(0, 0, 0, (long long)ts)));
 	_mm256_storeu_si256(v + 1, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(f, 1)));
 	if (zero_high) {
 		_mm256_storeu_si256(v + 2, _mm256_setzero_si256());
@@ -1117,7 +1126,7 @@ int an_tape_replay(struct an_tape *t, struct analysis *a)
 	if (!dec)
 		return -1;
 	memset(dec, 0, sizeof *dec);
-	dec->heads = t->heads;
+	memcpy(dec->heads, t->heads, sizeof dec->heads);
 #if defined(TAPE_AVX2)
 	int rc = t->avx2 ? replay_avx2(t, a, dec) : t->ssse3 ? replay_ssse3(t, a, dec) : replay_plain(t, a, dec);
 #elif defined(TAPE_SSSE3)
