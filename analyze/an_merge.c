@@ -25,8 +25,9 @@
 #endif
 #if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
 /* AVX2 packs and unpacks a queue entry's 8 fields in one register each
- * way, where the CPU has it (an_read_trace asks): fewer instructions a
- * record than two SSE2 halves, the same entries. */
+ * way, where the CPU has it and TBP_SIMD allows (an_read_trace asks
+ * tbp_simd_level): fewer instructions a record than two SSE2 halves, the
+ * same entries. */
 #define MQ_AVX2 1
 #include <immintrin.h>
 #endif
@@ -35,6 +36,7 @@
 #include "an_internal.h"
 #include "an_tape.h"
 #include "cmd.h"
+#include "tbprof/simd.h"
 #include "tr_common.h"
 
 #define AN_REORDER_CAP (1u << 19)
@@ -111,7 +113,7 @@ struct merger {
 	 * blob and fields 8 to 15 zero, never written. */
 	struct tbp_record slots[64];
 	int catch_up_failed;
-	int avx2; /* the CPU has AVX2 (MQ_AVX2) */
+	int avx2; /* the AVX2 paths (MQ_AVX2): tbp_simd_level allows them */
 };
 
 /* The detecting analysis becomes the full one (an_catch_up): from here on
@@ -1022,7 +1024,7 @@ static __attribute__((target("avx2"))) int read_trace_avx2(struct analysis *a, s
 int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, struct an_tape *tape)
 {
 #ifdef MQ_AVX2
-	if (__builtin_cpu_supports("avx2"))
+	if (tbp_simd_level() >= TBP_SIMD_AVX2)
 		return read_trace_avx2(a, r, path, tape);
 #endif
 	return read_trace_plain(a, r, path, tape);

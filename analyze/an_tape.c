@@ -22,18 +22,19 @@
 
 #include "an_internal.h"
 #include "an_tape.h"
+#include "tbprof/simd.h"
 
 #if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
 /* SSSE3's byte shuffle (pshufb) moves a compact entry's changed fields in
- * and out of place, four at a time, where the CPU has it (an_tape_new
- * asks); else one field at a time.  The entries are the same bytes either
+ * and out of place, four at a time, where the CPU has it and TBP_SIMD
+ * allows (an_tape_new asks tbp_simd_level); else one field at a time.  The entries are the same bytes either
  * way. */
 #define TAPE_SSSE3 1
 #include <tmmintrin.h>
 /* AVX2's 8-lane permute (vpermd) moves all 8 fields at once, a table row
  * (8 bytes, widened as loaded) per mask of changed fields: fewer
  * instructions a record than two pshufb halves, where the CPU has AVX2 and
- * popcnt (an_tape_new asks).  The same bytes again. */
+ * popcnt and TBP_SIMD allows (an_tape_new asks).  The same bytes again. */
 #define TAPE_AVX2 1
 #include <immintrin.h>
 #endif
@@ -91,8 +92,8 @@ struct an_tape {
 	uint8_t last_ix[4];
 	unsigned nheads;
 	uint64_t prev_ts;
-	int ssse3; /* the CPU has SSSE3 (TAPE_SSSE3) */
-	int avx2;  /* and AVX2 and popcnt (TAPE_AVX2) */
+	int ssse3; /* the SSSE3 paths (TAPE_SSSE3): tbp_simd_level allows them */
+	int avx2;  /* and the AVX2 ones (TAPE_AVX2): it allows AVX2, and popcnt */
 	struct tape_chunk *first, *cur;
 	uint8_t *w, *wend; /* the current chunk's free part */
 	size_t cap_bytes, bytes;
@@ -121,11 +122,13 @@ struct an_tape *an_tape_new(void)
 	t->ok = 1;
 	for (unsigned i = 0; i < 4; i++)
 		t->last_head[i] = ~0ull;
+	enum tbp_simd_level simd = tbp_simd_level();
+	(void)simd;
 #ifdef TAPE_SSSE3
-	t->ssse3 = __builtin_cpu_supports("ssse3");
+	t->ssse3 = simd >= TBP_SIMD_SSSE3;
 #endif
 #ifdef TAPE_AVX2
-	t->avx2 = t->ssse3 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt");
+	t->avx2 = simd >= TBP_SIMD_AVX2 && __builtin_cpu_supports("popcnt");
 #endif
 	return t;
 }
