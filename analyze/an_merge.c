@@ -23,11 +23,20 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
+/* AVX2 packs and unpacks a queue entry's 8 fields in one register each
+ * way, where the CPU has it and TBP_SIMD allows (an_read_trace asks
+ * tbp_simd_level): fewer instructions a record than two SSE2 halves, the
+ * same entries. */
+#define MQ_AVX2 1
+#include <immintrin.h>
+#endif
 
 #include "an.h"
 #include "an_internal.h"
 #include "an_tape.h"
 #include "cmd.h"
+#include "tbprof/simd.h"
 #include "tr_common.h"
 
 #define AN_REORDER_CAP (1u << 19)
@@ -104,6 +113,7 @@ struct merger {
 	 * blob and fields 8 to 15 zero, never written. */
 	struct tbp_record slots[64];
 	int catch_up_failed;
+	int avx2; /* the AVX2 paths (MQ_AVX2): tbp_simd_level allows them */
 };
 
 /* The detecting analysis becomes the full one (an_catch_up): from here on
@@ -115,15 +125,48 @@ static __attribute__((noinline)) void merge_catch_up(struct analysis *a, struct 
 	m->tape = NULL;
 }
 
-/* A block to the passes, on the tape first when one records, its entries
- * unpacked into the merge's slots (a side entry: its record where it waits
- * in its queue's side ring, taken off it; no queue gets records while the
- * merge drains them).  A block the tape cannot take goes to an analysis
- * caught up first. */
-static inline void merge_emit(struct analysis *a, struct merger *m, const struct an_rec48 *const *ents, unsigned n,
-			      uint64_t *last_ts)
+/* Queue entry e (no side entry) unpacked into r. */
+static inline __attribute__((always_inline)) void mq_unpack(const struct an_rec48 *e, struct tbp_record *r)
 {
-	const struct tbp_record *recs[64];
+	memcpy(r, e, 16);
+#ifdef __SSE2__
+	__m128i *v = (__m128i *)(void *)r->u.v, zero = _mm_setzero_si128();
+	__m128i x = _mm_loadu_si128((const __m128i *)(const void *)e->f);
+	__m128i y = _mm_loadu_si128((const __m128i *)(const void *)(e->f + 4));
+	_mm_storeu_si128(v, _mm_unpacklo_epi32(x, zero));
+	_mm_storeu_si128(v + 1, _mm_unpackhi_epi32(x, zero));
+	_mm_storeu_si128(v + 2, _mm_unpacklo_epi32(y, zero));
+	_mm_storeu_si128(v + 3, _mm_unpackhi_epi32(y, zero));
+#else
+	for (unsigned j = 0; j < 8; j++)
+		r->u.v[j] = e->f[j];
+#endif
+	r->u.v[0] += r->ts;
+}
+
+#ifdef MQ_AVX2
+/* mq_unpack, four fields a move. */
+static inline __attribute__((target("avx2"))) void mq_unpack_avx2(const struct an_rec48 *e, struct tbp_record *r)
+{
+	memcpy(r, e, 16);
+	__m256i *v = (__m256i *)(void *)r->u.v;
+	__m256i lo = _mm256_cvtepu32_epi64(_mm_loadu_si128((const __m128i *)(const void *)e->f));
+	__m256i hi = _mm256_cvtepu32_epi64(_mm_loadu_si128((const __m128i *)(const void *)(e->f + 4)));
+	_mm256_storeu_si256(v, _mm256_add_epi64(lo, _mm256_set_epi64x(0, 0, 0, (long long)e->ts)));
+	_mm256_storeu_si256(v + 1, hi);
+}
+#endif
+
+/* A block's entries as records (recs): unpacked into the merge's slots, a
+ * side entry's record where it waits in its queue's side ring, taken off
+ * it (no queue gets records while the merge drains them). */
+static inline __attribute__((always_inline)) void mq_unpack_block_k(struct merger *m,
+								   const struct an_rec48 *const *ents,
+								   const struct tbp_record **recs, unsigned n, int avx2)
+{
+#ifndef MQ_AVX2
+	(void)avx2;
+#endif
 	for (unsigned i = 0; i < n; i++) {
 		const struct an_rec48 *e = ents[i];
 		if (__builtin_expect(e->nfields == MQ_SIDE, 0)) {
@@ -133,23 +176,40 @@ static inline void merge_emit(struct analysis *a, struct merger *m, const struct
 			q->side_n--;
 			continue;
 		}
-		struct tbp_record *r = &m->slots[i];
-		memcpy(r, e, 16);
-#ifdef __SSE2__
-		__m128i *v = (__m128i *)(void *)r->u.v, zero = _mm_setzero_si128();
-		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)e->f);
-		__m128i y = _mm_loadu_si128((const __m128i *)(const void *)(e->f + 4));
-		_mm_storeu_si128(v, _mm_unpacklo_epi32(x, zero));
-		_mm_storeu_si128(v + 1, _mm_unpackhi_epi32(x, zero));
-		_mm_storeu_si128(v + 2, _mm_unpacklo_epi32(y, zero));
-		_mm_storeu_si128(v + 3, _mm_unpackhi_epi32(y, zero));
-#else
-		for (unsigned j = 0; j < 8; j++)
-			r->u.v[j] = e->f[j];
+#ifdef MQ_AVX2
+		if (avx2)
+			mq_unpack_avx2(e, &m->slots[i]);
+		else
 #endif
-		r->u.v[0] += r->ts;
-		recs[i] = r;
+			mq_unpack(e, &m->slots[i]);
+		recs[i] = &m->slots[i];
 	}
+}
+
+#ifdef MQ_AVX2
+static __attribute__((noinline, target("avx2"))) void mq_unpack_block_avx2(struct merger *m,
+									   const struct an_rec48 *const *ents,
+									   const struct tbp_record **recs, unsigned n)
+{
+	mq_unpack_block_k(m, ents, recs, n, 1);
+}
+#endif
+
+/* A block to the passes, on the tape first when one records, its entries
+ * unpacked into the merge's slots (a side entry: its record where it waits
+ * in its queue's side ring, taken off it; no queue gets records while the
+ * merge drains them).  A block the tape cannot take goes to an analysis
+ * caught up first. */
+static inline void merge_emit(struct analysis *a, struct merger *m, const struct an_rec48 *const *ents, unsigned n,
+			      uint64_t *last_ts)
+{
+	const struct tbp_record *recs[64];
+#ifdef MQ_AVX2
+	if (m->avx2)
+		mq_unpack_block_avx2(m, ents, recs, n);
+	else
+#endif
+		mq_unpack_block_k(m, ents, recs, n, 0);
 	if (__builtin_expect(m->tape != NULL, 0)) {
 		an_tape_block(m->tape, ents, recs, n, *last_ts);
 		if (!an_tape_ok(m->tape))
@@ -240,6 +300,26 @@ static inline int mq_pack(const struct tbp_record *r, struct an_rec48 *e)
 #endif
 	return 1;
 }
+
+#ifdef MQ_AVX2
+/* mq_pack with the 8 fields in two registers. */
+static inline __attribute__((target("avx2"))) int mq_pack_avx2(const struct tbp_record *r, struct an_rec48 *e)
+{
+	if (r->nfields > 8)
+		return 0;
+	const __m256i *v = (const __m256i *)(const void *)r->u.v;
+	__m256i a = _mm256_sub_epi64(_mm256_loadu_si256(v), _mm256_set_epi64x(0, 0, 0, (long long)r->ts));
+	__m256i b = _mm256_loadu_si256(v + 1);
+	if (!_mm256_testz_si256(_mm256_or_si256(a, b), _mm256_set1_epi64x((long long)0xffffffff00000000ull)))
+		return 0;
+	memcpy(e, r, 16);
+	/* The low halves: f0 f1 f4 f5 | f2 f3 f6 f7, then in order. */
+	__m256 low = _mm256_shuffle_ps(_mm256_castsi256_ps(a), _mm256_castsi256_ps(b), _MM_SHUFFLE(2, 0, 2, 0));
+	_mm256_storeu_si256((__m256i *)(void *)e->f,
+			    _mm256_permute4x64_epi64(_mm256_castps_si256(low), _MM_SHUFFLE(3, 1, 2, 0)));
+	return 1;
+}
+#endif
 
 /* q's side ring grown (twice as large, at least 64). */
 static __attribute__((noinline)) int mq_side_grow(struct mqueue *q)
@@ -810,11 +890,13 @@ static void merge_setup(void)
 
 /* Reads the whole trace, definitions into the tables, timed records through
  * the merge into the passes in time order, the others straight to them.
- * Closes the reader. */
-int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, struct an_tape *tape)
+ * Closes the reader.  avx2: the queues' packing with AVX2 (a constant
+ * where inlined). */
+static inline __attribute__((always_inline)) int read_trace_k(struct analysis *a, struct tbp_reader *r,
+							      const char *path, struct an_tape *tape, int avx2)
 {
 	merge_setup();
-	struct merger m = {.qs = {.item = sizeof(struct mqueue)}, .tape = tape};
+	struct merger m = {.qs = {.item = sizeof(struct mqueue)}, .tape = tape, .avx2 = avx2};
 	/* A CUPTI trace will have GPU activity, possibly all of it handed over
 	 * late: let device 0's queue hold the host records back from the start
 	 * (bounded by the cap) instead of only once it shows up. */
@@ -868,7 +950,14 @@ int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, st
 					w = &q->ring[(q->head + q->n) & (q->cap - 1)];
 					wend = q->ring + q->cap;
 				}
-				if (__builtin_expect(!mq_pack(rec, w), 0) && mq_push_side(q, qi, rec, w))
+				int packed;
+#ifdef MQ_AVX2
+				if (avx2)
+					packed = mq_pack_avx2(rec, w);
+				else
+#endif
+					packed = mq_pack(rec, w);
+				if (__builtin_expect(!packed, 0) && mq_push_side(q, qi, rec, w))
 					goto nomem;
 				if (__builtin_expect(++w == wend, 0))
 					w = q->ring;
@@ -917,4 +1006,26 @@ nomem:
 	tbp_reader_close(r);
 	fprintf(stderr, "tbanalyze: %s: out of memory\n", path);
 	return TBA_EXIT_INTERNAL;
+}
+
+static int read_trace_plain(struct analysis *a, struct tbp_reader *r, const char *path, struct an_tape *tape)
+{
+	return read_trace_k(a, r, path, tape, 0);
+}
+
+#ifdef MQ_AVX2
+static __attribute__((target("avx2"))) int read_trace_avx2(struct analysis *a, struct tbp_reader *r,
+							   const char *path, struct an_tape *tape)
+{
+	return read_trace_k(a, r, path, tape, 1);
+}
+#endif
+
+int an_read_trace(struct analysis *a, struct tbp_reader *r, const char *path, struct an_tape *tape)
+{
+#ifdef MQ_AVX2
+	if (tbp_simd_level() >= TBP_SIMD_AVX2)
+		return read_trace_avx2(a, r, path, tape);
+#endif
+	return read_trace_plain(a, r, path, tape);
 }

@@ -22,14 +22,21 @@
 
 #include "an_internal.h"
 #include "an_tape.h"
+#include "tbprof/simd.h"
 
 #if defined(__SSE2__) && (defined(__x86_64__) || defined(__i386__))
 /* SSSE3's byte shuffle (pshufb) moves a compact entry's changed fields in
- * and out of place, four at a time, where the CPU has it (an_tape_new
- * asks); else one field at a time.  The entries are the same bytes either
+ * and out of place, four at a time, where the CPU has it and TBP_SIMD
+ * allows (an_tape_new asks tbp_simd_level); else one field at a time.  The entries are the same bytes either
  * way. */
 #define TAPE_SSSE3 1
 #include <tmmintrin.h>
+/* AVX2's 8-lane permute (vpermd) moves all 8 fields at once, a table row
+ * (8 bytes, widened as loaded) per mask of changed fields: fewer
+ * instructions a record than two pshufb halves, where the CPU has AVX2 and
+ * popcnt and TBP_SIMD allows (an_tape_new asks).  The same bytes again. */
+#define TAPE_AVX2 1
+#include <immintrin.h>
 #endif
 
 /* Default cap, MiB: the 1 M-record simtorch trace takes about 12. */
@@ -61,15 +68,20 @@ struct tape_chunk {
 /* The head table's hash slots (a power of two, twice the heads at most). */
 #define TAPE_HEAD_SLOTS 256
 
+/* A head's state for compact entries: the last compact record's 8 fields
+ * in 32 bits (the first as its distance from ts) and their steps from the
+ * one before (the prediction of the next: prev + step), side by side (one
+ * address for both). */
+struct tape_pred {
+	uint32_t prev[8], step[8];
+} __attribute__((aligned(32)));
+
 struct an_tape {
-	/* Recording's state for compact entries: the last compact record's 8
-	 * fields of each head in 32 bits (the first as its distance from ts)
-	 * and their steps from the one before (the prediction of the next:
-	 * prev + step), which the replay rebuilds as it goes; the time of the
-	 * block record before; heads by index and a hash from head to index
-	 * + 1. */
-	uint32_t prev[TAPE_HEADS][8] __attribute__((aligned(16)));
-	uint32_t step[TAPE_HEADS][8] __attribute__((aligned(16)));
+	/* Recording's state for compact entries: each head's prediction
+	 * (struct tape_pred), which the replay rebuilds as it goes; the time
+	 * of the block record before; heads by index and a hash from head to
+	 * index + 1. */
+	struct tape_pred pred[TAPE_HEADS];
 	uint64_t heads[TAPE_HEADS];
 	uint64_t slot_head[TAPE_HEAD_SLOTS];
 	uint8_t slot_ix[TAPE_HEAD_SLOTS];
@@ -80,7 +92,8 @@ struct an_tape {
 	uint8_t last_ix[4];
 	unsigned nheads;
 	uint64_t prev_ts;
-	int ssse3; /* the CPU has SSSE3 (TAPE_SSSE3) */
+	int ssse3; /* the SSSE3 paths (TAPE_SSSE3): tbp_simd_level allows them */
+	int avx2;  /* and the AVX2 ones (TAPE_AVX2): it allows AVX2, and popcnt */
 	struct tape_chunk *first, *cur;
 	uint8_t *w, *wend; /* the current chunk's free part */
 	size_t cap_bytes, bytes;
@@ -100,15 +113,22 @@ struct an_tape *an_tape_new(void)
 		mb = strtod(env, NULL);
 	if (!(mb * 1048576.0 >= 1.0) || mb > 1e9)
 		return NULL;
-	struct an_tape *t = calloc(1, sizeof *t);
+	/* (aligned: a head's 8 fields are one 32-byte load) */
+	struct an_tape *t = aligned_alloc(64, (sizeof *t + 63) / 64 * 64);
 	if (!t)
 		return NULL;
+	memset(t, 0, sizeof *t);
 	t->cap_bytes = (size_t)(mb * 1048576.0);
 	t->ok = 1;
 	for (unsigned i = 0; i < 4; i++)
 		t->last_head[i] = ~0ull;
+	enum tbp_simd_level simd = tbp_simd_level();
+	(void)simd;
 #ifdef TAPE_SSSE3
-	t->ssse3 = __builtin_cpu_supports("ssse3");
+	t->ssse3 = simd >= TBP_SIMD_SSSE3;
+#endif
+#ifdef TAPE_AVX2
+	t->avx2 = simd >= TBP_SIMD_AVX2 && __builtin_cpu_supports("popcnt");
 #endif
 	return t;
 }
@@ -380,6 +400,144 @@ static inline __attribute__((target("ssse3"))) uint8_t *put_fields_ssse3(uint8_t
 }
 #endif
 
+#ifdef TAPE_AVX2
+/* By a mask of the 8 fields (bit j: field j), a byte a lane: the lanes
+ * that vpermd packs to the front (pack_perm: the changed fields in order),
+ * and where each lane's field lies among the packed ones (unpack_perm;
+ * 0x80 for a field not packed: widened with its sign, the lane's bytes
+ * all have the top bit that vpblendvb takes the prediction by). */
+static const uint64_t pack_perm[256] = {
+	0x0000000000000000u, 0x0000000000000000u, 0x0000000000000001u, 0x0000000000000100u,
+	0x0000000000000002u, 0x0000000000000200u, 0x0000000000000201u, 0x0000000000020100u,
+	0x0000000000000003u, 0x0000000000000300u, 0x0000000000000301u, 0x0000000000030100u,
+	0x0000000000000302u, 0x0000000000030200u, 0x0000000000030201u, 0x0000000003020100u,
+	0x0000000000000004u, 0x0000000000000400u, 0x0000000000000401u, 0x0000000000040100u,
+	0x0000000000000402u, 0x0000000000040200u, 0x0000000000040201u, 0x0000000004020100u,
+	0x0000000000000403u, 0x0000000000040300u, 0x0000000000040301u, 0x0000000004030100u,
+	0x0000000000040302u, 0x0000000004030200u, 0x0000000004030201u, 0x0000000403020100u,
+	0x0000000000000005u, 0x0000000000000500u, 0x0000000000000501u, 0x0000000000050100u,
+	0x0000000000000502u, 0x0000000000050200u, 0x0000000000050201u, 0x0000000005020100u,
+	0x0000000000000503u, 0x0000000000050300u, 0x0000000000050301u, 0x0000000005030100u,
+	0x0000000000050302u, 0x0000000005030200u, 0x0000000005030201u, 0x0000000503020100u,
+	0x0000000000000504u, 0x0000000000050400u, 0x0000000000050401u, 0x0000000005040100u,
+	0x0000000000050402u, 0x0000000005040200u, 0x0000000005040201u, 0x0000000504020100u,
+	0x0000000000050403u, 0x0000000005040300u, 0x0000000005040301u, 0x0000000504030100u,
+	0x0000000005040302u, 0x0000000504030200u, 0x0000000504030201u, 0x0000050403020100u,
+	0x0000000000000006u, 0x0000000000000600u, 0x0000000000000601u, 0x0000000000060100u,
+	0x0000000000000602u, 0x0000000000060200u, 0x0000000000060201u, 0x0000000006020100u,
+	0x0000000000000603u, 0x0000000000060300u, 0x0000000000060301u, 0x0000000006030100u,
+	0x0000000000060302u, 0x0000000006030200u, 0x0000000006030201u, 0x0000000603020100u,
+	0x0000000000000604u, 0x0000000000060400u, 0x0000000000060401u, 0x0000000006040100u,
+	0x0000000000060402u, 0x0000000006040200u, 0x0000000006040201u, 0x0000000604020100u,
+	0x0000000000060403u, 0x0000000006040300u, 0x0000000006040301u, 0x0000000604030100u,
+	0x0000000006040302u, 0x0000000604030200u, 0x0000000604030201u, 0x0000060403020100u,
+	0x0000000000000605u, 0x0000000000060500u, 0x0000000000060501u, 0x0000000006050100u,
+	0x0000000000060502u, 0x0000000006050200u, 0x0000000006050201u, 0x0000000605020100u,
+	0x0000000000060503u, 0x0000000006050300u, 0x0000000006050301u, 0x0000000605030100u,
+	0x0000000006050302u, 0x0000000605030200u, 0x0000000605030201u, 0x0000060503020100u,
+	0x0000000000060504u, 0x0000000006050400u, 0x0000000006050401u, 0x0000000605040100u,
+	0x0000000006050402u, 0x0000000605040200u, 0x0000000605040201u, 0x0000060504020100u,
+	0x0000000006050403u, 0x0000000605040300u, 0x0000000605040301u, 0x0000060504030100u,
+	0x0000000605040302u, 0x0000060504030200u, 0x0000060504030201u, 0x0006050403020100u,
+	0x0000000000000007u, 0x0000000000000700u, 0x0000000000000701u, 0x0000000000070100u,
+	0x0000000000000702u, 0x0000000000070200u, 0x0000000000070201u, 0x0000000007020100u,
+	0x0000000000000703u, 0x0000000000070300u, 0x0000000000070301u, 0x0000000007030100u,
+	0x0000000000070302u, 0x0000000007030200u, 0x0000000007030201u, 0x0000000703020100u,
+	0x0000000000000704u, 0x0000000000070400u, 0x0000000000070401u, 0x0000000007040100u,
+	0x0000000000070402u, 0x0000000007040200u, 0x0000000007040201u, 0x0000000704020100u,
+	0x0000000000070403u, 0x0000000007040300u, 0x0000000007040301u, 0x0000000704030100u,
+	0x0000000007040302u, 0x0000000704030200u, 0x0000000704030201u, 0x0000070403020100u,
+	0x0000000000000705u, 0x0000000000070500u, 0x0000000000070501u, 0x0000000007050100u,
+	0x0000000000070502u, 0x0000000007050200u, 0x0000000007050201u, 0x0000000705020100u,
+	0x0000000000070503u, 0x0000000007050300u, 0x0000000007050301u, 0x0000000705030100u,
+	0x0000000007050302u, 0x0000000705030200u, 0x0000000705030201u, 0x0000070503020100u,
+	0x0000000000070504u, 0x0000000007050400u, 0x0000000007050401u, 0x0000000705040100u,
+	0x0000000007050402u, 0x0000000705040200u, 0x0000000705040201u, 0x0000070504020100u,
+	0x0000000007050403u, 0x0000000705040300u, 0x0000000705040301u, 0x0000070504030100u,
+	0x0000000705040302u, 0x0000070504030200u, 0x0000070504030201u, 0x0007050403020100u,
+	0x0000000000000706u, 0x0000000000070600u, 0x0000000000070601u, 0x0000000007060100u,
+	0x0000000000070602u, 0x0000000007060200u, 0x0000000007060201u, 0x0000000706020100u,
+	0x0000000000070603u, 0x0000000007060300u, 0x0000000007060301u, 0x0000000706030100u,
+	0x0000000007060302u, 0x0000000706030200u, 0x0000000706030201u, 0x0000070603020100u,
+	0x0000000000070604u, 0x0000000007060400u, 0x0000000007060401u, 0x0000000706040100u,
+	0x0000000007060402u, 0x0000000706040200u, 0x0000000706040201u, 0x0000070604020100u,
+	0x0000000007060403u, 0x0000000706040300u, 0x0000000706040301u, 0x0000070604030100u,
+	0x0000000706040302u, 0x0000070604030200u, 0x0000070604030201u, 0x0007060403020100u,
+	0x0000000000070605u, 0x0000000007060500u, 0x0000000007060501u, 0x0000000706050100u,
+	0x0000000007060502u, 0x0000000706050200u, 0x0000000706050201u, 0x0000070605020100u,
+	0x0000000007060503u, 0x0000000706050300u, 0x0000000706050301u, 0x0000070605030100u,
+	0x0000000706050302u, 0x0000070605030200u, 0x0000070605030201u, 0x0007060503020100u,
+	0x0000000007060504u, 0x0000000706050400u, 0x0000000706050401u, 0x0000070605040100u,
+	0x0000000706050402u, 0x0000070605040200u, 0x0000070605040201u, 0x0007060504020100u,
+	0x0000000706050403u, 0x0000070605040300u, 0x0000070605040301u, 0x0007060504030100u,
+	0x0000070605040302u, 0x0007060504030200u, 0x0007060504030201u, 0x0706050403020100u};
+static const uint64_t unpack_perm[256] = {
+	0x8080808080808080u, 0x8080808080808000u, 0x8080808080800080u, 0x8080808080800100u,
+	0x8080808080008080u, 0x8080808080018000u, 0x8080808080010080u, 0x8080808080020100u,
+	0x8080808000808080u, 0x8080808001808000u, 0x8080808001800080u, 0x8080808002800100u,
+	0x8080808001008080u, 0x8080808002018000u, 0x8080808002010080u, 0x8080808003020100u,
+	0x8080800080808080u, 0x8080800180808000u, 0x8080800180800080u, 0x8080800280800100u,
+	0x8080800180008080u, 0x8080800280018000u, 0x8080800280010080u, 0x8080800380020100u,
+	0x8080800100808080u, 0x8080800201808000u, 0x8080800201800080u, 0x8080800302800100u,
+	0x8080800201008080u, 0x8080800302018000u, 0x8080800302010080u, 0x8080800403020100u,
+	0x8080008080808080u, 0x8080018080808000u, 0x8080018080800080u, 0x8080028080800100u,
+	0x8080018080008080u, 0x8080028080018000u, 0x8080028080010080u, 0x8080038080020100u,
+	0x8080018000808080u, 0x8080028001808000u, 0x8080028001800080u, 0x8080038002800100u,
+	0x8080028001008080u, 0x8080038002018000u, 0x8080038002010080u, 0x8080048003020100u,
+	0x8080010080808080u, 0x8080020180808000u, 0x8080020180800080u, 0x8080030280800100u,
+	0x8080020180008080u, 0x8080030280018000u, 0x8080030280010080u, 0x8080040380020100u,
+	0x8080020100808080u, 0x8080030201808000u, 0x8080030201800080u, 0x8080040302800100u,
+	0x8080030201008080u, 0x8080040302018000u, 0x8080040302010080u, 0x8080050403020100u,
+	0x8000808080808080u, 0x8001808080808000u, 0x8001808080800080u, 0x8002808080800100u,
+	0x8001808080008080u, 0x8002808080018000u, 0x8002808080010080u, 0x8003808080020100u,
+	0x8001808000808080u, 0x8002808001808000u, 0x8002808001800080u, 0x8003808002800100u,
+	0x8002808001008080u, 0x8003808002018000u, 0x8003808002010080u, 0x8004808003020100u,
+	0x8001800080808080u, 0x8002800180808000u, 0x8002800180800080u, 0x8003800280800100u,
+	0x8002800180008080u, 0x8003800280018000u, 0x8003800280010080u, 0x8004800380020100u,
+	0x8002800100808080u, 0x8003800201808000u, 0x8003800201800080u, 0x8004800302800100u,
+	0x8003800201008080u, 0x8004800302018000u, 0x8004800302010080u, 0x8005800403020100u,
+	0x8001008080808080u, 0x8002018080808000u, 0x8002018080800080u, 0x8003028080800100u,
+	0x8002018080008080u, 0x8003028080018000u, 0x8003028080010080u, 0x8004038080020100u,
+	0x8002018000808080u, 0x8003028001808000u, 0x8003028001800080u, 0x8004038002800100u,
+	0x8003028001008080u, 0x8004038002018000u, 0x8004038002010080u, 0x8005048003020100u,
+	0x8002010080808080u, 0x8003020180808000u, 0x8003020180800080u, 0x8004030280800100u,
+	0x8003020180008080u, 0x8004030280018000u, 0x8004030280010080u, 0x8005040380020100u,
+	0x8003020100808080u, 0x8004030201808000u, 0x8004030201800080u, 0x8005040302800100u,
+	0x8004030201008080u, 0x8005040302018000u, 0x8005040302010080u, 0x8006050403020100u,
+	0x0080808080808080u, 0x0180808080808000u, 0x0180808080800080u, 0x0280808080800100u,
+	0x0180808080008080u, 0x0280808080018000u, 0x0280808080010080u, 0x0380808080020100u,
+	0x0180808000808080u, 0x0280808001808000u, 0x0280808001800080u, 0x0380808002800100u,
+	0x0280808001008080u, 0x0380808002018000u, 0x0380808002010080u, 0x0480808003020100u,
+	0x0180800080808080u, 0x0280800180808000u, 0x0280800180800080u, 0x0380800280800100u,
+	0x0280800180008080u, 0x0380800280018000u, 0x0380800280010080u, 0x0480800380020100u,
+	0x0280800100808080u, 0x0380800201808000u, 0x0380800201800080u, 0x0480800302800100u,
+	0x0380800201008080u, 0x0480800302018000u, 0x0480800302010080u, 0x0580800403020100u,
+	0x0180008080808080u, 0x0280018080808000u, 0x0280018080800080u, 0x0380028080800100u,
+	0x0280018080008080u, 0x0380028080018000u, 0x0380028080010080u, 0x0480038080020100u,
+	0x0280018000808080u, 0x0380028001808000u, 0x0380028001800080u, 0x0480038002800100u,
+	0x0380028001008080u, 0x0480038002018000u, 0x0480038002010080u, 0x0580048003020100u,
+	0x0280010080808080u, 0x0380020180808000u, 0x0380020180800080u, 0x0480030280800100u,
+	0x0380020180008080u, 0x0480030280018000u, 0x0480030280010080u, 0x0580040380020100u,
+	0x0380020100808080u, 0x0480030201808000u, 0x0480030201800080u, 0x0580040302800100u,
+	0x0480030201008080u, 0x0580040302018000u, 0x0580040302010080u, 0x0680050403020100u,
+	0x0100808080808080u, 0x0201808080808000u, 0x0201808080800080u, 0x0302808080800100u,
+	0x0201808080008080u, 0x0302808080018000u, 0x0302808080010080u, 0x0403808080020100u,
+	0x0201808000808080u, 0x0302808001808000u, 0x0302808001800080u, 0x0403808002800100u,
+	0x0302808001008080u, 0x0403808002018000u, 0x0403808002010080u, 0x0504808003020100u,
+	0x0201800080808080u, 0x0302800180808000u, 0x0302800180800080u, 0x0403800280800100u,
+	0x0302800180008080u, 0x0403800280018000u, 0x0403800280010080u, 0x0504800380020100u,
+	0x0302800100808080u, 0x0403800201808000u, 0x0403800201800080u, 0x0504800302800100u,
+	0x0403800201008080u, 0x0504800302018000u, 0x0504800302010080u, 0x0605800403020100u,
+	0x0201008080808080u, 0x0302018080808000u, 0x0302018080800080u, 0x0403028080800100u,
+	0x0302018080008080u, 0x0403028080018000u, 0x0403028080010080u, 0x0504038080020100u,
+	0x0302018000808080u, 0x0403028001808000u, 0x0403028001800080u, 0x0504038002800100u,
+	0x0403028001008080u, 0x0504038002018000u, 0x0504038002010080u, 0x0605048003020100u,
+	0x0302010080808080u, 0x0403020180808000u, 0x0403020180800080u, 0x0504030280800100u,
+	0x0403020180008080u, 0x0504030280018000u, 0x0504030280010080u, 0x0605040380020100u,
+	0x0403020100808080u, 0x0504030201808000u, 0x0504030201800080u, 0x0605040302800100u,
+	0x0504030201008080u, 0x0605040302018000u, 0x0605040302010080u, 0x0706050403020100u};
+#endif
+
 /* The index of head in the tape's table, added when new; -1 when the table
  * is full (the record is not compact then). */
 static __attribute__((noinline)) int head_index_slow(struct an_tape *t, uint64_t head)
@@ -432,7 +590,7 @@ static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *
 #ifdef __SSE2__
 	__m128i lo4 = _mm_loadu_si128((const __m128i *)(const void *)e->f);
 	__m128i hi4 = _mm_loadu_si128((const __m128i *)(const void *)(e->f + 4));
-	__m128i *pv = (__m128i *)(void *)t->prev[h], *sv = (__m128i *)(void *)t->step[h];
+	__m128i *pv = (__m128i *)(void *)t->pred[h].prev, *sv = (__m128i *)(void *)t->pred[h].step;
 	__m128i p0 = pv[0], p1 = pv[1];
 	unsigned same = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo4, _mm_add_epi32(p0, sv[0])))) |
 			(unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi4, _mm_add_epi32(p1, sv[1])))) << 4;
@@ -443,10 +601,10 @@ static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *
 #else
 	unsigned same = 0;
 	for (unsigned i = 0; i < 8; i++) {
-		uint32_t was = t->prev[h][i];
-		same |= (unsigned)(e->f[i] == (uint32_t)(was + t->step[h][i])) << i;
-		t->step[h][i] = e->f[i] - was;
-		t->prev[h][i] = e->f[i];
+		uint32_t was = t->pred[h].prev[i];
+		same |= (unsigned)(e->f[i] == (uint32_t)(was + t->pred[h].step[i])) << i;
+		t->pred[h].step[i] = e->f[i] - was;
+		t->pred[h].prev[i] = e->f[i];
 	}
 #endif
 	unsigned diff = ~same & 0xffu;
@@ -474,6 +632,47 @@ static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *
 		memcpy(o, &e->f[__builtin_ctz(diff)], 4);
 	return (size_t)(o - out);
 }
+
+#ifdef TAPE_AVX2
+/* put_compact with the 8 fields in one register. */
+static inline __attribute__((target("avx2,popcnt"))) size_t put_compact_avx2(struct an_tape *t,
+									     const struct an_rec48 *e, uint8_t *out,
+									     uint64_t *prev_ts)
+{
+	uint64_t ts = e->ts, dts = ts - *prev_ts, head;
+	if (dts >> 32)
+		return 0;
+	memcpy(&head, e, 8);
+	int h = head_index(t, head);
+	if (h < 0)
+		return 0;
+	__m256i f = _mm256_loadu_si256((const __m256i *)(const void *)e->f);
+	__m256i *pv = (__m256i *)(void *)t->pred[h].prev, *sv = (__m256i *)(void *)t->pred[h].step;
+	__m256i was = _mm256_load_si256(pv);
+	__m256i same = _mm256_cmpeq_epi32(f, _mm256_add_epi32(was, _mm256_load_si256(sv)));
+	unsigned diff = ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(same)) & 0xffu;
+	_mm256_store_si256(sv, _mm256_sub_epi32(f, was));
+	_mm256_store_si256(pv, f);
+	*prev_ts = ts;
+	out[1] = (uint8_t)diff;
+	uint8_t *o;
+	if (dts < 0x10000) {
+		out[0] = (uint8_t)(h | TAPE_DTS16);
+		uint16_t d16 = (uint16_t)dts;
+		memcpy(out + 2, &d16, 2);
+		o = out + 4;
+	} else {
+		out[0] = (uint8_t)h;
+		uint32_t d32 = (uint32_t)dts;
+		memcpy(out + 2, &d32, 4);
+		o = out + 6;
+	}
+	/* (room for 32 bytes: TAPE_REC_MAX a record is reserved) */
+	__m256i ix = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)&pack_perm[diff]));
+	_mm256_storeu_si256((__m256i *)(void *)o, _mm256_permutevar8x32_epi32(f, ix));
+	return (size_t)(o - out) + 4 * (size_t)__builtin_popcount(diff);
+}
+#endif
 
 /* One record at t->w (room for TAPE_REC_MAX checked): head, ts, fields. */
 static inline void put_rec(struct an_tape *t, const struct tbp_record *r, unsigned nf)
@@ -517,7 +716,7 @@ void an_tape_single(struct an_tape *t, const struct tbp_record *r)
 static inline __attribute__((always_inline)) void tape_block_k(struct an_tape *t,
 								const struct an_rec48 *const *ents,
 								const struct tbp_record *const *recs, unsigned n,
-								uint64_t last_ts, int ssse3)
+								uint64_t last_ts, int ssse3, int avx2)
 {
 	if (n > TAPE_BLOCK_MAX) {
 		tape_stop(t);
@@ -529,14 +728,25 @@ static inline __attribute__((always_inline)) void tape_block_k(struct an_tape *t
 	uint64_t op[2] = {TAPE_OP_BLOCK | (uint64_t)n << 32, last_ts}, compact = 0;
 	memcpy(t->w, op, 16);
 	t->w += TAPE_BLOCK_HEAD;
+#ifndef TAPE_AVX2
+	(void)avx2;
+#endif
 	int all_exact = 1;
 	/* The write position in a register (the stores through it could
 	 * change t->w, as the compiler sees it), and record i's bit. */
 	uint8_t *w = t->w;
 	uint64_t bit = 1, prev_ts = t->prev_ts;
 	for (unsigned i = 0; i < n; i++, bit <<= 1) {
-		size_t size;
-		if (ents[i]->nfields <= 8 && (size = put_compact(t, ents[i], w, &prev_ts, ssse3))) {
+		size_t size = 0;
+		if (ents[i]->nfields <= 8) {
+#ifdef TAPE_AVX2
+			if (avx2)
+				size = put_compact_avx2(t, ents[i], w, &prev_ts);
+			else
+#endif
+				size = put_compact(t, ents[i], w, &prev_ts, ssse3);
+		}
+		if (size) {
 			compact |= bit;
 			w += size;
 			continue;
@@ -563,7 +773,7 @@ static inline __attribute__((always_inline)) void tape_block_k(struct an_tape *t
 static void tape_block_plain(struct an_tape *t, const struct an_rec48 *const *ents, const struct tbp_record *const *recs,
 			     unsigned n, uint64_t last_ts)
 {
-	tape_block_k(t, ents, recs, n, last_ts, 0);
+	tape_block_k(t, ents, recs, n, last_ts, 0, 0);
 }
 
 #ifdef TAPE_SSSE3
@@ -571,7 +781,17 @@ static __attribute__((target("ssse3"))) void tape_block_ssse3(struct an_tape *t,
 							       const struct tbp_record *const *recs, unsigned n,
 							       uint64_t last_ts)
 {
-	tape_block_k(t, ents, recs, n, last_ts, 1);
+	tape_block_k(t, ents, recs, n, last_ts, 1, 0);
+}
+#endif
+
+#ifdef TAPE_AVX2
+static __attribute__((target("avx2,popcnt"))) void tape_block_avx2(struct an_tape *t,
+								   const struct an_rec48 *const *ents,
+								   const struct tbp_record *const *recs, unsigned n,
+								   uint64_t last_ts)
+{
+	tape_block_k(t, ents, recs, n, last_ts, 1, 1);
 }
 #endif
 
@@ -580,6 +800,12 @@ void an_tape_block(struct an_tape *t, const struct an_rec48 *const *ents, const 
 {
 	if (!t->ok)
 		return;
+#ifdef TAPE_AVX2
+	if (t->avx2) {
+		tape_block_avx2(t, ents, recs, n, last_ts);
+		return;
+	}
+#endif
 #ifdef TAPE_SSSE3
 	if (t->ssse3) {
 		tape_block_ssse3(t, ents, recs, n, last_ts);
@@ -652,12 +878,12 @@ static inline __attribute__((always_inline)) const uint8_t *get_rec_b(const uint
 /* The replay's state for compact entries: what the recording's was at the
  * same entry (an_tape's prev and step), the heads by index. */
 struct tape_dec {
-	uint32_t prev[TAPE_HEADS][8];
-	uint32_t step[TAPE_HEADS][8];
+	/* (get_compact_avx2 loads a head's 8 fields at once) */
+	struct tape_pred pred[TAPE_HEADS];
 #ifdef TAPE_SSSE3
 	__m128i prev4[TAPE_HEADS][2], step4[TAPE_HEADS][2]; /* get_compact_ssse3's */
 #endif
-	const uint64_t *heads;
+	uint64_t heads[TAPE_HEADS]; /* (a copy: one load fewer a record) */
 };
 
 /* A block's compact record at p back into its slot r (blob left as it
@@ -676,7 +902,7 @@ static inline __attribute__((always_inline)) const uint8_t *get_compact(const ui
 	uint64_t ts = *tsp + dts;
 	*tsp = ts;
 	p += 6 - 2 * short16;
-	uint32_t *pv = d->prev[b0 & ~TAPE_DTS16], *sv = d->step[b0 & ~TAPE_DTS16], f[8];
+	uint32_t *pv = d->pred[b0 & ~TAPE_DTS16].prev, *sv = d->pred[b0 & ~TAPE_DTS16].step, f[8];
 	for (unsigned i = 0; i < 8; i++)
 		f[i] = pv[i] + sv[i];
 	for (; diff; diff &= diff - 1, p += 4)
@@ -743,16 +969,63 @@ static inline __attribute__((target("ssse3"))) const uint8_t *get_compact_ssse3(
 }
 #endif
 
-/* A compact entry back, one way or the other (a constant where inlined). */
+#ifdef TAPE_AVX2
+/* get_compact with the 8 fields in one register. */
+static inline __attribute__((target("avx2,popcnt"))) const uint8_t *get_compact_avx2(const uint8_t *p,
+										   struct tbp_record *r,
+										   struct tape_dec *d, uint64_t *tsp,
+										   int zero_high)
+{
+	/* The time's distance's mask by TAPE_DTS16 (a load, not a shift by
+	 * a variable count). */
+	static const uint32_t dts_mask[2] = {0xffffffffu, 0xffffu};
+	unsigned b0 = p[0], diff = p[1];
+	size_t short16 = b0 >> 7;
+	uint32_t dts;
+	memcpy(&dts, p + 2, 4);
+	dts &= dts_mask[short16];
+	uint64_t ts = *tsp + dts;
+	*tsp = ts;
+	p += 6 - 2 * short16;
+	unsigned h = b0 & ~TAPE_DTS16;
+	__m256i *pv = (__m256i *)(void *)d->pred[h].prev, *sv = (__m256i *)(void *)d->pred[h].step;
+	__m256i was = _mm256_load_si256(pv), pred = _mm256_add_epi32(was, _mm256_load_si256(sv));
+	__m256i ix = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)&unpack_perm[diff]));
+	/* (the slack after a chunk's data covers the 32 bytes read) */
+	__m256i x = _mm256_loadu_si256((const __m256i *)(const void *)p);
+	__m256i f = _mm256_blendv_epi8(_mm256_permutevar8x32_epi32(x, ix), pred, ix);
+	p += 4u * (unsigned)__builtin_popcount(diff);
+	_mm256_store_si256(sv, _mm256_sub_epi32(f, was));
+	_mm256_store_si256(pv, f);
+	memcpy(r, &d->heads[h], 8);
+	r->ts = ts;
+	__m256i *v = (__m256i *)(void *)r->u.v;
+	_mm256_storeu_si256(v, _mm256_add_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(f)),
+						_mm256_set_epi64x(0, 0, 0, (long long)ts)));
+	_mm256_storeu_si256(v + 1, _mm256_cvtepu32_epi64(_mm256_extracti128_si256(f, 1)));
+	if (zero_high) {
+		_mm256_storeu_si256(v + 2, _mm256_setzero_si256());
+		_mm256_storeu_si256(v + 3, _mm256_setzero_si256());
+	}
+	return p;
+}
+#endif
+
+/* A compact entry back, one way or another (simd: 0 plain, 1 SSSE3, 2
+ * AVX2; a constant where inlined). */
 static inline __attribute__((always_inline)) const uint8_t *get_compact_k(const uint8_t *p, struct tbp_record *r,
 									  struct tape_dec *d, uint64_t *tsp, int zero_high,
-									  int ssse3)
+									  int simd)
 {
+#ifdef TAPE_AVX2
+	if (simd == 2)
+		return get_compact_avx2(p, r, d, tsp, zero_high);
+#endif
 #ifdef TAPE_SSSE3
-	if (ssse3)
+	if (simd)
 		return get_compact_ssse3(p, r, d, tsp, zero_high);
 #else
-	(void)ssse3;
+	(void)simd;
 #endif
 	return get_compact(p, r, d, tsp, zero_high);
 }
@@ -764,7 +1037,7 @@ static inline __attribute__((always_inline)) const uint8_t *get_rec(const uint8_
 
 /* The tape's entries into the analysis, with dec's state (zero). */
 static inline __attribute__((always_inline)) int replay_k(struct an_tape *t, struct analysis *a, struct tape_dec *dec,
-							  int ssse3)
+							  int simd)
 {
 	struct tbp_record block[TAPE_BLOCK_MAX];
 	const struct tbp_record *ptrs[TAPE_BLOCK_MAX];
@@ -788,12 +1061,12 @@ static inline __attribute__((always_inline)) int replay_k(struct an_tape *t, str
 				if (compact == all && !high) {
 					/* The usual block: launches and kernels alone. */
 					for (unsigned i = 0; i < n; i++)
-						p = get_compact_k(p, &block[i], dec, &ts, 0, ssse3);
+						p = get_compact_k(p, &block[i], dec, &ts, 0, simd);
 				} else {
 					for (unsigned i = 0; i < n; i++) {
 						if (compact >> i & 1) {
 							p = get_compact_k(p, &block[i], dec, &ts, high >> i & 1,
-									  ssse3);
+									  simd);
 							high &= ~(1ull << i);
 						} else {
 							p = get_rec_b(p, &block[i], 0);
@@ -838,17 +1111,28 @@ static __attribute__((target("ssse3"))) int replay_ssse3(struct an_tape *t, stru
 }
 #endif
 
+#ifdef TAPE_AVX2
+static __attribute__((target("avx2,popcnt"))) int replay_avx2(struct an_tape *t, struct analysis *a,
+							      struct tape_dec *dec)
+{
+	return replay_k(t, a, dec, 2);
+}
+#endif
+
 int an_tape_replay(struct an_tape *t, struct analysis *a)
 {
 	if (t->ok && t->cur)
 		t->cur->used = (size_t)(t->w - (uint8_t *)t->cur->data);
 	if (t->closed)
 		a->header = t->header;
-	struct tape_dec *dec = calloc(1, sizeof *dec);
+	struct tape_dec *dec = aligned_alloc(64, (sizeof *dec + 63) / 64 * 64);
 	if (!dec)
 		return -1;
-	dec->heads = t->heads;
-#ifdef TAPE_SSSE3
+	memset(dec, 0, sizeof *dec);
+	memcpy(dec->heads, t->heads, sizeof dec->heads);
+#if defined(TAPE_AVX2)
+	int rc = t->avx2 ? replay_avx2(t, a, dec) : t->ssse3 ? replay_ssse3(t, a, dec) : replay_plain(t, a, dec);
+#elif defined(TAPE_SSSE3)
 	int rc = t->ssse3 ? replay_ssse3(t, a, dec) : replay_plain(t, a, dec);
 #else
 	int rc = replay_plain(t, a, dec);

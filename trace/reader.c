@@ -19,6 +19,7 @@
 #include <zstd_errors.h>
 
 #include "internal.h"
+#include "tbprof/simd.h"
 
 #define READ_AHEAD (256u << 10)
 
@@ -33,9 +34,10 @@
  * two- and three-byte varints of a timestamp column (mixed, a word of input
  * at a time) apart in a few instructions, chosen at run time where the CPU
  * has it and pext is fast (not AMD's families 15h and 17h, where it is
- * microcoded).  TBP_READER_SIMD=0 in the environment forces the plain path
- * (the trace suite runs both).  Both hand out the same records and fail
- * on a damaged input at the same record with the same message. */
+ * microcoded) and the level tbp_simd_level allows is AVX2 (TBP_SIMD=plain
+ * or ssse3 in the environment forces the plain path; the trace suite runs
+ * both).  Both hand out the same records and fail on a damaged input at the
+ * same record with the same message. */
 enum { ISA_PLAIN = 0, ISA_X86 = 1 };
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -98,8 +100,8 @@ static void isa_init(void)
 {
 #if TBP_HAVE_X86
 	__builtin_cpu_init();
-	if (!__builtin_cpu_supports("bmi") || !__builtin_cpu_supports("bmi2") || !__builtin_cpu_supports("avx2") ||
-	    !__builtin_cpu_supports("popcnt") ||
+	/* (AVX2 is tbp_simd_level's, asked at every open) */
+	if (!__builtin_cpu_supports("bmi") || !__builtin_cpu_supports("bmi2") || !__builtin_cpu_supports("popcnt") ||
 	    __builtin_cpu_is("amdfam15h") || __builtin_cpu_is("amdfam17h"))
 		return;
 	cpu_isa = ISA_X86;
@@ -133,10 +135,7 @@ static int reader_isa(void)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, isa_init);
-	const char *env = getenv("TBP_READER_SIMD");
-	if (env && env[0] == '0' && env[1] == 0)
-		return ISA_PLAIN;
-	return cpu_isa;
+	return tbp_simd_level() >= TBP_SIMD_AVX2 ? cpu_isa : ISA_PLAIN;
 }
 
 /* Decoding state of one kind within the current chunk: where each of its

@@ -139,21 +139,21 @@ static void compare_limited(const uint8_t *data, size_t size)
 	tbp_reader_close(lim);
 }
 
-/* The reader's plain decode path (TBP_READER_SIMD=0) against the one the
+/* The reader's plain decode path (TBP_SIMD=plain) against the one the
  * CPU takes (the x86 one where it has BMI2; else both are plain): the same
  * records, then the same status, offset and detail, in full and with the
  * analysis's field limits. */
 static int open_plain(struct tbp_reader **r, const uint8_t *data, size_t size)
 {
-	const char *was = getenv("TBP_READER_SIMD");
+	const char *was = getenv("TBP_SIMD");
 	char *saved = was ? strdup(was) : NULL;
-	setenv("TBP_READER_SIMD", "0", 1);
+	setenv("TBP_SIMD", "plain", 1);
 	int rc = tbp_reader_open_mem(r, data, size, "fuzz");
 	if (saved) {
-		setenv("TBP_READER_SIMD", saved, 1);
+		setenv("TBP_SIMD", saved, 1);
 		free(saved);
 	} else {
-		unsetenv("TBP_READER_SIMD");
+		unsetenv("TBP_SIMD");
 	}
 	return rc;
 }
