@@ -44,33 +44,33 @@ struct site_hit {
 	uint32_t site1;
 };
 COLD_FN struct site_hit site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat);
+
+/* Every slot of the direct table empty (its key one no lookup reaches there). */
+static void site_direct_clear(struct an_state *st)
+{
+	for (unsigned j = 0; j < SITE_DIRECT; j++)
+		st->site_direct[j] = (struct site_direct){.cp = 0, .nat = j ^ 1};
+}
+
 /* In front of site_stat_slow: a direct-mapped table by (cp, nat) itself, no
  * hash to compute; it keeps what the slow path answered for that pair. */
 HOT_FN struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t nat)
 {
-	struct an_state *st = a->st;
-	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
-	if (__builtin_expect(e->ix1 && e->cp == cp && e->nat == nat, 1))
-		return VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
-	struct an_site_stat *s = site_stat_slow(a, cp, nat);
-	if (s) {
-		e->cp = cp;
-		e->nat = nat;
-		e->ix1 = (uint64_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1;
-	}
-	return s;
+	struct site_direct *e = &a->st->site_direct[site_direct_slot(cp, nat)];
+	if (__builtin_expect(e->cp == cp && e->nat == nat, 1))
+		return e->ss;
+	return site_stat_ix_slow(a, cp, nat).ss;
 }
 
 /* site_stat, with the site's index + 1 in a->sites (0: none, or past
  * 32 bits) beside it: the direct table holds it, no pointer difference to
- * divide by the entry's size.  Its entries past 32 bits are not taken here
- * (site_stat's own path says 0 for them), so a hit's is the answer. */
+ * divide by the entry's size.  (Its entries are sites within 32 bits: a
+ * hit's is the answer.) */
 HOT_FN struct site_hit site_stat_ix(struct analysis *a, uint64_t cp, uint64_t nat)
 {
-	struct an_state *st = a->st;
-	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
-	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1)) {
-		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
+	struct site_direct *e = &a->st->site_direct[site_direct_slot(cp, nat)];
+	if (__builtin_expect(e->cp == cp && e->nat == nat, 1)) {
+		struct an_site_stat *ss = e->ss;
 		/* (an entry of the table: the callers' NULL test is not needed here) */
 		if (!ss)
 			__builtin_unreachable();
@@ -81,9 +81,13 @@ HOT_FN struct site_hit site_stat_ix(struct analysis *a, uint64_t cp, uint64_t na
 
 COLD_FN struct site_hit site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat)
 {
-	struct an_site_stat *s = site_stat(a, cp, nat);
+	struct an_site_stat *s = site_stat_slow(a, cp, nat);
 	size_t ix1 = s ? (size_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1 : 0;
-	return (struct site_hit){s, ix1 <= UINT32_MAX ? (uint32_t)ix1 : 0};
+	if (!s || ix1 > UINT32_MAX)
+		return (struct site_hit){s, 0};
+	/* (after site_stat_slow, which may have moved the vector and emptied the table) */
+	a->st->site_direct[site_direct_slot(cp, nat)] = (struct site_direct){.cp = cp, .nat = nat, .ss = s, .ix1 = ix1};
+	return (struct site_hit){s, (uint32_t)ix1};
 }
 
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat)
@@ -96,7 +100,11 @@ static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint
 	if (ix)
 		return VEC_AT(&a->sites, struct an_site_stat, *ix);
 	int added;
+	const void *was = a->sites.data;
 	size_t i = vec_keyed(&a->sites, &st->site_idx, h, &added);
+	/* The direct table's pointers are into the old vector's. */
+	if (a->sites.data != was)
+		site_direct_clear(st);
 	if (i == SIZE_MAX)
 		return NULL;
 	hot_put(&st->site_cache, h, i);
@@ -369,22 +377,46 @@ COLD_FN struct corr_ent *corr_map_slot(struct an_state *st, uint64_t corr)
 	return e;
 }
 
-/* Kernel statistics by name (diff, the report's top kernels). */
-HOT_FN void kernel_stat(struct analysis *a, uint64_t name, uint64_t ns)
+/* Every slot of the kernels' direct table empty. */
+static void kernel_direct_clear(struct an_state *st)
+{
+	for (unsigned j = 0; j < KERNEL_DIRECT; j++)
+		st->kernel_direct[j] = (struct kernel_direct){.name = j ^ 1};
+}
+
+/* A kernel name's entry from its map, or a new one (NULL: out of memory),
+ * into the direct table. */
+COLD_FN struct an_kernel_stat *kernel_stat_slow(struct analysis *a, uint64_t name)
 {
 	struct an_state *st = a->st;
-	uint64_t *ix = hot_get(&st->kernel_cache, name);
-	if (!ix && (ix = u64map_get(&st->kernel_idx, name)))
-		hot_put(&st->kernel_cache, name, *ix);
+	uint64_t *ix = u64map_get(&st->kernel_idx, name);
 	struct an_kernel_stat *k;
 	if (ix) {
 		k = VEC_AT(&a->kernels, struct an_kernel_stat, *ix);
 	} else {
+		const void *was = a->kernels.data;
 		k = vec_push(&a->kernels);
 		if (!k || u64map_put(&st->kernel_idx, name, a->kernels.n - 1))
-			return;
+			return NULL;
 		k->name = name;
+		/* The table's pointers are into the old vector's. */
+		if (a->kernels.data != was)
+			kernel_direct_clear(st);
 	}
+	st->kernel_direct[kernel_direct_slot(name)] = (struct kernel_direct){.name = name, .k = k};
+	return k;
+}
+
+/* Kernel statistics by name (diff, the report's top kernels). */
+HOT_FN void kernel_stat(struct analysis *a, uint64_t name, uint64_t ns)
+{
+	const struct kernel_direct *e = &a->st->kernel_direct[kernel_direct_slot(name)];
+	struct an_kernel_stat *k = e->k;
+	if (__builtin_expect(e->name != name, 0) && !(k = kernel_stat_slow(a, name)))
+		return;
+	/* (a slot's key matched: its entry, no NULL) */
+	if (!k)
+		__builtin_unreachable();
 	k->count++;
 	k->total_ns += ns;
 	if (ns > k->max_ns)
@@ -955,6 +987,8 @@ int an_pass_init(struct analysis *a)
 		return -1;
 	}
 	st->due_ts = UINT64_MAX;
+	site_direct_clear(st);
+	kernel_direct_clear(st);
 	st->site_log.item = sizeof(struct site_log_ent);
 	/* A first analysis of a trace that may have steps to detect. */
 	st->site_log_on = !a->opts.synth_steps && !a->opts.no_markers;

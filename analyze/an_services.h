@@ -93,10 +93,35 @@ static inline void hot_put(struct hot_cache *c, uint64_t key, uint64_t ix)
 	c->ix[slot] = ix;
 }
 
+/* A call site's entry in a->sites by (cp, nat) itself, the answer's
+ * pointer kept (no index to scale on the hot path), dropped when the vector
+ * moves (site_direct_clear).  An empty slot j holds the key (0, j ^ 1),
+ * which site_direct_slot never places at j: the key's test alone tells a
+ * hit, no flag to test. */
 #define SITE_DIRECT 64
 struct site_direct {
-	uint64_t cp, nat, ix1; /* ix1: index + 1 in a->sites, 0 = empty */
+	uint64_t cp, nat;
+	struct an_site_stat *ss;
+	uint64_t ix1; /* index + 1 in a->sites, at most UINT32_MAX (a later site is not kept here) */
 };
+_Static_assert(sizeof(struct site_direct) == 32, "32 bytes: a slot's address is a shift");
+static inline unsigned site_direct_slot(uint64_t cp, uint64_t nat)
+{
+	return (unsigned)(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1);
+}
+
+/* A kernel name's statistics in a->kernels, direct-mapped by the name as
+ * site_direct is by its pair (an empty slot j: the name j ^ 1, which
+ * kernel_direct_slot never places at j), dropped when the vector moves. */
+#define KERNEL_DIRECT 64
+struct kernel_direct {
+	uint64_t name;
+	struct an_kernel_stat *k;
+};
+static inline unsigned kernel_direct_slot(uint64_t name)
+{
+	return (unsigned)(name ^ name >> 17) & (KERNEL_DIRECT - 1);
+}
 
 struct thread_st {
 	uint32_t tid;
@@ -182,8 +207,9 @@ struct an_state {
 	/* Call sites and kernel names alternate within a step (a loop body
 	 * launches several kernels from several lines): small direct-mapped
 	 * caches in front of their maps. */
-	struct hot_cache site_cache, kernel_cache;
+	struct hot_cache site_cache;
 	struct site_direct site_direct[SITE_DIRECT];
+	struct kernel_direct kernel_direct[KERNEL_DIRECT];
 
 	/* Each pass's own state (its ops' state_size, zeroed), by its
 	 * AN_PASS_* number (an_pass.h). */
