@@ -71,8 +71,9 @@ HOT_FN struct site_hit site_stat_ix(struct analysis *a, uint64_t cp, uint64_t na
 	struct site_direct *e = &a->st->site_direct[site_direct_slot(cp, nat)];
 	if (__builtin_expect(e->cp == cp && e->nat == nat, 1)) {
 		struct an_site_stat *ss = e->ss;
-		/* (an entry of the table: the callers' NULL test is not needed here) */
-		if (!ss)
+		/* (an entry of the table, within 32 bits: the callers' tests of
+		 * the pointer and the index are not needed here) */
+		if (!ss || !e->ix1)
 			__builtin_unreachable();
 		return (struct site_hit){ss, (uint32_t)e->ix1};
 	}
@@ -469,7 +470,11 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	struct an_state *st = a->st;
 	const struct tbp_gpu_kernel *g = &r->u.gpu_kernel; /* common prefix */
 	uint64_t s = r->ts, e = g->end < r->ts ? r->ts : g->end;
-	note_time_k(a, s, e, in_block);
+	/* (a detecting analysis's times, counts of GPU records and unjoined
+	 * ones are not read: it is dropped once the steps are found, and what
+	 * reports replays the tape: an_core.c run_steps, an_catch_up) */
+	if (!detect || !in_block)
+		note_time_k(a, s, e, in_block);
 	if (kind == TBP_K_GPU_SYNC) {
 		a->n_gpu_sync++;
 		return;
@@ -495,8 +500,10 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	const struct corr_ent *api = g->corr ? corr_take(st, g->corr) : NULL;
 	int joined = api != NULL;
 	if (!joined) {
-		a->unmatched_gpu++;
-		a->unmatched_kernels += kind == TBP_K_GPU_KERNEL;
+		if (!detect) {
+			a->unmatched_gpu++;
+			a->unmatched_kernels += kind == TBP_K_GPU_KERNEL;
+		}
 		api = &no_launch;
 	}
 	if (!detect) /* (read by the bursts pass alone) */
@@ -505,15 +512,12 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	if (detect) {
 		switch (kind) {
 		case TBP_K_GPU_KERNEL:
-			a->n_gpu_kernel++;
 			DISPATCH_M(1, on_kernel, a, &ev)
 			break;
 		case TBP_K_GPU_MEMCPY:
-			a->n_gpu_memcpy++;
 			DISPATCH_M(1, on_gpu_memcpy, a, &ev)
 			break;
 		case TBP_K_GPU_MEMSET:
-			a->n_gpu_memset++;
 			DISPATCH_M(1, on_gpu_memset, a, &ev)
 			break;
 		}
@@ -564,8 +568,12 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	struct an_state *st = a->st;
 	const struct tbp_call *c = &r->u.call;
 	uint64_t ts = r->ts, end = c->end < ts ? ts : c->end;
-	note_time_k(a, ts, end, in_block);
-	a->n_api++;
+	/* (a detecting analysis's: only its launches, copies and memsets are
+	 * counted, an_pass_detect_done reads them; as in on_gpu_k) */
+	if (!detect || !in_block)
+		note_time_k(a, ts, end, in_block);
+	if (!detect)
+		a->n_api++;
 	struct an_call_ev ev = {.r = r, .kind = kind, .ts = ts, .end = end, .dur = end - ts};
 	ev.th = detect ? NULL : get_thread(st, r->tid);
 	ev.phase = cur_phase(a);
@@ -594,7 +602,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
 	 * a poll's answer (cudaStreamQuery, cudaEventQuery), not a failure. */
 	ev.failed = c->result != 0 && c->result != 600;
-	if (ev.failed)
+	if (ev.failed && !detect)
 		a->n_errors++;
 	/* Each kind: its count, and its hook in every pass. */
 #define CALL_KIND(kind_, count, hook)                                                                                  \
@@ -987,6 +995,7 @@ int an_pass_init(struct analysis *a)
 		return -1;
 	}
 	st->due_ts = UINT64_MAX;
+	st->c_thread_tid = UINT64_MAX;
 	site_direct_clear(st);
 	kernel_direct_clear(st);
 	st->site_log.item = sizeof(struct site_log_ent);

@@ -140,7 +140,6 @@ struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid)
 	if (added)
 		t->tid = tid;
 	st->c_thread_tid = tid;
-	st->c_thread_ix = ix + 1;
 	st->c_thread_p = t;
 	return t;
 }

@@ -187,8 +187,9 @@ struct an_state {
 	uint64_t c_dev_id, c_stream_key;
 	uint64_t c_dev, c_stream, c_stream_key2, c_stream2;
 	int c_dev_ok, c_stream_ok;
-	uint32_t c_thread_tid;
-	size_t c_thread_ix; /* index + 1 in threads, 0 = none */
+	/* The tid get_thread answered last (a 32-bit value: UINT64_MAX, set
+	 * by an_pass_init, is none, one test for a hit) */
+	uint64_t c_thread_tid;
 	struct an_device *c_dev_p;
 	struct an_stream *c_stream_p, *c_stream2_p;
 	struct thread_st *c_thread_p;
@@ -276,7 +277,7 @@ struct gpu_place get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t s
 struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid);
 HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
 {
-	if (__builtin_expect(st->c_thread_ix && st->c_thread_tid == tid, 1)) {
+	if (__builtin_expect(st->c_thread_tid == tid, 1)) {
 		/* (an entry of the table: no NULL for the callers to test) */
 		if (!st->c_thread_p)
 			__builtin_unreachable();
