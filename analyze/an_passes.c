@@ -252,7 +252,7 @@ int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
 		}
 		for (;;) {
 			if (log[i].site)
-				site_iter_note(&sites[log[i].site - 1], iter_no);
+				site_iter_note(&sites[(size_t)log[i].site - 1], iter_no); /* (64-bit: the - 1 an offset) */
 			else if (log[i].dt != SITE_LOG_SKIP)
 				graph_iter_note(a, iter_no);
 			if (++i == n_log || (u = t + log[i].dt) >= next_mark)
@@ -537,7 +537,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		/* (a site by its index is no NULL: only site_stat's answer is tested) */
 		struct an_site_stat *ss;
 		if (api->site)
-			VEC_AT(&a->sites, struct an_site_stat, api->site - 1)->gpu_ns += e - s;
+			VEC_AT(&a->sites, struct an_site_stat, (size_t)api->site - 1)->gpu_ns += e - s;
 		else if ((ss = site_stat(a, api->callpath, api->native)))
 			ss->gpu_ns += e - s;
 	}
