@@ -377,6 +377,18 @@ HOT_FN void un_add_open(struct an_union *u, uint64_t s, uint64_t e)
 	}
 }
 
+/* un_add on an open union that s is past the end of (the dispatcher's
+ * idle before a GPU record, an_gpu_ev.idle, says so): its interval so far
+ * closes, s starts the next. */
+HOT_FN void un_add_past(struct an_union *u, uint64_t s, uint64_t e)
+{
+	if (e < s)
+		e = s;
+	u->closed += u->end - u->start;
+	u->start = s;
+	u->end = e;
+}
+
 /* Measure of a union up to time t. */
 uint64_t an_union_at(const struct an_union *u, uint64_t t);
 /* The unions' measures at time t, at a window's begin (end 0) or end. */
