@@ -73,7 +73,7 @@ HOT_FN struct site_hit site_stat_ix(struct analysis *a, uint64_t cp, uint64_t na
 		struct an_site_stat *ss = e->ss;
 		/* (an entry of the table, within 32 bits: the callers' tests of
 		 * the pointer and the index are not needed here) */
-		if (!ss || !e->ix1)
+		if (!ss || !(uint32_t)e->ix1)
 			__builtin_unreachable();
 		return (struct site_hit){ss, (uint32_t)e->ix1};
 	}
@@ -483,12 +483,11 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	struct an_device *d = NULL;
 	struct an_stream *str = NULL;
 	if (!detect) {
-		/* The pair asked last (never NULL: no test for it), else
-		 * get_device and get_stream. */
-		if (__builtin_expect(st->c_gpu_ok && st->c_gpu_dev == g->device && st->c_gpu_stream == g->stream, 1)) {
-			d = st->c_gpu_d;
-			str = st->c_gpu_s;
-		} else {
+		/* The pair asked last (its stream never NULL: no test for it),
+		 * else get_device and get_stream. */
+		d = st->c_gpu_d;
+		str = st->c_gpu_s;
+		if (__builtin_expect(!(st->c_gpu_dev == g->device && st->c_gpu_stream == g->stream && d), 0)) {
 			struct gpu_place p = get_gpu_place_slow(a, g->device, g->stream);
 			if (!p.d || !p.str)
 				return;
@@ -506,6 +505,8 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		}
 		api = &no_launch;
 	}
+	if (detect && in_block) /* (its end read after the join's store: no copy of it kept across) */
+		e = g->end < s ? s : g->end;
 	if (!detect) /* (read by the bursts pass alone) */
 		st->gpu_now = s;
 	struct an_gpu_ev ev = {.r = r, .kind = kind, .s = s, .e = e, .d = d, .str = str, .api = api, .joined = joined};

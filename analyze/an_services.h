@@ -194,10 +194,9 @@ struct an_state {
 	struct an_stream *c_stream_p, *c_stream2_p;
 	struct thread_st *c_thread_p;
 	/* A GPU record's device and stream together (get_gpu_place_slow): the
-	 * last pair asked for, neither NULL, while c_gpu_ok (the slow paths,
-	 * which may move the tables, clear it). */
+	 * last pair asked for, neither NULL, while c_gpu_d is not (the slow
+	 * paths, which may move the tables, set it NULL: the hit's one test). */
 	uint64_t c_gpu_dev, c_gpu_stream;
-	int c_gpu_ok;
 	struct an_device *c_gpu_d;
 	struct an_stream *c_gpu_s;
 	/* Once the timeline's marks are full (mark_add): their slots as a
