@@ -76,19 +76,26 @@ HOT_FN void hist_add(struct analysis *a, struct an_stream *str, uint64_t s, uint
 }
 
 /* A GPU record's interval into its device's and stream's unions and the
- * timeline's picture. */
+ * timeline's picture.  idle: the device's before it, as the dispatcher
+ * measured it on the busy union (nonzero: the union is open and s past its
+ * end, which no hook before this one moves). */
 HOT_FN void breakdown_gpu(struct analysis *a, struct an_device *d, struct an_stream *str, uint64_t s, uint64_t e,
 			  uint64_t launch_ts, uint64_t idle)
 {
 	if (__builtin_expect(stream_mirrors(str), 1)) {
 		/* (stream_busy_add's split on the device's busy union, which is
-		 * the stream's: its idle before s is the device's, idle, which
-		 * the dispatcher measured on that union) */
-		if (idle)
+		 * the stream's: its idle before s is the device's) */
+		if (idle) {
 			str->hta_gap[launch_ts > s - idle] += idle;
-		un_add(&d->busy, s, e);
+			un_add_past(&d->busy, s, e);
+		} else {
+			un_add(&d->busy, s, e);
+		}
 	} else {
-		un_add(&d->busy, s, e);
+		if (idle)
+			un_add_past(&d->busy, s, e);
+		else
+			un_add(&d->busy, s, e);
 		stream_busy_add(str, s, e, launch_ts);
 	}
 	hist_add(a, str, s, e);

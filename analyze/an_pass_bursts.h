@@ -38,6 +38,7 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 			 uint64_t end, const struct corr_ent *api)
 {
 	struct an_burst_run *r = &s->run;
+	struct bursts_state *bs = an_pass_state(a, bursts);
 	uint64_t nat = api->native;
 	int is_short = end - ts < a->opts.burst_kernel_ns;
 	/* Keyed on the line where the finding is shown: the innermost frame of
@@ -47,7 +48,7 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 	uint64_t cp = api->callpath;
 	if (cp && !a->opts.where_leaf) {
 		/* (never NULL: bursts_init) */
-		const struct an_cp_memo *m = &an_pass_state(a, bursts)->user_memo[cp % AN_CP_MEMO];
+		const struct an_cp_memo *m = &bs->user_memo[cp % AN_CP_MEMO];
 		cp = m->cp == cp ? m->val : an_user_callpath(a, cp);
 	}
 	/* Same call site, or another line of the same loop body: a sibling
@@ -63,13 +64,13 @@ HOT_FN void burst_kernel(struct analysis *a, const struct an_device *d, struct a
 	if (cp && cp == r->callpath) { /* (the run's first site: slot 0) */
 		same = 1;
 	} else if (cp) {
-		/* (the slots past nsites are 0: no call path) */
-		unsigned m = (unsigned)(r->site_cp[0] == cp) | (unsigned)(r->site_cp[1] == cp) << 1 |
-			     (unsigned)(r->site_cp[2] == cp) << 2 | (unsigned)(r->site_cp[3] == cp) << 3;
+		/* (the slots past nsites are 0: no call path; slot 0 is the run's
+		 * first site, r->callpath, which cp is not: no test for it) */
+		unsigned m = (unsigned)(r->site_cp[1] == cp) << 1 | (unsigned)(r->site_cp[2] == cp) << 2 |
+			     (unsigned)(r->site_cp[3] == cp) << 3;
 		k = m ? (uint32_t)__builtin_ctz(m) : ns;
 		same = k < ns;
 		if (!same && r->count) {
-			struct bursts_state *bs = an_pass_state(a, bursts);
 			unsigned slot = burst_sib_slot(cp, r->callpath);
 			same = bs->sibs[slot].cp == cp && bs->sibs[slot].first == r->callpath;
 			if (!same && an_callpath_parent(a, cp) == r->parent &&

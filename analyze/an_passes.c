@@ -44,35 +44,36 @@ struct site_hit {
 	uint32_t site1;
 };
 COLD_FN struct site_hit site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat);
+
+/* Every slot of the direct table empty (its key one no lookup reaches there). */
+static void site_direct_clear(struct an_state *st)
+{
+	for (unsigned j = 0; j < SITE_DIRECT; j++)
+		st->site_direct[j] = (struct site_direct){.cp = 0, .nat = j ^ 1};
+}
+
 /* In front of site_stat_slow: a direct-mapped table by (cp, nat) itself, no
  * hash to compute; it keeps what the slow path answered for that pair. */
 HOT_FN struct an_site_stat *site_stat(struct analysis *a, uint64_t cp, uint64_t nat)
 {
-	struct an_state *st = a->st;
-	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
-	if (__builtin_expect(e->ix1 && e->cp == cp && e->nat == nat, 1))
-		return VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
-	struct an_site_stat *s = site_stat_slow(a, cp, nat);
-	if (s) {
-		e->cp = cp;
-		e->nat = nat;
-		e->ix1 = (uint64_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1;
-	}
-	return s;
+	struct site_direct *e = &a->st->site_direct[site_direct_slot(cp, nat)];
+	if (__builtin_expect(e->cp == cp && e->nat == nat, 1))
+		return e->ss;
+	return site_stat_ix_slow(a, cp, nat).ss;
 }
 
 /* site_stat, with the site's index + 1 in a->sites (0: none, or past
  * 32 bits) beside it: the direct table holds it, no pointer difference to
- * divide by the entry's size.  Its entries past 32 bits are not taken here
- * (site_stat's own path says 0 for them), so a hit's is the answer. */
+ * divide by the entry's size.  (Its entries are sites within 32 bits: a
+ * hit's is the answer.) */
 HOT_FN struct site_hit site_stat_ix(struct analysis *a, uint64_t cp, uint64_t nat)
 {
-	struct an_state *st = a->st;
-	struct site_direct *e = &st->site_direct[(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1)];
-	if (__builtin_expect(e->ix1 <= UINT32_MAX && e->ix1 && e->cp == cp && e->nat == nat, 1)) {
-		struct an_site_stat *ss = VEC_AT(&a->sites, struct an_site_stat, e->ix1 - 1);
-		/* (an entry of the table: the callers' NULL test is not needed here) */
-		if (!ss)
+	struct site_direct *e = &a->st->site_direct[site_direct_slot(cp, nat)];
+	if (__builtin_expect(e->cp == cp && e->nat == nat, 1)) {
+		struct an_site_stat *ss = e->ss;
+		/* (an entry of the table, within 32 bits: the callers' tests of
+		 * the pointer and the index are not needed here) */
+		if (!ss || !(uint32_t)e->ix1)
 			__builtin_unreachable();
 		return (struct site_hit){ss, (uint32_t)e->ix1};
 	}
@@ -81,9 +82,13 @@ HOT_FN struct site_hit site_stat_ix(struct analysis *a, uint64_t cp, uint64_t na
 
 COLD_FN struct site_hit site_stat_ix_slow(struct analysis *a, uint64_t cp, uint64_t nat)
 {
-	struct an_site_stat *s = site_stat(a, cp, nat);
+	struct an_site_stat *s = site_stat_slow(a, cp, nat);
 	size_t ix1 = s ? (size_t)(s - VEC_AT(&a->sites, struct an_site_stat, 0)) + 1 : 0;
-	return (struct site_hit){s, ix1 <= UINT32_MAX ? (uint32_t)ix1 : 0};
+	if (!s || ix1 > UINT32_MAX)
+		return (struct site_hit){s, 0};
+	/* (after site_stat_slow, which may have moved the vector and emptied the table) */
+	a->st->site_direct[site_direct_slot(cp, nat)] = (struct site_direct){.cp = cp, .nat = nat, .ss = s, .ix1 = ix1};
+	return (struct site_hit){s, (uint32_t)ix1};
 }
 
 static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint64_t nat)
@@ -96,7 +101,11 @@ static struct an_site_stat *site_stat_slow(struct analysis *a, uint64_t cp, uint
 	if (ix)
 		return VEC_AT(&a->sites, struct an_site_stat, *ix);
 	int added;
+	const void *was = a->sites.data;
 	size_t i = vec_keyed(&a->sites, &st->site_idx, h, &added);
+	/* The direct table's pointers are into the old vector's. */
+	if (a->sites.data != was)
+		site_direct_clear(st);
 	if (i == SIZE_MAX)
 		return NULL;
 	hot_put(&st->site_cache, h, i);
@@ -243,7 +252,7 @@ int an_sites_replay(struct analysis *a, const struct an_step *steps, size_t n)
 		}
 		for (;;) {
 			if (log[i].site)
-				site_iter_note(&sites[log[i].site - 1], iter_no);
+				site_iter_note(&sites[(size_t)log[i].site - 1], iter_no); /* (64-bit: the - 1 an offset) */
 			else if (log[i].dt != SITE_LOG_SKIP)
 				graph_iter_note(a, iter_no);
 			if (++i == n_log || (u = t + log[i].dt) >= next_mark)
@@ -369,22 +378,46 @@ COLD_FN struct corr_ent *corr_map_slot(struct an_state *st, uint64_t corr)
 	return e;
 }
 
-/* Kernel statistics by name (diff, the report's top kernels). */
-HOT_FN void kernel_stat(struct analysis *a, uint64_t name, uint64_t ns)
+/* Every slot of the kernels' direct table empty. */
+static void kernel_direct_clear(struct an_state *st)
+{
+	for (unsigned j = 0; j < KERNEL_DIRECT; j++)
+		st->kernel_direct[j] = (struct kernel_direct){.name = j ^ 1};
+}
+
+/* A kernel name's entry from its map, or a new one (NULL: out of memory),
+ * into the direct table. */
+COLD_FN struct an_kernel_stat *kernel_stat_slow(struct analysis *a, uint64_t name)
 {
 	struct an_state *st = a->st;
-	uint64_t *ix = hot_get(&st->kernel_cache, name);
-	if (!ix && (ix = u64map_get(&st->kernel_idx, name)))
-		hot_put(&st->kernel_cache, name, *ix);
+	uint64_t *ix = u64map_get(&st->kernel_idx, name);
 	struct an_kernel_stat *k;
 	if (ix) {
 		k = VEC_AT(&a->kernels, struct an_kernel_stat, *ix);
 	} else {
+		const void *was = a->kernels.data;
 		k = vec_push(&a->kernels);
 		if (!k || u64map_put(&st->kernel_idx, name, a->kernels.n - 1))
-			return;
+			return NULL;
 		k->name = name;
+		/* The table's pointers are into the old vector's. */
+		if (a->kernels.data != was)
+			kernel_direct_clear(st);
 	}
+	st->kernel_direct[kernel_direct_slot(name)] = (struct kernel_direct){.name = name, .k = k};
+	return k;
+}
+
+/* Kernel statistics by name (diff, the report's top kernels). */
+HOT_FN void kernel_stat(struct analysis *a, uint64_t name, uint64_t ns)
+{
+	const struct kernel_direct *e = &a->st->kernel_direct[kernel_direct_slot(name)];
+	struct an_kernel_stat *k = e->k;
+	if (__builtin_expect(e->name != name, 0) && !(k = kernel_stat_slow(a, name)))
+		return;
+	/* (a slot's key matched: its entry, no NULL) */
+	if (!k)
+		__builtin_unreachable();
 	k->count++;
 	k->total_ns += ns;
 	if (ns > k->max_ns)
@@ -437,7 +470,11 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	struct an_state *st = a->st;
 	const struct tbp_gpu_kernel *g = &r->u.gpu_kernel; /* common prefix */
 	uint64_t s = r->ts, e = g->end < r->ts ? r->ts : g->end;
-	note_time_k(a, s, e, in_block);
+	/* (a detecting analysis's times, counts of GPU records and unjoined
+	 * ones are not read: it is dropped once the steps are found, and what
+	 * reports replays the tape: an_core.c run_steps, an_catch_up) */
+	if (!detect || !in_block)
+		note_time_k(a, s, e, in_block);
 	if (kind == TBP_K_GPU_SYNC) {
 		a->n_gpu_sync++;
 		return;
@@ -446,12 +483,11 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	struct an_device *d = NULL;
 	struct an_stream *str = NULL;
 	if (!detect) {
-		/* The pair asked last (never NULL: no test for it), else
-		 * get_device and get_stream. */
-		if (__builtin_expect(st->c_gpu_ok && st->c_gpu_dev == g->device && st->c_gpu_stream == g->stream, 1)) {
-			d = st->c_gpu_d;
-			str = st->c_gpu_s;
-		} else {
+		/* The pair asked last (its stream never NULL: no test for it),
+		 * else get_device and get_stream. */
+		d = st->c_gpu_d;
+		str = st->c_gpu_s;
+		if (__builtin_expect(!(st->c_gpu_dev == g->device && st->c_gpu_stream == g->stream && d), 0)) {
 			struct gpu_place p = get_gpu_place_slow(a, g->device, g->stream);
 			if (!p.d || !p.str)
 				return;
@@ -463,25 +499,26 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 	const struct corr_ent *api = g->corr ? corr_take(st, g->corr) : NULL;
 	int joined = api != NULL;
 	if (!joined) {
-		a->unmatched_gpu++;
-		a->unmatched_kernels += kind == TBP_K_GPU_KERNEL;
+		if (!detect) {
+			a->unmatched_gpu++;
+			a->unmatched_kernels += kind == TBP_K_GPU_KERNEL;
+		}
 		api = &no_launch;
 	}
+	if (detect && in_block) /* (its end read after the join's store: no copy of it kept across) */
+		e = g->end < s ? s : g->end;
 	if (!detect) /* (read by the bursts pass alone) */
 		st->gpu_now = s;
 	struct an_gpu_ev ev = {.r = r, .kind = kind, .s = s, .e = e, .d = d, .str = str, .api = api, .joined = joined};
 	if (detect) {
 		switch (kind) {
 		case TBP_K_GPU_KERNEL:
-			a->n_gpu_kernel++;
 			DISPATCH_M(1, on_kernel, a, &ev)
 			break;
 		case TBP_K_GPU_MEMCPY:
-			a->n_gpu_memcpy++;
 			DISPATCH_M(1, on_gpu_memcpy, a, &ev)
 			break;
 		case TBP_K_GPU_MEMSET:
-			a->n_gpu_memset++;
 			DISPATCH_M(1, on_gpu_memset, a, &ev)
 			break;
 		}
@@ -501,7 +538,7 @@ static inline __attribute__((always_inline)) void on_gpu_k(struct analysis *a, c
 		/* (a site by its index is no NULL: only site_stat's answer is tested) */
 		struct an_site_stat *ss;
 		if (api->site)
-			VEC_AT(&a->sites, struct an_site_stat, api->site - 1)->gpu_ns += e - s;
+			VEC_AT(&a->sites, struct an_site_stat, (size_t)api->site - 1)->gpu_ns += e - s;
 		else if ((ss = site_stat(a, api->callpath, api->native)))
 			ss->gpu_ns += e - s;
 	}
@@ -532,8 +569,12 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	struct an_state *st = a->st;
 	const struct tbp_call *c = &r->u.call;
 	uint64_t ts = r->ts, end = c->end < ts ? ts : c->end;
-	note_time_k(a, ts, end, in_block);
-	a->n_api++;
+	/* (a detecting analysis's: only its launches, copies and memsets are
+	 * counted, an_pass_detect_done reads them; as in on_gpu_k) */
+	if (!detect || !in_block)
+		note_time_k(a, ts, end, in_block);
+	if (!detect)
+		a->n_api++;
 	struct an_call_ev ev = {.r = r, .kind = kind, .ts = ts, .end = end, .dur = end - ts};
 	ev.th = detect ? NULL : get_thread(st, r->tid);
 	ev.phase = cur_phase(a);
@@ -562,7 +603,7 @@ static inline __attribute__((always_inline)) void on_api_k(struct analysis *a, c
 	/* cudaErrorNotReady / CUDA_ERROR_NOT_READY / hipErrorNotReady (600) is
 	 * a poll's answer (cudaStreamQuery, cudaEventQuery), not a failure. */
 	ev.failed = c->result != 0 && c->result != 600;
-	if (ev.failed)
+	if (ev.failed && !detect)
 		a->n_errors++;
 	/* Each kind: its count, and its hook in every pass. */
 #define CALL_KIND(kind_, count, hook)                                                                                  \
@@ -955,6 +996,9 @@ int an_pass_init(struct analysis *a)
 		return -1;
 	}
 	st->due_ts = UINT64_MAX;
+	st->c_thread_tid = UINT64_MAX;
+	site_direct_clear(st);
+	kernel_direct_clear(st);
 	st->site_log.item = sizeof(struct site_log_ent);
 	/* A first analysis of a trace that may have steps to detect. */
 	st->site_log_on = !a->opts.synth_steps && !a->opts.no_markers;

@@ -28,7 +28,7 @@ struct an_device *get_device_slow(struct analysis *a, uint64_t id)
 		 * the first add's test (breakdown_on_kernel, un_add_open). */
 		d->kern.open = 1;
 	}
-	st->c_gpu_ok = 0; /* (the table may have moved) */
+	st->c_gpu_d = NULL; /* (the table may have moved) */
 	st->c_dev_ok = 1;
 	st->c_dev_id = id;
 	st->c_dev = ix;
@@ -103,7 +103,7 @@ struct an_stream *get_stream_slow(struct analysis *a, uint64_t key, uint64_t dev
 		st->c_stream2 = st->c_stream;
 		st->c_stream_ok |= 2;
 	}
-	st->c_gpu_ok = 0; /* (the table may have moved) */
+	st->c_gpu_d = NULL; /* (the table may have moved) */
 	st->c_stream_ok |= 1;
 	st->c_stream_key = key;
 	st->c_stream = ix;
@@ -120,7 +120,6 @@ __attribute__((noinline)) struct gpu_place get_gpu_place_slow(struct analysis *a
 	p.d = get_device(a, dev);
 	p.str = get_stream(a, dev, stream);
 	if (p.d && p.str) {
-		st->c_gpu_ok = 1;
 		st->c_gpu_dev = dev;
 		st->c_gpu_stream = stream;
 		st->c_gpu_d = p.d;
@@ -140,7 +139,6 @@ struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid)
 	if (added)
 		t->tid = tid;
 	st->c_thread_tid = tid;
-	st->c_thread_ix = ix + 1;
 	st->c_thread_p = t;
 	return t;
 }

@@ -93,10 +93,35 @@ static inline void hot_put(struct hot_cache *c, uint64_t key, uint64_t ix)
 	c->ix[slot] = ix;
 }
 
+/* A call site's entry in a->sites by (cp, nat) itself, the answer's
+ * pointer kept (no index to scale on the hot path), dropped when the vector
+ * moves (site_direct_clear).  An empty slot j holds the key (0, j ^ 1),
+ * which site_direct_slot never places at j: the key's test alone tells a
+ * hit, no flag to test. */
 #define SITE_DIRECT 64
 struct site_direct {
-	uint64_t cp, nat, ix1; /* ix1: index + 1 in a->sites, 0 = empty */
+	uint64_t cp, nat;
+	struct an_site_stat *ss;
+	uint64_t ix1; /* index + 1 in a->sites, at most UINT32_MAX (a later site is not kept here) */
 };
+_Static_assert(sizeof(struct site_direct) == 32, "32 bytes: a slot's address is a shift");
+static inline unsigned site_direct_slot(uint64_t cp, uint64_t nat)
+{
+	return (unsigned)(cp ^ (cp >> 13) ^ nat) & (SITE_DIRECT - 1);
+}
+
+/* A kernel name's statistics in a->kernels, direct-mapped by the name as
+ * site_direct is by its pair (an empty slot j: the name j ^ 1, which
+ * kernel_direct_slot never places at j), dropped when the vector moves. */
+#define KERNEL_DIRECT 64
+struct kernel_direct {
+	uint64_t name;
+	struct an_kernel_stat *k;
+};
+static inline unsigned kernel_direct_slot(uint64_t name)
+{
+	return (unsigned)(name ^ name >> 17) & (KERNEL_DIRECT - 1);
+}
 
 struct thread_st {
 	uint32_t tid;
@@ -162,16 +187,16 @@ struct an_state {
 	uint64_t c_dev_id, c_stream_key;
 	uint64_t c_dev, c_stream, c_stream_key2, c_stream2;
 	int c_dev_ok, c_stream_ok;
-	uint32_t c_thread_tid;
-	size_t c_thread_ix; /* index + 1 in threads, 0 = none */
+	/* The tid get_thread answered last (a 32-bit value: UINT64_MAX, set
+	 * by an_pass_init, is none, one test for a hit) */
+	uint64_t c_thread_tid;
 	struct an_device *c_dev_p;
 	struct an_stream *c_stream_p, *c_stream2_p;
 	struct thread_st *c_thread_p;
 	/* A GPU record's device and stream together (get_gpu_place_slow): the
-	 * last pair asked for, neither NULL, while c_gpu_ok (the slow paths,
-	 * which may move the tables, clear it). */
+	 * last pair asked for, neither NULL, while c_gpu_d is not (the slow
+	 * paths, which may move the tables, set it NULL: the hit's one test). */
 	uint64_t c_gpu_dev, c_gpu_stream;
-	int c_gpu_ok;
 	struct an_device *c_gpu_d;
 	struct an_stream *c_gpu_s;
 	/* Once the timeline's marks are full (mark_add): their slots as a
@@ -182,8 +207,9 @@ struct an_state {
 	/* Call sites and kernel names alternate within a step (a loop body
 	 * launches several kernels from several lines): small direct-mapped
 	 * caches in front of their maps. */
-	struct hot_cache site_cache, kernel_cache;
+	struct hot_cache site_cache;
 	struct site_direct site_direct[SITE_DIRECT];
+	struct kernel_direct kernel_direct[KERNEL_DIRECT];
 
 	/* Each pass's own state (its ops' state_size, zeroed), by its
 	 * AN_PASS_* number (an_pass.h). */
@@ -250,7 +276,7 @@ struct gpu_place get_gpu_place_slow(struct analysis *a, uint64_t dev, uint64_t s
 struct thread_st *get_thread_slow(struct an_state *st, uint32_t tid);
 HOT_FN struct thread_st *get_thread(struct an_state *st, uint32_t tid)
 {
-	if (__builtin_expect(st->c_thread_ix && st->c_thread_tid == tid, 1)) {
+	if (__builtin_expect(st->c_thread_tid == tid, 1)) {
 		/* (an entry of the table: no NULL for the callers to test) */
 		if (!st->c_thread_p)
 			__builtin_unreachable();
@@ -348,6 +374,18 @@ HOT_FN void un_add_open(struct an_union *u, uint64_t s, uint64_t e)
 	} else if (e > u->end) {
 		u->end = e;
 	}
+}
+
+/* un_add on an open union that s is past the end of (the dispatcher's
+ * idle before a GPU record, an_gpu_ev.idle, says so): its interval so far
+ * closes, s starts the next. */
+HOT_FN void un_add_past(struct an_union *u, uint64_t s, uint64_t e)
+{
+	if (e < s)
+		e = s;
+	u->closed += u->end - u->start;
+	u->start = s;
+	u->end = e;
 }
 
 /* Measure of a union up to time t. */
