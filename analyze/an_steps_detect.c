@@ -173,6 +173,7 @@ struct iter_line {
 struct heavy_item {
 	uint64_t w;
 	size_t item;
+	uint64_t sum; /* the work of the items before it in scan.heavy */
 };
 
 #define PATH_CACHE 4096 /* slots of scan.path_cache */
@@ -227,8 +228,9 @@ struct scan {
 	size_t ncalls;
 	uint32_t stamp;                /* steps_end's, for loop_line.call_stamp */
 	uint64_t shortest_span;        /* of the items (items_build; UINT64_MAX: no span) */
-	/* A CPU run's items that hold work, the most first (lines_count): those
-	 * a wait may have lengthened past a cap (work_capped) */
+	/* A CPU run's items that hold work, the most first, and one past them
+	 * (w 0, sum: the work of all; lines_count): those a wait may have
+	 * lengthened past a cap (work_capped) */
 	struct heavy_item *heavy;
 	size_t nheavy;
 	struct vec iter_lines;         /* iterations()'s: struct iter_line, each line's first entry in each iteration */
@@ -803,6 +805,21 @@ static uint64_t work_capped(const struct scan *sc, size_t first, uint64_t cap,
 	return w;
 }
 
+/* The most work_capped(first, cap) can take off work_from(first): the
+ * excess over cap of every item, the loop's or not. */
+static uint64_t capped_at_most(const struct scan *sc, uint64_t cap)
+{
+	size_t lo = 0, hi = sc->nheavy;
+	while (lo < hi) { /* the first item of work cap or less */
+		size_t m = lo + (hi - lo) / 2;
+		if (sc->heavy[m].w > cap)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return sc->heavy[lo].sum - lo * cap;
+}
+
 /* Item i is in context *arg (work_capped). */
 static int in_ctx(const struct scan *sc, size_t i, const void *arg)
 {
@@ -819,9 +836,14 @@ static int ctx_may_hold(const struct scan *sc, uint32_t ci)
 	const struct ctx *c = VEC_AT(&sc->ctxs, struct ctx, ci);
 	if (!c->w)
 		return 0;
-	if (sc->cpu)
-		return 2 * c->w >= work_capped(sc, c->first_item, c->longest, in_ctx, &ci);
-	return 2 * c->w >= work_from(sc, c->first_item);
+	uint64_t from = work_from(sc, c->first_item);
+	if (2 * c->w >= from || !sc->cpu)
+		return 2 * c->w >= from;
+	/* (most contexts, a helper's few calls, are far from it: no walk) */
+	uint64_t most = capped_at_most(sc, c->longest);
+	if (most < from && 2 * c->w < from - most)
+		return 0;
+	return 2 * c->w >= work_capped(sc, c->first_item, c->longest, in_ctx, &ci);
 }
 
 /* The item is a call from context ci's frame (enters). */
@@ -1220,16 +1242,22 @@ static int lines_count(struct scan *sc)
 	/* A CPU run's: each kind's longest item, and the items that hold work,
 	 * the most first (work_capped). */
 	if (sc->cpu) {
-		if (!(sc->heavy = malloc((sc->n ? sc->n : 1) * sizeof *sc->heavy)))
+		if (!(sc->heavy = malloc((sc->n + 1) * sizeof *sc->heavy)))
 			return -1;
 		for (size_t i = 0; i < sc->n; i++) {
 			const struct sd_item *it = &sc->items[i];
 			if (it->end - it->ts > pvs[it->var].longest)
 				pvs[it->var].longest = it->end - it->ts;
 			if (it->w)
-				sc->heavy[sc->nheavy++] = (struct heavy_item){it->w, i};
+				sc->heavy[sc->nheavy++] = (struct heavy_item){it->w, i, 0};
 		}
 		qsort(sc->heavy, sc->nheavy, sizeof *sc->heavy, heavier);
+		uint64_t total = 0;
+		for (size_t k = 0; k < sc->nheavy; k++) {
+			sc->heavy[k].sum = total;
+			total += sc->heavy[k].w;
+		}
+		sc->heavy[sc->nheavy] = (struct heavy_item){0, sc->n, total};
 	}
 	/* Each context's work and first item, from its call paths'. */
 	for (size_t v = 0; v < nv; v++) {
@@ -1799,7 +1827,16 @@ static uint64_t covered(const struct scan *sc, const struct vec *steps, uint64_t
 			hi = m;
 	}
 	*from = work_from(sc, lo);
-	if (sc->cpu) {
+	for (size_t k = 0; k < steps->n; k++) {
+		const struct an_step *s = VEC_AT(steps, struct an_step, k);
+		i = item_at(sc, i, s->begin);
+		size_t j = item_at(sc, i, s->end);
+		w += sc->after[j] - sc->after[i];
+		i = j;
+	}
+	/* (*from is only ever weighed against twice the steps' work: capped
+	 * only when that decides) */
+	if (sc->cpu && 2 * w < *from) {
 		uint64_t longest = 0;
 		for (size_t k = 0; k < steps->n; k++) {
 			const struct an_step *s = VEC_AT(steps, struct an_step, k);
@@ -1807,13 +1844,6 @@ static uint64_t covered(const struct scan *sc, const struct vec *steps, uint64_t
 				longest = s->end - s->begin;
 		}
 		*from = work_capped(sc, lo, longest, in_steps, steps);
-	}
-	for (size_t k = 0; k < steps->n; k++) {
-		const struct an_step *s = VEC_AT(steps, struct an_step, k);
-		i = item_at(sc, i, s->begin);
-		size_t j = item_at(sc, i, s->end);
-		w += sc->after[j] - sc->after[i];
-		i = j;
 	}
 	return w;
 }
