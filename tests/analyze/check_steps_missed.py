@@ -15,7 +15,14 @@ cpu-loader-epochs / cpu-loader-iter: 3 epochs of 4 batches over a DataLoader, ea
 (StopIteration) followed by a log line after the inner loop and an 8 ms pause making the next iterator, or by a
 4 ms pause inside the last fetch and the next iterator: 12 steps from the fetch's line (:21), no iteration of
 the fetch alone a step.  cpu-skip-forward: 20 iterations, 4 of which `continue` after the forward at the loop's
-first line (:30), one of those warm (300 us against 1 ms): 20 steps.  Exit 0 pass, 1 fail.
+first line (:30), one of those warm (300 us against 1 ms): 20 steps.  cpu-steps-paused: a loop of 12 taking 15 ms
+in all, then a library call that waited 25 ms for a lock (a loaded machine's pause: the span holds it, it is no
+work): 12 steps from the forward's line (:21), with torch's once-per-step calls and without (-plain, batches of
+varying size), and with the wait inside the loop (-between).  The loop held less than half of the time in the
+program's calls from its start on: no steps (corpus notebook_ipython.py on the CPU with two CPU hogs: the cells
+for steps, or no loop); tests/analyze/loaded/notebook_ipython_cpu_hogs.zst is that run (recorded under two CPU
+hogs, three recorders at once; its history store after the loop waited 21 ms): 12 steps from the cell's line 5, not
+the 4 cells.  Exit 0 pass, 1 fail.
 """
 import json
 import os
@@ -31,7 +38,8 @@ def main():
         for scenario, count, line in (("cpu-steps-missed", 12, 22), ("cpu-steps-missed-plain", 12, 22),
                                       ("cpu-steps-missed-last", 12, 22), ("cpu-steps-skipped-short", 12, 21),
                                       ("cpu-loader-epochs", 12, 21), ("cpu-loader-iter", 12, 21),
-                                      ("cpu-skip-forward", 20, 30)):
+                                      ("cpu-skip-forward", 20, 30), ("cpu-steps-paused", 12, 21),
+                                      ("cpu-steps-paused-plain", 12, 21), ("cpu-steps-paused-between", 12, 21)):
             trace = os.path.join(tmp, scenario + ".zst")
             subprocess.run([gen, scenario, trace, os.path.join(tmp, scenario + ".json")], check=True, timeout=120)
             p = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True, timeout=120,
@@ -47,6 +55,17 @@ def main():
             print(("ok   " if ok else "FAIL ") + f"{scenario}: {count} steps from train.py:{line}, 1 warm-up "
                   f"({st.get('count')} from {head.get('file')}:{head.get('line')}, warm-up {st.get('warmup')})")
             failures += not ok
+    # A real run (notebook_ipython.py, TBPROF_TRACE_ALL=1, on the CPU under two CPU hogs).
+    trace = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loaded", "notebook_ipython_cpu_hogs.zst")
+    p = subprocess.run([tbanalyze, trace, "--json"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, TBANALYZE_CHECK="1"))
+    st = (json.loads(p.stdout).get("steps") or {}) if not p.returncode else {}
+    head = ((st.get("loop") or {}).get("python") or [{}])[0]
+    ok = (st.get("source") == "detected" and st.get("count") == 12 and st.get("warmup") == 1
+          and head.get("file", "").startswith("<ipython-input-3-") and head.get("line") == 5)
+    print(("ok   " if ok else "FAIL ") + f"notebook_ipython_cpu_hogs.zst: 12 steps from <ipython-input-3-...>:5, 1 warm-up "
+          f"({st.get('count')} from {head.get('file')}:{head.get('line')}, warm-up {st.get('warmup')}; exit {p.returncode})")
+    failures += not ok
     print(f"{failures} failure(s)")
     return 1 if failures else 0
 

@@ -1719,6 +1719,68 @@ static void scen_cpu_skip_forward(void)
 	span(0, t0 - 1 * MS, t + 1 * MS, cp_main_call);
 }
 
+/* cpu-steps-paused: a short CPU loop (spans only, no marks) on a loaded
+ * machine, as corpus notebook_ipython.py ran with two CPU hogs: main
+ * (train.py:18) builds the model (:19, 2 ms), then 12 iterations of 1.3 ms
+ * from the forward (:21, Module._call_impl with Linear.forward inside,
+ * 500 us), torch's backward (:22, 400 us), the optimizer step (:23,
+ * Adam.step, 300 us) and a log line (:24, 60 us, the shortest span): 15 ms
+ * of work in all.  After the loop main flushes its log (:26) through the
+ * library's Handler.flush, whose call waits 25 ms for a lock another thread
+ * holds (IPython's history store waited 21 ms so): no work of the
+ * program's, but a span longer than the loop's work.  12 steps from :21
+ * (the loop held less than half of the time in the program's calls from its
+ * start on: no steps).  cpu-steps-paused-plain: the forward, the backward
+ * and the step are the user's own functions, the forward's batches of
+ * varying size (300 to 700 us): no once-per-step calls, the loop by its
+ * work (was: no loop found).  cpu-steps-paused-between: torch's calls, the
+ * wait in the loop's own flush (:25) in iteration 6: 12 steps, as before. */
+static void scen_cpu_steps_paused(int torch_units, int between)
+{
+	const uint64_t MS = 1000 * US;
+	const char *torch = "/opt/py/lib/python3.11/site-packages/torch/";
+	uint64_t at_mod = site("train.py", "<module>", 40, 0);
+	uint64_t cp_main_call = site("train.py", "main", 18, at_mod);
+	uint64_t cp_build = site("train.py", "build_model", 10, site("train.py", "main", 19, at_mod));
+	uint64_t cp_forward = torch_units ? site(joined(torch, "nn/modules/module.py"), "Module._call_impl", 1791,
+						 site("train.py", "main", 21, at_mod))
+					  : site("model.py", "forward", 30, site("train.py", "main", 21, at_mod));
+	uint64_t cp_linear = site(joined(torch, "nn/modules/linear.py"), "Linear.forward", 125, cp_forward);
+	uint64_t cp_backward = torch_units ? site(joined(torch, "_tensor.py"), "Tensor.backward", 570,
+						  site("train.py", "main", 22, at_mod))
+					   : site("train.py", "backward_pass", 40, site("train.py", "main", 22, at_mod));
+	uint64_t cp_step = torch_units ? site(joined(torch, "optim/adam.py"), "Adam.step", 215,
+					      site("train.py", "main", 23, at_mod))
+				       : site("train.py", "update", 50, site("train.py", "main", 23, at_mod));
+	uint64_t cp_wait = site("/opt/py/lib/python3.11/logging/__init__.py", "Handler.flush", 1090,
+				site("train.py", "main", between ? 25 : 26, at_mod));
+	uint64_t cp_log = site("train.py", "log", 8, site("train.py", "main", 24, at_mod));
+	uint64_t t = 1000 * US, t0 = t;
+	span(0, t + 1 * MS, t + 3 * MS, cp_build);
+	t += 4 * MS;
+	for (int i = 0; i < 12; i++) {
+		if (i == 1)
+			win_begin = t;
+		uint64_t fwd = torch_units ? 500 * US : (300 + 100 * (uint64_t)(i % 5)) * US;
+		span(0, t, t + fwd, cp_forward);
+		span(0, t + 10 * US, t + fwd - 10 * US, cp_linear);
+		t += fwd + 50 * US;
+		span(0, t, t + 400 * US, cp_backward);
+		span(0, t + 450 * US, t + 750 * US, cp_step);
+		span(0, t + 800 * US, t + 860 * US, cp_log);
+		t += 900 * US;
+		if (between && i == 6) {
+			span(0, t, t + 25 * MS, cp_wait);
+			t += 25 * MS + 50 * US;
+		}
+	}
+	if (!between) {
+		span(0, t + 100 * US, t + 25100 * US, cp_wait);
+		t += 25200 * US;
+	}
+	span(0, t0 - 1 * MS, t + 1 * MS, cp_main_call);
+}
+
 /* prefix + rest, kept for the trace's life. */
 static const char *joined(const char *prefix, const char *rest)
 {
@@ -2473,7 +2535,7 @@ static void write_noise_expect(const char *path)
 int main(int argc, char **argv)
 {
 	if (argc < 4) {
-		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|apionly-cut|apionly-cut-inuse|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|cpu-steps-missed[-plain|-last]|cpu-steps-skipped-short|cpu-loader-epochs|cpu-loader-iter|cpu-skip-forward|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|launch-rerun|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
+		fprintf(stderr, "usage: gen_planted clean|planted|markers|markers-late|apionly|apionly-cut|apionly-cut-inuse|cpu|cpu-slow|bursts2|bursts-wrapped|bursts-late|threads|threads-main|allocs|host-work|unmarked|unmarked-inline|unmarked-item|scalars|oneshot|cpu-steps|cpu-steps-missed[-plain|-last]|cpu-steps-skipped-short|cpu-steps-paused[-plain|-between]|cpu-loader-epochs|cpu-loader-iter|cpu-skip-forward|unmarked-renamed|unmarked-shifted|host-work-merged|unmarked-edited|unmarked-loaded|unmarked-slow|unmarked-fixed|random|launch-bound|launch-rerun|big|big-lag|slow|bigmem OUT.zst EXPECT.json [ITERS]\n       gen_planted rank OUT.zst EXPECT.json RANK,WORLD,STRAGGLER,c10d|ddp|nccl|none[,FLAGS]\n"
 				"       gen_planted steps-noise OUT.zst EXPECT.json SEED,SLOW_PCT[,STEPS[,marks|detected[,loaded|heavy]]]\n");
 		return 3;
 	}
@@ -2593,6 +2655,12 @@ int main(int argc, char **argv)
 		scen_cpu_skip_forward();
 	else if (!strcmp(s, "cpu-steps-skipped-short"))
 		scen_cpu_steps_missed(-1, 1, 1);
+	else if (!strcmp(s, "cpu-steps-paused"))
+		scen_cpu_steps_paused(1, 0);
+	else if (!strcmp(s, "cpu-steps-paused-plain"))
+		scen_cpu_steps_paused(0, 0);
+	else if (!strcmp(s, "cpu-steps-paused-between"))
+		scen_cpu_steps_paused(1, 1);
 	else if (!strcmp(s, "unmarked-renamed")) {
 		/* The same program as unmarked, its script renamed (train.py ->
 		 * train_v2.py) and its model moved to another directory (model.py ->
