@@ -966,6 +966,28 @@ static inline uint64_t unzigzag_lanes16(uint64_t z4)
 {
 	return ((z4 >> 1) & 0x1fff1fff1fff1fffull) ^ ((z4 & 0x0001000100010001ull) * 0xffff);
 }
+/* The four deltas of a TWO_BYTE4 word, each a signed 16-bit lane, as
+ * unzigzag_lanes16(two_byte4(w)) gives them: on ISA_X86 each varint's
+ * magnitude bits (all but the zigzag sign, bit 0 of its first byte) moved
+ * to its lane by pext and pdep, their masks read from memory (no 10-byte
+ * constant loads), the sign already at the lane's bit 0 in w. */
+#if TBP_HAVE_X86
+static const uint64_t two_byte4_magnitude = 0x7f7e7f7e7f7e7f7eull, lanes16_low13 = 0x1fff1fff1fff1fffull;
+#endif
+static inline uint64_t two_byte4_deltas(uint64_t w, const int isa)
+{
+#if TBP_HAVE_X86
+	if (isa == ISA_X86) {
+		uint64_t m;
+		__asm__("pextq %1, %0, %0\n\tpdepq %2, %0, %0"
+			: "=r"(m)
+			: "m"(two_byte4_magnitude), "m"(lanes16_low13), "0"(w));
+		return m ^ ((w & 0x0001000100010001ull) * 0xffff);
+	}
+#endif
+	(void)isa;
+	return unzigzag_lanes16(two_byte4(w));
+}
 static inline uint64_t lane16(uint64_t d4, unsigned t)
 {
 	return (uint64_t)(int64_t)(int16_t)(uint16_t)(d4 >> (16 * t));
@@ -1361,6 +1383,25 @@ static inline __attribute__((always_inline)) void fill_batch_body(struct kind_cu
 					oc += (size_t)k * ROW;
 					continue;
 				}
+				if (cont == TWO_BYTE4_BITS && j + 4 <= ok) {
+					/* Four two-byte varints (timestamp and end deltas
+					 * of a few microseconds), before the table: it
+					 * leaves them out, its lookup would be lost. */
+					/* A lane's delta is 0 exactly when its zigzag
+					 * value is. */
+					uint64_t d4 = two_byte4_deltas(w, isa);
+					changed |= d4;
+					size_t o = oc;
+					TBP_UNROLL
+					for (unsigned t = 0; t < 4; t++) {
+						acc += lane16(d4, t);
+						cell_put(cells, o + t * ROW, acc);
+					}
+					p += 8;
+					j += 4;
+					oc += 4 * ROW;
+					continue;
+				}
 				if (isa == ISA_X86 && j + 3 <= ok && varint3_tab[bmi2_pext_high(w)].n) {
 					/* Two or three varints of up to three bytes a
 					 * word (timestamps: two and three bytes, mixed),
@@ -1407,28 +1448,11 @@ static inline __attribute__((always_inline)) void fill_batch_body(struct kind_cu
 					continue;
 				}
 				/* The first varint's length picks the word's one
-				 * pattern to try (each implies it): four two-byte
-				 * varints, two three-byte ones; else that one alone
-				 * (most words here are neither pattern). */
+				 * pattern left to try (it implies it): two three-byte
+				 * ones; else that one alone (most words here are
+				 * neither pattern). */
 				uint64_t z;
 				if (!(cont & 0x8000)) {
-					if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
-						/* Four two-byte varints (timestamp and end
-						 * deltas of a few microseconds). */
-						uint64_t z4 = two_byte4(w);
-						changed |= z4;
-						uint64_t d4 = unzigzag_lanes16(z4);
-						size_t o = oc;
-						TBP_UNROLL
-						for (unsigned t = 0; t < 4; t++) {
-							acc += lane16(d4, t);
-							cell_put(cells, o + t * ROW, acc);
-						}
-						p += 8;
-						j += 4;
-						oc += 4 * ROW;
-						continue;
-					}
 					z = (w & 0x7f) | ((w >> 1) & 0x3f80);
 					p += 2;
 				} else if (!(cont & 0x800000)) {
@@ -1474,7 +1498,7 @@ static inline __attribute__((always_inline)) void fill_batch_body(struct kind_cu
 				if ((uintptr_t)p <= last_word) {
 					memcpy(&w, p, 8);
 					if (j + 4 <= ok && (w & TWO_BYTE4_MASK) == TWO_BYTE4_BITS) {
-						uint64_t d4 = unzigzag_lanes16(two_byte4(w));
+						uint64_t d4 = two_byte4_deltas(w, isa);
 						size_t o = oc;
 						size_t tsx = oc - c;
 						TBP_UNROLL
