@@ -998,23 +998,40 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 	 * item that may change them) */
 	uint32_t prev_line = e.prev_line, call_tid = e.call_tid, call_line = e.call_line;
 	uint64_t call_end = e.call_end;
+	/* Work seen at prev_line since it was entered: marked on the line when
+	 * another is entered (a register, not a store an item). */
+	uint32_t work_at_prev = 0;
+	/* prev_line when the latest call's line is it too, else UINT32_MAX (no
+	 * item's: vline holds no "none yet") */
+	uint32_t same_line = call_line == prev_line && prev_line < VLINE_CALL ? prev_line : UINT32_MAX;
 	const struct sd_item *items = sc->items;
 	for (const struct sd_item *it = items + c->first_item, *ie = items + sc->n; it < ie; it++) {
 		/* (none before its first item is in the context) */
-		uint32_t fl = vline[it->var];
+		uint32_t var = it->var, fl = vline[var];
 		/* Most items: no call, at the line last entered (or inside a call
-		 * running from it): nothing entered (enters). */
+		 * running from it): nothing entered (enters).  At that line when
+		 * the latest call was made from it too, running or not, the call
+		 * changes nothing: one comparison, no look at the call. */
+		if (fl == same_line) {
+			work_at_prev |= ~var & 1;
+			if (it->end > max_end)
+				max_end = it->end;
+			continue;
+		}
 		if (fl < VLINE_CALL) {
 			uint32_t line = it->ts < call_end && it->tid == call_tid ? call_line : fl;
 			if (line == prev_line) {
-				if (!sd_item_span(it))
-					lines[line].work = 1;
+				work_at_prev |= ~var & 1;
 				if (it->end > max_end)
 					max_end = it->end;
 				continue;
 			}
 		} else if (fl != VLINE_CALL && fl != VLINE_OUTSIDE) {
 			continue;
+		}
+		if (work_at_prev) {
+			lines[prev_line].work = 1;
+			work_at_prev = 0;
 		}
 		size_t i = (size_t)(it - items);
 		if (log) {
@@ -1034,8 +1051,11 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 			call_tid = e.call_tid;
 			call_line = e.call_line;
 			call_end = e.call_end;
+			same_line = call_line == prev_line && prev_line < VLINE_CALL ? prev_line : UINT32_MAX;
 		}
 	}
+	if (work_at_prev)
+		lines[prev_line].work = 1;
 	if (log && sc->log.n) {
 		VEC_AT(&sc->log, struct walk_event, sc->log.n - 1)->max_end = max_end;
 		sc->log_ctx = ci;
