@@ -1068,51 +1068,56 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
  * consecutive items of one thread inside the same call (the outermost unit
  * frame on their paths, called from one site), a span of the call covering
  * what runs inside it. */
+struct unit_thread {
+	uint32_t tid;
+	uint64_t site, end; /* end: UINT64_MAX once closed (no item ends it again: one test an item) */
+	size_t call; /* its index in unit_calls */
+	uint8_t kind;
+	int open;
+};
 struct unit_threads {
-	struct {
-		uint32_t tid;
-		uint64_t site, end;
-		size_t call; /* its index in unit_calls */
-		uint8_t kind;
-		int open;
-	} th[64];
-	size_t nth, t;
-	uint64_t t_tid; /* th[t].tid, UINT64_MAX: none yet (one comparison an item, not two and a lookup) */
+	struct unit_thread th[64];
+	size_t nth;
+	struct unit_thread *cur; /* the thread of t_tid (its slot, not an index: no address made an item) */
+	uint64_t t_tid; /* cur->tid, UINT64_MAX: none yet (one comparison an item, not two and a lookup) */
 };
 static inline __attribute__((always_inline)) int unit_track(struct scan *sc, struct unit_threads *ut,
 							    const struct sd_item *it, const struct pvar *p)
 {
-	size_t t = ut->t;
+	struct unit_thread *th = ut->cur;
 	if (__builtin_expect(it->tid != ut->t_tid, 0)) { /* (most items: the thread of the one before) */
-		for (t = 0; t < ut->nth && ut->th[t].tid != it->tid;)
+		size_t t = 0;
+		while (t < ut->nth && ut->th[t].tid != it->tid)
 			t++;
 		if (t == ut->nth) {
 			if (ut->nth == 64) {
 				ut->t_tid = UINT64_MAX;
 				return 0; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
 			}
-			ut->th[ut->nth++] = (typeof(ut->th[0])){.tid = it->tid};
+			ut->th[ut->nth++] = (struct unit_thread){.tid = it->tid};
 		}
-		ut->t = t;
+		th = ut->cur = &ut->th[t];
 		ut->t_tid = it->tid;
 	}
 	if (!p->unit_kind) { /* (inside the open call or not: it ends it only from its end on) */
-		if (ut->th[t].open && it->ts >= ut->th[t].end)
-			ut->th[t].open = 0;
+		if (it->ts >= th->end) {
+			th->open = 0;
+			th->end = UINT64_MAX;
+		}
 		return 0;
 	}
 	/* Inside the open call, a path cut by the tracer's depth (torch.compile's first call nests
 	 * deeper than 32 frames) names no user site of its own: it is that call's. */
-	if (!p->complete && ut->th[t].open && it->ts < ut->th[t].end)
+	if (!p->complete && th->open && it->ts < th->end)
 		return 0;
 	/* One call: its span's path and the paths of the work inside it
 	 * name it by different lines (the function's first, the line
 	 * running), so by its call site. */
-	if (ut->th[t].open && ut->th[t].site == p->unit_site && ut->th[t].kind == p->unit_kind) {
-		if (it->end > ut->th[t].end)
-			ut->th[t].end = it->end;
-		struct unit_call *c = VEC_AT(&sc->unit_calls, struct unit_call, ut->th[t].call);
-		c->end = ut->th[t].end;
+	if (th->open && th->site == p->unit_site && th->kind == p->unit_kind) {
+		if (it->end > th->end)
+			th->end = it->end;
+		struct unit_call *c = VEC_AT(&sc->unit_calls, struct unit_call, th->call);
+		c->end = th->end;
 		c->work |= !sd_item_span(it);
 		return 0;
 	}
@@ -1121,8 +1126,8 @@ static inline __attribute__((always_inline)) int unit_track(struct scan *sc, str
 		return -1;
 	*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->unit_site, .kind = p->unit_kind,
 				.work = !sd_item_span(it)};
-	ut->th[t] = (typeof(ut->th[0])){.tid = it->tid, .site = p->unit_site, .kind = p->unit_kind, .end = it->end,
-					.call = sc->unit_calls.n - 1, .open = 1};
+	*th = (struct unit_thread){.tid = it->tid, .site = p->unit_site, .kind = p->unit_kind, .end = it->end,
+				   .call = sc->unit_calls.n - 1, .open = 1};
 	return 0;
 }
 
