@@ -194,6 +194,7 @@ struct pvar {
 	uint8_t unit_kind, complete; /* its path's (unit_track) */
 	uint64_t unit_site;
 	uint64_t longest;     /* a CPU run's: the longest of its items (lines_count) */
+	uint8_t pad_[8];      /* (to 64 bytes: the walks index it by a shift, not by three instructions) */
 };
 /* vline[]: the item is not in the context; neither, and it is the user's
  * code outside it (ivar.outside); it is a call from the context's frame
@@ -664,8 +665,10 @@ static int items_merge(struct scan *sc, uint64_t *gpu_out, uint64_t *host_out)
 		}
 		last_ts = ts;
 		last_end = end;
-		uint32_t p = path_of(sc, s->cp);
-		if (p == UINT32_MAX)
+		/* (path_of's cache hit here: no test of its answer for UINT32_MAX) */
+		const struct path_slot *slot = &sc->path_cache[s->cp & (PATH_CACHE - 1)];
+		uint32_t p = slot->path;
+		if (__builtin_expect(slot->cp1 != (uint64_t)s->cp + 1, 0) && (p = path_of(sc, s->cp)) == UINT32_MAX)
 			goto out;
 		uint64_t w = s->gpu_ns;
 		gpu += w;
