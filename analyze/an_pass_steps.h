@@ -125,7 +125,8 @@ void step_work_gpu_far(struct steps_state *ss, uint32_t item, uint64_t ns);
 /* A joined GPU record's time, to the item of the call that made it. */
 HOT_FN void steps_gpu(struct steps_state *ss, uint32_t item, uint64_t ns)
 {
-	if (__builtin_expect(item != 0, 0) && item <= ss->work.n) {
+	/* (item 0 wraps past any work.n, at most STEP_ITEMS_MAX: one comparison) */
+	if (__builtin_expect((uint32_t)(item - 1) < ss->work.n, 0)) {
 		struct step_work *w = (struct step_work *)ss->work.data + (item - 1);
 		uint64_t sum = w->gpu + ns;
 		if (__builtin_expect(sum < STEP_GPU_FAR, 1))

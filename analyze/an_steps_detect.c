@@ -194,6 +194,7 @@ struct pvar {
 	uint8_t unit_kind, complete; /* its path's (unit_track) */
 	uint64_t unit_site;
 	uint64_t longest;     /* a CPU run's: the longest of its items (lines_count) */
+	uint8_t pad_[8];      /* (to 64 bytes: the walks index it by a shift, not by three instructions) */
 };
 /* vline[]: the item is not in the context; neither, and it is the user's
  * code outside it (ivar.outside); it is a call from the context's frame
@@ -664,8 +665,10 @@ static int items_merge(struct scan *sc, uint64_t *gpu_out, uint64_t *host_out)
 		}
 		last_ts = ts;
 		last_end = end;
-		uint32_t p = path_of(sc, s->cp);
-		if (p == UINT32_MAX)
+		/* (path_of's cache hit here: no test of its answer for UINT32_MAX) */
+		const struct path_slot *slot = &sc->path_cache[s->cp & (PATH_CACHE - 1)];
+		uint32_t p = slot->path;
+		if (__builtin_expect(slot->cp1 != (uint64_t)s->cp + 1, 0) && (p = path_of(sc, s->cp)) == UINT32_MAX)
 			goto out;
 		uint64_t w = s->gpu_ns;
 		gpu += w;
@@ -998,23 +1001,40 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 	 * item that may change them) */
 	uint32_t prev_line = e.prev_line, call_tid = e.call_tid, call_line = e.call_line;
 	uint64_t call_end = e.call_end;
+	/* Work seen at prev_line since it was entered: marked on the line when
+	 * another is entered (a register, not a store an item). */
+	uint32_t work_at_prev = 0;
+	/* prev_line when the latest call's line is it too, else UINT32_MAX (no
+	 * item's: vline holds no "none yet") */
+	uint32_t same_line = call_line == prev_line && prev_line < VLINE_CALL ? prev_line : UINT32_MAX;
 	const struct sd_item *items = sc->items;
 	for (const struct sd_item *it = items + c->first_item, *ie = items + sc->n; it < ie; it++) {
 		/* (none before its first item is in the context) */
-		uint32_t fl = vline[it->var];
+		uint32_t var = it->var, fl = vline[var];
 		/* Most items: no call, at the line last entered (or inside a call
-		 * running from it): nothing entered (enters). */
+		 * running from it): nothing entered (enters).  At that line when
+		 * the latest call was made from it too, running or not, the call
+		 * changes nothing: one comparison, no look at the call. */
+		if (fl == same_line) {
+			work_at_prev |= ~var & 1;
+			if (it->end > max_end)
+				max_end = it->end;
+			continue;
+		}
 		if (fl < VLINE_CALL) {
 			uint32_t line = it->ts < call_end && it->tid == call_tid ? call_line : fl;
 			if (line == prev_line) {
-				if (!sd_item_span(it))
-					lines[line].work = 1;
+				work_at_prev |= ~var & 1;
 				if (it->end > max_end)
 					max_end = it->end;
 				continue;
 			}
 		} else if (fl != VLINE_CALL && fl != VLINE_OUTSIDE) {
 			continue;
+		}
+		if (work_at_prev) {
+			lines[prev_line].work = 1;
+			work_at_prev = 0;
 		}
 		size_t i = (size_t)(it - items);
 		if (log) {
@@ -1034,8 +1054,11 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
 			call_tid = e.call_tid;
 			call_line = e.call_line;
 			call_end = e.call_end;
+			same_line = call_line == prev_line && prev_line < VLINE_CALL ? prev_line : UINT32_MAX;
 		}
 	}
+	if (work_at_prev)
+		lines[prev_line].work = 1;
 	if (log && sc->log.n) {
 		VEC_AT(&sc->log, struct walk_event, sc->log.n - 1)->max_end = max_end;
 		sc->log_ctx = ci;
@@ -1048,51 +1071,56 @@ static int ctx_lines(struct scan *sc, uint32_t ci)
  * consecutive items of one thread inside the same call (the outermost unit
  * frame on their paths, called from one site), a span of the call covering
  * what runs inside it. */
+struct unit_thread {
+	uint32_t tid;
+	uint64_t site, end; /* end: UINT64_MAX once closed (no item ends it again: one test an item) */
+	size_t call; /* its index in unit_calls */
+	uint8_t kind;
+	int open;
+};
 struct unit_threads {
-	struct {
-		uint32_t tid;
-		uint64_t site, end;
-		size_t call; /* its index in unit_calls */
-		uint8_t kind;
-		int open;
-	} th[64];
-	size_t nth, t;
-	uint64_t t_tid; /* th[t].tid, UINT64_MAX: none yet (one comparison an item, not two and a lookup) */
+	struct unit_thread th[64];
+	size_t nth;
+	struct unit_thread *cur; /* the thread of t_tid (its slot, not an index: no address made an item) */
+	uint64_t t_tid; /* cur->tid, UINT64_MAX: none yet (one comparison an item, not two and a lookup) */
 };
 static inline __attribute__((always_inline)) int unit_track(struct scan *sc, struct unit_threads *ut,
 							    const struct sd_item *it, const struct pvar *p)
 {
-	size_t t = ut->t;
+	struct unit_thread *th = ut->cur;
 	if (__builtin_expect(it->tid != ut->t_tid, 0)) { /* (most items: the thread of the one before) */
-		for (t = 0; t < ut->nth && ut->th[t].tid != it->tid;)
+		size_t t = 0;
+		while (t < ut->nth && ut->th[t].tid != it->tid)
 			t++;
 		if (t == ut->nth) {
 			if (ut->nth == 64) {
 				ut->t_tid = UINT64_MAX;
 				return 0; /* a thread past the first 64 that made GPU calls or spans: not a loop's */
 			}
-			ut->th[ut->nth++] = (typeof(ut->th[0])){.tid = it->tid};
+			ut->th[ut->nth++] = (struct unit_thread){.tid = it->tid};
 		}
-		ut->t = t;
+		th = ut->cur = &ut->th[t];
 		ut->t_tid = it->tid;
 	}
 	if (!p->unit_kind) { /* (inside the open call or not: it ends it only from its end on) */
-		if (ut->th[t].open && it->ts >= ut->th[t].end)
-			ut->th[t].open = 0;
+		if (it->ts >= th->end) {
+			th->open = 0;
+			th->end = UINT64_MAX;
+		}
 		return 0;
 	}
 	/* Inside the open call, a path cut by the tracer's depth (torch.compile's first call nests
 	 * deeper than 32 frames) names no user site of its own: it is that call's. */
-	if (!p->complete && ut->th[t].open && it->ts < ut->th[t].end)
+	if (!p->complete && th->open && it->ts < th->end)
 		return 0;
 	/* One call: its span's path and the paths of the work inside it
 	 * name it by different lines (the function's first, the line
 	 * running), so by its call site. */
-	if (ut->th[t].open && ut->th[t].site == p->unit_site && ut->th[t].kind == p->unit_kind) {
-		if (it->end > ut->th[t].end)
-			ut->th[t].end = it->end;
-		struct unit_call *c = VEC_AT(&sc->unit_calls, struct unit_call, ut->th[t].call);
-		c->end = ut->th[t].end;
+	if (th->open && th->site == p->unit_site && th->kind == p->unit_kind) {
+		if (it->end > th->end)
+			th->end = it->end;
+		struct unit_call *c = VEC_AT(&sc->unit_calls, struct unit_call, th->call);
+		c->end = th->end;
 		c->work |= !sd_item_span(it);
 		return 0;
 	}
@@ -1101,8 +1129,8 @@ static inline __attribute__((always_inline)) int unit_track(struct scan *sc, str
 		return -1;
 	*c = (struct unit_call){.ts = it->ts, .end = it->end, .site = p->unit_site, .kind = p->unit_kind,
 				.work = !sd_item_span(it)};
-	ut->th[t] = (typeof(ut->th[0])){.tid = it->tid, .site = p->unit_site, .kind = p->unit_kind, .end = it->end,
-					.call = sc->unit_calls.n - 1, .open = 1};
+	*th = (struct unit_thread){.tid = it->tid, .site = p->unit_site, .kind = p->unit_kind, .end = it->end,
+				   .call = sc->unit_calls.n - 1, .open = 1};
 	return 0;
 }
 
