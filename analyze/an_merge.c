@@ -593,9 +593,22 @@ static inline int mq_blocks(const struct merger *m, const struct mqueue *q)
  * is the run's limit, as in merge_two), and R is the third.  A run that
  * ends where the third is earlier than the queue just left (merge_small's
  * next limit) changes the pair. */
+/* Head x (place xi in merge_small's ix) before head y (yi): mq_reg_before. */
+static inline int mq_head_before(const struct an_rec48 *x, unsigned xi, const struct an_rec48 *y, unsigned yi)
+{
+	return x->ts < y->ts ||
+	       (x->ts == y->ts && (x->stream_kind < y->stream_kind || (x->stream_kind == y->stream_kind && xi < yi)));
+}
+
 static inline __attribute__((always_inline)) void merge_three_k(struct analysis *a, struct merger *m,
 								const uint32_t *ix, int cold)
 {
+	/* Each queue's ring and records past the wrap stay in q (a wrap needs
+	 * them, once a ring's turn); the loop keeps P's, Q's and R's head, end,
+	 * time and place in q in scalars of their own, which the compiler
+	 * holds in registers (whole mq_regs swapped on a pair's change went
+	 * through the stack, a dozen loads and stores a record).  A head's
+	 * stream kind is read where it decides, on equal times only. */
 	struct mq_reg q[3];
 	for (unsigned i = 0; i < 3; i++)
 		q[i] = mq_reg_load(VEC_AT(&m->qs, struct mqueue, ix[i]), i);
@@ -604,52 +617,105 @@ static inline __attribute__((always_inline)) void merge_three_k(struct analysis 
 	cu = mq_reg_before(&q[2], &q[cu]) ? 2 : cu;
 	unsigned o1 = cu == 0 ? 1 : 0, o2 = cu == 2 ? 1 : 2;
 	unsigned nx = mq_reg_before(&q[o2], &q[o1]) ? o2 : o1;
-	struct mq_reg P = q[cu], Q = q[nx], R = q[3 - cu - nx];
+	unsigned pi = cu, qi = nx, ri = 3 - cu - nx;
+	const struct an_rec48 *pp = q[pi].p, *pe = q[pi].seg_end, *qp = q[qi].p, *qe = q[qi].seg_end;
+	const struct an_rec48 *rp = q[ri].p, *re = q[ri].seg_end;
+	uint64_t pts = q[pi].ts, qts = q[qi].ts, rts = q[ri].ts;
 	int c = 0; /* 0: P current, Q the limit; 1: the other way */
 	uint64_t last_ts = m->last_emitted_ts;
 	const struct an_rec48 *block[MERGE_BLOCK];
+	const struct an_rec48 **const bend = block + MERGE_BLOCK;
 	size_t emitted = 0;
 	int more = 1;
 	while (more) {
-		unsigned nb = 0;
-		while (nb < MERGE_BLOCK) {
-			if (!c) {
-				more = mq_reg_take(&P, cold, &block[nb++]);
-				if (!more)
-					break;
-				if (!(P.ts > Q.ts || (P.ts == Q.ts && P.kind > Q.kind)))
-					continue;
-				/* The run ends: Q goes on; its limit is R or P. */
-				if (__builtin_expect(mq_reg_before(&R, &P), 0)) {
-					struct mq_reg was = P;
-					P = Q;
-					Q = R;
-					R = was;
-					continue; /* c stays 0: P (the old Q) current */
+		const struct an_rec48 **b = block;
+		if (c)
+			goto take_q;
+	take_p:
+		for (;;) {
+			const struct an_rec48 *t = pp;
+			*b++ = t;
+			if (__builtin_expect(++pp == pe, 0)) {
+				if (!q[pi].rest) {
+					more = 0;
+					goto emit;
 				}
-				c = 1;
-			} else {
-				more = mq_reg_take(&Q, cold, &block[nb++]);
-				if (!more)
-					break;
-				if (!(Q.ts > P.ts || (Q.ts == P.ts && Q.kind > P.kind)))
-					continue;
-				if (__builtin_expect(mq_reg_before(&R, &Q), 0)) {
-					struct mq_reg was = Q;
-					Q = R;
-					R = was;
-					c = 0; /* P current, R (now Q) its limit */
-					continue;
-				}
+				/* The ring's wrap: the rest lies from its start. */
+				pp = q[pi].ring;
+				pe = pp + q[pi].rest;
+				q[pi].rest = 0;
+			}
+			if (cold)
+				prefetch_ahead(t);
+			pts = pp->ts;
+			if (pts > qts || (pts == qts && pp->stream_kind > qp->stream_kind))
+				break;
+			if (__builtin_expect(b == bend, 0)) {
 				c = 0;
+				goto emit;
 			}
 		}
-		merge_emit(a, m, block, nb, &last_ts);
-		emitted += nb;
+		/* The run ends: Q goes on; its limit is R or P (R's head is
+		 * mostly far later: one comparison). */
+		if (__builtin_expect(rts <= pts, 0) && mq_head_before(rp, ri, pp, pi)) {
+			/* P (the old Q) current, R (the old P) the third. */
+			const struct an_rec48 *sp = pp, *se = pe;
+			uint64_t st = pts;
+			unsigned si = pi;
+			pp = qp, pe = qe, pts = qts, pi = qi;
+			qp = rp, qe = re, qts = rts, qi = ri;
+			rp = sp, re = se, rts = st, ri = si;
+			c = 0;
+			if (b == bend)
+				goto emit;
+			goto take_p;
+		}
+		c = 1;
+		if (b == bend)
+			goto emit;
+	take_q:
+		for (;;) {
+			const struct an_rec48 *t = qp;
+			*b++ = t;
+			if (__builtin_expect(++qp == qe, 0)) {
+				if (!q[qi].rest) {
+					more = 0;
+					goto emit;
+				}
+				qp = q[qi].ring;
+				qe = qp + q[qi].rest;
+				q[qi].rest = 0;
+			}
+			if (cold)
+				prefetch_ahead(t);
+			qts = qp->ts;
+			if (qts > pts || (qts == pts && qp->stream_kind > pp->stream_kind))
+				break;
+			if (__builtin_expect(b == bend, 0)) {
+				c = 1;
+				goto emit;
+			}
+		}
+		c = 0;
+		if (__builtin_expect(rts <= qts, 0) && mq_head_before(rp, ri, qp, qi)) {
+			/* P current, R (now Q) its limit. */
+			const struct an_rec48 *sp = qp, *se = qe;
+			uint64_t st = qts;
+			unsigned si = qi;
+			qp = rp, qe = re, qts = rts, qi = ri;
+			rp = sp, re = se, rts = st, ri = si;
+		}
+		if (b != bend)
+			goto take_p;
+	emit:
+		merge_emit(a, m, block, (unsigned)(b - block), &last_ts);
+		emitted += (size_t)(b - block);
 	}
-	const struct mq_reg *all[3] = {&P, &Q, &R};
+	q[pi].p = pp, q[pi].seg_end = pe;
+	q[qi].p = qp, q[qi].seg_end = qe;
+	q[ri].p = rp, q[ri].seg_end = re;
 	for (unsigned i = 0; i < 3; i++)
-		mq_reg_store(all[i], VEC_AT(&m->qs, struct mqueue, ix[all[i]->i]));
+		mq_reg_store(&q[i], VEC_AT(&m->qs, struct mqueue, ix[i]));
 	m->buffered -= emitted;
 	m->last_emitted_ts = last_ts;
 }
