@@ -383,7 +383,7 @@ static int mq_reserve(struct mqueue *q, size_t k)
  * equal times); the first pick prefers the first queue. */
 static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a, struct merger *m, int cold);
 
-/* One queue of merge_two or merge_three, in locals the compiler keeps in registers:
+/* One queue of merge_two or merge_three as the loops start and end with it:
  * its head and the end of the records queued after it without the ring's
  * wrap (a take moves one pointer on and compares it with one end), the
  * records queued past that end (from the ring's start), the head's time
@@ -426,27 +426,6 @@ static inline int mq_reg_before(const struct mq_reg *x, const struct mq_reg *y)
 	return x->ts < y->ts || (x->ts == y->ts && (x->kind < y->kind || (x->kind == y->kind && x->i < y->i)));
 }
 
-/* Takes queue x's head into *out and moves the head on, loading the new
- * head's time and kind; 0 when x ran empty. */
-static inline __attribute__((always_inline)) int mq_reg_take(struct mq_reg *x, int cold,
-							     const struct an_rec48 **out)
-{
-	*out = x->p;
-	if (__builtin_expect(++x->p == x->seg_end, 0)) {
-		if (!x->rest)
-			return 0;
-		/* The ring's wrap: the rest lies from its start. */
-		x->p = x->ring;
-		x->seg_end = x->ring + x->rest;
-		x->rest = 0;
-	}
-	if (cold)
-		prefetch_ahead(*out);
-	x->ts = x->p->ts;
-	x->kind = x->p->stream_kind;
-	return 1;
-}
-
 static void merge_two(struct analysis *a, struct merger *m)
 {
 	const struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
@@ -466,26 +445,82 @@ static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a
 	/* The order is worked out a block at a time with no call in the loop
 	 * (everything stays in registers), then the block goes to the passes:
 	 * host and GPU records alternate, so runs are a record or two long.
-	 * Each queue's head: its time and stream kind, loaded once. */
+	 * Each queue's head, end and head's time in scalars of their own (an
+	 * mq_reg chosen by a flag went through the stack), one loop a queue;
+	 * its ring and the records past the wrap stay in x0 and x1 (a wrap
+	 * needs them).  A head's stream kind is read on equal times only. */
 	struct mq_reg x0 = mq_reg_load(q0, 0), x1 = mq_reg_load(q1, 1);
-	int c = x1.ts < x0.ts || (x1.ts == x0.ts && x1.kind < x0.kind);
+	const struct an_rec48 *p0 = x0.p, *e0 = x0.seg_end, *p1 = x1.p, *e1 = x1.seg_end;
+	uint64_t t0 = x0.ts, t1 = x1.ts;
+	int c = t1 < t0 || (t1 == t0 && x1.kind < x0.kind);
 	uint64_t last_ts = m->last_emitted_ts;
 	const struct an_rec48 *block[64];
+	const struct an_rec48 **const bend = block + 64;
 	int more = 1;
 	while (more) {
-		unsigned k = 0;
-		while (k < 64) {
-			more = c ? mq_reg_take(&x1, cold, &block[k]) : mq_reg_take(&x0, cold, &block[k]);
-			k++;
-			if (!more)
-				break;
+		const struct an_rec48 **b = block;
+		if (c)
+			goto take1;
+	take0:
+		for (;;) {
+			const struct an_rec48 *t = p0;
+			*b++ = t;
+			if (__builtin_expect(++p0 == e0, 0)) {
+				if (!x0.rest) {
+					more = 0;
+					goto emit;
+				}
+				/* The ring's wrap: the rest lies from its start. */
+				p0 = x0.ring;
+				e0 = p0 + x0.rest;
+				x0.rest = 0;
+			}
+			if (cold)
+				prefetch_ahead(t);
+			t0 = p0->ts;
 			/* Switch queues only on a head strictly before the current one. */
-			c = c ? !(x0.ts < x1.ts || (x0.ts == x1.ts && x0.kind < x1.kind))
-			      : (x1.ts < x0.ts || (x1.ts == x0.ts && x1.kind < x0.kind));
+			if (t1 < t0 || (t1 == t0 && p1->stream_kind < p0->stream_kind))
+				break;
+			if (__builtin_expect(b == bend, 0)) {
+				c = 0;
+				goto emit;
+			}
 		}
-		merge_emit(a, m, block, k, &last_ts);
-		m->buffered -= k;
+		c = 1;
+		if (b == bend)
+			goto emit;
+	take1:
+		for (;;) {
+			const struct an_rec48 *t = p1;
+			*b++ = t;
+			if (__builtin_expect(++p1 == e1, 0)) {
+				if (!x1.rest) {
+					more = 0;
+					goto emit;
+				}
+				p1 = x1.ring;
+				e1 = p1 + x1.rest;
+				x1.rest = 0;
+			}
+			if (cold)
+				prefetch_ahead(t);
+			t1 = p1->ts;
+			if (t0 < t1 || (t0 == t1 && p0->stream_kind < p1->stream_kind))
+				break;
+			if (__builtin_expect(b == bend, 0)) {
+				c = 1;
+				goto emit;
+			}
+		}
+		c = 0;
+		if (b != bend)
+			goto take0;
+	emit:
+		merge_emit(a, m, block, (unsigned)(b - block), &last_ts);
+		m->buffered -= (size_t)(b - block);
 	}
+	x0.p = p0, x0.seg_end = e0;
+	x1.p = p1, x1.seg_end = e1;
 	mq_reg_store(&x0, q0);
 	mq_reg_store(&x1, q1);
 	m->last_emitted_ts = last_ts;
