@@ -1036,8 +1036,8 @@ static inline __attribute__((always_inline)) int read_trace_k(struct analysis *a
 		struct an_rec48 *w = NULL, *wend = NULL;
 		uint32_t qi = 0;
 		unsigned defs = 0, timed = 0;
-		for (unsigned i = 0; i < n; i++) {
-			const struct tbp_record *rec = &run[i];
+		const struct tbp_record *rec = run, *const run_end = run + n;
+		while (rec != run_end) {
 			unsigned cls = kind_class[rec->kind];
 			if (__builtin_expect(cls == AN_KC_TIMED, 1)) {
 				if (!q) {
@@ -1046,24 +1046,35 @@ static inline __attribute__((always_inline)) int read_trace_k(struct analysis *a
 						goto nomem;
 					qi = (uint32_t)(q - VEC_AT(&m.qs, struct mqueue, 0));
 					q->last_frame = m.frame;
-					if (mq_reserve(q, n - i))
+					if (mq_reserve(q, (size_t)(run_end - rec)))
 						goto nomem;
 					w = &q->ring[(q->head + q->n) & (q->cap - 1)];
 					wend = q->ring + q->cap;
 				}
-				int packed;
+				/* A stretch of timed records up to the run's end or to
+				 * the ring's, whichever comes first: one end test a
+				 * record for both. */
+				const struct tbp_record *from = rec, *end = run_end;
+				if ((size_t)(wend - w) < (size_t)(run_end - rec))
+					end = rec + (wend - w);
+				do {
+					int packed;
 #ifdef MQ_AVX2
-				if (avx2)
-					packed = mq_pack_avx2(rec, w);
-				else
+					if (avx2)
+						packed = mq_pack_avx2(rec, w);
+					else
 #endif
-					packed = mq_pack(rec, w);
-				if (__builtin_expect(!packed, 0) && mq_push_side(q, qi, rec, w))
-					goto nomem;
-				if (__builtin_expect(++w == wend, 0))
+						packed = mq_pack(rec, w);
+					if (__builtin_expect(!packed, 0) && mq_push_side(q, qi, rec, w))
+						goto nomem;
+					w++;
+				} while (++rec != end && kind_class[rec->kind] == AN_KC_TIMED);
+				timed += (unsigned)(rec - from);
+				if (__builtin_expect(w == wend, 0))
 					w = q->ring;
-				timed++;
-			} else if (cls == AN_KC_DEF) {
+				continue;
+			}
+			if (cls == AN_KC_DEF) {
 				defs++;
 				if (m.tape)
 					merge_single(a, &m, rec);
@@ -1074,6 +1085,7 @@ static inline __attribute__((always_inline)) int read_trace_k(struct analysis *a
 					merge_single(a, &m, rec);
 				an_pass_record(a, rec); /* facts and spans: order-free */
 			}
+			rec++;
 		}
 		if (q)
 			q->n += timed;
