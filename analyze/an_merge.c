@@ -383,7 +383,7 @@ static int mq_reserve(struct mqueue *q, size_t k)
  * equal times); the first pick prefers the first queue. */
 static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a, struct merger *m, int cold);
 
-/* One queue of merge_two or merge_three, in locals the compiler keeps in registers:
+/* One queue of merge_two or merge_three as the loops start and end with it:
  * its head and the end of the records queued after it without the ring's
  * wrap (a take moves one pointer on and compares it with one end), the
  * records queued past that end (from the ring's start), the head's time
@@ -426,27 +426,6 @@ static inline int mq_reg_before(const struct mq_reg *x, const struct mq_reg *y)
 	return x->ts < y->ts || (x->ts == y->ts && (x->kind < y->kind || (x->kind == y->kind && x->i < y->i)));
 }
 
-/* Takes queue x's head into *out and moves the head on, loading the new
- * head's time and kind; 0 when x ran empty. */
-static inline __attribute__((always_inline)) int mq_reg_take(struct mq_reg *x, int cold,
-							     const struct an_rec48 **out)
-{
-	*out = x->p;
-	if (__builtin_expect(++x->p == x->seg_end, 0)) {
-		if (!x->rest)
-			return 0;
-		/* The ring's wrap: the rest lies from its start. */
-		x->p = x->ring;
-		x->seg_end = x->ring + x->rest;
-		x->rest = 0;
-	}
-	if (cold)
-		prefetch_ahead(*out);
-	x->ts = x->p->ts;
-	x->kind = x->p->stream_kind;
-	return 1;
-}
-
 static void merge_two(struct analysis *a, struct merger *m)
 {
 	const struct mqueue *q0 = VEC_AT(&m->qs, struct mqueue, 0), *q1 = VEC_AT(&m->qs, struct mqueue, 1);
@@ -466,26 +445,82 @@ static inline __attribute__((always_inline)) void merge_two_k(struct analysis *a
 	/* The order is worked out a block at a time with no call in the loop
 	 * (everything stays in registers), then the block goes to the passes:
 	 * host and GPU records alternate, so runs are a record or two long.
-	 * Each queue's head: its time and stream kind, loaded once. */
+	 * Each queue's head, end and head's time in scalars of their own (an
+	 * mq_reg chosen by a flag went through the stack), one loop a queue;
+	 * its ring and the records past the wrap stay in x0 and x1 (a wrap
+	 * needs them).  A head's stream kind is read on equal times only. */
 	struct mq_reg x0 = mq_reg_load(q0, 0), x1 = mq_reg_load(q1, 1);
-	int c = x1.ts < x0.ts || (x1.ts == x0.ts && x1.kind < x0.kind);
+	const struct an_rec48 *p0 = x0.p, *e0 = x0.seg_end, *p1 = x1.p, *e1 = x1.seg_end;
+	uint64_t t0 = x0.ts, t1 = x1.ts;
+	int c = t1 < t0 || (t1 == t0 && x1.kind < x0.kind);
 	uint64_t last_ts = m->last_emitted_ts;
 	const struct an_rec48 *block[64];
+	const struct an_rec48 **const bend = block + 64;
 	int more = 1;
 	while (more) {
-		unsigned k = 0;
-		while (k < 64) {
-			more = c ? mq_reg_take(&x1, cold, &block[k]) : mq_reg_take(&x0, cold, &block[k]);
-			k++;
-			if (!more)
-				break;
+		const struct an_rec48 **b = block;
+		if (c)
+			goto take1;
+	take0:
+		for (;;) {
+			const struct an_rec48 *t = p0;
+			*b++ = t;
+			if (__builtin_expect(++p0 == e0, 0)) {
+				if (!x0.rest) {
+					more = 0;
+					goto emit;
+				}
+				/* The ring's wrap: the rest lies from its start. */
+				p0 = x0.ring;
+				e0 = p0 + x0.rest;
+				x0.rest = 0;
+			}
+			if (cold)
+				prefetch_ahead(t);
+			t0 = p0->ts;
 			/* Switch queues only on a head strictly before the current one. */
-			c = c ? !(x0.ts < x1.ts || (x0.ts == x1.ts && x0.kind < x1.kind))
-			      : (x1.ts < x0.ts || (x1.ts == x0.ts && x1.kind < x0.kind));
+			if (t1 < t0 || (t1 == t0 && p1->stream_kind < p0->stream_kind))
+				break;
+			if (__builtin_expect(b == bend, 0)) {
+				c = 0;
+				goto emit;
+			}
 		}
-		merge_emit(a, m, block, k, &last_ts);
-		m->buffered -= k;
+		c = 1;
+		if (b == bend)
+			goto emit;
+	take1:
+		for (;;) {
+			const struct an_rec48 *t = p1;
+			*b++ = t;
+			if (__builtin_expect(++p1 == e1, 0)) {
+				if (!x1.rest) {
+					more = 0;
+					goto emit;
+				}
+				p1 = x1.ring;
+				e1 = p1 + x1.rest;
+				x1.rest = 0;
+			}
+			if (cold)
+				prefetch_ahead(t);
+			t1 = p1->ts;
+			if (t0 < t1 || (t0 == t1 && p0->stream_kind < p1->stream_kind))
+				break;
+			if (__builtin_expect(b == bend, 0)) {
+				c = 1;
+				goto emit;
+			}
+		}
+		c = 0;
+		if (b != bend)
+			goto take0;
+	emit:
+		merge_emit(a, m, block, (unsigned)(b - block), &last_ts);
+		m->buffered -= (size_t)(b - block);
 	}
+	x0.p = p0, x0.seg_end = e0;
+	x1.p = p1, x1.seg_end = e1;
 	mq_reg_store(&x0, q0);
 	mq_reg_store(&x1, q1);
 	m->last_emitted_ts = last_ts;
@@ -593,9 +628,22 @@ static inline int mq_blocks(const struct merger *m, const struct mqueue *q)
  * is the run's limit, as in merge_two), and R is the third.  A run that
  * ends where the third is earlier than the queue just left (merge_small's
  * next limit) changes the pair. */
+/* Head x (place xi in merge_small's ix) before head y (yi): mq_reg_before. */
+static inline int mq_head_before(const struct an_rec48 *x, unsigned xi, const struct an_rec48 *y, unsigned yi)
+{
+	return x->ts < y->ts ||
+	       (x->ts == y->ts && (x->stream_kind < y->stream_kind || (x->stream_kind == y->stream_kind && xi < yi)));
+}
+
 static inline __attribute__((always_inline)) void merge_three_k(struct analysis *a, struct merger *m,
 								const uint32_t *ix, int cold)
 {
+	/* Each queue's ring and records past the wrap stay in q (a wrap needs
+	 * them, once a ring's turn); the loop keeps P's, Q's and R's head, end,
+	 * time and place in q in scalars of their own, which the compiler
+	 * holds in registers (whole mq_regs swapped on a pair's change went
+	 * through the stack, a dozen loads and stores a record).  A head's
+	 * stream kind is read where it decides, on equal times only. */
 	struct mq_reg q[3];
 	for (unsigned i = 0; i < 3; i++)
 		q[i] = mq_reg_load(VEC_AT(&m->qs, struct mqueue, ix[i]), i);
@@ -604,52 +652,105 @@ static inline __attribute__((always_inline)) void merge_three_k(struct analysis 
 	cu = mq_reg_before(&q[2], &q[cu]) ? 2 : cu;
 	unsigned o1 = cu == 0 ? 1 : 0, o2 = cu == 2 ? 1 : 2;
 	unsigned nx = mq_reg_before(&q[o2], &q[o1]) ? o2 : o1;
-	struct mq_reg P = q[cu], Q = q[nx], R = q[3 - cu - nx];
+	unsigned pi = cu, qi = nx, ri = 3 - cu - nx;
+	const struct an_rec48 *pp = q[pi].p, *pe = q[pi].seg_end, *qp = q[qi].p, *qe = q[qi].seg_end;
+	const struct an_rec48 *rp = q[ri].p, *re = q[ri].seg_end;
+	uint64_t pts = q[pi].ts, qts = q[qi].ts, rts = q[ri].ts;
 	int c = 0; /* 0: P current, Q the limit; 1: the other way */
 	uint64_t last_ts = m->last_emitted_ts;
 	const struct an_rec48 *block[MERGE_BLOCK];
+	const struct an_rec48 **const bend = block + MERGE_BLOCK;
 	size_t emitted = 0;
 	int more = 1;
 	while (more) {
-		unsigned nb = 0;
-		while (nb < MERGE_BLOCK) {
-			if (!c) {
-				more = mq_reg_take(&P, cold, &block[nb++]);
-				if (!more)
-					break;
-				if (!(P.ts > Q.ts || (P.ts == Q.ts && P.kind > Q.kind)))
-					continue;
-				/* The run ends: Q goes on; its limit is R or P. */
-				if (__builtin_expect(mq_reg_before(&R, &P), 0)) {
-					struct mq_reg was = P;
-					P = Q;
-					Q = R;
-					R = was;
-					continue; /* c stays 0: P (the old Q) current */
+		const struct an_rec48 **b = block;
+		if (c)
+			goto take_q;
+	take_p:
+		for (;;) {
+			const struct an_rec48 *t = pp;
+			*b++ = t;
+			if (__builtin_expect(++pp == pe, 0)) {
+				if (!q[pi].rest) {
+					more = 0;
+					goto emit;
 				}
-				c = 1;
-			} else {
-				more = mq_reg_take(&Q, cold, &block[nb++]);
-				if (!more)
-					break;
-				if (!(Q.ts > P.ts || (Q.ts == P.ts && Q.kind > P.kind)))
-					continue;
-				if (__builtin_expect(mq_reg_before(&R, &Q), 0)) {
-					struct mq_reg was = Q;
-					Q = R;
-					R = was;
-					c = 0; /* P current, R (now Q) its limit */
-					continue;
-				}
+				/* The ring's wrap: the rest lies from its start. */
+				pp = q[pi].ring;
+				pe = pp + q[pi].rest;
+				q[pi].rest = 0;
+			}
+			if (cold)
+				prefetch_ahead(t);
+			pts = pp->ts;
+			if (pts > qts || (pts == qts && pp->stream_kind > qp->stream_kind))
+				break;
+			if (__builtin_expect(b == bend, 0)) {
 				c = 0;
+				goto emit;
 			}
 		}
-		merge_emit(a, m, block, nb, &last_ts);
-		emitted += nb;
+		/* The run ends: Q goes on; its limit is R or P (R's head is
+		 * mostly far later: one comparison). */
+		if (__builtin_expect(rts <= pts, 0) && mq_head_before(rp, ri, pp, pi)) {
+			/* P (the old Q) current, R (the old P) the third. */
+			const struct an_rec48 *sp = pp, *se = pe;
+			uint64_t st = pts;
+			unsigned si = pi;
+			pp = qp, pe = qe, pts = qts, pi = qi;
+			qp = rp, qe = re, qts = rts, qi = ri;
+			rp = sp, re = se, rts = st, ri = si;
+			c = 0;
+			if (b == bend)
+				goto emit;
+			goto take_p;
+		}
+		c = 1;
+		if (b == bend)
+			goto emit;
+	take_q:
+		for (;;) {
+			const struct an_rec48 *t = qp;
+			*b++ = t;
+			if (__builtin_expect(++qp == qe, 0)) {
+				if (!q[qi].rest) {
+					more = 0;
+					goto emit;
+				}
+				qp = q[qi].ring;
+				qe = qp + q[qi].rest;
+				q[qi].rest = 0;
+			}
+			if (cold)
+				prefetch_ahead(t);
+			qts = qp->ts;
+			if (qts > pts || (qts == pts && qp->stream_kind > pp->stream_kind))
+				break;
+			if (__builtin_expect(b == bend, 0)) {
+				c = 1;
+				goto emit;
+			}
+		}
+		c = 0;
+		if (__builtin_expect(rts <= qts, 0) && mq_head_before(rp, ri, qp, qi)) {
+			/* P current, R (now Q) its limit. */
+			const struct an_rec48 *sp = qp, *se = qe;
+			uint64_t st = qts;
+			unsigned si = qi;
+			qp = rp, qe = re, qts = rts, qi = ri;
+			rp = sp, re = se, rts = st, ri = si;
+		}
+		if (b != bend)
+			goto take_p;
+	emit:
+		merge_emit(a, m, block, (unsigned)(b - block), &last_ts);
+		emitted += (size_t)(b - block);
 	}
-	const struct mq_reg *all[3] = {&P, &Q, &R};
+	q[pi].p = pp, q[pi].seg_end = pe;
+	q[qi].p = qp, q[qi].seg_end = qe;
+	q[ri].p = rp, q[ri].seg_end = re;
 	for (unsigned i = 0; i < 3; i++)
-		mq_reg_store(all[i], VEC_AT(&m->qs, struct mqueue, ix[all[i]->i]));
+		mq_reg_store(&q[i], VEC_AT(&m->qs, struct mqueue, ix[i]));
 	m->buffered -= emitted;
 	m->last_emitted_ts = last_ts;
 }
@@ -935,8 +1036,8 @@ static inline __attribute__((always_inline)) int read_trace_k(struct analysis *a
 		struct an_rec48 *w = NULL, *wend = NULL;
 		uint32_t qi = 0;
 		unsigned defs = 0, timed = 0;
-		for (unsigned i = 0; i < n; i++) {
-			const struct tbp_record *rec = &run[i];
+		const struct tbp_record *rec = run, *const run_end = run + n;
+		while (rec != run_end) {
 			unsigned cls = kind_class[rec->kind];
 			if (__builtin_expect(cls == AN_KC_TIMED, 1)) {
 				if (!q) {
@@ -945,24 +1046,35 @@ static inline __attribute__((always_inline)) int read_trace_k(struct analysis *a
 						goto nomem;
 					qi = (uint32_t)(q - VEC_AT(&m.qs, struct mqueue, 0));
 					q->last_frame = m.frame;
-					if (mq_reserve(q, n - i))
+					if (mq_reserve(q, (size_t)(run_end - rec)))
 						goto nomem;
 					w = &q->ring[(q->head + q->n) & (q->cap - 1)];
 					wend = q->ring + q->cap;
 				}
-				int packed;
+				/* A stretch of timed records up to the run's end or to
+				 * the ring's, whichever comes first: one end test a
+				 * record for both. */
+				const struct tbp_record *from = rec, *end = run_end;
+				if ((size_t)(wend - w) < (size_t)(run_end - rec))
+					end = rec + (wend - w);
+				do {
+					int packed;
 #ifdef MQ_AVX2
-				if (avx2)
-					packed = mq_pack_avx2(rec, w);
-				else
+					if (avx2)
+						packed = mq_pack_avx2(rec, w);
+					else
 #endif
-					packed = mq_pack(rec, w);
-				if (__builtin_expect(!packed, 0) && mq_push_side(q, qi, rec, w))
-					goto nomem;
-				if (__builtin_expect(++w == wend, 0))
+						packed = mq_pack(rec, w);
+					if (__builtin_expect(!packed, 0) && mq_push_side(q, qi, rec, w))
+						goto nomem;
+					w++;
+				} while (++rec != end && kind_class[rec->kind] == AN_KC_TIMED);
+				timed += (unsigned)(rec - from);
+				if (__builtin_expect(w == wend, 0))
 					w = q->ring;
-				timed++;
-			} else if (cls == AN_KC_DEF) {
+				continue;
+			}
+			if (cls == AN_KC_DEF) {
 				defs++;
 				if (m.tape)
 					merge_single(a, &m, rec);
@@ -973,6 +1085,7 @@ static inline __attribute__((always_inline)) int read_trace_k(struct analysis *a
 					merge_single(a, &m, rec);
 				an_pass_record(a, rec); /* facts and spans: order-free */
 			}
+			rec++;
 		}
 		if (q)
 			q->n += timed;
