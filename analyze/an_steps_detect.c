@@ -507,19 +507,27 @@ static int step_cmp(const void *x, const void *y)
 	return a->begin < b->begin ? -1 : a->begin > b->begin;
 }
 
-/* The time of [b, e) that no import covers (imports: merged, in order). */
-static uint64_t outside_imports(const struct vec *imports, uint64_t b, uint64_t e)
+/* In steps or spans in time order (struct an_step), the first whose end
+ * (by_end) or begin is after t: a binary search. */
+static size_t first_after(const struct vec *v, uint64_t t, int by_end)
 {
-	uint64_t t = e - b;
-	size_t lo = 0, hi = imports->n;
-	while (lo < hi) { /* the first import ending after b */
+	size_t lo = 0, hi = v->n;
+	while (lo < hi) {
 		size_t m = lo + (hi - lo) / 2;
-		if (VEC_AT(imports, struct an_step, m)->end <= b)
+		const struct an_step *s = VEC_AT(v, struct an_step, m);
+		if ((by_end ? s->end : s->begin) <= t)
 			lo = m + 1;
 		else
 			hi = m;
 	}
-	for (size_t i = lo; i < imports->n; i++) {
+	return lo;
+}
+
+/* The time of [b, e) that no import covers (imports: merged, in order). */
+static uint64_t outside_imports(const struct vec *imports, uint64_t b, uint64_t e)
+{
+	uint64_t t = e - b;
+	for (size_t i = first_after(imports, b, 1); i < imports->n; i++) {
 		const struct an_step *im = VEC_AT(imports, struct an_step, i);
 		if (im->begin >= e)
 			break;
@@ -1821,14 +1829,7 @@ static int in_steps(const struct scan *sc, size_t i, const void *arg)
 {
 	const struct vec *steps = arg;
 	uint64_t ts = sc->items[i].ts;
-	size_t lo = 0, hi = steps->n;
-	while (lo < hi) { /* the first step beginning after ts */
-		size_t m = lo + (hi - lo) / 2;
-		if (VEC_AT(steps, struct an_step, m)->begin <= ts)
-			lo = m + 1;
-		else
-			hi = m;
-	}
+	size_t lo = first_after(steps, ts, 0);
 	return lo && ts < VEC_AT(steps, struct an_step, lo - 1)->end;
 }
 

@@ -571,6 +571,25 @@ static inline int head_index(struct an_tape *t, uint64_t head)
 	return head_index_slow(t, head);
 }
 
+/* A compact entry's first bytes, the same on every path: the head's index
+ * (TAPE_DTS16 when the time's distance fits in 16 bits), the mask of the
+ * fields that follow, the distance; the fields go after them. */
+static inline __attribute__((always_inline)) uint8_t *put_entry_head(uint8_t *out, int h, uint64_t dts,
+								   unsigned diff)
+{
+	out[1] = (uint8_t)diff;
+	if (dts < 0x10000) {
+		out[0] = (uint8_t)(h | TAPE_DTS16);
+		uint16_t d16 = (uint16_t)dts;
+		memcpy(out + 2, &d16, 2);
+		return out + 4;
+	}
+	out[0] = (uint8_t)h;
+	uint32_t d32 = (uint32_t)dts;
+	memcpy(out + 2, &d32, 4);
+	return out + 6;
+}
+
 /* A record the merge queued as an an_rec48 (e) as a compact entry at out
  * (room for TAPE_COMPACT_MAX checked); its size, or 0 when it cannot be
  * one (its time's distance past 32 bits, the table of heads full: nothing
@@ -609,19 +628,7 @@ static inline __attribute__((always_inline)) size_t put_compact(struct an_tape *
 #endif
 	unsigned diff = ~same & 0xffu;
 	*prev_ts = e->ts;
-	out[1] = (uint8_t)diff;
-	uint8_t *o;
-	if (dts < 0x10000) {
-		out[0] = (uint8_t)(h | TAPE_DTS16);
-		uint16_t d16 = (uint16_t)dts;
-		memcpy(out + 2, &d16, 2);
-		o = out + 4;
-	} else {
-		out[0] = (uint8_t)h;
-		uint32_t d32 = (uint32_t)dts;
-		memcpy(out + 2, &d32, 4);
-		o = out + 6;
-	}
+	uint8_t *o = put_entry_head(out, h, dts, diff);
 #ifdef TAPE_SSSE3
 	if (ssse3)
 		return (size_t)(put_fields_ssse3(o, lo4, hi4, diff) - out);
@@ -654,19 +661,7 @@ static inline __attribute__((target("avx2,popcnt"))) size_t put_compact_avx2(str
 	_mm256_store_si256(sv, _mm256_sub_epi32(f, was));
 	_mm256_store_si256(pv, f);
 	*prev_ts = ts;
-	out[1] = (uint8_t)diff;
-	uint8_t *o;
-	if (dts < 0x10000) {
-		out[0] = (uint8_t)(h | TAPE_DTS16);
-		uint16_t d16 = (uint16_t)dts;
-		memcpy(out + 2, &d16, 2);
-		o = out + 4;
-	} else {
-		out[0] = (uint8_t)h;
-		uint32_t d32 = (uint32_t)dts;
-		memcpy(out + 2, &d32, 4);
-		o = out + 6;
-	}
+	uint8_t *o = put_entry_head(out, h, dts, diff);
 	/* (room for 32 bytes: TAPE_REC_MAX a record is reserved) */
 	__m256i ix = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)&pack_perm[diff]));
 	_mm256_storeu_si256((__m256i *)(void *)o, _mm256_permutevar8x32_epi32(f, ix));
